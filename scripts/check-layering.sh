@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Refuses an include of a module from a module below it (ARCHITECTURE.md "Layers").
+# Each module lists the modules it may include; anything else under src/ is an error.
+set -euo pipefail
+root=${1:-$(dirname "$0")/..}
+cd "$root/src"
+declare -A allowed=(
+  [base]="base"
+  [wire]="wire base"
+  [stats]="stats base"
+  [transport]="transport wire base"
+  [net]="net transport wire base"
+  [rpc]="rpc net transport wire base stats"
+)
+bad=0
+for mod in "${!allowed[@]}"; do
+  [ -d "$mod" ] || continue
+  while IFS= read -r line; do
+    file=${line%%:*}
+    inc=$(sed -E 's/.*#include "([a-z_]+)\/.*/\1/' <<<"$line")
+    if [[ " ${allowed[$mod]} " != *" $inc "* ]]; then
+      echo "layering: $file includes \"$inc/...\": $mod may include only: ${allowed[$mod]}" >&2
+      bad=1
+    fi
+  done < <(grep -rnE '#include "[a-z_]+/' "$mod" || true)
+done
+[ $bad -eq 0 ] && echo "layering: ok"
+exit $bad

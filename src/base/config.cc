@@ -1,0 +1,249 @@
+#include "base/config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <toml++/toml.h>
+
+namespace pfsnet {
+namespace {
+
+struct Ctx {
+  std::string origin;
+};
+
+Status err(const Ctx& c, const toml::source_region& src, std::string_view key,
+           std::string_view why) {
+  std::string where = c.origin;
+  if (src.begin.line > 0) where += ":" + std::to_string(src.begin.line);
+  return Status(Code::kInvalidArgument,
+                where + ": key '" + std::string(key) + "': " + std::string(why));
+}
+
+// One key of a table: how to read it into the Config.
+using Reader = std::function<Status(const Ctx&, const toml::node&, std::string_view key)>;
+
+Reader int_key(int64_t* out, int64_t lo, int64_t hi) {
+  return [=](const Ctx& c, const toml::node& n, std::string_view key) -> Status {
+    auto v = n.value_exact<int64_t>();
+    if (!v) return err(c, n.source(), key, "must be an integer");
+    if (*v < lo || *v > hi)
+      return err(c, n.source(), key,
+                 "value " + std::to_string(*v) + " is out of range " + std::to_string(lo) +
+                     ".." + std::to_string(hi));
+    *out = *v;
+    return Status::Ok();
+  };
+}
+
+Reader string_key(std::string* out, bool allow_empty) {
+  return [=](const Ctx& c, const toml::node& n, std::string_view key) -> Status {
+    auto v = n.value_exact<std::string>();
+    if (!v) return err(c, n.source(), key, "must be a string");
+    if (!allow_empty && v->empty()) return err(c, n.source(), key, "must not be empty");
+    *out = *v;
+    return Status::Ok();
+  };
+}
+
+Status string_array(const Ctx& c, const toml::node& n, std::string_view key,
+                    const std::function<Status(const std::string&, const toml::node&)>& each) {
+  const toml::array* arr = n.as_array();
+  if (!arr) return err(c, n.source(), key, "must be an array of strings");
+  for (const toml::node& e : *arr) {
+    auto v = e.value_exact<std::string>();
+    if (!v) return err(c, e.source(), key, "must be an array of strings");
+    Status s = each(*v, e);
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Status read_table(const Ctx& c, const toml::table& t, std::string_view section,
+                  const std::map<std::string, Reader, std::less<>>& keys) {
+  for (const auto& [k, v] : t) {
+    std::string full = std::string(section) + "." + std::string(k.str());
+    auto it = keys.find(k.str());
+    if (it == keys.end()) return err(c, k.source(), full, "unknown key");
+    Status s = it->second(c, v, full);
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+Status validate_http(const std::string& http) {
+  if (http.empty()) return Status::Ok();
+  auto colon = http.rfind(':');
+  if (colon == std::string::npos || colon == 0) return Status(Code::kInvalidArgument, "must be HOST:PORT");
+  try {
+    size_t used = 0;
+    int port = std::stoi(http.substr(colon + 1), &used);
+    if (used != http.size() - colon - 1 || port < 1 || port > 65535)
+      return Status(Code::kInvalidArgument, "port must be 1..65535");
+  } catch (...) {
+    return Status(Code::kInvalidArgument, "port must be 1..65535");
+  }
+  return Status::Ok();
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+}  // namespace
+
+Result<Config> parse_config(std::string_view text, std::string_view origin) {
+  Ctx c{std::string(origin)};
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    return Status(Code::kInvalidArgument, std::string(origin) + ":" +
+                                              std::to_string(e.source().begin.line) +
+                                              ": syntax error: " + std::string(e.description()));
+  }
+
+  Config cfg;
+  cfg.node.name = host_name();
+
+  const std::map<std::string, Reader, std::less<>> node_keys = {
+      {"name", string_key(&cfg.node.name, false)},
+      {"roles",
+       [&](const Ctx& c, const toml::node& n, std::string_view key) {
+         cfg.node.roles.clear();
+         return string_array(c, n, key, [&](const std::string& r, const toml::node& e) {
+           if (r != "client" && r != "server" && r != "mgs")
+             return err(c, e.source(), key,
+                        "unknown role '" + r + "' (expected client, server or mgs)");
+           cfg.node.roles.push_back(r);
+           return Status::Ok();
+         });
+       }},
+      {"mgs",
+       [&](const Ctx& c, const toml::node& n, std::string_view key) {
+         cfg.node.mgs.clear();
+         return string_array(c, n, key, [&](const std::string& s, const toml::node& e) {
+           auto nid = Nid::parse(s);
+           if (!nid.ok()) return err(c, e.source(), key, nid.status().message());
+           cfg.node.mgs.push_back(*nid);
+           return Status::Ok();
+         });
+       }},
+      {"cluster_key_file", string_key(&cfg.node.cluster_key_file, false)},
+      {"admin_socket", string_key(&cfg.node.admin_socket, false)},
+      {"http",
+       [&](const Ctx& c, const toml::node& n, std::string_view key) {
+         Status s = string_key(&cfg.node.http, true)(c, n, key);
+         if (!s.ok()) return s;
+         Status h = validate_http(cfg.node.http);
+         return h.ok() ? h : err(c, n.source(), key, h.message());
+       }},
+  };
+  const std::map<std::string, Reader, std::less<>> lnet_keys = {
+      {"credits", int_key(&cfg.lnet.credits, 1, 1 << 20)},
+      {"peer_credits", int_key(&cfg.lnet.peer_credits, 1, 1 << 16)},
+      {"transaction_timeout", int_key(&cfg.lnet.transaction_timeout, 1, 3600)},
+      {"retry_count", int_key(&cfg.lnet.retry_count, 0, 100)},
+      {"health_sensitivity", int_key(&cfg.lnet.health_sensitivity, 0, 1000)},
+      {"recovery_interval", int_key(&cfg.lnet.recovery_interval, 1, 3600)},
+  };
+  const std::map<std::string, Reader, std::less<>> rpc_keys = {
+      {"max_rpcs_in_flight", int_key(&cfg.rpc.max_rpcs_in_flight, 1, 1 << 16)},
+  };
+  const std::map<std::string, Reader, std::less<>> stats_keys = {
+      {"rpcPerfRawStatBufferSize", int_key(&cfg.stats.rpcPerfRawStatBufferSize, 1, 1 << 24)},
+      {"rpcPerfRawExecBufferSize", int_key(&cfg.stats.rpcPerfRawExecBufferSize, 1, 1 << 24)},
+      {"rpcPerfNumberSecondIntervals", int_key(&cfg.stats.rpcPerfNumberSecondIntervals, 1, 86400)},
+      {"rpcPerfNumberMinuteIntervals", int_key(&cfg.stats.rpcPerfNumberMinuteIntervals, 1, 10080)},
+      {"rpcPerfNumberHourIntervals", int_key(&cfg.stats.rpcPerfNumberHourIntervals, 1, 8784)},
+      {"rpcPerfNumberDayIntervals", int_key(&cfg.stats.rpcPerfNumberDayIntervals, 1, 3660)},
+      {"maxBlockSize",
+       [&](const Ctx& c, const toml::node& n, std::string_view key) {
+         Status s = int_key(&cfg.stats.maxBlockSize, 16384, 16 << 20)(c, n, key);
+         if (s.ok() && !is_pow2(cfg.stats.maxBlockSize))
+           return err(c, n.source(), key, "must be a power of two");
+         return s;
+       }},
+  };
+  const std::map<std::string, Reader, std::less<>> membership_keys = {
+      {"client_ping_interval", int_key(&cfg.membership.client_ping_interval, 1, 3600)},
+      {"server_ping_interval", int_key(&cfg.membership.server_ping_interval, 1, 3600)},
+      {"ping_miss_limit", int_key(&cfg.membership.ping_miss_limit, 1, 100)},
+  };
+  const std::map<std::string, const std::map<std::string, Reader, std::less<>>*, std::less<>>
+      sections = {{"node", &node_keys},       {"lnet", &lnet_keys},
+                  {"rpc", &rpc_keys},         {"stats", &stats_keys},
+                  {"membership", &membership_keys}};
+
+  for (const auto& [k, v] : root) {
+    std::string name(k.str());
+    if (name == "net") {
+      const toml::array* arr = v.as_array();
+      if (!arr || !arr->is_array_of_tables())
+        return err(c, k.source(), "net", "must be an array of tables ([[net]])");
+      for (const toml::node& e : *arr) {
+        const toml::table& t = *e.as_table();
+        NetConfig net;
+        int64_t port = net.port;
+        std::string nid_text;
+        const std::map<std::string, Reader, std::less<>> net_keys = {
+            {"nid", string_key(&nid_text, false)},
+            {"port", int_key(&port, 1, 65535)},
+        };
+        Status s = read_table(c, t, "net", net_keys);
+        if (!s.ok()) return s;
+        if (nid_text.empty()) return err(c, t.source(), "net.nid", "is required in every [[net]]");
+        auto nid = Nid::parse(nid_text);
+        if (!nid.ok()) return err(c, t["nid"].node()->source(), "net.nid", nid.status().message());
+        for (const NetConfig& other : cfg.nets)
+          if (other.nid == *nid) return err(c, t.source(), "net.nid", "duplicate NID " + nid_text);
+        net.nid = *nid;
+        net.port = static_cast<uint16_t>(port);
+        cfg.nets.push_back(net);
+      }
+      continue;
+    }
+    auto it = sections.find(name);
+    if (it == sections.end()) return err(c, k.source(), name, "unknown section");
+    const toml::table* t = v.as_table();
+    if (!t) return err(c, k.source(), name, "must be a table");
+    Status s = read_table(c, *t, name, *it->second);
+    if (!s.ok()) return s;
+  }
+  return cfg;
+}
+
+Result<Config> load_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status(Code::kNotFound, path + ": cannot read config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path);
+}
+
+Result<std::string> load_cluster_key(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0)
+    return Status(Code::kNotFound, path + ": cluster key file not found");
+  if ((st.st_mode & 077) != 0)
+    return Status(Code::kInvalidArgument,
+                  path + ": cluster key file must not be readable by group or others (chmod 600)");
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string key = ss.str();
+  if (key.size() < 16)
+    return Status(Code::kInvalidArgument,
+                  path + ": cluster key must be at least 16 bytes (use 'pfsnet keygen')");
+  return key;
+}
+
+}  // namespace pfsnet

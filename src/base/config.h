@@ -1,0 +1,80 @@
+// Config: the pfsnetd TOML configuration (INTERFACES.md "Configuration"). Every key has
+// a default; an unknown key, a wrong type or an out-of-range value is an error naming
+// the file, the line and the key.
+// Thread safety: a plain value; the daemon swaps whole Configs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/nid.h"
+#include "base/status.h"
+
+namespace pfsnet {
+
+struct NodeConfig {
+  std::string name;                // default: host name
+  std::vector<std::string> roles;  // "client", "server", "mgs"
+  std::vector<Nid> mgs;
+  std::string cluster_key_file = "/etc/pfsnet/cluster.key";
+  std::string admin_socket = "/run/pfsnet/pfsnetd.sock";
+  std::string http;  // "HOST:PORT" or empty
+};
+
+struct NetConfig {
+  Nid nid;
+  uint16_t port = 7988;
+};
+
+struct LnetConfig {
+  int64_t credits = 64;
+  int64_t peer_credits = 8;
+  int64_t transaction_timeout = 50;  // seconds
+  int64_t retry_count = 2;
+  int64_t health_sensitivity = 100;
+  int64_t recovery_interval = 1;  // seconds
+};
+
+struct RpcConfig {
+  int64_t max_rpcs_in_flight = 8;
+};
+
+struct StatsConfig {
+  int64_t rpcPerfRawStatBufferSize = 65536;
+  int64_t rpcPerfRawExecBufferSize = 65536;
+  int64_t rpcPerfNumberSecondIntervals = 60;
+  int64_t rpcPerfNumberMinuteIntervals = 60;
+  int64_t rpcPerfNumberHourIntervals = 24;
+  int64_t rpcPerfNumberDayIntervals = 30;
+  int64_t maxBlockSize = 1048576;
+};
+
+struct MembershipConfig {
+  int64_t client_ping_interval = 50;
+  int64_t server_ping_interval = 10;
+  int64_t ping_miss_limit = 3;
+};
+
+struct Config {
+  NodeConfig node;
+  std::vector<NetConfig> nets;
+  LnetConfig lnet;
+  RpcConfig rpc;
+  StatsConfig stats;
+  MembershipConfig membership;
+
+  // Largest bulk an RPC may carry: 2 x maxBlockSize.
+  int64_t max_bulk() const { return 2 * stats.maxBlockSize; }
+};
+
+// Parses TOML text; `origin` names the file in error messages.
+Result<Config> parse_config(std::string_view toml_text, std::string_view origin);
+// Reads and parses a file. Errors: "FILE:LINE: key 'section.key': reason".
+Result<Config> load_config(const std::string& path);
+
+// Reads the cluster key: the file's bytes, at least 16, mode at most 0600.
+Result<std::string> load_cluster_key(const std::string& path);
+
+}  // namespace pfsnet

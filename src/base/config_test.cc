@@ -1,0 +1,155 @@
+#include "base/config.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace pfsnet {
+namespace {
+
+std::string error_of(std::string_view text) {
+  auto r = parse_config(text, "test.toml");
+  EXPECT_FALSE(r.ok()) << text;
+  return r.ok() ? "" : r.status().message();
+}
+
+TEST(ConfigTest, DefaultsWhenEmpty) {
+  auto r = parse_config("", "empty.toml");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->lnet.credits, 64);
+  EXPECT_EQ(r->lnet.peer_credits, 8);
+  EXPECT_EQ(r->lnet.transaction_timeout, 50);
+  EXPECT_EQ(r->rpc.max_rpcs_in_flight, 8);
+  EXPECT_EQ(r->stats.maxBlockSize, 1048576);
+  EXPECT_EQ(r->max_bulk(), 2097152);
+  EXPECT_EQ(r->stats.rpcPerfNumberDayIntervals, 30);
+  EXPECT_EQ(r->membership.client_ping_interval, 50);
+  EXPECT_FALSE(r->node.name.empty());
+}
+
+TEST(ConfigTest, ReadsEveryKey) {
+  auto r = parse_config(R"(
+[node]
+name = "oss01"
+roles = ["server", "client"]
+mgs = ["127.0.0.2@tcp"]
+cluster_key_file = "/tmp/k"
+admin_socket = "/tmp/s.sock"
+http = "127.0.0.1:9708"
+
+[[net]]
+nid = "127.0.0.4@tcp"
+port = 7990
+
+[[net]]
+nid = "127.0.1.4@tcp1"
+
+[lnet]
+credits = 256
+peer_credits = 16
+transaction_timeout = 10
+retry_count = 3
+health_sensitivity = 50
+recovery_interval = 2
+
+[rpc]
+max_rpcs_in_flight = 32
+
+[stats]
+rpcPerfRawStatBufferSize = 1024
+rpcPerfRawExecBufferSize = 2048
+rpcPerfNumberSecondIntervals = 10
+rpcPerfNumberMinuteIntervals = 5
+rpcPerfNumberHourIntervals = 2
+rpcPerfNumberDayIntervals = 1
+maxBlockSize = 4194304
+
+[membership]
+client_ping_interval = 20
+server_ping_interval = 5
+ping_miss_limit = 4
+)",
+                        "full.toml");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->node.name, "oss01");
+  ASSERT_EQ(r->node.roles.size(), 2u);
+  ASSERT_EQ(r->node.mgs.size(), 1u);
+  EXPECT_EQ(r->node.mgs[0].to_string(), "127.0.0.2@tcp");
+  EXPECT_EQ(r->node.http, "127.0.0.1:9708");
+  ASSERT_EQ(r->nets.size(), 2u);
+  EXPECT_EQ(r->nets[0].port, 7990);
+  EXPECT_EQ(r->nets[1].port, 7988);
+  EXPECT_EQ(r->nets[1].nid.to_string(), "127.0.1.4@tcp1");
+  EXPECT_EQ(r->lnet.credits, 256);
+  EXPECT_EQ(r->lnet.recovery_interval, 2);
+  EXPECT_EQ(r->rpc.max_rpcs_in_flight, 32);
+  EXPECT_EQ(r->stats.rpcPerfNumberDayIntervals, 1);
+  EXPECT_EQ(r->stats.maxBlockSize, 4194304);
+  EXPECT_EQ(r->membership.ping_miss_limit, 4);
+}
+
+TEST(ConfigTest, UnknownKeyNamesFileLineAndKey) {
+  EXPECT_EQ(error_of("[lnet]\ncredits = 4\ncredit = 5\n"), "test.toml:3: key 'lnet.credit': unknown key");
+  EXPECT_EQ(error_of("\n[lnetx]\n"), "test.toml:2: key 'lnetx': unknown section");
+  EXPECT_EQ(error_of("[[net]]\nnid = \"1.2.3.4@tcp\"\nbogus = 1\n"),
+            "test.toml:3: key 'net.bogus': unknown key");
+}
+
+TEST(ConfigTest, WrongTypeIsAnError) {
+  EXPECT_EQ(error_of("[lnet]\ncredits = \"64\"\n"), "test.toml:2: key 'lnet.credits': must be an integer");
+  EXPECT_EQ(error_of("[lnet]\ncredits = 6.5\n"), "test.toml:2: key 'lnet.credits': must be an integer");
+  EXPECT_EQ(error_of("[node]\nname = 3\n"), "test.toml:2: key 'node.name': must be a string");
+  EXPECT_EQ(error_of("[node]\nroles = \"client\"\n"),
+            "test.toml:2: key 'node.roles': must be an array of strings");
+  EXPECT_EQ(error_of("lnet = 3\n"), "test.toml:1: key 'lnet': must be a table");
+}
+
+TEST(ConfigTest, OutOfRangeIsAnError) {
+  EXPECT_EQ(error_of("[lnet]\npeer_credits = 0\n"),
+            "test.toml:2: key 'lnet.peer_credits': value 0 is out of range 1..65536");
+  EXPECT_EQ(error_of("[[net]]\nnid = \"1.2.3.4@tcp\"\nport = 70000\n"),
+            "test.toml:3: key 'net.port': value 70000 is out of range 1..65535");
+  EXPECT_EQ(error_of("[stats]\nmaxBlockSize = 1000000\n"),
+            "test.toml:2: key 'stats.maxBlockSize': must be a power of two");
+  EXPECT_EQ(error_of("[node]\nhttp = \"127.0.0.1\"\n"), "test.toml:2: key 'node.http': must be HOST:PORT");
+}
+
+TEST(ConfigTest, BadValuesAreErrors) {
+  EXPECT_NE(error_of("[node]\nroles = [\"client\", \"oss\"]\n").find("unknown role 'oss'"), std::string::npos);
+  EXPECT_NE(error_of("[node]\nmgs = [\"1.2.3@tcp\"]\n").find("test.toml:2: key 'node.mgs': malformed NID"),
+            std::string::npos);
+  EXPECT_EQ(error_of("[[net]]\nport = 7988\n"), "test.toml:1: key 'net.nid': is required in every [[net]]");
+  EXPECT_NE(error_of("[[net]]\nnid=\"1.2.3.4@tcp\"\n[[net]]\nnid=\"1.2.3.4@tcp\"\n").find("duplicate NID"),
+            std::string::npos);
+  EXPECT_NE(error_of("[lnet\ncredits=1").find("test.toml:1: syntax error"), std::string::npos);
+}
+
+TEST(ConfigTest, MissingFile) {
+  auto r = load_config("/nonexistent/pfsnet.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "/nonexistent/pfsnet.toml: cannot read config file");
+}
+
+TEST(ConfigTest, ClusterKeyChecks) {
+  std::string path = ::testing::TempDir() + "/pfsnet_key_test";
+  {
+    std::ofstream(path) << "short";
+  }
+  chmod(path.c_str(), 0600);
+  EXPECT_NE(load_cluster_key(path).status().message().find("at least 16 bytes"), std::string::npos);
+  {
+    std::ofstream(path) << "0123456789abcdef0123";
+  }
+  chmod(path.c_str(), 0644);
+  EXPECT_NE(load_cluster_key(path).status().message().find("chmod 600"), std::string::npos);
+  chmod(path.c_str(), 0600);
+  auto k = load_cluster_key(path);
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(*k, "0123456789abcdef0123");
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace pfsnet

@@ -1,0 +1,22 @@
+// Logging: one line per event on stderr, "TIME LEVEL [component] message", via spdlog.
+// Thread safety: logging functions may be called from any thread.
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+#include <string_view>
+
+#include "base/status.h"
+
+namespace pfsnet {
+
+// Sets the process-wide log pattern and level ("trace", "debug", "info", "warn",
+// "error", "off"). Unknown level: returns an error and changes nothing.
+Status init_logging(std::string_view level);
+
+}  // namespace pfsnet
+
+#define PFS_LOG_DEBUG(...) SPDLOG_DEBUG(__VA_ARGS__)
+#define PFS_LOG_INFO(...) spdlog::info(__VA_ARGS__)
+#define PFS_LOG_WARN(...) spdlog::warn(__VA_ARGS__)
+#define PFS_LOG_ERROR(...) spdlog::error(__VA_ARGS__)

@@ -1,0 +1,88 @@
+// Status and Result<T>: network failures are expected outcomes and travel as values.
+// A Status carries a Code telling the caller what to do and, where the failure is a
+// network health event, the LNet health error kind (seed 004).
+// Thread safety: plain values; copy freely.
+#pragma once
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace pfsnet {
+
+// LNet health error kinds (LNet health design). kNone when the failure is not a
+// health event (bad argument, remote handler error, ...).
+enum class HealthKind : unsigned char {
+  kNone = 0,
+  kLocalNiDown,
+  kLocalNiUp,
+  kLocalNiSendTimeout,
+  kPeerNiAddrError,
+  kPeerNiUnreachable,
+  kPeerNiConnectError,
+  kPeerNiConnectionRejected,
+};
+inline constexpr int kNumHealthKinds = 8;
+// "LOCAL_NI_SEND_TIMEOUT" etc.; "NONE" for kNone.
+std::string_view health_kind_name(HealthKind k);
+
+enum class Code : unsigned char {
+  kOk = 0,
+  kInvalidArgument,   // caller's mistake; do not retry
+  kTimeout,           // deadline passed; may retry elsewhere
+  kUnreachable,       // could not reach the peer (connect failed, no route)
+  kRejected,          // peer refused us (authentication, protocol version)
+  kClosed,            // connection closed while the operation was in flight
+  kCancelled,         // shut down locally
+  kProtocol,          // malformed input from the peer
+  kNotFound,          // unknown peer, message type, key
+  kRemoteError,       // the remote handler failed
+  kInternal,          // a bug
+};
+std::string_view code_name(Code c);
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(Code code, std::string msg, HealthKind kind = HealthKind::kNone)
+      : code_(code), kind_(kind), msg_(std::move(msg)) {}
+
+  static Status Ok() { return Status(); }
+
+  bool ok() const { return code_ == Code::kOk; }
+  Code code() const { return code_; }
+  HealthKind health_kind() const { return kind_; }
+  const std::string& message() const { return msg_; }
+  // "TIMEOUT (LOCAL_NI_SEND_TIMEOUT): message" or "OK".
+  std::string to_string() const;
+
+ private:
+  Code code_ = Code::kOk;
+  HealthKind kind_ = HealthKind::kNone;
+  std::string msg_;
+};
+
+template <class T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Status s) : status_(std::move(s)) { assert(!status_.ok()); }  // NOLINT
+
+  bool ok() const { return value_.has_value(); }
+  const Status& status() const { return status_; }
+  T& value() & { return *value_; }
+  const T& value() const& { return *value_; }
+  T&& value() && { return std::move(*value_); }
+  T* operator->() { return &*value_; }
+  const T* operator->() const { return &*value_; }
+  T& operator*() { return *value_; }
+  const T& operator*() const { return *value_; }
+
+ private:
+  Status status_;
+  std::optional<T> value_;
+};
+
+}  // namespace pfsnet

@@ -1,0 +1,46 @@
+// Buffer: an owned, uninitialised run of bytes (no zero fill, so a 2 MiB receive buffer
+// costs no memset), and BulkData, a buffer shared between a caller and the transport
+// that is writing it, so bulk is sent without a copy.
+// Thread safety: a Buffer is owned by one thread at a time; a BulkData is immutable.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string_view>
+
+namespace pfsnet {
+
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(size_t n)
+      : data_(n ? std::make_unique_for_overwrite<uint8_t[]>(n) : nullptr), size_(n) {}
+  static Buffer copy_of(std::span<const uint8_t> bytes) {
+    Buffer b(bytes.size());
+    if (!bytes.empty()) std::memcpy(b.data(), bytes.data(), bytes.size());
+    return b;
+  }
+  static Buffer copy_of(std::string_view s) {
+    return copy_of(std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
+  }
+
+  uint8_t* data() { return data_.get(); }
+  const uint8_t* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  std::span<uint8_t> span() { return {data_.get(), size_}; }
+  std::span<const uint8_t> span() const { return {data_.get(), size_}; }
+  std::string_view view() const { return {reinterpret_cast<const char*>(data_.get()), size_}; }
+
+ private:
+  std::unique_ptr<uint8_t[]> data_;
+  size_t size_ = 0;
+};
+
+using BulkData = std::shared_ptr<const Buffer>;
+
+inline BulkData make_bulk(Buffer b) { return std::make_shared<const Buffer>(std::move(b)); }
+
+}  // namespace pfsnet

@@ -1,0 +1,71 @@
+// The pfsnet frame format (docs/wire_format.md is the specification): a fixed 64-byte
+// little-endian header, then payload, then bulk data. This header holds every constant of
+// the format; encode_header and decode_header are its only encoder and decoder.
+// Thread safety: pure functions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "base/nid.h"
+#include "base/status.h"
+
+namespace pfsnet {
+
+inline constexpr uint32_t kFrameMagic = 0x31534650;  // "PFS1" on the wire
+inline constexpr uint16_t kWireVersion = 1;
+inline constexpr size_t kHeaderSize = 64;
+// Largest payload (RPC arguments, handshake messages); bulk data has its own limit.
+inline constexpr uint32_t kMaxPayload = 64 * 1024;
+
+enum class FrameKind : uint8_t {
+  kHello = 1,    // handshake: nonce, NIDs, server's proof
+  kAuth = 2,     // handshake: client's proof (client to server) or acceptance (server to client)
+  kReject = 3,   // handshake refused; payload is the reason
+  kRequest = 4,  // an RPC request
+  kReply = 5,    // an RPC reply (status field set)
+  kCredit = 6,   // returns credits when there is no traffic to piggyback them on
+};
+bool is_valid_frame_kind(uint8_t k);
+
+// Flags.
+inline constexpr uint8_t kFlagBulkFromServer = 1;  // request asks for bulk in the reply
+
+struct FrameHeader {
+  FrameKind kind = FrameKind::kRequest;
+  uint8_t flags = 0;
+  uint64_t src_nid = 0;  // packed Nid
+  uint64_t dst_nid = 0;
+  uint64_t xid = 0;
+  uint32_t msg_type = 0;
+  uint32_t payload_len = 0;
+  uint32_t bulk_len = 0;
+  uint32_t credits = 0;     // credits returned to the receiver of this frame
+  uint64_t exec_ns = 0;     // replies: server execution time
+  uint16_t status = 0;      // replies: Code; 0 = OK
+  uint16_t health = 0;      // replies: HealthKind of a failure
+  // bulk_read: in a request, how many bytes of bulk the reply should carry
+  // is carried in the payload by the RPC layer; the frame knows only lengths.
+};
+
+struct FrameLimits {
+  uint32_t max_payload = kMaxPayload;
+  uint32_t max_bulk = 2 * 1024 * 1024;
+};
+
+using EncodedHeader = std::array<uint8_t, kHeaderSize>;
+
+// Encodes the header with its checksum.
+void encode_header(const FrameHeader& h, EncodedHeader* out);
+
+// Decodes and checks a header: magic, version, kind, checksum, and payload and bulk
+// lengths against `limits` (so no allocation is made for a hostile length).
+// Errors have Code::kProtocol and say what was wrong.
+Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, const FrameLimits& limits);
+
+// CRC-32C (Castagnoli) of `bytes`.
+uint32_t crc32c(std::span<const uint8_t> bytes, uint32_t seed = 0);
+
+}  // namespace pfsnet

@@ -1,0 +1,73 @@
+#include "wire/handshake.h"
+
+#include <openssl/crypto.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <cstring>
+#include <stdexcept>
+
+namespace pfsnet {
+
+Nonce random_nonce() {
+  Nonce n;
+  if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1)
+    throw std::runtime_error("RAND_bytes failed");
+  return n;
+}
+
+Buffer encode_hello(const Hello& h) {
+  Buffer b(64 + 2 + 8 * h.nids.size());
+  uint8_t* p = b.data();
+  std::memcpy(p, h.nonce.data(), 32);
+  std::memcpy(p + 32, h.mac.data(), 32);
+  p[64] = static_cast<uint8_t>(h.nids.size());
+  p[65] = static_cast<uint8_t>(h.nids.size() >> 8);
+  for (size_t i = 0; i < h.nids.size(); ++i) {
+    uint64_t v = h.nids[i].pack();
+    for (int k = 0; k < 8; ++k) p[66 + 8 * i + k] = static_cast<uint8_t>(v >> (8 * k));
+  }
+  return b;
+}
+
+Result<Hello> decode_hello(std::span<const uint8_t> p) {
+  if (p.size() < 66) return Status(Code::kProtocol, "malformed HELLO: too short");
+  Hello h;
+  std::memcpy(h.nonce.data(), p.data(), 32);
+  std::memcpy(h.mac.data(), p.data() + 32, 32);
+  size_t n = p[64] | (size_t(p[65]) << 8);
+  if (n == 0 || n > kMaxHelloNids) return Status(Code::kProtocol, "malformed HELLO: NID count");
+  if (p.size() != 66 + 8 * n) return Status(Code::kProtocol, "malformed HELLO: length");
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t v = 0;
+    for (int k = 0; k < 8; ++k) v |= uint64_t(p[66 + 8 * i + k]) << (8 * k);
+    auto nid = Nid::unpack(v);
+    if (!nid.ok()) return Status(Code::kProtocol, "malformed HELLO: " + nid.status().message());
+    h.nids.push_back(*nid);
+  }
+  return h;
+}
+
+Mac handshake_mac(std::string_view key, char role, const Nonce& mine, const Nonce& theirs,
+                  const std::vector<Nid>& their_nids, const std::vector<Nid>& my_nids) {
+  // role | theirs (the challenge) | mine | their nids | my nids
+  std::vector<uint8_t> msg;
+  msg.reserve(1 + 64 + 8 * (their_nids.size() + my_nids.size()));
+  msg.push_back(static_cast<uint8_t>(role));
+  msg.insert(msg.end(), theirs.begin(), theirs.end());
+  msg.insert(msg.end(), mine.begin(), mine.end());
+  for (const auto* list : {&their_nids, &my_nids})
+    for (const Nid& n : *list) {
+      uint64_t v = n.pack();
+      for (int k = 0; k < 8; ++k) msg.push_back(static_cast<uint8_t>(v >> (8 * k)));
+    }
+  Mac mac{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), msg.data(), msg.size(), mac.data(),
+       &len);
+  return mac;
+}
+
+bool mac_equal(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
+
+}  // namespace pfsnet

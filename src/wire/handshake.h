@@ -1,0 +1,44 @@
+// The connection handshake: both ends prove they hold the cluster key with an
+// HMAC-SHA256 challenge-response, and tell each other their NIDs.
+//
+//   client -> server  HELLO  {nonce_c, nids_c}
+//   server -> client  HELLO  {nonce_s, nids_s, mac_s = HMAC(key, "S" nonce_c nonce_s nids_c nids_s)}
+//   client -> server  AUTH   {mac_c = HMAC(key, "C" nonce_s nonce_c nids_s nids_c)}
+//   server -> client  AUTH   {}                   (accepted)
+// Either side sends REJECT {reason} and closes when a proof does not verify.
+// Thread safety: pure functions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/nid.h"
+#include "base/status.h"
+#include "wire/buffer.h"
+
+namespace pfsnet {
+
+using Nonce = std::array<uint8_t, 32>;
+using Mac = std::array<uint8_t, 32>;
+inline constexpr size_t kMaxHelloNids = 64;
+
+struct Hello {
+  Nonce nonce{};
+  Mac mac{};  // zero from the client
+  std::vector<Nid> nids;
+};
+
+Nonce random_nonce();
+Buffer encode_hello(const Hello& h);
+Result<Hello> decode_hello(std::span<const uint8_t> payload);
+
+// role is 'S' for the server's proof, 'C' for the client's.
+Mac handshake_mac(std::string_view key, char role, const Nonce& mine, const Nonce& theirs,
+                  const std::vector<Nid>& their_nids, const std::vector<Nid>& my_nids);
+// Constant-time comparison.
+bool mac_equal(const Mac& a, const Mac& b);
+
+}  // namespace pfsnet
