@@ -1,0 +1,171 @@
+#include "transport/mem_transport.h"
+
+#include "base/log.h"
+
+namespace pfsnet {
+
+void MemHub::enqueue(std::function<void()> fn) {
+  std::lock_guard lk(mu_);
+  events_.push_back(std::move(fn));
+}
+
+size_t MemHub::pending() const {
+  std::lock_guard lk(mu_);
+  return events_.size();
+}
+
+size_t MemHub::pump(size_t max_events) {
+  size_t ran = 0;
+  while (ran < max_events) {
+    std::function<void()> fn;
+    {
+      std::lock_guard lk(mu_);
+      if (events_.empty()) break;
+      fn = std::move(events_.front());
+      events_.pop_front();
+    }
+    fn();
+    ++ran;
+  }
+  return ran;
+}
+
+class MemTransport::Conn final : public Connection, public std::enable_shared_from_this<Conn> {
+ public:
+  Conn(MemTransport& owner, Nid local, std::vector<Nid> peer_nids, bool outgoing, uint64_t id)
+      : owner_(owner) {
+    local_ = local;
+    peer_nids_ = std::move(peer_nids);
+    outgoing_ = outgoing;
+    id_ = id;
+  }
+
+  void send(std::unique_ptr<OutFrame> f) override {
+    auto self = shared_from_this();
+    std::shared_ptr<OutFrame> frame(std::move(f));
+    owner_.hub_.enqueue([self, frame] { self->deliver(*frame); });
+  }
+
+  void close(const Status& why) override {
+    auto self = shared_from_this();
+    owner_.hub_.enqueue([self, why] { self->do_close(why, true); });
+  }
+
+  void post(std::function<void()> fn) override { owner_.hub_.enqueue(std::move(fn)); }
+  bool is_open() const override { return open_; }
+
+  void do_close(const Status& why, bool tell_other) {
+    if (!open_) return;
+    open_ = false;
+    owner_.events_.on_closed(*this, why);
+    if (tell_other) {
+      if (auto o = other_.lock()) o->do_close(Status(Code::kClosed, "closed by peer"), false);
+    }
+  }
+
+  void deliver(OutFrame& f) {
+    auto other = other_.lock();
+    if (!open_ || !other || !other->open_) {
+      if (f.done)
+        f.done->on_tx_done(Status(Code::kClosed, "connection " + describe() + " closed"),
+                           TxTimes{});
+      return;
+    }
+    TimePoint start = owner_.clock_.now();
+    InFrame in;
+    in.hdr = f.hdr;
+    in.hdr.credits = take_credits_to_return();
+    in.hdr.payload_len = static_cast<uint32_t>(f.payload.size());
+    in.hdr.bulk_len = f.bulk ? static_cast<uint32_t>(f.bulk->size()) : 0;
+    in.payload = Buffer::copy_of(f.payload.span());
+    if (f.bulk) in.bulk = Buffer::copy_of(f.bulk->span());
+    TimePoint now = owner_.clock_.now();
+    in.times = RxTimes{start, now};
+    if (f.done) f.done->on_tx_done(Status::Ok(), TxTimes{start, now});
+    other->owner_.events_.on_frame(*other, std::move(in));
+  }
+
+  MemTransport& owner_;
+  std::weak_ptr<Conn> other_;
+  bool open_ = true;
+};
+
+MemTransport::MemTransport(MemHub& hub, TransportOptions opts, std::vector<Nid> node_nids,
+                           Clock& clock, TransportEvents& events)
+    : hub_(hub), opts_(std::move(opts)), node_nids_(std::move(node_nids)), clock_(clock),
+      events_(events) {}
+
+MemTransport::~MemTransport() {
+  std::lock_guard lk(hub_.mu_);
+  for (const Nid& n : listening_) hub_.listeners_.erase(n.pack());
+}
+
+Status MemTransport::listen(const Nid& local, uint16_t) {
+  std::lock_guard lk(hub_.mu_);
+  if (hub_.listeners_.count(local.pack()))
+    return Status(Code::kInvalidArgument, local.to_string() + " is already listening",
+                  HealthKind::kPeerNiAddrError);
+  hub_.listeners_[local.pack()] = this;
+  listening_.push_back(local);
+  return Status::Ok();
+}
+
+void MemTransport::connect(const Nid& local, const Nid& remote, uint16_t, ConnectCallback cb) {
+  hub_.enqueue([this, local, remote, cb = std::move(cb)] {
+    MemTransport* server = nullptr;
+    uint64_t id = 0;
+    {
+      std::lock_guard lk(hub_.mu_);
+      auto it = hub_.listeners_.find(remote.pack());
+      if (it != hub_.listeners_.end()) server = it->second;
+      id = hub_.next_id_;
+      hub_.next_id_ += 2;
+    }
+    if (!server) {
+      cb(Status(Code::kUnreachable, "connect to " + remote.to_string() + ": connection refused",
+                HealthKind::kPeerNiConnectError));
+      return;
+    }
+    if (server->opts_.cluster_key != opts_.cluster_key) {
+      PFS_LOG_ERROR("refusing connection to {}: it does not hold our cluster key",
+                    remote.to_string());
+      PFS_LOG_ERROR("refusing connection from {}: wrong cluster key", local.to_string());
+      cb(Status(Code::kRejected, remote.to_string() + " does not hold the cluster key (wrong cluster key)",
+                HealthKind::kPeerNiConnectionRejected));
+      return;
+    }
+    std::vector<Nid> mine = {local}, theirs = {remote};
+    for (const Nid& n : node_nids_)
+      if (n != local) mine.push_back(n);
+    for (const Nid& n : server->node_nids_)
+      if (n != remote) theirs.push_back(n);
+    auto a = std::make_shared<Conn>(*this, local, theirs, true, id);
+    auto b = std::make_shared<Conn>(*server, remote, mine, false, id + 1);
+    a->other_ = b;
+    b->other_ = a;
+    {
+      std::lock_guard lk(mu_);
+      conns_.push_back(a);
+    }
+    {
+      std::lock_guard lk(server->mu_);
+      server->conns_.push_back(b);
+    }
+    server->events_.on_connected(b);
+    events_.on_connected(a);
+    cb(ConnectionPtr(a));
+  });
+}
+
+void MemTransport::stop() {
+  std::vector<std::shared_ptr<Conn>> live;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& w : conns_)
+      if (auto c = w.lock()) live.push_back(c);
+    conns_.clear();
+  }
+  for (auto& c : live) c->do_close(Status(Code::kCancelled, "transport stopped"), true);
+}
+
+}  // namespace pfsnet

@@ -1,0 +1,792 @@
+#include "transport/tcp_transport.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <asio.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "base/log.h"
+#include "wire/handshake.h"
+
+namespace pfsnet {
+
+using asio::ip::tcp;
+
+HealthKind health_kind_for_errno(int err) {
+  switch (err) {
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case ECONNABORTED:
+    case EPIPE:
+      return HealthKind::kPeerNiConnectError;
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case ETIMEDOUT:
+    case EHOSTDOWN:
+      return HealthKind::kPeerNiUnreachable;
+    case EADDRNOTAVAIL:
+    case EAFNOSUPPORT:
+    case EADDRINUSE:
+    case EINVAL:
+      return HealthKind::kPeerNiAddrError;
+    case ENETDOWN:
+      return HealthKind::kLocalNiDown;
+    default:
+      return HealthKind::kPeerNiConnectError;
+  }
+}
+
+namespace {
+
+constexpr size_t kReadBufferSize = 64 * 1024;
+constexpr size_t kMaxBatchFrames = 128;
+constexpr uint32_t kHandshakeMaxPayload = 4096;
+
+class TcpConnection;
+
+// Connections with writes deferred until the current read batch has been dispatched.
+thread_local std::vector<std::shared_ptr<TcpConnection>>* tl_deferred = nullptr;
+
+tcp::endpoint endpoint_of(const Nid& nid, uint16_t port) {
+  return tcp::endpoint(asio::ip::address_v4(nid.addr), port);
+}
+
+}  // namespace
+
+class TcpTransport::Impl {
+ public:
+  Impl(TransportOptions opts, std::vector<Nid> node_nids, Clock& clock, TransportEvents& events)
+      : opts_(std::move(opts)), node_nids_(std::move(node_nids)), clock_(clock), events_(events) {
+    int n = std::max(1, opts_.io_threads);
+    for (int i = 0; i < n; ++i) {
+      ctx_.push_back(std::make_shared<asio::io_context>(1));
+      guards_.emplace_back(asio::make_work_guard(*ctx_.back()));
+    }
+    exited_.resize(n);
+    for (int i = 0; i < n; ++i) {
+      exit_futures_.push_back(exited_[i].get_future());
+      threads_.emplace_back([this, i] {
+        ctx_[i]->run();
+        exited_[i].set_value();
+      });
+    }
+  }
+
+  ~Impl() { stop(); }
+
+  std::shared_ptr<asio::io_context> next_ctx() { return ctx_[rr_.fetch_add(1) % ctx_.size()]; }
+
+  Status listen(const Nid& local, uint16_t port);
+  void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb);
+  void stop();
+
+  void set_socket_options(tcp::socket& s) {
+    int one = 1;
+    setsockopt(s.native_handle(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (opts_.socket_buffer_bytes > 0) {
+      int b = opts_.socket_buffer_bytes;
+      // The FORCE variants pass net.core.*mem_max (they need CAP_NET_ADMIN).
+      if (setsockopt(s.native_handle(), SOL_SOCKET, SO_SNDBUFFORCE, &b, sizeof(b)) != 0)
+        setsockopt(s.native_handle(), SOL_SOCKET, SO_SNDBUF, &b, sizeof(b));
+      if (setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVBUFFORCE, &b, sizeof(b)) != 0)
+        setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVBUF, &b, sizeof(b));
+    }
+  }
+
+  void add(const std::shared_ptr<TcpConnection>& c);
+  void forget(uint64_t id) {
+    std::lock_guard lk(mu_);
+    conns_.erase(id);
+  }
+
+  asio::awaitable<void> accept_loop(std::shared_ptr<tcp::acceptor> acc, Nid local);
+  asio::awaitable<void> server_handshake(std::shared_ptr<TcpConnection> c);
+  asio::awaitable<void> client_connect(std::shared_ptr<TcpConnection> c, Nid remote,
+                                       uint16_t port, ConnectCallback cb);
+
+  TransportOptions opts_;
+  std::vector<Nid> node_nids_;
+  Clock& clock_;
+  TransportEvents& events_;
+  // Shared with connections, so a socket never outlives its io_context.
+  std::vector<std::shared_ptr<asio::io_context>> ctx_;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards_;
+  std::vector<std::thread> threads_;
+  std::vector<std::promise<void>> exited_;
+  std::vector<std::future<void>> exit_futures_;
+  std::atomic<size_t> rr_{0};
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> stopped_{false};
+
+  std::mutex mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<TcpConnection>> conns_;
+  std::vector<std::shared_ptr<tcp::acceptor>> acceptors_;
+};
+
+namespace {
+
+class TcpConnection final : public Connection, public std::enable_shared_from_this<TcpConnection> {
+ public:
+  TcpConnection(TcpTransport::Impl& t, std::shared_ptr<asio::io_context> io, Nid local,
+                bool outgoing, uint64_t id)
+      : t_(t), io_keep_(std::move(io)), io_(*io_keep_), sock_(io_), rbuf_(kReadBufferSize) {
+    local_ = local;
+    outgoing_ = outgoing;
+    id_ = id;
+  }
+
+  tcp::socket& socket() { return sock_; }
+  asio::io_context& io() { return io_; }
+  void set_peer_nids(std::vector<Nid> n) { peer_nids_ = std::move(n); }
+
+  bool is_open() const override { return state_.load() == kOpen; }
+  void post(std::function<void()> fn) override { asio::post(io_, std::move(fn)); }
+
+  void close(const Status& why) override {
+    auto self = shared_from_this();
+    asio::post(io_, [self, why] { self->do_close(why); });
+  }
+
+  // Before the handshake finishes (timer expiry): abort whatever the socket is doing.
+  void abort_socket() {
+    std::error_code ec;
+    sock_.cancel(ec);
+    sock_.shutdown(tcp::socket::shutdown_both, ec);
+  }
+
+  void send(std::unique_ptr<OutFrame> f) override {
+    std::unique_lock lk(tx_mu_);
+    if (tx_closed_) {
+      lk.unlock();
+      fail_frame(*f, closed_status_for_tx());
+      return;
+    }
+    txq_.push_back(std::move(f));
+    if (writing_) return;
+    writing_ = true;
+    lk.unlock();
+    if (tl_deferred && io_.get_executor().running_in_this_thread()) {
+      tl_deferred->push_back(shared_from_this());  // flushed after the read batch
+      return;
+    }
+    write_direct();
+  }
+
+  // Called by the I/O thread after a read batch for connections with deferred writes.
+  void flush_deferred() { io_write_next(); }
+
+  void mark_open() { state_.store(kOpen); }
+
+  void start_reading() { read_more(); }
+
+  void do_close(const Status& why) {
+    int prev = state_.exchange(kClosed);
+    if (prev == kClosed) return;
+    std::error_code ec;
+    sock_.shutdown(tcp::socket::shutdown_both, ec);
+    sock_.cancel(ec);
+    std::deque<std::unique_ptr<OutFrame>> q;
+    {
+      std::lock_guard lk(tx_mu_);
+      tx_closed_ = true;
+      close_reason_ = why.message();
+      // The writer owns frames it has taken; they fail when its write fails.
+      q.swap(txq_);
+    }
+    Status s = closed_status_for_tx();
+    for (auto& f : q) fail_frame(*f, s);
+    if (prev == kOpen) {
+      PFS_LOG_INFO("connection {} closed: {}", describe(), why.message());
+      t_.events_.on_closed(*this, why);
+    }
+    t_.forget(id_);
+  }
+
+  ~TcpConnection() override = default;
+
+ private:
+  enum State { kHandshake = 0, kOpen = 1, kClosed = 2 };
+
+  Status closed_status_for_tx() {
+    return Status(Code::kClosed, "connection " + describe() + " closed: " + close_reason_);
+  }
+
+  static void fail_frame(OutFrame& f, const Status& s) {
+    if (f.done) f.done->on_tx_done(s, TxTimes{});
+  }
+
+  // ---- write path. Exactly one writer at a time (writing_ == true). ----
+
+  // Moves queued frames into the batch and encodes them. Returns false (and gives up the
+  // writer role) when there is nothing to write.
+  bool fill_batch() {
+    {
+      std::lock_guard lk(tx_mu_);
+      if (txq_.empty() || tx_closed_) {
+        writing_ = false;
+        if (tx_closed_ && !txq_.empty()) {
+          // Raced with close: fail what is left.
+          std::deque<std::unique_ptr<OutFrame>> q;
+          q.swap(txq_);
+          Status s = closed_status_for_tx();
+          for (auto& f : q) fail_frame(*f, s);
+        }
+        return false;
+      }
+      while (!txq_.empty() && batch_.size() < kMaxBatchFrames) {
+        batch_.push_back(std::move(txq_.front()));
+        txq_.pop_front();
+      }
+    }
+    headers_.resize(batch_.size());
+    iov_.clear();
+    batch_bytes_ = 0;
+    for (size_t i = 0; i < batch_.size(); ++i) {
+      OutFrame& f = *batch_[i];
+      f.hdr.credits = take_credits_to_return();
+      f.hdr.payload_len = static_cast<uint32_t>(f.payload.size());
+      f.hdr.bulk_len = f.bulk ? static_cast<uint32_t>(f.bulk->size()) : 0;
+      encode_header(f.hdr, &headers_[i]);
+      push_iov(headers_[i].data(), kHeaderSize);
+      if (!f.payload.empty()) push_iov(f.payload.data(), f.payload.size());
+      if (f.bulk && !f.bulk->empty()) push_iov(f.bulk->data(), f.bulk->size());
+    }
+    write_start_ = t_.clock_.now();
+    return true;
+  }
+
+  void push_iov(const void* p, size_t n) {
+    iov_.push_back(asio::const_buffer(p, n));
+    batch_bytes_ += n;
+  }
+
+  void complete_batch(const Status& s) {
+    TxTimes times{write_start_, t_.clock_.now()};
+    for (auto& f : batch_)
+      if (f->done) f->done->on_tx_done(s, times);
+    batch_.clear();
+  }
+
+  // On the sender's thread: non-blocking writev; hands the rest to the I/O thread.
+  void write_direct() {
+    for (int round = 0; round < 4; ++round) {
+      if (!fill_batch()) return;
+      struct iovec vec[3 * kMaxBatchFrames];
+      for (size_t i = 0; i < iov_.size(); ++i) {
+        vec[i].iov_base = const_cast<void*>(iov_[i].data());
+        vec[i].iov_len = iov_[i].size();
+      }
+      msghdr msg{};
+      msg.msg_iov = vec;
+      msg.msg_iovlen = iov_.size();
+      ssize_t n = ::sendmsg(sock_.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n == static_cast<ssize_t>(batch_bytes_)) {
+        complete_batch(Status::Ok());
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        int err = errno;
+        Status s(Code::kClosed,
+                 "write to " + describe() + " failed: " + std::string(std::strerror(err)),
+                 health_kind_for_errno(err));
+        complete_batch(s);
+        close(s);
+        std::lock_guard lk(tx_mu_);
+        writing_ = false;
+        return;
+      }
+      size_t written = n > 0 ? static_cast<size_t>(n) : 0;
+      auto self = shared_from_this();
+      asio::post(io_, [self, written] { self->io_write_batch(written); });
+      return;
+    }
+    auto self = shared_from_this();
+    asio::post(io_, [self] { self->io_write_next(); });
+  }
+
+  // On the I/O thread: write the current batch, skipping `skip` bytes already written.
+  void io_write_batch(size_t skip) {
+    size_t i = 0;
+    while (i < iov_.size() && skip >= iov_[i].size()) skip -= iov_[i++].size();
+    if (i < iov_.size() && skip) {
+      iov_[i] = asio::const_buffer(static_cast<const uint8_t*>(iov_[i].data()) + skip,
+                                   iov_[i].size() - skip);
+    }
+    iov_.erase(iov_.begin(), iov_.begin() + static_cast<long>(i));
+    auto self = shared_from_this();
+    asio::async_write(sock_, iov_, [self](std::error_code ec, size_t) {
+      if (ec) {
+        Status s(Code::kClosed, "write to " + self->describe() + " failed: " + ec.message(),
+                 health_kind_for_errno(ec.value()));
+        self->complete_batch(s);
+        self->do_close(s);
+        std::lock_guard lk(self->tx_mu_);
+        self->writing_ = false;
+        return;
+      }
+      self->complete_batch(Status::Ok());
+      self->io_write_next();
+    });
+  }
+
+  void io_write_next() {
+    if (!fill_batch()) return;
+    io_write_batch(0);
+  }
+
+  // ---- read path (I/O thread) ----
+
+  void read_more() {
+    auto self = shared_from_this();
+    sock_.async_read_some(asio::buffer(rbuf_.data() + rlen_, rbuf_.size() - rlen_),
+                          [self](std::error_code ec, size_t n) { self->on_read(ec, n); });
+  }
+
+  void fail_read(const std::error_code& ec) {
+    if (state_.load() == kClosed) return;
+    if (ec == asio::error::eof) {
+      do_close(Status(Code::kClosed, "closed by peer"));
+    } else {
+      do_close(Status(Code::kClosed, ec.message(), health_kind_for_errno(ec.value())));
+    }
+  }
+
+  void on_read(std::error_code ec, size_t n) {
+    if (ec || state_.load() == kClosed) {
+      fail_read(ec ? ec : asio::error::operation_aborted);
+      return;
+    }
+    TimePoint now = t_.clock_.now();
+    if (rlen_ == 0) partial_first_byte_ = now;
+    rlen_ += n;
+
+    std::vector<std::shared_ptr<TcpConnection>> deferred;
+    tl_deferred = &deferred;
+    bool keep_reading = dispatch_buffered(now);
+    tl_deferred = nullptr;
+    for (auto& c : deferred) c->flush_deferred();
+    if (keep_reading) read_more();
+  }
+
+  // Delivers every complete frame in rbuf_. Returns false when reading must not
+  // continue from rbuf_ (closed, or a large frame's remainder is being read directly).
+  bool dispatch_buffered(TimePoint now) {
+    size_t pos = 0;
+    TimePoint first_byte = partial_first_byte_;
+    while (rlen_ - pos >= kHeaderSize) {
+      auto h = decode_header(std::span(rbuf_.data() + pos, kHeaderSize), t_.opts_.limits);
+      if (!h.ok()) {
+        PFS_LOG_WARN("closing connection {}: {}", describe(), h.status().message());
+        do_close(h.status());
+        return false;
+      }
+      size_t body = size_t(h->payload_len) + h->bulk_len;
+      size_t avail = rlen_ - pos - kHeaderSize;
+      InFrame f;
+      f.hdr = *h;
+      if (avail >= body) {
+        const uint8_t* p = rbuf_.data() + pos + kHeaderSize;
+        f.payload = Buffer::copy_of(std::span(p, h->payload_len));
+        f.bulk = Buffer::copy_of(std::span(p + h->payload_len, h->bulk_len));
+        f.times = RxTimes{first_byte, now};
+        pos += kHeaderSize + body;
+        first_byte = now;
+        if (!deliver(std::move(f))) return false;
+        continue;
+      }
+      if (kHeaderSize + body <= rbuf_.size() / 2) break;  // small: wait for more in rbuf_
+      // Large frame: copy what is here, read the rest straight into its buffers.
+      f.payload = Buffer(h->payload_len);
+      f.bulk = Buffer(h->bulk_len);
+      const uint8_t* p = rbuf_.data() + pos + kHeaderSize;
+      size_t in_payload = std::min<size_t>(avail, h->payload_len);
+      if (in_payload) std::memcpy(f.payload.data(), p, in_payload);
+      size_t in_bulk = avail - in_payload;
+      if (in_bulk) std::memcpy(f.bulk.data(), p + in_payload, in_bulk);
+      f.times.first_byte = first_byte;
+      rlen_ = 0;
+      read_large(std::move(f), in_payload, in_bulk);
+      return false;
+    }
+    if (pos > 0) {
+      std::memmove(rbuf_.data(), rbuf_.data() + pos, rlen_ - pos);
+      rlen_ -= pos;
+      partial_first_byte_ = now;
+    }
+    return state_.load() != kClosed;
+  }
+
+  void read_large(InFrame f, size_t have_payload, size_t have_bulk) {
+    auto self = shared_from_this();
+    auto frame = std::make_shared<InFrame>(std::move(f));
+    std::array<asio::mutable_buffer, 2> bufs = {
+        asio::buffer(frame->payload.data() + have_payload, frame->payload.size() - have_payload),
+        asio::buffer(frame->bulk.data() + have_bulk, frame->bulk.size() - have_bulk)};
+    asio::async_read(sock_, bufs, [self, frame](std::error_code ec, size_t) {
+      if (ec || self->state_.load() == kClosed) {
+        self->fail_read(ec ? ec : asio::error::operation_aborted);
+        return;
+      }
+      frame->times.complete = self->t_.clock_.now();
+      std::vector<std::shared_ptr<TcpConnection>> deferred;
+      tl_deferred = &deferred;
+      bool ok = self->deliver(std::move(*frame));
+      tl_deferred = nullptr;
+      for (auto& c : deferred) c->flush_deferred();
+      if (ok) self->read_more();
+    });
+  }
+
+  bool deliver(InFrame&& f) {
+    t_.events_.on_frame(*this, std::move(f));
+    return state_.load() != kClosed;
+  }
+
+  TcpTransport::Impl& t_;
+  std::shared_ptr<asio::io_context> io_keep_;
+  asio::io_context& io_;
+  tcp::socket sock_;
+  std::atomic<int> state_{kHandshake};
+
+  // tx
+  std::mutex tx_mu_;
+  std::deque<std::unique_ptr<OutFrame>> txq_;
+  bool writing_ = false;
+  bool tx_closed_ = false;
+  std::string close_reason_;
+  // Owned by the current writer.
+  std::vector<std::unique_ptr<OutFrame>> batch_;
+  std::vector<EncodedHeader> headers_;
+  std::vector<asio::const_buffer> iov_;
+  size_t batch_bytes_ = 0;
+  TimePoint write_start_;
+
+  // rx (I/O thread)
+  Buffer rbuf_;
+  size_t rlen_ = 0;
+  TimePoint partial_first_byte_;
+
+  friend class TcpTransport::Impl;
+};
+
+// Handshake frame I/O.
+asio::awaitable<void> write_frame(tcp::socket& s, FrameKind kind, const Nid& src, const Nid& dst,
+                                  const Buffer& payload) {
+  FrameHeader h;
+  h.kind = kind;
+  h.src_nid = src.pack();
+  h.dst_nid = dst.pack();
+  h.payload_len = static_cast<uint32_t>(payload.size());
+  EncodedHeader e;
+  encode_header(h, &e);
+  std::array<asio::const_buffer, 2> bufs = {asio::buffer(e), asio::buffer(payload.data(), payload.size())};
+  co_await asio::async_write(s, bufs, asio::use_awaitable);
+}
+
+struct HsFrame {
+  FrameHeader hdr;
+  Buffer payload;
+};
+
+asio::awaitable<Result<HsFrame>> read_frame(tcp::socket& s) {
+  EncodedHeader e;
+  co_await asio::async_read(s, asio::buffer(e), asio::use_awaitable);
+  FrameLimits lim{kHandshakeMaxPayload, 0};
+  auto h = decode_header(e, lim);
+  if (!h.ok()) co_return h.status();
+  HsFrame f{*h, Buffer(h->payload_len)};
+  if (h->payload_len)
+    co_await asio::async_read(s, asio::buffer(f.payload.data(), f.payload.size()),
+                              asio::use_awaitable);
+  co_return f;
+}
+
+std::string nids_string(const std::vector<Nid>& nids) {
+  std::string s;
+  for (const Nid& n : nids) s += (s.empty() ? "" : ",") + n.to_string();
+  return s;
+}
+
+}  // namespace
+
+void TcpTransport::Impl::add(const std::shared_ptr<TcpConnection>& c) {
+  std::lock_guard lk(mu_);
+  conns_[c->id()] = c;
+}
+
+Status TcpTransport::Impl::listen(const Nid& local, uint16_t port) {
+  auto acc = std::make_shared<tcp::acceptor>(*ctx_[0]);
+  std::error_code ec;
+  tcp::endpoint ep = endpoint_of(local, port);
+  acc->open(ep.protocol(), ec);
+  if (!ec) acc->set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec && opts_.socket_buffer_bytes > 0) {
+    int b = opts_.socket_buffer_bytes;
+    if (setsockopt(acc->native_handle(), SOL_SOCKET, SO_RCVBUFFORCE, &b, sizeof(b)) != 0)
+      setsockopt(acc->native_handle(), SOL_SOCKET, SO_RCVBUF, &b, sizeof(b));
+  }
+  if (!ec) acc->bind(ep, ec);
+  if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status(Code::kInvalidArgument,
+                  "cannot listen on " + local.to_string() + " port " + std::to_string(port) +
+                      ": " + ec.message(),
+                  health_kind_for_errno(ec.value()));
+  }
+  {
+    std::lock_guard lk(mu_);
+    acceptors_.push_back(acc);
+  }
+  asio::co_spawn(*ctx_[0], accept_loop(acc, local), asio::detached);
+  return Status::Ok();
+}
+
+asio::awaitable<void> TcpTransport::Impl::accept_loop(std::shared_ptr<tcp::acceptor> acc,
+                                                      Nid local) {
+  for (;;) {
+    auto io = next_ctx();
+    auto c = std::make_shared<TcpConnection>(*this, io, local, false, next_id_++);
+    std::error_code ec;
+    co_await acc->async_accept(c->socket(), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted || stopped_) co_return;
+      PFS_LOG_WARN("accept on {} failed: {}", local.to_string(), ec.message());
+      continue;
+    }
+    set_socket_options(c->socket());
+    add(c);
+    asio::co_spawn(*io, server_handshake(c), asio::detached);
+  }
+}
+
+asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpConnection> c) {
+  auto& s = c->socket();
+  std::string from;
+  {
+    std::error_code ec;
+    auto ep = s.remote_endpoint(ec);
+    from = ec ? "?" : ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+  asio::steady_timer timer(c->io());
+  timer.expires_after(opts_.handshake_timeout);
+  timer.async_wait([c](std::error_code ec) {
+    if (!ec) c->abort_socket();
+  });
+  Status fail;
+  try {
+    auto hello = co_await read_frame(s);
+    if (!hello.ok()) throw std::runtime_error(hello.status().message());
+    if (hello->hdr.kind != FrameKind::kHello) throw std::runtime_error("expected HELLO");
+    auto ch = decode_hello(hello->payload.span());
+    if (!ch.ok()) throw std::runtime_error(ch.status().message());
+    std::vector<Nid> my_nids = {c->local_nid()};
+    for (const Nid& n : node_nids_)
+      if (n != c->local_nid()) my_nids.push_back(n);
+    Hello sh;
+    sh.nonce = random_nonce();
+    sh.nids = my_nids;
+    sh.mac = handshake_mac(opts_.cluster_key, 'S', sh.nonce, ch->nonce, ch->nids, my_nids);
+    Nid peer = ch->nids.front();
+    co_await write_frame(s, FrameKind::kHello, c->local_nid(), peer, encode_hello(sh));
+    auto auth = co_await read_frame(s);
+    if (!auth.ok()) throw std::runtime_error(auth.status().message());
+    if (auth->hdr.kind == FrameKind::kReject) {
+      PFS_LOG_ERROR("connection from {} ({}) refused by the peer: {}", nids_string(ch->nids),
+                    from, std::string(auth->payload.view()));
+      c->do_close(Status(Code::kRejected, "refused by peer"));
+      co_return;
+    }
+    if (auth->hdr.kind != FrameKind::kAuth || auth->payload.size() != sizeof(Mac))
+      throw std::runtime_error("expected AUTH");
+    Mac theirs;
+    std::memcpy(theirs.data(), auth->payload.data(), theirs.size());
+    Mac expect = handshake_mac(opts_.cluster_key, 'C', ch->nonce, sh.nonce, my_nids, ch->nids);
+    if (!mac_equal(theirs, expect)) {
+      PFS_LOG_ERROR("refusing connection from {} ({}): wrong cluster key",
+                    nids_string(ch->nids), from);
+      std::error_code ec;
+      co_await write_frame(s, FrameKind::kReject, c->local_nid(), peer,
+                           Buffer::copy_of(std::string_view("wrong cluster key")));
+      timer.cancel();
+      c->do_close(Status(Code::kRejected, "wrong cluster key"));
+      co_return;
+    }
+    co_await write_frame(s, FrameKind::kAuth, c->local_nid(), peer, Buffer());
+    timer.cancel();
+    c->set_peer_nids(ch->nids);
+    c->mark_open();
+    PFS_LOG_INFO("connection {} established", c->describe());
+    events_.on_connected(c);
+    c->start_reading();
+    co_return;
+  } catch (const std::exception& e) {
+    fail = Status(Code::kProtocol, e.what());
+  }
+  timer.cancel();
+  if (!stopped_) PFS_LOG_WARN("handshake with {} failed: {}", from, fail.message());
+  c->do_close(fail);
+}
+
+void TcpTransport::Impl::connect(const Nid& local, const Nid& remote, uint16_t port,
+                                 ConnectCallback cb) {
+  auto io = next_ctx();
+  auto c = std::make_shared<TcpConnection>(*this, io, local, true, next_id_++);
+  c->set_peer_nids({remote});
+  add(c);
+  asio::co_spawn(*io, client_connect(c, remote, port, std::move(cb)), asio::detached);
+}
+
+asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConnection> c,
+                                                         Nid remote, uint16_t port,
+                                                         ConnectCallback cb) {
+  auto& s = c->socket();
+  std::string target = remote.to_string();
+  auto timed_out = std::make_shared<bool>(false);
+  asio::steady_timer timer(c->io());
+  timer.expires_after(opts_.connect_timeout + opts_.handshake_timeout);
+  timer.async_wait([c, timed_out](std::error_code ec) {
+    if (!ec) {
+      *timed_out = true;
+      c->abort_socket();
+    }
+  });
+  auto finish = [&](Status st) {
+    timer.cancel();
+    PFS_LOG_WARN("connect {} -> {} failed: {}", c->local_nid().to_string(), target, st.to_string());
+    c->do_close(st);
+    cb(st);
+  };
+
+  std::error_code ec;
+  s.open(tcp::v4(), ec);
+  if (!ec) set_socket_options(s);
+  if (!ec) s.bind(tcp::endpoint(asio::ip::address_v4(c->local_nid().addr), 0), ec);
+  if (ec) {
+    finish(Status(Code::kUnreachable, "cannot bind " + c->local_nid().address_string() + ": " + ec.message(),
+                  health_kind_for_errno(ec.value())));
+    co_return;
+  }
+  co_await s.async_connect(endpoint_of(remote, port), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    if (*timed_out) {
+      finish(Status(Code::kUnreachable, "connect to " + target + " timed out",
+                    HealthKind::kPeerNiUnreachable));
+    } else {
+      finish(Status(Code::kUnreachable, "connect to " + target + ": " + ec.message(),
+                    health_kind_for_errno(ec.value())));
+    }
+    co_return;
+  }
+  set_socket_options(s);
+
+  std::vector<Nid> my_nids = {c->local_nid()};
+  for (const Nid& n : node_nids_)
+    if (n != c->local_nid()) my_nids.push_back(n);
+  Status fail;
+  try {
+    Hello ch;
+    ch.nonce = random_nonce();
+    ch.nids = my_nids;
+    co_await write_frame(s, FrameKind::kHello, c->local_nid(), remote, encode_hello(ch));
+    auto r = co_await read_frame(s);
+    if (!r.ok()) throw std::runtime_error(r.status().message());
+    if (r->hdr.kind == FrameKind::kReject) {
+      std::string why(r->payload.view());
+      PFS_LOG_ERROR("connection to {} refused by the peer: {}", target, why);
+      finish(Status(Code::kRejected, "refused by " + target + ": " + why,
+                    HealthKind::kPeerNiConnectionRejected));
+      co_return;
+    }
+    if (r->hdr.kind != FrameKind::kHello) throw std::runtime_error("expected HELLO");
+    auto sh = decode_hello(r->payload.span());
+    if (!sh.ok()) throw std::runtime_error(sh.status().message());
+    Mac expect = handshake_mac(opts_.cluster_key, 'S', sh->nonce, ch.nonce, my_nids, sh->nids);
+    if (!mac_equal(expect, sh->mac)) {
+      PFS_LOG_ERROR("refusing connection to {}: it does not hold our cluster key", target);
+      co_await write_frame(s, FrameKind::kReject, c->local_nid(), remote,
+                           Buffer::copy_of(std::string_view("wrong cluster key")));
+      finish(Status(Code::kRejected, target + " does not hold the cluster key (wrong cluster key)",
+                    HealthKind::kPeerNiConnectionRejected));
+      co_return;
+    }
+    Mac mine = handshake_mac(opts_.cluster_key, 'C', ch.nonce, sh->nonce, sh->nids, my_nids);
+    co_await write_frame(s, FrameKind::kAuth, c->local_nid(), remote,
+                         Buffer::copy_of(std::span<const uint8_t>(mine)));
+    auto ok = co_await read_frame(s);
+    if (!ok.ok()) throw std::runtime_error(ok.status().message());
+    if (ok->hdr.kind == FrameKind::kReject) {
+      std::string why(ok->payload.view());
+      PFS_LOG_ERROR("connection to {} refused by the peer: {}", target, why);
+      finish(Status(Code::kRejected, "refused by " + target + ": " + why,
+                    HealthKind::kPeerNiConnectionRejected));
+      co_return;
+    }
+    if (ok->hdr.kind != FrameKind::kAuth) throw std::runtime_error("expected AUTH");
+    timer.cancel();
+    c->set_peer_nids(sh->nids);
+    c->mark_open();
+    PFS_LOG_INFO("connection {} established", c->describe());
+    events_.on_connected(c);
+    c->start_reading();
+    cb(ConnectionPtr(c));
+    co_return;
+  } catch (const std::exception& e) {
+    fail = *timed_out ? Status(Code::kUnreachable, "handshake with " + target + " timed out",
+                               HealthKind::kPeerNiUnreachable)
+                      : Status(Code::kUnreachable, "handshake with " + target + ": " + e.what(),
+                               HealthKind::kPeerNiConnectError);
+  }
+  finish(fail);
+}
+
+void TcpTransport::Impl::stop() {
+  if (stopped_.exchange(true)) return;
+  std::vector<std::shared_ptr<TcpConnection>> conns;
+  std::vector<std::shared_ptr<tcp::acceptor>> accs;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [id, c] : conns_) conns.push_back(c);
+    accs.swap(acceptors_);
+  }
+  for (auto& a : accs) {
+    asio::post(*ctx_[0], [a] {
+      std::error_code ec;
+      a->close(ec);
+    });
+  }
+  for (auto& c : conns) c->close(Status(Code::kCancelled, "transport stopped"));
+  conns.clear();
+  // Without work guards each loop returns once its closes and cancelled operations have
+  // run; a loop still busy after the bound is stopped.
+  for (auto& g : guards_) g.reset();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  for (size_t i = 0; i < threads_.size(); ++i) {
+    if (exit_futures_[i].wait_until(deadline) != std::future_status::ready) ctx_[i]->stop();
+    if (threads_[i].joinable()) threads_[i].join();
+  }
+  std::lock_guard lk(mu_);
+  conns_.clear();
+}
+
+TcpTransport::TcpTransport(TransportOptions opts, std::vector<Nid> node_nids, Clock& clock,
+                           TransportEvents& events)
+    : impl_(std::make_unique<Impl>(std::move(opts), std::move(node_nids), clock, events)) {}
+TcpTransport::~TcpTransport() { impl_->stop(); }
+Status TcpTransport::listen(const Nid& local, uint16_t port) { return impl_->listen(local, port); }
+void TcpTransport::connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) {
+  impl_->connect(local, remote, port, std::move(cb));
+}
+void TcpTransport::post(std::function<void()> fn) { asio::post(*impl_->ctx_[0], std::move(fn)); }
+void TcpTransport::stop() { impl_->stop(); }
+
+}  // namespace pfsnet

@@ -1,0 +1,139 @@
+// The transport interface (an LND, in LNet's words): authenticated connections that carry
+// frames between a local NI and a peer NI. Two implementations: TcpTransport (real
+// sockets, asio) and MemTransport (in-memory, for unit tests and simulation).
+//
+// Threads: each Connection belongs to one I/O thread; TransportEvents callbacks for it run
+// there. Connection::send and Connection::close may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/nid.h"
+#include "base/status.h"
+#include "wire/buffer.h"
+#include "wire/frame.h"
+
+namespace pfsnet {
+
+// Per-frame timing hooks, consumed by the RPC statistics.
+struct TxTimes {
+  TimePoint write_start;  // first byte handed to the socket
+  TimePoint write_done;   // last byte handed to the socket
+};
+struct RxTimes {
+  TimePoint first_byte;  // read that brought the frame's first byte completed
+  TimePoint complete;    // frame completely received
+};
+
+// Told once when a frame has been written (ok) or cannot be (the connection closed).
+class TxCompletion {
+ public:
+  virtual ~TxCompletion() = default;
+  // Runs on the sending thread or the connection's I/O thread; must not block.
+  virtual void on_tx_done(const Status& s, const TxTimes& t) = 0;
+};
+
+struct OutFrame {
+  FrameHeader hdr;  // hdr.credits is filled by the transport when the frame is encoded
+  Buffer payload;
+  BulkData bulk;                 // may be null; kept alive until the frame is written
+  TxCompletion* done = nullptr;  // optional; must outlive the frame's completion
+};
+
+struct InFrame {
+  FrameHeader hdr;
+  Buffer payload;
+  Buffer bulk;
+  RxTimes times;
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  // Queues `f` for writing; writes it at once on the calling thread when the socket is
+  // free. f->done is called exactly once. On a closed connection it fails with kClosed.
+  virtual void send(std::unique_ptr<OutFrame> f) = 0;
+  // Closes the connection; idempotent. Queued frames fail; on_closed follows once.
+  virtual void close(const Status& why) = 0;
+  // Runs `fn` on this connection's I/O thread.
+  virtual void post(std::function<void()> fn) = 0;
+  virtual bool is_open() const = 0;
+
+  const Nid& local_nid() const { return local_; }
+  // The NIDs the peer announced in the handshake; [0] is the NI at the other end.
+  const std::vector<Nid>& peer_nids() const { return peer_nids_; }
+  const Nid& peer_nid() const { return peer_nids_.front(); }
+  bool outgoing() const { return outgoing_; }
+  uint64_t id() const { return id_; }
+  std::string describe() const {
+    return local_.to_string() + (outgoing_ ? " -> " : " <- ") +
+           (peer_nids_.empty() ? std::string("?") : peer_nids_[0].to_string());
+  }
+
+  // Credits: the receiver returns credits for frames it has consumed. They ride on the
+  // next frame written in the other direction (hdr.credits), or on a kCredit frame.
+  void add_credits_to_return(uint32_t n) { credits_to_return_.fetch_add(n); }
+  uint32_t credits_to_return() const { return credits_to_return_.load(); }
+  uint32_t take_credits_to_return() { return credits_to_return_.exchange(0); }
+
+  // Owned by the layer above (net): its per-connection state. Set in on_connected.
+  std::shared_ptr<void> user;
+
+ protected:
+  Nid local_;
+  std::vector<Nid> peer_nids_;
+  bool outgoing_ = false;
+  uint64_t id_ = 0;
+
+ private:
+  std::atomic<uint32_t> credits_to_return_{0};
+};
+
+using ConnectionPtr = std::shared_ptr<Connection>;
+
+class TransportEvents {
+ public:
+  virtual ~TransportEvents() = default;
+  // A connection finished its handshake (either direction); before any on_frame of it.
+  virtual void on_connected(const ConnectionPtr& c) = 0;
+  // A complete frame arrived. I/O thread of `c`.
+  virtual void on_frame(Connection& c, InFrame&& f) = 0;
+  // `c` closed; called once, after its last on_frame.
+  virtual void on_closed(Connection& c, const Status& why) = 0;
+};
+
+struct TransportOptions {
+  std::string cluster_key;  // the shared secret; both ends must hold the same bytes
+  FrameLimits limits;
+  int io_threads = 1;
+  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
+  Duration handshake_timeout = std::chrono::seconds(5);
+  Duration connect_timeout = std::chrono::seconds(5);
+};
+
+using ConnectCallback = std::function<void(Result<ConnectionPtr>)>;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // Accepts connections to `local` on `port`. Incoming connections are authenticated, then
+  // reported through on_connected.
+  virtual Status listen(const Nid& local, uint16_t port) = 0;
+  // Connects from `local` to `remote`:`port` and authenticates. `cb` runs once on an I/O
+  // thread with the connection (after on_connected) or an error carrying its health kind.
+  virtual void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) = 0;
+  // Runs `fn` on an I/O thread.
+  virtual void post(std::function<void()> fn) = 0;
+  // Closes every connection and listener and stops the I/O threads. No callbacks after.
+  virtual void stop() = 0;
+};
+
+}  // namespace pfsnet

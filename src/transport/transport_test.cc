@@ -1,0 +1,365 @@
+// Transport tests: the same checks over the real TCP transport (loopback sockets) and the
+// in-memory one, plus TCP-only checks (handshake on a raw socket, malformed frames).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "transport/mem_transport.h"
+#include "transport/tcp_transport.h"
+#include "wire/handshake.h"
+
+namespace pfsnet {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr char kKey[] = "0123456789abcdef-test-key";
+
+// Records transport events; waits are bounded.
+class Recorder : public TransportEvents {
+ public:
+  void on_connected(const ConnectionPtr& c) override {
+    std::lock_guard lk(mu_);
+    conns.push_back(c);
+    cv_.notify_all();
+  }
+  void on_frame(Connection&, InFrame&& f) override {
+    std::lock_guard lk(mu_);
+    frames.push_back(std::move(f));
+    cv_.notify_all();
+  }
+  void on_closed(Connection&, const Status& why) override {
+    std::lock_guard lk(mu_);
+    closed.push_back(why);
+    cv_.notify_all();
+  }
+  template <class Pred>
+  bool wait(Pred p, std::chrono::milliseconds limit = 5000ms) {
+    std::unique_lock lk(mu_);
+    return cv_.wait_for(lk, limit, p);
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<ConnectionPtr> conns;
+  std::vector<InFrame> frames;
+  std::vector<Status> closed;
+};
+
+class TxWaiter : public TxCompletion {
+ public:
+  void on_tx_done(const Status& s, const TxTimes& t) override {
+    std::lock_guard lk(mu_);
+    status = s;
+    times = t;
+    done = true;
+    cv_.notify_all();
+  }
+  bool wait() {
+    std::unique_lock lk(mu_);
+    return cv_.wait_for(lk, 5s, [&] { return done; });
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done = false;
+  Status status;
+  TxTimes times;
+};
+
+Nid nid(const char* s) { return *Nid::parse(s); }
+
+struct ConnectResult {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  ConnectionPtr conn;
+  ConnectCallback cb() {
+    return [this](Result<ConnectionPtr> r) {
+      std::lock_guard lk(mu);
+      done = true;
+      if (r.ok())
+        conn = *r;
+      else
+        status = r.status();
+      cv.notify_all();
+    };
+  }
+  bool wait() {
+    std::unique_lock lk(mu);
+    return cv.wait_for(lk, 10s, [&] { return done; });
+  }
+};
+
+TransportOptions opts(std::string key = kKey) {
+  TransportOptions o;
+  o.cluster_key = std::move(key);
+  o.handshake_timeout = 2s;
+  o.connect_timeout = 2s;
+  return o;
+}
+
+Buffer pattern(size_t n, uint8_t seed) {
+  Buffer b(n);
+  for (size_t i = 0; i < n; ++i) b.data()[i] = static_cast<uint8_t>(seed + i * 7);
+  return b;
+}
+
+std::unique_ptr<OutFrame> frame(uint64_t xid, size_t payload, size_t bulk, TxCompletion* done) {
+  auto f = std::make_unique<OutFrame>();
+  f->hdr.kind = FrameKind::kRequest;
+  f->hdr.xid = xid;
+  f->hdr.msg_type = 3;
+  f->payload = pattern(payload, static_cast<uint8_t>(xid));
+  if (bulk) f->bulk = make_bulk(pattern(bulk, static_cast<uint8_t>(xid + 1)));
+  f->done = done;
+  return f;
+}
+
+bool same(const Buffer& b, const Buffer& expect) {
+  return b.size() == expect.size() &&
+         (b.empty() || std::memcmp(b.data(), expect.data(), b.size()) == 0);
+}
+
+// TCP transport pair on loopback: A = 127.0.0.11, B = 127.0.0.12.
+class TcpPairTest : public ::testing::Test {
+ protected:
+  ManualClock clock_;
+  MonotonicClock real_;
+  Recorder ea_, eb_;
+  Nid a_ = nid("127.0.0.11@tcp"), b_ = nid("127.0.0.12@tcp");
+  uint16_t port_ = static_cast<uint16_t>(20000 + getpid() % 20000);
+};
+
+TEST_F(TcpPairTest, ConnectSendBulkAndCredits) {
+  TcpTransport ta(opts(), {a_}, real_, ea_);
+  TcpTransport tb(opts(), {b_, nid("127.0.1.12@tcp1")}, real_, eb_);
+  ASSERT_TRUE(tb.listen(b_, port_).ok());
+  ConnectResult cr;
+  ta.connect(a_, b_, port_, cr.cb());
+  ASSERT_TRUE(cr.wait());
+  ASSERT_TRUE(cr.status.ok()) << cr.status.to_string();
+  ASSERT_TRUE(eb_.wait([&] { return eb_.conns.size() == 1; }));
+  ConnectionPtr ca = cr.conn;
+  // Discovery: B told A all its NIDs, A's NI first on B's side.
+  ASSERT_EQ(ca->peer_nids().size(), 2u);
+  EXPECT_EQ(ca->peer_nids()[1].to_string(), "127.0.1.12@tcp1");
+  EXPECT_EQ(eb_.conns[0]->peer_nid(), a_);
+
+  // Frames of many sizes, including ones larger than the read buffer.
+  std::vector<size_t> bulks = {0, 1, 64, 4096, 65536, 65537, 1 << 20, 2 << 20};
+  std::vector<std::unique_ptr<TxWaiter>> waits;
+  ca->add_credits_to_return(5);
+  for (size_t i = 0; i < bulks.size(); ++i) {
+    waits.push_back(std::make_unique<TxWaiter>());
+    ca->send(frame(i + 1, 10 + i, bulks[i], waits.back().get()));
+  }
+  for (auto& w : waits) {
+    ASSERT_TRUE(w->wait());
+    EXPECT_TRUE(w->status.ok()) << w->status.to_string();
+    EXPECT_LE(w->times.write_start, w->times.write_done);
+  }
+  ASSERT_TRUE(eb_.wait([&] { return eb_.frames.size() == bulks.size(); }));
+  uint32_t credits = 0;
+  for (size_t i = 0; i < bulks.size(); ++i) {
+    const InFrame& f = eb_.frames[i];  // in order on one connection
+    EXPECT_EQ(f.hdr.xid, i + 1);
+    EXPECT_TRUE(same(f.payload, pattern(10 + i, static_cast<uint8_t>(i + 1))));
+    EXPECT_TRUE(same(f.bulk, pattern(bulks[i], static_cast<uint8_t>(i + 2)))) << "bulk " << bulks[i];
+    EXPECT_LE(f.times.first_byte, f.times.complete);
+    credits += f.hdr.credits;
+  }
+  EXPECT_EQ(credits, 5u);  // piggybacked exactly once
+
+  // Reply direction over the accepted connection.
+  TxWaiter w;
+  eb_.conns[0]->send(frame(99, 0, 100, &w));
+  ASSERT_TRUE(w.wait());
+  ASSERT_TRUE(ea_.wait([&] { return ea_.frames.size() == 1; }));
+  EXPECT_EQ(ea_.frames[0].hdr.xid, 99u);
+
+  // Closing one side tells the other; sends after close fail cleanly.
+  ca->close(Status(Code::kCancelled, "test"));
+  ASSERT_TRUE(eb_.wait([&] { return eb_.closed.size() == 1; }));
+  ASSERT_TRUE(ea_.wait([&] { return ea_.closed.size() == 1; }));
+  TxWaiter late;
+  ca->send(frame(100, 1, 0, &late));
+  ASSERT_TRUE(late.wait());
+  EXPECT_EQ(late.status.code(), Code::kClosed);
+}
+
+TEST_F(TcpPairTest, WrongClusterKeyIsRefused) {
+  TcpTransport ta(opts("another-key-0123456789"), {a_}, real_, ea_);
+  TcpTransport tb(opts(), {b_}, real_, eb_);
+  ASSERT_TRUE(tb.listen(b_, port_ + 1).ok());
+  ConnectResult cr;
+  ta.connect(a_, b_, port_ + 1, cr.cb());
+  ASSERT_TRUE(cr.wait());
+  EXPECT_EQ(cr.status.code(), Code::kRejected);
+  EXPECT_EQ(cr.status.health_kind(), HealthKind::kPeerNiConnectionRejected);
+  EXPECT_NE(cr.status.message().find("wrong cluster key"), std::string::npos);
+  EXPECT_TRUE(eb_.conns.empty());
+  EXPECT_TRUE(ea_.conns.empty());
+}
+
+TEST_F(TcpPairTest, ConnectRefusedMapsToHealthKind) {
+  TcpTransport ta(opts(), {a_}, real_, ea_);
+  ConnectResult cr;
+  ta.connect(a_, nid("127.0.0.13@tcp"), port_ + 2, cr.cb());  // nobody listens
+  ASSERT_TRUE(cr.wait());
+  EXPECT_EQ(cr.status.code(), Code::kUnreachable);
+  EXPECT_EQ(cr.status.health_kind(), HealthKind::kPeerNiConnectError);
+}
+
+TEST_F(TcpPairTest, BindToMissingAddressIsAddrError) {
+  TcpTransport ta(opts(), {a_}, real_, ea_);
+  ConnectResult cr;
+  // 198.18.255.254 is not configured here: bind fails with EADDRNOTAVAIL.
+  ta.connect(nid("198.18.255.254@tcp"), b_, port_ + 3, cr.cb());
+  ASSERT_TRUE(cr.wait());
+  EXPECT_EQ(cr.status.health_kind(), HealthKind::kPeerNiAddrError) << cr.status.to_string();
+}
+
+// A raw client that completes the handshake by hand, then sends garbage.
+int raw_connect(const Nid& to, uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(to.addr);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool write_all(int fd, const void* p, size_t n) {
+  return ::send(fd, p, n, MSG_NOSIGNAL) == static_cast<ssize_t>(n);
+}
+
+bool read_all(int fd, void* p, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::recv(fd, static_cast<uint8_t*>(p) + got, n - got, 0);
+    if (r <= 0) return false;
+    got += r;
+  }
+  return true;
+}
+
+void send_hs(int fd, FrameKind kind, const Buffer& payload) {
+  FrameHeader h;
+  h.kind = kind;
+  h.payload_len = static_cast<uint32_t>(payload.size());
+  EncodedHeader e;
+  encode_header(h, &e);
+  ASSERT_TRUE(write_all(fd, e.data(), e.size()));
+  ASSERT_TRUE(write_all(fd, payload.data(), payload.size()));
+}
+
+Buffer recv_hs(int fd, FrameHeader* out) {
+  EncodedHeader e;
+  if (!read_all(fd, e.data(), e.size())) return Buffer();
+  auto h = decode_header(e, FrameLimits{});
+  if (!h.ok()) return Buffer();
+  *out = *h;
+  Buffer p(h->payload_len);
+  if (!read_all(fd, p.data(), p.size())) return Buffer();
+  return p;
+}
+
+TEST_F(TcpPairTest, MalformedFrameClosesOnlyThatConnection) {
+  TcpTransport tb(opts(), {b_}, real_, eb_);
+  ASSERT_TRUE(tb.listen(b_, port_ + 4).ok());
+  int fd = raw_connect(b_, port_ + 4);
+  ASSERT_GE(fd, 0);
+  Hello ch;
+  ch.nonce = random_nonce();
+  ch.nids = {a_};
+  send_hs(fd, FrameKind::kHello, encode_hello(ch));
+  FrameHeader h;
+  Buffer p = recv_hs(fd, &h);
+  auto sh = decode_hello(p.span());
+  ASSERT_TRUE(sh.ok());
+  Mac m = handshake_mac(kKey, 'C', ch.nonce, sh->nonce, sh->nids, ch.nids);
+  send_hs(fd, FrameKind::kAuth, Buffer::copy_of(std::span<const uint8_t>(m)));
+  recv_hs(fd, &h);
+  ASSERT_EQ(h.kind, FrameKind::kAuth);
+  ASSERT_TRUE(eb_.wait([&] { return eb_.conns.size() == 1; }));
+
+  // A header claiming a 1 GiB bulk: refused before any allocation, connection closed.
+  FrameHeader evil;
+  evil.kind = FrameKind::kRequest;
+  evil.bulk_len = 1u << 30;
+  EncodedHeader e;
+  encode_header(evil, &e);
+  ASSERT_TRUE(write_all(fd, e.data(), e.size()));
+  ASSERT_TRUE(eb_.wait([&] { return eb_.closed.size() == 1; }));
+  EXPECT_EQ(eb_.closed[0].code(), Code::kProtocol);
+  EXPECT_NE(eb_.closed[0].message().find("exceeds limit"), std::string::npos);
+  char c;
+  EXPECT_LE(::recv(fd, &c, 1, 0), 0);  // server closed it
+  close(fd);
+
+  // Garbage instead of a handshake: refused, the listener still works.
+  fd = raw_connect(b_, port_ + 4);
+  ASSERT_GE(fd, 0);
+  std::string junk(200, 'x');
+  ASSERT_TRUE(write_all(fd, junk.data(), junk.size()));
+  EXPECT_LE(::recv(fd, &c, 1, 0), 0);
+  close(fd);
+  Recorder ea;
+  TcpTransport ta(opts(), {a_}, real_, ea);
+  ConnectResult cr;
+  ta.connect(a_, b_, port_ + 4, cr.cb());
+  ASSERT_TRUE(cr.wait());
+  EXPECT_TRUE(cr.status.ok()) << cr.status.to_string();
+}
+
+TEST(MemTransportTest, DeliversOnPumpAndChecksKeys) {
+  ManualClock clock;
+  MemHub hub;
+  Recorder ea, eb, ec;
+  Nid a = nid("10.0.0.1@tcp"), b = nid("10.0.0.2@tcp"), c = nid("10.0.0.3@tcp");
+  MemTransport ta(hub, opts(), {a}, clock, ea);
+  MemTransport tb(hub, opts(), {b}, clock, eb);
+  MemTransport tc(hub, opts("wrong-key-wrong-key"), {c}, clock, ec);
+  ASSERT_TRUE(tb.listen(b, 0).ok());
+  ConnectResult cr;
+  ta.connect(a, b, 0, cr.cb());
+  EXPECT_FALSE(cr.done);  // nothing moves until pumped
+  hub.pump();
+  ASSERT_TRUE(cr.status.ok());
+  TxWaiter w;
+  cr.conn->add_credits_to_return(2);
+  cr.conn->send(frame(7, 3, 1000, &w));
+  EXPECT_TRUE(eb.frames.empty());
+  hub.pump();
+  ASSERT_EQ(eb.frames.size(), 1u);
+  EXPECT_EQ(eb.frames[0].hdr.credits, 2u);
+  EXPECT_TRUE(same(eb.frames[0].bulk, pattern(1000, 8)));
+  EXPECT_TRUE(w.done);
+
+  ConnectResult bad, none;
+  tc.connect(c, b, 0, bad.cb());
+  tc.connect(c, nid("10.0.0.9@tcp"), 0, none.cb());
+  hub.pump();
+  EXPECT_EQ(bad.status.health_kind(), HealthKind::kPeerNiConnectionRejected);
+  EXPECT_EQ(none.status.health_kind(), HealthKind::kPeerNiConnectError);
+
+  cr.conn->close(Status(Code::kCancelled, "bye"));
+  hub.pump();
+  EXPECT_EQ(ea.closed.size(), 1u);
+  EXPECT_EQ(eb.closed.size(), 1u);
+}
+
+}  // namespace
+}  // namespace pfsnet
