@@ -185,7 +185,7 @@ void Net::send(const Nid& dst, std::unique_ptr<OutFrame> f, TimePoint deadline,
   m->ni = ni;
   m->deadline = deadline;
   m->user = done;
-  m->bytes = kHeaderSize + f->payload.size() + (f->bulk ? f->bulk->size() : 0);
+  m->bytes = kHeaderSize + f->payload.size() + f->bulk_size();
   f->done = m;
   m->frame = std::move(f);
 

@@ -76,9 +76,9 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
     in.hdr = f.hdr;
     in.hdr.credits = take_credits_to_return();
     in.hdr.payload_len = static_cast<uint32_t>(f.payload.size());
-    in.hdr.bulk_len = f.bulk ? static_cast<uint32_t>(f.bulk->size()) : 0;
+    in.hdr.bulk_len = static_cast<uint32_t>(f.bulk_size());
     in.payload = Buffer::copy_of(f.payload.span());
-    if (f.bulk) in.bulk = Buffer::copy_of(f.bulk->span());
+    if (f.bulk) in.bulk = Buffer::copy_of(f.bulk->span().first(f.bulk_size()));
     TimePoint now = owner_.clock_.now();
     in.times = RxTimes{start, now};
     if (f.done) f.done->on_tx_done(Status::Ok(), TxTimes{start, now});

@@ -255,11 +255,11 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
       OutFrame& f = *batch_[i];
       f.hdr.credits = take_credits_to_return();
       f.hdr.payload_len = static_cast<uint32_t>(f.payload.size());
-      f.hdr.bulk_len = f.bulk ? static_cast<uint32_t>(f.bulk->size()) : 0;
+      f.hdr.bulk_len = static_cast<uint32_t>(f.bulk_size());
       encode_header(f.hdr, &headers_[i]);
       push_iov(headers_[i].data(), kHeaderSize);
       if (!f.payload.empty()) push_iov(f.payload.data(), f.payload.size());
-      if (f.bulk && !f.bulk->empty()) push_iov(f.bulk->data(), f.bulk->size());
+      if (f.bulk_size()) push_iov(f.bulk->data(), f.bulk_size());
     }
     write_start_ = t_.clock_.now();
     return true;

@@ -6,6 +6,7 @@
 // there. Connection::send and Connection::close may be called from any thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -44,7 +45,10 @@ struct OutFrame {
   FrameHeader hdr;  // hdr.credits is filled by the transport when the frame is encoded
   Buffer payload;
   BulkData bulk;                 // may be null; kept alive until the frame is written
+  size_t bulk_limit = SIZE_MAX;  // send only the first bulk_limit bytes of `bulk`
   TxCompletion* done = nullptr;  // optional; must outlive the frame's completion
+
+  size_t bulk_size() const { return bulk ? std::min(bulk->size(), bulk_limit) : 0; }
 };
 
 struct InFrame {

@@ -1,0 +1,27 @@
+// The PING message type: a round trip with optional bulk in either direction, used by
+// `pfsnet ping`, the tests and the benchmarks. Payload: empty (echo the request's bulk
+// back) or 4 bytes LE N (reply with N bytes of ping_pattern bulk, a "read").
+// Thread safety: pure functions; the handler is inline and non-blocking.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "rpc/rpc_engine.h"
+
+namespace pfsnet {
+
+inline constexpr uint32_t kMsgPing = 1;
+
+// Serves PING on `engine` (inline), with replies of up to `max_bulk` bytes.
+void serve_ping(RpcEngine& engine, size_t max_bulk);
+// The request payload: nullopt = echo, N = reply with N bytes of pattern.
+Buffer ping_payload(std::optional<uint32_t> reply_bulk);
+// Byte i of every PING read reply and of the clients' write data.
+inline uint8_t ping_pattern(size_t i) { return static_cast<uint8_t>((i * 131) ^ (i >> 9)); }
+Buffer make_ping_pattern(size_t n);
+// True when `data` is ping_pattern bytes 0..size-1.
+bool check_ping_pattern(std::span<const uint8_t> data);
+
+}  // namespace pfsnet

@@ -1,0 +1,481 @@
+#include "rpc/rpc_engine.h"
+
+#include <algorithm>
+#include <deque>
+
+#include "base/log.h"
+
+namespace pfsnet {
+
+// One RPC. Two references keep it alive: the result (reply or error) and the request's
+// transmit completion. A successful reply is
+// delivered when both the reply and the transmit completion are in (so the request's
+// write times are known); an error is delivered at once.
+struct RpcEngine::Call final : TxCompletion {
+  RpcEngine* eng = nullptr;
+  uint64_t xid = 0;
+  Nid dst;
+  uint32_t type = 0;
+  TimePoint deadline;
+  std::unique_ptr<OutFrame> frame;  // until handed to the net
+  Callback cb;
+  // Sync waiter (null for async calls).
+  std::mutex* wmu = nullptr;
+  std::condition_variable* wcv = nullptr;
+  bool* wdone = nullptr;
+  RpcReply* wout = nullptr;
+
+  RpcReply reply;
+  std::atomic<int> refs{2};
+  std::atomic<bool> resolved{false};
+  bool delivered = false;
+  std::atomic<bool> sent{false};
+  // Guarded by eng->mu_.
+  bool on_wire = false;
+  bool queued = false;
+  bool holds_slot = false;
+
+  TxTimes tx_times;  // copied into the reply when a successful reply is delivered
+
+  void on_tx_done(const Status& s, const TxTimes& t) override {
+    tx_times = t;
+    if (s.ok()) {
+      sent.store(true);
+    } else {
+      eng->resolve_error(this, s);
+    }
+    eng->unref(this);
+  }
+};
+
+struct RpcEngine::Target {
+  int64_t in_flight = 0;
+  std::deque<Call*> queue;
+};
+
+RpcEngine::RpcEngine(Net& net, RpcOptions opts)
+    : net_(net), opts_(opts), clock_(net.clock()), workers_(opts.workers) {
+  net_.set_rx(this);
+}
+
+RpcEngine::~RpcEngine() {
+  shutdown();
+  // No callback may reach this engine once it is gone.
+  net_.shutdown();
+}
+
+void RpcEngine::define_type(uint32_t type, std::string name) { types_[type].name = std::move(name); }
+
+void RpcEngine::handle(uint32_t type, std::string name, Handler h, HandlerMode mode) {
+  TypeInfo& t = types_[type];
+  t.name = std::move(name);
+  t.handler = std::move(h);
+  t.mode = mode;
+}
+
+std::string RpcEngine::type_name(uint32_t type) const {
+  auto it = types_.find(type);
+  if (it != types_.end() && !it->second.name.empty()) return it->second.name;
+  return "type-" + std::to_string(type);
+}
+
+size_t RpcEngine::pending() const {
+  std::lock_guard lk(mu_);
+  size_t n = pending_.size();
+  for (auto& [k, t] : targets_) n += t->queue.size();
+  return n;
+}
+
+std::pair<int64_t, size_t> RpcEngine::target_load(const Nid& dst) const {
+  std::lock_guard lk(mu_);
+  auto it = targets_.find(dst.pack());
+  if (it == targets_.end()) return {0, 0};
+  return {it->second->in_flight, it->second->queue.size()};
+}
+
+void RpcEngine::call_async(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk,
+                           Callback cb, CallOptions o) {
+  auto* c = new Call;
+  c->eng = this;
+  c->dst = dst;
+  c->type = type;
+  c->cb = std::move(cb);
+  c->reply.times.submit = clock_.now();
+  c->deadline = c->reply.times.submit + (o.timeout.count() > 0 ? o.timeout : opts_.default_timeout);
+  c->frame = std::make_unique<OutFrame>();
+  c->frame->hdr.kind = FrameKind::kRequest;
+  c->frame->hdr.msg_type = type;
+  c->frame->payload = std::move(payload);
+  c->frame->bulk = std::move(bulk);
+  c->reply.bytes_sent = kHeaderSize + c->frame->payload.size() + c->frame->bulk_size();
+  submit(c);
+}
+
+RpcReply RpcEngine::call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk,
+                         CallOptions o) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  RpcReply out;
+  auto* c = new Call;
+  c->eng = this;
+  c->dst = dst;
+  c->type = type;
+  c->wmu = &m;
+  c->wcv = &cv;
+  c->wdone = &done;
+  c->wout = &out;
+  c->reply.times.submit = clock_.now();
+  c->deadline = c->reply.times.submit + (o.timeout.count() > 0 ? o.timeout : opts_.default_timeout);
+  c->frame = std::make_unique<OutFrame>();
+  c->frame->hdr.kind = FrameKind::kRequest;
+  c->frame->hdr.msg_type = type;
+  c->frame->payload = std::move(payload);
+  c->frame->bulk = std::move(bulk);
+  c->reply.bytes_sent = kHeaderSize + c->frame->payload.size() + c->frame->bulk_size();
+  TimePoint deadline = c->deadline;
+  submit(c);
+  {
+    std::unique_lock lk(m);
+    while (!done) {
+      // Wait in real time for what the clock says is left; a manual clock is advanced by
+      // the test, which then calls tick().
+      Duration left = std::max(Duration(std::chrono::milliseconds(1)), deadline - clock_.now());
+      if (cv.wait_for(lk, std::min<Duration>(left, std::chrono::milliseconds(200)),
+                      [&] { return done; }))
+        break;
+      if (clock_.now() >= deadline) {
+        lk.unlock();
+        expire_call(c, Status(Code::kTimeout, "RPC " + type_name(type) + " to " +
+                                                  dst.to_string() + " timed out (no reply)"));
+        lk.lock();
+      }
+    }
+  }
+  return out;
+}
+
+void RpcEngine::expire_call(Call* c, const Status& s) {
+  // `c` may already be resolved and freed: look for it by address before touching it.
+  bool found = false;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [xid, p] : pending_) found = found || p == c;
+    for (auto& [k, t] : targets_)
+      for (Call* q : t->queue) found = found || q == c;
+    if (found) c->refs.fetch_add(1);
+  }
+  if (!found) return;
+  resolve_error(c, s);
+  unref(c);
+}
+
+void RpcEngine::submit(Call* c) {
+  {
+    std::lock_guard lk(mu_);
+    if (!shut_) {
+      auto& t = targets_[c->dst.pack()];
+      if (!t) t = std::make_unique<Target>();
+      if (t->in_flight < opts_.max_rpcs_in_flight) {
+        ++t->in_flight;
+        c->holds_slot = true;
+        c->xid = next_xid_++;
+        pending_[c->xid] = c;
+        c->on_wire = true;
+      } else {
+        t->queue.push_back(c);
+        c->queued = true;
+        return;
+      }
+    }
+  }
+  if (!c->on_wire) {  // shut down: never sent
+    c->queued = true;
+    resolve_error(c, Status(Code::kCancelled, "RPC engine is shut down"));
+    return;
+  }
+  send_call(c);
+}
+
+void RpcEngine::send_call(Call* c) {
+  c->frame->hdr.xid = c->xid;
+  net_.send(c->dst, std::move(c->frame), c->deadline, c);
+}
+
+void RpcEngine::resolve_error(Call* c, const Status& s) {
+  if (c->resolved.exchange(true)) return;
+  bool never_sent = false;
+  {
+    std::lock_guard lk(mu_);
+    if (c->on_wire) {
+      pending_.erase(c->xid);
+      c->on_wire = false;
+    }
+    if (c->queued) {
+      never_sent = true;
+      c->queued = false;
+      auto it = targets_.find(c->dst.pack());
+      if (it != targets_.end()) {
+        auto& q = it->second->queue;
+        q.erase(std::remove(q.begin(), q.end(), c), q.end());
+      }
+    }
+  }
+  c->reply.status = s;
+  finish_slot(c);
+  deliver(c);
+  if (never_sent) unref(c);  // no transmit completion will come
+  unref(c);
+}
+
+void RpcEngine::finish_slot(Call* c) {
+  Call* next = nullptr;
+  {
+    std::lock_guard lk(mu_);
+    if (!c->holds_slot) return;
+    c->holds_slot = false;
+    Target& t = *targets_[c->dst.pack()];
+    --t.in_flight;
+    if (!t.queue.empty() && !shut_) {
+      next = t.queue.front();
+      t.queue.pop_front();
+      next->queued = false;
+      ++t.in_flight;
+      next->holds_slot = true;
+      next->xid = next_xid_++;
+      pending_[next->xid] = next;
+      next->on_wire = true;
+    }
+  }
+  if (next) send_call(next);
+}
+
+void RpcEngine::deliver(Call* c) {
+  if (c->delivered) return;
+  c->delivered = true;
+  if (c->wmu) {
+    std::lock_guard lk(*c->wmu);
+    *c->wout = std::move(c->reply);
+    *c->wdone = true;
+    c->wcv->notify_one();
+  } else if (c->cb) {
+    c->cb(std::move(c->reply));
+  }
+}
+
+void RpcEngine::unref(Call* c) {
+  if (c->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  if (!c->delivered) {
+    c->reply.times.write_start = c->tx_times.write_start;
+    c->reply.times.write_done = c->tx_times.write_done;
+    deliver(c);
+  }
+  delete c;
+}
+
+void RpcEngine::on_message(const Nid& from, InFrame&& f, RxCredit credit) {
+  if (f.hdr.kind == FrameKind::kReply) {
+    on_reply(std::move(f), std::move(credit));
+  } else {
+    serve(from, std::move(f), std::move(credit));
+  }
+}
+
+void RpcEngine::on_reply(InFrame&& f, RxCredit credit) {
+  Call* c = nullptr;
+  {
+    std::lock_guard lk(mu_);
+    auto it = pending_.find(f.hdr.xid);
+    if (it != pending_.end()) {
+      c = it->second;
+      pending_.erase(it);
+      c->on_wire = false;
+    }
+  }
+  if (!c || c->resolved.exchange(true)) {
+    late_replies_.fetch_add(1);
+    return;  // timed out or cancelled already; the credit returns as `credit` goes
+  }
+  RpcReply& r = c->reply;
+  if (f.hdr.status != 0) {
+    Code code = f.hdr.status <= static_cast<uint16_t>(Code::kInternal) ? static_cast<Code>(f.hdr.status)
+                                                                      : Code::kProtocol;
+    HealthKind hk = f.hdr.health < kNumHealthKinds ? static_cast<HealthKind>(f.hdr.health)
+                                                   : HealthKind::kNone;
+    r.status = Status(code, std::string(f.payload.view()), hk);
+  } else {
+    r.payload = std::move(f.payload);
+    r.bulk = std::move(f.bulk);
+  }
+  r.exec_time = Duration(static_cast<int64_t>(std::min<uint64_t>(f.hdr.exec_ns, INT64_MAX)));
+  r.times.reply_first_byte = f.times.first_byte;
+  r.times.reply_complete = f.times.complete;
+  r.bytes_received = kHeaderSize + f.hdr.payload_len + f.hdr.bulk_len;
+  credit.release();
+  finish_slot(c);
+  unref(c);
+}
+
+void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
+  auto it = types_.find(f.hdr.msg_type);
+  if (it == types_.end() || !it->second.handler) {
+    credit.release();
+    RpcResponse r;
+    r.status = Status(Code::kNotFound,
+                      "no handler for message type " + std::to_string(f.hdr.msg_type));
+    send_reply(from, f.hdr, f.times.complete, std::move(r));
+    return;
+  }
+  const TypeInfo& t = it->second;
+  auto run = [this, &t, from](InFrame& fr, RxCredit& cr) {
+    RpcRequest req{from, fr.hdr.msg_type, std::move(fr.payload), std::move(fr.bulk)};
+    RpcResponse resp;
+    try {
+      resp = t.handler(req);
+    } catch (const std::exception& e) {
+      resp = RpcResponse{};
+      resp.status = Status(Code::kRemoteError, "handler for " + t.name + " failed: " + e.what());
+    }
+    req = RpcRequest{};
+    cr.release();  // before the reply, so the credit rides on it
+    send_reply(from, fr.hdr, fr.times.complete, std::move(resp));
+  };
+  if (t.mode == HandlerMode::kInline) {
+    run(f, credit);
+    return;
+  }
+  struct Job {
+    InFrame f;
+    RxCredit credit;
+  };
+  auto job = std::make_shared<Job>(Job{std::move(f), std::move(credit)});
+  if (!workers_.submit([job, run]() mutable { run(job->f, job->credit); })) {
+    job->credit.release();
+    RpcResponse r;
+    r.status = Status(Code::kCancelled, "server is shutting down");
+    send_reply(from, job->f.hdr, job->f.times.complete, std::move(r));
+  }
+}
+
+void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint received,
+                           RpcResponse&& r) {
+  auto f = std::make_unique<OutFrame>();
+  f->hdr.kind = FrameKind::kReply;
+  f->hdr.xid = req.xid;
+  f->hdr.msg_type = req.msg_type;
+  size_t bulk_size = r.bulk ? std::min(r.bulk->size(), r.bulk_limit) : 0;
+  if (r.status.ok() && bulk_size > opts_.max_bulk) {
+    r.status = Status(Code::kInternal, "reply bulk of " + std::to_string(bulk_size) +
+                                           " bytes exceeds the limit " +
+                                           std::to_string(opts_.max_bulk));
+  }
+  if (r.status.ok()) {
+    f->payload = std::move(r.payload);
+    f->bulk = std::move(r.bulk);
+    f->bulk_limit = r.bulk_limit;
+  } else {
+    f->hdr.status = static_cast<uint16_t>(r.status.code());
+    f->hdr.health = static_cast<uint16_t>(r.status.health_kind());
+    std::string msg = r.status.message().substr(0, 1024);
+    f->payload = Buffer::copy_of(std::string_view(msg));
+  }
+  TimePoint now = clock_.now();
+  f->hdr.exec_ns = static_cast<uint64_t>(std::max<int64_t>(0, (now - received).count()));
+  net_.send(to, std::move(f), now + opts_.default_timeout, nullptr);
+}
+
+void RpcEngine::on_peer_disconnected(const std::vector<Nid>& peer_nids, const Status& why) {
+  std::vector<Call*> dead;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [xid, c] : pending_) {
+      if (!c->sent.load()) continue;
+      if (std::find(peer_nids.begin(), peer_nids.end(), c->dst) == peer_nids.end()) continue;
+      c->refs.fetch_add(1);
+      dead.push_back(c);
+    }
+  }
+  for (Call* c : dead) {
+    resolve_error(c, Status(Code::kClosed, "connection to " + c->dst.to_string() +
+                                               " closed before the reply: " + why.message(),
+                            why.health_kind()));
+    unref(c);
+  }
+}
+
+size_t RpcEngine::tick(TimePoint now) {
+  net_.expire(now);
+  std::vector<Call*> dead;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [xid, c] : pending_)
+      if (c->deadline <= now) {
+        c->refs.fetch_add(1);
+        dead.push_back(c);
+      }
+    for (auto& [k, t] : targets_)
+      for (Call* c : t->queue)
+        if (c->deadline <= now) {
+          c->refs.fetch_add(1);
+          dead.push_back(c);
+        }
+  }
+  for (Call* c : dead) {
+    bool queued;
+    {
+      std::lock_guard lk(mu_);
+      queued = c->queued;
+    }
+    resolve_error(c, Status(Code::kTimeout,
+                            "RPC " + type_name(c->type) + " to " + c->dst.to_string() +
+                                (queued ? " timed out waiting for a slot (max_rpcs_in_flight)"
+                                        : " timed out (no reply)")));
+    unref(c);
+  }
+  return dead.size();
+}
+
+void RpcEngine::start_ticker(Duration period) {
+  ticker_ = std::thread([this, period] {
+    std::unique_lock lk(tick_mu_);
+    while (!stop_ticker_) {
+      tick_cv_.wait_for(lk, period, [&] { return stop_ticker_; });
+      if (stop_ticker_) break;
+      lk.unlock();
+      tick(clock_.now());
+      lk.lock();
+    }
+  });
+}
+
+void RpcEngine::shutdown() {
+  {
+    std::lock_guard lk(tick_mu_);
+    stop_ticker_ = true;
+  }
+  tick_cv_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+  std::vector<Call*> dead;
+  {
+    std::lock_guard lk(mu_);
+    if (shut_) return;
+    shut_ = true;
+    for (auto& [xid, c] : pending_) {
+      c->refs.fetch_add(1);
+      dead.push_back(c);
+    }
+    for (auto& [k, t] : targets_)
+      for (Call* c : t->queue) {
+        c->refs.fetch_add(1);
+        dead.push_back(c);
+      }
+  }
+  for (Call* c : dead) {
+    resolve_error(c, Status(Code::kCancelled, "RPC " + type_name(c->type) + " to " +
+                                                  c->dst.to_string() + " cancelled at shutdown"));
+    unref(c);
+  }
+  workers_.stop();
+}
+
+}  // namespace pfsnet

@@ -1,0 +1,167 @@
+// RpcEngine: requests and replies over Net, matched by xid.
+//
+// Client side: call() blocks until the reply or an error; call_async() runs a callback.
+// Every RPC ends with a reply or a clear error -- timeout (its deadline, by default
+// transaction_timeout), unreachable or rejected peer, connection closed before the reply,
+// or cancelled at shutdown. At most max_rpcs_in_flight RPCs per target are on the wire;
+// the rest queue (their channel wait grows) and keep their deadline.
+//
+// Server side: a handler per message type runs inline on the I/O thread (kInline: must
+// not block; the fastest path) or on the worker pool (kWorker). Execution time runs from
+// the request being completely received until the reply is handed to the network; it
+// travels in the reply header.
+//
+// Bulk: a write carries its data with the request (one round trip), a read returns it
+// with the reply; 0 to 2 x maxBlockSize bytes either way.
+//
+// Threads: call/call_async/tick/shutdown from any thread. Async callbacks run on an I/O
+// thread, a worker, or the thread of tick()/shutdown(); they must not block. Register
+// handlers before traffic starts.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/clock.h"
+#include "net/net.h"
+#include "rpc/worker_pool.h"
+
+namespace pfsnet {
+
+// Timings of one RPC, from the client's point of view (ARCHITECTURE.md "RPC statistics").
+struct RpcTimes {
+  TimePoint submit;            // call() entered
+  TimePoint write_start;       // request's first byte handed to the socket
+  TimePoint write_done;        // request's last byte handed to the socket
+  TimePoint reply_first_byte;  // first byte of the reply read
+  TimePoint reply_complete;    // reply completely received
+};
+
+struct RpcReply {
+  Status status;
+  Buffer payload;
+  Buffer bulk;
+  Duration exec_time{0};  // server execution time, from the reply header
+  RpcTimes times;
+  uint64_t bytes_sent = 0;      // request frame, header included
+  uint64_t bytes_received = 0;  // reply frame, header included
+
+  Duration round_trip() const { return times.reply_complete - times.write_start; }
+  Duration latency() const { return round_trip() - exec_time; }
+  Duration channel_wait() const { return times.write_start - times.submit; }
+};
+
+struct CallOptions {
+  Duration timeout{0};  // 0: the engine's default (transaction_timeout)
+};
+
+struct RpcRequest {
+  Nid from;
+  uint32_t type = 0;
+  Buffer payload;
+  Buffer bulk;
+};
+
+struct RpcResponse {
+  Status status;
+  Buffer payload;
+  BulkData bulk;
+  size_t bulk_limit = SIZE_MAX;  // reply with only the first bulk_limit bytes of `bulk`
+};
+
+using Handler = std::function<RpcResponse(RpcRequest&)>;
+enum class HandlerMode { kInline, kWorker };
+
+struct RpcOptions {
+  int64_t max_rpcs_in_flight = 8;
+  int workers = 2;
+  Duration default_timeout = std::chrono::seconds(50);
+  uint32_t max_bulk = 2 * 1024 * 1024;
+};
+
+class RpcEngine final : public NetRx {
+ public:
+  using Callback = std::function<void(RpcReply&&)>;
+
+  // Attaches itself to `net` as its receiver. `net` must outlive the engine.
+  RpcEngine(Net& net, RpcOptions opts);
+  ~RpcEngine() override;
+
+  // Names a message type (for statistics and errors); optional for types only called.
+  void define_type(uint32_t type, std::string name);
+  // Serves `type`. REQUIRES: before any traffic.
+  void handle(uint32_t type, std::string name, Handler h, HandlerMode mode);
+  // "PING", or "type-N" for an unnamed type.
+  std::string type_name(uint32_t type) const;
+
+  RpcReply call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk = nullptr,
+                CallOptions opts = {});
+  void call_async(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, Callback cb,
+                  CallOptions opts = {});
+
+  // Fails RPCs (and queued sends) whose deadline is at or before `now`. Returns how many
+  // RPCs it failed.
+  size_t tick(TimePoint now);
+  // Runs tick() every `period` of real time on a thread of its own until shutdown().
+  void start_ticker(Duration period);
+  // Fails every pending and queued RPC with kCancelled, stops the ticker and workers.
+  // New calls fail at once. Idempotent.
+  void shutdown();
+
+  size_t pending() const;
+  // RPCs to `dst` on the wire and waiting for a slot.
+  std::pair<int64_t, size_t> target_load(const Nid& dst) const;
+  uint64_t late_replies() const { return late_replies_.load(); }
+  Net& net() { return net_; }
+
+  // NetRx.
+  void on_message(const Nid& from, InFrame&& f, RxCredit credit) override;
+  void on_peer_disconnected(const std::vector<Nid>& peer_nids, const Status& why) override;
+
+  struct Call;
+  struct Target;
+
+ private:
+  void submit(Call* c);
+  void send_call(Call* c);
+  void resolve_error(Call* c, const Status& s);
+  void expire_call(Call* c, const Status& s);
+  void finish_slot(Call* c);
+  void deliver(Call* c);
+  void unref(Call* c);
+  void serve(const Nid& from, InFrame&& f, RxCredit credit);
+  void on_reply(InFrame&& f, RxCredit credit);
+  void send_reply(const Nid& to, const FrameHeader& req, TimePoint received, RpcResponse&& r);
+
+  Net& net_;
+  RpcOptions opts_;
+  Clock& clock_;
+  WorkerPool workers_;
+
+  struct TypeInfo {
+    std::string name;
+    Handler handler;
+    HandlerMode mode = HandlerMode::kInline;
+  };
+  std::unordered_map<uint32_t, TypeInfo> types_;
+
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Call*> pending_;  // xid -> call on the wire
+  std::unordered_map<uint64_t, std::unique_ptr<Target>> targets_;  // packed NID
+  uint64_t next_xid_ = 1;
+  bool shut_ = false;
+  std::atomic<uint64_t> late_replies_{0};
+
+  std::mutex tick_mu_;
+  std::condition_variable tick_cv_;
+  std::thread ticker_;
+  bool stop_ticker_ = false;
+};
+
+}  // namespace pfsnet
