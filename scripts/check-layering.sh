@@ -11,6 +11,7 @@ declare -A allowed=(
   [transport]="transport wire base"
   [net]="net transport wire base"
   [rpc]="rpc net transport wire base stats"
+  [admin]="admin rpc net transport wire base stats"
 )
 bad=0
 for mod in "${!allowed[@]}"; do

@@ -1,0 +1,158 @@
+// pfsnet: the operator's command-line tool. Talks to the local pfsnetd over its admin
+// socket (--socket, or PFSNET_SOCKET, default /run/pfsnet/pfsnetd.sock).
+// Exit status: 0 success, 1 the operation ran but failed (e.g. a ping got no reply),
+// 2 a bad argument or no daemon.
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "admin/admin_client.h"
+#include "base/nid.h"
+
+using nlohmann::json;
+
+namespace {
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "pfsnet: %s\n", msg.c_str());
+  return 2;
+}
+
+std::string fmt_ms(double v) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.3f", v);
+  return b;
+}
+
+std::string human_bytes(uint64_t v) {
+  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double d = double(v);
+  int i = 0;
+  while (d >= 1024 && i < 4) {
+    d /= 1024;
+    ++i;
+  }
+  char b[32];
+  std::snprintf(b, sizeof(b), i ? "%.1f%s" : "%.0f%s", d, u[i]);
+  return b;
+}
+
+int keygen(const std::string& path) {
+  unsigned char key[32];
+  if (RAND_bytes(key, sizeof(key)) != 1) return fail("cannot get random bytes");
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return fail("cannot create " + path + ": " + std::strerror(errno) + " (it must not exist)");
+  bool ok = write(fd, key, sizeof(key)) == static_cast<ssize_t>(sizeof(key));
+  fchmod(fd, 0600);
+  close(fd);
+  if (!ok) return fail("cannot write " + path);
+  std::printf("wrote a 32-byte cluster key to %s (mode 0600); copy it to every node\n", path.c_str());
+  return 0;
+}
+
+void print_ni_table(const json& list, const char* title) {
+  std::printf("%-22s %-5s %8s %8s %8s %10s %10s %10s %10s %6s\n", title, "state", "credits",
+              "min", "queued", "sent", "sent_B", "recv", "recv_B", "errors");
+  for (const json& n : list) {
+    uint64_t errs = 0;
+    for (auto& [k, v] : n["errors"].items()) errs += v.get<uint64_t>();
+    std::printf("%-22s %-5s %4lld/%-3lld %8lld %8lld %10llu %10s %10llu %10s %6llu\n",
+                n["nid"].get<std::string>().c_str(), n["state"].get<std::string>().c_str(),
+                n["credits"].get<long long>(), n["credits_max"].get<long long>(),
+                n["credits_min"].get<long long>(), n["queued"].get<long long>(),
+                n["send_count"].get<unsigned long long>(),
+                human_bytes(n["send_bytes"].get<uint64_t>()).c_str(),
+                n["recv_count"].get<unsigned long long>(),
+                human_bytes(n["recv_bytes"].get<uint64_t>()).c_str(),
+                static_cast<unsigned long long>(errs));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pfsnet: operate and observe a pfsnet cluster through the local pfsnetd"};
+  app.require_subcommand(1);
+  const char* env = std::getenv("PFSNET_SOCKET");
+  std::string socket = env && *env ? env : "/run/pfsnet/pfsnetd.sock";
+  app.add_option("--socket", socket, "admin socket of the local pfsnetd (env PFSNET_SOCKET)");
+
+  // ping
+  auto* ping = app.add_subcommand("ping", "RPC round trips to a NID through the local daemon");
+  std::string nid_text;
+  int64_t count = 4, size = 0;
+  double timeout = 5;
+  bool json_out = false;
+  ping->add_option("NID", nid_text, "target, e.g. 127.0.0.3@tcp")->required();
+  ping->add_option("--count,-c", count, "round trips (default 4)")->check(CLI::Range(int64_t(1), int64_t(1000000)));
+  ping->add_option("--size,-s", size, "bulk bytes sent and echoed back (default 0)")->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+  ping->add_option("--timeout", timeout, "seconds to wait for each reply (default 5)")->check(CLI::PositiveNumber);
+  ping->add_flag("--json", json_out, "print the summary as JSON");
+
+  auto* keygen_cmd = app.add_subcommand("keygen", "write a new random 32-byte cluster key (mode 0600)");
+  std::string key_path;
+  keygen_cmd->add_option("FILE", key_path, "where to write the key; must not exist")->required();
+
+  auto* nis = app.add_subcommand("nis", "local NIs: state, credits, counters");
+  nis->add_flag("--json", json_out, "print JSON");
+  auto* peers = app.add_subcommand("peers", "peer NIs: state, credits, counters");
+  peers->add_flag("--json", json_out, "print JSON");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  if (*keygen_cmd) return keygen(key_path);
+
+  if (*ping) {
+    auto nid = pfsnet::Nid::parse(nid_text);
+    if (!nid.ok()) return fail(nid.status().message());
+    json req = {{"cmd", "ping"}, {"nid", nid->to_string()}, {"count", count}, {"size", size}, {"timeout", timeout}};
+    auto limit = std::chrono::milliseconds(static_cast<int64_t>((timeout + 1) * 1000 * double(count)) + 5000);
+    if (!json_out) std::printf("PING %s: %lld bytes of bulk, %lld round trips\n", nid->to_string().c_str(), (long long)size, (long long)count);
+    auto r = pfsnet::admin_request(socket, req, limit, [&](const json& ev) {
+      if (json_out) return;
+      if (ev["event"] == "reply")
+        std::printf("reply from %s: seq=%lld bytes=%lld rtt=%s ms\n", ev["nid"].get<std::string>().c_str(),
+                    ev["seq"].get<long long>(), ev["bytes"].get<long long>(), fmt_ms(ev["rtt_ms"].get<double>()).c_str());
+      else
+        std::printf("no reply from %s: seq=%lld %s: %s\n", ev["nid"].get<std::string>().c_str(),
+                    ev["seq"].get<long long>(), ev["kind"].get<std::string>().c_str(), ev["error"].get<std::string>().c_str());
+      std::fflush(stdout);
+    });
+    if (!r.ok()) return fail(r.status().message());
+    const json& s = *r;
+    if (json_out) {
+      std::cout << s.dump() << "\n";
+    } else {
+      std::printf("--- %s ping statistics ---\n%lld sent, %lld ok, %lld failed\n", s["target"].get<std::string>().c_str(),
+                  s["count"].get<long long>(), s["ok"].get<long long>(), s["failed"].get<long long>());
+      if (s["ok"].get<int64_t>() > 0)
+        std::printf("rtt min/avg/max = %s/%s/%s ms\n", fmt_ms(s["rtt_ms"]["min"].get<double>()).c_str(),
+                    fmt_ms(s["rtt_ms"]["avg"].get<double>()).c_str(), fmt_ms(s["rtt_ms"]["max"].get<double>()).c_str());
+      for (auto& [k, v] : s["errors"].items()) std::printf("errors %s: %lld\n", k.c_str(), v.get<long long>());
+    }
+    return s["failed"].get<int64_t>() == 0 ? 0 : 1;
+  }
+
+  if (*nis || *peers) {
+    json req = {{"cmd", *nis ? "nis" : "peers"}};
+    auto r = pfsnet::admin_request(socket, req, std::chrono::seconds(10));
+    if (!r.ok()) return fail(r.status().message());
+    if (json_out) {
+      std::cout << r->dump() << "\n";
+    } else {
+      print_ni_table((*r)[*nis ? "nis" : "peers"], *nis ? "NI" : "peer NI");
+    }
+    return 0;
+  }
+  return 0;
+}

@@ -1,0 +1,150 @@
+#include "pfsnetd/daemon.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+#include "rpc/ping.h"
+#include "transport/tcp_transport.h"
+
+namespace pfsnet {
+
+using nlohmann::json;
+
+Daemon::Daemon(Config cfg, std::string cluster_key)
+    : cfg_(std::move(cfg)), key_(std::move(cluster_key)) {
+  std::vector<Nid> nids;
+  for (const NetConfig& n : cfg_.nets) nids.push_back(n.nid);
+  TransportOptions to;
+  to.cluster_key = key_;
+  to.limits.max_bulk = static_cast<uint32_t>(cfg_.max_bulk());
+  net_ = std::make_unique<Net>(NetOptions::from(cfg_), nids, clock_,
+                               [this, to, nids](TransportEvents& ev) {
+                                 return std::make_unique<TcpTransport>(to, nids, clock_, ev);
+                               });
+  RpcOptions ro;
+  ro.max_rpcs_in_flight = cfg_.rpc.max_rpcs_in_flight;
+  ro.default_timeout = std::chrono::seconds(cfg_.lnet.transaction_timeout);
+  ro.max_bulk = static_cast<uint32_t>(cfg_.max_bulk());
+  rpc_ = std::make_unique<RpcEngine>(*net_, ro);
+  serve_ping(*rpc_, static_cast<size_t>(cfg_.max_bulk()));
+  admin_ = std::make_unique<AdminServer>(
+      [this](const json& req, const AdminEmit& emit) { return handle_admin(req, emit); });
+}
+
+Daemon::~Daemon() { stop(); }
+
+Status Daemon::start() {
+  Status s = net_->start();
+  if (!s.ok()) return s;
+  rpc_->start_ticker(std::chrono::milliseconds(100));
+  s = admin_->start(cfg_.node.admin_socket);
+  if (!s.ok()) return s;
+  std::string nids;
+  for (const Nid& n : net_->local_nids()) nids += (nids.empty() ? "" : " ") + n.to_string();
+  PFS_LOG_INFO("pfsnetd started: node {} NIDs {} admin socket {}", cfg_.node.name, nids,
+               cfg_.node.admin_socket);
+  return Status::Ok();
+}
+
+void Daemon::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  rpc_->shutdown();  // pending RPCs fail now, so admin sessions end
+  admin_->stop();
+  net_->shutdown();
+}
+
+json ni_info_json(const NiInfo& i) {
+  json errors = json::object();
+  for (int k = 1; k < kNumHealthKinds; ++k)
+    errors[std::string(health_kind_name(static_cast<HealthKind>(k)))] = i.errors[k];
+  json j = {{"nid", i.nid.to_string()},
+            {"state", i.up ? "up" : "down"},
+            {"credits", i.credits},
+            {"credits_max", i.credits_max},
+            {"credits_min", i.credits_min},
+            {"queued", i.queued},
+            {"connections", i.connections},
+            {"send_count", i.send_count},
+            {"send_bytes", i.send_bytes},
+            {"recv_count", i.recv_count},
+            {"recv_bytes", i.recv_bytes},
+            {"timeouts", i.timeouts},
+            {"drops", i.drops},
+            {"errors", errors}};
+  if (!i.peer_nids.empty()) {
+    json nids = json::array();
+    for (const Nid& n : i.peer_nids) nids.push_back(n.to_string());
+    j["peer_nids"] = nids;
+  }
+  return j;
+}
+
+json Daemon::nis_json() const {
+  json a = json::array();
+  for (const NiInfo& i : net_->nis()) a.push_back(ni_info_json(i));
+  return {{"nis", a}};
+}
+
+json Daemon::peers_json() const {
+  json a = json::array();
+  for (const NiInfo& i : net_->peers()) a.push_back(ni_info_json(i));
+  return {{"peers", a}};
+}
+
+Result<json> Daemon::handle_admin(const json& req, const AdminEmit& emit) {
+  std::string cmd = req.value("cmd", std::string());
+  if (cmd == "ping") return ping(req, emit);
+  if (cmd == "nis") return nis_json();
+  if (cmd == "peers") return peers_json();
+  return Status(Code::kInvalidArgument, "unknown command '" + cmd + "'");
+}
+
+Result<json> Daemon::ping(const json& req, const AdminEmit& emit) {
+  auto nid = Nid::parse(req.value("nid", std::string()));
+  if (!nid.ok()) return nid.status();
+  int64_t count = req.value("count", int64_t(1));
+  int64_t size = req.value("size", int64_t(0));
+  double timeout_s = req.value("timeout", double(cfg_.lnet.transaction_timeout));
+  if (count < 1 || count > 1'000'000) return Status(Code::kInvalidArgument, "count must be 1..1000000");
+  if (size < 0 || size > cfg_.max_bulk())
+    return Status(Code::kInvalidArgument,
+                  "size must be 0.." + std::to_string(cfg_.max_bulk()) + " (2 x maxBlockSize)");
+  if (!(timeout_s > 0)) return Status(Code::kInvalidArgument, "timeout must be positive");
+  timeout_s = std::min<double>(timeout_s, double(cfg_.lnet.transaction_timeout));
+  BulkData data = size ? make_bulk(make_ping_pattern(static_cast<size_t>(size))) : nullptr;
+  CallOptions co{std::chrono::duration_cast<Duration>(std::chrono::duration<double>(timeout_s))};
+
+  int64_t ok = 0, failed = 0;
+  double mn = 0, mx = 0, sum = 0;
+  json errors = json::object();
+  for (int64_t seq = 1; seq <= count; ++seq) {
+    RpcReply r = rpc_->call(*nid, kMsgPing, ping_payload(std::nullopt), data, co);
+    Status st = r.status;
+    if (st.ok() && (r.bulk.size() != static_cast<size_t>(size) || !check_ping_pattern(r.bulk.span())))
+      st = Status(Code::kProtocol, "echoed data does not match what was sent");
+    if (st.ok()) {
+      double ms = to_ms(r.round_trip());
+      mn = ok == 0 ? ms : std::min(mn, ms);
+      mx = std::max(mx, ms);
+      sum += ms;
+      ++ok;
+      emit({{"event", "reply"}, {"seq", seq}, {"nid", nid->to_string()}, {"bytes", size}, {"rtt_ms", ms}});
+    } else {
+      ++failed;
+      std::string kind(st.health_kind() != HealthKind::kNone ? health_kind_name(st.health_kind())
+                                                              : code_name(st.code()));
+      errors[kind] = errors.value(kind, 0) + 1;
+      emit({{"event", "error"}, {"seq", seq}, {"nid", nid->to_string()}, {"kind", kind}, {"error", st.message()}});
+      if (st.code() == Code::kCancelled) break;  // shutting down
+    }
+  }
+  return json{{"target", nid->to_string()},
+              {"count", count},
+              {"ok", ok},
+              {"failed", failed},
+              {"rtt_ms", {{"min", mn}, {"avg", ok ? sum / double(ok) : 0.0}, {"max", mx}}},
+              {"errors", errors}};
+}
+
+}  // namespace pfsnet

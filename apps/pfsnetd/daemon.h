@@ -1,0 +1,45 @@
+// Daemon: one pfsnet node as pfsnetd runs it -- NIs over TCP, the RPC engine serving
+// PING, and the admin socket. Wires objects explicitly; no globals.
+// Threads: start() and stop() from the main thread; admin requests on session threads.
+#pragma once
+
+#include <memory>
+
+#include "admin/admin_server.h"
+#include "base/clock.h"
+#include "base/config.h"
+#include "net/net.h"
+#include "rpc/rpc_engine.h"
+
+namespace pfsnet {
+
+class Daemon {
+ public:
+  Daemon(Config cfg, std::string cluster_key);
+  ~Daemon();
+
+  Status start();
+  // Cancels new and pending RPCs, finishes admin sessions, closes connections, removes the
+  // admin socket. Bounded by transaction_timeout.
+  void stop();
+
+  Result<nlohmann::json> handle_admin(const nlohmann::json& req, const AdminEmit& emit);
+
+ private:
+  Result<nlohmann::json> ping(const nlohmann::json& req, const AdminEmit& emit);
+  nlohmann::json nis_json() const;
+  nlohmann::json peers_json() const;
+
+  Config cfg_;
+  std::string key_;
+  MonotonicClock clock_;
+  std::unique_ptr<Net> net_;
+  std::unique_ptr<RpcEngine> rpc_;
+  std::unique_ptr<AdminServer> admin_;
+  bool stopped_ = false;
+};
+
+// JSON of the counters of an NI or peer NI (shared by nis and peers).
+nlohmann::json ni_info_json(const NiInfo& i);
+
+}  // namespace pfsnet

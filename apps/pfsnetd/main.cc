@@ -1,0 +1,65 @@
+// pfsnetd: the pfsnet daemon. `pfsnetd --config FILE [--foreground] [--log-level L]`.
+// Runs in the foreground (as systemd expects); SIGTERM or SIGINT stop it cleanly.
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+
+#include "base/config.h"
+#include "base/log.h"
+#include "pfsnetd/daemon.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pfsnetd: the pfsnet daemon (RPC fabric, statistics, admin socket)"};
+  std::string config_path, level = "info";
+  bool foreground = false;
+  app.add_option("--config", config_path, "TOML configuration file")->required();
+  app.add_flag("--foreground", foreground, "stay in the foreground (the only mode; for systemd)");
+  app.add_option("--log-level", level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  CLI11_PARSE(app, argc, argv);
+
+  if (!pfsnet::init_logging(level).ok()) return 2;
+  auto cfg = pfsnet::load_config(config_path);
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "pfsnetd: %s\n", cfg.status().message().c_str());
+    return 2;
+  }
+  if (cfg->nets.empty()) {
+    std::fprintf(stderr, "pfsnetd: %s: no [[net]] configured: a node needs at least one NI\n",
+                 config_path.c_str());
+    return 2;
+  }
+  auto key = pfsnet::load_cluster_key(cfg->node.cluster_key_file);
+  if (!key.ok()) {
+    std::fprintf(stderr, "pfsnetd: %s\n", key.status().message().c_str());
+    return 2;
+  }
+
+  // Signals go to sigwait below, not to any thread.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  pfsnet::Daemon daemon(std::move(*cfg), std::move(*key));
+  pfsnet::Status s = daemon.start();
+  if (!s.ok()) {
+    std::fprintf(stderr, "pfsnetd: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  for (;;) {
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (sig == SIGTERM || sig == SIGINT) {
+      PFS_LOG_INFO("pfsnetd: signal {} received, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      break;
+    }
+    PFS_LOG_INFO("pfsnetd: SIGHUP received; configuration reload is not supported by this build, ignoring");
+  }
+  daemon.stop();
+  PFS_LOG_INFO("pfsnetd: stopped");
+  return 0;
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test through ctest.
+#   ./scripts/test.sh              RelWithDebInfo build in build/
+#   ./scripts/test.sh --sanitize   AddressSanitizer + UBSan build in build-asan/
+# Idempotent and incremental: a second run only rebuilds what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=build
+flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPFSNET_SANITIZE=OFF)
+if [ "${1:-}" = "--sanitize" ]; then
+  build=build-asan
+  flags=(-DCMAKE_BUILD_TYPE=Debug -DPFSNET_SANITIZE=ON -DPFSNET_BUILD_BENCH=OFF)
+  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+fi
+
+./scripts/install-deps.sh
+cmake -S . -B "$build" -G Ninja "${flags[@]}" >/dev/null
+cmake --build "$build" -j "$(nproc)"
+cd "$build"
+ctest --output-on-failure -j 2 --timeout 300

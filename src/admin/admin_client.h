@@ -1,0 +1,20 @@
+// admin_request: the CLI side of the admin socket. Sends one request and reads lines
+// until the final one, passing progress lines to `on_event`. Every read has a deadline.
+// Thread safety: a free function; no shared state.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "base/status.h"
+
+namespace pfsnet {
+
+Result<nlohmann::json> admin_request(const std::string& socket_path, const nlohmann::json& req,
+                                     std::chrono::milliseconds timeout,
+                                     const std::function<void(const nlohmann::json&)>& on_event = {});
+
+}  // namespace pfsnet

@@ -1,0 +1,60 @@
+// AdminServer: the daemon's owner-only UNIX socket. Protocol: the client writes one JSON
+// object on one line ({"cmd": NAME, ...}); the server answers with zero or more progress
+// lines ({"event": ...}) and one final line, either {"ok": true, "result": ...} or
+// {"ok": false, "error": MESSAGE}. One request per connection.
+// Threads: an accept thread plus one thread per session (at most kMaxSessions); the
+// handler runs on the session thread and may block (deadlines are its own).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "base/status.h"
+
+namespace pfsnet {
+
+// Sends one progress line to the client; returns false once the client has gone.
+using AdminEmit = std::function<bool(const nlohmann::json&)>;
+// Handles a request; returns the result or an error.
+using AdminHandler = std::function<Result<nlohmann::json>(const nlohmann::json& req, const AdminEmit& emit)>;
+
+class AdminServer {
+ public:
+  static constexpr int kMaxSessions = 16;
+
+  explicit AdminServer(AdminHandler handler) : handler_(std::move(handler)) {}
+  ~AdminServer() { stop(); }
+
+  // Binds `path` (mode 0600, parent created 0755 if missing; a stale socket file is
+  // replaced, a live one is an error) and starts accepting.
+  Status start(const std::string& path);
+  // Stops accepting, waits for sessions (each bounded by its own deadlines), removes the
+  // socket file. Idempotent.
+  void stop();
+
+ private:
+  void accept_loop();
+  void session(int fd);
+
+  AdminHandler handler_;
+  std::string path_;
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};
+  std::thread acceptor_;
+  std::mutex mu_;
+  struct Session {
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+  std::list<Session> sessions_;
+  std::atomic<int> active_{0};
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace pfsnet
