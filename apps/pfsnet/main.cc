@@ -47,18 +47,20 @@ int keygen(const std::string& path) {
   unsigned char key[32];
   if (RAND_bytes(key, sizeof(key)) != 1) return fail("cannot get random bytes");
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return fail("cannot create " + path + ": " + std::strerror(errno) + " (it must not exist)");
+  if (fd < 0)
+    return fail("cannot create " + path + ": " + std::strerror(errno) + " (it must not exist)");
   bool ok = write(fd, key, sizeof(key)) == static_cast<ssize_t>(sizeof(key));
   fchmod(fd, 0600);
   close(fd);
   if (!ok) return fail("cannot write " + path);
-  std::printf("wrote a 32-byte cluster key to %s (mode 0600); copy it to every node\n", path.c_str());
+  std::printf("wrote a 32-byte cluster key to %s (mode 0600); copy it to every node\n",
+              path.c_str());
   return 0;
 }
 
 void print_ni_table(const json& list, const char* title) {
-  std::printf("%-22s %-5s %8s %8s %8s %10s %10s %10s %10s %6s\n", title, "state", "credits",
-              "min", "queued", "sent", "sent_B", "recv", "recv_B", "errors");
+  std::printf("%-22s %-5s %8s %8s %8s %10s %10s %10s %10s %6s\n", title, "state", "credits", "min",
+              "queued", "sent", "sent_B", "recv", "recv_B", "errors");
   for (const json& n : list) {
     uint64_t errs = 0;
     for (auto& [k, v] : n["errors"].items()) errs += v.get<uint64_t>();
@@ -90,12 +92,16 @@ int main(int argc, char** argv) {
   double timeout = 5;
   bool json_out = false;
   ping->add_option("NID", nid_text, "target, e.g. 127.0.0.3@tcp")->required();
-  ping->add_option("--count,-c", count, "round trips (default 4)")->check(CLI::Range(int64_t(1), int64_t(1000000)));
-  ping->add_option("--size,-s", size, "bulk bytes sent and echoed back (default 0)")->check(CLI::Range(int64_t(0), int64_t(1) << 30));
-  ping->add_option("--timeout", timeout, "seconds to wait for each reply (default 5)")->check(CLI::PositiveNumber);
+  ping->add_option("--count,-c", count, "round trips (default 4)")
+      ->check(CLI::Range(int64_t(1), int64_t(1000000)));
+  ping->add_option("--size,-s", size, "bulk bytes sent and echoed back (default 0)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+  ping->add_option("--timeout", timeout, "seconds to wait for each reply (default 5)")
+      ->check(CLI::PositiveNumber);
   ping->add_flag("--json", json_out, "print the summary as JSON");
 
-  auto* keygen_cmd = app.add_subcommand("keygen", "write a new random 32-byte cluster key (mode 0600)");
+  auto* keygen_cmd =
+      app.add_subcommand("keygen", "write a new random 32-byte cluster key (mode 0600)");
   std::string key_path;
   keygen_cmd->add_option("FILE", key_path, "where to write the key; must not exist")->required();
 
@@ -115,17 +121,26 @@ int main(int argc, char** argv) {
   if (*ping) {
     auto nid = pfsnet::Nid::parse(nid_text);
     if (!nid.ok()) return fail(nid.status().message());
-    json req = {{"cmd", "ping"}, {"nid", nid->to_string()}, {"count", count}, {"size", size}, {"timeout", timeout}};
-    auto limit = std::chrono::milliseconds(static_cast<int64_t>((timeout + 1) * 1000 * double(count)) + 5000);
-    if (!json_out) std::printf("PING %s: %lld bytes of bulk, %lld round trips\n", nid->to_string().c_str(), (long long)size, (long long)count);
+    json req = {{"cmd", "ping"},
+                {"nid", nid->to_string()},
+                {"count", count},
+                {"size", size},
+                {"timeout", timeout}};
+    auto limit = std::chrono::milliseconds(
+        static_cast<int64_t>((timeout + 1) * 1000 * double(count)) + 5000);
+    if (!json_out)
+      std::printf("PING %s: %lld bytes of bulk, %lld round trips\n", nid->to_string().c_str(),
+                  (long long)size, (long long)count);
     auto r = pfsnet::admin_request(socket, req, limit, [&](const json& ev) {
       if (json_out) return;
       if (ev["event"] == "reply")
-        std::printf("reply from %s: seq=%lld bytes=%lld rtt=%s ms\n", ev["nid"].get<std::string>().c_str(),
-                    ev["seq"].get<long long>(), ev["bytes"].get<long long>(), fmt_ms(ev["rtt_ms"].get<double>()).c_str());
+        std::printf("reply from %s: seq=%lld bytes=%lld rtt=%s ms\n",
+                    ev["nid"].get<std::string>().c_str(), ev["seq"].get<long long>(),
+                    ev["bytes"].get<long long>(), fmt_ms(ev["rtt_ms"].get<double>()).c_str());
       else
         std::printf("no reply from %s: seq=%lld %s: %s\n", ev["nid"].get<std::string>().c_str(),
-                    ev["seq"].get<long long>(), ev["kind"].get<std::string>().c_str(), ev["error"].get<std::string>().c_str());
+                    ev["seq"].get<long long>(), ev["kind"].get<std::string>().c_str(),
+                    ev["error"].get<std::string>().c_str());
       std::fflush(stdout);
     });
     if (!r.ok()) return fail(r.status().message());
@@ -133,12 +148,16 @@ int main(int argc, char** argv) {
     if (json_out) {
       std::cout << s.dump() << "\n";
     } else {
-      std::printf("--- %s ping statistics ---\n%lld sent, %lld ok, %lld failed\n", s["target"].get<std::string>().c_str(),
-                  s["count"].get<long long>(), s["ok"].get<long long>(), s["failed"].get<long long>());
+      std::printf("--- %s ping statistics ---\n%lld sent, %lld ok, %lld failed\n",
+                  s["target"].get<std::string>().c_str(), s["count"].get<long long>(),
+                  s["ok"].get<long long>(), s["failed"].get<long long>());
       if (s["ok"].get<int64_t>() > 0)
-        std::printf("rtt min/avg/max = %s/%s/%s ms\n", fmt_ms(s["rtt_ms"]["min"].get<double>()).c_str(),
-                    fmt_ms(s["rtt_ms"]["avg"].get<double>()).c_str(), fmt_ms(s["rtt_ms"]["max"].get<double>()).c_str());
-      for (auto& [k, v] : s["errors"].items()) std::printf("errors %s: %lld\n", k.c_str(), v.get<long long>());
+        std::printf("rtt min/avg/max = %s/%s/%s ms\n",
+                    fmt_ms(s["rtt_ms"]["min"].get<double>()).c_str(),
+                    fmt_ms(s["rtt_ms"]["avg"].get<double>()).c_str(),
+                    fmt_ms(s["rtt_ms"]["max"].get<double>()).c_str());
+      for (auto& [k, v] : s["errors"].items())
+        std::printf("errors %s: %lld\n", k.c_str(), v.get<long long>());
     }
     return s["failed"].get<int64_t>() == 0 ? 0 : 1;
   }

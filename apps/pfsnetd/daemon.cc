@@ -106,7 +106,8 @@ Result<json> Daemon::ping(const json& req, const AdminEmit& emit) {
   int64_t count = req.value("count", int64_t(1));
   int64_t size = req.value("size", int64_t(0));
   double timeout_s = req.value("timeout", double(cfg_.lnet.transaction_timeout));
-  if (count < 1 || count > 1'000'000) return Status(Code::kInvalidArgument, "count must be 1..1000000");
+  if (count < 1 || count > 1'000'000)
+    return Status(Code::kInvalidArgument, "count must be 1..1000000");
   if (size < 0 || size > cfg_.max_bulk())
     return Status(Code::kInvalidArgument,
                   "size must be 0.." + std::to_string(cfg_.max_bulk()) + " (2 x maxBlockSize)");
@@ -121,7 +122,8 @@ Result<json> Daemon::ping(const json& req, const AdminEmit& emit) {
   for (int64_t seq = 1; seq <= count; ++seq) {
     RpcReply r = rpc_->call(*nid, kMsgPing, ping_payload(std::nullopt), data, co);
     Status st = r.status;
-    if (st.ok() && (r.bulk.size() != static_cast<size_t>(size) || !check_ping_pattern(r.bulk.span())))
+    if (st.ok() &&
+        (r.bulk.size() != static_cast<size_t>(size) || !check_ping_pattern(r.bulk.span())))
       st = Status(Code::kProtocol, "echoed data does not match what was sent");
     if (st.ok()) {
       double ms = to_ms(r.round_trip());
@@ -129,13 +131,21 @@ Result<json> Daemon::ping(const json& req, const AdminEmit& emit) {
       mx = std::max(mx, ms);
       sum += ms;
       ++ok;
-      emit({{"event", "reply"}, {"seq", seq}, {"nid", nid->to_string()}, {"bytes", size}, {"rtt_ms", ms}});
+      emit({{"event", "reply"},
+            {"seq", seq},
+            {"nid", nid->to_string()},
+            {"bytes", size},
+            {"rtt_ms", ms}});
     } else {
       ++failed;
       std::string kind(st.health_kind() != HealthKind::kNone ? health_kind_name(st.health_kind())
-                                                              : code_name(st.code()));
+                                                             : code_name(st.code()));
       errors[kind] = errors.value(kind, 0) + 1;
-      emit({{"event", "error"}, {"seq", seq}, {"nid", nid->to_string()}, {"kind", kind}, {"error", st.message()}});
+      emit({{"event", "error"},
+            {"seq", seq},
+            {"nid", nid->to_string()},
+            {"kind", kind},
+            {"error", st.message()}});
       if (st.code() == Code::kCancelled) break;  // shutting down
     }
   }

@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
       PFS_LOG_INFO("pfsnetd: signal {} received, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
       break;
     }
-    PFS_LOG_INFO("pfsnetd: SIGHUP received; configuration reload is not supported by this build, ignoring");
+    PFS_LOG_INFO(
+        "pfsnetd: SIGHUP received; configuration reload is not supported by this build, ignoring");
   }
   daemon.stop();
   PFS_LOG_INFO("pfsnetd: stopped");

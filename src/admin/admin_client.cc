@@ -53,7 +53,8 @@ Result<nlohmann::json> admin_request(const std::string& path, const nlohmann::js
       if (j.value("ok", false)) return j.value("result", nlohmann::json::object());
       return Status(Code::kRemoteError, j.value("error", std::string("request failed")));
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       close(fd);
       return Status(Code::kTimeout, "no answer from pfsnetd within " +

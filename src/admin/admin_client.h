@@ -3,18 +3,17 @@
 // Thread safety: a free function; no shared state.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "base/status.h"
 
 namespace pfsnet {
 
-Result<nlohmann::json> admin_request(const std::string& socket_path, const nlohmann::json& req,
-                                     std::chrono::milliseconds timeout,
-                                     const std::function<void(const nlohmann::json&)>& on_event = {});
+Result<nlohmann::json> admin_request(
+    const std::string& socket_path, const nlohmann::json& req, std::chrono::milliseconds timeout,
+    const std::function<void(const nlohmann::json&)>& on_event = {});
 
 }  // namespace pfsnet

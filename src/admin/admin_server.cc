@@ -38,7 +38,9 @@ Status AdminServer::start(const std::string& path) {
   auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty() && !std::filesystem::exists(parent)) {
     std::filesystem::create_directories(parent, ec);
-    if (ec) return Status(Code::kInvalidArgument, "cannot create " + parent.string() + ": " + ec.message());
+    if (ec)
+      return Status(Code::kInvalidArgument,
+                    "cannot create " + parent.string() + ": " + ec.message());
     chmod(parent.c_str(), 0755);
   }
   sa.sun_family = AF_UNIX;

@@ -6,12 +6,11 @@
 // handler runs on the session thread and may block (deadlines are its own).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <functional>
 #include <list>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -22,7 +21,8 @@ namespace pfsnet {
 // Sends one progress line to the client; returns false once the client has gone.
 using AdminEmit = std::function<bool(const nlohmann::json&)>;
 // Handles a request; returns the result or an error.
-using AdminHandler = std::function<Result<nlohmann::json>(const nlohmann::json& req, const AdminEmit& emit)>;
+using AdminHandler =
+    std::function<Result<nlohmann::json>(const nlohmann::json& req, const AdminEmit& emit)>;
 
 class AdminServer {
  public:

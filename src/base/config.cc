@@ -1,13 +1,13 @@
 #include "base/config.h"
 
 #include <sys/stat.h>
+#include <toml++/toml.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
-#include <toml++/toml.h>
 
 namespace pfsnet {
 namespace {
@@ -33,8 +33,8 @@ Reader int_key(int64_t* out, int64_t lo, int64_t hi) {
     if (!v) return err(c, n.source(), key, "must be an integer");
     if (*v < lo || *v > hi)
       return err(c, n.source(), key,
-                 "value " + std::to_string(*v) + " is out of range " + std::to_string(lo) +
-                     ".." + std::to_string(hi));
+                 "value " + std::to_string(*v) + " is out of range " + std::to_string(lo) + ".." +
+                     std::to_string(hi));
     *out = *v;
     return Status::Ok();
   };
@@ -80,7 +80,8 @@ bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 Status validate_http(const std::string& http) {
   if (http.empty()) return Status::Ok();
   auto colon = http.rfind(':');
-  if (colon == std::string::npos || colon == 0) return Status(Code::kInvalidArgument, "must be HOST:PORT");
+  if (colon == std::string::npos || colon == 0)
+    return Status(Code::kInvalidArgument, "must be HOST:PORT");
   try {
     size_t used = 0;
     int port = std::stoi(http.substr(colon + 1), &used);
@@ -179,8 +180,10 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"ping_miss_limit", int_key(&cfg.membership.ping_miss_limit, 1, 100)},
   };
   const std::map<std::string, const std::map<std::string, Reader, std::less<>>*, std::less<>>
-      sections = {{"node", &node_keys},       {"lnet", &lnet_keys},
-                  {"rpc", &rpc_keys},         {"stats", &stats_keys},
+      sections = {{"node", &node_keys},
+                  {"lnet", &lnet_keys},
+                  {"rpc", &rpc_keys},
+                  {"stats", &stats_keys},
                   {"membership", &membership_keys}};
 
   for (const auto& [k, v] : root) {

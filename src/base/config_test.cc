@@ -91,15 +91,18 @@ ping_miss_limit = 4
 }
 
 TEST(ConfigTest, UnknownKeyNamesFileLineAndKey) {
-  EXPECT_EQ(error_of("[lnet]\ncredits = 4\ncredit = 5\n"), "test.toml:3: key 'lnet.credit': unknown key");
+  EXPECT_EQ(error_of("[lnet]\ncredits = 4\ncredit = 5\n"),
+            "test.toml:3: key 'lnet.credit': unknown key");
   EXPECT_EQ(error_of("\n[lnetx]\n"), "test.toml:2: key 'lnetx': unknown section");
   EXPECT_EQ(error_of("[[net]]\nnid = \"1.2.3.4@tcp\"\nbogus = 1\n"),
             "test.toml:3: key 'net.bogus': unknown key");
 }
 
 TEST(ConfigTest, WrongTypeIsAnError) {
-  EXPECT_EQ(error_of("[lnet]\ncredits = \"64\"\n"), "test.toml:2: key 'lnet.credits': must be an integer");
-  EXPECT_EQ(error_of("[lnet]\ncredits = 6.5\n"), "test.toml:2: key 'lnet.credits': must be an integer");
+  EXPECT_EQ(error_of("[lnet]\ncredits = \"64\"\n"),
+            "test.toml:2: key 'lnet.credits': must be an integer");
+  EXPECT_EQ(error_of("[lnet]\ncredits = 6.5\n"),
+            "test.toml:2: key 'lnet.credits': must be an integer");
   EXPECT_EQ(error_of("[node]\nname = 3\n"), "test.toml:2: key 'node.name': must be a string");
   EXPECT_EQ(error_of("[node]\nroles = \"client\"\n"),
             "test.toml:2: key 'node.roles': must be an array of strings");
@@ -113,15 +116,20 @@ TEST(ConfigTest, OutOfRangeIsAnError) {
             "test.toml:3: key 'net.port': value 70000 is out of range 1..65535");
   EXPECT_EQ(error_of("[stats]\nmaxBlockSize = 1000000\n"),
             "test.toml:2: key 'stats.maxBlockSize': must be a power of two");
-  EXPECT_EQ(error_of("[node]\nhttp = \"127.0.0.1\"\n"), "test.toml:2: key 'node.http': must be HOST:PORT");
+  EXPECT_EQ(error_of("[node]\nhttp = \"127.0.0.1\"\n"),
+            "test.toml:2: key 'node.http': must be HOST:PORT");
 }
 
 TEST(ConfigTest, BadValuesAreErrors) {
-  EXPECT_NE(error_of("[node]\nroles = [\"client\", \"oss\"]\n").find("unknown role 'oss'"), std::string::npos);
-  EXPECT_NE(error_of("[node]\nmgs = [\"1.2.3@tcp\"]\n").find("test.toml:2: key 'node.mgs': malformed NID"),
+  EXPECT_NE(error_of("[node]\nroles = [\"client\", \"oss\"]\n").find("unknown role 'oss'"),
             std::string::npos);
-  EXPECT_EQ(error_of("[[net]]\nport = 7988\n"), "test.toml:1: key 'net.nid': is required in every [[net]]");
-  EXPECT_NE(error_of("[[net]]\nnid=\"1.2.3.4@tcp\"\n[[net]]\nnid=\"1.2.3.4@tcp\"\n").find("duplicate NID"),
+  EXPECT_NE(error_of("[node]\nmgs = [\"1.2.3@tcp\"]\n")
+                .find("test.toml:2: key 'node.mgs': malformed NID"),
+            std::string::npos);
+  EXPECT_EQ(error_of("[[net]]\nport = 7988\n"),
+            "test.toml:1: key 'net.nid': is required in every [[net]]");
+  EXPECT_NE(error_of("[[net]]\nnid=\"1.2.3.4@tcp\"\n[[net]]\nnid=\"1.2.3.4@tcp\"\n")
+                .find("duplicate NID"),
             std::string::npos);
   EXPECT_NE(error_of("[lnet\ncredits=1").find("test.toml:1: syntax error"), std::string::npos);
 }
@@ -134,14 +142,10 @@ TEST(ConfigTest, MissingFile) {
 
 TEST(ConfigTest, ClusterKeyChecks) {
   std::string path = ::testing::TempDir() + "/pfsnet_key_test";
-  {
-    std::ofstream(path) << "short";
-  }
+  { std::ofstream(path) << "short"; }
   chmod(path.c_str(), 0600);
   EXPECT_NE(load_cluster_key(path).status().message().find("at least 16 bytes"), std::string::npos);
-  {
-    std::ofstream(path) << "0123456789abcdef0123";
-  }
+  { std::ofstream(path) << "0123456789abcdef0123"; }
   chmod(path.c_str(), 0644);
   EXPECT_NE(load_cluster_key(path).status().message().find("chmod 600"), std::string::npos);
   chmod(path.c_str(), 0600);

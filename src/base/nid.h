@@ -41,7 +41,5 @@ struct Nid {
 
 template <>
 struct std::hash<pfsnet::Nid> {
-  size_t operator()(const pfsnet::Nid& n) const noexcept {
-    return std::hash<uint64_t>()(n.pack());
-  }
+  size_t operator()(const pfsnet::Nid& n) const noexcept { return std::hash<uint64_t>()(n.pack()); }
 };

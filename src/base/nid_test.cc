@@ -19,9 +19,7 @@ TEST(NidTest, ParsesAndPrints) {
   EXPECT_TRUE(Nid::parse("10.2.0.5@o2ib")->is_verbs());
 }
 
-TEST(NidTest, TcpZeroIsTcp) {
-  EXPECT_EQ(Nid::parse("1.2.3.4@tcp0")->to_string(), "1.2.3.4@tcp");
-}
+TEST(NidTest, TcpZeroIsTcp) { EXPECT_EQ(Nid::parse("1.2.3.4@tcp0")->to_string(), "1.2.3.4@tcp"); }
 
 TEST(NidTest, RejectsMalformed) {
   for (const char* text :

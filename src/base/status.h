@@ -30,16 +30,16 @@ std::string_view health_kind_name(HealthKind k);
 
 enum class Code : unsigned char {
   kOk = 0,
-  kInvalidArgument,   // caller's mistake; do not retry
-  kTimeout,           // deadline passed; may retry elsewhere
-  kUnreachable,       // could not reach the peer (connect failed, no route)
-  kRejected,          // peer refused us (authentication, protocol version)
-  kClosed,            // connection closed while the operation was in flight
-  kCancelled,         // shut down locally
-  kProtocol,          // malformed input from the peer
-  kNotFound,          // unknown peer, message type, key
-  kRemoteError,       // the remote handler failed
-  kInternal,          // a bug
+  kInvalidArgument,  // caller's mistake; do not retry
+  kTimeout,          // deadline passed; may retry elsewhere
+  kUnreachable,      // could not reach the peer (connect failed, no route)
+  kRejected,         // peer refused us (authentication, protocol version)
+  kClosed,           // connection closed while the operation was in flight
+  kCancelled,        // shut down locally
+  kProtocol,         // malformed input from the peer
+  kNotFound,         // unknown peer, message type, key
+  kRemoteError,      // the remote handler failed
+  kInternal,         // a bug
 };
 std::string_view code_name(Code c);
 
@@ -67,7 +67,7 @@ class [[nodiscard]] Status {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}                        // NOLINT: implicit by design
   Result(Status s) : status_(std::move(s)) { assert(!status_.ok()); }  // NOLINT
 
   bool ok() const { return value_.has_value(); }

@@ -30,9 +30,9 @@ TEST(ClockTest, ManualClockMovesOnlyWhenTold) {
   EXPECT_EQ(c.now(), t0);
   c.advance(std::chrono::milliseconds(1500));
   EXPECT_EQ(c.now() - t0, std::chrono::milliseconds(1500));
-  EXPECT_EQ(std::chrono::duration_cast<std::chrono::seconds>(c.wall_now().time_since_epoch())
-                .count(),
-            1'001);
+  EXPECT_EQ(
+      std::chrono::duration_cast<std::chrono::seconds>(c.wall_now().time_since_epoch()).count(),
+      1'001);
 }
 
 }  // namespace

@@ -173,9 +173,9 @@ void Net::send(const Nid& dst, std::unique_ptr<OutFrame> f, TimePoint deadline,
   LocalNi* ni = ni_for(dst);
   if (!ni) {
     if (done)
-      done->on_tx_done(Status(Code::kInvalidArgument,
-                              "no local NI on the network of " + dst.to_string()),
-                       TxTimes{});
+      done->on_tx_done(
+          Status(Code::kInvalidArgument, "no local NI on the network of " + dst.to_string()),
+          TxTimes{});
     return;
   }
   f->hdr.src_nid = ni->nid.pack();
@@ -203,8 +203,7 @@ void Net::send(const Nid& dst, std::unique_ptr<OutFrame> f, TimePoint deadline,
   transmit(out);
 }
 
-void Net::drain_locked(LocalNi& ni, PeerNi& p,
-                       std::vector<std::pair<ConnectionPtr, TxMsg*>>* out) {
+void Net::drain_locked(LocalNi& ni, PeerNi& p, std::vector<std::pair<ConnectionPtr, TxMsg*>>* out) {
   while (!p.queue.empty() && p.tx_state && p.tx_state->tx_credits > 0) {
     if (ni.tx_credits <= 0) {
       if (!p.blocked_on_ni) {
@@ -243,8 +242,9 @@ void Net::start_connect_locked(LocalNi& ni, PeerNi& p) {
   p.connecting = true;
   LocalNi* nip = &ni;
   Nid peer = p.nid;
-  transport_->connect(ni.nid, p.nid, ni.port,
-                      [this, nip, peer](Result<ConnectionPtr> r) { on_connect_result(nip, peer, std::move(r)); });
+  transport_->connect(ni.nid, p.nid, ni.port, [this, nip, peer](Result<ConnectionPtr> r) {
+    on_connect_result(nip, peer, std::move(r));
+  });
 }
 
 void Net::on_connect_result(LocalNi* ni, Nid peer, Result<ConnectionPtr> r) {

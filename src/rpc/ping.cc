@@ -39,8 +39,9 @@ void serve_ping(RpcEngine& engine, size_t max_bulk) {
         const uint8_t* p = req.payload.data();
         uint32_t n = p[0] | (p[1] << 8) | (p[2] << 16) | (uint32_t(p[3]) << 24);
         if (n > max_bulk) {
-          r.status = Status(Code::kInvalidArgument, "PING read of " + std::to_string(n) +
-                                                        " bytes exceeds " + std::to_string(max_bulk));
+          r.status =
+              Status(Code::kInvalidArgument, "PING read of " + std::to_string(n) +
+                                                 " bytes exceeds " + std::to_string(max_bulk));
           return r;
         }
         if (n) {

@@ -64,7 +64,9 @@ RpcEngine::~RpcEngine() {
   net_.shutdown();
 }
 
-void RpcEngine::define_type(uint32_t type, std::string name) { types_[type].name = std::move(name); }
+void RpcEngine::define_type(uint32_t type, std::string name) {
+  types_[type].name = std::move(name);
+}
 
 void RpcEngine::handle(uint32_t type, std::string name, Handler h, HandlerMode mode) {
   TypeInfo& t = types_[type];
@@ -146,8 +148,8 @@ RpcReply RpcEngine::call(const Nid& dst, uint32_t type, Buffer payload, BulkData
         break;
       if (clock_.now() >= deadline) {
         lk.unlock();
-        expire_call(c, Status(Code::kTimeout, "RPC " + type_name(type) + " to " +
-                                                  dst.to_string() + " timed out (no reply)"));
+        expire_call(c, Status(Code::kTimeout, "RPC " + type_name(type) + " to " + dst.to_string() +
+                                                  " timed out (no reply)"));
         lk.lock();
       }
     }
@@ -298,10 +300,11 @@ void RpcEngine::on_reply(InFrame&& f, RxCredit credit) {
   }
   RpcReply& r = c->reply;
   if (f.hdr.status != 0) {
-    Code code = f.hdr.status <= static_cast<uint16_t>(Code::kInternal) ? static_cast<Code>(f.hdr.status)
-                                                                      : Code::kProtocol;
-    HealthKind hk = f.hdr.health < kNumHealthKinds ? static_cast<HealthKind>(f.hdr.health)
-                                                   : HealthKind::kNone;
+    Code code = f.hdr.status <= static_cast<uint16_t>(Code::kInternal)
+                    ? static_cast<Code>(f.hdr.status)
+                    : Code::kProtocol;
+    HealthKind hk =
+        f.hdr.health < kNumHealthKinds ? static_cast<HealthKind>(f.hdr.health) : HealthKind::kNone;
     r.status = Status(code, std::string(f.payload.view()), hk);
   } else {
     r.payload = std::move(f.payload);
@@ -321,8 +324,8 @@ void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
   if (it == types_.end() || !it->second.handler) {
     credit.release();
     RpcResponse r;
-    r.status = Status(Code::kNotFound,
-                      "no handler for message type " + std::to_string(f.hdr.msg_type));
+    r.status =
+        Status(Code::kNotFound, "no handler for message type " + std::to_string(f.hdr.msg_type));
     send_reply(from, f.hdr, f.times.complete, std::move(r));
     return;
   }
@@ -365,9 +368,9 @@ void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
   f->hdr.msg_type = req.msg_type;
   size_t bulk_size = r.bulk ? std::min(r.bulk->size(), r.bulk_limit) : 0;
   if (r.status.ok() && bulk_size > opts_.max_bulk) {
-    r.status = Status(Code::kInternal, "reply bulk of " + std::to_string(bulk_size) +
-                                           " bytes exceeds the limit " +
-                                           std::to_string(opts_.max_bulk));
+    r.status =
+        Status(Code::kInternal, "reply bulk of " + std::to_string(bulk_size) +
+                                    " bytes exceeds the limit " + std::to_string(opts_.max_bulk));
   }
   if (r.status.ok()) {
     f->payload = std::move(r.payload);
@@ -396,8 +399,9 @@ void RpcEngine::on_peer_disconnected(const std::vector<Nid>& peer_nids, const St
     }
   }
   for (Call* c : dead) {
-    resolve_error(c, Status(Code::kClosed, "connection to " + c->dst.to_string() +
-                                               " closed before the reply: " + why.message(),
+    resolve_error(c, Status(Code::kClosed,
+                            "connection to " + c->dst.to_string() +
+                                " closed before the reply: " + why.message(),
                             why.health_kind()));
     unref(c);
   }
@@ -426,10 +430,10 @@ size_t RpcEngine::tick(TimePoint now) {
       std::lock_guard lk(mu_);
       queued = c->queued;
     }
-    resolve_error(c, Status(Code::kTimeout,
-                            "RPC " + type_name(c->type) + " to " + c->dst.to_string() +
-                                (queued ? " timed out waiting for a slot (max_rpcs_in_flight)"
-                                        : " timed out (no reply)")));
+    resolve_error(
+        c, Status(Code::kTimeout, "RPC " + type_name(c->type) + " to " + c->dst.to_string() +
+                                      (queued ? " timed out waiting for a slot (max_rpcs_in_flight)"
+                                              : " timed out (no reply)")));
     unref(c);
   }
   return dead.size();

@@ -152,7 +152,7 @@ class RpcEngine final : public NetRx {
   std::unordered_map<uint32_t, TypeInfo> types_;
 
   mutable std::mutex mu_;
-  std::unordered_map<uint64_t, Call*> pending_;  // xid -> call on the wire
+  std::unordered_map<uint64_t, Call*> pending_;                    // xid -> call on the wire
   std::unordered_map<uint64_t, std::unique_ptr<Target>> targets_;  // packed NID
   uint64_t next_xid_ = 1;
   bool shut_ = false;

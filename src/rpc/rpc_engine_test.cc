@@ -70,28 +70,32 @@ class RpcTest : public ::testing::Test {
   RpcTest() : client_(hub_, clock_, a_, 2), server_(hub_, clock_, b_) {
     client_.rpc.define_type(kBlock, "BLOCK");
     serve_ping(server_.rpc, 2 << 20);
-    server_.rpc.handle(kEcho, "ECHO",
-                       [](RpcRequest& r) {
-                         RpcResponse resp;
-                         resp.payload = std::move(r.payload);
-                         return resp;
-                       },
-                       HandlerMode::kInline);
-    server_.rpc.handle(kSlow, "SLOW",
-                       [this](RpcRequest&) {
-                         clock_.advance(3ms);  // execution takes exactly 3 ms
-                         return RpcResponse{};
-                       },
-                       HandlerMode::kInline);
-    server_.rpc.handle(kThrow, "THROW",
-                       [](RpcRequest&) -> RpcResponse { throw std::runtime_error("disk on fire"); },
-                       HandlerMode::kInline);
-    server_.rpc.handle(kBlock, "BLOCK",
-                       [this](RpcRequest&) {
-                         release_.wait();
-                         return RpcResponse{};
-                       },
-                       HandlerMode::kWorker);
+    server_.rpc.handle(
+        kEcho, "ECHO",
+        [](RpcRequest& r) {
+          RpcResponse resp;
+          resp.payload = std::move(r.payload);
+          return resp;
+        },
+        HandlerMode::kInline);
+    server_.rpc.handle(
+        kSlow, "SLOW",
+        [this](RpcRequest&) {
+          clock_.advance(3ms);  // execution takes exactly 3 ms
+          return RpcResponse{};
+        },
+        HandlerMode::kInline);
+    server_.rpc.handle(
+        kThrow, "THROW",
+        [](RpcRequest&) -> RpcResponse { throw std::runtime_error("disk on fire"); },
+        HandlerMode::kInline);
+    server_.rpc.handle(
+        kBlock, "BLOCK",
+        [this](RpcRequest&) {
+          release_.wait();
+          return RpcResponse{};
+        },
+        HandlerMode::kWorker);
   }
   ~RpcTest() override { release_.open(); }
 
@@ -134,7 +138,8 @@ TEST_F(RpcTest, ExecutionTimeTravelsInTheReply) {
 TEST_F(RpcTest, BulkWriteAndReadEveryByte) {
   Replies r;
   for (size_t n : {size_t(0), size_t(1), size_t(64), size_t(65536), size_t(2 << 20)}) {
-    client_.rpc.call_async(b_, kMsgPing, ping_payload(std::nullopt), make_bulk(make_ping_pattern(n)),
+    client_.rpc.call_async(b_, kMsgPing, ping_payload(std::nullopt),
+                           make_bulk(make_ping_pattern(n)),
                            r.cb());  // echo: write then read back
     client_.rpc.call_async(b_, kMsgPing, ping_payload(uint32_t(n)), nullptr, r.cb());  // read
   }

@@ -92,7 +92,10 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
 
 MemTransport::MemTransport(MemHub& hub, TransportOptions opts, std::vector<Nid> node_nids,
                            Clock& clock, TransportEvents& events)
-    : hub_(hub), opts_(std::move(opts)), node_nids_(std::move(node_nids)), clock_(clock),
+    : hub_(hub),
+      opts_(std::move(opts)),
+      node_nids_(std::move(node_nids)),
+      clock_(clock),
       events_(events) {}
 
 MemTransport::~MemTransport() {
@@ -130,7 +133,8 @@ void MemTransport::connect(const Nid& local, const Nid& remote, uint16_t, Connec
       PFS_LOG_ERROR("refusing connection to {}: it does not hold our cluster key",
                     remote.to_string());
       PFS_LOG_ERROR("refusing connection from {}: wrong cluster key", local.to_string());
-      cb(Status(Code::kRejected, remote.to_string() + " does not hold the cluster key (wrong cluster key)",
+      cb(Status(Code::kRejected,
+                remote.to_string() + " does not hold the cluster key (wrong cluster key)",
                 HealthKind::kPeerNiConnectionRejected));
       return;
     }

@@ -111,8 +111,8 @@ class TcpTransport::Impl {
 
   asio::awaitable<void> accept_loop(std::shared_ptr<tcp::acceptor> acc, Nid local);
   asio::awaitable<void> server_handshake(std::shared_ptr<TcpConnection> c);
-  asio::awaitable<void> client_connect(std::shared_ptr<TcpConnection> c, Nid remote,
-                                       uint16_t port, ConnectCallback cb);
+  asio::awaitable<void> client_connect(std::shared_ptr<TcpConnection> c, Nid remote, uint16_t port,
+                                       ConnectCallback cb);
 
   TransportOptions opts_;
   std::vector<Nid> node_nids_;
@@ -489,7 +489,8 @@ asio::awaitable<void> write_frame(tcp::socket& s, FrameKind kind, const Nid& src
   h.payload_len = static_cast<uint32_t>(payload.size());
   EncodedHeader e;
   encode_header(h, &e);
-  std::array<asio::const_buffer, 2> bufs = {asio::buffer(e), asio::buffer(payload.data(), payload.size())};
+  std::array<asio::const_buffer, 2> bufs = {asio::buffer(e),
+                                            asio::buffer(payload.data(), payload.size())};
   co_await asio::async_write(s, bufs, asio::use_awaitable);
 }
 
@@ -539,8 +540,8 @@ Status TcpTransport::Impl::listen(const Nid& local, uint16_t port) {
   if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     return Status(Code::kInvalidArgument,
-                  "cannot listen on " + local.to_string() + " port " + std::to_string(port) +
-                      ": " + ec.message(),
+                  "cannot listen on " + local.to_string() + " port " + std::to_string(port) + ": " +
+                      ec.message(),
                   health_kind_for_errno(ec.value()));
   }
   {
@@ -601,8 +602,8 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
     auto auth = co_await read_frame(s);
     if (!auth.ok()) throw std::runtime_error(auth.status().message());
     if (auth->hdr.kind == FrameKind::kReject) {
-      PFS_LOG_ERROR("connection from {} ({}) refused by the peer: {}", nids_string(ch->nids),
-                    from, std::string(auth->payload.view()));
+      PFS_LOG_ERROR("connection from {} ({}) refused by the peer: {}", nids_string(ch->nids), from,
+                    std::string(auth->payload.view()));
       c->do_close(Status(Code::kRejected, "refused by peer"));
       co_return;
     }
@@ -612,8 +613,8 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
     std::memcpy(theirs.data(), auth->payload.data(), theirs.size());
     Mac expect = handshake_mac(opts_.cluster_key, 'C', ch->nonce, sh.nonce, my_nids, ch->nids);
     if (!mac_equal(theirs, expect)) {
-      PFS_LOG_ERROR("refusing connection from {} ({}): wrong cluster key",
-                    nids_string(ch->nids), from);
+      PFS_LOG_ERROR("refusing connection from {} ({}): wrong cluster key", nids_string(ch->nids),
+                    from);
       std::error_code ec;
       co_await write_frame(s, FrameKind::kReject, c->local_nid(), peer,
                            Buffer::copy_of(std::string_view("wrong cluster key")));
@@ -672,11 +673,13 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
   if (!ec) set_socket_options(s);
   if (!ec) s.bind(tcp::endpoint(asio::ip::address_v4(c->local_nid().addr), 0), ec);
   if (ec) {
-    finish(Status(Code::kUnreachable, "cannot bind " + c->local_nid().address_string() + ": " + ec.message(),
+    finish(Status(Code::kUnreachable,
+                  "cannot bind " + c->local_nid().address_string() + ": " + ec.message(),
                   health_kind_for_errno(ec.value())));
     co_return;
   }
-  co_await s.async_connect(endpoint_of(remote, port), asio::redirect_error(asio::use_awaitable, ec));
+  co_await s.async_connect(endpoint_of(remote, port),
+                           asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
     if (*timed_out) {
       finish(Status(Code::kUnreachable, "connect to " + target + " timed out",

@@ -170,7 +170,8 @@ TEST_F(TcpPairTest, ConnectSendBulkAndCredits) {
     const InFrame& f = eb_.frames[i];  // in order on one connection
     EXPECT_EQ(f.hdr.xid, i + 1);
     EXPECT_TRUE(same(f.payload, pattern(10 + i, static_cast<uint8_t>(i + 1))));
-    EXPECT_TRUE(same(f.bulk, pattern(bulks[i], static_cast<uint8_t>(i + 2)))) << "bulk " << bulks[i];
+    EXPECT_TRUE(same(f.bulk, pattern(bulks[i], static_cast<uint8_t>(i + 2))))
+        << "bulk " << bulks[i];
     EXPECT_LE(f.times.first_byte, f.times.complete);
     credits += f.hdr.credits;
   }

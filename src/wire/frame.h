@@ -42,10 +42,10 @@ struct FrameHeader {
   uint32_t msg_type = 0;
   uint32_t payload_len = 0;
   uint32_t bulk_len = 0;
-  uint32_t credits = 0;     // credits returned to the receiver of this frame
-  uint64_t exec_ns = 0;     // replies: server execution time
-  uint16_t status = 0;      // replies: Code; 0 = OK
-  uint16_t health = 0;      // replies: HealthKind of a failure
+  uint32_t credits = 0;  // credits returned to the receiver of this frame
+  uint64_t exec_ns = 0;  // replies: server execution time
+  uint16_t status = 0;   // replies: Code; 0 = OK
+  uint16_t health = 0;   // replies: HealthKind of a failure
   // bulk_read: in a request, how many bytes of bulk the reply should carry
   // is carried in the payload by the RPC layer; the frame knows only lengths.
 };

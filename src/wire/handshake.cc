@@ -68,6 +68,8 @@ Mac handshake_mac(std::string_view key, char role, const Nonce& mine, const Nonc
   return mac;
 }
 
-bool mac_equal(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
+bool mac_equal(const Mac& a, const Mac& b) {
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
 
 }  // namespace pfsnet

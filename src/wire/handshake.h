@@ -2,9 +2,9 @@
 // HMAC-SHA256 challenge-response, and tell each other their NIDs.
 //
 //   client -> server  HELLO  {nonce_c, nids_c}
-//   server -> client  HELLO  {nonce_s, nids_s, mac_s = HMAC(key, "S" nonce_c nonce_s nids_c nids_s)}
-//   client -> server  AUTH   {mac_c = HMAC(key, "C" nonce_s nonce_c nids_s nids_c)}
-//   server -> client  AUTH   {}                   (accepted)
+//   server -> client  HELLO  {nonce_s, nids_s, mac_s = HMAC(key, "S" nonce_c nonce_s nids_c
+//   nids_s)} client -> server  AUTH   {mac_c = HMAC(key, "C" nonce_s nonce_c nids_s nids_c)} server
+//   -> client  AUTH   {}                   (accepted)
 // Either side sends REJECT {reason} and closes when a proof does not verify.
 // Thread safety: pure functions.
 #pragma once

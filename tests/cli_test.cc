@@ -1,0 +1,139 @@
+// pfsnetd and pfsnet as separate processes: ping between daemons, every error path.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cluster.h"
+
+namespace pfsnet::testing {
+namespace {
+
+using nlohmann::json;
+
+class CliTest : public ::testing::Test {
+ protected:
+  CliTest() {
+    auto [st, out] = run({PFSNET_BIN, "keygen", key_});
+    EXPECT_EQ(st, 0) << out;
+  }
+  TempDir dir_;
+  std::string key_ = dir_.file("cluster.key");
+};
+
+json last_json_line(const std::string& out) {
+  auto end = out.find_last_not_of('\n');
+  auto start = out.rfind('\n', end);
+  return json::parse(out.substr(start == std::string::npos ? 0 : start + 1, end - start));
+}
+
+TEST_F(CliTest, KeygenWritesAPrivateKeyAndNeverOverwrites) {
+  struct stat st {};
+  ASSERT_EQ(stat(key_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_size, 32);
+  auto [rc, out] = run({PFSNET_BIN, "keygen", key_});
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("must not exist"), std::string::npos) << out;
+}
+
+TEST_F(CliTest, PingBetweenTwoDaemons) {
+  Daemon a(dir_, 2, key_), b(dir_, 3, key_);
+  ASSERT_TRUE(a.ready()) << a.process().output();
+  ASSERT_TRUE(b.ready()) << b.process().output();
+  auto [rc, out] = run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "--count",
+                        "5", "--size", "65536", "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  json j = last_json_line(out);
+  EXPECT_EQ(j["target"], b.nid().to_string());
+  EXPECT_EQ(j["count"], 5);
+  EXPECT_EQ(j["ok"], 5);
+  EXPECT_EQ(j["failed"], 0);
+  EXPECT_GT(j["rtt_ms"]["min"].get<double>(), 0);
+  EXPECT_LE(j["rtt_ms"]["min"].get<double>(), j["rtt_ms"]["avg"].get<double>());
+  EXPECT_LE(j["rtt_ms"]["avg"].get<double>(), j["rtt_ms"]["max"].get<double>());
+  EXPECT_TRUE(j["errors"].empty());
+
+  // Human output: one line per round trip, then the summary.
+  auto [rc2, human] =
+      run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "3"});
+  ASSERT_EQ(rc2, 0) << human;
+  EXPECT_NE(human.find("seq=3"), std::string::npos) << human;
+  EXPECT_NE(human.find("3 sent, 3 ok, 0 failed"), std::string::npos) << human;
+
+  // The peers view of A shows B with the traffic.
+  auto [rc3, peers] = run({PFSNET_BIN, "--socket", a.socket(), "peers", "--json"});
+  ASSERT_EQ(rc3, 0) << peers;
+  json p = last_json_line(peers)["peers"];
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0]["nid"], b.nid().to_string());
+  EXPECT_EQ(p[0]["send_count"], 8);
+}
+
+TEST_F(CliTest, PingFailuresAreCountedByKind) {
+  Daemon a(dir_, 2, key_);
+  ASSERT_TRUE(a.ready());
+  auto [rc, out] =
+      run({PFSNET_BIN, "--socket", a.socket(), "ping", loopback(9) + "@tcp", "-c", "2", "--json"});
+  EXPECT_EQ(rc, 1) << out;
+  json j = last_json_line(out);
+  EXPECT_EQ(j["failed"], 2);
+  EXPECT_EQ(j["errors"]["PEER_NI_CONNECT_ERROR"], 2);
+}
+
+TEST_F(CliTest, ErrorsAreOneClearLine) {
+  Daemon a(dir_, 2, key_);
+  ASSERT_TRUE(a.ready());
+  {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", dir_.file("nobody.sock"), "nis"});
+    EXPECT_EQ(rc, 2);
+    EXPECT_NE(out.find("cannot reach pfsnetd"), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  }
+  {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", a.socket(), "ping", "127.0.0@tcp"});
+    EXPECT_EQ(rc, 2);
+    EXPECT_NE(out.find("malformed NID"), std::string::npos) << out;
+  }
+  {
+    auto [rc, out] =
+        run({PFSNET_BIN, "--socket", a.socket(), "ping", a.nid().to_string(), "--size", "9999999"});
+    EXPECT_EQ(rc, 2);
+    EXPECT_NE(out.find("size must be 0..2097152"), std::string::npos) << out;
+  }
+  {
+    auto [rc, out] =
+        run({PFSNET_BIN, "--socket", a.socket(), "ping", a.nid().to_string(), "--count", "x"});
+    EXPECT_NE(rc, 0) << out;
+  }
+}
+
+TEST_F(CliTest, DaemonRefusesABadConfigNamingFileLineAndKey) {
+  std::string cfg = dir_.file("bad.toml");
+  write_file(cfg, "[node]\nname = \"x\"\n[lnet]\npeer_credits = 0\n");
+  auto [rc, out] = run({PFSNETD_BIN, "--config", cfg});
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find(cfg + ":4: key 'lnet.peer_credits': value 0 is out of range"),
+            std::string::npos)
+      << out;
+  write_file(cfg, "[node]\ncluster_key_file = \"" + dir_.file("missing.key") +
+                      "\"\n[[net]]\nnid = \"" + loopback(5) + "@tcp\"\n");
+  auto [rc2, out2] = run({PFSNETD_BIN, "--config", cfg});
+  EXPECT_EQ(rc2, 2);
+  EXPECT_NE(out2.find("cluster key file not found"), std::string::npos) << out2;
+}
+
+TEST_F(CliTest, SigtermStopsCleanly) {
+  Daemon a(dir_, 2, key_);
+  ASSERT_TRUE(a.ready());
+  ASSERT_TRUE(std::filesystem::exists(a.socket()));
+  struct stat st {};
+  ASSERT_EQ(stat(a.socket().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);  // owner-only admin socket
+  a.process().kill(SIGTERM);
+  EXPECT_EQ(a.process().wait_exit(10s), 0);
+  EXPECT_FALSE(std::filesystem::exists(a.socket()));
+  EXPECT_NE(a.process().output().find("pfsnetd: stopped"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pfsnet::testing

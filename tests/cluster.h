@@ -1,0 +1,255 @@
+// Helpers for integration tests: real pfsnetd processes on loopback addresses, and an
+// in-test client node with the real TCP transport. Every wait has a deadline; every
+// process is killed by PID when its owner goes.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/net.h"
+#include "rpc/rpc_engine.h"
+#include "transport/tcp_transport.h"
+
+namespace pfsnet::testing {
+
+using namespace std::chrono_literals;
+
+// A fresh directory, removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/pfsnet-test-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline void write_file(const std::string& path, const std::string& text, mode_t mode = 0644) {
+  std::ofstream(path) << text;
+  chmod(path.c_str(), mode);
+}
+
+// A loopback block of addresses for this test process: 127.X.Y.1..254, X and Y derived
+// from the PID so tests running in parallel never share an address.
+inline std::string loopback(int host) {
+  int pid = static_cast<int>(getpid());
+  return "127." + std::to_string(20 + pid % 200) + "." + std::to_string((pid / 200) % 250) + "." +
+         std::to_string(host);
+}
+inline Nid loopback_nid(int host) { return *Nid::parse(loopback(host) + "@tcp"); }
+
+// A child process whose stdout+stderr are collected line by line.
+class Process {
+ public:
+  Process(const std::vector<std::string>& argv) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    if (posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    fd_ = fds[0];
+    reader_ = std::thread([this] { read_loop(); });
+  }
+  ~Process() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      wait_exit(5s);
+    }
+    if (reader_.joinable()) reader_.join();
+    if (fd_ >= 0) close(fd_);
+  }
+
+  pid_t pid() const { return pid_; }
+  void kill(int sig) { ::kill(pid_, sig); }
+
+  // Waits for the process to exit; returns its exit status (or -1 on timeout).
+  int wait_exit(std::chrono::milliseconds limit) {
+    if (exited_) return status_;
+    int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+    pollfd p{pidfd, POLLIN, 0};
+    int rc = poll(&p, 1, static_cast<int>(limit.count()));
+    close(pidfd);
+    if (rc <= 0) return -1;
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    exited_ = true;
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return status_;
+  }
+
+  // Waits until the process has closed its output (normally: it exited).
+  bool wait_eof(std::chrono::milliseconds limit) {
+    std::unique_lock lk(mu_);
+    return cv_.wait_for(lk, limit, [&] { return eof_; });
+  }
+
+  // Waits until a line containing `text` has been printed.
+  bool wait_for_output(const std::string& text, std::chrono::milliseconds limit = 5000ms) {
+    std::unique_lock lk(mu_);
+    return cv_.wait_for(lk, limit, [&] { return out_.find(text) != std::string::npos; });
+  }
+  std::string output() {
+    std::lock_guard lk(mu_);
+    return out_;
+  }
+
+ private:
+  void read_loop() {
+    char buf[4096];
+    for (;;) {
+      ssize_t n = read(fd_, buf, sizeof(buf));
+      if (n <= 0) {
+        std::lock_guard lk(mu_);
+        eof_ = true;
+        cv_.notify_all();
+        break;
+      }
+      std::lock_guard lk(mu_);
+      out_.append(buf, static_cast<size_t>(n));
+      cv_.notify_all();
+    }
+  }
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  bool exited_ = false;
+  bool eof_ = false;
+  int status_ = -1;
+  std::thread reader_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string out_;
+};
+
+// Runs a command to completion (bounded) and returns {exit status, output}.
+inline std::pair<int, std::string> run(const std::vector<std::string>& argv,
+                                       std::chrono::milliseconds limit = 30000ms) {
+  Process p(argv);
+  int st = p.wait_exit(limit);
+  p.wait_eof(5000ms);
+  return {st, p.output()};
+}
+
+struct DaemonOptions {
+  int peer_credits = 8;
+  int transaction_timeout = 50;
+  std::string key_file;  // empty: the cluster's key
+};
+
+// A pfsnetd on one loopback NID, started and ready (its admin socket answers).
+class Daemon {
+ public:
+  Daemon(const TempDir& dir, int host, const std::string& key_file, DaemonOptions o = {}) {
+    nid_ = loopback_nid(host);
+    name_ = "n" + std::to_string(host);
+    socket_ = dir.file(name_ + ".sock");
+    std::string cfg = dir.file(name_ + ".toml");
+    write_file(cfg, "[node]\nname = \"" + name_ + "\"\ncluster_key_file = \"" +
+                        (o.key_file.empty() ? key_file : o.key_file) + "\"\nadmin_socket = \"" +
+                        socket_ + "\"\n[[net]]\nnid = \"" + nid_.to_string() +
+                        "\"\n[lnet]\npeer_credits = " + std::to_string(o.peer_credits) +
+                        "\ntransaction_timeout = " + std::to_string(o.transaction_timeout) + "\n");
+    proc_ = std::make_unique<Process>(std::vector<std::string>{PFSNETD_BIN, "--config", cfg});
+    ready_ = proc_->wait_for_output("pfsnetd started", 5000ms);
+  }
+  bool ready() const { return ready_; }
+  const Nid& nid() const { return nid_; }
+  const std::string& socket() const { return socket_; }
+  Process& process() { return *proc_; }
+
+ private:
+  Nid nid_;
+  std::string name_, socket_;
+  std::unique_ptr<Process> proc_;
+  bool ready_ = false;
+};
+
+// The test process as a cluster node: real TCP transport, real sockets.
+class ClientNode {
+ public:
+  ClientNode(Nid nid, std::string key, int peer_credits = 8, int64_t max_in_flight = 8,
+             Duration timeout = 30s)
+      : net_(make_opts(peer_credits), {nid}, clock_,
+             [nid, key](TransportEvents& ev) -> std::unique_ptr<Transport> {
+               TransportOptions to;
+               to.cluster_key = key;
+               return std::make_unique<TcpTransport>(to, std::vector<Nid>{nid}, clock(), ev);
+             }),
+        rpc_(net_, RpcOptions{max_in_flight, 1, timeout, 2 << 20}) {
+    start_status_ = net_.start();
+    rpc_.start_ticker(50ms);
+  }
+  static MonotonicClock& clock() {
+    static MonotonicClock c;
+    return c;
+  }
+  Status start_status() const { return start_status_; }
+  RpcEngine& rpc() { return rpc_; }
+  Net& net() { return net_; }
+
+ private:
+  static NetOptions make_opts(int peer_credits) {
+    NetOptions o;
+    o.peer_credits = peer_credits;
+    return o;
+  }
+  MonotonicClock& clock_ = clock();
+  Net net_;
+  RpcEngine rpc_;
+  Status start_status_;
+};
+
+// Counts async completions; wait() is bounded.
+class Completions {
+ public:
+  void add(RpcReply&& r) {
+    std::lock_guard lk(mu_);
+    replies_.push_back(std::move(r));
+    cv_.notify_all();
+  }
+  bool wait_for(size_t n, std::chrono::milliseconds limit) {
+    std::unique_lock lk(mu_);
+    return cv_.wait_for(lk, limit, [&] { return replies_.size() >= n; });
+  }
+  std::vector<RpcReply> take() {
+    std::lock_guard lk(mu_);
+    return std::move(replies_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<RpcReply> replies_;
+};
+
+}  // namespace pfsnet::testing

@@ -1,0 +1,144 @@
+// The RPC fabric end to end: real pfsnetd processes on loopback, the test process as a
+// client node over real TCP sockets.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cluster.h"
+#include "rpc/ping.h"
+
+namespace pfsnet::testing {
+namespace {
+
+constexpr char kKey[] = "integration-test-cluster-key-0001";
+
+class FabricTest : public ::testing::Test {
+ protected:
+  FabricTest() { write_file(key_, kKey, 0600); }
+  TempDir dir_;
+  std::string key_ = dir_.file("cluster.key");
+};
+
+// Log-uniform sizes over 0..2 MiB with every edge that matters.
+std::vector<uint32_t> bulk_sizes(size_t n) {
+  std::vector<uint32_t> edges = {
+      0,      1, 63, 64, 65, 4095, 4096, 65535, 65536, 65537, 1 << 20, (1 << 20) + 1, (2 << 20) - 1,
+      2 << 20};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> exp2(0, 21);
+  std::vector<uint32_t> v;
+  for (size_t i = 0; i < n; ++i)
+    v.push_back(i < edges.size() ? edges[i]
+                                 : std::min<uint32_t>(2 << 20, uint32_t(std::exp2(exp2(rng)))));
+  return v;
+}
+
+TEST_F(FabricTest, TenThousandRpcsEveryByteVerified) {
+  Daemon server(dir_, 2, key_);
+  ASSERT_TRUE(server.ready()) << server.process().output();
+  ClientNode client(loopback_nid(1), kKey);
+  ASSERT_TRUE(client.start_status().ok()) << client.start_status().to_string();
+
+  constexpr size_t kRpcs = 10000;
+  std::vector<uint32_t> sizes = bulk_sizes(kRpcs);
+  // One pattern buffer; writes send prefixes of it without copying.
+  std::vector<BulkData> writes;
+  std::atomic<size_t> ok{0}, bad{0};
+  std::atomic<uint64_t> bytes{0};
+  Completions done;
+  for (size_t i = 0; i < kRpcs; ++i) {
+    uint32_t n = sizes[i];
+    bool echo = i % 2 == 0;  // echo: write n bytes, read them back; else read n bytes
+    BulkData data = echo && n ? make_bulk(make_ping_pattern(n)) : nullptr;
+    client.rpc().call_async(
+        server.nid(), kMsgPing, ping_payload(echo ? std::nullopt : std::optional(n)), data,
+        [&, n](RpcReply&& r) {
+          bool good = r.status.ok() && r.bulk.size() == n && check_ping_pattern(r.bulk.span());
+          (good ? ok : bad).fetch_add(1);
+          bytes.fetch_add(r.bytes_sent + r.bytes_received);
+          done.add(RpcReply{r.status});
+        });
+  }
+  ASSERT_TRUE(done.wait_for(kRpcs, 120s)) << "only " << ok + bad << " of " << kRpcs << " completed";
+  EXPECT_EQ(ok.load(), kRpcs);
+  EXPECT_EQ(bad.load(), 0u);
+  for (auto& r : done.take())
+    if (!r.status.ok()) ADD_FAILURE() << r.status.to_string();
+  auto peers = client.net().peers();
+  ASSERT_EQ(peers.size(), 1u);
+  EXPECT_EQ(peers[0].send_count, kRpcs);
+  EXPECT_EQ(peers[0].recv_count, kRpcs);
+  EXPECT_EQ(peers[0].send_bytes + peers[0].recv_bytes, bytes.load());
+}
+
+TEST_F(FabricTest, KilledPeerFailsEveryOutstandingRpcBeforeItsDeadline) {
+  Daemon server(dir_, 2, key_);
+  ASSERT_TRUE(server.ready());
+  ClientNode client(loopback_nid(1), kKey, 8, 16, 30s);
+  ASSERT_TRUE(client.rpc().call(server.nid(), kMsgPing, Buffer()).status.ok());
+
+  server.process().kill(SIGSTOP);  // requests pile up unanswered
+  Completions done;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 64; ++i)
+    client.rpc().call_async(server.nid(), kMsgPing, ping_payload(uint32_t(i * 1000)), nullptr,
+                            [&](RpcReply&& r) { done.add(std::move(r)); });
+  server.process().kill(SIGKILL);
+  ASSERT_TRUE(done.wait_for(64, 20s));
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(elapsed, 20s);  // long before the 30 s deadline
+  for (auto& r : done.take()) {
+    ASSERT_FALSE(r.status.ok());
+    // Sent ones: the connection closed under them; the rest: nobody to connect to.
+    EXPECT_TRUE(r.status.code() == Code::kClosed || r.status.code() == Code::kUnreachable)
+        << r.status.to_string();
+    EXPECT_NE(r.status.message().find(server.nid().to_string()), std::string::npos)
+        << r.status.to_string();
+  }
+}
+
+TEST_F(FabricTest, WrongClusterKeyIsRefusedOnBothSides) {
+  Daemon server(dir_, 2, key_);
+  ASSERT_TRUE(server.ready());
+  ClientNode intruder(loopback_nid(1), "some-other-cluster-key-123456");
+  RpcReply r = intruder.rpc().call(server.nid(), kMsgPing, Buffer());
+  EXPECT_EQ(r.status.code(), Code::kRejected) << r.status.to_string();
+  EXPECT_EQ(r.status.health_kind(), HealthKind::kPeerNiConnectionRejected);
+  EXPECT_NE(r.status.message().find("wrong cluster key"), std::string::npos);
+  EXPECT_TRUE(server.process().wait_for_output("wrong cluster key"));
+  EXPECT_TRUE(server.process().wait_for_output(loopback_nid(1).to_string()));
+  // The daemon is unharmed: a node with the key still gets through.
+  ClientNode friendly(loopback_nid(3), kKey);
+  EXPECT_TRUE(friendly.rpc().call(server.nid(), kMsgPing, Buffer()).status.ok());
+}
+
+TEST_F(FabricTest, OnePeerCreditStillCompletesSixtyFourInFlight) {
+  DaemonOptions o;
+  o.peer_credits = 1;
+  Daemon server(dir_, 2, key_, o);
+  ASSERT_TRUE(server.ready());
+  ClientNode client(loopback_nid(1), kKey, /*peer_credits=*/1, /*max_in_flight=*/64);
+  constexpr int kTotal = 3000;
+  std::atomic<int> issued{0};
+  Completions done;
+  BulkData data = make_bulk(make_ping_pattern(4096));
+  // A closed loop keeping 64 RPCs in flight.
+  std::function<void()> issue = [&] {
+    if (issued.fetch_add(1) >= kTotal) return;
+    client.rpc().call_async(server.nid(), kMsgPing, Buffer(), data, [&](RpcReply&& r) {
+      bool good = r.status.ok() && r.bulk.size() == 4096 && check_ping_pattern(r.bulk.span());
+      done.add(RpcReply{good ? Status() : Status(Code::kInternal, r.status.to_string())});
+      issue();
+    });
+  };
+  for (int i = 0; i < 64; ++i) issue();
+  ASSERT_TRUE(done.wait_for(kTotal, 60s));
+  for (auto& r : done.take()) EXPECT_TRUE(r.status.ok()) << r.status.to_string();
+  auto p = client.net().peers();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].credits_max, 1);
+  EXPECT_EQ(p[0].credits_min, 0);  // the single credit really was the limit
+}
+
+}  // namespace
+}  // namespace pfsnet::testing
