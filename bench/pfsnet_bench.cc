@@ -1,0 +1,378 @@
+// pfsnet_bench: the fabric's figures beside raw-TCP baselines measured in the same run.
+//
+// Workloads (each prints one JSON line {"figure","value","baseline","ratio","unit"}):
+//   rpc_rtt_64b_p50  us     blocking 64-byte PING echo through pfsnet, client process ->
+//                           pfsnetd; baseline: blocking TCP ping-pong of 64-byte messages
+//                           with TCP_NODELAY. Median of many round trips.
+//   rpc_rate_64b     RPC/s  64 RPCs in flight (closed loop, async), one client process, one
+//                           pfsnetd; baseline: a plain TCP echo with 64 messages in flight.
+//   bulk_write_1m    MiB/s  1 MiB writes (bulk with the request), 8 in flight; baseline: a
+//   bulk_read_1m     MiB/s  plain TCP stream of 1 MiB writes. Reads: bulk with the reply.
+//
+// Usage: pfsnet_bench --pfsnetd PATH [--seconds S] [--only FIGURE]
+// The TCP baseline server is a forked child of this process; pfsnet's server is a real
+// pfsnetd. Everything runs on 127.0.0.x addresses.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/log.h"
+#include "net/net.h"
+#include "rpc/ping.h"
+#include "rpc/rpc_engine.h"
+#include "transport/tcp_transport.h"
+
+using namespace pfsnet;
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr char kServerAddr[] = "127.0.0.62";
+constexpr char kClientAddr[] = "127.0.0.61";
+constexpr uint16_t kTcpPort = 7990;
+constexpr char kKey[] = "pfsnet-bench-cluster-key-0000001";
+
+void print_figure(const char* name, double value, double baseline, const char* unit) {
+  std::printf(
+      "{\"figure\": \"%s\", \"value\": %.3f, \"baseline\": %.3f, \"ratio\": %.3f, \"unit\": "
+      "\"%s\"}\n",
+      name, value, baseline, baseline > 0 ? value / baseline : 0.0, unit);
+  std::fflush(stdout);
+}
+
+// ---------------------------------------------------------------- raw TCP baseline
+
+int tcp_socket() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+sockaddr_in addr_of(const char* ip, uint16_t port) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  inet_pton(AF_INET, ip, &sa.sin_addr);
+  return sa;
+}
+
+bool read_full(int fd, void* p, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, static_cast<char*>(p) + got, n - got);
+    if (r <= 0) return false;
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool write_full(int fd, const void* p, size_t n) {
+  size_t off = 0;
+  while (off < n) {
+    ssize_t r = write(fd, static_cast<const char*>(p) + off, n - off);
+    if (r <= 0) return false;
+    off += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Forked server: per connection, the first byte picks the mode: 'E' echo, 'S' sink,
+// 'R' source of 1 MiB writes.
+pid_t start_tcp_server() {
+  int lfd = tcp_socket();
+  int one = 1;
+  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in sa = addr_of(kServerAddr, kTcpPort);
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || listen(lfd, 16) != 0) {
+    std::perror("bench: tcp server bind");
+    std::exit(1);
+  }
+  pid_t pid = fork();
+  if (pid != 0) {
+    close(lfd);
+    return pid;
+  }
+  for (;;) {
+    int fd = accept(lfd, nullptr, nullptr);
+    if (fd < 0) continue;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    char mode = 0;
+    if (!read_full(fd, &mode, 1)) {
+      close(fd);
+      continue;
+    }
+    std::vector<char> buf(1 << 20);
+    if (mode == 'E') {
+      for (;;) {
+        ssize_t n = read(fd, buf.data(), buf.size());
+        if (n <= 0 || !write_full(fd, buf.data(), static_cast<size_t>(n))) break;
+      }
+    } else if (mode == 'S') {
+      while (read(fd, buf.data(), buf.size()) > 0) {
+      }
+    } else if (mode == 'R') {
+      while (write_full(fd, buf.data(), buf.size())) {
+      }
+    }
+    close(fd);
+  }
+}
+
+int tcp_connect(char mode) {
+  int fd = tcp_socket();
+  sockaddr_in ca = addr_of(kClientAddr, 0);
+  bind(fd, reinterpret_cast<sockaddr*>(&ca), sizeof(ca));
+  sockaddr_in sa = addr_of(kServerAddr, kTcpPort);
+  for (int i = 0; i < 100; ++i) {
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
+      write_full(fd, &mode, 1);
+      return fd;
+    }
+    std::this_thread::sleep_for(10ms);  // the forked server may not listen yet
+  }
+  std::perror("bench: tcp connect");
+  std::exit(1);
+}
+
+double median_us(std::vector<double>& v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double tcp_pingpong_p50(int iters) {
+  int fd = tcp_connect('E');
+  char msg[64] = {};
+  std::vector<double> t;
+  for (int i = 0; i < iters + iters / 10; ++i) {
+    auto s = SteadyClock::now();
+    write_full(fd, msg, 64);
+    read_full(fd, msg, 64);
+    if (i >= iters / 10)
+      t.push_back(std::chrono::duration<double, std::micro>(SteadyClock::now() - s).count());
+  }
+  close(fd);
+  return median_us(t);
+}
+
+double tcp_echo_rate(double seconds) {
+  int fd = tcp_connect('E');
+  std::vector<char> out(64 * 64, 'x'), in(1 << 16);
+  write_full(fd, out.data(), out.size());  // 64 in flight
+  uint64_t bytes = 0;
+  auto start = SteadyClock::now(), end = start + std::chrono::duration<double>(seconds);
+  size_t pending = 0;  // partial message bytes
+  while (SteadyClock::now() < end) {
+    ssize_t n = read(fd, in.data(), in.size());
+    if (n <= 0) break;
+    bytes += static_cast<uint64_t>(n);
+    pending += static_cast<size_t>(n);
+    size_t msgs = pending / 64;
+    pending %= 64;
+    if (msgs) write_full(fd, out.data(), msgs * 64);
+  }
+  double secs = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  close(fd);
+  return double(bytes / 64) / secs;
+}
+
+double tcp_stream_mib_s(double seconds) {
+  int fd = tcp_connect('S');
+  std::vector<char> buf(1 << 20, 'x');
+  uint64_t bytes = 0;
+  auto start = SteadyClock::now(), end = start + std::chrono::duration<double>(seconds);
+  while (SteadyClock::now() < end && write_full(fd, buf.data(), buf.size())) bytes += buf.size();
+  double secs = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  close(fd);
+  return double(bytes) / (1 << 20) / secs;
+}
+
+// ---------------------------------------------------------------- pfsnet
+
+struct PfsnetServer {
+  pid_t pid = -1;
+  std::string dir;
+  ~PfsnetServer() {
+    if (pid > 0) {
+      kill(pid, SIGTERM);
+      int st;
+      waitpid(pid, &st, 0);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+void start_pfsnetd(PfsnetServer& s, const std::string& pfsnetd) {
+  char tmpl[] = "/tmp/pfsnet-bench-XXXXXX";
+  s.dir = mkdtemp(tmpl);
+  std::string key = s.dir + "/key", cfg = s.dir + "/server.toml";
+  std::ofstream(key) << kKey;
+  chmod(key.c_str(), 0600);
+  std::ofstream(cfg)
+      << "[node]\nname = \"bench-server\"\ncluster_key_file = \"" << key << "\"\nadmin_socket = \""
+      << s.dir << "/s.sock\"\n[[net]]\nnid = \"" << kServerAddr
+      << "@tcp\"\n[lnet]\ncredits = 256\npeer_credits = 64\n[rpc]\nmax_rpcs_in_flight = 64\n";
+  const char* argv[] = {pfsnetd.c_str(), "--config", cfg.c_str(), "--log-level", "warn", nullptr};
+  if (posix_spawn(&s.pid, argv[0], nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
+    std::perror("bench: spawn pfsnetd");
+    std::exit(1);
+  }
+  for (int i = 0; i < 500 && !std::filesystem::exists(s.dir + "/s.sock"); ++i)
+    std::this_thread::sleep_for(10ms);
+}
+
+struct Client {
+  MonotonicClock clock;
+  Nid me = *Nid::parse(std::string(kClientAddr) + "@tcp");
+  Nid server = *Nid::parse(std::string(kServerAddr) + "@tcp");
+  std::unique_ptr<Net> net;
+  std::unique_ptr<RpcEngine> rpc;
+  Client() {
+    NetOptions o;
+    o.credits = 256;
+    o.peer_credits = 64;
+    net = std::make_unique<Net>(o, std::vector<Nid>{me}, clock, [this](TransportEvents& ev) {
+      TransportOptions to;
+      to.cluster_key = kKey;
+      return std::make_unique<TcpTransport>(to, std::vector<Nid>{me}, clock, ev);
+    });
+    if (!net->start().ok()) std::exit(1);
+    rpc = std::make_unique<RpcEngine>(*net, RpcOptions{64, 1, 30s, 2 << 20});
+    for (int i = 0; i < 50; ++i)
+      if (rpc->call(server, kMsgPing, Buffer()).status.ok())
+        return;
+      else
+        std::this_thread::sleep_for(20ms);  // pfsnetd may still be starting
+    std::fprintf(stderr, "bench: pfsnetd does not answer\n");
+    std::exit(1);
+  }
+};
+
+double rpc_rtt_p50(Client& c, int iters) {
+  BulkData data = make_bulk(make_ping_pattern(64));
+  std::vector<double> t;
+  for (int i = 0; i < iters + iters / 10; ++i) {
+    auto s = SteadyClock::now();
+    RpcReply r = c.rpc->call(c.server, kMsgPing, Buffer(), data);
+    if (!r.status.ok()) {
+      std::fprintf(stderr, "bench: %s\n", r.status.to_string().c_str());
+      std::exit(1);
+    }
+    if (i >= iters / 10)
+      t.push_back(std::chrono::duration<double, std::micro>(SteadyClock::now() - s).count());
+  }
+  return median_us(t);
+}
+
+// Closed loop of `depth` async RPCs for `seconds`; returns completions per second.
+double closed_loop(Client& c, int depth, double seconds,
+                   std::function<void(RpcEngine::Callback)> issue) {
+  std::atomic<uint64_t> done{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int> outstanding{0};
+  std::mutex m;
+  std::condition_variable cv;
+  std::function<void()> next;
+  next = [&] {
+    if (stop.load()) {
+      if (outstanding.fetch_sub(1) == 1) {
+        std::lock_guard lk(m);
+        cv.notify_all();
+      }
+      return;
+    }
+    issue([&](RpcReply&& r) {
+      if (!r.status.ok()) {
+        std::fprintf(stderr, "bench: %s\n", r.status.to_string().c_str());
+        std::exit(1);
+      }
+      done.fetch_add(1, std::memory_order_relaxed);
+      next();
+    });
+  };
+  outstanding = depth;
+  auto start = SteadyClock::now();
+  for (int i = 0; i < depth; ++i) next();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  uint64_t n = done.load();
+  double secs = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  stop = true;
+  std::unique_lock lk(m);
+  cv.wait_for(lk, 30s, [&] { return outstanding.load() == 0; });
+  return double(n) / secs;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pfsnet_bench: RPC latency, rate and bulk bandwidth beside raw TCP"};
+  std::string pfsnetd, only;
+  double seconds = 3;
+  app.add_option("--pfsnetd", pfsnetd, "path of the pfsnetd binary")->required();
+  app.add_option("--seconds", seconds, "duration of each throughput run");
+  app.add_option("--only", only, "run one figure");
+  CLI11_PARSE(app, argc, argv);
+  signal(SIGPIPE, SIG_IGN);
+  (void)init_logging("warn");
+
+  pid_t tcp = start_tcp_server();
+  PfsnetServer server;
+  start_pfsnetd(server, pfsnetd);
+  Client client;
+  auto want = [&](const char* f) { return only.empty() || only == f; };
+
+  if (want("rpc_rtt_64b_p50")) {
+    double base = tcp_pingpong_p50(20000);
+    double v = rpc_rtt_p50(client, 20000);
+    print_figure("rpc_rtt_64b_p50", v, base, "us");
+  }
+  if (want("rpc_rate_64b")) {
+    double base = tcp_echo_rate(seconds);
+    BulkData data = make_bulk(make_ping_pattern(64));
+    double v = closed_loop(client, 64, seconds, [&](RpcEngine::Callback cb) {
+      client.rpc->call_async(client.server, kMsgPing, Buffer(), data, std::move(cb));
+    });
+    print_figure("rpc_rate_64b", v, base, "RPC/s");
+  }
+  if (want("bulk_write_1m") || want("bulk_read_1m")) {
+    double base = tcp_stream_mib_s(seconds);
+    if (want("bulk_write_1m")) {
+      BulkData data = make_bulk(make_ping_pattern(1 << 20));
+      double v = closed_loop(client, 8, seconds, [&](RpcEngine::Callback cb) {
+        client.rpc->call_async(client.server, kMsgPing, ping_payload(0u), data, std::move(cb));
+      });
+      print_figure("bulk_write_1m", v, base, "MiB/s");
+    }
+    if (want("bulk_read_1m")) {
+      double v = closed_loop(client, 8, seconds, [&](RpcEngine::Callback cb) {
+        client.rpc->call_async(client.server, kMsgPing, ping_payload(1u << 20), nullptr,
+                               std::move(cb));
+      });
+      print_figure("bulk_read_1m", v, base, "MiB/s");
+    }
+  }
+  kill(tcp, SIGKILL);
+  waitpid(tcp, nullptr, 0);
+  return 0;
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Builds in Release and prints one JSON line per figure, each beside a baseline measured
+# in the same run: {"figure": NAME, "value": X, "baseline": Y, "ratio": X/Y, "unit": U}.
+#   bench/run.sh [--seconds S] [--only FIGURE]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DPFSNET_BUILD_TESTS=OFF >/dev/null
+cmake --build build-release -j "$(nproc)" --target pfsnet_bench pfsnetd >/dev/null
+exec build-release/bench/pfsnet_bench --pfsnetd build-release/apps/pfsnetd "$@"
