@@ -9,7 +9,7 @@ namespace pfsnet {
 namespace {
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
-  cpu_relax();
+  __builtin_ia32_pause();
 #endif
 }
 }  // namespace
