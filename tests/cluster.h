@@ -6,7 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -67,15 +67,20 @@ class Process {
   Process(const std::vector<std::string>& argv) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    if (posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
+    pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ == 0) {
+      // The child dies with the test process, whatever happens to the test.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      execv(args[0], args.data());
+      _exit(127);
+    }
     close(fds[1]);
     fd_ = fds[0];
     reader_ = std::thread([this] { read_loop(); });
@@ -91,6 +96,12 @@ class Process {
 
   pid_t pid() const { return pid_; }
   void kill(int sig) { ::kill(pid_, sig); }
+  // SIGSTOP, returning once the process has really stopped.
+  bool stop() {
+    ::kill(pid_, SIGSTOP);
+    siginfo_t info{};
+    return waitid(P_PID, static_cast<id_t>(pid_), &info, WSTOPPED) == 0;
+  }
 
   // Waits for the process to exit; returns its exit status (or -1 on timeout).
   int wait_exit(std::chrono::milliseconds limit) {

@@ -99,6 +99,17 @@ class RpcTest : public ::testing::Test {
   }
   ~RpcTest() override { release_.open(); }
 
+  // Pumps the hub until `done` (workers answer on their own threads); bounded in count
+  // and in time.
+  template <class Pred>
+  void pump_until(Pred done) {
+    auto limit = std::chrono::steady_clock::now() + 10s;
+    for (int i = 0; i < 10'000'000 && !done() && std::chrono::steady_clock::now() < limit; ++i) {
+      hub_.pump();
+      std::this_thread::yield();
+    }
+  }
+
   Gate release_;  // outlives the nodes' workers
   ManualClock clock_;
   MemHub hub_;
@@ -181,10 +192,7 @@ TEST_F(RpcTest, MaxRpcsInFlightQueuesTheRest) {
   EXPECT_TRUE(r.got.empty());
   release_.open();
   // Workers answer; pump until all five are back (bounded).
-  for (int i = 0; i < 2000 && r.got.size() < 5; ++i) {
-    hub_.pump();
-    std::this_thread::yield();
-  }
+  pump_until([&] { return r.got.size() >= 5; });
   ASSERT_EQ(r.got.size(), 5u);
   for (auto& rep : r.got) EXPECT_TRUE(rep.status.ok());
   EXPECT_EQ(client_.rpc.target_load(b_), (std::pair<int64_t, size_t>{0, 0}));
@@ -207,10 +215,7 @@ TEST_F(RpcTest, DeadlinesFailRpcsExactly) {
   EXPECT_EQ(r.got[0].status.message(), "RPC BLOCK to 10.0.0.2@tcp timed out (no reply)");
   // The late reply is counted and dropped.
   release_.open();
-  for (int i = 0; i < 2000 && client_.rpc.late_replies() == 0; ++i) {
-    hub_.pump();
-    std::this_thread::yield();
-  }
+  pump_until([&] { return client_.rpc.late_replies() > 0; });
   EXPECT_EQ(client_.rpc.late_replies(), 1u);
   EXPECT_EQ(r.got.size(), 1u);
 }
