@@ -333,9 +333,11 @@ int main(int argc, char** argv) {
   std::string pfsnetd, only;
   double seconds = 2;
   int rounds = 3;
+  int depth = 8;
   app.add_option("--pfsnetd", pfsnetd, "path of the pfsnetd binary")->required();
   app.add_option("--seconds", seconds, "duration of each throughput run");
   app.add_option("--only", only, "run one figure");
+  app.add_option("--depth", depth, "bulk RPCs in flight (default 8)");
   app.add_option("--rounds", rounds, "alternating baseline/pfsnet runs per figure (median)");
   CLI11_PARSE(app, argc, argv);
   signal(SIGPIPE, SIG_IGN);
@@ -379,14 +381,14 @@ int main(int argc, char** argv) {
   measure(
       "bulk_write_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
       [&] {
-        return closed_loop(8, seconds, [&](RpcEngine::Callback cb) {
+        return closed_loop(depth, seconds, [&](RpcEngine::Callback cb) {
           client.rpc->call_async(client.server, kMsgPing, ping_payload(0u), mib, std::move(cb));
         });
       });
   measure(
       "bulk_read_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
       [&] {
-        return closed_loop(8, seconds, [&](RpcEngine::Callback cb) {
+        return closed_loop(depth, seconds, [&](RpcEngine::Callback cb) {
           client.rpc->call_async(client.server, kMsgPing, ping_payload(1u << 20), nullptr,
                                  std::move(cb));
         });
