@@ -103,13 +103,12 @@ std::pair<int64_t, size_t> RpcEngine::target_load(const Nid& dst) const {
   return {it->second->in_flight, it->second->queue.size()};
 }
 
-void RpcEngine::call_async(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk,
-                           Callback cb, CallOptions o) {
+RpcEngine::Call* RpcEngine::new_call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk,
+                                     CallOptions o) {
   auto* c = new Call;
   c->eng = this;
   c->dst = dst;
   c->type = type;
-  c->cb = std::move(cb);
   c->reply.times.submit = clock_.now();
   c->deadline = c->reply.times.submit + (o.timeout.count() > 0 ? o.timeout : opts_.default_timeout);
   c->frame = std::make_unique<OutFrame>();
@@ -118,6 +117,13 @@ void RpcEngine::call_async(const Nid& dst, uint32_t type, Buffer payload, BulkDa
   c->frame->payload = std::move(payload);
   c->frame->bulk = std::move(bulk);
   c->reply.bytes_sent = kHeaderSize + c->frame->payload.size() + c->frame->bulk_size();
+  return c;
+}
+
+void RpcEngine::call_async(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk,
+                           Callback cb, CallOptions o) {
+  Call* c = new_call(dst, type, std::move(payload), std::move(bulk), o);
+  c->cb = std::move(cb);
   submit(c);
 }
 
@@ -128,23 +134,12 @@ RpcReply RpcEngine::call(const Nid& dst, uint32_t type, Buffer payload, BulkData
   bool done = false;
   std::atomic<bool> ready{false};
   RpcReply out;
-  auto* c = new Call;
-  c->eng = this;
+  Call* c = new_call(dst, type, std::move(payload), std::move(bulk), o);
   c->wready = &ready;
-  c->dst = dst;
-  c->type = type;
   c->wmu = &m;
   c->wcv = &cv;
   c->wdone = &done;
   c->wout = &out;
-  c->reply.times.submit = clock_.now();
-  c->deadline = c->reply.times.submit + (o.timeout.count() > 0 ? o.timeout : opts_.default_timeout);
-  c->frame = std::make_unique<OutFrame>();
-  c->frame->hdr.kind = FrameKind::kRequest;
-  c->frame->hdr.msg_type = type;
-  c->frame->payload = std::move(payload);
-  c->frame->bulk = std::move(bulk);
-  c->reply.bytes_sent = kHeaderSize + c->frame->payload.size() + c->frame->bulk_size();
   TimePoint deadline = c->deadline;
   submit(c);
   // Spin briefly before sleeping: a reply that comes within opts_.spin then costs no

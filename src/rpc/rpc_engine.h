@@ -131,6 +131,7 @@ class RpcEngine final : public NetRx {
   struct Target;
 
  private:
+  Call* new_call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, CallOptions o);
   void submit(Call* c);
   void send_call(Call* c);
   void resolve_error(Call* c, const Status& s);

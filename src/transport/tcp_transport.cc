@@ -103,6 +103,14 @@ class TcpTransport::Impl {
     }
   }
 
+  // What a connection from `local` announces: `local` first, then the node's other NIDs.
+  std::vector<Nid> announced_nids(const Nid& local) const {
+    std::vector<Nid> v = {local};
+    for (const Nid& n : node_nids_)
+      if (n != local) v.push_back(n);
+    return v;
+  }
+
   void add(const std::shared_ptr<TcpConnection>& c);
   void forget(uint64_t id) {
     std::lock_guard lk(mu_);
@@ -590,9 +598,7 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
     if (hello->hdr.kind != FrameKind::kHello) throw std::runtime_error("expected HELLO");
     auto ch = decode_hello(hello->payload.span());
     if (!ch.ok()) throw std::runtime_error(ch.status().message());
-    std::vector<Nid> my_nids = {c->local_nid()};
-    for (const Nid& n : node_nids_)
-      if (n != c->local_nid()) my_nids.push_back(n);
+    std::vector<Nid> my_nids = announced_nids(c->local_nid());
     Hello sh;
     sh.nonce = random_nonce();
     sh.nids = my_nids;
@@ -692,24 +698,25 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
   }
   set_socket_options(s);
 
-  std::vector<Nid> my_nids = {c->local_nid()};
-  for (const Nid& n : node_nids_)
-    if (n != c->local_nid()) my_nids.push_back(n);
+  std::vector<Nid> my_nids = announced_nids(c->local_nid());
   Status fail;
   try {
     Hello ch;
     ch.nonce = random_nonce();
     ch.nids = my_nids;
     co_await write_frame(s, FrameKind::kHello, c->local_nid(), remote, encode_hello(ch));
-    auto r = co_await read_frame(s);
-    if (!r.ok()) throw std::runtime_error(r.status().message());
-    if (r->hdr.kind == FrameKind::kReject) {
-      std::string why(r->payload.view());
+    // A REJECT from the server ends the handshake: true when `f` is one.
+    auto refused = [&](const HsFrame& f) {
+      if (f.hdr.kind != FrameKind::kReject) return false;
+      std::string why(f.payload.view());
       PFS_LOG_ERROR("connection to {} refused by the peer: {}", target, why);
       finish(Status(Code::kRejected, "refused by " + target + ": " + why,
                     HealthKind::kPeerNiConnectionRejected));
-      co_return;
-    }
+      return true;
+    };
+    auto r = co_await read_frame(s);
+    if (!r.ok()) throw std::runtime_error(r.status().message());
+    if (refused(*r)) co_return;
     if (r->hdr.kind != FrameKind::kHello) throw std::runtime_error("expected HELLO");
     auto sh = decode_hello(r->payload.span());
     if (!sh.ok()) throw std::runtime_error(sh.status().message());
@@ -727,13 +734,7 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
                          Buffer::copy_of(std::span<const uint8_t>(mine)));
     auto ok = co_await read_frame(s);
     if (!ok.ok()) throw std::runtime_error(ok.status().message());
-    if (ok->hdr.kind == FrameKind::kReject) {
-      std::string why(ok->payload.view());
-      PFS_LOG_ERROR("connection to {} refused by the peer: {}", target, why);
-      finish(Status(Code::kRejected, "refused by " + target + ": " + why,
-                    HealthKind::kPeerNiConnectionRejected));
-      co_return;
-    }
+    if (refused(*ok)) co_return;
     if (ok->hdr.kind != FrameKind::kAuth) throw std::runtime_error("expected AUTH");
     timer.cancel();
     c->set_peer_nids(sh->nids);
