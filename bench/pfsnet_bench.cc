@@ -4,6 +4,7 @@
 //   rpc_rtt_64b_p50  us     blocking 64-byte PING echo through pfsnet, client process ->
 //                           pfsnetd; baseline: blocking TCP ping-pong of 64-byte messages
 //                           with TCP_NODELAY. Median of many round trips.
+//   rpc_rtt_64b_p50_nospin  the same with RpcOptions::spin = 0 (the caller sleeps at once).
 //   rpc_rate_64b     RPC/s  64 RPCs in flight (closed loop, async), one client process, one
 //                           pfsnetd; baseline: a plain TCP echo with 64 messages in flight.
 //   bulk_write_1m    MiB/s  1 MiB writes (bulk with the request), 8 in flight; baseline: a
@@ -248,11 +249,13 @@ void start_pfsnetd(PfsnetServer& s, const std::string& pfsnetd) {
 
 struct Client {
   MonotonicClock clock;
-  Nid me = *Nid::parse(std::string(kClientAddr) + "@tcp");
+  Nid me;
   Nid server = *Nid::parse(std::string(kServerAddr) + "@tcp");
   std::unique_ptr<Net> net;
   std::unique_ptr<RpcEngine> rpc;
-  Client() {
+  // `spin`: how long a blocking call spins before sleeping (RpcOptions::spin).
+  explicit Client(const char* addr, std::chrono::microseconds spin = RpcOptions{}.spin)
+      : me(*Nid::parse(std::string(addr) + "@tcp")) {
     NetOptions o;
     o.credits = 256;
     o.peer_credits = 64;
@@ -262,7 +265,9 @@ struct Client {
       return std::make_unique<TcpTransport>(to, std::vector<Nid>{me}, clock, ev);
     });
     if (!net->start().ok()) std::exit(1);
-    rpc = std::make_unique<RpcEngine>(*net, RpcOptions{64, 1, 30s, 2 << 20});
+    RpcOptions ro{64, 1, 30s, 2 << 20};
+    ro.spin = spin;
+    rpc = std::make_unique<RpcEngine>(*net, ro);
     for (int i = 0; i < 50; ++i)
       if (rpc->call(server, kMsgPing, Buffer()).status.ok())
         return;
@@ -346,7 +351,7 @@ int main(int argc, char** argv) {
   pid_t tcp = start_tcp_server();
   PfsnetServer server;
   start_pfsnetd(server, pfsnetd);
-  Client client;
+  Client client(kClientAddr);
   auto want = [&](const char* f) { return only.empty() || only == f; };
 
   // Each figure alternates baseline and pfsnet runs `rounds` times and reports the
@@ -371,6 +376,13 @@ int main(int argc, char** argv) {
   measure(
       "rpc_rtt_64b_p50", "us", [&] { return tcp_pingpong_p50(10000); },
       [&] { return rpc_rtt_p50(client, 10000); });
+  if (want("rpc_rtt_64b_p50_nospin")) {
+    // The same without the caller's spin: every reply then wakes the sleeping caller.
+    Client nospin("127.0.0.63", std::chrono::microseconds(0));
+    measure(
+        "rpc_rtt_64b_p50_nospin", "us", [&] { return tcp_pingpong_p50(10000); },
+        [&] { return rpc_rtt_p50(nospin, 10000); });
+  }
   measure(
       "rpc_rate_64b", "RPC/s", [&] { return tcp_echo_rate(seconds); },
       [&] {

@@ -52,6 +52,12 @@ constexpr size_t kReadBufferSize = 64 * 1024;
 constexpr size_t kMaxBatchFrames = 128;
 constexpr uint32_t kHandshakeMaxPayload = 4096;
 
+// asio's transfer_all() caps every read or write system call at 64 KiB; a 1 MiB bulk
+// would take 16 calls. This condition lets each call move as much as the socket takes.
+size_t transfer_all_unbounded(const std::error_code& ec, size_t) {
+  return ec ? 0 : size_t(64) << 20;
+}
+
 class TcpConnection;
 
 // Connections with writes deferred until the current read batch has been dispatched.
@@ -332,7 +338,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
     }
     iov_.erase(iov_.begin(), iov_.begin() + static_cast<long>(i));
     auto self = shared_from_this();
-    asio::async_write(sock_, iov_, [self](std::error_code ec, size_t) {
+    asio::async_write(sock_, iov_, transfer_all_unbounded, [self](std::error_code ec, size_t) {
       if (ec) {
         Status s(Code::kClosed, "write to " + self->describe() + " failed: " + ec.message(),
                  health_kind_for_errno(ec.value()));
@@ -440,19 +446,20 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
     std::array<asio::mutable_buffer, 2> bufs = {
         asio::buffer(frame->payload.data() + have_payload, frame->payload.size() - have_payload),
         asio::buffer(frame->bulk.data() + have_bulk, frame->bulk.size() - have_bulk)};
-    asio::async_read(sock_, bufs, [self, frame](std::error_code ec, size_t) {
-      if (ec || self->state_.load() == kClosed) {
-        self->fail_read(ec ? ec : asio::error::operation_aborted);
-        return;
-      }
-      frame->times.complete = self->t_.clock_.now();
-      std::vector<std::shared_ptr<TcpConnection>> deferred;
-      tl_deferred = &deferred;
-      bool ok = self->deliver(std::move(*frame));
-      tl_deferred = nullptr;
-      for (auto& c : deferred) c->flush_deferred();
-      if (ok) self->read_more();
-    });
+    asio::async_read(sock_, bufs, transfer_all_unbounded,
+                     [self, frame](std::error_code ec, size_t) {
+                       if (ec || self->state_.load() == kClosed) {
+                         self->fail_read(ec ? ec : asio::error::operation_aborted);
+                         return;
+                       }
+                       frame->times.complete = self->t_.clock_.now();
+                       std::vector<std::shared_ptr<TcpConnection>> deferred;
+                       tl_deferred = &deferred;
+                       bool ok = self->deliver(std::move(*frame));
+                       tl_deferred = nullptr;
+                       for (auto& c : deferred) c->flush_deferred();
+                       if (ok) self->read_more();
+                     });
   }
 
   bool deliver(InFrame&& f) {
