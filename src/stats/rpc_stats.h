@@ -1,0 +1,167 @@
+// RpcStats: GPFS RPC performance statistics (seed 000, ARCHITECTURE.md "RPC statistics").
+//
+// The RPC path records one RawStatRecord per reply received and one RawExecRecord per
+// request executed; both go into bounded raw buffers without locks or allocation (a full
+// buffer counts a drop). Once per second tick() processes the raw buffers into
+// aggregates and closes the second:
+//   per target node: channel wait, send time TCP, send time verbs, receive time TCP,
+//     latency TCP, latency verbs, latency mixed (verbs ones only with a verbs NI);
+//   per size range (0-64, 65-128, ..., up to 2 x maxBlockSize): latency, where the size
+//     of an RPC is sent + received unless one is more than 16 times the other, then the
+//     larger; sizes above the last bound count in the last range;
+//   per message type (on the receiving node): execution time.
+// Aggregates exist only for statistics that have had data. A node without data for
+// longer than the day ring covers is freed.
+//
+// Memory: one aggregate is 4 rings of 32-byte intervals (60+60+24+30 by default: 5.6 KB)
+// plus two 1280-byte histograms: about 8.4 KB. A TCP peer has 4 (channel wait, send,
+// receive, latency): about 34 KB. memory_bytes() and node_bytes() measure it.
+//
+// Threads: record()/record_exec() from any thread, lock-free. tick(), query(),
+// set_config() and the accessors from any thread; they serialise on a mutex.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/config.h"
+#include "base/status.h"
+#include "stats/aggregate.h"
+#include "stats/raw_buffer.h"
+
+namespace pfsnet {
+
+enum class NodeStat : uint8_t {
+  kChannelWait,
+  kSendTcp,
+  kSendVerbs,
+  kReceiveTcp,
+  kLatencyTcp,
+  kLatencyVerbs,
+  kLatencyMixed,
+};
+inline constexpr int kNumNodeStats = 7;
+// "channel_wait", "send_time_tcp", ... (the JSON names of INTERFACES.md).
+std::string_view node_stat_name(NodeStat s);
+bool node_stat_is_verbs(NodeStat s);
+
+enum class Granularity : uint8_t { kSecond, kMinute, kHour, kDay };
+
+struct StatsQuery {
+  enum class What : uint8_t { kNode, kSize, kMessage, kAll };
+  What what = What::kNode;
+  std::optional<uint64_t> node;            // only this node
+  std::optional<Granularity> granularity;  // only this granularity
+  size_t last = 0;                         // the newest `last` intervals; 0 = all held
+};
+
+struct IntervalView {
+  int64_t start = 0;  // unix seconds
+  int64_t count = 0;
+  double avg_ms = 0, min_ms = 0, max_ms = 0;
+};
+
+struct StatView {
+  std::vector<IntervalView> seconds, minutes, hours, days;  // oldest first
+  // Of the last completed minute, from its log-scale histogram (0 when it had no data).
+  double p50_ms = 0, p99_ms = 0;
+};
+
+struct NodeReport {
+  uint64_t node = 0;
+  std::vector<std::pair<NodeStat, StatView>> stats;
+};
+struct SizeReport {
+  uint64_t low = 0, high = 0;
+  StatView latency;
+};
+struct MessageReport {
+  uint32_t type = 0;
+  StatView execution;
+};
+struct StatsReport {
+  uint64_t dropped_stat = 0, dropped_exec = 0;
+  std::vector<NodeReport> nodes;
+  std::vector<SizeReport> sizes;
+  std::vector<MessageReport> messages;
+};
+
+class RpcStats {
+ public:
+  // `clock` must outlive this. Seconds are counted from construction.
+  RpcStats(const StatsConfig& cfg, Clock& clock, bool verbs_configured);
+  ~RpcStats();
+
+  // The RPC path. Lock-free; a full buffer drops the record and counts it.
+  void record(const RawStatRecord& r);
+  void record_exec(const RawExecRecord& r);
+
+  // Processes and closes every second boundary passed since the last call. Returns how
+  // many seconds it closed.
+  size_t tick();
+  // Processes the raw buffers and closes one second, now (tests drive this directly).
+  void process_second();
+
+  StatsReport query(const StatsQuery& q) const;
+  // Applies new attributes at run time: rings resized keeping the newest data, raw
+  // buffers replaced (records in the old ones are still processed), size ranges
+  // extended or cut to 2 x maxBlockSize.
+  void set_config(const StatsConfig& cfg);
+
+  uint64_t dropped_stat() const;
+  uint64_t dropped_exec() const;
+  size_t memory_bytes() const;
+  size_t node_bytes(uint64_t node) const;
+  size_t node_count() const;
+
+  // The size of an RPC for the size-range statistics (the 16x rule).
+  static uint64_t rpc_size(uint64_t sent, uint64_t received);
+  // Index of the size range of `size` given maxBlockSize (clamped to the last range).
+  static size_t size_range(uint64_t size, int64_t max_block_size);
+  static size_t num_size_ranges(int64_t max_block_size);
+  static uint64_t range_low(size_t i) { return i == 0 ? 0 : (uint64_t(64) << (i - 1)) + 1; }
+  static uint64_t range_high(size_t i) { return uint64_t(64) << i; }
+
+ private:
+  struct NodeStats {
+    std::unique_ptr<Aggregate> stats[kNumNodeStats];
+    int64_t last_second = 0;
+  };
+
+  Aggregate& get(std::unique_ptr<Aggregate>& slot);
+  void process_locked();
+  void add_record(const RawStatRecord& r);
+  StatView view(const Aggregate& a, const StatsQuery& q) const;
+
+  Clock& clock_;
+  bool verbs_;
+  mutable std::mutex mu_;
+  StatsConfig cfg_;
+  RingSizes rings_;
+
+  // Current raw buffers (swapped by set_config); older generations are kept, and still
+  // drained, until destruction.
+  std::atomic<RawBuffer<RawStatRecord>*> stat_buf_;
+  std::atomic<RawBuffer<RawExecRecord>*> exec_buf_;
+  std::vector<std::unique_ptr<RawBuffer<RawStatRecord>>> stat_bufs_;
+  std::vector<std::unique_ptr<RawBuffer<RawExecRecord>>> exec_bufs_;
+
+  std::map<uint64_t, NodeStats> nodes_;
+  std::vector<std::unique_ptr<Aggregate>> sizes_;
+  std::map<uint32_t, std::unique_ptr<Aggregate>> messages_;
+
+  TimePoint next_second_;
+  int64_t second_start_ = 0;  // unix seconds of the second being filled
+  int64_t seconds_done_ = 0;  // seconds closed so far
+  int64_t minute_start_ = 0, hour_start_ = 0, day_start_ = 0;
+};
+
+}  // namespace pfsnet

@@ -1,0 +1,355 @@
+// RpcStats with a manual clock: exact values for every rule of the GPFS specification.
+#include "stats/rpc_stats.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace pfsnet {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint64_t kNodeA = 0x100007F000002ULL, kNodeB = 0x100007F000003ULL;
+constexpr int64_t kStart = 1'700'000'000;  // ManualClock's wall time at creation
+
+RawStatRecord rec(uint64_t node, int64_t latency_us, uint32_t sent = 100, uint32_t received = 100) {
+  RawStatRecord r;
+  r.node = node;
+  r.channel_wait_ns = 1000;
+  r.send_ns = 2000;
+  r.receive_ns = 3000;
+  r.latency_ns = latency_us * 1000;
+  r.bytes_sent = sent;
+  r.bytes_received = received;
+  return r;
+}
+
+const StatView& stat_of(const StatsReport& rep, uint64_t node, NodeStat s) {
+  for (auto& n : rep.nodes)
+    if (n.node == node)
+      for (auto& [k, v] : n.stats)
+        if (k == s) return v;
+  static StatView none;
+  ADD_FAILURE() << "no statistic " << node_stat_name(s);
+  return none;
+}
+
+StatsQuery all() {
+  StatsQuery q;
+  q.what = StatsQuery::What::kAll;
+  return q;
+}
+
+class RpcStatsTest : public ::testing::Test {
+ protected:
+  ManualClock clock_{kStart};
+  StatsConfig cfg_;
+};
+
+TEST_F(RpcStatsTest, OneRpc) {
+  RpcStats s(cfg_, clock_, false);
+  s.record(rec(kNodeA, 250));
+  clock_.advance(1s);
+  EXPECT_EQ(s.tick(), 1u);
+  auto rep = s.query(all());
+  ASSERT_EQ(rep.nodes.size(), 1u);
+  // TCP only: channel wait, send TCP, receive TCP, latency TCP; no verbs statistics.
+  EXPECT_EQ(rep.nodes[0].stats.size(), 4u);
+  const StatView& lat = stat_of(rep, kNodeA, NodeStat::kLatencyTcp);
+  ASSERT_EQ(lat.seconds.size(), 1u);
+  EXPECT_EQ(lat.seconds[0].start, kStart);
+  EXPECT_EQ(lat.seconds[0].count, 1);
+  EXPECT_DOUBLE_EQ(lat.seconds[0].avg_ms, 0.25);
+  EXPECT_DOUBLE_EQ(lat.seconds[0].min_ms, 0.25);
+  EXPECT_DOUBLE_EQ(lat.seconds[0].max_ms, 0.25);
+  EXPECT_TRUE(lat.minutes.empty());
+  EXPECT_DOUBLE_EQ(stat_of(rep, kNodeA, NodeStat::kChannelWait).seconds[0].avg_ms, 0.001);
+  EXPECT_DOUBLE_EQ(stat_of(rep, kNodeA, NodeStat::kSendTcp).seconds[0].avg_ms, 0.002);
+  EXPECT_DOUBLE_EQ(stat_of(rep, kNodeA, NodeStat::kReceiveTcp).seconds[0].avg_ms, 0.003);
+  // Size 200 falls in 129-256.
+  ASSERT_EQ(rep.sizes.size(), 1u);
+  EXPECT_EQ(rep.sizes[0].low, 129u);
+  EXPECT_EQ(rep.sizes[0].high, 256u);
+  EXPECT_EQ(rep.sizes[0].latency.seconds[0].count, 1);
+}
+
+TEST_F(RpcStatsTest, ManyRpcsAcrossASecondBoundaryAndIdleSeconds) {
+  RpcStats s(cfg_, clock_, false);
+  for (int us : {100, 300, 200}) s.record(rec(kNodeA, us));
+  clock_.advance(1s);
+  s.tick();
+  for (int us : {1000, 3000}) s.record(rec(kNodeA, us));
+  clock_.advance(3s);  // one busy second, then two idle ones
+  EXPECT_EQ(s.tick(), 3u);
+  auto rep_lat = s.query(all());
+  const StatView& lat = stat_of(rep_lat, kNodeA, NodeStat::kLatencyTcp);
+  ASSERT_EQ(lat.seconds.size(), 4u);
+  EXPECT_EQ(lat.seconds[0].count, 3);
+  EXPECT_DOUBLE_EQ(lat.seconds[0].avg_ms, 0.2);
+  EXPECT_DOUBLE_EQ(lat.seconds[0].min_ms, 0.1);
+  EXPECT_DOUBLE_EQ(lat.seconds[0].max_ms, 0.3);
+  EXPECT_EQ(lat.seconds[1].count, 2);
+  EXPECT_DOUBLE_EQ(lat.seconds[1].avg_ms, 2.0);
+  EXPECT_EQ(lat.seconds[1].start, kStart + 1);
+  EXPECT_EQ(lat.seconds[2].count, 0);
+  EXPECT_EQ(lat.seconds[3].count, 0);
+  EXPECT_EQ(lat.seconds[3].start, kStart + 3);
+}
+
+TEST_F(RpcStatsTest, SixtyFirstSecondRollsIntoTheFirstMinute) {
+  RpcStats s(cfg_, clock_, false);
+  for (int sec = 0; sec < 61; ++sec) {
+    s.record(rec(kNodeA, 100 + sec));  // 100..160 us
+    s.process_second();
+  }
+  auto rep_lat = s.query(all());
+  const StatView& lat = stat_of(rep_lat, kNodeA, NodeStat::kLatencyTcp);
+  ASSERT_EQ(lat.seconds.size(), 60u);  // the ring holds 60
+  EXPECT_EQ(lat.seconds.front().start, kStart + 1);
+  EXPECT_EQ(lat.seconds.back().start, kStart + 60);
+  ASSERT_EQ(lat.minutes.size(), 1u);
+  EXPECT_EQ(lat.minutes[0].start, kStart);
+  EXPECT_EQ(lat.minutes[0].count, 60);
+  EXPECT_DOUBLE_EQ(lat.minutes[0].min_ms, 0.100);
+  EXPECT_DOUBLE_EQ(lat.minutes[0].max_ms, 0.159);
+  EXPECT_NEAR(lat.minutes[0].avg_ms, 0.1295, 1e-12);
+  // Percentiles of that minute, within the histogram's 1/16.
+  EXPECT_NEAR(lat.p50_ms, 0.129, 0.129 / 16);
+  EXPECT_NEAR(lat.p99_ms, 0.159, 0.159 / 16);
+}
+
+TEST_F(RpcStatsTest, SixtyMinutesMakeAnHour) {
+  RpcStats s(cfg_, clock_, false);
+  for (int sec = 0; sec < 3600; ++sec) {
+    if (sec % 60 == 0) s.record(rec(kNodeA, 1000 + sec / 60));  // one per minute
+    s.process_second();
+  }
+  auto rep_lat = s.query(all());
+  const StatView& lat = stat_of(rep_lat, kNodeA, NodeStat::kLatencyTcp);
+  ASSERT_EQ(lat.minutes.size(), 60u);
+  for (auto& m : lat.minutes) EXPECT_EQ(m.count, 1);
+  ASSERT_EQ(lat.hours.size(), 1u);
+  EXPECT_EQ(lat.hours[0].start, kStart);
+  EXPECT_EQ(lat.hours[0].count, 60);
+  EXPECT_DOUBLE_EQ(lat.hours[0].min_ms, 1.000);
+  EXPECT_DOUBLE_EQ(lat.hours[0].max_ms, 1.059);
+  EXPECT_TRUE(lat.days.empty());
+}
+
+TEST_F(RpcStatsTest, NonDefaultRingSizesStillRollFullMinutes) {
+  cfg_.rpcPerfNumberSecondIntervals = 10;
+  cfg_.rpcPerfNumberMinuteIntervals = 2;
+  RpcStats s(cfg_, clock_, false);
+  for (int sec = 0; sec < 180; ++sec) {
+    s.record(rec(kNodeA, 10));
+    s.process_second();
+  }
+  auto rep_lat = s.query(all());
+  const StatView& lat = stat_of(rep_lat, kNodeA, NodeStat::kLatencyTcp);
+  EXPECT_EQ(lat.seconds.size(), 10u);
+  ASSERT_EQ(lat.minutes.size(), 2u);  // the third minute pushed out the first
+  EXPECT_EQ(lat.minutes[0].start, kStart + 60);
+  EXPECT_EQ(lat.minutes[0].count, 60);  // a minute is 60 seconds whatever the ring sizes
+  EXPECT_EQ(lat.minutes[1].count, 60);
+}
+
+TEST_F(RpcStatsTest, SixteenTimesRule) {
+  EXPECT_EQ(RpcStats::rpc_size(1500, 100), 1600u);  // 15x: both
+  EXPECT_EQ(RpcStats::rpc_size(1600, 100), 1700u);  // 16x: not more than 16x, both
+  EXPECT_EQ(RpcStats::rpc_size(1700, 100), 1700u);  // 17x: the larger alone
+  EXPECT_EQ(RpcStats::rpc_size(100, 1700), 1700u);
+  EXPECT_EQ(RpcStats::rpc_size(0, 0), 0u);
+  EXPECT_EQ(RpcStats::rpc_size(64, 0), 64u);
+}
+
+TEST_F(RpcStatsTest, SizeRangeEdges) {
+  int64_t mb = 1 << 20;
+  EXPECT_EQ(RpcStats::num_size_ranges(mb), 16u);
+  EXPECT_EQ(RpcStats::size_range(0, mb), 0u);
+  EXPECT_EQ(RpcStats::size_range(64, mb), 0u);
+  EXPECT_EQ(RpcStats::size_range(65, mb), 1u);
+  EXPECT_EQ(RpcStats::size_range(128, mb), 1u);
+  EXPECT_EQ(RpcStats::size_range(129, mb), 2u);
+  EXPECT_EQ(RpcStats::size_range(2 * mb, mb), 15u);
+  EXPECT_EQ(RpcStats::size_range(2 * mb + 1, mb), 15u);  // above: the last range
+  EXPECT_EQ(RpcStats::size_range(uint64_t(1) << 40, mb), 15u);
+  EXPECT_EQ(RpcStats::range_low(15), uint64_t(mb) + 1);
+  EXPECT_EQ(RpcStats::range_high(15), 2u * mb);
+
+  RpcStats s(cfg_, clock_, false);
+  s.record(rec(kNodeA, 1, 64, 0));
+  s.record(rec(kNodeA, 2, 65, 0));
+  s.record(rec(kNodeA, 3, 1 << 21, 0));
+  s.record(rec(kNodeA, 4, (1 << 21) + 1, 0));
+  s.process_second();
+  StatsQuery q;
+  q.what = StatsQuery::What::kSize;
+  auto rep = s.query(q);
+  EXPECT_TRUE(rep.nodes.empty());
+  ASSERT_EQ(rep.sizes.size(), 3u);
+  EXPECT_EQ(rep.sizes[0].high, 64u);
+  EXPECT_EQ(rep.sizes[1].low, 65u);
+  EXPECT_EQ(rep.sizes[2].high, 2u * mb);
+  EXPECT_EQ(rep.sizes[2].latency.seconds[0].count, 2);
+}
+
+TEST_F(RpcStatsTest, VerbsAndMixedOnlyWithAVerbsNi) {
+  for (bool verbs : {false, true}) {
+    RpcStats s(cfg_, clock_, verbs);
+    RawStatRecord v = rec(kNodeA, 10), m = rec(kNodeA, 20), t = rec(kNodeA, 30);
+    v.sent_verbs = v.received_verbs = true;
+    m.sent_verbs = true;
+    s.record(v);
+    s.record(m);
+    s.record(t);
+    s.process_second();
+    auto rep = s.query(all());
+    EXPECT_EQ(stat_of(rep, kNodeA, NodeStat::kLatencyTcp).seconds[0].count, 1);
+    EXPECT_EQ(stat_of(rep, kNodeA, NodeStat::kReceiveTcp).seconds[0].count, 2);  // t and m
+    EXPECT_EQ(stat_of(rep, kNodeA, NodeStat::kSendTcp).seconds[0].count, 1);
+    EXPECT_EQ(stat_of(rep, kNodeA, NodeStat::kChannelWait).seconds[0].count, 3);
+    if (verbs) {
+      EXPECT_EQ(rep.nodes[0].stats.size(), 7u);
+      EXPECT_DOUBLE_EQ(stat_of(rep, kNodeA, NodeStat::kLatencyVerbs).seconds[0].avg_ms, 0.010);
+      EXPECT_DOUBLE_EQ(stat_of(rep, kNodeA, NodeStat::kLatencyMixed).seconds[0].avg_ms, 0.020);
+      EXPECT_EQ(stat_of(rep, kNodeA, NodeStat::kSendVerbs).seconds[0].count, 2);
+    } else {
+      EXPECT_EQ(rep.nodes[0].stats.size(), 4u);
+    }
+  }
+}
+
+TEST_F(RpcStatsTest, ExecutionTimePerMessageType) {
+  RpcStats s(cfg_, clock_, false);
+  s.record_exec({5000, 1});
+  s.record_exec({7000, 1});
+  s.record_exec({9000, 42});
+  s.process_second();
+  StatsQuery q;
+  q.what = StatsQuery::What::kMessage;
+  auto rep = s.query(q);
+  ASSERT_EQ(rep.messages.size(), 2u);
+  EXPECT_EQ(rep.messages[0].type, 1u);
+  EXPECT_EQ(rep.messages[0].execution.seconds[0].count, 2);
+  EXPECT_DOUBLE_EQ(rep.messages[0].execution.seconds[0].avg_ms, 0.006);
+  EXPECT_EQ(rep.messages[1].type, 42u);
+  EXPECT_DOUBLE_EQ(rep.messages[1].execution.seconds[0].max_ms, 0.009);
+}
+
+TEST_F(RpcStatsTest, FullRawBufferCountsDrops) {
+  cfg_.rpcPerfRawStatBufferSize = 5;
+  cfg_.rpcPerfRawExecBufferSize = 3;
+  RpcStats s(cfg_, clock_, false);
+  for (int i = 0; i < 8; ++i) s.record(rec(kNodeA, 1));
+  for (int i = 0; i < 4; ++i) s.record_exec({1, 1});
+  EXPECT_EQ(s.dropped_stat(), 3u);
+  EXPECT_EQ(s.dropped_exec(), 1u);
+  s.process_second();
+  auto rep = s.query(all());
+  EXPECT_EQ(rep.dropped_stat, 3u);
+  EXPECT_EQ(rep.dropped_exec, 1u);
+  EXPECT_EQ(stat_of(rep, kNodeA, NodeStat::kLatencyTcp).seconds[0].count, 5);
+  // Drained: room again.
+  for (int i = 0; i < 5; ++i) s.record(rec(kNodeA, 1));
+  EXPECT_EQ(s.dropped_stat(), 3u);
+}
+
+TEST_F(RpcStatsTest, ConcurrentProducersLoseNothingBelowTheLimit) {
+  cfg_.rpcPerfRawStatBufferSize = 100000;
+  RpcStats s(cfg_, clock_, false);
+  std::vector<std::thread> t;
+  for (int i = 0; i < 4; ++i)
+    t.emplace_back([&] {
+      for (int k = 0; k < 20000; ++k) s.record(rec(kNodeB, 1));
+    });
+  for (auto& x : t) x.join();
+  s.process_second();
+  auto rep = s.query(all());
+  EXPECT_EQ(stat_of(rep, kNodeB, NodeStat::kLatencyTcp).seconds[0].count, 80000);
+  EXPECT_EQ(s.dropped_stat(), 0u);
+}
+
+TEST_F(RpcStatsTest, RunTimeResizeKeepsTheNewest) {
+  RpcStats s(cfg_, clock_, false);
+  for (int sec = 0; sec < 30; ++sec) {
+    s.record(rec(kNodeA, sec + 1));
+    s.process_second();
+  }
+  StatsConfig c = cfg_;
+  c.rpcPerfNumberSecondIntervals = 10;
+  c.rpcPerfRawStatBufferSize = 2;
+  c.maxBlockSize = 4 << 20;
+  s.record(rec(kNodeA, 99));  // in the old buffer: still processed
+  s.set_config(c);
+  auto rep_lat = s.query(all());
+  const StatView& lat = stat_of(rep_lat, kNodeA, NodeStat::kLatencyTcp);
+  ASSERT_EQ(lat.seconds.size(), 10u);
+  EXPECT_DOUBLE_EQ(lat.seconds.front().max_ms, 0.021);  // seconds 21..30 kept
+  EXPECT_DOUBLE_EQ(lat.seconds.back().max_ms, 0.030);
+  for (int i = 0; i < 3; ++i) s.record(rec(kNodeA, 1));  // new buffer holds 2
+  EXPECT_EQ(s.dropped_stat(), 1u);
+  s.process_second();
+  auto rep_after = s.query(all());
+  const StatView& after = stat_of(rep_after, kNodeA, NodeStat::kLatencyTcp);
+  EXPECT_EQ(after.seconds.back().count, 3);  // 99 from the old buffer + 2 new
+  EXPECT_EQ(RpcStats::num_size_ranges(c.maxBlockSize), 18u);
+  s.record(rec(kNodeA, 1, 8 << 20, 0));
+  s.process_second();
+  StatsQuery q;
+  q.what = StatsQuery::What::kSize;
+  EXPECT_EQ(s.query(q).sizes.back().high, 8u << 20);
+}
+
+TEST_F(RpcStatsTest, QuerySelectsNodeGranularityAndCount) {
+  RpcStats s(cfg_, clock_, false);
+  for (int sec = 0; sec < 5; ++sec) {
+    s.record(rec(kNodeA, 1));
+    s.record(rec(kNodeB, 2));
+    s.process_second();
+  }
+  StatsQuery q;
+  q.node = kNodeB;
+  q.granularity = Granularity::kSecond;
+  q.last = 2;
+  auto rep = s.query(q);
+  ASSERT_EQ(rep.nodes.size(), 1u);
+  EXPECT_EQ(rep.nodes[0].node, kNodeB);
+  const StatView& v = stat_of(rep, kNodeB, NodeStat::kLatencyTcp);
+  ASSERT_EQ(v.seconds.size(), 2u);
+  EXPECT_EQ(v.seconds[1].start, kStart + 4);
+  EXPECT_TRUE(v.minutes.empty());
+}
+
+TEST_F(RpcStatsTest, GoneNodesAreFreedAfterTheDayRing) {
+  cfg_.rpcPerfNumberDayIntervals = 1;
+  RpcStats s(cfg_, clock_, false);
+  s.record(rec(kNodeA, 1));
+  s.process_second();
+  EXPECT_EQ(s.node_count(), 1u);
+  size_t per_peer = s.node_bytes(kNodeA);
+  EXPECT_GT(per_peer, 4u * 174 * sizeof(Interval));
+  EXPECT_LT(per_peer, 64u * 1024);
+  clock_.advance(std::chrono::hours(24));
+  s.tick();
+  EXPECT_EQ(s.node_count(), 1u);  // exactly a day: still covered
+  clock_.advance(1s);
+  s.tick();
+  EXPECT_EQ(s.node_count(), 0u);
+}
+
+TEST(LogHistogramTest, BucketsAndQuantiles) {
+  for (int64_t v : {0LL, 1LL, 7LL, 8LL, 15LL, 16LL, 17LL, 1000LL, 123456789LL, (1LL << 39) + 5}) {
+    int i = LogHistogram::index(v);
+    EXPECT_LE(LogHistogram::lower(i), v) << v;
+    EXPECT_GT(LogHistogram::lower(i + 1), v) << v;
+  }
+  LogHistogram h;
+  for (int i = 1; i <= 1000; ++i) h.add(i * 1000);
+  EXPECT_NEAR(double(h.quantile(0.5)), 500000.0, 500000.0 / 16);
+  EXPECT_NEAR(double(h.quantile(0.99)), 990000.0, 990000.0 / 16);
+  EXPECT_EQ(LogHistogram().quantile(0.5), 0);
+}
+
+}  // namespace
+}  // namespace pfsnet
