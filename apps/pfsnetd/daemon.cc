@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "admin/stats_json.h"
 #include "base/log.h"
 #include "rpc/ping.h"
 #include "transport/tcp_transport.h"
@@ -13,7 +14,12 @@ using nlohmann::json;
 Daemon::Daemon(Config cfg, std::string cluster_key)
     : cfg_(std::move(cfg)), key_(std::move(cluster_key)) {
   std::vector<Nid> nids;
-  for (const NetConfig& n : cfg_.nets) nids.push_back(n.nid);
+  bool verbs = false;
+  for (const NetConfig& n : cfg_.nets) {
+    nids.push_back(n.nid);
+    verbs = verbs || n.nid.is_verbs();
+  }
+  stats_ = std::make_unique<RpcStats>(cfg_.stats, clock_, verbs);
   TransportOptions to;
   to.cluster_key = key_;
   to.limits.max_bulk = static_cast<uint32_t>(cfg_.max_bulk());
@@ -25,7 +31,7 @@ Daemon::Daemon(Config cfg, std::string cluster_key)
   ro.max_rpcs_in_flight = cfg_.rpc.max_rpcs_in_flight;
   ro.default_timeout = std::chrono::seconds(cfg_.lnet.transaction_timeout);
   ro.max_bulk = static_cast<uint32_t>(cfg_.max_bulk());
-  rpc_ = std::make_unique<RpcEngine>(*net_, ro);
+  rpc_ = std::make_unique<RpcEngine>(*net_, ro, stats_.get());
   serve_ping(*rpc_, static_cast<size_t>(cfg_.max_bulk()));
   admin_ = std::make_unique<AdminServer>(
       [this](const json& req, const AdminEmit& emit) { return handle_admin(req, emit); });
@@ -97,7 +103,27 @@ Result<json> Daemon::handle_admin(const json& req, const AdminEmit& emit) {
   if (cmd == "ping") return ping(req, emit);
   if (cmd == "nis") return nis_json();
   if (cmd == "peers") return peers_json();
+  if (cmd == "diag_rpc") return diag_rpc(req);
   return Status(Code::kInvalidArgument, "unknown command '" + cmd + "'");
+}
+
+Result<json> Daemon::diag_rpc(const json& req) {
+  auto q = parse_stats_query(req, [](const std::string& name) -> Result<uint64_t> {
+    // Nodes are named by NID until membership (the MGS table) names them.
+    auto nid = Nid::parse(name);
+    if (!nid.ok())
+      return Status(Code::kInvalidArgument,
+                    "unknown node '" + name + "': " + nid.status().message());
+    return nid->pack();
+  });
+  if (!q.ok()) return q.status();
+  StatsReport rep = stats_->query(*q);
+  auto nid_of = [](uint64_t key) {
+    auto n = Nid::unpack(key);
+    return n.ok() ? n->to_string() : std::to_string(key);
+  };
+  return stats_report_json(rep, *q, nid_of, nid_of,
+                           [this](uint32_t type) { return rpc_->type_name(type); });
 }
 
 Result<json> Daemon::ping(const json& req, const AdminEmit& emit) {

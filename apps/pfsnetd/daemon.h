@@ -10,6 +10,7 @@
 #include "base/config.h"
 #include "net/net.h"
 #include "rpc/rpc_engine.h"
+#include "stats/rpc_stats.h"
 
 namespace pfsnet {
 
@@ -27,12 +28,14 @@ class Daemon {
 
  private:
   Result<nlohmann::json> ping(const nlohmann::json& req, const AdminEmit& emit);
+  Result<nlohmann::json> diag_rpc(const nlohmann::json& req);
   nlohmann::json nis_json() const;
   nlohmann::json peers_json() const;
 
   Config cfg_;
   std::string key_;
   MonotonicClock clock_;
+  std::unique_ptr<RpcStats> stats_;
   std::unique_ptr<Net> net_;
   std::unique_ptr<RpcEngine> rpc_;
   std::unique_ptr<AdminServer> admin_;

@@ -61,8 +61,8 @@ struct RpcEngine::Target {
   std::deque<Call*> queue;
 };
 
-RpcEngine::RpcEngine(Net& net, RpcOptions opts)
-    : net_(net), opts_(opts), clock_(net.clock()), workers_(opts.workers) {
+RpcEngine::RpcEngine(Net& net, RpcOptions opts, RpcStats* stats)
+    : net_(net), opts_(opts), stats_(stats), clock_(net.clock()), workers_(opts.workers) {
   net_.set_rx(this);
 }
 
@@ -287,8 +287,22 @@ void RpcEngine::deliver(Call* c) {
 void RpcEngine::unref(Call* c) {
   if (c->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   if (!c->delivered) {
-    c->reply.times.write_start = c->tx_times.write_start;
-    c->reply.times.write_done = c->tx_times.write_done;
+    RpcTimes& t = c->reply.times;
+    t.write_start = c->tx_times.write_start;
+    t.write_done = c->tx_times.write_done;
+    if (c->eng->stats_ && t.reply_complete != TimePoint{}) {
+      // GPFS raw statistics record, saved as the reply is completely received.
+      RawStatRecord r;
+      r.channel_wait_ns = (t.write_start - t.submit).count();
+      r.send_ns = (t.write_done - t.write_start).count();
+      r.receive_ns = (t.reply_complete - t.reply_first_byte).count();
+      r.latency_ns = c->reply.latency().count();
+      r.node = c->dst.pack();
+      r.bytes_sent = static_cast<uint32_t>(c->reply.bytes_sent);
+      r.bytes_received = static_cast<uint32_t>(c->reply.bytes_received);
+      r.sent_verbs = r.received_verbs = false;  // the TCP LND only, so far
+      c->eng->stats_->record(r);
+    }
     deliver(c);
   }
   delete c;
@@ -345,7 +359,7 @@ void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     RpcResponse r;
     r.status =
         Status(Code::kNotFound, "no handler for message type " + std::to_string(f.hdr.msg_type));
-    send_reply(from, f.hdr, f.times.complete, std::move(r));
+    send_reply(from, f.hdr, f.times.complete, std::move(r), false);
     return;
   }
   const TypeInfo& t = it->second;
@@ -360,7 +374,7 @@ void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     }
     req = RpcRequest{};
     cr.release();  // before the reply, so the credit rides on it
-    send_reply(from, fr.hdr, fr.times.complete, std::move(resp));
+    send_reply(from, fr.hdr, fr.times.complete, std::move(resp), true);
   };
   if (t.mode == HandlerMode::kInline) {
     run(f, credit);
@@ -375,12 +389,12 @@ void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     job->credit.release();
     RpcResponse r;
     r.status = Status(Code::kCancelled, "server is shutting down");
-    send_reply(from, job->f.hdr, job->f.times.complete, std::move(r));
+    send_reply(from, job->f.hdr, job->f.times.complete, std::move(r), false);
   }
 }
 
 void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint received,
-                           RpcResponse&& r) {
+                           RpcResponse&& r, bool counted) {
   auto f = std::make_unique<OutFrame>();
   f->hdr.kind = FrameKind::kReply;
   f->hdr.xid = req.xid;
@@ -402,7 +416,9 @@ void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
     f->payload = Buffer::copy_of(std::string_view(msg));
   }
   TimePoint now = clock_.now();
-  f->hdr.exec_ns = static_cast<uint64_t>(std::max<int64_t>(0, (now - received).count()));
+  int64_t exec = std::max<int64_t>(0, (now - received).count());
+  f->hdr.exec_ns = static_cast<uint64_t>(exec);
+  if (stats_ && counted) stats_->record_exec(RawExecRecord{exec, req.msg_type});
   net_.send(to, std::move(f), now + opts_.default_timeout, nullptr);
 }
 
@@ -428,6 +444,7 @@ void RpcEngine::on_peer_disconnected(const std::vector<Nid>& peer_nids, const St
 
 size_t RpcEngine::tick(TimePoint now) {
   net_.expire(now);
+  if (stats_) stats_->tick();
   std::vector<Call*> dead;
   {
     std::lock_guard lk(mu_);

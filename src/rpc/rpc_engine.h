@@ -31,6 +31,7 @@
 #include "base/clock.h"
 #include "net/net.h"
 #include "rpc/worker_pool.h"
+#include "stats/rpc_stats.h"
 
 namespace pfsnet {
 
@@ -92,8 +93,10 @@ class RpcEngine final : public NetRx {
  public:
   using Callback = std::function<void(RpcReply&&)>;
 
-  // Attaches itself to `net` as its receiver. `net` must outlive the engine.
-  RpcEngine(Net& net, RpcOptions opts);
+  // Attaches itself to `net` as its receiver. `net` must outlive the engine. With
+  // `stats`, every reply received and every request executed is recorded there (and
+  // tick() drives its once-a-second processing); it must outlive the engine.
+  RpcEngine(Net& net, RpcOptions opts, RpcStats* stats = nullptr);
   ~RpcEngine() override;
 
   // Names a message type (for statistics and errors); optional for types only called.
@@ -108,8 +111,8 @@ class RpcEngine final : public NetRx {
   void call_async(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, Callback cb,
                   CallOptions opts = {});
 
-  // Fails RPCs (and queued sends) whose deadline is at or before `now`. Returns how many
-  // RPCs it failed.
+  // Fails RPCs (and queued sends) whose deadline is at or before `now`, and processes the
+  // statistics of every second passed. Returns how many RPCs it failed.
   size_t tick(TimePoint now);
   // Runs tick() every `period` of real time on a thread of its own until shutdown().
   void start_ticker(Duration period);
@@ -141,10 +144,13 @@ class RpcEngine final : public NetRx {
   void unref(Call* c);
   void serve(const Nid& from, InFrame&& f, RxCredit credit);
   void on_reply(InFrame&& f, RxCredit credit);
-  void send_reply(const Nid& to, const FrameHeader& req, TimePoint received, RpcResponse&& r);
+  // `counted`: a handler ran, so its execution time goes into the statistics.
+  void send_reply(const Nid& to, const FrameHeader& req, TimePoint received, RpcResponse&& r,
+                  bool counted);
 
   Net& net_;
   RpcOptions opts_;
+  RpcStats* stats_ = nullptr;
   Clock& clock_;
   WorkerPool workers_;
 
