@@ -1,0 +1,111 @@
+// RPC statistics end to end: a known load between real daemons, then `pfsnet diag rpc
+// --json` must show exactly those counts in the right node, size ranges and message type.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cluster.h"
+
+namespace pfsnet::testing {
+namespace {
+
+using nlohmann::json;
+
+json last_json_line(const std::string& out) {
+  auto end = out.find_last_not_of('\n');
+  auto start = out.rfind('\n', end);
+  return json::parse(out.substr(start == std::string::npos ? 0 : start + 1, end - start));
+}
+
+int64_t total(const json& stat, const char* granularity = "second") {
+  int64_t n = 0;
+  for (const json& i : stat[granularity]) n += i["count"].get<int64_t>();
+  return n;
+}
+
+// Polls `diag rpc all --json` until `done(reply)` (the daemon processes its raw buffers
+// once a second); bounded in count and time.
+json diag_until(const std::string& socket, const std::function<bool(const json&)>& done) {
+  json r;
+  auto limit = std::chrono::steady_clock::now() + 10s;
+  for (int i = 0; i < 200 && std::chrono::steady_clock::now() < limit; ++i) {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", socket, "diag", "rpc", "all", "--json"});
+    if (rc != 0) return json();
+    r = last_json_line(out);
+    if (done(r)) return r;
+    std::this_thread::sleep_for(100ms);  // next poll of the once-a-second processing
+  }
+  return r;
+}
+
+TEST(DiagRpcTest, KnownLoadShowsExactCounts) {
+  TempDir dir;
+  std::string key = dir.file("cluster.key");
+  ASSERT_EQ(run({PFSNET_BIN, "keygen", key}).first, 0);
+  Daemon a(dir, 2, key), b(dir, 3, key);
+  ASSERT_TRUE(a.ready() && b.ready());
+
+  // size = sent + received frames (64-byte header each way): 128, 2128, 200128 bytes.
+  struct Load {
+    int count, bulk;
+    uint64_t low, high;
+  } loads[] = {{50, 0, 65, 128}, {20, 1000, 2049, 4096}, {10, 100000, 131073, 262144}};
+  double max_rtt_ms = 0;
+  for (const Load& l : loads) {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c",
+                          std::to_string(l.count), "-s", std::to_string(l.bulk), "--json"});
+    ASSERT_EQ(rc, 0) << out;
+    max_rtt_ms = std::max(max_rtt_ms, last_json_line(out)["rtt_ms"]["max"].get<double>());
+  }
+
+  json ra = diag_until(a.socket(), [](const json& r) {
+    return !r["nodes"].empty() && total(r["nodes"][0]["stats"]["latency_tcp"]) >= 80;
+  });
+  ASSERT_EQ(ra["nodes"].size(), 1u) << ra.dump();
+  const json& node = ra["nodes"][0];
+  EXPECT_EQ(node["nid"], b.nid().to_string());
+  for (const char* s : {"channel_wait", "send_time_tcp", "receive_time_tcp", "latency_tcp"})
+    EXPECT_EQ(total(node["stats"][s]), 80) << s;
+  EXPECT_FALSE(node["stats"].contains("latency_verbs"));  // no verbs NI configured
+  // Latencies positive and below the measured round trips.
+  for (const json& i : node["stats"]["latency_tcp"]["second"]) {
+    if (i["count"] == 0) continue;
+    EXPECT_GT(i["max_ms"].get<double>(), 0);
+    EXPECT_LE(i["max_ms"].get<double>(), max_rtt_ms + 0.001);
+  }
+  ASSERT_EQ(ra["sizes"].size(), 3u) << ra["sizes"].dump();
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(ra["sizes"][k]["low"], loads[k].low);
+    EXPECT_EQ(ra["sizes"][k]["high"], loads[k].high);
+    EXPECT_EQ(total(ra["sizes"][k]["latency"]), loads[k].count);
+  }
+  EXPECT_TRUE(ra["messages"].empty());  // A executed nothing
+  EXPECT_EQ(ra["dropped"]["stat"], 0);
+
+  json rb = diag_until(b.socket(), [](const json& r) {
+    return !r["messages"].empty() && total(r["messages"][0]["execution"]) >= 80;
+  });
+  ASSERT_EQ(rb["messages"].size(), 1u);
+  EXPECT_EQ(rb["messages"][0]["type"], "PING");
+  EXPECT_EQ(total(rb["messages"][0]["execution"]), 80);
+  EXPECT_TRUE(rb["nodes"].empty());  // B sent no requests
+
+  // Selections: one node, one granularity, -Y.
+  auto [rc, one] = run({PFSNET_BIN, "--socket", a.socket(), "diag", "rpc",
+                        "node=" + b.nid().to_string(), "5s", "--json"});
+  ASSERT_EQ(rc, 0);
+  json j = last_json_line(one);
+  EXPECT_FALSE(j.contains("sizes"));
+  EXPECT_FALSE(j["nodes"][0]["stats"]["latency_tcp"].contains("minute"));
+  EXPECT_LE(j["nodes"][0]["stats"]["latency_tcp"]["second"].size(), 5u);
+  auto [rc2, y] = run({PFSNET_BIN, "--socket", a.socket(), "diag", "rpc", "size", "-Y"});
+  ASSERT_EQ(rc2, 0);
+  EXPECT_EQ(y.rfind("pfsnet:diag_rpc:HEADER:", 0), 0u) << y;
+  EXPECT_NE(y.find(":size:65-128::latency:second:"), std::string::npos) << y;
+  auto [rc3, bad] = run({PFSNET_BIN, "--socket", a.socket(), "diag", "rpc", "sizes"});
+  EXPECT_EQ(rc3, 2);
+  EXPECT_NE(bad.find("unknown statistics 'sizes'"), std::string::npos) << bad;
+}
+
+}  // namespace
+}  // namespace pfsnet::testing
