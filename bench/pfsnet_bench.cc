@@ -9,6 +9,13 @@
 //                           pfsnetd; baseline: a plain TCP echo with 64 messages in flight.
 //   bulk_write_1m    MiB/s  1 MiB writes (bulk with the request), 8 in flight; baseline: a
 //   bulk_read_1m     MiB/s  plain TCP stream of 1 MiB writes. Reads: bulk with the reply.
+//   rpc_rate_stats_on_vs_off  RPC/s  rpc_rate_64b with the client recording statistics;
+//                           baseline: the same client without statistics.
+//   stats_record_ns  ns     one RpcStats::record(); baseline: a plain store of the record.
+//   stats_process_1m_ms ms  processing 1 M raw records (1000 peers) into the aggregates;
+//                           baseline: reading them from a vector.
+//   stats_bytes_per_peer B  statistics of one active TCP peer; baseline: GPFS's intervals
+//                           alone (4 statistics x 174 intervals x 32 bytes).
 //
 // Usage: pfsnet_bench --pfsnetd PATH [--seconds S] [--only FIGURE]
 // The TCP baseline server is a forked child of this process; pfsnet's server is a real
@@ -40,6 +47,7 @@
 #include "net/net.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
+#include "stats/rpc_stats.h"
 #include "transport/tcp_transport.h"
 
 using namespace pfsnet;
@@ -251,11 +259,15 @@ struct Client {
   MonotonicClock clock;
   Nid me;
   Nid server = *Nid::parse(std::string(kServerAddr) + "@tcp");
+  std::unique_ptr<RpcStats> stats;
   std::unique_ptr<Net> net;
   std::unique_ptr<RpcEngine> rpc;
   // `spin`: how long a blocking call spins before sleeping (RpcOptions::spin).
-  explicit Client(const char* addr, std::chrono::microseconds spin = RpcOptions{}.spin)
+  // `with_stats`: record GPFS RPC statistics (processed every second by a ticker).
+  explicit Client(const char* addr, std::chrono::microseconds spin = RpcOptions{}.spin,
+                  bool with_stats = true)
       : me(*Nid::parse(std::string(addr) + "@tcp")) {
+    if (with_stats) stats = std::make_unique<RpcStats>(StatsConfig{}, clock, false);
     NetOptions o;
     o.credits = 256;
     o.peer_credits = 64;
@@ -267,7 +279,8 @@ struct Client {
     if (!net->start().ok()) std::exit(1);
     RpcOptions ro{64, 1, 30s, 2 << 20};
     ro.spin = spin;
-    rpc = std::make_unique<RpcEngine>(*net, ro);
+    rpc = std::make_unique<RpcEngine>(*net, ro, stats.get());
+    rpc->start_ticker(100ms);
     for (int i = 0; i < 50; ++i)
       if (rpc->call(server, kMsgPing, Buffer()).status.ok())
         return;
@@ -329,6 +342,75 @@ double closed_loop(int depth, double seconds, std::function<void(RpcEngine::Call
   std::unique_lock lk(m);
   cv.wait_for(lk, 30s, [&] { return outstanding.load() == 0; });
   return double(n) / secs;
+}
+
+// ---------------------------------------------------------------- statistics
+
+RawStatRecord sample_record(uint64_t i) {
+  RawStatRecord r;
+  r.node = 0x100007F000000ULL + (i % 1000);  // 1000 peers
+  r.channel_wait_ns = int64_t(1000 + i % 5000);
+  r.send_ns = int64_t(2000 + i % 7000);
+  r.receive_ns = int64_t(3000 + i % 3000);
+  r.latency_ns = int64_t(20000 + i % 100000);
+  r.bytes_sent = uint32_t(64 + (i * 2654435761u) % (1 << 20));
+  r.bytes_received = 128;
+  return r;
+}
+
+// Nanoseconds per RpcStats::record() (one producer), and per plain store of the same
+// record into a preallocated array (the baseline).
+std::pair<double, double> stats_record_ns() {
+  constexpr size_t kN = 1 << 22;
+  MonotonicClock clock;
+  StatsConfig cfg;
+  cfg.rpcPerfRawStatBufferSize = kN;
+  RpcStats stats(cfg, clock, false);
+  std::vector<RawStatRecord> recs(1024), plain(kN);
+  for (size_t i = 0; i < recs.size(); ++i) recs[i] = sample_record(i);
+  auto t0 = SteadyClock::now();
+  for (size_t i = 0; i < kN; ++i) stats.record(recs[i & 1023]);
+  auto t1 = SteadyClock::now();
+  for (size_t i = 0; i < kN; ++i) plain[i] = recs[i & 1023];
+  auto t2 = SteadyClock::now();
+  asm volatile("" : : "r"(plain.data()) : "memory");
+  double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / kN;
+  double base = std::chrono::duration<double, std::nano>(t2 - t1).count() / kN;
+  return {ns, base};
+}
+
+// Milliseconds to process one million raw records (1000 peers, all size ranges) into the
+// aggregates, and, as the baseline, to merely read them out of a vector summing a field.
+std::pair<double, double> stats_process_1m_ms() {
+  constexpr size_t kN = 1'000'000;
+  MonotonicClock clock;
+  StatsConfig cfg;
+  cfg.rpcPerfRawStatBufferSize = kN;
+  RpcStats stats(cfg, clock, false);
+  for (size_t i = 0; i < kN; ++i) stats.record(sample_record(i));
+  auto t0 = SteadyClock::now();
+  stats.process_second();
+  auto t1 = SteadyClock::now();
+  std::vector<RawStatRecord> v(kN);
+  for (size_t i = 0; i < kN; ++i) v[i] = sample_record(i);
+  auto t2 = SteadyClock::now();
+  int64_t sum = 0;
+  for (const auto& r : v) sum += r.latency_ns;
+  auto t3 = SteadyClock::now();
+  asm volatile("" : : "r"(sum) : "memory");
+  (void)t2;
+  return {std::chrono::duration<double, std::milli>(t1 - t0).count(),
+          std::chrono::duration<double, std::milli>(t3 - t2).count()};
+}
+
+// Bytes of statistics kept for one active TCP peer, and (baseline) what GPFS's four
+// TCP statistics' intervals alone take: 4 x (60+60+24+30) x 32 bytes.
+std::pair<double, double> stats_bytes_per_peer() {
+  ManualClock clock;
+  RpcStats stats(StatsConfig{}, clock, false);
+  stats.record(sample_record(0));
+  stats.process_second();
+  return {double(stats.node_bytes(sample_record(0).node)), 4.0 * 174 * sizeof(Interval)};
 }
 
 }  // namespace
@@ -405,6 +487,30 @@ int main(int argc, char** argv) {
                                  std::move(cb));
         });
       });
+  if (want("rpc_rate_stats_on_vs_off")) {
+    // Small-RPC rate of a client recording statistics against one that does not.
+    Client off("127.0.0.64", RpcOptions{}.spin, false);
+    auto rate = [&](Client& c) {
+      return closed_loop(64, seconds, [&](RpcEngine::Callback cb) {
+        c.rpc->call_async(c.server, kMsgPing, Buffer(), small, std::move(cb));
+      });
+    };
+    measure(
+        "rpc_rate_stats_on_vs_off", "RPC/s", [&] { return rate(off); },
+        [&] { return rate(client); });
+  }
+  if (want("stats_record_ns")) {
+    auto [v, b] = stats_record_ns();
+    print_figure("stats_record_ns", v, b, "ns");
+  }
+  if (want("stats_process_1m_ms")) {
+    auto [v, b] = stats_process_1m_ms();
+    print_figure("stats_process_1m_ms", v, b, "ms");
+  }
+  if (want("stats_bytes_per_peer")) {
+    auto [v, b] = stats_bytes_per_peer();
+    print_figure("stats_bytes_per_peer", v, b, "bytes");
+  }
   kill(tcp, SIGKILL);
   waitpid(tcp, nullptr, 0);
   return 0;

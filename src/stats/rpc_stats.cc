@@ -1,5 +1,6 @@
 #include "stats/rpc_stats.h"
 
+#include <algorithm>
 #include <bit>
 
 namespace pfsnet {
@@ -228,8 +229,12 @@ StatsReport RpcStats::query(const StatsQuery& q) const {
   for (auto& b : exec_bufs_) rep.dropped_exec += b->drops();
   using W = StatsQuery::What;
   if (q.what == W::kNode || q.what == W::kAll) {
-    for (auto& [node, n] : nodes_) {
-      if (q.node && *q.node != node) continue;
+    std::vector<uint64_t> keys;
+    for (auto& [node, n] : nodes_)
+      if (!q.node || *q.node == node) keys.push_back(node);
+    std::sort(keys.begin(), keys.end());
+    for (uint64_t node : keys) {
+      const NodeStats& n = nodes_.at(node);
       NodeReport nr;
       nr.node = node;
       for (int s = 0; s < kNumNodeStats; ++s) {
@@ -255,7 +260,7 @@ size_t RpcStats::node_bytes(uint64_t node) const {
   std::lock_guard lk(mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return 0;
-  size_t b = sizeof(std::pair<const uint64_t, NodeStats>) + 32;  // map node overhead
+  size_t b = sizeof(std::pair<const uint64_t, NodeStats>) + 16;  // hash node overhead
   for (auto& a : it->second.stats)
     if (a) b += a->bytes();
   return b;

@@ -154,7 +154,7 @@ class RpcStats {
   std::vector<std::unique_ptr<RawBuffer<RawStatRecord>>> stat_bufs_;
   std::vector<std::unique_ptr<RawBuffer<RawExecRecord>>> exec_bufs_;
 
-  std::map<uint64_t, NodeStats> nodes_;
+  std::unordered_map<uint64_t, NodeStats> nodes_;
   std::vector<std::unique_ptr<Aggregate>> sizes_;
   std::map<uint32_t, std::unique_ptr<Aggregate>> messages_;
 
