@@ -107,5 +107,43 @@ TEST(DiagRpcTest, KnownLoadShowsExactCounts) {
   EXPECT_NE(bad.find("unknown statistics 'sizes'"), std::string::npos) << bad;
 }
 
+TEST(DiagRpcTest, ConfigSetResizesRingsAtRunTime) {
+  TempDir dir;
+  std::string key = dir.file("cluster.key");
+  ASSERT_EQ(run({PFSNET_BIN, "keygen", key}).first, 0);
+  Daemon a(dir, 2, key), b(dir, 3, key);
+  ASSERT_TRUE(a.ready() && b.ready());
+  auto [rc, out] = run({PFSNET_BIN, "--socket", a.socket(), "config", "set",
+                        "stats.rpcPerfNumberSecondIntervals=2", "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  json changed = last_json_line(out)["changed"];
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0]["key"], "stats.rpcPerfNumberSecondIntervals");
+  EXPECT_EQ(changed[0]["to"], "2");
+  // A key that needs a restart is refused and nothing changes.
+  auto [rc2, out2] = run({PFSNET_BIN, "--socket", a.socket(), "config", "set", "lnet.credits=5",
+                          "stats.rpcPerfNumberSecondIntervals=3"});
+  EXPECT_EQ(rc2, 2);
+  EXPECT_NE(out2.find("'lnet.credits' cannot change at run time"), std::string::npos) << out2;
+  auto [rc3, show] = run({PFSNET_BIN, "--socket", a.socket(), "config", "show", "--json"});
+  ASSERT_EQ(rc3, 0);
+  for (const json& e : last_json_line(show)["config"]) {
+    if (e["key"] == "stats.rpcPerfNumberSecondIntervals") {
+      EXPECT_EQ(e["value"], "2");
+    }
+    if (e["key"] == "lnet.credits") {
+      EXPECT_EQ(e["value"], "64");
+    }
+  }
+  // Traffic for a few seconds: the second ring now holds 2.
+  ASSERT_EQ(run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "3"}).first,
+            0);
+  json r = diag_until(a.socket(), [](const json& r) {
+    return !r["nodes"].empty() && r["nodes"][0]["stats"]["latency_tcp"]["second"].size() >= 2;
+  });
+  ASSERT_FALSE(r["nodes"].empty());
+  EXPECT_EQ(r["nodes"][0]["stats"]["latency_tcp"]["second"].size(), 2u);
+}
+
 }  // namespace
 }  // namespace pfsnet::testing

@@ -201,6 +201,18 @@ int main(int argc, char** argv) {
   diag_rpc->add_flag("-Y", colon, "colon-separated rows with a header row");
   diag_rpc->add_flag("--json", json_out, "print JSON");
 
+  auto* config = app.add_subcommand("config", "the daemon's effective settings");
+  config->require_subcommand(1);
+  auto* config_show =
+      config->add_subcommand("show", "every setting and whether it can change at run time");
+  config_show->add_flag("--json", json_out, "print JSON");
+  auto* config_set =
+      config->add_subcommand("set", "change settings at run time where the key allows it");
+  std::vector<std::string> assignments;
+  config_set->add_option("KEY=VALUE", assignments, "e.g. stats.rpcPerfNumberSecondIntervals=120")
+      ->required();
+  config_set->add_flag("--json", json_out, "print JSON");
+
   auto* nis = app.add_subcommand("nis", "local NIs: state, credits, counters");
   nis->add_flag("--json", json_out, "print JSON");
   auto* peers = app.add_subcommand("peers", "peer NIs: state, credits, counters");
@@ -286,6 +298,28 @@ int main(int argc, char** argv) {
       print_diag_rpc_y(*r);
     else
       print_diag_rpc(*r);
+    return 0;
+  }
+
+  if (*config_show || *config_set) {
+    json req = *config_show ? json{{"cmd", "config_show"}}
+                            : json{{"cmd", "config_set"}, {"set", assignments}};
+    auto r = pfsnet::admin_request(socket, req, std::chrono::seconds(10));
+    if (!r.ok()) return fail(r.status().message());
+    if (json_out) {
+      std::cout << r->dump() << "\n";
+    } else if (*config_show) {
+      std::printf("%-38s %-24s %s\n", "key", "value", "changes");
+      for (const json& e : (*r)["config"])
+        std::printf("%-38s %-24s %s\n", e["key"].get<std::string>().c_str(),
+                    e["value"].get<std::string>().c_str(),
+                    e["runtime"].get<bool>() ? "at run time" : "at restart");
+    } else {
+      for (const json& c : (*r)["changed"])
+        std::printf("%s: %s -> %s\n", c["key"].get<std::string>().c_str(),
+                    c["from"].get<std::string>().c_str(), c["to"].get<std::string>().c_str());
+      if ((*r)["changed"].empty()) std::printf("nothing changed\n");
+    }
     return 0;
   }
 

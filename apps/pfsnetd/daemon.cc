@@ -104,6 +104,8 @@ Result<json> Daemon::handle_admin(const json& req, const AdminEmit& emit) {
   if (cmd == "nis") return nis_json();
   if (cmd == "peers") return peers_json();
   if (cmd == "diag_rpc") return diag_rpc(req);
+  if (cmd == "config_show") return config_show();
+  if (cmd == "config_set") return config_set(req);
   return Status(Code::kInvalidArgument, "unknown command '" + cmd + "'");
 }
 
@@ -124,6 +126,45 @@ Result<json> Daemon::diag_rpc(const json& req) {
   };
   return stats_report_json(rep, *q, nid_of, nid_of,
                            [this](uint32_t type) { return rpc_->type_name(type); });
+}
+
+namespace {
+// Keys that take effect at run time; every other key needs a restart.
+bool runtime_key(const std::string& key) { return key.rfind("stats.", 0) == 0; }
+}  // namespace
+
+Result<json> Daemon::config_show() {
+  std::lock_guard lk(cfg_mu_);
+  json a = json::array();
+  for (const auto& [k, v] : config_entries(cfg_))
+    a.push_back({{"key", k}, {"value", v}, {"runtime", runtime_key(k)}});
+  return json{{"config", a}};
+}
+
+Result<json> Daemon::config_set(const json& req) {
+  std::vector<std::string> assignments = req.value("set", std::vector<std::string>{});
+  if (assignments.empty()) return Status(Code::kInvalidArgument, "nothing to set (KEY=VALUE ...)");
+  std::lock_guard lk(cfg_mu_);
+  Config next = cfg_;
+  Status s = apply_config_assignments(&next, assignments);
+  if (!s.ok()) return s;
+  auto before = config_entries(cfg_), after = config_entries(next);
+  json changed = json::array();
+  for (size_t i = 0; i < after.size(); ++i) {
+    if (before[i].second == after[i].second) continue;
+    if (!runtime_key(after[i].first))
+      return Status(Code::kInvalidArgument,
+                    "key '" + after[i].first +
+                        "' cannot change at run time: edit the config file and restart pfsnetd");
+    changed.push_back(
+        {{"key", after[i].first}, {"from", before[i].second}, {"to", after[i].second}});
+  }
+  stats_->set_config(next.stats);
+  cfg_ = std::move(next);
+  for (const json& c : changed)
+    PFS_LOG_INFO("config: {} changed from {} to {}", c["key"].get<std::string>(),
+                 c["from"].get<std::string>(), c["to"].get<std::string>());
+  return json{{"changed", changed}};
 }
 
 Result<json> Daemon::ping(const json& req, const AdminEmit& emit) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 #include "admin/admin_server.h"
 #include "base/clock.h"
@@ -29,9 +30,12 @@ class Daemon {
  private:
   Result<nlohmann::json> ping(const nlohmann::json& req, const AdminEmit& emit);
   Result<nlohmann::json> diag_rpc(const nlohmann::json& req);
+  Result<nlohmann::json> config_show();
+  Result<nlohmann::json> config_set(const nlohmann::json& req);
   nlohmann::json nis_json() const;
   nlohmann::json peers_json() const;
 
+  std::mutex cfg_mu_;  // guards cfg_ against concurrent admin sessions
   Config cfg_;
   std::string key_;
   MonotonicClock clock_;

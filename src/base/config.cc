@@ -224,6 +224,102 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
   return cfg;
 }
 
+std::vector<std::pair<std::string, std::string>> config_entries(const Config& c) {
+  auto str = [](const std::string& v) { return "\"" + v + "\""; };
+  auto list = [&](const std::vector<std::string>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + str(v[i]);
+    return s + "]";
+  };
+  std::vector<std::string> mgs;
+  for (const Nid& n : c.node.mgs) mgs.push_back(n.to_string());
+  std::vector<std::pair<std::string, std::string>> e = {
+      {"node.name", str(c.node.name)},
+      {"node.roles", list(c.node.roles)},
+      {"node.mgs", list(mgs)},
+      {"node.cluster_key_file", str(c.node.cluster_key_file)},
+      {"node.admin_socket", str(c.node.admin_socket)},
+      {"node.http", str(c.node.http)},
+  };
+  for (const NetConfig& n : c.nets) {
+    e.emplace_back("net.nid", str(n.nid.to_string()));
+    e.emplace_back("net.port", std::to_string(n.port));
+  }
+  auto i = [](int64_t v) { return std::to_string(v); };
+  std::vector<std::pair<std::string, std::string>> rest = {
+      {"lnet.credits", i(c.lnet.credits)},
+      {"lnet.peer_credits", i(c.lnet.peer_credits)},
+      {"lnet.transaction_timeout", i(c.lnet.transaction_timeout)},
+      {"lnet.retry_count", i(c.lnet.retry_count)},
+      {"lnet.health_sensitivity", i(c.lnet.health_sensitivity)},
+      {"lnet.recovery_interval", i(c.lnet.recovery_interval)},
+      {"rpc.max_rpcs_in_flight", i(c.rpc.max_rpcs_in_flight)},
+      {"stats.rpcPerfRawStatBufferSize", i(c.stats.rpcPerfRawStatBufferSize)},
+      {"stats.rpcPerfRawExecBufferSize", i(c.stats.rpcPerfRawExecBufferSize)},
+      {"stats.rpcPerfNumberSecondIntervals", i(c.stats.rpcPerfNumberSecondIntervals)},
+      {"stats.rpcPerfNumberMinuteIntervals", i(c.stats.rpcPerfNumberMinuteIntervals)},
+      {"stats.rpcPerfNumberHourIntervals", i(c.stats.rpcPerfNumberHourIntervals)},
+      {"stats.rpcPerfNumberDayIntervals", i(c.stats.rpcPerfNumberDayIntervals)},
+      {"stats.maxBlockSize", i(c.stats.maxBlockSize)},
+      {"membership.client_ping_interval", i(c.membership.client_ping_interval)},
+      {"membership.server_ping_interval", i(c.membership.server_ping_interval)},
+      {"membership.ping_miss_limit", i(c.membership.ping_miss_limit)},
+  };
+  e.insert(e.end(), rest.begin(), rest.end());
+  return e;
+}
+
+Status apply_config_assignments(Config* cfg, const std::vector<std::string>& assignments) {
+  // Re-render the current values, then each assignment replaces its key; the result is
+  // parsed exactly like a config file.
+  std::vector<std::pair<std::string, std::string>> entries = config_entries(*cfg);
+  for (const std::string& a : assignments) {
+    auto eq = a.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return Status(Code::kInvalidArgument, "'" + a + "': expected KEY=VALUE");
+    std::string key = a.substr(0, eq), value = a.substr(eq + 1);
+    while (!key.empty() && key.back() == ' ') key.pop_back();
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    try {
+      (void)toml::parse("v = " + value);
+    } catch (const toml::parse_error&) {
+      return Status(Code::kInvalidArgument,
+                    "key '" + key + "': '" + value + "' is not a TOML value (strings need quotes)");
+    }
+    if (key.rfind("net.", 0) == 0)
+      return Status(Code::kInvalidArgument,
+                    "key '" + key + "': [[net]] tables are set in the config file");
+    bool found = false;
+    for (auto& [k, v] : entries)
+      if (k == key) {
+        v = value;
+        found = true;
+      }
+    if (!found) return Status(Code::kInvalidArgument, "key '" + key + "': unknown key");
+  }
+  std::string text, section;
+  for (const auto& [k, v] : entries) {
+    std::string sec = k.substr(0, k.find('.')), name = k.substr(k.find('.') + 1);
+    if (sec == "net") {
+      if (name == "nid") text += "[[net]]\n";
+      section.clear();
+    } else if (sec != section) {
+      text += "[" + sec + "]\n";
+      section = sec;
+    }
+    text += name + " = " + v + "\n";
+  }
+  auto parsed = parse_config(text, "config set");
+  if (!parsed.ok()) {
+    // "config set:LINE: key 'x.y': reason" -> "key 'x.y': reason"
+    std::string m = parsed.status().message();
+    auto k = m.find("key '");
+    return Status(Code::kInvalidArgument, k == std::string::npos ? m : m.substr(k));
+  }
+  *cfg = std::move(*parsed);
+  return Status::Ok();
+}
+
 Result<Config> load_config(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Status(Code::kNotFound, path + ": cannot read config file");

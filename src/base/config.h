@@ -74,6 +74,14 @@ Result<Config> parse_config(std::string_view toml_text, std::string_view origin)
 // Reads and parses a file. Errors: "FILE:LINE: key 'section.key': reason".
 Result<Config> load_config(const std::string& path);
 
+// The whole effective configuration as TOML-like "section.key" -> value text, in file
+// order, for `pfsnet config show`.
+std::vector<std::pair<std::string, std::string>> config_entries(const Config& cfg);
+
+// Applies "section.key=value" assignments (values in TOML syntax) to `cfg`, validating
+// each exactly as the file parser does; on any error nothing is changed.
+Status apply_config_assignments(Config* cfg, const std::vector<std::string>& assignments);
+
 // Reads the cluster key: the file's bytes, at least 16, mode at most 0600.
 Result<std::string> load_cluster_key(const std::string& path);
 

@@ -134,6 +134,35 @@ TEST(ConfigTest, BadValuesAreErrors) {
   EXPECT_NE(error_of("[lnet\ncredits=1").find("test.toml:1: syntax error"), std::string::npos);
 }
 
+TEST(ConfigTest, AssignmentsAreValidatedLikeTheFile) {
+  auto c = parse_config("[node]\nname = \"n1\"\n[[net]]\nnid = \"127.0.0.2@tcp\"\n", "t.toml");
+  ASSERT_TRUE(c.ok());
+  Config cfg = *c;
+  ASSERT_TRUE(apply_config_assignments(
+                  &cfg, {"stats.rpcPerfNumberSecondIntervals=120", "stats.maxBlockSize = 4194304"})
+                  .ok());
+  EXPECT_EQ(cfg.stats.rpcPerfNumberSecondIntervals, 120);
+  EXPECT_EQ(cfg.stats.maxBlockSize, 4194304);
+  EXPECT_EQ(cfg.node.name, "n1");
+  ASSERT_EQ(cfg.nets.size(), 1u);  // untouched keys survive the round trip
+  EXPECT_EQ(cfg.nets[0].nid.to_string(), "127.0.0.2@tcp");
+  Config before = cfg;
+  auto err = [&](std::vector<std::string> a) {
+    Status s = apply_config_assignments(&cfg, a);
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(cfg.stats.rpcPerfNumberSecondIntervals, before.stats.rpcPerfNumberSecondIntervals);
+    return s.message();
+  };
+  EXPECT_EQ(err({"stats.rpcPerfNumberDayIntervals=2", "stats.maxBlockSize=1000"}),
+            "key 'stats.maxBlockSize': value 1000 is out of range 16384..16777216");
+  EXPECT_EQ(cfg.stats.rpcPerfNumberDayIntervals, 30);  // all or nothing
+  EXPECT_EQ(err({"stats.bogus=1"}), "key 'stats.bogus': unknown key");
+  EXPECT_EQ(err({"lnet.credits"}), "'lnet.credits': expected KEY=VALUE");
+  EXPECT_EQ(err({"node.name=n2"}),
+            "key 'node.name': 'n2' is not a TOML value (strings need quotes)");
+  EXPECT_EQ(err({"lnet.credits=\"x\""}), "key 'lnet.credits': must be an integer");
+}
+
 TEST(ConfigTest, MissingFile) {
   auto r = load_config("/nonexistent/pfsnet.toml");
   ASSERT_FALSE(r.ok());
