@@ -127,7 +127,8 @@ TEST(DiagRpcTest, ConfigSetResizesRingsAtRunTime) {
   EXPECT_NE(out2.find("'lnet.credits' cannot change at run time"), std::string::npos) << out2;
   auto [rc3, show] = run({PFSNET_BIN, "--socket", a.socket(), "config", "show", "--json"});
   ASSERT_EQ(rc3, 0);
-  for (const json& e : last_json_line(show)["config"]) {
+  json shown = last_json_line(show);
+  for (const json& e : shown["config"]) {
     if (e["key"] == "stats.rpcPerfNumberSecondIntervals") {
       EXPECT_EQ(e["value"], "2");
     }
