@@ -174,6 +174,7 @@ inline std::pair<int, std::string> run(const std::vector<std::string>& argv,
 struct DaemonOptions {
   int peer_credits = 8;
   int transaction_timeout = 50;
+  std::string http;      // node.http, e.g. "127.0.0.2:9708"; empty: no HTTP
   std::string key_file;  // empty: the cluster's key
 };
 
@@ -187,7 +188,8 @@ class Daemon {
     std::string cfg = dir.file(name_ + ".toml");
     write_file(cfg, "[node]\nname = \"" + name_ + "\"\ncluster_key_file = \"" +
                         (o.key_file.empty() ? key_file : o.key_file) + "\"\nadmin_socket = \"" +
-                        socket_ + "\"\n[[net]]\nnid = \"" + nid_.to_string() +
+                        socket_ + "\"\nhttp = \"" + o.http + "\"\n[[net]]\nnid = \"" +
+                        nid_.to_string() +
                         "\"\n[lnet]\npeer_credits = " + std::to_string(o.peer_credits) +
                         "\ntransaction_timeout = " + std::to_string(o.transaction_timeout) + "\n");
     proc_ = std::make_unique<Process>(std::vector<std::string>{PFSNETD_BIN, "--config", cfg});

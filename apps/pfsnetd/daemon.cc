@@ -45,6 +45,27 @@ Status Daemon::start() {
   rpc_->start_ticker(std::chrono::milliseconds(100));
   s = admin_->start(cfg_.node.admin_socket);
   if (!s.ok()) return s;
+  if (!cfg_.node.http.empty()) {
+    HttpRoutes routes;
+    routes.metrics = [this] { return metrics_text(); };
+    routes.api = [this](
+                     const std::string& name,
+                     const std::multimap<std::string, std::string>& params) -> Result<std::string> {
+      json req = {{"cmd", name == "diag/rpc" ? "diag_rpc"
+                          : name == "config" ? "config_show"
+                                             : name}};
+      for (const auto& [k, v] : params) req[k] = v;
+      if (req["cmd"] != "nis" && req["cmd"] != "peers" && req["cmd"] != "config_show" &&
+          req["cmd"] != "diag_rpc")
+        return Status(Code::kNotFound, "no such API: " + name);
+      auto r = handle_admin(req, [](const json&) { return true; });
+      if (!r.ok()) return r.status();
+      return r->dump();
+    };
+    http_ = std::make_unique<HttpServer>(std::move(routes));
+    s = http_->start(cfg_.node.http);
+    if (!s.ok()) return s;
+  }
   std::string nids;
   for (const Nid& n : net_->local_nids()) nids += (nids.empty() ? "" : " ") + n.to_string();
   PFS_LOG_INFO("pfsnetd started: node {} NIDs {} admin socket {}", cfg_.node.name, nids,
@@ -56,6 +77,7 @@ void Daemon::stop() {
   if (stopped_) return;
   stopped_ = true;
   rpc_->shutdown();  // pending RPCs fail now, so admin sessions end
+  if (http_) http_->stop();
   admin_->stop();
   net_->shutdown();
 }
@@ -165,6 +187,130 @@ Result<json> Daemon::config_set(const json& req) {
     PFS_LOG_INFO("config: {} changed from {} to {}", c["key"].get<std::string>(),
                  c["from"].get<std::string>(), c["to"].get<std::string>());
   return json{{"changed", changed}};
+}
+
+std::string Daemon::metrics_text() {
+  StatsQuery q;
+  q.what = StatsQuery::What::kAll;
+  q.granularity = Granularity::kSecond;
+  q.last = 60;
+  return prometheus_metrics(net_->nis(), net_->peers(), stats_->query(q),
+                            [this](uint32_t t) { return rpc_->type_name(t); });
+}
+
+std::string prometheus_metrics(const std::vector<NiInfo>& nis, const std::vector<NiInfo>& peers,
+                               const StatsReport& rep,
+                               const std::function<std::string(uint32_t)>& type_name) {
+  std::string out;
+  auto family = [&](const std::string& name, const char* type, const char* help) {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  auto sample = [&](const std::string& name, const std::string& labels, double v) {
+    char b[64];
+    std::snprintf(b, sizeof(b), "%.9g", v);
+    out += name + "{" + labels + "} " + b + "\n";
+  };
+  struct Counter {
+    const char* suffix;
+    const char* type;
+    const char* help;
+    std::function<double(const NiInfo&)> get;
+  };
+  const Counter counters[] = {
+      {"sent_messages_total", "counter", "Messages sent.",
+       [](const NiInfo& i) { return double(i.send_count); }},
+      {"sent_bytes_total", "counter", "Bytes sent, frame headers included.",
+       [](const NiInfo& i) { return double(i.send_bytes); }},
+      {"received_messages_total", "counter", "Messages received.",
+       [](const NiInfo& i) { return double(i.recv_count); }},
+      {"received_bytes_total", "counter", "Bytes received, frame headers included.",
+       [](const NiInfo& i) { return double(i.recv_bytes); }},
+      {"timeouts_total", "counter", "Sends that passed their deadline while queued.",
+       [](const NiInfo& i) { return double(i.timeouts); }},
+      {"drops_total", "counter", "Frames dropped on receipt.",
+       [](const NiInfo& i) { return double(i.drops); }},
+      {"credits", "gauge", "Credits available now.",
+       [](const NiInfo& i) { return double(i.credits); }},
+      {"credits_max", "gauge", "Credits configured.",
+       [](const NiInfo& i) { return double(i.credits_max); }},
+      {"credits_min", "gauge", "Low-water mark of available credits.",
+       [](const NiInfo& i) { return double(i.credits_min); }},
+      {"queued", "gauge", "Sends waiting for a connection or credits.",
+       [](const NiInfo& i) { return double(i.queued); }},
+      {"up", "gauge", "1 when up (NI) or connected (peer NI).",
+       [](const NiInfo& i) { return i.up ? 1.0 : 0.0; }},
+  };
+  for (const char* scope : {"ni", "peer"}) {
+    const auto& list = std::string(scope) == "ni" ? nis : peers;
+    for (const Counter& c : counters) {
+      std::string name = std::string("pfsnet_") + scope + "_" + c.suffix;
+      family(name, c.type, c.help);
+      for (const NiInfo& i : list) sample(name, "nid=\"" + i.nid.to_string() + "\"", c.get(i));
+    }
+    std::string name = std::string("pfsnet_") + scope + "_errors_total";
+    family(name, "counter", "Failures by LNet health error kind.");
+    for (const NiInfo& i : list)
+      for (int k = 1; k < kNumHealthKinds; ++k)
+        sample(name,
+               "nid=\"" + i.nid.to_string() + "\",kind=\"" +
+                   std::string(health_kind_name(static_cast<HealthKind>(k))) + "\"",
+               double(i.errors[k]));
+  }
+  family("pfsnet_rpc_raw_dropped_total", "counter",
+         "Raw statistics records dropped (buffer full).");
+  sample("pfsnet_rpc_raw_dropped_total", "buffer=\"stat\"", double(rep.dropped_stat));
+  sample("pfsnet_rpc_raw_dropped_total", "buffer=\"exec\"", double(rep.dropped_exec));
+
+  // RPC statistics over the last 60 one-second intervals.
+  struct Row {
+    std::string labels;
+    const StatView* v;
+  };
+  std::vector<std::pair<std::string, std::vector<Row>>> groups(3);
+  groups[0].first = "pfsnet_rpc_node";
+  groups[1].first = "pfsnet_rpc_size";
+  groups[2].first = "pfsnet_rpc_message";
+  for (const NodeReport& n : rep.nodes) {
+    auto nid = Nid::unpack(n.node);
+    std::string id = nid.ok() ? nid->to_string() : std::to_string(n.node);
+    for (const auto& [k, v] : n.stats)
+      groups[0].second.push_back(
+          {"nid=\"" + id + "\",stat=\"" + std::string(node_stat_name(k)) + "\"", &v});
+  }
+  for (const SizeReport& s : rep.sizes)
+    groups[1].second.push_back({"low=\"" + std::to_string(s.low) + "\",high=\"" +
+                                    std::to_string(s.high) + "\",stat=\"latency\"",
+                                &s.latency});
+  for (const MessageReport& m : rep.messages)
+    groups[2].second.push_back(
+        {"type=\"" + type_name(m.type) + "\",stat=\"execution\"", &m.execution});
+  for (const auto& [prefix, rows] : groups) {
+    family(prefix + "_count", "gauge", "RPCs in the last 60 seconds.");
+    for (const Row& r : rows) {
+      int64_t n = 0;
+      for (const IntervalView& i : r.v->seconds) n += i.count;
+      sample(prefix + "_count", r.labels, double(n));
+    }
+    const char* what[] = {"avg", "min", "max"};
+    for (int w = 0; w < 3; ++w) {
+      std::string name = prefix + "_" + what[w] + "_seconds";
+      family(name, "gauge", "Average, minimum or maximum over the last 60 seconds.");
+      for (const Row& r : rows) {
+        double sum = 0, mn = 0, mx = 0;
+        int64_t n = 0;
+        for (const IntervalView& i : r.v->seconds) {
+          if (!i.count) continue;
+          mn = n ? std::min(mn, i.min_ms) : i.min_ms;
+          mx = std::max(mx, i.max_ms);
+          sum += i.avg_ms * double(i.count);
+          n += i.count;
+        }
+        double v = w == 0 ? (n ? sum / double(n) : 0) : w == 1 ? mn : mx;
+        sample(name, r.labels, v / 1000.0);
+      }
+    }
+  }
+  return out;
 }
 
 Result<json> Daemon::ping(const json& req, const AdminEmit& emit) {

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "admin/admin_server.h"
+#include "admin/http_server.h"
 #include "base/clock.h"
 #include "base/config.h"
 #include "net/net.h"
@@ -32,6 +33,7 @@ class Daemon {
   Result<nlohmann::json> diag_rpc(const nlohmann::json& req);
   Result<nlohmann::json> config_show();
   Result<nlohmann::json> config_set(const nlohmann::json& req);
+  std::string metrics_text();
   nlohmann::json nis_json() const;
   nlohmann::json peers_json() const;
 
@@ -43,8 +45,14 @@ class Daemon {
   std::unique_ptr<Net> net_;
   std::unique_ptr<RpcEngine> rpc_;
   std::unique_ptr<AdminServer> admin_;
+  std::unique_ptr<HttpServer> http_;
   bool stopped_ = false;
 };
+
+// Prometheus text exposition of NIs, peers and the RPC statistics of the last 60 seconds.
+std::string prometheus_metrics(const std::vector<NiInfo>& nis, const std::vector<NiInfo>& peers,
+                               const StatsReport& rep,
+                               const std::function<std::string(uint32_t)>& type_name);
 
 // JSON of the counters of an NI or peer NI (shared by nis and peers).
 nlohmann::json ni_info_json(const NiInfo& i);

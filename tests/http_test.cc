@@ -1,0 +1,79 @@
+// pfsnetd's HTTP endpoint: Prometheus text at /metrics and the admin JSON at /api/v1.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cluster.h"
+
+namespace pfsnet::testing {
+namespace {
+
+using nlohmann::json;
+
+TEST(HttpTest, MetricsAndApiAfterTraffic) {
+  TempDir dir;
+  std::string key = dir.file("cluster.key");
+  ASSERT_EQ(run({PFSNET_BIN, "keygen", key}).first, 0);
+  DaemonOptions o;
+  o.http = loopback(2) + ":9708";
+  Daemon a(dir, 2, key, o), b(dir, 3, key);
+  ASSERT_TRUE(a.ready() && b.ready()) << a.process().output();
+  ASSERT_EQ(run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "7"}).first,
+            0);
+
+  httplib::Client http(loopback(2), 9708);
+  http.set_connection_timeout(5);
+  http.set_read_timeout(5);
+  auto m = http.Get("/metrics");
+  ASSERT_TRUE(m) << "no HTTP answer";
+  EXPECT_EQ(m->status, 200);
+  EXPECT_NE(m->get_header_value("Content-Type").find("text/plain; version=0.0.4"),
+            std::string::npos);
+  std::string peer = "nid=\"" + b.nid().to_string() + "\"";
+  EXPECT_NE(m->body.find("# TYPE pfsnet_peer_sent_messages_total counter"), std::string::npos);
+  EXPECT_NE(m->body.find("pfsnet_peer_sent_messages_total{" + peer + "} 7\n"), std::string::npos)
+      << m->body.substr(0, 2000);
+  EXPECT_NE(
+      m->body.find("pfsnet_peer_errors_total{" + peer + ",kind=\"PEER_NI_CONNECT_ERROR\"} 0\n"),
+      std::string::npos);
+  EXPECT_NE(m->body.find("pfsnet_rpc_raw_dropped_total{buffer=\"stat\"} 0\n"), std::string::npos);
+  // Every sample line is NAME{LABELS} VALUE with a pfsnet_ name.
+  std::istringstream lines(m->body);
+  std::string line;
+  int samples = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    ++samples;
+    EXPECT_EQ(line.rfind("pfsnet_", 0), 0u) << line;
+    EXPECT_NE(line.find("} "), std::string::npos) << line;
+  }
+  EXPECT_GT(samples, 20);
+
+  auto p = http.Get("/api/v1/peers");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->status, 200);
+  json peers = json::parse(p->body)["peers"];
+  ASSERT_EQ(peers.size(), 1u);
+  EXPECT_EQ(peers[0]["send_count"], 7);
+  auto d = http.Get("/api/v1/diag/rpc?what=message");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->status, 200);
+  EXPECT_TRUE(json::parse(d->body).contains("messages"));
+  auto bad = http.Get("/api/v1/diag/rpc?what=bogus");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  auto none = http.Get("/api/v1/shutdown");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 404);
+  auto post = http.Post("/api/v1/peers", "{}", "application/json");  // read-only
+  ASSERT_TRUE(post);
+  EXPECT_NE(post->status, 200);
+  // Only the configured address serves HTTP.
+  httplib::Client other(loopback(3), 9708);
+  other.set_connection_timeout(2);
+  EXPECT_FALSE(other.Get("/metrics"));
+}
+
+}  // namespace
+}  // namespace pfsnet::testing
