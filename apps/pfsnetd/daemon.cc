@@ -152,7 +152,9 @@ Result<json> Daemon::diag_rpc(const json& req) {
 
 namespace {
 // Keys that take effect at run time; every other key needs a restart.
-bool runtime_key(const std::string& key) { return key.rfind("stats.", 0) == 0; }
+bool runtime_key(const std::string& key) {
+  return key.rfind("stats.", 0) == 0 || key == "node.log_level";
+}
 }  // namespace
 
 Result<json> Daemon::config_show() {
@@ -163,6 +165,42 @@ Result<json> Daemon::config_show() {
   return json{{"config", a}};
 }
 
+json Daemon::apply_locked(Config next, bool refuse_restart_keys, Status* err) {
+  auto before = config_entries(cfg_), after = config_entries(next);
+  json changed = json::array(), later = json::array();
+  for (size_t i = 0; i < std::max(before.size(), after.size()); ++i) {
+    bool same = i < before.size() && i < after.size() && before[i] == after[i];
+    if (same) continue;
+    const std::string& key = i < after.size() ? after[i].first : before[i].first;
+    if (!runtime_key(key)) {
+      if (refuse_restart_keys) {
+        *err = Status(Code::kInvalidArgument,
+                      "key '" + key +
+                          "' cannot change at run time: edit the config file and restart pfsnetd");
+        return json();
+      }
+      later.push_back(key);
+      continue;
+    }
+    changed.push_back({{"key", key}, {"from", before[i].second}, {"to", after[i].second}});
+  }
+  stats_->set_config(next.stats);
+  (void)init_logging(next.node.log_level);
+  for (const json& c : changed)
+    PFS_LOG_INFO("config: {} changed from {} to {}", c["key"].get<std::string>(),
+                 c["from"].get<std::string>(), c["to"].get<std::string>());
+  for (const json& k : later)
+    PFS_LOG_WARN("config: {} changed in the file; it takes effect at the next restart",
+                 k.get<std::string>());
+  // Keep what is in force: restart-only keys stay as they were.
+  Config in_force = cfg_;
+  in_force.stats = next.stats;
+  in_force.node.log_level = next.node.log_level;
+  cfg_ = std::move(in_force);
+  *err = Status::Ok();
+  return json{{"changed", changed}, {"at_restart", later}};
+}
+
 Result<json> Daemon::config_set(const json& req) {
   std::vector<std::string> assignments = req.value("set", std::vector<std::string>{});
   if (assignments.empty()) return Status(Code::kInvalidArgument, "nothing to set (KEY=VALUE ...)");
@@ -170,23 +208,22 @@ Result<json> Daemon::config_set(const json& req) {
   Config next = cfg_;
   Status s = apply_config_assignments(&next, assignments);
   if (!s.ok()) return s;
-  auto before = config_entries(cfg_), after = config_entries(next);
-  json changed = json::array();
-  for (size_t i = 0; i < after.size(); ++i) {
-    if (before[i].second == after[i].second) continue;
-    if (!runtime_key(after[i].first))
-      return Status(Code::kInvalidArgument,
-                    "key '" + after[i].first +
-                        "' cannot change at run time: edit the config file and restart pfsnetd");
-    changed.push_back(
-        {{"key", after[i].first}, {"from", before[i].second}, {"to", after[i].second}});
+  json r = apply_locked(std::move(next), true, &s);
+  if (!s.ok()) return s;
+  return r;
+}
+
+Status Daemon::reload(const std::string& path) {
+  auto next = load_config(path);
+  if (!next.ok()) {
+    PFS_LOG_ERROR("config reload refused, the old settings stay: {}", next.status().message());
+    return next.status();
   }
-  stats_->set_config(next.stats);
-  cfg_ = std::move(next);
-  for (const json& c : changed)
-    PFS_LOG_INFO("config: {} changed from {} to {}", c["key"].get<std::string>(),
-                 c["from"].get<std::string>(), c["to"].get<std::string>());
-  return json{{"changed", changed}};
+  std::lock_guard lk(cfg_mu_);
+  Status s;
+  apply_locked(std::move(*next), false, &s);
+  PFS_LOG_INFO("config reloaded from {}", path);
+  return s;
 }
 
 std::string Daemon::metrics_text() {

@@ -28,12 +28,19 @@ class Daemon {
 
   Result<nlohmann::json> handle_admin(const nlohmann::json& req, const AdminEmit& emit);
 
+  // SIGHUP: re-reads `path`. A broken file is refused (logged) and the old settings stay;
+  // otherwise the keys that can change at run time are applied and the others are logged
+  // as waiting for a restart.
+  Status reload(const std::string& path);
+
  private:
   Result<nlohmann::json> ping(const nlohmann::json& req, const AdminEmit& emit);
   Result<nlohmann::json> diag_rpc(const nlohmann::json& req);
   Result<nlohmann::json> config_show();
   Result<nlohmann::json> config_set(const nlohmann::json& req);
   std::string metrics_text();
+  // REQUIRES: cfg_mu_ held. Applies the run-time keys of `next`; returns what changed.
+  nlohmann::json apply_locked(Config next, bool refuse_restart_keys, Status* err);
   nlohmann::json nis_json() const;
   nlohmann::json peers_json() const;
 

@@ -10,15 +10,16 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"pfsnetd: the pfsnet daemon (RPC fabric, statistics, admin socket)"};
-  std::string config_path, level = "info";
+  std::string config_path, level;
   bool foreground = false;
   app.add_option("--config", config_path, "TOML configuration file")->required();
   app.add_flag("--foreground", foreground, "stay in the foreground (the only mode; for systemd)");
-  app.add_option("--log-level", level, "trace, debug, info, warn, error or off")
+  app.add_option("--log-level", level,
+                 "trace, debug, info, warn, error or off (overrides node.log_level)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   CLI11_PARSE(app, argc, argv);
 
-  if (!pfsnet::init_logging(level).ok()) return 2;
+  (void)pfsnet::init_logging(level.empty() ? "info" : level);
   auto cfg = pfsnet::load_config(config_path);
   if (!cfg.ok()) {
     std::fprintf(stderr, "pfsnetd: %s\n", cfg.status().message().c_str());
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
                  config_path.c_str());
     return 2;
   }
+  if (!level.empty()) cfg->node.log_level = level;
+  (void)pfsnet::init_logging(cfg->node.log_level);
   auto key = pfsnet::load_cluster_key(cfg->node.cluster_key_file);
   if (!key.ok()) {
     std::fprintf(stderr, "pfsnetd: %s\n", key.status().message().c_str());
@@ -57,8 +60,8 @@ int main(int argc, char** argv) {
       PFS_LOG_INFO("pfsnetd: signal {} received, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
       break;
     }
-    PFS_LOG_INFO(
-        "pfsnetd: SIGHUP received; configuration reload is not supported by this build, ignoring");
+    PFS_LOG_INFO("pfsnetd: SIGHUP received, re-reading {}", config_path);
+    (void)daemon.reload(config_path);
   }
   daemon.stop();
   PFS_LOG_INFO("pfsnetd: stopped");

@@ -139,6 +139,14 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
          });
        }},
       {"cluster_key_file", string_key(&cfg.node.cluster_key_file, false)},
+      {"log_level",
+       [&](const Ctx& c, const toml::node& n, std::string_view key) {
+         Status s = string_key(&cfg.node.log_level, false)(c, n, key);
+         if (!s.ok()) return s;
+         for (const char* l : {"trace", "debug", "info", "warn", "error", "off"})
+           if (cfg.node.log_level == l) return Status::Ok();
+         return err(c, n.source(), key, "must be one of trace, debug, info, warn, error, off");
+       }},
       {"admin_socket", string_key(&cfg.node.admin_socket, false)},
       {"http",
        [&](const Ctx& c, const toml::node& n, std::string_view key) {
@@ -240,6 +248,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"node.cluster_key_file", str(c.node.cluster_key_file)},
       {"node.admin_socket", str(c.node.admin_socket)},
       {"node.http", str(c.node.http)},
+      {"node.log_level", str(c.node.log_level)},
   };
   for (const NetConfig& n : c.nets) {
     e.emplace_back("net.nid", str(n.nid.to_string()));

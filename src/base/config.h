@@ -20,7 +20,8 @@ struct NodeConfig {
   std::vector<Nid> mgs;
   std::string cluster_key_file = "/etc/pfsnet/cluster.key";
   std::string admin_socket = "/run/pfsnet/pfsnetd.sock";
-  std::string http;  // "HOST:PORT" or empty
+  std::string http;                // "HOST:PORT" or empty
+  std::string log_level = "info";  // trace, debug, info, warn, error, off
 };
 
 struct NetConfig {
