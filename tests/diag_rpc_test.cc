@@ -107,6 +107,32 @@ TEST(DiagRpcTest, KnownLoadShowsExactCounts) {
   EXPECT_NE(bad.find("unknown statistics 'sizes'"), std::string::npos) << bad;
 }
 
+TEST(DiagRpcTest, PingModesAreMessageTypesOfTheirOwn) {
+  TempDir dir;
+  std::string key = dir.file("cluster.key");
+  ASSERT_EQ(run({PFSNET_BIN, "keygen", key}).first, 0);
+  Daemon a(dir, 2, key), b(dir, 3, key);
+  ASSERT_TRUE(a.ready() && b.ready());
+  for (auto [mode, count] : {std::pair{"echo", "2"}, {"write", "3"}, {"read", "4"}}) {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c",
+                          count, "-s", "70000", "--mode", mode, "--json"});
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_EQ(last_json_line(out)["ok"], std::stoi(count)) << mode;
+  }
+  json r = diag_until(b.socket(), [](const json& r) {
+    int64_t n = 0;
+    for (const json& m : r["messages"]) n += total(m["execution"]);
+    return n >= 9;
+  });
+  std::map<std::string, int64_t> by_type;
+  for (const json& m : r["messages"]) by_type[m["type"]] = total(m["execution"]);
+  EXPECT_EQ(by_type,
+            (std::map<std::string, int64_t>{{"BRW_READ", 4}, {"BRW_WRITE", 3}, {"PING", 2}}));
+  auto [rc, bad] =
+      run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "--mode", "rw"});
+  EXPECT_NE(rc, 0);
+}
+
 TEST(DiagRpcTest, ConfigSetResizesRingsAtRunTime) {
   TempDir dir;
   std::string key = dir.file("cluster.key");

@@ -183,6 +183,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
   ping->add_option("--timeout", timeout, "seconds to wait for each reply (default 5)")
       ->check(CLI::PositiveNumber);
+  std::string mode = "echo";
+  ping->add_option("--mode", mode,
+                   "echo: PING carries --size bytes both ways (default); write: BRW_WRITE "
+                   "sends them; read: BRW_READ fetches them")
+      ->check(CLI::IsMember({"echo", "write", "read"}));
   ping->add_flag("--json", json_out, "print the summary as JSON");
 
   auto* keygen_cmd =
@@ -229,11 +234,8 @@ int main(int argc, char** argv) {
   if (*ping) {
     auto nid = pfsnet::Nid::parse(nid_text);
     if (!nid.ok()) return fail(nid.status().message());
-    json req = {{"cmd", "ping"},
-                {"nid", nid->to_string()},
-                {"count", count},
-                {"size", size},
-                {"timeout", timeout}};
+    json req = {{"cmd", "ping"}, {"nid", nid->to_string()}, {"count", count},
+                {"size", size},  {"timeout", timeout},      {"mode", mode}};
     auto limit = std::chrono::milliseconds(
         static_cast<int64_t>((timeout + 1) * 1000 * double(count)) + 5000);
     if (!json_out)

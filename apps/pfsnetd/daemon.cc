@@ -363,18 +363,26 @@ Result<json> Daemon::ping(const json& req, const AdminEmit& emit) {
                   "size must be 0.." + std::to_string(cfg_.max_bulk()) + " (2 x maxBlockSize)");
   if (!(timeout_s > 0)) return Status(Code::kInvalidArgument, "timeout must be positive");
   timeout_s = std::min<double>(timeout_s, double(cfg_.lnet.transaction_timeout));
-  BulkData data = size ? make_bulk(make_ping_pattern(static_cast<size_t>(size))) : nullptr;
+  std::string mode = req.value("mode", std::string("echo"));
+  if (mode != "echo" && mode != "write" && mode != "read")
+    return Status(Code::kInvalidArgument, "mode must be echo, write or read");
+  // echo: PING with the data both ways; write: BRW_WRITE (data to the peer, checked
+  // there); read: BRW_READ (data from the peer).
+  uint32_t type = mode == "echo" ? kMsgPing : mode == "write" ? kMsgBrwWrite : kMsgBrwRead;
+  BulkData data =
+      size && mode != "read" ? make_bulk(make_ping_pattern(static_cast<size_t>(size))) : nullptr;
+  size_t expect = mode == "write" ? 0 : static_cast<size_t>(size);
   CallOptions co{std::chrono::duration_cast<Duration>(std::chrono::duration<double>(timeout_s))};
 
   int64_t ok = 0, failed = 0;
   double mn = 0, mx = 0, sum = 0;
   json errors = json::object();
   for (int64_t seq = 1; seq <= count; ++seq) {
-    RpcReply r = rpc_->call(*nid, kMsgPing, ping_payload(std::nullopt), data, co);
+    Buffer payload = mode == "read" ? ping_payload(static_cast<uint32_t>(size)) : Buffer();
+    RpcReply r = rpc_->call(*nid, type, std::move(payload), data, co);
     Status st = r.status;
-    if (st.ok() &&
-        (r.bulk.size() != static_cast<size_t>(size) || !check_ping_pattern(r.bulk.span())))
-      st = Status(Code::kProtocol, "echoed data does not match what was sent");
+    if (st.ok() && (r.bulk.size() != expect || !check_ping_pattern(r.bulk.span())))
+      st = Status(Code::kProtocol, "the data that came back is not what was sent");
     if (st.ok()) {
       double ms = to_ms(r.round_trip());
       mn = ok == 0 ? ms : std::min(mn, ms);

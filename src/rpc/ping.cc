@@ -21,9 +21,49 @@ Buffer ping_payload(std::optional<uint32_t> reply_bulk) {
   return b;
 }
 
+namespace {
+
+// Parses the 4-byte read size of a PING or BRW_READ request; fills `r` with the reply.
+void read_reply(const RpcRequest& req, const BulkData& pattern, size_t max_bulk, RpcResponse* r) {
+  if (req.payload.size() != 4) {
+    r->status = Status(Code::kInvalidArgument, "malformed read payload");
+    return;
+  }
+  const uint8_t* p = req.payload.data();
+  uint32_t n = p[0] | (p[1] << 8) | (p[2] << 16) | (uint32_t(p[3]) << 24);
+  if (n > max_bulk) {
+    r->status = Status(Code::kInvalidArgument, "read of " + std::to_string(n) + " bytes exceeds " +
+                                                   std::to_string(max_bulk));
+    return;
+  }
+  if (n) {
+    r->bulk = pattern;
+    r->bulk_limit = n;
+  }
+}
+
+}  // namespace
+
 void serve_ping(RpcEngine& engine, size_t max_bulk) {
   // One shared pattern: read replies send a prefix of it without copying.
   BulkData pattern = make_bulk(make_ping_pattern(max_bulk));
+  engine.handle(
+      kMsgBrwWrite, "BRW_WRITE",
+      [](RpcRequest& req) {
+        RpcResponse r;
+        if (!check_ping_pattern(req.bulk.span()))
+          r.status = Status(Code::kProtocol, "BRW_WRITE data arrived corrupted");
+        return r;
+      },
+      HandlerMode::kInline);
+  engine.handle(
+      kMsgBrwRead, "BRW_READ",
+      [pattern, max_bulk](RpcRequest& req) {
+        RpcResponse r;
+        read_reply(req, pattern, max_bulk, &r);
+        return r;
+      },
+      HandlerMode::kInline);
   engine.handle(
       kMsgPing, "PING",
       [pattern, max_bulk](RpcRequest& req) {
@@ -32,22 +72,7 @@ void serve_ping(RpcEngine& engine, size_t max_bulk) {
           if (!req.bulk.empty()) r.bulk = make_bulk(std::move(req.bulk));
           return r;
         }
-        if (req.payload.size() != 4) {
-          r.status = Status(Code::kInvalidArgument, "malformed PING payload");
-          return r;
-        }
-        const uint8_t* p = req.payload.data();
-        uint32_t n = p[0] | (p[1] << 8) | (p[2] << 16) | (uint32_t(p[3]) << 24);
-        if (n > max_bulk) {
-          r.status =
-              Status(Code::kInvalidArgument, "PING read of " + std::to_string(n) +
-                                                 " bytes exceeds " + std::to_string(max_bulk));
-          return r;
-        }
-        if (n) {
-          r.bulk = pattern;
-          r.bulk_limit = n;
-        }
+        read_reply(req, pattern, max_bulk, &r);
         return r;
       },
       HandlerMode::kInline);

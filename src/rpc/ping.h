@@ -13,8 +13,14 @@
 namespace pfsnet {
 
 inline constexpr uint32_t kMsgPing = 1;
+// Bulk write/read in one round trip each, as lnet_selftest's brw test does them:
+// BRW_WRITE carries ping_pattern bulk that the server checks (a mismatch is an error
+// reply); BRW_READ's payload is 4 bytes LE N and the reply carries N bytes of pattern.
+inline constexpr uint32_t kMsgBrwWrite = 2;
+inline constexpr uint32_t kMsgBrwRead = 3;
 
-// Serves PING on `engine` (inline), with replies of up to `max_bulk` bytes.
+// Serves PING, BRW_WRITE and BRW_READ on `engine` (inline), with bulk of up to
+// `max_bulk` bytes.
 void serve_ping(RpcEngine& engine, size_t max_bulk);
 // The request payload: nullopt = echo, N = reply with N bytes of pattern.
 Buffer ping_payload(std::optional<uint32_t> reply_bulk);
