@@ -8,7 +8,7 @@ packages=(
   libasio-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libssl-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  prometheus curl
+  prometheus curl bc
 )
 
 missing=()
