@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cluster.h"
 
@@ -69,6 +70,47 @@ TEST_F(CliTest, PingBetweenTwoDaemons) {
   EXPECT_EQ(p[0]["send_count"], 8);
 }
 
+TEST_F(CliTest, NisAndPeersTablesFitAHundredColumns) {
+  Daemon a(dir_, 2, key_), b(dir_, 3, key_);
+  ASSERT_TRUE(a.ready() && b.ready());
+  ASSERT_EQ(run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "2"}).first,
+            0);
+  ASSERT_EQ(
+      run({PFSNET_BIN, "--socket", a.socket(), "ping", loopback(9) + "@tcp", "-c", "1"}).first, 1);
+  for (const char* cmd : {"nis", "peers"}) {
+    for (bool verbose : {false, true}) {
+      std::vector<std::string> argv = {PFSNET_BIN, "--socket", a.socket(), cmd};
+      if (verbose) argv.push_back("-v");
+      auto [rc, out] = run(argv);
+      ASSERT_EQ(rc, 0) << out;
+      std::istringstream lines(out);
+      std::string line;
+      int n = 0;
+      while (std::getline(lines, line)) {
+        EXPECT_LE(line.size(), 100u) << line;
+        ++n;
+      }
+      EXPECT_GE(n, 2) << out;
+      if (std::string(cmd) == "peers") {
+        EXPECT_NE(out.find(b.nid().to_string()), std::string::npos) << out;
+        if (verbose) {
+          EXPECT_NE(out.find("PEER_NI_CONNECT_ERROR        1"), std::string::npos) << out;
+          EXPECT_NE(out.find("NIDs: " + b.nid().to_string()), std::string::npos) << out;
+        }
+      } else {
+        EXPECT_NE(out.find(a.nid().to_string()), std::string::npos) << out;
+      }
+    }
+    auto [rc, js] = run({PFSNET_BIN, "--socket", a.socket(), cmd, "--json"});
+    ASSERT_EQ(rc, 0);
+    json j = last_json_line(js);
+    EXPECT_TRUE(j.contains(cmd)) << js;
+  }
+  auto [rc, out] = run({PFSNET_BIN, "keygen", dir_.file("k2"), "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(last_json_line(out)["bytes"], 32);
+}
+
 TEST_F(CliTest, PingFailuresAreCountedByKind) {
   Daemon a(dir_, 2, key_);
   ASSERT_TRUE(a.ready());
@@ -123,8 +165,10 @@ TEST_F(CliTest, DaemonRefusesABadConfigNamingFileLineAndKey) {
 }
 
 TEST_F(CliTest, SigtermStopsCleanly) {
+  auto t0 = std::chrono::steady_clock::now();
   Daemon a(dir_, 2, key_);
   ASSERT_TRUE(a.ready());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);  // starts in under a second
   ASSERT_TRUE(std::filesystem::exists(a.socket()));
   struct stat st {};
   ASSERT_EQ(stat(a.socket().c_str(), &st), 0);

@@ -46,7 +46,7 @@ std::string human_bytes(uint64_t v) {
   return b;
 }
 
-int keygen(const std::string& path) {
+int keygen(const std::string& path, bool json_out) {
   unsigned char key[32];
   if (RAND_bytes(key, sizeof(key)) != 1) return fail("cannot get random bytes");
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -56,8 +56,11 @@ int keygen(const std::string& path) {
   fchmod(fd, 0600);
   close(fd);
   if (!ok) return fail("cannot write " + path);
-  std::printf("wrote a 32-byte cluster key to %s (mode 0600); copy it to every node\n",
-              path.c_str());
+  if (json_out)
+    std::cout << json{{"path", path}, {"bytes", 32}, {"mode", "0600"}}.dump() << "\n";
+  else
+    std::printf("wrote a 32-byte cluster key to %s (mode 0600); copy it to every node\n",
+                path.c_str());
   return 0;
 }
 
@@ -143,21 +146,35 @@ void print_diag_rpc_y(const json& r) {
   });
 }
 
-void print_ni_table(const json& list, const char* title) {
-  std::printf("%-22s %-5s %8s %8s %8s %10s %10s %10s %10s %6s\n", title, "state", "credits", "min",
-              "queued", "sent", "sent_B", "recv", "recv_B", "errors");
+// An aligned table within 100 columns; -v adds the errors by kind, timeouts, drops,
+// connections and (peers) every NID the peer announced.
+void print_ni_table(const json& list, const char* title, bool verbose) {
+  std::printf("%-20s %-5s %9s %6s %6s %10s %9s %10s %9s %6s\n", title, "state", "credits", "min",
+              "queued", "sent", "sent", "recv", "recv", "errors");
   for (const json& n : list) {
     uint64_t errs = 0;
     for (auto& [k, v] : n["errors"].items()) errs += v.get<uint64_t>();
-    std::printf("%-22s %-5s %4lld/%-3lld %8lld %8lld %10llu %10s %10llu %10s %6llu\n",
+    std::string credits = std::to_string(n["credits"].get<long long>()) + "/" +
+                          std::to_string(n["credits_max"].get<long long>());
+    std::printf("%-20s %-5s %9s %6lld %6lld %10llu %9s %10llu %9s %6llu\n",
                 n["nid"].get<std::string>().c_str(), n["state"].get<std::string>().c_str(),
-                n["credits"].get<long long>(), n["credits_max"].get<long long>(),
-                n["credits_min"].get<long long>(), n["queued"].get<long long>(),
+                credits.c_str(), n["credits_min"].get<long long>(), n["queued"].get<long long>(),
                 n["send_count"].get<unsigned long long>(),
                 human_bytes(n["send_bytes"].get<uint64_t>()).c_str(),
                 n["recv_count"].get<unsigned long long>(),
                 human_bytes(n["recv_bytes"].get<uint64_t>()).c_str(),
                 static_cast<unsigned long long>(errs));
+    if (!verbose) continue;
+    std::printf("    connections %lld, timeouts %llu, drops %llu\n",
+                n["connections"].get<long long>(), n["timeouts"].get<unsigned long long>(),
+                n["drops"].get<unsigned long long>());
+    if (n.contains("peer_nids")) {
+      std::string nids;
+      for (const json& x : n["peer_nids"]) nids += (nids.empty() ? "" : " ") + x.get<std::string>();
+      std::printf("    NIDs: %s\n", nids.c_str());
+    }
+    for (auto& [k, v] : n["errors"].items())
+      std::printf("    %-28s %llu\n", k.c_str(), v.get<unsigned long long>());
   }
 }
 
@@ -194,6 +211,7 @@ int main(int argc, char** argv) {
       app.add_subcommand("keygen", "write a new random 32-byte cluster key (mode 0600)");
   std::string key_path;
   keygen_cmd->add_option("FILE", key_path, "where to write the key; must not exist")->required();
+  keygen_cmd->add_flag("--json", json_out, "print JSON");
 
   auto* diag = app.add_subcommand("diag", "daemon diagnostics");
   diag->require_subcommand(1);
@@ -218,10 +236,13 @@ int main(int argc, char** argv) {
       ->required();
   config_set->add_flag("--json", json_out, "print JSON");
 
+  bool verbose = false;
   auto* nis = app.add_subcommand("nis", "local NIs: state, credits, counters");
   nis->add_flag("--json", json_out, "print JSON");
+  nis->add_flag("-v,--verbose", verbose, "also errors by kind, timeouts, drops, connections");
   auto* peers = app.add_subcommand("peers", "peer NIs: state, credits, counters");
   peers->add_flag("--json", json_out, "print JSON");
+  peers->add_flag("-v,--verbose", verbose, "also errors by kind, timeouts, drops, NIDs");
 
   try {
     app.parse(argc, argv);
@@ -229,7 +250,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 
-  if (*keygen_cmd) return keygen(key_path);
+  if (*keygen_cmd) return keygen(key_path, json_out);
 
   if (*ping) {
     auto nid = pfsnet::Nid::parse(nid_text);
@@ -332,7 +353,7 @@ int main(int argc, char** argv) {
     if (json_out) {
       std::cout << r->dump() << "\n";
     } else {
-      print_ni_table((*r)[*nis ? "nis" : "peers"], *nis ? "NI" : "peer NI");
+      print_ni_table((*r)[*nis ? "nis" : "peers"], *nis ? "NI" : "peer NI", verbose);
     }
     return 0;
   }
