@@ -149,17 +149,17 @@ void print_diag_rpc_y(const json& r) {
 // An aligned table within 100 columns; -v adds the errors by kind, timeouts, drops,
 // connections and (peers) every NID the peer announced.
 void print_ni_table(const json& list, const char* title, bool verbose) {
-  std::printf("%-20s %-5s %9s %6s %6s %10s %9s %10s %9s %6s\n", title, "state", "credits", "min",
-              "queued", "sent", "sent", "recv", "recv", "errors");
+  std::printf("%-20s %-5s %6s %9s %5s %6s %8s %8s %8s %8s %6s\n", title, "state", "health",
+              "credits", "min", "queued", "sent", "sent", "recv", "recv", "errors");
   for (const json& n : list) {
     uint64_t errs = 0;
     for (auto& [k, v] : n["errors"].items()) errs += v.get<uint64_t>();
     std::string credits = std::to_string(n["credits"].get<long long>()) + "/" +
                           std::to_string(n["credits_max"].get<long long>());
-    std::printf("%-20s %-5s %9s %6lld %6lld %10llu %9s %10llu %9s %6llu\n",
+    std::printf("%-20s %-5s %6d %9s %5lld %6lld %8llu %8s %8llu %8s %6llu\n",
                 n["nid"].get<std::string>().c_str(), n["state"].get<std::string>().c_str(),
-                credits.c_str(), n["credits_min"].get<long long>(), n["queued"].get<long long>(),
-                n["send_count"].get<unsigned long long>(),
+                n["health"].get<int>(), credits.c_str(), n["credits_min"].get<long long>(),
+                n["queued"].get<long long>(), n["send_count"].get<unsigned long long>(),
                 human_bytes(n["send_bytes"].get<uint64_t>()).c_str(),
                 n["recv_count"].get<unsigned long long>(),
                 human_bytes(n["recv_bytes"].get<uint64_t>()).c_str(),

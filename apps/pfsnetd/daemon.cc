@@ -88,6 +88,7 @@ json ni_info_json(const NiInfo& i) {
     errors[std::string(health_kind_name(static_cast<HealthKind>(k)))] = i.errors[k];
   json j = {{"nid", i.nid.to_string()},
             {"state", i.up ? "up" : "down"},
+            {"health", i.health},
             {"credits", i.credits},
             {"credits_max", i.credits_max},
             {"credits_min", i.credits_min},
@@ -274,6 +275,8 @@ std::string prometheus_metrics(const std::vector<NiInfo>& nis, const std::vector
        [](const NiInfo& i) { return double(i.credits_min); }},
       {"queued", "gauge", "Sends waiting for a connection or credits.",
        [](const NiInfo& i) { return double(i.queued); }},
+      {"health", "gauge", "Health value (1000 = healthy).",
+       [](const NiInfo& i) { return double(i.health); }},
       {"up", "gauge", "1 when up (NI) or connected (peer NI).",
        [](const NiInfo& i) { return i.up ? 1.0 : 0.0; }},
   };

@@ -16,7 +16,28 @@ struct Net::ConnState {
   std::weak_ptr<Connection> self;
 };
 
+namespace {
+void raise_health(std::atomic<int>& h, int64_t by) {
+  int v = h.load(std::memory_order_relaxed);
+  while (v < kMaxHealth &&
+         !h.compare_exchange_weak(v, static_cast<int>(std::min<int64_t>(kMaxHealth, v + by)),
+                                  std::memory_order_relaxed)) {
+  }
+}
+void lower_health(std::atomic<int>& h, int64_t by) {
+  int v = h.load(std::memory_order_relaxed);
+  while (v > 0 && !h.compare_exchange_weak(v, static_cast<int>(std::max<int64_t>(0, v - by)),
+                                           std::memory_order_relaxed)) {
+  }
+}
+bool is_local_kind(HealthKind k) {
+  return k == HealthKind::kLocalNiDown || k == HealthKind::kLocalNiUp ||
+         k == HealthKind::kLocalNiSendTimeout;
+}
+}  // namespace
+
 struct Net::PeerNi {
+  std::atomic<int> health{kMaxHealth};
   Nid nid;
   std::vector<Nid> all_nids;
   NetCounters counters;
@@ -30,6 +51,7 @@ struct Net::PeerNi {
 };
 
 struct Net::LocalNi {
+  std::atomic<int> health{kMaxHealth};
   Nid nid;
   uint16_t port = 0;
   mutable std::mutex mu;
@@ -50,6 +72,12 @@ struct Net::TxMsg final : TxCompletion {
   uint64_t bytes = 0;
 
   void on_tx_done(const Status& s, const TxTimes& t) override {
+    int64_t sens = net->opts_.health_sensitivity;
+    if (s.ok()) {
+      raise_health(ni->health, sens);
+    } else if (s.health_kind() != HealthKind::kNone) {
+      lower_health(is_local_kind(s.health_kind()) ? ni->health : peer->health, sens);
+    }
     if (s.ok()) {
       ni->counters.send_count.fetch_add(1, std::memory_order_relaxed);
       ni->counters.send_bytes.fetch_add(bytes, std::memory_order_relaxed);
@@ -69,6 +97,7 @@ NetOptions NetOptions::from(const Config& cfg) {
   o.credits = cfg.lnet.credits;
   o.peer_credits = cfg.lnet.peer_credits;
   o.transaction_timeout = std::chrono::seconds(cfg.lnet.transaction_timeout);
+  o.health_sensitivity = cfg.lnet.health_sensitivity;
   for (const NetConfig& n : cfg.nets) o.ports[n.nid.pack()] = n.port;
   return o;
 }
@@ -363,6 +392,8 @@ void Net::on_frame(Connection& c, InFrame&& f) {
     return;
   }
   uint64_t bytes = kHeaderSize + f.payload.size() + f.bulk.size();
+  raise_health(ni.health, opts_.health_sensitivity);
+  raise_health(cs->peer->health, opts_.health_sensitivity);
   ni.counters.recv_count.fetch_add(1, std::memory_order_relaxed);
   ni.counters.recv_bytes.fetch_add(bytes, std::memory_order_relaxed);
   cs->peer->counters.recv_count.fetch_add(1, std::memory_order_relaxed);
@@ -432,6 +463,7 @@ std::vector<NiInfo> Net::nis() const {
     std::lock_guard lk(ni->mu);
     i.nid = ni->nid;
     i.up = !shut_.load();
+    i.health = ni->health.load();
     i.credits = ni->tx_credits;
     i.credits_max = opts_.credits;
     i.credits_min = ni->min_credits;
@@ -453,6 +485,7 @@ std::vector<NiInfo> Net::peers() const {
       NiInfo i;
       i.nid = p->nid;
       i.up = p->tx_conn != nullptr;
+      i.health = p->health.load();
       i.credits = p->tx_state ? p->tx_state->tx_credits : 0;
       i.credits_max = opts_.peer_credits;
       i.credits_min = p->min_credits;

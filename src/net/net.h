@@ -78,9 +78,17 @@ struct NetCounters {
   }
 };
 
+// Health values (LNet health, as current LNet does it): 1000 is healthy; a failure lowers
+// the value of the NI it is blamed on (local kinds: the local NI; peer kinds: the peer NI)
+// by health_sensitivity, a success raises it by as much, up to 1000. A local NI is
+// credited for every message it sends or receives, a peer NI for every message received
+// from it. (Recovery pings and health-based selection come with multi-rail.)
+inline constexpr int kMaxHealth = 1000;
+
 struct NetOptions {
   int64_t credits = 64;
   int64_t peer_credits = 8;
+  int64_t health_sensitivity = 100;
   Duration transaction_timeout = std::chrono::seconds(50);
   std::map<uint64_t, uint16_t> ports;  // packed local NID -> port; peers use the same port
 
@@ -94,6 +102,7 @@ struct NetOptions {
 struct NiInfo {
   Nid nid;
   bool up = false;
+  int health = kMaxHealth;
   int64_t credits = 0, credits_max = 0, credits_min = 0;  // now, configured, low-water mark
   int64_t queued = 0;                                     // sends waiting
   uint64_t send_count = 0, send_bytes = 0, recv_count = 0, recv_bytes = 0;

@@ -171,6 +171,7 @@ TEST_F(NetTest, QueuedSendsExpireAtTheirDeadline) {
   EXPECT_EQ(tx.results[1].health_kind(), HealthKind::kLocalNiSendTimeout);
   EXPECT_NE(tx.results[1].message().find("waiting for credits"), std::string::npos);
   auto ni = a.net.nis()[0];
+  EXPECT_EQ(ni.health, 900);  // a local kind: the local NI is blamed
   EXPECT_EQ(ni.timeouts, 1u);
   EXPECT_EQ(ni.errors[static_cast<size_t>(HealthKind::kLocalNiSendTimeout)], 1u);
   // The third is still queued and goes when the credit returns.
@@ -178,6 +179,7 @@ TEST_F(NetTest, QueuedSendsExpireAtTheirDeadline) {
   hub_.pump();
   ASSERT_EQ(b.rx.got.size(), 2u);
   EXPECT_EQ(b.rx.got[1].frame.hdr.xid, 3u);
+  EXPECT_EQ(a.net.nis()[0].health, 1000);  // a success raises it back, capped at 1000
 }
 
 TEST_F(NetTest, ConnectFailureFailsQueuedSends) {
@@ -190,6 +192,9 @@ TEST_F(NetTest, ConnectFailureFailsQueuedSends) {
   EXPECT_EQ(tx.results[0].health_kind(), HealthKind::kPeerNiConnectError);
   EXPECT_EQ(a.net.nis()[0].errors[static_cast<size_t>(HealthKind::kPeerNiConnectError)], 2u);
   EXPECT_EQ(a.net.peers()[0].errors[static_cast<size_t>(HealthKind::kPeerNiConnectError)], 2u);
+  // Peer kinds are blamed on the peer NI: 1000 - 2 x health_sensitivity.
+  EXPECT_EQ(a.net.peers()[0].health, 800);
+  EXPECT_EQ(a.net.nis()[0].health, 1000);
   // No NI on that network at all.
   a.net.send(nid("10.0.0.2@tcp4"), msg(3), clock_.now() + 10s, &tx);
   ASSERT_EQ(tx.results.size(), 3u);
