@@ -120,7 +120,8 @@ void print_diag_rpc(const json& r) {
                     fmt_ms(i["min_ms"].get<double>()).c_str(),
                     fmt_ms(i["max_ms"].get<double>()).c_str(), i["count"].get<long long>());
         if (i.contains("p50_ms"))
-          std::printf("  p50 = %s p99 = %s", fmt_ms(i["p50_ms"].get<double>()).c_str(),
+          std::printf("\n    %-6s %20s  p50 = %s  p99 = %s", "", "",
+                      fmt_ms(i["p50_ms"].get<double>()).c_str(),
                       fmt_ms(i["p99_ms"].get<double>()).c_str());
         std::printf("\n");
       }
