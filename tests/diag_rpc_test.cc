@@ -2,7 +2,9 @@
 // --json` must show exactly those counts in the right node, size ranges and message type.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cluster.h"
 
@@ -131,6 +133,38 @@ TEST(DiagRpcTest, PingModesAreMessageTypesOfTheirOwn) {
   auto [rc, bad] =
       run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "--mode", "rw"});
   EXPECT_NE(rc, 0);
+}
+
+TEST(DiagRpcTest, HumanOutputs) {
+  TempDir dir;
+  std::string key = dir.file("cluster.key");
+  ASSERT_EQ(run({PFSNET_BIN, "keygen", key}).first, 0);
+  Daemon a(dir, 2, key), b(dir, 3, key);
+  ASSERT_TRUE(a.ready() && b.ready());
+  ASSERT_EQ(run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "5"}).first,
+            0);
+  diag_until(a.socket(), [](const json& r) { return !r["nodes"].empty(); });
+  auto [rc, out] = run({PFSNET_BIN, "--socket", a.socket(), "diag", "rpc", "all", "3s"});
+  ASSERT_EQ(rc, 0) << out;
+  for (const char* want : {"RPC statistics: average, minimum and maximum in milliseconds",
+                           "raw records dropped: stat 0, exec 0", "channel_wait", "latency_tcp",
+                           "size range 65-128", "cnt = 5"})
+    EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
+  EXPECT_LT(out.find("channel_wait"), out.find("send_time_tcp"));  // GPFS order
+  auto [rc2, show] = run({PFSNET_BIN, "--socket", a.socket(), "config", "show"});
+  ASSERT_EQ(rc2, 0);
+  EXPECT_NE(show.find("stats.maxBlockSize"), std::string::npos);
+  EXPECT_NE(show.find("at run time"), std::string::npos);
+  EXPECT_NE(show.find("at restart"), std::string::npos);
+  auto [rc3, set] = run(
+      {PFSNET_BIN, "--socket", a.socket(), "config", "set", "stats.rpcPerfNumberHourIntervals=48"});
+  ASSERT_EQ(rc3, 0);
+  EXPECT_NE(set.find("stats.rpcPerfNumberHourIntervals: 24 -> 48"), std::string::npos) << set;
+  for (const std::string& text : {out, show, set}) {
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) EXPECT_LE(line.size(), 100u) << line;
+  }
 }
 
 TEST(DiagRpcTest, ConfigSetResizesRingsAtRunTime) {
