@@ -290,7 +290,8 @@ void RpcEngine::unref(Call* c) {
     RpcTimes& t = c->reply.times;
     t.write_start = c->tx_times.write_start;
     t.write_done = c->tx_times.write_done;
-    if (c->eng->stats_ && t.reply_complete != TimePoint{}) {
+    RpcStats* stats = c->eng->stats_.load(std::memory_order_acquire);
+    if (stats && t.reply_complete != TimePoint{}) {
       // GPFS raw statistics record, saved as the reply is completely received.
       RawStatRecord r;
       r.channel_wait_ns = (t.write_start - t.submit).count();
@@ -301,7 +302,7 @@ void RpcEngine::unref(Call* c) {
       r.bytes_sent = static_cast<uint32_t>(c->reply.bytes_sent);
       r.bytes_received = static_cast<uint32_t>(c->reply.bytes_received);
       r.sent_verbs = r.received_verbs = false;  // the TCP LND only, so far
-      c->eng->stats_->record(r);
+      stats->record(r);
     }
     deliver(c);
   }
@@ -418,7 +419,8 @@ void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
   TimePoint now = clock_.now();
   int64_t exec = std::max<int64_t>(0, (now - received).count());
   f->hdr.exec_ns = static_cast<uint64_t>(exec);
-  if (stats_ && counted) stats_->record_exec(RawExecRecord{exec, req.msg_type});
+  RpcStats* stats = stats_.load(std::memory_order_acquire);
+  if (stats && counted) stats->record_exec(RawExecRecord{exec, req.msg_type});
   net_.send(to, std::move(f), now + opts_.default_timeout, nullptr);
 }
 
@@ -444,7 +446,7 @@ void RpcEngine::on_peer_disconnected(const std::vector<Nid>& peer_nids, const St
 
 size_t RpcEngine::tick(TimePoint now) {
   net_.expire(now);
-  if (stats_) stats_->tick();
+  if (RpcStats* stats = stats_.load(std::memory_order_acquire)) stats->tick();
   std::vector<Call*> dead;
   {
     std::lock_guard lk(mu_);

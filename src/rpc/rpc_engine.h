@@ -120,6 +120,9 @@ class RpcEngine final : public NetRx {
   // New calls fail at once. Idempotent.
   void shutdown();
 
+  // Turns statistics recording on (a RpcStats that outlives the engine) or off (null).
+  void set_stats(RpcStats* stats) { stats_.store(stats, std::memory_order_release); }
+
   size_t pending() const;
   // RPCs to `dst` on the wire and waiting for a slot.
   std::pair<int64_t, size_t> target_load(const Nid& dst) const;
@@ -150,7 +153,7 @@ class RpcEngine final : public NetRx {
 
   Net& net_;
   RpcOptions opts_;
-  RpcStats* stats_ = nullptr;
+  std::atomic<RpcStats*> stats_{nullptr};
   Clock& clock_;
   WorkerPool workers_;
 
