@@ -21,12 +21,6 @@ class CliTest : public ::testing::Test {
   std::string key_ = dir_.file("cluster.key");
 };
 
-json last_json_line(const std::string& out) {
-  auto end = out.find_last_not_of('\n');
-  auto start = out.rfind('\n', end);
-  return json::parse(out.substr(start == std::string::npos ? 0 : start + 1, end - start));
-}
-
 TEST_F(CliTest, KeygenWritesAPrivateKeyAndNeverOverwrites) {
   struct stat st {};
   ASSERT_EQ(stat(key_.c_str(), &st), 0);

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -205,6 +206,28 @@ class Daemon {
   std::string name_, socket_;
   std::unique_ptr<Process> proc_;
   bool ready_ = false;
+};
+
+// The last line of a command's output, parsed as JSON (the CLI's --json answer).
+inline nlohmann::json last_json_line(const std::string& out) {
+  auto end = out.find_last_not_of('\n');
+  auto start = out.rfind('\n', end);
+  return nlohmann::json::parse(out.substr(start == std::string::npos ? 0 : start + 1, end - start));
+}
+
+// Two daemons (hosts 2 and 3) sharing a fresh cluster key: the usual test cluster.
+struct TwoDaemons {
+  explicit TwoDaemons(DaemonOptions oa = {}, DaemonOptions ob = {})
+      : key(write_key(dir)), a(dir, 2, key, oa), b(dir, 3, key, ob) {}
+  static std::string write_key(const TempDir& d) {
+    std::string k = d.file("cluster.key");
+    write_file(k, "two-daemons-test-cluster-key-0001", 0600);
+    return k;
+  }
+  bool ready() const { return a.ready() && b.ready(); }
+  TempDir dir;
+  std::string key;
+  Daemon a, b;
 };
 
 // The test process as a cluster node: real TCP transport, real sockets.

@@ -13,12 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-json last_json_line(const std::string& out) {
-  auto end = out.find_last_not_of('\n');
-  auto start = out.rfind('\n', end);
-  return json::parse(out.substr(start == std::string::npos ? 0 : start + 1, end - start));
-}
-
 int64_t total(const json& stat, const char* granularity = "second") {
   int64_t n = 0;
   for (const json& i : stat[granularity]) n += i["count"].get<int64_t>();
@@ -41,11 +35,9 @@ json diag_until(const std::string& socket, const std::function<bool(const json&)
 }
 
 TEST(DiagRpcTest, KnownLoadShowsExactCounts) {
-  TempDir dir;
-  std::string key = dir.file("cluster.key");
-  ASSERT_EQ(run({PFSNET_BIN, "keygen", key}).first, 0);
-  Daemon a(dir, 2, key), b(dir, 3, key);
-  ASSERT_TRUE(a.ready() && b.ready());
+  TwoDaemons c;
+  ASSERT_TRUE(c.ready());
+  Daemon &a = c.a, &b = c.b;
 
   // size = sent + received frames (64-byte header each way): 128, 2128, 200128 bytes.
   struct Load {
@@ -110,11 +102,9 @@ TEST(DiagRpcTest, KnownLoadShowsExactCounts) {
 }
 
 TEST(DiagRpcTest, PingModesAreMessageTypesOfTheirOwn) {
-  TempDir dir;
-  std::string key = dir.file("cluster.key");
-  ASSERT_EQ(run({PFSNET_BIN, "keygen", key}).first, 0);
-  Daemon a(dir, 2, key), b(dir, 3, key);
-  ASSERT_TRUE(a.ready() && b.ready());
+  TwoDaemons c;
+  ASSERT_TRUE(c.ready());
+  Daemon &a = c.a, &b = c.b;
   for (auto [mode, count] : {std::pair{"echo", "2"}, {"write", "3"}, {"read", "4"}}) {
     auto [rc, out] = run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c",
                           count, "-s", "70000", "--mode", mode, "--json"});
@@ -136,11 +126,9 @@ TEST(DiagRpcTest, PingModesAreMessageTypesOfTheirOwn) {
 }
 
 TEST(DiagRpcTest, HumanOutputs) {
-  TempDir dir;
-  std::string key = dir.file("cluster.key");
-  ASSERT_EQ(run({PFSNET_BIN, "keygen", key}).first, 0);
-  Daemon a(dir, 2, key), b(dir, 3, key);
-  ASSERT_TRUE(a.ready() && b.ready());
+  TwoDaemons c;
+  ASSERT_TRUE(c.ready());
+  Daemon &a = c.a, &b = c.b;
   ASSERT_EQ(run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "5"}).first,
             0);
   diag_until(a.socket(), [](const json& r) { return !r["nodes"].empty(); });
@@ -168,11 +156,9 @@ TEST(DiagRpcTest, HumanOutputs) {
 }
 
 TEST(DiagRpcTest, ConfigSetResizesRingsAtRunTime) {
-  TempDir dir;
-  std::string key = dir.file("cluster.key");
-  ASSERT_EQ(run({PFSNET_BIN, "keygen", key}).first, 0);
-  Daemon a(dir, 2, key), b(dir, 3, key);
-  ASSERT_TRUE(a.ready() && b.ready());
+  TwoDaemons c;
+  ASSERT_TRUE(c.ready());
+  Daemon &a = c.a, &b = c.b;
   auto [rc, out] = run({PFSNET_BIN, "--socket", a.socket(), "config", "set",
                         "stats.rpcPerfNumberSecondIntervals=2", "--json"});
   ASSERT_EQ(rc, 0) << out;

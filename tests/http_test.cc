@@ -12,13 +12,11 @@ namespace {
 using nlohmann::json;
 
 TEST(HttpTest, MetricsAndApiAfterTraffic) {
-  TempDir dir;
-  std::string key = dir.file("cluster.key");
-  ASSERT_EQ(run({PFSNET_BIN, "keygen", key}).first, 0);
   DaemonOptions o;
   o.http = loopback(2) + ":9708";
-  Daemon a(dir, 2, key, o), b(dir, 3, key);
-  ASSERT_TRUE(a.ready() && b.ready()) << a.process().output();
+  TwoDaemons c(o);
+  ASSERT_TRUE(c.ready()) << c.a.process().output();
+  Daemon &a = c.a, &b = c.b;
   ASSERT_EQ(run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "7"}).first,
             0);
 

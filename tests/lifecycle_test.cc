@@ -14,12 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-json last_json_line(const std::string& out) {
-  auto end = out.find_last_not_of('\n');
-  auto start = out.rfind('\n', end);
-  return json::parse(out.substr(start == std::string::npos ? 0 : start + 1, end - start));
-}
-
 std::string config_value(const std::string& socket, const std::string& key) {
   auto [rc, out] = run({PFSNET_BIN, "--socket", socket, "config", "show", "--json"});
   if (rc != 0) return "error: " + out;

@@ -17,13 +17,12 @@ constexpr char kPrometheus[] = "/usr/bin/prometheus";
 TEST(PrometheusTest, ScrapesPfsnetd) {
   if (access(kPrometheus, X_OK) != 0)
     GTEST_SKIP() << "the prometheus package is not installed (scripts/install-deps.sh installs it)";
-  TempDir dir;
-  std::string key = dir.file("cluster.key");
-  ASSERT_EQ(run({PFSNET_BIN, "keygen", key}).first, 0);
   DaemonOptions o;
   o.http = loopback(2) + ":9708";
-  Daemon a(dir, 2, key, o), b(dir, 3, key);
-  ASSERT_TRUE(a.ready() && b.ready());
+  TwoDaemons c(o);
+  ASSERT_TRUE(c.ready());
+  Daemon &a = c.a, &b = c.b;
+  const TempDir& dir = c.dir;
   ASSERT_EQ(run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "9"}).first,
             0);
 
