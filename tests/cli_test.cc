@@ -170,7 +170,7 @@ TEST_F(CliTest, SigtermStopsCleanly) {
   a.process().kill(SIGTERM);
   EXPECT_EQ(a.process().wait_exit(10s), 0);
   EXPECT_FALSE(std::filesystem::exists(a.socket()));
-  EXPECT_NE(a.process().output().find("pfsnetd: stopped"), std::string::npos);
+  EXPECT_TRUE(a.process().wait_for_output("pfsnetd: stopped"));
 }
 
 }  // namespace
