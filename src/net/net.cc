@@ -366,9 +366,11 @@ void Net::on_frame(Connection& c, InFrame&& f) {
   if (f.hdr.credits) {
     std::vector<std::pair<ConnectionPtr, TxMsg*>> out;
     bool bad = false;
+    int64_t outstanding = 0;
     {
       std::lock_guard lk(ni.mu);
-      if (f.hdr.credits > static_cast<uint64_t>(cs->outstanding)) {
+      outstanding = cs->outstanding;
+      if (f.hdr.credits > static_cast<uint64_t>(outstanding)) {
         bad = true;
       } else {
         cs->tx_credits += f.hdr.credits;
@@ -380,7 +382,7 @@ void Net::on_frame(Connection& c, InFrame&& f) {
     }
     if (bad) {
       PFS_LOG_WARN("closing connection {}: peer returned {} credits, only {} outstanding",
-                   c.describe(), f.hdr.credits, cs->outstanding);
+                   c.describe(), f.hdr.credits, outstanding);
       c.close(Status(Code::kProtocol, "credit overflow"));
       return;
     }

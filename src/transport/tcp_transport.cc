@@ -118,6 +118,8 @@ class TcpTransport::Impl {
   }
 
   void add(const std::shared_ptr<TcpConnection>& c);
+  // Both handshake sides end here: the connection opens, the net hears of it, reads start.
+  void established(const std::shared_ptr<TcpConnection>& c, std::vector<Nid> peer_nids);
   void forget(uint64_t id) {
     std::lock_guard lk(mu_);
     conns_.erase(id);
@@ -244,17 +246,16 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   // Moves queued frames into the batch and encodes them. Returns false (and gives up the
   // writer role) when there is nothing to write.
   bool fill_batch() {
+    std::deque<std::unique_ptr<OutFrame>> raced;  // queued after close: failed unlocked
     {
-      std::lock_guard lk(tx_mu_);
+      std::unique_lock lk(tx_mu_);
       if (txq_.empty() || tx_closed_) {
         writing_ = false;
-        if (tx_closed_ && !txq_.empty()) {
-          // Raced with close: fail what is left.
-          std::deque<std::unique_ptr<OutFrame>> q;
-          q.swap(txq_);
-          Status s = closed_status_for_tx();
-          for (auto& f : q) fail_frame(*f, s);
-        }
+        raced.swap(txq_);
+        lk.unlock();
+        // Completions may send again (on this connection, too): never under tx_mu_.
+        Status s = closed_status_for_tx();
+        for (auto& f : raced) fail_frame(*f, s);
         return false;
       }
       while (!txq_.empty() && batch_.size() < kMaxBatchFrames) {
@@ -535,6 +536,15 @@ std::string nids_string(const std::vector<Nid>& nids) {
 
 }  // namespace
 
+void TcpTransport::Impl::established(const std::shared_ptr<TcpConnection>& c,
+                                     std::vector<Nid> peer_nids) {
+  c->set_peer_nids(std::move(peer_nids));
+  c->mark_open();
+  PFS_LOG_INFO("connection {} established", c->describe());
+  events_.on_connected(c);
+  c->start_reading();
+}
+
 void TcpTransport::Impl::add(const std::shared_ptr<TcpConnection>& c) {
   std::lock_guard lk(mu_);
   conns_[c->id()] = c;
@@ -628,7 +638,6 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
     if (!mac_equal(theirs, expect)) {
       PFS_LOG_ERROR("refusing connection from {} ({}): wrong cluster key", nids_string(ch->nids),
                     from);
-      std::error_code ec;
       co_await write_frame(s, FrameKind::kReject, c->local_nid(), peer,
                            Buffer::copy_of(std::string_view("wrong cluster key")));
       timer.cancel();
@@ -637,11 +646,7 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
     }
     co_await write_frame(s, FrameKind::kAuth, c->local_nid(), peer, Buffer());
     timer.cancel();
-    c->set_peer_nids(ch->nids);
-    c->mark_open();
-    PFS_LOG_INFO("connection {} established", c->describe());
-    events_.on_connected(c);
-    c->start_reading();
+    established(c, ch->nids);
     co_return;
   } catch (const std::exception& e) {
     fail = Status(Code::kProtocol, e.what());
@@ -744,11 +749,7 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
     if (refused(*ok)) co_return;
     if (ok->hdr.kind != FrameKind::kAuth) throw std::runtime_error("expected AUTH");
     timer.cancel();
-    c->set_peer_nids(sh->nids);
-    c->mark_open();
-    PFS_LOG_INFO("connection {} established", c->describe());
-    events_.on_connected(c);
-    c->start_reading();
+    established(c, sh->nids);
     cb(ConnectionPtr(c));
     co_return;
   } catch (const std::exception& e) {
