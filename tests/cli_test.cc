@@ -88,7 +88,9 @@ TEST_F(CliTest, NisAndPeersTablesFitAHundredColumns) {
       if (std::string(cmd) == "peers") {
         EXPECT_NE(out.find(b.nid().to_string()), std::string::npos) << out;
         if (verbose) {
-          EXPECT_NE(out.find("PEER_NI_CONNECT_ERROR        1"), std::string::npos) << out;
+          // retry_count = 2: the ping was tried three times, each refused.
+          EXPECT_NE(out.find("PEER_NI_CONNECT_ERROR        3"), std::string::npos) << out;
+          EXPECT_NE(out.find("resends 2"), std::string::npos) << out;
           EXPECT_NE(out.find("NIDs: " + b.nid().to_string()), std::string::npos) << out;
         }
       } else {

@@ -166,13 +166,22 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
                 human_bytes(n["recv_bytes"].get<uint64_t>()).c_str(),
                 static_cast<unsigned long long>(errs));
     if (!verbose) continue;
-    std::printf("    connections %lld, timeouts %llu, drops %llu\n",
-                n["connections"].get<long long>(), n["timeouts"].get<unsigned long long>(),
-                n["drops"].get<unsigned long long>());
+    std::printf("    last state change %s (%s s ago)", n["last_change"].get<std::string>().c_str(),
+                fmt_ms(n["since_change_s"].get<double>()).c_str());
+    if (n["next_recovery_s"].get<double>() >= 0)
+      std::printf(", recovery: %d ping(s) unanswered, next in %s s", n["recovery_pings"].get<int>(),
+                  fmt_ms(n["next_recovery_s"].get<double>()).c_str());
+    std::printf(
+        "\n    connections %lld, resends %llu, timeouts local %llu remote %llu, "
+        "drops %llu, faults %llu\n",
+        n["connections"].get<long long>(), n["resends"].get<unsigned long long>(),
+        n["local_timeouts"].get<unsigned long long>(),
+        n["remote_timeouts"].get<unsigned long long>(), n["drops"].get<unsigned long long>(),
+        n["faults"].get<unsigned long long>());
     if (n.contains("peer_nids")) {
       std::string nids;
       for (const json& x : n["peer_nids"]) nids += (nids.empty() ? "" : " ") + x.get<std::string>();
-      std::printf("    NIDs: %s\n", nids.c_str());
+      std::printf("    peer %s, NIDs: %s\n", n["peer"].get<std::string>().c_str(), nids.c_str());
     }
     for (auto& [k, v] : n["errors"].items())
       std::printf("    %-28s %llu\n", k.c_str(), v.get<unsigned long long>());
@@ -240,10 +249,50 @@ int main(int argc, char** argv) {
   bool verbose = false;
   auto* nis = app.add_subcommand("nis", "local NIs: state, credits, counters");
   nis->add_flag("--json", json_out, "print JSON");
-  nis->add_flag("-v,--verbose", verbose, "also errors by kind, timeouts, drops, connections");
+  nis->add_flag("-v,--verbose", verbose,
+                "also last state change, recovery, resends, timeouts, drops, errors by kind");
   auto* peers = app.add_subcommand("peers", "peer NIs: state, credits, counters");
   peers->add_flag("--json", json_out, "print JSON");
-  peers->add_flag("-v,--verbose", verbose, "also errors by kind, timeouts, drops, NIDs");
+  peers->add_flag("-v,--verbose", verbose,
+                  "also last state change, recovery, resends, timeouts, errors by kind, NIDs");
+
+  auto* fault = app.add_subcommand(
+      "fault", "fault injection, like lnetctl fault: drop or delay messages leaving this node");
+  fault->require_subcommand(1);
+  auto* fault_add =
+      fault->add_subcommand("add", "add a rule: drop|delay with --rate or --interval");
+  std::string fault_action, fault_src = "*", fault_dst = "*", fault_type = "any",
+                            fault_health = "NONE";
+  uint64_t fault_rate = 0;
+  double fault_interval = 0, fault_latency = 0;
+  fault_add->add_option("ACTION", fault_action, "drop or delay")
+      ->required()
+      ->check(CLI::IsMember({"drop", "delay"}));
+  fault_add->add_option("--src", fault_src, "source NID (a local NI), or * (default)");
+  fault_add->add_option("--dst", fault_dst, "destination NID (a peer NI), or * (default)");
+  fault_add->add_option("--type", fault_type,
+                        "message type: a number, a name (PING, BRW_WRITE, BRW_READ) or any");
+  fault_add->add_option("--rate", fault_rate, "act on every N-th matching message (1 = all)")
+      ->check(CLI::Range(uint64_t(1), uint64_t(1) << 40));
+  fault_add
+      ->add_option("--interval", fault_interval,
+                   "or act on the first matching message in every SECONDS")
+      ->check(CLI::PositiveNumber);
+  fault_add->add_option("--latency", fault_latency, "delay: how long to hold a message (seconds)")
+      ->check(CLI::PositiveNumber);
+  fault_add->add_option("--health", fault_health,
+                        "drop: report this health error to the sender (LOCAL_NI_DOWN, "
+                        "LOCAL_NI_SEND_TIMEOUT, PEER_NI_UNREACHABLE, ...); NONE (default) "
+                        "drops silently, like a black hole");
+  fault_add->add_flag("--json", json_out, "print JSON");
+  auto* fault_list = fault->add_subcommand("list", "the rules in force and their counters");
+  fault_list->add_flag("--json", json_out, "print JSON");
+  auto* fault_del = fault->add_subcommand("del", "remove a rule by id, or --all");
+  uint64_t fault_id = 0;
+  bool fault_all = false;
+  fault_del->add_option("ID", fault_id, "rule id (from fault list)");
+  fault_del->add_flag("--all", fault_all, "remove every rule");
+  fault_del->add_flag("--json", json_out, "print JSON");
 
   try {
     app.parse(argc, argv);
@@ -343,6 +392,42 @@ int main(int argc, char** argv) {
         std::printf("%s: %s -> %s\n", c["key"].get<std::string>().c_str(),
                     c["from"].get<std::string>().c_str(), c["to"].get<std::string>().c_str());
       if ((*r)["changed"].empty()) std::printf("nothing changed\n");
+    }
+    return 0;
+  }
+
+  if (*fault_add || *fault_list || *fault_del) {
+    json req;
+    if (*fault_add) {
+      req = {{"cmd", "fault_add"},       {"action", fault_action}, {"src", fault_src},
+             {"dst", fault_dst},         {"rate", fault_rate},     {"interval", fault_interval},
+             {"latency", fault_latency}, {"health", fault_health}};
+      if (!fault_type.empty() && std::isdigit(static_cast<unsigned char>(fault_type[0])))
+        req["type"] = std::stoul(fault_type);
+      else if (fault_type != "any")
+        req["type"] = fault_type;
+    } else if (*fault_list) {
+      req = {{"cmd", "fault_list"}};
+    } else {
+      if (!fault_all && fault_id == 0) return fail("fault del needs a rule ID or --all");
+      req = {{"cmd", "fault_del"}, {"id", fault_id}, {"all", fault_all}};
+    }
+    auto r = pfsnet::admin_request(socket, req, std::chrono::seconds(10));
+    if (!r.ok()) return fail(r.status().message());
+    if (json_out) {
+      std::cout << r->dump() << "\n";
+    } else if (*fault_add) {
+      std::printf("rule %llu: %s\n", (*r)["added"]["id"].get<unsigned long long>(),
+                  (*r)["added"]["rule"].get<std::string>().c_str());
+    } else if (*fault_list) {
+      std::printf("%4s %10s %10s  %s\n", "id", "matched", "injected", "rule");
+      for (const json& f : (*r)["faults"])
+        std::printf("%4llu %10llu %10llu  %s\n", f["id"].get<unsigned long long>(),
+                    f["matched"].get<unsigned long long>(), f["injected"].get<unsigned long long>(),
+                    f["rule"].get<std::string>().c_str());
+      if ((*r)["faults"].empty()) std::printf("no fault rules\n");
+    } else {
+      std::printf("%llu rule(s) deleted\n", (*r)["deleted"].get<unsigned long long>());
     }
     return 0;
   }

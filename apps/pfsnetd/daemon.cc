@@ -1,6 +1,8 @@
 #include "pfsnetd/daemon.h"
 
 #include <algorithm>
+#include <cmath>
+#include <ctime>
 
 #include "admin/stats_json.h"
 #include "base/log.h"
@@ -31,6 +33,7 @@ Daemon::Daemon(Config cfg, std::string cluster_key)
   ro.max_rpcs_in_flight = cfg_.rpc.max_rpcs_in_flight;
   ro.default_timeout = std::chrono::seconds(cfg_.lnet.transaction_timeout);
   ro.max_bulk = static_cast<uint32_t>(cfg_.max_bulk());
+  ro.retry_count = cfg_.lnet.retry_count;
   rpc_ = std::make_unique<RpcEngine>(*net_, ro, stats_.get());
   serve_ping(*rpc_, static_cast<size_t>(cfg_.max_bulk()));
   admin_ = std::make_unique<AdminServer>(
@@ -43,6 +46,7 @@ Status Daemon::start() {
   Status s = net_->start();
   if (!s.ok()) return s;
   rpc_->start_ticker(std::chrono::milliseconds(100));
+  watch_links();
   s = admin_->start(cfg_.node.admin_socket);
   if (!s.ok()) return s;
   if (!cfg_.node.http.empty()) {
@@ -73,13 +77,48 @@ Status Daemon::start() {
   return Status::Ok();
 }
 
+void Daemon::watch_links() {
+  for (const Nid& n : net_->local_nids()) {
+    auto ifname = LinkMonitor::interface_of(n.addr);
+    if (!ifname.ok()) {
+      PFS_LOG_WARN("NI {}: no interface holds {}; its link state is not followed", n.to_string(),
+                   n.address_string());
+      continue;
+    }
+    ni_ifaces_[*ifname].push_back(n);
+    auto up = LinkMonitor::link_up(*ifname);
+    PFS_LOG_INFO("NI {} is on interface {} (link {})", n.to_string(), *ifname,
+                 up.ok() ? (*up ? "up" : "down") : "unknown");
+    if (up.ok() && !*up) net_->set_link_state(n, false);
+  }
+  Status s = links_.start([this](const std::string& ifname, bool up) {
+    auto it = ni_ifaces_.find(ifname);
+    if (it == ni_ifaces_.end()) return;
+    for (const Nid& n : it->second) net_->set_link_state(n, up);
+  });
+  if (!s.ok())
+    PFS_LOG_WARN("link monitor not started: {}; link events are not followed", s.message());
+}
+
 void Daemon::stop() {
   if (stopped_) return;
   stopped_ = true;
+  links_.stop();
   rpc_->shutdown();  // pending RPCs fail now, so admin sessions end
   if (http_) http_->stop();
   admin_->stop();
   net_->shutdown();
+}
+
+std::string format_unix_ms(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char b[96];
+  std::snprintf(b, sizeof(b), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return b;
 }
 
 json ni_info_json(const NiInfo& i) {
@@ -98,13 +137,24 @@ json ni_info_json(const NiInfo& i) {
             {"send_bytes", i.send_bytes},
             {"recv_count", i.recv_count},
             {"recv_bytes", i.recv_bytes},
-            {"timeouts", i.timeouts},
+            {"timeouts", i.local_timeouts + i.remote_timeouts},
+            {"local_timeouts", i.local_timeouts},
+            {"remote_timeouts", i.remote_timeouts},
+            {"resends", i.resends},
             {"drops", i.drops},
-            {"errors", errors}};
+            {"faults", i.faults},
+            {"errors", errors},
+            {"last_change", format_unix_ms(i.last_change_unix_ms)},
+            {"last_change_unix_ms", i.last_change_unix_ms},
+            {"since_change_s", std::round(i.since_change_s * 1000) / 1000},
+            {"recovery_pings", i.recovery_pings},
+            {"next_recovery_s",
+             i.next_recovery_s < 0 ? -1.0 : std::round(i.next_recovery_s * 1000) / 1000}};
   if (!i.peer_nids.empty()) {
     json nids = json::array();
     for (const Nid& n : i.peer_nids) nids.push_back(n.to_string());
     j["peer_nids"] = nids;
+    j["peer"] = i.peer.to_string();
   }
   return j;
 }
@@ -129,6 +179,7 @@ Result<json> Daemon::handle_admin(const json& req, const AdminEmit& emit) {
   if (cmd == "diag_rpc") return diag_rpc(req);
   if (cmd == "config_show") return config_show();
   if (cmd == "config_set") return config_set(req);
+  if (cmd == "fault_add" || cmd == "fault_list" || cmd == "fault_del") return fault(req);
   return Status(Code::kInvalidArgument, "unknown command '" + cmd + "'");
 }
 
@@ -149,6 +200,100 @@ Result<json> Daemon::diag_rpc(const json& req) {
   };
   return stats_report_json(rep, *q, nid_of, nid_of,
                            [this](uint32_t type) { return rpc_->type_name(type); });
+}
+
+namespace {
+json fault_json(const FaultRule& r) {
+  auto ms = [](Duration d) {
+    return double(std::chrono::duration_cast<std::chrono::microseconds>(d).count()) / 1000.0;
+  };
+  return {{"id", r.id},
+          {"action", r.action == FaultRule::Action::kDrop ? "drop" : "delay"},
+          {"src", r.src ? r.src->to_string() : "*"},
+          {"dst", r.dst ? r.dst->to_string() : "*"},
+          {"type", r.msg_type},
+          {"rate", r.rate},
+          {"interval_ms", ms(r.interval)},
+          {"latency_ms", ms(r.latency)},
+          {"health", std::string(health_kind_name(r.health))},
+          {"matched", r.matched},
+          {"injected", r.injected},
+          {"rule", r.describe()}};
+}
+
+Result<std::optional<Nid>> nid_or_any(const json& req, const char* key) {
+  std::string v = req.value(key, std::string("*"));
+  if (v == "*" || v.empty()) return std::optional<Nid>();
+  auto n = Nid::parse(v);
+  if (!n.ok())
+    return Status(Code::kInvalidArgument,
+                  std::string("bad --") + key + " '" + v + "': " + n.status().message());
+  return std::optional<Nid>(*n);
+}
+}  // namespace
+
+Result<json> Daemon::fault(const json& req) {
+  std::string cmd = req.value("cmd", std::string());
+  if (cmd == "fault_list") {
+    json a = json::array();
+    for (const FaultRule& r : net_->faults()) a.push_back(fault_json(r));
+    return json{{"faults", a}};
+  }
+  if (cmd == "fault_del") {
+    if (req.value("all", false)) {
+      size_t n = 0;
+      for (const FaultRule& r : net_->faults()) n += net_->del_fault(r.id) ? 1 : 0;
+      return json{{"deleted", n}};
+    }
+    uint64_t id = req.value("id", uint64_t{0});
+    if (!net_->del_fault(id)) return Status(Code::kNotFound, "no fault rule " + std::to_string(id));
+    return json{{"deleted", 1}};
+  }
+  FaultRule r;
+  std::string action = req.value("action", std::string());
+  if (action == "drop")
+    r.action = FaultRule::Action::kDrop;
+  else if (action == "delay")
+    r.action = FaultRule::Action::kDelay;
+  else
+    return Status(Code::kInvalidArgument, "action must be drop or delay, not '" + action + "'");
+  auto src = nid_or_any(req, "src");
+  if (!src.ok()) return src.status();
+  auto dst = nid_or_any(req, "dst");
+  if (!dst.ok()) return dst.status();
+  r.src = *src;
+  r.dst = *dst;
+  if (req.contains("type") && req["type"].is_string()) {
+    std::string name = req["type"].get<std::string>();
+    for (uint32_t t = 1; t < 4096 && !r.msg_type; ++t)
+      if (rpc_->type_name(t) == name) r.msg_type = t;
+    if (!r.msg_type && name != "any")
+      return Status(Code::kInvalidArgument, "unknown message type '" + name + "'");
+  } else {
+    r.msg_type = req.value("type", uint32_t{0});
+  }
+  r.rate = req.value("rate", uint64_t{0});
+  double interval = req.value("interval", 0.0), latency = req.value("latency", 0.0);
+  if (interval < 0 || latency < 0 || latency > 3600 || interval > 86400)
+    return Status(Code::kInvalidArgument, "interval and latency must be >= 0 (seconds)");
+  r.interval = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(interval));
+  r.latency = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(latency));
+  if ((r.rate > 0) == (r.interval.count() > 0))
+    return Status(Code::kInvalidArgument, "give exactly one of --rate N or --interval SECONDS");
+  if (r.action == FaultRule::Action::kDelay && r.latency.count() <= 0)
+    return Status(Code::kInvalidArgument, "a delay rule needs --latency SECONDS > 0");
+  std::string health = req.value("health", std::string("NONE"));
+  bool found = false;
+  for (int k = 0; k < kNumHealthKinds; ++k)
+    if (health_kind_name(static_cast<HealthKind>(k)) == health) {
+      r.health = static_cast<HealthKind>(k);
+      found = true;
+    }
+  if (!found) return Status(Code::kInvalidArgument, "unknown health error kind '" + health + "'");
+  if (r.action == FaultRule::Action::kDelay && r.health != HealthKind::kNone)
+    return Status(Code::kInvalidArgument, "--health applies to drop rules only");
+  r.id = net_->add_fault(r);
+  return json{{"added", fault_json(r)}};
 }
 
 namespace {
@@ -263,10 +408,21 @@ std::string prometheus_metrics(const std::vector<NiInfo>& nis, const std::vector
        [](const NiInfo& i) { return double(i.recv_count); }},
       {"received_bytes_total", "counter", "Bytes received, frame headers included.",
        [](const NiInfo& i) { return double(i.recv_bytes); }},
-      {"timeouts_total", "counter", "Sends that passed their deadline while queued.",
-       [](const NiInfo& i) { return double(i.timeouts); }},
-      {"drops_total", "counter", "Frames dropped on receipt.",
+      {"local_timeouts_total", "counter",
+       "Sends that passed their deadline before leaving the queue (local).",
+       [](const NiInfo& i) { return double(i.local_timeouts); }},
+      {"remote_timeouts_total", "counter",
+       "Sends or replies that did not complete by their deadline once sent (remote).",
+       [](const NiInfo& i) { return double(i.remote_timeouts); }},
+      {"resends_total", "counter", "Messages that failed here and were sent again.",
+       [](const NiInfo& i) { return double(i.resends); }},
+      {"drops_total", "counter", "Frames dropped (misaddressed, or by fault injection).",
        [](const NiInfo& i) { return double(i.drops); }},
+      {"faults_total", "counter", "Messages dropped or delayed by fault injection.",
+       [](const NiInfo& i) { return double(i.faults); }},
+      {"last_change_timestamp_seconds", "gauge",
+       "Time of the last state change (up/down, healthy/unhealthy), Unix seconds.",
+       [](const NiInfo& i) { return double(i.last_change_unix_ms) / 1000.0; }},
       {"credits", "gauge", "Credits available now.",
        [](const NiInfo& i) { return double(i.credits); }},
       {"credits_max", "gauge", "Credits configured.",

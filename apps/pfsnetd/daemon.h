@@ -3,6 +3,7 @@
 // Threads: start() and stop() from the main thread; admin requests on session threads.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -13,6 +14,7 @@
 #include "net/net.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
+#include "transport/link_monitor.h"
 
 namespace pfsnet {
 
@@ -38,6 +40,9 @@ class Daemon {
   Result<nlohmann::json> diag_rpc(const nlohmann::json& req);
   Result<nlohmann::json> config_show();
   Result<nlohmann::json> config_set(const nlohmann::json& req);
+  Result<nlohmann::json> fault(const nlohmann::json& req);
+  // Maps each local NI to its interface and follows their link state.
+  void watch_links();
   std::string metrics_text();
   // REQUIRES: cfg_mu_ held. Applies the run-time keys of `next`; returns what changed.
   nlohmann::json apply_locked(Config next, bool refuse_restart_keys, Status* err);
@@ -53,6 +58,8 @@ class Daemon {
   std::unique_ptr<RpcEngine> rpc_;
   std::unique_ptr<AdminServer> admin_;
   std::unique_ptr<HttpServer> http_;
+  LinkMonitor links_;
+  std::map<std::string, std::vector<Nid>> ni_ifaces_;  // interface -> local NIs on it
   bool stopped_ = false;
 };
 

@@ -1,5 +1,11 @@
-// Net: LNet's middle layer. Local NIs (one per [[net]]), peer NIs, credit-based flow
-// control and transmit deadlines over a Transport.
+// Net: LNet's middle layer. Local NIs (one per [[net]]), peers with all their NIs
+// (multi-rail), credit-based flow control, health, transmit deadlines and fault injection
+// over a Transport.
+//
+// Multi-rail: a peer is a node; it has one peer NI per NID it announced in the handshake.
+// A message addressed to any NID of a peer travels on a path (local NI, peer NI) on the
+// same network, chosen per message: never a local NI that is down; the healthiest local
+// NI, then the healthiest peer NI, then the most credits, then round-robin.
 //
 // Credits (seed 003, and LNet's o2iblnd): every connection has a window of
 // `peer_credits` messages (requests and replies; control frames are free). The receiver
@@ -7,13 +13,24 @@
 // piggybacked on its next frame or, when `credit_high_water` are owed and nothing is going
 // back, in an explicit credit frame. Each local NI has `credits` for all its peers
 // together; an NI credit is held from send until the peer returns the message's credit.
-// So a sender never has more than peer_credits unconsumed messages at one receiver.
 //
-// Deadlines: every send carries a deadline; expire(now) fails sends still queued (waiting
-// for a connection or credits) past it with LOCAL_NI_SEND_TIMEOUT.
+// Health (seed 004, as current LNet): every local NI and peer NI has a health value, 1000
+// when healthy. A failure lowers the NI it is blamed on by health_sensitivity (local kinds
+// and local timeouts: the local NI; peer kinds and remote timeouts: the peer NI); a
+// success raises it by as much. An NI below 1000 is in recovery: recovery_due() names
+// it for a recovery ping at once, then after recovery_interval x 2^n (n = pings since
+// its last success), at most 900 s apart, until it is healthy again.
 //
-// Threads: send() and expire() may be called from any thread; NetRx callbacks run on the
-// I/O thread of the connection; TxCompletion callbacks on the sending or the I/O thread.
+// Deadlines: every send carries a transmit deadline. expire(now) fails a message still
+// queued here past it as a local timeout (LOCAL_NI_SEND_TIMEOUT: it never left the
+// queue), and closes the connection of a message handed to the transport and not
+// completed by then (a remote timeout, PEER_NI_UNREACHABLE). Waiting for a reply is the
+// RPC layer's part: it reports a reply that did not come with report_remote_timeout().
+// Resending is the RPC layer's part too; Net only classifies and reports.
+//
+// Threads: every public function may be called from any thread; NetRx callbacks run on
+// the I/O thread of the connection; TxCompletion callbacks on the sending thread, the I/O
+// thread or the thread of expire()/set_link_state()/shutdown().
 #pragma once
 
 #include <array>
@@ -23,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -64,32 +82,31 @@ class NetRx {
   virtual ~NetRx() = default;
   // A request or reply arrived from `from` (the sending peer NI). I/O thread.
   virtual void on_message(const Nid& from, InFrame&& f, RxCredit credit) = 0;
-  // The connection to these peer NIDs closed; messages written on it will get no reply.
-  virtual void on_peer_disconnected(const std::vector<Nid>& peer_nids, const Status& why) = 0;
+  // Connection `conn_id` (to `peer_nid`) closed; messages written on it (TxTimes::conn_id)
+  // will get no reply.
+  virtual void on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) = 0;
 };
 
 // Counters of an NI or a peer NI. Atomic: updated from several threads.
 struct NetCounters {
   std::atomic<uint64_t> send_count{0}, send_bytes{0}, recv_count{0}, recv_bytes{0};
-  std::atomic<uint64_t> timeouts{0}, drops{0};
+  std::atomic<uint64_t> local_timeouts{0}, remote_timeouts{0}, drops{0}, resends{0};
+  std::atomic<uint64_t> faults{0};  // messages dropped or delayed by fault injection
   std::array<std::atomic<uint64_t>, kNumHealthKinds> errors{};
   void count_error(HealthKind k) {
     if (k != HealthKind::kNone) errors[static_cast<size_t>(k)].fetch_add(1);
   }
 };
 
-// Health values (LNet health, as current LNet does it): 1000 is healthy; a failure lowers
-// the value of the NI it is blamed on (local kinds: the local NI; peer kinds: the peer NI)
-// by health_sensitivity, a success raises it by as much, up to 1000. A local NI is
-// credited for every message it sends or receives, a peer NI for every message received
-// from it. (Recovery pings and health-based selection come with multi-rail.)
 inline constexpr int kMaxHealth = 1000;
+inline constexpr Duration kMaxRecoveryInterval = std::chrono::seconds(900);
 
 struct NetOptions {
   int64_t credits = 64;
   int64_t peer_credits = 8;
   int64_t health_sensitivity = 100;
   Duration transaction_timeout = std::chrono::seconds(50);
+  Duration recovery_interval = std::chrono::seconds(1);
   std::map<uint64_t, uint16_t> ports;  // packed local NID -> port; peers use the same port
 
   static NetOptions from(const Config& cfg);
@@ -98,25 +115,63 @@ struct NetOptions {
   uint32_t credit_high_water() const;
 };
 
+// Fault injection, like `lnetctl fault drop|delay`: a rule matches messages (requests
+// and replies) leaving this node by source and destination NID and message type, and
+// drops or delays the ones it selects: every `rate`-th match, or the first match in each
+// `interval`. A drop with a health kind fails the send with that kind (the sender sees
+// the failure and demerits an NI); without one the message vanishes as into a black
+// hole (the sender sees a completed send and no reply). Every injection is counted and
+// logged. Delays are released by expire(), so their resolution is its calling period.
+struct FaultRule {
+  enum class Action { kDrop, kDelay };
+  uint64_t id = 0;  // assigned by add_fault
+  Action action = Action::kDrop;
+  std::optional<Nid> src, dst;            // nullopt = any
+  uint32_t msg_type = 0;                  // 0 = any
+  uint64_t rate = 0;                      // every rate-th matching message; 1 = all
+  Duration interval{0};                   // or the first matching message in each interval
+  Duration latency{0};                    // kDelay: how long the message is held
+  HealthKind health = HealthKind::kNone;  // kDrop: the failure reported to the sender
+  // Counters, filled by faults().
+  uint64_t matched = 0, injected = 0;
+
+  // "drop src=* dst=198.18.1.2@tcp type=any rate=1 health=NONE".
+  std::string describe() const;
+};
+
 // A snapshot of one NI or peer NI, for the admin surface and tests.
 struct NiInfo {
   Nid nid;
-  bool up = false;
+  bool up = false;  // local NI: its link is up; peer NI: a connection is open
   int health = kMaxHealth;
   int64_t credits = 0, credits_max = 0, credits_min = 0;  // now, configured, low-water mark
   int64_t queued = 0;                                     // sends waiting
   uint64_t send_count = 0, send_bytes = 0, recv_count = 0, recv_bytes = 0;
-  uint64_t timeouts = 0, drops = 0;
+  uint64_t local_timeouts = 0, remote_timeouts = 0, drops = 0, resends = 0, faults = 0;
   std::array<uint64_t, kNumHealthKinds> errors{};
   int connections = 0;
   std::vector<Nid> peer_nids;  // peers: every NID the peer announced
+  Nid peer;                    // peers: the peer node (its first announced NID)
+  // Time of the last state change (up/down, healthy/unhealthy): wall clock (ms since the
+  // epoch) and seconds before the snapshot on the Net's clock.
+  int64_t last_change_unix_ms = 0;
+  double since_change_s = 0;
+  int recovery_pings = 0;       // recovery pings sent since the last success
+  double next_recovery_s = -1;  // seconds until the next recovery ping; -1 = none
+};
+
+// A recovery ping to send: from `local` to `peer`, on exactly that path.
+struct RecoveryTarget {
+  Nid local;
+  Nid peer;
+  bool for_local_ni = false;  // the local NI is the one recovering
 };
 
 using TransportFactory = std::function<std::unique_ptr<Transport>(TransportEvents&)>;
 
 class Net final : public TransportEvents {
  public:
-  // `local_nids` in [[net]] order. `rx` and `clock` must outlive the Net.
+  // `local_nids` in [[net]] order. `clock` must outlive the Net.
   Net(NetOptions opts, std::vector<Nid> local_nids, Clock& clock, TransportFactory make_transport);
   ~Net() override;
 
@@ -126,14 +181,38 @@ class Net final : public TransportEvents {
   // Closes every connection, fails every queued send with kCancelled, stops the transport.
   void shutdown();
 
-  // Sends `f` to `dst` (a peer NID) through the local NI on the same network. `done`
-  // (may be null) is told exactly once: written, or failed (no local NI for that network,
-  // connect error, connection closed, deadline passed while queued). f->hdr's src and dst
-  // are set here.
+  // Sends `f` to the peer owning `dst` on the path selection picks. `done` (may be null)
+  // is told exactly once: written (TxTimes names the path), or failed (no local NI on
+  // the peer's networks, NI down, connect error, connection closed, deadline passed).
+  // f->hdr's src and dst are set here.
   void send(const Nid& dst, std::unique_ptr<OutFrame> f, TimePoint deadline, TxCompletion* done);
+  // Sends on the path `local` -> `peer`. `strict`: only that path (recovery pings);
+  // otherwise it is preferred while its local NI is up and falls back to selection.
+  void send_via(const Nid& local, const Nid& peer, std::unique_ptr<OutFrame> f, TimePoint deadline,
+                TxCompletion* done, bool strict);
 
-  // Fails queued sends whose deadline is at or before `now`. Returns how many.
+  // Applies transmit deadlines at `now` (see above) and releases delayed messages whose
+  // time has come. Returns how many messages it failed or whose connection it closed.
   size_t expire(TimePoint now);
+
+  // A message sent on `path` got no reply by its deadline: a remote timeout. Demerits
+  // the peer NI, counts it, and closes the connection (so nothing more waits on it).
+  void report_remote_timeout(const TxTimes& path, const std::string& what);
+  // A message that failed on `path` is being sent again: counted on both NIs.
+  void note_resend(const TxTimes& path);
+
+  // Link events: the interface of local NI `local` went down or came up.
+  // Down: the NI is not selected, its connections close, its queued sends fail
+  // (LOCAL_NI_DOWN). Up: selectable again (LOCAL_NI_UP), in recovery until healthy.
+  // Returns false for an unknown NID.
+  bool set_link_state(const Nid& local, bool up);
+
+  // NIs whose recovery ping is due at `now`; each is scheduled for its next one.
+  std::vector<RecoveryTarget> recovery_due(TimePoint now);
+
+  uint64_t add_fault(FaultRule rule);
+  bool del_fault(uint64_t id);
+  std::vector<FaultRule> faults() const;
 
   std::vector<NiInfo> nis() const;
   std::vector<NiInfo> peers() const;
@@ -148,26 +227,57 @@ class Net final : public TransportEvents {
 
   struct LocalNi;
   struct PeerNi;
+  struct Peer;
+  struct Path;
   struct ConnState;
   struct TxMsg;
+  struct Health;
 
  private:
-  LocalNi* ni_for(const Nid& dst);
-  PeerNi* peer_ni_locked(LocalNi& ni, const Nid& nid);
-  // REQUIRES: ni.mu held. Sends what credits allow; returns the messages to hand to the
-  // transport after unlocking.
-  void drain_locked(LocalNi& ni, PeerNi& p, std::vector<std::pair<ConnectionPtr, TxMsg*>>* out);
-  void drain_ni_locked(LocalNi& ni, std::vector<std::pair<ConnectionPtr, TxMsg*>>* out);
-  void transmit(std::vector<std::pair<ConnectionPtr, TxMsg*>>& out);
-  void start_connect_locked(LocalNi& ni, PeerNi& p);
-  void on_connect_result(LocalNi* ni, Nid peer, Result<ConnectionPtr> r);
+  using Out = std::vector<std::pair<ConnectionPtr, TxMsg*>>;
+  LocalNi* local_ni(const Nid& nid) const;
+  PeerNi* peer_ni_locked(const Nid& nid);
+  Path* path_locked(LocalNi& ni, PeerNi& pni);
+  Path* select_locked(Peer& peer);
+  void submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool strict,
+              std::unique_ptr<OutFrame> f, TimePoint deadline, TxCompletion* done);
+  // REQUIRES: mu_ held. Applies fault rules; returns false when the message was taken
+  // (dropped: appended to `failed` or `vanished`; delayed: held).
+  bool apply_faults_locked(TxMsg* m, std::vector<std::pair<TxMsg*, Status>>* failed,
+                           std::vector<TxMsg*>* vanished);
+  void enqueue_locked(Path& p, TxMsg* m, Out* out);
+  // REQUIRES: mu_ held. Sends what credits allow into `out` (handed over after unlocking).
+  void drain_locked(Path& p, Out* out);
+  void drain_ni_locked(LocalNi& ni, Out* out);
+  void transmit(Out& out);
+  void start_connect_locked(Path& p);
+  // REQUIRES: mu_ held. `c` (closing) no longer carries new messages of `p`.
+  void detach_locked(Path& p, Connection* c);
+  void on_connect_result(Path* p, Result<ConnectionPtr> r);
   void fail(TxMsg* m, const Status& s);
+  void finish_failures(std::vector<std::pair<TxMsg*, Status>>& failed);
+
+  // Health bookkeeping, REQUIRES mu_ for lower/set; raise takes it only below 1000.
+  void lower_locked(Health& h, TimePoint now);
+  void raise(Health& h);
+  void note_change_locked(Health& h, TimePoint now);
 
   NetOptions opts_;
   std::vector<Nid> local_nids_;
   Clock& clock_;
   NetRx* rx_ = nullptr;
   std::vector<std::unique_ptr<LocalNi>> nis_;
+
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, std::unique_ptr<PeerNi>> peer_nis_;  // packed NID
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Path>> paths_;
+  std::multimap<TimePoint, TxMsg*> delayed_;
+  std::vector<FaultRule> faults_;
+  std::map<uint64_t, TimePoint> fault_next_fire_;  // interval rules: rule id -> next firing
+  uint64_t next_fault_id_ = 1;
+  uint64_t select_seq_ = 0;
+
   std::unique_ptr<Transport> transport_;
   std::atomic<bool> shut_{false};
 };

@@ -23,8 +23,8 @@ class RxLog : public NetRx {
   void on_message(const Nid& from, InFrame&& f, RxCredit credit) override {
     got.push_back(Received{from, std::move(f), std::move(credit)});
   }
-  void on_peer_disconnected(const std::vector<Nid>& nids, const Status&) override {
-    disconnected.insert(disconnected.end(), nids.begin(), nids.end());
+  void on_connection_closed(uint64_t, const Nid& peer, const Status&) override {
+    disconnected.push_back(peer);
   }
   std::vector<Received> got;
   std::vector<Nid> disconnected;
@@ -172,7 +172,7 @@ TEST_F(NetTest, QueuedSendsExpireAtTheirDeadline) {
   EXPECT_NE(tx.results[1].message().find("waiting for credits"), std::string::npos);
   auto ni = a.net.nis()[0];
   EXPECT_EQ(ni.health, 900);  // a local kind: the local NI is blamed
-  EXPECT_EQ(ni.timeouts, 1u);
+  EXPECT_EQ(ni.local_timeouts, 1u);
   EXPECT_EQ(ni.errors[static_cast<size_t>(HealthKind::kLocalNiSendTimeout)], 1u);
   // The third is still queued and goes when the credit returns.
   b.rx.got[0].credit.release();

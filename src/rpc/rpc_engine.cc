@@ -4,6 +4,7 @@
 #include <deque>
 
 #include "base/log.h"
+#include "rpc/ping.h"
 
 namespace pfsnet {
 namespace {
@@ -14,17 +15,24 @@ inline void cpu_relax() {
 }
 }  // namespace
 
-// One RPC. Two references keep it alive: the result (reply or error) and the request's
-// transmit completion. A successful reply is
-// delivered when both the reply and the transmit completion are in (so the request's
-// write times are known); an error is delivered at once.
+// One RPC. References keep it alive: the result (reply or error) and the transmit
+// completion of each attempt. A successful reply is delivered when both the reply and
+// the transmit completion are in (so the request's write times are known); an error is
+// delivered at once. A failed attempt is resent (same xid) while the budget allows; at
+// most one attempt's transmit is outstanding at a time, except after a remote timeout,
+// where the old attempt's write had completed already.
 struct RpcEngine::Call final : TxCompletion {
   RpcEngine* eng = nullptr;
   uint64_t xid = 0;
   Nid dst;
   uint32_t type = 0;
-  TimePoint deadline;
-  std::unique_ptr<OutFrame> frame;  // until handed to the net
+  TimePoint deadline;          // the whole RPC's
+  TimePoint attempt_deadline;  // this attempt's (guarded by eng->mu_)
+  Duration attempt_timeout{0};
+  uint8_t flags = 0;
+  Buffer payload;  // kept for resends; each attempt sends a copy
+  BulkData bulk;
+  std::optional<std::pair<Nid, Nid>> pin;  // recovery pings: this path only, no resend
   Callback cb;
   // Sync waiter (null for async calls).
   std::mutex* wmu = nullptr;
@@ -42,15 +50,18 @@ struct RpcEngine::Call final : TxCompletion {
   bool on_wire = false;
   bool queued = false;
   bool holds_slot = false;
-
-  TxTimes tx_times;  // copied into the reply when a successful reply is delivered
+  int attempts = 1;
+  // The current attempt's write: times (copied into the reply when a successful reply
+  // is delivered), path and connection. Written under eng->mu_ before `sent`.
+  TxTimes tx_times;
 
   void on_tx_done(const Status& s, const TxTimes& t) override {
-    tx_times = t;
     if (s.ok()) {
+      std::lock_guard lk(eng->mu_);
+      tx_times = t;
       sent.store(true);
-    } else {
-      eng->resolve_error(this, s);
+    } else if (!eng->try_resend(this, s, t)) {
+      eng->resolve_error(this, eng->final_error(this, s));
     }
     eng->unref(this);
   }
@@ -110,13 +121,16 @@ RpcEngine::Call* RpcEngine::new_call(const Nid& dst, uint32_t type, Buffer paylo
   c->dst = dst;
   c->type = type;
   c->reply.times.submit = clock_.now();
-  c->deadline = c->reply.times.submit + (o.timeout.count() > 0 ? o.timeout : opts_.default_timeout);
-  c->frame = std::make_unique<OutFrame>();
-  c->frame->hdr.kind = FrameKind::kRequest;
-  c->frame->hdr.msg_type = type;
-  c->frame->payload = std::move(payload);
-  c->frame->bulk = std::move(bulk);
-  c->reply.bytes_sent = kHeaderSize + c->frame->payload.size() + c->frame->bulk_size();
+  Duration total = o.timeout.count() > 0 ? o.timeout : opts_.default_timeout;
+  c->deadline = c->reply.times.submit + total;
+  c->pin = o.via;
+  c->attempt_timeout =
+      c->pin ? total
+             : std::max<Duration>(std::chrono::milliseconds(1), total / (opts_.retry_count + 1));
+  c->attempt_deadline = std::min(c->deadline, c->reply.times.submit + c->attempt_timeout);
+  c->payload = std::move(payload);
+  c->bulk = std::move(bulk);
+  c->reply.bytes_sent = kHeaderSize + c->payload.size() + (c->bulk ? c->bulk->size() : 0);
   return c;
 }
 
@@ -218,8 +232,63 @@ void RpcEngine::submit(Call* c) {
 }
 
 void RpcEngine::send_call(Call* c) {
-  c->frame->hdr.xid = c->xid;
-  net_.send(c->dst, std::move(c->frame), c->deadline, c);
+  auto f = std::make_unique<OutFrame>();
+  f->hdr.kind = FrameKind::kRequest;
+  f->hdr.msg_type = c->type;
+  f->hdr.flags = c->flags;
+  f->hdr.xid = c->xid;
+  f->payload = Buffer::copy_of(c->payload.span());
+  f->bulk = c->bulk;
+  TimePoint deadline;
+  {
+    std::lock_guard lk(mu_);
+    deadline = c->attempt_deadline;
+  }
+  if (c->pin)
+    net_.send_via(c->pin->first, c->pin->second, std::move(f), deadline, c, true);
+  else
+    net_.send(c->dst, std::move(f), deadline, c);
+}
+
+namespace {
+bool retryable(const Status& s) {
+  if (s.health_kind() != HealthKind::kNone) return true;
+  return s.code() == Code::kClosed || s.code() == Code::kTimeout ||
+         s.code() == Code::kUnreachable || s.code() == Code::kRejected;
+}
+}  // namespace
+
+bool RpcEngine::try_resend(Call* c, const Status& s, const TxTimes& failed_path) {
+  TimePoint now = clock_.now();
+  [[maybe_unused]] int attempt = 0;
+  {
+    std::lock_guard lk(mu_);
+    if (shut_ || c->resolved.load() || !c->on_wire || c->pin || !retryable(s) ||
+        c->attempts > opts_.retry_count || now >= c->deadline)
+      return false;
+    attempt = ++c->attempts;
+    c->sent.store(false);
+    c->attempt_deadline = std::min(c->deadline, now + c->attempt_timeout);
+    c->refs.fetch_add(1);  // the new attempt's transmit completion
+  }
+  net_.note_resend(failed_path);
+  PFS_LOG_DEBUG("resending RPC {} to {} (xid {}, attempt {}): {}", type_name(c->type),
+                c->dst.to_string(), c->xid, attempt, s.to_string());
+  send_call(c);
+  return true;
+}
+
+Status RpcEngine::final_error(Call* c, const Status& s) {
+  int attempts;
+  {
+    std::lock_guard lk(mu_);
+    attempts = c->attempts;
+  }
+  if (attempts <= 1) return s;
+  return Status(s.code(),
+                "RPC " + type_name(c->type) + " to " + c->dst.to_string() + " failed after " +
+                    std::to_string(attempts) + " attempts; last: " + s.message(),
+                s.health_kind());
 }
 
 void RpcEngine::resolve_error(Call* c, const Status& s) {
@@ -421,26 +490,61 @@ void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
   f->hdr.exec_ns = static_cast<uint64_t>(exec);
   RpcStats* stats = stats_.load(std::memory_order_acquire);
   if (stats && counted) stats->record_exec(RawExecRecord{exec, req.msg_type});
-  net_.send(to, std::move(f), now + opts_.default_timeout, nullptr);
+  // The reply goes back on the path the request came in on while that NI is up.
+  auto local = Nid::unpack(req.dst_nid);
+  if (local.ok())
+    net_.send_via(*local, to, std::move(f), now + opts_.default_timeout, nullptr, false);
+  else
+    net_.send(to, std::move(f), now + opts_.default_timeout, nullptr);
 }
 
-void RpcEngine::on_peer_disconnected(const std::vector<Nid>& peer_nids, const Status& why) {
-  std::vector<Call*> dead;
+void RpcEngine::on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) {
+  std::vector<std::pair<Call*, TxTimes>> dead;
   {
     std::lock_guard lk(mu_);
     for (auto& [xid, c] : pending_) {
-      if (!c->sent.load()) continue;
-      if (std::find(peer_nids.begin(), peer_nids.end(), c->dst) == peer_nids.end()) continue;
+      if (!c->sent.load() || c->tx_times.conn_id != conn_id) continue;
       c->refs.fetch_add(1);
-      dead.push_back(c);
+      dead.emplace_back(c, c->tx_times);
     }
   }
-  for (Call* c : dead) {
-    resolve_error(c, Status(Code::kClosed,
-                            "connection to " + c->dst.to_string() +
-                                " closed before the reply: " + why.message(),
-                            why.health_kind()));
+  for (auto& [c, path] : dead) {
+    Status s(Code::kClosed,
+             "connection to " + peer_nid.to_string() + " closed before the reply: " + why.message(),
+             why.health_kind());
+    if (!try_resend(c, s, path)) resolve_error(c, final_error(c, s));
     unref(c);
+  }
+}
+
+void RpcEngine::send_recovery_pings(TimePoint now) {
+  if (!opts_.recovery_pings) return;
+  {
+    std::lock_guard lk(mu_);
+    if (shut_) return;
+  }
+  Duration timeout = std::max<Duration>(std::chrono::milliseconds(1),
+                                        opts_.default_timeout / (opts_.retry_count + 1));
+  for (const RecoveryTarget& t : net_.recovery_due(now)) {
+    recovery_sent_.fetch_add(1);
+    PFS_LOG_DEBUG("recovery ping {} -> {} (recovering the {} NI)", t.local.to_string(),
+                  t.peer.to_string(), t.for_local_ni ? "local" : "peer");
+    CallOptions o;
+    o.timeout = timeout;
+    o.via = std::make_pair(t.local, t.peer);
+    call_async(
+        t.peer, kMsgPing, Buffer{}, nullptr,
+        [this, t](RpcReply&& r) {
+          if (r.status.ok()) {
+            recovery_ok_.fetch_add(1);
+            PFS_LOG_INFO("recovery ping {} -> {} answered", t.local.to_string(),
+                         t.peer.to_string());
+          } else {
+            PFS_LOG_DEBUG("recovery ping {} -> {} failed: {}", t.local.to_string(),
+                          t.peer.to_string(), r.status.to_string());
+          }
+        },
+        o);
   }
 }
 
@@ -448,10 +552,14 @@ size_t RpcEngine::tick(TimePoint now) {
   net_.expire(now);
   if (RpcStats* stats = stats_.load(std::memory_order_acquire)) stats->tick();
   std::vector<Call*> dead;
+  std::vector<std::pair<Call*, TxTimes>> remote;  // written, no reply by the attempt deadline
   {
     std::lock_guard lk(mu_);
     for (auto& [xid, c] : pending_)
-      if (c->deadline <= now) {
+      if (c->sent.load() && c->attempt_deadline <= now) {
+        c->refs.fetch_add(1);
+        remote.emplace_back(c, c->tx_times);
+      } else if (c->deadline <= now) {
         c->refs.fetch_add(1);
         dead.push_back(c);
       }
@@ -474,7 +582,19 @@ size_t RpcEngine::tick(TimePoint now) {
                                               : " timed out (no reply)")));
     unref(c);
   }
-  return dead.size();
+  for (auto& [c, path] : remote) {
+    std::string what = "no reply to RPC " + type_name(c->type) + " (xid " + std::to_string(c->xid) +
+                       ") by its attempt deadline";
+    if (!c->resolved.load()) net_.report_remote_timeout(path, what);
+    Status s(Code::kTimeout,
+             "RPC " + type_name(c->type) + " to " + c->dst.to_string() +
+                 " timed out (no reply; remote timeout)",
+             HealthKind::kPeerNiUnreachable);
+    if (!try_resend(c, s, path)) resolve_error(c, final_error(c, s));
+    unref(c);
+  }
+  send_recovery_pings(now);
+  return dead.size() + remote.size();
 }
 
 void RpcEngine::start_ticker(Duration period) {

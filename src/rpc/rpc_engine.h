@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -60,6 +61,8 @@ struct RpcReply {
 
 struct CallOptions {
   Duration timeout{0};  // 0: the engine's default (transaction_timeout)
+  // Recovery pings: exactly this path (local NID -> peer NID), and no resend.
+  std::optional<std::pair<Nid, Nid>> via;
 };
 
 struct RpcRequest {
@@ -87,6 +90,13 @@ struct RpcOptions {
   // A blocking call() spins this long for its reply before sleeping (one caller at a
   // time); a reply within it costs no thread wake-up. 0 disables spinning.
   std::chrono::microseconds spin{100};
+  // Resends (LNet health): a request whose attempt fails on the network (send failed,
+  // connection closed before the reply, no reply within the attempt's deadline) is sent
+  // again -- on another path when there is a healthier one -- up to retry_count times
+  // within its timeout. Each attempt gets timeout / (retry_count + 1).
+  int64_t retry_count = 2;
+  // Recovery pings of unhealthy NIs (Net::recovery_due) are sent from tick().
+  bool recovery_pings = true;
 };
 
 class RpcEngine final : public NetRx {
@@ -131,7 +141,11 @@ class RpcEngine final : public NetRx {
 
   // NetRx.
   void on_message(const Nid& from, InFrame&& f, RxCredit credit) override;
-  void on_peer_disconnected(const std::vector<Nid>& peer_nids, const Status& why) override;
+  void on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) override;
+
+  // Recovery pings sent, and how many succeeded.
+  uint64_t recovery_pings_sent() const { return recovery_sent_.load(); }
+  uint64_t recovery_pings_ok() const { return recovery_ok_.load(); }
 
   struct Call;
   struct Target;
@@ -141,6 +155,11 @@ class RpcEngine final : public NetRx {
   void submit(Call* c);
   void send_call(Call* c);
   void resolve_error(Call* c, const Status& s);
+  // Sends `c` again after a failed attempt when its budget allows; false when not.
+  bool try_resend(Call* c, const Status& s, const TxTimes& failed_path);
+  // The error a call ends with once it cannot be resent.
+  Status final_error(Call* c, const Status& s);
+  void send_recovery_pings(TimePoint now);
   void expire_call(Call* c, const Status& s);
   void finish_slot(Call* c);
   void deliver(Call* c);
@@ -171,6 +190,7 @@ class RpcEngine final : public NetRx {
   bool shut_ = false;
   std::atomic<uint64_t> late_replies_{0};
   std::atomic<int> spinners_{0};
+  std::atomic<uint64_t> recovery_sent_{0}, recovery_ok_{0};
 
   std::mutex tick_mu_;
   std::condition_variable tick_cv_;

@@ -57,6 +57,7 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
   void do_close(const Status& why, bool tell_other) {
     if (!open_) return;
     open_ = false;
+    close_kind_ = why.health_kind();
     owner_.events_.on_closed(*this, why);
     if (tell_other) {
       if (auto o = other_.lock()) o->do_close(Status(Code::kClosed, "closed by peer"), false);
@@ -67,8 +68,8 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
     auto other = other_.lock();
     if (!open_ || !other || !other->open_) {
       if (f.done)
-        f.done->on_tx_done(Status(Code::kClosed, "connection " + describe() + " closed"),
-                           TxTimes{});
+        f.done->on_tx_done(
+            Status(Code::kClosed, "connection " + describe() + " closed", close_kind_), TxTimes{});
       return;
     }
     TimePoint start = owner_.clock_.now();
@@ -88,6 +89,7 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
   MemTransport& owner_;
   std::weak_ptr<Conn> other_;
   bool open_ = true;
+  HealthKind close_kind_ = HealthKind::kNone;
 };
 
 MemTransport::MemTransport(MemHub& hub, TransportOptions opts, std::vector<Nid> node_nids,

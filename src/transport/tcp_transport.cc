@@ -216,6 +216,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
       std::lock_guard lk(tx_mu_);
       tx_closed_ = true;
       close_reason_ = why.message();
+      close_kind_ = why.health_kind();
       // The writer owns frames it has taken; they fail when its write fails.
       q.swap(txq_);
     }
@@ -234,7 +235,8 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   enum State { kHandshake = 0, kOpen = 1, kClosed = 2 };
 
   Status closed_status_for_tx() {
-    return Status(Code::kClosed, "connection " + describe() + " closed: " + close_reason_);
+    return Status(Code::kClosed, "connection " + describe() + " closed: " + close_reason_,
+                  close_kind_);
   }
 
   static void fail_frame(OutFrame& f, const Status& s) {
@@ -480,6 +482,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   bool writing_ = false;
   bool tx_closed_ = false;
   std::string close_reason_;
+  HealthKind close_kind_ = HealthKind::kNone;
   // Owned by the current writer.
   std::vector<std::unique_ptr<OutFrame>> batch_;
   std::vector<EncodedHeader> headers_;

@@ -1,0 +1,110 @@
+#include "transport/link_monitor.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "base/log.h"
+
+namespace pfsnet {
+
+LinkMonitor::~LinkMonitor() { stop(); }
+
+Status LinkMonitor::start(Callback cb) {
+  cb_ = std::move(cb);
+  fd_ = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+  if (fd_ < 0)
+    return Status(Code::kInternal, std::string("netlink socket: ") + std::strerror(errno));
+  sockaddr_nl sa{};
+  sa.nl_family = AF_NETLINK;
+  sa.nl_groups = RTMGRP_LINK;
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) < 0) {
+    int e = errno;
+    ::close(fd_);
+    fd_ = -1;
+    return Status(Code::kInternal, std::string("netlink bind: ") + std::strerror(e));
+  }
+  stop_ = false;
+  thread_ = std::thread([this] { run(); });
+  return Status::Ok();
+}
+
+void LinkMonitor::stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void LinkMonitor::run() {
+  std::vector<char> buf(16384);
+  while (!stop_.load()) {
+    pollfd p{fd_, POLLIN, 0};
+    int r = ::poll(&p, 1, 200);
+    if (r <= 0) continue;
+    ssize_t n = ::recv(fd_, buf.data(), buf.size(), 0);
+    if (n <= 0) {
+      if (n < 0 && errno == ENOBUFS)
+        PFS_LOG_WARN("link monitor: netlink overrun; some link events were lost");
+      continue;
+    }
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(h, static_cast<unsigned>(n));
+         h = NLMSG_NEXT(h, n)) {
+      if (h->nlmsg_type != RTM_NEWLINK && h->nlmsg_type != RTM_DELLINK) continue;
+      if (h->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) continue;
+      auto* ifi = static_cast<ifinfomsg*>(NLMSG_DATA(h));
+      std::string name;
+      int len = static_cast<int>(IFLA_PAYLOAD(h));
+      for (auto* a = IFLA_RTA(ifi); RTA_OK(a, len); a = RTA_NEXT(a, len))
+        if (a->rta_type == IFLA_IFNAME)
+          name.assign(static_cast<const char*>(RTA_DATA(a)),
+                      strnlen(static_cast<const char*>(RTA_DATA(a)), RTA_PAYLOAD(a)));
+      if (name.empty()) continue;
+      bool up = h->nlmsg_type == RTM_NEWLINK && (ifi->ifi_flags & IFF_UP) &&
+                (ifi->ifi_flags & IFF_RUNNING);
+      if (cb_) cb_(name, up);
+    }
+  }
+}
+
+Result<std::string> LinkMonitor::interface_of(uint32_t addr) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) < 0)
+    return Status(Code::kInternal, std::string("getifaddrs: ") + std::strerror(errno));
+  std::string found;
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    auto* sin = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
+    if (ntohl(sin->sin_addr.s_addr) == addr) {
+      found = i->ifa_name;
+      break;
+    }
+  }
+  ::freeifaddrs(list);
+  if (found.empty()) return Status(Code::kNotFound, "no interface holds the address");
+  return found;
+}
+
+Result<bool> LinkMonitor::link_up(const std::string& ifname) {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return Status(Code::kInternal, std::string("socket: ") + std::strerror(errno));
+  ifreq req{};
+  std::strncpy(req.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+  int r = ::ioctl(s, SIOCGIFFLAGS, &req);
+  int e = errno;
+  ::close(s);
+  if (r < 0) return Status(Code::kNotFound, ifname + ": " + std::strerror(e));
+  return (req.ifr_flags & IFF_UP) && (req.ifr_flags & IFF_RUNNING);
+}
+
+}  // namespace pfsnet

@@ -1,0 +1,47 @@
+// LinkMonitor: the kernel's link state through rtnetlink (RTMGRP_LINK), so the daemon
+// can mark a local NI down when its interface goes down and up when it comes back
+// (LNet health's LOCAL_NI_DOWN / LOCAL_NI_UP). A link is up when it is administratively
+// up and has carrier (IFF_UP and IFF_RUNNING).
+// Threads: the callback runs on the monitor's own thread; start/stop from one thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "base/status.h"
+
+namespace pfsnet {
+
+class LinkMonitor {
+ public:
+  using Callback = std::function<void(const std::string& ifname, bool up)>;
+
+  LinkMonitor() = default;
+  ~LinkMonitor();
+  LinkMonitor(const LinkMonitor&) = delete;
+  LinkMonitor& operator=(const LinkMonitor&) = delete;
+
+  // Opens the netlink socket and starts the thread. `cb` is told of every link message
+  // (new link state); it must not block.
+  Status start(Callback cb);
+  // Stops the thread; returns within ~200 ms.
+  void stop();
+
+  // The interface that holds IPv4 address `addr` (host byte order), e.g. "veth0".
+  static Result<std::string> interface_of(uint32_t addr);
+  // Whether `ifname` is up with carrier now.
+  static Result<bool> link_up(const std::string& ifname);
+
+ private:
+  void run();
+
+  int fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  Callback cb_;
+};
+
+}  // namespace pfsnet
