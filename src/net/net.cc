@@ -554,7 +554,7 @@ void Net::TxMsg::on_tx_done(const Status& s, const TxTimes& t) {
       ni.counters.send_bytes.fetch_add(bytes, std::memory_order_relaxed);
       pni.counters.send_count.fetch_add(1, std::memory_order_relaxed);
       pni.counters.send_bytes.fetch_add(bytes, std::memory_order_relaxed);
-      net->raise(ni.health);
+      if (ni.up.load()) net->raise(ni.health);  // a NI that is down stays down
     } else {
       if (was_expired) {
         st = Status(Code::kTimeout,
@@ -877,7 +877,7 @@ void Net::on_frame(Connection& c, InFrame&& f) {
   }
   uint64_t bytes = kHeaderSize + f.payload.size() + f.bulk.size();
   PeerNi& pni = *cs->path->pni;
-  raise(ni.health);
+  if (ni.up.load()) raise(ni.health);
   raise(pni.health);
   ni.counters.recv_count.fetch_add(1, std::memory_order_relaxed);
   ni.counters.recv_bytes.fetch_add(bytes, std::memory_order_relaxed);
