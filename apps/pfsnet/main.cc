@@ -215,6 +215,9 @@ int main(int argc, char** argv) {
                    "echo: PING carries --size bytes both ways (default); write: BRW_WRITE "
                    "sends them; read: BRW_READ fetches them")
       ->check(CLI::IsMember({"echo", "write", "read"}));
+  double interval = 0;
+  ping->add_option("--interval,-i", interval, "seconds between round trips (default 0)")
+      ->check(CLI::Range(0.0, 60.0));
   ping->add_flag("--json", json_out, "print the summary as JSON");
 
   auto* keygen_cmd =
@@ -305,10 +308,11 @@ int main(int argc, char** argv) {
   if (*ping) {
     auto nid = pfsnet::Nid::parse(nid_text);
     if (!nid.ok()) return fail(nid.status().message());
-    json req = {{"cmd", "ping"}, {"nid", nid->to_string()}, {"count", count},
-                {"size", size},  {"timeout", timeout},      {"mode", mode}};
+    json req = {{"cmd", "ping"},       {"nid", nid->to_string()}, {"count", count},
+                {"size", size},        {"timeout", timeout},      {"mode", mode},
+                {"interval", interval}};
     auto limit = std::chrono::milliseconds(
-        static_cast<int64_t>((timeout + 1) * 1000 * double(count)) + 5000);
+        static_cast<int64_t>((timeout + interval + 1) * 1000 * double(count)) + 5000);
     if (!json_out)
       std::printf("PING %s: %lld bytes of bulk, %lld round trips\n", nid->to_string().c_str(),
                   (long long)size, (long long)count);

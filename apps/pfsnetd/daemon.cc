@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <thread>
 
 #include "admin/stats_json.h"
 #include "base/log.h"
@@ -89,7 +90,7 @@ void Daemon::watch_links() {
     auto up = LinkMonitor::link_up(*ifname);
     PFS_LOG_INFO("NI {} is on interface {} (link {})", n.to_string(), *ifname,
                  up.ok() ? (*up ? "up" : "down") : "unknown");
-    if (up.ok() && !*up) net_->set_link_state(n, false);
+    if (up.ok() && !*up) net_->set_link_state(n, false, /*penalize=*/false);
   }
   Status s = links_.start([this](const std::string& ifname, bool up) {
     auto it = ni_ifaces_.find(ifname);
@@ -521,6 +522,9 @@ Result<json> Daemon::ping(const json& req, const AdminEmit& emit) {
     return Status(Code::kInvalidArgument,
                   "size must be 0.." + std::to_string(cfg_.max_bulk()) + " (2 x maxBlockSize)");
   if (!(timeout_s > 0)) return Status(Code::kInvalidArgument, "timeout must be positive");
+  double interval_s = req.value("interval", 0.0);
+  if (!(interval_s >= 0 && interval_s <= 60))
+    return Status(Code::kInvalidArgument, "interval must be 0..60 seconds");
   timeout_s = std::min<double>(timeout_s, double(cfg_.lnet.transaction_timeout));
   std::string mode = req.value("mode", std::string("echo"));
   if (mode != "echo" && mode != "write" && mode != "read")
@@ -534,12 +538,17 @@ Result<json> Daemon::ping(const json& req, const AdminEmit& emit) {
   CallOptions co{std::chrono::duration_cast<Duration>(std::chrono::duration<double>(timeout_s))};
 
   int64_t ok = 0, failed = 0;
-  double mn = 0, mx = 0, sum = 0;
+  double mn = 0, mx = 0, sum = 0, total_max = 0;
   json errors = json::object();
   for (int64_t seq = 1; seq <= count; ++seq) {
+    if (seq > 1 && interval_s > 0)  // pacing, as ping -i: not a synchronization
+      std::this_thread::sleep_for(std::chrono::duration<double>(interval_s));
     Buffer payload = mode == "read" ? ping_payload(static_cast<uint32_t>(size)) : Buffer();
     RpcReply r = rpc_->call(*nid, type, std::move(payload), data, co);
     Status st = r.status;
+    // From submission to the end: includes waiting and resends, which rtt does not.
+    double total_ms = to_ms(clock_.now() - r.times.submit);
+    total_max = std::max(total_max, total_ms);
     if (st.ok() && (r.bulk.size() != expect || !check_ping_pattern(r.bulk.span())))
       st = Status(Code::kProtocol, "the data that came back is not what was sent");
     if (st.ok()) {
@@ -548,21 +557,25 @@ Result<json> Daemon::ping(const json& req, const AdminEmit& emit) {
       mx = std::max(mx, ms);
       sum += ms;
       ++ok;
-      emit({{"event", "reply"},
-            {"seq", seq},
-            {"nid", nid->to_string()},
-            {"bytes", size},
-            {"rtt_ms", ms}});
+      if (!emit({{"event", "reply"},
+                 {"seq", seq},
+                 {"nid", nid->to_string()},
+                 {"bytes", size},
+                 {"rtt_ms", ms},
+                 {"total_ms", total_ms}}))
+        break;  // the client went away
     } else {
       ++failed;
       std::string kind(st.health_kind() != HealthKind::kNone ? health_kind_name(st.health_kind())
                                                              : code_name(st.code()));
       errors[kind] = errors.value(kind, 0) + 1;
-      emit({{"event", "error"},
-            {"seq", seq},
-            {"nid", nid->to_string()},
-            {"kind", kind},
-            {"error", st.message()}});
+      if (!emit({{"event", "error"},
+                 {"seq", seq},
+                 {"nid", nid->to_string()},
+                 {"kind", kind},
+                 {"error", st.message()},
+                 {"total_ms", total_ms}}))
+        break;
       if (st.code() == Code::kCancelled) break;  // shutting down
     }
   }
@@ -571,6 +584,7 @@ Result<json> Daemon::ping(const json& req, const AdminEmit& emit) {
               {"ok", ok},
               {"failed", failed},
               {"rtt_ms", {{"min", mn}, {"avg", ok ? sum / double(ok) : 0.0}, {"max", mx}}},
+              {"total_max_ms", total_max},
               {"errors", errors}};
 }
 

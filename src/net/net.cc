@@ -379,6 +379,8 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
         m->frame->hdr.dst_nid = p->pni->nid.pack();
         if (faults_.empty() || apply_faults_locked(m, &failed, &vanished))
           enqueue_locked(*p, m, &out);
+        else if (!p->tx_conn)
+          start_connect_locked(*p);  // faults take messages, not connections
       }
     }
   }
@@ -692,7 +694,7 @@ void Net::note_resend(const TxTimes& path) {
   it->second->pni->counters.resends.fetch_add(1);
 }
 
-bool Net::set_link_state(const Nid& local, bool up) {
+bool Net::set_link_state(const Nid& local, bool up, bool penalize) {
   LocalNi* ni = local_ni(local);
   if (!ni) return false;
   std::vector<std::pair<TxMsg*, Status>> failed;
@@ -705,9 +707,9 @@ bool Net::set_link_state(const Nid& local, bool up) {
     ni->up.store(up);
     TimePoint now = clock_.now();
     note_change_locked(ni->health, now);
-    ni->counters.count_error(up ? HealthKind::kLocalNiUp : HealthKind::kLocalNiDown);
+    if (penalize) ni->counters.count_error(up ? HealthKind::kLocalNiUp : HealthKind::kLocalNiDown);
     if (!up) {
-      lower_locked(ni->health, now);
+      if (penalize) lower_locked(ni->health, now);
       for (Path* p : ni->paths) {
         for (TxMsg* m : p->queue)
           failed.emplace_back(
@@ -750,8 +752,9 @@ std::vector<RecoveryTarget> Net::recovery_due(TimePoint now) {
     PeerNi* best = nullptr;
     for (Path* p : ni->paths)
       if (!best || p->pni->health.value.load() > best->health.value.load()) best = p->pni;
+    if (!best) continue;  // no peer on its network yet: nothing to ping, no back-off
     schedule(h);
-    if (best) v.push_back(RecoveryTarget{ni->nid, best->nid, true});
+    v.push_back(RecoveryTarget{ni->nid, best->nid, true});
   }
   for (auto& [k, pni] : peer_nis_) {
     Health& h = pni->health;
@@ -761,8 +764,9 @@ std::vector<RecoveryTarget> Net::recovery_due(TimePoint now) {
       if (ni->up.load() && same_net(ni->nid, pni->nid) &&
           (!best || ni->health.value.load() > best->health.value.load()))
         best = ni.get();
+    if (!best) continue;  // every local NI on its network is down
     schedule(h);
-    if (best) v.push_back(RecoveryTarget{best->nid, pni->nid, false});
+    v.push_back(RecoveryTarget{best->nid, pni->nid, false});
   }
   return v;
 }

@@ -204,8 +204,9 @@ class Net final : public TransportEvents {
   // Link events: the interface of local NI `local` went down or came up.
   // Down: the NI is not selected, its connections close, its queued sends fail
   // (LOCAL_NI_DOWN). Up: selectable again (LOCAL_NI_UP), in recovery until healthy.
-  // Returns false for an unknown NID.
-  bool set_link_state(const Nid& local, bool up);
+  // Returns false for an unknown NID. `penalize` false: the state found at start-up (no
+  // failure is counted and the health is left alone).
+  bool set_link_state(const Nid& local, bool up, bool penalize = true);
 
   // NIs whose recovery ping is due at `now`; each is scheduled for its next one.
   std::vector<RecoveryTarget> recovery_due(TimePoint now);

@@ -200,7 +200,7 @@ void RpcEngine::expire_call(Call* c, const Status& s) {
     if (found) c->refs.fetch_add(1);
   }
   if (!found) return;
-  resolve_error(c, s);
+  resolve_error(c, final_error(c, s));
   unref(c);
 }
 

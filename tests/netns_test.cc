@@ -1,0 +1,293 @@
+// LNet health on real links: two network namespaces joined by two veth pairs (two rails,
+// 198.18.1.0/24 on net tcp and 198.18.2.0/24 on net tcp1), a pfsnetd in each with one NI
+// per rail. The test creates and removes everything; it needs root (skipped otherwise).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "cluster.h"
+
+namespace pfsnet::testing {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string ip_bin() {
+  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
+    if (access(p, X_OK) == 0) return p;
+  return "";
+}
+
+// The namespaces, links and daemons of one test.
+class TwoRails {
+ public:
+  // transaction_timeout 3: 1 s per attempt with retry_count 2.
+  explicit TwoRails(int transaction_timeout = 3) {
+    ip_ = ip_bin();
+    if (geteuid() != 0 || ip_.empty()) {
+      skip_ = "needs root and iproute2";
+      return;
+    }
+    std::string tag = std::to_string(getpid() % 100000);
+    ns_[0] = "pfsA" + tag;
+    ns_[1] = "pfsB" + tag;
+    for (int r = 0; r < 2; ++r) {
+      if_[0][r] = "pa" + std::to_string(r + 1) + "_" + tag;
+      if_[1][r] = "pb" + std::to_string(r + 1) + "_" + tag;
+    }
+    if (!ip({"netns", "add", ns_[0]}) || !ip({"netns", "add", ns_[1]})) {
+      skip_ = "ip netns add failed (no network namespaces here)";
+      return;
+    }
+    created_ = true;
+    for (int r = 0; r < 2; ++r) {
+      ok_ = ok_ && ip({"link", "add", if_[0][r], "netns", ns_[0], "type", "veth", "peer", "name",
+                       if_[1][r], "netns", ns_[1]});
+      for (int side = 0; side < 2; ++side) {
+        ok_ =
+            ok_ && ip({"-n", ns_[side], "addr", "add", addr(side, r) + "/24", "dev", if_[side][r]});
+        ok_ = ok_ && ip({"-n", ns_[side], "link", "set", if_[side][r], "up"});
+      }
+    }
+    for (int side = 0; side < 2; ++side)
+      ok_ = ok_ && ip({"-n", ns_[side], "link", "set", "lo", "up"});
+    if (!ok_) return;
+    // The kernel reports carrier on a new veth up to a second later (linkwatch): wait for
+    // it, bounded, so the daemons start on links that are up.
+    for (int side = 0; side < 2; ++side)
+      for (int r = 0; r < 2; ++r) ok_ = ok_ && wait_carrier(side, r);
+    if (!ok_) return;
+    write_file(dir_.file("cluster.key"), "two-rails-netns-test-cluster-key", 0600);
+    for (int side = 0; side < 2; ++side) {
+      std::string name = side == 0 ? "client" : "server";
+      socket_[side] = dir_.file(name + ".sock");
+      std::string cfg = dir_.file(name + ".toml");
+      write_file(
+          cfg, "[node]\nname = \"" + name + "\"\ncluster_key_file = \"" + dir_.file("cluster.key") +
+                   "\"\nadmin_socket = \"" + socket_[side] + "\"\n[[net]]\nnid = \"" +
+                   nid(side, 0) + "\"\n[[net]]\nnid = \"" + nid(side, 1) +
+                   "\"\n[lnet]\ntransaction_timeout = " + std::to_string(transaction_timeout) +
+                   "\nretry_count = 2\nrecovery_interval = 1\n");
+      daemon_[side] = std::make_unique<Process>(
+          std::vector<std::string>{ip_, "netns", "exec", ns_[side], PFSNETD_BIN, "--config", cfg});
+      ok_ = ok_ && daemon_[side]->wait_for_output("pfsnetd started", 5000ms);
+    }
+  }
+
+  ~TwoRails() {
+    for (auto& d : daemon_) d.reset();  // SIGKILL by PID, reaped
+    if (created_)
+      for (auto& n : ns_) ip({"netns", "del", n});  // removes the veths with them
+  }
+
+  const std::string& skip() const { return skip_; }
+  bool ok() const { return ok_; }
+  // side 0 = client (A), 1 = server (B); rail 0 or 1.
+  static std::string addr(int side, int rail) {
+    return "198.18." + std::to_string(rail + 1) + "." + std::to_string(side + 1);
+  }
+  static std::string nid(int side, int rail) {
+    return addr(side, rail) + (rail == 0 ? "@tcp" : "@tcp1");
+  }
+  const std::string& socket(int side) const { return socket_[side]; }
+  Process& daemon(int side) { return *daemon_[side]; }
+  bool link(int side, int rail, bool up) {
+    return ip({"-n", ns_[side], "link", "set", if_[side][rail], up ? "up" : "down"});
+  }
+
+  // `pfsnet <args> --json` against a side's daemon.
+  json cli(int side, std::vector<std::string> args) {
+    std::vector<std::string> argv = {PFSNET_BIN, "--socket", socket_[side]};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--json");
+    auto [rc, out] = run(argv, 20000ms);
+    EXPECT_EQ(rc, 0) << out;
+    return rc == 0 ? last_json_line(out) : json();
+  }
+  json ni(int side, int rail) {
+    json all = cli(side, {"nis"});  // kept alive: the loop walks into it
+    for (const json& n : all["nis"])
+      if (n["nid"] == nid(side, rail)) return n;
+    return json();
+  }
+  json peer(int side, const std::string& peer_nid) {
+    json all = cli(side, {"peers"});
+    for (const json& n : all["peers"])
+      if (n["nid"] == peer_nid) return n;
+    return json();
+  }
+  // A background `pfsnet ping` load from the client to the server's rail-1 NID.
+  std::unique_ptr<Process> load(int count, const std::string& interval, int timeout) {
+    return std::make_unique<Process>(std::vector<std::string>{
+        PFSNET_BIN, "--socket", socket_[0], "ping", nid(1, 0), "--count", std::to_string(count),
+        "--interval", interval, "--timeout", std::to_string(timeout), "--json"});
+  }
+
+ private:
+  bool ip(std::vector<std::string> args) {
+    args.insert(args.begin(), ip_);
+    auto [rc, out] = run(args, 10000ms);
+    if (rc != 0) std::fprintf(stderr, "ip failed (%d): %s\n", rc, out.c_str());
+    return rc == 0;
+  }
+
+  bool wait_carrier(int side, int rail) {
+    for (int i = 0; i < 100; ++i) {
+      auto [rc, out] = run({ip_, "-n", ns_[side], "link", "show", "dev", if_[side][rail]}, 5000ms);
+      if (rc == 0 && out.find("LOWER_UP") != std::string::npos) return true;
+      std::this_thread::sleep_for(50ms);  // polling the kernel's link state, bounded (5 s)
+    }
+    std::fprintf(stderr, "no carrier on %s\n", if_[side][rail].c_str());
+    return false;
+  }
+
+  std::string ip_, skip_;
+  bool created_ = false, ok_ = true;
+  std::string ns_[2];
+  std::string if_[2][2];
+  TempDir dir_;
+  std::string socket_[2];
+  std::unique_ptr<Process> daemon_[2];
+};
+
+// Polls `pred` every 50 ms until it holds or `limit` passes; returns the seconds it took,
+// or -1.
+template <class Pred>
+double poll_until(Pred pred, std::chrono::milliseconds limit) {
+  auto start = Clock::now();
+  for (int i = 0; i < 10000 && Clock::now() - start < limit; ++i) {
+    if (pred()) return std::chrono::duration<double>(Clock::now() - start).count();
+    std::this_thread::sleep_for(50ms);  // polling interval of an observation, not a sync
+  }
+  return -1;
+}
+
+uint64_t sent(const json& ni) { return ni.is_null() ? 0 : ni["send_count"].get<uint64_t>(); }
+
+TEST(NetnsTest, LinkDownUnderLoadFailsOverAndTrafficReturns) {
+  TwoRails net;
+  if (!net.skip().empty()) GTEST_SKIP() << net.skip();
+  ASSERT_TRUE(net.ok());
+  auto load = net.load(6000, "0.002", 3);  // ~12 s of sequential RPCs
+  ASSERT_GE(
+      poll_until([&] { return sent(net.ni(0, 0)) > 100 && sent(net.ni(0, 1)) > 100; }, 10000ms), 0)
+      << "traffic on both rails before the failure: " << load->output()
+      << net.cli(0, {"nis"}).dump() << net.daemon(0).output() << net.daemon(1).output();
+  auto t0 = Clock::now();
+  ASSERT_TRUE(net.link(0, 0, false));
+  double detect = poll_until([&] { return net.ni(0, 0)["state"] == "down"; }, 5000ms);
+  ASSERT_GE(detect, 0) << "the NI is marked down from the link event";
+  json a1 = net.ni(0, 0);
+  EXPECT_EQ(a1["errors"]["LOCAL_NI_DOWN"], 1) << a1.dump();
+  EXPECT_LT(a1["health"].get<int>(), 1000);
+  // Rail 1 carries nothing more; rail 2 carries everything.
+  uint64_t rail1 = sent(a1), rail2 = sent(net.ni(0, 1));
+  double moved = poll_until([&] { return sent(net.ni(0, 1)) > rail2 + 100; }, 5000ms);
+  ASSERT_GE(moved, 0);
+  EXPECT_EQ(sent(net.ni(0, 0)), rail1);
+  double failover = std::chrono::duration<double>(Clock::now() - t0).count();
+  // Back up: LOCAL_NI_UP, recovery pings restore the health, traffic returns to rail 1.
+  ASSERT_TRUE(net.link(0, 0, true));
+  auto t1 = Clock::now();
+  double healed = poll_until(
+      [&] {
+        json n = net.ni(0, 0);
+        return n["state"] == "up" && n["health"] == 1000;
+      },
+      15000ms);
+  ASSERT_GE(healed, 0) << net.ni(0, 0).dump();
+  EXPECT_EQ(net.ni(0, 0)["errors"]["LOCAL_NI_UP"], 1);
+  uint64_t back = sent(net.ni(0, 0));
+  ASSERT_GE(poll_until([&] { return sent(net.ni(0, 0)) > back + 100; }, 10000ms), 0)
+      << "traffic returns to rail 1";
+  double returned = std::chrono::duration<double>(Clock::now() - t1).count();
+  // No RPC failed; the longest one (resends included) is the failover cost.
+  ASSERT_EQ(load->wait_exit(60000ms), 0) << load->output();
+  json summary = last_json_line(load->output());
+  EXPECT_EQ(summary["failed"], 0) << summary.dump();
+  EXPECT_EQ(summary["ok"], 6000);
+  double worst = summary["total_max_ms"].get<double>();
+  EXPECT_LT(worst, 2000) << "failover within a second or two";
+  std::printf(
+      "failover: link down seen in %.3f s, traffic moved within %.3f s of the event, slowest RPC "
+      "%.3f ms; after link up: healthy in %.3f s, traffic back on rail 1 within %.3f s\n",
+      detect, failover, worst, healed, returned);
+}
+
+TEST(NetnsTest, BlackHoledRailTimesOutRemotelyAndResendsOnTheOther) {
+  TwoRails net;
+  if (!net.skip().empty()) GTEST_SKIP() << net.skip();
+  ASSERT_TRUE(net.ok());
+  // A running system: the peer is known on both rails before the rail fails.
+  auto warm = net.load(20, "0", 3);
+  ASSERT_EQ(warm->wait_exit(20000ms), 0) << warm->output();
+  json added = net.cli(0, {"fault", "add", "drop", "--src", TwoRails::nid(0, 0), "--dst",
+                           TwoRails::nid(1, 0), "--rate", "1"});
+  ASSERT_TRUE(added.contains("added")) << added.dump();
+  auto load = net.load(400, "0.002", 3);
+  ASSERT_EQ(load->wait_exit(60000ms), 0) << load->output();
+  json summary = last_json_line(load->output());
+  EXPECT_EQ(summary["failed"], 0) << summary.dump();
+  json p1 = net.peer(0, TwoRails::nid(1, 0));
+  EXPECT_GE(p1["remote_timeouts"].get<int>(), 1) << p1.dump();
+  EXPECT_GE(p1["resends"].get<int>(), 1) << p1.dump();
+  EXPECT_GE(p1["errors"]["PEER_NI_UNREACHABLE"].get<int>(), 1) << p1.dump();
+  EXPECT_LT(p1["health"].get<int>(), 1000);
+  json a1 = net.ni(0, 0);
+  EXPECT_EQ(a1["local_timeouts"], 0) << a1.dump();  // remote, not local
+  json faults = net.cli(0, {"fault", "list"});
+  ASSERT_EQ(faults["faults"].size(), 1u);
+  EXPECT_GE(faults["faults"][0]["injected"].get<int>(), 1);
+  // A resend waits one attempt (transaction_timeout / 3 = 1 s), not more.
+  EXPECT_LT(summary["total_max_ms"].get<double>(), 1500) << summary.dump();
+  EXPECT_EQ(net.cli(0, {"fault", "del", "--all"})["deleted"], 1);
+}
+
+TEST(NetnsTest, KilledPeerFailsEveryRpcWithinTheTimeoutWithItsKind) {
+  TwoRails net;
+  if (!net.skip().empty()) GTEST_SKIP() << net.skip();
+  ASSERT_TRUE(net.ok());
+  auto load = net.load(1000, "0.002", 3);
+  ASSERT_GE(poll_until([&] { return sent(net.ni(0, 0)) + sent(net.ni(0, 1)) > 100; }, 10000ms), 0);
+  net.daemon(1).kill(SIGKILL);
+  ASSERT_EQ(net.daemon(1).wait_exit(5000ms), 128 + SIGKILL);
+  ASSERT_EQ(load->wait_exit(60000ms), 1) << load->output();
+  json summary = last_json_line(load->output());
+  EXPECT_GT(summary["ok"].get<int>(), 50);
+  EXPECT_GT(summary["failed"].get<int>(), 0);
+  // Nothing listens any more: connections are refused.
+  EXPECT_GE(summary["errors"].value("PEER_NI_CONNECT_ERROR", 0), 1) << summary.dump();
+  EXPECT_LE(summary["total_max_ms"].get<double>(), 3000 + 500) << "within transaction_timeout";
+  // The error names the attempts and the last failure's kind.
+  auto [rc, out] = run({PFSNET_BIN, "--socket", net.socket(0), "ping", TwoRails::nid(1, 1), "-c",
+                        "1", "--timeout", "3"},
+                       20000ms);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("PEER_NI_CONNECT_ERROR"), std::string::npos) << out;
+  EXPECT_NE(out.find("failed after 3 attempts"), std::string::npos) << out;
+}
+
+TEST(NetnsTest, UnreachableAddressesGetTheirKinds) {
+  TwoRails net(15);  // attempts of 5 s: longer than ARP's 3 s
+  if (!net.skip().empty()) GTEST_SKIP() << net.skip();
+  ASSERT_TRUE(net.ok());
+  // No route to that network at all: ENETUNREACH at once.
+  auto [rc, out] = run({PFSNET_BIN, "--socket", net.socket(0), "ping", "198.19.7.7@tcp", "-c", "1",
+                        "--timeout", "15", "--json"},
+                       30000ms);
+  ASSERT_EQ(rc, 1) << out;
+  EXPECT_EQ(last_json_line(out)["errors"]["PEER_NI_UNREACHABLE"], 1) << out;
+  // On the rail's subnet, but no host answers ARP: EHOSTUNREACH after the ARP timeout.
+  std::tie(rc, out) = run({PFSNET_BIN, "--socket", net.socket(0), "ping", "198.18.1.77@tcp", "-c",
+                           "1", "--timeout", "15", "--json"},
+                          30000ms);
+  ASSERT_EQ(rc, 1) << out;
+  EXPECT_EQ(last_json_line(out)["errors"]["PEER_NI_UNREACHABLE"], 1) << out;
+  json p = net.peer(0, "198.18.1.77@tcp");
+  EXPECT_GE(p["errors"]["PEER_NI_UNREACHABLE"].get<int>(), 1) << p.dump();
+  EXPECT_EQ(net.ni(0, 0)["health"], 1000) << "a peer's failure is not the local NI's";
+}
+
+}  // namespace
+}  // namespace pfsnet::testing
