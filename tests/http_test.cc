@@ -36,6 +36,12 @@ TEST(HttpTest, MetricsAndApiAfterTraffic) {
       m->body.find("pfsnet_peer_errors_total{" + peer + ",kind=\"PEER_NI_CONNECT_ERROR\"} 0\n"),
       std::string::npos);
   EXPECT_NE(m->body.find("pfsnet_rpc_raw_dropped_total{buffer=\"stat\"} 0\n"), std::string::npos);
+  // Health: value, resends, timeouts split local/remote, time of the last state change.
+  EXPECT_NE(m->body.find("pfsnet_peer_health{" + peer + "} 1000\n"), std::string::npos);
+  EXPECT_NE(m->body.find("pfsnet_peer_resends_total{" + peer + "} 0\n"), std::string::npos);
+  EXPECT_NE(m->body.find("pfsnet_ni_local_timeouts_total{"), std::string::npos);
+  EXPECT_NE(m->body.find("pfsnet_ni_remote_timeouts_total{"), std::string::npos);
+  EXPECT_NE(m->body.find("pfsnet_ni_last_change_timestamp_seconds{"), std::string::npos);
   // Every sample line is NAME{LABELS} VALUE with a pfsnet_ name.
   std::istringstream lines(m->body);
   std::string line;

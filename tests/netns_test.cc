@@ -204,6 +204,7 @@ TEST(NetnsTest, LinkDownUnderLoadFailsOverAndTrafficReturns) {
   double returned = std::chrono::duration<double>(Clock::now() - t1).count();
   // No RPC failed; the longest one (resends included) is the failover cost.
   ASSERT_EQ(load->wait_exit(60000ms), 0) << load->output();
+  ASSERT_TRUE(load->wait_eof(5000ms));
   json summary = last_json_line(load->output());
   EXPECT_EQ(summary["failed"], 0) << summary.dump();
   EXPECT_EQ(summary["ok"], 6000);
@@ -227,6 +228,7 @@ TEST(NetnsTest, BlackHoledRailTimesOutRemotelyAndResendsOnTheOther) {
   ASSERT_TRUE(added.contains("added")) << added.dump();
   auto load = net.load(400, "0.002", 3);
   ASSERT_EQ(load->wait_exit(60000ms), 0) << load->output();
+  ASSERT_TRUE(load->wait_eof(5000ms));
   json summary = last_json_line(load->output());
   EXPECT_EQ(summary["failed"], 0) << summary.dump();
   json p1 = net.peer(0, TwoRails::nid(1, 0));
@@ -253,6 +255,7 @@ TEST(NetnsTest, KilledPeerFailsEveryRpcWithinTheTimeoutWithItsKind) {
   net.daemon(1).kill(SIGKILL);
   ASSERT_EQ(net.daemon(1).wait_exit(5000ms), 128 + SIGKILL);
   ASSERT_EQ(load->wait_exit(60000ms), 1) << load->output();
+  ASSERT_TRUE(load->wait_eof(5000ms));
   json summary = last_json_line(load->output());
   EXPECT_GT(summary["ok"].get<int>(), 50);
   EXPECT_GT(summary["failed"].get<int>(), 0);

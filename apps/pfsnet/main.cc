@@ -166,13 +166,15 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
                 human_bytes(n["recv_bytes"].get<uint64_t>()).c_str(),
                 static_cast<unsigned long long>(errs));
     if (!verbose) continue;
-    std::printf("    last state change %s (%s s ago)", n["last_change"].get<std::string>().c_str(),
+    std::printf("    last state change %s (%s s ago)\n",
+                n["last_change"].get<std::string>().c_str(),
                 fmt_ms(n["since_change_s"].get<double>()).c_str());
     if (n["next_recovery_s"].get<double>() >= 0)
-      std::printf(", recovery: %d ping(s) unanswered, next in %s s", n["recovery_pings"].get<int>(),
+      std::printf("    in recovery: %d ping(s) unanswered, next in %s s\n",
+                  n["recovery_pings"].get<int>(),
                   fmt_ms(n["next_recovery_s"].get<double>()).c_str());
     std::printf(
-        "\n    connections %lld, resends %llu, timeouts local %llu remote %llu, "
+        "    connections %lld, resends %llu, timeouts local %llu remote %llu, "
         "drops %llu, faults %llu\n",
         n["connections"].get<long long>(), n["resends"].get<unsigned long long>(),
         n["local_timeouts"].get<unsigned long long>(),

@@ -127,7 +127,10 @@ json ni_info_json(const NiInfo& i) {
   for (int k = 1; k < kNumHealthKinds; ++k)
     errors[std::string(health_kind_name(static_cast<HealthKind>(k)))] = i.errors[k];
   json j = {{"nid", i.nid.to_string()},
-            {"state", i.up ? "up" : "down"},
+            // Peer NIs: up = connected; idle = not connected and healthy; down = neither.
+            {"state", i.up                                             ? "up"
+                      : !i.peer_nids.empty() && i.health == kMaxHealth ? "idle"
+                                                                       : "down"},
             {"health", i.health},
             {"credits", i.credits},
             {"credits_max", i.credits_max},

@@ -182,6 +182,43 @@ TEST_F(NetTest, QueuedSendsExpireAtTheirDeadline) {
   EXPECT_EQ(a.net.nis()[0].health, 1000);  // a success raises it back, capped at 1000
 }
 
+TEST_F(NetTest, SendHandedOffButNeverCompletedIsARemoteTimeout) {
+  Node a(hub_, clock_, a_, opts(64, 8)), b(hub_, clock_, b_, opts(64, 8));
+  TxLog tx;
+  a.net.send(b_, msg(1), clock_.now() + 10s, &tx);
+  hub_.pump();
+  ASSERT_EQ(tx.results.size(), 1u);
+  // The link goes silent: the next frame is written to the connection and never completes.
+  hub_.set_stalled(true);
+  a.net.send(b_, msg(2), clock_.now() + 1s, &tx);
+  hub_.pump();
+  EXPECT_EQ(tx.results.size(), 1u);
+  clock_.advance(999ms);
+  EXPECT_EQ(a.net.expire(clock_.now()), 0u);
+  clock_.advance(1ms);
+  EXPECT_EQ(a.net.expire(clock_.now()), 1u);  // the connection is closed
+  hub_.pump();
+  ASSERT_EQ(a.rx.disconnected.size(), 1u);
+  hub_.set_stalled(false);
+  hub_.pump();
+  ASSERT_EQ(tx.results.size(), 2u);
+  EXPECT_EQ(tx.results[1].code(), Code::kTimeout);
+  EXPECT_EQ(tx.results[1].health_kind(), HealthKind::kPeerNiUnreachable);
+  EXPECT_NE(tx.results[1].message().find("remote timeout"), std::string::npos)
+      << tx.results[1].message();
+  // Remote: blamed on the peer NI, not on the local NI.
+  EXPECT_EQ(a.net.peers()[0].remote_timeouts, 1u);
+  EXPECT_EQ(a.net.peers()[0].health, 900);
+  EXPECT_EQ(a.net.nis()[0].health, 1000);
+  EXPECT_EQ(a.net.nis()[0].local_timeouts, 0u);
+  // A new connection carries the next message.
+  a.net.send(b_, msg(3), clock_.now() + 10s, &tx);
+  hub_.pump();
+  ASSERT_EQ(tx.results.size(), 3u);
+  EXPECT_TRUE(tx.results[2].ok());
+  EXPECT_EQ(b.rx.got.back().frame.hdr.xid, 3u);
+}
+
 TEST_F(NetTest, ConnectFailureFailsQueuedSends) {
   Node a(hub_, clock_, a_, opts(64, 8));
   TxLog tx;

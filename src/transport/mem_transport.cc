@@ -9,6 +9,19 @@ void MemHub::enqueue(std::function<void()> fn) {
   events_.push_back(std::move(fn));
 }
 
+void MemHub::set_stalled(bool stalled) {
+  std::lock_guard lk(mu_);
+  stalled_ = stalled;
+  if (stalled) return;
+  for (auto& fn : held_) events_.push_back(std::move(fn));
+  held_.clear();
+}
+
+void MemHub::enqueue_frame(std::function<void()> fn) {
+  std::lock_guard lk(mu_);
+  (stalled_ ? held_ : events_).push_back(std::move(fn));
+}
+
 size_t MemHub::pending() const {
   std::lock_guard lk(mu_);
   return events_.size();
@@ -43,7 +56,7 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
   void send(std::unique_ptr<OutFrame> f) override {
     auto self = shared_from_this();
     std::shared_ptr<OutFrame> frame(std::move(f));
-    owner_.hub_.enqueue([self, frame] { self->deliver(*frame); });
+    owner_.hub_.enqueue_frame([self, frame] { self->deliver(*frame); });
   }
 
   void close(const Status& why) override {

@@ -25,13 +25,19 @@ class MemHub {
   // `max_events` ran. Returns how many ran.
   size_t pump(size_t max_events = 1'000'000);
   size_t pending() const;
-  // Frames in flight are held (not delivered) while paused, e.g. to test deadlines.
   void enqueue(std::function<void()> fn);
+  // While stalled, frames handed to connections stay in flight (neither delivered nor
+  // completed), as on a link that went silent; unstalling releases them in order.
+  void set_stalled(bool stalled);
+  // A frame delivery: held while stalled.
+  void enqueue_frame(std::function<void()> fn);
 
  private:
   friend class MemTransport;
   mutable std::mutex mu_;
   std::deque<std::function<void()>> events_;
+  std::deque<std::function<void()>> held_;
+  bool stalled_ = false;
   std::map<uint64_t, MemTransport*> listeners_;  // packed NID -> transport
   uint64_t next_id_ = 1;
 };
