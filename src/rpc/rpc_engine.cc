@@ -239,9 +239,12 @@ void RpcEngine::send_call(Call* c) {
   f->hdr.xid = c->xid;
   f->payload = Buffer::copy_of(c->payload.span());
   f->bulk = c->bulk;
+  // The attempt's deadline runs from when it goes on the wire (not from a wait for a
+  // max_rpcs_in_flight slot), within the RPC's own deadline.
   TimePoint deadline;
   {
     std::lock_guard lk(mu_);
+    c->attempt_deadline = std::min(c->deadline, clock_.now() + c->attempt_timeout);
     deadline = c->attempt_deadline;
   }
   if (c->pin)
@@ -268,7 +271,6 @@ bool RpcEngine::try_resend(Call* c, const Status& s, const TxTimes& failed_path)
       return false;
     attempt = ++c->attempts;
     c->sent.store(false);
-    c->attempt_deadline = std::min(c->deadline, now + c->attempt_timeout);
     c->refs.fetch_add(1);  // the new attempt's transmit completion
   }
   net_.note_resend(failed_path);

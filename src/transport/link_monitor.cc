@@ -81,15 +81,21 @@ Result<std::string> LinkMonitor::interface_of(uint32_t addr) {
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) < 0)
     return Status(Code::kInternal, std::string("getifaddrs: ") + std::strerror(errno));
-  std::string found;
+  std::string found, loopback;
   for (ifaddrs* i = list; i; i = i->ifa_next) {
     if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
-    auto* sin = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
-    if (ntohl(sin->sin_addr.s_addr) == addr) {
+    uint32_t a = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+    if (a == addr) {
       found = i->ifa_name;
       break;
     }
+    // Every address of a loopback interface's prefix is local (127.0.0.0/8 on lo).
+    if ((i->ifa_flags & IFF_LOOPBACK) && i->ifa_netmask) {
+      uint32_t mask = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr);
+      if ((a & mask) == (addr & mask)) loopback = i->ifa_name;
+    }
   }
+  if (found.empty()) found = loopback;
   ::freeifaddrs(list);
   if (found.empty()) return Status(Code::kNotFound, "no interface holds the address");
   return found;
