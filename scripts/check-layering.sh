@@ -12,6 +12,7 @@ declare -A allowed=(
   [net]="net transport wire base"
   [rpc]="rpc net transport wire base stats"
   [admin]="admin rpc net transport wire base stats"
+  [membership]="membership rpc net transport wire base stats"
 )
 bad=0
 for mod in "${!allowed[@]}"; do

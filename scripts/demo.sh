@@ -81,6 +81,9 @@ echo
 echo "== oss1: pfsnet diag rpc message 5s"
 $P --socket "$dir/oss1.sock" diag rpc message 5s
 echo
+echo "== client2: pfsnet status (the MGS's table of every node)"
+$P --socket "$dir/client2.sock" status
+echo
 echo "== client1: pfsnet peers"
 $P --socket "$dir/client1.sock" peers
 echo

@@ -175,8 +175,10 @@ inline std::pair<int, std::string> run(const std::vector<std::string>& argv,
 struct DaemonOptions {
   int peer_credits = 8;
   int transaction_timeout = 50;
-  std::string http;      // node.http, e.g. "127.0.0.2:9708"; empty: no HTTP
-  std::string key_file;  // empty: the cluster's key
+  std::string http;        // node.http, e.g. "127.0.0.2:9708"; empty: no HTTP
+  std::string key_file;    // empty: the cluster's key
+  std::string node_extra;  // TOML lines added to [node] (roles, mgs)
+  std::string extra;       // TOML appended at the end (more sections)
 };
 
 // A pfsnetd on one loopback NID, started and ready (its admin socket answers).
@@ -189,10 +191,11 @@ class Daemon {
     std::string cfg = dir.file(name_ + ".toml");
     write_file(cfg, "[node]\nname = \"" + name_ + "\"\ncluster_key_file = \"" +
                         (o.key_file.empty() ? key_file : o.key_file) + "\"\nadmin_socket = \"" +
-                        socket_ + "\"\nhttp = \"" + o.http + "\"\n[[net]]\nnid = \"" +
-                        nid_.to_string() +
+                        socket_ + "\"\nhttp = \"" + o.http + "\"\n" + o.node_extra +
+                        "\n[[net]]\nnid = \"" + nid_.to_string() +
                         "\"\n[lnet]\npeer_credits = " + std::to_string(o.peer_credits) +
-                        "\ntransaction_timeout = " + std::to_string(o.transaction_timeout) + "\n");
+                        "\ntransaction_timeout = " + std::to_string(o.transaction_timeout) + "\n" +
+                        o.extra);
     proc_ = std::make_unique<Process>(std::vector<std::string>{PFSNETD_BIN, "--config", cfg});
     ready_ = proc_->wait_for_output("pfsnetd started", 5000ms);
   }

@@ -261,6 +261,11 @@ int main(int argc, char** argv) {
   peers->add_flag("-v,--verbose", verbose,
                   "also last state change, recovery, resends, timeouts, errors by kind, NIDs");
 
+  auto* status = app.add_subcommand("status",
+                                    "the MGS's table of every node (asked through the "
+                                    "local daemon): name, roles, NIDs, state, last heard");
+  status->add_flag("--json", json_out, "print JSON");
+
   auto* fault = app.add_subcommand(
       "fault", "fault injection, like lnetctl fault: drop or delay messages leaving this node");
   fault->require_subcommand(1);
@@ -398,6 +403,30 @@ int main(int argc, char** argv) {
         std::printf("%s: %s -> %s\n", c["key"].get<std::string>().c_str(),
                     c["from"].get<std::string>().c_str(), c["to"].get<std::string>().c_str());
       if ((*r)["changed"].empty()) std::printf("nothing changed\n");
+    }
+    return 0;
+  }
+
+  if (*status) {
+    auto r = pfsnet::admin_request(socket, json{{"cmd", "status"}}, std::chrono::seconds(30));
+    if (!r.ok()) return fail(r.status().message());
+    if (json_out) {
+      std::cout << r->dump() << "\n";
+      return 0;
+    }
+    const json& t = *r;
+    std::printf("MGS %s, generation %llu, %zu node(s)\n", t["mgs"].get<std::string>().c_str(),
+                t["generation"].get<unsigned long long>(), t["nodes"].size());
+    std::printf("%-16s %-14s %-8s %10s %-6s  %s\n", "name", "roles", "state", "heard(s)", "via",
+                "NIDs");
+    for (const json& n : t["nodes"]) {
+      std::string nids;
+      for (const json& x : n["nids"]) nids += (nids.empty() ? "" : " ") + x.get<std::string>();
+      if (nids.size() > 40) nids = nids.substr(0, 37) + "...";
+      std::printf("%-16.16s %-14.14s %-8s %10s %-6s  %s\n", n["name"].get<std::string>().c_str(),
+                  n["roles"].get<std::string>().c_str(), n["state"].get<std::string>().c_str(),
+                  fmt_ms(n["last_heard_s_ago"].get<double>()).c_str(),
+                  n["heard_via"].get<std::string>().c_str(), nids.c_str());
     }
     return 0;
   }

@@ -37,6 +37,7 @@ Daemon::Daemon(Config cfg, std::string cluster_key)
   ro.retry_count = cfg_.lnet.retry_count;
   rpc_ = std::make_unique<RpcEngine>(*net_, ro, stats_.get());
   serve_ping(*rpc_, static_cast<size_t>(cfg_.max_bulk()));
+  membership_ = std::make_unique<MembershipService>(cfg_, *net_, *rpc_, clock_);
   admin_ = std::make_unique<AdminServer>(
       [this](const json& req, const AdminEmit& emit) { return handle_admin(req, emit); });
 }
@@ -48,6 +49,7 @@ Status Daemon::start() {
   if (!s.ok()) return s;
   rpc_->start_ticker(std::chrono::milliseconds(100));
   watch_links();
+  membership_->start();
   s = admin_->start(cfg_.node.admin_socket);
   if (!s.ok()) return s;
   if (!cfg_.node.http.empty()) {
@@ -61,7 +63,7 @@ Status Daemon::start() {
                                              : name}};
       for (const auto& [k, v] : params) req[k] = v;
       if (req["cmd"] != "nis" && req["cmd"] != "peers" && req["cmd"] != "config_show" &&
-          req["cmd"] != "diag_rpc")
+          req["cmd"] != "diag_rpc" && req["cmd"] != "status")
         return Status(Code::kNotFound, "no such API: " + name);
       auto r = handle_admin(req, [](const json&) { return true; });
       if (!r.ok()) return r.status();
@@ -105,6 +107,7 @@ void Daemon::stop() {
   if (stopped_) return;
   stopped_ = true;
   links_.stop();
+  membership_->stop();
   rpc_->shutdown();  // pending RPCs fail now, so admin sessions end
   if (http_) http_->stop();
   admin_->stop();
@@ -183,6 +186,14 @@ Result<json> Daemon::handle_admin(const json& req, const AdminEmit& emit) {
   if (cmd == "diag_rpc") return diag_rpc(req);
   if (cmd == "config_show") return config_show();
   if (cmd == "config_set") return config_set(req);
+  if (cmd == "status") {
+    auto text = membership_->status_json(std::chrono::seconds(5));
+    if (!text.ok()) return text.status();
+    json j = json::parse(*text, nullptr, false);
+    if (j.is_discarded()) return Status(Code::kProtocol, "malformed status table");
+    j["local"] = json::parse(membership_->counters_json());
+    return j;
+  }
   if (cmd == "fault_add" || cmd == "fault_list" || cmd == "fault_del") return fault(req);
   return Status(Code::kInvalidArgument, "unknown command '" + cmd + "'");
 }

@@ -11,6 +11,7 @@
 #include "admin/http_server.h"
 #include "base/clock.h"
 #include "base/config.h"
+#include "membership/service.h"
 #include "net/net.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
@@ -56,6 +57,7 @@ class Daemon {
   std::unique_ptr<RpcStats> stats_;
   std::unique_ptr<Net> net_;
   std::unique_ptr<RpcEngine> rpc_;
+  std::unique_ptr<MembershipService> membership_;
   std::unique_ptr<AdminServer> admin_;
   std::unique_ptr<HttpServer> http_;
   LinkMonitor links_;

@@ -40,6 +40,15 @@ Reader int_key(int64_t* out, int64_t lo, int64_t hi) {
   };
 }
 
+Reader bool_key(bool* out) {
+  return [=](const Ctx& c, const toml::node& n, std::string_view key) -> Status {
+    auto v = n.value_exact<bool>();
+    if (!v) return err(c, n.source(), key, "must be true or false");
+    *out = *v;
+    return Status::Ok();
+  };
+}
+
 Reader string_key(std::string* out, bool allow_empty) {
   return [=](const Ctx& c, const toml::node& n, std::string_view key) -> Status {
     auto v = n.value_exact<std::string>();
@@ -186,6 +195,8 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"client_ping_interval", int_key(&cfg.membership.client_ping_interval, 1, 3600)},
       {"server_ping_interval", int_key(&cfg.membership.server_ping_interval, 1, 3600)},
       {"ping_miss_limit", int_key(&cfg.membership.ping_miss_limit, 1, 100)},
+      {"heard_from_reports", bool_key(&cfg.membership.heard_from_reports)},
+      {"notify_rate", int_key(&cfg.membership.notify_rate, 1, 10'000'000)},
   };
   const std::map<std::string, const std::map<std::string, Reader, std::less<>>*, std::less<>>
       sections = {{"node", &node_keys},
@@ -273,6 +284,8 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"membership.client_ping_interval", i(c.membership.client_ping_interval)},
       {"membership.server_ping_interval", i(c.membership.server_ping_interval)},
       {"membership.ping_miss_limit", i(c.membership.ping_miss_limit)},
+      {"membership.heard_from_reports", c.membership.heard_from_reports ? "true" : "false"},
+      {"membership.notify_rate", i(c.membership.notify_rate)},
   };
   e.insert(e.end(), rest.begin(), rest.end());
   return e;

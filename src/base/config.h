@@ -56,6 +56,11 @@ struct MembershipConfig {
   int64_t client_ping_interval = 50;
   int64_t server_ping_interval = 10;
   int64_t ping_miss_limit = 3;
+  // Servers report the clients they heard from; a client that talked to a server within
+  // its period skips its MGS ping (beyond the design note; on by default).
+  bool heard_from_reports = true;
+  // Most state-change notifications the MGS sends per second (its fan-out bound).
+  int64_t notify_rate = 100000;
 };
 
 struct Config {

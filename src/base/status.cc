@@ -46,6 +46,8 @@ std::string_view code_name(Code c) {
       return "NOT_FOUND";
     case Code::kRemoteError:
       return "REMOTE_ERROR";
+    case Code::kPeerDead:
+      return "PEER_DEAD";
     case Code::kInternal:
       return "INTERNAL";
   }

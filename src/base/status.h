@@ -40,6 +40,7 @@ enum class Code : unsigned char {
   kNotFound,         // unknown peer, message type, key
   kRemoteError,      // the remote handler failed
   kInternal,         // a bug
+  kPeerDead,         // the MGS declared the peer dead; no attempt is made until it returns
 };
 std::string_view code_name(Code c);
 

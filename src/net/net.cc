@@ -29,6 +29,8 @@ struct Net::LocalNi {
 
 struct Net::PeerNi {
   Health health;
+  std::atomic<bool> dead{false};  // declared dead by the MGS (all NIs of the peer)
+  std::string dead_why;           // guarded by mu_
   Nid nid;
   Peer* peer = nullptr;
   NetCounters counters;
@@ -353,6 +355,8 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
                                                                   " -> " + via_peer->to_string()));
       }
     }
+    if (dpni->dead.load() && !strict)
+      failed.emplace_back(m, Status(Code::kPeerDead, dpni->dead_why));
     if (failed.empty() && !p) p = select_locked(*dpni->peer);
     if (failed.empty() && !p) {
       bool any_net = false;
@@ -758,7 +762,7 @@ std::vector<RecoveryTarget> Net::recovery_due(TimePoint now) {
   }
   for (auto& [k, pni] : peer_nis_) {
     Health& h = pni->health;
-    if (h.value.load() >= kMaxHealth || h.next_ping > now) continue;
+    if (h.value.load() >= kMaxHealth || h.next_ping > now || pni->dead.load()) continue;
     LocalNi* best = nullptr;
     for (auto& ni : nis_)
       if (ni->up.load() && same_net(ni->nid, pni->nid) &&
@@ -769,6 +773,44 @@ std::vector<RecoveryTarget> Net::recovery_due(TimePoint now) {
     v.push_back(RecoveryTarget{best->nid, pni->nid, false});
   }
   return v;
+}
+
+// ---- membership ----
+
+void Net::set_peer_dead(const Nid& nid, bool dead, const std::string& why) {
+  std::vector<std::pair<TxMsg*, Status>> failed;
+  {
+    std::lock_guard lk(mu_);
+    PeerNi* pni = peer_ni_locked(nid);
+    for (PeerNi* x : pni->peer->nis) {
+      x->dead.store(dead);
+      x->dead_why = why;
+      if (!dead) continue;
+      for (Path* p : x->paths) {
+        for (TxMsg* m : p->queue) failed.emplace_back(m, Status(Code::kPeerDead, why));
+        p->queue.clear();
+      }
+    }
+  }
+  finish_failures(failed);
+}
+
+bool Net::peer_dead(const Nid& nid) const {
+  std::lock_guard lk(mu_);
+  auto it = peer_nis_.find(nid.pack());
+  return it != peer_nis_.end() && it->second->dead.load();
+}
+
+void Net::drop_peer(const Nid& nid, const std::string& why) {
+  std::vector<ConnectionPtr> conns;
+  {
+    std::lock_guard lk(mu_);
+    auto it = peer_nis_.find(nid.pack());
+    if (it == peer_nis_.end()) return;
+    for (PeerNi* x : it->second->peer->nis)
+      for (Path* p : x->paths) conns.insert(conns.end(), p->conns.begin(), p->conns.end());
+  }
+  for (auto& c : conns) c->close(Status(Code::kClosed, why));
 }
 
 // ---- faults ----
@@ -881,6 +923,10 @@ void Net::on_frame(Connection& c, InFrame&& f) {
   }
   uint64_t bytes = kHeaderSize + f.payload.size() + f.bulk.size();
   PeerNi& pni = *cs->path->pni;
+  if (pni.dead.load()) {
+    set_peer_dead(pni.nid, false, "");
+    PFS_LOG_INFO("heard from {} directly: it is alive, whatever the MGS said", pni.nid.to_string());
+  }
   if (ni.up.load()) raise(ni.health);
   raise(pni.health);
   ni.counters.recv_count.fetch_add(1, std::memory_order_relaxed);

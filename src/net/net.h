@@ -208,6 +208,14 @@ class Net final : public TransportEvents {
   // failure is counted and the health is left alone).
   bool set_link_state(const Nid& local, bool up, bool penalize = true);
 
+  // Membership: the MGS declared the peer owning `nid` dead (or back). While dead, sends
+  // to it fail at once with kPeerDead and `why`, its queued sends fail so, and it gets no
+  // recovery pings; hearing from it directly clears the mark.
+  void set_peer_dead(const Nid& nid, bool dead, const std::string& why);
+  bool peer_dead(const Nid& nid) const;
+  // Closes every connection to the peer owning `nid` (a server dropping a dead client).
+  void drop_peer(const Nid& nid, const std::string& why);
+
   // NIs whose recovery ping is due at `now`; each is scheduled for its next one.
   std::vector<RecoveryTarget> recovery_due(TimePoint now);
 

@@ -405,7 +405,7 @@ void RpcEngine::on_reply(InFrame&& f, RxCredit credit) {
   }
   RpcReply& r = c->reply;
   if (f.hdr.status != 0) {
-    Code code = f.hdr.status <= static_cast<uint16_t>(Code::kInternal)
+    Code code = f.hdr.status <= static_cast<uint16_t>(Code::kPeerDead)
                     ? static_cast<Code>(f.hdr.status)
                     : Code::kProtocol;
     HealthKind hk =
@@ -517,6 +517,30 @@ void RpcEngine::on_connection_closed(uint64_t conn_id, const Nid& peer_nid, cons
     if (!try_resend(c, s, path)) resolve_error(c, final_error(c, s));
     unref(c);
   }
+}
+
+size_t RpcEngine::fail_calls_to(const std::vector<Nid>& nids, const Status& s) {
+  std::vector<Call*> dead;
+  auto hit = [&](const Nid& d) { return std::find(nids.begin(), nids.end(), d) != nids.end(); };
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [xid, c] : pending_)
+      if (hit(c->dst)) {
+        c->refs.fetch_add(1);
+        dead.push_back(c);
+      }
+    for (auto& [k, t] : targets_)
+      for (Call* c : t->queue)
+        if (hit(c->dst)) {
+          c->refs.fetch_add(1);
+          dead.push_back(c);
+        }
+  }
+  for (Call* c : dead) {
+    resolve_error(c, s);
+    unref(c);
+  }
+  return dead.size();
 }
 
 void RpcEngine::send_recovery_pings(TimePoint now) {

@@ -133,6 +133,10 @@ class RpcEngine final : public NetRx {
   // Turns statistics recording on (a RpcStats that outlives the engine) or off (null).
   void set_stats(RpcStats* stats) { stats_.store(stats, std::memory_order_release); }
 
+  // Fails every RPC to any of `nids`, on the wire or queued, with `s` (no resend): the
+  // MGS declared that node dead.
+  size_t fail_calls_to(const std::vector<Nid>& nids, const Status& s);
+
   size_t pending() const;
   // RPCs to `dst` on the wire and waiting for a slot.
   std::pair<int64_t, size_t> target_load(const Nid& dst) const;

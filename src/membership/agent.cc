@@ -1,0 +1,56 @@
+#include "membership/agent.h"
+
+#include "base/log.h"
+
+namespace pfsnet {
+
+AgentCore::AgentCore(AgentOptions o) : opts_(std::move(o)) {}
+
+void AgentCore::on_register_reply(const RegisterRep& r, TimePoint now) {
+  in_flight_ = false;
+  failures_in_a_row_ = 0;
+  registered_ = true;
+  id_ = r.id;
+  mgs_instance_ = r.mgs_instance;
+  server_nids_.clear();
+  apply(r.servers);
+  next_ = now + opts_.period();
+  PFS_LOG_INFO("membership: registered with MGS {} as node {}", current_mgs().to_string(), id_);
+}
+
+void AgentCore::on_ping_reply(const PingRep& r, TimePoint now) {
+  in_flight_ = false;
+  failures_in_a_row_ = 0;
+  if (r.status == PingStatus::kUnknown) {
+    ++counters_.unknown;
+    PFS_LOG_INFO("membership: MGS {} does not know us (it restarted?); registering again",
+                 current_mgs().to_string());
+    registered_ = false;
+    next_ = now;
+  }
+}
+
+void AgentCore::on_failure(TimePoint now) {
+  in_flight_ = false;
+  ++failures_in_a_row_;
+  registered_ = false;
+  if (opts_.mgs.size() > 1) {
+    Nid from = current_mgs();
+    mgs_index_ = (mgs_index_ + 1) % opts_.mgs.size();
+    ++counters_.failovers;
+    PFS_LOG_WARN("membership: MGS {} does not answer; failing over to {}", from.to_string(),
+                 current_mgs().to_string());
+  }
+  // Straight to the next MGS; after a whole round of failures, wait a second each time.
+  next_ = failures_in_a_row_ >= static_cast<int>(opts_.mgs.size()) ? now + std::chrono::seconds(1)
+                                                                   : now;
+}
+
+void AgentCore::apply(const std::vector<NodeEvent>& events) {
+  for (const NodeEvent& e : events) {
+    if (!(e.roles & kRoleServer)) continue;
+    for (const Nid& n : e.nids) server_nids_.insert(n.pack());
+  }
+}
+
+}  // namespace pfsnet

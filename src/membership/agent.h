@@ -1,0 +1,111 @@
+// AgentCore: the node side of the scalable pinger, as pure logic on an injected clock.
+// It registers with the MGS, then pings it rain or shine every period (client or server
+// interval); a ping answered "unknown" (the MGS restarted, or forgot us) registers again;
+// an MGS that does not answer is failed over to the next configured MGS NID, where the
+// node registers again. With heard_reports, a client that exchanged RPCs with a server
+// recently enough for that server's report to reach the MGS in time skips its own ping.
+// Thread safety: none; MembershipService serialises calls.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "base/clock.h"
+#include "membership/protocol.h"
+
+namespace pfsnet {
+
+struct AgentOptions {
+  std::string name;
+  uint8_t roles = kRoleClient;
+  std::vector<Nid> nids;
+  std::vector<Nid> mgs;  // in failover order
+  Duration client_interval = std::chrono::seconds(50);
+  Duration server_interval = std::chrono::seconds(10);
+  bool heard_reports = true;
+  uint64_t instance = 0;
+
+  Duration period() const {
+    return (roles & (kRoleServer | kRoleMgs)) ? server_interval : client_interval;
+  }
+  // A client that talked to a server within this window before its ping is due skips the
+  // ping: the server's report (sent every server_interval) reaches the MGS first.
+  Duration skip_window() const { return client_interval - 2 * server_interval; }
+};
+
+class AgentCore {
+ public:
+  explicit AgentCore(AgentOptions o);
+
+  enum class Kind { kRegister, kPing };
+  struct Send {
+    Kind kind;
+    Nid mgs;
+    Buffer payload;
+  };
+  // What to send now, if anything. `last_server_contact`: when a server last answered
+  // us (TimePoint{} if never); `heard`: for servers, the client NIDs heard since the
+  // last ping (called only when a ping goes).
+  template <class Heard>
+  std::optional<Send> due(TimePoint now, TimePoint last_server_contact, Heard&& heard);
+
+  void on_register_reply(const RegisterRep& r, TimePoint now);
+  void on_ping_reply(const PingRep& r, TimePoint now);
+  // The request failed (no answer within its timeout): fail over to the next MGS.
+  void on_failure(TimePoint now);
+  // Keeps the set of server NIDs current from notifications.
+  void apply(const std::vector<NodeEvent>& events);
+
+  bool registered() const { return registered_; }
+  bool in_flight() const { return in_flight_; }
+  const Nid& current_mgs() const { return opts_.mgs[mgs_index_]; }
+  uint32_t id() const { return id_; }
+  bool is_server_nid(uint64_t packed) const { return server_nids_.count(packed) > 0; }
+  const AgentOptions& options() const { return opts_; }
+
+  struct Counters {
+    uint64_t registers = 0, pings = 0, skipped = 0, failovers = 0, unknown = 0;
+  };
+  const Counters& counters() const { return counters_; }
+
+ private:
+  AgentOptions opts_;
+  size_t mgs_index_ = 0;
+  bool registered_ = false;
+  bool in_flight_ = false;
+  uint32_t id_ = 0;
+  uint64_t mgs_instance_ = 0;
+  TimePoint next_{};  // next ping (or registration attempt)
+  int failures_in_a_row_ = 0;
+  std::unordered_set<uint64_t> server_nids_;
+  Counters counters_;
+};
+
+template <class Heard>
+std::optional<AgentCore::Send> AgentCore::due(TimePoint now, TimePoint last_server_contact,
+                                              Heard&& heard) {
+  if (in_flight_ || opts_.mgs.empty() || now < next_) return std::nullopt;
+  if (!registered_) {
+    in_flight_ = true;
+    ++counters_.registers;
+    return Send{Kind::kRegister, current_mgs(),
+                encode(RegisterReq{opts_.name, opts_.roles, opts_.nids, opts_.instance})};
+  }
+  Duration period = opts_.period();
+  if (opts_.heard_reports && opts_.roles == kRoleClient && last_server_contact != TimePoint{} &&
+      now - last_server_contact <= opts_.skip_window()) {
+    ++counters_.skipped;
+    next_ = now + period;
+    return std::nullopt;
+  }
+  in_flight_ = true;
+  ++counters_.pings;
+  PingReq p{id_, opts_.instance, {}};
+  if (opts_.heard_reports && (opts_.roles & kRoleServer)) p.heard = heard();
+  next_ = now + period;  // rain or shine: the period runs from this ping
+  return Send{Kind::kPing, current_mgs(), encode(p)};
+}
+
+}  // namespace pfsnet

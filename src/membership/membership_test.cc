@@ -1,0 +1,307 @@
+// The scalable pinger's logic on a manual clock: protocol round trips and refusals, the
+// MGS's states (up, suspect, dead, back), notifications to those who care (coalesced,
+// rate-bounded, retried), heard-from reports, and the agent's schedule, skip rule and
+// failover.
+#include <gtest/gtest.h>
+
+#include "membership/agent.h"
+#include "membership/mgs.h"
+
+namespace pfsnet {
+namespace {
+
+using namespace std::chrono_literals;
+
+Nid nid(const char* s) { return *Nid::parse(s); }
+
+TEST(MembershipProtocol, RoundTripsAndRefusesGarbage) {
+  RegisterReq r{"oss01", kRoleServer, {nid("10.0.0.4@tcp"), nid("10.1.0.4@tcp1")}, 42};
+  Buffer b = encode(r);
+  auto back = decode_register_req(b.span());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->name, "oss01");
+  EXPECT_EQ(back->nids.size(), 2u);
+  EXPECT_EQ(back->instance, 42u);
+  // Truncated at every length, and with a trailing byte: refused.
+  for (size_t n = 0; n < b.size(); ++n)
+    EXPECT_FALSE(decode_register_req(b.span().first(n)).ok()) << n;
+  Buffer longer(b.size() + 1);
+  std::memcpy(longer.data(), b.data(), b.size());
+  longer.data()[b.size()] = 0;
+  EXPECT_FALSE(decode_register_req(longer.span()).ok());
+  // A list count larger than the bytes behind it allocates nothing and fails.
+  PingReq p{7, 9, {1, 2, 3}};
+  Buffer pb = encode(p);
+  pb.data()[12] = 0xff;  // the count's low byte
+  EXPECT_FALSE(decode_ping_req(pb.span()).ok());
+  NotifyReq nr{5, {NodeEvent{3, "c1", kRoleClient, NodeState::kDead, {nid("10.0.0.9@tcp")}}}};
+  auto nb = decode_notify_req(encode(nr).span());
+  ASSERT_TRUE(nb.ok());
+  EXPECT_EQ(nb->events[0].state, NodeState::kDead);
+  EXPECT_EQ(encoded_size(nr.events[0]), encode(nr).size() - 12);
+}
+
+class MgsTest : public ::testing::Test {
+ protected:
+  MgsTest() : mgs_(opts(), 1) {}
+  static MgsOptions opts() {
+    MgsOptions o;
+    o.client_interval = 50s;
+    o.server_interval = 10s;
+    o.miss_limit = 3;
+    o.notify_rate = 1000;
+    o.notify_window = 8;
+    return o;
+  }
+  uint32_t add(const std::string& name, uint8_t roles, const char* n) {
+    return mgs_.on_register(RegisterReq{name, roles, {nid(n)}, 7}, clock_.now()).id;
+  }
+  void ping(uint32_t id, std::vector<uint64_t> heard = {}) {
+    EXPECT_EQ(mgs_.on_ping(PingReq{id, 7, std::move(heard)}, clock_.now()).status, PingStatus::kOk);
+  }
+  NodeState state(uint32_t id) { return mgs_.find(id)->state; }
+
+  ManualClock clock_;
+  MgsCore mgs_;
+};
+
+TEST_F(MgsTest, ServerGoesSuspectThenDeadAndClientsAreToldOnce) {
+  uint32_t s = add("oss1", kRoleServer, "10.0.0.3@tcp");
+  uint32_t c1 = add("c1", kRoleClient, "10.0.0.5@tcp");
+  uint32_t c2 = add("c2", kRoleClient, "10.0.0.6@tcp");
+  mgs_.take_changes();
+  // Pinging on time keeps it up; the period plus the grace (500 ms) makes it suspect.
+  clock_.advance(10s);
+  ping(s);
+  ping(c1);
+  ping(c2);
+  clock_.advance(10499ms);
+  mgs_.tick(clock_.now());
+  EXPECT_EQ(state(s), NodeState::kUp);
+  clock_.advance(1ms);
+  mgs_.tick(clock_.now());
+  EXPECT_EQ(state(s), NodeState::kSuspect);
+  EXPECT_TRUE(mgs_.take_notifications(clock_.now()).empty());  // suspect is not broadcast
+  // Dead after ping_miss_limit periods (30 s) plus the grace.
+  clock_.advance(20s);
+  mgs_.tick(clock_.now());
+  EXPECT_EQ(state(s), NodeState::kDead);
+  EXPECT_EQ(state(c1), NodeState::kUp);  // clients have 50 s periods
+  auto changes = mgs_.take_changes();
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[1].state, NodeState::kDead);
+  auto out = mgs_.take_notifications(clock_.now());
+  ASSERT_EQ(out.size(), 2u);  // both clients, nobody else
+  for (auto& o : out) {
+    EXPECT_TRUE(o.to == c1 || o.to == c2);
+    ASSERT_EQ(o.req.events.size(), 1u);
+    EXPECT_EQ(o.req.events[0].name, "oss1");
+    EXPECT_EQ(o.req.events[0].state, NodeState::kDead);
+    mgs_.notification_done(o.token, true, clock_.now());
+  }
+  EXPECT_TRUE(mgs_.take_notifications(clock_.now()).empty());
+  // It comes back: its ping makes it up, and the clients hear that too.
+  ping(s);
+  EXPECT_EQ(state(s), NodeState::kUp);
+  out = mgs_.take_notifications(clock_.now());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].req.events[0].state, NodeState::kUp);
+  EXPECT_EQ(mgs_.counters().events_delivered, 2u);
+}
+
+TEST_F(MgsTest, DeadClientIsToldToServersNotToClients) {
+  uint32_t s1 = add("oss1", kRoleServer, "10.0.0.3@tcp");
+  uint32_t s2 = add("oss2", kRoleServer, "10.0.0.4@tcp");
+  add("c1", kRoleClient, "10.0.0.5@tcp");
+  add("c2", kRoleClient, "10.0.0.6@tcp");
+  for (int i = 0; i < 16; ++i) {  // the servers keep pinging; the clients go silent
+    clock_.advance(10s);
+    ping(s1);
+    ping(s2);
+    mgs_.tick(clock_.now());
+  }
+  auto out = mgs_.take_notifications(clock_.now());
+  ASSERT_EQ(out.size(), 2u);
+  for (auto& o : out) {
+    EXPECT_TRUE(o.to == s1 || o.to == s2);
+    EXPECT_EQ(o.req.events.size(), 2u);  // both dead clients in one notification
+  }
+}
+
+TEST_F(MgsTest, HeardFromReportsKeepASilentClientUp) {
+  uint32_t s = add("oss1", kRoleServer, "10.0.0.3@tcp");
+  uint32_t c = add("c1", kRoleClient, "10.0.0.5@tcp");
+  for (int i = 0; i < 30; ++i) {  // 300 s: six client periods without a client ping
+    clock_.advance(10s);
+    ping(s, {nid("10.0.0.5@tcp").pack(), nid("10.9.9.9@tcp").pack()});
+    mgs_.tick(clock_.now());
+  }
+  EXPECT_EQ(state(c), NodeState::kUp);
+  EXPECT_TRUE(mgs_.find(c)->heard_by_report);
+  EXPECT_EQ(mgs_.counters().reported, 30u);
+  // Reports stop: suspect after 50.5 s, dead after 150.5 s.
+  for (int i = 0; i < 16; ++i) {
+    clock_.advance(10s);
+    ping(s);
+    mgs_.tick(clock_.now());
+  }
+  EXPECT_EQ(state(c), NodeState::kDead);
+}
+
+TEST_F(MgsTest, UnknownOrRestartedNodesAreToldToRegister) {
+  uint32_t c = add("c1", kRoleClient, "10.0.0.5@tcp");
+  EXPECT_EQ(mgs_.on_ping(PingReq{c + 100, 7, {}}, clock_.now()).status, PingStatus::kUnknown);
+  EXPECT_EQ(mgs_.on_ping(PingReq{c, 8, {}}, clock_.now()).status, PingStatus::kUnknown);
+  // Registering again under the same name keeps the id.
+  EXPECT_EQ(
+      mgs_.on_register(RegisterReq{"c1", kRoleClient, {nid("10.0.0.5@tcp")}, 8}, clock_.now()).id,
+      c);
+  EXPECT_EQ(mgs_.on_ping(PingReq{c, 8, {}}, clock_.now()).status, PingStatus::kOk);
+  EXPECT_EQ(mgs_.counters().unknown_pings, 2u);
+}
+
+TEST_F(MgsTest, NotificationsAreRateBoundedWindowedAndRetried) {
+  uint32_t s = add("oss1", kRoleServer, "10.0.0.3@tcp");
+  for (int i = 0; i < 50; ++i) {
+    std::string n = "10.0.1." + std::to_string(i + 1) + "@tcp";
+    add("c" + std::to_string(i), kRoleClient, n.c_str());
+  }
+  clock_.advance(31s);
+  for (uint32_t id = 1; id <= 50; ++id) ping(id);
+  mgs_.tick(clock_.now());
+  ASSERT_EQ(state(s), NodeState::kDead);
+  // Window 8: no more than 8 in flight, whatever the rate allows.
+  auto first = mgs_.take_notifications(clock_.now());
+  EXPECT_EQ(first.size(), 8u);
+  EXPECT_TRUE(mgs_.take_notifications(clock_.now()).empty());
+  // One fails: retried after the back-off (1 s), not before.
+  mgs_.notification_done(first[0].token, false, clock_.now());
+  for (size_t i = 1; i < first.size(); ++i)
+    mgs_.notification_done(first[i].token, true, clock_.now());
+  // Rate 1000/s with bursts of 100: the remaining 42 go at once, the retry does not.
+  auto second = mgs_.take_notifications(clock_.now());
+  EXPECT_EQ(second.size(), 8u);
+  for (auto& o : second) EXPECT_NE(o.to, first[0].to);
+  size_t sent = first.size() + second.size();
+  for (auto& o : second) mgs_.notification_done(o.token, true, clock_.now());
+  for (int round = 0; round < 10; ++round) {
+    auto more = mgs_.take_notifications(clock_.now());
+    sent += more.size();
+    for (auto& o : more) mgs_.notification_done(o.token, true, clock_.now());
+  }
+  EXPECT_EQ(sent, 50u);
+  clock_.advance(1s);
+  auto retry = mgs_.take_notifications(clock_.now());
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_EQ(retry[0].to, first[0].to);
+  EXPECT_EQ(mgs_.counters().notification_retries, 1u);
+}
+
+TEST_F(MgsTest, TheRateBoundsABurst) {
+  MgsOptions o = opts();
+  o.notify_rate = 100;  // bursts of 10
+  o.notify_window = 1000;
+  MgsCore mgs(o, 1);
+  mgs.on_register(RegisterReq{"oss1", kRoleServer, {nid("10.0.0.3@tcp")}, 1}, clock_.now());
+  for (int i = 0; i < 40; ++i) {
+    std::string n = "10.0.1." + std::to_string(i + 1) + "@tcp";
+    mgs.on_register(RegisterReq{"c" + std::to_string(i), kRoleClient, {nid(n.c_str())}, 1},
+                    clock_.now());
+  }
+  clock_.advance(31s);
+  for (uint32_t id = 1; id <= 40; ++id) mgs.on_ping(PingReq{id, 1, {}}, clock_.now());
+  mgs.tick(clock_.now());
+  EXPECT_EQ(mgs.take_notifications(clock_.now()).size(), 10u);
+  clock_.advance(100ms);
+  EXPECT_EQ(mgs.take_notifications(clock_.now()).size(), 10u);
+  clock_.advance(50ms);
+  EXPECT_EQ(mgs.take_notifications(clock_.now()).size(), 5u);
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  static AgentOptions opts(uint8_t roles) {
+    AgentOptions o;
+    o.name = "n";
+    o.roles = roles;
+    o.nids = {nid("10.0.0.5@tcp")};
+    o.mgs = {nid("10.0.0.2@tcp"), nid("10.0.0.12@tcp")};
+    o.client_interval = 50s;
+    o.server_interval = 10s;
+    o.instance = 3;
+    return o;
+  }
+  static std::vector<uint64_t> none() { return {}; }
+  ManualClock clock_;
+};
+
+TEST_F(AgentTest, RegistersThenPingsEveryPeriodRainOrShine) {
+  AgentCore a(opts(kRoleServer));
+  auto s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->kind, AgentCore::Kind::kRegister);
+  EXPECT_FALSE(a.due(clock_.now(), TimePoint{}, none));  // one request at a time
+  a.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  EXPECT_EQ(a.id(), 4u);
+  clock_.advance(9999ms);
+  EXPECT_FALSE(a.due(clock_.now(), TimePoint{}, none));
+  clock_.advance(1ms);
+  s = a.due(clock_.now(), TimePoint{}, [] { return std::vector<uint64_t>{77}; });
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->kind, AgentCore::Kind::kPing);
+  auto p = decode_ping_req(s->payload.span());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->id, 4u);
+  EXPECT_EQ(p->heard, std::vector<uint64_t>{77});  // a server reports whom it heard
+  a.on_ping_reply(PingRep{PingStatus::kOk, 2, 1}, clock_.now() + 300ms);
+  clock_.advance(10s);  // the period runs from the ping, not from its reply
+  EXPECT_TRUE(a.due(clock_.now(), TimePoint{}, none));
+}
+
+TEST_F(AgentTest, UnknownReRegistersAndSilenceFailsOver) {
+  AgentCore a(opts(kRoleClient));
+  ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
+  a.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  clock_.advance(50s);
+  ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
+  a.on_ping_reply(PingRep{PingStatus::kUnknown, 1, 2}, clock_.now());
+  auto s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->kind, AgentCore::Kind::kRegister);
+  EXPECT_EQ(s->mgs, nid("10.0.0.2@tcp"));
+  a.on_failure(clock_.now());
+  s = a.due(clock_.now(), TimePoint{}, none);  // straight to the next MGS
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->mgs, nid("10.0.0.12@tcp"));
+  a.on_failure(clock_.now());
+  EXPECT_FALSE(a.due(clock_.now(), TimePoint{}, none));  // a whole round failed: wait 1 s
+  clock_.advance(1s);
+  s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->mgs, nid("10.0.0.2@tcp"));
+  EXPECT_EQ(a.counters().failovers, 2u);
+}
+
+TEST_F(AgentTest, ClientThatTalkedToAServerRecentlySkipsItsPing) {
+  AgentCore a(opts(kRoleClient));
+  ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
+  a.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  clock_.advance(50s);
+  // Skip window: 50 - 2 x 10 = 30 s.
+  EXPECT_FALSE(a.due(clock_.now(), clock_.now() - 30s, none));
+  EXPECT_EQ(a.counters().skipped, 1u);
+  clock_.advance(50s);
+  EXPECT_TRUE(a.due(clock_.now(), clock_.now() - 31s, none));  // too long ago: ping
+  EXPECT_EQ(a.counters().pings, 1u);
+  // Without heard reports the client always pings.
+  AgentOptions o = opts(kRoleClient);
+  o.heard_reports = false;
+  AgentCore b(o);
+  ASSERT_TRUE(b.due(clock_.now(), TimePoint{}, none));
+  b.on_register_reply(RegisterRep{5, 1, 1, {}}, clock_.now());
+  clock_.advance(50s);
+  EXPECT_TRUE(b.due(clock_.now(), clock_.now(), none));
+}
+
+}  // namespace
+}  // namespace pfsnet

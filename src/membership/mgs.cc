@@ -1,0 +1,234 @@
+#include "membership/mgs.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+
+namespace pfsnet {
+
+MgsOptions MgsOptions::from(const Config& cfg) {
+  MgsOptions o;
+  o.client_interval = std::chrono::seconds(cfg.membership.client_ping_interval);
+  o.server_interval = std::chrono::seconds(cfg.membership.server_ping_interval);
+  o.miss_limit = cfg.membership.ping_miss_limit;
+  o.heard_reports = cfg.membership.heard_from_reports;
+  o.notify_rate = cfg.membership.notify_rate;
+  return o;
+}
+
+MgsCore::MgsCore(MgsOptions o, uint64_t instance) : opts_(o), instance_(instance) {}
+
+NodeEvent MgsCore::event_of(const NodeRecord& n) const {
+  return NodeEvent{n.id, n.name, n.roles, n.state, n.nids};
+}
+
+RegisterRep MgsCore::on_register(const RegisterReq& r, TimePoint now) {
+  ++counters_.registers;
+  uint32_t id;
+  auto it = by_name_.find(r.name);
+  if (it == by_name_.end()) {
+    id = static_cast<uint32_t>(nodes_.size());
+    nodes_.emplace_back();
+    by_name_[r.name] = id;
+  } else {
+    id = it->second;
+  }
+  NodeRecord& n = nodes_[id];
+  bool fresh = n.name.empty();
+  for (const Nid& old : n.nids) by_nid_.erase(old.pack());
+  n.id = id;
+  n.name = r.name;
+  n.roles = r.roles;
+  n.nids = r.nids;
+  for (const Nid& x : n.nids) by_nid_[x.pack()] = id;
+  bool restarted = !fresh && n.instance != r.instance;
+  n.instance = r.instance;
+  n.registered = now;
+  if (fresh) {
+    n.state = NodeState::kUp;
+    n.last_change = now;
+    ++generation_;
+    changes_.push_back(event_of(n));
+    PFS_LOG_INFO("membership: {} ({}) registered as node {}", n.name, roles_string(n.roles), id);
+  } else if (restarted) {
+    PFS_LOG_INFO("membership: {} registered again (restarted)", n.name);
+  }
+  heard(n, now, false);
+  RegisterRep rep;
+  rep.id = id;
+  rep.mgs_instance = instance_;
+  rep.generation = generation_;
+  for (const NodeRecord& s : nodes_)
+    if (!s.name.empty() && (s.roles & kRoleServer)) rep.servers.push_back(event_of(s));
+  return rep;
+}
+
+void MgsCore::heard(NodeRecord& n, TimePoint now, bool by_report) {
+  n.last_heard = now;
+  n.heard_by_report = by_report;
+  if (n.state != NodeState::kUp) change(n, NodeState::kUp, now);
+}
+
+PingRep MgsCore::on_ping(const PingReq& r, TimePoint now) {
+  ++counters_.pings;
+  PingRep rep;
+  rep.mgs_instance = instance_;
+  if (r.id >= nodes_.size() || nodes_[r.id].name.empty() || nodes_[r.id].instance != r.instance) {
+    ++counters_.unknown_pings;
+    rep.status = PingStatus::kUnknown;
+    rep.generation = generation_;
+    return rep;
+  }
+  NodeRecord& n = nodes_[r.id];
+  heard(n, now, false);
+  if (opts_.heard_reports && (n.roles & kRoleServer)) {
+    for (uint64_t packed : r.heard) {
+      auto it = by_nid_.find(packed);
+      if (it == by_nid_.end()) continue;
+      NodeRecord& c = nodes_[it->second];
+      if (!(c.roles & kRoleClient) || c.last_heard >= now) continue;
+      ++counters_.reported;
+      heard(c, now, true);
+    }
+  }
+  rep.generation = generation_;
+  return rep;
+}
+
+void MgsCore::change(NodeRecord& n, NodeState s, TimePoint now) {
+  NodeState old = n.state;
+  n.state = s;
+  n.last_change = now;
+  ++generation_;
+  changes_.push_back(event_of(n));
+  if (s == NodeState::kSuspect || (s == NodeState::kUp && old == NodeState::kSuspect)) return;
+  // Died, or came back from the dead: tell those who care.
+  PFS_LOG_WARN("membership: {} ({}) is {}", n.name, roles_string(n.roles), node_state_name(s));
+  for (NodeRecord& sub : nodes_) {
+    if (sub.name.empty() || sub.id == n.id || sub.state == NodeState::kDead) continue;
+    bool cares = ((n.roles & kRoleServer) && (sub.roles & kRoleClient)) ||
+                 ((n.roles & kRoleClient) && (sub.roles & kRoleServer));
+    if (!cares) continue;
+    sub.pending.push_back(n.id);
+    enqueue(sub);
+  }
+}
+
+void MgsCore::enqueue(NodeRecord& sub) {
+  if (sub.queued || sub.in_flight || sub.attempts > 0) return;  // retries come back on their own
+  sub.queued = true;
+  ready_.push_back(sub.id);
+}
+
+void MgsCore::tick(TimePoint now) {
+  for (NodeRecord& n : nodes_) {
+    if (n.name.empty() || n.state == NodeState::kDead) continue;
+    Duration period = opts_.period(n.roles), grace = opts_.grace(n.roles);
+    Duration quiet = now - n.last_heard;
+    if (quiet >= period * opts_.miss_limit + grace)
+      change(n, NodeState::kDead, now);
+    else if (n.state == NodeState::kUp && quiet >= period + grace)
+      change(n, NodeState::kSuspect, now);
+  }
+}
+
+std::vector<NodeEvent> MgsCore::take_changes() { return std::exchange(changes_, {}); }
+
+std::vector<MgsCore::Outgoing> MgsCore::take_notifications(TimePoint now) {
+  while (!retry_.empty() && retry_.begin()->first <= now) {
+    uint32_t id = retry_.begin()->second;
+    retry_.erase(retry_.begin());
+    NodeRecord& sub = nodes_[id];
+    if (!sub.queued && !sub.in_flight) {
+      sub.queued = true;
+      ready_.push_back(id);
+    }
+  }
+  // Token bucket: notify_rate per second, bursts of at most a tenth of a second's worth.
+  double cap = std::max(1.0, double(opts_.notify_rate) / 10);
+  if (last_refill_ == TimePoint{}) {
+    tokens_ = cap;
+  } else {
+    tokens_ = std::min(cap, tokens_ + std::chrono::duration<double>(now - last_refill_).count() *
+                                          double(opts_.notify_rate));
+  }
+  last_refill_ = now;
+  std::vector<Outgoing> out;
+  while (!ready_.empty() && tokens_ >= 1 && flying_.size() < opts_.notify_window) {
+    uint32_t id = ready_.front();
+    ready_.pop_front();
+    NodeRecord& sub = nodes_[id];
+    sub.queued = false;
+    if (sub.pending.empty()) continue;
+    if (sub.state == NodeState::kDead) {
+      ++counters_.notifications_dropped;
+      sub.pending.clear();
+      sub.attempts = 0;
+      continue;
+    }
+    std::sort(sub.pending.begin(), sub.pending.end());
+    sub.pending.erase(std::unique(sub.pending.begin(), sub.pending.end()), sub.pending.end());
+    Outgoing o;
+    o.token = next_token_++;
+    o.to = id;
+    o.nids = sub.nids;
+    o.req.generation = generation_;
+    // Each change in its newest state, as many as fit in one message; the rest next time.
+    size_t bytes = 12, taken = 0;
+    for (; taken < sub.pending.size(); ++taken) {
+      NodeEvent e = event_of(nodes_[sub.pending[taken]]);
+      bytes += encoded_size(e);
+      if (bytes > 60000 && taken > 0) break;
+      o.req.events.push_back(std::move(e));
+    }
+    sub.sending.assign(sub.pending.begin(), sub.pending.begin() + static_cast<long>(taken));
+    sub.pending.erase(sub.pending.begin(), sub.pending.begin() + static_cast<long>(taken));
+    sub.in_flight = true;
+    flying_[o.token] = id;
+    tokens_ -= 1;
+    ++counters_.notifications_sent;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+void MgsCore::notification_done(uint64_t token, bool ok, TimePoint now) {
+  auto it = flying_.find(token);
+  if (it == flying_.end()) return;
+  NodeRecord& sub = nodes_[it->second];
+  flying_.erase(it);
+  sub.in_flight = false;
+  if (ok) {
+    counters_.events_delivered += sub.sending.size();
+    sub.sending.clear();
+    sub.attempts = 0;
+  } else {
+    ++counters_.notification_failures;
+    sub.pending.insert(sub.pending.end(), sub.sending.begin(), sub.sending.end());
+    sub.sending.clear();
+    if (++sub.attempts > opts_.notify_retries || sub.state == NodeState::kDead) {
+      PFS_LOG_WARN("membership: giving up notifying {} after {} attempts", sub.name, sub.attempts);
+      ++counters_.notifications_dropped;
+      sub.pending.clear();
+      sub.attempts = 0;
+      return;
+    }
+    ++counters_.notification_retries;
+    retry_.emplace(now + opts_.notify_backoff * (int64_t{1} << (sub.attempts - 1)), sub.id);
+    return;
+  }
+  if (!sub.pending.empty()) enqueue(sub);
+}
+
+size_t MgsCore::memory_bytes() const {
+  size_t b = sizeof(*this) + nodes_.capacity() * sizeof(NodeRecord);
+  for (const NodeRecord& n : nodes_)
+    b += n.name.capacity() + n.nids.capacity() * sizeof(Nid) +
+         n.pending.capacity() * sizeof(uint32_t);
+  // Hash indexes: a node per entry (key, value, next pointer, cached hash) plus buckets.
+  b += by_name_.size() * (sizeof(std::string) + 4 + 16) + by_name_.bucket_count() * 8;
+  b += by_nid_.size() * (8 + 4 + 16) + by_nid_.bucket_count() * 8;
+  return b;
+}
+
+}  // namespace pfsnet

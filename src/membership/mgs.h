@@ -1,0 +1,127 @@
+// MgsCore: the MGS side of the scalable pinger (seed 002), as pure logic on an injected
+// clock so that a test or a simulation drives it exactly: the table of nodes, their
+// states (up; suspect after one missed period; dead after ping_miss_limit periods), and
+// the notifications of state changes to those who care -- clients of a server that died
+// or came back, servers of a client that died or came back -- coalesced per subscriber
+// (one notification carries every change it has not heard yet, each in its newest
+// state), at most `notify_rate` per second and `notify_window` in flight, retried with
+// back-off.
+//
+// Beyond the design note: a server's ping carries the NIDs of clients that sent it RPCs
+// since its last ping; such a client counts as heard from (heard_reports).
+//
+// Memory: one NodeRecord per node (about 200 bytes plus its name and NIDs) and two
+// index entries. Thread safety: none; MgsService serialises calls.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/config.h"
+#include "membership/protocol.h"
+
+namespace pfsnet {
+
+struct MgsOptions {
+  Duration client_interval = std::chrono::seconds(50);
+  Duration server_interval = std::chrono::seconds(10);
+  int64_t miss_limit = 3;
+  bool heard_reports = true;
+  int64_t notify_rate = 100000;  // notifications per second
+  size_t notify_window = 4096;   // notifications in flight at once
+  int notify_retries = 3;
+  Duration notify_backoff = std::chrono::seconds(1);  // doubled on each retry
+
+  static MgsOptions from(const Config& cfg);
+  Duration period(uint8_t roles) const {
+    return (roles & (kRoleServer | kRoleMgs)) ? server_interval : client_interval;
+  }
+  // Slack after a period before it counts as missed: a quarter period, at most 500 ms.
+  Duration grace(uint8_t roles) const {
+    return std::min<Duration>(period(roles) / 4, std::chrono::milliseconds(500));
+  }
+};
+
+struct NodeRecord {
+  uint32_t id = 0;
+  std::string name;
+  uint8_t roles = 0;
+  std::vector<Nid> nids;
+  uint64_t instance = 0;
+  NodeState state = NodeState::kUp;
+  TimePoint last_heard{};
+  TimePoint registered{};
+  TimePoint last_change{};
+  bool heard_by_report = false;  // last heard through a server's report, not its own ping
+  // As a subscriber: nodes whose change it has not been told yet.
+  std::vector<uint32_t> pending;
+  std::vector<uint32_t> sending;  // in the notification in flight
+  bool queued = false, in_flight = false;
+  int attempts = 0;
+};
+
+class MgsCore {
+ public:
+  MgsCore(MgsOptions o, uint64_t instance);
+
+  RegisterRep on_register(const RegisterReq& r, TimePoint now);
+  PingRep on_ping(const PingReq& r, TimePoint now);
+  // Moves nodes to suspect and dead as their periods pass. Call it often (every 100 ms).
+  void tick(TimePoint now);
+  // The state changes since the last call (for the local daemon and the log).
+  std::vector<NodeEvent> take_changes();
+
+  struct Outgoing {
+    uint64_t token = 0;
+    uint32_t to = 0;
+    std::vector<Nid> nids;  // the subscriber's NIDs
+    NotifyReq req;
+  };
+  // Notifications to send now, within the rate and the window.
+  std::vector<Outgoing> take_notifications(TimePoint now);
+  // The outcome of a notification from take_notifications.
+  void notification_done(uint64_t token, bool ok, TimePoint now);
+
+  const std::vector<NodeRecord>& nodes() const { return nodes_; }
+  const NodeRecord* find(uint32_t id) const { return id < nodes_.size() ? &nodes_[id] : nullptr; }
+  uint64_t generation() const { return generation_; }
+  uint64_t instance() const { return instance_; }
+  // Approximate bytes held for the table, for the memory-per-node figure.
+  size_t memory_bytes() const;
+
+  struct Counters {
+    uint64_t registers = 0, pings = 0, unknown_pings = 0, reported = 0;
+    uint64_t notifications_sent = 0, notification_failures = 0, notification_retries = 0;
+    uint64_t notifications_dropped = 0, events_delivered = 0;
+  };
+  const Counters& counters() const { return counters_; }
+
+ private:
+  void change(NodeRecord& n, NodeState s, TimePoint now);
+  void heard(NodeRecord& n, TimePoint now, bool by_report);
+  void enqueue(NodeRecord& subscriber);
+  NodeEvent event_of(const NodeRecord& n) const;
+
+  MgsOptions opts_;
+  uint64_t instance_;
+  uint64_t generation_ = 1;
+  std::vector<NodeRecord> nodes_;  // id = index
+  std::unordered_map<std::string, uint32_t> by_name_;
+  std::unordered_map<uint64_t, uint32_t> by_nid_;  // packed NID -> id
+  std::vector<NodeEvent> changes_;
+  std::deque<uint32_t> ready_;                     // subscribers with something to send
+  std::multimap<TimePoint, uint32_t> retry_;       // subscribers waiting to retry
+  std::unordered_map<uint64_t, uint32_t> flying_;  // token -> subscriber
+  uint64_t next_token_ = 1;
+  double tokens_ = 0;
+  TimePoint last_refill_{};
+  TimePoint last_scan_{};
+  Counters counters_;
+};
+
+}  // namespace pfsnet

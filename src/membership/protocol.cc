@@ -1,0 +1,276 @@
+#include "membership/protocol.h"
+
+#include <cstring>
+
+namespace pfsnet {
+namespace {
+
+constexpr size_t kMaxName = 255;
+constexpr size_t kMaxNids = 64;
+constexpr size_t kMaxList = 1 << 16;
+
+class Writer {
+ public:
+  void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u32(uint32_t v) { raw(&v, 4); }
+  void u64(uint64_t v) { raw(&v, 8); }
+  void str(const std::string& s) {
+    size_t n = std::min(s.size(), kMaxName);
+    u8(static_cast<uint8_t>(n));
+    out_.append(s.data(), n);
+  }
+  void nids(const std::vector<Nid>& v) {
+    size_t n = std::min(v.size(), kMaxNids);
+    u8(static_cast<uint8_t>(n));
+    for (size_t i = 0; i < n; ++i) u64(v[i].pack());
+  }
+  void event(const NodeEvent& e) {
+    u32(e.id);
+    str(e.name);
+    u8(e.roles);
+    u8(static_cast<uint8_t>(e.state));
+    nids(e.nids);
+  }
+  Buffer take() { return Buffer::copy_of(std::string_view(out_)); }
+
+ private:
+  void raw(const void* p, size_t n) {  // little-endian hosts only (x86-64, aarch64)
+    out_.append(static_cast<const char*>(p), n);
+  }
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> b) : b_(b) {}
+  bool ok() const { return ok_; }
+  bool done() const { return ok_ && pos_ == b_.size(); }
+  uint8_t u8() {
+    uint8_t v = 0;
+    raw(&v, 1);
+    return v;
+  }
+  uint32_t u32() {
+    uint32_t v = 0;
+    raw(&v, 4);
+    return v;
+  }
+  uint64_t u64() {
+    uint64_t v = 0;
+    raw(&v, 8);
+    return v;
+  }
+  std::string str() {
+    size_t n = u8();
+    if (!need(n)) return {};
+    std::string s(reinterpret_cast<const char*>(b_.data() + pos_), n);
+    pos_ += n;
+    return s;
+  }
+  std::vector<Nid> nids() {
+    size_t n = u8();
+    std::vector<Nid> v;
+    if (n > kMaxNids || !need(n * 8)) {
+      ok_ = false;
+      return v;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      auto nid = Nid::unpack(u64());
+      if (!nid.ok()) {
+        ok_ = false;
+        return v;
+      }
+      v.push_back(*nid);
+    }
+    return v;
+  }
+  NodeEvent event() {
+    NodeEvent e;
+    e.id = u32();
+    e.name = str();
+    e.roles = u8();
+    uint8_t st = u8();
+    if (st < 1 || st > 3) ok_ = false;
+    e.state = static_cast<NodeState>(st);
+    e.nids = nids();
+    return e;
+  }
+  // A list count that the remaining bytes can hold at `min_each` bytes per item.
+  size_t count(size_t min_each) {
+    size_t n = u32();
+    if (n > kMaxList || !need(n * min_each)) {
+      ok_ = false;
+      return 0;
+    }
+    return n;
+  }
+
+ private:
+  bool need(size_t n) {
+    if (!ok_ || b_.size() - pos_ < n) ok_ = false;
+    return ok_;
+  }
+  void raw(void* p, size_t n) {
+    if (!need(n)) return;
+    std::memcpy(p, b_.data() + pos_, n);
+    pos_ += n;
+  }
+  std::span<const uint8_t> b_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+template <class T>
+Result<T> finish(const Reader& r, T v, const char* what) {
+  if (!r.done()) return Status(Code::kProtocol, std::string("malformed ") + what + " message");
+  return v;
+}
+
+}  // namespace
+
+std::string roles_string(uint8_t roles) {
+  std::string s;
+  auto add = [&](const char* n) { s += (s.empty() ? "" : ",") + std::string(n); };
+  if (roles & kRoleMgs) add("mgs");
+  if (roles & kRoleServer) add("server");
+  if (roles & kRoleClient) add("client");
+  return s.empty() ? "-" : s;
+}
+
+uint8_t roles_from(const std::vector<std::string>& names) {
+  uint8_t r = 0;
+  for (const std::string& n : names)
+    r |= n == "client" ? kRoleClient : n == "server" ? kRoleServer : n == "mgs" ? kRoleMgs : 0;
+  return r;
+}
+
+const char* node_state_name(NodeState s) {
+  switch (s) {
+    case NodeState::kUp:
+      return "up";
+    case NodeState::kSuspect:
+      return "suspect";
+    case NodeState::kDead:
+      return "dead";
+  }
+  return "?";
+}
+
+size_t encoded_size(const NodeEvent& e) {
+  return 4 + 1 + std::min(e.name.size(), kMaxName) + 2 + 1 + 8 * std::min(e.nids.size(), kMaxNids);
+}
+
+Buffer encode(const RegisterReq& m) {
+  Writer w;
+  w.str(m.name);
+  w.u8(m.roles);
+  w.nids(m.nids);
+  w.u64(m.instance);
+  return w.take();
+}
+
+Buffer encode(const RegisterRep& m) {
+  Writer w;
+  w.u32(m.id);
+  w.u64(m.mgs_instance);
+  w.u64(m.generation);
+  w.u32(static_cast<uint32_t>(m.servers.size()));
+  for (const NodeEvent& e : m.servers) w.event(e);
+  return w.take();
+}
+
+Buffer encode(const PingReq& m) {
+  Writer w;
+  w.u32(m.id);
+  w.u64(m.instance);
+  w.u32(static_cast<uint32_t>(m.heard.size()));
+  for (uint64_t n : m.heard) w.u64(n);
+  return w.take();
+}
+
+Buffer encode(const PingRep& m) {
+  Writer w;
+  w.u8(static_cast<uint8_t>(m.status));
+  w.u64(m.generation);
+  w.u64(m.mgs_instance);
+  return w.take();
+}
+
+Buffer encode(const NotifyReq& m) {
+  Writer w;
+  w.u64(m.generation);
+  w.u32(static_cast<uint32_t>(m.events.size()));
+  for (const NodeEvent& e : m.events) w.event(e);
+  return w.take();
+}
+
+Buffer encode(const StatusReq& m) {
+  Writer w;
+  w.u32(m.offset);
+  w.u32(m.limit);
+  return w.take();
+}
+
+Result<RegisterReq> decode_register_req(std::span<const uint8_t> b) {
+  Reader r(b);
+  RegisterReq m;
+  m.name = r.str();
+  m.roles = r.u8();
+  m.nids = r.nids();
+  m.instance = r.u64();
+  if (r.ok() && (m.name.empty() || m.nids.empty()))
+    return Status(Code::kProtocol, "MGS_REGISTER without a name or NIDs");
+  return finish(r, std::move(m), "MGS_REGISTER");
+}
+
+Result<RegisterRep> decode_register_rep(std::span<const uint8_t> b) {
+  Reader r(b);
+  RegisterRep m;
+  m.id = r.u32();
+  m.mgs_instance = r.u64();
+  m.generation = r.u64();
+  size_t n = r.count(9);
+  for (size_t i = 0; i < n && r.ok(); ++i) m.servers.push_back(r.event());
+  return finish(r, std::move(m), "MGS_REGISTER reply");
+}
+
+Result<PingReq> decode_ping_req(std::span<const uint8_t> b) {
+  Reader r(b);
+  PingReq m;
+  m.id = r.u32();
+  m.instance = r.u64();
+  size_t n = r.count(8);
+  m.heard.reserve(n);
+  for (size_t i = 0; i < n && r.ok(); ++i) m.heard.push_back(r.u64());
+  return finish(r, std::move(m), "MGS_PING");
+}
+
+Result<PingRep> decode_ping_rep(std::span<const uint8_t> b) {
+  Reader r(b);
+  PingRep m;
+  uint8_t st = r.u8();
+  if (st > 1) return Status(Code::kProtocol, "MGS_PING reply with an unknown status");
+  m.status = static_cast<PingStatus>(st);
+  m.generation = r.u64();
+  m.mgs_instance = r.u64();
+  return finish(r, m, "MGS_PING reply");
+}
+
+Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b) {
+  Reader r(b);
+  NotifyReq m;
+  m.generation = r.u64();
+  size_t n = r.count(9);
+  for (size_t i = 0; i < n && r.ok(); ++i) m.events.push_back(r.event());
+  return finish(r, std::move(m), "MGS_NOTIFY");
+}
+
+Result<StatusReq> decode_status_req(std::span<const uint8_t> b) {
+  Reader r(b);
+  StatusReq m;
+  m.offset = r.u32();
+  m.limit = r.u32();
+  return finish(r, m, "MGS_STATUS");
+}
+
+}  // namespace pfsnet

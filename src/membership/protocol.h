@@ -1,0 +1,102 @@
+// The membership protocol (seed 002, the scalable pinger): message types, their
+// payloads and a small bounds-checked little-endian codec. Every node registers with the
+// MGS and pings it on its period; the MGS notifies subscribers of state changes.
+//
+//   MGS_REGISTER  node -> MGS  name, roles, NIDs, instance  -> id, MGS instance, servers
+//   MGS_PING      node -> MGS  id, instance, heard-from NIDs -> status, generation
+//   MGS_NOTIFY    MGS -> node  generation, state changes     -> (empty)
+//   MGS_STATUS    any  -> MGS  offset, limit                  -> the table as JSON (bulk)
+//
+// Thread safety: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/nid.h"
+#include "base/status.h"
+#include "wire/buffer.h"
+
+namespace pfsnet {
+
+inline constexpr uint32_t kMsgMgsRegister = 16;
+inline constexpr uint32_t kMsgMgsPing = 17;
+inline constexpr uint32_t kMsgMgsNotify = 18;
+inline constexpr uint32_t kMsgMgsStatus = 19;
+
+// Roles, as a bit set.
+inline constexpr uint8_t kRoleClient = 1, kRoleServer = 2, kRoleMgs = 4;
+// "client,server" from the bits; parse from config names ("client", "server", "mgs").
+std::string roles_string(uint8_t roles);
+uint8_t roles_from(const std::vector<std::string>& names);
+
+enum class NodeState : uint8_t { kUp = 1, kSuspect = 2, kDead = 3 };
+const char* node_state_name(NodeState s);
+
+struct RegisterReq {
+  std::string name;
+  uint8_t roles = 0;
+  std::vector<Nid> nids;
+  uint64_t instance = 0;  // random per daemon start: a new value is a restart
+};
+
+// A node's state as the MGS announces it.
+struct NodeEvent {
+  uint32_t id = 0;
+  std::string name;
+  uint8_t roles = 0;
+  NodeState state = NodeState::kUp;
+  std::vector<Nid> nids;
+};
+
+struct RegisterRep {
+  uint32_t id = 0;
+  uint64_t mgs_instance = 0;
+  uint64_t generation = 0;
+  std::vector<NodeEvent> servers;  // every server the MGS knows, for the client's use
+};
+
+struct PingReq {
+  uint32_t id = 0;
+  uint64_t instance = 0;
+  std::vector<uint64_t> heard;  // servers: packed NIDs of clients heard this period
+};
+
+enum class PingStatus : uint8_t { kOk = 0, kUnknown = 1 };  // kUnknown: register again
+struct PingRep {
+  PingStatus status = PingStatus::kOk;
+  uint64_t generation = 0;
+  uint64_t mgs_instance = 0;
+};
+
+struct NotifyReq {
+  uint64_t generation = 0;
+  std::vector<NodeEvent> events;
+};
+
+struct StatusReq {
+  uint32_t offset = 0;
+  uint32_t limit = 1000;
+};
+
+Buffer encode(const RegisterReq& m);
+Buffer encode(const RegisterRep& m);
+Buffer encode(const PingReq& m);
+Buffer encode(const PingRep& m);
+Buffer encode(const NotifyReq& m);
+Buffer encode(const StatusReq& m);
+// Decoders refuse truncated input, trailing bytes and oversized counts (kProtocol).
+Result<RegisterReq> decode_register_req(std::span<const uint8_t> b);
+Result<RegisterRep> decode_register_rep(std::span<const uint8_t> b);
+Result<PingReq> decode_ping_req(std::span<const uint8_t> b);
+Result<PingRep> decode_ping_rep(std::span<const uint8_t> b);
+Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b);
+Result<StatusReq> decode_status_req(std::span<const uint8_t> b);
+
+// Encoded size of an event, for batching notifications under the payload limit.
+size_t encoded_size(const NodeEvent& e);
+
+}  // namespace pfsnet

@@ -1,0 +1,388 @@
+#include "membership/service.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "base/log.h"
+
+namespace pfsnet {
+
+using nlohmann::json;
+
+namespace {
+uint64_t random_instance() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ rd() ^ 1;
+}
+
+std::string nids_text(const std::vector<Nid>& v) {
+  std::string s;
+  for (const Nid& n : v) s += (s.empty() ? "" : " ") + n.to_string();
+  return s;
+}
+
+std::string iso_ms(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char b[96];
+  std::snprintf(b, sizeof(b), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return b;
+}
+
+RpcResponse error(Code c, std::string msg) {
+  RpcResponse r;
+  r.status = Status(c, std::move(msg));
+  return r;
+}
+}  // namespace
+
+MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc, Clock& clock)
+    : cfg_(cfg), net_(net), rpc_(rpc), clock_(clock), instance_(random_instance()) {
+  roles_ = roles_from(cfg.node.roles);
+  Duration tt = std::chrono::seconds(cfg.lnet.transaction_timeout);
+  notify_timeout_ = std::min<Duration>(tt, std::chrono::seconds(5));
+  rpc_.define_type(kMsgMgsNotify, "MGS_NOTIFY");
+  rpc_.define_type(kMsgMgsRegister, "MGS_REGISTER");
+  rpc_.define_type(kMsgMgsPing, "MGS_PING");
+  rpc_.define_type(kMsgMgsStatus, "MGS_STATUS");
+  std::vector<Nid> nids;
+  for (const NetConfig& n : cfg.nets) nids.push_back(n.nid);
+  if (roles_ & kRoleMgs) {
+    mgs_ = std::make_unique<MgsCore>(MgsOptions::from(cfg), instance_);
+    RegisterRep self =
+        mgs_->on_register(RegisterReq{cfg.node.name, roles_, nids, instance_}, clock_.now());
+    self_id_ = self.id;
+    rpc_.handle(
+        kMsgMgsRegister, "MGS_REGISTER", [this](RpcRequest& r) { return serve_register(r); },
+        HandlerMode::kInline);
+    rpc_.handle(
+        kMsgMgsPing, "MGS_PING", [this](RpcRequest& r) { return serve_ping(r); },
+        HandlerMode::kInline);
+    rpc_.handle(
+        kMsgMgsStatus, "MGS_STATUS", [this](RpcRequest& r) { return serve_status(r); },
+        HandlerMode::kWorker);
+  }
+  std::vector<Nid> others;  // an MGS does not ping itself
+  for (const Nid& m : cfg.node.mgs)
+    if (std::find(nids.begin(), nids.end(), m) == nids.end()) others.push_back(m);
+  if (!others.empty()) {
+    AgentOptions o;
+    o.name = cfg.node.name;
+    o.roles = roles_;
+    o.nids = nids;
+    o.mgs = others;
+    o.client_interval = std::chrono::seconds(cfg.membership.client_ping_interval);
+    o.server_interval = std::chrono::seconds(cfg.membership.server_ping_interval);
+    o.heard_reports = cfg.membership.heard_from_reports;
+    o.instance = instance_;
+    request_timeout_ = std::min<Duration>(tt, o.period());
+    agent_ = std::make_unique<AgentCore>(o);
+  }
+  rpc_.handle(
+      kMsgMgsNotify, "MGS_NOTIFY", [this](RpcRequest& r) { return serve_notify(r); },
+      HandlerMode::kWorker);
+}
+
+MembershipService::~MembershipService() { stop(); }
+
+void MembershipService::start() {
+  thread_ = std::thread([this] {
+    std::unique_lock lk(thread_mu_);
+    while (!stop_) {
+      thread_cv_.wait_for(lk, std::chrono::milliseconds(100), [&] { return stop_; });
+      if (stop_) break;
+      lk.unlock();
+      tick(clock_.now());
+      lk.lock();
+    }
+  });
+}
+
+void MembershipService::stop() {
+  {
+    std::lock_guard lk(thread_mu_);
+    stop_ = true;
+  }
+  thread_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+// ---- MGS side ----
+
+RpcResponse MembershipService::serve_register(RpcRequest& r) {
+  auto req = decode_register_req(r.payload.span());
+  if (!req.ok()) return error(Code::kProtocol, req.status().message());
+  RpcResponse resp;
+  std::lock_guard lk(mu_);
+  resp.payload = encode(mgs_->on_register(*req, clock_.now()));
+  return resp;
+}
+
+RpcResponse MembershipService::serve_ping(RpcRequest& r) {
+  auto req = decode_ping_req(r.payload.span());
+  if (!req.ok()) return error(Code::kProtocol, req.status().message());
+  RpcResponse resp;
+  std::lock_guard lk(mu_);
+  resp.payload = encode(mgs_->on_ping(*req, clock_.now()));
+  return resp;
+}
+
+RpcResponse MembershipService::serve_status(RpcRequest& r) {
+  auto req = decode_status_req(r.payload.span());
+  if (!req.ok()) return error(Code::kProtocol, req.status().message());
+  std::string text;
+  {
+    std::lock_guard lk(mu_);
+    text = table_json_locked(req->offset, std::min<uint32_t>(req->limit, 5000), clock_.now());
+  }
+  RpcResponse resp;
+  resp.bulk = make_bulk(Buffer::copy_of(std::string_view(text)));
+  return resp;
+}
+
+std::string MembershipService::table_json_locked(uint32_t offset, uint32_t limit,
+                                                 TimePoint now) const {
+  json nodes = json::array();
+  int64_t wall_now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  auto wall = [&](TimePoint t) {
+    return wall_now - std::chrono::duration_cast<std::chrono::milliseconds>(now - t).count();
+  };
+  const auto& all = mgs_->nodes();
+  uint32_t total = 0;
+  for (const NodeRecord& n : all) {
+    if (n.name.empty()) continue;
+    if (total++ < offset || nodes.size() >= limit) continue;
+    json nids = json::array();
+    for (const Nid& x : n.nids) nids.push_back(x.to_string());
+    double ago = std::chrono::duration<double>(now - n.last_heard).count();
+    nodes.push_back({{"id", n.id},
+                     {"name", n.name},
+                     {"roles", roles_string(n.roles)},
+                     {"nids", nids},
+                     {"state", node_state_name(n.state)},
+                     {"last_heard", iso_ms(wall(n.last_heard))},
+                     {"last_heard_s_ago", std::round(ago * 1000) / 1000},
+                     {"heard_via", n.heard_by_report ? "report" : "ping"},
+                     {"registered", iso_ms(wall(n.registered))},
+                     {"last_change", iso_ms(wall(n.last_change))}});
+  }
+  const auto& c = mgs_->counters();
+  json j = {{"mgs", cfg_.nets.empty() ? std::string() : cfg_.nets[0].nid.to_string()},
+            {"generation", mgs_->generation()},
+            {"total", total},
+            {"offset", offset},
+            {"nodes", nodes},
+            {"counters",
+             {{"registers", c.registers},
+              {"pings", c.pings},
+              {"reported", c.reported},
+              {"notifications_sent", c.notifications_sent},
+              {"notification_failures", c.notification_failures},
+              {"notifications_dropped", c.notifications_dropped},
+              {"events_delivered", c.events_delivered}}}};
+  return j.dump();
+}
+
+// ---- node side ----
+
+RpcResponse MembershipService::serve_notify(RpcRequest& r) {
+  auto req = decode_notify_req(r.payload.span());
+  if (!req.ok()) return error(Code::kProtocol, req.status().message());
+  if (agent_) {
+    std::lock_guard lk(mu_);
+    agent_->apply(req->events);
+  }
+  act_on(req->events, r.from.to_string());
+  return RpcResponse{};
+}
+
+void MembershipService::act_on(const std::vector<NodeEvent>& events, const std::string& source) {
+  for (const NodeEvent& e : events) {
+    if (e.name == cfg_.node.name || e.nids.empty()) continue;
+    bool server_news = (roles_ & kRoleClient) && (e.roles & kRoleServer);
+    bool client_news = (roles_ & kRoleServer) && (e.roles & kRoleClient);
+    if (!server_news && !client_news) continue;
+    if (e.state == NodeState::kDead) {
+      std::string why =
+          "node " + e.name + " (" + nids_text(e.nids) + ") was declared dead by the MGS " + source;
+      if (server_news) {
+        net_.set_peer_dead(e.nids[0], true, why);
+        size_t n = rpc_.fail_calls_to(e.nids, Status(Code::kPeerDead, why));
+        PFS_LOG_WARN(
+            "membership: server {} declared dead by the MGS: {} RPC(s) failed, new ones "
+            "refused until it returns",
+            e.name, n);
+      }
+      if (client_news) {
+        net_.drop_peer(e.nids[0], why);
+        PFS_LOG_WARN(
+            "membership: client {} declared dead by the MGS: its connections and state "
+            "dropped",
+            e.name);
+      }
+    } else if (e.state == NodeState::kUp) {
+      if (net_.peer_dead(e.nids[0])) net_.set_peer_dead(e.nids[0], false, "");
+      PFS_LOG_INFO("membership: {} {} is up (MGS {})", server_news ? "server" : "client", e.name,
+                   source);
+    }
+  }
+}
+
+std::vector<uint64_t> MembershipService::heard_clients() {
+  std::vector<uint64_t> v;
+  for (const NiInfo& p : net_.peers()) {
+    uint64_t& seen = rx_seen_[p.nid.pack()];
+    if (p.recv_count > seen) v.push_back(p.nid.pack());
+    seen = p.recv_count;
+  }
+  return v;
+}
+
+TimePoint MembershipService::last_server_contact(TimePoint now) {
+  if (now < next_contact_sample_) return server_contact_;
+  next_contact_sample_ = now + std::chrono::seconds(1);
+  for (const NiInfo& p : net_.peers()) {
+    if (!agent_->is_server_nid(p.nid.pack())) continue;
+    uint64_t& seen = contact_seen_[p.nid.pack()];
+    if (p.recv_count > seen) server_contact_ = now;
+    seen = p.recv_count;
+  }
+  return server_contact_;
+}
+
+void MembershipService::send_agent_request(TimePoint now) {
+  std::optional<AgentCore::Send> s;
+  {
+    std::lock_guard lk(mu_);
+    TimePoint contact = (roles_ == kRoleClient && cfg_.membership.heard_from_reports)
+                            ? last_server_contact(now)
+                            : TimePoint{};
+    s = agent_->due(now, contact, [this] { return heard_clients(); });
+  }
+  if (!s) return;
+  AgentCore::Kind kind = s->kind;
+  CallOptions co;
+  co.timeout = request_timeout_;
+  rpc_.call_async(
+      s->mgs, kind == AgentCore::Kind::kRegister ? kMsgMgsRegister : kMsgMgsPing,
+      std::move(s->payload), nullptr,
+      [this, kind](RpcReply&& r) {
+        TimePoint t = clock_.now();
+        std::lock_guard lk(mu_);
+        if (!r.status.ok()) {
+          PFS_LOG_DEBUG("membership: {} failed: {}",
+                        kind == AgentCore::Kind::kRegister ? "registration" : "ping",
+                        r.status.to_string());
+          agent_->on_failure(t);
+          return;
+        }
+        if (kind == AgentCore::Kind::kRegister) {
+          auto rep = decode_register_rep(r.payload.span());
+          if (rep.ok())
+            agent_->on_register_reply(*rep, t);
+          else
+            agent_->on_failure(t);
+        } else {
+          auto rep = decode_ping_rep(r.payload.span());
+          if (rep.ok())
+            agent_->on_ping_reply(*rep, t);
+          else
+            agent_->on_failure(t);
+        }
+      },
+      co);
+}
+
+void MembershipService::tick(TimePoint now) {
+  if (mgs_) {
+    std::vector<MgsCore::Outgoing> outs;
+    std::vector<NodeEvent> changes;
+    {
+      std::lock_guard lk(mu_);
+      mgs_->on_ping(PingReq{self_id_, instance_, {}}, now);  // the MGS hears itself
+      mgs_->tick(now);
+      changes = mgs_->take_changes();
+      outs = mgs_->take_notifications(now);
+    }
+    act_on(changes, "(local)");
+    for (MgsCore::Outgoing& o : outs) {
+      CallOptions co;
+      co.timeout = notify_timeout_;
+      uint64_t token = o.token;
+      rpc_.call_async(
+          o.nids[0], kMsgMgsNotify, encode(o.req), nullptr,
+          [this, token](RpcReply&& r) {
+            std::lock_guard lk(mu_);
+            mgs_->notification_done(token, r.status.ok(), clock_.now());
+          },
+          co);
+    }
+  }
+  if (agent_) send_agent_request(now);
+}
+
+Result<std::string> MembershipService::status_json(Duration timeout) {
+  if (mgs_) {
+    std::lock_guard lk(mu_);
+    return table_json_locked(0, UINT32_MAX, clock_.now());
+  }
+  if (!agent_) return Status(Code::kNotFound, "no MGS configured (node.mgs is empty)");
+  Nid mgs;
+  {
+    std::lock_guard lk(mu_);
+    mgs = agent_->current_mgs();
+  }
+  json all;
+  for (uint32_t offset = 0;;) {
+    CallOptions co;
+    co.timeout = timeout;
+    RpcReply r = rpc_.call(mgs, kMsgMgsStatus, encode(StatusReq{offset, 2000}), nullptr, co);
+    if (!r.status.ok())
+      return Status(r.status.code(), "asking MGS " + mgs.to_string() + ": " + r.status.message(),
+                    r.status.health_kind());
+    json page = json::parse(std::string(r.bulk.view()), nullptr, false);
+    if (page.is_discarded() || !page.contains("nodes"))
+      return Status(Code::kProtocol, "MGS " + mgs.to_string() + " sent a malformed table");
+    if (all.is_null()) {
+      all = page;
+    } else {
+      for (auto& n : page["nodes"]) all["nodes"].push_back(n);
+    }
+    offset += static_cast<uint32_t>(page["nodes"].size());
+    if (page["nodes"].empty() || offset >= page["total"].get<uint32_t>()) break;
+  }
+  all["mgs"] = mgs.to_string();
+  return all.dump();
+}
+
+std::string MembershipService::counters_json() {
+  std::lock_guard lk(mu_);
+  json j = json::object();
+  if (agent_) {
+    const auto& c = agent_->counters();
+    j["agent"] = {{"mgs", agent_->current_mgs().to_string()},
+                  {"registered", agent_->registered()},
+                  {"registers", c.registers},
+                  {"pings", c.pings},
+                  {"skipped", c.skipped},
+                  {"failovers", c.failovers},
+                  {"unknown", c.unknown}};
+  }
+  if (mgs_) {
+    const auto& c = mgs_->counters();
+    j["mgs"] = {{"registers", c.registers},
+                {"pings", c.pings},
+                {"reported", c.reported},
+                {"notifications_sent", c.notifications_sent},
+                {"notification_failures", c.notification_failures}};
+  }
+  return j.dump();
+}
+
+}  // namespace pfsnet

@@ -1,0 +1,81 @@
+// MembershipService: the scalable pinger inside pfsnetd. On the MGS it serves
+// MGS_REGISTER, MGS_PING and MGS_STATUS from an MgsCore and sends its notifications; on
+// every node with `node.mgs` set it runs an AgentCore (register, ping, fail over) and
+// serves MGS_NOTIFY, acting on what it hears: a client fails the RPCs queued for a dead
+// server and refuses new ones until the server is back; a server closes its connections
+// to a dead client. Servers report the clients they heard from (from the net's receive
+// counters, sampled per ping: nothing on the RPC path).
+// Threads: a thread of its own ticks every 100 ms; handlers run on I/O threads; all
+// core state is under one mutex.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "base/config.h"
+#include "membership/agent.h"
+#include "membership/mgs.h"
+#include "rpc/rpc_engine.h"
+
+namespace pfsnet {
+
+class MembershipService {
+ public:
+  // Registers the message handlers: construct before traffic starts.
+  MembershipService(const Config& cfg, Net& net, RpcEngine& rpc, Clock& clock);
+  ~MembershipService();
+
+  void start();
+  void stop();
+  // One round: MGS states and notifications, the agent's ping. Called by the thread.
+  void tick(TimePoint now);
+
+  bool is_mgs() const { return mgs_ != nullptr; }
+  bool has_agent() const { return agent_ != nullptr; }
+  // The MGS's table as JSON text: {"mgs": NID, "generation": G, "nodes": [...]}. Asks the
+  // MGS (the current one) unless this node is it.
+  Result<std::string> status_json(Duration timeout);
+  // Counters of the agent and the MGS core, as JSON text.
+  std::string counters_json();
+
+ private:
+  RpcResponse serve_register(RpcRequest& r);
+  RpcResponse serve_ping(RpcRequest& r);
+  RpcResponse serve_status(RpcRequest& r);
+  RpcResponse serve_notify(RpcRequest& r);
+  void act_on(const std::vector<NodeEvent>& events, const std::string& source);
+  void send_agent_request(TimePoint now);
+  std::vector<uint64_t> heard_clients();
+  TimePoint last_server_contact(TimePoint now);
+  // REQUIRES: mu_. The table slice [offset, offset+limit) as JSON text.
+  std::string table_json_locked(uint32_t offset, uint32_t limit, TimePoint now) const;
+
+  Config cfg_;
+  Net& net_;
+  RpcEngine& rpc_;
+  Clock& clock_;
+  uint8_t roles_ = 0;
+  Duration request_timeout_;
+  Duration notify_timeout_;
+
+  mutable std::mutex mu_;
+  std::unique_ptr<MgsCore> mgs_;
+  uint32_t self_id_ = 0;  // the MGS's own record
+  uint64_t instance_ = 0;
+  std::unique_ptr<AgentCore> agent_;
+  // Peer NID -> receive count at the last look: for heard-from reports, for server contact.
+  std::unordered_map<uint64_t, uint64_t> rx_seen_, contact_seen_;
+  TimePoint server_contact_{};
+  TimePoint next_contact_sample_{};
+
+  std::mutex thread_mu_;
+  std::condition_variable thread_cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace pfsnet

@@ -1,0 +1,184 @@
+// The scalable pinger with real daemons on loopback and short periods (servers 1 s,
+// clients 2 s, dead after 2 missed periods): dead servers and clients are announced to
+// those who care, returns too, and nodes fail over to a second MGS.
+#include <gtest/gtest.h>
+
+#include "cluster.h"
+
+namespace pfsnet::testing {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kMembership =
+    "[membership]\nserver_ping_interval = 1\nclient_ping_interval = 2\nping_miss_limit = 2\n";
+
+class Cluster {
+ public:
+  // MGS on host 2 (and 7 when `second_mgs`), servers on 3 and 4, clients on 5 and 6.
+  explicit Cluster(bool second_mgs = false) : key_(TwoDaemons::write_key(dir_)) {
+    mgs_list_ = "\"" + loopback(2) + "@tcp\"";
+    if (second_mgs) mgs_list_ += ", \"" + loopback(7) + "@tcp\"";
+    start(2, "mgs");
+    if (second_mgs) start(7, "mgs");
+    for (int h : {3, 4}) start(h, "server");
+    for (int h : {5, 6}) start(h, "client");
+  }
+  void start(int host, const std::string& role) {
+    DaemonOptions o;
+    o.transaction_timeout = 2;
+    o.node_extra = "roles = [\"" + role + "\"]\nmgs = [" + mgs_list_ + "]\n";
+    o.extra = kMembership;
+    daemons_[host] = std::make_unique<Daemon>(dir_, host, key_, o);
+  }
+  Daemon& d(int host) { return *daemons_[host]; }
+  void kill(int host) {
+    d(host).process().kill(SIGKILL);
+    d(host).process().wait_exit(5000ms);
+  }
+  bool ready() {
+    for (auto& [h, d] : daemons_)
+      if (!d->ready()) return false;
+    return true;
+  }
+  // The MGS's table, asked through `host`'s daemon.
+  // The MGS's table, asked through `host`'s daemon; an empty object if it cannot answer.
+  json status(int host) {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", d(host).socket(), "status", "--json"}, 20000ms);
+    if (rc != 0) return json::object();
+    return last_json_line(out);
+  }
+  static std::string state_of(const json& t, const std::string& name) {
+    if (!t.contains("nodes")) return "";
+    for (const json& n : t["nodes"])
+      if (n["name"] == name) return n["state"];
+    return "";
+  }
+
+ private:
+  TempDir dir_;
+  std::string key_;
+  std::string mgs_list_;
+  std::map<int, std::unique_ptr<Daemon>> daemons_;
+};
+
+// Polls `pred` every 50 ms until it holds or `limit` passes (bounded).
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit) {
+  auto end = Clock::now() + limit;
+  for (int i = 0; i < 2000 && Clock::now() < end; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(50ms);  // an observation's polling interval, not a sync
+  }
+  return pred();
+}
+
+TEST(MembershipTest, EveryNodeRegistersAndStatusShowsTheTable) {
+  Cluster c;
+  ASSERT_TRUE(c.ready());
+  json t;
+  ASSERT_TRUE(eventually(
+      [&] {
+        t = c.status(5);
+        return t.contains("nodes") && t["nodes"].size() == 5;
+      },
+      5000ms))
+      << t.dump();
+  EXPECT_EQ(t["mgs"], loopback(2) + "@tcp");
+  for (const char* n : {"n2", "n3", "n4", "n5", "n6"}) EXPECT_EQ(Cluster::state_of(t, n), "up");
+  for (const json& n : t["nodes"]) {
+    if (n["name"] == "n3") {
+      EXPECT_EQ(n["roles"], "server");
+    }
+    if (n["name"] == "n5") {
+      EXPECT_EQ(n["roles"], "client");
+    }
+  }
+  // The human table too, and the same answer from the MGS itself.
+  auto [rc, out] = run({PFSNET_BIN, "--socket", c.d(2).socket(), "status"});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("n4"), std::string::npos) << out;
+  EXPECT_NE(out.find("server"), std::string::npos) << out;
+}
+
+TEST(MembershipTest, ClientsHearOfADeadServerInTimeAndOfItsReturn) {
+  Cluster c;
+  ASSERT_TRUE(c.ready());
+  ASSERT_TRUE(
+      eventually([&] { return c.status(2).value("nodes", json::array()).size() == 5; }, 5000ms));
+  // The clients talk to the server first (so there is something to fail).
+  for (int h : {5, 6})
+    ASSERT_EQ(run({PFSNET_BIN, "--socket", c.d(h).socket(), "ping", loopback(3) + "@tcp"}).first,
+              0);
+  auto killed = Clock::now();
+  c.kill(3);
+  // Declared dead after 2 missed 1 s periods (+0.25 s grace); told within a second more.
+  for (int h : {5, 6})
+    ASSERT_TRUE(c.d(h).process().wait_for_output("server n3 declared dead by the MGS", 4000ms))
+        << c.d(h).process().output();
+  double heard = std::chrono::duration<double>(Clock::now() - killed).count();
+  EXPECT_LT(heard, 2.0 * 1 + 1.0 + 0.5);
+  EXPECT_EQ(Cluster::state_of(c.status(5), "n3"), "dead");
+  // New RPCs to it fail at once with a clear error.
+  auto [rc, out] = run({PFSNET_BIN, "--socket", c.d(5).socket(), "ping", loopback(3) + "@tcp"});
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("declared dead by the MGS"), std::string::npos) << out;
+  EXPECT_NE(out.find("PEER_DEAD"), std::string::npos) << out;
+  // Servers are not told of a dead server.
+  EXPECT_EQ(c.d(4).process().output().find("declared dead"), std::string::npos);
+  // It comes back: it registers again, the clients hear it is up and can reach it.
+  c.start(3, "server");
+  ASSERT_TRUE(c.d(3).ready());
+  for (int h : {5, 6})
+    ASSERT_TRUE(c.d(h).process().wait_for_output("server n3 is up", 4000ms))
+        << c.d(h).process().output();
+  EXPECT_EQ(run({PFSNET_BIN, "--socket", c.d(5).socket(), "ping", loopback(3) + "@tcp"}).first, 0);
+  std::printf("dead server announced to every client %.3f s after the kill\n", heard);
+}
+
+TEST(MembershipTest, ServersHearOfADeadClient) {
+  Cluster c;
+  ASSERT_TRUE(c.ready());
+  ASSERT_TRUE(
+      eventually([&] { return c.status(2).value("nodes", json::array()).size() == 5; }, 5000ms));
+  c.kill(6);
+  // Clients: 2 s periods, dead after 2 missed (+0.5 s grace): announced within ~5.5 s.
+  for (int h : {3, 4})
+    ASSERT_TRUE(c.d(h).process().wait_for_output("client n6 declared dead by the MGS", 7000ms))
+        << c.d(h).process().output();
+  EXPECT_EQ(c.d(5).process().output().find("client n6 declared dead"), std::string::npos);
+  EXPECT_EQ(Cluster::state_of(c.status(4), "n6"), "dead");
+}
+
+TEST(MembershipTest, NodesFailOverToTheNextMgsWhichRebuildsItsTable) {
+  Cluster c(/*second_mgs=*/true);
+  ASSERT_TRUE(c.ready());
+  ASSERT_TRUE(
+      eventually([&] { return c.status(5).value("nodes", json::array()).size() == 6; }, 5000ms));
+  auto killed = Clock::now();
+  c.kill(2);
+  // The nodes stop hearing from MGS 1 and register with MGS 2 within a period or two.
+  json t;
+  ASSERT_TRUE(eventually(
+      [&] {
+        t = c.status(3);
+        if (!t.is_object() || t.value("mgs", "") != loopback(7) + "@tcp") return false;
+        for (const char* n : {"n3", "n4", "n5", "n6"})
+          if (Cluster::state_of(t, n) != "up") return false;
+        return true;
+      },
+      10000ms))
+      << t.dump();
+  auto failed_over = Clock::now();
+  EXPECT_NE(c.d(5).process().output().find("failing over to " + loopback(7) + "@tcp"),
+            std::string::npos);
+  // Every node is in the new MGS's table within a client period (2 s) and some slack.
+  double took = std::chrono::duration<double>(failed_over - killed).count();
+  EXPECT_LT(took, 2.0 + 1.5);
+  std::printf("MGS failover: every node registered with the second MGS %.3f s after the kill\n",
+              took);
+}
+
+}  // namespace
+}  // namespace pfsnet::testing
