@@ -6,5 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DPFSNET_BUILD_TESTS=OFF >/dev/null
-cmake --build build-release -j "$(nproc)" --target pfsnet_bench pfsnetd >/dev/null
-exec build-release/bench/pfsnet_bench --pfsnetd build-release/apps/pfsnetd "$@"
+cmake --build build-release -j "$(nproc)" --target pfsnet_bench membership_bench pfsnetd >/dev/null
+build-release/bench/pfsnet_bench --pfsnetd build-release/apps/pfsnetd "$@"
+if [ $# -eq 0 ]; then build-release/bench/membership_bench; fi

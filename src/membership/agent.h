@@ -60,6 +60,8 @@ class AgentCore {
 
   bool registered() const { return registered_; }
   bool in_flight() const { return in_flight_; }
+  // When due() next has something to do (while no request is in flight).
+  TimePoint next_due() const { return next_; }
   const Nid& current_mgs() const { return opts_.mgs[mgs_index_]; }
   uint32_t id() const { return id_; }
   bool is_server_nid(uint64_t packed) const { return server_nids_.count(packed) > 0; }

@@ -6,6 +6,7 @@
 
 #include "membership/agent.h"
 #include "membership/mgs.h"
+#include "membership/simulation.h"
 
 namespace pfsnet {
 namespace {
@@ -301,6 +302,54 @@ TEST_F(AgentTest, ClientThatTalkedToAServerRecentlySkipsItsPing) {
   b.on_register_reply(RegisterRep{5, 1, 1, {}}, clock_.now());
   clock_.advance(50s);
   EXPECT_TRUE(b.due(clock_.now(), clock_.now(), none));
+}
+
+}  // namespace
+}  // namespace pfsnet
+
+namespace pfsnet {
+namespace {
+
+TEST(MembershipSimTest, PingRateDetectionAndNotificationAtSmallScale) {
+  SimOptions o;
+  o.clients = 2000;
+  o.servers = 40;
+  MembershipSim sim(o);
+  sim.run_for(60s);  // everyone registered (start within one client period)
+  uint64_t before = sim.mgs_pings();
+  sim.run_for(100s);
+  double rate = double(sim.mgs_pings() - before) / 100.0;
+  // Each client every 50 s, each server every 10 s: 2000/50 + 40/10 = 44 pings/s.
+  EXPECT_NEAR(rate, 44.0, 2.0);
+  sim.kill_server(7);
+  double killed = std::chrono::duration<double>(sim.now()).count();
+  sim.run_for(40s);
+  ASSERT_GT(sim.declared_dead_s(), 0);
+  double detect = sim.declared_dead_s() - killed;
+  EXPECT_GE(detect, 20.0);  // its last ping was at most one period (10 s) before the kill
+  EXPECT_LE(detect, 30.0 + 0.5 + 0.1);
+  EXPECT_EQ(sim.clients_told(), 2000u);  // every client, and no server
+  EXPECT_LT(sim.last_client_told_s() - sim.declared_dead_s(), 2.0);
+  EXPECT_LT(sim.mgs().memory_bytes() / 2040, 1024u);
+}
+
+TEST(MembershipSimTest, HeardFromReportsCutTheMgsLoadOfAnActiveCluster) {
+  SimOptions o;
+  o.clients = 2000;
+  o.servers = 40;
+  o.heard_reports = true;
+  o.activity = 5s;  // every client talks to some server every 5 s
+  MembershipSim sim(o);
+  sim.run_for(60s);
+  uint64_t before = sim.mgs_pings();
+  sim.run_for(100s);
+  double rate = double(sim.mgs_pings() - before) / 100.0;
+  EXPECT_LT(rate, 44.0 / 4);  // the servers' 4/s and few clients
+  EXPECT_GT(sim.client_pings_skipped(), 2000u);
+  // No client is lost for it: all up.
+  size_t up = 0;
+  for (const NodeRecord& n : sim.mgs().nodes()) up += n.state == NodeState::kUp;
+  EXPECT_EQ(up, 2040u);
 }
 
 }  // namespace

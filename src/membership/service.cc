@@ -311,20 +311,30 @@ void MembershipService::tick(TimePoint now) {
       outs = mgs_->take_notifications(now);
     }
     act_on(changes, "(local)");
-    for (MgsCore::Outgoing& o : outs) {
-      CallOptions co;
-      co.timeout = notify_timeout_;
-      uint64_t token = o.token;
-      rpc_.call_async(
-          o.nids[0], kMsgMgsNotify, encode(o.req), nullptr,
-          [this, token](RpcReply&& r) {
-            std::lock_guard lk(mu_);
-            mgs_->notification_done(token, r.status.ok(), clock_.now());
-          },
-          co);
-    }
+    send_notifications(std::move(outs));
   }
   if (agent_) send_agent_request(now);
+}
+
+void MembershipService::send_notifications(std::vector<MgsCore::Outgoing> outs) {
+  for (MgsCore::Outgoing& o : outs) {
+    CallOptions co;
+    co.timeout = notify_timeout_;
+    uint64_t token = o.token;
+    rpc_.call_async(
+        o.nids[0], kMsgMgsNotify, encode(o.req), nullptr,
+        [this, token](RpcReply&& r) {
+          std::vector<MgsCore::Outgoing> more;
+          {
+            std::lock_guard lk(mu_);
+            TimePoint now = clock_.now();
+            mgs_->notification_done(token, r.status.ok(), now);
+            more = mgs_->take_notifications(now);  // the window has room again
+          }
+          send_notifications(std::move(more));
+        },
+        co);
+  }
 }
 
 Result<std::string> MembershipService::status_json(Duration timeout) {

@@ -49,6 +49,7 @@ class MembershipService {
   RpcResponse serve_notify(RpcRequest& r);
   void act_on(const std::vector<NodeEvent>& events, const std::string& source);
   void send_agent_request(TimePoint now);
+  void send_notifications(std::vector<MgsCore::Outgoing> outs);
   std::vector<uint64_t> heard_clients();
   TimePoint last_server_contact(TimePoint now);
   // REQUIRES: mu_. The table slice [offset, offset+limit) as JSON text.

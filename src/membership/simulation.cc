@@ -1,0 +1,210 @@
+#include "membership/simulation.h"
+
+namespace pfsnet {
+
+namespace {
+// Wall time of a block of MGS work.
+class CpuTimer {
+ public:
+  explicit CpuTimer(double* acc) : acc_(acc), t0_(std::chrono::steady_clock::now()) {}
+  ~CpuTimer() {
+    *acc_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  double* acc_;
+  std::chrono::steady_clock::time_point t0_;
+};
+}  // namespace
+
+Nid MembershipSim::nid_of(int i, bool server) {
+  Nid n;
+  n.addr = (server ? (11u << 24) : (10u << 24)) + static_cast<uint32_t>(i) + 1;
+  return n;
+}
+
+MembershipSim::MembershipSim(SimOptions o) : opts_(o), rng_(o.seed) {
+  start_ = clock_.now();
+  MgsOptions mo;
+  mo.client_interval = o.client_interval;
+  mo.server_interval = o.server_interval;
+  mo.miss_limit = o.miss_limit;
+  mo.heard_reports = o.heard_reports;
+  mo.notify_rate = o.notify_rate;
+  mo.notify_window = o.notify_window;
+  mgs_ = std::make_unique<MgsCore>(mo, 1);
+  Nid mgs_nid;
+  mgs_nid.addr = (12u << 24) + 1;
+  int n = o.servers + o.clients;
+  for (int i = 0; i < n; ++i) {
+    bool server = i < o.servers;
+    AgentOptions a;
+    a.name = (server ? "oss" : "c") + std::to_string(server ? i : i - o.servers);
+    a.roles = server ? kRoleServer : kRoleClient;
+    a.nids = {nid_of(server ? i : i - o.servers, server)};
+    a.mgs = {mgs_nid};
+    a.client_interval = o.client_interval;
+    a.server_interval = o.server_interval;
+    a.heard_reports = o.heard_reports;
+    a.instance = 1000 + static_cast<uint64_t>(i);
+    agents_.push_back(std::make_unique<AgentCore>(a));
+  }
+  alive_.assign(n, true);
+  wake_pending_.assign(n, false);
+  heard_.resize(o.servers);
+  contact_.assign(n, TimePoint{});
+  // Nodes start at random moments within a client period, as a real cluster boots.
+  std::uniform_int_distribution<int64_t> start(0, o.client_interval.count() - 1);
+  for (int i = 0; i < n; ++i) {
+    wake_pending_[i] = true;
+    push(Duration(start(rng_)), Ev::kWake, i);
+    if (i >= o.servers && o.activity.count() > 0) {
+      std::uniform_int_distribution<int64_t> phase(0, o.activity.count() - 1);
+      push(Duration(phase(rng_)), Ev::kActivity, i);
+    }
+  }
+  push(std::chrono::milliseconds(100), Ev::kMgsTick, -1);
+}
+
+void MembershipSim::push(Duration after, Ev type, int node, std::shared_ptr<Buffer> payload,
+                         uint64_t token, AgentCore::Kind kind) {
+  q_.push(Event{clock_.now() + after, seq_++, type, node, token, kind, std::move(payload)});
+}
+
+void MembershipSim::run_for(Duration d) {
+  TimePoint end = clock_.now() + d;
+  while (!q_.empty() && q_.top().t <= end) {
+    Event e = q_.top();
+    q_.pop();
+    clock_.advance_to(e.t);
+    handle(e);
+  }
+  clock_.advance_to(end);
+}
+
+void MembershipSim::send_notifications() {
+  std::vector<std::pair<uint64_t, std::pair<int, std::shared_ptr<Buffer>>>> out;
+  {
+    CpuTimer t(&mgs_cpu_);
+    for (MgsCore::Outgoing& o : mgs_->take_notifications(clock_.now()))
+      out.push_back({o.token, {agent_of_id_[o.to], std::make_shared<Buffer>(encode(o.req))}});
+  }
+  for (auto& [token, dest] : out) push(opts_.latency, Ev::kNotify, dest.first, dest.second, token);
+}
+
+void MembershipSim::kill_server(int i) {
+  killed_ = i;
+  alive_[i] = false;
+}
+
+uint64_t MembershipSim::client_pings_skipped() const {
+  uint64_t n = 0;
+  for (const auto& a : agents_) n += a->counters().skipped;
+  return n;
+}
+
+void MembershipSim::wake(int i) {
+  AgentCore& a = *agents_[i];
+  if (!alive_[i] || a.in_flight() || wake_pending_[i]) return;
+  wake_pending_[i] = true;
+  push(std::max<Duration>(Duration(0), a.next_due() - clock_.now()), Ev::kWake, i);
+}
+
+void MembershipSim::handle(Event& e) {
+  TimePoint now = clock_.now();
+  switch (e.type) {
+    case Ev::kWake: {
+      int i = e.node;
+      wake_pending_[i] = false;
+      if (!alive_[i]) return;
+      AgentCore& a = *agents_[i];
+      auto s = a.due(now, contact_[i], [&] { return std::exchange(heard_[i], {}); });
+      if (s) {
+        push(opts_.latency, Ev::kMgsRx, i, std::make_shared<Buffer>(std::move(s->payload)), 0,
+             s->kind);
+      } else {
+        wake(i);
+      }
+      return;
+    }
+    case Ev::kMgsRx: {
+      std::shared_ptr<Buffer> reply;
+      {
+        CpuTimer t(&mgs_cpu_);
+        ++mgs_messages_;
+        if (e.kind == AgentCore::Kind::kRegister) {
+          auto req = decode_register_req(e.payload->span());
+          RegisterRep rep = mgs_->on_register(*req, now);
+          if (agent_of_id_.size() <= rep.id) agent_of_id_.resize(rep.id + 1, -1);
+          agent_of_id_[rep.id] = e.node;
+          reply = std::make_shared<Buffer>(encode(rep));
+        } else {
+          auto req = decode_ping_req(e.payload->span());
+          reply = std::make_shared<Buffer>(encode(mgs_->on_ping(*req, now)));
+        }
+      }
+      push(opts_.latency, Ev::kAgentRx, e.node, std::move(reply), 0, e.kind);
+      return;
+    }
+    case Ev::kAgentRx: {
+      int i = e.node;
+      if (!alive_[i]) return;
+      AgentCore& a = *agents_[i];
+      if (e.kind == AgentCore::Kind::kRegister)
+        a.on_register_reply(*decode_register_rep(e.payload->span()), now);
+      else
+        a.on_ping_reply(*decode_ping_rep(e.payload->span()), now);
+      wake(i);
+      return;
+    }
+    case Ev::kMgsTick: {
+      {
+        CpuTimer t(&mgs_cpu_);
+        mgs_->tick(now);
+        for (const NodeEvent& ch : mgs_->take_changes())
+          if (killed_ >= 0 && ch.state == NodeState::kDead &&
+              ch.name == "oss" + std::to_string(killed_) && declared_s_ < 0)
+            declared_s_ = std::chrono::duration<double>(now - start_).count();
+      }
+      send_notifications();
+      push(std::chrono::milliseconds(100), Ev::kMgsTick, -1);
+      return;
+    }
+    case Ev::kNotify: {
+      int i = e.node;
+      if (!alive_[i]) return;  // no acknowledgement: the MGS retries or gives up
+      auto req = decode_notify_req(e.payload->span());
+      agents_[i]->apply(req->events);
+      for (const NodeEvent& ev : req->events)
+        if (killed_ >= 0 && ev.state == NodeState::kDead &&
+            ev.name == "oss" + std::to_string(killed_))
+          if (told_.insert(i).second)
+            told_last_s_ = std::chrono::duration<double>(now - start_).count();
+      push(opts_.latency, Ev::kNotifyAck, i, nullptr, e.token);
+      return;
+    }
+    case Ev::kNotifyAck: {
+      {
+        CpuTimer t(&mgs_cpu_);
+        ++mgs_messages_;
+        mgs_->notification_done(e.token, true, now);
+      }
+      send_notifications();  // the window has room again
+      return;
+    }
+    case Ev::kActivity: {
+      int i = e.node;
+      if (!alive_[i]) return;
+      std::uniform_int_distribution<int> pick(0, opts_.servers - 1);
+      int s = pick(rng_);
+      if (alive_[s]) {
+        heard_[s].push_back(agents_[i]->options().nids[0].pack());
+        contact_[i] = now;
+      }
+      push(opts_.activity, Ev::kActivity, i);
+      return;
+    }
+  }
+}
+
+}  // namespace pfsnet

@@ -1,0 +1,99 @@
+// MembershipSim: the scalable pinger at cluster scale on one machine. The real MGS code
+// (MgsCore) and the real node code (one AgentCore per node) exchange the real encoded
+// messages through an in-memory event queue with a one-way latency, on a manual clock:
+// tens of simulated minutes of 100,000 clients run in seconds. It measures what the
+// MGS receives, how long it computes (wall time inside the MGS's handlers: decoding,
+// the core, encoding), how fast a dead server is detected and every client told.
+// Thread safety: none; one thread runs it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <queue>
+#include <random>
+#include <unordered_set>
+#include <vector>
+
+#include "membership/agent.h"
+#include "membership/mgs.h"
+
+namespace pfsnet {
+
+struct SimOptions {
+  int clients = 10000;
+  int servers = 200;
+  Duration client_interval = std::chrono::seconds(50);
+  Duration server_interval = std::chrono::seconds(10);
+  int64_t miss_limit = 3;
+  bool heard_reports = false;
+  // Each client exchanges an RPC with a random server every `activity` (0: idle cluster).
+  Duration activity{0};
+  Duration latency = std::chrono::microseconds(100);  // one way, every message
+  int64_t notify_rate = 100000;
+  size_t notify_window = 4096;
+  uint64_t seed = 1;
+};
+
+class MembershipSim {
+ public:
+  explicit MembershipSim(SimOptions o);
+
+  // Runs every event up to `t` (simulated time since the start).
+  void run_for(Duration d);
+  // Stops server `i`'s agent: it pings no more (a crash).
+  void kill_server(int i);
+
+  Duration now() const { return clock_.now() - start_; }
+  const MgsCore& mgs() const { return *mgs_; }
+  // MGS messages received (registrations, pings) and acknowledgements processed.
+  uint64_t mgs_messages() const { return mgs_messages_; }
+  uint64_t mgs_pings() const { return mgs_->counters().pings; }
+  // Wall time spent in MGS code so far.
+  double mgs_cpu_seconds() const { return mgs_cpu_; }
+  uint64_t client_pings_skipped() const;
+  // After kill_server(i): when the MGS declared it dead, and when the last client that
+  // had to hear of it was told (negative until then); how many clients were told.
+  double declared_dead_s() const { return declared_s_; }
+  double last_client_told_s() const { return told_last_s_; }
+  size_t clients_told() const { return told_.size(); }
+
+ private:
+  enum class Ev : uint8_t { kWake, kMgsRx, kAgentRx, kMgsTick, kNotify, kNotifyAck, kActivity };
+  struct Event {
+    TimePoint t;
+    uint64_t seq;
+    Ev type;
+    int node;  // agent index
+    uint64_t token;
+    AgentCore::Kind kind;
+    std::shared_ptr<Buffer> payload;
+    bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+  };
+  void push(Duration after, Ev type, int node, std::shared_ptr<Buffer> payload = nullptr,
+            uint64_t token = 0, AgentCore::Kind kind = AgentCore::Kind::kPing);
+  void handle(Event& e);
+  void wake(int i);
+  void send_notifications();
+  static Nid nid_of(int i, bool server);
+
+  SimOptions opts_;
+  ManualClock clock_;
+  TimePoint start_;
+  std::unique_ptr<MgsCore> mgs_;
+  std::vector<std::unique_ptr<AgentCore>> agents_;  // servers first, then clients
+  std::vector<bool> alive_;
+  std::vector<bool> wake_pending_;
+  std::vector<std::vector<uint64_t>> heard_;  // per server: clients heard since its ping
+  std::vector<TimePoint> contact_;            // per client: last exchange with a server
+  std::vector<int> agent_of_id_;              // MGS id -> agent index
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> q_;
+  uint64_t seq_ = 0;
+  std::mt19937_64 rng_;
+  uint64_t mgs_messages_ = 0;
+  double mgs_cpu_ = 0;
+  int killed_ = -1;
+  double declared_s_ = -1, told_last_s_ = -1;
+  std::unordered_set<int> told_;
+};
+
+}  // namespace pfsnet
