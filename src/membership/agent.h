@@ -25,6 +25,10 @@ struct AgentOptions {
   Duration client_interval = std::chrono::seconds(50);
   Duration server_interval = std::chrono::seconds(10);
   bool heard_reports = true;
+  // Skipped pings in a row at most: ping_miss_limit - 1, so that the MGS hears the client
+  // itself before it could declare it dead even if every report were lost, and a
+  // restarted MGS learns of a busy client within ping_miss_limit client periods.
+  int max_skips = 2;
   uint64_t instance = 0;
 
   Duration period() const {
@@ -81,6 +85,7 @@ class AgentCore {
   uint64_t mgs_instance_ = 0;
   TimePoint next_{};  // next ping (or registration attempt)
   int failures_in_a_row_ = 0;
+  int skipped_in_a_row_ = 0;
   std::unordered_set<uint64_t> server_nids_;
   Counters counters_;
 };
@@ -97,11 +102,13 @@ std::optional<AgentCore::Send> AgentCore::due(TimePoint now, TimePoint last_serv
   }
   Duration period = opts_.period();
   if (opts_.heard_reports && opts_.roles == kRoleClient && last_server_contact != TimePoint{} &&
-      now - last_server_contact <= opts_.skip_window()) {
+      now - last_server_contact <= opts_.skip_window() && skipped_in_a_row_ < opts_.max_skips) {
     ++counters_.skipped;
+    ++skipped_in_a_row_;
     next_ = now + period;
     return std::nullopt;
   }
+  skipped_in_a_row_ = 0;
   in_flight_ = true;
   ++counters_.pings;
   PingReq p{id_, opts_.instance, {}};

@@ -78,6 +78,7 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
     o.client_interval = std::chrono::seconds(cfg.membership.client_ping_interval);
     o.server_interval = std::chrono::seconds(cfg.membership.server_ping_interval);
     o.heard_reports = cfg.membership.heard_from_reports;
+    o.max_skips = static_cast<int>(std::max<int64_t>(0, cfg.membership.ping_miss_limit - 1));
     o.instance = instance_;
     request_timeout_ = std::min<Duration>(tt, o.period());
     agent_ = std::make_unique<AgentCore>(o);

@@ -46,6 +46,7 @@ MembershipSim::MembershipSim(SimOptions o) : opts_(o), rng_(o.seed) {
     a.client_interval = o.client_interval;
     a.server_interval = o.server_interval;
     a.heard_reports = o.heard_reports;
+    a.max_skips = static_cast<int>(std::max<int64_t>(0, o.miss_limit - 1));
     a.instance = 1000 + static_cast<uint64_t>(i);
     agents_.push_back(std::make_unique<AgentCore>(a));
   }
