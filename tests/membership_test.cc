@@ -151,6 +151,31 @@ TEST(MembershipTest, ServersHearOfADeadClient) {
   EXPECT_EQ(Cluster::state_of(c.status(4), "n6"), "dead");
 }
 
+TEST(MembershipTest, ARestartedMgsRebuildsItsTableFromReRegistrations) {
+  Cluster c;
+  ASSERT_TRUE(c.ready());
+  ASSERT_TRUE(
+      eventually([&] { return c.status(2).value("nodes", json::array()).size() == 5; }, 5000ms));
+  c.kill(2);
+  c.start(2, "mgs");  // same NID, empty table
+  ASSERT_TRUE(c.d(2).ready());
+  auto restarted = Clock::now();
+  json t;
+  ASSERT_TRUE(eventually(
+      [&] {
+        t = c.status(2);
+        for (const char* n : {"n3", "n4", "n5", "n6"})
+          if (Cluster::state_of(t, n) != "up") return false;
+        return true;
+      },
+      10000ms))
+      << t.dump();
+  double took = std::chrono::duration<double>(Clock::now() - restarted).count();
+  // Servers within a server period (1 s), clients within a client period (2 s), + slack.
+  EXPECT_LT(took, 2.0 + 1.0);
+  std::printf("restarted MGS: every node registered again %.3f s after the restart\n", took);
+}
+
 TEST(MembershipTest, NodesFailOverToTheNextMgsWhichRebuildsItsTable) {
   Cluster c(/*second_mgs=*/true);
   ASSERT_TRUE(c.ready());
