@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "base/log.h"
+#include "figure.h"
 #include "membership/service.h"
 #include "membership/simulation.h"
 #include "transport/tcp_transport.h"
@@ -16,14 +17,6 @@ using namespace pfsnet;
 using namespace std::chrono_literals;
 
 namespace {
-void print_figure(const char* name, double value, double baseline, const char* unit) {
-  std::printf(
-      "{\"figure\": \"%s\", \"value\": %.3f, \"baseline\": %.3f, \"ratio\": %.4f, \"unit\": "
-      "\"%s\"}\n",
-      name, value, baseline, baseline > 0 ? value / baseline : 0.0, unit);
-  std::fflush(stdout);
-}
-
 // MGS pings per second over 300 s after 200 s of start-up (skipped pings come in runs of
 // client periods, so the window spans several).
 double ping_rate(SimOptions o) {

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "figure.h"
 #include "net/net.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
@@ -60,14 +61,6 @@ constexpr char kServerAddr[] = "127.0.0.62";
 constexpr char kClientAddr[] = "127.0.0.61";
 constexpr uint16_t kTcpPort = 7990;
 constexpr char kKey[] = "pfsnet-bench-cluster-key-0000001";
-
-void print_figure(const char* name, double value, double baseline, const char* unit) {
-  std::printf(
-      "{\"figure\": \"%s\", \"value\": %.3f, \"baseline\": %.3f, \"ratio\": %.3f, \"unit\": "
-      "\"%s\"}\n",
-      name, value, baseline, baseline > 0 ? value / baseline : 0.0, unit);
-  std::fflush(stdout);
-}
 
 // ---------------------------------------------------------------- raw TCP baseline
 

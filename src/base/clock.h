@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace pfsnet {
 
@@ -56,5 +57,10 @@ class ManualClock final : public Clock {
 
 inline double to_ms(Duration d) { return static_cast<double>(d.count()) / 1e6; }
 inline double to_us(Duration d) { return static_cast<double>(d.count()) / 1e3; }
+
+// Wall-clock time, for display: milliseconds since the Unix epoch, and that as
+// "2026-11-22T05:30:00.123Z".
+int64_t unix_ms_now();
+std::string format_unix_ms(int64_t unix_ms);
 
 }  // namespace pfsnet

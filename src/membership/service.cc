@@ -22,17 +22,6 @@ std::string nids_text(const std::vector<Nid>& v) {
   return s;
 }
 
-std::string iso_ms(int64_t ms) {
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char b[96];
-  std::snprintf(b, sizeof(b), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms % 1000));
-  return b;
-}
-
 RpcResponse error(Code c, std::string msg) {
   RpcResponse r;
   r.status = Status(c, std::move(msg));
@@ -167,11 +156,11 @@ std::string MembershipService::table_json_locked(uint32_t offset, uint32_t limit
                      {"roles", roles_string(n.roles)},
                      {"nids", nids},
                      {"state", node_state_name(n.state)},
-                     {"last_heard", iso_ms(wall(n.last_heard))},
+                     {"last_heard", format_unix_ms(wall(n.last_heard))},
                      {"last_heard_s_ago", std::round(ago * 1000) / 1000},
                      {"heard_via", n.heard_by_report ? "report" : "ping"},
-                     {"registered", iso_ms(wall(n.registered))},
-                     {"last_change", iso_ms(wall(n.last_change))}});
+                     {"registered", format_unix_ms(wall(n.registered))},
+                     {"last_change", format_unix_ms(wall(n.last_change))}});
   }
   const auto& c = mgs_->counters();
   json j = {{"mgs", cfg_.nets.empty() ? std::string() : cfg_.nets[0].nid.to_string()},

@@ -105,11 +105,6 @@ bool is_local_kind(HealthKind k) {
          k == HealthKind::kLocalNiSendTimeout;
 }
 
-int64_t unix_ms_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 }  // namespace
 
 std::string FaultRule::describe() const {
