@@ -142,3 +142,27 @@ TEST_F(FabricTest, OnePeerCreditStillCompletesSixtyFourInFlight) {
 
 }  // namespace
 }  // namespace pfsnet::testing
+
+namespace pfsnet::testing {
+namespace {
+
+// [[emulation]] in both daemons' configs: a 20 ms one-way delay each way makes every
+// round trip at least 40 ms, and the daemons say loudly that emulation is on.
+TEST(EmulationTest, ConfiguredDelayShowsInEveryRoundTrip) {
+  DaemonOptions o;
+  o.extra = "[[emulation]]\ndelay_ms = 20\nrate_mbit = 1000\n";
+  TwoDaemons d(o, o);
+  ASSERT_TRUE(d.ready());
+  EXPECT_TRUE(d.a.process().wait_for_output("LINK EMULATION ON", 2000ms));
+  auto [rc, out] = run({PFSNET_BIN, "--socket", d.a.socket(), "ping", d.b.nid().to_string(), "-c",
+                        "5", "--size", "100000", "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  nlohmann::json j = last_json_line(out);
+  EXPECT_EQ(j["ok"], 5);
+  // 2 x 20 ms, plus 100 kB each way at 1 Gbit/s (0.8 ms each).
+  EXPECT_GE(j["rtt_ms"]["min"].get<double>(), 41.6) << out;
+  EXPECT_LT(j["rtt_ms"]["min"].get<double>(), 200) << out;
+}
+
+}  // namespace
+}  // namespace pfsnet::testing

@@ -26,6 +26,21 @@ Daemon::Daemon(Config cfg, std::string cluster_key)
   TransportOptions to;
   to.cluster_key = key_;
   to.limits.max_bulk = static_cast<uint32_t>(cfg_.max_bulk());
+  for (const EmulationConfig& e : cfg_.emulation) {
+    EmulationRule r;
+    if (!e.ni.empty()) r.local = *Nid::parse(e.ni);
+    if (!e.peer.empty()) r.peer = *Nid::parse(e.peer);
+    r.delay =
+        std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(e.delay_ms));
+    r.bits_per_second = e.rate_mbit * 1e6;
+    to.emulation.push_back(r);
+    PFS_LOG_WARN(
+        "LINK EMULATION ON: frames from {} to {} are delayed {} ms one way{} -- this "
+        "node does not run at the speed of its network",
+        e.ni.empty() ? "any NI" : e.ni, e.peer.empty() ? "any peer" : e.peer, e.delay_ms,
+        e.rate_mbit > 0 ? " and limited to " + std::to_string(e.rate_mbit) + " Mbit/s"
+                        : std::string());
+  }
   net_ = std::make_unique<Net>(NetOptions::from(cfg_), nids, clock_,
                                [this, to, nids](TransportEvents& ev) {
                                  return std::make_unique<TcpTransport>(to, nids, clock_, ev);

@@ -49,6 +49,19 @@ Reader bool_key(bool* out) {
   };
 }
 
+Reader number_key(double* out, double lo, double hi) {
+  return [=](const Ctx& c, const toml::node& n, std::string_view key) -> Status {
+    if (!n.is_number()) return err(c, n.source(), key, "must be a number");
+    double v = *n.value<double>();
+    if (!(v >= lo && v <= hi))
+      return err(c, n.source(), key,
+                 "value " + std::to_string(v) + " is out of range " + std::to_string(lo) + ".." +
+                     std::to_string(hi));
+    *out = v;
+    return Status::Ok();
+  };
+}
+
 Reader string_key(std::string* out, bool allow_empty) {
   return [=](const Ctx& c, const toml::node& n, std::string_view key) -> Status {
     auto v = n.value_exact<std::string>();
@@ -233,6 +246,35 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       }
       continue;
     }
+    if (name == "emulation") {
+      const toml::array* arr = v.as_array();
+      if (!arr || !arr->is_array_of_tables())
+        return err(c, k.source(), "emulation", "must be an array of tables ([[emulation]])");
+      for (const toml::node& e : *arr) {
+        const toml::table& t = *e.as_table();
+        EmulationConfig em;
+        const std::map<std::string, Reader, std::less<>> keys = {
+            {"ni", string_key(&em.ni, true)},
+            {"peer", string_key(&em.peer, true)},
+            {"delay_ms", number_key(&em.delay_ms, 0, 10000)},
+            {"rate_mbit", number_key(&em.rate_mbit, 0, 1e6)},
+        };
+        Status s = read_table(c, t, "emulation", keys);
+        if (!s.ok()) return s;
+        for (const char* which : {"ni", "peer"}) {
+          const std::string& text = std::string(which) == "ni" ? em.ni : em.peer;
+          if (text.empty()) continue;
+          auto nid = Nid::parse(text);
+          if (!nid.ok())
+            return err(c, t[which].node()->source(), std::string("emulation.") + which,
+                       nid.status().message());
+        }
+        if (em.delay_ms == 0 && em.rate_mbit == 0)
+          return err(c, t.source(), "emulation", "needs delay_ms or rate_mbit");
+        cfg.emulation.push_back(em);
+      }
+      continue;
+    }
     auto it = sections.find(name);
     if (it == sections.end()) return err(c, k.source(), name, "unknown section");
     const toml::table* t = v.as_table();
@@ -288,6 +330,12 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"membership.notify_rate", i(c.membership.notify_rate)},
   };
   e.insert(e.end(), rest.begin(), rest.end());
+  for (const EmulationConfig& m : c.emulation) {
+    e.emplace_back("emulation.ni", str(m.ni));
+    e.emplace_back("emulation.peer", str(m.peer));
+    e.emplace_back("emulation.delay_ms", std::to_string(m.delay_ms));
+    e.emplace_back("emulation.rate_mbit", std::to_string(m.rate_mbit));
+  }
   return e;
 }
 
@@ -308,9 +356,10 @@ Status apply_config_assignments(Config* cfg, const std::vector<std::string>& ass
       return Status(Code::kInvalidArgument,
                     "key '" + key + "': '" + value + "' is not a TOML value (strings need quotes)");
     }
-    if (key.rfind("net.", 0) == 0)
-      return Status(Code::kInvalidArgument,
-                    "key '" + key + "': [[net]] tables are set in the config file");
+    if (key.rfind("net.", 0) == 0 || key.rfind("emulation.", 0) == 0)
+      return Status(
+          Code::kInvalidArgument,
+          "key '" + key + "': [[net]] and [[emulation]] tables are set in the config file");
     bool found = false;
     for (auto& [k, v] : entries)
       if (k == key) {
@@ -322,8 +371,8 @@ Status apply_config_assignments(Config* cfg, const std::vector<std::string>& ass
   std::string text, section;
   for (const auto& [k, v] : entries) {
     std::string sec = k.substr(0, k.find('.')), name = k.substr(k.find('.') + 1);
-    if (sec == "net") {
-      if (name == "nid") text += "[[net]]\n";
+    if (sec == "net" || sec == "emulation") {
+      if (name == (sec == "net" ? "nid" : "ni")) text += "[[" + sec + "]]\n";
       section.clear();
     } else if (sec != section) {
       text += "[" + sec + "]\n";

@@ -29,6 +29,15 @@ struct NetConfig {
   uint16_t port = 7988;
 };
 
+// Link emulation ([[emulation]] tables; none by default): what this node sends from
+// local NI `ni` to peer NID `peer` (empty: any) leaves at `rate_mbit` (0: unlimited) and
+// arrives `delay_ms` later -- a long fat pipe, emulated inside the transport.
+struct EmulationConfig {
+  std::string ni, peer;
+  double delay_ms = 0;
+  double rate_mbit = 0;
+};
+
 struct LnetConfig {
   int64_t credits = 64;
   int64_t peer_credits = 8;
@@ -70,6 +79,7 @@ struct Config {
   RpcConfig rpc;
   StatsConfig stats;
   MembershipConfig membership;
+  std::vector<EmulationConfig> emulation;
 
   // Largest bulk an RPC may carry: 2 x maxBlockSize.
   int64_t max_bulk() const { return 2 * stats.maxBlockSize; }

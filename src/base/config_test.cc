@@ -186,3 +186,35 @@ TEST(ConfigTest, ClusterKeyChecks) {
 
 }  // namespace
 }  // namespace pfsnet
+
+namespace pfsnet {
+namespace {
+
+TEST(ConfigTest, EmulationTables) {
+  auto r = parse_config(
+      "[[emulation]]\nni = \"10.0.0.1@tcp\"\npeer = \"10.0.0.2@tcp\"\ndelay_ms = 25\n"
+      "rate_mbit = 5000.5\n[[emulation]]\ndelay_ms = 0.5\n",
+      "e.toml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->emulation.size(), 2u);
+  EXPECT_EQ(r->emulation[0].peer, "10.0.0.2@tcp");
+  EXPECT_DOUBLE_EQ(r->emulation[0].rate_mbit, 5000.5);
+  EXPECT_DOUBLE_EQ(r->emulation[1].delay_ms, 0.5);
+  EXPECT_TRUE(r->emulation[1].ni.empty());
+  // Round trip through config show / config set; emulation is not a run-time key.
+  Config c = *r;
+  EXPECT_TRUE(apply_config_assignments(&c, {"stats.maxBlockSize=2097152"}).ok());
+  EXPECT_EQ(c.emulation.size(), 2u);
+  EXPECT_FALSE(apply_config_assignments(&c, {"emulation.delay_ms=3"}).ok());
+  // Errors name the key.
+  for (const char* bad : {"[[emulation]]\ndelay_ms = -1\n", "[[emulation]]\npeer = \"x\"\n",
+                          "[[emulation]]\nni = \"10.0.0.1@tcp\"\n", "[emulation]\ndelay_ms = 1\n",
+                          "[[emulation]]\ndelay_ms = \"1\"\n", "[[emulation]]\nwhat = 1\n"}) {
+    auto e = parse_config(bad, "bad.toml");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_NE(e.status().message().find("emulation"), std::string::npos) << e.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace pfsnet

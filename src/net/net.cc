@@ -237,8 +237,6 @@ void Net::shutdown() {
       p->tx_state = nullptr;
       p->conns.clear();
     }
-    for (auto& [t, m] : delayed_) dead.push_back(m);
-    delayed_.clear();
     for (auto& ni : nis_) ni->blocked.clear();
   }
   for (TxMsg* m : dead) fail(m, Status(Code::kCancelled, "shutting down"));
@@ -422,8 +420,9 @@ bool Net::apply_faults_locked(TxMsg* m, std::vector<std::pair<TxMsg*, Status>>* 
     if (r.action == FaultRule::Action::kDelay) {
       PFS_LOG_INFO("fault injection: rule {} delays {} by {} ms", r.id, what,
                    std::chrono::duration_cast<std::chrono::milliseconds>(r.latency).count());
-      delayed_.emplace(now + r.latency, m);
-      return false;
+      // Held by the transport until then (the machinery of link emulation).
+      m->frame->not_before = std::max(m->frame->not_before, now + r.latency);
+      continue;
     }
     PFS_LOG_INFO("fault injection: rule {} drops {} ({})", r.id, what,
                  r.health == HealthKind::kNone ? "silently" : health_kind_name(r.health));
@@ -603,16 +602,6 @@ size_t Net::expire(TimePoint now) {
   Out out;
   {
     std::lock_guard lk(mu_);
-    while (!delayed_.empty() && delayed_.begin()->first <= now) {
-      TxMsg* m = delayed_.begin()->second;
-      delayed_.erase(delayed_.begin());
-      if (!m->path->ni->up.load())
-        failed.emplace_back(
-            m, Status(Code::kUnreachable, "local NI " + m->path->ni->nid.to_string() + " is down",
-                      HealthKind::kLocalNiDown));
-      else
-        enqueue_locked(*m->path, m, &out);
-    }
     for (auto& [k, pp] : paths_) {
       Path& p = *pp;
       auto& q = p.queue;

@@ -121,7 +121,8 @@ struct NetOptions {
 // `interval`. A drop with a health kind fails the send with that kind (the sender sees
 // the failure and demerits an NI); without one the message vanishes as into a black
 // hole (the sender sees a completed send and no reply). Every injection is counted and
-// logged. Delays are released by expire(), so their resolution is its calling period.
+// logged. A delayed message is held by the transport (OutFrame::not_before, the machinery
+// of link emulation) while it keeps its credit, as a message in a slow network would.
 struct FaultRule {
   enum class Action { kDrop, kDelay };
   uint64_t id = 0;  // assigned by add_fault
@@ -191,8 +192,8 @@ class Net final : public TransportEvents {
   void send_via(const Nid& local, const Nid& peer, std::unique_ptr<OutFrame> f, TimePoint deadline,
                 TxCompletion* done, bool strict);
 
-  // Applies transmit deadlines at `now` (see above) and releases delayed messages whose
-  // time has come. Returns how many messages it failed or whose connection it closed.
+  // Applies transmit deadlines at `now` (see above). Returns how many messages it failed
+  // or whose connection it closed.
   size_t expire(TimePoint now);
 
   // A message sent on `path` got no reply by its deadline: a remote timeout. Demerits
@@ -281,7 +282,6 @@ class Net final : public TransportEvents {
   std::unordered_map<uint64_t, std::unique_ptr<PeerNi>> peer_nis_;  // packed NID
   std::vector<std::unique_ptr<Peer>> peers_;
   std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Path>> paths_;
-  std::multimap<TimePoint, TxMsg*> delayed_;
   std::vector<FaultRule> faults_;
   std::map<uint64_t, TimePoint> fault_next_fire_;  // interval rules: rule id -> next firing
   uint64_t next_fault_id_ = 1;

@@ -17,9 +17,12 @@ void MemHub::set_stalled(bool stalled) {
   held_.clear();
 }
 
-void MemHub::enqueue_frame(std::function<void()> fn) {
+void MemHub::enqueue_frame(std::function<void()> fn, TimePoint not_before) {
   std::lock_guard lk(mu_);
-  (stalled_ ? held_ : events_).push_back(std::move(fn));
+  if (not_before != TimePoint{} && clock_ && not_before > clock_->now())
+    timed_.emplace(not_before, std::move(fn));
+  else
+    (stalled_ ? held_ : events_).push_back(std::move(fn));
 }
 
 size_t MemHub::pending() const {
@@ -28,6 +31,14 @@ size_t MemHub::pending() const {
 }
 
 size_t MemHub::pump(size_t max_events) {
+  {
+    std::lock_guard lk(mu_);
+    TimePoint now = clock_ ? clock_->now() : TimePoint{};
+    while (!timed_.empty() && timed_.begin()->first <= now) {
+      (stalled_ ? held_ : events_).push_back(std::move(timed_.begin()->second));
+      timed_.erase(timed_.begin());
+    }
+  }
   size_t ran = 0;
   while (ran < max_events) {
     std::function<void()> fn;
@@ -56,7 +67,8 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
   void send(std::unique_ptr<OutFrame> f) override {
     auto self = shared_from_this();
     std::shared_ptr<OutFrame> frame(std::move(f));
-    owner_.hub_.enqueue_frame([self, frame] { self->deliver(*frame); });
+    TimePoint t = frame->not_before;
+    owner_.hub_.enqueue_frame([self, frame] { self->deliver(*frame); }, t);
   }
 
   void close(const Status& why) override {
@@ -111,7 +123,9 @@ MemTransport::MemTransport(MemHub& hub, TransportOptions opts, std::vector<Nid> 
       opts_(std::move(opts)),
       node_nids_(std::move(node_nids)),
       clock_(clock),
-      events_(events) {}
+      events_(events) {
+  hub_.set_clock(&clock_);
+}
 
 MemTransport::~MemTransport() {
   std::lock_guard lk(hub_.mu_);

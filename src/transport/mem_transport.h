@@ -29,14 +29,21 @@ class MemHub {
   // While stalled, frames handed to connections stay in flight (neither delivered nor
   // completed), as on a link that went silent; unstalling releases them in order.
   void set_stalled(bool stalled);
-  // A frame delivery: held while stalled.
-  void enqueue_frame(std::function<void()> fn);
+  // A frame delivery: held while stalled, and until `not_before` (a fault delay) on the
+  // clock of the transports, which pump() consults.
+  void enqueue_frame(std::function<void()> fn, TimePoint not_before = {});
+  void set_clock(Clock* c) {
+    std::lock_guard lk(mu_);
+    clock_ = c;
+  }
 
  private:
   friend class MemTransport;
   mutable std::mutex mu_;
   std::deque<std::function<void()>> events_;
   std::deque<std::function<void()>> held_;
+  std::multimap<TimePoint, std::function<void()>> timed_;
+  Clock* clock_ = nullptr;
   bool stalled_ = false;
   std::map<uint64_t, MemTransport*> listeners_;  // packed NID -> transport
   uint64_t next_id_ = 1;

@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "base/nid.h"
 #include "base/status.h"
+#include "transport/link_pipe.h"
 #include "wire/buffer.h"
 #include "wire/frame.h"
 
@@ -51,6 +52,11 @@ struct OutFrame {
   BulkData bulk;                 // may be null; kept alive until the frame is written
   size_t bulk_limit = SIZE_MAX;  // send only the first bulk_limit bytes of `bulk`
   TxCompletion* done = nullptr;  // optional; must outlive the frame's completion
+  // Not written before this time (fault injection's delay); default: at once.
+  TimePoint not_before{};
+  // Link emulation (set by the transport): when the frame entered the emulated link and
+  // when its last byte left it; reported as its write times.
+  TimePoint link_entered{}, link_left{};
 
   size_t bulk_size() const { return bulk ? std::min(bulk->size(), bulk_limit) : 0; }
 };
@@ -125,6 +131,9 @@ struct TransportOptions {
   int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
   Duration handshake_timeout = std::chrono::seconds(5);
   Duration connect_timeout = std::chrono::seconds(5);
+  // Link emulation: frames a connection sends from `local` to `peer` go through a
+  // LinkPipe of the first matching rule (one pipe per local/peer pair).
+  std::vector<EmulationRule> emulation;
 };
 
 using ConnectCallback = std::function<void(Result<ConnectionPtr>)>;

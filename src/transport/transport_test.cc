@@ -364,3 +364,77 @@ TEST(MemTransportTest, DeliversOnPumpAndChecksKeys) {
 
 }  // namespace
 }  // namespace pfsnet
+
+namespace pfsnet {
+namespace {
+
+TEST(LinkPipeTest, FramesLeaveAtTheRateAndArriveADelayLater) {
+  EmulationRule r;
+  r.delay = 10ms;
+  r.bits_per_second = 8e6;  // 1 byte per microsecond
+  LinkPipe p(r);
+  TimePoint t0{std::chrono::seconds(100)};
+  // Back to back: each 1000-byte frame takes 1 ms on the wire; all arrive 10 ms after.
+  EXPECT_EQ(p.schedule(1000, t0), t0 + 1ms + 10ms);
+  EXPECT_EQ(p.schedule(1000, t0), t0 + 2ms + 10ms);
+  EXPECT_EQ(p.schedule(500, t0 + 1ms), t0 + 2500us + 10ms);
+  // Many frames in flight at once (a pipe, not a sleep per message): 100 frames handed
+  // over together are all delivered within 100 ms + 10 ms, not 100 x 10 ms.
+  TimePoint last{};
+  for (int i = 0; i < 100; ++i) last = p.schedule(1000, t0 + 3ms);
+  EXPECT_EQ(last, t0 + 3ms + 100ms + 10ms);  // the link was free again at 3 ms
+  // An idle link starts afresh.
+  EXPECT_EQ(p.schedule(1000, t0 + 1s), t0 + 1s + 1ms + 10ms);
+  // Delay only.
+  EmulationRule d;
+  d.delay = 25ms;
+  LinkPipe q(d);
+  EXPECT_EQ(q.schedule(1 << 20, t0), t0 + 25ms);
+  EXPECT_TRUE(d.matches(Nid{}, Nid{}));
+  d.peer = *Nid::parse("10.0.0.2@tcp");
+  EXPECT_FALSE(d.matches(Nid{}, *Nid::parse("10.0.0.3@tcp")));
+}
+
+// The TCP transport holds frames in the pipe: never earlier than the emulation allows,
+// and many at once (the whole batch arrives about one delay after the last leaves).
+TEST(LinkPipeTest, TcpTransportDelaysAndPacesWhatItSends) {
+  MonotonicClock clock;
+  Recorder ea, eb;
+  Nid a = *Nid::parse("127.0.0.13@tcp"), b = *Nid::parse("127.0.0.14@tcp");
+  TransportOptions oa = opts();
+  EmulationRule r;
+  r.peer = b;
+  r.delay = 40ms;
+  r.bits_per_second = 80e6;  // 10 MB/s
+  oa.emulation = {r};
+  TcpTransport ta(oa, {a}, clock, ea);
+  TcpTransport tb(opts(), {b}, clock, eb);
+  uint16_t port = static_cast<uint16_t>(20000 + getpid() % 20000 + 9);
+  ASSERT_TRUE(tb.listen(b, port).ok());
+  ConnectResult cr;
+  ta.connect(a, b, port, cr.cb());
+  ASSERT_TRUE(cr.wait());
+  ASSERT_TRUE(cr.status.ok()) << cr.status.to_string();
+  TimePoint t0 = clock.now();
+  constexpr int kFrames = 20;
+  constexpr size_t kBulk = 100000;
+  for (int i = 0; i < kFrames; ++i) cr.conn->send(frame(i + 1, 0, kBulk, nullptr));
+  ASSERT_TRUE(eb.wait([&] { return eb.frames.size() == kFrames; }, 10000ms));
+  Duration first = eb.frames.front().times.complete - t0;
+  Duration all = eb.frames.back().times.complete - t0;
+  // The first: its own serialisation (10 ms) plus the delay; all: 2 MB at 10 MB/s + delay.
+  EXPECT_GE(first, 40ms + 10ms);
+  EXPECT_GE(all, 40ms + 200ms);
+  EXPECT_LT(all, 40ms + 200ms + 1s) << "a sleep per frame would take 20 x 50 ms";
+  for (int i = 0; i < kFrames; ++i) EXPECT_EQ(eb.frames[i].hdr.xid, uint64_t(i + 1));
+  // The other direction has no rule: no delay there.
+  TxWaiter w;
+  ASSERT_TRUE(eb.wait([&] { return eb.conns.size() == 1; }));
+  TimePoint t1 = clock.now();
+  eb.conns[0]->send(frame(99, 0, 0, &w));
+  ASSERT_TRUE(ea.wait([&] { return ea.frames.size() == 1; }));
+  EXPECT_LT(ea.frames[0].times.complete - t1, 40ms);
+}
+
+}  // namespace
+}  // namespace pfsnet

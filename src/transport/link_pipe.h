@@ -1,0 +1,49 @@
+// LinkPipe: a long fat pipe, emulated. Frames leave one after another at `rate` (the
+// link's serialisation) and arrive `delay` after their last byte left, so up to
+// rate x delay bytes are in flight at once -- not a sleep per message. The transport
+// holds each frame until its arrival time, then writes it.
+// Thread safety: schedule() may be called from any thread.
+#pragma once
+
+#include <algorithm>
+#include <mutex>
+#include <optional>
+
+#include "base/clock.h"
+#include "base/nid.h"
+
+namespace pfsnet {
+
+struct EmulationRule {
+  std::optional<Nid> local, peer;  // nullopt: any
+  Duration delay{0};               // one way
+  double bits_per_second = 0;      // 0: unlimited
+  bool matches(const Nid& l, const Nid& p) const {
+    return (!local || *local == l) && (!peer || *peer == p);
+  }
+};
+
+class LinkPipe {
+ public:
+  explicit LinkPipe(const EmulationRule& r) : delay_(r.delay), bps_(r.bits_per_second) {}
+
+  // A frame of `bytes` handed over at `now`: when it arrives at the other end.
+  TimePoint schedule(size_t bytes, TimePoint now) {
+    std::lock_guard lk(mu_);
+    TimePoint start = std::max(now, free_at_);
+    Duration serialise{0};
+    if (bps_ > 0) serialise = Duration(static_cast<int64_t>(double(bytes) * 8e9 / bps_));
+    free_at_ = start + serialise;
+    return free_at_ + delay_;
+  }
+  Duration delay() const { return delay_; }
+  double bits_per_second() const { return bps_; }
+
+ private:
+  std::mutex mu_;
+  Duration delay_;
+  double bps_;
+  TimePoint free_at_{};
+};
+
+}  // namespace pfsnet
