@@ -13,6 +13,7 @@ declare -A allowed=(
   [rpc]="rpc net transport wire base stats"
   [admin]="admin rpc net transport wire base stats"
   [membership]="membership rpc net transport wire base stats"
+  [selftest]="selftest rpc net transport wire base stats"
 )
 bad=0
 for mod in "${!allowed[@]}"; do

@@ -12,11 +12,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 
 #include "admin/admin_client.h"
 #include "base/nid.h"
+#include "selftest/selftest.h"
 
 using nlohmann::json;
 
@@ -266,6 +269,32 @@ int main(int argc, char** argv) {
                                     "local daemon): name, roles, NIDs, state, last heard");
   status->add_flag("--json", json_out, "print JSON");
 
+  auto* selftest = app.add_subcommand(
+      "selftest", "lnet_selftest-style test from a group of clients to a group of servers");
+  std::vector<std::string> st_groups;
+  std::string st_from, st_to, st_test = "brw", st_mode = "write", st_size = "1M",
+                              st_conc = "1,2,4,8", st_dist = "1:1", st_plot;
+  double st_duration = 5, st_link = 0;
+  bool st_csv = false;
+  selftest->add_option("--group", st_groups, "NAME=NID,NID,... (repeat for each group)");
+  selftest->add_option("--from", st_from, "clients: a group name or NID,NID,...")->required();
+  selftest->add_option("--to", st_to, "servers: a group name or NID,NID,...")->required();
+  selftest->add_option("--test", st_test, "ping or brw (default brw)")
+      ->check(CLI::IsMember({"ping", "brw"}));
+  selftest->add_option("--mode", st_mode, "brw: write (default) or read")
+      ->check(CLI::IsMember({"write", "read"}));
+  selftest->add_option("--size", st_size, "bytes per RPC, with K or M (default 1M)");
+  selftest->add_option("--concurrency", st_conc,
+                       "RPCs in flight per client: 1,2,4 or a sweep 1-256 (powers of two)");
+  selftest->add_option("--distribute", st_dist, "1:1 (default) or 1:N")
+      ->check(CLI::IsMember({"1:1", "1:N"}));
+  selftest->add_option("--duration", st_duration, "seconds per step (default 5)")
+      ->check(CLI::Range(0.1, 3600.0));
+  selftest->add_option("--link-mbit", st_link, "link rate per client for the theory column");
+  selftest->add_flag("--json", json_out, "print JSON");
+  selftest->add_flag("--csv", st_csv, "print CSV");
+  selftest->add_option("--plot", st_plot, "write an SVG chart of throughput and theory");
+
   auto* fault = app.add_subcommand(
       "fault", "fault injection, like lnetctl fault: drop or delay messages leaving this node");
   fault->require_subcommand(1);
@@ -403,6 +432,92 @@ int main(int argc, char** argv) {
         std::printf("%s: %s -> %s\n", c["key"].get<std::string>().c_str(),
                     c["from"].get<std::string>().c_str(), c["to"].get<std::string>().c_str());
       if ((*r)["changed"].empty()) std::printf("nothing changed\n");
+    }
+    return 0;
+  }
+
+  if (*selftest) {
+    std::map<std::string, std::string> groups;
+    for (const std::string& g : st_groups) {
+      auto eq = g.find('=');
+      if (eq == std::string::npos || eq == 0) return fail("--group wants NAME=NID,NID,...");
+      groups[g.substr(0, eq)] = g.substr(eq + 1);
+    }
+    auto members = [&](const std::string& what) {
+      std::string list = groups.count(what) ? groups[what] : what;
+      json a = json::array();
+      size_t pos = 0;
+      while (pos <= list.size()) {
+        size_t c = list.find(',', pos);
+        std::string item = list.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+        if (!item.empty()) a.push_back(item);
+        if (c == std::string::npos) break;
+        pos = c + 1;
+      }
+      return a;
+    };
+    int64_t size = 0;
+    try {
+      size_t used = 0;
+      size = std::stoll(st_size, &used);
+      std::string unit = st_size.substr(used);
+      if (unit == "K" || unit == "k")
+        size <<= 10;
+      else if (unit == "M" || unit == "m")
+        size <<= 20;
+      else if (!unit.empty())
+        return fail("--size: a number with an optional K or M");
+    } catch (...) {
+      return fail("--size: a number with an optional K or M");
+    }
+    json conc = json::array();
+    auto dash = st_conc.find('-');
+    try {
+      if (dash != std::string::npos) {
+        int lo = std::stoi(st_conc.substr(0, dash)), hi = std::stoi(st_conc.substr(dash + 1));
+        if (lo < 1 || hi < lo || hi > 4096) return fail("--concurrency: LOW-HIGH within 1-4096");
+        for (int c = lo; c <= hi; c *= 2) conc.push_back(c);
+      } else {
+        for (const json& c : members(st_conc)) conc.push_back(std::stoi(c.get<std::string>()));
+      }
+    } catch (...) {
+      return fail("--concurrency: a list 1,2,4 or a sweep 1-256");
+    }
+    json req = {{"cmd", "selftest"},   {"from", members(st_from)}, {"to", members(st_to)},
+                {"test", st_test},     {"mode", st_mode},          {"size", size},
+                {"concurrency", conc}, {"distribute", st_dist},    {"duration", st_duration},
+                {"link_mbit", st_link}};
+    auto limit = std::chrono::milliseconds(
+        static_cast<int64_t>((st_duration + 70) * 1000 * double(std::max<size_t>(1, conc.size()))));
+    auto r = pfsnet::admin_request(socket, req, limit);
+    if (!r.ok()) return fail(r.status().message());
+    if (!st_plot.empty()) {
+      std::ofstream out(st_plot);
+      out << pfsnet::selftest_svg(*r);
+      if (!out) return fail("cannot write " + st_plot);
+    }
+    if (json_out) {
+      std::cout << r->dump() << "\n";
+    } else if (st_csv) {
+      std::printf("concurrency,mib_s,rpc_s,p50_ms,p99_ms,rtt_ms,theory_mib_s,efficiency,errors\n");
+      for (const json& s : (*r)["steps"])
+        std::printf("%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%llu\n", s["concurrency"].get<int>(),
+                    s["mib_s"].get<double>(), s["rpc_s"].get<double>(), s["p50_ms"].get<double>(),
+                    s["p99_ms"].get<double>(), s["rtt_ms"].get<double>(),
+                    s["theory_mib_s"].get<double>(), s["efficiency"].get<double>(),
+                    s["errors"].get<unsigned long long>());
+    } else {
+      std::printf("%6s %10s %10s %9s %9s %8s %12s %6s\n", "conc", "MiB/s", "RPC/s", "p50 ms",
+                  "p99 ms", "RTT ms", "theory MiB/s", "eff");
+      for (const json& s : (*r)["steps"]) {
+        std::printf("%6d %10.1f %10.1f %9.3f %9.3f %8.3f %12.1f %6.2f\n",
+                    s["concurrency"].get<int>(), s["mib_s"].get<double>(), s["rpc_s"].get<double>(),
+                    s["p50_ms"].get<double>(), s["p99_ms"].get<double>(), s["rtt_ms"].get<double>(),
+                    s["theory_mib_s"].get<double>(), s["efficiency"].get<double>());
+        if (s["errors"].get<uint64_t>() > 0)
+          std::printf("       %llu errors, first: %s\n", s["errors"].get<unsigned long long>(),
+                      s["first_error"].get<std::string>().c_str());
+      }
     }
     return 0;
   }

@@ -8,6 +8,7 @@
 #include "admin/stats_json.h"
 #include "base/log.h"
 #include "rpc/ping.h"
+#include "selftest/selftest.h"
 #include "transport/tcp_transport.h"
 
 namespace pfsnet {
@@ -53,6 +54,7 @@ Daemon::Daemon(Config cfg, std::string cluster_key)
   rpc_ = std::make_unique<RpcEngine>(*net_, ro, stats_.get());
   serve_ping(*rpc_, static_cast<size_t>(cfg_.max_bulk()));
   membership_ = std::make_unique<MembershipService>(cfg_, *net_, *rpc_, clock_);
+  serve_selftest(*rpc_, clock_);
   admin_ = std::make_unique<AdminServer>(
       [this](const json& req, const AdminEmit& emit) { return handle_admin(req, emit); });
 }
@@ -190,6 +192,15 @@ Result<json> Daemon::handle_admin(const json& req, const AdminEmit& emit) {
   if (cmd == "diag_rpc") return diag_rpc(req);
   if (cmd == "config_show") return config_show();
   if (cmd == "config_set") return config_set(req);
+  if (cmd == "selftest") {
+    auto spec = SelftestSpec::from_json(req);
+    if (!spec.ok()) return spec.status();
+    if (spec->size > cfg_.max_bulk())
+      return Status(
+          Code::kInvalidArgument,
+          "size must be at most " + std::to_string(cfg_.max_bulk()) + " (2 x maxBlockSize)");
+    return run_selftest(*rpc_, *spec);
+  }
   if (cmd == "status") {
     auto text = membership_->status_json(std::chrono::seconds(5));
     if (!text.ok()) return text.status();

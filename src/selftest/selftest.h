@@ -1,0 +1,57 @@
+// Self-test, modelled on lnet_selftest: a test (ping, or brw read/write of `size` bytes)
+// from a group of client nodes to a group of server nodes, `concurrency` RPCs in flight
+// per client, targets given by the distribution (1:1 -- client i to server i mod n; 1:N --
+// every client to every server, round-robin), for `duration`.
+//
+// The node that runs `pfsnet selftest` drives the clients' daemons with SELFTEST_RUN RPCs
+// (one per client per concurrency step, in parallel) and collects their results; each
+// client first measures its RTT to its servers with 0-byte PINGs, then runs the load.
+// Per step it reports MiB/s, RPCs/s, latency p50/p99, and beside them the theoretical
+// peak min(link rate, RPCs in flight x size / RTT) and the efficiency.
+// Threads: SelftestService's handler runs on a worker (it blocks for `duration`).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "rpc/rpc_engine.h"
+
+namespace pfsnet {
+
+inline constexpr uint32_t kMsgSelftestRun = 20;
+
+struct SelftestSpec {
+  std::vector<Nid> clients, servers;
+  std::string test = "brw";    // "ping" or "brw"
+  std::string mode = "write";  // brw: "write" or "read"
+  uint32_t size = 1 << 20;     // bytes of bulk per RPC (ping: echoed both ways)
+  std::vector<int> concurrency = {1};
+  std::string distribute = "1:1";  // "1:1" or "1:N"
+  double duration_s = 5;
+  double link_mbit = 0;  // per client; 0: unknown (the theory is RPCs x size / RTT alone)
+
+  // Parses and validates the admin request's JSON; errors say what is wrong.
+  static Result<SelftestSpec> from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+};
+
+// What one client measured in one step.
+struct ClientResult {
+  uint64_t rpcs = 0, errors = 0, bytes = 0;
+  double seconds = 0;
+  double rtt_ms = 0;                 // min PING round trip to its servers
+  std::vector<double> latencies_ms;  // a sample (at most 2,000)
+  std::string first_error;
+};
+
+// Serves SELFTEST_RUN on `rpc` (register before traffic).
+void serve_selftest(RpcEngine& rpc, Clock& clock);
+
+// Runs the whole sweep from this node; returns {"steps": [...], ...} (see the .cc).
+Result<nlohmann::json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec);
+
+// An SVG chart of throughput against concurrency, with the theory line.
+std::string selftest_svg(const nlohmann::json& result);
+
+}  // namespace pfsnet

@@ -1,0 +1,104 @@
+// pfsnet selftest between two real daemons over an emulated 10 ms RTT: the sweep's
+// throughput follows RPCs x size / RTT, every output format, and the errors.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "cluster.h"
+
+namespace pfsnet::testing {
+namespace {
+
+using nlohmann::json;
+
+TEST(SelftestTest, ConcurrencySweepTracksTheTheoryOverAnEmulatedRtt) {
+  DaemonOptions o;
+  o.extra = "[[emulation]]\ndelay_ms = 5\n";  // each way: a 10 ms round trip
+  TwoDaemons d(o, o);
+  ASSERT_TRUE(d.ready());
+  std::string svg = d.dir.file("sweep.svg");
+  auto [rc, out] = run({PFSNET_BIN,
+                        "--socket",
+                        d.a.socket(),
+                        "selftest",
+                        "--group",
+                        "clients=" + d.a.nid().to_string(),
+                        "--group",
+                        "servers=" + d.b.nid().to_string(),
+                        "--from",
+                        "clients",
+                        "--to",
+                        "servers",
+                        "--size",
+                        "64K",
+                        "--concurrency",
+                        "1,2,4",
+                        "--duration",
+                        "1",
+                        "--json",
+                        "--plot",
+                        svg},
+                       60000ms);
+  ASSERT_EQ(rc, 0) << out;
+  json r = last_json_line(out);
+  ASSERT_EQ(r["steps"].size(), 3u) << out;
+  for (const json& s : r["steps"]) {
+    EXPECT_EQ(s["errors"], 0) << s.dump();
+    EXPECT_GE(s["rtt_ms"].get<double>(), 10.0) << s.dump();
+    EXPECT_GE(s["p50_ms"].get<double>(), 10.0) << s.dump();
+    // Close to the theory: the emulated RTT bounds each RPC, nothing else does here.
+    EXPECT_GT(s["efficiency"].get<double>(), 0.5) << s.dump();
+    EXPECT_LT(s["efficiency"].get<double>(), 1.1) << s.dump();
+  }
+  // One RPC in flight: at most one per RTT; four in flight: about four times as many.
+  EXPECT_LE(r["steps"][0]["rpc_s"].get<double>(), 100.0 + 5);
+  EXPECT_GT(r["steps"][2]["mib_s"].get<double>(), 2.5 * r["steps"][0]["mib_s"].get<double>());
+  // The chart: an SVG with the two lines.
+  std::ifstream f(svg);
+  std::stringstream text;
+  text << f.rdbuf();
+  EXPECT_EQ(text.str().rfind("<svg", 0), 0u);
+  size_t lines = 0;
+  for (size_t p = text.str().find("<polyline"); p != std::string::npos;
+       p = text.str().find("<polyline", p + 1))
+    ++lines;
+  EXPECT_EQ(lines, 2u);
+  // CSV: a header and one row per step; the human table likewise.
+  std::tie(rc, out) = run({PFSNET_BIN, "--socket", d.a.socket(), "selftest", "--from",
+                           d.a.nid().to_string(), "--to", d.b.nid().to_string(), "--test", "ping",
+                           "--size", "0", "--concurrency", "1-2", "--duration", "0.3", "--csv"},
+                          60000ms);
+  ASSERT_EQ(rc, 0) << out;
+  std::istringstream rows(out);
+  std::string line;
+  std::vector<std::string> csv;
+  while (std::getline(rows, line))
+    if (!line.empty() && (std::isdigit(static_cast<unsigned char>(line[0])) || line[0] == 'c'))
+      csv.push_back(line);
+  ASSERT_EQ(csv.size(), 3u) << out;
+  EXPECT_EQ(csv[0].rfind("concurrency,mib_s", 0), 0u);
+}
+
+TEST(SelftestTest, BadRequestsAreRefusedClearly) {
+  TwoDaemons d;
+  ASSERT_TRUE(d.ready());
+  auto bad = [&](std::vector<std::string> extra, const std::string& expect) {
+    std::vector<std::string> argv = {PFSNET_BIN, "--socket", d.a.socket(), "selftest"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto [rc, out] = run(argv);
+    EXPECT_NE(rc, 0) << out;
+    EXPECT_NE(out.find(expect), std::string::npos) << out;
+  };
+  std::string b = d.b.nid().to_string(), a = d.a.nid().to_string();
+  bad({"--from", "nonsense", "--to", b}, "from");
+  bad({"--from", a, "--to", b, "--size", "12Q"}, "--size");
+  bad({"--from", a, "--to", b, "--size", "64M"}, "size must be at most");
+  bad({"--from", a, "--to", b, "--concurrency", "0"}, "concurrency");
+  bad({"--from", a, "--to", b, "--test", "bogus"}, "test");
+  // A server that is not there: the client's RTT probe fails and says so.
+  bad({"--from", a, "--to", loopback(9) + "@tcp", "--duration", "0.2"}, "PING");
+}
+
+}  // namespace
+}  // namespace pfsnet::testing
