@@ -68,6 +68,10 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
     auto self = shared_from_this();
     std::shared_ptr<OutFrame> frame(std::move(f));
     TimePoint t = frame->not_before;
+    if (t != TimePoint{}) {  // held: the credits it carries are those owed now
+      frame->hdr.credits = take_credits_to_return();
+      frame->credits_set = true;
+    }
     owner_.hub_.enqueue_frame([self, frame] { self->deliver(*frame); }, t);
   }
 
@@ -100,7 +104,7 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
     TimePoint start = owner_.clock_.now();
     InFrame in;
     in.hdr = f.hdr;
-    in.hdr.credits = take_credits_to_return();
+    in.hdr.credits = f.credits_set ? f.hdr.credits : take_credits_to_return();
     in.hdr.payload_len = static_cast<uint32_t>(f.payload.size());
     in.hdr.bulk_len = static_cast<uint32_t>(f.bulk_size());
     in.payload = Buffer::copy_of(f.payload.span());

@@ -193,6 +193,8 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
       t = std::max(t, arrival);
     }
     if (t != TimePoint{} || pipe_) {
+      f->hdr.credits = take_credits_to_return();
+      f->credits_set = true;
       hold(t, std::move(f));
       return;
     }
@@ -340,7 +342,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
     batch_bytes_ = 0;
     for (size_t i = 0; i < batch_.size(); ++i) {
       OutFrame& f = *batch_[i];
-      f.hdr.credits = take_credits_to_return();
+      if (!f.credits_set) f.hdr.credits = take_credits_to_return();
       f.hdr.payload_len = static_cast<uint32_t>(f.payload.size());
       f.hdr.bulk_len = static_cast<uint32_t>(f.bulk_size());
       encode_header(f.hdr, &headers_[i]);

@@ -57,6 +57,9 @@ struct OutFrame {
   // Link emulation (set by the transport): when the frame entered the emulated link and
   // when its last byte left it; reported as its write times.
   TimePoint link_entered{}, link_left{};
+  // hdr.credits was taken when the frame entered the emulated link or a delay: credits
+  // released while it is held ride on a later frame, as they would on a real WAN.
+  bool credits_set = false;
 
   size_t bulk_size() const { return bulk ? std::min(bulk->size(), bulk_limit) : 0; }
 };
