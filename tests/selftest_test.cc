@@ -64,8 +64,9 @@ TEST(SelftestTest, ConcurrencySweepTracksTheTheoryOverAnEmulatedRtt) {
        p = text.str().find("<polyline", p + 1))
     ++lines;
   EXPECT_EQ(lines, 2u);
-  // CSV: a header and one row per step; the human table likewise.
-  std::tie(rc, out) = run({PFSNET_BIN, "--socket", d.a.socket(), "selftest", "--from",
+  // CSV: a header and one row per step. Asked through B, which drives A's daemon with
+  // SELFTEST_RUN (above, A ran its own share locally).
+  std::tie(rc, out) = run({PFSNET_BIN, "--socket", d.b.socket(), "selftest", "--from",
                            d.a.nid().to_string(), "--to", d.b.nid().to_string(), "--test", "ping",
                            "--size", "0", "--concurrency", "1-2", "--duration", "0.3", "--csv"},
                           60000ms);
@@ -77,6 +78,8 @@ TEST(SelftestTest, ConcurrencySweepTracksTheTheoryOverAnEmulatedRtt) {
     if (!line.empty() && (std::isdigit(static_cast<unsigned char>(line[0])) || line[0] == 'c'))
       csv.push_back(line);
   ASSERT_EQ(csv.size(), 3u) << out;
+  EXPECT_TRUE(
+      d.a.process().wait_for_output("selftest: ping from " + d.b.nid().to_string(), 2000ms));
   EXPECT_EQ(csv[0].rfind("concurrency,mib_s", 0), 0u);
 }
 
