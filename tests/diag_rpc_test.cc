@@ -167,10 +167,10 @@ TEST(DiagRpcTest, ConfigSetResizesRingsAtRunTime) {
   EXPECT_EQ(changed[0]["key"], "stats.rpcPerfNumberSecondIntervals");
   EXPECT_EQ(changed[0]["to"], "2");
   // A key that needs a restart is refused and nothing changes.
-  auto [rc2, out2] = run({PFSNET_BIN, "--socket", a.socket(), "config", "set", "lnet.credits=5",
+  auto [rc2, out2] = run({PFSNET_BIN, "--socket", a.socket(), "config", "set", "lnet.retry_count=5",
                           "stats.rpcPerfNumberSecondIntervals=3"});
   EXPECT_EQ(rc2, 2);
-  EXPECT_NE(out2.find("'lnet.credits' cannot change at run time"), std::string::npos) << out2;
+  EXPECT_NE(out2.find("'lnet.retry_count' cannot change at run time"), std::string::npos) << out2;
   auto [rc3, show] = run({PFSNET_BIN, "--socket", a.socket(), "config", "show", "--json"});
   ASSERT_EQ(rc3, 0);
   json shown = last_json_line(show);
@@ -178,10 +178,14 @@ TEST(DiagRpcTest, ConfigSetResizesRingsAtRunTime) {
     if (e["key"] == "stats.rpcPerfNumberSecondIntervals") {
       EXPECT_EQ(e["value"], "2");
     }
-    if (e["key"] == "lnet.credits") {
-      EXPECT_EQ(e["value"], "64");
+    if (e["key"] == "lnet.retry_count") {
+      EXPECT_EQ(e["value"], "2");
     }
   }
+  // Credits and RPCs in flight change at run time (the tuning keys).
+  auto [rc4, out4] = run({PFSNET_BIN, "--socket", a.socket(), "config", "set",
+                          "lnet.peer_credits=16", "lnet.credits=128", "rpc.max_rpcs_in_flight=32"});
+  ASSERT_EQ(rc4, 0) << out4;
   // Traffic for a few seconds: the second ring now holds 2.
   ASSERT_EQ(run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "3"}).first,
             0);
@@ -190,6 +194,13 @@ TEST(DiagRpcTest, ConfigSetResizesRingsAtRunTime) {
   });
   ASSERT_FALSE(r["nodes"].empty());
   EXPECT_EQ(r["nodes"][0]["stats"]["latency_tcp"]["second"].size(), 2u);
+  auto [rc5, peers] = run({PFSNET_BIN, "--socket", a.socket(), "peers", "--json"});
+  ASSERT_EQ(rc5, 0);
+  json p = last_json_line(peers)["peers"][0];
+  EXPECT_EQ(p["credits_max"], 16);
+  EXPECT_EQ(p["credits"], 16);  // the open connection's window moved with it
+  auto [rc6, nis] = run({PFSNET_BIN, "--socket", a.socket(), "nis", "--json"});
+  EXPECT_EQ(last_json_line(nis)["nis"][0]["credits_max"], 128);
 }
 
 }  // namespace

@@ -40,13 +40,15 @@ TEST(LifecycleTest, SighupAppliesRunTimeKeysAndRefusesABrokenFile) {
 
   std::string edited = original;
   edited.replace(edited.find("peer_credits = 8"), 16, "peer_credits = 4");
+  edited.replace(edited.find("transaction_timeout = 50"), 24, "transaction_timeout = 20");
   write_file(cfg, edited + "[stats]\nrpcPerfNumberSecondIntervals = 7\n");
   a.process().kill(SIGHUP);
   ASSERT_TRUE(a.process().wait_for_output("config reloaded"));
   EXPECT_EQ(config_value(a.socket(), "stats.rpcPerfNumberSecondIntervals"), "7");
-  EXPECT_EQ(config_value(a.socket(), "lnet.peer_credits"), "8");  // needs a restart
+  EXPECT_EQ(config_value(a.socket(), "lnet.peer_credits"), "4");          // a tuning key: applied
+  EXPECT_EQ(config_value(a.socket(), "lnet.transaction_timeout"), "50");  // needs a restart
   EXPECT_TRUE(a.process().wait_for_output(
-      "lnet.peer_credits changed in the file; it takes effect at the next restart"));
+      "lnet.transaction_timeout changed in the file; it takes effect at the next restart"));
 
   write_file(cfg, original + "[stats]\nrpcPerfNumberSecondIntervals = 0\n");
   a.process().kill(SIGHUP);

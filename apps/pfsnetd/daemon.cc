@@ -329,7 +329,8 @@ Result<json> Daemon::fault(const json& req) {
 namespace {
 // Keys that take effect at run time; every other key needs a restart.
 bool runtime_key(const std::string& key) {
-  return key.rfind("stats.", 0) == 0 || key == "node.log_level";
+  return key.rfind("stats.", 0) == 0 || key == "node.log_level" ||
+         key == "rpc.max_rpcs_in_flight" || key == "lnet.credits" || key == "lnet.peer_credits";
 }
 }  // namespace
 
@@ -362,6 +363,10 @@ json Daemon::apply_locked(Config next, bool refuse_restart_keys, Status* err) {
   }
   stats_->set_config(next.stats);
   (void)init_logging(next.node.log_level);
+  if (next.lnet.credits != cfg_.lnet.credits || next.lnet.peer_credits != cfg_.lnet.peer_credits)
+    net_->set_credits(next.lnet.credits, next.lnet.peer_credits);
+  if (next.rpc.max_rpcs_in_flight != cfg_.rpc.max_rpcs_in_flight)
+    rpc_->set_max_rpcs_in_flight(next.rpc.max_rpcs_in_flight);
   for (const json& c : changed)
     PFS_LOG_INFO("config: {} changed from {} to {}", c["key"].get<std::string>(),
                  c["from"].get<std::string>(), c["to"].get<std::string>());
@@ -372,6 +377,9 @@ json Daemon::apply_locked(Config next, bool refuse_restart_keys, Status* err) {
   Config in_force = cfg_;
   in_force.stats = next.stats;
   in_force.node.log_level = next.node.log_level;
+  in_force.lnet.credits = next.lnet.credits;
+  in_force.lnet.peer_credits = next.lnet.peer_credits;
+  in_force.rpc.max_rpcs_in_flight = next.rpc.max_rpcs_in_flight;
   cfg_ = std::move(in_force);
   *err = Status::Ok();
   return json{{"changed", changed}, {"at_restart", later}};

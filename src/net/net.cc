@@ -61,7 +61,7 @@ struct Net::ConnState {
   int64_t tx_credits = 0;   // this connection's window left (guarded by mu_)
   int64_t outstanding = 0;  // messages sent and not yet credited back (guarded by mu_)
   std::atomic<bool> flush_pending{false};
-  uint32_t high_water = 1;
+  std::atomic<uint32_t> high_water{1};  // changed by set_credits under mu_
   std::weak_ptr<Connection> self;
   uint64_t conn_id = 0;
   // Messages handed to the connection and not completed yet (intrusive list).
@@ -759,6 +759,28 @@ std::vector<RecoveryTarget> Net::recovery_due(TimePoint now) {
   return v;
 }
 
+void Net::set_credits(int64_t credits, int64_t peer_credits) {
+  Out out;
+  {
+    std::lock_guard lk(mu_);
+    int64_t dc = credits - opts_.credits, dp = peer_credits - opts_.peer_credits;
+    opts_.credits = credits;
+    opts_.peer_credits = peer_credits;
+    uint32_t hw = opts_.credit_high_water();
+    for (auto& ni : nis_) ni->tx_credits += dc;
+    for (auto& [k, p] : paths_)
+      for (auto& c : p->conns) {
+        auto* cs = static_cast<ConnState*>(c->user.get());
+        cs->tx_credits += dp;
+        cs->high_water = hw;
+      }
+    for (auto& [k, p] : paths_) drain_locked(*p, &out);
+    for (auto& ni : nis_) drain_ni_locked(*ni, &out);
+  }
+  PFS_LOG_INFO("credits now {} per NI, peer_credits {} per connection", credits, peer_credits);
+  transmit(out);
+}
+
 // ---- membership ----
 
 void Net::set_peer_dead(const Nid& nid, bool dead, const std::string& why) {
@@ -834,7 +856,6 @@ void Net::on_connected(const ConnectionPtr& c) {
   }
   auto cs = std::make_shared<ConnState>();
   cs->ni = ni;
-  cs->high_water = opts_.credit_high_water();
   cs->self = c;
   cs->conn_id = c->id();
   Out out;
@@ -860,6 +881,7 @@ void Net::on_connected(const ConnectionPtr& c) {
     Path* p = path_locked(*ni, *pni);
     cs->path = p;
     cs->tx_credits = opts_.peer_credits;
+    cs->high_water = opts_.credit_high_water();
     c->user = cs;
     p->conns.push_back(c);
     if (!p->tx_conn) {
@@ -922,7 +944,7 @@ void Net::on_frame(Connection& c, InFrame&& f) {
     PFS_LOG_WARN("dropping frame on {} addressed to another NID", c.describe());
     return;
   }
-  RxCredit credit(cs->self, cs->high_water);
+  RxCredit credit(cs->self, cs->high_water.load(std::memory_order_relaxed));
   if (!rx_) return;
   rx_->on_message(c.peer_nid(), std::move(f), std::move(credit));
 }

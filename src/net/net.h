@@ -224,10 +224,14 @@ class Net final : public TransportEvents {
   bool del_fault(uint64_t id);
   std::vector<FaultRule> faults() const;
 
+  // Changes `credits` (per NI) and `peer_credits` (per connection) at run time: every
+  // NI and open connection moves by the difference (a lowered window drains as credits
+  // come back); what the new credits allow is sent at once.
+  void set_credits(int64_t credits, int64_t peer_credits);
+
   std::vector<NiInfo> nis() const;
   std::vector<NiInfo> peers() const;
   const std::vector<Nid>& local_nids() const { return local_nids_; }
-  const NetOptions& options() const { return opts_; }
   Clock& clock() { return clock_; }
 
   // TransportEvents.

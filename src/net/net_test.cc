@@ -254,3 +254,32 @@ TEST_F(NetTest, DisconnectReturnsCreditsAndTellsTheUpperLayer) {
 
 }  // namespace
 }  // namespace pfsnet
+
+namespace pfsnet {
+namespace {
+
+TEST_F(NetTest, CreditsChangeAtRunTime) {
+  Node a(hub_, clock_, a_, opts(64, 2)), b(hub_, clock_, b_, opts(64, 2));
+  for (int i = 0; i < 6; ++i) a.net.send(b_, msg(i), clock_.now() + 10s, nullptr);
+  hub_.pump();
+  ASSERT_EQ(b.rx.got.size(), 2u);  // the window of 2 is full
+  a.net.set_credits(64, 4);        // two more at once
+  hub_.pump();
+  EXPECT_EQ(b.rx.got.size(), 4u);
+  EXPECT_EQ(a.net.peers()[0].credits_max, 4);
+  a.net.set_credits(64, 1);  // lowered below what is outstanding: nothing more goes...
+  for (int i = 0; i < 3; ++i) b.rx.got[i].credit.release();
+  b.net.send(a_, msg(100), clock_.now() + 10s, nullptr);  // carries the 3 credits back
+  hub_.pump();
+  EXPECT_EQ(b.rx.got.size(), 4u);  // ...until the window is back above zero
+  b.rx.got[3].credit.release();
+  b.net.send(a_, msg(101), clock_.now() + 10s, nullptr);
+  hub_.pump();
+  EXPECT_EQ(b.rx.got.size(), 5u);
+  // NI credits too.
+  a.net.set_credits(1, 8);
+  EXPECT_EQ(a.net.nis()[0].credits_max, 1);
+}
+
+}  // namespace
+}  // namespace pfsnet

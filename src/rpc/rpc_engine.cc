@@ -327,7 +327,7 @@ void RpcEngine::finish_slot(Call* c) {
     c->holds_slot = false;
     Target& t = *targets_[c->dst.pack()];
     --t.in_flight;
-    if (!t.queue.empty() && !shut_) {
+    if (!t.queue.empty() && !shut_ && t.in_flight < opts_.max_rpcs_in_flight) {
       next = t.queue.front();
       t.queue.pop_front();
       next->queued = false;
@@ -339,6 +339,28 @@ void RpcEngine::finish_slot(Call* c) {
     }
   }
   if (next) send_call(next);
+}
+
+void RpcEngine::set_max_rpcs_in_flight(int64_t n) {
+  std::vector<Call*> start;
+  {
+    std::lock_guard lk(mu_);
+    opts_.max_rpcs_in_flight = std::max<int64_t>(1, n);
+    if (shut_) return;
+    for (auto& [k, t] : targets_)
+      while (!t->queue.empty() && t->in_flight < opts_.max_rpcs_in_flight) {
+        Call* c = t->queue.front();
+        t->queue.pop_front();
+        c->queued = false;
+        ++t->in_flight;
+        c->holds_slot = true;
+        c->xid = next_xid_++;
+        pending_[c->xid] = c;
+        c->on_wire = true;
+        start.push_back(c);
+      }
+  }
+  for (Call* c : start) send_call(c);
 }
 
 void RpcEngine::deliver(Call* c) {

@@ -130,6 +130,10 @@ class RpcEngine final : public NetRx {
   // New calls fail at once. Idempotent.
   void shutdown();
 
+  // Changes max_rpcs_in_flight at run time: raised, queued RPCs go at once; lowered,
+  // RPCs on the wire finish and no new one starts until a target is below the limit.
+  void set_max_rpcs_in_flight(int64_t n);
+
   // Turns statistics recording on (a RpcStats that outlives the engine) or off (null).
   void set_stats(RpcStats* stats) { stats_.store(stats, std::memory_order_release); }
 

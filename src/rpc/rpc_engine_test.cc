@@ -301,3 +301,24 @@ TEST_F(RpcTest, BlockingCallReturnsTheReply) {
 
 }  // namespace
 }  // namespace pfsnet
+
+namespace pfsnet {
+namespace {
+
+TEST_F(RpcTest, MaxRpcsInFlightChangesAtRunTime) {
+  Replies r;
+  // The client allows 2 in flight; the handler blocks, so 4 wait in the queue.
+  for (int i = 0; i < 6; ++i) client_.rpc.call_async(b_, kBlock, Buffer(), nullptr, r.cb());
+  hub_.pump();
+  EXPECT_EQ(client_.rpc.target_load(b_), std::make_pair(int64_t(2), size_t(4)));
+  client_.rpc.set_max_rpcs_in_flight(4);
+  EXPECT_EQ(client_.rpc.target_load(b_), std::make_pair(int64_t(4), size_t(2)));
+  client_.rpc.set_max_rpcs_in_flight(1);  // lowered: the ones on the wire finish first
+  release_.open();
+  pump_until([&] { return r.got.size() == 6; });
+  ASSERT_EQ(r.got.size(), 6u);
+  for (auto& rep : r.got) EXPECT_TRUE(rep.status.ok()) << rep.status.to_string();
+}
+
+}  // namespace
+}  // namespace pfsnet
