@@ -166,3 +166,31 @@ TEST(EmulationTest, ConfiguredDelayShowsInEveryRoundTrip) {
 
 }  // namespace
 }  // namespace pfsnet::testing
+
+namespace pfsnet::testing {
+namespace {
+
+// Fault rules by message type name: only BRW_WRITE is dropped, with the kind asked for.
+TEST(FaultTest, RuleByTypeNameDropsOnlyThatType) {
+  TwoDaemons d;
+  ASSERT_TRUE(d.ready());
+  auto [rc, out] = run({PFSNET_BIN, "--socket", d.a.socket(), "fault", "add", "drop", "--type",
+                        "BRW_WRITE", "--rate", "1", "--health", "PEER_NI_UNREACHABLE", "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(last_json_line(out)["added"]["type"], 2);
+  std::tie(rc, out) = run({PFSNET_BIN, "--socket", d.a.socket(), "fault", "add", "drop", "--type",
+                           "NOPE", "--rate", "1"});
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("unknown message type 'NOPE'"), std::string::npos) << out;
+  EXPECT_EQ(
+      run({PFSNET_BIN, "--socket", d.a.socket(), "ping", d.b.nid().to_string(), "-c", "2"}).first,
+      0);
+  std::tie(rc, out) =
+      run({PFSNET_BIN, "--socket", d.a.socket(), "ping", d.b.nid().to_string(), "-c", "1", "--mode",
+           "write", "--size", "100", "--timeout", "2", "--json"});
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_EQ(last_json_line(out)["errors"]["PEER_NI_UNREACHABLE"], 1) << out;
+}
+
+}  // namespace
+}  // namespace pfsnet::testing

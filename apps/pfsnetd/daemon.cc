@@ -295,8 +295,7 @@ Result<json> Daemon::fault(const json& req) {
   r.dst = *dst;
   if (req.contains("type") && req["type"].is_string()) {
     std::string name = req["type"].get<std::string>();
-    for (uint32_t t = 1; t < 4096 && !r.msg_type; ++t)
-      if (rpc_->type_name(t) == name) r.msg_type = t;
+    r.msg_type = rpc_->type_by_name(name);
     if (!r.msg_type && name != "any")
       return Status(Code::kInvalidArgument, "unknown message type '" + name + "'");
   } else {

@@ -224,12 +224,13 @@ void MembershipService::act_on(const std::vector<NodeEvent>& events, const std::
   }
 }
 
-std::vector<uint64_t> MembershipService::heard_clients() {
+std::vector<uint64_t> MembershipService::peers_heard_since(
+    std::unordered_map<uint64_t, uint64_t>& seen) {
   std::vector<uint64_t> v;
   for (const NiInfo& p : net_.peers()) {
-    uint64_t& seen = rx_seen_[p.nid.pack()];
-    if (p.recv_count > seen) v.push_back(p.nid.pack());
-    seen = p.recv_count;
+    uint64_t& last = seen[p.nid.pack()];
+    if (p.recv_count > last) v.push_back(p.nid.pack());
+    last = p.recv_count;
   }
   return v;
 }
@@ -237,12 +238,8 @@ std::vector<uint64_t> MembershipService::heard_clients() {
 TimePoint MembershipService::last_server_contact(TimePoint now) {
   if (now < next_contact_sample_) return server_contact_;
   next_contact_sample_ = now + std::chrono::seconds(1);
-  for (const NiInfo& p : net_.peers()) {
-    if (!agent_->is_server_nid(p.nid.pack())) continue;
-    uint64_t& seen = contact_seen_[p.nid.pack()];
-    if (p.recv_count > seen) server_contact_ = now;
-    seen = p.recv_count;
-  }
+  for (uint64_t nid : peers_heard_since(contact_seen_))
+    if (agent_->is_server_nid(nid)) server_contact_ = now;
   return server_contact_;
 }
 
@@ -253,7 +250,7 @@ void MembershipService::send_agent_request(TimePoint now) {
     TimePoint contact = (roles_ == kRoleClient && cfg_.membership.heard_from_reports)
                             ? last_server_contact(now)
                             : TimePoint{};
-    s = agent_->due(now, contact, [this] { return heard_clients(); });
+    s = agent_->due(now, contact, [this] { return peers_heard_since(rx_seen_); });
   }
   if (!s) return;
   AgentCore::Kind kind = s->kind;

@@ -50,7 +50,9 @@ class MembershipService {
   void act_on(const std::vector<NodeEvent>& events, const std::string& source);
   void send_agent_request(TimePoint now);
   void send_notifications(std::vector<MgsCore::Outgoing> outs);
-  std::vector<uint64_t> heard_clients();
+  // Peer NIDs that sent us something since the last look through `seen` (their receive
+  // counters moved): a server's heard-from report, a client's contact with servers.
+  std::vector<uint64_t> peers_heard_since(std::unordered_map<uint64_t, uint64_t>& seen);
   TimePoint last_server_contact(TimePoint now);
   // REQUIRES: mu_. The table slice [offset, offset+limit) as JSON text.
   std::string table_json_locked(uint32_t offset, uint32_t limit, TimePoint now) const;

@@ -13,6 +13,8 @@ struct Net::Health {
   TimePoint next_ping{};  // when below kMaxHealth: the next recovery ping
   TimePoint last_change{};
   int64_t last_change_unix_ms = 0;
+  PeerNi* pni = nullptr;  // the peer NI this is the health of (null: a local NI)
+  bool listed = false;    // in Net::recovering_
 };
 
 struct Net::LocalNi {
@@ -181,6 +183,10 @@ void Net::lower_locked(Health& h, TimePoint now) {
     h.ping_count = 0;
     h.next_ping = now;  // in recovery: the first ping goes at once
   }
+  if (h.pni && nv < kMaxHealth && !h.listed) {
+    h.listed = true;
+    recovering_.push_back(h.pni);
+  }
 }
 
 void Net::raise(Health& h) {
@@ -257,10 +263,14 @@ Net::PeerNi* Net::peer_ni_locked(const Nid& nid) {
     slot->nid = nid;
     slot->min_credits = opts_.peer_credits;
     note_change_locked(slot->health, clock_.now());
+    slot->health.pni = slot.get();
     peers_.push_back(std::make_unique<Peer>());
     slot->peer = peers_.back().get();
     slot->peer->nis.push_back(slot.get());
     slot->peer->announced = {nid};
+    // Every path to it exists from the start, so selection walks them without lookups.
+    for (auto& ni : nis_)
+      if (same_net(ni->nid, nid)) path_locked(*ni, *slot);
   }
   return slot.get();
 }
@@ -282,9 +292,9 @@ Net::Path* Net::select_locked(Peer& peer) {
   int best_nh = -1, best_ph = -1;
   int64_t best_avail = 0;
   for (PeerNi* pni : peer.nis) {
-    for (auto& ni : nis_) {
+    for (Path* p : pni->paths) {
+      LocalNi* ni = p->ni;
       if (!ni->up.load() || !same_net(ni->nid, pni->nid)) continue;
-      Path* p = path_locked(*ni, *pni);
       int nh = ni->health.value.load(), ph = pni->health.value.load();
       int64_t window = p->tx_state ? p->tx_state->tx_credits : opts_.peer_credits;
       int64_t avail = std::min(ni->tx_credits, window) - static_cast<int64_t>(p->queue.size());
@@ -352,9 +362,8 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
       failed.emplace_back(m, Status(Code::kPeerDead, dpni->dead_why));
     if (failed.empty() && !p) p = select_locked(*dpni->peer);
     if (failed.empty() && !p) {
-      bool any_net = false;
-      for (PeerNi* pni : dpni->peer->nis)
-        for (auto& ni : nis_) any_net = any_net || same_net(ni->nid, pni->nid);
+      bool any_net = false;  // a path exists exactly where a local NI shares the network
+      for (PeerNi* pni : dpni->peer->nis) any_net = any_net || !pni->paths.empty();
       if (!any_net)
         failed.emplace_back(
             m, Status(Code::kInvalidArgument, "no local NI on the network of " + dst.to_string()));
@@ -744,9 +753,18 @@ std::vector<RecoveryTarget> Net::recovery_due(TimePoint now) {
     schedule(h);
     v.push_back(RecoveryTarget{ni->nid, best->nid, true});
   }
-  for (auto& [k, pni] : peer_nis_) {
+  // Only the peer NIs below full health (a server may have 100,000 others).
+  for (size_t i = 0; i < recovering_.size();) {
+    PeerNi* pni = recovering_[i];
     Health& h = pni->health;
-    if (h.value.load() >= kMaxHealth || h.next_ping > now || pni->dead.load()) continue;
+    if (h.value.load() >= kMaxHealth) {  // healed: off the list
+      h.listed = false;
+      recovering_[i] = recovering_.back();
+      recovering_.pop_back();
+      continue;
+    }
+    ++i;
+    if (h.next_ping > now || pni->dead.load()) continue;
     LocalNi* best = nullptr;
     for (auto& ni : nis_)
       if (ni->up.load() && same_net(ni->nid, pni->nid) &&

@@ -286,6 +286,7 @@ class Net final : public TransportEvents {
   std::unordered_map<uint64_t, std::unique_ptr<PeerNi>> peer_nis_;  // packed NID
   std::vector<std::unique_ptr<Peer>> peers_;
   std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Path>> paths_;
+  std::vector<PeerNi*> recovering_;  // peer NIs below full health
   std::vector<FaultRule> faults_;
   std::map<uint64_t, TimePoint> fault_next_fire_;  // interval rules: rule id -> next firing
   uint64_t next_fault_id_ = 1;

@@ -100,6 +100,12 @@ std::string RpcEngine::type_name(uint32_t type) const {
   return "type-" + std::to_string(type);
 }
 
+uint32_t RpcEngine::type_by_name(std::string_view name) const {
+  for (const auto& [type, info] : types_)
+    if (info.name == name) return type;
+  return 0;
+}
+
 size_t RpcEngine::pending() const {
   std::lock_guard lk(mu_);
   size_t n = pending_.size();

@@ -115,6 +115,8 @@ class RpcEngine final : public NetRx {
   void handle(uint32_t type, std::string name, Handler h, HandlerMode mode);
   // "PING", or "type-N" for an unnamed type.
   std::string type_name(uint32_t type) const;
+  // The type named `name` (defined or handled here), or 0.
+  uint32_t type_by_name(std::string_view name) const;
 
   RpcReply call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk = nullptr,
                 CallOptions opts = {});
