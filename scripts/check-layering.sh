@@ -14,6 +14,7 @@ declare -A allowed=(
   [admin]="admin rpc net transport wire base stats"
   [membership]="membership rpc net transport wire base stats"
   [selftest]="selftest rpc net transport wire base stats"
+  [tune]="tune rpc net transport wire base stats"
 )
 bad=0
 for mod in "${!allowed[@]}"; do

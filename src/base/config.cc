@@ -4,6 +4,8 @@
 #include <toml++/toml.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -211,8 +213,19 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"heard_from_reports", bool_key(&cfg.membership.heard_from_reports)},
       {"notify_rate", int_key(&cfg.membership.notify_rate, 1, 10'000'000)},
   };
+  const std::map<std::string, Reader, std::less<>> tune_keys = {
+      {"auto", bool_key(&cfg.tune.auto_tune)},
+      {"interval", number_key(&cfg.tune.interval, 0.1, 3600)},
+      {"check_interval", int_key(&cfg.tune.check_interval, 1, 86400)},
+      {"min_rpcs_in_flight", int_key(&cfg.tune.min_rpcs_in_flight, 1, 1 << 16)},
+      {"max_rpcs_in_flight", int_key(&cfg.tune.max_rpcs_in_flight, 1, 1 << 16)},
+      {"min_peer_credits", int_key(&cfg.tune.min_peer_credits, 1, 1 << 16)},
+      {"max_peer_credits", int_key(&cfg.tune.max_peer_credits, 1, 1 << 16)},
+      {"max_credits", int_key(&cfg.tune.max_credits, 1, 1 << 20)},
+      {"link_mbit", number_key(&cfg.tune.link_mbit, 0, 1e7)},
+  };
   const std::map<std::string, const std::map<std::string, Reader, std::less<>>*, std::less<>>
-      sections = {{"node", &node_keys},
+      sections = {{"tune", &tune_keys},{"node", &node_keys},
                   {"lnet", &lnet_keys},
                   {"rpc", &rpc_keys},
                   {"stats", &stats_keys},
@@ -281,6 +294,17 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
     if (!t) return err(c, k.source(), name, "must be a table");
     Status s = read_table(c, *t, name, *it->second);
     if (!s.ok()) return s;
+    if (name == "tune") {
+      const TuneConfig& tc = cfg.tune;
+      if (tc.min_rpcs_in_flight > tc.max_rpcs_in_flight)
+        return err(c, t->source(), "tune.min_rpcs_in_flight",
+                   "must not be above tune.max_rpcs_in_flight");
+      if (tc.min_peer_credits > tc.max_peer_credits)
+        return err(c, t->source(), "tune.min_peer_credits",
+                   "must not be above tune.max_peer_credits");
+      if (tc.max_credits < tc.max_peer_credits)
+        return err(c, t->source(), "tune.max_credits", "must not be below tune.max_peer_credits");
+    }
   }
   return cfg;
 }
@@ -308,6 +332,17 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
     e.emplace_back("net.port", std::to_string(n.port));
   }
   auto i = [](int64_t v) { return std::to_string(v); };
+  // Shortest text that reads back as the same double (and as a TOML float).
+  auto num = [](double v) {
+    char b[32] = "";
+    for (int p = 1; p <= 17; ++p) {
+      std::snprintf(b, sizeof(b), "%.*g", p, v);
+      if (std::strtod(b, nullptr) == v) break;
+    }
+    std::string t = b;
+    if (t.find_first_of(".en") == std::string::npos) t += ".0";
+    return t;
+  };
   std::vector<std::pair<std::string, std::string>> rest = {
       {"lnet.credits", i(c.lnet.credits)},
       {"lnet.peer_credits", i(c.lnet.peer_credits)},
@@ -328,6 +363,15 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"membership.ping_miss_limit", i(c.membership.ping_miss_limit)},
       {"membership.heard_from_reports", c.membership.heard_from_reports ? "true" : "false"},
       {"membership.notify_rate", i(c.membership.notify_rate)},
+      {"tune.auto", c.tune.auto_tune ? "true" : "false"},
+      {"tune.interval", num(c.tune.interval)},
+      {"tune.check_interval", i(c.tune.check_interval)},
+      {"tune.min_rpcs_in_flight", i(c.tune.min_rpcs_in_flight)},
+      {"tune.max_rpcs_in_flight", i(c.tune.max_rpcs_in_flight)},
+      {"tune.min_peer_credits", i(c.tune.min_peer_credits)},
+      {"tune.max_peer_credits", i(c.tune.max_peer_credits)},
+      {"tune.max_credits", i(c.tune.max_credits)},
+      {"tune.link_mbit", num(c.tune.link_mbit)},
   };
   e.insert(e.end(), rest.begin(), rest.end());
   for (const EmulationConfig& m : c.emulation) {

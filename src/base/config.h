@@ -72,6 +72,25 @@ struct MembershipConfig {
   int64_t notify_rate = 100000;
 };
 
+// The tuning advisor and auto-tune ([tune]; every key changes at run time).
+struct TuneConfig {
+  // Auto-tune: every `interval` seconds, raise or lower rpc.max_rpcs_in_flight and
+  // lnet.peer_credits (and lnet.credits with them) within the bounds below, from the
+  // measured throughput and latency.
+  bool auto_tune = false;  // key "auto"
+  double interval = 1.0;
+  // Seconds between checks that the settings still fit the measured RTT, bandwidth and
+  // number of peers (a warning event when they stop fitting).
+  int64_t check_interval = 10;
+  int64_t min_rpcs_in_flight = 8;
+  int64_t max_rpcs_in_flight = 256;
+  int64_t min_peer_credits = 8;
+  int64_t max_peer_credits = 256;
+  int64_t max_credits = 8192;
+  // The links' rate when known (Mbit/s); 0: measured (traffic, pfsnet tune --probe).
+  double link_mbit = 0;
+};
+
 struct Config {
   NodeConfig node;
   std::vector<NetConfig> nets;
@@ -79,6 +98,7 @@ struct Config {
   RpcConfig rpc;
   StatsConfig stats;
   MembershipConfig membership;
+  TuneConfig tune;
   std::vector<EmulationConfig> emulation;
 
   // Largest bulk an RPC may carry: 2 x maxBlockSize.

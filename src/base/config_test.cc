@@ -216,5 +216,31 @@ TEST(ConfigTest, EmulationTables) {
   }
 }
 
+TEST(ConfigTest, TuneSection) {
+  auto r = parse_config(
+      "[tune]\nauto = true\ninterval = 0.5\nmax_rpcs_in_flight = 128\nlink_mbit = 5000\n",
+      "t.toml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->tune.auto_tune);
+  EXPECT_DOUBLE_EQ(r->tune.interval, 0.5);
+  EXPECT_EQ(r->tune.max_rpcs_in_flight, 128);
+  EXPECT_EQ(r->tune.min_peer_credits, 8);  // default
+  // config show renders values that config set reads back unchanged.
+  Config c = *r;
+  ASSERT_TRUE(apply_config_assignments(&c, {"tune.interval=0.25", "tune.auto=false"}).ok());
+  EXPECT_DOUBLE_EQ(c.tune.interval, 0.25);
+  EXPECT_FALSE(c.tune.auto_tune);
+  EXPECT_DOUBLE_EQ(c.tune.link_mbit, 5000);
+  // Bounds must be ordered; each error names the key.
+  for (const char* bad :
+       {"[tune]\nmin_rpcs_in_flight = 64\nmax_rpcs_in_flight = 32\n",
+        "[tune]\nmin_peer_credits = 300\n", "[tune]\nmax_credits = 16\n",
+        "[tune]\ninterval = 0\n", "[tune]\nauto = 1\n"}) {
+    auto e = parse_config(bad, "bad.toml");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_NE(e.status().message().find("tune."), std::string::npos) << e.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace pfsnet

@@ -450,6 +450,10 @@ bool Net::apply_faults_locked(TxMsg* m, std::vector<std::pair<TxMsg*, Status>>* 
 }
 
 void Net::enqueue_locked(Path& p, TxMsg* m, Out* out) {
+  if (p.tx_state && (!p.queue.empty() || p.tx_state->tx_credits <= 0 || p.ni->tx_credits <= 0)) {
+    p.pni->counters.credit_waits.fetch_add(1, std::memory_order_relaxed);
+    p.ni->counters.credit_waits.fetch_add(1, std::memory_order_relaxed);
+  }
   p.queue.push_back(m);
   if (!p.tx_conn)
     start_connect_locked(p);
@@ -1016,6 +1020,7 @@ void fill(NiInfo& info, const NetCounters& c) {
   info.drops = c.drops.load();
   info.resends = c.resends.load();
   info.faults = c.faults.load();
+  info.credit_waits = c.credit_waits.load();
   for (int i = 0; i < kNumHealthKinds; ++i) info.errors[i] = c.errors[i].load();
 }
 }  // namespace

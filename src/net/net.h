@@ -92,6 +92,9 @@ struct NetCounters {
   std::atomic<uint64_t> send_count{0}, send_bytes{0}, recv_count{0}, recv_bytes{0};
   std::atomic<uint64_t> local_timeouts{0}, remote_timeouts{0}, drops{0}, resends{0};
   std::atomic<uint64_t> faults{0};  // messages dropped or delayed by fault injection
+  // Sends that found their connection's window or the NI's credits exhausted and queued
+  // (the sign that peer_credits or credits limit throughput).
+  std::atomic<uint64_t> credit_waits{0};
   std::array<std::atomic<uint64_t>, kNumHealthKinds> errors{};
   void count_error(HealthKind k) {
     if (k != HealthKind::kNone) errors[static_cast<size_t>(k)].fetch_add(1);
@@ -149,6 +152,7 @@ struct NiInfo {
   int64_t queued = 0;                                     // sends waiting
   uint64_t send_count = 0, send_bytes = 0, recv_count = 0, recv_bytes = 0;
   uint64_t local_timeouts = 0, remote_timeouts = 0, drops = 0, resends = 0, faults = 0;
+  uint64_t credit_waits = 0;
   std::array<uint64_t, kNumHealthKinds> errors{};
   int connections = 0;
   std::vector<Nid> peer_nids;  // peers: every NID the peer announced

@@ -225,6 +225,7 @@ void RpcEngine::submit(Call* c) {
       } else {
         t->queue.push_back(c);
         c->queued = true;
+        slot_waits_.fetch_add(1, std::memory_order_relaxed);
         return;
       }
     }
@@ -347,6 +348,20 @@ void RpcEngine::finish_slot(Call* c) {
   if (next) send_call(next);
 }
 
+RpcCounters RpcEngine::counters() const {
+  RpcCounters c;
+  c.completed = completed_.load(std::memory_order_relaxed);
+  c.round_trip_ns = round_trip_ns_.load(std::memory_order_relaxed);
+  c.bytes = bytes_.load(std::memory_order_relaxed);
+  c.slot_waits = slot_waits_.load(std::memory_order_relaxed);
+  return c;
+}
+
+int64_t RpcEngine::max_rpcs_in_flight() const {
+  std::lock_guard lk(mu_);
+  return opts_.max_rpcs_in_flight;
+}
+
 void RpcEngine::set_max_rpcs_in_flight(int64_t n) {
   std::vector<Call*> start;
   {
@@ -389,7 +404,16 @@ void RpcEngine::unref(Call* c) {
     RpcTimes& t = c->reply.times;
     t.write_start = c->tx_times.write_start;
     t.write_done = c->tx_times.write_done;
-    RpcStats* stats = c->eng->stats_.load(std::memory_order_acquire);
+    RpcEngine* e = c->eng;
+    if (t.reply_complete != TimePoint{} && c->reply.status.ok()) {
+      e->completed_.fetch_add(1, std::memory_order_relaxed);
+      e->round_trip_ns_.fetch_add(
+          static_cast<uint64_t>(std::max<int64_t>(0, c->reply.round_trip().count())),
+          std::memory_order_relaxed);
+      e->bytes_.fetch_add(c->reply.bytes_sent + c->reply.bytes_received,
+                          std::memory_order_relaxed);
+    }
+    RpcStats* stats = e->stats_.load(std::memory_order_acquire);
     if (stats && t.reply_complete != TimePoint{}) {
       // GPFS raw statistics record, saved as the reply is completely received.
       RawStatRecord r;

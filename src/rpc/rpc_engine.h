@@ -59,6 +59,17 @@ struct RpcReply {
   Duration channel_wait() const { return times.write_start - times.submit; }
 };
 
+// Totals since start, for tuning: the RPCs this node called that got their reply, the
+// sum of their round trips (write to reply, the latency the network adds), the bytes of
+// their request and reply frames, and the calls that found max_rpcs_in_flight RPCs to
+// their target on the wire and queued.
+struct RpcCounters {
+  uint64_t completed = 0;
+  uint64_t round_trip_ns = 0;
+  uint64_t bytes = 0;
+  uint64_t slot_waits = 0;
+};
+
 struct CallOptions {
   Duration timeout{0};  // 0: the engine's default (transaction_timeout)
   // Recovery pings: exactly this path (local NID -> peer NID), and no resend.
@@ -143,6 +154,9 @@ class RpcEngine final : public NetRx {
   // MGS declared that node dead.
   size_t fail_calls_to(const std::vector<Nid>& nids, const Status& s);
 
+  RpcCounters counters() const;
+  int64_t max_rpcs_in_flight() const;
+
   size_t pending() const;
   // RPCs to `dst` on the wire and waiting for a slot.
   std::pair<int64_t, size_t> target_load(const Nid& dst) const;
@@ -201,6 +215,7 @@ class RpcEngine final : public NetRx {
   std::atomic<uint64_t> late_replies_{0};
   std::atomic<int> spinners_{0};
   std::atomic<uint64_t> recovery_sent_{0}, recovery_ok_{0};
+  std::atomic<uint64_t> completed_{0}, round_trip_ns_{0}, bytes_{0}, slot_waits_{0};
 
   std::mutex tick_mu_;
   std::condition_variable tick_cv_;

@@ -1,0 +1,391 @@
+#include "tune/tune.h"
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+
+#include "rpc/ping.h"
+
+namespace pfsnet {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::string fmt(const char* f, auto... args) {
+  char b[512];
+  std::snprintf(b, sizeof(b), f, args...);
+  return b;
+}
+
+std::string bytes_text(double b) {
+  if (b >= kMiB) return fmt("%.1f MiB", b / kMiB);
+  if (b >= 1024) return fmt("%.1f KiB", b / 1024);
+  return fmt("%.0f B", b);
+}
+
+// "596 MiB/s (5.00 Gbit/s)"
+std::string rate_text(double bps) {
+  return fmt("%.1f MiB/s (%.2f Gbit/s)", bps / kMiB, bps * 8 / 1e9);
+}
+
+int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); }
+
+std::string bound_note(int64_t wanted, int64_t got, const char* min_key, const char* max_key) {
+  if (got < wanted) return std::string(" (capped by ") + max_key + ")";
+  if (got > wanted) return std::string(" (raised to ") + min_key + ")";
+  return "";
+}
+
+}  // namespace
+
+int64_t rpcs_for(double bdp_bytes, double rpc_bytes) {
+  if (!(rpc_bytes > 0)) return 1;
+  return static_cast<int64_t>(std::ceil(bdp_bytes / rpc_bytes - 1e-9)) + 1;
+}
+
+double window_ceiling(int64_t rpcs, double rpc_bytes, double rtt_s, double bandwidth) {
+  if (!(bandwidth > 0)) return 0;
+  double cycle = rtt_s + rpc_bytes / bandwidth;
+  if (!(cycle > 0)) return bandwidth;
+  return std::min(bandwidth, double(rpcs) * rpc_bytes / cycle);
+}
+
+Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const TuneConfig& b,
+              size_t active_peers) {
+  Advice a;
+  a.current = cur;
+  a.active_peers = active_peers;
+  int64_t need = 0;
+  bool window_limited = false;
+  size_t worst = 0;
+  for (PeerMeasure& m : peers) {
+    PeerAdvice p;
+    p.m = m;
+    double size = m.rpc_bytes > 0 ? m.rpc_bytes : kMiB;
+    bool flagged = false;
+    if (m.rtt_ms > 0 && m.bandwidth > 0) {
+      p.bdp_bytes = m.bandwidth * m.rtt_ms / 1000.0;
+      p.rpcs_needed = rpcs_for(p.bdp_bytes, size);
+      p.ceiling = window_ceiling(cur.max_rpcs_in_flight, size, m.rtt_ms / 1000.0, m.bandwidth);
+      if (p.rpcs_needed > need) {
+        need = p.rpcs_needed;
+        worst = a.peers.size();
+      }
+      if (cur.max_rpcs_in_flight < p.rpcs_needed && p.ceiling < 0.9 * m.bandwidth) {
+        flagged = true;
+        a.problems.push_back(
+            {"rpcs_below_bdp", m.peer,
+             fmt("max_rpcs_in_flight %lld lets at most %s to %s, %.0f%% of its %s: RTT %.1f ms "
+                 "makes a BDP of %s, which needs %lld RPCs of %s in flight",
+                 (long long)cur.max_rpcs_in_flight, rate_text(p.ceiling).c_str(), m.peer.c_str(),
+                 100.0 * p.ceiling / m.bandwidth, rate_text(m.bandwidth).c_str(), m.rtt_ms,
+                 bytes_text(p.bdp_bytes).c_str(), (long long)p.rpcs_needed,
+                 bytes_text(size).c_str())});
+      }
+    }
+    if (!flagged && m.window_limited && m.rtt_ms > 0 && m.throughput > 0) {
+      // The rate of the link is not known, but RPCs queued for a slot while the path
+      // carried what the window allows per round trip: the window is the limit.
+      double cap = double(cur.max_rpcs_in_flight) * size / (m.rtt_ms / 1000.0);
+      if (m.throughput >= 0.8 * cap) {
+        window_limited = true;
+        a.problems.push_back(
+            {"window_limited", m.peer,
+             fmt("RPCs to %s queue for max_rpcs_in_flight %lld, which over RTT %.1f ms caps the "
+                 "path at %s (carrying %s); the link's rate is not known: run pfsnet tune "
+                 "--probe or set tune.link_mbit",
+                 m.peer.c_str(), (long long)cur.max_rpcs_in_flight, m.rtt_ms,
+                 rate_text(cap).c_str(), rate_text(m.throughput).c_str())});
+      }
+    }
+    a.peers.push_back(p);
+  }
+
+  // max_rpcs_in_flight
+  TuneSettings& r = a.recommended;
+  if (need > 0) {
+    const PeerAdvice& p = a.peers[worst];
+    double size = p.m.rpc_bytes > 0 ? p.m.rpc_bytes : kMiB;
+    r.max_rpcs_in_flight = clamp64(need, b.min_rpcs_in_flight, b.max_rpcs_in_flight);
+    a.why_rpcs = fmt(
+        "%lld: the path to %s holds a BDP of %s (%s x RTT %.1f ms); RPCs of %s need "
+        "ceil(BDP/size)+1 = %lld in flight to fill it%s; now %lld, at most %s (%.0f%%)",
+        (long long)r.max_rpcs_in_flight, p.m.peer.c_str(), bytes_text(p.bdp_bytes).c_str(),
+        rate_text(p.m.bandwidth).c_str(), p.m.rtt_ms, bytes_text(size).c_str(), (long long)need,
+        bound_note(need, r.max_rpcs_in_flight, "tune.min_rpcs_in_flight",
+                   "tune.max_rpcs_in_flight")
+            .c_str(),
+        (long long)cur.max_rpcs_in_flight, rate_text(p.ceiling).c_str(),
+        100.0 * p.ceiling / p.m.bandwidth);
+  } else if (window_limited) {
+    int64_t want = 2 * cur.max_rpcs_in_flight;
+    r.max_rpcs_in_flight = clamp64(want, b.min_rpcs_in_flight, b.max_rpcs_in_flight);
+    a.why_rpcs = fmt(
+        "%lld: RPCs wait for slots and the path carries what %lld per round trip allow; "
+        "twice as many, as the link's rate is not known%s",
+        (long long)r.max_rpcs_in_flight, (long long)cur.max_rpcs_in_flight,
+        bound_note(want, r.max_rpcs_in_flight, "tune.min_rpcs_in_flight",
+                   "tune.max_rpcs_in_flight")
+            .c_str());
+  } else {
+    r.max_rpcs_in_flight = cur.max_rpcs_in_flight;
+    a.why_rpcs = fmt(
+        "%lld: kept; no peer has both a measured RTT and bandwidth (send traffic, run pfsnet "
+        "tune --probe, or set tune.link_mbit)",
+        (long long)r.max_rpcs_in_flight);
+  }
+  // peer_credits
+  int64_t want_pc = std::max(r.max_rpcs_in_flight, b.min_peer_credits);
+  r.peer_credits = clamp64(want_pc, b.min_peer_credits, b.max_peer_credits);
+  a.why_peer_credits = fmt(
+      "%lld: at least max_rpcs_in_flight (%lld), as requests and replies each take one; "
+      "above peer_credits throughput falls away from RPCs x size / RTT%s",
+      (long long)r.peer_credits, (long long)r.max_rpcs_in_flight,
+      r.peer_credits < want_pc ? " (capped by tune.max_peer_credits)" : "");
+  // credits
+  size_t n = std::max<size_t>(1, active_peers);
+  int64_t want_credits = std::max<int64_t>(64, r.peer_credits * int64_t(n));
+  r.credits = clamp64(want_credits, r.peer_credits, b.max_credits);
+  a.why_credits =
+      fmt("%lld: peer_credits %lld x %zu peer(s) this node talks to, and at least LNet's 64%s",
+          (long long)r.credits, (long long)r.peer_credits, n,
+          r.credits < want_credits ? " (capped by tune.max_credits)" : "");
+
+  if (cur.peer_credits < cur.max_rpcs_in_flight)
+    a.problems.push_back(
+        {"peer_credits_below_rpcs", "",
+         fmt("peer_credits %lld is below max_rpcs_in_flight %lld: RPCs beyond %lld per peer "
+             "wait for credits",
+             (long long)cur.peer_credits, (long long)cur.max_rpcs_in_flight,
+             (long long)cur.peer_credits)});
+  if (cur.credits < cur.peer_credits * int64_t(n) && active_peers > 0)
+    a.problems.push_back(
+        {"credits_below_peers", "",
+         fmt("credits %lld is below peer_credits %lld x %zu peers = %lld: the peers share too "
+             "few NI credits",
+             (long long)cur.credits, (long long)cur.peer_credits, n,
+             (long long)(cur.peer_credits * int64_t(n)))});
+  return a;
+}
+
+// ---- TuneWatch ----
+
+std::vector<TuneWatch::Event> TuneWatch::update(const Advice& a) {
+  auto same = [](const TuneProblem& x, const TuneProblem& y) {
+    return x.code == y.code && x.peer == y.peer;
+  };
+  auto changed = [](double then, double now) {
+    return then > 0 && now > 0 && (now >= 1.5 * then || now * 1.5 <= then);
+  };
+  std::vector<Event> ev;
+  for (const TuneProblem& p : a.problems) {
+    if (std::any_of(active_.begin(), active_.end(), [&](const auto& o) { return same(o, p); }))
+      continue;
+    std::string what;
+    if (have_fit_) {
+      for (const PeerAdvice& pa : a.peers) {
+        if (!p.peer.empty() && pa.m.peer != p.peer) continue;
+        auto it = fit_.find(pa.m.peer);
+        if (it == fit_.end()) continue;
+        if (changed(it->second.first, pa.m.rtt_ms))
+          what += fmt("; RTT to %s went from %.2f to %.2f ms", pa.m.peer.c_str(),
+                      it->second.first, pa.m.rtt_ms);
+        if (changed(it->second.second, pa.m.bandwidth))
+          what += fmt("; bandwidth to %s went from %s to %s", pa.m.peer.c_str(),
+                      rate_text(it->second.second).c_str(), rate_text(pa.m.bandwidth).c_str());
+      }
+      if (fit_peers_ != a.active_peers)
+        what += fmt("; peers went from %zu to %zu", fit_peers_, a.active_peers);
+      if (!what.empty()) what += " since the settings last fit";
+    }
+    ++warnings_;
+    ev.push_back({true, p, "tune: the settings no longer fit: " + p.text + what});
+  }
+  for (const TuneProblem& o : active_)
+    if (std::none_of(a.problems.begin(), a.problems.end(),
+                     [&](const auto& p) { return same(o, p); }))
+      ev.push_back({false, o,
+                    "tune: " + o.code + (o.peer.empty() ? "" : " for " + o.peer) +
+                        " no longer applies; the settings fit"});
+  active_ = a.problems;
+  if (a.problems.empty()) {
+    have_fit_ = true;
+    fit_.clear();
+    for (const PeerAdvice& pa : a.peers) fit_[pa.m.peer] = {pa.m.rtt_ms, pa.m.bandwidth};
+    fit_peers_ = a.active_peers;
+  }
+  return ev;
+}
+
+// ---- AutoTuner ----
+
+double AutoTuner::base_round_trip_ms() const {
+  if (recent_rtt_.empty()) return 0;
+  return *std::min_element(recent_rtt_.begin(), recent_rtt_.end());
+}
+
+TuneSettings AutoTuner::clamp(TuneSettings s, size_t peers) const {
+  s.max_rpcs_in_flight =
+      clamp64(s.max_rpcs_in_flight, bounds_.min_rpcs_in_flight, bounds_.max_rpcs_in_flight);
+  s.peer_credits = clamp64(std::max(s.peer_credits, s.max_rpcs_in_flight),
+                           bounds_.min_peer_credits, bounds_.max_peer_credits);
+  int64_t want = s.peer_credits * int64_t(std::max<size_t>(1, peers));
+  if (s.credits < want) s.credits = std::min(want, bounds_.max_credits);
+  return s;
+}
+
+std::optional<TuneChange> AutoTuner::step(const TuneInterval& iv, const TuneSettings& cur) {
+  constexpr size_t kBaseWindow = 120;  // intervals the base round trip is the minimum of
+  bool client = iv.rpcs >= 4;
+  if (!(iv.seconds > 0) || (!client && iv.credit_waits == 0)) return std::nullopt;  // idle
+  if (skip_next_) {
+    skip_next_ = false;
+    return std::nullopt;
+  }
+  TuneSettings next = cur;
+  std::string why;
+  if (hold_ > 0) --hold_;
+  if (client) {
+    double tput = double(iv.bytes) / iv.seconds;
+    double rps = double(iv.rpcs) / iv.seconds;
+    double lat = iv.round_trip_ms;
+    recent_rtt_.push_back(lat);
+    if (recent_rtt_.size() > kBaseWindow) recent_rtt_.pop_front();
+    double base = base_round_trip_ms();
+    double queued = rps * (lat - base) / 1000.0;  // Little's law
+    int64_t w = cur.max_rpcs_in_flight;
+    bool grew_last = grown_from_ > 0;
+    grown_from_ = 0;
+    if (queued > std::max(2.0, double(w) / 8) && w > bounds_.min_rpcs_in_flight) {
+      int64_t pipe = static_cast<int64_t>(std::ceil(rps * base / 1000.0));
+      next.max_rpcs_in_flight = std::min(w - 1, pipe + 2);
+      if (iv.credit_waits == 0) next.peer_credits = next.max_rpcs_in_flight;
+      why = fmt(
+          "max_rpcs_in_flight %lld -> %lld: round trip %.1f ms is %.1f ms above its base %.1f "
+          "ms while throughput is %s%s: about %.0f RPCs wait in the network, and %.0f RPCs/s "
+          "x the base round trip fill the pipe",
+          (long long)w, (long long)std::max(next.max_rpcs_in_flight, bounds_.min_rpcs_in_flight),
+          lat, lat - base, base, rate_text(tput).c_str(),
+          grew_last ? fmt(" (%s before the last growth)", rate_text(last_tput_).c_str()).c_str()
+                    : "",
+          queued, rps);
+      hold_ = 10;
+      backed_off_ = true;
+    } else if (iv.slot_waits > 0 && w < bounds_.max_rpcs_in_flight && hold_ == 0) {
+      if (grew_last && tput < last_tput_ * 1.05) {
+        why = fmt(
+            "max_rpcs_in_flight stays %lld: throughput %s did not grow from %s with more RPCs "
+            "in flight; something else limits it (holding 10 intervals)",
+            (long long)w, rate_text(tput).c_str(), rate_text(last_tput_).c_str());
+        hold_ = 10;
+      } else {
+        int64_t grown = backed_off_ ? w + std::max<int64_t>(1, w / 8) : 2 * w;
+        next.max_rpcs_in_flight = std::min(grown, bounds_.max_rpcs_in_flight);
+        last_tput_ = tput;
+        grown_from_ = w;
+        why = fmt(
+            "max_rpcs_in_flight %lld -> %lld: %llu RPCs waited for a slot in %.1f s while "
+            "throughput is %s and the round trip %.1f ms is at its base %.1f ms",
+            (long long)w, (long long)next.max_rpcs_in_flight, (unsigned long long)iv.slot_waits,
+            iv.seconds, rate_text(tput).c_str(), lat, base);
+      }
+    }
+  }
+  if (iv.credit_waits > 0 && next.peer_credits <= cur.peer_credits &&
+      cur.peer_credits < bounds_.max_peer_credits && next.max_rpcs_in_flight >= cur.max_rpcs_in_flight) {
+    next.peer_credits = std::min(2 * cur.peer_credits, bounds_.max_peer_credits);
+    why += fmt("%speer_credits %lld -> %lld: %llu sends waited for credits in %.1f s",
+               why.empty() ? "" : "; ", (long long)cur.peer_credits,
+               (long long)std::max(next.peer_credits, next.max_rpcs_in_flight),
+               (unsigned long long)iv.credit_waits, iv.seconds);
+  }
+  next = clamp(next, iv.peers);
+  if (next == cur) {
+    if (why.empty()) return std::nullopt;
+    return TuneChange{cur, why};
+  }
+  skip_next_ = true;
+  return TuneChange{next, why};
+}
+
+// ---- probe ----
+
+void serve_tune_probe(RpcEngine& engine, Clock& clock) {
+  engine.handle(
+      kMsgTuneProbe, "TUNE_PROBE",
+      [&clock](RpcRequest&) {
+        RpcResponse r;
+        uint64_t ns = static_cast<uint64_t>(clock.now().time_since_epoch().count());
+        r.payload = Buffer(8);
+        for (int i = 0; i < 8; ++i) r.payload.data()[i] = static_cast<uint8_t>(ns >> (8 * i));
+        return r;
+      },
+      HandlerMode::kInline);
+}
+
+Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, int train,
+                               int trains, Duration timeout) {
+  if (train < 2 || trains < 1 || size == 0)
+    return Status(Code::kInvalidArgument, "a probe needs a train of 2 or more RPCs of data");
+  ProbeResult pr;
+  pr.train = train;
+  pr.size = size;
+  CallOptions co;
+  co.timeout = timeout;
+  for (int i = 0; i < 3; ++i) {
+    RpcReply r = rpc.call(peer, kMsgPing, Buffer(), nullptr, co);
+    if (!r.status.ok()) return Status(r.status.code(), "probe PING " + peer.to_string() + ": " +
+                                                           r.status.message());
+    double ms = to_ms(r.round_trip());
+    pr.rtt_ms = i == 0 ? ms : std::min(pr.rtt_ms, ms);
+  }
+  BulkData data = make_bulk(Buffer(size));
+  std::vector<double> rates;
+  for (int t = 0; t < trains; ++t) {
+    struct State {
+      std::mutex mu;
+      std::condition_variable cv;
+      int left = 0;
+      std::vector<uint64_t> stamps;
+      Status err;
+    };
+    auto st = std::make_shared<State>();
+    st->left = train;
+    for (int i = 0; i < train; ++i)
+      rpc.call_async(
+          peer, kMsgTuneProbe, Buffer(), data,
+          [st](RpcReply&& r) {
+            std::lock_guard g(st->mu);
+            if (r.status.ok() && r.payload.size() == 8) {
+              uint64_t ns = 0;
+              for (int k = 0; k < 8; ++k) ns |= uint64_t(r.payload.data()[k]) << (8 * k);
+              st->stamps.push_back(ns);
+            } else if (st->err.ok()) {
+              st->err = r.status.ok() ? Status(Code::kProtocol, "malformed TUNE_PROBE reply")
+                                      : r.status;
+            }
+            --st->left;
+            st->cv.notify_all();
+          },
+          co);
+    std::unique_lock lk(st->mu);
+    // Every RPC ends within its timeout; the margin covers the callbacks.
+    if (!st->cv.wait_for(lk, timeout + std::chrono::seconds(5), [&] { return st->left == 0; }))
+      return Status(Code::kTimeout, "probe of " + peer.to_string() + ": the train did not finish");
+    if (!st->err.ok())
+      return Status(st->err.code(), "probe of " + peer.to_string() + ": " + st->err.message());
+    auto [lo, hi] = std::minmax_element(st->stamps.begin(), st->stamps.end());
+    double span_s = double(*hi - *lo) / 1e9;
+    if (span_s > 0) rates.push_back(double(train - 1) * double(size) / span_s);
+  }
+  if (rates.empty())
+    return Status(Code::kProtocol, "probe of " + peer.to_string() +
+                                       ": every train arrived at once; no rate can be measured");
+  std::sort(rates.begin(), rates.end());
+  pr.bandwidth = rates[rates.size() / 2];
+  return pr;
+}
+
+}  // namespace pfsnet

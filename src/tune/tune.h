@@ -1,0 +1,172 @@
+// Tuning (seed 003; ARCHITECTURE.md "Probing, self-test and tuning"): what the path to
+// each peer needs, whether the settings give it, and an auto-tuner.
+//
+// The study's rule: bulk RPCs of `size` over a path of round trip RTT and bandwidth B
+// fill it only with more than BDP / size in flight (BDP = B x RTT; pfsnet's writes carry
+// their data with the request, one round trip each), and throughput tracks
+// RPCs x size / RTT only while RPCs in flight <= peer_credits. Hence:
+//   max_rpcs_in_flight = ceil(BDP / size) + 1    (the +1 covers one RPC's serialisation)
+//   peer_credits      >= max_rpcs_in_flight      (requests and replies both need one)
+//   credits           >= peer_credits x peers    (an NI's total over every peer)
+// each clamped to the [tune] bounds.
+//
+// advise() turns measurements into recommendations with one-line reasons, and lists what
+// is wrong with the current settings. TuneWatch remembers what was wrong at the last
+// check and turns changes into warning events. AutoTuner adjusts max_rpcs_in_flight and
+// peer_credits from one interval's throughput and latency at a time; it takes its
+// inputs as numbers (no clock, no network), so tests drive it exactly.
+//
+// The probe (TUNE_PROBE) measures one path: the RTT of empty PINGs, and the bandwidth
+// from the dispersion of a train of bulk RPCs sent back to back -- the server stamps
+// each one's arrival, and (K - 1) x size over the first-to-last arrival span is the
+// bottleneck rate, whatever the window.
+//
+// Threads: advise() and the probe functions from any thread; TuneWatch and AutoTuner
+// are plain values (the caller serialises).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/config.h"
+#include "rpc/rpc_engine.h"
+
+namespace pfsnet {
+
+inline constexpr uint32_t kMsgTuneProbe = 21;
+
+struct TuneSettings {
+  int64_t max_rpcs_in_flight = 8;
+  int64_t peer_credits = 8;
+  int64_t credits = 64;
+  bool operator==(const TuneSettings&) const = default;
+};
+
+// What is known of the path to one peer.
+struct PeerMeasure {
+  std::string peer;      // the peer node (its first NID)
+  double rtt_ms = 0;     // round trip of a small message; 0 = unknown
+  std::string rtt_source;
+  double bandwidth = 0;  // bytes/s the path carries; 0 = unknown
+  std::string bandwidth_source;
+  double rpc_bytes = 0;   // bytes per RPC (request + reply)
+  double throughput = 0;  // bytes/s carried recently (0: idle)
+  // RPCs to it waited for a max_rpcs_in_flight slot recently.
+  bool window_limited = false;
+};
+
+struct PeerAdvice {
+  PeerMeasure m;
+  double bdp_bytes = 0;      // 0: RTT or bandwidth unknown
+  int64_t rpcs_needed = 0;   // 0: unknown
+  double ceiling = 0;        // bytes/s the current max_rpcs_in_flight allows; 0: unknown
+};
+
+struct TuneProblem {
+  std::string code;  // rpcs_below_bdp, window_limited, peer_credits_below_rpcs, credits_below_peers
+  std::string peer;  // empty: the whole node
+  std::string text;
+};
+
+struct Advice {
+  std::vector<PeerAdvice> peers;
+  size_t active_peers = 0;
+  TuneSettings current, recommended;
+  std::string why_rpcs, why_peer_credits, why_credits;  // one line each
+  std::vector<TuneProblem> problems;                    // empty: the settings fit
+};
+
+// `active_peers`: peers this node talks to (for credits). The study's rule, clamped to
+// `bounds`.
+Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& current,
+              const TuneConfig& bounds, size_t active_peers);
+
+// BDP / size, rounded up, plus one.
+int64_t rpcs_for(double bdp_bytes, double rpc_bytes);
+// What `rpcs` in flight carry over the path: rpcs x size / (rtt + size / bandwidth),
+// at most the bandwidth.
+double window_ceiling(int64_t rpcs, double rpc_bytes, double rtt_s, double bandwidth);
+
+// Remembers the problems of the last check and the measurements at the last check that
+// found none, and reports changes.
+class TuneWatch {
+ public:
+  struct Event {
+    bool warning = false;  // true: a new problem; false: one cleared
+    TuneProblem problem;
+    std::string text;  // the log line
+  };
+  std::vector<Event> update(const Advice& a);
+  const std::vector<TuneProblem>& active() const { return active_; }
+  uint64_t warnings() const { return warnings_; }
+
+ private:
+  std::vector<TuneProblem> active_;
+  // At the last check that found nothing wrong.
+  std::map<std::string, std::pair<double, double>> fit_;  // peer -> {rtt ms, bandwidth}
+  size_t fit_peers_ = 0;
+  bool have_fit_ = false;
+  uint64_t warnings_ = 0;
+};
+
+// One interval of this node's traffic, as AutoTuner sees it.
+struct TuneInterval {
+  double seconds = 0;
+  uint64_t rpcs = 0;           // RPCs completed (this node the client)
+  double round_trip_ms = 0;    // their mean round trip
+  uint64_t bytes = 0;          // their request and reply bytes
+  uint64_t slot_waits = 0;     // RPCs that queued for a max_rpcs_in_flight slot
+  uint64_t credit_waits = 0;   // sends that queued for peer or NI credits
+  size_t peers = 1;            // peers talked to
+};
+
+struct TuneChange {
+  TuneSettings to;
+  std::string why;
+};
+
+// Grows RPCs in flight while throughput grows and RPCs are waiting for slots; backs off
+// when latency climbs without throughput (RPCs queue in the network: Little's law gives
+// how many, rps x (round trip - base round trip)); raises peer_credits when sends wait
+// for credits (a server's replies) and keeps it >= max_rpcs_in_flight. After a change
+// one interval is skipped, so both ends see the new settings before the next judgement.
+class AutoTuner {
+ public:
+  explicit AutoTuner(TuneConfig bounds) : bounds_(bounds) {}
+  void set_bounds(const TuneConfig& b) { bounds_ = b; }
+  std::optional<TuneChange> step(const TuneInterval& iv, const TuneSettings& cur);
+  double base_round_trip_ms() const;
+
+ private:
+  TuneSettings clamp(TuneSettings s, size_t peers) const;
+
+  TuneConfig bounds_;
+  std::deque<double> recent_rtt_;  // mean round trips of the last evaluated intervals
+  bool skip_next_ = false;
+  int hold_ = 0;                 // intervals left without growth after a back-off
+  bool backed_off_ = false;      // since the last back-off, grow by 1/8 instead of 2x
+  double last_tput_ = 0;         // throughput before the last growth
+  int64_t grown_from_ = 0;       // max_rpcs_in_flight before the last growth; 0: none
+};
+
+// Serves TUNE_PROBE: replies with the time the request was completely received.
+void serve_tune_probe(RpcEngine& engine, Clock& clock);
+
+struct ProbeResult {
+  double rtt_ms = 0;     // fastest of the empty PINGs
+  double bandwidth = 0;  // bytes/s, median of the trains
+  int train = 0;         // RPCs per train
+  uint32_t size = 0;
+};
+
+// Probes `peer`: three empty PINGs, then `trains` trains of `train` RPCs of `size` bytes
+// each. `train` must fit in max_rpcs_in_flight and peer_credits (or the train waits for
+// credits and understates the rate). Bounded by `timeout` per RPC.
+Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, int train,
+                               int trains, Duration timeout);
+
+}  // namespace pfsnet

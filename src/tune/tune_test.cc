@@ -1,0 +1,226 @@
+// The tuning rules on exact numbers, the drift watch, and the auto-tuner against a model
+// of a long fat pipe.
+#include "tune/tune.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace pfsnet {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double k5Gbit = 5e9 / 8;  // bytes/s
+
+PeerMeasure wan(double rtt_ms = 50.4, double bw = k5Gbit) {
+  PeerMeasure m;
+  m.peer = "127.0.0.3@tcp";
+  m.rtt_ms = rtt_ms;
+  m.rtt_source = "probe";
+  m.bandwidth = bw;
+  m.bandwidth_source = "probe";
+  m.rpc_bytes = kMiB;
+  return m;
+}
+
+bool has(const Advice& a, const std::string& code) {
+  return std::any_of(a.problems.begin(), a.problems.end(),
+                     [&](const TuneProblem& p) { return p.code == code; });
+}
+
+TEST(TuneAdviceTest, TheStudysRuleOnA5GbitWan) {
+  // 5 Gbit/s x 50.4 ms = 31.5 MB = 30.04 MiB: 31 RPCs of 1 MiB, plus one.
+  EXPECT_EQ(rpcs_for(k5Gbit * 0.0504, kMiB), 32);
+  EXPECT_EQ(rpcs_for(4 * kMiB, kMiB), 5);  // exactly 4 -> 4 + 1
+  Advice a = advise({wan()}, TuneSettings{}, TuneConfig{}, 1);
+  ASSERT_EQ(a.peers.size(), 1u);
+  EXPECT_NEAR(a.peers[0].bdp_bytes, 31.5e6, 1e3);
+  EXPECT_EQ(a.peers[0].rpcs_needed, 32);
+  // 8 x 1 MiB per (50.4 ms + 1.68 ms): 161 MB/s, about a quarter of the link.
+  EXPECT_NEAR(a.peers[0].ceiling, 8 * kMiB / (0.0504 + kMiB / k5Gbit), 1);
+  EXPECT_EQ(a.recommended, (TuneSettings{32, 32, 64}));
+  EXPECT_TRUE(has(a, "rpcs_below_bdp"));
+  EXPECT_NE(a.why_rpcs.find("ceil(BDP/size)+1 = 32"), std::string::npos) << a.why_rpcs;
+  EXPECT_NE(a.why_rpcs.find("now 8"), std::string::npos) << a.why_rpcs;
+  // The recommended settings fit: nothing is wrong with them.
+  Advice b = advise({wan()}, a.recommended, TuneConfig{}, 1);
+  EXPECT_TRUE(b.problems.empty()) << b.problems[0].text;
+  // 100 peers share an NI's credits.
+  EXPECT_EQ(advise({wan()}, TuneSettings{}, TuneConfig{}, 100).recommended.credits, 3200);
+}
+
+TEST(TuneAdviceTest, BoundsAndALan) {
+  TuneConfig b;
+  b.max_rpcs_in_flight = 16;
+  b.max_peer_credits = 16;
+  Advice a = advise({wan()}, TuneSettings{}, b, 1);
+  EXPECT_EQ(a.recommended.max_rpcs_in_flight, 16);
+  EXPECT_NE(a.why_rpcs.find("capped by tune.max_rpcs_in_flight"), std::string::npos);
+  // A LAN: 10 Gbit/s x 50 us = 62.5 kB needs 2; the floor is the default 8.
+  Advice lan = advise({wan(0.05, 10e9 / 8)}, TuneSettings{}, TuneConfig{}, 1);
+  EXPECT_EQ(lan.peers[0].rpcs_needed, 2);
+  EXPECT_EQ(lan.recommended.max_rpcs_in_flight, 8);
+  EXPECT_NE(lan.why_rpcs.find("raised to tune.min_rpcs_in_flight"), std::string::npos);
+  EXPECT_TRUE(lan.problems.empty());
+  // Nothing measured: kept, and said why.
+  PeerMeasure none;
+  none.peer = "x@tcp";
+  Advice n = advise({none}, TuneSettings{24, 24, 64}, TuneConfig{}, 1);
+  EXPECT_EQ(n.recommended.max_rpcs_in_flight, 24);
+  EXPECT_NE(n.why_rpcs.find("kept"), std::string::npos);
+}
+
+TEST(TuneAdviceTest, ProblemsWithTheCurrentSettings) {
+  Advice a = advise({}, TuneSettings{32, 8, 64}, TuneConfig{}, 16);
+  EXPECT_TRUE(has(a, "peer_credits_below_rpcs"));
+  EXPECT_TRUE(has(a, "credits_below_peers"));  // 8 x 16 = 128 > 64
+  EXPECT_FALSE(has(advise({}, TuneSettings{8, 8, 128}, TuneConfig{}, 16), "credits_below_peers"));
+  // The link's rate unknown, but RPCs queue while the path carries 8 per round trip.
+  PeerMeasure m = wan();
+  m.bandwidth = 0;
+  m.window_limited = true;
+  m.throughput = 8 * kMiB / 0.0504 * 0.95;
+  Advice w = advise({m}, TuneSettings{}, TuneConfig{}, 1);
+  EXPECT_TRUE(has(w, "window_limited"));
+  EXPECT_EQ(w.recommended.max_rpcs_in_flight, 16);
+  m.throughput = 8 * kMiB / 0.0504 * 0.5;  // well below the window: something else limits
+  EXPECT_FALSE(has(advise({m}, TuneSettings{}, TuneConfig{}, 1), "window_limited"));
+}
+
+TEST(TuneWatchTest, WarnsOnceWhenTheRttGrowsAndClearsWhenFixed) {
+  TuneWatch w;
+  TuneSettings s;
+  EXPECT_TRUE(w.update(advise({wan(0.1)}, s, TuneConfig{}, 1)).empty());  // a LAN: fits
+  auto ev = w.update(advise({wan(50.4)}, s, TuneConfig{}, 1));
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_TRUE(ev[0].warning);
+  EXPECT_EQ(ev[0].problem.code, "rpcs_below_bdp");
+  EXPECT_NE(ev[0].text.find("RTT to 127.0.0.3@tcp went from 0.10 to 50.40 ms"), std::string::npos)
+      << ev[0].text;
+  EXPECT_EQ(w.warnings(), 1u);
+  EXPECT_TRUE(w.update(advise({wan(50.4)}, s, TuneConfig{}, 1)).empty());  // still: no repeat
+  EXPECT_EQ(w.active().size(), 1u);
+  ev = w.update(advise({wan(50.4)}, TuneSettings{32, 32, 64}, TuneConfig{}, 1));
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_FALSE(ev[0].warning);
+  EXPECT_TRUE(w.active().empty());
+  // More peers than the credits cover.
+  ev = w.update(advise({wan(50.4)}, TuneSettings{32, 32, 64}, TuneConfig{}, 4));
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_NE(ev[0].text.find("peers went from 1 to 4"), std::string::npos) << ev[0].text;
+  EXPECT_EQ(w.warnings(), 2u);
+}
+
+// A long fat pipe: W RPCs of `size` in flight over `rtt` at `bw`, served by a peer that
+// executes at most `server_rps`.
+TuneInterval pipe(const TuneSettings& s, double rtt, double bw, double size,
+                  double server_rps = 1e9) {
+  double cycle = rtt + size / bw;
+  double w = double(s.max_rpcs_in_flight);
+  double rps = std::min({w / cycle, bw / size, server_rps});
+  TuneInterval iv;
+  iv.seconds = 1;
+  iv.rpcs = static_cast<uint64_t>(rps);
+  iv.round_trip_ms = 1000 * std::max(cycle, w / rps);
+  iv.bytes = static_cast<uint64_t>(rps * size);
+  iv.slot_waits = 1000;  // the application wants 256 in flight
+  return iv;
+}
+
+TEST(AutoTunerTest, FindsTheBdpOfA5GbitWanAndBacksOffTheQueue) {
+  AutoTuner t{TuneConfig{}};
+  TuneSettings s;
+  std::vector<int64_t> seen;
+  int first_90 = -1;
+  for (int i = 0; i < 30; ++i) {
+    TuneInterval iv = pipe(s, 0.0504, k5Gbit, kMiB);
+    if (first_90 < 0 && double(iv.bytes) >= 0.9 * k5Gbit) first_90 = i;
+    if (auto c = t.step(iv, s)) {
+      EXPECT_FALSE(c->why.empty());
+      s = c->to;
+      seen.push_back(s.max_rpcs_in_flight);
+      EXPECT_GE(s.peer_credits, s.max_rpcs_in_flight);
+      EXPECT_GE(s.credits, s.peer_credits);
+    }
+  }
+  // Doubling from 8 with a skipped interval after each change: 16, 32, 64; 64 queues
+  // about 32 RPCs in the pipe, so back to what it holds (596 RPCs/s x 52.1 ms = 31.04,
+  // rounded up) plus 2.
+  ASSERT_GE(seen.size(), 4u);
+  EXPECT_EQ(seen[0], 16);
+  EXPECT_EQ(seen[1], 32);
+  EXPECT_EQ(seen[2], 64);
+  EXPECT_EQ(seen[3], 34);
+  EXPECT_EQ(first_90, 3);  // 32 in flight fill the link from the 4th interval on
+  EXPECT_GE(double(pipe(s, 0.0504, k5Gbit, kMiB).bytes), 0.9 * k5Gbit);
+  EXPECT_LE(s.max_rpcs_in_flight, 40);  // and it does not wander back up to 64
+}
+
+TEST(AutoTunerTest, BacksOffWhenLatencyClimbsWithoutThroughput) {
+  // The server executes 100 RPCs/s, whatever the window: 8 in flight already saturate it.
+  AutoTuner t{TuneConfig{}};
+  TuneSettings s{8, 8, 64};
+  auto c = t.step(pipe(s, 0.05, k5Gbit, kMiB, 100), s);
+  ASSERT_TRUE(c);  // RPCs waited for slots, latency at its base: grow
+  EXPECT_EQ(c->to.max_rpcs_in_flight, 16);
+  s = c->to;
+  EXPECT_FALSE(t.step(pipe(s, 0.05, k5Gbit, kMiB, 100), s));  // the skipped interval
+  c = t.step(pipe(s, 0.05, k5Gbit, kMiB, 100), s);
+  ASSERT_TRUE(c);
+  // 16 in flight at 100/s: round trip 160 ms against a base of 80: 8 RPCs queue.
+  EXPECT_EQ(c->to.max_rpcs_in_flight, 10);
+  EXPECT_NE(c->why.find("above its base"), std::string::npos) << c->why;
+  EXPECT_NE(c->why.find("before the last growth"), std::string::npos) << c->why;
+}
+
+TEST(AutoTunerTest, HoldsWhenMoreRpcsBuyNothingAndStaysInBounds) {
+  TuneConfig b;
+  b.max_rpcs_in_flight = 12;
+  AutoTuner t{b};
+  TuneSettings s;
+  TuneInterval iv;
+  iv.seconds = 1;
+  iv.rpcs = 100;
+  iv.round_trip_ms = 10;
+  iv.bytes = 100 * 1000;
+  iv.slot_waits = 5;
+  auto c = t.step(iv, s);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->to.max_rpcs_in_flight, 12);  // 16 wanted, capped
+  s = c->to;
+  EXPECT_FALSE(t.step(iv, s));
+  EXPECT_FALSE(t.step(iv, s));  // at the bound: nothing to do
+  // Unbounded, the same flat throughput after a growth holds.
+  AutoTuner u{TuneConfig{}};
+  TuneSettings s2;
+  c = u.step(iv, s2);
+  ASSERT_TRUE(c);
+  s2 = c->to;
+  EXPECT_FALSE(u.step(iv, s2));
+  c = u.step(iv, s2);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->to, s2);
+  EXPECT_NE(c->why.find("did not grow"), std::string::npos) << c->why;
+  EXPECT_FALSE(u.step(iv, s2));  // held
+}
+
+TEST(AutoTunerTest, AServerRaisesPeerCreditsWhenRepliesWait) {
+  AutoTuner t{TuneConfig{}};
+  TuneSettings s;
+  TuneInterval iv;
+  iv.seconds = 1;
+  iv.credit_waits = 40;
+  iv.peers = 2;
+  auto c = t.step(iv, s);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->to.peer_credits, 16);
+  EXPECT_EQ(c->to.max_rpcs_in_flight, 8);
+  EXPECT_EQ(c->to.credits, 64);  // 16 x 2 peers fits in 64
+  EXPECT_NE(c->why.find("40 sends waited for credits"), std::string::npos) << c->why;
+  iv.credit_waits = 0;
+  EXPECT_FALSE(t.step(iv, c->to));  // idle
+}
+
+}  // namespace
+}  // namespace pfsnet
