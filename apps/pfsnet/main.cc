@@ -16,6 +16,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "admin/admin_client.h"
 #include "base/nid.h"
@@ -193,6 +194,65 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
   }
 }
 
+// "64K", "1M", "4096" -> bytes; nullopt when malformed.
+std::optional<int64_t> size_with_unit(const std::string& text) {
+  try {
+    size_t used = 0;
+    int64_t size = std::stoll(text, &used);
+    std::string unit = text.substr(used);
+    if (size < 0) return std::nullopt;
+    if (unit == "K" || unit == "k") return size << 10;
+    if (unit == "M" || unit == "m") return size << 20;
+    if (unit.empty()) return size;
+  } catch (...) {
+  }
+  return std::nullopt;
+}
+
+void print_tune(const json& r) {
+  std::printf("%-22s %9s %11s %10s %10s %6s %12s\n", "peer", "RTT ms", "bw MiB/s", "BDP MiB",
+              "now MiB/s", "RPCs", "ceiling MiB/s");
+  for (const json& p : r["peers"])
+    std::printf("%-22s %9.3f %11.1f %10.2f %10.1f %6lld %12.1f\n",
+                p["peer"].get<std::string>().c_str(), p["rtt_ms"].get<double>(),
+                p["bandwidth_mib_s"].get<double>(), p["bdp_mib"].get<double>(),
+                p["throughput_mib_s"].get<double>(), p["rpcs_needed"].get<long long>(),
+                p["ceiling_mib_s"].get<double>());
+  if (r["peers"].empty()) std::printf("no peers\n");
+  for (const json& p : r["peers"]) {
+    std::printf("  %s: RTT from %s; bandwidth from %s\n", p["peer"].get<std::string>().c_str(),
+                p["rtt_source"].get<std::string>().empty()
+                    ? "nowhere (no RPCs yet)"
+                    : p["rtt_source"].get<std::string>().c_str(),
+                p["bandwidth_source"].get<std::string>().empty()
+                    ? "nowhere (no traffic; try --probe)"
+                    : p["bandwidth_source"].get<std::string>().c_str());
+  }
+  for (const auto& [peer, err] : r["probe_errors"].items())
+    std::printf("  probe of %s failed: %s\n", peer.c_str(), err.get<std::string>().c_str());
+  std::printf("\n%-20s %8s %12s  %s\n", "setting", "now", "recommended", "why");
+  for (const char* k : {"max_rpcs_in_flight", "peer_credits", "credits"}) {
+    const json& s = r["settings"][k];
+    std::printf("%-20s %8lld %12lld  %s\n", k, s["current"].get<long long>(),
+                s["recommended"].get<long long>(), s["why"].get<std::string>().c_str());
+  }
+  if (!r["problems"].empty()) std::printf("\nwhat is wrong now:\n");
+  for (const json& p : r["problems"]) std::printf("  - %s\n", p["text"].get<std::string>().c_str());
+  if (r.contains("applied")) {
+    std::printf("\napplied:\n");
+    for (const json& c : r["applied"])
+      std::printf("  %s: %s -> %s\n", c["key"].get<std::string>().c_str(),
+                  c["from"].get<std::string>().c_str(), c["to"].get<std::string>().c_str());
+    if (r["applied"].empty()) std::printf("  nothing changed\n");
+  } else if (r["settings"]["max_rpcs_in_flight"]["current"] !=
+                 r["settings"]["max_rpcs_in_flight"]["recommended"] ||
+             r["settings"]["peer_credits"]["current"] !=
+                 r["settings"]["peer_credits"]["recommended"] ||
+             r["settings"]["credits"]["current"] != r["settings"]["credits"]["recommended"]) {
+    std::printf("\npfsnet tune --apply sets the recommended values now\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -294,6 +354,21 @@ int main(int argc, char** argv) {
   selftest->add_flag("--json", json_out, "print JSON");
   selftest->add_flag("--csv", st_csv, "print CSV");
   selftest->add_option("--plot", st_plot, "write an SVG chart of throughput and theory");
+
+  auto* tune = app.add_subcommand(
+      "tune",
+      "per peer: measured RTT and bandwidth, the bandwidth-delay product, and the "
+      "max_rpcs_in_flight, peer_credits and credits they call for, with the reasons");
+  bool tune_probe = false, tune_apply = false;
+  std::vector<std::string> tune_peers;
+  std::string tune_size;
+  tune->add_flag("--probe", tune_probe,
+                 "measure each peer now: 3 empty PINGs and 3 trains of bulk RPCs (default: "
+                 "statistics, traffic, earlier probes and tune.link_mbit)");
+  tune->add_option("--peer", tune_peers, "only this peer NID (repeat for more)");
+  tune->add_option("--size", tune_size, "bulk RPC size, with K or M (default maxBlockSize)");
+  tune->add_flag("--apply", tune_apply, "apply the recommended settings at run time");
+  tune->add_flag("--json", json_out, "print JSON");
 
   auto* fault = app.add_subcommand(
       "fault", "fault injection, like lnetctl fault: drop or delay messages leaving this node");
@@ -456,20 +531,8 @@ int main(int argc, char** argv) {
       }
       return a;
     };
-    int64_t size = 0;
-    try {
-      size_t used = 0;
-      size = std::stoll(st_size, &used);
-      std::string unit = st_size.substr(used);
-      if (unit == "K" || unit == "k")
-        size <<= 10;
-      else if (unit == "M" || unit == "m")
-        size <<= 20;
-      else if (!unit.empty())
-        return fail("--size: a number with an optional K or M");
-    } catch (...) {
-      return fail("--size: a number with an optional K or M");
-    }
+    auto size = size_with_unit(st_size);
+    if (!size) return fail("--size: a number with an optional K or M");
     json conc = json::array();
     auto dash = st_conc.find('-');
     try {
@@ -484,7 +547,7 @@ int main(int argc, char** argv) {
       return fail("--concurrency: a list 1,2,4 or a sweep 1-256");
     }
     json req = {{"cmd", "selftest"},   {"from", members(st_from)}, {"to", members(st_to)},
-                {"test", st_test},     {"mode", st_mode},          {"size", size},
+                {"test", st_test},     {"mode", st_mode},          {"size", *size},
                 {"concurrency", conc}, {"distribute", st_dist},    {"duration", st_duration},
                 {"link_mbit", st_link}};
     auto limit = std::chrono::milliseconds(
@@ -579,6 +642,24 @@ int main(int argc, char** argv) {
     } else {
       std::printf("%llu rule(s) deleted\n", (*r)["deleted"].get<unsigned long long>());
     }
+    return 0;
+  }
+
+  if (*tune) {
+    json req = {{"cmd", "tune"}, {"probe", tune_probe}, {"apply", tune_apply}};
+    if (!tune_peers.empty()) req["peers"] = tune_peers;
+    if (!tune_size.empty()) {
+      auto size = size_with_unit(tune_size);
+      if (!size) return fail("--size: a number with an optional K or M");
+      req["size"] = *size;
+    }
+    auto r = pfsnet::admin_request(socket, req, std::chrono::seconds(300));
+    if (!r.ok()) return fail(r.status().message());
+    if (json_out) {
+      std::cout << r->dump() << "\n";
+      return 0;
+    }
+    print_tune(*r);
     return 0;
   }
 

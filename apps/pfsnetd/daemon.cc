@@ -55,6 +55,8 @@ Daemon::Daemon(Config cfg, std::string cluster_key)
   serve_ping(*rpc_, static_cast<size_t>(cfg_.max_bulk()));
   membership_ = std::make_unique<MembershipService>(cfg_, *net_, *rpc_, clock_);
   serve_selftest(*rpc_, clock_);
+  serve_tune_probe(*rpc_, clock_);
+  autotune_ = std::make_unique<AutoTuner>(cfg_.tune);
   admin_ = std::make_unique<AdminServer>(
       [this](const json& req, const AdminEmit& emit) { return handle_admin(req, emit); });
 }
@@ -67,6 +69,7 @@ Status Daemon::start() {
   rpc_->start_ticker(std::chrono::milliseconds(100));
   watch_links();
   membership_->start();
+  tune_thread_ = std::thread([this] { tune_loop(); });
   s = admin_->start(cfg_.node.admin_socket);
   if (!s.ok()) return s;
   if (!cfg_.node.http.empty()) {
@@ -123,6 +126,12 @@ void Daemon::watch_links() {
 void Daemon::stop() {
   if (stopped_) return;
   stopped_ = true;
+  {
+    std::lock_guard lk(tune_mu_);
+    tune_stop_ = true;
+  }
+  tune_cv_.notify_all();
+  if (tune_thread_.joinable()) tune_thread_.join();
   links_.stop();
   membership_->stop();
   rpc_->shutdown();  // pending RPCs fail now, so admin sessions end
@@ -156,6 +165,7 @@ json ni_info_json(const NiInfo& i) {
             {"resends", i.resends},
             {"drops", i.drops},
             {"faults", i.faults},
+            {"credit_waits", i.credit_waits},
             {"errors", errors},
             {"last_change", format_unix_ms(i.last_change_unix_ms)},
             {"last_change_unix_ms", i.last_change_unix_ms},
@@ -210,6 +220,7 @@ Result<json> Daemon::handle_admin(const json& req, const AdminEmit& emit) {
     return j;
   }
   if (cmd == "fault_add" || cmd == "fault_list" || cmd == "fault_del") return fault(req);
+  if (cmd == "tune") return tune(req);
   return Status(Code::kInvalidArgument, "unknown command '" + cmd + "'");
 }
 
@@ -329,7 +340,8 @@ namespace {
 // Keys that take effect at run time; every other key needs a restart.
 bool runtime_key(const std::string& key) {
   return key.rfind("stats.", 0) == 0 || key == "node.log_level" ||
-         key == "rpc.max_rpcs_in_flight" || key == "lnet.credits" || key == "lnet.peer_credits";
+         key == "rpc.max_rpcs_in_flight" || key == "lnet.credits" || key == "lnet.peer_credits" ||
+         key.rfind("tune.", 0) == 0;
 }
 }  // namespace
 
@@ -379,6 +391,7 @@ json Daemon::apply_locked(Config next, bool refuse_restart_keys, Status* err) {
   in_force.lnet.credits = next.lnet.credits;
   in_force.lnet.peer_credits = next.lnet.peer_credits;
   in_force.rpc.max_rpcs_in_flight = next.rpc.max_rpcs_in_flight;
+  in_force.tune = next.tune;  // the tuning thread reads it on its next round
   cfg_ = std::move(in_force);
   *err = Status::Ok();
   return json{{"changed", changed}, {"at_restart", later}};
@@ -415,7 +428,8 @@ std::string Daemon::metrics_text() {
   q.granularity = Granularity::kSecond;
   q.last = 60;
   return prometheus_metrics(net_->nis(), net_->peers(), stats_->query(q),
-                            [this](uint32_t t) { return rpc_->type_name(t); });
+                            [this](uint32_t t) { return rpc_->type_name(t); }) +
+         tune_metrics();
 }
 
 std::string prometheus_metrics(const std::vector<NiInfo>& nis, const std::vector<NiInfo>& peers,
@@ -457,6 +471,9 @@ std::string prometheus_metrics(const std::vector<NiInfo>& nis, const std::vector
        [](const NiInfo& i) { return double(i.drops); }},
       {"faults_total", "counter", "Messages dropped or delayed by fault injection.",
        [](const NiInfo& i) { return double(i.faults); }},
+      {"credit_waits_total", "counter",
+       "Sends that queued because the connection's window or the NI's credits were used up.",
+       [](const NiInfo& i) { return double(i.credit_waits); }},
       {"last_change_timestamp_seconds", "gauge",
        "Time of the last state change (up/down, healthy/unhealthy), Unix seconds.",
        [](const NiInfo& i) { return double(i.last_change_unix_ms) / 1000.0; }},

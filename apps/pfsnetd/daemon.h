@@ -3,9 +3,13 @@
 // Threads: start() and stop() from the main thread; admin requests on session threads.
 #pragma once
 
+#include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <thread>
 
 #include "admin/admin_server.h"
 #include "admin/http_server.h"
@@ -16,6 +20,7 @@
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
 #include "transport/link_monitor.h"
+#include "tune/tune.h"
 
 namespace pfsnet {
 
@@ -42,6 +47,26 @@ class Daemon {
   Result<nlohmann::json> config_show();
   Result<nlohmann::json> config_set(const nlohmann::json& req);
   Result<nlohmann::json> fault(const nlohmann::json& req);
+  Result<nlohmann::json> tune(const nlohmann::json& req);
+
+  // ---- tuning (tune/): traffic sampling, auto-tune, the drift check ----
+  struct PeerTraffic {
+    uint64_t bytes = 0, sends = 0;  // counters at the last sample
+    double rate = 0;                // bytes/s over the last sample
+    double rpc_bytes = 0;           // bytes per message sent, over the last busy sample
+    std::deque<std::pair<int64_t, double>> minute_peaks;  // (minute, peak bytes/s)
+    TimePoint queued_at{};                                // RPCs to it last seen waiting for a slot
+  };
+  void tune_loop();
+  void sample_traffic(TimePoint now);
+  void autotune_step(TimePoint now);
+  void tune_check();
+  // What is known of each peer node now (probes cached, statistics, traffic).
+  std::vector<PeerMeasure> measure_peers(const std::vector<Nid>& only);
+  TuneSettings settings();
+  // Applies `s` as config set would; returns the keys changed.
+  nlohmann::json apply_settings(const TuneSettings& s, Status* err);
+  std::string tune_metrics();
   // Maps each local NI to its interface and follows their link state.
   void watch_links();
   std::string metrics_text();
@@ -63,6 +88,20 @@ class Daemon {
   LinkMonitor links_;
   std::map<std::string, std::vector<Nid>> ni_ifaces_;  // interface -> local NIs on it
   bool stopped_ = false;
+
+  std::mutex tune_mu_;  // guards the tuning state below
+  std::condition_variable tune_cv_;
+  bool tune_stop_ = false;
+  std::thread tune_thread_;
+  std::map<std::string, PeerTraffic> traffic_;  // peer node NID -> traffic
+  std::map<std::string, ProbeResult> probes_;   // peer node NID -> its last probe
+  std::unique_ptr<AutoTuner> autotune_;
+  TuneWatch watch_;
+  std::optional<Advice> last_advice_;
+  RpcCounters last_rpc_;
+  uint64_t last_credit_waits_ = 0;
+  uint64_t autotune_changes_ = 0;
+  TimePoint last_sample_{}, last_step_{}, last_check_{};
 };
 
 // Prometheus text exposition of NIs, peers and the RPC statistics of the last 60 seconds.

@@ -476,6 +476,10 @@ void Net::drain_locked(Path& p, Out* out) {
     ConnState* cs = p.tx_state;
     --cs->tx_credits;
     ++cs->outstanding;
+    if (cs->tx_credits == 0)
+      m->frame->hdr.flags |= kFlagWindowEmpty;
+    else
+      m->frame->hdr.flags &= static_cast<uint8_t>(~kFlagWindowEmpty);
     --ni.tx_credits;
     p.pni->min_credits = std::min(p.pni->min_credits, cs->tx_credits);
     ni.min_credits = std::min(ni.min_credits, ni.tx_credits);
@@ -966,7 +970,10 @@ void Net::on_frame(Connection& c, InFrame&& f) {
     PFS_LOG_WARN("dropping frame on {} addressed to another NID", c.describe());
     return;
   }
-  RxCredit credit(cs->self, cs->high_water.load(std::memory_order_relaxed));
+  // A sender out of credits gets every owed credit back when this frame is consumed.
+  RxCredit credit(cs->self, (f.hdr.flags & kFlagWindowEmpty)
+                                ? 1
+                                : cs->high_water.load(std::memory_order_relaxed));
   if (!rx_) return;
   rx_->on_message(c.peer_nid(), std::move(f), std::move(credit));
 }

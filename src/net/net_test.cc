@@ -131,6 +131,28 @@ TEST_F(NetTest, CreditsPiggybackOnReplies) {
   EXPECT_EQ(a.rx.got[0].frame.hdr.credits, 1u);
 }
 
+TEST_F(NetTest, ASenderWithASmallerWindowIsNotStarvedByTheReceiversThreshold) {
+  // A runs peer_credits 2, B runs 64: B's threshold for an explicit credit frame (32)
+  // is far above what A can ever have outstanding. A's last-credit frame is flagged
+  // WINDOW_EMPTY, and B returns what it owes as soon as it consumes that frame.
+  Node a(hub_, clock_, a_, opts(64, 2)), b(hub_, clock_, b_, opts(64, 64));
+  TxLog tx;
+  for (int i = 0; i < 6; ++i) a.net.send(b_, msg(i), clock_.now() + 10s, &tx);
+  hub_.pump();
+  ASSERT_EQ(b.rx.got.size(), 2u);
+  EXPECT_EQ(b.rx.got[0].frame.hdr.flags & kFlagWindowEmpty, 0);
+  EXPECT_NE(b.rx.got[1].frame.hdr.flags & kFlagWindowEmpty, 0);
+  b.rx.got[0].credit.release();  // not the flagged one: B keeps owing (below 32)
+  hub_.pump();
+  EXPECT_EQ(b.rx.got.size(), 2u);
+  for (int round = 0; round < 3; ++round) {  // each flagged frame brings both credits back
+    for (auto& r : b.rx.got) r.credit.release();
+    hub_.pump();
+  }
+  ASSERT_EQ(b.rx.got.size(), 6u);
+  EXPECT_EQ(tx.results.size(), 6u);
+}
+
 TEST_F(NetTest, NiCreditsAreSharedByPeers) {
   Node a(hub_, clock_, a_, opts(2, 8)), b(hub_, clock_, b_, opts(64, 8)),
       c(hub_, clock_, c_, opts(64, 8));

@@ -17,6 +17,7 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxSamples = 2000;
+constexpr size_t kMaxTimeline = 3700;  // seconds (the longest duration, and the drain)
 
 Result<std::vector<Nid>> nids_of(const json& j, const char* what) {
   std::vector<Nid> v;
@@ -94,7 +95,7 @@ json run_load(RpcEngine& rpc, Clock& clock, const json& req) {
       Buffer payload = type == kMsgBrwRead ? ping_payload(size) : Buffer();
       rpc.call_async(
           t, type, std::move(payload), data,
-          [st, &clock, bytes_per_rpc](RpcReply&& r) {
+          [st, &clock, bytes_per_rpc, start](RpcReply&& r) {
             std::lock_guard g(st->mu);
             ClientResult& res = st->res;
             --st->inflight;
@@ -102,6 +103,13 @@ json run_load(RpcEngine& rpc, Clock& clock, const json& req) {
             if (r.status.ok()) {
               ++res.rpcs;
               res.bytes += bytes_per_rpc;
+              // Bytes completed in each second of the run (bounded by the duration).
+              auto sec =
+                  static_cast<size_t>(std::chrono::duration<double>(st->last_done - start).count());
+              if (sec < kMaxTimeline) {
+                if (res.timeline.size() <= sec) res.timeline.resize(sec + 1, 0);
+                res.timeline[sec] += bytes_per_rpc;
+              }
               double ms = to_ms(r.round_trip());
               if (res.latencies_ms.size() < kMaxSamples) {
                 res.latencies_ms.push_back(ms);
@@ -127,13 +135,10 @@ json run_load(RpcEngine& rpc, Clock& clock, const json& req) {
   int left = st->inflight;
   lk.unlock();
   if (left > 0) return json{{"error", std::to_string(left) + " RPCs did not finish"}};
-  return json{{"rpcs", res.rpcs},
-              {"errors", res.errors},
-              {"bytes", res.bytes},
-              {"seconds", res.seconds},
-              {"rtt_ms", res.rtt_ms},
-              {"lat_ms", res.latencies_ms},
-              {"first_error", res.first_error}};
+  return json{{"rpcs", res.rpcs},         {"errors", res.errors},
+              {"bytes", res.bytes},       {"seconds", res.seconds},
+              {"rtt_ms", res.rtt_ms},     {"lat_ms", res.latencies_ms},
+              {"timeline", res.timeline}, {"first_error", res.first_error}};
 }
 
 }  // namespace
@@ -278,6 +283,7 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
     double bytes_per_s = 0, rpc_per_s = 0;
     std::vector<double> lat, rtts;
     std::string first_error;
+    std::vector<double> timeline;  // MiB completed in each second, all clients
     for (size_t i = 0; i < nc; ++i) {
       RpcReply& r = replies[i];
       if (!r.status.ok())
@@ -295,6 +301,10 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
       rpc_per_s += double(c["rpcs"].get<uint64_t>()) / secs;
       rtts.push_back(c["rtt_ms"].get<double>());
       for (const json& x : c["lat_ms"]) lat.push_back(x.get<double>());
+      const json& tl = c.contains("timeline") ? c["timeline"] : json::array();
+      if (timeline.size() < tl.size()) timeline.resize(tl.size(), 0.0);
+      for (size_t k = 0; k < tl.size(); ++k)
+        timeline[k] += double(tl[k].get<uint64_t>()) / (1 << 20);
       if (first_error.empty()) first_error = c.value("first_error", "");
     }
     double rtt_ms = percentile(rtts, 0.5);
@@ -311,6 +321,7 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
                      {"rtt_ms", round3(rtt_ms)},
                      {"theory_mib_s", round3(theory_mib)},
                      {"efficiency", theory_mib > 0 ? round3(mib / theory_mib) : 0.0},
+                     {"timeline_mib_s", timeline},
                      {"first_error", first_error}});
   }
   return json{{"spec", spec.to_json()}, {"steps", steps}};

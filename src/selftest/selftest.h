@@ -42,6 +42,7 @@ struct ClientResult {
   double seconds = 0;
   double rtt_ms = 0;                 // min PING round trip to its servers
   std::vector<double> latencies_ms;  // a sample (at most 2,000)
+  std::vector<uint64_t> timeline;    // bytes completed in each second from the start
   std::string first_error;
 };
 

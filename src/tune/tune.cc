@@ -114,8 +114,7 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
         "ceil(BDP/size)+1 = %lld in flight to fill it%s; now %lld, at most %s (%.0f%%)",
         (long long)r.max_rpcs_in_flight, p.m.peer.c_str(), bytes_text(p.bdp_bytes).c_str(),
         rate_text(p.m.bandwidth).c_str(), p.m.rtt_ms, bytes_text(size).c_str(), (long long)need,
-        bound_note(need, r.max_rpcs_in_flight, "tune.min_rpcs_in_flight",
-                   "tune.max_rpcs_in_flight")
+        bound_note(need, r.max_rpcs_in_flight, "tune.min_rpcs_in_flight", "tune.max_rpcs_in_flight")
             .c_str(),
         (long long)cur.max_rpcs_in_flight, rate_text(p.ceiling).c_str(),
         100.0 * p.ceiling / p.m.bandwidth);
@@ -126,24 +125,23 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
         "%lld: RPCs wait for slots and the path carries what %lld per round trip allow; "
         "twice as many, as the link's rate is not known%s",
         (long long)r.max_rpcs_in_flight, (long long)cur.max_rpcs_in_flight,
-        bound_note(want, r.max_rpcs_in_flight, "tune.min_rpcs_in_flight",
-                   "tune.max_rpcs_in_flight")
+        bound_note(want, r.max_rpcs_in_flight, "tune.min_rpcs_in_flight", "tune.max_rpcs_in_flight")
             .c_str());
   } else {
     r.max_rpcs_in_flight = cur.max_rpcs_in_flight;
-    a.why_rpcs = fmt(
-        "%lld: kept; no peer has both a measured RTT and bandwidth (send traffic, run pfsnet "
-        "tune --probe, or set tune.link_mbit)",
-        (long long)r.max_rpcs_in_flight);
+    a.why_rpcs =
+        fmt("%lld: kept; no peer has both a measured RTT and bandwidth (send traffic, run pfsnet "
+            "tune --probe, or set tune.link_mbit)",
+            (long long)r.max_rpcs_in_flight);
   }
   // peer_credits
   int64_t want_pc = std::max(r.max_rpcs_in_flight, b.min_peer_credits);
   r.peer_credits = clamp64(want_pc, b.min_peer_credits, b.max_peer_credits);
-  a.why_peer_credits = fmt(
-      "%lld: at least max_rpcs_in_flight (%lld), as requests and replies each take one; "
-      "above peer_credits throughput falls away from RPCs x size / RTT%s",
-      (long long)r.peer_credits, (long long)r.max_rpcs_in_flight,
-      r.peer_credits < want_pc ? " (capped by tune.max_peer_credits)" : "");
+  a.why_peer_credits =
+      fmt("%lld: at least max_rpcs_in_flight (%lld), as requests and replies each take one; "
+          "above peer_credits throughput falls away from RPCs x size / RTT%s",
+          (long long)r.peer_credits, (long long)r.max_rpcs_in_flight,
+          r.peer_credits < want_pc ? " (capped by tune.max_peer_credits)" : "");
   // credits
   size_t n = std::max<size_t>(1, active_peers);
   int64_t want_credits = std::max<int64_t>(64, r.peer_credits * int64_t(n));
@@ -190,8 +188,8 @@ std::vector<TuneWatch::Event> TuneWatch::update(const Advice& a) {
         auto it = fit_.find(pa.m.peer);
         if (it == fit_.end()) continue;
         if (changed(it->second.first, pa.m.rtt_ms))
-          what += fmt("; RTT to %s went from %.2f to %.2f ms", pa.m.peer.c_str(),
-                      it->second.first, pa.m.rtt_ms);
+          what += fmt("; RTT to %s went from %.2f to %.2f ms", pa.m.peer.c_str(), it->second.first,
+                      pa.m.rtt_ms);
         if (changed(it->second.second, pa.m.bandwidth))
           what += fmt("; bandwidth to %s went from %s to %s", pa.m.peer.c_str(),
                       rate_text(it->second.second).c_str(), rate_text(pa.m.bandwidth).c_str());
@@ -229,8 +227,8 @@ double AutoTuner::base_round_trip_ms() const {
 TuneSettings AutoTuner::clamp(TuneSettings s, size_t peers) const {
   s.max_rpcs_in_flight =
       clamp64(s.max_rpcs_in_flight, bounds_.min_rpcs_in_flight, bounds_.max_rpcs_in_flight);
-  s.peer_credits = clamp64(std::max(s.peer_credits, s.max_rpcs_in_flight),
-                           bounds_.min_peer_credits, bounds_.max_peer_credits);
+  s.peer_credits = clamp64(std::max(s.peer_credits, s.max_rpcs_in_flight), bounds_.min_peer_credits,
+                           bounds_.max_peer_credits);
   int64_t want = s.peer_credits * int64_t(std::max<size_t>(1, peers));
   if (s.credits < want) s.credits = std::min(want, bounds_.max_credits);
   return s;
@@ -240,13 +238,15 @@ std::optional<TuneChange> AutoTuner::step(const TuneInterval& iv, const TuneSett
   constexpr size_t kBaseWindow = 120;  // intervals the base round trip is the minimum of
   bool client = iv.rpcs >= 4;
   if (!(iv.seconds > 0) || (!client && iv.credit_waits == 0)) return std::nullopt;  // idle
-  if (skip_next_) {
-    skip_next_ = false;
+  if (skip_ > 0) {
+    --skip_;
     return std::nullopt;
   }
   TuneSettings next = cur;
   std::string why;
   if (hold_ > 0) --hold_;
+  // An overflow long ago says little about the path now: double again.
+  if (ceiling_ && ++since_overflow_ > 60) ceiling_ = 0;
   if (client) {
     double tput = double(iv.bytes) / iv.seconds;
     double rps = double(iv.rpcs) / iv.seconds;
@@ -258,8 +258,11 @@ std::optional<TuneChange> AutoTuner::step(const TuneInterval& iv, const TuneSett
     int64_t w = cur.max_rpcs_in_flight;
     bool grew_last = grown_from_ > 0;
     grown_from_ = 0;
-    if (queued > std::max(2.0, double(w) / 8) && w > bounds_.min_rpcs_in_flight) {
-      int64_t pipe = static_cast<int64_t>(std::ceil(rps * base / 1000.0));
+    if (queued > std::max(2.0, double(w) / 4) && w > bounds_.min_rpcs_in_flight) {
+      // What the pipe holds at the better of this rate and the one before the growth
+      // (an overfull pipe may carry less than a full one).
+      double best_rps = std::max(rps, grew_last ? last_rps_ : 0.0);
+      int64_t pipe = static_cast<int64_t>(std::ceil(best_rps * base / 1000.0));
       next.max_rpcs_in_flight = std::min(w - 1, pipe + 2);
       if (iv.credit_waits == 0) next.peer_credits = next.max_rpcs_in_flight;
       why = fmt(
@@ -270,31 +273,36 @@ std::optional<TuneChange> AutoTuner::step(const TuneInterval& iv, const TuneSett
           lat, lat - base, base, rate_text(tput).c_str(),
           grew_last ? fmt(" (%s before the last growth)", rate_text(last_tput_).c_str()).c_str()
                     : "",
-          queued, rps);
-      hold_ = 10;
-      backed_off_ = true;
-    } else if (iv.slot_waits > 0 && w < bounds_.max_rpcs_in_flight && hold_ == 0) {
+          queued, best_rps);
+      hold_ = 5;
+      ceiling_ = w;
+      since_overflow_ = 0;
+    } else if (iv.slot_waits > 0 && w < bounds_.max_rpcs_in_flight && hold_ == 0 &&
+               queued < std::max(1.0, double(w) / 16)) {  // grow only while nothing queues
       if (grew_last && tput < last_tput_ * 1.05) {
-        why = fmt(
-            "max_rpcs_in_flight stays %lld: throughput %s did not grow from %s with more RPCs "
-            "in flight; something else limits it (holding 10 intervals)",
-            (long long)w, rate_text(tput).c_str(), rate_text(last_tput_).c_str());
-        hold_ = 10;
+        why =
+            fmt("max_rpcs_in_flight stays %lld: throughput %s did not grow from %s with more RPCs "
+                "in flight; something else limits it (holding 5 intervals)",
+                (long long)w, rate_text(tput).c_str(), rate_text(last_tput_).c_str());
+        hold_ = 5;
       } else {
-        int64_t grown = backed_off_ ? w + std::max<int64_t>(1, w / 8) : 2 * w;
+        // Doubling until the pipe has overflowed once; then a quarter at a time.
+        int64_t grown = ceiling_ ? w + std::max<int64_t>(1, w / 4) : 2 * w;
         next.max_rpcs_in_flight = std::min(grown, bounds_.max_rpcs_in_flight);
         last_tput_ = tput;
+        last_rps_ = rps;
         grown_from_ = w;
-        why = fmt(
-            "max_rpcs_in_flight %lld -> %lld: %llu RPCs waited for a slot in %.1f s while "
-            "throughput is %s and the round trip %.1f ms is at its base %.1f ms",
-            (long long)w, (long long)next.max_rpcs_in_flight, (unsigned long long)iv.slot_waits,
-            iv.seconds, rate_text(tput).c_str(), lat, base);
+        why =
+            fmt("max_rpcs_in_flight %lld -> %lld: %llu RPCs waited for a slot in %.1f s while "
+                "throughput is %s and the round trip %.1f ms is at its base %.1f ms",
+                (long long)w, (long long)next.max_rpcs_in_flight, (unsigned long long)iv.slot_waits,
+                iv.seconds, rate_text(tput).c_str(), lat, base);
       }
     }
   }
   if (iv.credit_waits > 0 && next.peer_credits <= cur.peer_credits &&
-      cur.peer_credits < bounds_.max_peer_credits && next.max_rpcs_in_flight >= cur.max_rpcs_in_flight) {
+      cur.peer_credits < bounds_.max_peer_credits &&
+      next.max_rpcs_in_flight >= cur.max_rpcs_in_flight) {
     next.peer_credits = std::min(2 * cur.peer_credits, bounds_.max_peer_credits);
     why += fmt("%speer_credits %lld -> %lld: %llu sends waited for credits in %.1f s",
                why.empty() ? "" : "; ", (long long)cur.peer_credits,
@@ -306,7 +314,9 @@ std::optional<TuneChange> AutoTuner::step(const TuneInterval& iv, const TuneSett
     if (why.empty()) return std::nullopt;
     return TuneChange{cur, why};
   }
-  skip_next_ = true;
+  // A new window is judged on an interval that ran entirely with it, after the peer had
+  // an interval to raise its credits to match; raising credits alone needs no pause.
+  skip_ = next.max_rpcs_in_flight != cur.max_rpcs_in_flight ? 2 : 0;
   return TuneChange{next, why};
 }
 
@@ -336,8 +346,8 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
   co.timeout = timeout;
   for (int i = 0; i < 3; ++i) {
     RpcReply r = rpc.call(peer, kMsgPing, Buffer(), nullptr, co);
-    if (!r.status.ok()) return Status(r.status.code(), "probe PING " + peer.to_string() + ": " +
-                                                           r.status.message());
+    if (!r.status.ok())
+      return Status(r.status.code(), "probe PING " + peer.to_string() + ": " + r.status.message());
     double ms = to_ms(r.round_trip());
     pr.rtt_ms = i == 0 ? ms : std::min(pr.rtt_ms, ms);
   }
@@ -363,8 +373,8 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
               for (int k = 0; k < 8; ++k) ns |= uint64_t(r.payload.data()[k]) << (8 * k);
               st->stamps.push_back(ns);
             } else if (st->err.ok()) {
-              st->err = r.status.ok() ? Status(Code::kProtocol, "malformed TUNE_PROBE reply")
-                                      : r.status;
+              st->err =
+                  r.status.ok() ? Status(Code::kProtocol, "malformed TUNE_PROBE reply") : r.status;
             }
             --st->left;
             st->cv.notify_all();

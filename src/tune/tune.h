@@ -48,8 +48,8 @@ struct TuneSettings {
 
 // What is known of the path to one peer.
 struct PeerMeasure {
-  std::string peer;      // the peer node (its first NID)
-  double rtt_ms = 0;     // round trip of a small message; 0 = unknown
+  std::string peer;   // the peer node (its first NID)
+  double rtt_ms = 0;  // round trip of a small message; 0 = unknown
   std::string rtt_source;
   double bandwidth = 0;  // bytes/s the path carries; 0 = unknown
   std::string bandwidth_source;
@@ -61,9 +61,9 @@ struct PeerMeasure {
 
 struct PeerAdvice {
   PeerMeasure m;
-  double bdp_bytes = 0;      // 0: RTT or bandwidth unknown
-  int64_t rpcs_needed = 0;   // 0: unknown
-  double ceiling = 0;        // bytes/s the current max_rpcs_in_flight allows; 0: unknown
+  double bdp_bytes = 0;     // 0: RTT or bandwidth unknown
+  int64_t rpcs_needed = 0;  // 0: unknown
+  double ceiling = 0;       // bytes/s the current max_rpcs_in_flight allows; 0: unknown
 };
 
 struct TuneProblem {
@@ -82,8 +82,8 @@ struct Advice {
 
 // `active_peers`: peers this node talks to (for credits). The study's rule, clamped to
 // `bounds`.
-Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& current,
-              const TuneConfig& bounds, size_t active_peers);
+Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& current, const TuneConfig& bounds,
+              size_t active_peers);
 
 // BDP / size, rounded up, plus one.
 int64_t rpcs_for(double bdp_bytes, double rpc_bytes);
@@ -116,12 +116,12 @@ class TuneWatch {
 // One interval of this node's traffic, as AutoTuner sees it.
 struct TuneInterval {
   double seconds = 0;
-  uint64_t rpcs = 0;           // RPCs completed (this node the client)
-  double round_trip_ms = 0;    // their mean round trip
-  uint64_t bytes = 0;          // their request and reply bytes
-  uint64_t slot_waits = 0;     // RPCs that queued for a max_rpcs_in_flight slot
-  uint64_t credit_waits = 0;   // sends that queued for peer or NI credits
-  size_t peers = 1;            // peers talked to
+  uint64_t rpcs = 0;          // RPCs completed (this node the client)
+  double round_trip_ms = 0;   // their mean round trip
+  uint64_t bytes = 0;         // their request and reply bytes
+  uint64_t slot_waits = 0;    // RPCs that queued for a max_rpcs_in_flight slot
+  uint64_t credit_waits = 0;  // sends that queued for peer or NI credits
+  size_t peers = 1;           // peers talked to
 };
 
 struct TuneChange {
@@ -132,8 +132,10 @@ struct TuneChange {
 // Grows RPCs in flight while throughput grows and RPCs are waiting for slots; backs off
 // when latency climbs without throughput (RPCs queue in the network: Little's law gives
 // how many, rps x (round trip - base round trip)); raises peer_credits when sends wait
-// for credits (a server's replies) and keeps it >= max_rpcs_in_flight. After a change
-// one interval is skipped, so both ends see the new settings before the next judgement.
+// for credits (a server's replies) and keeps it >= max_rpcs_in_flight. After a change of
+// max_rpcs_in_flight the next intervals are skipped, so the peer has raised its credits to
+// match before the next judgement (two are skipped). Growth doubles until the pipe first overflows,
+// then adds a quarter (for 60 intervals); after a back-off it waits 5 intervals.
 class AutoTuner {
  public:
   explicit AutoTuner(TuneConfig bounds) : bounds_(bounds) {}
@@ -146,11 +148,13 @@ class AutoTuner {
 
   TuneConfig bounds_;
   std::deque<double> recent_rtt_;  // mean round trips of the last evaluated intervals
-  bool skip_next_ = false;
-  int hold_ = 0;                 // intervals left without growth after a back-off
-  bool backed_off_ = false;      // since the last back-off, grow by 1/8 instead of 2x
-  double last_tput_ = 0;         // throughput before the last growth
-  int64_t grown_from_ = 0;       // max_rpcs_in_flight before the last growth; 0: none
+  int skip_ = 0;                   // intervals still to skip after a change
+  int hold_ = 0;                   // intervals left without growth after a back-off
+  int64_t ceiling_ = 0;            // max_rpcs_in_flight that last overflowed the pipe
+  int since_overflow_ = 0;         // intervals since then
+  double last_tput_ = 0;           // throughput before the last growth
+  double last_rps_ = 0;            // and RPCs/s
+  int64_t grown_from_ = 0;         // max_rpcs_in_flight before the last growth; 0: none
 };
 
 // Serves TUNE_PROBE: replies with the time the request was completely received.

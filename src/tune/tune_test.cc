@@ -144,7 +144,7 @@ TEST(AutoTunerTest, FindsTheBdpOfA5GbitWanAndBacksOffTheQueue) {
       EXPECT_GE(s.credits, s.peer_credits);
     }
   }
-  // Doubling from 8 with a skipped interval after each change: 16, 32, 64; 64 queues
+  // Doubling from 8 with two skipped intervals after each change: 16, 32, 64; 64 queues
   // about 32 RPCs in the pipe, so back to what it holds (596 RPCs/s x 52.1 ms = 31.04,
   // rounded up) plus 2.
   ASSERT_GE(seen.size(), 4u);
@@ -152,7 +152,7 @@ TEST(AutoTunerTest, FindsTheBdpOfA5GbitWanAndBacksOffTheQueue) {
   EXPECT_EQ(seen[1], 32);
   EXPECT_EQ(seen[2], 64);
   EXPECT_EQ(seen[3], 34);
-  EXPECT_EQ(first_90, 3);  // 32 in flight fill the link from the 4th interval on
+  EXPECT_EQ(first_90, 4);  // 32 in flight (from the 4th interval) fill the link
   EXPECT_GE(double(pipe(s, 0.0504, k5Gbit, kMiB).bytes), 0.9 * k5Gbit);
   EXPECT_LE(s.max_rpcs_in_flight, 40);  // and it does not wander back up to 64
 }
@@ -165,7 +165,8 @@ TEST(AutoTunerTest, BacksOffWhenLatencyClimbsWithoutThroughput) {
   ASSERT_TRUE(c);  // RPCs waited for slots, latency at its base: grow
   EXPECT_EQ(c->to.max_rpcs_in_flight, 16);
   s = c->to;
-  EXPECT_FALSE(t.step(pipe(s, 0.05, k5Gbit, kMiB, 100), s));  // the skipped interval
+  EXPECT_FALSE(t.step(pipe(s, 0.05, k5Gbit, kMiB, 100), s));  // the skipped intervals
+  EXPECT_FALSE(t.step(pipe(s, 0.05, k5Gbit, kMiB, 100), s));
   c = t.step(pipe(s, 0.05, k5Gbit, kMiB, 100), s);
   ASSERT_TRUE(c);
   // 16 in flight at 100/s: round trip 160 ms against a base of 80: 8 RPCs queue.
@@ -190,6 +191,7 @@ TEST(AutoTunerTest, HoldsWhenMoreRpcsBuyNothingAndStaysInBounds) {
   EXPECT_EQ(c->to.max_rpcs_in_flight, 12);  // 16 wanted, capped
   s = c->to;
   EXPECT_FALSE(t.step(iv, s));
+  EXPECT_FALSE(t.step(iv, s));
   EXPECT_FALSE(t.step(iv, s));  // at the bound: nothing to do
   // Unbounded, the same flat throughput after a growth holds.
   AutoTuner u{TuneConfig{}};
@@ -197,6 +199,7 @@ TEST(AutoTunerTest, HoldsWhenMoreRpcsBuyNothingAndStaysInBounds) {
   c = u.step(iv, s2);
   ASSERT_TRUE(c);
   s2 = c->to;
+  EXPECT_FALSE(u.step(iv, s2));
   EXPECT_FALSE(u.step(iv, s2));
   c = u.step(iv, s2);
   ASSERT_TRUE(c);

@@ -32,6 +32,9 @@ bool is_valid_frame_kind(uint8_t k);
 
 // Flags.
 inline constexpr uint8_t kFlagBulkFromServer = 1;  // request asks for bulk in the reply
+// The sender used its last credit on this frame: the receiver returns every credit it
+// owes once the frame is consumed (its own threshold may exceed the sender's window).
+inline constexpr uint8_t kFlagWindowEmpty = 2;
 
 struct FrameHeader {
   FrameKind kind = FrameKind::kRequest;

@@ -1,0 +1,176 @@
+// pfsnet tune and auto-tune between real daemons over emulated long links: the probe's
+// RTT and bandwidth, the recommendation and --apply, the warning event and /metrics, and
+// the WAN study's shape at small scale (throughput flat above peer_credits; auto-tune
+// fills the link).
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "cluster.h"
+
+namespace pfsnet::testing {
+namespace {
+
+using nlohmann::json;
+
+json cli_json(const std::string& socket, std::vector<std::string> args) {
+  std::vector<std::string> argv = {PFSNET_BIN, "--socket", socket};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--json");
+  auto [rc, out] = run(argv, 120000ms);
+  EXPECT_EQ(rc, 0) << out;
+  if (rc != 0) return json();
+  return last_json_line(out);
+}
+
+json sweep(const TwoDaemons& d, const std::string& conc, const std::string& size,
+           const std::string& duration) {
+  return cli_json(d.a.socket(), {"selftest", "--from", d.a.nid().to_string(), "--to",
+                                 d.b.nid().to_string(), "--size", size, "--concurrency", conc,
+                                 "--duration", duration, "--link-mbit", "1000"});
+}
+
+TEST(TuneTest, ProbeMeasuresThePathAndApplyTakesTheRecommendation) {
+  DaemonOptions o;
+  o.extra = "[[emulation]]\ndelay_ms = 10\nrate_mbit = 1000\n";  // 20 ms RTT, 119 MiB/s
+  TwoDaemons d(o, o);
+  ASSERT_TRUE(d.ready());
+  // Nobody connected yet: nothing to probe, and bad arguments are refused.
+  auto [rc, out] = run({PFSNET_BIN, "--socket", d.a.socket(), "tune", "--probe"});
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("no connected peer to probe"), std::string::npos) << out;
+  std::tie(rc, out) = run({PFSNET_BIN, "--socket", d.a.socket(), "tune", "--peer", "bogus"});
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("bad --peer"), std::string::npos) << out;
+  std::tie(rc, out) = run({PFSNET_BIN, "--socket", d.a.socket(), "tune", "--size", "12"});
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("size must be"), std::string::npos) << out;
+
+  json r = cli_json(d.a.socket(),
+                    {"tune", "--probe", "--peer", d.b.nid().to_string(), "--size", "256K"});
+  ASSERT_EQ(r["peers"].size(), 1u) << r.dump();
+  const json& p = r["peers"][0];
+  EXPECT_EQ(p["peer"], d.b.nid().to_string());
+  EXPECT_GE(p["rtt_ms"].get<double>(), 20.0) << p.dump();
+  EXPECT_LT(p["rtt_ms"].get<double>(), 26.0) << p.dump();
+  // The train's dispersion gives the emulated rate: 1000 Mbit/s = 119.2 MiB/s.
+  EXPECT_GT(p["bandwidth_mib_s"].get<double>(), 0.85 * 119.2) << p.dump();
+  EXPECT_LT(p["bandwidth_mib_s"].get<double>(), 1.15 * 119.2) << p.dump();
+  // BDP about 2.5 MB: ceil(BDP / 256 KiB) + 1 = 11 RPCs (10..13 with the probe's error).
+  int64_t rec = r["settings"]["max_rpcs_in_flight"]["recommended"].get<int64_t>();
+  EXPECT_EQ(rec, p["rpcs_needed"].get<int64_t>());
+  EXPECT_GE(rec, 10);
+  EXPECT_LE(rec, 13);
+  EXPECT_EQ(r["settings"]["peer_credits"]["recommended"].get<int64_t>(), rec);
+  EXPECT_EQ(r["problems"][0]["problem"], "rpcs_below_bdp") << r.dump();
+  EXPECT_NE(r["settings"]["max_rpcs_in_flight"]["why"].get<std::string>().find("BDP"),
+            std::string::npos);
+  // --apply: the daemon now runs the recommendation, and the advice has no complaint.
+  json a = cli_json(d.a.socket(), {"tune", "--apply", "--size", "256K"});
+  ASSERT_TRUE(a.contains("applied")) << a.dump();
+  json cfg = cli_json(d.a.socket(), {"config", "show"});
+  for (const json& e : cfg["config"]) {
+    if (e["key"] == "rpc.max_rpcs_in_flight" || e["key"] == "lnet.peer_credits") {
+      EXPECT_EQ(e["value"], std::to_string(rec)) << e.dump();
+    }
+  }
+  json after = cli_json(d.a.socket(), {"tune", "--size", "256K"});
+  EXPECT_TRUE(after["problems"].empty()) << after.dump();
+  // The human form names each setting with its reason.
+  std::tie(rc, out) = run({PFSNET_BIN, "--socket", d.a.socket(), "tune", "--size", "256K"});
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("peer_credits"), std::string::npos) << out;
+  EXPECT_NE(out.find("bandwidth from probe"), std::string::npos) << out;
+}
+
+TEST(TuneTest, SettingsThatStopFittingRaiseAWarningEventAndAMetric) {
+  DaemonOptions oa, ob;
+  oa.http = loopback(2) + ":9711";
+  // The link is said to be 5 Gbit/s; 27.2 ms of RTT (A delays its frames, B does not)
+  // then hold 16.2 MiB, which need 18 RPCs of 1 MiB in flight, not 8.
+  oa.extra = "[[emulation]]\ndelay_ms = 27\n[tune]\ncheck_interval = 1\nlink_mbit = 5000\n";
+  TwoDaemons d(oa, ob);
+  ASSERT_TRUE(d.ready());
+  ASSERT_EQ(
+      run({PFSNET_BIN, "--socket", d.a.socket(), "ping", d.b.nid().to_string(), "-c", "3"}).first,
+      0);
+  // The statistics close each second; the check runs every second.
+  EXPECT_TRUE(d.a.process().wait_for_output("the settings no longer fit", 10000ms))
+      << d.a.process().output();
+  EXPECT_NE(d.a.process().output().find("needs 18 RPCs"), std::string::npos)
+      << d.a.process().output();
+  httplib::Client http(loopback(2), 9711);
+  http.set_connection_timeout(1);
+  http.set_read_timeout(5);
+  auto m = http.Get("/metrics");
+  ASSERT_TRUE(m && m->status == 200);
+  EXPECT_NE(m->body.find("pfsnet_tune_settings_fit 0"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("pfsnet_tune_problem{problem=\"rpcs_below_bdp\",peer=\"" +
+                         d.b.nid().to_string() + "\"} 1"),
+            std::string::npos)
+      << m->body;
+  EXPECT_NE(m->body.find("pfsnet_tune_warnings_total 1"), std::string::npos);
+  EXPECT_NE(m->body.find("pfsnet_tune_recommended{setting=\"max_rpcs_in_flight\"} 18"),
+            std::string::npos);
+  // Fix the settings: the next check clears it.
+  ASSERT_EQ(run({PFSNET_BIN, "--socket", d.a.socket(), "config", "set", "rpc.max_rpcs_in_flight=24",
+                 "lnet.peer_credits=24"})
+                .first,
+            0);
+  EXPECT_TRUE(d.a.process().wait_for_output("no longer applies; the settings fit", 10000ms));
+  m = http.Get("/metrics");
+  ASSERT_TRUE(m && m->status == 200);
+  EXPECT_NE(m->body.find("pfsnet_tune_settings_fit 1"), std::string::npos);
+}
+
+TEST(TuneTest, TheWanStudyAtSmallScale) {
+  // 20 ms RTT and 1000 Mbit/s (119 MiB/s), 64 KiB writes: the theory is 3.1 MiB/s per
+  // RPC in flight up to the link. The application asks for more than the settings allow.
+  DaemonOptions o;
+  o.extra =
+      "[rpc]\nmax_rpcs_in_flight = 64\n[[emulation]]\ndelay_ms = 10\nrate_mbit = 1000\n"
+      "[tune]\ninterval = 0.25\n";
+  TwoDaemons d(o, o);
+  ASSERT_TRUE(d.ready());
+  // peer_credits 8: throughput tracks the theory up to 8 in flight, then is flat.
+  json r = sweep(d, "4,8,32", "64K", "1");
+  ASSERT_EQ(r["steps"].size(), 3u) << r.dump();
+  const json& s = r["steps"];
+  EXPECT_GT(s[0]["efficiency"].get<double>(), 0.6) << s.dump();
+  EXPECT_GT(s[1]["efficiency"].get<double>(), 0.6) << s.dump();
+  EXPECT_LT(s[2]["mib_s"].get<double>(), 1.5 * s[1]["mib_s"].get<double>()) << s.dump();
+  EXPECT_LT(s[2]["efficiency"].get<double>(), 0.5) << s.dump();  // the theory is 4x step 8
+  // peer_credits 32 on both ends: 32 in flight carry about four times as much.
+  for (const Daemon* n : {&d.a, &d.b})
+    ASSERT_EQ(
+        run({PFSNET_BIN, "--socket", n->socket(), "config", "set", "lnet.peer_credits=32"}).first,
+        0);
+  r = sweep(d, "8,32", "64K", "1");
+  ASSERT_EQ(r["steps"].size(), 2u) << r.dump();
+  EXPECT_GT(r["steps"][1]["mib_s"].get<double>(), 2.5 * r["steps"][0]["mib_s"].get<double>())
+      << r.dump();
+
+  // Auto-tune from the defaults: it grows RPCs in flight and peer credits (and logs
+  // why) until the link is full.
+  for (const Daemon* n : {&d.a, &d.b})
+    ASSERT_EQ(run({PFSNET_BIN, "--socket", n->socket(), "config", "set", "lnet.peer_credits=8",
+                   "rpc.max_rpcs_in_flight=8", "tune.auto=true"})
+                  .first,
+              0);
+  r = sweep(d, "128", "64K", "6");
+  ASSERT_EQ(r["steps"].size(), 1u) << r.dump();
+  std::vector<double> tl = r["steps"][0]["timeline_mib_s"].get<std::vector<double>>();
+  ASSERT_GE(tl.size(), 6u) << r.dump();
+  EXPECT_LT(tl[0], 0.5 * 119.2) << r.dump();  // 8 in flight: about 25 MiB/s
+  double best = *std::max_element(tl.begin() + 2, tl.begin() + 6);
+  EXPECT_GT(best, 0.8 * 119.2) << r.dump();
+  EXPECT_TRUE(d.a.process().wait_for_output("auto-tune: max_rpcs_in_flight 8 -> 16", 1000ms))
+      << d.a.process().output();
+  EXPECT_TRUE(d.b.process().wait_for_output("auto-tune: peer_credits 8 -> 16", 1000ms))
+      << d.b.process().output();
+}
+
+}  // namespace
+}  // namespace pfsnet::testing
