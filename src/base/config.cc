@@ -225,11 +225,8 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"link_mbit", number_key(&cfg.tune.link_mbit, 0, 1e7)},
   };
   const std::map<std::string, const std::map<std::string, Reader, std::less<>>*, std::less<>>
-      sections = {{"tune", &tune_keys},{"node", &node_keys},
-                  {"lnet", &lnet_keys},
-                  {"rpc", &rpc_keys},
-                  {"stats", &stats_keys},
-                  {"membership", &membership_keys}};
+      sections = {{"tune", &tune_keys}, {"node", &node_keys},   {"lnet", &lnet_keys},
+                  {"rpc", &rpc_keys},   {"stats", &stats_keys}, {"membership", &membership_keys}};
 
   for (const auto& [k, v] : root) {
     std::string name(k.str());

@@ -232,10 +232,9 @@ TEST(ConfigTest, TuneSection) {
   EXPECT_FALSE(c.tune.auto_tune);
   EXPECT_DOUBLE_EQ(c.tune.link_mbit, 5000);
   // Bounds must be ordered; each error names the key.
-  for (const char* bad :
-       {"[tune]\nmin_rpcs_in_flight = 64\nmax_rpcs_in_flight = 32\n",
-        "[tune]\nmin_peer_credits = 300\n", "[tune]\nmax_credits = 16\n",
-        "[tune]\ninterval = 0\n", "[tune]\nauto = 1\n"}) {
+  for (const char* bad : {"[tune]\nmin_rpcs_in_flight = 64\nmax_rpcs_in_flight = 32\n",
+                          "[tune]\nmin_peer_credits = 300\n", "[tune]\nmax_credits = 16\n",
+                          "[tune]\ninterval = 0\n", "[tune]\nauto = 1\n"}) {
     auto e = parse_config(bad, "bad.toml");
     ASSERT_FALSE(e.ok()) << bad;
     EXPECT_NE(e.status().message().find("tune."), std::string::npos) << e.status().message();

@@ -410,8 +410,7 @@ void RpcEngine::unref(Call* c) {
       e->round_trip_ns_.fetch_add(
           static_cast<uint64_t>(std::max<int64_t>(0, c->reply.round_trip().count())),
           std::memory_order_relaxed);
-      e->bytes_.fetch_add(c->reply.bytes_sent + c->reply.bytes_received,
-                          std::memory_order_relaxed);
+      e->bytes_.fetch_add(c->reply.bytes_sent + c->reply.bytes_received, std::memory_order_relaxed);
     }
     RpcStats* stats = e->stats_.load(std::memory_order_acquire);
     if (stats && t.reply_complete != TimePoint{}) {
