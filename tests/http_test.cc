@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "cluster.h"
@@ -42,7 +43,7 @@ TEST(HttpTest, MetricsAndApiAfterTraffic) {
   EXPECT_NE(m->body.find("pfsnet_ni_local_timeouts_total{"), std::string::npos);
   EXPECT_NE(m->body.find("pfsnet_ni_remote_timeouts_total{"), std::string::npos);
   EXPECT_NE(m->body.find("pfsnet_ni_last_change_timestamp_seconds{"), std::string::npos);
-  // Every sample line is NAME{LABELS} VALUE with a pfsnet_ name.
+  // Every sample line is NAME{LABELS} VALUE or NAME VALUE with a pfsnet_ name and a number.
   std::istringstream lines(m->body);
   std::string line;
   int samples = 0;
@@ -50,8 +51,16 @@ TEST(HttpTest, MetricsAndApiAfterTraffic) {
     if (line.empty() || line[0] == '#') continue;
     ++samples;
     EXPECT_EQ(line.rfind("pfsnet_", 0), 0u) << line;
-    EXPECT_NE(line.find("} "), std::string::npos) << line;
+    size_t name_end = line.find_first_of("{ ");
+    ASSERT_NE(name_end, std::string::npos) << line;
+    size_t value_at = line[name_end] == '{' ? line.find("} ", name_end) : name_end;
+    ASSERT_NE(value_at, std::string::npos) << line;
+    std::string value = line.substr(line.find(' ', value_at) + 1);
+    char* end = nullptr;
+    std::strtod(value.c_str(), &end);
+    EXPECT_TRUE(end && *end == '\0' && !value.empty()) << line;
   }
+  EXPECT_NE(m->body.find("pfsnet_tune_settings_fit 1\n"), std::string::npos);
   EXPECT_GT(samples, 20);
 
   auto p = http.Get("/api/v1/peers");
