@@ -258,7 +258,13 @@ std::optional<TuneChange> AutoTuner::step(const TuneInterval& iv, const TuneSett
     int64_t w = cur.max_rpcs_in_flight;
     bool grew_last = grown_from_ > 0;
     grown_from_ = 0;
-    if (queued > std::max(2.0, double(w) / 4) && w > bounds_.min_rpcs_in_flight) {
+    // Two intervals in a row, so one slow second (a busy CPU) is not taken for a queue.
+    bool overflow = queued > std::max(2.0, double(w) / 4) && w > bounds_.min_rpcs_in_flight;
+    overflows_ = overflow ? overflows_ + 1 : 0;
+    if (overflow && overflows_ < 2) {
+      grown_from_ = grew_last ? w : 0;  // still judged against the rate before the growth
+    } else if (overflow) {
+      overflows_ = 0;
       // What the pipe holds at the better of this rate and the one before the growth
       // (an overfull pipe may carry less than a full one).
       double best_rps = std::max(rps, grew_last ? last_rps_ : 0.0);

@@ -130,12 +130,12 @@ struct TuneChange {
 };
 
 // Grows RPCs in flight while throughput grows and RPCs are waiting for slots; backs off
-// when latency climbs without throughput (RPCs queue in the network: Little's law gives
-// how many, rps x (round trip - base round trip)); raises peer_credits when sends wait
-// for credits (a server's replies) and keeps it >= max_rpcs_in_flight. After a change of
-// max_rpcs_in_flight the next intervals are skipped, so the peer has raised its credits to
-// match before the next judgement (two are skipped). Growth doubles until the pipe first overflows,
-// then adds a quarter (for 60 intervals); after a back-off it waits 5 intervals.
+// when latency climbs without throughput for two intervals in a row (RPCs queue in the
+// network: Little's law gives how many, rps x (round trip - base round trip)); raises peer_credits
+// when sends wait for credits (a server's replies) and keeps it >= max_rpcs_in_flight. After a
+// change of max_rpcs_in_flight the next intervals are skipped, so the peer has raised its credits
+// to match before the next judgement (two are skipped). Growth doubles until the pipe first
+// overflows, then adds a quarter (for 60 intervals); after a back-off it waits 5 intervals.
 class AutoTuner {
  public:
   explicit AutoTuner(TuneConfig bounds) : bounds_(bounds) {}
@@ -152,6 +152,7 @@ class AutoTuner {
   int hold_ = 0;                   // intervals left without growth after a back-off
   int64_t ceiling_ = 0;            // max_rpcs_in_flight that last overflowed the pipe
   int since_overflow_ = 0;         // intervals since then
+  int overflows_ = 0;              // consecutive intervals that saw RPCs queue in the network
   double last_tput_ = 0;           // throughput before the last growth
   double last_rps_ = 0;            // and RPCs/s
   int64_t grown_from_ = 0;         // max_rpcs_in_flight before the last growth; 0: none

@@ -167,12 +167,27 @@ TEST(AutoTunerTest, BacksOffWhenLatencyClimbsWithoutThroughput) {
   s = c->to;
   EXPECT_FALSE(t.step(pipe(s, 0.05, k5Gbit, kMiB, 100), s));  // the skipped intervals
   EXPECT_FALSE(t.step(pipe(s, 0.05, k5Gbit, kMiB, 100), s));
+  // One slow interval is not enough (a busy CPU looks the same for a second)...
+  EXPECT_FALSE(t.step(pipe(s, 0.05, k5Gbit, kMiB, 100), s));
   c = t.step(pipe(s, 0.05, k5Gbit, kMiB, 100), s);
-  ASSERT_TRUE(c);
+  ASSERT_TRUE(c);  // ...two in a row are.
   // 16 in flight at 100/s: round trip 160 ms against a base of 80: 8 RPCs queue.
   EXPECT_EQ(c->to.max_rpcs_in_flight, 10);
   EXPECT_NE(c->why.find("above its base"), std::string::npos) << c->why;
   EXPECT_NE(c->why.find("before the last growth"), std::string::npos) << c->why;
+}
+
+TEST(AutoTunerTest, OneSlowIntervalDoesNotBackOff) {
+  AutoTuner t{TuneConfig{}};
+  TuneSettings s{32, 32, 64};
+  TuneInterval fine = pipe(s, 0.05, k5Gbit, kMiB);
+  fine.slot_waits = 0;
+  EXPECT_FALSE(t.step(fine, s));  // the base round trip
+  TuneInterval slow = fine;
+  slow.round_trip_ms *= 2;  // every RPC took twice as long for one interval
+  EXPECT_FALSE(t.step(slow, s));
+  EXPECT_FALSE(t.step(fine, s));
+  EXPECT_FALSE(t.step(slow, s));
 }
 
 TEST(AutoTunerTest, HoldsWhenMoreRpcsBuyNothingAndStaysInBounds) {
