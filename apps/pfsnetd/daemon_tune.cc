@@ -205,6 +205,7 @@ std::vector<PeerMeasure> Daemon::measure_peers(const std::vector<Nid>& only) {
     } else if (peak > 0) {
       m.bandwidth = peak;
       m.bandwidth_source = "traffic (peak second of the last 10 min: a lower bound)";
+      m.bandwidth_lower_bound = true;
     }
     out.push_back(std::move(m));
   }

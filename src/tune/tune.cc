@@ -65,7 +65,8 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
     p.m = m;
     double size = m.rpc_bytes > 0 ? m.rpc_bytes : kMiB;
     bool flagged = false;
-    if (m.rtt_ms > 0 && m.bandwidth > 0) {
+    bool rate_known = m.bandwidth > 0 && !(m.bandwidth_lower_bound && m.window_limited);
+    if (m.rtt_ms > 0 && rate_known) {
       p.bdp_bytes = m.bandwidth * m.rtt_ms / 1000.0;
       p.rpcs_needed = rpcs_for(p.bdp_bytes, size);
       p.ceiling = window_ceiling(cur.max_rpcs_in_flight, size, m.rtt_ms / 1000.0, m.bandwidth);

@@ -53,6 +53,9 @@ struct PeerMeasure {
   std::string rtt_source;
   double bandwidth = 0;  // bytes/s the path carries; 0 = unknown
   std::string bandwidth_source;
+  // The bandwidth is what traffic reached, not what the path can carry: while the
+  // window limits the traffic it says nothing of the link.
+  bool bandwidth_lower_bound = false;
   double rpc_bytes = 0;   // bytes per RPC (request + reply)
   double throughput = 0;  // bytes/s carried recently (0: idle)
   // RPCs to it waited for a max_rpcs_in_flight slot recently.

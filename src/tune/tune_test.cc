@@ -84,6 +84,16 @@ TEST(TuneAdviceTest, ProblemsWithTheCurrentSettings) {
   Advice w = advise({m}, TuneSettings{}, TuneConfig{}, 1);
   EXPECT_TRUE(has(w, "window_limited"));
   EXPECT_EQ(w.recommended.max_rpcs_in_flight, 16);
+  // Traffic's peak is no measure of the link while the window holds the traffic back:
+  // the advice doubles rather than asking for one more than the window.
+  m.bandwidth = m.throughput;
+  m.bandwidth_lower_bound = true;
+  Advice lb = advise({m}, TuneSettings{}, TuneConfig{}, 1);
+  EXPECT_TRUE(has(lb, "window_limited"));
+  EXPECT_EQ(lb.peers[0].rpcs_needed, 0);
+  EXPECT_EQ(lb.recommended.max_rpcs_in_flight, 16);
+  m.bandwidth = 0;
+  m.bandwidth_lower_bound = false;
   m.throughput = 8 * kMiB / 0.0504 * 0.5;  // well below the window: something else limits
   EXPECT_FALSE(has(advise({m}, TuneSettings{}, TuneConfig{}, 1), "window_limited"));
 }
