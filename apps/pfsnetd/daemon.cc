@@ -69,7 +69,7 @@ Status Daemon::start() {
   rpc_->start_ticker(std::chrono::milliseconds(100));
   watch_links();
   membership_->start();
-  tune_thread_ = std::thread([this] { tune_loop(); });
+  start_tuning();
   s = admin_->start(cfg_.node.admin_socket);
   if (!s.ok()) return s;
   if (!cfg_.node.http.empty()) {
@@ -126,12 +126,7 @@ void Daemon::watch_links() {
 void Daemon::stop() {
   if (stopped_) return;
   stopped_ = true;
-  {
-    std::lock_guard lk(tune_mu_);
-    tune_stop_ = true;
-  }
-  tune_cv_.notify_all();
-  if (tune_thread_.joinable()) tune_thread_.join();
+  tune_ticker_.stop();
   links_.stop();
   membership_->stop();
   rpc_->shutdown();  // pending RPCs fail now, so admin sessions end
@@ -432,18 +427,20 @@ std::string Daemon::metrics_text() {
          tune_metrics();
 }
 
+void PromText::family(const std::string& name, const char* type, const char* help) {
+  out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void PromText::sample(const std::string& name, const std::string& labels, double v) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "%.9g", v);
+  out_ += labels.empty() ? name + " " + b + "\n" : name + "{" + labels + "} " + b + "\n";
+}
+
 std::string prometheus_metrics(const std::vector<NiInfo>& nis, const std::vector<NiInfo>& peers,
                                const StatsReport& rep,
                                const std::function<std::string(uint32_t)>& type_name) {
-  std::string out;
-  auto family = [&](const std::string& name, const char* type, const char* help) {
-    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-  };
-  auto sample = [&](const std::string& name, const std::string& labels, double v) {
-    char b[64];
-    std::snprintf(b, sizeof(b), "%.9g", v);
-    out += name + "{" + labels + "} " + b + "\n";
-  };
+  PromText text;
   struct Counter {
     const char* suffix;
     const char* type;
@@ -494,22 +491,22 @@ std::string prometheus_metrics(const std::vector<NiInfo>& nis, const std::vector
     const auto& list = std::string(scope) == "ni" ? nis : peers;
     for (const Counter& c : counters) {
       std::string name = std::string("pfsnet_") + scope + "_" + c.suffix;
-      family(name, c.type, c.help);
-      for (const NiInfo& i : list) sample(name, "nid=\"" + i.nid.to_string() + "\"", c.get(i));
+      text.family(name, c.type, c.help);
+      for (const NiInfo& i : list) text.sample(name, "nid=\"" + i.nid.to_string() + "\"", c.get(i));
     }
     std::string name = std::string("pfsnet_") + scope + "_errors_total";
-    family(name, "counter", "Failures by LNet health error kind.");
+    text.family(name, "counter", "Failures by LNet health error kind.");
     for (const NiInfo& i : list)
       for (int k = 1; k < kNumHealthKinds; ++k)
-        sample(name,
-               "nid=\"" + i.nid.to_string() + "\",kind=\"" +
-                   std::string(health_kind_name(static_cast<HealthKind>(k))) + "\"",
-               double(i.errors[k]));
+        text.sample(name,
+                    "nid=\"" + i.nid.to_string() + "\",kind=\"" +
+                        std::string(health_kind_name(static_cast<HealthKind>(k))) + "\"",
+                    double(i.errors[k]));
   }
-  family("pfsnet_rpc_raw_dropped_total", "counter",
-         "Raw statistics records dropped (buffer full).");
-  sample("pfsnet_rpc_raw_dropped_total", "buffer=\"stat\"", double(rep.dropped_stat));
-  sample("pfsnet_rpc_raw_dropped_total", "buffer=\"exec\"", double(rep.dropped_exec));
+  text.family("pfsnet_rpc_raw_dropped_total", "counter",
+              "Raw statistics records dropped (buffer full).");
+  text.sample("pfsnet_rpc_raw_dropped_total", "buffer=\"stat\"", double(rep.dropped_stat));
+  text.sample("pfsnet_rpc_raw_dropped_total", "buffer=\"exec\"", double(rep.dropped_exec));
 
   // RPC statistics over the last 60 one-second intervals.
   struct Row {
@@ -535,16 +532,16 @@ std::string prometheus_metrics(const std::vector<NiInfo>& nis, const std::vector
     groups[2].second.push_back(
         {"type=\"" + type_name(m.type) + "\",stat=\"execution\"", &m.execution});
   for (const auto& [prefix, rows] : groups) {
-    family(prefix + "_count", "gauge", "RPCs in the last 60 seconds.");
+    text.family(prefix + "_count", "gauge", "RPCs in the last 60 seconds.");
     for (const Row& r : rows) {
       int64_t n = 0;
       for (const IntervalView& i : r.v->seconds) n += i.count;
-      sample(prefix + "_count", r.labels, double(n));
+      text.sample(prefix + "_count", r.labels, double(n));
     }
     const char* what[] = {"avg", "min", "max"};
     for (int w = 0; w < 3; ++w) {
       std::string name = prefix + "_" + what[w] + "_seconds";
-      family(name, "gauge", "Average, minimum or maximum over the last 60 seconds.");
+      text.family(name, "gauge", "Average, minimum or maximum over the last 60 seconds.");
       for (const Row& r : rows) {
         double sum = 0, mn = 0, mx = 0;
         int64_t n = 0;
@@ -556,11 +553,11 @@ std::string prometheus_metrics(const std::vector<NiInfo>& nis, const std::vector
           n += i.count;
         }
         double v = w == 0 ? (n ? sum / double(n) : 0) : w == 1 ? mn : mx;
-        sample(name, r.labels, v / 1000.0);
+        text.sample(name, r.labels, v / 1000.0);
       }
     }
   }
-  return out;
+  return text.take();
 }
 
 Result<json> Daemon::ping(const json& req, const AdminEmit& emit) {

@@ -3,18 +3,17 @@
 // Threads: start() and stop() from the main thread; admin requests on session threads.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include "admin/admin_server.h"
 #include "admin/http_server.h"
 #include "base/clock.h"
 #include "base/config.h"
+#include "base/periodic.h"
 #include "membership/service.h"
 #include "net/net.h"
 #include "rpc/rpc_engine.h"
@@ -57,7 +56,13 @@ class Daemon {
     std::deque<std::pair<int64_t, double>> minute_peaks;  // (minute, peak bytes/s)
     TimePoint queued_at{};                                // RPCs to it last seen waiting for a slot
   };
-  void tune_loop();
+  // Takes the counters' baseline and starts the tuning thread.
+  void start_tuning();
+  // One round of the tuning thread: traffic every second, auto-tune every tune.interval,
+  // the drift check every tune.check_interval.
+  void tune_round();
+  // Peer nodes with a connection open.
+  size_t active_peers();
   void sample_traffic(TimePoint now);
   void autotune_step(TimePoint now);
   void tune_check();
@@ -90,9 +95,7 @@ class Daemon {
   bool stopped_ = false;
 
   std::mutex tune_mu_;  // guards the tuning state below
-  std::condition_variable tune_cv_;
-  bool tune_stop_ = false;
-  std::thread tune_thread_;
+  Periodic tune_ticker_;
   std::map<std::string, PeerTraffic> traffic_;  // peer node NID -> traffic
   std::map<std::string, ProbeResult> probes_;   // peer node NID -> its last probe
   std::unique_ptr<AutoTuner> autotune_;
@@ -102,6 +105,18 @@ class Daemon {
   uint64_t last_credit_waits_ = 0;
   uint64_t autotune_changes_ = 0;
   TimePoint last_sample_{}, last_step_{}, last_check_{};
+};
+
+// Prometheus text exposition format: families (HELP and TYPE) and their samples.
+class PromText {
+ public:
+  void family(const std::string& name, const char* type, const char* help);
+  // `labels` without braces ("nid=\"...\""); empty: a sample without labels.
+  void sample(const std::string& name, const std::string& labels, double v);
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
 };
 
 // Prometheus text exposition of NIs, peers and the RPC statistics of the last 60 seconds.

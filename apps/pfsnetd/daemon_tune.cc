@@ -40,73 +40,78 @@ json Daemon::apply_settings(const TuneSettings& s, Status* err) {
   return apply_locked(std::move(next), true, err);
 }
 
-void Daemon::tune_loop() {
-  std::unique_lock lk(tune_mu_);
-  last_sample_ = last_step_ = last_check_ = clock_.now();
-  last_rpc_ = rpc_->counters();
-  last_credit_waits_ = total_credit_waits(net_->nis());
-  for (int round = 0; !tune_stop_; ++round) {
-    TuneConfig tc;
-    {
-      std::lock_guard c(cfg_mu_);
-      tc = cfg_.tune;
+void Daemon::start_tuning() {
+  {
+    std::lock_guard lk(tune_mu_);
+    last_sample_ = last_step_ = last_check_ = clock_.now();
+    last_rpc_ = rpc_->counters();
+    last_credit_waits_ = total_credit_waits(net_->nis());
+  }
+  tune_ticker_.start(
+      [this] {
+        std::lock_guard lk(cfg_mu_);
+        return Periodic::Period(std::min(1.0, cfg_.tune.interval));
+      },
+      [this] { tune_round(); });
+}
+
+void Daemon::tune_round() {
+  TuneConfig tc;
+  {
+    std::lock_guard c(cfg_mu_);
+    tc = cfg_.tune;
+  }
+  std::lock_guard lk(tune_mu_);
+  TimePoint now = clock_.now();
+  autotune_->set_bounds(tc);
+  if (now - last_sample_ >= std::chrono::milliseconds(990)) sample_traffic(now);
+  if (now - last_step_ >= std::chrono::duration<double>(tc.interval * 0.99)) {
+    if (tc.auto_tune) {
+      autotune_step(now);
+    } else {  // keep the baseline current, so turning auto-tune on starts afresh
+      last_step_ = now;
+      last_rpc_ = rpc_->counters();
+      last_credit_waits_ = total_credit_waits(net_->nis());
     }
-    // A periodic timer (not a synchronisation): traffic every second, auto-tune every
-    // tune.interval, the drift check every tune.check_interval.
-    double period = std::min(1.0, tc.interval);
-    tune_cv_.wait_for(lk, std::chrono::duration<double>(period), [this] { return tune_stop_; });
-    if (tune_stop_) break;
-    TimePoint now = clock_.now();
-    autotune_->set_bounds(tc);
-    if (now - last_sample_ >= std::chrono::milliseconds(990)) sample_traffic(now);
-    if (now - last_step_ >= std::chrono::duration<double>(tc.interval * 0.99)) {
-      if (tc.auto_tune) {
-        autotune_step(now);
-      } else {  // keep the baseline current, so turning auto-tune on starts afresh
-        last_step_ = now;
-        last_rpc_ = rpc_->counters();
-        last_credit_waits_ = total_credit_waits(net_->nis());
-      }
-    }
-    if (now - last_check_ >= std::chrono::seconds(tc.check_interval)) {
-      last_check_ = now;
-      tune_check();
-    }
+  }
+  if (now - last_check_ >= std::chrono::seconds(tc.check_interval)) {
+    last_check_ = now;
+    tune_check();
   }
 }
 
+size_t Daemon::active_peers() {
+  size_t n = 0;
+  for (const PeerLoad& l : net_->peer_loads()) n += l.up ? 1 : 0;
+  return n;
+}
+
+// Every second: a sum per peer node (no per-NI snapshot), and one look at the RPC
+// engine's waiting targets.
 void Daemon::sample_traffic(TimePoint now) {
   double dt = seconds(now - last_sample_);
   last_sample_ = now;
-  struct Sum {
-    uint64_t bytes = 0, sends = 0;
-    std::vector<Nid> nids;
-  };
-  std::map<std::string, Sum> sums;
-  for (const NiInfo& i : net_->peers()) {
-    Sum& s = sums[i.peer.to_string()];
-    s.bytes += i.send_bytes + i.recv_bytes;
-    s.sends += i.send_count;
-    s.nids.push_back(i.nid);
-  }
   int64_t minute = unix_ms_now() / 60000;
-  for (auto& [key, s] : sums) {
-    auto [it, fresh] = traffic_.try_emplace(key);
+  for (const PeerLoad& l : net_->peer_loads()) {
+    auto [it, fresh] = traffic_.try_emplace(l.peer.to_string());
     PeerTraffic& t = it->second;
-    if (!fresh && dt > 0 && s.bytes >= t.bytes) {
-      t.rate = double(s.bytes - t.bytes) / dt;
-      if (s.sends > t.sends) t.rpc_bytes = double(s.bytes - t.bytes) / double(s.sends - t.sends);
+    if (!fresh && dt > 0 && l.bytes >= t.bytes) {
+      t.rate = double(l.bytes - t.bytes) / dt;
+      if (l.sends > t.sends) t.rpc_bytes = double(l.bytes - t.bytes) / double(l.sends - t.sends);
       if (t.minute_peaks.empty() || t.minute_peaks.back().first != minute)
         t.minute_peaks.emplace_back(minute, 0.0);
       t.minute_peaks.back().second = std::max(t.minute_peaks.back().second, t.rate);
       while (t.minute_peaks.front().first + int64_t(kPeakMinutes) <= minute)
         t.minute_peaks.pop_front();
     }
-    t.bytes = s.bytes;
-    t.sends = s.sends;
-    for (const Nid& n : s.nids)
-      if (rpc_->target_load(n).second > 0) t.queued_at = now;
+    t.bytes = l.bytes;
+    t.sends = l.sends;
   }
+  for (const Nid& n : rpc_->waiting_targets())
+    if (auto peer = net_->peer_of(n)) {
+      auto it = traffic_.find(peer->to_string());
+      if (it != traffic_.end()) it->second.queued_at = now;
+    }
 }
 
 void Daemon::autotune_step(TimePoint now) {
@@ -218,11 +223,7 @@ void Daemon::tune_check() {
     std::lock_guard c(cfg_mu_);
     tc = cfg_.tune;
   }
-  size_t active = 0;
-  std::map<std::string, bool> up;
-  for (const NiInfo& i : net_->peers()) up[i.peer.to_string()] |= i.up;
-  for (const auto& [k, u] : up) active += u ? 1 : 0;
-  Advice a = advise(measure_peers({}), settings(), tc, active);
+  Advice a = advise(measure_peers({}), settings(), tc, active_peers());
   for (const TuneWatch::Event& e : watch_.update(a)) {
     if (e.warning)
       PFS_LOG_WARN("{}", e.text);
@@ -259,12 +260,9 @@ Result<json> Daemon::tune(const json& req) {
   json errors = json::object();
   if (probe) {
     std::vector<Nid> targets = only;
-    if (targets.empty()) {
-      std::map<std::string, Nid> nodes;
-      for (const NiInfo& i : net_->peers())
-        if (i.up) nodes.emplace(i.peer.to_string(), i.peer);
-      for (const auto& [k, n] : nodes) targets.push_back(n);
-    }
+    if (targets.empty())
+      for (const PeerLoad& l : net_->peer_loads())
+        if (l.up) targets.push_back(l.peer);
     if (targets.empty())
       return Status(Code::kInvalidArgument, "no connected peer to probe: name one with --peer NID");
     // The train fits in the window, so it measures the path and not the credits.
@@ -277,24 +275,18 @@ Result<json> Daemon::tune(const json& req) {
         errors[t.to_string()] = r.status().message();
         continue;
       }
-      std::string key = t.to_string();
-      for (const NiInfo& i : net_->peers())
-        if (i.nid == t) key = i.peer.to_string();
+      std::string key = net_->peer_of(t).value_or(t).to_string();
       std::lock_guard lk(tune_mu_);
       probes_[key] = *r;
     }
   }
   std::vector<PeerMeasure> ms;
-  size_t active = 0;
   {
     std::lock_guard lk(tune_mu_);
     ms = measure_peers(only);
-    std::map<std::string, bool> up;
-    for (const NiInfo& i : net_->peers()) up[i.peer.to_string()] |= i.up;
-    for (const auto& [k, u] : up) active += u ? 1 : 0;
   }
   for (PeerMeasure& m : ms) m.rpc_bytes = double(size);
-  Advice a = advise(ms, cur, tc, active);
+  Advice a = advise(ms, cur, tc, active_peers());
   constexpr double kMiB = 1024.0 * 1024.0;
   json peers = json::array();
   for (const PeerAdvice& p : a.peers)
@@ -343,46 +335,39 @@ Result<json> Daemon::tune(const json& req) {
 
 std::string Daemon::tune_metrics() {
   std::lock_guard lk(tune_mu_);
-  std::string out;
-  auto family = [&](const char* name, const char* type, const char* help) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-  };
-  auto sample = [&](const char* name, const std::string& labels, double v) {
-    char b[64];
-    std::snprintf(b, sizeof(b), "%.9g", v);
-    out += std::string(name) + (labels.empty() ? "" : "{" + labels + "}") + " " + b + "\n";
-  };
-  family("pfsnet_tune_settings_fit", "gauge",
-         "1 when the last check found the settings fit the measured RTT, bandwidth and peers.");
-  sample("pfsnet_tune_settings_fit", "", watch_.active().empty() ? 1 : 0);
-  family("pfsnet_tune_problem", "gauge",
-         "A reason the settings do not fit, from the last check (1 while it holds).");
+  PromText t;
+  t.family("pfsnet_tune_settings_fit", "gauge",
+           "1 when the last check found the settings fit the measured RTT, bandwidth and peers.");
+  t.sample("pfsnet_tune_settings_fit", "", watch_.active().empty() ? 1 : 0);
+  t.family("pfsnet_tune_problem", "gauge",
+           "A reason the settings do not fit, from the last check (1 while it holds).");
   for (const TuneProblem& p : watch_.active())
-    sample("pfsnet_tune_problem", "problem=\"" + p.code + "\",peer=\"" + p.peer + "\"", 1);
-  family("pfsnet_tune_warnings_total", "counter",
-         "Warning events: the settings stopped fitting the measured paths.");
-  sample("pfsnet_tune_warnings_total", "", double(watch_.warnings()));
-  family("pfsnet_tune_autotune_changes_total", "counter", "Settings changed by auto-tune.");
-  sample("pfsnet_tune_autotune_changes_total", "", double(autotune_changes_));
-  if (!last_advice_) return out;
+    t.sample("pfsnet_tune_problem", "problem=\"" + p.code + "\",peer=\"" + p.peer + "\"", 1);
+  t.family("pfsnet_tune_warnings_total", "counter",
+           "Warning events: the settings stopped fitting the measured paths.");
+  t.sample("pfsnet_tune_warnings_total", "", double(watch_.warnings()));
+  t.family("pfsnet_tune_autotune_changes_total", "counter", "Settings changed by auto-tune.");
+  t.sample("pfsnet_tune_autotune_changes_total", "", double(autotune_changes_));
+  if (!last_advice_) return t.take();
   const Advice& a = *last_advice_;
-  family("pfsnet_tune_recommended", "gauge", "The advisor's value for a setting.");
-  sample("pfsnet_tune_recommended", "setting=\"max_rpcs_in_flight\"",
-         double(a.recommended.max_rpcs_in_flight));
-  sample("pfsnet_tune_recommended", "setting=\"peer_credits\"", double(a.recommended.peer_credits));
-  sample("pfsnet_tune_recommended", "setting=\"credits\"", double(a.recommended.credits));
-  family("pfsnet_tune_peer_rtt_seconds", "gauge", "Measured round trip to a peer (0: unknown).");
+  t.family("pfsnet_tune_recommended", "gauge", "The advisor's value for a setting.");
+  t.sample("pfsnet_tune_recommended", "setting=\"max_rpcs_in_flight\"",
+           double(a.recommended.max_rpcs_in_flight));
+  t.sample("pfsnet_tune_recommended", "setting=\"peer_credits\"",
+           double(a.recommended.peer_credits));
+  t.sample("pfsnet_tune_recommended", "setting=\"credits\"", double(a.recommended.credits));
+  t.family("pfsnet_tune_peer_rtt_seconds", "gauge", "Measured round trip to a peer (0: unknown).");
   for (const PeerAdvice& p : a.peers)
-    sample("pfsnet_tune_peer_rtt_seconds", "peer=\"" + p.m.peer + "\"", p.m.rtt_ms / 1000);
-  family("pfsnet_tune_peer_bandwidth_bytes_per_second", "gauge",
-         "Measured or configured bandwidth to a peer (0: unknown).");
+    t.sample("pfsnet_tune_peer_rtt_seconds", "peer=\"" + p.m.peer + "\"", p.m.rtt_ms / 1000);
+  t.family("pfsnet_tune_peer_bandwidth_bytes_per_second", "gauge",
+           "Measured or configured bandwidth to a peer (0: unknown).");
   for (const PeerAdvice& p : a.peers)
-    sample("pfsnet_tune_peer_bandwidth_bytes_per_second", "peer=\"" + p.m.peer + "\"",
-           p.m.bandwidth);
-  family("pfsnet_tune_peer_bdp_bytes", "gauge", "Bandwidth-delay product of the path to a peer.");
+    t.sample("pfsnet_tune_peer_bandwidth_bytes_per_second", "peer=\"" + p.m.peer + "\"",
+             p.m.bandwidth);
+  t.family("pfsnet_tune_peer_bdp_bytes", "gauge", "Bandwidth-delay product of the path to a peer.");
   for (const PeerAdvice& p : a.peers)
-    sample("pfsnet_tune_peer_bdp_bytes", "peer=\"" + p.m.peer + "\"", p.bdp_bytes);
-  return out;
+    t.sample("pfsnet_tune_peer_bdp_bytes", "peer=\"" + p.m.peer + "\"", p.bdp_bytes);
+  return t.take();
 }
 
 }  // namespace pfsnet

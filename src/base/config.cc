@@ -374,8 +374,8 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
   for (const EmulationConfig& m : c.emulation) {
     e.emplace_back("emulation.ni", str(m.ni));
     e.emplace_back("emulation.peer", str(m.peer));
-    e.emplace_back("emulation.delay_ms", std::to_string(m.delay_ms));
-    e.emplace_back("emulation.rate_mbit", std::to_string(m.rate_mbit));
+    e.emplace_back("emulation.delay_ms", num(m.delay_ms));
+    e.emplace_back("emulation.rate_mbit", num(m.rate_mbit));
   }
   return e;
 }

@@ -80,26 +80,10 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
 MembershipService::~MembershipService() { stop(); }
 
 void MembershipService::start() {
-  thread_ = std::thread([this] {
-    std::unique_lock lk(thread_mu_);
-    while (!stop_) {
-      thread_cv_.wait_for(lk, std::chrono::milliseconds(100), [&] { return stop_; });
-      if (stop_) break;
-      lk.unlock();
-      tick(clock_.now());
-      lk.lock();
-    }
-  });
+  ticker_.start(std::chrono::milliseconds(100), [this] { tick(clock_.now()); });
 }
 
-void MembershipService::stop() {
-  {
-    std::lock_guard lk(thread_mu_);
-    stop_ = true;
-  }
-  thread_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void MembershipService::stop() { ticker_.stop(); }
 
 // ---- MGS side ----
 

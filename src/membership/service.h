@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "base/config.h"
+#include "base/periodic.h"
 #include "membership/agent.h"
 #include "membership/mgs.h"
 #include "rpc/rpc_engine.h"
@@ -75,10 +76,7 @@ class MembershipService {
   TimePoint server_contact_{};
   TimePoint next_contact_sample_{};
 
-  std::mutex thread_mu_;
-  std::condition_variable thread_cv_;
-  bool stop_ = false;
-  std::thread thread_;
+  Periodic ticker_;
 };
 
 }  // namespace pfsnet

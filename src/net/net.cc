@@ -1017,6 +1017,13 @@ void Net::on_closed(Connection& c, const Status& why) {
 // ---- snapshots ----
 
 namespace {
+// A peer node's name: its lowest NID. REQUIRES: it has an NI.
+Nid lowest_nid(const Net::Peer& p) {
+  Nid n = p.nis.front()->nid;
+  for (const Net::PeerNi* o : p.nis) n = std::min(n, o->nid);
+  return n;
+}
+
 void fill(NiInfo& info, const NetCounters& c) {
   info.send_count = c.send_count.load();
   info.send_bytes = c.send_bytes.load();
@@ -1086,13 +1093,38 @@ std::vector<NiInfo> Net::peers() const {
       i.connections += static_cast<int>(p->conns.size());
     }
     i.peer_nids = pni->peer->announced;
-    i.peer = pni->nid;
-    for (PeerNi* o : pni->peer->nis) i.peer = std::min(i.peer, o->nid);
+    i.peer = lowest_nid(*pni->peer);
     fill(i, pni->counters);
     v.push_back(std::move(i));
   }
   std::sort(v.begin(), v.end(), [](const NiInfo& a, const NiInfo& b) { return a.nid < b.nid; });
   return v;
+}
+
+std::vector<PeerLoad> Net::peer_loads() const {
+  std::vector<PeerLoad> v;
+  std::lock_guard lk(mu_);
+  v.reserve(peers_.size());
+  for (const auto& peer : peers_) {
+    if (peer->nis.empty()) continue;
+    PeerLoad l;
+    l.peer = lowest_nid(*peer);
+    for (const PeerNi* pni : peer->nis) {
+      l.bytes += pni->counters.send_bytes.load(std::memory_order_relaxed) +
+                 pni->counters.recv_bytes.load(std::memory_order_relaxed);
+      l.sends += pni->counters.send_count.load(std::memory_order_relaxed);
+      for (const Path* p : pni->paths) l.up = l.up || p->tx_conn != nullptr;
+    }
+    v.push_back(l);
+  }
+  return v;
+}
+
+std::optional<Nid> Net::peer_of(const Nid& nid) const {
+  std::lock_guard lk(mu_);
+  auto it = peer_nis_.find(nid.pack());
+  if (it == peer_nis_.end()) return std::nullopt;
+  return lowest_nid(*it->second->peer);
 }
 
 }  // namespace pfsnet

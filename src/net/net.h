@@ -165,6 +165,16 @@ struct NiInfo {
   double next_recovery_s = -1;  // seconds until the next recovery ping; -1 = none
 };
 
+// One peer node's traffic, summed over its NIs: a light snapshot for sampling every
+// second (no strings, no NID lists). `peer` names the node by its lowest NID, as
+// NiInfo::peer does.
+struct PeerLoad {
+  Nid peer;
+  uint64_t bytes = 0;  // sent and received, frame headers included
+  uint64_t sends = 0;
+  bool up = false;  // a connection to one of its NIs is open
+};
+
 // A recovery ping to send: from `local` to `peer`, on exactly that path.
 struct RecoveryTarget {
   Nid local;
@@ -235,6 +245,9 @@ class Net final : public TransportEvents {
 
   std::vector<NiInfo> nis() const;
   std::vector<NiInfo> peers() const;
+  std::vector<PeerLoad> peer_loads() const;
+  // The peer node (its lowest NID) that `nid` belongs to; nullopt when unknown.
+  std::optional<Nid> peer_of(const Nid& nid) const;
   const std::vector<Nid>& local_nids() const { return local_nids_; }
   Clock& clock() { return clock_; }
 

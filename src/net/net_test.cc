@@ -110,6 +110,15 @@ TEST_F(NetTest, PeerCreditsBoundUnconsumedMessages) {
   EXPECT_EQ(a.net.nis()[0].send_count, 5u);
   EXPECT_EQ(b.net.nis()[0].recv_count, 5u);
   EXPECT_EQ(b.net.peers()[0].recv_bytes, 5u * (kHeaderSize + 5));
+  // The per-node traffic sums, and the node a NID belongs to.
+  auto loads = a.net.peer_loads();
+  ASSERT_EQ(loads.size(), 1u);
+  EXPECT_EQ(loads[0].peer, b_);
+  EXPECT_EQ(loads[0].sends, 5u);
+  EXPECT_EQ(loads[0].bytes, a.net.peers()[0].send_bytes + a.net.peers()[0].recv_bytes);
+  EXPECT_TRUE(loads[0].up);
+  EXPECT_EQ(a.net.peer_of(b_), b_);
+  EXPECT_FALSE(a.net.peer_of(c_));
   // Frames arrive in order.
   for (int i = 0; i < 5; ++i) EXPECT_EQ(b.rx.got[i].frame.hdr.xid, uint64_t(i));
 }

@@ -348,6 +348,15 @@ void RpcEngine::finish_slot(Call* c) {
   if (next) send_call(next);
 }
 
+std::vector<Nid> RpcEngine::waiting_targets() const {
+  std::vector<Nid> v;
+  std::lock_guard lk(mu_);
+  for (const auto& [key, t] : targets_)
+    if (!t->queue.empty())
+      if (auto n = Nid::unpack(key); n.ok()) v.push_back(*n);
+  return v;
+}
+
 RpcCounters RpcEngine::counters() const {
   RpcCounters c;
   c.completed = completed_.load(std::memory_order_relaxed);
@@ -675,25 +684,11 @@ size_t RpcEngine::tick(TimePoint now) {
 }
 
 void RpcEngine::start_ticker(Duration period) {
-  ticker_ = std::thread([this, period] {
-    std::unique_lock lk(tick_mu_);
-    while (!stop_ticker_) {
-      tick_cv_.wait_for(lk, period, [&] { return stop_ticker_; });
-      if (stop_ticker_) break;
-      lk.unlock();
-      tick(clock_.now());
-      lk.lock();
-    }
-  });
+  ticker_.start(period, [this] { tick(clock_.now()); });
 }
 
 void RpcEngine::shutdown() {
-  {
-    std::lock_guard lk(tick_mu_);
-    stop_ticker_ = true;
-  }
-  tick_cv_.notify_all();
-  if (ticker_.joinable()) ticker_.join();
+  ticker_.stop();
   std::vector<Call*> dead;
   {
     std::lock_guard lk(mu_);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/periodic.h"
 #include "net/net.h"
 #include "rpc/worker_pool.h"
 #include "stats/rpc_stats.h"
@@ -160,6 +161,8 @@ class RpcEngine final : public NetRx {
   size_t pending() const;
   // RPCs to `dst` on the wire and waiting for a slot.
   std::pair<int64_t, size_t> target_load(const Nid& dst) const;
+  // The targets with RPCs waiting for a max_rpcs_in_flight slot now.
+  std::vector<Nid> waiting_targets() const;
   uint64_t late_replies() const { return late_replies_.load(); }
   Net& net() { return net_; }
 
@@ -217,10 +220,7 @@ class RpcEngine final : public NetRx {
   std::atomic<uint64_t> recovery_sent_{0}, recovery_ok_{0};
   std::atomic<uint64_t> completed_{0}, round_trip_ns_{0}, bytes_{0}, slot_waits_{0};
 
-  std::mutex tick_mu_;
-  std::condition_variable tick_cv_;
-  std::thread ticker_;
-  bool stop_ticker_ = false;
+  Periodic ticker_;
 };
 
 }  // namespace pfsnet

@@ -199,6 +199,8 @@ TEST_F(RpcTest, MaxRpcsInFlightQueuesTheRest) {
   Replies r;
   for (int i = 0; i < 5; ++i) client_.rpc.call_async(b_, kBlock, Buffer(), nullptr, r.cb());
   EXPECT_EQ(client_.rpc.target_load(b_), (std::pair<int64_t, size_t>{2, 3}));
+  EXPECT_EQ(client_.rpc.waiting_targets(), std::vector<Nid>{b_});
+  EXPECT_EQ(client_.rpc.counters().slot_waits, 3u);
   hub_.pump();
   EXPECT_TRUE(r.got.empty());
   release_.open();
@@ -207,6 +209,9 @@ TEST_F(RpcTest, MaxRpcsInFlightQueuesTheRest) {
   ASSERT_EQ(r.got.size(), 5u);
   for (auto& rep : r.got) EXPECT_TRUE(rep.status.ok());
   EXPECT_EQ(client_.rpc.target_load(b_), (std::pair<int64_t, size_t>{0, 0}));
+  EXPECT_TRUE(client_.rpc.waiting_targets().empty());
+  EXPECT_EQ(client_.rpc.counters().completed, 5u);
+  EXPECT_EQ(client_.rpc.counters().slot_waits, 3u);
 }
 
 TEST_F(RpcTest, DeadlinesFailRpcsExactly) {
