@@ -17,7 +17,7 @@ namespace pfsnet {
 namespace {
 
 bool write_line(int fd, const nlohmann::json& j) {
-  std::string s = j.dump() + "\n";
+  std::string s = admin_line(j) + "\n";
   size_t off = 0;
   while (off < s.size()) {
     ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
@@ -137,25 +137,8 @@ void AdminServer::session(int fd) {
     }
     line.append(buf, static_cast<size_t>(n));
   }
-  nlohmann::json req;
-  try {
-    req = nlohmann::json::parse(line.substr(0, line.find('\n')));
-  } catch (const std::exception& e) {
-    write_line(fd, {{"ok", false}, {"error", std::string("malformed request: ") + e.what()}});
-    close(fd);
-    return;
-  }
   AdminEmit emit = [fd](const nlohmann::json& j) { return write_line(fd, j); };
-  Result<nlohmann::json> r = Status(Code::kInternal, "no result");
-  try {
-    r = handler_(req, emit);
-  } catch (const std::exception& e) {
-    r = Status(Code::kInvalidArgument, std::string("bad request: ") + e.what());
-  }
-  if (r.ok())
-    write_line(fd, {{"ok", true}, {"result", *r}});
-  else
-    write_line(fd, {{"ok", false}, {"error", r.status().message()}});
+  write_line(fd, commands_.handle_line(std::string_view(line).substr(0, line.find('\n')), emit));
   close(fd);
 }
 

@@ -2,6 +2,7 @@
 // object on one line ({"cmd": NAME, ...}); the server answers with zero or more progress
 // lines ({"event": ...}) and one final line, either {"ok": true, "result": ...} or
 // {"ok": false, "error": MESSAGE}. One request per connection.
+// Requests go through an AdminCommands table, so no input can end the daemon (see there).
 // Threads: an accept thread plus one thread per session (at most kMaxSessions); the
 // handler runs on the session thread and may block (deadlines are its own).
 #pragma once
@@ -14,21 +15,17 @@
 #include <string>
 #include <thread>
 
+#include "admin/admin_commands.h"
 #include "base/status.h"
 
 namespace pfsnet {
-
-// Sends one progress line to the client; returns false once the client has gone.
-using AdminEmit = std::function<bool(const nlohmann::json&)>;
-// Handles a request; returns the result or an error.
-using AdminHandler =
-    std::function<Result<nlohmann::json>(const nlohmann::json& req, const AdminEmit& emit)>;
 
 class AdminServer {
  public:
   static constexpr int kMaxSessions = 16;
 
-  explicit AdminServer(AdminHandler handler) : handler_(std::move(handler)) {}
+  // `commands` must outlive the server.
+  explicit AdminServer(const AdminCommands& commands) : commands_(commands) {}
   ~AdminServer() { stop(); }
 
   // Binds `path` (mode 0600, parent created 0755 if missing; a stale socket file is
@@ -42,7 +39,7 @@ class AdminServer {
   void accept_loop();
   void session(int fd);
 
-  AdminHandler handler_;
+  const AdminCommands& commands_;
   std::string path_;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};

@@ -80,6 +80,7 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &*value_; }
   T& operator*() { return *value_; }
   const T& operator*() const { return *value_; }
+  T value_or(T other) const& { return ok() ? *value_ : std::move(other); }
 
  private:
   Status status_;

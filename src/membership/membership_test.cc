@@ -42,6 +42,37 @@ TEST(MembershipProtocol, RoundTripsAndRefusesGarbage) {
   EXPECT_EQ(encoded_size(nr.events[0]), encode(nr).size() - 12);
 }
 
+TEST(MembershipProtocol, StatusTableRoundTripsAndRefusesGarbage) {
+  StatusTable t;
+  t.generation = 12;
+  t.total = 3;
+  t.offset = 1;
+  t.counters = {1, 2, 3, 4, 5, 6, 7};
+  StatusNode a{
+      4, "oss01", kRoleServer, NodeState::kSuspect, {nid("10.0.0.4@tcp"), nid("10.1.0.4@tcp1")}};
+  a.last_heard_unix_ms = 1700000001234;
+  a.registered_unix_ms = 1700000000000;
+  a.last_change_unix_ms = 1700000000999;
+  a.last_heard_ago_ms = 15000;
+  a.heard_by_report = true;
+  StatusNode b{5, "c1", kRoleClient, NodeState::kUp, {nid("10.0.0.5@tcp")}};
+  t.nodes = {a, b};
+  Buffer buf = encode(t);
+  auto back = decode_status_rep(buf.span());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->generation, 12u);
+  EXPECT_EQ(back->total, 3u);
+  EXPECT_EQ(back->offset, 1u);
+  EXPECT_EQ(back->counters, t.counters);
+  EXPECT_EQ(back->nodes, t.nodes);
+  for (size_t n = 0; n < buf.size(); ++n)
+    EXPECT_FALSE(decode_status_rep(buf.span().first(n)).ok()) << n;
+  Buffer bad =
+      Buffer::copy_of(std::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()));
+  bad.data()[buf.size() - 1] = 2;  // the last node's heard-by-report flag
+  EXPECT_FALSE(decode_status_rep(bad.span()).ok());
+}
+
 class MgsTest : public ::testing::Test {
  protected:
   MgsTest() : mgs_(opts(), 1) {}

@@ -211,6 +211,29 @@ Buffer encode(const StatusReq& m) {
   return w.take();
 }
 
+Buffer encode(const StatusTable& m) {
+  Writer w;
+  w.u64(m.generation);
+  w.u32(m.total);
+  w.u32(m.offset);
+  const StatusCounters& c = m.counters;
+  for (uint64_t v : {c.registers, c.pings, c.reported, c.notifications_sent,
+                     c.notification_failures, c.notifications_dropped, c.events_delivered})
+    w.u64(v);
+  size_t n = std::min<size_t>(m.nodes.size(), kMaxStatusPage);
+  w.u32(static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    const StatusNode& e = m.nodes[i];
+    w.event({e.id, e.name, e.roles, e.state, e.nids});
+    w.u64(static_cast<uint64_t>(e.last_heard_unix_ms));
+    w.u64(static_cast<uint64_t>(e.registered_unix_ms));
+    w.u64(static_cast<uint64_t>(e.last_change_unix_ms));
+    w.u64(e.last_heard_ago_ms);
+    w.u8(e.heard_by_report ? 1 : 0);
+  }
+  return w.take();
+}
+
 Result<RegisterReq> decode_register_req(std::span<const uint8_t> b) {
   Reader r(b);
   RegisterReq m;
@@ -271,6 +294,34 @@ Result<StatusReq> decode_status_req(std::span<const uint8_t> b) {
   m.offset = r.u32();
   m.limit = r.u32();
   return finish(r, m, "MGS_STATUS");
+}
+
+Result<StatusTable> decode_status_rep(std::span<const uint8_t> b) {
+  Reader r(b);
+  StatusTable m;
+  m.generation = r.u64();
+  m.total = r.u32();
+  m.offset = r.u32();
+  StatusCounters& c = m.counters;
+  for (uint64_t* v : {&c.registers, &c.pings, &c.reported, &c.notifications_sent,
+                      &c.notification_failures, &c.notifications_dropped, &c.events_delivered})
+    *v = r.u64();
+  // id, name, roles, state, NID count, 4 times and a flag: at least 4+1+1+1+1+32+1 bytes.
+  size_t n = r.count(41);
+  if (n > kMaxStatusPage) return Status(Code::kProtocol, "MGS_STATUS reply: page too large");
+  for (size_t i = 0; i < n && r.ok(); ++i) {
+    NodeEvent e = r.event();
+    StatusNode s{e.id, std::move(e.name), e.roles, e.state, std::move(e.nids)};
+    s.last_heard_unix_ms = static_cast<int64_t>(r.u64());
+    s.registered_unix_ms = static_cast<int64_t>(r.u64());
+    s.last_change_unix_ms = static_cast<int64_t>(r.u64());
+    s.last_heard_ago_ms = r.u64();
+    uint8_t f = r.u8();
+    if (f > 1) return Status(Code::kProtocol, "MGS_STATUS reply: bad flag");
+    s.heard_by_report = f == 1;
+    m.nodes.push_back(std::move(s));
+  }
+  return finish(r, std::move(m), "MGS_STATUS reply");
 }
 
 }  // namespace pfsnet

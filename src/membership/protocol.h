@@ -5,7 +5,7 @@
 //   MGS_REGISTER  node -> MGS  name, roles, NIDs, instance  -> id, MGS instance, servers
 //   MGS_PING      node -> MGS  id, instance, heard-from NIDs -> status, generation
 //   MGS_NOTIFY    MGS -> node  generation, state changes     -> (empty)
-//   MGS_STATUS    any  -> MGS  offset, limit                  -> the table as JSON (bulk)
+//   MGS_STATUS    any  -> MGS  offset, limit                  -> a page of the table (bulk)
 //
 // Thread safety: plain values and pure functions.
 #pragma once
@@ -82,12 +82,44 @@ struct StatusReq {
   uint32_t limit = 1000;
 };
 
+// One node of the MGS's table. Times are the MGS's wall clock (ms since the epoch).
+struct StatusNode {
+  uint32_t id = 0;
+  std::string name;
+  uint8_t roles = 0;
+  NodeState state = NodeState::kUp;
+  std::vector<Nid> nids;
+  int64_t last_heard_unix_ms = 0, registered_unix_ms = 0, last_change_unix_ms = 0;
+  uint64_t last_heard_ago_ms = 0;  // at the time the MGS answered
+  bool heard_by_report = false;    // last heard through a server's report, not a ping
+  bool operator==(const StatusNode&) const = default;
+};
+
+struct StatusCounters {
+  uint64_t registers = 0, pings = 0, reported = 0, notifications_sent = 0;
+  uint64_t notification_failures = 0, notifications_dropped = 0, events_delivered = 0;
+  bool operator==(const StatusCounters&) const = default;
+};
+
+// The MGS's table, or the page [offset, offset + nodes.size()) of it that MGS_STATUS
+// carries (at most kMaxStatusPage nodes).
+struct StatusTable {
+  Nid mgs;  // who answered; not on the wire (the receiver knows whom it asked)
+  uint64_t generation = 0;
+  uint32_t total = 0;  // nodes in the whole table
+  uint32_t offset = 0;
+  std::vector<StatusNode> nodes;
+  StatusCounters counters;
+};
+inline constexpr uint32_t kMaxStatusPage = 5000;
+
 Buffer encode(const RegisterReq& m);
 Buffer encode(const RegisterRep& m);
 Buffer encode(const PingReq& m);
 Buffer encode(const PingRep& m);
 Buffer encode(const NotifyReq& m);
 Buffer encode(const StatusReq& m);
+Buffer encode(const StatusTable& m);
 // Decoders refuse truncated input, trailing bytes and oversized counts (kProtocol).
 Result<RegisterReq> decode_register_req(std::span<const uint8_t> b);
 Result<RegisterRep> decode_register_rep(std::span<const uint8_t> b);
@@ -95,6 +127,7 @@ Result<PingReq> decode_ping_req(std::span<const uint8_t> b);
 Result<PingRep> decode_ping_rep(std::span<const uint8_t> b);
 Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b);
 Result<StatusReq> decode_status_req(std::span<const uint8_t> b);
+Result<StatusTable> decode_status_rep(std::span<const uint8_t> b);
 
 // Encoded size of an event, for batching notifications under the payload limit.
 size_t encoded_size(const NodeEvent& e);

@@ -1,14 +1,11 @@
 #include "membership/service.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <random>
 
 #include "base/log.h"
 
 namespace pfsnet {
-
-using nlohmann::json;
 
 namespace {
 uint64_t random_instance() {
@@ -108,59 +105,49 @@ RpcResponse MembershipService::serve_ping(RpcRequest& r) {
 RpcResponse MembershipService::serve_status(RpcRequest& r) {
   auto req = decode_status_req(r.payload.span());
   if (!req.ok()) return error(Code::kProtocol, req.status().message());
-  std::string text;
+  Buffer page;
   {
     std::lock_guard lk(mu_);
-    text = table_json_locked(req->offset, std::min<uint32_t>(req->limit, 5000), clock_.now());
+    page = encode(table_locked(req->offset, std::min<uint32_t>(req->limit, kMaxStatusPage)));
   }
   RpcResponse resp;
-  resp.bulk = make_bulk(Buffer::copy_of(std::string_view(text)));
+  resp.bulk = make_bulk(std::move(page));
   return resp;
 }
 
-std::string MembershipService::table_json_locked(uint32_t offset, uint32_t limit,
-                                                 TimePoint now) const {
-  json nodes = json::array();
-  int64_t wall_now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+StatusTable MembershipService::table_locked(uint32_t offset, uint32_t limit) const {
+  TimePoint now = clock_.now();
+  int64_t wall_now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.wall_now().time_since_epoch())
+          .count();
   auto wall = [&](TimePoint t) {
     return wall_now - std::chrono::duration_cast<std::chrono::milliseconds>(now - t).count();
   };
-  const auto& all = mgs_->nodes();
-  uint32_t total = 0;
-  for (const NodeRecord& n : all) {
+  StatusTable t;
+  t.mgs = cfg_.nets.empty() ? Nid() : cfg_.nets[0].nid;
+  t.generation = mgs_->generation();
+  t.offset = offset;
+  for (const NodeRecord& n : mgs_->nodes()) {
     if (n.name.empty()) continue;
-    if (total++ < offset || nodes.size() >= limit) continue;
-    json nids = json::array();
-    for (const Nid& x : n.nids) nids.push_back(x.to_string());
-    double ago = std::chrono::duration<double>(now - n.last_heard).count();
-    nodes.push_back({{"id", n.id},
-                     {"name", n.name},
-                     {"roles", roles_string(n.roles)},
-                     {"nids", nids},
-                     {"state", node_state_name(n.state)},
-                     {"last_heard", format_unix_ms(wall(n.last_heard))},
-                     {"last_heard_s_ago", std::round(ago * 1000) / 1000},
-                     {"heard_via", n.heard_by_report ? "report" : "ping"},
-                     {"registered", format_unix_ms(wall(n.registered))},
-                     {"last_change", format_unix_ms(wall(n.last_change))}});
+    if (t.total++ < offset || t.nodes.size() >= limit) continue;
+    StatusNode s{n.id, n.name, n.roles, n.state, n.nids};
+    s.last_heard_unix_ms = wall(n.last_heard);
+    s.registered_unix_ms = wall(n.registered);
+    s.last_change_unix_ms = wall(n.last_change);
+    s.last_heard_ago_ms = static_cast<uint64_t>(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(now - n.last_heard).count()));
+    s.heard_by_report = n.heard_by_report;
+    t.nodes.push_back(std::move(s));
   }
-  const auto& c = mgs_->counters();
-  json j = {{"mgs", cfg_.nets.empty() ? std::string() : cfg_.nets[0].nid.to_string()},
-            {"generation", mgs_->generation()},
-            {"total", total},
-            {"offset", offset},
-            {"nodes", nodes},
-            {"counters",
-             {{"registers", c.registers},
-              {"pings", c.pings},
-              {"reported", c.reported},
-              {"notifications_sent", c.notifications_sent},
-              {"notification_failures", c.notification_failures},
-              {"notifications_dropped", c.notifications_dropped},
-              {"events_delivered", c.events_delivered}}}};
-  return j.dump();
+  const MgsCore::Counters& c = mgs_->counters();
+  t.counters = {c.registers,
+                c.pings,
+                c.reported,
+                c.notifications_sent,
+                c.notification_failures,
+                c.notifications_dropped,
+                c.events_delivered};
+  return t;
 }
 
 // ---- node side ----
@@ -308,10 +295,10 @@ void MembershipService::send_notifications(std::vector<MgsCore::Outgoing> outs) 
   }
 }
 
-Result<std::string> MembershipService::status_json(Duration timeout) {
+Result<StatusTable> MembershipService::status(Duration timeout) {
   if (mgs_) {
     std::lock_guard lk(mu_);
-    return table_json_locked(0, UINT32_MAX, clock_.now());
+    return table_locked(0, UINT32_MAX);
   }
   if (!agent_) return Status(Code::kNotFound, "no MGS configured (node.mgs is empty)");
   Nid mgs;
@@ -319,7 +306,7 @@ Result<std::string> MembershipService::status_json(Duration timeout) {
     std::lock_guard lk(mu_);
     mgs = agent_->current_mgs();
   }
-  json all;
+  StatusTable all;
   for (uint32_t offset = 0;;) {
     CallOptions co;
     co.timeout = timeout;
@@ -327,43 +314,33 @@ Result<std::string> MembershipService::status_json(Duration timeout) {
     if (!r.status.ok())
       return Status(r.status.code(), "asking MGS " + mgs.to_string() + ": " + r.status.message(),
                     r.status.health_kind());
-    json page = json::parse(std::string(r.bulk.view()), nullptr, false);
-    if (page.is_discarded() || !page.contains("nodes"))
-      return Status(Code::kProtocol, "MGS " + mgs.to_string() + " sent a malformed table");
-    if (all.is_null()) {
-      all = page;
+    auto page = decode_status_rep(r.bulk.span());
+    if (!page.ok())
+      return Status(Code::kProtocol, "MGS " + mgs.to_string() +
+                                         " sent a malformed table: " + page.status().message());
+    size_t got = page->nodes.size();
+    if (offset == 0) {
+      all = std::move(*page);
     } else {
-      for (auto& n : page["nodes"]) all["nodes"].push_back(n);
+      for (StatusNode& n : page->nodes) all.nodes.push_back(std::move(n));
+      all.total = page->total;
     }
-    offset += static_cast<uint32_t>(page["nodes"].size());
-    if (page["nodes"].empty() || offset >= page["total"].get<uint32_t>()) break;
+    offset += static_cast<uint32_t>(got);
+    if (got == 0 || offset >= all.total) break;
   }
-  all["mgs"] = mgs.to_string();
-  return all.dump();
+  all.mgs = mgs;
+  all.offset = 0;
+  return all;
 }
 
-std::string MembershipService::counters_json() {
+MembershipCounters MembershipService::counters() {
   std::lock_guard lk(mu_);
-  json j = json::object();
-  if (agent_) {
-    const auto& c = agent_->counters();
-    j["agent"] = {{"mgs", agent_->current_mgs().to_string()},
-                  {"registered", agent_->registered()},
-                  {"registers", c.registers},
-                  {"pings", c.pings},
-                  {"skipped", c.skipped},
-                  {"failovers", c.failovers},
-                  {"unknown", c.unknown}};
-  }
-  if (mgs_) {
-    const auto& c = mgs_->counters();
-    j["mgs"] = {{"registers", c.registers},
-                {"pings", c.pings},
-                {"reported", c.reported},
-                {"notifications_sent", c.notifications_sent},
-                {"notification_failures", c.notification_failures}};
-  }
-  return j.dump();
+  MembershipCounters out;
+  if (agent_)
+    out.agent =
+        MembershipCounters::Agent{agent_->current_mgs(), agent_->registered(), agent_->counters()};
+  if (mgs_) out.mgs = mgs_->counters();
+  return out;
 }
 
 }  // namespace pfsnet

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -23,6 +24,17 @@
 #include "rpc/rpc_engine.h"
 
 namespace pfsnet {
+
+// This node's side of membership: its agent and, on the MGS, the core's counters.
+struct MembershipCounters {
+  struct Agent {
+    Nid mgs;  // the MGS it talks to now
+    bool registered = false;
+    AgentCore::Counters counters;
+  };
+  std::optional<Agent> agent;
+  std::optional<MgsCore::Counters> mgs;
+};
 
 class MembershipService {
  public:
@@ -37,11 +49,10 @@ class MembershipService {
 
   bool is_mgs() const { return mgs_ != nullptr; }
   bool has_agent() const { return agent_ != nullptr; }
-  // The MGS's table as JSON text: {"mgs": NID, "generation": G, "nodes": [...]}. Asks the
-  // MGS (the current one) unless this node is it.
-  Result<std::string> status_json(Duration timeout);
-  // Counters of the agent and the MGS core, as JSON text.
-  std::string counters_json();
+  // The MGS's whole table. Asks the MGS (the current one, page by page, each page within
+  // `timeout`) unless this node is it.
+  Result<StatusTable> status(Duration timeout);
+  MembershipCounters counters();
 
  private:
   RpcResponse serve_register(RpcRequest& r);
@@ -55,8 +66,8 @@ class MembershipService {
   // counters moved): a server's heard-from report, a client's contact with servers.
   std::vector<uint64_t> peers_heard_since(std::unordered_map<uint64_t, uint64_t>& seen);
   TimePoint last_server_contact(TimePoint now);
-  // REQUIRES: mu_. The table slice [offset, offset+limit) as JSON text.
-  std::string table_json_locked(uint32_t offset, uint32_t limit, TimePoint now) const;
+  // REQUIRES: mu_. The table slice [offset, offset+limit).
+  StatusTable table_locked(uint32_t offset, uint32_t limit) const;
 
   Config cfg_;
   Net& net_;

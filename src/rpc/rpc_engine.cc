@@ -72,6 +72,15 @@ struct RpcEngine::Target {
   std::deque<Call*> queue;
 };
 
+RpcOptions RpcOptions::from(const Config& cfg) {
+  RpcOptions ro;
+  ro.max_rpcs_in_flight = cfg.rpc.max_rpcs_in_flight;
+  ro.default_timeout = std::chrono::seconds(cfg.lnet.transaction_timeout);
+  ro.max_bulk = static_cast<uint32_t>(cfg.max_bulk());
+  ro.retry_count = cfg.lnet.retry_count;
+  return ro;
+}
+
 RpcEngine::RpcEngine(Net& net, RpcOptions opts, RpcStats* stats)
     : net_(net), opts_(opts), stats_(stats), clock_(net.clock()), workers_(opts.workers) {
   net_.set_rx(this);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/config.h"
 #include "base/periodic.h"
 #include "net/net.h"
 #include "rpc/worker_pool.h"
@@ -109,6 +110,10 @@ struct RpcOptions {
   int64_t retry_count = 2;
   // Recovery pings of unhealthy NIs (Net::recovery_due) are sent from tick().
   bool recovery_pings = true;
+
+  // max_rpcs_in_flight, the default timeout (transaction_timeout), max_bulk (2 x
+  // maxBlockSize) and retry_count of a node's config.
+  static RpcOptions from(const Config& cfg);
 };
 
 class RpcEngine final : public NetRx {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/config.h"
 #include "base/nid.h"
 #include "base/status.h"
 #include "transport/link_pipe.h"
@@ -138,6 +139,11 @@ struct TransportOptions {
   // LinkPipe of the first matching rule (one pipe per local/peer pair).
   std::vector<EmulationRule> emulation;
 };
+
+// The options a node's config gives its transport: the key, the frame limits
+// (2 x maxBlockSize of bulk) and the [[emulation]] rules (each logged as a warning:
+// such a node does not run at the speed of its network).
+TransportOptions transport_options(const Config& cfg, std::string cluster_key);
 
 using ConnectCallback = std::function<void(Result<ConnectionPtr>)>;
 

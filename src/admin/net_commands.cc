@@ -1,0 +1,152 @@
+// The handlers that act on the network: ping and fault injection.
+#include <algorithm>
+#include <thread>
+
+#include "admin/node_commands.h"
+#include "rpc/ping.h"
+
+namespace pfsnet {
+
+using nlohmann::json;
+
+namespace {
+
+Result<std::optional<Nid>> nid_or_any(const json& req, const char* key) {
+  std::string v = req.value(key, std::string("*"));
+  if (v == "*" || v.empty()) return std::optional<Nid>();
+  auto n = Nid::parse(v);
+  if (!n.ok())
+    return Status(Code::kInvalidArgument,
+                  std::string("bad --") + key + " '" + v + "': " + n.status().message());
+  return std::optional<Nid>(*n);
+}
+
+}  // namespace
+
+Result<FaultRule> parse_fault_rule(const json& req, const RpcEngine& rpc) {
+  FaultRule r;
+  std::string action = req.value("action", std::string());
+  if (action == "drop")
+    r.action = FaultRule::Action::kDrop;
+  else if (action == "delay")
+    r.action = FaultRule::Action::kDelay;
+  else
+    return Status(Code::kInvalidArgument, "action must be drop or delay, not '" + action + "'");
+  auto src = nid_or_any(req, "src");
+  if (!src.ok()) return src.status();
+  auto dst = nid_or_any(req, "dst");
+  if (!dst.ok()) return dst.status();
+  r.src = *src;
+  r.dst = *dst;
+  if (req.contains("type") && req["type"].is_string()) {
+    std::string name = req["type"].get<std::string>();
+    r.msg_type = rpc.type_by_name(name);
+    if (!r.msg_type && name != "any")
+      return Status(Code::kInvalidArgument, "unknown message type '" + name + "'");
+  } else {
+    r.msg_type = req.value("type", uint32_t{0});
+  }
+  r.rate = req.value("rate", uint64_t{0});
+  double interval = req.value("interval", 0.0), latency = req.value("latency", 0.0);
+  if (interval < 0 || latency < 0 || latency > 3600 || interval > 86400)
+    return Status(Code::kInvalidArgument, "interval and latency must be >= 0 (seconds)");
+  r.interval = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(interval));
+  r.latency = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(latency));
+  if ((r.rate > 0) == (r.interval.count() > 0))
+    return Status(Code::kInvalidArgument, "give exactly one of --rate N or --interval SECONDS");
+  if (r.action == FaultRule::Action::kDelay && r.latency.count() <= 0)
+    return Status(Code::kInvalidArgument, "a delay rule needs --latency SECONDS > 0");
+  std::string health = req.value("health", std::string("NONE"));
+  bool found = false;
+  for (int k = 0; k < kNumHealthKinds; ++k)
+    if (health_kind_name(static_cast<HealthKind>(k)) == health) {
+      r.health = static_cast<HealthKind>(k);
+      found = true;
+    }
+  if (!found) return Status(Code::kInvalidArgument, "unknown health error kind '" + health + "'");
+  if (r.action == FaultRule::Action::kDelay && r.health != HealthKind::kNone)
+    return Status(Code::kInvalidArgument, "--health applies to drop rules only");
+  return r;
+}
+
+Result<json> run_ping(const NodeParts& node, const json& req, const AdminEmit& emit) {
+  auto [max_bulk, transaction_timeout] = node.cfg.read(
+      [](const Config& c) { return std::make_pair(c.max_bulk(), c.lnet.transaction_timeout); });
+  auto nid = Nid::parse(req.value("nid", std::string()));
+  if (!nid.ok()) return nid.status();
+  int64_t count = req.value("count", int64_t(1));
+  int64_t size = req.value("size", int64_t(0));
+  double timeout_s = req.value("timeout", double(transaction_timeout));
+  if (count < 1 || count > 1'000'000)
+    return Status(Code::kInvalidArgument, "count must be 1..1000000");
+  if (size < 0 || size > max_bulk)
+    return Status(Code::kInvalidArgument,
+                  "size must be 0.." + std::to_string(max_bulk) + " (2 x maxBlockSize)");
+  if (!(timeout_s > 0)) return Status(Code::kInvalidArgument, "timeout must be positive");
+  double interval_s = req.value("interval", 0.0);
+  if (!(interval_s >= 0 && interval_s <= 60))
+    return Status(Code::kInvalidArgument, "interval must be 0..60 seconds");
+  timeout_s = std::min<double>(timeout_s, double(transaction_timeout));
+  std::string mode = req.value("mode", std::string("echo"));
+  if (mode != "echo" && mode != "write" && mode != "read")
+    return Status(Code::kInvalidArgument, "mode must be echo, write or read");
+  // echo: PING with the data both ways; write: BRW_WRITE (data to the peer, checked
+  // there); read: BRW_READ (data from the peer).
+  uint32_t type = mode == "echo" ? kMsgPing : mode == "write" ? kMsgBrwWrite : kMsgBrwRead;
+  BulkData data =
+      size && mode != "read" ? make_bulk(make_ping_pattern(static_cast<size_t>(size))) : nullptr;
+  size_t expect = mode == "write" ? 0 : static_cast<size_t>(size);
+  CallOptions co{std::chrono::duration_cast<Duration>(std::chrono::duration<double>(timeout_s))};
+
+  int64_t ok = 0, failed = 0;
+  double mn = 0, mx = 0, sum = 0, total_max = 0;
+  json errors = json::object();
+  for (int64_t seq = 1; seq <= count; ++seq) {
+    if (seq > 1 && interval_s > 0)  // pacing, as ping -i: not a synchronization
+      std::this_thread::sleep_for(std::chrono::duration<double>(interval_s));
+    Buffer payload = mode == "read" ? ping_payload(static_cast<uint32_t>(size)) : Buffer();
+    RpcReply r = node.rpc.call(*nid, type, std::move(payload), data, co);
+    Status st = r.status;
+    // From submission to the end: includes waiting and resends, which rtt does not.
+    double total_ms = to_ms(node.clock.now() - r.times.submit);
+    total_max = std::max(total_max, total_ms);
+    if (st.ok() && (r.bulk.size() != expect || !check_ping_pattern(r.bulk.span())))
+      st = Status(Code::kProtocol, "the data that came back is not what was sent");
+    if (st.ok()) {
+      double ms = to_ms(r.round_trip());
+      mn = ok == 0 ? ms : std::min(mn, ms);
+      mx = std::max(mx, ms);
+      sum += ms;
+      ++ok;
+      if (!emit({{"event", "reply"},
+                 {"seq", seq},
+                 {"nid", nid->to_string()},
+                 {"bytes", size},
+                 {"rtt_ms", ms},
+                 {"total_ms", total_ms}}))
+        break;  // the client went away
+    } else {
+      ++failed;
+      std::string kind(st.health_kind() != HealthKind::kNone ? health_kind_name(st.health_kind())
+                                                             : code_name(st.code()));
+      errors[kind] = errors.value(kind, 0) + 1;
+      if (!emit({{"event", "error"},
+                 {"seq", seq},
+                 {"nid", nid->to_string()},
+                 {"kind", kind},
+                 {"error", st.message()},
+                 {"total_ms", total_ms}}))
+        break;
+      if (st.code() == Code::kCancelled) break;  // shutting down
+    }
+  }
+  return json{{"target", nid->to_string()},
+              {"count", count},
+              {"ok", ok},
+              {"failed", failed},
+              {"rtt_ms", {{"min", mn}, {"avg", ok ? sum / double(ok) : 0.0}, {"max", mx}}},
+              {"total_max_ms", total_max},
+              {"errors", errors}};
+}
+
+}  // namespace pfsnet

@@ -1,0 +1,154 @@
+#include "admin/node_commands.h"
+
+#include "admin/stats_json.h"
+#include "admin/views.h"
+#include "selftest/selftest.h"
+
+namespace pfsnet {
+
+using nlohmann::json;
+
+namespace {
+
+json ni_list_json(const std::vector<NiInfo>& list, const char* key) {
+  json a = json::array();
+  for (const NiInfo& i : list) a.push_back(ni_info_json(i));
+  return {{key, a}};
+}
+
+Result<json> diag_rpc(const NodeParts& node, const json& req) {
+  auto q = parse_stats_query(req, [](const std::string& name) -> Result<uint64_t> {
+    // Nodes are named by NID until membership (the MGS table) names them.
+    auto nid = Nid::parse(name);
+    if (!nid.ok())
+      return Status(Code::kInvalidArgument,
+                    "unknown node '" + name + "': " + nid.status().message());
+    return nid->pack();
+  });
+  if (!q.ok()) return q.status();
+  StatsReport rep = node.stats.query(*q);
+  auto nid_of = [](uint64_t key) {
+    auto n = Nid::unpack(key);
+    return n.ok() ? n->to_string() : std::to_string(key);
+  };
+  return stats_report_json(rep, *q, nid_of, nid_of,
+                           [&](uint32_t type) { return node.rpc.type_name(type); });
+}
+
+Result<json> config_show(const NodeParts& node) {
+  json a = json::array();
+  for (const auto& [k, v] : config_entries(node.cfg.get()))
+    a.push_back({{"key", k}, {"value", v}, {"runtime", runtime_key(k)}});
+  return json{{"config", a}};
+}
+
+Result<json> config_set(const NodeParts& node, const json& req) {
+  auto r = node.cfg.set(req.value("set", std::vector<std::string>{}));
+  if (!r.ok()) return r.status();
+  return config_applied_json(*r);
+}
+
+Result<json> status(const NodeParts& node) {
+  if (!node.membership) return Status(Code::kNotFound, "membership is not running on this node");
+  auto t = node.membership->status(std::chrono::seconds(5));
+  if (!t.ok()) return t.status();
+  json j = status_table_json(*t);
+  j["local"] = membership_counters_json(node.membership->counters());
+  return j;
+}
+
+Result<json> selftest(const NodeParts& node, const json& req) {
+  auto spec = SelftestSpec::from_json(req);
+  if (!spec.ok()) return spec.status();
+  int64_t max_bulk = node.cfg.read([](const Config& c) { return c.max_bulk(); });
+  if (spec->size > max_bulk)
+    return Status(Code::kInvalidArgument,
+                  "size must be at most " + std::to_string(max_bulk) + " (2 x maxBlockSize)");
+  return run_selftest(node.rpc, *spec);
+}
+
+Result<json> tune(const NodeParts& node, const json& req) {
+  if (!node.tune) return Status(Code::kNotFound, "tuning is not running on this node");
+  TuneRequest tr;
+  tr.probe = req.value("probe", false);
+  tr.apply = req.value("apply", false);
+  if (req.contains("peers")) {
+    if (!req["peers"].is_array()) return Status(Code::kInvalidArgument, "peers: a list of NIDs");
+    for (const json& p : req["peers"]) {
+      auto n = Nid::parse(p.is_string() ? p.get<std::string>() : std::string());
+      if (!n.ok()) return Status(Code::kInvalidArgument, "bad --peer: " + n.status().message());
+      tr.peers.push_back(*n);
+    }
+  }
+  if (req.contains("size")) tr.size = req["size"].get<int64_t>();
+  auto r = node.tune->tune(tr);
+  if (!r.ok()) return r.status();
+  return tune_report_json(*r);
+}
+
+Result<json> fault_add(const NodeParts& node, const json& req) {
+  auto r = parse_fault_rule(req, node.rpc);
+  if (!r.ok()) return r.status();
+  r->id = node.net.add_fault(*r);
+  return json{{"added", fault_json(*r)}};
+}
+
+Result<json> fault_list(const NodeParts& node) {
+  json a = json::array();
+  for (const FaultRule& r : node.net.faults()) a.push_back(fault_json(r));
+  return json{{"faults", a}};
+}
+
+Result<json> fault_del(const NodeParts& node, const json& req) {
+  if (req.value("all", false)) {
+    size_t n = 0;
+    for (const FaultRule& r : node.net.faults()) n += node.net.del_fault(r.id) ? 1 : 0;
+    return json{{"deleted", n}};
+  }
+  uint64_t id = req.value("id", uint64_t{0});
+  if (!node.net.del_fault(id))
+    return Status(Code::kNotFound, "no fault rule " + std::to_string(id));
+  return json{{"deleted", 1}};
+}
+
+}  // namespace
+
+void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
+  using E = const AdminEmit&;
+  cmds.add(
+      "nis", [n](const json&, E) -> Result<json> { return ni_list_json(n.net.nis(), "nis"); },
+      "nis");
+  cmds.add(
+      "peers", [n](const json&, E) -> Result<json> { return ni_list_json(n.net.peers(), "peers"); },
+      "peers");
+  cmds.add(
+      "diag_rpc", [n](const json& r, E) { return diag_rpc(n, r); }, "diag/rpc");
+  cmds.add(
+      "config_show", [n](const json&, E) { return config_show(n); }, "config");
+  cmds.add("config_set", [n](const json& r, E) { return config_set(n, r); });
+  cmds.add(
+      "status", [n](const json&, E) { return status(n); }, "status");
+  cmds.add("selftest", [n](const json& r, E) { return selftest(n, r); });
+  cmds.add("tune", [n](const json& r, E) { return tune(n, r); });
+  cmds.add("ping", [n](const json& r, E emit) { return run_ping(n, r, emit); });
+  cmds.add("fault_add", [n](const json& r, E) { return fault_add(n, r); });
+  cmds.add("fault_list", [n](const json&, E) { return fault_list(n); });
+  cmds.add("fault_del", [n](const json& r, E) { return fault_del(n, r); });
+}
+
+MetricsSnapshot metrics_snapshot(const NodeParts& node) {
+  MetricsSnapshot m;
+  m.nis = node.net.nis();
+  m.peers = node.net.peers();
+  StatsQuery q;
+  q.what = StatsQuery::What::kAll;
+  q.granularity = Granularity::kSecond;
+  q.last = 60;
+  m.rpc = node.stats.query(q);
+  RpcEngine* rpc = &node.rpc;
+  m.type_name = [rpc](uint32_t t) { return rpc->type_name(t); };
+  if (node.tune) m.tune = node.tune->status();
+  return m;
+}
+
+}  // namespace pfsnet

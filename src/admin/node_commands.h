@@ -1,0 +1,51 @@
+// The admin commands of a pfsnet node (INTERFACES.md "Command line"): what pfsnetd serves
+// on its admin socket and, read-only, over HTTP. Each handler turns a request into calls
+// on the node's parts and their typed answers into the JSON the CLI prints; the JSON
+// shapes live in views.h.
+//
+//   nis, peers, diag_rpc, config_show, config_set, status, selftest, tune, ping,
+//   fault_add, fault_list, fault_del
+//
+// Threads: handlers run on admin session threads, several at once; the parts are
+// thread-safe.
+#pragma once
+
+#include "admin/admin_commands.h"
+#include "admin/prometheus.h"
+#include "base/clock.h"
+#include "base/live_config.h"
+#include "membership/service.h"
+#include "net/net.h"
+#include "rpc/rpc_engine.h"
+#include "stats/rpc_stats.h"
+#include "tune/tune_service.h"
+
+namespace pfsnet {
+
+// The parts of a node the commands act on; all must outlive the commands.
+struct NodeParts {
+  Net& net;
+  RpcEngine& rpc;
+  RpcStats& stats;
+  LiveConfig& cfg;
+  Clock& clock;
+  MembershipService* membership = nullptr;  // null: `status` answers "no membership"
+  TuneService* tune = nullptr;              // null: `tune` answers "no tuning service"
+};
+
+void add_node_commands(AdminCommands& cmds, const NodeParts& node);
+
+// What /metrics shows of the node now.
+MetricsSnapshot metrics_snapshot(const NodeParts& node);
+
+// The `ping` command: `count` RPCs to `nid` one after another (echo, write or read),
+// each reported through `emit` as it ends; a summary at the end. Stops early when the
+// client goes away or the engine shuts down.
+Result<nlohmann::json> run_ping(const NodeParts& node, const nlohmann::json& req,
+                                const AdminEmit& emit);
+
+// A fault rule from the `fault_add` request (drop|delay, src, dst, type, rate or
+// interval, latency, health); every field checked, with the reason when refused.
+Result<FaultRule> parse_fault_rule(const nlohmann::json& req, const RpcEngine& rpc);
+
+}  // namespace pfsnet

@@ -1,0 +1,186 @@
+#include "admin/prometheus.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace pfsnet {
+
+void PromText::family(const std::string& name, const char* type, const char* help) {
+  out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void PromText::sample(const std::string& name, const std::string& labels, double v) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "%.9g", v);
+  out_ += labels.empty() ? name + " " + b + "\n" : name + "{" + labels + "} " + b + "\n";
+}
+
+WindowSummary summarize_seconds(const StatView& v) {
+  WindowSummary s;
+  double sum = 0;
+  for (const IntervalView& i : v.seconds) {
+    if (!i.count) continue;
+    s.min_ms = s.count ? std::min(s.min_ms, i.min_ms) : i.min_ms;
+    s.max_ms = std::max(s.max_ms, i.max_ms);
+    sum += i.avg_ms * double(i.count);
+    s.count += i.count;
+  }
+  s.avg_ms = s.count ? sum / double(s.count) : 0;
+  return s;
+}
+
+namespace {
+
+void tune_metrics(PromText& t, const TuneStatus& s) {
+  t.family("pfsnet_tune_settings_fit", "gauge",
+           "1 when the last check found the settings fit the measured RTT, bandwidth and peers.");
+  t.sample("pfsnet_tune_settings_fit", "", s.active.empty() ? 1 : 0);
+  t.family("pfsnet_tune_problem", "gauge",
+           "A reason the settings do not fit, from the last check (1 while it holds).");
+  for (const TuneProblem& p : s.active)
+    t.sample("pfsnet_tune_problem", "problem=\"" + p.code + "\",peer=\"" + p.peer + "\"", 1);
+  t.family("pfsnet_tune_warnings_total", "counter",
+           "Warning events: the settings stopped fitting the measured paths.");
+  t.sample("pfsnet_tune_warnings_total", "", double(s.warnings));
+  t.family("pfsnet_tune_autotune_changes_total", "counter", "Settings changed by auto-tune.");
+  t.sample("pfsnet_tune_autotune_changes_total", "", double(s.autotune_changes));
+  if (!s.last_advice) return;
+  const Advice& a = *s.last_advice;
+  t.family("pfsnet_tune_recommended", "gauge", "The advisor's value for a setting.");
+  t.sample("pfsnet_tune_recommended", "setting=\"max_rpcs_in_flight\"",
+           double(a.recommended.max_rpcs_in_flight));
+  t.sample("pfsnet_tune_recommended", "setting=\"peer_credits\"",
+           double(a.recommended.peer_credits));
+  t.sample("pfsnet_tune_recommended", "setting=\"credits\"", double(a.recommended.credits));
+  t.family("pfsnet_tune_peer_rtt_seconds", "gauge", "Measured round trip to a peer (0: unknown).");
+  for (const PeerAdvice& p : a.peers)
+    t.sample("pfsnet_tune_peer_rtt_seconds", "peer=\"" + p.m.peer + "\"", p.m.rtt_ms / 1000);
+  t.family("pfsnet_tune_peer_bandwidth_bytes_per_second", "gauge",
+           "Measured or configured bandwidth to a peer (0: unknown).");
+  for (const PeerAdvice& p : a.peers)
+    t.sample("pfsnet_tune_peer_bandwidth_bytes_per_second", "peer=\"" + p.m.peer + "\"",
+             p.m.bandwidth);
+  t.family("pfsnet_tune_peer_bdp_bytes", "gauge", "Bandwidth-delay product of the path to a peer.");
+  for (const PeerAdvice& p : a.peers)
+    t.sample("pfsnet_tune_peer_bdp_bytes", "peer=\"" + p.m.peer + "\"", p.bdp_bytes);
+}
+
+}  // namespace
+
+std::string prometheus_text(const MetricsSnapshot& m) {
+  const std::vector<NiInfo>& nis = m.nis;
+  const std::vector<NiInfo>& peers = m.peers;
+  const StatsReport& rep = m.rpc;
+  PromText text;
+  struct Counter {
+    const char* suffix;
+    const char* type;
+    const char* help;
+    std::function<double(const NiInfo&)> get;
+  };
+  const Counter counters[] = {
+      {"sent_messages_total", "counter", "Messages sent.",
+       [](const NiInfo& i) { return double(i.send_count); }},
+      {"sent_bytes_total", "counter", "Bytes sent, frame headers included.",
+       [](const NiInfo& i) { return double(i.send_bytes); }},
+      {"received_messages_total", "counter", "Messages received.",
+       [](const NiInfo& i) { return double(i.recv_count); }},
+      {"received_bytes_total", "counter", "Bytes received, frame headers included.",
+       [](const NiInfo& i) { return double(i.recv_bytes); }},
+      {"local_timeouts_total", "counter",
+       "Sends that passed their deadline before leaving the queue (local).",
+       [](const NiInfo& i) { return double(i.local_timeouts); }},
+      {"remote_timeouts_total", "counter",
+       "Sends or replies that did not complete by their deadline once sent (remote).",
+       [](const NiInfo& i) { return double(i.remote_timeouts); }},
+      {"resends_total", "counter", "Messages that failed here and were sent again.",
+       [](const NiInfo& i) { return double(i.resends); }},
+      {"drops_total", "counter", "Frames dropped (misaddressed, or by fault injection).",
+       [](const NiInfo& i) { return double(i.drops); }},
+      {"faults_total", "counter", "Messages dropped or delayed by fault injection.",
+       [](const NiInfo& i) { return double(i.faults); }},
+      {"credit_waits_total", "counter",
+       "Sends that queued because the connection's window or the NI's credits were used up.",
+       [](const NiInfo& i) { return double(i.credit_waits); }},
+      {"last_change_timestamp_seconds", "gauge",
+       "Time of the last state change (up/down, healthy/unhealthy), Unix seconds.",
+       [](const NiInfo& i) { return double(i.last_change_unix_ms) / 1000.0; }},
+      {"credits", "gauge", "Credits available now.",
+       [](const NiInfo& i) { return double(i.credits); }},
+      {"credits_max", "gauge", "Credits configured.",
+       [](const NiInfo& i) { return double(i.credits_max); }},
+      {"credits_min", "gauge", "Low-water mark of available credits.",
+       [](const NiInfo& i) { return double(i.credits_min); }},
+      {"queued", "gauge", "Sends waiting for a connection or credits.",
+       [](const NiInfo& i) { return double(i.queued); }},
+      {"health", "gauge", "Health value (1000 = healthy).",
+       [](const NiInfo& i) { return double(i.health); }},
+      {"up", "gauge", "1 when up (NI) or connected (peer NI).",
+       [](const NiInfo& i) { return i.up ? 1.0 : 0.0; }},
+  };
+  for (const char* scope : {"ni", "peer"}) {
+    const auto& list = std::string(scope) == "ni" ? nis : peers;
+    for (const Counter& c : counters) {
+      std::string name = std::string("pfsnet_") + scope + "_" + c.suffix;
+      text.family(name, c.type, c.help);
+      for (const NiInfo& i : list) text.sample(name, "nid=\"" + i.nid.to_string() + "\"", c.get(i));
+    }
+    std::string name = std::string("pfsnet_") + scope + "_errors_total";
+    text.family(name, "counter", "Failures by LNet health error kind.");
+    for (const NiInfo& i : list)
+      for (int k = 1; k < kNumHealthKinds; ++k)
+        text.sample(name,
+                    "nid=\"" + i.nid.to_string() + "\",kind=\"" +
+                        std::string(health_kind_name(static_cast<HealthKind>(k))) + "\"",
+                    double(i.errors[k]));
+  }
+  text.family("pfsnet_rpc_raw_dropped_total", "counter",
+              "Raw statistics records dropped (buffer full).");
+  text.sample("pfsnet_rpc_raw_dropped_total", "buffer=\"stat\"", double(rep.dropped_stat));
+  text.sample("pfsnet_rpc_raw_dropped_total", "buffer=\"exec\"", double(rep.dropped_exec));
+
+  // RPC statistics over the last 60 one-second intervals.
+  struct Row {
+    std::string labels;
+    const StatView* v;
+  };
+  std::vector<std::pair<std::string, std::vector<Row>>> groups(3);
+  groups[0].first = "pfsnet_rpc_node";
+  groups[1].first = "pfsnet_rpc_size";
+  groups[2].first = "pfsnet_rpc_message";
+  for (const NodeReport& n : rep.nodes) {
+    auto nid = Nid::unpack(n.node);
+    std::string id = nid.ok() ? nid->to_string() : std::to_string(n.node);
+    for (const auto& [k, v] : n.stats)
+      groups[0].second.push_back(
+          {"nid=\"" + id + "\",stat=\"" + std::string(node_stat_name(k)) + "\"", &v});
+  }
+  for (const SizeReport& s : rep.sizes)
+    groups[1].second.push_back({"low=\"" + std::to_string(s.low) + "\",high=\"" +
+                                    std::to_string(s.high) + "\",stat=\"latency\"",
+                                &s.latency});
+  for (const MessageReport& msg : rep.messages)
+    groups[2].second.push_back(
+        {"type=\"" + m.type_name(msg.type) + "\",stat=\"execution\"", &msg.execution});
+  for (const auto& [prefix, rows] : groups) {
+    text.family(prefix + "_count", "gauge", "RPCs in the last 60 seconds.");
+    for (const Row& r : rows) {
+      int64_t n = 0;
+      for (const IntervalView& i : r.v->seconds) n += i.count;
+      text.sample(prefix + "_count", r.labels, double(n));
+    }
+    const char* what[] = {"avg", "min", "max"};
+    for (int w = 0; w < 3; ++w) {
+      std::string name = prefix + "_" + what[w] + "_seconds";
+      text.family(name, "gauge", "Average, minimum or maximum over the last 60 seconds.");
+      for (const Row& r : rows) {
+        WindowSummary s = summarize_seconds(*r.v);
+        text.sample(name, r.labels, (w == 0 ? s.avg_ms : w == 1 ? s.min_ms : s.max_ms) / 1000.0);
+      }
+    }
+  }
+  if (m.tune) tune_metrics(text, *m.tune);
+  return text.take();
+}
+
+}  // namespace pfsnet

@@ -1,0 +1,48 @@
+// The /metrics body: Prometheus text exposition (version 0.0.4) of a typed snapshot of a
+// node -- its NIs and peer NIs, the RPC statistics of the last 60 one-second intervals
+// and the tuning state. Every family has HELP and TYPE; names are prefixed pfsnet_.
+// Thread safety: pure functions and a plain value.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/net.h"
+#include "stats/rpc_stats.h"
+#include "tune/tune_service.h"
+
+namespace pfsnet {
+
+// Families (HELP and TYPE lines) and their samples, appended in order.
+class PromText {
+ public:
+  void family(const std::string& name, const char* type, const char* help);
+  // `labels` without braces ("nid=\"...\""); empty: a sample without labels. Values are
+  // printed with 9 significant digits.
+  void sample(const std::string& name, const std::string& labels, double v);
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+struct MetricsSnapshot {
+  std::vector<NiInfo> nis, peers;
+  StatsReport rpc;  // what = kAll, granularity = kSecond, the last 60 intervals
+  std::function<std::string(uint32_t)> type_name;
+  std::optional<TuneStatus> tune;  // absent: no tuning families
+};
+
+// Count, average, minimum and maximum (ms) over a statistic's one-second intervals: the
+// intervals' own sums, so the average is over RPCs, not over seconds.
+struct WindowSummary {
+  int64_t count = 0;
+  double avg_ms = 0, min_ms = 0, max_ms = 0;
+};
+WindowSummary summarize_seconds(const StatView& v);
+
+std::string prometheus_text(const MetricsSnapshot& m);
+
+}  // namespace pfsnet

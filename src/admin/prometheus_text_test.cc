@@ -1,0 +1,196 @@
+#include <gtest/gtest.h>
+
+#include <set>
+#include <sstream>
+
+#include "admin/prometheus.h"
+
+namespace pfsnet {
+namespace {
+
+// The HELP, TYPE and sample lines of one family, in order.
+std::string family_block(const std::string& text, const std::string& family) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    bool comment = line.rfind("# HELP " + family + " ", 0) == 0 ||
+                   line.rfind("# TYPE " + family + " ", 0) == 0;
+    bool sample = line.rfind(family + "{", 0) == 0 || line.rfind(family + " ", 0) == 0;
+    if (comment || sample) out += line + "\n";
+  }
+  return out;
+}
+
+IntervalView iv(int64_t start, int64_t count, double avg, double mn, double mx) {
+  return {start, count, avg, mn, mx};
+}
+
+MetricsSnapshot snapshot() {
+  MetricsSnapshot m;
+  NiInfo ni;
+  ni.nid = *Nid::parse("127.0.0.2@tcp");
+  ni.up = true;
+  ni.health = 900;
+  ni.credits = 60;
+  ni.credits_max = 64;
+  ni.send_count = 12;
+  ni.send_bytes = 1234567;
+  ni.errors[static_cast<size_t>(HealthKind::kPeerNiUnreachable)] = 3;
+  ni.last_change_unix_ms = 1700000000500;
+  m.nis.push_back(ni);
+  NiInfo peer;
+  peer.nid = *Nid::parse("127.0.0.3@tcp");
+  m.peers.push_back(peer);
+  StatView wait;
+  // Two busy seconds and an idle one: 3 RPCs of 1, 2 and 3 ms; avg 2 ms over RPCs.
+  wait.seconds = {iv(100, 1, 1.0, 1.0, 1.0), iv(101, 0, 0, 0, 0), iv(102, 2, 2.5, 2.0, 3.0)};
+  m.rpc.nodes.push_back({ni.nid.pack(), {{NodeStat::kChannelWait, wait}}});
+  StatView lat;
+  lat.seconds = {iv(100, 4, 0.5, 0.25, 1.0)};
+  m.rpc.sizes.push_back({0, 64, lat});
+  m.rpc.messages.push_back({1, lat});
+  m.rpc.dropped_stat = 7;
+  m.type_name = [](uint32_t t) {
+    return t == 1 ? std::string("PING") : "type-" + std::to_string(t);
+  };
+  return m;
+}
+
+TEST(PrometheusTextTest, SummarizesSecondsOverRpcs) {
+  WindowSummary s = summarize_seconds(snapshot().rpc.nodes[0].stats[0].second);
+  EXPECT_EQ(s.count, 3);
+  EXPECT_DOUBLE_EQ(s.avg_ms, 2.0);
+  EXPECT_DOUBLE_EQ(s.min_ms, 1.0);
+  EXPECT_DOUBLE_EQ(s.max_ms, 3.0);
+  EXPECT_EQ(summarize_seconds(StatView{}).count, 0);
+}
+
+TEST(PrometheusTextTest, NiFamilies) {
+  std::string t = prometheus_text(snapshot());
+  EXPECT_EQ(family_block(t, "pfsnet_ni_sent_bytes_total"),
+            "# HELP pfsnet_ni_sent_bytes_total Bytes sent, frame headers included.\n"
+            "# TYPE pfsnet_ni_sent_bytes_total counter\n"
+            "pfsnet_ni_sent_bytes_total{nid=\"127.0.0.2@tcp\"} 1234567\n");
+  EXPECT_EQ(family_block(t, "pfsnet_ni_health"),
+            "# HELP pfsnet_ni_health Health value (1000 = healthy).\n"
+            "# TYPE pfsnet_ni_health gauge\n"
+            "pfsnet_ni_health{nid=\"127.0.0.2@tcp\"} 900\n");
+  EXPECT_EQ(family_block(t, "pfsnet_ni_last_change_timestamp_seconds"),
+            "# HELP pfsnet_ni_last_change_timestamp_seconds Time of the last state change "
+            "(up/down, healthy/unhealthy), Unix seconds.\n"
+            "# TYPE pfsnet_ni_last_change_timestamp_seconds gauge\n"
+            "pfsnet_ni_last_change_timestamp_seconds{nid=\"127.0.0.2@tcp\"} 1.7e+09\n");
+  EXPECT_EQ(family_block(t, "pfsnet_peer_up"),
+            "# HELP pfsnet_peer_up 1 when up (NI) or connected (peer NI).\n"
+            "# TYPE pfsnet_peer_up gauge\n"
+            "pfsnet_peer_up{nid=\"127.0.0.3@tcp\"} 0\n");
+  std::string errors = family_block(t, "pfsnet_ni_errors_total");
+  EXPECT_NE(
+      errors.find("pfsnet_ni_errors_total{nid=\"127.0.0.2@tcp\",kind=\"PEER_NI_UNREACHABLE\"} 3\n"),
+      std::string::npos)
+      << errors;
+  EXPECT_EQ(family_block(t, "pfsnet_rpc_raw_dropped_total"),
+            "# HELP pfsnet_rpc_raw_dropped_total Raw statistics records dropped (buffer full).\n"
+            "# TYPE pfsnet_rpc_raw_dropped_total counter\n"
+            "pfsnet_rpc_raw_dropped_total{buffer=\"stat\"} 7\n"
+            "pfsnet_rpc_raw_dropped_total{buffer=\"exec\"} 0\n");
+}
+
+TEST(PrometheusTextTest, RpcFamiliesOverTheLastMinute) {
+  std::string t = prometheus_text(snapshot());
+  EXPECT_EQ(family_block(t, "pfsnet_rpc_node_count"),
+            "# HELP pfsnet_rpc_node_count RPCs in the last 60 seconds.\n"
+            "# TYPE pfsnet_rpc_node_count gauge\n"
+            "pfsnet_rpc_node_count{nid=\"127.0.0.2@tcp\",stat=\"channel_wait\"} 3\n");
+  EXPECT_EQ(family_block(t, "pfsnet_rpc_node_avg_seconds"),
+            "# HELP pfsnet_rpc_node_avg_seconds Average, minimum or maximum over the last 60 "
+            "seconds.\n"
+            "# TYPE pfsnet_rpc_node_avg_seconds gauge\n"
+            "pfsnet_rpc_node_avg_seconds{nid=\"127.0.0.2@tcp\",stat=\"channel_wait\"} 0.002\n");
+  EXPECT_EQ(family_block(t, "pfsnet_rpc_node_max_seconds"),
+            "# HELP pfsnet_rpc_node_max_seconds Average, minimum or maximum over the last 60 "
+            "seconds.\n"
+            "# TYPE pfsnet_rpc_node_max_seconds gauge\n"
+            "pfsnet_rpc_node_max_seconds{nid=\"127.0.0.2@tcp\",stat=\"channel_wait\"} 0.003\n");
+  EXPECT_EQ(family_block(t, "pfsnet_rpc_size_min_seconds"),
+            "# HELP pfsnet_rpc_size_min_seconds Average, minimum or maximum over the last 60 "
+            "seconds.\n"
+            "# TYPE pfsnet_rpc_size_min_seconds gauge\n"
+            "pfsnet_rpc_size_min_seconds{low=\"0\",high=\"64\",stat=\"latency\"} 0.00025\n");
+  EXPECT_EQ(family_block(t, "pfsnet_rpc_message_count"),
+            "# HELP pfsnet_rpc_message_count RPCs in the last 60 seconds.\n"
+            "# TYPE pfsnet_rpc_message_count gauge\n"
+            "pfsnet_rpc_message_count{type=\"PING\",stat=\"execution\"} 4\n");
+}
+
+TEST(PrometheusTextTest, TuneFamiliesOnlyWithATuneStatus) {
+  MetricsSnapshot m = snapshot();
+  EXPECT_EQ(prometheus_text(m).find("pfsnet_tune_"), std::string::npos);
+  TuneStatus ts;
+  ts.active.push_back({"rpcs_below_bdp", "127.0.0.3@tcp", "text"});
+  ts.warnings = 2;
+  Advice a;
+  a.recommended = {32, 32, 256};
+  PeerAdvice pa;
+  pa.m.peer = "127.0.0.3@tcp";
+  pa.m.rtt_ms = 50;
+  pa.m.bandwidth = 1.25e9;
+  pa.bdp_bytes = 62.5e6;
+  a.peers.push_back(pa);
+  ts.last_advice = a;
+  m.tune = ts;
+  std::string t = prometheus_text(m);
+  EXPECT_EQ(family_block(t, "pfsnet_tune_settings_fit"),
+            "# HELP pfsnet_tune_settings_fit 1 when the last check found the settings fit the "
+            "measured RTT, bandwidth and peers.\n"
+            "# TYPE pfsnet_tune_settings_fit gauge\n"
+            "pfsnet_tune_settings_fit 0\n");
+  EXPECT_EQ(family_block(t, "pfsnet_tune_problem"),
+            "# HELP pfsnet_tune_problem A reason the settings do not fit, from the last check "
+            "(1 while it holds).\n"
+            "# TYPE pfsnet_tune_problem gauge\n"
+            "pfsnet_tune_problem{problem=\"rpcs_below_bdp\",peer=\"127.0.0.3@tcp\"} 1\n");
+  EXPECT_EQ(family_block(t, "pfsnet_tune_recommended"),
+            "# HELP pfsnet_tune_recommended The advisor's value for a setting.\n"
+            "# TYPE pfsnet_tune_recommended gauge\n"
+            "pfsnet_tune_recommended{setting=\"max_rpcs_in_flight\"} 32\n"
+            "pfsnet_tune_recommended{setting=\"peer_credits\"} 32\n"
+            "pfsnet_tune_recommended{setting=\"credits\"} 256\n");
+  EXPECT_EQ(family_block(t, "pfsnet_tune_peer_rtt_seconds"),
+            "# HELP pfsnet_tune_peer_rtt_seconds Measured round trip to a peer (0: unknown).\n"
+            "# TYPE pfsnet_tune_peer_rtt_seconds gauge\n"
+            "pfsnet_tune_peer_rtt_seconds{peer=\"127.0.0.3@tcp\"} 0.05\n");
+}
+
+// Every sample belongs to a family announced before it with HELP and TYPE, once.
+TEST(PrometheusTextTest, EveryFamilyHasHelpAndTypeOnce) {
+  MetricsSnapshot m = snapshot();
+  m.tune = TuneStatus{};
+  std::istringstream in(prometheus_text(m));
+  std::set<std::string> help, type;
+  std::string line;
+  int samples = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("# HELP ", 0) == 0) {
+      EXPECT_TRUE(help.insert(line.substr(7, line.find(' ', 7) - 7)).second) << line;
+    } else if (line.rfind("# TYPE ", 0) == 0) {
+      std::string name = line.substr(7, line.find(' ', 7) - 7);
+      EXPECT_TRUE(help.count(name)) << line;
+      EXPECT_TRUE(type.insert(name).second) << line;
+      std::string kind = line.substr(line.rfind(' ') + 1);
+      EXPECT_TRUE(kind == "counter" || kind == "gauge") << line;
+      if (kind == "counter") {
+        EXPECT_EQ(name.substr(name.size() - 6), "_total") << line;
+      }
+    } else {
+      std::string name = line.substr(0, line.find_first_of("{ "));
+      EXPECT_TRUE(type.count(name)) << line;
+      EXPECT_EQ(name.rfind("pfsnet_", 0), 0u) << line;
+      ++samples;
+    }
+  }
+  EXPECT_GT(samples, 40);
+}
+
+}  // namespace
+}  // namespace pfsnet

@@ -1,0 +1,180 @@
+#include "admin/views.h"
+
+#include <cmath>
+
+namespace pfsnet {
+
+using nlohmann::json;
+
+namespace {
+double round3(double v) { return std::round(v * 1000) / 1000; }
+}  // namespace
+
+json ni_info_json(const NiInfo& i) {
+  json errors = json::object();
+  for (int k = 1; k < kNumHealthKinds; ++k)
+    errors[std::string(health_kind_name(static_cast<HealthKind>(k)))] = i.errors[k];
+  json j = {{"nid", i.nid.to_string()},
+            // Peer NIs: up = connected; idle = not connected and healthy; down = neither.
+            {"state", i.up                                             ? "up"
+                      : !i.peer_nids.empty() && i.health == kMaxHealth ? "idle"
+                                                                       : "down"},
+            {"health", i.health},
+            {"credits", i.credits},
+            {"credits_max", i.credits_max},
+            {"credits_min", i.credits_min},
+            {"queued", i.queued},
+            {"connections", i.connections},
+            {"send_count", i.send_count},
+            {"send_bytes", i.send_bytes},
+            {"recv_count", i.recv_count},
+            {"recv_bytes", i.recv_bytes},
+            {"timeouts", i.local_timeouts + i.remote_timeouts},
+            {"local_timeouts", i.local_timeouts},
+            {"remote_timeouts", i.remote_timeouts},
+            {"resends", i.resends},
+            {"drops", i.drops},
+            {"faults", i.faults},
+            {"credit_waits", i.credit_waits},
+            {"errors", errors},
+            {"last_change", format_unix_ms(i.last_change_unix_ms)},
+            {"last_change_unix_ms", i.last_change_unix_ms},
+            {"since_change_s", std::round(i.since_change_s * 1000) / 1000},
+            {"recovery_pings", i.recovery_pings},
+            {"next_recovery_s",
+             i.next_recovery_s < 0 ? -1.0 : std::round(i.next_recovery_s * 1000) / 1000}};
+  if (!i.peer_nids.empty()) {
+    json nids = json::array();
+    for (const Nid& n : i.peer_nids) nids.push_back(n.to_string());
+    j["peer_nids"] = nids;
+    j["peer"] = i.peer.to_string();
+  }
+  return j;
+}
+
+json fault_json(const FaultRule& r) {
+  auto ms = [](Duration d) {
+    return double(std::chrono::duration_cast<std::chrono::microseconds>(d).count()) / 1000.0;
+  };
+  return {{"id", r.id},
+          {"action", r.action == FaultRule::Action::kDrop ? "drop" : "delay"},
+          {"src", r.src ? r.src->to_string() : "*"},
+          {"dst", r.dst ? r.dst->to_string() : "*"},
+          {"type", r.msg_type},
+          {"rate", r.rate},
+          {"interval_ms", ms(r.interval)},
+          {"latency_ms", ms(r.latency)},
+          {"health", std::string(health_kind_name(r.health))},
+          {"matched", r.matched},
+          {"injected", r.injected},
+          {"rule", r.describe()}};
+}
+
+json config_changes_json(const std::vector<ConfigChange>& c) {
+  json a = json::array();
+  for (const ConfigChange& x : c) a.push_back({{"key", x.key}, {"from", x.from}, {"to", x.to}});
+  return a;
+}
+
+json config_applied_json(const ConfigApplied& a) {
+  return {{"changed", config_changes_json(a.changed)}, {"at_restart", a.at_restart}};
+}
+
+json tune_report_json(const TuneReport& r) {
+  json errors = json::object();
+  for (const auto& [peer, why] : r.probe_errors) errors[peer] = why;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  json peers = json::array();
+  for (const PeerAdvice& p : r.advice.peers)
+    peers.push_back({{"peer", p.m.peer},
+                     {"rtt_ms", round3(p.m.rtt_ms)},
+                     {"rtt_source", p.m.rtt_source},
+                     {"bandwidth_mib_s", round3(p.m.bandwidth / kMiB)},
+                     {"bandwidth_gbit_s", round3(p.m.bandwidth * 8 / 1e9)},
+                     {"bandwidth_source", p.m.bandwidth_source},
+                     {"throughput_mib_s", round3(p.m.throughput / kMiB)},
+                     {"window_limited", p.m.window_limited},
+                     {"rpc_bytes", static_cast<int64_t>(p.m.rpc_bytes)},
+                     {"bdp_bytes", static_cast<int64_t>(p.bdp_bytes)},
+                     {"bdp_mib", round3(p.bdp_bytes / kMiB)},
+                     {"rpcs_needed", p.rpcs_needed},
+                     {"ceiling_mib_s", round3(p.ceiling / kMiB)}});
+  auto setting = [](int64_t now, int64_t rec, const std::string& why) {
+    return json{{"current", now}, {"recommended", rec}, {"why", why}};
+  };
+  json problems = json::array();
+  for (const TuneProblem& p : r.advice.problems)
+    problems.push_back({{"problem", p.code}, {"peer", p.peer}, {"text", p.text}});
+  json out = {
+      {"peers", peers},
+      {"active_peers", r.advice.active_peers},
+      {"settings",
+       {{"max_rpcs_in_flight", setting(r.current.max_rpcs_in_flight,
+                                       r.advice.recommended.max_rpcs_in_flight, r.advice.why_rpcs)},
+        {"peer_credits", setting(r.current.peer_credits, r.advice.recommended.peer_credits,
+                                 r.advice.why_peer_credits)},
+        {"credits",
+         setting(r.current.credits, r.advice.recommended.credits, r.advice.why_credits)}}},
+      {"problems", problems},
+      {"probe_errors", errors},
+      {"auto", r.auto_tune}};
+  if (r.applied) out["applied"] = config_changes_json(*r.applied);
+  return out;
+}
+
+json status_table_json(const StatusTable& t) {
+  json nodes = json::array();
+  for (const StatusNode& n : t.nodes) {
+    json nids = json::array();
+    for (const Nid& x : n.nids) nids.push_back(x.to_string());
+    nodes.push_back({{"id", n.id},
+                     {"name", n.name},
+                     {"roles", roles_string(n.roles)},
+                     {"nids", nids},
+                     {"state", node_state_name(n.state)},
+                     {"last_heard", format_unix_ms(n.last_heard_unix_ms)},
+                     {"last_heard_s_ago", double(n.last_heard_ago_ms) / 1000.0},
+                     {"heard_via", n.heard_by_report ? "report" : "ping"},
+                     {"registered", format_unix_ms(n.registered_unix_ms)},
+                     {"last_change", format_unix_ms(n.last_change_unix_ms)}});
+  }
+  const StatusCounters& c = t.counters;
+  return {{"mgs", t.mgs.to_string()},
+          {"generation", t.generation},
+          {"total", t.total},
+          {"offset", t.offset},
+          {"nodes", nodes},
+          {"counters",
+           {{"registers", c.registers},
+            {"pings", c.pings},
+            {"reported", c.reported},
+            {"notifications_sent", c.notifications_sent},
+            {"notification_failures", c.notification_failures},
+            {"notifications_dropped", c.notifications_dropped},
+            {"events_delivered", c.events_delivered}}}};
+}
+
+json membership_counters_json(const MembershipCounters& m) {
+  json j = json::object();
+  if (m.agent) {
+    const AgentCore::Counters& c = m.agent->counters;
+    j["agent"] = {{"mgs", m.agent->mgs.to_string()},
+                  {"registered", m.agent->registered},
+                  {"registers", c.registers},
+                  {"pings", c.pings},
+                  {"skipped", c.skipped},
+                  {"failovers", c.failovers},
+                  {"unknown", c.unknown}};
+  }
+  if (m.mgs) {
+    const MgsCore::Counters& c = *m.mgs;
+    j["mgs"] = {{"registers", c.registers},
+                {"pings", c.pings},
+                {"reported", c.reported},
+                {"notifications_sent", c.notifications_sent},
+                {"notification_failures", c.notification_failures}};
+  }
+  return j;
+}
+
+}  // namespace pfsnet

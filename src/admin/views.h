@@ -1,0 +1,27 @@
+// JSON views of the node's typed snapshots, as the admin socket, the HTTP API and the
+// CLI's --json carry them (INTERFACES.md). Only shapes here: no I/O, no locks.
+// Thread safety: pure functions.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "base/live_config.h"
+#include "membership/service.h"
+#include "net/net.h"
+#include "tune/tune_service.h"
+
+namespace pfsnet {
+
+// The counters of an NI or peer NI (shared by `nis` and `peers`).
+nlohmann::json ni_info_json(const NiInfo& i);
+nlohmann::json fault_json(const FaultRule& r);
+// {"changed": [{"key", "from", "to"}...], "at_restart": [KEY...]}.
+nlohmann::json config_applied_json(const ConfigApplied& a);
+nlohmann::json config_changes_json(const std::vector<ConfigChange>& c);
+// The `tune` result: peers with their measures, settings now/recommended/why, problems.
+nlohmann::json tune_report_json(const TuneReport& r);
+// The `status` result: {"mgs", "generation", "total", "nodes": [...], "counters": {...}}.
+nlohmann::json status_table_json(const StatusTable& t);
+nlohmann::json membership_counters_json(const MembershipCounters& c);
+
+}  // namespace pfsnet

@@ -1,0 +1,77 @@
+// LiveConfig: the configuration in force in a running node, and its changes at run time
+// (`pfsnet config set`, SIGHUP, `pfsnet tune --apply`, auto-tune). Which keys may change
+// at run time is decided here (runtime_key); the components that act on a change
+// register an Applier, called with the settings before and after.
+//
+// Threads: every function from any thread. Changes are serialised: appliers run one
+// change at a time, under the lock, on the thread that made the change; an applier must
+// not call back into this LiveConfig.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/config.h"
+#include "base/status.h"
+
+namespace pfsnet {
+
+// Keys that take effect at run time: stats.*, tune.*, node.log_level,
+// rpc.max_rpcs_in_flight, lnet.credits, lnet.peer_credits. Every other key needs a restart.
+bool runtime_key(std::string_view key);
+
+struct ConfigChange {
+  std::string key, from, to;
+  bool operator==(const ConfigChange&) const = default;
+};
+
+// What a change did: the run-time keys now in force, and the restart-only keys that
+// changed in the file and wait for the next start.
+struct ConfigApplied {
+  std::vector<ConfigChange> changed;
+  std::vector<std::string> at_restart;
+};
+
+// The keys whose values differ between `before` and `after` (config_entries order).
+std::vector<ConfigChange> config_diff(const Config& before, const Config& after);
+
+class LiveConfig {
+ public:
+  using Applier = std::function<void(const Config& before, const Config& after)>;
+
+  explicit LiveConfig(Config initial) : cfg_(std::move(initial)) {}
+
+  // A copy of the settings in force.
+  Config get() const;
+  // Reads under the lock without copying the whole Config: f(const Config&).
+  template <class F>
+  auto read(F&& f) const {
+    std::lock_guard lk(mu_);
+    return f(cfg_);
+  }
+  // REQUIRES: before the first change.
+  void on_apply(Applier a) { appliers_.push_back(std::move(a)); }
+
+  // `config set KEY=VALUE ...`: validates every assignment as the file parser does and
+  // refuses restart-only keys; on any error nothing changes.
+  Result<ConfigApplied> set(const std::vector<std::string>& assignments);
+  // Edits a copy of the settings with `edit` and applies it like set() (restart-only
+  // keys refused).
+  Result<ConfigApplied> update(const std::function<void(Config&)>& edit);
+  // SIGHUP: the run-time keys of `next` take effect; restart-only keys that differ are
+  // listed in at_restart (and logged) and stay as they are.
+  ConfigApplied reload(const Config& next);
+
+ private:
+  // REQUIRES: mu_ held.
+  Result<ConfigApplied> apply_locked(const Config& next, bool refuse_restart_keys);
+
+  mutable std::mutex mu_;
+  Config cfg_;
+  std::vector<Applier> appliers_;
+};
+
+}  // namespace pfsnet

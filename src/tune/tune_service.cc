@@ -1,0 +1,270 @@
+#include "tune/tune_service.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+
+namespace pfsnet {
+
+namespace {
+
+constexpr size_t kPeakMinutes = 10;  // traffic peaks kept per peer
+
+double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+uint64_t total_credit_waits(const std::vector<NiInfo>& nis) {
+  uint64_t n = 0;
+  for (const NiInfo& i : nis) n += i.credit_waits;
+  return n;
+}
+
+}  // namespace
+
+TuneService::TuneService(Net& net, RpcEngine& rpc, RpcStats& stats, LiveConfig& cfg, Clock& clock)
+    : net_(net),
+      rpc_(rpc),
+      stats_(stats),
+      cfg_(cfg),
+      clock_(clock),
+      autotune_(cfg.read([](const Config& c) { return c.tune; })) {}
+
+TuneSettings TuneService::settings() const {
+  return cfg_.read([](const Config& c) {
+    return TuneSettings{c.rpc.max_rpcs_in_flight, c.lnet.peer_credits, c.lnet.credits};
+  });
+}
+
+double TuneService::round_period() const {
+  return cfg_.read([](const Config& c) { return std::min(1.0, c.tune.interval); });
+}
+
+void TuneService::reset(TimePoint now) {
+  std::lock_guard lk(mu_);
+  last_sample_ = last_step_ = last_check_ = now;
+  last_rpc_ = rpc_.counters();
+  last_credit_waits_ = total_credit_waits(net_.nis());
+}
+
+void TuneService::round(TimePoint now) {
+  TuneConfig tc = cfg_.read([](const Config& c) { return c.tune; });
+  std::lock_guard lk(mu_);
+  autotune_.set_bounds(tc);
+  if (now - last_sample_ >= std::chrono::milliseconds(990)) sample_traffic(now);
+  if (now - last_step_ >= std::chrono::duration<double>(tc.interval * 0.99)) {
+    if (tc.auto_tune) {
+      autotune_step(now);
+    } else {  // keep the baseline current, so turning auto-tune on starts afresh
+      last_step_ = now;
+      last_rpc_ = rpc_.counters();
+      last_credit_waits_ = total_credit_waits(net_.nis());
+    }
+  }
+  if (now - last_check_ >= std::chrono::seconds(tc.check_interval)) {
+    last_check_ = now;
+    check(tc);
+  }
+}
+
+size_t TuneService::active_peers() const {
+  size_t n = 0;
+  for (const PeerLoad& l : net_.peer_loads()) n += l.up ? 1 : 0;
+  return n;
+}
+
+void TuneService::sample_traffic(TimePoint now) {
+  double dt = seconds(now - last_sample_);
+  last_sample_ = now;
+  // Minutes on the monotonic clock: peaks are kept per minute of this node's uptime.
+  int64_t minute = std::chrono::duration_cast<std::chrono::minutes>(now.time_since_epoch()).count();
+  for (const PeerLoad& l : net_.peer_loads()) {
+    auto [it, fresh] = traffic_.try_emplace(l.peer.to_string());
+    PeerTraffic& t = it->second;
+    if (!fresh && dt > 0 && l.bytes >= t.bytes) {
+      t.rate = double(l.bytes - t.bytes) / dt;
+      if (t.minute_peaks.empty() || t.minute_peaks.back().first != minute)
+        t.minute_peaks.emplace_back(minute, 0.0);
+      t.minute_peaks.back().second = std::max(t.minute_peaks.back().second, t.rate);
+      while (t.minute_peaks.front().first + int64_t(kPeakMinutes) <= minute)
+        t.minute_peaks.pop_front();
+    }
+    t.bytes = l.bytes;
+    t.sends = l.sends;
+  }
+  for (const Nid& n : rpc_.waiting_targets())
+    if (auto peer = net_.peer_of(n)) {
+      auto it = traffic_.find(peer->to_string());
+      if (it != traffic_.end()) it->second.queued_at = now;
+    }
+}
+
+void TuneService::autotune_step(TimePoint now) {
+  RpcCounters c = rpc_.counters();
+  uint64_t cw = total_credit_waits(net_.nis());
+  TuneInterval iv;
+  iv.seconds = seconds(now - last_step_);
+  iv.rpcs = c.completed - last_rpc_.completed;
+  iv.round_trip_ms =
+      iv.rpcs ? double(c.round_trip_ns - last_rpc_.round_trip_ns) / 1e6 / double(iv.rpcs) : 0;
+  iv.bytes = c.bytes - last_rpc_.bytes;
+  iv.slot_waits = c.slot_waits - last_rpc_.slot_waits;
+  iv.credit_waits = cw - last_credit_waits_;
+  iv.peers = 0;
+  for (const auto& [key, t] : traffic_) iv.peers += t.rate > 0 ? 1 : 0;
+  iv.peers = std::max<size_t>(1, iv.peers);
+  last_step_ = now;
+  last_rpc_ = c;
+  last_credit_waits_ = cw;
+  TuneSettings cur = settings();
+  auto ch = autotune_.step(iv, cur);
+  if (!ch) return;
+  if (ch->to == cur) {
+    PFS_LOG_INFO("auto-tune: {}", ch->why);
+    return;
+  }
+  auto r = cfg_.update([&](Config& next) {
+    next.rpc.max_rpcs_in_flight = ch->to.max_rpcs_in_flight;
+    next.lnet.peer_credits = ch->to.peer_credits;
+    next.lnet.credits = ch->to.credits;
+  });
+  if (!r.ok()) {
+    PFS_LOG_ERROR("auto-tune: could not apply the change ({}): {}", ch->why, r.status().message());
+    return;
+  }
+  ++autotune_changes_;
+  PFS_LOG_INFO("auto-tune: {} (now max_rpcs_in_flight {}, peer_credits {}, credits {})", ch->why,
+               ch->to.max_rpcs_in_flight, ch->to.peer_credits, ch->to.credits);
+}
+
+std::vector<PeerMeasure> TuneService::measure_peers(const std::vector<Nid>& only, TimePoint now) {
+  auto [tc, block] = cfg_.read(
+      [](const Config& c) { return std::make_pair(c.tune, double(c.stats.maxBlockSize)); });
+  std::map<std::string, std::vector<Nid>> nodes;
+  for (const NiInfo& i : net_.peers()) nodes[i.peer.to_string()].push_back(i.nid);
+  std::vector<PeerMeasure> out;
+  for (const auto& [key, nids] : nodes) {
+    if (!only.empty() && std::none_of(nids.begin(), nids.end(), [&](const Nid& n) {
+          return std::find(only.begin(), only.end(), n) != only.end();
+        }))
+      continue;
+    PeerMeasure m;
+    m.peer = key;
+    m.rpc_bytes = block;
+    for (const Nid& n : nids) {
+      StatsQuery q;
+      q.what = StatsQuery::What::kNode;
+      q.node = n.pack();
+      q.granularity = Granularity::kSecond;
+      q.last = 60;
+      for (const NodeReport& r : stats_.query(q).nodes)
+        for (const auto& [k, v] : r.stats) {
+          if (k != NodeStat::kLatencyTcp) continue;
+          for (const IntervalView& iv : v.seconds)
+            if (iv.count > 0 && iv.min_ms > 0 && (m.rtt_ms == 0 || iv.min_ms < m.rtt_ms))
+              m.rtt_ms = iv.min_ms;
+        }
+    }
+    if (m.rtt_ms > 0) m.rtt_source = "statistics (fastest RPC latency, last 60 s)";
+    auto t = traffic_.find(key);
+    double peak = 0;
+    if (t != traffic_.end()) {
+      m.throughput = t->second.rate;
+      for (const auto& [minute, p] : t->second.minute_peaks) peak = std::max(peak, p);
+      // With auto-tune on, RPCs waiting for slots are its input, not a warning.
+      m.window_limited = !tc.auto_tune && t->second.queued_at != TimePoint{} &&
+                         now - t->second.queued_at <= std::chrono::seconds(tc.check_interval);
+    }
+    auto pr = probes_.find(key);
+    if (pr != probes_.end()) {
+      if (m.rtt_ms == 0 || pr->second.rtt_ms < m.rtt_ms) {
+        m.rtt_ms = pr->second.rtt_ms;
+        m.rtt_source = "probe (fastest of 3 empty PINGs)";
+      }
+      m.bandwidth = pr->second.bandwidth;
+      m.bandwidth_source = "probe (train of " + std::to_string(pr->second.train) + " x " +
+                           std::to_string(pr->second.size) + " B)";
+    } else if (tc.link_mbit > 0) {
+      m.bandwidth = tc.link_mbit * 1e6 / 8;
+      m.bandwidth_source = "tune.link_mbit";
+    } else if (peak > 0) {
+      m.bandwidth = peak;
+      m.bandwidth_source = "traffic (peak second of the last 10 min: a lower bound)";
+      m.bandwidth_lower_bound = true;
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+void TuneService::check(const TuneConfig& tc) {
+  Advice a = advise(measure_peers({}, clock_.now()), settings(), tc, active_peers());
+  for (const TuneWatch::Event& e : watch_.update(a)) {
+    if (e.warning)
+      PFS_LOG_WARN("{}", e.text);
+    else
+      PFS_LOG_INFO("{}", e.text);
+  }
+  last_advice_ = std::move(a);
+}
+
+Result<TuneReport> TuneService::tune(const TuneRequest& req) {
+  auto [tc, block, max_bulk] = cfg_.read([](const Config& c) {
+    return std::make_tuple(c.tune, int64_t(c.stats.maxBlockSize), c.max_bulk());
+  });
+  int64_t size = req.size.value_or(block);
+  if (size < 4096 || size > max_bulk)
+    return Status(Code::kInvalidArgument,
+                  "size must be 4096.." + std::to_string(max_bulk) + " bytes (2 x maxBlockSize)");
+  TuneReport rep;
+  rep.current = settings();
+  rep.auto_tune = tc.auto_tune;
+  if (req.probe) {
+    std::vector<Nid> targets = req.peers;
+    if (targets.empty())
+      for (const PeerLoad& l : net_.peer_loads())
+        if (l.up) targets.push_back(l.peer);
+    if (targets.empty())
+      return Status(Code::kInvalidArgument, "no connected peer to probe: name one with --peer NID");
+    // The train fits in the window, so it measures the path and not the credits.
+    int train = static_cast<int>(std::clamp<int64_t>(
+        std::min(rep.current.max_rpcs_in_flight, rep.current.peer_credits), 2, 8));
+    for (const Nid& t : targets) {
+      auto r = probe_peer(rpc_, t, static_cast<uint32_t>(size), train, 3, std::chrono::seconds(10));
+      if (!r.ok()) {
+        rep.probe_errors[t.to_string()] = r.status().message();
+        continue;
+      }
+      std::string key = net_.peer_of(t).value_or(t).to_string();
+      std::lock_guard lk(mu_);
+      probes_[key] = *r;
+    }
+  }
+  std::vector<PeerMeasure> ms;
+  {
+    std::lock_guard lk(mu_);
+    ms = measure_peers(req.peers, clock_.now());
+  }
+  for (PeerMeasure& m : ms) m.rpc_bytes = double(size);
+  rep.advice = advise(ms, rep.current, tc, active_peers());
+  if (req.apply) {
+    const TuneSettings& s = rep.advice.recommended;
+    auto r = cfg_.update([&](Config& next) {
+      next.rpc.max_rpcs_in_flight = s.max_rpcs_in_flight;
+      next.lnet.peer_credits = s.peer_credits;
+      next.lnet.credits = s.credits;
+    });
+    if (!r.ok()) return r.status();
+    rep.applied = r->changed;
+    PFS_LOG_INFO(
+        "tune: applied the recommended settings (max_rpcs_in_flight {}, peer_credits {}, "
+        "credits {})",
+        s.max_rpcs_in_flight, s.peer_credits, s.credits);
+  }
+  return rep;
+}
+
+TuneStatus TuneService::status() const {
+  std::lock_guard lk(mu_);
+  return {watch_.active(), watch_.warnings(), autotune_changes_, last_advice_};
+}
+
+}  // namespace pfsnet

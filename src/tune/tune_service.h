@@ -1,0 +1,109 @@
+// TuneService: tuning inside a running node (tune.h holds the rules). Every second it
+// samples each peer node's traffic (one sum per peer from Net::peer_loads, one look at
+// the RPC engine's waiting targets); every tune.interval it feeds auto-tune (when
+// tune.auto is on); every tune.check_interval it checks that the settings still fit the
+// measured paths and logs the warning events of TuneWatch. `pfsnet tune` asks it for
+// advice (optionally probing peers first) and may apply it.
+//
+// What is known of a peer: its RTT from the fastest RPC latency of the last 60 s of
+// statistics, or from a probe; its bandwidth from a probe, from tune.link_mbit, or --
+// a lower bound only -- from the peak second of its traffic in the last 10 minutes.
+//
+// Threads: round() from one timer thread at a time; tune() and status() from any
+// thread. Settings are read from and written through the LiveConfig.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/live_config.h"
+#include "net/net.h"
+#include "rpc/rpc_engine.h"
+#include "stats/rpc_stats.h"
+#include "tune/tune.h"
+
+namespace pfsnet {
+
+struct TuneRequest {
+  bool probe = false;           // measure each peer (or `peers`) now
+  bool apply = false;           // apply the recommendation
+  std::vector<Nid> peers;       // empty: every peer node
+  std::optional<int64_t> size;  // bulk RPC size; default maxBlockSize
+};
+
+struct TuneReport {
+  Advice advice;
+  TuneSettings current;
+  std::map<std::string, std::string> probe_errors;  // peer NID -> why its probe failed
+  bool auto_tune = false;
+  std::optional<std::vector<ConfigChange>> applied;  // set when the request applied
+};
+
+// What the tuning thread found last, for /metrics.
+struct TuneStatus {
+  std::vector<TuneProblem> active;  // problems of the last check
+  uint64_t warnings = 0;            // warning events so far
+  uint64_t autotune_changes = 0;    // settings changed by auto-tune
+  std::optional<Advice> last_advice;
+};
+
+class TuneService {
+ public:
+  // Everything must outlive the service.
+  TuneService(Net& net, RpcEngine& rpc, RpcStats& stats, LiveConfig& cfg, Clock& clock);
+
+  // Takes the counters' baseline at `now`.
+  void reset(TimePoint now);
+  // One round at `now`: traffic every second, auto-tune every tune.interval, the drift
+  // check every tune.check_interval.
+  void round(TimePoint now);
+  // How often round() should run (seconds): min(1, tune.interval).
+  double round_period() const;
+
+  // `pfsnet tune`: advice for every peer node (or those of req.peers). Errors: a bad
+  // size, no peer to probe, or the apply refused.
+  Result<TuneReport> tune(const TuneRequest& req);
+  TuneStatus status() const;
+
+ private:
+  struct PeerTraffic {
+    uint64_t bytes = 0, sends = 0;                        // counters at the last sample
+    double rate = 0;                                      // bytes/s over the last sample
+    std::deque<std::pair<int64_t, double>> minute_peaks;  // (minute, peak bytes/s)
+    TimePoint queued_at{};                                // RPCs to it last seen waiting for a slot
+  };
+
+  TuneSettings settings() const;
+  // Peer nodes with a connection open.
+  size_t active_peers() const;
+  // REQUIRES: mu_ held (all three).
+  void sample_traffic(TimePoint now);
+  void autotune_step(TimePoint now);
+  void check(const TuneConfig& tc);
+  std::vector<PeerMeasure> measure_peers(const std::vector<Nid>& only, TimePoint now);
+
+  Net& net_;
+  RpcEngine& rpc_;
+  RpcStats& stats_;
+  LiveConfig& cfg_;
+  Clock& clock_;
+
+  mutable std::mutex mu_;                       // guards everything below
+  std::map<std::string, PeerTraffic> traffic_;  // peer node NID -> traffic
+  std::map<std::string, ProbeResult> probes_;   // peer node NID -> its last probe
+  AutoTuner autotune_;
+  TuneWatch watch_;
+  std::optional<Advice> last_advice_;
+  RpcCounters last_rpc_;
+  uint64_t last_credit_waits_ = 0;
+  uint64_t autotune_changes_ = 0;
+  TimePoint last_sample_{}, last_step_{}, last_check_{};
+};
+
+}  // namespace pfsnet
