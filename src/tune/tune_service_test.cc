@@ -1,0 +1,165 @@
+// TuneService without a process: two nodes over the in-memory transport on a manual
+// clock; the service's rounds are driven by the test.
+#include "tune/tune_service.h"
+
+#include <gtest/gtest.h>
+
+#include "rpc/ping.h"
+#include "transport/mem_transport.h"
+
+namespace pfsnet {
+namespace {
+
+using namespace std::chrono_literals;
+
+Nid nid(const char* s) { return *Nid::parse(s); }
+
+struct Node {
+  Node(MemHub& hub, Clock& clock, Nid n, const Config& cfg)
+      : stats(cfg.stats, clock, false),
+        net(NetOptions::from(cfg), {n}, clock,
+            [&hub, &clock, n](TransportEvents& ev) {
+              TransportOptions to;
+              to.cluster_key = "0123456789abcdef";
+              return std::make_unique<MemTransport>(hub, to, std::vector<Nid>{n}, clock, ev);
+            }),
+        rpc(net, RpcOptions::from(cfg), &stats) {
+    EXPECT_TRUE(net.start().ok());
+  }
+  RpcStats stats;
+  Net net;
+  RpcEngine rpc;
+};
+
+Config config(const char* self, bool auto_tune) {
+  Config c;
+  c.node.name = self;
+  c.nets.push_back({nid(self), 7988});
+  c.rpc.max_rpcs_in_flight = 8;
+  c.lnet.peer_credits = 8;
+  c.tune.auto_tune = auto_tune;
+  c.tune.link_mbit = 800;  // 100 MB/s
+  return c;
+}
+
+class TuneServiceTest : public ::testing::Test {
+ protected:
+  TuneServiceTest()
+      : live_(config("10.0.0.1@tcp", true)),
+        client_(hub_, clock_, a_, live_.get()),
+        server_(hub_, clock_, b_, config("10.0.0.2@tcp", false)),
+        svc_(client_.net, client_.rpc, client_.stats, live_, clock_) {
+    hub_.set_clock(&clock_);
+    serve_ping(server_.rpc, 1 << 20);
+    live_.on_apply([this](const Config& before, const Config& after) {
+      if (after.rpc.max_rpcs_in_flight != before.rpc.max_rpcs_in_flight)
+        client_.rpc.set_max_rpcs_in_flight(after.rpc.max_rpcs_in_flight);
+      if (after.lnet.peer_credits != before.lnet.peer_credits)
+        client_.net.set_credits(after.lnet.credits, after.lnet.peer_credits);
+    });
+  }
+
+  // `n` PINGs with 4 KiB of bulk, all submitted at once, pumped to completion.
+  void burst(int n) {
+    BulkData data = make_bulk(make_ping_pattern(4096));
+    int done = 0;
+    for (int i = 0; i < n; ++i)
+      client_.rpc.call_async(b_, kMsgPing, Buffer(), data, [&](RpcReply&& r) {
+        EXPECT_TRUE(r.status.ok()) << r.status.to_string();
+        ++done;
+      });
+    for (int i = 0; i < 1000 && done < n; ++i) hub_.pump();
+    ASSERT_EQ(done, n);
+  }
+
+  ManualClock clock_;
+  MemHub hub_;
+  Nid a_ = nid("10.0.0.1@tcp"), b_ = nid("10.0.0.2@tcp");
+  LiveConfig live_;
+  Node client_, server_;
+  TuneService svc_;
+};
+
+TEST_F(TuneServiceTest, AutoTuneDoublesTheWindowWhileRpcsWaitForSlots) {
+  svc_.reset(clock_.now());
+  burst(32);  // 8 on the wire, 24 wait for a slot; the round trip stays at its base
+  clock_.advance(1s);
+  svc_.round(clock_.now());
+  EXPECT_EQ(live_.get().rpc.max_rpcs_in_flight, 16);
+  EXPECT_EQ(live_.get().lnet.peer_credits, 16);
+  EXPECT_EQ(client_.rpc.max_rpcs_in_flight(), 16);  // applied through the LiveConfig
+  EXPECT_EQ(svc_.status().autotune_changes, 1u);
+  // An idle interval changes nothing.
+  clock_.advance(1s);
+  svc_.round(clock_.now());
+  EXPECT_EQ(live_.get().rpc.max_rpcs_in_flight, 16);
+}
+
+TEST_F(TuneServiceTest, AutoTuneOffKeepsTheSettings) {
+  ASSERT_TRUE(live_.set({"tune.auto=false"}).ok());
+  svc_.reset(clock_.now());
+  burst(32);
+  clock_.advance(1s);
+  svc_.round(clock_.now());
+  EXPECT_EQ(live_.get().rpc.max_rpcs_in_flight, 8);
+  EXPECT_EQ(svc_.status().autotune_changes, 0u);
+}
+
+TEST_F(TuneServiceTest, AdviceUsesTrafficAndTheConfiguredLink) {
+  ASSERT_TRUE(live_.set({"tune.auto=false"}).ok());
+  svc_.reset(clock_.now());
+  burst(2);  // connects: the peer exists from now on
+  clock_.advance(1s);
+  svc_.round(clock_.now());  // first sample: the peer's counters are the baseline
+  burst(16);
+  // 16 more, not pumped: 8 go to the wire, 8 wait for a max_rpcs_in_flight slot.
+  BulkData data = make_bulk(make_ping_pattern(4096));
+  int late = 0;
+  for (int i = 0; i < 16; ++i)
+    client_.rpc.call_async(b_, kMsgPing, Buffer(), data, [&](RpcReply&&) { ++late; });
+  clock_.advance(1s);
+  svc_.round(clock_.now());
+  auto r = svc_.tune({});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->advice.peers.size(), 1u);
+  const PeerMeasure& m = r->advice.peers[0].m;
+  EXPECT_EQ(m.peer, b_.to_string());
+  EXPECT_DOUBLE_EQ(m.bandwidth, 100e6);
+  EXPECT_EQ(m.bandwidth_source, "tune.link_mbit");
+  // At least the 16 requests and replies with 4 KiB each, over the one second sampled; at
+  // most those and the 8 requests handed to the wire since, with their headers.
+  EXPECT_GE(m.throughput, 16 * 2 * 4096.0);
+  EXPECT_LE(m.throughput, 24 * 2 * (4096.0 + 512));
+  EXPECT_TRUE(m.window_limited);  // RPCs were waiting for a slot at the sample
+  for (int i = 0; i < 1000 && late < 16; ++i) hub_.pump();
+  EXPECT_EQ(late, 16);
+  EXPECT_EQ(r->current.max_rpcs_in_flight, 8);
+  EXPECT_FALSE(r->applied);
+  // Bad sizes are refused; apply takes the recommendation.
+  TuneRequest bad;
+  bad.size = 100;
+  EXPECT_FALSE(svc_.tune(bad).ok());
+  TuneRequest apply;
+  apply.apply = true;
+  r = svc_.tune(apply);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->applied);
+  EXPECT_EQ(live_.get().rpc.max_rpcs_in_flight, r->advice.recommended.max_rpcs_in_flight);
+}
+
+TEST_F(TuneServiceTest, TheCheckRunsEveryCheckInterval) {
+  ASSERT_TRUE(live_.set({"tune.auto=false", "tune.check_interval=10"}).ok());
+  svc_.reset(clock_.now());
+  burst(4);
+  clock_.advance(9s);
+  svc_.round(clock_.now());
+  EXPECT_FALSE(svc_.status().last_advice);
+  clock_.advance(1s);
+  svc_.round(clock_.now());
+  auto st = svc_.status();
+  ASSERT_TRUE(st.last_advice);
+  EXPECT_EQ(st.last_advice->peers.size(), 1u);
+}
+
+}  // namespace
+}  // namespace pfsnet
