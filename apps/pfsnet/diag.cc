@@ -1,0 +1,134 @@
+// pfsnet diag rpc [node[=NID]|size|message|all] [N{s|m|h|d}] [-Y] [--json]: the RPC
+// statistics as mmdiag --rpc shows them.
+#include <cctype>
+#include <cstdio>
+
+#include "cli.h"
+
+namespace pfsnet::cli {
+
+namespace {
+
+// Calls f(kind, name, nid, statistic, stat-json) for every statistic of a diag rpc reply.
+void for_each_stat(
+    const json& r,
+    const std::function<void(const std::string&, const std::string&, const std::string&,
+                             const std::string&, const json&)>& f) {
+  // In the order GPFS lists them.
+  static const char* kNodeStats[] = {"channel_wait",     "send_time_tcp", "send_time_verbs",
+                                     "receive_time_tcp", "latency_tcp",   "latency_verbs",
+                                     "latency_mixed"};
+  for (const json& n : r.value("nodes", json::array()))
+    for (const char* k : kNodeStats)
+      if (n["stats"].contains(k)) f("node", n["node"], n["nid"], k, n["stats"][k]);
+  for (const json& s : r.value("sizes", json::array()))
+    f("size",
+      std::to_string(s["low"].get<uint64_t>()) + "-" + std::to_string(s["high"].get<uint64_t>()),
+      "", "latency", s["latency"]);
+  for (const json& m : r.value("messages", json::array()))
+    f("message", m["type"], "", "execution", m["execution"]);
+}
+
+constexpr const char* kGranularities[] = {"second", "minute", "hour", "day"};
+
+void print_diag_rpc(const json& r) {
+  std::printf(
+      "RPC statistics: average, minimum and maximum in milliseconds, and count, per interval\n");
+  std::printf("raw records dropped: stat %llu, exec %llu\n",
+              r["dropped"]["stat"].get<unsigned long long>(),
+              r["dropped"]["exec"].get<unsigned long long>());
+  std::string last_owner;
+  for_each_stat(r, [&](const std::string& kind, const std::string& name, const std::string& nid,
+                       const std::string& stat, const json& v) {
+    std::string owner = kind + " " + name + (nid.empty() || nid == name ? "" : " (" + nid + ")");
+    if (owner != last_owner) {
+      std::printf("\n%s %s\n", kind == "size" ? "size range" : kind.c_str(),
+                  (name + (nid.empty() || nid == name ? "" : " (" + nid + ")")).c_str());
+      last_owner = owner;
+    }
+    std::printf("  %s\n", stat.c_str());
+    for (const char* g : kGranularities) {
+      if (!v.contains(g)) continue;
+      for (const json& i : v[g]) {
+        std::printf("    %-6s %s  avg/min/max = %9s/%9s/%9s  cnt = %lld", g,
+                    utc(i["start"].get<int64_t>()).c_str(),
+                    fmt_ms(i["avg_ms"].get<double>()).c_str(),
+                    fmt_ms(i["min_ms"].get<double>()).c_str(),
+                    fmt_ms(i["max_ms"].get<double>()).c_str(), i["count"].get<long long>());
+        if (i.contains("p50_ms"))
+          std::printf("\n    %-6s %20s  p50 = %s  p99 = %s", "", "",
+                      fmt_ms(i["p50_ms"].get<double>()).c_str(),
+                      fmt_ms(i["p99_ms"].get<double>()).c_str());
+        std::printf("\n");
+      }
+    }
+  });
+}
+
+void print_diag_rpc_y(const json& r) {
+  std::printf(
+      "pfsnet:diag_rpc:HEADER:version:reserved:reserved:kind:name:nid:statistic:granularity:"
+      "start:count:avgMs:minMs:maxMs:\n");
+  for_each_stat(r, [&](const std::string& kind, const std::string& name, const std::string& nid,
+                       const std::string& stat, const json& v) {
+    for (const char* g : kGranularities) {
+      if (!v.contains(g)) continue;
+      for (const json& i : v[g])
+        std::printf("pfsnet:diag_rpc:0:1:::%s:%s:%s:%s:%s:%lld:%lld:%s:%s:%s:\n", kind.c_str(),
+                    name.c_str(), nid.c_str(), stat.c_str(), g, i["start"].get<long long>(),
+                    i["count"].get<long long>(), fmt_ms(i["avg_ms"].get<double>()).c_str(),
+                    fmt_ms(i["min_ms"].get<double>()).c_str(),
+                    fmt_ms(i["max_ms"].get<double>()).c_str());
+    }
+  });
+}
+
+struct DiagArgs {
+  std::vector<std::string> args;
+  bool colon = false;
+};
+
+int diag_rpc(Invocation& inv, const DiagArgs& a) {
+  json req = {{"cmd", "diag_rpc"}};
+  bool have_what = false, have_interval = false;
+  for (const std::string& arg : a.args) {
+    bool is_interval = !arg.empty() && std::isdigit(static_cast<unsigned char>(arg[0]));
+    if (is_interval) {
+      if (have_interval) return fail("diag rpc takes one interval (e.g. 60s)");
+      req["interval"] = arg;
+      have_interval = true;
+      continue;
+    }
+    if (have_what) return fail("diag rpc takes one of node[=NAME], size, message, all");
+    have_what = true;
+    if (arg.rfind("node=", 0) == 0) {
+      req["what"] = "node";
+      req["node"] = arg.substr(5);
+    } else {
+      req["what"] = arg;
+    }
+  }
+  return request(inv, req, std::chrono::seconds(10), [&](const json& r) {
+    if (a.colon)
+      print_diag_rpc_y(r);
+    else
+      print_diag_rpc(r);
+  });
+}
+
+}  // namespace
+
+void add_diag(CLI::App& app, Invocation& inv) {
+  auto* diag = app.add_subcommand("diag", "daemon diagnostics");
+  diag->require_subcommand(1);
+  auto* sub = diag->add_subcommand(
+      "rpc", "RPC statistics, like mmdiag --rpc: [node[=NAME]|size|message|all] [N{s|m|h|d}]");
+  auto a = std::make_shared<DiagArgs>();
+  sub->add_option("ARGS", a->args,
+                  "node (default), node=NID, size, message or all; and/or 60s, 5m, 2h, 30d");
+  sub->add_flag("-Y", a->colon, "colon-separated rows with a header row");
+  add_json_flag(sub, inv);
+  sub->callback([&inv, a] { inv.rc = diag_rpc(inv, *a); });
+}
+
+}  // namespace pfsnet::cli

@@ -1,0 +1,139 @@
+// pfsnet nis|peers [-v], pfsnet status, pfsnet config show|set: the daemon's tables.
+#include <cstdio>
+
+#include "cli.h"
+
+namespace pfsnet::cli {
+
+namespace {
+
+// An aligned table within 100 columns; -v adds the errors by kind, timeouts, drops,
+// connections and (peers) every NID the peer announced.
+void print_ni_table(const json& list, const char* title, bool verbose) {
+  std::printf("%-20s %-5s %6s %9s %5s %6s %8s %8s %8s %8s %6s\n", title, "state", "health",
+              "credits", "min", "queued", "sent", "sent", "recv", "recv", "errors");
+  for (const json& n : list) {
+    uint64_t errs = 0;
+    for (auto& [k, v] : n["errors"].items()) errs += v.get<uint64_t>();
+    std::string credits = std::to_string(n["credits"].get<long long>()) + "/" +
+                          std::to_string(n["credits_max"].get<long long>());
+    std::printf("%-20s %-5s %6d %9s %5lld %6lld %8llu %8s %8llu %8s %6llu\n",
+                n["nid"].get<std::string>().c_str(), n["state"].get<std::string>().c_str(),
+                n["health"].get<int>(), credits.c_str(), n["credits_min"].get<long long>(),
+                n["queued"].get<long long>(), n["send_count"].get<unsigned long long>(),
+                human_bytes(n["send_bytes"].get<uint64_t>()).c_str(),
+                n["recv_count"].get<unsigned long long>(),
+                human_bytes(n["recv_bytes"].get<uint64_t>()).c_str(),
+                static_cast<unsigned long long>(errs));
+    if (!verbose) continue;
+    std::printf("    last state change %s (%s s ago)\n",
+                n["last_change"].get<std::string>().c_str(),
+                fmt_ms(n["since_change_s"].get<double>()).c_str());
+    if (n["next_recovery_s"].get<double>() >= 0)
+      std::printf("    in recovery: %d ping(s) unanswered, next in %s s\n",
+                  n["recovery_pings"].get<int>(),
+                  fmt_ms(n["next_recovery_s"].get<double>()).c_str());
+    std::printf(
+        "    connections %lld, resends %llu, timeouts local %llu remote %llu, "
+        "drops %llu, faults %llu\n",
+        n["connections"].get<long long>(), n["resends"].get<unsigned long long>(),
+        n["local_timeouts"].get<unsigned long long>(),
+        n["remote_timeouts"].get<unsigned long long>(), n["drops"].get<unsigned long long>(),
+        n["faults"].get<unsigned long long>());
+    if (n.contains("peer_nids")) {
+      std::string nids;
+      for (const json& x : n["peer_nids"]) nids += (nids.empty() ? "" : " ") + x.get<std::string>();
+      std::printf("    peer %s, NIDs: %s\n", n["peer"].get<std::string>().c_str(), nids.c_str());
+    }
+    for (auto& [k, v] : n["errors"].items())
+      std::printf("    %-28s %llu\n", k.c_str(), v.get<unsigned long long>());
+  }
+}
+
+void print_status(const json& t) {
+  std::printf("MGS %s, generation %llu, %zu node(s)\n", t["mgs"].get<std::string>().c_str(),
+              t["generation"].get<unsigned long long>(), t["nodes"].size());
+  std::printf("%-16s %-14s %-8s %10s %-6s  %s\n", "name", "roles", "state", "heard(s)", "via",
+              "NIDs");
+  for (const json& n : t["nodes"]) {
+    std::string nids;
+    for (const json& x : n["nids"]) nids += (nids.empty() ? "" : " ") + x.get<std::string>();
+    if (nids.size() > 40) nids = nids.substr(0, 37) + "...";
+    std::printf("%-16.16s %-14.14s %-8s %10s %-6s  %s\n", n["name"].get<std::string>().c_str(),
+                n["roles"].get<std::string>().c_str(), n["state"].get<std::string>().c_str(),
+                fmt_ms(n["last_heard_s_ago"].get<double>()).c_str(),
+                n["heard_via"].get<std::string>().c_str(), nids.c_str());
+  }
+}
+
+void print_config(const json& r) {
+  std::printf("%-38s %-24s %s\n", "key", "value", "changes");
+  for (const json& e : r["config"])
+    std::printf("%-38s %-24s %s\n", e["key"].get<std::string>().c_str(),
+                e["value"].get<std::string>().c_str(),
+                e["runtime"].get<bool>() ? "at run time" : "at restart");
+}
+
+void print_changes(const json& r) {
+  for (const json& c : r["changed"])
+    std::printf("%s: %s -> %s\n", c["key"].get<std::string>().c_str(),
+                c["from"].get<std::string>().c_str(), c["to"].get<std::string>().c_str());
+  if (r["changed"].empty()) std::printf("nothing changed\n");
+}
+
+}  // namespace
+
+void add_nis_and_peers(CLI::App& app, Invocation& inv) {
+  struct Table {
+    const char* cmd;
+    const char* help;
+    const char* title;
+    const char* verbose_help;
+  };
+  for (const Table& t :
+       {Table{"nis", "local NIs: state, credits, counters", "NI",
+              "also last state change, recovery, resends, timeouts, drops, errors by kind"},
+        Table{"peers", "peer NIs: state, credits, counters", "peer NI",
+              "also last state change, recovery, resends, timeouts, errors by kind, NIDs"}}) {
+    auto* sub = app.add_subcommand(t.cmd, t.help);
+    auto verbose = std::make_shared<bool>(false);
+    add_json_flag(sub, inv);
+    sub->add_flag("-v,--verbose", *verbose, t.verbose_help);
+    sub->callback([&inv, t, verbose] {
+      inv.rc = request(inv, {{"cmd", t.cmd}}, std::chrono::seconds(10),
+                       [&](const json& r) { print_ni_table(r[t.cmd], t.title, *verbose); });
+    });
+  }
+}
+
+void add_status(CLI::App& app, Invocation& inv) {
+  auto* sub = app.add_subcommand("status",
+                                 "the MGS's table of every node (asked through the "
+                                 "local daemon): name, roles, NIDs, state, last heard");
+  add_json_flag(sub, inv);
+  sub->callback([&inv] {
+    inv.rc = request(inv, {{"cmd", "status"}}, std::chrono::seconds(30), print_status);
+  });
+}
+
+void add_config(CLI::App& app, Invocation& inv) {
+  auto* config = app.add_subcommand("config", "the daemon's effective settings");
+  config->require_subcommand(1);
+  auto* show =
+      config->add_subcommand("show", "every setting and whether it can change at run time");
+  add_json_flag(show, inv);
+  show->callback([&inv] {
+    inv.rc = request(inv, {{"cmd", "config_show"}}, std::chrono::seconds(10), print_config);
+  });
+  auto* set = config->add_subcommand("set", "change settings at run time where the key allows it");
+  auto assignments = std::make_shared<std::vector<std::string>>();
+  set->add_option("KEY=VALUE", *assignments, "e.g. stats.rpcPerfNumberSecondIntervals=120")
+      ->required();
+  add_json_flag(set, inv);
+  set->callback([&inv, assignments] {
+    inv.rc = request(inv, {{"cmd", "config_set"}, {"set", *assignments}}, std::chrono::seconds(10),
+                     print_changes);
+  });
+}
+
+}  // namespace pfsnet::cli
