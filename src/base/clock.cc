@@ -16,10 +16,4 @@ std::string format_unix_ms(int64_t unix_ms) {
   return b;
 }
 
-int64_t unix_ms_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace pfsnet

@@ -58,9 +58,12 @@ class ManualClock final : public Clock {
 inline double to_ms(Duration d) { return static_cast<double>(d.count()) / 1e6; }
 inline double to_us(Duration d) { return static_cast<double>(d.count()) / 1e3; }
 
-// Wall-clock time, for display: milliseconds since the Unix epoch, and that as
+// Wall-clock time, for display: milliseconds since the Unix epoch (of a Clock's
+// wall_now(): nothing reads the calendar except through a Clock), and that as
 // "2026-11-22T05:30:00.123Z".
-int64_t unix_ms_now();
+inline int64_t unix_ms(WallTime t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
 std::string format_unix_ms(int64_t unix_ms);
 
 }  // namespace pfsnet

@@ -18,14 +18,13 @@
 
 #include "base/nid.h"
 #include "base/status.h"
+#include "rpc/msg_types.h"
 #include "wire/buffer.h"
 
 namespace pfsnet {
 
-inline constexpr uint32_t kMsgMgsRegister = 16;
-inline constexpr uint32_t kMsgMgsPing = 17;
-inline constexpr uint32_t kMsgMgsNotify = 18;
-inline constexpr uint32_t kMsgMgsStatus = 19;
+// The message types (kMsgMgsRegister, kMsgMgsPing, kMsgMgsNotify, kMsgMgsStatus) are in
+// rpc/msg_types.h with every other.
 
 // Roles, as a bit set.
 inline constexpr uint8_t kRoleClient = 1, kRoleServer = 2, kRoleMgs = 4;

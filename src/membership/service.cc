@@ -31,10 +31,6 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
   roles_ = roles_from(cfg.node.roles);
   Duration tt = std::chrono::seconds(cfg.lnet.transaction_timeout);
   notify_timeout_ = std::min<Duration>(tt, std::chrono::seconds(5));
-  rpc_.define_type(kMsgMgsNotify, "MGS_NOTIFY");
-  rpc_.define_type(kMsgMgsRegister, "MGS_REGISTER");
-  rpc_.define_type(kMsgMgsPing, "MGS_PING");
-  rpc_.define_type(kMsgMgsStatus, "MGS_STATUS");
   std::vector<Nid> nids;
   for (const NetConfig& n : cfg.nets) nids.push_back(n.nid);
   if (roles_ & kRoleMgs) {
@@ -43,14 +39,11 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
         mgs_->on_register(RegisterReq{cfg.node.name, roles_, nids, instance_}, clock_.now());
     self_id_ = self.id;
     rpc_.handle(
-        kMsgMgsRegister, "MGS_REGISTER", [this](RpcRequest& r) { return serve_register(r); },
-        HandlerMode::kInline);
+        kMsgMgsRegister, [this](RpcRequest& r) { return serve_register(r); }, HandlerMode::kInline);
     rpc_.handle(
-        kMsgMgsPing, "MGS_PING", [this](RpcRequest& r) { return serve_ping(r); },
-        HandlerMode::kInline);
+        kMsgMgsPing, [this](RpcRequest& r) { return serve_ping(r); }, HandlerMode::kInline);
     rpc_.handle(
-        kMsgMgsStatus, "MGS_STATUS", [this](RpcRequest& r) { return serve_status(r); },
-        HandlerMode::kWorker);
+        kMsgMgsStatus, [this](RpcRequest& r) { return serve_status(r); }, HandlerMode::kWorker);
   }
   std::vector<Nid> others;  // an MGS does not ping itself
   for (const Nid& m : cfg.node.mgs)
@@ -70,8 +63,7 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
     agent_ = std::make_unique<AgentCore>(o);
   }
   rpc_.handle(
-      kMsgMgsNotify, "MGS_NOTIFY", [this](RpcRequest& r) { return serve_notify(r); },
-      HandlerMode::kWorker);
+      kMsgMgsNotify, [this](RpcRequest& r) { return serve_notify(r); }, HandlerMode::kWorker);
 }
 
 MembershipService::~MembershipService() { stop(); }

@@ -171,7 +171,7 @@ void RxCredit::release() {
 
 void Net::note_change_locked(Health& h, TimePoint now) {
   h.last_change = now;
-  h.last_change_unix_ms = unix_ms_now();
+  h.last_change_unix_ms = unix_ms(clock_.wall_now());
 }
 
 void Net::lower_locked(Health& h, TimePoint now) {

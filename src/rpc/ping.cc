@@ -48,7 +48,7 @@ void serve_ping(RpcEngine& engine, size_t max_bulk) {
   // One shared pattern: read replies send a prefix of it without copying.
   BulkData pattern = make_bulk(make_ping_pattern(max_bulk));
   engine.handle(
-      kMsgBrwWrite, "BRW_WRITE",
+      kMsgBrwWrite,
       [](RpcRequest& req) {
         RpcResponse r;
         if (!check_ping_pattern(req.bulk.span()))
@@ -57,7 +57,7 @@ void serve_ping(RpcEngine& engine, size_t max_bulk) {
       },
       HandlerMode::kInline);
   engine.handle(
-      kMsgBrwRead, "BRW_READ",
+      kMsgBrwRead,
       [pattern, max_bulk](RpcRequest& req) {
         RpcResponse r;
         read_reply(req, pattern, max_bulk, &r);
@@ -65,7 +65,7 @@ void serve_ping(RpcEngine& engine, size_t max_bulk) {
       },
       HandlerMode::kInline);
   engine.handle(
-      kMsgPing, "PING",
+      kMsgPing,
       [pattern, max_bulk](RpcRequest& req) {
         RpcResponse r;
         if (req.payload.empty()) {

@@ -8,16 +8,15 @@
 #include <optional>
 #include <span>
 
+#include "rpc/msg_types.h"
 #include "rpc/rpc_engine.h"
 
 namespace pfsnet {
 
-inline constexpr uint32_t kMsgPing = 1;
-// Bulk write/read in one round trip each, as lnet_selftest's brw test does them:
-// BRW_WRITE carries ping_pattern bulk that the server checks (a mismatch is an error
-// reply); BRW_READ's payload is 4 bytes LE N and the reply carries N bytes of pattern.
-inline constexpr uint32_t kMsgBrwWrite = 2;
-inline constexpr uint32_t kMsgBrwRead = 3;
+// PING (kMsgPing, rpc/msg_types.h) and bulk write/read in one round trip each, as
+// lnet_selftest's brw test does them: BRW_WRITE carries ping_pattern bulk that the server
+// checks (a mismatch is an error reply); BRW_READ's payload is 4 bytes LE N and the reply
+// carries N bytes of pattern.
 
 // Serves PING, BRW_WRITE and BRW_READ on `engine` (inline), with bulk of up to
 // `max_bulk` bytes.

@@ -1,9 +1,11 @@
 #include "rpc/rpc_engine.h"
 
 #include <algorithm>
+#include <cassert>
 #include <deque>
 
 #include "base/log.h"
+#include "rpc/msg_types.h"
 #include "rpc/ping.h"
 
 namespace pfsnet {
@@ -84,6 +86,7 @@ RpcOptions RpcOptions::from(const Config& cfg) {
 RpcEngine::RpcEngine(Net& net, RpcOptions opts, RpcStats* stats)
     : net_(net), opts_(opts), stats_(stats), clock_(net.clock()), workers_(opts.workers) {
   net_.set_rx(this);
+  for (const MsgType& t : kMsgTypes) types_[t.id].name = std::string(t.name);
 }
 
 RpcEngine::~RpcEngine() {
@@ -93,14 +96,21 @@ RpcEngine::~RpcEngine() {
 }
 
 void RpcEngine::define_type(uint32_t type, std::string name) {
+  assert(msg_type_name(type).empty() || msg_type_name(type) == name);
   types_[type].name = std::move(name);
 }
 
 void RpcEngine::handle(uint32_t type, std::string name, Handler h, HandlerMode mode) {
+  define_type(type, std::move(name));
   TypeInfo& t = types_[type];
-  t.name = std::move(name);
+  assert(!t.handler);
   t.handler = std::move(h);
   t.mode = mode;
+}
+
+void RpcEngine::handle(uint32_t type, Handler h, HandlerMode mode) {
+  assert(!msg_type_name(type).empty());
+  handle(type, std::string(msg_type_name(type)), std::move(h), mode);
 }
 
 std::string RpcEngine::type_name(uint32_t type) const {

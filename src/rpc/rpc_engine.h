@@ -127,9 +127,13 @@ class RpcEngine final : public NetRx {
   ~RpcEngine() override;
 
   // Names a message type (for statistics and errors); optional for types only called.
+  // pfsnet's own types (rpc/msg_types.h) are named from the start. REQUIRES: `type` is
+  // not one of them under another name.
   void define_type(uint32_t type, std::string name);
-  // Serves `type`. REQUIRES: before any traffic.
+  // Serves `type`. REQUIRES: before any traffic; `type` not served already.
   void handle(uint32_t type, std::string name, Handler h, HandlerMode mode);
+  // Serves one of pfsnet's own types, under its registered name.
+  void handle(uint32_t type, Handler h, HandlerMode mode);
   // "PING", or "type-N" for an unnamed type.
   std::string type_name(uint32_t type) const;
   // The type named `name` (defined or handled here), or 0.

@@ -198,7 +198,7 @@ json SelftestSpec::to_json() const {
 
 void serve_selftest(RpcEngine& rpc, Clock& clock) {
   rpc.handle(
-      kMsgSelftestRun, "SELFTEST_RUN",
+      kMsgSelftestRun,
       [&rpc, &clock](RpcRequest& r) {
         RpcResponse resp;
         json req = json::parse(std::string(r.payload.view()), nullptr, false);

@@ -19,8 +19,6 @@
 
 namespace pfsnet {
 
-inline constexpr uint32_t kMsgSelftestRun = 20;
-
 struct SelftestSpec {
   std::vector<Nid> clients, servers;
   std::string test = "brw";    // "ping" or "brw"

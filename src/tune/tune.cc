@@ -331,7 +331,7 @@ std::optional<TuneChange> AutoTuner::step(const TuneInterval& iv, const TuneSett
 
 void serve_tune_probe(RpcEngine& engine, Clock& clock) {
   engine.handle(
-      kMsgTuneProbe, "TUNE_PROBE",
+      kMsgTuneProbe,
       [&clock](RpcRequest&) {
         RpcResponse r;
         uint64_t ns = static_cast<uint64_t>(clock.now().time_since_epoch().count());

@@ -37,8 +37,6 @@
 
 namespace pfsnet {
 
-inline constexpr uint32_t kMsgTuneProbe = 21;
-
 struct TuneSettings {
   int64_t max_rpcs_in_flight = 8;
   int64_t peer_credits = 8;

@@ -1,0 +1,54 @@
+// The message types of pfsnet's own services: every id and name in one table, so two
+// services can never share an id (msg_types_test checks the table) and every node names
+// the types alike in statistics and errors. Ids from kMsgFirstUser up are the
+// applications' own (RpcEngine::handle / define_type).
+// Thread safety: constants.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace pfsnet {
+
+// rpc/ping.h: a round trip with optional bulk either way; bulk writes and reads.
+inline constexpr uint32_t kMsgPing = 1;
+inline constexpr uint32_t kMsgBrwWrite = 2;
+inline constexpr uint32_t kMsgBrwRead = 3;
+// membership/protocol.h: the scalable pinger.
+inline constexpr uint32_t kMsgMgsRegister = 16;
+inline constexpr uint32_t kMsgMgsPing = 17;
+inline constexpr uint32_t kMsgMgsNotify = 18;
+inline constexpr uint32_t kMsgMgsStatus = 19;
+// selftest/selftest.h: one client's share of a self-test step.
+inline constexpr uint32_t kMsgSelftestRun = 20;
+// tune/tune.h: the packet-train probe.
+inline constexpr uint32_t kMsgTuneProbe = 21;
+
+inline constexpr uint32_t kMsgFirstUser = 1024;
+
+struct MsgType {
+  uint32_t id;
+  std::string_view name;
+};
+
+inline constexpr MsgType kMsgTypes[] = {
+    {kMsgPing, "PING"},
+    {kMsgBrwWrite, "BRW_WRITE"},
+    {kMsgBrwRead, "BRW_READ"},
+    {kMsgMgsRegister, "MGS_REGISTER"},
+    {kMsgMgsPing, "MGS_PING"},
+    {kMsgMgsNotify, "MGS_NOTIFY"},
+    {kMsgMgsStatus, "MGS_STATUS"},
+    {kMsgSelftestRun, "SELFTEST_RUN"},
+    {kMsgTuneProbe, "TUNE_PROBE"},
+};
+
+// The registered name of `id`; empty when it is not one of pfsnet's own.
+constexpr std::string_view msg_type_name(uint32_t id) {
+  for (const MsgType& t : kMsgTypes)
+    if (t.id == id) return t.name;
+  return {};
+}
+
+}  // namespace pfsnet
