@@ -46,6 +46,7 @@
 #include "base/log.h"
 #include "figure.h"
 #include "net/net.h"
+#include "rpc/node_timers.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
@@ -255,6 +256,7 @@ struct Client {
   std::unique_ptr<RpcStats> stats;
   std::unique_ptr<Net> net;
   std::unique_ptr<RpcEngine> rpc;
+  std::unique_ptr<NodeTimers> timers;  // declared last: stopped first
   // `spin`: how long a blocking call spins before sleeping (RpcOptions::spin).
   // `with_stats`: record GPFS RPC statistics (processed every second by a ticker).
   explicit Client(const char* addr, std::chrono::microseconds spin = RpcOptions{}.spin,
@@ -273,7 +275,8 @@ struct Client {
     RpcOptions ro{64, 1, 30s, 2 << 20};
     ro.spin = spin;
     rpc = std::make_unique<RpcEngine>(*net, ro, stats.get());
-    rpc->start_ticker(100ms);
+    timers = std::make_unique<NodeTimers>(*net, *rpc, stats.get(), nullptr);
+    timers->start(100ms);
     for (int i = 0; i < 50; ++i)
       if (rpc->call(server, kMsgPing, Buffer()).status.ok())
         return;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "net/net.h"
+#include "rpc/node_timers.h"
 #include "rpc/rpc_engine.h"
 #include "transport/tcp_transport.h"
 
@@ -244,9 +245,15 @@ class ClientNode {
                to.cluster_key = key;
                return std::make_unique<TcpTransport>(to, std::vector<Nid>{nid}, clock(), ev);
              }),
-        rpc_(net_, RpcOptions{max_in_flight, 1, timeout, 2 << 20}) {
+        rpc_(net_, RpcOptions{max_in_flight, 1, timeout, 2 << 20}),
+        pinger_(net_, rpc_, timeout / 3),
+        timers_(net_, rpc_, nullptr, &pinger_) {
     start_status_ = net_.start();
-    rpc_.start_ticker(50ms);
+    timers_.start(50ms);
+  }
+  ~ClientNode() {
+    timers_.stop();
+    rpc_.shutdown();
   }
   static MonotonicClock& clock() {
     static MonotonicClock c;
@@ -265,6 +272,8 @@ class ClientNode {
   MonotonicClock& clock_ = clock();
   Net net_;
   RpcEngine rpc_;
+  RecoveryPinger pinger_;
+  NodeTimers timers_;
   Status start_status_;
 };
 

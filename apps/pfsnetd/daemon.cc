@@ -20,7 +20,11 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
                                [this, to, nids](TransportEvents& ev) {
                                  return std::make_unique<TcpTransport>(to, nids, clock_, ev);
                                });
-  rpc_ = std::make_unique<RpcEngine>(*net_, RpcOptions::from(cfg), stats_.get());
+  RpcOptions ro = RpcOptions::from(cfg);
+  rpc_ = std::make_unique<RpcEngine>(*net_, ro, stats_.get());
+  pinger_ =
+      std::make_unique<RecoveryPinger>(*net_, *rpc_, ro.default_timeout / (ro.retry_count + 1));
+  timers_ = std::make_unique<NodeTimers>(*net_, *rpc_, stats_.get(), pinger_.get());
   serve_ping(*rpc_, static_cast<size_t>(cfg.max_bulk()));
   membership_ = std::make_unique<MembershipService>(cfg, *net_, *rpc_, clock_);
   serve_selftest(*rpc_, clock_);
@@ -47,7 +51,7 @@ Daemon::~Daemon() { stop(); }
 Status Daemon::start() {
   Status s = net_->start();
   if (!s.ok()) return s;
-  rpc_->start_ticker(std::chrono::milliseconds(100));
+  timers_->start(std::chrono::milliseconds(100));
   watch_links();
   membership_->start();
   tune_->reset(clock_.now());
@@ -104,6 +108,7 @@ void Daemon::stop() {
   if (stopped_) return;
   stopped_ = true;
   tune_ticker_.stop();
+  timers_->stop();
   links_.stop();
   membership_->stop();
   rpc_->shutdown();  // pending RPCs fail now, so admin sessions end

@@ -16,6 +16,8 @@
 #include "base/periodic.h"
 #include "membership/service.h"
 #include "net/net.h"
+#include "rpc/node_timers.h"
+#include "rpc/recovery_pinger.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
 #include "transport/link_monitor.h"
@@ -46,7 +48,9 @@ class Daemon {
   MonotonicClock clock_;
   std::unique_ptr<RpcStats> stats_;
   std::unique_ptr<Net> net_;
+  std::unique_ptr<RecoveryPinger> pinger_;  // outlives rpc_: its pings' callbacks use it
   std::unique_ptr<RpcEngine> rpc_;
+  std::unique_ptr<NodeTimers> timers_;
   std::unique_ptr<MembershipService> membership_;
   std::unique_ptr<TuneService> tune_;
   AdminCommands commands_;

@@ -3,6 +3,7 @@
 // schedule, fault rules, and the errors a caller gets when every attempt fails.
 #include <gtest/gtest.h>
 
+#include "rpc/node_timers.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
 #include "transport/mem_transport.h"
@@ -22,12 +23,18 @@ struct Node {
               to.cluster_key = "0123456789abcdef";
               return std::make_unique<MemTransport>(hub, to, nids, clock, ev);
             }),
-        rpc(net, ro) {
+        rpc(net, ro),
+        pinger(net, rpc, ro.default_timeout / (ro.retry_count + 1)),
+        timers(net, rpc, nullptr, &pinger) {
     EXPECT_TRUE(net.start().ok());
     serve_ping(rpc, 1 << 20);
   }
+  // The engine's last callbacks (recovery pings it cancels) run before the pinger goes.
+  ~Node() { rpc.shutdown(); }
   Net net;
   RpcEngine rpc;
+  RecoveryPinger pinger;
+  NodeTimers timers;
 };
 
 struct Replies {
@@ -82,8 +89,8 @@ class HealthTest : public ::testing::Test {
   void run_for(Duration d) {
     for (Duration t{0}; t < d; t += 100ms) {
       clock_.advance(100ms);
-      client_.rpc.tick(clock_.now());
-      server_.rpc.tick(clock_.now());
+      client_.timers.tick(clock_.now());
+      server_.timers.tick(clock_.now());
       hub_.pump();
     }
   }
@@ -135,7 +142,7 @@ TEST_F(HealthTest, LinkDownMovesTrafficAndRecoveryPingsRestoreHealth) {
   EXPECT_EQ(find(client_.net.nis(), a1_).send_count, rail1);  // a NI that is down: never
   // No recovery ping while down.
   run_for(2s);
-  EXPECT_EQ(client_.rpc.recovery_pings_sent(), 0u);
+  EXPECT_EQ(client_.pinger.sent(), 0u);
   // Up again: LOCAL_NI_UP, a recovery ping at once restores the health; traffic returns.
   ASSERT_TRUE(client_.net.set_link_state(a1_, true));
   ni = find(client_.net.nis(), a1_);
@@ -143,8 +150,8 @@ TEST_F(HealthTest, LinkDownMovesTrafficAndRecoveryPingsRestoreHealth) {
   EXPECT_EQ(errors(ni, HealthKind::kLocalNiUp), 1u);
   EXPECT_EQ(ni.next_recovery_s, 0);
   run_for(100ms);
-  EXPECT_EQ(client_.rpc.recovery_pings_sent(), 1u);
-  EXPECT_EQ(client_.rpc.recovery_pings_ok(), 1u);
+  EXPECT_EQ(client_.pinger.sent(), 1u);
+  EXPECT_EQ(client_.pinger.answered(), 1u);
   EXPECT_EQ(find(client_.net.nis(), a1_).health, 1000);
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(ping(b1_).status.ok());
   EXPECT_GE(find(client_.net.nis(), a1_).send_count, rail1 + 4);
@@ -183,16 +190,16 @@ TEST_F(HealthTest, BlackHoledRailTimesOutRemotelyAndResendsOnTheOther) {
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(ping(b1_).status.ok());
   EXPECT_EQ(find(client_.net.nis(), a1_).send_count, rail1);
   // Recovery pings to b1 are black-holed too, with growing intervals: 1, 2, 4 s.
-  uint64_t sent = client_.rpc.recovery_pings_sent();
+  uint64_t sent = client_.pinger.sent();
   run_for(8s);
-  EXPECT_GE(client_.rpc.recovery_pings_sent(), sent + 2);
-  EXPECT_LE(client_.rpc.recovery_pings_sent(), sent + 4);
-  EXPECT_EQ(client_.rpc.recovery_pings_ok(), 0u);
+  EXPECT_GE(client_.pinger.sent(), sent + 2);
+  EXPECT_LE(client_.pinger.sent(), sent + 4);
+  EXPECT_EQ(client_.pinger.answered(), 0u);
   // Remove the fault: the next recovery ping succeeds and the peer NI heals.
   ASSERT_TRUE(client_.net.del_fault(id));
   for (int i = 0; i < 40 && find(client_.net.peers(), b1_).health < 1000; ++i) run_for(1s);
   EXPECT_EQ(find(client_.net.peers(), b1_).health, 1000);
-  EXPECT_GE(client_.rpc.recovery_pings_ok(), 1u);
+  EXPECT_GE(client_.pinger.answered(), 1u);
 }
 
 TEST_F(HealthTest, RecoveryPingsBackOffExponentiallyUpTo900Seconds) {

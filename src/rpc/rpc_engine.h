@@ -14,8 +14,12 @@
 // Bulk: a write carries its data with the request (one round trip), a read returns it
 // with the reply; 0 to 2 x maxBlockSize bytes either way.
 //
-// Threads: call/call_async/tick/shutdown from any thread. Async callbacks run on an I/O
-// thread, a worker, or the thread of tick()/shutdown(); they must not block. Register
+// Timers: the engine has none of its own. expire(now) applies the RPC deadlines; a node's
+// one periodic driver (rpc/node_timers.h) calls it beside Net::expire, the statistics'
+// tick and the recovery pinger.
+//
+// Threads: call/call_async/expire/shutdown from any thread. Async callbacks run on an I/O
+// thread, a worker, or the thread of expire()/shutdown(); they must not block. Register
 // handlers before traffic starts.
 #pragma once
 
@@ -31,7 +35,6 @@
 
 #include "base/clock.h"
 #include "base/config.h"
-#include "base/periodic.h"
 #include "net/net.h"
 #include "rpc/worker_pool.h"
 #include "stats/rpc_stats.h"
@@ -108,8 +111,6 @@ struct RpcOptions {
   // again -- on another path when there is a healthier one -- up to retry_count times
   // within its timeout. Each attempt gets timeout / (retry_count + 1).
   int64_t retry_count = 2;
-  // Recovery pings of unhealthy NIs (Net::recovery_due) are sent from tick().
-  bool recovery_pings = true;
 
   // max_rpcs_in_flight, the default timeout (transaction_timeout), max_bulk (2 x
   // maxBlockSize) and retry_count of a node's config.
@@ -121,8 +122,8 @@ class RpcEngine final : public NetRx {
   using Callback = std::function<void(RpcReply&&)>;
 
   // Attaches itself to `net` as its receiver. `net` must outlive the engine. With
-  // `stats`, every reply received and every request executed is recorded there (and
-  // tick() drives its once-a-second processing); it must outlive the engine.
+  // `stats`, every reply received and every request executed is recorded there; it must
+  // outlive the engine.
   RpcEngine(Net& net, RpcOptions opts, RpcStats* stats = nullptr);
   ~RpcEngine() override;
 
@@ -144,13 +145,13 @@ class RpcEngine final : public NetRx {
   void call_async(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, Callback cb,
                   CallOptions opts = {});
 
-  // Fails RPCs (and queued sends) whose deadline is at or before `now`, and processes the
-  // statistics of every second passed. Returns how many RPCs it failed.
-  size_t tick(TimePoint now);
-  // Runs tick() every `period` of real time on a thread of its own until shutdown().
-  void start_ticker(Duration period);
-  // Fails every pending and queued RPC with kCancelled, stops the ticker and workers.
-  // New calls fail at once. Idempotent.
+  // Applies the RPC deadlines at `now`: an RPC past its deadline fails (queued for a slot
+  // or on the wire); an attempt written and unanswered past its attempt deadline is a
+  // remote timeout, reported to the net and resent while the budget allows. Returns how
+  // many RPCs it failed or resent.
+  size_t expire(TimePoint now);
+  // Fails every pending and queued RPC with kCancelled and stops the workers. New calls
+  // fail at once. Idempotent.
   void shutdown();
 
   // Changes max_rpcs_in_flight at run time: raised, queued RPCs go at once; lowered,
@@ -179,27 +180,31 @@ class RpcEngine final : public NetRx {
   void on_message(const Nid& from, InFrame&& f, RxCredit credit) override;
   void on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) override;
 
-  // Recovery pings sent, and how many succeeded.
-  uint64_t recovery_pings_sent() const { return recovery_sent_.load(); }
-  uint64_t recovery_pings_ok() const { return recovery_ok_.load(); }
-
   struct Call;
   struct Target;
+  using CallPtr = std::shared_ptr<Call>;
 
  private:
-  Call* new_call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, CallOptions o);
-  void submit(Call* c);
-  void send_call(Call* c);
-  void resolve_error(Call* c, const Status& s);
+  CallPtr start_call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, Callback cb,
+                     CallOptions o);
+  void submit(const CallPtr& c);
+  void send_call(const CallPtr& c);
+  // The net is done with a write of `c` (Call::on_tx_done).
+  void on_tx_done(Call& c, const Status& s, const TxTimes& t);
+  // Fails `c` with `s` unless it is resolved already; its callback runs at once.
+  void resolve_error(const CallPtr& c, const Status& s);
+  // Delivers `c`'s reply (statistics record, counters, callback); once.
+  void complete(const CallPtr& c);
   // Sends `c` again after a failed attempt when its budget allows; false when not.
-  bool try_resend(Call* c, const Status& s, const TxTimes& failed_path);
+  bool try_resend(const CallPtr& c, const Status& s, const TxTimes& failed_path);
   // The error a call ends with once it cannot be resent.
-  Status final_error(Call* c, const Status& s);
-  void send_recovery_pings(TimePoint now);
-  void expire_call(Call* c, const Status& s);
-  void finish_slot(Call* c);
-  void deliver(Call* c);
-  void unref(Call* c);
+  Status final_error(const Call& c, const Status& s);
+  // REQUIRES: mu_ held. The slot grant: the first call queued for `t` goes on the wire
+  // (xid, pending_) when `t` is below max_rpcs_in_flight. Returns it (to be sent after
+  // unlocking), or null.
+  CallPtr grant_slot_locked(Target& t);
+  // `c` left the wire: its slot goes to the next queued call.
+  void finish_slot(Call& c);
   void serve(const Nid& from, InFrame&& f, RxCredit credit);
   void on_reply(InFrame&& f, RxCredit credit);
   // `counted`: a handler ran, so its execution time goes into the statistics.
@@ -220,16 +225,13 @@ class RpcEngine final : public NetRx {
   std::unordered_map<uint32_t, TypeInfo> types_;
 
   mutable std::mutex mu_;
-  std::unordered_map<uint64_t, Call*> pending_;                    // xid -> call on the wire
+  std::unordered_map<uint64_t, CallPtr> pending_;                  // xid -> call on the wire
   std::unordered_map<uint64_t, std::unique_ptr<Target>> targets_;  // packed NID
   uint64_t next_xid_ = 1;
   bool shut_ = false;
   std::atomic<uint64_t> late_replies_{0};
   std::atomic<int> spinners_{0};
-  std::atomic<uint64_t> recovery_sent_{0}, recovery_ok_{0};
   std::atomic<uint64_t> completed_{0}, round_trip_ns_{0}, bytes_{0}, slot_waits_{0};
-
-  Periodic ticker_;
 };
 
 }  // namespace pfsnet

@@ -1,0 +1,48 @@
+// NodeTimers: the one periodic driver of a node's deadlines. Each round calls, separately
+// and in this order: Net::expire (transmit deadlines), RpcEngine::expire (RPC deadlines
+// and remote timeouts), RpcStats::tick (the statistics of every second passed) and
+// RecoveryPinger::run (recovery pings due). None of them drives another.
+// Threads: tick() from one thread at a time (the driver's own once started); start() and
+// stop() from the owner's thread. The parts must outlive the driver's thread (stop() it
+// before shutting them down).
+#pragma once
+
+#include "base/clock.h"
+#include "base/periodic.h"
+#include "net/net.h"
+#include "rpc/recovery_pinger.h"
+#include "rpc/rpc_engine.h"
+#include "stats/rpc_stats.h"
+
+namespace pfsnet {
+
+class NodeTimers {
+ public:
+  // `stats` and `pinger` may be null (nothing of theirs runs).
+  NodeTimers(Net& net, RpcEngine& rpc, RpcStats* stats, RecoveryPinger* pinger)
+      : net_(net), rpc_(rpc), stats_(stats), pinger_(pinger) {}
+  ~NodeTimers() { stop(); }
+
+  // One round at `now`. Returns how many RPCs the RPC expiry failed or resent.
+  size_t tick(TimePoint now) {
+    net_.expire(now);
+    size_t n = rpc_.expire(now);
+    if (stats_) stats_->tick();
+    if (pinger_) pinger_->run(now);
+    return n;
+  }
+  // tick(clock.now()) every `period` of real time on a thread of its own, until stop().
+  void start(Duration period) {
+    ticker_.start(std::chrono::duration<double>(period), [this] { tick(net_.clock().now()); });
+  }
+  void stop() { ticker_.stop(); }
+
+ private:
+  Net& net_;
+  RpcEngine& rpc_;
+  RpcStats* stats_;
+  RecoveryPinger* pinger_;
+  Periodic ticker_;
+};
+
+}  // namespace pfsnet

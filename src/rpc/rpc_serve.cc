@@ -1,0 +1,92 @@
+// RpcEngine, the server side: requests are served by their type's handler (inline on the
+// I/O thread or on a worker) and answered on the path they came in on.
+#include "base/log.h"
+#include "rpc/rpc_engine.h"
+
+namespace pfsnet {
+
+void RpcEngine::on_message(const Nid& from, InFrame&& f, RxCredit credit) {
+  if (f.hdr.kind == FrameKind::kReply) {
+    on_reply(std::move(f), std::move(credit));
+  } else {
+    serve(from, std::move(f), std::move(credit));
+  }
+}
+
+void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
+  auto it = types_.find(f.hdr.msg_type);
+  if (it == types_.end() || !it->second.handler) {
+    credit.release();
+    RpcResponse r;
+    r.status =
+        Status(Code::kNotFound, "no handler for message type " + std::to_string(f.hdr.msg_type));
+    send_reply(from, f.hdr, f.times.complete, std::move(r), false);
+    return;
+  }
+  const TypeInfo& t = it->second;
+  auto run = [this, &t, from](InFrame& fr, RxCredit& cr) {
+    RpcRequest req{from, fr.hdr.msg_type, std::move(fr.payload), std::move(fr.bulk)};
+    RpcResponse resp;
+    try {
+      resp = t.handler(req);
+    } catch (const std::exception& e) {
+      resp = RpcResponse{};
+      resp.status = Status(Code::kRemoteError, "handler for " + t.name + " failed: " + e.what());
+    }
+    req = RpcRequest{};
+    cr.release();  // before the reply, so the credit rides on it
+    send_reply(from, fr.hdr, fr.times.complete, std::move(resp), true);
+  };
+  if (t.mode == HandlerMode::kInline) {
+    run(f, credit);
+    return;
+  }
+  struct Job {
+    InFrame f;
+    RxCredit credit;
+  };
+  auto job = std::make_shared<Job>(Job{std::move(f), std::move(credit)});
+  if (!workers_.submit([job, run]() mutable { run(job->f, job->credit); })) {
+    job->credit.release();
+    RpcResponse r;
+    r.status = Status(Code::kCancelled, "server is shutting down");
+    send_reply(from, job->f.hdr, job->f.times.complete, std::move(r), false);
+  }
+}
+
+void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint received,
+                           RpcResponse&& r, bool counted) {
+  auto f = std::make_unique<OutFrame>();
+  f->hdr.kind = FrameKind::kReply;
+  f->hdr.xid = req.xid;
+  f->hdr.msg_type = req.msg_type;
+  size_t bulk_size = r.bulk ? std::min(r.bulk->size(), r.bulk_limit) : 0;
+  if (r.status.ok() && bulk_size > opts_.max_bulk) {
+    r.status =
+        Status(Code::kInternal, "reply bulk of " + std::to_string(bulk_size) +
+                                    " bytes exceeds the limit " + std::to_string(opts_.max_bulk));
+  }
+  if (r.status.ok()) {
+    f->payload = std::move(r.payload);
+    f->bulk = std::move(r.bulk);
+    f->bulk_limit = r.bulk_limit;
+  } else {
+    f->hdr.status = static_cast<uint16_t>(r.status.code());
+    f->hdr.health = static_cast<uint16_t>(r.status.health_kind());
+    std::string msg = r.status.message().substr(0, 1024);
+    f->payload = Buffer::copy_of(std::string_view(msg));
+  }
+  TimePoint now = clock_.now();
+  int64_t exec = std::max<int64_t>(0, (now - received).count());
+  f->hdr.exec_ns = static_cast<uint64_t>(exec);
+  RpcStats* stats = stats_.load(std::memory_order_acquire);
+  if (stats && counted) stats->record_exec(RawExecRecord{exec, req.msg_type});
+  // The reply goes back on the path the request came in on while that NI is up.
+  auto local = Nid::unpack(req.dst_nid);
+  if (local.ok())
+    net_.send_via(*local, to, std::move(f), now + opts_.default_timeout, nullptr, false);
+  else
+    net_.send(to, std::move(f), now + opts_.default_timeout, nullptr);
+}
+
+}  // namespace pfsnet
