@@ -28,6 +28,12 @@
 // RPC layer's part: it reports a reply that did not come with report_remote_timeout().
 // Resending is the RPC layer's part too; Net only classifies and reports.
 //
+// In parts: the peer table and discovery (peer_table.h), health (health.h: pure logic on
+// the clock), the fault injector (fault_injector.h) and the send/receive core here. Net
+// keeps its own state of each connection; the transport returns credits (Connection::
+// return_credit). net_internal.h states the locks: no lock is shared by all peers on the
+// send path (the peer table's lock is taken shared, then the NI's own).
+//
 // Threads: every public function may be called from any thread; NetRx callbacks run on
 // the I/O thread of the connection; TxCompletion callbacks on the sending thread, the I/O
 // thread or the thread of expire()/set_link_state()/shutdown().
@@ -35,9 +41,7 @@
 
 #include <array>
 #include <atomic>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -49,6 +53,8 @@
 #include "base/config.h"
 #include "base/nid.h"
 #include "base/status.h"
+#include "net/fault_injector.h"
+#include "net/health.h"
 #include "transport/transport.h"
 
 namespace pfsnet {
@@ -58,6 +64,7 @@ namespace pfsnet {
 class RxCredit {
  public:
   RxCredit() = default;
+  // Returns through Connection::return_credit(c, high_water).
   RxCredit(std::weak_ptr<Connection> c, uint32_t high_water)
       : conn_(std::move(c)), high_water_(high_water) {}
   RxCredit(RxCredit&& o) noexcept { *this = std::move(o); }
@@ -101,9 +108,6 @@ struct NetCounters {
   }
 };
 
-inline constexpr int kMaxHealth = 1000;
-inline constexpr Duration kMaxRecoveryInterval = std::chrono::seconds(900);
-
 struct NetOptions {
   int64_t credits = 64;
   int64_t peer_credits = 8;
@@ -116,31 +120,6 @@ struct NetOptions {
   // Credits owed before an explicit credit frame is sent: half the window, at least 1,
   // at most peer_credits - 1 (so a sender always has a credit while none is sent).
   uint32_t credit_high_water() const;
-};
-
-// Fault injection, like `lnetctl fault drop|delay`: a rule matches messages (requests
-// and replies) leaving this node by source and destination NID and message type, and
-// drops or delays the ones it selects: every `rate`-th match, or the first match in each
-// `interval`. A drop with a health kind fails the send with that kind (the sender sees
-// the failure and demerits an NI); without one the message vanishes as into a black
-// hole (the sender sees a completed send and no reply). Every injection is counted and
-// logged. A delayed message is held by the transport (OutFrame::not_before, the machinery
-// of link emulation) while it keeps its credit, as a message in a slow network would.
-struct FaultRule {
-  enum class Action { kDrop, kDelay };
-  uint64_t id = 0;  // assigned by add_fault
-  Action action = Action::kDrop;
-  std::optional<Nid> src, dst;            // nullopt = any
-  uint32_t msg_type = 0;                  // 0 = any
-  uint64_t rate = 0;                      // every rate-th matching message; 1 = all
-  Duration interval{0};                   // or the first matching message in each interval
-  Duration latency{0};                    // kDelay: how long the message is held
-  HealthKind health = HealthKind::kNone;  // kDrop: the failure reported to the sender
-  // Counters, filled by faults().
-  uint64_t matched = 0, injected = 0;
-
-  // "drop src=* dst=198.18.1.2@tcp type=any rate=1 health=NONE".
-  std::string describe() const;
 };
 
 // A snapshot of one NI or peer NI, for the admin surface and tests.
@@ -250,6 +229,8 @@ class Net final : public TransportEvents {
   std::optional<Nid> peer_of(const Nid& nid) const;
   const std::vector<Nid>& local_nids() const { return local_nids_; }
   Clock& clock() { return clock_; }
+  int64_t credits() const { return credits_.load(std::memory_order_relaxed); }
+  int64_t peer_credits() const { return peer_credits_.load(std::memory_order_relaxed); }
 
   // TransportEvents.
   void on_connected(const ConnectionPtr& c) override;
@@ -262,52 +243,53 @@ class Net final : public TransportEvents {
   struct Path;
   struct ConnState;
   struct TxMsg;
-  struct Health;
+  class PeerTable;
 
  private:
   using Out = std::vector<std::pair<ConnectionPtr, TxMsg*>>;
+  using Failed = std::vector<std::pair<TxMsg*, Status>>;
   LocalNi* local_ni(const Nid& nid) const;
-  PeerNi* peer_ni_locked(const Nid& nid);
-  Path* path_locked(LocalNi& ni, PeerNi& pni);
-  Path* select_locked(Peer& peer);
+  // Picks the path for a message to `peer`'s node: never a local NI that is down; the
+  // healthiest local NI, the healthiest peer NI, the most credits, then round-robin.
+  Path* select(const PeerNi& dst);
   void submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool strict,
               std::unique_ptr<OutFrame> f, TimePoint deadline, TxCompletion* done);
-  // REQUIRES: mu_ held. Applies fault rules; returns false when the message was taken
-  // (dropped: appended to `failed` or `vanished`; delayed: held).
-  bool apply_faults_locked(TxMsg* m, std::vector<std::pair<TxMsg*, Status>>* failed,
-                           std::vector<TxMsg*>* vanished);
+  // REQUIRES: p.ni->mu held. Queues `m` on `p`; what credits allow goes into `out`.
   void enqueue_locked(Path& p, TxMsg* m, Out* out);
-  // REQUIRES: mu_ held. Sends what credits allow into `out` (handed over after unlocking).
+  // REQUIRES: p.ni->mu held. Sends what credits allow into `out` (handed over after
+  // unlocking).
   void drain_locked(Path& p, Out* out);
   void drain_ni_locked(LocalNi& ni, Out* out);
   void transmit(Out& out);
+  // REQUIRES: p.ni->mu held.
   void start_connect_locked(Path& p);
-  // REQUIRES: mu_ held. `c` (closing) no longer carries new messages of `p`.
+  // REQUIRES: p.ni->mu held. `c` (closing) no longer carries new messages of `p`.
   void detach_locked(Path& p, Connection* c);
   void on_connect_result(Path* p, Result<ConnectionPtr> r);
   void fail(TxMsg* m, const Status& s);
-  void finish_failures(std::vector<std::pair<TxMsg*, Status>>& failed);
+  void finish_failures(Failed& failed);
+  std::shared_ptr<ConnState> conn_state(const Connection& c) const;
 
-  // Health bookkeeping, REQUIRES mu_ for lower/set; raise takes it only below 1000.
-  void lower_locked(Health& h, TimePoint now);
+  // Health changes (a failure, a success) on an NI or peer NI.
+  void lower(Health& h, PeerNi* pni);
   void raise(Health& h);
-  void note_change_locked(Health& h, TimePoint now);
 
   NetOptions opts_;
+  std::atomic<int64_t> credits_, peer_credits_;  // run-time values (set_credits)
+  std::atomic<uint32_t> high_water_;
   std::vector<Nid> local_nids_;
   Clock& clock_;
   NetRx* rx_ = nullptr;
   std::vector<std::unique_ptr<LocalNi>> nis_;
+  std::unique_ptr<PeerTable> table_;
+  FaultInjector faults_;
 
-  mutable std::mutex mu_;
-  std::unordered_map<uint64_t, std::unique_ptr<PeerNi>> peer_nis_;  // packed NID
-  std::vector<std::unique_ptr<Peer>> peers_;
-  std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Path>> paths_;
-  std::vector<PeerNi*> recovering_;  // peer NIs below full health
-  std::vector<FaultRule> faults_;
-  std::map<uint64_t, TimePoint> fault_next_fire_;  // interval rules: rule id -> next firing
-  uint64_t next_fault_id_ = 1;
-  uint64_t select_seq_ = 0;
+  mutable std::mutex conns_mu_;  // guards conns_
+  std::unordered_map<const Connection*, std::shared_ptr<ConnState>> conns_;
+  std::mutex recovery_mu_;                              // guards recovering_
+  std::vector<PeerNi*> recovering_;                     // peer NIs below full health
+  mutable std::mutex dead_mu_;                          // guards dead_why_
+  std::unordered_map<uint64_t, std::string> dead_why_;  // packed peer NID -> why it is dead
 
   std::unique_ptr<Transport> transport_;
   std::atomic<bool> shut_{false};

@@ -4,6 +4,23 @@
 
 namespace pfsnet {
 
+void Connection::return_credit(const std::shared_ptr<Connection>& c, uint32_t high_water) {
+  if (c->credits_to_return_.fetch_add(1) + 1 < high_water) return;
+  if (c->credit_flush_pending_.exchange(true)) return;
+  std::weak_ptr<Connection> weak = c;
+  c->post([weak] {
+    auto conn = weak.lock();
+    if (!conn) return;
+    conn->credit_flush_pending_.store(false);
+    if (conn->credits_to_return() == 0 || !conn->is_open()) return;
+    auto f = std::make_unique<OutFrame>();
+    f->hdr.kind = FrameKind::kCredit;
+    f->hdr.src_nid = conn->local_nid().pack();
+    f->hdr.dst_nid = conn->peer_nid().pack();
+    conn->send(std::move(f));
+  });
+}
+
 TransportOptions transport_options(const Config& cfg, std::string cluster_key) {
   TransportOptions to;
   to.cluster_key = std::move(cluster_key);

@@ -101,9 +101,11 @@ class Connection {
   void add_credits_to_return(uint32_t n) { credits_to_return_.fetch_add(n); }
   uint32_t credits_to_return() const { return credits_to_return_.load(); }
   uint32_t take_credits_to_return() { return credits_to_return_.exchange(0); }
-
-  // Owned by the layer above (net): its per-connection state. Set in on_connected.
-  std::shared_ptr<void> user;
+  // Returns one credit for a consumed frame. When `high_water` or more are owed, an
+  // explicit kCredit frame carries them at once (one at a time: it is posted to the I/O
+  // thread, and whatever is owed when it runs goes on it); otherwise they wait for the
+  // next frame in the other direction. Any thread.
+  static void return_credit(const std::shared_ptr<Connection>& c, uint32_t high_water);
 
  protected:
   Nid local_;
@@ -113,6 +115,7 @@ class Connection {
 
  private:
   std::atomic<uint32_t> credits_to_return_{0};
+  std::atomic<bool> credit_flush_pending_{false};
 };
 
 using ConnectionPtr = std::shared_ptr<Connection>;

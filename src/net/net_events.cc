@@ -1,0 +1,365 @@
+// Net: transport events (connections, frames, closes), deadlines, reports from the RPC
+// layer, link state, recovery and membership marks.
+#include <algorithm>
+
+#include "base/log.h"
+#include "net/net_internal.h"
+#include "net/peer_table.h"
+
+namespace pfsnet {
+
+// ---- transport events ----
+
+void Net::on_connected(const ConnectionPtr& c) {
+  LocalNi* ni = local_ni(c->local_nid());
+  if (!ni) {
+    c->close(Status(Code::kNotFound, "no local NI " + c->local_nid().to_string()));
+    return;
+  }
+  PeerNi* pni = table_->get(c->peer_nid());
+  // Discovery: every NID the peer announced belongs to the same peer.
+  table_->discover(*pni, c->peer_nids());
+  Path* p = table_->path(*ni, *pni);
+  auto cs = std::make_shared<ConnState>();
+  cs->ni = ni;
+  cs->path = p;
+  cs->conn = c;
+  cs->conn_id = c->id();
+  cs->high_water = high_water_.load();
+  {
+    std::lock_guard lk(conns_mu_);
+    conns_[c.get()] = cs;
+  }
+  Out out;
+  {
+    std::lock_guard lk(ni->mu);
+    cs->tx_credits = peer_credits();
+    p->conns.push_back(c);
+    if (!p->tx_conn) {
+      p->tx_conn = c;
+      p->tx_state = cs;
+    }
+    drain_locked(*p, &out);
+  }
+  transmit(out);
+}
+
+void Net::on_frame(Connection& c, InFrame&& f) {
+  std::shared_ptr<ConnState> cs = conn_state(c);
+  if (!cs) return;
+  LocalNi& ni = *cs->ni;
+  if (f.hdr.credits) {
+    Out out;
+    bool bad = false;
+    int64_t outstanding = 0;
+    {
+      std::lock_guard lk(ni.mu);
+      outstanding = cs->outstanding;
+      if (f.hdr.credits > static_cast<uint64_t>(outstanding)) {
+        bad = true;
+      } else {
+        cs->tx_credits += f.hdr.credits;
+        cs->outstanding -= f.hdr.credits;
+        ni.tx_credits += f.hdr.credits;
+        drain_locked(*cs->path, &out);
+        drain_ni_locked(ni, &out);
+      }
+    }
+    if (bad) {
+      PFS_LOG_WARN("closing connection {}: peer returned {} credits, only {} outstanding",
+                   c.describe(), f.hdr.credits, outstanding);
+      c.close(Status(Code::kProtocol, "credit overflow"));
+      return;
+    }
+    transmit(out);
+  }
+  if (f.hdr.kind == FrameKind::kCredit) return;
+  if (f.hdr.kind != FrameKind::kRequest && f.hdr.kind != FrameKind::kReply) {
+    c.close(Status(Code::kProtocol, "unexpected frame kind after handshake"));
+    return;
+  }
+  uint64_t bytes = kHeaderSize + f.payload.size() + f.bulk.size();
+  PeerNi& pni = *cs->path->pni;
+  if (pni.dead.load()) {
+    set_peer_dead(pni.nid, false, "");
+    PFS_LOG_INFO("heard from {} directly: it is alive, whatever the MGS said", pni.nid.to_string());
+  }
+  if (ni.up.load()) raise(ni.health);
+  raise(pni.health);
+  ni.counters.recv_count.fetch_add(1, std::memory_order_relaxed);
+  ni.counters.recv_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  pni.counters.recv_count.fetch_add(1, std::memory_order_relaxed);
+  pni.counters.recv_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  if (f.hdr.dst_nid != ni.nid.pack()) {
+    ni.counters.drops.fetch_add(1);
+    PFS_LOG_WARN("dropping frame on {} addressed to another NID", c.describe());
+    return;
+  }
+  // A sender out of credits gets every owed credit back when this frame is consumed.
+  RxCredit credit(cs->conn, (f.hdr.flags & kFlagWindowEmpty)
+                                ? 1
+                                : cs->high_water.load(std::memory_order_relaxed));
+  if (!rx_) return;
+  rx_->on_message(c.peer_nid(), std::move(f), std::move(credit));
+}
+
+void Net::on_closed(Connection& c, const Status& why) {
+  std::shared_ptr<ConnState> cs;
+  {
+    std::lock_guard lk(conns_mu_);
+    auto it = conns_.find(&c);
+    if (it == conns_.end()) return;
+    cs = std::move(it->second);
+    conns_.erase(it);
+  }
+  LocalNi& ni = *cs->ni;
+  Out out;
+  ConnectionPtr keep;  // c may be freed when it leaves conns
+  {
+    std::lock_guard lk(ni.mu);
+    Path* p = cs->path;
+    ni.tx_credits += cs->outstanding;
+    cs->outstanding = 0;
+    cs->tx_credits = 0;
+    auto it = std::find_if(p->conns.begin(), p->conns.end(),
+                           [&](const ConnectionPtr& x) { return x.get() == &c; });
+    if (it != p->conns.end()) {
+      keep = *it;
+      p->conns.erase(it);
+    }
+    detach_locked(*p, &c);
+    if (!p->queue.empty() && !p->tx_conn) start_connect_locked(*p);
+    drain_locked(*p, &out);
+    drain_ni_locked(ni, &out);
+  }
+  transmit(out);
+  if (rx_ && !shut_.load()) rx_->on_connection_closed(c.id(), c.peer_nid(), why);
+}
+
+// ---- deadlines and reports ----
+
+void Net::detach_locked(Path& p, Connection* c) {
+  if (p.tx_conn.get() != c) return;
+  p.tx_conn.reset();
+  p.tx_state = nullptr;
+  for (auto& other : p.conns)
+    if (other.get() != c && other->is_open()) {
+      if (auto cs = conn_state(*other)) {
+        p.tx_conn = other;
+        p.tx_state = std::move(cs);
+        break;
+      }
+    }
+  if (!p.tx_conn && !p.queue.empty()) start_connect_locked(p);
+}
+
+size_t Net::expire(TimePoint now) {
+  size_t n = 0;
+  Failed failed;
+  std::vector<std::pair<ConnectionPtr, Status>> to_close;
+  for (auto& ni : nis_) {
+    std::vector<Path*> paths = table_->ni_paths(*ni);
+    std::lock_guard lk(ni->mu);
+    size_t closing = to_close.size();
+    for (Path* pp : paths) {
+      Path& p = *pp;
+      auto& q = p.queue;
+      auto keep =
+          std::stable_partition(q.begin(), q.end(), [now](TxMsg* m) { return m->deadline > now; });
+      if (keep != q.end()) {
+        std::string why = p.tx_conn ? "waiting for credits" : "waiting for a connection";
+        for (auto it = keep; it != q.end(); ++it) {
+          p.ni->counters.local_timeouts.fetch_add(1);
+          p.pni->counters.local_timeouts.fetch_add(1);
+          failed.emplace_back(
+              *it, Status(Code::kTimeout,
+                          "send " + p.ni->nid.to_string() + " -> " + p.pni->nid.to_string() +
+                              " passed its deadline in the queue (local timeout, " + why + ")",
+                          HealthKind::kLocalNiSendTimeout));
+        }
+        q.erase(keep, q.end());
+        // As o2iblnd does: the connection the message was queued on is closed.
+        if (p.tx_conn)
+          to_close.emplace_back(p.tx_conn,
+                                Status(Code::kClosed, "a transmit deadline passed in its queue"));
+      }
+      for (auto& c : p.conns) {
+        auto cs = conn_state(*c);
+        if (!cs) continue;
+        std::lock_guard tl(cs->tx_mu);
+        bool close = false;
+        for (TxMsg* m = cs->head; m; m = m->next)
+          if (!m->expired && m->deadline <= now) {
+            m->expired = true;
+            close = true;
+            ++n;
+          }
+        if (close)
+          to_close.emplace_back(c, Status(Code::kTimeout, "a transmit deadline passed (remote)",
+                                          HealthKind::kPeerNiUnreachable));
+      }
+    }
+    for (size_t i = closing; i < to_close.size(); ++i)
+      if (auto cs = conn_state(*to_close[i].first))
+        detach_locked(*cs->path, to_close[i].first.get());
+  }
+  for (auto& [c, s] : to_close) {
+    PFS_LOG_WARN("closing connection {}: {}", c->describe(), s.message());
+    c->close(s);
+  }
+  n += failed.size();
+  finish_failures(failed);
+  return n;
+}
+
+void Net::report_remote_timeout(const TxTimes& path, const std::string& what) {
+  Path* p = table_->find_path(path.local_nid, path.peer_nid);
+  if (!p) return;
+  p->ni->counters.remote_timeouts.fetch_add(1);
+  p->pni->counters.remote_timeouts.fetch_add(1);
+  p->ni->counters.count_error(HealthKind::kPeerNiUnreachable);
+  p->pni->counters.count_error(HealthKind::kPeerNiUnreachable);
+  lower(p->pni->health, p->pni);
+  ConnectionPtr conn;
+  {
+    std::lock_guard lk(p->ni->mu);
+    for (auto& c : p->conns)
+      if (c->id() == path.conn_id) conn = c;
+    if (conn) detach_locked(*p, conn.get());
+  }
+  if (conn) {
+    PFS_LOG_WARN("closing connection {}: {} (remote timeout)", conn->describe(), what);
+    conn->close(Status(Code::kTimeout, what + " (remote timeout)", HealthKind::kPeerNiUnreachable));
+  }
+}
+
+void Net::note_resend(const TxTimes& path) {
+  Path* p = table_->find_path(path.local_nid, path.peer_nid);
+  if (!p) return;
+  p->ni->counters.resends.fetch_add(1);
+  p->pni->counters.resends.fetch_add(1);
+}
+
+// ---- link state and recovery ----
+
+bool Net::set_link_state(const Nid& local, bool up, bool penalize) {
+  LocalNi* ni = local_ni(local);
+  if (!ni) return false;
+  Failed failed;
+  std::vector<ConnectionPtr> to_close;
+  Status down(Code::kClosed, "local NI " + local.to_string() + " is down (link down)",
+              HealthKind::kLocalNiDown);
+  std::vector<Path*> paths = table_->ni_paths(*ni);
+  {
+    std::lock_guard lk(ni->mu);
+    if (ni->up.load() == up) return true;
+    ni->up.store(up);
+    TimePoint now = clock_.now();
+    ni->health.note_change(now, unix_ms(clock_.wall_now()));
+    if (penalize) ni->counters.count_error(up ? HealthKind::kLocalNiUp : HealthKind::kLocalNiDown);
+    if (!up) {
+      if (penalize) lower(ni->health, nullptr);
+      for (Path* p : paths) {
+        for (TxMsg* m : p->queue)
+          failed.emplace_back(
+              m, Status(Code::kUnreachable, "local NI " + local.to_string() + " is down",
+                        HealthKind::kLocalNiDown));
+        p->queue.clear();
+        for (auto& c : p->conns) to_close.push_back(c);
+      }
+    } else {
+      ni->health.recover_now(now);
+    }
+  }
+  if (up)
+    PFS_LOG_INFO("NI {}: link up (LOCAL_NI_UP); selectable again, health {}", local.to_string(),
+                 ni->health.value());
+  else
+    PFS_LOG_WARN(
+        "NI {}: link down (LOCAL_NI_DOWN); {} connection(s) closed, traffic moves to "
+        "the other NIs",
+        local.to_string(), to_close.size());
+  for (auto& c : to_close) c->close(down);
+  finish_failures(failed);
+  return true;
+}
+
+std::vector<RecoveryTarget> Net::recovery_due(TimePoint now) {
+  std::vector<RecoveryTarget> v;
+  for (auto& ni : nis_) {
+    if (!ni->up.load() || !ni->health.recovery_due(now)) continue;
+    // Ping the healthiest peer NI reachable through this NI.
+    PeerNi* best = nullptr;
+    for (Path* p : table_->ni_paths(*ni))
+      if (!best || p->pni->health.value() > best->health.value()) best = p->pni;
+    if (!best) continue;  // no peer on its network yet: nothing to ping, no back-off
+    ni->health.schedule_recovery(now, opts_.recovery_interval);
+    v.push_back(RecoveryTarget{ni->nid, best->nid, true});
+  }
+  // Only the peer NIs below full health (a server may have 100,000 others).
+  std::lock_guard lk(recovery_mu_);
+  for (size_t i = 0; i < recovering_.size();) {
+    PeerNi* pni = recovering_[i];
+    if (pni->health.healthy()) {  // healed: off the list
+      pni->recovering = false;
+      recovering_[i] = recovering_.back();
+      recovering_.pop_back();
+      continue;
+    }
+    ++i;
+    if (!pni->health.recovery_due(now) || pni->dead.load()) continue;
+    LocalNi* best = nullptr;
+    for (auto& ni : nis_)
+      if (ni->up.load() && same_net(ni->nid, pni->nid) &&
+          (!best || ni->health.value() > best->health.value()))
+        best = ni.get();
+    if (!best) continue;  // every local NI on its network is down
+    pni->health.schedule_recovery(now, opts_.recovery_interval);
+    v.push_back(RecoveryTarget{best->nid, pni->nid, false});
+  }
+  return v;
+}
+
+// ---- membership ----
+
+void Net::set_peer_dead(const Nid& nid, bool dead, const std::string& why) {
+  Failed failed;
+  PeerNi* pni = table_->get(nid);
+  for (PeerNi* x : table_->peer_nis(*pni)) {
+    {
+      std::lock_guard lk(dead_mu_);
+      if (dead)
+        dead_why_[x->nid.pack()] = why;
+      else
+        dead_why_.erase(x->nid.pack());
+      x->dead.store(dead);
+    }
+    if (!dead) continue;
+    for (Path* p : table_->paths_of(*x)) {
+      std::lock_guard lk(p->ni->mu);
+      for (TxMsg* m : p->queue) failed.emplace_back(m, Status(Code::kPeerDead, why));
+      p->queue.clear();
+    }
+  }
+  finish_failures(failed);
+}
+
+bool Net::peer_dead(const Nid& nid) const {
+  PeerNi* pni = table_->find(nid);
+  return pni && pni->dead.load();
+}
+
+void Net::drop_peer(const Nid& nid, const std::string& why) {
+  PeerNi* pni = table_->find(nid);
+  if (!pni) return;
+  thread_local std::vector<Path*> paths;
+  table_->peer_paths(*pni, &paths);
+  std::vector<ConnectionPtr> conns;
+  for (Path* p : paths) {
+    std::lock_guard lk(p->ni->mu);
+    conns.insert(conns.end(), p->conns.begin(), p->conns.end());
+  }
+  for (auto& c : conns) c->close(Status(Code::kClosed, why));
+}
+
+}  // namespace pfsnet

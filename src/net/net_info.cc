@@ -1,0 +1,121 @@
+// Net: snapshots of NIs, peer NIs and peers, for the admin surface, tuning and tests.
+#include <algorithm>
+
+#include "net/net_internal.h"
+#include "net/peer_table.h"
+
+namespace pfsnet {
+
+namespace {
+
+void fill(NiInfo& info, const NetCounters& c) {
+  info.send_count = c.send_count.load();
+  info.send_bytes = c.send_bytes.load();
+  info.recv_count = c.recv_count.load();
+  info.recv_bytes = c.recv_bytes.load();
+  info.local_timeouts = c.local_timeouts.load();
+  info.remote_timeouts = c.remote_timeouts.load();
+  info.drops = c.drops.load();
+  info.resends = c.resends.load();
+  info.faults = c.faults.load();
+  info.credit_waits = c.credit_waits.load();
+  for (int i = 0; i < kNumHealthKinds; ++i) info.errors[i] = c.errors[i].load();
+}
+
+void fill(NiInfo& i, const Health& health, TimePoint now) {
+  Health::Snapshot h = health.snapshot();
+  i.health = h.value;
+  i.last_change_unix_ms = h.last_change_unix_ms;
+  i.since_change_s = std::chrono::duration<double>(now - h.last_change).count();
+  i.recovery_pings = h.ping_count;
+  i.next_recovery_s =
+      i.health < kMaxHealth ? std::chrono::duration<double>(h.next_ping - now).count() : -1;
+}
+
+}  // namespace
+
+std::vector<NiInfo> Net::nis() const {
+  std::vector<NiInfo> v;
+  TimePoint now = clock_.now();
+  for (auto& ni : nis_) {
+    NiInfo i;
+    i.nid = ni->nid;
+    i.up = ni->up.load() && !shut_.load();
+    fill(i, ni->health, now);
+    if (!ni->up.load()) i.next_recovery_s = -1;
+    i.credits_max = credits();
+    std::vector<Path*> paths = table_->ni_paths(*ni);
+    {
+      std::lock_guard lk(ni->mu);
+      i.credits = ni->tx_credits;
+      i.credits_min = ni->min_credits;
+      for (Path* p : paths) {
+        i.queued += static_cast<int64_t>(p->queue.size());
+        i.connections += static_cast<int>(p->conns.size());
+      }
+    }
+    fill(i, ni->counters);
+    v.push_back(std::move(i));
+  }
+  return v;
+}
+
+std::vector<NiInfo> Net::peers() const {
+  std::vector<NiInfo> v;
+  std::vector<PeerNi*> pnis;
+  table_->for_each_peer_ni([&](PeerNi& p) { pnis.push_back(&p); });
+  TimePoint now = clock_.now();
+  for (PeerNi* pni : pnis) {
+    NiInfo i;
+    i.nid = pni->nid;
+    fill(i, pni->health, now);
+    i.credits_max = peer_credits();
+    i.credits_min = pni->min_credits.load(std::memory_order_relaxed);
+    for (Path* p : table_->paths_of(*pni)) {
+      std::lock_guard lk(p->ni->mu);
+      if (p->tx_state && !i.up) i.credits = p->tx_state->tx_credits;
+      i.up = i.up || p->tx_conn != nullptr;
+      i.queued += static_cast<int64_t>(p->queue.size());
+      i.connections += static_cast<int>(p->conns.size());
+    }
+    i.peer_nids = table_->announced(*pni);
+    i.peer = table_->peer_name(*pni);
+    fill(i, pni->counters);
+    v.push_back(std::move(i));
+  }
+  std::sort(v.begin(), v.end(), [](const NiInfo& a, const NiInfo& b) { return a.nid < b.nid; });
+  return v;
+}
+
+std::vector<PeerLoad> Net::peer_loads() const {
+  std::vector<PeerLoad> v;
+  std::vector<std::pair<Nid, std::vector<Path*>>> up_paths;
+  table_->for_each_peer([&](const Peer& peer) {
+    PeerLoad l;
+    l.peer = PeerTable::lowest_nid(peer);
+    std::vector<Path*> paths;
+    for (const PeerNi* pni : peer.nis) {
+      l.bytes += pni->counters.send_bytes.load(std::memory_order_relaxed) +
+                 pni->counters.recv_bytes.load(std::memory_order_relaxed);
+      l.sends += pni->counters.send_count.load(std::memory_order_relaxed);
+      paths.insert(paths.end(), pni->paths.begin(), pni->paths.end());
+    }
+    v.push_back(l);
+    up_paths.emplace_back(l.peer, std::move(paths));
+  });
+  // Connection state is under the NIs' locks, taken after the table's.
+  for (size_t k = 0; k < v.size(); ++k)
+    for (Path* p : up_paths[k].second) {
+      std::lock_guard lk(p->ni->mu);
+      v[k].up = v[k].up || p->tx_conn != nullptr;
+    }
+  return v;
+}
+
+std::optional<Nid> Net::peer_of(const Nid& nid) const {
+  PeerNi* pni = table_->find(nid);
+  if (!pni) return std::nullopt;
+  return table_->peer_name(*pni);
+}
+
+}  // namespace pfsnet
