@@ -3,6 +3,7 @@
 #include "base/log.h"
 #include "rpc/ping.h"
 #include "selftest/selftest.h"
+#include "transport/emulating_transport.h"
 #include "transport/tcp_transport.h"
 
 namespace pfsnet {
@@ -16,10 +17,19 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
   }
   stats_ = std::make_unique<RpcStats>(cfg.stats, clock_, verbs);
   TransportOptions to = transport_options(cfg, std::move(cluster_key));
-  net_ = std::make_unique<Net>(NetOptions::from(cfg), nids, clock_,
-                               [this, to, nids](TransportEvents& ev) {
-                                 return std::make_unique<TcpTransport>(to, nids, clock_, ev);
-                               });
+  // TCP under the decorator that holds frames: link emulation and fault delays.
+  hold_timers_ = std::make_unique<ThreadTimerQueue>(clock_);
+  net_ = std::make_unique<Net>(
+      NetOptions::from(cfg), nids, clock_,
+      [this, to, nids, rules = emulation_rules(cfg)](TransportEvents& ev) {
+        return std::make_unique<EmulatingTransport>(
+            rules,
+            [this](const Connection& c, const OutFrame& f) { return net_->fault_hold(c, f); },
+            clock_, *hold_timers_, ev,
+            [this, to, nids](TransportEvents& inner) {
+              return std::make_unique<TcpTransport>(to, nids, clock_, inner);
+            });
+      });
   RpcOptions ro = RpcOptions::from(cfg);
   rpc_ = std::make_unique<RpcEngine>(*net_, ro, stats_.get());
   pinger_ =
@@ -115,6 +125,7 @@ void Daemon::stop() {
   if (http_) http_->stop();
   admin_->stop();
   net_->shutdown();
+  hold_timers_->stop();
 }
 
 Status Daemon::reload(const std::string& path) {

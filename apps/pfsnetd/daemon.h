@@ -21,6 +21,7 @@
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
 #include "transport/link_monitor.h"
+#include "transport/timer_queue.h"
 #include "tune/tune_service.h"
 
 namespace pfsnet {
@@ -47,6 +48,7 @@ class Daemon {
   LiveConfig cfg_;
   MonotonicClock clock_;
   std::unique_ptr<RpcStats> stats_;
+  std::unique_ptr<ThreadTimerQueue> hold_timers_;  // outlives net_: it releases held frames
   std::unique_ptr<Net> net_;
   std::unique_ptr<RecoveryPinger> pinger_;  // outlives rpc_: its pings' callbacks use it
   std::unique_ptr<RpcEngine> rpc_;

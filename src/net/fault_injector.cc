@@ -65,12 +65,14 @@ std::vector<FaultRule> FaultInjector::rules() const {
   return rules_;
 }
 
-FaultInjector::Verdict FaultInjector::judge(const Nid& src, const Nid& dst, uint32_t type,
-                                            bool reply, TimePoint now) {
+FaultInjector::Verdict FaultInjector::judge(FaultRule::Action action, const Nid& src,
+                                            const Nid& dst, uint32_t type, bool reply,
+                                            TimePoint now) {
   Verdict v;
   std::lock_guard lk(mu_);
   for (FaultRule& r : rules_) {
-    if ((r.src && *r.src != src) || (r.dst && *r.dst != dst) || (r.msg_type && r.msg_type != type))
+    if (r.action != action || (r.src && *r.src != src) || (r.dst && *r.dst != dst) ||
+        (r.msg_type && r.msg_type != type))
       continue;
     ++r.matched;
     bool fire = false;

@@ -56,9 +56,12 @@ class FaultInjector {
   bool del(uint64_t id);
   std::vector<FaultRule> rules() const;
 
-  // A message of `type` (`reply` or request) from `src` to `dst` at `now`: every rule
-  // that matches counts it; the first that fires decides (delays add up, a drop ends).
-  Verdict judge(const Nid& src, const Nid& dst, uint32_t type, bool reply, TimePoint now);
+  // A message of `type` (`reply` or request) from `src` to `dst` at `now`, judged by the
+  // rules of `action`: every rule that matches counts it; drops: the first that fires
+  // drops it; delays: those that fire add up (the longest hold wins). Net judges drops as
+  // it sends; the link-emulation decorator asks for delays (Net::fault_hold) as it writes.
+  Verdict judge(FaultRule::Action action, const Nid& src, const Nid& dst, uint32_t type, bool reply,
+                TimePoint now);
 
  private:
   mutable std::mutex mu_;

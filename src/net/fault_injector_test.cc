@@ -24,17 +24,26 @@ TEST(FaultInjectorTest, RateDropsEveryNthMatchingMessage) {
   EXPECT_FALSE(f.empty());
   std::vector<Kind> got;
   for (int i = 0; i < 6; ++i)
-    got.push_back(f.judge(nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp"), 7, false, clock.now()).kind);
+    got.push_back(f.judge(FaultRule::Action::kDrop, nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp"), 7,
+                          false, clock.now())
+                      .kind);
   EXPECT_EQ(got, (std::vector<Kind>{Kind::kPass, Kind::kPass, Kind::kDrop, Kind::kPass, Kind::kPass,
                                     Kind::kDrop}));
   // Other types and destinations do not match (and are not counted).
-  EXPECT_EQ(f.judge(nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp"), 8, false, clock.now()).kind,
+  EXPECT_EQ(f.judge(FaultRule::Action::kDrop, nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp"), 8, false,
+                    clock.now())
+                .kind,
             Kind::kPass);
-  EXPECT_EQ(f.judge(nid("10.0.0.1@tcp"), nid("10.0.0.3@tcp"), 7, false, clock.now()).kind,
+  EXPECT_EQ(f.judge(FaultRule::Action::kDrop, nid("10.0.0.1@tcp"), nid("10.0.0.3@tcp"), 7, false,
+                    clock.now())
+                .kind,
             Kind::kPass);
-  auto v = f.judge(nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp"), 7, true, clock.now());
-  v = f.judge(nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp"), 7, true, clock.now());
-  v = f.judge(nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp"), 7, true, clock.now());
+  auto v = f.judge(FaultRule::Action::kDrop, nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp"), 7, true,
+                   clock.now());
+  v = f.judge(FaultRule::Action::kDrop, nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp"), 7, true,
+              clock.now());
+  v = f.judge(FaultRule::Action::kDrop, nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp"), 7, true,
+              clock.now());
   ASSERT_EQ(v.kind, Kind::kDrop);
   EXPECT_EQ(v.error.health_kind(), HealthKind::kPeerNiUnreachable);
   EXPECT_EQ(v.error.code(), Code::kUnreachable);
@@ -55,13 +64,13 @@ TEST(FaultInjectorTest, IntervalFiresOncePerInterval) {
   r.interval = 10s;  // silent drop: a black hole
   f.add(r);
   Nid a = nid("10.0.0.1@tcp"), b = nid("10.0.0.2@tcp");
-  auto v = f.judge(a, b, 1, false, clock.now());
+  auto v = f.judge(FaultRule::Action::kDrop, a, b, 1, false, clock.now());
   EXPECT_EQ(v.kind, Kind::kDrop);
   EXPECT_TRUE(v.error.ok());  // vanishes: the sender sees a completed send
   clock.advance(9s);
-  EXPECT_EQ(f.judge(a, b, 1, false, clock.now()).kind, Kind::kPass);
+  EXPECT_EQ(f.judge(FaultRule::Action::kDrop, a, b, 1, false, clock.now()).kind, Kind::kPass);
   clock.advance(1s);
-  EXPECT_EQ(f.judge(a, b, 1, false, clock.now()).kind, Kind::kDrop);
+  EXPECT_EQ(f.judge(FaultRule::Action::kDrop, a, b, 1, false, clock.now()).kind, Kind::kDrop);
 }
 
 TEST(FaultInjectorTest, DelaysHoldAndAddUp) {
@@ -74,7 +83,13 @@ TEST(FaultInjectorTest, DelaysHoldAndAddUp) {
   f.add(d);
   d.latency = 2s;
   f.add(d);
-  auto v = f.judge(nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp"), 1, false, clock.now());
+  // Drops are judged apart: a delay rule never drops.
+  EXPECT_EQ(f.judge(FaultRule::Action::kDrop, nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp"), 1, false,
+                    clock.now())
+                .kind,
+            Kind::kPass);
+  auto v = f.judge(FaultRule::Action::kDelay, nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp"), 1, false,
+                   clock.now());
   EXPECT_EQ(v.kind, Kind::kDelay);
   EXPECT_EQ(v.hold_until, clock.now() + 2s);
   EXPECT_EQ(v.injected, 2);

@@ -223,14 +223,11 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
   m->frame->hdr.dst_nid = p->pni->nid.pack();
   if (!faults_.empty()) {
     TimePoint now = clock_.now();
-    auto v = faults_.judge(p->ni->nid, p->pni->nid, m->frame->hdr.msg_type,
-                           m->frame->hdr.kind == FrameKind::kReply, now);
+    auto v = faults_.judge(FaultRule::Action::kDrop, p->ni->nid, p->pni->nid,
+                           m->frame->hdr.msg_type, m->frame->hdr.kind == FrameKind::kReply, now);
     p->ni->counters.faults.fetch_add(v.injected);
     p->pni->counters.faults.fetch_add(v.injected);
-    if (v.kind == FaultInjector::Verdict::Kind::kDelay) {
-      // Held by the transport until then (the machinery of link emulation).
-      m->frame->not_before = std::max(m->frame->not_before, v.hold_until);
-    } else if (v.kind == FaultInjector::Verdict::Kind::kDrop) {
+    if (v.kind == FaultInjector::Verdict::Kind::kDrop) {
       p->ni->counters.drops.fetch_add(1);
       {
         std::lock_guard lk(p->ni->mu);
@@ -434,6 +431,18 @@ void Net::set_credits(int64_t credits, int64_t peer_credits) {
 }
 
 // ---- faults ----
+
+TimePoint Net::fault_hold(const Connection& c, const OutFrame& f) {
+  if (faults_.empty() || f.hdr.kind == FrameKind::kCredit) return TimePoint{};
+  auto v = faults_.judge(FaultRule::Action::kDelay, c.local_nid(), c.peer_nid(), f.hdr.msg_type,
+                         f.hdr.kind == FrameKind::kReply, clock_.now());
+  if (v.kind != FaultInjector::Verdict::Kind::kDelay) return TimePoint{};
+  if (Path* p = table_->find_path(c.local_nid().pack(), c.peer_nid().pack())) {
+    p->ni->counters.faults.fetch_add(v.injected);
+    p->pni->counters.faults.fetch_add(v.injected);
+  }
+  return v.hold_until;
+}
 
 uint64_t Net::add_fault(FaultRule rule) { return faults_.add(std::move(rule)); }
 bool Net::del_fault(uint64_t id) { return faults_.del(id); }

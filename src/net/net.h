@@ -185,8 +185,9 @@ class Net final : public TransportEvents {
   void send_via(const Nid& local, const Nid& peer, std::unique_ptr<OutFrame> f, TimePoint deadline,
                 TxCompletion* done, bool strict);
 
-  // Applies transmit deadlines at `now` (see above). Returns how many messages it failed
-  // or whose connection it closed.
+  // Applies transmit deadlines at `now` (see above), and returns the credits owed on any
+  // connection on an explicit credit frame. Returns how many messages it failed or whose
+  // connection it closed.
   size_t expire(TimePoint now);
 
   // A message sent on `path` got no reply by its deadline: a remote timeout. Demerits
@@ -212,6 +213,11 @@ class Net final : public TransportEvents {
 
   // NIs whose recovery ping is due at `now`; each is scheduled for its next one.
   std::vector<RecoveryTarget> recovery_due(TimePoint now);
+
+  // Fault delays: when a frame on `c` may be written (TimePoint{} = at once), from the
+  // delay rules. The transport decorator that holds frames asks (EmulatingTransport's
+  // hold function); the message keeps its credit meanwhile.
+  TimePoint fault_hold(const Connection& c, const OutFrame& f);
 
   uint64_t add_fault(FaultRule rule);
   bool del_fault(uint64_t id);

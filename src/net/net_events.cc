@@ -157,6 +157,7 @@ size_t Net::expire(TimePoint now) {
   size_t n = 0;
   Failed failed;
   std::vector<std::pair<ConnectionPtr, Status>> to_close;
+  std::vector<ConnectionPtr> to_flush;
   for (auto& ni : nis_) {
     std::vector<Path*> paths = table_->ni_paths(*ni);
     std::lock_guard lk(ni->mu);
@@ -186,6 +187,10 @@ size_t Net::expire(TimePoint now) {
       for (auto& c : p.conns) {
         auto cs = conn_state(*c);
         if (!cs) continue;
+        // Credits owed on a connection nothing else went back on (the reply left on
+        // another connection of the path, or it went idle) return now, not never: a
+        // window short of them would make selection shun the path for good.
+        if (c->credits_to_return() > 0) to_flush.push_back(c);
         std::lock_guard tl(cs->tx_mu);
         bool close = false;
         for (TxMsg* m = cs->head; m; m = m->next)
@@ -207,6 +212,7 @@ size_t Net::expire(TimePoint now) {
     PFS_LOG_WARN("closing connection {}: {}", c->describe(), s.message());
     c->close(s);
   }
+  for (auto& c : to_flush) Connection::flush_credits(c);
   n += failed.size();
   finish_failures(failed);
   return n;

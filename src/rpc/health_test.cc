@@ -6,6 +6,7 @@
 #include "rpc/node_timers.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
+#include "transport/emulating_transport.h"
 #include "transport/mem_transport.h"
 
 namespace pfsnet {
@@ -18,10 +19,17 @@ Nid nid(const char* s) { return *Nid::parse(s); }
 struct Node {
   Node(MemHub& hub, Clock& clock, std::vector<Nid> nids, NetOptions o, RpcOptions ro)
       : net(std::move(o), nids, clock,
-            [&hub, &clock, nids](TransportEvents& ev) {
+            [this, &hub, &clock, nids](TransportEvents& ev) {
               TransportOptions to;
               to.cluster_key = "0123456789abcdef";
-              return std::make_unique<MemTransport>(hub, to, nids, clock, ev);
+              // Fault delays are held by the link-emulation decorator.
+              return std::make_unique<EmulatingTransport>(
+                  std::vector<EmulationRule>{},
+                  [this](const Connection& c, const OutFrame& f) { return net.fault_hold(c, f); },
+                  clock, hub, ev,
+                  [&hub, &clock, nids, to](TransportEvents& inner) {
+                    return std::make_unique<MemTransport>(hub, to, nids, clock, inner);
+                  });
             }),
         rpc(net, ro),
         pinger(net, rpc, ro.default_timeout / (ro.retry_count + 1)),

@@ -17,12 +17,17 @@ void MemHub::set_stalled(bool stalled) {
   held_.clear();
 }
 
-void MemHub::enqueue_frame(std::function<void()> fn, TimePoint not_before) {
+void MemHub::enqueue_frame(std::function<void()> fn) {
   std::lock_guard lk(mu_);
-  if (not_before != TimePoint{} && clock_ && not_before > clock_->now())
-    timed_.emplace(not_before, std::move(fn));
+  (stalled_ ? held_ : events_).push_back(std::move(fn));
+}
+
+void MemHub::run_at(TimePoint t, std::function<void()> fn) {
+  std::lock_guard lk(mu_);
+  if (clock_ && t > clock_->now())
+    timed_.emplace(t, std::move(fn));
   else
-    (stalled_ ? held_ : events_).push_back(std::move(fn));
+    events_.push_back(std::move(fn));
 }
 
 size_t MemHub::pending() const {
@@ -35,7 +40,7 @@ size_t MemHub::pump(size_t max_events) {
     std::lock_guard lk(mu_);
     TimePoint now = clock_ ? clock_->now() : TimePoint{};
     while (!timed_.empty() && timed_.begin()->first <= now) {
-      (stalled_ ? held_ : events_).push_back(std::move(timed_.begin()->second));
+      events_.push_back(std::move(timed_.begin()->second));
       timed_.erase(timed_.begin());
     }
   }
@@ -67,12 +72,7 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
   void send(std::unique_ptr<OutFrame> f) override {
     auto self = shared_from_this();
     std::shared_ptr<OutFrame> frame(std::move(f));
-    TimePoint t = frame->not_before;
-    if (t != TimePoint{}) {  // held: the credits it carries are those owed now
-      frame->hdr.credits = take_credits_to_return();
-      frame->credits_set = true;
-    }
-    owner_.hub_.enqueue_frame([self, frame] { self->deliver(*frame); }, t);
+    owner_.hub_.enqueue_frame([self, frame] { self->deliver(*frame); });
   }
 
   void close(const Status& why) override {

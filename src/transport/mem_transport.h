@@ -13,13 +13,14 @@
 #include <mutex>
 
 #include "base/clock.h"
+#include "transport/timer_queue.h"
 #include "transport/transport.h"
 
 namespace pfsnet {
 
 class MemTransport;
 
-class MemHub {
+class MemHub final : public TimerQueue {
  public:
   // Runs queued events (frame deliveries, completions, connects) until none is left or
   // `max_events` ran. Returns how many ran.
@@ -29,9 +30,10 @@ class MemHub {
   // While stalled, frames handed to connections stay in flight (neither delivered nor
   // completed), as on a link that went silent; unstalling releases them in order.
   void set_stalled(bool stalled);
-  // A frame delivery: held while stalled, and until `not_before` (a fault delay) on the
-  // clock of the transports, which pump() consults.
-  void enqueue_frame(std::function<void()> fn, TimePoint not_before = {});
+  // A frame delivery: held while stalled.
+  void enqueue_frame(std::function<void()> fn);
+  // TimerQueue: `fn` runs from pump() once the transports' clock has passed `t`.
+  void run_at(TimePoint t, std::function<void()> fn) override;
   void set_clock(Clock* c) {
     std::lock_guard lk(mu_);
     clock_ = c;

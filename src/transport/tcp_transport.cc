@@ -148,7 +148,6 @@ class TcpTransport::Impl {
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<TcpConnection>> conns_;
   std::vector<std::shared_ptr<tcp::acceptor>> acceptors_;
-  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<LinkPipe>> pipes_;  // emulation
 };
 
 namespace {
@@ -182,26 +181,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
     sock_.shutdown(tcp::socket::shutdown_both, ec);
   }
 
-  void send(std::unique_ptr<OutFrame> f) override {
-    // Link emulation and fault delays: the frame waits until its arrival time.
-    TimePoint t = f->not_before;
-    if (pipe_) {
-      TimePoint now = t_.clock_.now();
-      TimePoint arrival = pipe_->schedule(kHeaderSize + f->payload.size() + f->bulk_size(), now);
-      f->link_entered = now;
-      f->link_left = arrival - pipe_->delay();
-      t = std::max(t, arrival);
-    }
-    if (t != TimePoint{} || pipe_) {
-      f->hdr.credits = take_credits_to_return();
-      f->credits_set = true;
-      hold(t, std::move(f));
-      return;
-    }
-    send_now(std::move(f));
-  }
-
-  void set_pipe(std::shared_ptr<LinkPipe> p) { pipe_ = std::move(p); }
+  void send(std::unique_ptr<OutFrame> f) override { send_now(std::move(f)); }
 
   void send_now(std::unique_ptr<OutFrame> f) {
     std::unique_lock lk(tx_mu_);
@@ -219,52 +199,6 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
       return;
     }
     write_direct();
-  }
-
-  void hold(TimePoint t, std::unique_ptr<OutFrame> f) {
-    bool earliest;
-    {
-      std::unique_lock lk(tx_mu_);
-      if (tx_closed_) {
-        lk.unlock();
-        fail_frame(*f, closed_status_for_tx());
-        return;
-      }
-      if (held_.empty() && t <= t_.clock_.now()) {
-        // Due already and nothing ahead of it: straight on.
-        lk.unlock();
-        send_now(std::move(f));
-        return;
-      }
-      earliest = held_.empty() || t < held_.begin()->first;
-      held_.emplace(t, std::move(f));
-    }
-    if (earliest) {
-      auto self = shared_from_this();
-      asio::post(io_, [self] { self->arm_hold_timer(); });
-    }
-  }
-
-  // I/O thread: writes the held frames whose time has come, then waits for the next.
-  void arm_hold_timer() {
-    std::vector<std::unique_ptr<OutFrame>> due;
-    TimePoint next{};
-    {
-      std::lock_guard lk(tx_mu_);
-      TimePoint now = t_.clock_.now();
-      while (!held_.empty() && held_.begin()->first <= now) {
-        due.push_back(std::move(held_.begin()->second));
-        held_.erase(held_.begin());
-      }
-      if (!held_.empty()) next = held_.begin()->first;
-    }
-    for (auto& f : due) send_now(std::move(f));
-    if (next == TimePoint{}) return;
-    hold_timer_.expires_after(next - t_.clock_.now());
-    auto self = shared_from_this();
-    hold_timer_.async_wait([self](std::error_code ec) {
-      if (!ec) self->arm_hold_timer();
-    });
   }
 
   // Called by the I/O thread after a read batch for connections with deferred writes.
@@ -288,10 +222,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
       close_kind_ = why.health_kind();
       // The writer owns frames it has taken; they fail when its write fails.
       q.swap(txq_);
-      for (auto& [t, f] : held_) q.push_back(std::move(f));
-      held_.clear();
     }
-    hold_timer_.cancel();
     Status s = closed_status_for_tx();
     for (auto& f : q) fail_frame(*f, s);
     if (prev == kOpen) {
@@ -361,15 +292,8 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
 
   void complete_batch(const Status& s) {
     TxTimes times{write_start_, t_.clock_.now()};
-    for (auto& f : batch_) {
-      if (!f->done) continue;
-      // An emulated link: the frame was "written" when it entered the pipe and done when
-      // its last byte left; the delay after that is the network's, as on a real WAN.
-      if (f->link_entered != TimePoint{})
-        f->done->on_tx_done(s, TxTimes{f->link_entered, f->link_left});
-      else
-        f->done->on_tx_done(s, times);
-    }
+    for (auto& f : batch_)
+      if (f->done) f->done->on_tx_done(s, times);
     batch_.clear();
   }
 
@@ -558,9 +482,6 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   // tx
   std::mutex tx_mu_;
   std::deque<std::unique_ptr<OutFrame>> txq_;
-  std::multimap<TimePoint, std::unique_ptr<OutFrame>> held_;  // until their time
-  asio::steady_timer hold_timer_{io_};                        // I/O thread only
-  std::shared_ptr<LinkPipe> pipe_;                            // set before it opens
   bool writing_ = false;
   bool tx_closed_ = false;
   std::string close_reason_;
@@ -624,14 +545,6 @@ std::string nids_string(const std::vector<Nid>& nids) {
 void TcpTransport::Impl::established(const std::shared_ptr<TcpConnection>& c,
                                      std::vector<Nid> peer_nids) {
   c->set_peer_nids(std::move(peer_nids));
-  for (const EmulationRule& r : opts_.emulation)
-    if (r.matches(c->local_nid(), c->peer_nid())) {
-      std::lock_guard lk(mu_);
-      auto& pipe = pipes_[{c->local_nid().pack(), c->peer_nid().pack()}];
-      if (!pipe) pipe = std::make_shared<LinkPipe>(r);
-      c->set_pipe(pipe);
-      break;
-    }
   c->mark_open();
   PFS_LOG_INFO("connection {} established", c->describe());
   events_.on_connected(c);

@@ -5,8 +5,11 @@
 namespace pfsnet {
 
 void Connection::return_credit(const std::shared_ptr<Connection>& c, uint32_t high_water) {
-  if (c->credits_to_return_.fetch_add(1) + 1 < high_water) return;
-  if (c->credit_flush_pending_.exchange(true)) return;
+  if (c->credits_to_return_.fetch_add(1) + 1 >= high_water) flush_credits(c);
+}
+
+void Connection::flush_credits(const std::shared_ptr<Connection>& c) {
+  if (c->credits_to_return() == 0 || c->credit_flush_pending_.exchange(true)) return;
   std::weak_ptr<Connection> weak = c;
   c->post([weak] {
     auto conn = weak.lock();
@@ -25,6 +28,11 @@ TransportOptions transport_options(const Config& cfg, std::string cluster_key) {
   TransportOptions to;
   to.cluster_key = std::move(cluster_key);
   to.limits.max_bulk = static_cast<uint32_t>(cfg.max_bulk());
+  return to;
+}
+
+std::vector<EmulationRule> emulation_rules(const Config& cfg) {
+  std::vector<EmulationRule> rules;
   for (const EmulationConfig& e : cfg.emulation) {
     EmulationRule r;
     // The config parser has checked both NIDs.
@@ -33,7 +41,7 @@ TransportOptions transport_options(const Config& cfg, std::string cluster_key) {
     r.delay =
         std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(e.delay_ms));
     r.bits_per_second = e.rate_mbit * 1e6;
-    to.emulation.push_back(r);
+    rules.push_back(r);
     PFS_LOG_WARN(
         "LINK EMULATION ON: frames from {} to {} are delayed {} ms one way{} -- this "
         "node does not run at the speed of its network",
@@ -41,7 +49,7 @@ TransportOptions transport_options(const Config& cfg, std::string cluster_key) {
         e.rate_mbit > 0 ? " and limited to " + std::to_string(e.rate_mbit) + " Mbit/s"
                         : std::string());
   }
-  return to;
+  return rules;
 }
 
 }  // namespace pfsnet

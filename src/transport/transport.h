@@ -53,13 +53,8 @@ struct OutFrame {
   BulkData bulk;                 // may be null; kept alive until the frame is written
   size_t bulk_limit = SIZE_MAX;  // send only the first bulk_limit bytes of `bulk`
   TxCompletion* done = nullptr;  // optional; must outlive the frame's completion
-  // Not written before this time (fault injection's delay); default: at once.
-  TimePoint not_before{};
-  // Link emulation (set by the transport): when the frame entered the emulated link and
-  // when its last byte left it; reported as its write times.
-  TimePoint link_entered{}, link_left{};
-  // hdr.credits was taken when the frame entered the emulated link or a delay: credits
-  // released while it is held ride on a later frame, as they would on a real WAN.
+  // hdr.credits is set already (by a decorator that holds frames, with the credits owed
+  // when the frame entered the hold): the transport writes it as it is.
   bool credits_set = false;
 
   size_t bulk_size() const { return bulk ? std::min(bulk->size(), bulk_limit) : 0; }
@@ -106,6 +101,10 @@ class Connection {
   // thread, and whatever is owed when it runs goes on it); otherwise they wait for the
   // next frame in the other direction. Any thread.
   static void return_credit(const std::shared_ptr<Connection>& c, uint32_t high_water);
+  // Sends whatever credits are owed now on an explicit credit frame (nothing when none
+  // are, or one is on its way). For credits nothing else carries back: a reply that left
+  // on another connection of the same path, an idle connection.
+  static void flush_credits(const std::shared_ptr<Connection>& c);
 
  protected:
   Nid local_;
@@ -138,15 +137,14 @@ struct TransportOptions {
   int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
   Duration handshake_timeout = std::chrono::seconds(5);
   Duration connect_timeout = std::chrono::seconds(5);
-  // Link emulation: frames a connection sends from `local` to `peer` go through a
-  // LinkPipe of the first matching rule (one pipe per local/peer pair).
-  std::vector<EmulationRule> emulation;
 };
 
-// The options a node's config gives its transport: the key, the frame limits
-// (2 x maxBlockSize of bulk) and the [[emulation]] rules (each logged as a warning:
-// such a node does not run at the speed of its network).
+// The options a node's config gives its transport: the key and the frame limits
+// (2 x maxBlockSize of bulk).
 TransportOptions transport_options(const Config& cfg, std::string cluster_key);
+// The [[emulation]] rules of a node's config (for EmulatingTransport), each logged as a
+// warning: such a node does not run at the speed of its network.
+std::vector<EmulationRule> emulation_rules(const Config& cfg);
 
 using ConnectCallback = std::function<void(Result<ConnectionPtr>)>;
 

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "transport/emulating_transport.h"
 #include "transport/mem_transport.h"
 #include "transport/tcp_transport.h"
 #include "wire/handshake.h"
@@ -395,19 +396,21 @@ TEST(LinkPipeTest, FramesLeaveAtTheRateAndArriveADelayLater) {
   EXPECT_FALSE(d.matches(Nid{}, *Nid::parse("10.0.0.3@tcp")));
 }
 
-// The TCP transport holds frames in the pipe: never earlier than the emulation allows,
-// and many at once (the whole batch arrives about one delay after the last leaves).
+// The link-emulation decorator over TCP holds frames in the pipe: never earlier than the
+// emulation allows, and many at once (the whole batch arrives about one delay after the
+// last leaves).
 TEST(LinkPipeTest, TcpTransportDelaysAndPacesWhatItSends) {
   MonotonicClock clock;
+  ThreadTimerQueue timers(clock);
   Recorder ea, eb;
   Nid a = *Nid::parse("127.0.0.13@tcp"), b = *Nid::parse("127.0.0.14@tcp");
-  TransportOptions oa = opts();
   EmulationRule r;
   r.peer = b;
   r.delay = 40ms;
   r.bits_per_second = 80e6;  // 10 MB/s
-  oa.emulation = {r};
-  TcpTransport ta(oa, {a}, clock, ea);
+  EmulatingTransport ta({r}, nullptr, clock, timers, ea, [&](TransportEvents& ev) {
+    return std::make_unique<TcpTransport>(opts(), std::vector<Nid>{a}, clock, ev);
+  });
   TcpTransport tb(opts(), {b}, clock, eb);
   uint16_t port = static_cast<uint16_t>(20000 + getpid() % 20000 + 9);
   ASSERT_TRUE(tb.listen(b, port).ok());

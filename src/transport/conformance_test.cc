@@ -1,0 +1,373 @@
+// The transport conformance suite: what Net relies on, checked over every transport and
+// decorator -- TCP sockets on loopback, the in-memory transport, and each under the
+// link-emulation decorator. A new transport (RDMA) is done when it passes here.
+//
+//   connect, and the NIDs each side announced; a wrong cluster key refused on both sides;
+//   frames in order with payload and bulk intact; credits on frames and on credit frames;
+//   close mid-send (every completion exactly once, on_closed once per side, later sends
+//   fail); bulk of 2 MiB; an emulated delay and a held frame (decorated kinds).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "transport/emulating_transport.h"
+#include "transport/mem_transport.h"
+#include "transport/tcp_transport.h"
+
+namespace pfsnet {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr char kKey[] = "conformance-suite-cluster-key";
+
+Nid nid(const std::string& s) { return *Nid::parse(s); }
+
+// Events of one side; every access under mu.
+struct Events : TransportEvents {
+  void on_connected(const ConnectionPtr& c) override {
+    std::lock_guard lk(mu);
+    conns.push_back(c);
+  }
+  void on_frame(Connection&, InFrame&& f) override {
+    std::lock_guard lk(mu);
+    frames.push_back(std::move(f));
+  }
+  void on_closed(Connection&, const Status& why) override {
+    std::lock_guard lk(mu);
+    closed.push_back(why);
+  }
+  std::mutex mu;
+  std::vector<ConnectionPtr> conns;
+  std::vector<InFrame> frames;
+  std::vector<Status> closed;
+};
+
+// Counts completions; several frames may share one.
+struct Completions : TxCompletion {
+  void on_tx_done(const Status& s, const TxTimes& t) override {
+    std::lock_guard lk(mu);
+    (s.ok() ? ok : failed)++;
+    if (s.ok()) last = t;
+    if (!s.ok()) last_error = s;
+  }
+  int total() {
+    std::lock_guard lk(mu);
+    return ok + failed;
+  }
+  std::mutex mu;
+  int ok = 0, failed = 0;
+  TxTimes last;
+  Status last_error;
+};
+
+struct Connected {
+  std::mutex mu;
+  bool done = false;
+  Result<ConnectionPtr> r = Status(Code::kInternal, "not yet");
+  ConnectCallback cb() {
+    return [this](Result<ConnectionPtr> x) {
+      std::lock_guard lk(mu);
+      r = std::move(x);
+      done = true;
+    };
+  }
+};
+
+Buffer pattern(size_t n, uint8_t seed) {
+  Buffer b(n);
+  for (size_t i = 0; i < n; ++i) b.data()[i] = static_cast<uint8_t>(seed + i * 13 + (i >> 8));
+  return b;
+}
+
+std::unique_ptr<OutFrame> frame(uint64_t xid, size_t payload, size_t bulk, TxCompletion* done,
+                                uint32_t type = 3) {
+  auto f = std::make_unique<OutFrame>();
+  f->hdr.kind = FrameKind::kRequest;
+  f->hdr.xid = xid;
+  f->hdr.msg_type = type;
+  f->payload = pattern(payload, static_cast<uint8_t>(xid));
+  if (bulk) f->bulk = make_bulk(pattern(bulk, static_cast<uint8_t>(xid + 1)));
+  f->done = done;
+  return f;
+}
+
+bool same(const Buffer& b, const Buffer& expect) {
+  return b.size() == expect.size() &&
+         (b.empty() || std::memcmp(b.data(), expect.data(), b.size()) == 0);
+}
+
+enum class Kind { kTcp, kMem, kTcpEmulated, kMemEmulated };
+
+std::string kind_name(const ::testing::TestParamInfo<Kind>& i) {
+  switch (i.param) {
+    case Kind::kTcp:
+      return "Tcp";
+    case Kind::kMem:
+      return "Mem";
+    case Kind::kTcpEmulated:
+      return "TcpUnderEmulation";
+    case Kind::kMemEmulated:
+      return "MemUnderEmulation";
+  }
+  return "?";
+}
+
+constexpr Duration kDelay = 30ms;  // the emulated link's one-way delay (decorated kinds)
+constexpr uint32_t kHeldType = 9;  // frames of this type are held kHold by the hold hook
+constexpr Duration kHold = 60ms;   // longer than the link delay: the hold decides
+
+class ConformanceTest : public ::testing::TestWithParam<Kind> {
+ protected:
+  ConformanceTest() {
+    static int instance = 0;
+    int n = ++instance % 50;
+    a_ = nid("127.0.3." + std::to_string(2 * n + 10) + "@tcp");
+    b_ = nid("127.0.3." + std::to_string(2 * n + 11) + "@tcp");
+    port_ = static_cast<uint16_t>(21000 + (getpid() * 7 + n) % 20000);
+    hub_.set_clock(&manual_);
+  }
+  ~ConformanceTest() override {
+    // Transports first (they stop their threads), then what they use.
+    ta_.reset();
+    tb_.reset();
+    timers_.reset();
+  }
+
+  bool tcp() const { return GetParam() == Kind::kTcp || GetParam() == Kind::kTcpEmulated; }
+  bool emulated() const {
+    return GetParam() == Kind::kTcpEmulated || GetParam() == Kind::kMemEmulated;
+  }
+  Clock& clock() { return tcp() ? static_cast<Clock&>(real_) : manual_; }
+
+  std::unique_ptr<Transport> make(const Nid& self, std::vector<Nid> nids, const std::string& key,
+                                  TransportEvents& ev) {
+    TransportOptions o;
+    o.cluster_key = key;
+    o.handshake_timeout = 2s;
+    o.connect_timeout = 2s;
+    auto inner = [this, o, nids](TransportEvents& e) -> std::unique_ptr<Transport> {
+      if (tcp()) return std::make_unique<TcpTransport>(o, nids, real_, e);
+      return std::make_unique<MemTransport>(hub_, o, nids, manual_, e);
+    };
+    if (!emulated()) return inner(ev);
+    if (tcp() && !timers_) timers_ = std::make_unique<ThreadTimerQueue>(real_);
+    EmulationRule r;
+    r.local = self;
+    r.delay = kDelay;
+    TimerQueue& q = tcp() ? static_cast<TimerQueue&>(*timers_) : hub_;
+    Clock& c = clock();
+    auto hold = [&c](const Connection&, const OutFrame& f) {
+      return f.hdr.msg_type == kHeldType ? c.now() + kHold : TimePoint{};
+    };
+    return std::make_unique<EmulatingTransport>(std::vector<EmulationRule>{r}, hold, c, q, ev,
+                                                inner);
+  }
+
+  // Makes progress: pumps the hub (moving the manual clock past emulated delays when
+  // `advance`), or lets the TCP threads run. True once `done()` holds; bounded in time.
+  template <class Pred>
+  bool until(Pred done, bool advance = true) {
+    auto limit = std::chrono::steady_clock::now() + 10s;
+    for (int i = 0; i < 100000 && std::chrono::steady_clock::now() < limit; ++i) {
+      if (!tcp()) {
+        hub_.pump();
+        if (done()) return true;
+        if (advance) manual_.advance(1ms);
+        continue;
+      }
+      if (done()) return true;
+      std::this_thread::sleep_for(1ms);  // bounded polling of the I/O threads' results
+    }
+    return done();
+  }
+
+  // A connects to B (both of `key`); returns A's connection or null.
+  ConnectionPtr connect(const std::string& key_b = kKey) {
+    ta_ = make(a_, {a_}, kKey, ea_);
+    tb_ = make(b_, {b_, nid("127.0.4.1@tcp1")}, key_b, eb_);
+    EXPECT_TRUE(tb_->listen(b_, port_).ok());
+    Connected c;
+    ta_->connect(a_, b_, port_, c.cb());
+    EXPECT_TRUE(until([&] {
+      std::lock_guard lk(c.mu);
+      return c.done;
+    }));
+    std::lock_guard lk(c.mu);
+    if (!c.r.ok()) {
+      connect_error_ = c.r.status();
+      return nullptr;
+    }
+    EXPECT_TRUE(until([&] {
+      std::lock_guard l2(eb_.mu);
+      return eb_.conns.size() == 1;
+    }));
+    return *c.r;
+  }
+  ConnectionPtr b_side() {
+    std::lock_guard lk(eb_.mu);
+    return eb_.conns.empty() ? nullptr : eb_.conns[0];
+  }
+  size_t frames_at_b() {
+    std::lock_guard lk(eb_.mu);
+    return eb_.frames.size();
+  }
+
+  MonotonicClock real_;
+  ManualClock manual_;
+  MemHub hub_;
+  std::unique_ptr<ThreadTimerQueue> timers_;
+  Events ea_, eb_;
+  Nid a_, b_;
+  uint16_t port_;
+  std::unique_ptr<Transport> ta_, tb_;
+  Status connect_error_;
+};
+
+TEST_P(ConformanceTest, ConnectsAndAnnouncesEveryNid) {
+  ConnectionPtr c = connect();
+  ASSERT_TRUE(c) << connect_error_.to_string();
+  EXPECT_TRUE(c->is_open());
+  EXPECT_TRUE(c->outgoing());
+  EXPECT_EQ(c->local_nid(), a_);
+  EXPECT_EQ(c->peer_nids(), (std::vector<Nid>{b_, nid("127.0.4.1@tcp1")}));
+  ConnectionPtr s = b_side();
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(s->outgoing());
+  EXPECT_EQ(s->local_nid(), b_);
+  EXPECT_EQ(s->peer_nids(), std::vector<Nid>{a_});
+}
+
+TEST_P(ConformanceTest, AWrongClusterKeyIsRefused) {
+  ConnectionPtr c = connect("another-key-another-key-another");
+  EXPECT_FALSE(c);
+  EXPECT_EQ(connect_error_.health_kind(), HealthKind::kPeerNiConnectionRejected)
+      << connect_error_.to_string();
+  if (!tcp()) hub_.pump();  // a late event would show now
+  std::lock_guard lk(eb_.mu);
+  EXPECT_TRUE(eb_.conns.empty());
+}
+
+TEST_P(ConformanceTest, FramesArriveInOrderIntact) {
+  ConnectionPtr c = connect();
+  ASSERT_TRUE(c);
+  Completions done;
+  constexpr int kFrames = 50;
+  for (int i = 1; i <= kFrames; ++i) c->send(frame(i, i * 3, i % 7 == 0 ? 70000 : i * 11, &done));
+  ASSERT_TRUE(until([&] { return frames_at_b() == kFrames && done.total() == kFrames; }));
+  EXPECT_EQ(done.ok, kFrames);
+  std::lock_guard lk(eb_.mu);
+  for (int i = 1; i <= kFrames; ++i) {
+    const InFrame& f = eb_.frames[i - 1];
+    EXPECT_EQ(f.hdr.xid, uint64_t(i));
+    EXPECT_EQ(f.hdr.msg_type, 3u);
+    EXPECT_TRUE(same(f.payload, pattern(i * 3, static_cast<uint8_t>(i)))) << i;
+    EXPECT_TRUE(same(f.bulk, pattern(i % 7 == 0 ? 70000 : i * 11, static_cast<uint8_t>(i + 1))))
+        << i;
+    EXPECT_LE(f.times.first_byte, f.times.complete);
+  }
+}
+
+TEST_P(ConformanceTest, BulkOfTwoMebibytes) {
+  ConnectionPtr c = connect();
+  ASSERT_TRUE(c);
+  Completions done;
+  c->send(frame(1, 100, 2 << 20, &done));
+  ASSERT_TRUE(until([&] { return frames_at_b() == 1; }));
+  std::lock_guard lk(eb_.mu);
+  EXPECT_TRUE(same(eb_.frames[0].bulk, pattern(2 << 20, 2)));
+}
+
+TEST_P(ConformanceTest, CreditsRideOnFramesAndOnCreditFrames) {
+  ConnectionPtr c = connect();
+  ASSERT_TRUE(c);
+  ConnectionPtr s = b_side();
+  ASSERT_TRUE(s);
+  // Owed credits ride on the next frame in the other direction...
+  s->add_credits_to_return(3);
+  s->send(frame(1, 0, 0, nullptr));
+  ASSERT_TRUE(until([&] {
+    std::lock_guard lk(ea_.mu);
+    return ea_.frames.size() == 1;
+  }));
+  {
+    std::lock_guard lk(ea_.mu);
+    EXPECT_EQ(ea_.frames[0].hdr.credits, 3u);
+  }
+  // ... or, at the high-water mark, on an explicit credit frame.
+  Connection::return_credit(s, 2);  // 1 owed: below the mark, nothing goes
+  Connection::return_credit(s, 2);  // 2 owed: a credit frame carries them
+  ASSERT_TRUE(until([&] {
+    std::lock_guard lk(ea_.mu);
+    return ea_.frames.size() == 2;
+  }));
+  std::lock_guard lk(ea_.mu);
+  EXPECT_EQ(ea_.frames[1].hdr.kind, FrameKind::kCredit);
+  EXPECT_EQ(ea_.frames[1].hdr.credits, 2u);
+  EXPECT_EQ(s->credits_to_return(), 0u);
+}
+
+TEST_P(ConformanceTest, CloseMidSendCompletesEveryFrameOnce) {
+  ConnectionPtr c = connect();
+  ASSERT_TRUE(c);
+  Completions done;
+  constexpr int kFrames = 200;
+  for (int i = 1; i <= kFrames; ++i) c->send(frame(i, 10, 20000, &done));
+  c->close(Status(Code::kCancelled, "closing mid-send"));
+  ASSERT_TRUE(until([&] {
+    std::lock_guard la(ea_.mu), lb(eb_.mu);
+    return done.total() == kFrames && ea_.closed.size() == 1 && eb_.closed.size() == 1;
+  }));
+  EXPECT_EQ(done.ok + done.failed, kFrames);
+  if (done.failed) {
+    std::lock_guard lk(done.mu);
+    EXPECT_EQ(done.last_error.code(), Code::kClosed) << done.last_error.to_string();
+  }
+  EXPECT_LE(frames_at_b(), size_t(done.ok));  // nothing arrives that was not written
+  // After the close: a send fails at once (or as soon as the transport runs).
+  Completions late;
+  c->send(frame(999, 1, 1, &late));
+  ASSERT_TRUE(until([&] { return late.total() == 1; }));
+  EXPECT_EQ(late.failed, 1);
+  EXPECT_FALSE(c->is_open());
+  std::lock_guard la(ea_.mu), lb(eb_.mu);
+  EXPECT_EQ(ea_.closed.size(), 1u);  // exactly once
+  EXPECT_EQ(eb_.closed.size(), 1u);
+}
+
+// The decorated kinds only: what emulation adds.
+class EmulationConformanceTest : public ConformanceTest {};
+
+TEST_P(EmulationConformanceTest, EmulatedDelayAndHeldFrames) {
+  ConnectionPtr c = connect();
+  ASSERT_TRUE(c);
+  Completions done;
+  TimePoint t0 = clock().now();
+  c->send(frame(1, 8, 0, &done));
+  c->send(frame(2, 8, 0, nullptr, kHeldType));  // held until kHold by the hook
+  ASSERT_TRUE(until([&] { return frames_at_b() == 2; }));
+  std::lock_guard lk(eb_.mu);
+  EXPECT_GE(eb_.frames[0].times.complete - t0, kDelay);
+  EXPECT_EQ(eb_.frames[0].hdr.xid, 1u);
+  EXPECT_EQ(eb_.frames[1].hdr.xid, 2u);
+  EXPECT_GE(eb_.frames[1].times.complete - t0, kHold);
+  // The write times are the emulated link's: written as the frame entered it.
+  std::lock_guard l2(done.mu);
+  EXPECT_EQ(done.ok, 1);
+  EXPECT_LT(done.last.write_start - t0, kDelay);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryTransport, ConformanceTest,
+                         ::testing::Values(Kind::kTcp, Kind::kMem, Kind::kTcpEmulated,
+                                           Kind::kMemEmulated),
+                         kind_name);
+INSTANTIATE_TEST_SUITE_P(EveryDecoratedTransport, EmulationConformanceTest,
+                         ::testing::Values(Kind::kTcpEmulated, Kind::kMemEmulated), kind_name);
+
+}  // namespace
+}  // namespace pfsnet

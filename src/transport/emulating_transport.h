@@ -1,0 +1,73 @@
+// EmulatingTransport: a Transport decorator that holds frames before the transport under
+// it writes them -- link emulation and fault delays, for any transport (TCP sockets, the
+// in-memory one, a future RDMA one) without any of them knowing.
+//
+//   Link emulation: frames from local NI L to peer NI P go through the LinkPipe of the
+//     first EmulationRule matching (L, P) -- one pipe per pair: they leave at the rule's
+//     rate and arrive its delay later. Their write times are the emulated link's: written
+//     when they entered the pipe, done when their last byte left it.
+//   Fault delays: `hold` (when set) names, per frame, a time before which it is not
+//     written (Net's delay rules).
+//
+// A held frame carries the credits owed when it entered the hold; credits released while
+// it waits ride on a later frame, as on a real WAN. The decorator keeps the credit count
+// of its connections, so every frame it hands down has hdr.credits set (credits_set).
+// Frames that need no hold go straight down on the caller's thread.
+//
+// Threads: as Transport. Held frames are released from `timers` (its thread, or MemHub's
+// pump); events from the inner transport are passed up on the inner transport's threads.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/link_pipe.h"
+#include "transport/timer_queue.h"
+#include "transport/transport.h"
+
+namespace pfsnet {
+
+class EmulatingTransport final : public Transport, private TransportEvents {
+ public:
+  // When a frame on `c` may be written; TimePoint{} = at once.
+  using HoldFn = std::function<TimePoint(const Connection& c, const OutFrame& f)>;
+  using InnerFactory = std::function<std::unique_ptr<Transport>(TransportEvents&)>;
+
+  // Builds the inner transport with `make_inner`, this decorator receiving its events.
+  // `clock`, `timers` and `events` must outlive the transport.
+  EmulatingTransport(std::vector<EmulationRule> rules, HoldFn hold, Clock& clock,
+                     TimerQueue& timers, TransportEvents& events, const InnerFactory& make_inner);
+  ~EmulatingTransport() override;
+
+  Status listen(const Nid& local, uint16_t port) override;
+  void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) override;
+  void post(std::function<void()> fn) override;
+  void stop() override;
+
+ private:
+  class Conn;
+
+  // TransportEvents of the inner transport.
+  void on_connected(const ConnectionPtr& c) override;
+  void on_frame(Connection& c, InFrame&& f) override;
+  void on_closed(Connection& c, const Status& why) override;
+
+  std::shared_ptr<Conn> outer_of(const Connection& inner) const;
+
+  std::vector<EmulationRule> rules_;
+  HoldFn hold_;
+  Clock& clock_;
+  TimerQueue& timers_;
+  TransportEvents& events_;
+  std::mutex mu_;  // guards pipes_
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<LinkPipe>> pipes_;
+  mutable std::mutex conns_mu_;                                         // guards conns_
+  std::unordered_map<const Connection*, std::shared_ptr<Conn>> conns_;  // inner -> outer
+  std::unique_ptr<Transport> inner_;
+};
+
+}  // namespace pfsnet

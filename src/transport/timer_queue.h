@@ -1,0 +1,46 @@
+// TimerQueue: runs functions at a time of a Clock. The link-emulation decorator holds
+// frames with it. ThreadTimerQueue runs them on a thread of its own (the daemon); MemHub
+// runs them from pump() once its clock has passed their time (tests on a manual clock).
+// Threads: run_at() from any thread; functions run on the queue's thread and must not
+// block.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "base/clock.h"
+
+namespace pfsnet {
+
+class TimerQueue {
+ public:
+  virtual ~TimerQueue() = default;
+  // Runs `fn` at `t` or soon after (at once when `t` has passed). Functions due at the
+  // same time run in the order they were given.
+  virtual void run_at(TimePoint t, std::function<void()> fn) = 0;
+};
+
+// On a thread of its own, in real time. REQUIRES: a clock whose now() follows
+// steady_clock (MonotonicClock). stop() (or the destructor) drops what has not run.
+class ThreadTimerQueue final : public TimerQueue {
+ public:
+  explicit ThreadTimerQueue(Clock& clock);
+  ~ThreadTimerQueue() override { stop(); }
+  void run_at(TimePoint t, std::function<void()> fn) override;
+  void stop();
+
+ private:
+  void loop();
+
+  Clock& clock_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::multimap<TimePoint, std::function<void()>> due_;  // guarded by mu_
+  bool stop_ = false;                                    // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace pfsnet
