@@ -7,11 +7,16 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 prefix=$(mktemp -d /tmp/pfsnet-install-XXXXXX)
 trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for f in bin/pfsnetd bin/pfsnet lib/libpfsnet_rpc.a include/pfsnet/rpc/rpc_engine.h \
+for f in bin/pfsnetd bin/pfsnet lib/libpfsnet_rpc.a lib/libpfsnet_node.a include/pfsnet/node.h \
          lib/cmake/pfsnet/pfsnetConfig.cmake lib/pkgconfig/pfsnet.pc \
          lib/systemd/system/pfsnetd.service share/doc/pfsnet/pfsnetd.toml.example; do
   [ -e "$prefix/$f" ] || { echo "install: $f missing" >&2; exit 1; }
 done
+# Only the public API is installed: no internal header.
+if [ -e "$prefix/include/pfsnet/rpc/rpc_engine.h" ] || [ -d "$prefix/include/pfsnet/net" ]; then
+  echo "install: internal headers installed" >&2
+  exit 1
+fi
 "$prefix/bin/pfsnet" --help | grep -q "ping" || { echo "install: pfsnet --help incomplete" >&2; exit 1; }
 # The example through find_package.
 cmake -S "$src/examples/ping_client" -B "$prefix/example" -G Ninja \

@@ -15,6 +15,7 @@ declare -A allowed=(
   [membership]="membership rpc net transport wire base stats"
   [selftest]="selftest rpc net transport wire base stats"
   [tune]="tune rpc net transport wire base stats"
+  [node]="node rpc net transport wire base stats"
 )
 bad=0
 for mod in "${!allowed[@]}"; do
@@ -28,6 +29,12 @@ for mod in "${!allowed[@]}"; do
     fi
   done < <(grep -rnE '#include "[a-z_]+/' "$mod" || true)
 done
+# The public API (include/pfsnet) includes only public headers: <pfsnet/...> and the
+# standard library, never an internal "module/..." header.
+while IFS= read -r line; do
+  echo "layering: public header includes an internal header: $line" >&2
+  bad=1
+done < <(grep -rnE '#include "' ../include/pfsnet || true)
 # Wall-clock time is read only by the Clock (base/clock.h), so tests drive it exactly.
 while IFS= read -r line; do
   echo "layering: $line reads the wall clock: use Clock::wall_now()" >&2

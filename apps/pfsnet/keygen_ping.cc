@@ -1,6 +1,7 @@
 // pfsnet keygen FILE; pfsnet ping NID [--count N] [--size B] [--mode M] [--interval S].
 #include <fcntl.h>
 #include <openssl/rand.h>
+#include <pfsnet/nid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,7 +10,6 @@
 #include <iostream>
 
 #include "admin/admin_client.h"
-#include "base/nid.h"
 #include "cli.h"
 
 namespace pfsnet::cli {

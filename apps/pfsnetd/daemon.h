@@ -4,6 +4,8 @@
 // Threads: start() and stop() from the main thread; the parts have their own.
 #pragma once
 
+#include <pfsnet/clock.h>
+
 #include <map>
 #include <memory>
 
@@ -11,7 +13,6 @@
 #include "admin/admin_server.h"
 #include "admin/http_server.h"
 #include "admin/node_commands.h"
-#include "base/clock.h"
 #include "base/live_config.h"
 #include "base/periodic.h"
 #include "membership/service.h"

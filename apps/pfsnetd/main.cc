@@ -1,10 +1,11 @@
 // pfsnetd: the pfsnet daemon. `pfsnetd --config FILE [--foreground] [--log-level L]`.
 // Runs in the foreground (as systemd expects); SIGTERM or SIGINT stop it cleanly.
+#include <pfsnet/config.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 
-#include "base/config.h"
 #include "base/log.h"
 #include "pfsnetd/daemon.h"
 

@@ -1,14 +1,10 @@
-// A node of its own, built on the installed libpfsnet: pings a peer's PING service.
+// A node of its own, built on the installed libpfsnet's public API (<pfsnet/...>):
+// pings a peer's PING service.
 //   pfsnet_ping_example LOCAL_NID PEER_NID KEY_FILE [COUNT]
+#include <pfsnet/node.h>
+
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
-
-#include "base/config.h"
-#include "net/net.h"
-#include "rpc/ping.h"
-#include "rpc/rpc_engine.h"
-#include "transport/tcp_transport.h"
 
 using namespace pfsnet;
 
@@ -25,20 +21,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   int count = argc > 4 ? std::atoi(argv[4]) : 3;
-  MonotonicClock clock;
-  Net net(NetOptions{}, {*me}, clock, [&](TransportEvents& ev) {
-    TransportOptions to;
-    to.cluster_key = *key;
-    return std::make_unique<TcpTransport>(to, std::vector<Nid>{*me}, clock, ev);
-  });
-  if (Status s = net.start(); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.to_string().c_str());
+  Config cfg;
+  cfg.node.name = "ping-example";
+  cfg.nets.push_back({*me, 7988});
+  auto node = Node::start(cfg, *key);
+  if (!node.ok()) {
+    std::fprintf(stderr, "%s\n", node.status().to_string().c_str());
     return 1;
   }
-  RpcEngine rpc(net, RpcOptions{});
   int failed = 0;
   for (int i = 0; i < count; ++i) {
-    RpcReply r = rpc.call(*peer, kMsgPing, Buffer());
+    RpcReply r = (*node)->call(*peer, kMsgPing, Buffer());
     if (r.status.ok())
       std::printf("reply from %s: rtt %.3f ms\n", peer->to_string().c_str(), to_ms(r.round_trip()));
     else

@@ -3,12 +3,12 @@
 // Thread safety: a free function; no shared state.
 #pragma once
 
+#include <pfsnet/status.h>
+
 #include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
-
-#include "base/status.h"
 
 namespace pfsnet {
 

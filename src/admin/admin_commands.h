@@ -6,14 +6,14 @@
 // Threads: add() before serving; dispatch() and handle_line() from any thread at once.
 #pragma once
 
+#include <pfsnet/status.h>
+
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "base/status.h"
 
 namespace pfsnet {
 

@@ -7,6 +7,8 @@
 // handler runs on the session thread and may block (deadlines are its own).
 #pragma once
 
+#include <pfsnet/status.h>
+
 #include <atomic>
 #include <functional>
 #include <list>
@@ -16,7 +18,6 @@
 #include <thread>
 
 #include "admin/admin_commands.h"
-#include "base/status.h"
 
 namespace pfsnet {
 

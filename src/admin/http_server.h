@@ -4,13 +4,13 @@
 // thread-safe.
 #pragma once
 
+#include <pfsnet/status.h>
+
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
-
-#include "base/status.h"
 
 namespace httplib {
 class Server;

@@ -10,9 +10,10 @@
 // thread-safe.
 #pragma once
 
+#include <pfsnet/clock.h>
+
 #include "admin/admin_commands.h"
 #include "admin/prometheus.h"
-#include "base/clock.h"
 #include "base/live_config.h"
 #include "membership/service.h"
 #include "net/net.h"

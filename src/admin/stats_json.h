@@ -3,11 +3,12 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <pfsnet/status.h>
+
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "base/status.h"
 #include "stats/rpc_stats.h"
 
 namespace pfsnet {

@@ -1,4 +1,4 @@
-#include "base/clock.h"
+#include <pfsnet/clock.h>
 
 #include <cstdio>
 #include <ctime>

@@ -1,5 +1,4 @@
-#include "base/config.h"
-
+#include <pfsnet/config.h>
 #include <sys/stat.h>
 #include <toml++/toml.h>
 #include <unistd.h>

@@ -1,6 +1,5 @@
-#include "base/config.h"
-
 #include <gtest/gtest.h>
+#include <pfsnet/config.h>
 #include <sys/stat.h>
 
 #include <cstdio>

@@ -8,14 +8,14 @@
 // not call back into this LiveConfig.
 #pragma once
 
+#include <pfsnet/config.h>
+#include <pfsnet/status.h>
+
 #include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "base/config.h"
-#include "base/status.h"
 
 namespace pfsnet {
 

@@ -2,11 +2,10 @@
 // Thread safety: logging functions may be called from any thread.
 #pragma once
 
+#include <pfsnet/status.h>
 #include <spdlog/spdlog.h>
 
 #include <string_view>
-
-#include "base/status.h"
 
 namespace pfsnet {
 

@@ -1,4 +1,4 @@
-#include "base/nid.h"
+#include <pfsnet/nid.h>
 
 #include <charconv>
 

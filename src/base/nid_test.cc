@@ -1,6 +1,5 @@
-#include "base/nid.h"
-
 #include <gtest/gtest.h>
+#include <pfsnet/nid.h>
 
 namespace pfsnet {
 namespace {

@@ -1,4 +1,4 @@
-#include "base/status.h"
+#include <pfsnet/status.h>
 
 namespace pfsnet {
 

@@ -1,8 +1,6 @@
-#include "base/status.h"
-
 #include <gtest/gtest.h>
-
-#include "base/clock.h"
+#include <pfsnet/clock.h>
+#include <pfsnet/status.h>
 
 namespace pfsnet {
 namespace {

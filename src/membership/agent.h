@@ -7,12 +7,13 @@
 // Thread safety: none; MembershipService serialises calls.
 #pragma once
 
+#include <pfsnet/clock.h>
+
 #include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
-#include "base/clock.h"
 #include "membership/protocol.h"
 
 namespace pfsnet {

@@ -14,6 +14,9 @@
 // index entries. Thread safety: none; MgsService serialises calls.
 #pragma once
 
+#include <pfsnet/clock.h>
+#include <pfsnet/config.h>
+
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -21,8 +24,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "base/clock.h"
-#include "base/config.h"
 #include "membership/protocol.h"
 
 namespace pfsnet {

@@ -10,16 +10,16 @@
 // Thread safety: plain values and pure functions.
 #pragma once
 
+#include <pfsnet/buffer.h>
+#include <pfsnet/msg_types.h>
+#include <pfsnet/nid.h>
+#include <pfsnet/status.h>
+
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
-
-#include "base/nid.h"
-#include "base/status.h"
-#include "rpc/msg_types.h"
-#include "wire/buffer.h"
 
 namespace pfsnet {
 

@@ -9,6 +9,8 @@
 // core state is under one mutex.
 #pragma once
 
+#include <pfsnet/config.h>
+
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -17,7 +19,6 @@
 #include <thread>
 #include <unordered_map>
 
-#include "base/config.h"
 #include "base/periodic.h"
 #include "membership/agent.h"
 #include "membership/mgs.h"

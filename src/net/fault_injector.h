@@ -11,16 +11,16 @@
 // path pays nothing while no rule is set.
 #pragma once
 
+#include <pfsnet/clock.h>
+#include <pfsnet/nid.h>
+#include <pfsnet/status.h>
+
 #include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "base/clock.h"
-#include "base/nid.h"
-#include "base/status.h"
 
 namespace pfsnet {
 

@@ -11,15 +11,15 @@
 // object's own small mutex.
 #pragma once
 
+#include <pfsnet/clock.h>
+#include <pfsnet/ni_info.h>
+
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 
-#include "base/clock.h"
-
 namespace pfsnet {
 
-inline constexpr int kMaxHealth = 1000;
 inline constexpr Duration kMaxRecoveryInterval = std::chrono::seconds(900);
 
 class Health {

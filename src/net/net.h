@@ -39,6 +39,12 @@
 // thread or the thread of expire()/set_link_state()/shutdown().
 #pragma once
 
+#include <pfsnet/clock.h>
+#include <pfsnet/config.h>
+#include <pfsnet/ni_info.h>
+#include <pfsnet/nid.h>
+#include <pfsnet/status.h>
+
 #include <array>
 #include <atomic>
 #include <functional>
@@ -49,10 +55,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "base/clock.h"
-#include "base/config.h"
-#include "base/nid.h"
-#include "base/status.h"
 #include "net/fault_injector.h"
 #include "net/health.h"
 #include "transport/transport.h"
@@ -120,28 +122,6 @@ struct NetOptions {
   // Credits owed before an explicit credit frame is sent: half the window, at least 1,
   // at most peer_credits - 1 (so a sender always has a credit while none is sent).
   uint32_t credit_high_water() const;
-};
-
-// A snapshot of one NI or peer NI, for the admin surface and tests.
-struct NiInfo {
-  Nid nid;
-  bool up = false;  // local NI: its link is up; peer NI: a connection is open
-  int health = kMaxHealth;
-  int64_t credits = 0, credits_max = 0, credits_min = 0;  // now, configured, low-water mark
-  int64_t queued = 0;                                     // sends waiting
-  uint64_t send_count = 0, send_bytes = 0, recv_count = 0, recv_bytes = 0;
-  uint64_t local_timeouts = 0, remote_timeouts = 0, drops = 0, resends = 0, faults = 0;
-  uint64_t credit_waits = 0;
-  std::array<uint64_t, kNumHealthKinds> errors{};
-  int connections = 0;
-  std::vector<Nid> peer_nids;  // peers: every NID the peer announced
-  Nid peer;                    // peers: the peer node (its first announced NID)
-  // Time of the last state change (up/down, healthy/unhealthy): wall clock (ms since the
-  // epoch) and seconds before the snapshot on the Net's clock.
-  int64_t last_change_unix_ms = 0;
-  double since_change_s = 0;
-  int recovery_pings = 0;       // recovery pings sent since the last success
-  double next_recovery_s = -1;  // seconds until the next recovery ping; -1 = none
 };
 
 // One peer node's traffic, summed over its NIs: a light snapshot for sampling every

@@ -7,7 +7,8 @@
 // before shutting them down).
 #pragma once
 
-#include "base/clock.h"
+#include <pfsnet/clock.h>
+
 #include "base/periodic.h"
 #include "net/net.h"
 #include "rpc/recovery_pinger.h"

@@ -1,7 +1,8 @@
 #include "rpc/recovery_pinger.h"
 
+#include <pfsnet/msg_types.h>
+
 #include "base/log.h"
-#include "rpc/msg_types.h"
 
 namespace pfsnet {
 

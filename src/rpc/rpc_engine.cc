@@ -1,11 +1,12 @@
 #include "rpc/rpc_engine.h"
 
+#include <pfsnet/msg_types.h>
+
 #include <algorithm>
 #include <cassert>
 #include <deque>
 
 #include "base/log.h"
-#include "rpc/msg_types.h"
 
 namespace pfsnet {
 namespace {

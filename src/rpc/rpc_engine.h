@@ -23,6 +23,10 @@
 // handlers before traffic starts.
 #pragma once
 
+#include <pfsnet/clock.h>
+#include <pfsnet/config.h>
+#include <pfsnet/rpc.h>
+
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -33,70 +37,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "base/clock.h"
-#include "base/config.h"
 #include "net/net.h"
 #include "rpc/worker_pool.h"
 #include "stats/rpc_stats.h"
 
 namespace pfsnet {
-
-// Timings of one RPC, from the client's point of view (ARCHITECTURE.md "RPC statistics").
-struct RpcTimes {
-  TimePoint submit;            // call() entered
-  TimePoint write_start;       // request's first byte handed to the socket
-  TimePoint write_done;        // request's last byte handed to the socket
-  TimePoint reply_first_byte;  // first byte of the reply read
-  TimePoint reply_complete;    // reply completely received
-};
-
-struct RpcReply {
-  Status status;
-  Buffer payload;
-  Buffer bulk;
-  Duration exec_time{0};  // server execution time, from the reply header
-  RpcTimes times;
-  uint64_t bytes_sent = 0;      // request frame, header included
-  uint64_t bytes_received = 0;  // reply frame, header included
-
-  Duration round_trip() const { return times.reply_complete - times.write_start; }
-  Duration latency() const { return round_trip() - exec_time; }
-  Duration channel_wait() const { return times.write_start - times.submit; }
-};
-
-// Totals since start, for tuning: the RPCs this node called that got their reply, the
-// sum of their round trips (write to reply, the latency the network adds), the bytes of
-// their request and reply frames, and the calls that found max_rpcs_in_flight RPCs to
-// their target on the wire and queued.
-struct RpcCounters {
-  uint64_t completed = 0;
-  uint64_t round_trip_ns = 0;
-  uint64_t bytes = 0;
-  uint64_t slot_waits = 0;
-};
-
-struct CallOptions {
-  Duration timeout{0};  // 0: the engine's default (transaction_timeout)
-  // Recovery pings: exactly this path (local NID -> peer NID), and no resend.
-  std::optional<std::pair<Nid, Nid>> via;
-};
-
-struct RpcRequest {
-  Nid from;
-  uint32_t type = 0;
-  Buffer payload;
-  Buffer bulk;
-};
-
-struct RpcResponse {
-  Status status;
-  Buffer payload;
-  BulkData bulk;
-  size_t bulk_limit = SIZE_MAX;  // reply with only the first bulk_limit bytes of `bulk`
-};
-
-using Handler = std::function<RpcResponse(RpcRequest&)>;
-enum class HandlerMode { kInline, kWorker };
 
 struct RpcOptions {
   int64_t max_rpcs_in_flight = 8;

@@ -5,13 +5,13 @@
 // Threads: the callback runs on the monitor's own thread; start/stop from one thread.
 #pragma once
 
+#include <pfsnet/status.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <thread>
-
-#include "base/status.h"
 
 namespace pfsnet {
 

@@ -5,12 +5,12 @@
 // Thread safety: schedule() may be called from any thread.
 #pragma once
 
+#include <pfsnet/clock.h>
+#include <pfsnet/nid.h>
+
 #include <algorithm>
 #include <mutex>
 #include <optional>
-
-#include "base/clock.h"
-#include "base/nid.h"
 
 namespace pfsnet {
 

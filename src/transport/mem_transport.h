@@ -6,13 +6,14 @@
 // on the thread that calls MemHub::pump().
 #pragma once
 
+#include <pfsnet/clock.h>
+
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 
-#include "base/clock.h"
 #include "transport/timer_queue.h"
 #include "transport/transport.h"
 

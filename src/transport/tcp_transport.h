@@ -10,10 +10,11 @@
 // thread.
 #pragma once
 
+#include <pfsnet/clock.h>
+
 #include <memory>
 #include <vector>
 
-#include "base/clock.h"
 #include "transport/transport.h"
 
 namespace pfsnet {

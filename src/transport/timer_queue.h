@@ -5,13 +5,13 @@
 // block.
 #pragma once
 
+#include <pfsnet/clock.h>
+
 #include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
-
-#include "base/clock.h"
 
 namespace pfsnet {
 

@@ -6,6 +6,12 @@
 // there. Connection::send and Connection::close may be called from any thread.
 #pragma once
 
+#include <pfsnet/buffer.h>
+#include <pfsnet/clock.h>
+#include <pfsnet/config.h>
+#include <pfsnet/nid.h>
+#include <pfsnet/status.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -15,12 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "base/clock.h"
-#include "base/config.h"
-#include "base/nid.h"
-#include "base/status.h"
 #include "transport/link_pipe.h"
-#include "wire/buffer.h"
 #include "wire/frame.h"
 
 namespace pfsnet {

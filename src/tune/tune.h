@@ -25,6 +25,8 @@
 // are plain values (the caller serialises).
 #pragma once
 
+#include <pfsnet/config.h>
+
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -32,7 +34,6 @@
 #include <string>
 #include <vector>
 
-#include "base/config.h"
 #include "rpc/rpc_engine.h"
 
 namespace pfsnet {

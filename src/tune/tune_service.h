@@ -13,6 +13,8 @@
 // thread. Settings are read from and written through the LiveConfig.
 #pragma once
 
+#include <pfsnet/clock.h>
+
 #include <deque>
 #include <map>
 #include <memory>
@@ -21,7 +23,6 @@
 #include <string>
 #include <vector>
 
-#include "base/clock.h"
 #include "base/live_config.h"
 #include "net/net.h"
 #include "rpc/rpc_engine.h"

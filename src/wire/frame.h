@@ -4,13 +4,13 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <pfsnet/nid.h>
+#include <pfsnet/status.h>
+
 #include <array>
 #include <cstdint>
 #include <span>
 #include <string>
-
-#include "base/nid.h"
-#include "base/status.h"
 
 namespace pfsnet {
 

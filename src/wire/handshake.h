@@ -9,15 +9,15 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <pfsnet/buffer.h>
+#include <pfsnet/nid.h>
+#include <pfsnet/status.h>
+
 #include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "base/nid.h"
-#include "base/status.h"
-#include "wire/buffer.h"
 
 namespace pfsnet {
 

@@ -4,12 +4,12 @@
 // Thread safety: a plain value.
 #pragma once
 
+#include <pfsnet/status.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
-
-#include "base/status.h"
 
 namespace pfsnet {
 

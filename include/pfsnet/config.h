@@ -4,13 +4,13 @@
 // Thread safety: a plain value; the daemon swaps whole Configs.
 #pragma once
 
+#include <pfsnet/nid.h>
+#include <pfsnet/status.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "base/nid.h"
-#include "base/status.h"
 
 namespace pfsnet {
 

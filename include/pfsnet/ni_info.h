@@ -1,0 +1,40 @@
+// A snapshot of one local NI or peer NI: state, health, credits and counters, as
+// `pfsnet nis` and `pfsnet peers` show them.
+// Thread safety: a plain value.
+#pragma once
+
+#include <pfsnet/nid.h>
+#include <pfsnet/status.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace pfsnet {
+
+// The health value of an NI at full health (LNet's).
+inline constexpr int kMaxHealth = 1000;
+
+// A snapshot of one NI or peer NI, for the admin surface and tests.
+struct NiInfo {
+  Nid nid;
+  bool up = false;  // local NI: its link is up; peer NI: a connection is open
+  int health = kMaxHealth;
+  int64_t credits = 0, credits_max = 0, credits_min = 0;  // now, configured, low-water mark
+  int64_t queued = 0;                                     // sends waiting
+  uint64_t send_count = 0, send_bytes = 0, recv_count = 0, recv_bytes = 0;
+  uint64_t local_timeouts = 0, remote_timeouts = 0, drops = 0, resends = 0, faults = 0;
+  uint64_t credit_waits = 0;
+  std::array<uint64_t, kNumHealthKinds> errors{};
+  int connections = 0;
+  std::vector<Nid> peer_nids;  // peers: every NID the peer announced
+  Nid peer;                    // peers: the peer node (its first announced NID)
+  // Time of the last state change (up/down, healthy/unhealthy): wall clock (ms since the
+  // epoch) and seconds before the snapshot on the Net's clock.
+  int64_t last_change_unix_ms = 0;
+  double since_change_s = 0;
+  int recovery_pings = 0;       // recovery pings sent since the last success
+  double next_recovery_s = -1;  // seconds until the next recovery ping; -1 = none
+};
+
+}  // namespace pfsnet
