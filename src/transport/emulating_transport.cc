@@ -28,8 +28,14 @@ void fail_frame(OutFrame& f, const Status& s) {
 class EmulatingTransport::Conn final : public Connection,
                                        public std::enable_shared_from_this<Conn> {
  public:
-  Conn(EmulatingTransport& owner, ConnectionPtr inner, std::shared_ptr<LinkPipe> pipe)
-      : owner_(owner), inner_(std::move(inner)), pipe_(std::move(pipe)) {
+  // Keeps what it needs of the transport by value: a Conn may outlive it (its holder
+  // keeps it; a timer may fire after the transport is gone).
+  Conn(const EmulatingTransport& owner, ConnectionPtr inner, std::shared_ptr<LinkPipe> pipe)
+      : hold_(owner.hold_),
+        clock_(owner.clock_),
+        timers_(owner.timers_),
+        inner_(std::move(inner)),
+        pipe_(std::move(pipe)) {
     local_ = inner_->local_nid();
     peer_nids_ = inner_->peer_nids();
     outgoing_ = inner_->outgoing();
@@ -37,9 +43,9 @@ class EmulatingTransport::Conn final : public Connection,
   }
 
   void send(std::unique_ptr<OutFrame> f) override {
-    TimePoint t = owner_.hold_ ? owner_.hold_(*this, *f) : TimePoint{};
+    TimePoint t = hold_ ? hold_(*this, *f) : TimePoint{};
     if (pipe_) {
-      TimePoint now = owner_.clock_.now();
+      TimePoint now = clock_.now();
       TimePoint arrival = pipe_->schedule(kHeaderSize + f->payload.size() + f->bulk_size(), now);
       if (f->done) f->done = new LinkCompletion(f->done, now, arrival - pipe_->delay());
       t = std::max(t, arrival);
@@ -61,7 +67,7 @@ class EmulatingTransport::Conn final : public Connection,
       held_.emplace(t, std::move(f));
     }
     std::weak_ptr<Conn> weak = shared_from_this();
-    owner_.timers_.run_at(t, [weak] {
+    timers_.run_at(t, [weak] {
       if (auto self = weak.lock()) self->release();
     });
   }
@@ -75,7 +81,7 @@ class EmulatingTransport::Conn final : public Connection,
     std::vector<std::unique_ptr<OutFrame>> due;
     {
       std::lock_guard lk(mu_);
-      TimePoint now = owner_.clock_.now();
+      TimePoint now = clock_.now();
       while (!held_.empty() && held_.begin()->first <= now) {
         due.push_back(std::move(held_.begin()->second));
         held_.erase(held_.begin());
@@ -98,7 +104,9 @@ class EmulatingTransport::Conn final : public Connection,
   }
 
  private:
-  EmulatingTransport& owner_;
+  HoldFn hold_;
+  Clock& clock_;
+  TimerQueue& timers_;  // REQUIRES: outlives every connection (as the clock does)
   ConnectionPtr inner_;
   std::shared_ptr<LinkPipe> pipe_;
   std::mutex mu_;  // guards held_ and closed_

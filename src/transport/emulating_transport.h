@@ -38,7 +38,8 @@ class EmulatingTransport final : public Transport, private TransportEvents {
   using InnerFactory = std::function<std::unique_ptr<Transport>(TransportEvents&)>;
 
   // Builds the inner transport with `make_inner`, this decorator receiving its events.
-  // `clock`, `timers` and `events` must outlive the transport.
+  // `events` must outlive the transport; `clock` and `timers` its connections too (a
+  // holder may keep one past the transport).
   EmulatingTransport(std::vector<EmulationRule> rules, HoldFn hold, Clock& clock,
                      TimerQueue& timers, TransportEvents& events, const InnerFactory& make_inner);
   ~EmulatingTransport() override;
