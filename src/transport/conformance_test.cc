@@ -18,6 +18,7 @@
 #include "transport/emulating_transport.h"
 #include "transport/mem_transport.h"
 #include "transport/tcp_transport.h"
+#include "transport/test_frames.h"
 
 namespace pfsnet {
 namespace {
@@ -79,28 +80,9 @@ struct Connected {
   }
 };
 
-Buffer pattern(size_t n, uint8_t seed) {
-  Buffer b(n);
-  for (size_t i = 0; i < n; ++i) b.data()[i] = static_cast<uint8_t>(seed + i * 13 + (i >> 8));
-  return b;
-}
-
-std::unique_ptr<OutFrame> frame(uint64_t xid, size_t payload, size_t bulk, TxCompletion* done,
-                                uint32_t type = 3) {
-  auto f = std::make_unique<OutFrame>();
-  f->hdr.kind = FrameKind::kRequest;
-  f->hdr.xid = xid;
-  f->hdr.msg_type = type;
-  f->payload = pattern(payload, static_cast<uint8_t>(xid));
-  if (bulk) f->bulk = make_bulk(pattern(bulk, static_cast<uint8_t>(xid + 1)));
-  f->done = done;
-  return f;
-}
-
-bool same(const Buffer& b, const Buffer& expect) {
-  return b.size() == expect.size() &&
-         (b.empty() || std::memcmp(b.data(), expect.data(), b.size()) == 0);
-}
+using test::frame;
+using test::pattern;
+using test::same;
 
 enum class Kind { kTcp, kMem, kTcpEmulated, kMemEmulated };
 

@@ -12,6 +12,7 @@
 #include "transport/emulating_transport.h"
 #include "transport/mem_transport.h"
 #include "transport/tcp_transport.h"
+#include "transport/test_frames.h"
 #include "wire/handshake.h"
 
 namespace pfsnet {
@@ -105,27 +106,9 @@ TransportOptions opts(std::string key = kKey) {
   return o;
 }
 
-Buffer pattern(size_t n, uint8_t seed) {
-  Buffer b(n);
-  for (size_t i = 0; i < n; ++i) b.data()[i] = static_cast<uint8_t>(seed + i * 7);
-  return b;
-}
-
-std::unique_ptr<OutFrame> frame(uint64_t xid, size_t payload, size_t bulk, TxCompletion* done) {
-  auto f = std::make_unique<OutFrame>();
-  f->hdr.kind = FrameKind::kRequest;
-  f->hdr.xid = xid;
-  f->hdr.msg_type = 3;
-  f->payload = pattern(payload, static_cast<uint8_t>(xid));
-  if (bulk) f->bulk = make_bulk(pattern(bulk, static_cast<uint8_t>(xid + 1)));
-  f->done = done;
-  return f;
-}
-
-bool same(const Buffer& b, const Buffer& expect) {
-  return b.size() == expect.size() &&
-         (b.empty() || std::memcmp(b.data(), expect.data(), b.size()) == 0);
-}
+using test::frame;
+using test::pattern;
+using test::same;
 
 // TCP transport pair on loopback: A = 127.0.0.11, B = 127.0.0.12.
 class TcpPairTest : public ::testing::Test {
