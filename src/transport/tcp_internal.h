@@ -1,0 +1,488 @@
+// The inside of TcpTransport, shared by its two files: the transport's state (Impl:
+// I/O threads, listeners, the connection table) and TcpConnection (one socket: the
+// batched write path, the read path, close). tcp_transport.cc holds the handshake,
+// listen, connect and stop. Not installed.
+// Threads: as TcpTransport (tcp_transport.h).
+#pragma once
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <asio.hpp>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "base/log.h"
+#include "transport/tcp_transport.h"
+#include "wire/handshake.h"
+
+namespace pfsnet {
+
+using asio::ip::tcp;
+
+namespace tcp_detail {
+
+constexpr size_t kReadBufferSize = 64 * 1024;
+constexpr size_t kMaxBatchFrames = 128;
+constexpr uint32_t kHandshakeMaxPayload = 4096;
+
+// asio's transfer_all() caps every read or write system call at 64 KiB; a 1 MiB bulk
+// would take 16 calls. This condition lets each call move as much as the socket takes.
+inline size_t transfer_all_unbounded(const std::error_code& ec, size_t) {
+  return ec ? 0 : size_t(64) << 20;
+}
+
+class TcpConnection;
+
+// Connections with writes deferred until the current read batch has been dispatched.
+inline thread_local std::vector<std::shared_ptr<TcpConnection>>* tl_deferred = nullptr;
+
+inline tcp::endpoint endpoint_of(const Nid& nid, uint16_t port) {
+  return tcp::endpoint(asio::ip::address_v4(nid.addr), port);
+}
+
+}  // namespace tcp_detail
+
+using tcp_detail::TcpConnection;
+
+class TcpTransport::Impl {
+ public:
+  Impl(TransportOptions opts, std::vector<Nid> node_nids, Clock& clock, TransportEvents& events)
+      : opts_(std::move(opts)), node_nids_(std::move(node_nids)), clock_(clock), events_(events) {
+    int n = std::max(1, opts_.io_threads);
+    for (int i = 0; i < n; ++i) {
+      ctx_.push_back(std::make_shared<asio::io_context>(1));
+      guards_.emplace_back(asio::make_work_guard(*ctx_.back()));
+    }
+    exited_.resize(n);
+    for (int i = 0; i < n; ++i) {
+      exit_futures_.push_back(exited_[i].get_future());
+      threads_.emplace_back([this, i] {
+        ctx_[i]->run();
+        exited_[i].set_value();
+      });
+    }
+  }
+
+  ~Impl() { stop(); }
+
+  std::shared_ptr<asio::io_context> next_ctx() { return ctx_[rr_.fetch_add(1) % ctx_.size()]; }
+
+  Status listen(const Nid& local, uint16_t port);
+  void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb);
+  void stop();
+
+  void set_socket_options(tcp::socket& s) {
+    int one = 1;
+    setsockopt(s.native_handle(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (opts_.socket_buffer_bytes > 0) {
+      int b = opts_.socket_buffer_bytes;
+      // The FORCE variants pass net.core.*mem_max (they need CAP_NET_ADMIN).
+      if (setsockopt(s.native_handle(), SOL_SOCKET, SO_SNDBUFFORCE, &b, sizeof(b)) != 0)
+        setsockopt(s.native_handle(), SOL_SOCKET, SO_SNDBUF, &b, sizeof(b));
+      if (setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVBUFFORCE, &b, sizeof(b)) != 0)
+        setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVBUF, &b, sizeof(b));
+    }
+  }
+
+  // What a connection from `local` announces: `local` first, then the node's other NIDs.
+  std::vector<Nid> announced_nids(const Nid& local) const {
+    std::vector<Nid> v = {local};
+    for (const Nid& n : node_nids_)
+      if (n != local) v.push_back(n);
+    return v;
+  }
+
+  void add(const std::shared_ptr<TcpConnection>& c);
+  // Both handshake sides end here: the connection opens, the net hears of it, reads start.
+  void established(const std::shared_ptr<TcpConnection>& c, std::vector<Nid> peer_nids);
+  void forget(uint64_t id) {
+    std::lock_guard lk(mu_);
+    conns_.erase(id);
+  }
+
+  asio::awaitable<void> accept_loop(std::shared_ptr<tcp::acceptor> acc, Nid local);
+  asio::awaitable<void> server_handshake(std::shared_ptr<TcpConnection> c);
+  asio::awaitable<void> client_connect(std::shared_ptr<TcpConnection> c, Nid remote, uint16_t port,
+                                       ConnectCallback cb);
+
+  TransportOptions opts_;
+  std::vector<Nid> node_nids_;
+  Clock& clock_;
+  TransportEvents& events_;
+  // Shared with connections, so a socket never outlives its io_context.
+  std::vector<std::shared_ptr<asio::io_context>> ctx_;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards_;
+  std::vector<std::thread> threads_;
+  std::vector<std::promise<void>> exited_;
+  std::vector<std::future<void>> exit_futures_;
+  std::atomic<size_t> rr_{0};
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> stopped_{false};
+
+  std::mutex mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<TcpConnection>> conns_;
+  std::vector<std::shared_ptr<tcp::acceptor>> acceptors_;
+};
+
+namespace tcp_detail {
+
+class TcpConnection final : public Connection, public std::enable_shared_from_this<TcpConnection> {
+ public:
+  TcpConnection(TcpTransport::Impl& t, std::shared_ptr<asio::io_context> io, Nid local,
+                bool outgoing, uint64_t id)
+      : t_(t), io_keep_(std::move(io)), io_(*io_keep_), sock_(io_), rbuf_(kReadBufferSize) {
+    local_ = local;
+    outgoing_ = outgoing;
+    id_ = id;
+  }
+
+  tcp::socket& socket() { return sock_; }
+  asio::io_context& io() { return io_; }
+  void set_peer_nids(std::vector<Nid> n) { peer_nids_ = std::move(n); }
+
+  bool is_open() const override { return state_.load() == kOpen; }
+  void post(std::function<void()> fn) override { asio::post(io_, std::move(fn)); }
+
+  void close(const Status& why) override {
+    auto self = shared_from_this();
+    asio::post(io_, [self, why] { self->do_close(why); });
+  }
+
+  // Before the handshake finishes (timer expiry): abort whatever the socket is doing.
+  void abort_socket() {
+    std::error_code ec;
+    sock_.cancel(ec);
+    sock_.shutdown(tcp::socket::shutdown_both, ec);
+  }
+
+  void send(std::unique_ptr<OutFrame> f) override { send_now(std::move(f)); }
+
+  void send_now(std::unique_ptr<OutFrame> f) {
+    std::unique_lock lk(tx_mu_);
+    if (tx_closed_) {
+      lk.unlock();
+      fail_frame(*f, closed_status_for_tx());
+      return;
+    }
+    txq_.push_back(std::move(f));
+    if (writing_) return;
+    writing_ = true;
+    lk.unlock();
+    if (tl_deferred && io_.get_executor().running_in_this_thread()) {
+      tl_deferred->push_back(shared_from_this());  // flushed after the read batch
+      return;
+    }
+    write_direct();
+  }
+
+  // Called by the I/O thread after a read batch for connections with deferred writes.
+  void flush_deferred() { io_write_next(); }
+
+  void mark_open() { state_.store(kOpen); }
+
+  void start_reading() { read_more(); }
+
+  void do_close(const Status& why) {
+    int prev = state_.exchange(kClosed);
+    if (prev == kClosed) return;
+    std::error_code ec;
+    sock_.shutdown(tcp::socket::shutdown_both, ec);
+    sock_.cancel(ec);
+    std::deque<std::unique_ptr<OutFrame>> q;
+    {
+      std::lock_guard lk(tx_mu_);
+      tx_closed_ = true;
+      close_reason_ = why.message();
+      close_kind_ = why.health_kind();
+      // The writer owns frames it has taken; they fail when its write fails.
+      q.swap(txq_);
+    }
+    Status s = closed_status_for_tx();
+    for (auto& f : q) fail_frame(*f, s);
+    if (prev == kOpen) {
+      PFS_LOG_INFO("connection {} closed: {}", describe(), why.message());
+      t_.events_.on_closed(*this, why);
+    }
+    t_.forget(id_);
+  }
+
+  ~TcpConnection() override = default;
+
+ private:
+  enum State { kHandshake = 0, kOpen = 1, kClosed = 2 };
+
+  Status closed_status_for_tx() {
+    return Status(Code::kClosed, "connection " + describe() + " closed: " + close_reason_,
+                  close_kind_);
+  }
+
+  static void fail_frame(OutFrame& f, const Status& s) {
+    if (f.done) f.done->on_tx_done(s, TxTimes{});
+  }
+
+  // ---- write path. Exactly one writer at a time (writing_ == true). ----
+
+  // Moves queued frames into the batch and encodes them. Returns false (and gives up the
+  // writer role) when there is nothing to write.
+  bool fill_batch() {
+    std::deque<std::unique_ptr<OutFrame>> raced;  // queued after close: failed unlocked
+    {
+      std::unique_lock lk(tx_mu_);
+      if (txq_.empty() || tx_closed_) {
+        writing_ = false;
+        raced.swap(txq_);
+        lk.unlock();
+        // Completions may send again (on this connection, too): never under tx_mu_.
+        Status s = closed_status_for_tx();
+        for (auto& f : raced) fail_frame(*f, s);
+        return false;
+      }
+      while (!txq_.empty() && batch_.size() < kMaxBatchFrames) {
+        batch_.push_back(std::move(txq_.front()));
+        txq_.pop_front();
+      }
+    }
+    headers_.resize(batch_.size());
+    iov_.clear();
+    batch_bytes_ = 0;
+    for (size_t i = 0; i < batch_.size(); ++i) {
+      OutFrame& f = *batch_[i];
+      if (!f.credits_set) f.hdr.credits = take_credits_to_return();
+      f.hdr.payload_len = static_cast<uint32_t>(f.payload.size());
+      f.hdr.bulk_len = static_cast<uint32_t>(f.bulk_size());
+      encode_header(f.hdr, &headers_[i]);
+      push_iov(headers_[i].data(), kHeaderSize);
+      if (!f.payload.empty()) push_iov(f.payload.data(), f.payload.size());
+      if (f.bulk_size()) push_iov(f.bulk->data(), f.bulk_size());
+    }
+    write_start_ = t_.clock_.now();
+    return true;
+  }
+
+  void push_iov(const void* p, size_t n) {
+    iov_.push_back(asio::const_buffer(p, n));
+    batch_bytes_ += n;
+  }
+
+  void complete_batch(const Status& s) {
+    TxTimes times{write_start_, t_.clock_.now()};
+    for (auto& f : batch_)
+      if (f->done) f->done->on_tx_done(s, times);
+    batch_.clear();
+  }
+
+  // On the sender's thread: non-blocking writev; hands the rest to the I/O thread.
+  void write_direct() {
+    for (int round = 0; round < 4; ++round) {
+      if (!fill_batch()) return;
+      struct iovec vec[3 * kMaxBatchFrames];
+      for (size_t i = 0; i < iov_.size(); ++i) {
+        vec[i].iov_base = const_cast<void*>(iov_[i].data());
+        vec[i].iov_len = iov_[i].size();
+      }
+      msghdr msg{};
+      msg.msg_iov = vec;
+      msg.msg_iovlen = iov_.size();
+      ssize_t n = ::sendmsg(sock_.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n == static_cast<ssize_t>(batch_bytes_)) {
+        complete_batch(Status::Ok());
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        int err = errno;
+        Status s(Code::kClosed,
+                 "write to " + describe() + " failed: " + std::string(std::strerror(err)),
+                 health_kind_for_errno(err));
+        complete_batch(s);
+        close(s);
+        std::lock_guard lk(tx_mu_);
+        writing_ = false;
+        return;
+      }
+      size_t written = n > 0 ? static_cast<size_t>(n) : 0;
+      auto self = shared_from_this();
+      asio::post(io_, [self, written] { self->io_write_batch(written); });
+      return;
+    }
+    auto self = shared_from_this();
+    asio::post(io_, [self] { self->io_write_next(); });
+  }
+
+  // On the I/O thread: write the current batch, skipping `skip` bytes already written.
+  void io_write_batch(size_t skip) {
+    size_t i = 0;
+    while (i < iov_.size() && skip >= iov_[i].size()) skip -= iov_[i++].size();
+    if (i < iov_.size() && skip) {
+      iov_[i] = asio::const_buffer(static_cast<const uint8_t*>(iov_[i].data()) + skip,
+                                   iov_[i].size() - skip);
+    }
+    iov_.erase(iov_.begin(), iov_.begin() + static_cast<long>(i));
+    auto self = shared_from_this();
+    asio::async_write(sock_, iov_, transfer_all_unbounded, [self](std::error_code ec, size_t) {
+      if (ec) {
+        Status s(Code::kClosed, "write to " + self->describe() + " failed: " + ec.message(),
+                 health_kind_for_errno(ec.value()));
+        self->complete_batch(s);
+        self->do_close(s);
+        std::lock_guard lk(self->tx_mu_);
+        self->writing_ = false;
+        return;
+      }
+      self->complete_batch(Status::Ok());
+      self->io_write_next();
+    });
+  }
+
+  void io_write_next() {
+    if (!fill_batch()) return;
+    io_write_batch(0);
+  }
+
+  // ---- read path (I/O thread) ----
+
+  void read_more() {
+    auto self = shared_from_this();
+    sock_.async_read_some(asio::buffer(rbuf_.data() + rlen_, rbuf_.size() - rlen_),
+                          [self](std::error_code ec, size_t n) { self->on_read(ec, n); });
+  }
+
+  void fail_read(const std::error_code& ec) {
+    if (state_.load() == kClosed) return;
+    if (ec == asio::error::eof) {
+      do_close(Status(Code::kClosed, "closed by peer"));
+    } else {
+      do_close(Status(Code::kClosed, ec.message(), health_kind_for_errno(ec.value())));
+    }
+  }
+
+  void on_read(std::error_code ec, size_t n) {
+    if (ec || state_.load() == kClosed) {
+      fail_read(ec ? ec : asio::error::operation_aborted);
+      return;
+    }
+    TimePoint now = t_.clock_.now();
+    if (rlen_ == 0) partial_first_byte_ = now;
+    rlen_ += n;
+
+    std::vector<std::shared_ptr<TcpConnection>> deferred;
+    tl_deferred = &deferred;
+    bool keep_reading = dispatch_buffered(now);
+    tl_deferred = nullptr;
+    for (auto& c : deferred) c->flush_deferred();
+    if (keep_reading) read_more();
+  }
+
+  // Delivers every complete frame in rbuf_. Returns false when reading must not
+  // continue from rbuf_ (closed, or a large frame's remainder is being read directly).
+  bool dispatch_buffered(TimePoint now) {
+    size_t pos = 0;
+    TimePoint first_byte = partial_first_byte_;
+    while (rlen_ - pos >= kHeaderSize) {
+      auto h = decode_header(std::span(rbuf_.data() + pos, kHeaderSize), t_.opts_.limits);
+      if (!h.ok()) {
+        PFS_LOG_WARN("closing connection {}: {}", describe(), h.status().message());
+        do_close(h.status());
+        return false;
+      }
+      size_t body = size_t(h->payload_len) + h->bulk_len;
+      size_t avail = rlen_ - pos - kHeaderSize;
+      InFrame f;
+      f.hdr = *h;
+      if (avail >= body) {
+        const uint8_t* p = rbuf_.data() + pos + kHeaderSize;
+        f.payload = Buffer::copy_of(std::span(p, h->payload_len));
+        f.bulk = Buffer::copy_of(std::span(p + h->payload_len, h->bulk_len));
+        f.times = RxTimes{first_byte, now};
+        pos += kHeaderSize + body;
+        first_byte = now;
+        if (!deliver(std::move(f))) return false;
+        continue;
+      }
+      if (kHeaderSize + body <= rbuf_.size() / 2) break;  // small: wait for more in rbuf_
+      // Large frame: copy what is here, read the rest straight into its buffers.
+      f.payload = Buffer(h->payload_len);
+      f.bulk = Buffer(h->bulk_len);
+      const uint8_t* p = rbuf_.data() + pos + kHeaderSize;
+      size_t in_payload = std::min<size_t>(avail, h->payload_len);
+      if (in_payload) std::memcpy(f.payload.data(), p, in_payload);
+      size_t in_bulk = avail - in_payload;
+      if (in_bulk) std::memcpy(f.bulk.data(), p + in_payload, in_bulk);
+      f.times.first_byte = first_byte;
+      rlen_ = 0;
+      read_large(std::move(f), in_payload, in_bulk);
+      return false;
+    }
+    if (pos > 0) {
+      std::memmove(rbuf_.data(), rbuf_.data() + pos, rlen_ - pos);
+      rlen_ -= pos;
+      partial_first_byte_ = now;
+    }
+    return state_.load() != kClosed;
+  }
+
+  void read_large(InFrame f, size_t have_payload, size_t have_bulk) {
+    auto self = shared_from_this();
+    auto frame = std::make_shared<InFrame>(std::move(f));
+    std::array<asio::mutable_buffer, 2> bufs = {
+        asio::buffer(frame->payload.data() + have_payload, frame->payload.size() - have_payload),
+        asio::buffer(frame->bulk.data() + have_bulk, frame->bulk.size() - have_bulk)};
+    asio::async_read(sock_, bufs, transfer_all_unbounded,
+                     [self, frame](std::error_code ec, size_t) {
+                       if (ec || self->state_.load() == kClosed) {
+                         self->fail_read(ec ? ec : asio::error::operation_aborted);
+                         return;
+                       }
+                       frame->times.complete = self->t_.clock_.now();
+                       std::vector<std::shared_ptr<TcpConnection>> deferred;
+                       tl_deferred = &deferred;
+                       bool ok = self->deliver(std::move(*frame));
+                       tl_deferred = nullptr;
+                       for (auto& c : deferred) c->flush_deferred();
+                       if (ok) self->read_more();
+                     });
+  }
+
+  bool deliver(InFrame&& f) {
+    t_.events_.on_frame(*this, std::move(f));
+    return state_.load() != kClosed;
+  }
+
+  TcpTransport::Impl& t_;
+  std::shared_ptr<asio::io_context> io_keep_;
+  asio::io_context& io_;
+  tcp::socket sock_;
+  std::atomic<int> state_{kHandshake};
+
+  // tx
+  std::mutex tx_mu_;
+  std::deque<std::unique_ptr<OutFrame>> txq_;
+  bool writing_ = false;
+  bool tx_closed_ = false;
+  std::string close_reason_;
+  HealthKind close_kind_ = HealthKind::kNone;
+  // Owned by the current writer.
+  std::vector<std::unique_ptr<OutFrame>> batch_;
+  std::vector<EncodedHeader> headers_;
+  std::vector<asio::const_buffer> iov_;
+  size_t batch_bytes_ = 0;
+  TimePoint write_start_;
+
+  // rx (I/O thread)
+  Buffer rbuf_;
+  size_t rlen_ = 0;
+  TimePoint partial_first_byte_;
+
+  friend class TcpTransport::Impl;
+};
+
+}  // namespace tcp_detail
+}  // namespace pfsnet
