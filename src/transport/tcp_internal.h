@@ -169,8 +169,9 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   void send_now(std::unique_ptr<OutFrame> f) {
     std::unique_lock lk(tx_mu_);
     if (tx_closed_) {
+      Status s = closed_status_locked();
       lk.unlock();
-      fail_frame(*f, closed_status_for_tx());
+      fail_frame(*f, s);
       return;
     }
     txq_.push_back(std::move(f));
@@ -198,15 +199,16 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
     sock_.shutdown(tcp::socket::shutdown_both, ec);
     sock_.cancel(ec);
     std::deque<std::unique_ptr<OutFrame>> q;
+    Status s;
     {
       std::lock_guard lk(tx_mu_);
       tx_closed_ = true;
       close_reason_ = why.message();
       close_kind_ = why.health_kind();
+      s = closed_status_locked();
       // The writer owns frames it has taken; they fail when its write fails.
       q.swap(txq_);
     }
-    Status s = closed_status_for_tx();
     for (auto& f : q) fail_frame(*f, s);
     if (prev == kOpen) {
       PFS_LOG_INFO("connection {} closed: {}", describe(), why.message());
@@ -220,7 +222,8 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
  private:
   enum State { kHandshake = 0, kOpen = 1, kClosed = 2 };
 
-  Status closed_status_for_tx() {
+  // REQUIRES: tx_mu_ held (do_close writes the reason under it).
+  Status closed_status_locked() const {
     return Status(Code::kClosed, "connection " + describe() + " closed: " + close_reason_,
                   close_kind_);
   }
@@ -240,9 +243,9 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
       if (txq_.empty() || tx_closed_) {
         writing_ = false;
         raced.swap(txq_);
+        Status s = closed_status_locked();
         lk.unlock();
         // Completions may send again (on this connection, too): never under tx_mu_.
-        Status s = closed_status_for_tx();
         for (auto& f : raced) fail_frame(*f, s);
         return false;
       }
