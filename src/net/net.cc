@@ -123,6 +123,8 @@ void Net::raise(Health& h) {
 Net::Path* Net::select(const PeerNi& dst) {
   thread_local std::vector<Path*> paths;  // no allocation per send
   table_->peer_paths(dst, &paths);
+  // One path (one rail): nothing to compare, and no NI lock taken twice per send.
+  if (paths.size() == 1) return paths[0]->ni->up.load() ? paths[0] : nullptr;
   Path* best = nullptr;
   int best_nh = -1, best_ph = -1;
   int64_t best_avail = 0;

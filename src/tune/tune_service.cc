@@ -34,6 +34,14 @@ TuneSettings TuneService::settings() const {
   });
 }
 
+Result<ConfigApplied> TuneService::apply(const TuneSettings& s) {
+  return cfg_.update([&](Config& next) {
+    next.rpc.max_rpcs_in_flight = s.max_rpcs_in_flight;
+    next.lnet.peer_credits = s.peer_credits;
+    next.lnet.credits = s.credits;
+  });
+}
+
 double TuneService::round_period() const {
   return cfg_.read([](const Config& c) { return std::min(1.0, c.tune.interval); });
 }
@@ -121,11 +129,7 @@ void TuneService::autotune_step(TimePoint now) {
     PFS_LOG_INFO("auto-tune: {}", ch->why);
     return;
   }
-  auto r = cfg_.update([&](Config& next) {
-    next.rpc.max_rpcs_in_flight = ch->to.max_rpcs_in_flight;
-    next.lnet.peer_credits = ch->to.peer_credits;
-    next.lnet.credits = ch->to.credits;
-  });
+  auto r = apply(ch->to);
   if (!r.ok()) {
     PFS_LOG_ERROR("auto-tune: could not apply the change ({}): {}", ch->why, r.status().message());
     return;
@@ -247,11 +251,7 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
   rep.advice = advise(ms, rep.current, tc, active_peers());
   if (req.apply) {
     const TuneSettings& s = rep.advice.recommended;
-    auto r = cfg_.update([&](Config& next) {
-      next.rpc.max_rpcs_in_flight = s.max_rpcs_in_flight;
-      next.lnet.peer_credits = s.peer_credits;
-      next.lnet.credits = s.credits;
-    });
+    auto r = apply(s);
     if (!r.ok()) return r.status();
     rep.applied = r->changed;
     PFS_LOG_INFO(

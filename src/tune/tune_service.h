@@ -81,6 +81,8 @@ class TuneService {
   };
 
   TuneSettings settings() const;
+  // Sets the three settings through the LiveConfig, as `config set` would.
+  Result<ConfigApplied> apply(const TuneSettings& s);
   // Peer nodes with a connection open.
   size_t active_peers() const;
   // REQUIRES: mu_ held (all three).
