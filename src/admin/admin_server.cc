@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "base/log.h"
+#include "base/mutex.h"
 
 namespace pfsnet {
 namespace {
@@ -76,7 +77,7 @@ void AdminServer::stop() {
     (void)!write(wake_[1], &c, 1);
   }
   if (acceptor_.joinable()) acceptor_.join();
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   for (auto& s : sessions_)
     if (s.thread.joinable()) s.thread.join();
   sessions_.clear();
@@ -105,7 +106,7 @@ void AdminServer::accept_loop() {
       continue;
     }
     ++active_;
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     for (auto it = sessions_.begin(); it != sessions_.end();) {  // reap finished sessions
       if (it->done.load()) {
         it->thread.join();

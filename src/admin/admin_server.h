@@ -12,12 +12,12 @@
 #include <atomic>
 #include <functional>
 #include <list>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "admin/admin_commands.h"
+#include "base/mutex.h"
 
 namespace pfsnet {
 
@@ -45,12 +45,12 @@ class AdminServer {
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};
   std::thread acceptor_;
-  std::mutex mu_;
+  Mutex mu_;
   struct Session {
     std::thread thread;
     std::atomic<bool> done{false};
   };
-  std::list<Session> sessions_;
+  std::list<Session> sessions_ GUARDED_BY(mu_);
   std::atomic<int> active_{0};
   std::atomic<bool> stopping_{false};
 };

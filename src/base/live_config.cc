@@ -5,6 +5,7 @@
 #include <set>
 
 #include "base/log.h"
+#include "base/mutex.h"
 
 namespace pfsnet {
 
@@ -40,13 +41,13 @@ std::vector<ConfigChange> config_diff(const Config& before, const Config& after)
 }
 
 Config LiveConfig::get() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return cfg_;
 }
 
 Result<ConfigApplied> LiveConfig::set(const std::vector<std::string>& assignments) {
   if (assignments.empty()) return Status(Code::kInvalidArgument, "nothing to set (KEY=VALUE ...)");
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   Config next = cfg_;
   Status s = apply_config_assignments(&next, assignments);
   if (!s.ok()) return s;
@@ -54,14 +55,14 @@ Result<ConfigApplied> LiveConfig::set(const std::vector<std::string>& assignment
 }
 
 Result<ConfigApplied> LiveConfig::update(const std::function<void(Config&)>& edit) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   Config next = cfg_;
   edit(next);
   return apply_locked(next, true);
 }
 
 ConfigApplied LiveConfig::reload(const Config& next) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return *apply_locked(next, false);
 }
 

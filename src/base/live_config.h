@@ -12,10 +12,11 @@
 #include <pfsnet/status.h>
 
 #include <functional>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "base/mutex.h"
 
 namespace pfsnet {
 
@@ -48,8 +49,8 @@ class LiveConfig {
   Config get() const;
   // Reads under the lock without copying the whole Config: f(const Config&).
   template <class F>
-  auto read(F&& f) const {
-    std::lock_guard lk(mu_);
+  auto read(F&& f) const EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     return f(cfg_);
   }
   // REQUIRES: before the first change.
@@ -66,12 +67,11 @@ class LiveConfig {
   ConfigApplied reload(const Config& next);
 
  private:
-  // REQUIRES: mu_ held.
-  Result<ConfigApplied> apply_locked(const Config& next, bool refuse_restart_keys);
+  Result<ConfigApplied> apply_locked(const Config& next, bool refuse_restart_keys) REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  Config cfg_;
-  std::vector<Applier> appliers_;
+  mutable Mutex mu_;
+  Config cfg_ GUARDED_BY(mu_);
+  std::vector<Applier> appliers_;  // set before the first change, then read only
 };
 
 }  // namespace pfsnet

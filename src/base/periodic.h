@@ -5,10 +5,10 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "base/mutex.h"
 
 namespace pfsnet {
 
@@ -23,9 +23,9 @@ class Periodic {
   // `period` is asked before each wait, so it may change between rounds.
   void start(std::function<Period()> period, std::function<void()> body) {
     thread_ = std::thread([this, period = std::move(period), body = std::move(body)] {
-      std::unique_lock lk(mu_);
+      MutexLock lk(mu_);
       while (!stop_) {
-        cv_.wait_for(lk, period(), [&] { return stop_; });
+        cv_.wait_for(lk, period(), [&]() REQUIRES(mu_) { return stop_; });
         if (stop_) break;
         lk.unlock();
         body();
@@ -39,7 +39,7 @@ class Periodic {
 
   void stop() {
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -47,9 +47,9 @@ class Periodic {
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

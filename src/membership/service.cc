@@ -4,6 +4,7 @@
 #include <random>
 
 #include "base/log.h"
+#include "base/mutex.h"
 
 namespace pfsnet {
 
@@ -80,7 +81,7 @@ RpcResponse MembershipService::serve_register(RpcRequest& r) {
   auto req = decode_register_req(r.payload.span());
   if (!req.ok()) return error(Code::kProtocol, req.status().message());
   RpcResponse resp;
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   resp.payload = encode(mgs_->on_register(*req, clock_.now()));
   return resp;
 }
@@ -89,7 +90,7 @@ RpcResponse MembershipService::serve_ping(RpcRequest& r) {
   auto req = decode_ping_req(r.payload.span());
   if (!req.ok()) return error(Code::kProtocol, req.status().message());
   RpcResponse resp;
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   resp.payload = encode(mgs_->on_ping(*req, clock_.now()));
   return resp;
 }
@@ -99,7 +100,7 @@ RpcResponse MembershipService::serve_status(RpcRequest& r) {
   if (!req.ok()) return error(Code::kProtocol, req.status().message());
   Buffer page;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     page = encode(table_locked(req->offset, std::min<uint32_t>(req->limit, kMaxStatusPage)));
   }
   RpcResponse resp;
@@ -148,7 +149,7 @@ RpcResponse MembershipService::serve_notify(RpcRequest& r) {
   auto req = decode_notify_req(r.payload.span());
   if (!req.ok()) return error(Code::kProtocol, req.status().message());
   if (agent_) {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     agent_->apply(req->events);
   }
   act_on(req->events, r.from.to_string());
@@ -209,11 +210,14 @@ TimePoint MembershipService::last_server_contact(TimePoint now) {
 void MembershipService::send_agent_request(TimePoint now) {
   std::optional<AgentCore::Send> s;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     TimePoint contact = (roles_ == kRoleClient && cfg_.membership.heard_from_reports)
                             ? last_server_contact(now)
                             : TimePoint{};
-    s = agent_->due(now, contact, [this] { return peers_heard_since(rx_seen_); });
+    s = agent_->due(now, contact, [this] {
+      mu_.assert_held();  // due() calls this at once, under the lock
+      return peers_heard_since(rx_seen_);
+    });
   }
   if (!s) return;
   AgentCore::Kind kind = s->kind;
@@ -224,7 +228,7 @@ void MembershipService::send_agent_request(TimePoint now) {
       std::move(s->payload), nullptr,
       [this, kind](RpcReply&& r) {
         TimePoint t = clock_.now();
-        std::lock_guard lk(mu_);
+        MutexLock lk(mu_);
         if (!r.status.ok()) {
           PFS_LOG_DEBUG("membership: {} failed: {}",
                         kind == AgentCore::Kind::kRegister ? "registration" : "ping",
@@ -254,7 +258,7 @@ void MembershipService::tick(TimePoint now) {
     std::vector<MgsCore::Outgoing> outs;
     std::vector<NodeEvent> changes;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       mgs_->on_ping(PingReq{self_id_, instance_, {}}, now);  // the MGS hears itself
       mgs_->tick(now);
       changes = mgs_->take_changes();
@@ -276,7 +280,7 @@ void MembershipService::send_notifications(std::vector<MgsCore::Outgoing> outs) 
         [this, token](RpcReply&& r) {
           std::vector<MgsCore::Outgoing> more;
           {
-            std::lock_guard lk(mu_);
+            MutexLock lk(mu_);
             TimePoint now = clock_.now();
             mgs_->notification_done(token, r.status.ok(), now);
             more = mgs_->take_notifications(now);  // the window has room again
@@ -289,13 +293,13 @@ void MembershipService::send_notifications(std::vector<MgsCore::Outgoing> outs) 
 
 Result<StatusTable> MembershipService::status(Duration timeout) {
   if (mgs_) {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     return table_locked(0, UINT32_MAX);
   }
   if (!agent_) return Status(Code::kNotFound, "no MGS configured (node.mgs is empty)");
   Nid mgs;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     mgs = agent_->current_mgs();
   }
   StatusTable all;
@@ -326,7 +330,7 @@ Result<StatusTable> MembershipService::status(Duration timeout) {
 }
 
 MembershipCounters MembershipService::counters() {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   MembershipCounters out;
   if (agent_)
     out.agent =

@@ -11,14 +11,13 @@
 
 #include <pfsnet/config.h>
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 
+#include "base/mutex.h"
 #include "base/periodic.h"
 #include "membership/agent.h"
 #include "membership/mgs.h"
@@ -65,10 +64,11 @@ class MembershipService {
   void send_notifications(std::vector<MgsCore::Outgoing> outs);
   // Peer NIDs that sent us something since the last look through `seen` (their receive
   // counters moved): a server's heard-from report, a client's contact with servers.
-  std::vector<uint64_t> peers_heard_since(std::unordered_map<uint64_t, uint64_t>& seen);
-  TimePoint last_server_contact(TimePoint now);
-  // REQUIRES: mu_. The table slice [offset, offset+limit).
-  StatusTable table_locked(uint32_t offset, uint32_t limit) const;
+  std::vector<uint64_t> peers_heard_since(std::unordered_map<uint64_t, uint64_t>& seen)
+      REQUIRES(mu_);
+  TimePoint last_server_contact(TimePoint now) REQUIRES(mu_);
+  // The table slice [offset, offset+limit).
+  StatusTable table_locked(uint32_t offset, uint32_t limit) const REQUIRES(mu_);
 
   Config cfg_;
   Net& net_;
@@ -78,15 +78,17 @@ class MembershipService {
   Duration request_timeout_;
   Duration notify_timeout_;
 
-  mutable std::mutex mu_;
-  std::unique_ptr<MgsCore> mgs_;
-  uint32_t self_id_ = 0;  // the MGS's own record
-  uint64_t instance_ = 0;
-  std::unique_ptr<AgentCore> agent_;
+  mutable Mutex mu_;
+  // Set by the constructor (the roles of this node), then only read; what they point to
+  // is under mu_.
+  std::unique_ptr<MgsCore> mgs_ PT_GUARDED_BY(mu_);
+  uint32_t self_id_ GUARDED_BY(mu_) = 0;  // the MGS's own record
+  uint64_t instance_ GUARDED_BY(mu_) = 0;
+  std::unique_ptr<AgentCore> agent_ PT_GUARDED_BY(mu_);
   // Peer NID -> receive count at the last look: for heard-from reports, for server contact.
-  std::unordered_map<uint64_t, uint64_t> rx_seen_, contact_seen_;
-  TimePoint server_contact_{};
-  TimePoint next_contact_sample_{};
+  std::unordered_map<uint64_t, uint64_t> rx_seen_ GUARDED_BY(mu_), contact_seen_ GUARDED_BY(mu_);
+  TimePoint server_contact_ GUARDED_BY(mu_){};
+  TimePoint next_contact_sample_ GUARDED_BY(mu_){};
 
   Periodic ticker_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "base/mutex.h"
 
 namespace pfsnet {
 
@@ -39,7 +40,7 @@ std::string FaultRule::describe() const {
 }
 
 uint64_t FaultInjector::add(FaultRule rule) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   rule.id = next_id_++;
   rule.matched = rule.injected = 0;
   PFS_LOG_WARN("fault injection: rule {} added: {}", rule.id, rule.describe());
@@ -49,7 +50,7 @@ uint64_t FaultInjector::add(FaultRule rule) {
 }
 
 bool FaultInjector::del(uint64_t id) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it =
       std::find_if(rules_.begin(), rules_.end(), [id](const FaultRule& r) { return r.id == id; });
   if (it == rules_.end()) return false;
@@ -61,7 +62,7 @@ bool FaultInjector::del(uint64_t id) {
 }
 
 std::vector<FaultRule> FaultInjector::rules() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return rules_;
 }
 
@@ -69,7 +70,7 @@ FaultInjector::Verdict FaultInjector::judge(FaultRule::Action action, const Nid&
                                             const Nid& dst, uint32_t type, bool reply,
                                             TimePoint now) {
   Verdict v;
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   for (FaultRule& r : rules_) {
     if (r.action != action || (r.src && *r.src != src) || (r.dst && *r.dst != dst) ||
         (r.msg_type && r.msg_type != type))

@@ -17,10 +17,11 @@
 
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "base/mutex.h"
 
 namespace pfsnet {
 
@@ -64,10 +65,10 @@ class FaultInjector {
                 TimePoint now);
 
  private:
-  mutable std::mutex mu_;
-  std::vector<FaultRule> rules_;
-  std::map<uint64_t, TimePoint> next_fire_;  // interval rules: id -> next firing
-  uint64_t next_id_ = 1;
+  mutable Mutex mu_;
+  std::vector<FaultRule> rules_ GUARDED_BY(mu_);
+  std::map<uint64_t, TimePoint> next_fire_ GUARDED_BY(mu_);  // interval rules: id -> next firing
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
   std::atomic<size_t> count_{0};
 };
 

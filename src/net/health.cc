@@ -2,12 +2,14 @@
 
 #include <algorithm>
 
+#include "base/mutex.h"
+
 namespace pfsnet {
 
 Health::Health(TimePoint now, int64_t wall_ms) : last_change_(now), last_change_unix_ms_(wall_ms) {}
 
 bool Health::lower(int64_t sensitivity, TimePoint now, int64_t wall_ms) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   int v = value_.load();
   int nv = static_cast<int>(std::max<int64_t>(0, v - sensitivity));
   value_.store(nv);
@@ -21,7 +23,7 @@ bool Health::lower(int64_t sensitivity, TimePoint now, int64_t wall_ms) {
 
 bool Health::raise(int64_t sensitivity, TimePoint now, int64_t wall_ms) {
   if (healthy()) return false;
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   int v = value_.load();
   if (v >= kMaxHealth) return false;
   ping_count_ = 0;
@@ -34,32 +36,32 @@ bool Health::raise(int64_t sensitivity, TimePoint now, int64_t wall_ms) {
 }
 
 void Health::note_change(TimePoint now, int64_t wall_ms) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   last_change_ = now;
   last_change_unix_ms_ = wall_ms;
 }
 
 void Health::recover_now(TimePoint now) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   if (value_.load() >= kMaxHealth) return;
   ping_count_ = 0;
   next_ping_ = now;
 }
 
 bool Health::recovery_due(TimePoint now) const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return value_.load() < kMaxHealth && next_ping_ <= now;
 }
 
 void Health::schedule_recovery(TimePoint now, Duration interval) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   int n = std::min(ping_count_, 20);
   next_ping_ = now + std::min<Duration>(interval * (int64_t{1} << n), kMaxRecoveryInterval);
   ++ping_count_;
 }
 
 Health::Snapshot Health::snapshot() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return {value_.load(), last_change_, last_change_unix_ms_, ping_count_, next_ping_};
 }
 

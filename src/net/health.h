@@ -16,7 +16,8 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
+
+#include "base/mutex.h"
 
 namespace pfsnet {
 
@@ -57,11 +58,11 @@ class Health {
 
  private:
   std::atomic<int> value_{kMaxHealth};
-  mutable std::mutex mu_;  // guards the rest (and orders changes of value_)
-  int ping_count_ = 0;
-  TimePoint next_ping_{};
-  TimePoint last_change_{};
-  int64_t last_change_unix_ms_ = 0;
+  mutable Mutex mu_;  // guards the rest (and orders changes of value_)
+  int ping_count_ GUARDED_BY(mu_) = 0;
+  TimePoint next_ping_ GUARDED_BY(mu_){};
+  TimePoint last_change_ GUARDED_BY(mu_){};
+  int64_t last_change_unix_ms_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pfsnet

@@ -36,7 +36,6 @@ TEST(HealthUnitTest, RecoveryBacksOffToNineHundredSeconds) {
   Health h(clock.now(), 0);
   EXPECT_FALSE(h.recovery_due(clock.now()));  // healthy: no pings
   h.lower(100, clock.now(), 0);
-  Duration waited{0};
   std::vector<int64_t> gaps;
   for (int i = 0; i < 14; ++i) {
     // Find the next due time by stepping in whole seconds (bounded).

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "base/mutex.h"
 #include "net/net_internal.h"
 #include "net/peer_table.h"
 
@@ -73,7 +74,7 @@ void Net::shutdown() {
   std::vector<TxMsg*> dead;
   for (auto& ni : nis_) {
     std::vector<Path*> paths = table_->ni_paths(*ni);
-    std::lock_guard lk(ni->mu);
+    MutexLock lk(ni->mu);
     for (Path* p : paths) {
       for (TxMsg* m : p->queue) dead.push_back(m);
       p->queue.clear();
@@ -84,7 +85,7 @@ void Net::shutdown() {
     ni->blocked.clear();
   }
   {
-    std::lock_guard lk(conns_mu_);
+    MutexLock lk(conns_mu_);
     conns_.clear();
   }
   for (TxMsg* m : dead) fail(m, Status(Code::kCancelled, "shutting down"));
@@ -97,7 +98,7 @@ Net::LocalNi* Net::local_ni(const Nid& nid) const {
 }
 
 std::shared_ptr<Net::ConnState> Net::conn_state(const Connection& c) const {
-  std::lock_guard lk(conns_mu_);
+  MutexLock lk(conns_mu_);
   auto it = conns_.find(&c);
   return it == conns_.end() ? nullptr : it->second;
 }
@@ -106,7 +107,7 @@ std::shared_ptr<Net::ConnState> Net::conn_state(const Connection& c) const {
 
 void Net::lower(Health& h, PeerNi* pni) {
   if (!h.lower(opts_.health_sensitivity, clock_.now(), unix_ms(clock_.wall_now())) || !pni) return;
-  std::lock_guard lk(recovery_mu_);
+  MutexLock lk(recovery_mu_);
   if (!pni->recovering) {
     pni->recovering = true;
     recovering_.push_back(pni);
@@ -135,7 +136,7 @@ Net::Path* Net::select(const PeerNi& dst) {
     int nh = ni->health.value(), ph = p->pni->health.value();
     int64_t avail;
     {
-      std::lock_guard lk(ni->mu);
+      MutexLock lk(ni->mu);
       int64_t window = p->tx_state ? p->tx_state->tx_credits : peer_credits();
       avail = std::min(ni->tx_credits, window) - static_cast<int64_t>(p->queue.size());
     }
@@ -198,7 +199,7 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
                    "no path " + via_local->to_string() + " -> " + via_peer->to_string());
   }
   if (err.ok() && dpni->dead.load() && !strict) {
-    std::lock_guard lk(dead_mu_);
+    MutexLock lk(dead_mu_);
     err = Status(Code::kPeerDead, dead_why_[dpni->nid.pack()]);
   }
   if (err.ok() && !p) p = select(*dpni);
@@ -232,7 +233,7 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
     if (v.kind == FaultInjector::Verdict::Kind::kDrop) {
       p->ni->counters.drops.fetch_add(1);
       {
-        std::lock_guard lk(p->ni->mu);
+        MutexLock lk(p->ni->mu);
         if (!p->tx_conn) start_connect_locked(*p);  // faults take messages, not connections
       }
       if (!v.error.ok()) {
@@ -246,7 +247,7 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
   }
   Out out;
   {
-    std::lock_guard lk(p->ni->mu);
+    MutexLock lk(p->ni->mu);
     enqueue_locked(*p, m, &out);
   }
   transmit(out);
@@ -286,9 +287,9 @@ void Net::drain_locked(Path& p, Out* out) {
     --ni.tx_credits;
     int64_t low = p.pni->min_credits.load(std::memory_order_relaxed);
     if (cs->tx_credits < low) p.pni->min_credits.store(cs->tx_credits, std::memory_order_relaxed);
-    ni.min_credits = std::min(ni.min_credits, ni.tx_credits);
+    if (ni.tx_credits < ni.min_credits) ni.min_credits = ni.tx_credits;
     {
-      std::lock_guard tl(cs->tx_mu);
+      MutexLock tl(cs->tx_mu);
       m->cs = p.tx_state;
       m->conn_id = cs->conn_id;
       m->prev = nullptr;
@@ -327,7 +328,7 @@ void Net::on_connect_result(Path* p, Result<ConnectionPtr> r) {
   Failed failed;
   Out out;
   {
-    std::lock_guard lk(p->ni->mu);
+    MutexLock lk(p->ni->mu);
     p->connecting = false;
     if (!r.ok()) {
       if (!p->tx_conn) {
@@ -357,7 +358,7 @@ void Net::TxMsg::on_tx_done(const Status& s, const TxTimes& t) {
   bool was_expired = false;
   if (cs) {
     {
-      std::lock_guard tl(cs->tx_mu);
+      MutexLock tl(cs->tx_mu);
       if (prev) prev->next = next;
       if (next) next->prev = prev;
       if (cs->head == this) cs->head = next;
@@ -416,7 +417,7 @@ void Net::set_credits(int64_t credits, int64_t peer_credits) {
   high_water_.store(hw);
   for (auto& ni : nis_) {
     std::vector<Path*> paths = table_->ni_paths(*ni);
-    std::lock_guard lk(ni->mu);
+    MutexLock lk(ni->mu);
     ni->tx_credits += dc;
     for (Path* p : paths)
       for (auto& c : p->conns) {

@@ -47,14 +47,15 @@
 
 #include <array>
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "net/fault_injector.h"
 #include "net/health.h"
 #include "transport/transport.h"
@@ -223,13 +224,44 @@ class Net final : public TransportEvents {
   void on_frame(Connection& c, InFrame&& f) override;
   void on_closed(Connection& c, const Status& why) override;
 
-  struct LocalNi;
   struct PeerNi;
   struct Peer;
   struct Path;
   struct ConnState;
   struct TxMsg;
   class PeerTable;
+  // The state of one local NI and of one path (local NI, peer NI); the locks are
+  // described in net_internal.h.
+  struct LocalNi {
+    LocalNi(Nid n, uint16_t p, TimePoint now, int64_t wall_ms)
+        : nid(n), port(p), health(now, wall_ms) {}
+    const Nid nid;
+    const uint16_t port;
+    Health health;
+    std::atomic<bool> up{true};
+    NetCounters counters;
+
+    Mutex mu;  // the NI's send lock; guards the rest and its paths' state
+    int64_t tx_credits GUARDED_BY(mu) = 0;     // NI credits left
+    int64_t min_credits GUARDED_BY(mu) = 0;    // low-water mark
+    std::deque<Path*> blocked GUARDED_BY(mu);  // paths waiting for an NI credit
+
+   private:
+    friend class PeerTable;
+    std::vector<Path*> paths;  // PeerTable's (appended as paths appear; see there)
+  };
+  struct Path {
+    Path(LocalNi* n, PeerNi* p) : ni(n), pni(p) {}
+    LocalNi* const ni;
+    PeerNi* const pni;
+    std::atomic<uint64_t> last_used{0};  // round-robin: the path used longest ago goes first
+    ConnectionPtr tx_conn GUARDED_BY(ni->mu);
+    std::shared_ptr<ConnState> tx_state GUARDED_BY(ni->mu);
+    std::vector<ConnectionPtr> conns GUARDED_BY(ni->mu);
+    bool connecting GUARDED_BY(ni->mu) = false;
+    bool blocked_on_ni GUARDED_BY(ni->mu) = false;
+    std::deque<TxMsg*> queue GUARDED_BY(ni->mu);
+  };
 
  private:
   using Out = std::vector<std::pair<ConnectionPtr, TxMsg*>>;
@@ -240,17 +272,15 @@ class Net final : public TransportEvents {
   Path* select(const PeerNi& dst);
   void submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool strict,
               std::unique_ptr<OutFrame> f, TimePoint deadline, TxCompletion* done);
-  // REQUIRES: p.ni->mu held. Queues `m` on `p`; what credits allow goes into `out`.
-  void enqueue_locked(Path& p, TxMsg* m, Out* out);
-  // REQUIRES: p.ni->mu held. Sends what credits allow into `out` (handed over after
-  // unlocking).
-  void drain_locked(Path& p, Out* out);
-  void drain_ni_locked(LocalNi& ni, Out* out);
+  // Queues `m` on `p`; what credits allow goes into `out`.
+  void enqueue_locked(Path& p, TxMsg* m, Out* out) REQUIRES(p.ni->mu);
+  // Sends what credits allow into `out` (handed over after unlocking).
+  void drain_locked(Path& p, Out* out) REQUIRES(p.ni->mu);
+  void drain_ni_locked(LocalNi& ni, Out* out) REQUIRES(ni.mu);
   void transmit(Out& out);
-  // REQUIRES: p.ni->mu held.
-  void start_connect_locked(Path& p);
-  // REQUIRES: p.ni->mu held. `c` (closing) no longer carries new messages of `p`.
-  void detach_locked(Path& p, Connection* c);
+  void start_connect_locked(Path& p) REQUIRES(p.ni->mu);
+  // `c` (closing) no longer carries new messages of `p`.
+  void detach_locked(Path& p, Connection* c) REQUIRES(p.ni->mu);
   void on_connect_result(Path* p, Result<ConnectionPtr> r);
   void fail(TxMsg* m, const Status& s);
   void finish_failures(Failed& failed);
@@ -270,12 +300,13 @@ class Net final : public TransportEvents {
   std::unique_ptr<PeerTable> table_;
   FaultInjector faults_;
 
-  mutable std::mutex conns_mu_;  // guards conns_
-  std::unordered_map<const Connection*, std::shared_ptr<ConnState>> conns_;
-  std::mutex recovery_mu_;                              // guards recovering_
-  std::vector<PeerNi*> recovering_;                     // peer NIs below full health
-  mutable std::mutex dead_mu_;                          // guards dead_why_
-  std::unordered_map<uint64_t, std::string> dead_why_;  // packed peer NID -> why it is dead
+  mutable Mutex conns_mu_;
+  std::unordered_map<const Connection*, std::shared_ptr<ConnState>> conns_ GUARDED_BY(conns_mu_);
+  Mutex recovery_mu_;
+  std::vector<PeerNi*> recovering_ GUARDED_BY(recovery_mu_);  // peer NIs below full health
+  mutable Mutex dead_mu_;
+  // Packed peer NID -> why it is dead.
+  std::unordered_map<uint64_t, std::string> dead_why_ GUARDED_BY(dead_mu_);
 
   std::unique_ptr<Transport> transport_;
   std::atomic<bool> shut_{false};

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "base/mutex.h"
 #include "net/net_internal.h"
 #include "net/peer_table.h"
 
@@ -27,12 +28,12 @@ void Net::on_connected(const ConnectionPtr& c) {
   cs->conn_id = c->id();
   cs->high_water = high_water_.load();
   {
-    std::lock_guard lk(conns_mu_);
+    MutexLock lk(conns_mu_);
     conns_[c.get()] = cs;
   }
   Out out;
   {
-    std::lock_guard lk(ni->mu);
+    MutexLock lk(ni->mu);
     cs->tx_credits = peer_credits();
     p->conns.push_back(c);
     if (!p->tx_conn) {
@@ -53,7 +54,7 @@ void Net::on_frame(Connection& c, InFrame&& f) {
     bool bad = false;
     int64_t outstanding = 0;
     {
-      std::lock_guard lk(ni.mu);
+      MutexLock lk(ni.mu);
       outstanding = cs->outstanding;
       if (f.hdr.credits > static_cast<uint64_t>(outstanding)) {
         bad = true;
@@ -106,7 +107,7 @@ void Net::on_frame(Connection& c, InFrame&& f) {
 void Net::on_closed(Connection& c, const Status& why) {
   std::shared_ptr<ConnState> cs;
   {
-    std::lock_guard lk(conns_mu_);
+    MutexLock lk(conns_mu_);
     auto it = conns_.find(&c);
     if (it == conns_.end()) return;
     cs = std::move(it->second);
@@ -116,7 +117,7 @@ void Net::on_closed(Connection& c, const Status& why) {
   Out out;
   ConnectionPtr keep;  // c may be freed when it leaves conns
   {
-    std::lock_guard lk(ni.mu);
+    MutexLock lk(ni.mu);
     Path* p = cs->path;
     ni.tx_credits += cs->outstanding;
     cs->outstanding = 0;
@@ -160,7 +161,7 @@ size_t Net::expire(TimePoint now) {
   std::vector<ConnectionPtr> to_flush;
   for (auto& ni : nis_) {
     std::vector<Path*> paths = table_->ni_paths(*ni);
-    std::lock_guard lk(ni->mu);
+    MutexLock lk(ni->mu);
     size_t closing = to_close.size();
     for (Path* pp : paths) {
       Path& p = *pp;
@@ -180,8 +181,8 @@ size_t Net::expire(TimePoint now) {
         }
         q.erase(keep, q.end());
         // As o2iblnd does: the connection the message was queued on is closed.
-        if (p.tx_conn)
-          to_close.emplace_back(p.tx_conn,
+        if (ConnectionPtr tx = p.tx_conn)
+          to_close.emplace_back(tx,
                                 Status(Code::kClosed, "a transmit deadline passed in its queue"));
       }
       for (auto& c : p.conns) {
@@ -191,7 +192,7 @@ size_t Net::expire(TimePoint now) {
         // another connection of the path, or it went idle) return now, not never: a
         // window short of them would make selection shun the path for good.
         if (c->credits_to_return() > 0) to_flush.push_back(c);
-        std::lock_guard tl(cs->tx_mu);
+        MutexLock tl(cs->tx_mu);
         bool close = false;
         for (TxMsg* m = cs->head; m; m = m->next)
           if (!m->expired && m->deadline <= now) {
@@ -228,7 +229,7 @@ void Net::report_remote_timeout(const TxTimes& path, const std::string& what) {
   lower(p->pni->health, p->pni);
   ConnectionPtr conn;
   {
-    std::lock_guard lk(p->ni->mu);
+    MutexLock lk(p->ni->mu);
     for (auto& c : p->conns)
       if (c->id() == path.conn_id) conn = c;
     if (conn) detach_locked(*p, conn.get());
@@ -257,7 +258,7 @@ bool Net::set_link_state(const Nid& local, bool up, bool penalize) {
               HealthKind::kLocalNiDown);
   std::vector<Path*> paths = table_->ni_paths(*ni);
   {
-    std::lock_guard lk(ni->mu);
+    MutexLock lk(ni->mu);
     if (ni->up.load() == up) return true;
     ni->up.store(up);
     TimePoint now = clock_.now();
@@ -303,7 +304,7 @@ std::vector<RecoveryTarget> Net::recovery_due(TimePoint now) {
     v.push_back(RecoveryTarget{ni->nid, best->nid, true});
   }
   // Only the peer NIs below full health (a server may have 100,000 others).
-  std::lock_guard lk(recovery_mu_);
+  MutexLock lk(recovery_mu_);
   for (size_t i = 0; i < recovering_.size();) {
     PeerNi* pni = recovering_[i];
     if (pni->health.healthy()) {  // healed: off the list
@@ -333,7 +334,7 @@ void Net::set_peer_dead(const Nid& nid, bool dead, const std::string& why) {
   PeerNi* pni = table_->get(nid);
   for (PeerNi* x : table_->peer_nis(*pni)) {
     {
-      std::lock_guard lk(dead_mu_);
+      MutexLock lk(dead_mu_);
       if (dead)
         dead_why_[x->nid.pack()] = why;
       else
@@ -342,7 +343,7 @@ void Net::set_peer_dead(const Nid& nid, bool dead, const std::string& why) {
     }
     if (!dead) continue;
     for (Path* p : table_->paths_of(*x)) {
-      std::lock_guard lk(p->ni->mu);
+      MutexLock lk(p->ni->mu);
       for (TxMsg* m : p->queue) failed.emplace_back(m, Status(Code::kPeerDead, why));
       p->queue.clear();
     }
@@ -362,7 +363,7 @@ void Net::drop_peer(const Nid& nid, const std::string& why) {
   table_->peer_paths(*pni, &paths);
   std::vector<ConnectionPtr> conns;
   for (Path* p : paths) {
-    std::lock_guard lk(p->ni->mu);
+    MutexLock lk(p->ni->mu);
     conns.insert(conns.end(), p->conns.begin(), p->conns.end());
   }
   for (auto& c : conns) c->close(Status(Code::kClosed, why));

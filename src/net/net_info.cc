@@ -1,6 +1,7 @@
 // Net: snapshots of NIs, peer NIs and peers, for the admin surface, tuning and tests.
 #include <algorithm>
 
+#include "base/mutex.h"
 #include "net/net_internal.h"
 #include "net/peer_table.h"
 
@@ -46,7 +47,7 @@ std::vector<NiInfo> Net::nis() const {
     i.credits_max = credits();
     std::vector<Path*> paths = table_->ni_paths(*ni);
     {
-      std::lock_guard lk(ni->mu);
+      MutexLock lk(ni->mu);
       i.credits = ni->tx_credits;
       i.credits_min = ni->min_credits;
       for (Path* p : paths) {
@@ -72,7 +73,7 @@ std::vector<NiInfo> Net::peers() const {
     i.credits_max = peer_credits();
     i.credits_min = pni->min_credits.load(std::memory_order_relaxed);
     for (Path* p : table_->paths_of(*pni)) {
-      std::lock_guard lk(p->ni->mu);
+      MutexLock lk(p->ni->mu);
       if (p->tx_state && !i.up) i.credits = p->tx_state->tx_credits;
       i.up = i.up || p->tx_conn != nullptr;
       i.queued += static_cast<int64_t>(p->queue.size());
@@ -89,26 +90,21 @@ std::vector<NiInfo> Net::peers() const {
 
 std::vector<PeerLoad> Net::peer_loads() const {
   std::vector<PeerLoad> v;
-  std::vector<std::pair<Nid, std::vector<Path*>>> up_paths;
-  table_->for_each_peer([&](const Peer& peer) {
+  for (const PeerTable::PeerView& peer : table_->peer_views()) {
     PeerLoad l;
-    l.peer = PeerTable::lowest_nid(peer);
-    std::vector<Path*> paths;
+    l.peer = peer.name;
     for (const PeerNi* pni : peer.nis) {
       l.bytes += pni->counters.send_bytes.load(std::memory_order_relaxed) +
                  pni->counters.recv_bytes.load(std::memory_order_relaxed);
       l.sends += pni->counters.send_count.load(std::memory_order_relaxed);
-      paths.insert(paths.end(), pni->paths.begin(), pni->paths.end());
+    }
+    // Connection state is under the NIs' locks (the table's lock is not held here).
+    for (Path* p : peer.paths) {
+      MutexLock lk(p->ni->mu);
+      l.up = l.up || p->tx_conn != nullptr;
     }
     v.push_back(l);
-    up_paths.emplace_back(l.peer, std::move(paths));
-  });
-  // Connection state is under the NIs' locks, taken after the table's.
-  for (size_t k = 0; k < v.size(); ++k)
-    for (Path* p : up_paths[k].second) {
-      std::lock_guard lk(p->ni->mu);
-      v[k].up = v[k].up || p->tx_conn != nullptr;
-    }
+  }
   return v;
 }
 

@@ -1,4 +1,5 @@
-// The inside of Net, shared by its parts (net.cc: the send core; net_events.cc: transport
+// The inside of Net (LocalNi and Path are in net.h, where the lock requirements of Net's
+// functions name their locks), shared by its parts (net.cc: the send core; net_events.cc: transport
 // events, deadlines, link state, recovery; net_info.cc: snapshots; peer_table.cc). Not
 // installed.
 //
@@ -18,28 +19,12 @@
 #include <atomic>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "base/mutex.h"
 #include "net/net.h"
 
 namespace pfsnet {
-
-struct Net::LocalNi {
-  LocalNi(Nid n, uint16_t p, TimePoint now, int64_t wall_ms)
-      : nid(n), port(p), health(now, wall_ms) {}
-  const Nid nid;
-  const uint16_t port;
-  Health health;
-  std::atomic<bool> up{true};
-  NetCounters counters;
-  std::vector<Path*> paths;  // guarded by the PeerTable's lock (appended as paths appear)
-
-  std::mutex mu;              // the NI's send lock; guards the rest and its paths' state
-  int64_t tx_credits = 0;     // NI credits left
-  int64_t min_credits = 0;    // low-water mark
-  std::deque<Path*> blocked;  // paths waiting for an NI credit
-};
 
 struct Net::PeerNi {
   PeerNi(Nid n, TimePoint now, int64_t wall_ms) : nid(n), health(now, wall_ms) {}
@@ -48,30 +33,22 @@ struct Net::PeerNi {
   std::atomic<bool> dead{false};  // declared dead by the MGS (every NI of the peer)
   NetCounters counters;
   std::atomic<int64_t> min_credits{0};  // low-water mark of its connections' windows
-  // Guarded by the PeerTable's lock.
+  // Guarded by Net::recovery_mu_ (not named: a PeerNi does not point to its Net).
+  bool recovering = false;  // in Net::recovering_
+
+ private:
+  friend class PeerTable;
+  // PeerTable's (see there).
   Peer* peer = nullptr;
   std::vector<Path*> paths;
-  // Guarded by Net::recovery_mu_.
-  bool recovering = false;  // in Net::recovering_
 };
 
+// PeerTable's (see there).
 struct Net::Peer {
-  std::vector<PeerNi*> nis;    // guarded by the PeerTable's lock
-  std::vector<Nid> announced;  // every NID the peer announced, in its order (same lock)
-};
-
-struct Net::Path {
-  Path(LocalNi* n, PeerNi* p) : ni(n), pni(p) {}
-  LocalNi* const ni;
-  PeerNi* const pni;
-  std::atomic<uint64_t> last_used{0};  // round-robin: the path used longest ago goes first
-  // Guarded by ni->mu.
-  ConnectionPtr tx_conn;
-  std::shared_ptr<ConnState> tx_state;
-  std::vector<ConnectionPtr> conns;
-  bool connecting = false;
-  bool blocked_on_ni = false;
-  std::deque<TxMsg*> queue;
+ private:
+  friend class PeerTable;
+  std::vector<PeerNi*> nis;
+  std::vector<Nid> announced;  // every NID the peer announced, in its order
 };
 
 // Net's own state of one connection (the transport carries none of it).
@@ -80,13 +57,12 @@ struct Net::ConnState {
   Path* path = nullptr;
   std::weak_ptr<Connection> conn;
   uint64_t conn_id = 0;
-  std::atomic<uint32_t> high_water{1};  // credits owed before an explicit credit frame
-  // Guarded by ni->mu.
-  int64_t tx_credits = 0;   // this connection's window left
-  int64_t outstanding = 0;  // messages sent and not yet credited back
+  std::atomic<uint32_t> high_water{1};         // credits owed before an explicit credit frame
+  int64_t tx_credits GUARDED_BY(ni->mu) = 0;   // this connection's window left
+  int64_t outstanding GUARDED_BY(ni->mu) = 0;  // messages sent and not yet credited back
   // Messages handed to the connection and not completed yet (intrusive list).
-  std::mutex tx_mu;
-  TxMsg* head = nullptr;
+  Mutex tx_mu;
+  TxMsg* head GUARDED_BY(tx_mu) = nullptr;
 };
 
 struct Net::TxMsg final : TxCompletion {

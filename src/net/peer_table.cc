@@ -1,19 +1,18 @@
 #include "net/peer_table.h"
 
 #include <algorithm>
-#include <mutex>
 
 namespace pfsnet {
 
 Net::PeerNi* Net::PeerTable::find(const Nid& nid) const {
-  std::shared_lock lk(mu_);
+  ReaderLock lk(mu_);
   auto it = peer_nis_.find(nid.pack());
   return it == peer_nis_.end() ? nullptr : it->second.get();
 }
 
 Net::PeerNi* Net::PeerTable::get(const Nid& nid) {
   if (PeerNi* p = find(nid)) return p;
-  std::unique_lock lk(mu_);
+  WriterLock lk(mu_);
   return create_locked(nid);
 }
 
@@ -32,7 +31,7 @@ Net::PeerNi* Net::PeerTable::create_locked(const Nid& nid) {
 
 Net::Path* Net::PeerTable::path(LocalNi& ni, PeerNi& pni) {
   if (Path* p = find_path(ni.nid.pack(), pni.nid.pack())) return p;
-  std::unique_lock lk(mu_);
+  WriterLock lk(mu_);
   return path_locked(ni, pni);
 }
 
@@ -47,13 +46,13 @@ Net::Path* Net::PeerTable::path_locked(LocalNi& ni, PeerNi& pni) {
 }
 
 Net::Path* Net::PeerTable::find_path(uint64_t local, uint64_t peer) const {
-  std::shared_lock lk(mu_);
+  ReaderLock lk(mu_);
   auto it = paths_.find({local, peer});
   return it == paths_.end() ? nullptr : it->second.get();
 }
 
 void Net::PeerTable::discover(PeerNi& pni, const std::vector<Nid>& nids) {
-  std::unique_lock lk(mu_);
+  WriterLock lk(mu_);
   Peer* peer = pni.peer;
   peer->announced = nids;
   for (const Nid& n : nids) {
@@ -73,22 +72,22 @@ void Net::PeerTable::discover(PeerNi& pni, const std::vector<Nid>& nids) {
 
 void Net::PeerTable::peer_paths(const PeerNi& pni, std::vector<Path*>* out) const {
   out->clear();
-  std::shared_lock lk(mu_);
+  ReaderLock lk(mu_);
   for (PeerNi* x : pni.peer->nis) out->insert(out->end(), x->paths.begin(), x->paths.end());
 }
 
 std::vector<Net::PeerNi*> Net::PeerTable::peer_nis(const PeerNi& pni) const {
-  std::shared_lock lk(mu_);
+  ReaderLock lk(mu_);
   return pni.peer->nis;
 }
 
 std::vector<Net::Path*> Net::PeerTable::paths_of(const PeerNi& pni) const {
-  std::shared_lock lk(mu_);
+  ReaderLock lk(mu_);
   return pni.paths;
 }
 
 bool Net::PeerTable::peer_reachable(const PeerNi& pni) const {
-  std::shared_lock lk(mu_);
+  ReaderLock lk(mu_);
   return std::any_of(pni.peer->nis.begin(), pni.peer->nis.end(),
                      [](const PeerNi* x) { return !x->paths.empty(); });
 }
@@ -100,33 +99,41 @@ Nid Net::PeerTable::lowest_nid(const Peer& p) {
 }
 
 Nid Net::PeerTable::peer_name(const PeerNi& pni) const {
-  std::shared_lock lk(mu_);
+  ReaderLock lk(mu_);
   return lowest_nid(*pni.peer);
 }
 
 std::vector<Nid> Net::PeerTable::announced(const PeerNi& pni) const {
-  std::shared_lock lk(mu_);
+  ReaderLock lk(mu_);
   return pni.peer->announced;
 }
 
-void Net::PeerTable::for_each_peer(const std::function<void(const Peer&)>& f) const {
-  std::shared_lock lk(mu_);
-  for (const auto& p : peers_)
-    if (!p->nis.empty()) f(*p);
+std::vector<Net::PeerTable::PeerView> Net::PeerTable::peer_views() const {
+  ReaderLock lk(mu_);
+  std::vector<PeerView> v;
+  v.reserve(peers_.size());
+  for (const auto& p : peers_) {
+    if (p->nis.empty()) continue;  // merged into another
+    PeerView& pv = v.emplace_back();
+    pv.name = lowest_nid(*p);
+    pv.nis = p->nis;
+    for (PeerNi* x : p->nis) pv.paths.insert(pv.paths.end(), x->paths.begin(), x->paths.end());
+  }
+  return v;
 }
 
 void Net::PeerTable::for_each_peer_ni(const std::function<void(PeerNi&)>& f) const {
-  std::shared_lock lk(mu_);
+  ReaderLock lk(mu_);
   for (const auto& [k, p] : peer_nis_) f(*p);
 }
 
 std::vector<Net::Path*> Net::PeerTable::ni_paths(const LocalNi& ni) const {
-  std::shared_lock lk(mu_);
+  ReaderLock lk(mu_);
   return ni.paths;
 }
 
 std::vector<Net::Path*> Net::PeerTable::all_paths() const {
-  std::shared_lock lk(mu_);
+  ReaderLock lk(mu_);
   std::vector<Path*> v;
   v.reserve(paths_.size());
   for (const auto& [k, p] : paths_) v.push_back(p.get());

@@ -6,16 +6,19 @@
 // Threads: every function from any thread. Lookups take the table's lock shared (the
 // send path); creation and discovery take it exclusively. Entries are never freed before
 // the table: their pointers stay valid without the lock.
+// The links between entries (LocalNi::paths, PeerNi::peer and ::paths, Peer::nis and
+// ::announced) are under the table's lock, which the entries have no pointer to name in
+// a GUARDED_BY: they are private to this class instead, whose every function takes it.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
-#include <shared_mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "net/net_internal.h"
 
 namespace pfsnet {
@@ -48,25 +51,31 @@ class Net::PeerTable {
   // A peer node's name: its lowest NID.
   Nid peer_name(const PeerNi& pni) const;
   std::vector<Nid> announced(const PeerNi& pni) const;
-  // f(const Peer&) / f(PeerNi&) for each, under the lock held shared: f must not take it.
-  void for_each_peer(const std::function<void(const Peer&)>& f) const;
+  // One peer node: its name (lowest NID), its NIs and the paths to them.
+  struct PeerView {
+    Nid name;
+    std::vector<PeerNi*> nis;
+    std::vector<Path*> paths;
+  };
+  std::vector<PeerView> peer_views() const;
+  // f(PeerNi&) for each, under the lock held shared: f must not take it.
   void for_each_peer_ni(const std::function<void(PeerNi&)>& f) const;
   // The paths of local NI `ni`, copied under the lock.
   std::vector<Path*> ni_paths(const LocalNi& ni) const;
   std::vector<Path*> all_paths() const;
-  // A peer's name, its lowest NID; for use inside for_each_*. REQUIRES: it has an NI.
-  static Nid lowest_nid(const Peer& p);
 
  private:
-  PeerNi* create_locked(const Nid& nid);
-  Path* path_locked(LocalNi& ni, PeerNi& pni);
+  PeerNi* create_locked(const Nid& nid) REQUIRES(mu_);
+  Path* path_locked(LocalNi& ni, PeerNi& pni) REQUIRES(mu_);
+  // A peer's name, its lowest NID. REQUIRES: it has an NI; the lock held.
+  static Nid lowest_nid(const Peer& p);
 
   const std::vector<LocalNi*> nis_;
   Clock& clock_;
-  mutable std::shared_mutex mu_;
-  std::unordered_map<uint64_t, std::unique_ptr<PeerNi>> peer_nis_;  // packed NID
-  std::vector<std::unique_ptr<Peer>> peers_;
-  std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Path>> paths_;
+  mutable SharedMutex mu_;
+  std::unordered_map<uint64_t, std::unique_ptr<PeerNi>> peer_nis_ GUARDED_BY(mu_);  // packed NID
+  std::vector<std::unique_ptr<Peer>> peers_ GUARDED_BY(mu_);
+  std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Path>> paths_ GUARDED_BY(mu_);
 };
 
 }  // namespace pfsnet

@@ -7,6 +7,7 @@
 #include <deque>
 
 #include "base/log.h"
+#include "base/mutex.h"
 
 namespace pfsnet {
 namespace {
@@ -37,8 +38,8 @@ struct RpcEngine::Call final : TxCompletion {
   uint64_t xid = 0;
   Nid dst;
   uint32_t type = 0;
-  TimePoint deadline;          // the whole RPC's
-  TimePoint attempt_deadline;  // this attempt's (guarded by eng->mu_)
+  TimePoint deadline;                               // the whole RPC's
+  TimePoint attempt_deadline GUARDED_BY(eng->mu_);  // this attempt's
   Duration attempt_timeout{0};
   uint8_t flags = 0;
   Buffer payload;  // kept for resends; each attempt sends a copy
@@ -47,23 +48,24 @@ struct RpcEngine::Call final : TxCompletion {
   Callback cb;
 
   RpcReply reply;
-  std::atomic<bool> resolved{false};   // the outcome is decided (a reply, or an error)
-  std::atomic<bool> delivered{false};  // the callback ran (or is running)
-  // Guarded by eng->mu_.
-  CallPtr tx_keep;        // this call, while a write of it is outstanding
-  bool sent = false;      // the current attempt's write completed
-  bool reply_in = false;  // a reply arrived (resolved by it)
-  bool on_wire = false;
-  bool queued = false;
-  bool holds_slot = false;
-  int attempts = 1;
+  std::atomic<bool> resolved{false};           // the outcome is decided (a reply, or an error)
+  std::atomic<bool> delivered{false};          // the callback ran (or is running)
+  CallPtr tx_keep GUARDED_BY(eng->mu_);        // this call, while a write of it is outstanding
+  bool sent GUARDED_BY(eng->mu_) = false;      // the current attempt's write completed
+  bool reply_in GUARDED_BY(eng->mu_) = false;  // a reply arrived (resolved by it)
+  bool on_wire GUARDED_BY(eng->mu_) = false;
+  bool queued GUARDED_BY(eng->mu_) = false;
+  bool holds_slot GUARDED_BY(eng->mu_) = false;
+  int attempts GUARDED_BY(eng->mu_) = 1;
   // The current attempt's write: times (copied into the reply when it is delivered), path
   // and connection.
-  TxTimes tx_times;
+  TxTimes tx_times GUARDED_BY(eng->mu_);
 
   void on_tx_done(const Status& s, const TxTimes& t) override { eng->on_tx_done(*this, s, t); }
 };
 
+// Reached only through RpcEngine::targets_, under the engine's mu_ (which clang cannot
+// name from here: a Target holds no pointer to its engine).
 struct RpcEngine::Target {
   int64_t in_flight = 0;
   std::deque<CallPtr> queue;
@@ -121,14 +123,14 @@ uint32_t RpcEngine::type_by_name(std::string_view name) const {
 }
 
 size_t RpcEngine::pending() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   size_t n = pending_.size();
   for (auto& [k, t] : targets_) n += t->queue.size();
   return n;
 }
 
 std::pair<int64_t, size_t> RpcEngine::target_load(const Nid& dst) const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it = targets_.find(dst.pack());
   if (it == targets_.end()) return {0, 0};
   return {it->second->in_flight, it->second->queue.size()};
@@ -147,7 +149,6 @@ RpcEngine::CallPtr RpcEngine::start_call(const Nid& dst, uint32_t type, Buffer p
   c->attempt_timeout =
       c->pin ? total
              : std::max<Duration>(std::chrono::milliseconds(1), total / (opts_.retry_count + 1));
-  c->attempt_deadline = std::min(c->deadline, c->reply.times.submit + c->attempt_timeout);
   c->payload = std::move(payload);
   c->bulk = std::move(bulk);
   c->reply.bytes_sent = kHeaderSize + c->payload.size() + (c->bulk ? c->bulk->size() : 0);
@@ -166,16 +167,16 @@ RpcReply RpcEngine::call(const Nid& dst, uint32_t type, Buffer payload, BulkData
   // The waiter lives on this stack: the callback fills it and signals under w.m, and this
   // function takes w.m before it returns, so the callback is done with it by then.
   struct Waiter {
-    std::mutex m;
-    std::condition_variable cv;
-    bool done = false;
+    Mutex m;
+    CondVar cv;
+    bool done GUARDED_BY(m) = false;
     std::atomic<bool> ready{false};  // set after `out` is filled, for the spinning caller
-    RpcReply out;
+    RpcReply out GUARDED_BY(m);
   } w;
   std::weak_ptr<Call> weak = start_call(
       dst, type, std::move(payload), std::move(bulk),
       [&w](RpcReply&& r) {
-        std::lock_guard lk(w.m);
+        MutexLock lk(w.m);
         w.out = std::move(r);
         w.done = true;
         w.ready.store(true, std::memory_order_release);
@@ -196,13 +197,13 @@ RpcReply RpcEngine::call(const Nid& dst, uint32_t type, Buffer payload, BulkData
   } else if (opts_.spin.count() > 0) {
     spinners_.fetch_sub(1);
   }
-  std::unique_lock lk(w.m);
+  MutexLock lk(w.m);
   while (!w.done) {
     // Wait in real time for what the clock says is left; a manual clock is advanced by
     // the test, which then runs the timers.
     Duration left = std::max(Duration(std::chrono::milliseconds(1)), deadline - clock_.now());
     if (w.cv.wait_for(lk, std::min<Duration>(left, std::chrono::milliseconds(200)),
-                      [&] { return w.done; }))
+                      [&]() REQUIRES(w.m) { return w.done; }))
       break;
     if (clock_.now() >= deadline) {
       lk.unlock();
@@ -231,20 +232,22 @@ RpcEngine::CallPtr RpcEngine::grant_slot_locked(Target& t) {
 
 void RpcEngine::submit(const CallPtr& c) {
   CallPtr start;
+  bool queued = false;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     if (!shut_) {
       auto& t = targets_[c->dst.pack()];
       if (!t) t = std::make_unique<Target>();
       t->queue.push_back(c);
       c->queued = true;
       start = grant_slot_locked(*t);
-      if (c->queued) slot_waits_.fetch_add(1, std::memory_order_relaxed);
+      queued = c->queued;  // read here: once unlocked, a finishing call may send it
+      if (queued) slot_waits_.fetch_add(1, std::memory_order_relaxed);
     }
   }
   if (start) {
     send_call(start);
-  } else if (!c->queued) {  // shut down: never sent
+  } else if (!queued) {  // shut down: never sent
     resolve_error(c, Status(Code::kCancelled, "RPC engine is shut down"));
   }
 }
@@ -261,7 +264,7 @@ void RpcEngine::send_call(const CallPtr& c) {
   // max_rpcs_in_flight slot), within the RPC's own deadline.
   TimePoint deadline;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     c->attempt_deadline = std::min(c->deadline, clock_.now() + c->attempt_timeout);
     deadline = c->attempt_deadline;
     c->tx_keep = c;  // until on_tx_done
@@ -276,8 +279,9 @@ void RpcEngine::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
   CallPtr c;
   bool reply_in;
   {
-    std::lock_guard lk(mu_);
-    c = std::move(call.tx_keep);
+    MutexLock lk(mu_);
+    c = call.tx_keep;
+    call.tx_keep.reset();
     if (s.ok()) {
       c->tx_times = t;
       c->sent = true;
@@ -295,7 +299,7 @@ bool RpcEngine::try_resend(const CallPtr& c, const Status& s, const TxTimes& fai
   TimePoint now = clock_.now();
   [[maybe_unused]] int attempt = 0;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     if (shut_ || c->resolved.load() || !c->on_wire || c->pin || !retryable(s) ||
         c->attempts > opts_.retry_count || now >= c->deadline)
       return false;
@@ -312,7 +316,7 @@ bool RpcEngine::try_resend(const CallPtr& c, const Status& s, const TxTimes& fai
 Status RpcEngine::final_error(const Call& c, const Status& s) {
   int attempts;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     attempts = c.attempts;
   }
   if (attempts <= 1) return s;
@@ -325,7 +329,7 @@ Status RpcEngine::final_error(const Call& c, const Status& s) {
 void RpcEngine::resolve_error(const CallPtr& c, const Status& s) {
   if (c->resolved.exchange(true)) return;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     if (c->on_wire) {
       pending_.erase(c->xid);
       c->on_wire = false;
@@ -349,7 +353,7 @@ void RpcEngine::complete(const CallPtr& c) {
   if (c->delivered.exchange(true)) return;
   RpcTimes& t = c->reply.times;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     t.write_start = c->tx_times.write_start;
     t.write_done = c->tx_times.write_done;
   }
@@ -379,7 +383,7 @@ void RpcEngine::complete(const CallPtr& c) {
 void RpcEngine::finish_slot(Call& c) {
   CallPtr next;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     if (!c.holds_slot) return;
     c.holds_slot = false;
     Target& t = *targets_[c.dst.pack()];
@@ -391,7 +395,7 @@ void RpcEngine::finish_slot(Call& c) {
 
 std::vector<Nid> RpcEngine::waiting_targets() const {
   std::vector<Nid> v;
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   for (const auto& [key, t] : targets_)
     if (!t->queue.empty())
       if (auto n = Nid::unpack(key); n.ok()) v.push_back(*n);
@@ -408,14 +412,14 @@ RpcCounters RpcEngine::counters() const {
 }
 
 int64_t RpcEngine::max_rpcs_in_flight() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return opts_.max_rpcs_in_flight;
 }
 
 void RpcEngine::set_max_rpcs_in_flight(int64_t n) {
   std::vector<CallPtr> start;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     opts_.max_rpcs_in_flight = std::max<int64_t>(1, n);
     for (auto& [k, t] : targets_)
       while (CallPtr c = grant_slot_locked(*t)) start.push_back(std::move(c));
@@ -426,7 +430,7 @@ void RpcEngine::set_max_rpcs_in_flight(int64_t n) {
 void RpcEngine::on_reply(InFrame&& f, RxCredit credit) {
   CallPtr c;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     auto it = pending_.find(f.hdr.xid);
     if (it != pending_.end()) {
       c = std::move(it->second);
@@ -458,7 +462,7 @@ void RpcEngine::on_reply(InFrame&& f, RxCredit credit) {
   finish_slot(*c);
   bool write_done;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     c->reply_in = true;
     write_done = c->sent;
   }
@@ -468,9 +472,12 @@ void RpcEngine::on_reply(InFrame&& f, RxCredit credit) {
 void RpcEngine::on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) {
   std::vector<std::pair<CallPtr, TxTimes>> dead;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     for (auto& [xid, c] : pending_)
-      if (c->sent && c->tx_times.conn_id == conn_id) dead.emplace_back(c, c->tx_times);
+      if (c->sent && c->tx_times.conn_id == conn_id) {
+        TxTimes t = c->tx_times;
+        dead.emplace_back(c, t);
+      }
   }
   for (auto& [c, path] : dead) {
     Status s(Code::kClosed,
@@ -484,7 +491,7 @@ size_t RpcEngine::fail_calls_to(const std::vector<Nid>& nids, const Status& s) {
   std::vector<CallPtr> dead;
   auto hit = [&](const Nid& d) { return std::find(nids.begin(), nids.end(), d) != nids.end(); };
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     for (auto& [xid, c] : pending_)
       if (hit(c->dst)) dead.push_back(c);
     for (auto& [k, t] : targets_)
@@ -499,11 +506,12 @@ size_t RpcEngine::expire(TimePoint now) {
   std::vector<std::pair<CallPtr, bool>> dead;       // (call, still queued for a slot)
   std::vector<std::pair<CallPtr, TxTimes>> remote;  // written, no reply by the attempt deadline
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     for (auto& [xid, c] : pending_)
-      if (c->sent && c->attempt_deadline <= now)
-        remote.emplace_back(c, c->tx_times);
-      else if (c->deadline <= now)
+      if (c->sent && c->attempt_deadline <= now) {
+        TxTimes t = c->tx_times;
+        remote.emplace_back(c, t);
+      } else if (c->deadline <= now)
         dead.emplace_back(c, false);
     for (auto& [k, t] : targets_)
       for (const CallPtr& c : t->queue)
@@ -530,7 +538,7 @@ size_t RpcEngine::expire(TimePoint now) {
 void RpcEngine::shutdown() {
   std::vector<CallPtr> dead;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     if (shut_) return;
     shut_ = true;
     for (auto& [xid, c] : pending_) dead.push_back(c);

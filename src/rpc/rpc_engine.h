@@ -27,16 +27,15 @@
 #include <pfsnet/config.h>
 #include <pfsnet/rpc.h>
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "net/net.h"
 #include "rpc/worker_pool.h"
 #include "stats/rpc_stats.h"
@@ -144,10 +143,9 @@ class RpcEngine final : public NetRx {
   bool try_resend(const CallPtr& c, const Status& s, const TxTimes& failed_path);
   // The error a call ends with once it cannot be resent.
   Status final_error(const Call& c, const Status& s);
-  // REQUIRES: mu_ held. The slot grant: the first call queued for `t` goes on the wire
-  // (xid, pending_) when `t` is below max_rpcs_in_flight. Returns it (to be sent after
-  // unlocking), or null.
-  CallPtr grant_slot_locked(Target& t);
+  // The slot grant: the first call queued for `t` goes on the wire (xid, pending_) when
+  // `t` is below max_rpcs_in_flight. Returns it (to be sent after unlocking), or null.
+  CallPtr grant_slot_locked(Target& t) REQUIRES(mu_);
   // `c` left the wire: its slot goes to the next queued call.
   void finish_slot(Call& c);
   void serve(const Nid& from, InFrame&& f, RxCredit credit);
@@ -169,11 +167,12 @@ class RpcEngine final : public NetRx {
   };
   std::unordered_map<uint32_t, TypeInfo> types_;
 
-  mutable std::mutex mu_;
-  std::unordered_map<uint64_t, CallPtr> pending_;                  // xid -> call on the wire
-  std::unordered_map<uint64_t, std::unique_ptr<Target>> targets_;  // packed NID
-  uint64_t next_xid_ = 1;
-  bool shut_ = false;
+  mutable Mutex mu_;
+  std::unordered_map<uint64_t, CallPtr> pending_ GUARDED_BY(mu_);  // xid -> call on the wire
+  // Packed NID -> target; a Target is reached only through this map, under mu_.
+  std::unordered_map<uint64_t, std::unique_ptr<Target>> targets_ GUARDED_BY(mu_);
+  uint64_t next_xid_ GUARDED_BY(mu_) = 1;
+  bool shut_ GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> late_replies_{0};
   std::atomic<int> spinners_{0};
   std::atomic<uint64_t> completed_{0}, round_trip_ns_{0}, bytes_{0}, slot_waits_{0};

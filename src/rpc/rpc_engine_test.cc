@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <thread>
 
+#include "base/mutex.h"
 #include "rpc/node_timers.h"
 #include "rpc/ping.h"
 #include "transport/mem_transport.h"
@@ -66,19 +66,19 @@ struct Replies {
 class Gate {
  public:
   void open() {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     open_ = true;
     cv_.notify_all();
   }
   void wait() {
-    std::unique_lock lk(mu_);
-    cv_.wait_for(lk, 10s, [&] { return open_; });
+    MutexLock lk(mu_);
+    cv_.wait_for(lk, 10s, [&]() REQUIRES(mu_) { return open_; });
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  bool open_ GUARDED_BY(mu_) = false;
 };
 
 constexpr uint32_t kEcho = 10, kSlow = 11, kThrow = 12, kBlock = 13;

@@ -2,12 +2,12 @@
 // that may block. Threads: submit() from any thread; stop() joins (not from a worker).
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "base/mutex.h"
 
 namespace pfsnet {
 
@@ -21,7 +21,7 @@ class WorkerPool {
   // Returns false (and drops the job) after stop().
   bool submit(std::function<void()> job) {
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       if (stopping_) return false;
       jobs_.push_back(std::move(job));
     }
@@ -32,7 +32,7 @@ class WorkerPool {
   // Runs the jobs already queued, then joins the threads.
   void stop() {
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       if (stopping_ && threads_.empty()) return;
       stopping_ = true;
     }
@@ -47,8 +47,8 @@ class WorkerPool {
     for (;;) {
       std::function<void()> job;
       {
-        std::unique_lock lk(mu_);
-        cv_.wait(lk, [&] { return stopping_ || !jobs_.empty(); });
+        MutexLock lk(mu_);
+        cv_.wait(lk, [&]() REQUIRES(mu_) { return stopping_ || !jobs_.empty(); });
         if (jobs_.empty()) return;
         job = std::move(jobs_.front());
         jobs_.pop_front();
@@ -57,10 +57,10 @@ class WorkerPool {
     }
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> jobs_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
-#include <mutex>
 #include <random>
 #include <thread>
 
 #include "base/log.h"
+#include "base/mutex.h"
 #include "rpc/ping.h"
 
 namespace pfsnet {
@@ -68,23 +67,23 @@ json run_load(RpcEngine& rpc, Clock& clock, const json& req) {
 
   // Shared with the callbacks, which may outlive this frame if a wait gives up.
   struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    int inflight = 0;
-    std::mt19937_64 rng{42};
-    TimePoint last_done;
-    ClientResult res;
+    Mutex mu;
+    CondVar cv;
+    int inflight GUARDED_BY(mu) = 0;
+    std::mt19937_64 rng GUARDED_BY(mu){42};
+    TimePoint last_done GUARDED_BY(mu);
+    ClientResult res GUARDED_BY(mu);
   };
   auto st = std::make_shared<State>();
   TimePoint start = clock.now();
   TimePoint deadline =
       start + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(duration));
-  st->last_done = start;
-  st->res.rtt_ms = rtt;
   size_t next_target = 0;
   CallOptions co;
   co.timeout = std::chrono::seconds(30);
-  std::unique_lock lk(st->mu);
+  MutexLock lk(st->mu);
+  st->last_done = start;
+  st->res.rtt_ms = rtt;
   // Bounded: new RPCs stop at the deadline and each ends within its 30 s timeout.
   TimePoint give_up = deadline + std::chrono::seconds(45);
   for (int guard = 0; guard < 100'000'000; ++guard) {
@@ -96,7 +95,7 @@ json run_load(RpcEngine& rpc, Clock& clock, const json& req) {
       rpc.call_async(
           t, type, std::move(payload), data,
           [st, &clock, bytes_per_rpc, start](RpcReply&& r) {
-            std::lock_guard g(st->mu);
+            MutexLock g(st->mu);
             ClientResult& res = st->res;
             --st->inflight;
             st->last_done = clock.now();
@@ -224,13 +223,13 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
   size_t nc = spec.clients.size(), ns = spec.servers.size();
   for (int conc : spec.concurrency) {
     struct Collect {
-      std::mutex mu;
-      std::condition_variable cv;
-      std::vector<RpcReply> replies;
-      size_t done = 0;
+      explicit Collect(size_t n) : replies(n) {}
+      Mutex mu;
+      CondVar cv;
+      std::vector<RpcReply> replies GUARDED_BY(mu);
+      size_t done GUARDED_BY(mu) = 0;
     };
-    auto col = std::make_shared<Collect>();
-    col->replies.resize(nc);
+    auto col = std::make_shared<Collect>(nc);
     std::vector<std::thread> locals;
     CallOptions co;
     co.timeout =
@@ -253,7 +252,7 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
           RpcReply r;
           std::string out = run_load(rpc, rpc.net().clock(), req).dump();
           r.payload = Buffer::copy_of(std::string_view(out));
-          std::lock_guard lk(col->mu);
+          MutexLock lk(col->mu);
           col->replies[i] = std::move(r);
           ++col->done;
           col->cv.notify_all();
@@ -263,7 +262,7 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
       rpc.call_async(
           spec.clients[i], kMsgSelftestRun, Buffer::copy_of(std::string_view(text)), nullptr,
           [col, i](RpcReply&& r) {
-            std::lock_guard lk(col->mu);
+            MutexLock lk(col->mu);
             col->replies[i] = std::move(r);
             ++col->done;
             col->cv.notify_all();
@@ -273,8 +272,9 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
     for (auto& t : locals) t.join();  // bounded: run_load ends by its own deadline
     std::vector<RpcReply> replies;
     {
-      std::unique_lock lk(col->mu);
-      col->cv.wait_for(lk, co.timeout + std::chrono::seconds(5), [&] { return col->done == nc; });
+      MutexLock lk(col->mu);
+      col->cv.wait_for(lk, co.timeout + std::chrono::seconds(5),
+                       [&]() REQUIRES(col->mu) { return col->done == nc; });
       if (col->done != nc)
         return Status(Code::kTimeout, "selftest: clients did not report in time");
       replies = std::move(col->replies);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "base/mutex.h"
+
 namespace pfsnet {
 
 std::string_view node_stat_name(NodeStat s) {
@@ -79,21 +81,21 @@ void RpcStats::record_exec(const RawExecRecord& r) {
 }
 
 uint64_t RpcStats::dropped_stat() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   uint64_t n = 0;
   for (auto& b : stat_bufs_) n += b->drops();
   return n;
 }
 
 uint64_t RpcStats::dropped_exec() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   uint64_t n = 0;
   for (auto& b : exec_bufs_) n += b->drops();
   return n;
 }
 
 size_t RpcStats::tick() {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   TimePoint now = clock_.now();
   size_t n = 0;
   // Bounded: after a stall longer than a day, skip ahead instead of closing every second.
@@ -107,7 +109,7 @@ size_t RpcStats::tick() {
 }
 
 void RpcStats::process_second() {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   process_locked();
   next_second_ += std::chrono::seconds(1);
 }
@@ -120,7 +122,7 @@ Aggregate& RpcStats::get(std::unique_ptr<Aggregate>& slot) {
 void RpcStats::add_record(const RawStatRecord& r) {
   NodeStats& n = nodes_[r.node];
   n.last_second = seconds_done_;
-  auto add = [&](NodeStat s, int64_t v) { get(n.stats[static_cast<int>(s)]).add(v); };
+  auto add = [&](NodeStat s, int64_t v) REQUIRES(mu_) { get(n.stats[static_cast<int>(s)]).add(v); };
   add(NodeStat::kChannelWait, r.channel_wait_ns);
   if (!r.sent_verbs)
     add(NodeStat::kSendTcp, r.send_ns);
@@ -137,16 +139,23 @@ void RpcStats::add_record(const RawStatRecord& r) {
 }
 
 void RpcStats::process_locked() {
-  for (auto& b : stat_bufs_) b->drain([this](const RawStatRecord& r) { add_record(r); });
+  for (auto& b : stat_bufs_)
+    b->drain([this](const RawStatRecord& r) {
+      mu_.assert_held();  // drain runs this under process_locked's lock
+      add_record(r);
+    });
   for (auto& b : exec_bufs_)
-    b->drain([this](const RawExecRecord& r) { get(messages_[r.msg_type]).add(r.exec_ns); });
+    b->drain([this](const RawExecRecord& r) {
+      mu_.assert_held();
+      get(messages_[r.msg_type]).add(r.exec_ns);
+    });
 
   int64_t start = second_start_;
   ++seconds_done_;
   bool minute_done = seconds_done_ % 60 == 0;
   bool hour_done = seconds_done_ % 3600 == 0;
   bool day_done = seconds_done_ % 86400 == 0;
-  auto close = [&](Aggregate& a) {
+  auto close = [&](Aggregate& a) REQUIRES(mu_) {
     a.close_second(start, minute_done, minute_start_, hour_done, hour_start_, day_done, day_start_);
   };
   for (auto& [k, n] : nodes_)
@@ -172,9 +181,9 @@ void RpcStats::process_locked() {
 }
 
 void RpcStats::set_config(const StatsConfig& cfg) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   rings_ = ring_sizes(cfg);
-  auto resize = [&](std::unique_ptr<Aggregate>& a) {
+  auto resize = [&](std::unique_ptr<Aggregate>& a) REQUIRES(mu_) {
     if (a) a->resize(rings_);
   };
   for (auto& [k, n] : nodes_)
@@ -224,7 +233,7 @@ StatView RpcStats::view(const Aggregate& a, const StatsQuery& q) const {
 
 StatsReport RpcStats::query(const StatsQuery& q) const {
   StatsReport rep;
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   for (auto& b : stat_bufs_) rep.dropped_stat += b->drops();
   for (auto& b : exec_bufs_) rep.dropped_exec += b->drops();
   using W = StatsQuery::What;
@@ -257,7 +266,7 @@ StatsReport RpcStats::query(const StatsQuery& q) const {
 }
 
 size_t RpcStats::node_bytes(uint64_t node) const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return 0;
   size_t b = sizeof(std::pair<const uint64_t, NodeStats>) + 16;  // hash node overhead
@@ -267,7 +276,7 @@ size_t RpcStats::node_bytes(uint64_t node) const {
 }
 
 size_t RpcStats::node_count() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return nodes_.size();
 }
 
@@ -275,7 +284,7 @@ size_t RpcStats::memory_bytes() const {
   size_t b = sizeof(*this);
   std::vector<uint64_t> keys;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     for (auto& [k, n] : nodes_) keys.push_back(k);
     for (auto& a : sizes_)
       if (a) b += a->bytes();

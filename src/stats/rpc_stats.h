@@ -29,13 +29,13 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "stats/aggregate.h"
 #include "stats/raw_buffer.h"
 
@@ -83,32 +83,34 @@ class RpcStats {
     int64_t last_second = 0;
   };
 
-  Aggregate& get(std::unique_ptr<Aggregate>& slot);
-  void process_locked();
-  void add_record(const RawStatRecord& r);
+  Aggregate& get(std::unique_ptr<Aggregate>& slot) REQUIRES(mu_);
+  void process_locked() REQUIRES(mu_);
+  void add_record(const RawStatRecord& r) REQUIRES(mu_);
   StatView view(const Aggregate& a, const StatsQuery& q) const;
 
   Clock& clock_;
   bool verbs_;
-  mutable std::mutex mu_;
-  StatsConfig cfg_;
-  RingSizes rings_;
+  mutable Mutex mu_;
+  StatsConfig cfg_ GUARDED_BY(mu_);
+  RingSizes rings_ GUARDED_BY(mu_);
 
   // Current raw buffers (swapped by set_config); older generations are kept, and still
   // drained, until destruction.
   std::atomic<RawBuffer<RawStatRecord>*> stat_buf_;
   std::atomic<RawBuffer<RawExecRecord>*> exec_buf_;
-  std::vector<std::unique_ptr<RawBuffer<RawStatRecord>>> stat_bufs_;
-  std::vector<std::unique_ptr<RawBuffer<RawExecRecord>>> exec_bufs_;
+  std::vector<std::unique_ptr<RawBuffer<RawStatRecord>>> stat_bufs_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<RawBuffer<RawExecRecord>>> exec_bufs_ GUARDED_BY(mu_);
 
-  std::unordered_map<uint64_t, NodeStats> nodes_;
-  std::vector<std::unique_ptr<Aggregate>> sizes_;
-  std::map<uint32_t, std::unique_ptr<Aggregate>> messages_;
+  std::unordered_map<uint64_t, NodeStats> nodes_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Aggregate>> sizes_ GUARDED_BY(mu_);
+  std::map<uint32_t, std::unique_ptr<Aggregate>> messages_ GUARDED_BY(mu_);
 
-  TimePoint next_second_;
-  int64_t second_start_ = 0;  // unix seconds of the second being filled
-  int64_t seconds_done_ = 0;  // seconds closed so far
-  int64_t minute_start_ = 0, hour_start_ = 0, day_start_ = 0;
+  TimePoint next_second_ GUARDED_BY(mu_);
+  int64_t second_start_ GUARDED_BY(mu_) = 0;  // unix seconds of the second being filled
+  int64_t seconds_done_ GUARDED_BY(mu_) = 0;  // seconds closed so far
+  int64_t minute_start_ GUARDED_BY(mu_) = 0;
+  int64_t hour_start_ GUARDED_BY(mu_) = 0;
+  int64_t day_start_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pfsnet

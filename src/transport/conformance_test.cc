@@ -9,12 +9,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "base/mutex.h"
 #include "transport/emulating_transport.h"
 #include "transport/mem_transport.h"
 #include "transport/tcp_transport.h"
@@ -32,48 +31,57 @@ Nid nid(const std::string& s) { return *Nid::parse(s); }
 // Events of one side; every access under mu.
 struct Events : TransportEvents {
   void on_connected(const ConnectionPtr& c) override {
-    std::lock_guard lk(mu);
+    MutexLock lk(mu);
     conns.push_back(c);
   }
   void on_frame(Connection&, InFrame&& f) override {
-    std::lock_guard lk(mu);
+    MutexLock lk(mu);
     frames.push_back(std::move(f));
   }
   void on_closed(Connection&, const Status& why) override {
-    std::lock_guard lk(mu);
+    MutexLock lk(mu);
     closed.push_back(why);
   }
-  std::mutex mu;
-  std::vector<ConnectionPtr> conns;
-  std::vector<InFrame> frames;
-  std::vector<Status> closed;
+  Mutex mu;
+  std::vector<ConnectionPtr> conns GUARDED_BY(mu);
+  std::vector<InFrame> frames GUARDED_BY(mu);
+  std::vector<Status> closed GUARDED_BY(mu);
 };
 
 // Counts completions; several frames may share one.
 struct Completions : TxCompletion {
   void on_tx_done(const Status& s, const TxTimes& t) override {
-    std::lock_guard lk(mu);
+    MutexLock lk(mu);
     (s.ok() ? ok : failed)++;
     if (s.ok()) last = t;
     if (!s.ok()) last_error = s;
   }
   int total() {
-    std::lock_guard lk(mu);
+    MutexLock lk(mu);
     return ok + failed;
   }
-  std::mutex mu;
-  int ok = 0, failed = 0;
-  TxTimes last;
-  Status last_error;
+  int oks() {
+    MutexLock lk(mu);
+    return ok;
+  }
+  int fails() {
+    MutexLock lk(mu);
+    return failed;
+  }
+  Mutex mu;
+  int ok GUARDED_BY(mu) = 0;
+  int failed GUARDED_BY(mu) = 0;
+  TxTimes last GUARDED_BY(mu);
+  Status last_error GUARDED_BY(mu);
 };
 
 struct Connected {
-  std::mutex mu;
-  bool done = false;
-  Result<ConnectionPtr> r = Status(Code::kInternal, "not yet");
+  Mutex mu;
+  bool done GUARDED_BY(mu) = false;
+  Result<ConnectionPtr> r GUARDED_BY(mu) = Status(Code::kInternal, "not yet");
   ConnectCallback cb() {
     return [this](Result<ConnectionPtr> x) {
-      std::lock_guard lk(mu);
+      MutexLock lk(mu);
       r = std::move(x);
       done = true;
     };
@@ -177,26 +185,26 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
     Connected c;
     ta_->connect(a_, b_, port_, c.cb());
     EXPECT_TRUE(until([&] {
-      std::lock_guard lk(c.mu);
+      MutexLock lk(c.mu);
       return c.done;
     }));
-    std::lock_guard lk(c.mu);
+    MutexLock lk(c.mu);
     if (!c.r.ok()) {
       connect_error_ = c.r.status();
       return nullptr;
     }
     EXPECT_TRUE(until([&] {
-      std::lock_guard l2(eb_.mu);
+      MutexLock l2(eb_.mu);
       return eb_.conns.size() == 1;
     }));
     return *c.r;
   }
   ConnectionPtr b_side() {
-    std::lock_guard lk(eb_.mu);
+    MutexLock lk(eb_.mu);
     return eb_.conns.empty() ? nullptr : eb_.conns[0];
   }
   size_t frames_at_b() {
-    std::lock_guard lk(eb_.mu);
+    MutexLock lk(eb_.mu);
     return eb_.frames.size();
   }
 
@@ -231,7 +239,7 @@ TEST_P(ConformanceTest, AWrongClusterKeyIsRefused) {
   EXPECT_EQ(connect_error_.health_kind(), HealthKind::kPeerNiConnectionRejected)
       << connect_error_.to_string();
   if (!tcp()) hub_.pump();  // a late event would show now
-  std::lock_guard lk(eb_.mu);
+  MutexLock lk(eb_.mu);
   EXPECT_TRUE(eb_.conns.empty());
 }
 
@@ -242,8 +250,8 @@ TEST_P(ConformanceTest, FramesArriveInOrderIntact) {
   constexpr int kFrames = 50;
   for (int i = 1; i <= kFrames; ++i) c->send(frame(i, i * 3, i % 7 == 0 ? 70000 : i * 11, &done));
   ASSERT_TRUE(until([&] { return frames_at_b() == kFrames && done.total() == kFrames; }));
-  EXPECT_EQ(done.ok, kFrames);
-  std::lock_guard lk(eb_.mu);
+  EXPECT_EQ(done.oks(), kFrames);
+  MutexLock lk(eb_.mu);
   for (int i = 1; i <= kFrames; ++i) {
     const InFrame& f = eb_.frames[i - 1];
     EXPECT_EQ(f.hdr.xid, uint64_t(i));
@@ -261,7 +269,7 @@ TEST_P(ConformanceTest, BulkOfTwoMebibytes) {
   Completions done;
   c->send(frame(1, 100, 2 << 20, &done));
   ASSERT_TRUE(until([&] { return frames_at_b() == 1; }));
-  std::lock_guard lk(eb_.mu);
+  MutexLock lk(eb_.mu);
   EXPECT_TRUE(same(eb_.frames[0].bulk, pattern(2 << 20, 2)));
 }
 
@@ -274,21 +282,21 @@ TEST_P(ConformanceTest, CreditsRideOnFramesAndOnCreditFrames) {
   s->add_credits_to_return(3);
   s->send(frame(1, 0, 0, nullptr));
   ASSERT_TRUE(until([&] {
-    std::lock_guard lk(ea_.mu);
+    MutexLock lk(ea_.mu);
     return ea_.frames.size() == 1;
   }));
   {
-    std::lock_guard lk(ea_.mu);
+    MutexLock lk(ea_.mu);
     EXPECT_EQ(ea_.frames[0].hdr.credits, 3u);
   }
   // ... or, at the high-water mark, on an explicit credit frame.
   Connection::return_credit(s, 2);  // 1 owed: below the mark, nothing goes
   Connection::return_credit(s, 2);  // 2 owed: a credit frame carries them
   ASSERT_TRUE(until([&] {
-    std::lock_guard lk(ea_.mu);
+    MutexLock lk(ea_.mu);
     return ea_.frames.size() == 2;
   }));
-  std::lock_guard lk(ea_.mu);
+  MutexLock lk(ea_.mu);
   EXPECT_EQ(ea_.frames[1].hdr.kind, FrameKind::kCredit);
   EXPECT_EQ(ea_.frames[1].hdr.credits, 2u);
   EXPECT_EQ(s->credits_to_return(), 0u);
@@ -302,22 +310,22 @@ TEST_P(ConformanceTest, CloseMidSendCompletesEveryFrameOnce) {
   for (int i = 1; i <= kFrames; ++i) c->send(frame(i, 10, 20000, &done));
   c->close(Status(Code::kCancelled, "closing mid-send"));
   ASSERT_TRUE(until([&] {
-    std::lock_guard la(ea_.mu), lb(eb_.mu);
+    MutexLock la(ea_.mu), lb(eb_.mu);
     return done.total() == kFrames && ea_.closed.size() == 1 && eb_.closed.size() == 1;
   }));
-  EXPECT_EQ(done.ok + done.failed, kFrames);
-  if (done.failed) {
-    std::lock_guard lk(done.mu);
+  EXPECT_EQ(done.oks() + done.fails(), kFrames);
+  if (done.fails()) {
+    MutexLock lk(done.mu);
     EXPECT_EQ(done.last_error.code(), Code::kClosed) << done.last_error.to_string();
   }
-  EXPECT_LE(frames_at_b(), size_t(done.ok));  // nothing arrives that was not written
+  EXPECT_LE(frames_at_b(), size_t(done.oks()));  // nothing arrives that was not written
   // After the close: a send fails at once (or as soon as the transport runs).
   Completions late;
   c->send(frame(999, 1, 1, &late));
   ASSERT_TRUE(until([&] { return late.total() == 1; }));
-  EXPECT_EQ(late.failed, 1);
+  EXPECT_EQ(late.fails(), 1);
   EXPECT_FALSE(c->is_open());
-  std::lock_guard la(ea_.mu), lb(eb_.mu);
+  MutexLock la(ea_.mu), lb(eb_.mu);
   EXPECT_EQ(ea_.closed.size(), 1u);  // exactly once
   EXPECT_EQ(eb_.closed.size(), 1u);
 }
@@ -333,13 +341,13 @@ TEST_P(EmulationConformanceTest, EmulatedDelayAndHeldFrames) {
   c->send(frame(1, 8, 0, &done));
   c->send(frame(2, 8, 0, nullptr, kHeldType));  // held until kHold by the hook
   ASSERT_TRUE(until([&] { return frames_at_b() == 2; }));
-  std::lock_guard lk(eb_.mu);
+  MutexLock lk(eb_.mu);
   EXPECT_GE(eb_.frames[0].times.complete - t0, kDelay);
   EXPECT_EQ(eb_.frames[0].hdr.xid, 1u);
   EXPECT_EQ(eb_.frames[1].hdr.xid, 2u);
   EXPECT_GE(eb_.frames[1].times.complete - t0, kHold);
   // The write times are the emulated link's: written as the frame entered it.
-  std::lock_guard l2(done.mu);
+  MutexLock l2(done.mu);
   EXPECT_EQ(done.ok, 1);
   EXPECT_LT(done.last.write_start - t0, kDelay);
 }

@@ -1,5 +1,7 @@
 #include "transport/emulating_transport.h"
 
+#include "base/mutex.h"
+
 namespace pfsnet {
 
 namespace {
@@ -58,7 +60,7 @@ class EmulatingTransport::Conn final : public Connection,
       return;
     }
     {
-      std::unique_lock lk(mu_);
+      MutexLock lk(mu_);
       if (closed_) {
         lk.unlock();
         fail_frame(*f, Status(Code::kClosed, "connection " + describe() + " closed"));
@@ -80,7 +82,7 @@ class EmulatingTransport::Conn final : public Connection,
   void release() {
     std::vector<std::unique_ptr<OutFrame>> due;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       TimePoint now = clock_.now();
       while (!held_.empty() && held_.begin()->first <= now) {
         due.push_back(std::move(held_.begin()->second));
@@ -94,7 +96,7 @@ class EmulatingTransport::Conn final : public Connection,
   void fail_held(const Status& why) {
     std::multimap<TimePoint, std::unique_ptr<OutFrame>> held;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       closed_ = true;
       held.swap(held_);
     }
@@ -109,9 +111,9 @@ class EmulatingTransport::Conn final : public Connection,
   TimerQueue& timers_;  // REQUIRES: outlives every connection (as the clock does)
   ConnectionPtr inner_;
   std::shared_ptr<LinkPipe> pipe_;
-  std::mutex mu_;  // guards held_ and closed_
-  std::multimap<TimePoint, std::unique_ptr<OutFrame>> held_;
-  bool closed_ = false;
+  Mutex mu_;
+  std::multimap<TimePoint, std::unique_ptr<OutFrame>> held_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 EmulatingTransport::EmulatingTransport(std::vector<EmulationRule> rules, HoldFn hold, Clock& clock,
@@ -146,7 +148,7 @@ void EmulatingTransport::stop() {
   inner_->stop();
   std::unordered_map<const Connection*, std::shared_ptr<Conn>> conns;
   {
-    std::lock_guard lk(conns_mu_);
+    MutexLock lk(conns_mu_);
     conns.swap(conns_);
   }
   for (auto& [inner, c] : conns) c->fail_held(Status(Code::kCancelled, "transport stopped"));
@@ -154,7 +156,7 @@ void EmulatingTransport::stop() {
 
 std::shared_ptr<EmulatingTransport::Conn> EmulatingTransport::outer_of(
     const Connection& inner) const {
-  std::lock_guard lk(conns_mu_);
+  MutexLock lk(conns_mu_);
   auto it = conns_.find(&inner);
   return it == conns_.end() ? nullptr : it->second;
 }
@@ -163,7 +165,7 @@ void EmulatingTransport::on_connected(const ConnectionPtr& c) {
   std::shared_ptr<LinkPipe> pipe;
   for (const EmulationRule& r : rules_)
     if (r.matches(c->local_nid(), c->peer_nid())) {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       auto& p = pipes_[{c->local_nid().pack(), c->peer_nid().pack()}];
       if (!p) p = std::make_shared<LinkPipe>(r);
       pipe = p;
@@ -171,7 +173,7 @@ void EmulatingTransport::on_connected(const ConnectionPtr& c) {
     }
   auto outer = std::make_shared<Conn>(*this, c, std::move(pipe));
   {
-    std::lock_guard lk(conns_mu_);
+    MutexLock lk(conns_mu_);
     conns_[c.get()] = outer;
   }
   events_.on_connected(outer);
@@ -184,7 +186,7 @@ void EmulatingTransport::on_frame(Connection& c, InFrame&& f) {
 void EmulatingTransport::on_closed(Connection& c, const Status& why) {
   std::shared_ptr<Conn> o;
   {
-    std::lock_guard lk(conns_mu_);
+    MutexLock lk(conns_mu_);
     auto it = conns_.find(&c);
     if (it == conns_.end()) return;
     o = std::move(it->second);

@@ -21,10 +21,10 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "transport/link_pipe.h"
 #include "transport/timer_queue.h"
 #include "transport/transport.h"
@@ -64,10 +64,11 @@ class EmulatingTransport final : public Transport, private TransportEvents {
   Clock& clock_;
   TimerQueue& timers_;
   TransportEvents& events_;
-  std::mutex mu_;  // guards pipes_
-  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<LinkPipe>> pipes_;
-  mutable std::mutex conns_mu_;                                         // guards conns_
-  std::unordered_map<const Connection*, std::shared_ptr<Conn>> conns_;  // inner -> outer
+  Mutex mu_;
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<LinkPipe>> pipes_ GUARDED_BY(mu_);
+  mutable Mutex conns_mu_;
+  std::unordered_map<const Connection*, std::shared_ptr<Conn>> conns_
+      GUARDED_BY(conns_mu_);  // inner -> outer
   std::unique_ptr<Transport> inner_;
 };
 

@@ -9,8 +9,9 @@
 #include <pfsnet/nid.h>
 
 #include <algorithm>
-#include <mutex>
 #include <optional>
+
+#include "base/mutex.h"
 
 namespace pfsnet {
 
@@ -29,7 +30,7 @@ class LinkPipe {
 
   // A frame of `bytes` handed over at `now`: when it arrives at the other end.
   TimePoint schedule(size_t bytes, TimePoint now) {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     TimePoint start = std::max(now, free_at_);
     Duration serialise{0};
     if (bps_ > 0) serialise = Duration(static_cast<int64_t>(double(bytes) * 8e9 / bps_));
@@ -40,10 +41,10 @@ class LinkPipe {
   double bits_per_second() const { return bps_; }
 
  private:
-  std::mutex mu_;
-  Duration delay_;
-  double bps_;
-  TimePoint free_at_{};
+  Mutex mu_;
+  const Duration delay_;
+  const double bps_;
+  TimePoint free_at_ GUARDED_BY(mu_){};
 };
 
 }  // namespace pfsnet

@@ -1,16 +1,17 @@
 #include "transport/mem_transport.h"
 
 #include "base/log.h"
+#include "base/mutex.h"
 
 namespace pfsnet {
 
 void MemHub::enqueue(std::function<void()> fn) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   events_.push_back(std::move(fn));
 }
 
 void MemHub::set_stalled(bool stalled) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   stalled_ = stalled;
   if (stalled) return;
   for (auto& fn : held_) events_.push_back(std::move(fn));
@@ -18,12 +19,12 @@ void MemHub::set_stalled(bool stalled) {
 }
 
 void MemHub::enqueue_frame(std::function<void()> fn) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   (stalled_ ? held_ : events_).push_back(std::move(fn));
 }
 
 void MemHub::run_at(TimePoint t, std::function<void()> fn) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   if (clock_ && t > clock_->now())
     timed_.emplace(t, std::move(fn));
   else
@@ -31,13 +32,13 @@ void MemHub::run_at(TimePoint t, std::function<void()> fn) {
 }
 
 size_t MemHub::pending() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return events_.size();
 }
 
 size_t MemHub::pump(size_t max_events) {
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     TimePoint now = clock_ ? clock_->now() : TimePoint{};
     while (!timed_.empty() && timed_.begin()->first <= now) {
       events_.push_back(std::move(timed_.begin()->second));
@@ -48,7 +49,7 @@ size_t MemHub::pump(size_t max_events) {
   while (ran < max_events) {
     std::function<void()> fn;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       if (events_.empty()) break;
       fn = std::move(events_.front());
       events_.pop_front();
@@ -132,12 +133,12 @@ MemTransport::MemTransport(MemHub& hub, TransportOptions opts, std::vector<Nid> 
 }
 
 MemTransport::~MemTransport() {
-  std::lock_guard lk(hub_.mu_);
+  MutexLock lk(hub_.mu_);
   for (const Nid& n : listening_) hub_.listeners_.erase(n.pack());
 }
 
 Status MemTransport::listen(const Nid& local, uint16_t) {
-  std::lock_guard lk(hub_.mu_);
+  MutexLock lk(hub_.mu_);
   if (hub_.listeners_.count(local.pack()))
     return Status(Code::kInvalidArgument, local.to_string() + " is already listening",
                   HealthKind::kPeerNiAddrError);
@@ -151,7 +152,7 @@ void MemTransport::connect(const Nid& local, const Nid& remote, uint16_t, Connec
     MemTransport* server = nullptr;
     uint64_t id = 0;
     {
-      std::lock_guard lk(hub_.mu_);
+      MutexLock lk(hub_.mu_);
       auto it = hub_.listeners_.find(remote.pack());
       if (it != hub_.listeners_.end()) server = it->second;
       id = hub_.next_id_;
@@ -181,11 +182,11 @@ void MemTransport::connect(const Nid& local, const Nid& remote, uint16_t, Connec
     a->other_ = b;
     b->other_ = a;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       conns_.push_back(a);
     }
     {
-      std::lock_guard lk(server->mu_);
+      MutexLock lk(server->mu_);
       server->conns_.push_back(b);
     }
     server->events_.on_connected(b);
@@ -197,7 +198,7 @@ void MemTransport::connect(const Nid& local, const Nid& remote, uint16_t, Connec
 void MemTransport::stop() {
   std::vector<std::shared_ptr<Conn>> live;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     for (auto& w : conns_)
       if (auto c = w.lock()) live.push_back(c);
     conns_.clear();

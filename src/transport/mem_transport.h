@@ -12,8 +12,8 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 
+#include "base/mutex.h"
 #include "transport/timer_queue.h"
 #include "transport/transport.h"
 
@@ -36,20 +36,20 @@ class MemHub final : public TimerQueue {
   // TimerQueue: `fn` runs from pump() once the transports' clock has passed `t`.
   void run_at(TimePoint t, std::function<void()> fn) override;
   void set_clock(Clock* c) {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     clock_ = c;
   }
 
  private:
   friend class MemTransport;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::deque<std::function<void()>> events_;
   std::deque<std::function<void()>> held_;
   std::multimap<TimePoint, std::function<void()>> timed_;
-  Clock* clock_ = nullptr;
-  bool stalled_ = false;
-  std::map<uint64_t, MemTransport*> listeners_;  // packed NID -> transport
-  uint64_t next_id_ = 1;
+  Clock* clock_ GUARDED_BY(mu_) = nullptr;
+  bool stalled_ GUARDED_BY(mu_) = false;
+  std::map<uint64_t, MemTransport*> listeners_ GUARDED_BY(mu_);  // packed NID -> transport
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
 };
 
 class MemTransport final : public Transport {
@@ -74,8 +74,8 @@ class MemTransport final : public Transport {
   Clock& clock_;
   TransportEvents& events_;
   std::vector<Nid> listening_;
-  std::mutex mu_;
-  std::vector<std::weak_ptr<Conn>> conns_;
+  Mutex mu_;
+  std::vector<std::weak_ptr<Conn>> conns_ GUARDED_BY(mu_);
 };
 
 }  // namespace pfsnet

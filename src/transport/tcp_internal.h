@@ -16,11 +16,11 @@
 #include <deque>
 #include <future>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <unordered_map>
 
 #include "base/log.h"
+#include "base/mutex.h"
 #include "transport/tcp_transport.h"
 #include "wire/handshake.h"
 
@@ -105,7 +105,7 @@ class TcpTransport::Impl {
   // Both handshake sides end here: the connection opens, the net hears of it, reads start.
   void established(const std::shared_ptr<TcpConnection>& c, std::vector<Nid> peer_nids);
   void forget(uint64_t id) {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     conns_.erase(id);
   }
 
@@ -128,9 +128,9 @@ class TcpTransport::Impl {
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> stopped_{false};
 
-  std::mutex mu_;
-  std::unordered_map<uint64_t, std::shared_ptr<TcpConnection>> conns_;
-  std::vector<std::shared_ptr<tcp::acceptor>> acceptors_;
+  Mutex mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<TcpConnection>> conns_ GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<tcp::acceptor>> acceptors_ GUARDED_BY(mu_);
 };
 
 namespace tcp_detail {
@@ -167,7 +167,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   void send(std::unique_ptr<OutFrame> f) override { send_now(std::move(f)); }
 
   void send_now(std::unique_ptr<OutFrame> f) {
-    std::unique_lock lk(tx_mu_);
+    MutexLock lk(tx_mu_);
     if (tx_closed_) {
       Status s = closed_status_locked();
       lk.unlock();
@@ -201,7 +201,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
     std::deque<std::unique_ptr<OutFrame>> q;
     Status s;
     {
-      std::lock_guard lk(tx_mu_);
+      MutexLock lk(tx_mu_);
       tx_closed_ = true;
       close_reason_ = why.message();
       close_kind_ = why.health_kind();
@@ -222,8 +222,8 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
  private:
   enum State { kHandshake = 0, kOpen = 1, kClosed = 2 };
 
-  // REQUIRES: tx_mu_ held (do_close writes the reason under it).
-  Status closed_status_locked() const {
+  // Under tx_mu_: do_close writes the reason under it.
+  Status closed_status_locked() const REQUIRES(tx_mu_) {
     return Status(Code::kClosed, "connection " + describe() + " closed: " + close_reason_,
                   close_kind_);
   }
@@ -239,7 +239,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   bool fill_batch() {
     std::deque<std::unique_ptr<OutFrame>> raced;  // queued after close: failed unlocked
     {
-      std::unique_lock lk(tx_mu_);
+      MutexLock lk(tx_mu_);
       if (txq_.empty() || tx_closed_) {
         writing_ = false;
         raced.swap(txq_);
@@ -307,7 +307,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
                  health_kind_for_errno(err));
         complete_batch(s);
         close(s);
-        std::lock_guard lk(tx_mu_);
+        MutexLock lk(tx_mu_);
         writing_ = false;
         return;
       }
@@ -336,7 +336,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
                  health_kind_for_errno(ec.value()));
         self->complete_batch(s);
         self->do_close(s);
-        std::lock_guard lk(self->tx_mu_);
+        MutexLock lk(self->tx_mu_);
         self->writing_ = false;
         return;
       }
@@ -466,12 +466,12 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   std::atomic<int> state_{kHandshake};
 
   // tx
-  std::mutex tx_mu_;
-  std::deque<std::unique_ptr<OutFrame>> txq_;
-  bool writing_ = false;
-  bool tx_closed_ = false;
-  std::string close_reason_;
-  HealthKind close_kind_ = HealthKind::kNone;
+  Mutex tx_mu_;
+  std::deque<std::unique_ptr<OutFrame>> txq_ GUARDED_BY(tx_mu_);
+  bool writing_ GUARDED_BY(tx_mu_) = false;
+  bool tx_closed_ GUARDED_BY(tx_mu_) = false;
+  std::string close_reason_ GUARDED_BY(tx_mu_);
+  HealthKind close_kind_ GUARDED_BY(tx_mu_) = HealthKind::kNone;
   // Owned by the current writer.
   std::vector<std::unique_ptr<OutFrame>> batch_;
   std::vector<EncodedHeader> headers_;

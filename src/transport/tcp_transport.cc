@@ -12,11 +12,11 @@
 #include <deque>
 #include <future>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <unordered_map>
 
 #include "base/log.h"
+#include "base/mutex.h"
 #include "transport/tcp_internal.h"
 #include "wire/handshake.h"
 
@@ -105,7 +105,7 @@ void TcpTransport::Impl::established(const std::shared_ptr<TcpConnection>& c,
 }
 
 void TcpTransport::Impl::add(const std::shared_ptr<TcpConnection>& c) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   conns_[c->id()] = c;
 }
 
@@ -129,7 +129,7 @@ Status TcpTransport::Impl::listen(const Nid& local, uint16_t port) {
                   health_kind_for_errno(ec.value()));
   }
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     acceptors_.push_back(acc);
   }
   asio::co_spawn(*ctx_[0], accept_loop(acc, local), asio::detached);
@@ -325,7 +325,7 @@ void TcpTransport::Impl::stop() {
   std::vector<std::shared_ptr<TcpConnection>> conns;
   std::vector<std::shared_ptr<tcp::acceptor>> accs;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     for (auto& [id, c] : conns_) conns.push_back(c);
     accs.swap(acceptors_);
   }
@@ -345,7 +345,7 @@ void TcpTransport::Impl::stop() {
     if (exit_futures_[i].wait_until(deadline) != std::future_status::ready) ctx_[i]->stop();
     if (threads_[i].joinable()) threads_[i].join();
   }
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   conns_.clear();
 }
 

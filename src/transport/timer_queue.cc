@@ -1,5 +1,7 @@
 #include "transport/timer_queue.h"
 
+#include "base/mutex.h"
+
 namespace pfsnet {
 
 ThreadTimerQueue::ThreadTimerQueue(Clock& clock) : clock_(clock) {
@@ -7,7 +9,7 @@ ThreadTimerQueue::ThreadTimerQueue(Clock& clock) : clock_(clock) {
 }
 
 void ThreadTimerQueue::run_at(TimePoint t, std::function<void()> fn) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   if (stop_) return;
   bool earliest = due_.empty() || t < due_.begin()->first;
   due_.emplace(t, std::move(fn));
@@ -16,7 +18,7 @@ void ThreadTimerQueue::run_at(TimePoint t, std::function<void()> fn) {
 
 void ThreadTimerQueue::stop() {
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     if (stop_ && !thread_.joinable()) return;
     stop_ = true;
     due_.clear();
@@ -26,7 +28,7 @@ void ThreadTimerQueue::stop() {
 }
 
 void ThreadTimerQueue::loop() {
-  std::unique_lock lk(mu_);
+  MutexLock lk(mu_);
   while (!stop_) {
     if (due_.empty()) {
       cv_.wait(lk);

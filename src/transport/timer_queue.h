@@ -7,11 +7,11 @@
 
 #include <pfsnet/clock.h>
 
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <thread>
+
+#include "base/mutex.h"
 
 namespace pfsnet {
 
@@ -36,10 +36,10 @@ class ThreadTimerQueue final : public TimerQueue {
   void loop();
 
   Clock& clock_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::multimap<TimePoint, std::function<void()>> due_;  // guarded by mu_
-  bool stop_ = false;                                    // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::multimap<TimePoint, std::function<void()>> due_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
-#include <mutex>
 
+#include "base/mutex.h"
 #include "rpc/ping.h"
 
 namespace pfsnet {
@@ -362,19 +361,19 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
   std::vector<double> rates;
   for (int t = 0; t < trains; ++t) {
     struct State {
-      std::mutex mu;
-      std::condition_variable cv;
-      int left = 0;
-      std::vector<uint64_t> stamps;
-      Status err;
+      explicit State(int n) : left(n) {}
+      Mutex mu;
+      CondVar cv;
+      int left GUARDED_BY(mu);
+      std::vector<uint64_t> stamps GUARDED_BY(mu);
+      Status err GUARDED_BY(mu);
     };
-    auto st = std::make_shared<State>();
-    st->left = train;
+    auto st = std::make_shared<State>(train);
     for (int i = 0; i < train; ++i)
       rpc.call_async(
           peer, kMsgTuneProbe, Buffer(), data,
           [st](RpcReply&& r) {
-            std::lock_guard g(st->mu);
+            MutexLock g(st->mu);
             if (r.status.ok() && r.payload.size() == 8) {
               uint64_t ns = 0;
               for (int k = 0; k < 8; ++k) ns |= uint64_t(r.payload.data()[k]) << (8 * k);
@@ -387,9 +386,10 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
             st->cv.notify_all();
           },
           co);
-    std::unique_lock lk(st->mu);
+    MutexLock lk(st->mu);
     // Every RPC ends within its timeout; the margin covers the callbacks.
-    if (!st->cv.wait_for(lk, timeout + std::chrono::seconds(5), [&] { return st->left == 0; }))
+    if (!st->cv.wait_for(lk, timeout + std::chrono::seconds(5),
+                         [&]() REQUIRES(st->mu) { return st->left == 0; }))
       return Status(Code::kTimeout, "probe of " + peer.to_string() + ": the train did not finish");
     if (!st->err.ok())
       return Status(st->err.code(), "probe of " + peer.to_string() + ": " + st->err.message());

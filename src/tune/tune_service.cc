@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "base/mutex.h"
 
 namespace pfsnet {
 
@@ -47,7 +48,7 @@ double TuneService::round_period() const {
 }
 
 void TuneService::reset(TimePoint now) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   last_sample_ = last_step_ = last_check_ = now;
   last_rpc_ = rpc_.counters();
   last_credit_waits_ = total_credit_waits(net_.nis());
@@ -55,7 +56,7 @@ void TuneService::reset(TimePoint now) {
 
 void TuneService::round(TimePoint now) {
   TuneConfig tc = cfg_.read([](const Config& c) { return c.tune; });
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   autotune_.set_bounds(tc);
   if (now - last_sample_ >= std::chrono::milliseconds(990)) sample_traffic(now);
   if (now - last_step_ >= std::chrono::duration<double>(tc.interval * 0.99)) {
@@ -238,13 +239,13 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
         continue;
       }
       std::string key = net_.peer_of(t).value_or(t).to_string();
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       probes_[key] = *r;
     }
   }
   std::vector<PeerMeasure> ms;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     ms = measure_peers(req.peers, clock_.now());
   }
   for (PeerMeasure& m : ms) m.rpc_bytes = double(size);
@@ -263,7 +264,7 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
 }
 
 TuneStatus TuneService::status() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return {watch_.active(), watch_.warnings(), autotune_changes_, last_advice_};
 }
 

@@ -18,12 +18,12 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/live_config.h"
+#include "base/mutex.h"
 #include "net/net.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
@@ -85,11 +85,10 @@ class TuneService {
   Result<ConfigApplied> apply(const TuneSettings& s);
   // Peer nodes with a connection open.
   size_t active_peers() const;
-  // REQUIRES: mu_ held (all three).
-  void sample_traffic(TimePoint now);
-  void autotune_step(TimePoint now);
-  void check(const TuneConfig& tc);
-  std::vector<PeerMeasure> measure_peers(const std::vector<Nid>& only, TimePoint now);
+  void sample_traffic(TimePoint now) REQUIRES(mu_);
+  void autotune_step(TimePoint now) REQUIRES(mu_);
+  void check(const TuneConfig& tc) REQUIRES(mu_);
+  std::vector<PeerMeasure> measure_peers(const std::vector<Nid>& only, TimePoint now) REQUIRES(mu_);
 
   Net& net_;
   RpcEngine& rpc_;
@@ -97,16 +96,18 @@ class TuneService {
   LiveConfig& cfg_;
   Clock& clock_;
 
-  mutable std::mutex mu_;                       // guards everything below
-  std::map<std::string, PeerTraffic> traffic_;  // peer node NID -> traffic
-  std::map<std::string, ProbeResult> probes_;   // peer node NID -> its last probe
-  AutoTuner autotune_;
-  TuneWatch watch_;
-  std::optional<Advice> last_advice_;
-  RpcCounters last_rpc_;
-  uint64_t last_credit_waits_ = 0;
-  uint64_t autotune_changes_ = 0;
-  TimePoint last_sample_{}, last_step_{}, last_check_{};
+  mutable Mutex mu_;                                            // guards everything below
+  std::map<std::string, PeerTraffic> traffic_ GUARDED_BY(mu_);  // peer node NID -> traffic
+  std::map<std::string, ProbeResult> probes_ GUARDED_BY(mu_);   // peer node NID -> its last probe
+  AutoTuner autotune_ GUARDED_BY(mu_);
+  TuneWatch watch_ GUARDED_BY(mu_);
+  std::optional<Advice> last_advice_ GUARDED_BY(mu_);
+  RpcCounters last_rpc_ GUARDED_BY(mu_);
+  uint64_t last_credit_waits_ GUARDED_BY(mu_) = 0;
+  uint64_t autotune_changes_ GUARDED_BY(mu_) = 0;
+  TimePoint last_sample_ GUARDED_BY(mu_){};
+  TimePoint last_step_ GUARDED_BY(mu_){};
+  TimePoint last_check_ GUARDED_BY(mu_){};
 };
 
 }  // namespace pfsnet
