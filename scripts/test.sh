@@ -2,6 +2,8 @@
 # Installs what is missing, builds, and runs every test through ctest.
 #   ./scripts/test.sh              RelWithDebInfo build in build/
 #   ./scripts/test.sh --sanitize   AddressSanitizer + UBSan build in build-asan/
+#   ./scripts/test.sh --tsan       ThreadSanitizer build in build-tsan/ (unit and integration
+#                                  tests; a data race fails the test that ran into it)
 # Idempotent and incremental: a second run only rebuilds what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +15,13 @@ if [ "${1:-}" = "--sanitize" ]; then
   flags=(-DCMAKE_BUILD_TYPE=Debug -DPFSNET_SANITIZE=ON -DPFSNET_BUILD_BENCH=OFF)
   export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+elif [ "${1:-}" = "--tsan" ]; then
+  build=build-tsan
+  flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPFSNET_TSAN=ON -DPFSNET_BUILD_BENCH=OFF)
+  export TSAN_OPTIONS="halt_on_error=1 abort_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp"
+elif [ -n "${1:-}" ]; then
+  echo "usage: $0 [--sanitize|--tsan]" >&2
+  exit 2
 fi
 
 ./scripts/install-deps.sh
