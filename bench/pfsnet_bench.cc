@@ -14,7 +14,8 @@
 //   stats_record_ns  ns     one RpcStats::record(); baseline: a plain store of the record.
 //   stats_process_1m_ms ms  processing 1 M raw records (1000 peers) into the aggregates;
 //                           baseline: reading them from a vector.
-//   stats_bytes_per_peer B  statistics of one active TCP peer; baseline: GPFS's intervals
+//   stats_bytes_per_peer B  statistics of one TCP peer active for 30 days (every ring
+//                           full: a peer's memory grows to this); baseline: GPFS's intervals
 //                           alone (4 statistics x 174 intervals x 32 bytes).
 //
 // Usage: pfsnet_bench --pfsnetd PATH [--seconds S] [--only FIGURE]
@@ -399,13 +400,16 @@ std::pair<double, double> stats_process_1m_ms() {
           std::chrono::duration<double, std::milli>(t3 - t2).count()};
 }
 
-// Bytes of statistics kept for one active TCP peer, and (baseline) what GPFS's four
-// TCP statistics' intervals alone take: 4 x (60+60+24+30) x 32 bytes.
+// Bytes of statistics kept for one TCP peer active for 30 days, when all its rings are
+// full, and (baseline) what GPFS's four TCP statistics' intervals alone take:
+// 4 x (60+60+24+30) x 32 bytes.
 std::pair<double, double> stats_bytes_per_peer() {
   ManualClock clock;
   RpcStats stats(StatsConfig{}, clock, false);
-  stats.record(sample_record(0));
-  stats.process_second();
+  for (int64_t s = 0; s < 30 * 86400; ++s) {
+    if (s % 3600 == 0) stats.record(sample_record(0));
+    stats.process_second();
+  }
   return {double(stats.node_bytes(sample_record(0).node)), 4.0 * 174 * sizeof(Interval)};
 }
 

@@ -1,6 +1,7 @@
 // Aggregate: one GPFS statistic (say, "latency TCP to node X"): the interval being
 // filled, the minute, hour and day being accumulated, the four rings, and a log-scale
 // histogram of the current and the last completed minute (for p50/p99, beyond GPFS).
+// Memory grows with its age (see IntervalRing) up to its full rings.
 //
 // Roll-up: every closed second goes into its ring and into the minute being built; after
 // 60 seconds that minute goes into the minute ring and the hour being built; 60 minutes
@@ -41,7 +42,8 @@ class Aggregate {
     min_.push(minute_acc_, minute_start);
     hour_acc_.merge(minute_acc_);
     minute_acc_ = Interval{};
-    std::swap(hist_last_, hist_cur_);
+    if (!hist_last_) hist_last_ = std::make_unique<LogHistogram>();
+    std::swap(*hist_last_, hist_cur_);
     hist_cur_.clear();
     if (!hour_done) return;
     hour_.push(hour_acc_, hour_start);
@@ -65,18 +67,22 @@ class Aggregate {
   const IntervalRing& days() const { return day_; }
   const Interval& current() const { return cur_; }
   // The last completed minute's histogram.
-  const LogHistogram& last_minute_histogram() const { return hist_last_; }
+  const LogHistogram& last_minute_histogram() const {
+    static const LogHistogram kNone;
+    return hist_last_ ? *hist_last_ : kNone;
+  }
   const LogHistogram& current_minute_histogram() const { return hist_cur_; }
 
   size_t bytes() const {
-    return sizeof(*this) + sec_.bytes() + min_.bytes() + hour_.bytes() + day_.bytes() -
-           4 * sizeof(IntervalRing);
+    return sizeof(*this) + (hist_last_ ? sizeof(LogHistogram) : 0) + sec_.bytes() + min_.bytes() +
+           hour_.bytes() + day_.bytes() - 4 * sizeof(IntervalRing);
   }
 
  private:
   Interval cur_, minute_acc_, hour_acc_, day_acc_;
   IntervalRing sec_, min_, hour_, day_;
-  LogHistogram hist_cur_, hist_last_;
+  LogHistogram hist_cur_;
+  std::unique_ptr<LogHistogram> hist_last_;  // from the first completed minute on
 };
 
 }  // namespace pfsnet

@@ -2,6 +2,9 @@
 // the sum, count, minimum and maximum of the values of one period; a ring keeps the last
 // N periods of one granularity (second, minute, hour, day), idle ones included with
 // count 0. Intervals of a ring are consecutive, so only the newest one's start is kept.
+// Memory grows with the intervals pushed, up to the capacity: a statistic that appears
+// (a new peer: four of them at once, times every peer in a busy second) costs a few
+// bytes, not its full rings, until it has lived that long.
 // Thread safety: none; the owner (RpcStats) serialises access.
 #pragma once
 
@@ -36,17 +39,24 @@ struct Interval {
 
 class IntervalRing {
  public:
-  explicit IntervalRing(size_t capacity) : slots_(std::max<size_t>(capacity, 1)) {}
+  explicit IntervalRing(size_t capacity) : cap_(std::max<size_t>(capacity, 1)) {}
 
-  size_t capacity() const { return slots_.size(); }
+  size_t capacity() const { return cap_; }
   size_t size() const { return size_; }
 
   // Appends the next interval, which starts at `start` (unix seconds); the oldest goes
   // when the ring is full.
   void push(const Interval& iv, int64_t start) {
-    head_ = (head_ + 1) % slots_.size();
-    slots_[head_] = iv;
-    size_ = std::min(size_ + 1, slots_.size());
+    if (slots_.size() < cap_) {  // not full yet: the slots are in order, oldest first
+      if (slots_.size() == slots_.capacity())
+        slots_.reserve(std::min(cap_, std::max<size_t>(4, 2 * slots_.size())));
+      slots_.push_back(iv);
+      head_ = slots_.size() - 1;
+    } else {
+      head_ = (head_ + 1) % cap_;
+      slots_[head_] = iv;
+    }
+    size_ = std::min(size_ + 1, cap_);
     newest_start_ = start;
   }
 
@@ -58,20 +68,21 @@ class IntervalRing {
 
   // Resizes keeping the newest intervals.
   void resize(size_t capacity) {
-    capacity = std::max<size_t>(capacity, 1);
-    std::vector<Interval> v(capacity);
-    size_t keep = std::min(size_, capacity);
+    cap_ = std::max<size_t>(capacity, 1);
+    size_t keep = std::min(size_, cap_);
+    std::vector<Interval> v(keep);
     for (size_t i = 0; i < keep; ++i) v[keep - 1 - i] = newest(i);
     slots_.swap(v);
     size_ = keep;
-    head_ = keep ? keep - 1 : capacity - 1;
+    head_ = keep ? keep - 1 : 0;
   }
 
   size_t bytes() const { return sizeof(*this) + slots_.capacity() * sizeof(Interval); }
 
  private:
-  std::vector<Interval> slots_;
-  size_t head_ = 0;  // index of the newest
+  size_t cap_;
+  std::vector<Interval> slots_;  // grows to cap_, then wraps
+  size_t head_ = 0;              // index of the newest
   size_t size_ = 0;
   int64_t newest_start_ = 0;
 };

@@ -327,12 +327,16 @@ TEST_F(RpcStatsTest, GoneNodesAreFreedAfterTheDayRing) {
   s.record(rec(kNodeA, 1));
   s.process_second();
   EXPECT_EQ(s.node_count(), 1u);
-  size_t per_peer = s.node_bytes(kNodeA);
-  EXPECT_GT(per_peer, 4u * 174 * sizeof(Interval));
-  EXPECT_LT(per_peer, 64u * 1024);
+  // A new peer costs its four statistics' headers and one interval each, not full rings.
+  size_t fresh = s.node_bytes(kNodeA);
+  EXPECT_LT(fresh, 4u * 145 * sizeof(Interval));
   clock_.advance(std::chrono::hours(24));
   s.tick();
   EXPECT_EQ(s.node_count(), 1u);  // exactly a day: still covered
+  // A day later every ring (60 s + 60 min + 24 h + 1 day) is full.
+  size_t full = s.node_bytes(kNodeA);
+  EXPECT_GT(full, 4u * 145 * sizeof(Interval));
+  EXPECT_LT(full, 64u * 1024);
   clock_.advance(1s);
   s.tick();
   EXPECT_EQ(s.node_count(), 0u);
@@ -349,6 +353,50 @@ TEST(LogHistogramTest, BucketsAndQuantiles) {
   EXPECT_NEAR(double(h.quantile(0.5)), 500000.0, 500000.0 / 16);
   EXPECT_NEAR(double(h.quantile(0.99)), 990000.0, 990000.0 / 16);
   EXPECT_EQ(LogHistogram().quantile(0.5), 0);
+}
+
+}  // namespace
+}  // namespace pfsnet
+
+namespace pfsnet {
+namespace {
+
+Interval iv(int64_t v) {
+  Interval i;
+  i.add(v);
+  return i;
+}
+
+TEST(IntervalRingTest, GrowsToItsCapacityThenWrapsAndResizesKeepingTheNewest) {
+  IntervalRing r(3);
+  EXPECT_EQ(r.capacity(), 3u);
+  EXPECT_EQ(r.size(), 0u);
+  size_t empty = r.bytes();
+  r.push(iv(1), 100);
+  EXPECT_EQ(r.size(), 1u);
+  EXPECT_EQ(r.newest(0).sum, 1);
+  EXPECT_GT(r.bytes(), empty);
+  for (int64_t v = 2; v <= 5; ++v) r.push(iv(v), 100 + v);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r.newest(0).sum, 5);
+  EXPECT_EQ(r.newest(1).sum, 4);
+  EXPECT_EQ(r.newest(2).sum, 3);
+  EXPECT_EQ(r.newest_start(), 105);
+  EXPECT_LE(r.bytes(), sizeof(IntervalRing) + 4 * sizeof(Interval));
+  r.resize(5);  // grown: the three kept, room for two more
+  ASSERT_EQ(r.size(), 3u);
+  r.push(iv(6), 106);
+  r.push(iv(7), 107);
+  r.push(iv(8), 108);
+  ASSERT_EQ(r.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(r.newest(i).sum, int64_t(8 - i));
+  r.resize(2);  // shrunk: the two newest
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r.newest(0).sum, 8);
+  EXPECT_EQ(r.newest(1).sum, 7);
+  r.push(iv(9), 109);
+  EXPECT_EQ(r.newest(0).sum, 9);
+  EXPECT_EQ(r.newest(1).sum, 8);
 }
 
 }  // namespace
