@@ -65,16 +65,18 @@ TEST(TuneTest, ProbeMeasuresThePathAndApplyTakesTheRecommendation) {
   EXPECT_EQ(p["peer"], d.b.nid().to_string());
   EXPECT_GE(p["rtt_ms"].get<double>(), 20.0) << p.dump();
   EXPECT_LT(p["rtt_ms"].get<double>(), 26.0) << p.dump();
-  // The train's dispersion gives the emulated rate: 1000 Mbit/s = 119.2 MiB/s.
-  EXPECT_GT(p["bandwidth_mib_s"].get<double>(), 0.85 * 119.2) << p.dump();
-  EXPECT_LT(p["bandwidth_mib_s"].get<double>(), 1.15 * 119.2) << p.dump();
-  // BDP about 2.5 MB: ceil(BDP / 256 KiB) + 1 = 11 RPCs (10..13 with the probe's error).
   int64_t rec = r["settings"]["max_rpcs_in_flight"]["recommended"].get<int64_t>();
   EXPECT_EQ(rec, p["rpcs_needed"].get<int64_t>());
-  EXPECT_GE(rec, 10);
-  EXPECT_LE(rec, 13);
   EXPECT_EQ(r["settings"]["peer_credits"]["recommended"].get<int64_t>(), rec);
-  EXPECT_EQ(r["problems"][0]["problem"], "rpcs_below_bdp") << r.dump();
+  if (!kSanitized) {  // a sanitized daemon's CPU, not the link, bounds the train
+    // The train's dispersion gives the emulated rate: 1000 Mbit/s = 119.2 MiB/s.
+    EXPECT_GT(p["bandwidth_mib_s"].get<double>(), 0.85 * 119.2) << p.dump();
+    EXPECT_LT(p["bandwidth_mib_s"].get<double>(), 1.15 * 119.2) << p.dump();
+    // BDP about 2.5 MB: ceil(BDP / 256 KiB) + 1 = 11 RPCs (10..13 with the probe's error).
+    EXPECT_GE(rec, 10);
+    EXPECT_LE(rec, 13);
+    EXPECT_EQ(r["problems"][0]["problem"], "rpcs_below_bdp") << r.dump();
+  }
   EXPECT_NE(r["settings"]["max_rpcs_in_flight"]["why"].get<std::string>().find("BDP"),
             std::string::npos);
   // --apply: the daemon now runs the recommendation, and the advice has no complaint.
