@@ -66,9 +66,10 @@ TEST(TuneTest, ProbeMeasuresThePathAndApplyTakesTheRecommendation) {
   EXPECT_GE(p["rtt_ms"].get<double>(), 20.0) << p.dump();
   EXPECT_LT(p["rtt_ms"].get<double>(), 26.0) << p.dump();
   int64_t rec = r["settings"]["max_rpcs_in_flight"]["recommended"].get<int64_t>();
-  EXPECT_EQ(rec, p["rpcs_needed"].get<int64_t>());
+  EXPECT_GE(rec, p["rpcs_needed"].get<int64_t>());  // raised to tune.min_rpcs_in_flight
   EXPECT_EQ(r["settings"]["peer_credits"]["recommended"].get<int64_t>(), rec);
   if (!kSanitized) {  // a sanitized daemon's CPU, not the link, bounds the train
+    EXPECT_EQ(rec, p["rpcs_needed"].get<int64_t>());
     // The train's dispersion gives the emulated rate: 1000 Mbit/s = 119.2 MiB/s.
     EXPECT_GT(p["bandwidth_mib_s"].get<double>(), 0.85 * 119.2) << p.dump();
     EXPECT_LT(p["bandwidth_mib_s"].get<double>(), 1.15 * 119.2) << p.dump();

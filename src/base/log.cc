@@ -6,6 +6,8 @@
 
 namespace pfsnet {
 
+bool detail::create_default_logger() { return spdlog::default_logger_raw() != nullptr; }
+
 Status init_logging(std::string_view level) {
   auto lvl = spdlog::level::from_str(std::string(level));
   if (lvl == spdlog::level::off && level != "off") {

@@ -13,6 +13,15 @@ namespace pfsnet {
 // "error", "off"). Unknown level: returns an error and changes nothing.
 Status init_logging(std::string_view level);
 
+namespace detail {
+bool create_default_logger();
+}
+// spdlog creates its default logger lazily, on whichever thread logs first, inside its
+// shared library where ThreadSanitizer cannot see the creation's synchronisation. Every
+// program that logs creates it here instead, during static initialisation on the main
+// thread, before any other thread exists.
+inline const bool kDefaultLoggerReady = detail::create_default_logger();
+
 }  // namespace pfsnet
 
 #define PFS_LOG_DEBUG(...) SPDLOG_DEBUG(__VA_ARGS__)
