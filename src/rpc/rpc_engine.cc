@@ -280,8 +280,7 @@ void RpcEngine::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
   bool reply_in;
   {
     MutexLock lk(mu_);
-    c = call.tx_keep;
-    call.tx_keep.reset();
+    call.tx_keep.swap(c);  // takes the reference over: no count up and down
     if (s.ok()) {
       c->tx_times = t;
       c->sent = true;
