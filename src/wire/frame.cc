@@ -16,29 +16,11 @@ T get(const uint8_t* p) {
   return static_cast<T>(v);
 }
 
-struct Crc32cTable {
-  uint32_t t[256];
-  constexpr Crc32cTable() : t() {
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-      t[i] = c;
-    }
-  }
-};
-constexpr Crc32cTable kCrcTable;
-
 Status bad(const std::string& why) { return Status(Code::kProtocol, "malformed frame: " + why); }
 
 }  // namespace
 
 bool is_valid_frame_kind(uint8_t k) { return k >= 1 && k <= 6; }
-
-uint32_t crc32c(std::span<const uint8_t> bytes, uint32_t seed) {
-  uint32_t c = ~seed;
-  for (uint8_t b : bytes) c = kCrcTable.t[(c ^ b) & 0xff] ^ (c >> 8);
-  return ~c;
-}
 
 // Layout (little-endian):
 //  0 magic u32 | 4 version u16 | 6 kind u8 | 7 flags u8 | 8 src_nid u64 | 16 dst_nid u64

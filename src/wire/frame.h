@@ -12,6 +12,8 @@
 #include <span>
 #include <string>
 
+#include "wire/crc32c.h"
+
 namespace pfsnet {
 
 inline constexpr uint32_t kFrameMagic = 0x31534650;  // "PFS1" on the wire
@@ -67,8 +69,5 @@ void encode_header(const FrameHeader& h, EncodedHeader* out);
 // lengths against `limits` (so no allocation is made for a hostile length).
 // Errors have Code::kProtocol and say what was wrong.
 Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, const FrameLimits& limits);
-
-// CRC-32C (Castagnoli) of `bytes`.
-uint32_t crc32c(std::span<const uint8_t> bytes, uint32_t seed = 0);
 
 }  // namespace pfsnet

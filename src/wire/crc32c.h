@@ -1,0 +1,22 @@
+// CRC-32C (Castagnoli, polynomial 0x1EDC6F41 reflected), the checksum of frame headers.
+//
+// crc32c() uses the CPU's CRC32 instruction (x86-64 SSE 4.2) when it has one -- about
+// 8 bytes per cycle, 60 header bytes in ~20 ns -- and slicing-by-8 tables otherwise
+// (~1 byte per cycle). Both give identical results; crc32c_portable() is the table
+// version alone, for tests and for comparing the two.
+//
+// `seed` continues a running checksum: crc32c(b, crc32c(a)) == crc32c(a + b).
+// Threads: pure functions, any thread.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace pfsnet {
+
+uint32_t crc32c(std::span<const uint8_t> bytes, uint32_t seed = 0);
+uint32_t crc32c_portable(std::span<const uint8_t> bytes, uint32_t seed = 0);
+// True when crc32c() runs on the CPU's instruction.
+bool crc32c_hardware();
+
+}  // namespace pfsnet

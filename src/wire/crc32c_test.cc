@@ -1,0 +1,72 @@
+#include "wire/crc32c.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+namespace pfsnet {
+namespace {
+
+// One bit at a time, straight from the definition: the reference both versions must match.
+uint32_t bitwise(const uint8_t* p, size_t n) {
+  uint32_t c = ~0u;
+  for (size_t i = 0; i < n; ++i) {
+    c ^= p[i];
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+  }
+  return ~c;
+}
+
+// RFC 3720 (iSCSI) appendix B.4 test vectors and the common check value.
+TEST(Crc32cTest, KnownVectors) {
+  std::vector<uint8_t> zeros(32, 0), ones(32, 0xff), up(32), down(32);
+  for (int i = 0; i < 32; ++i) {
+    up[i] = static_cast<uint8_t>(i);
+    down[i] = static_cast<uint8_t>(31 - i);
+  }
+  const char* check = "123456789";
+  for (auto f : {crc32c, crc32c_portable}) {
+    EXPECT_EQ(f(zeros, 0), 0x8A9136AAu);
+    EXPECT_EQ(f(ones, 0), 0x62A8AB43u);
+    EXPECT_EQ(f(up, 0), 0x46DD794Eu);
+    EXPECT_EQ(f(down, 0), 0x113FDB5Cu);
+    EXPECT_EQ(f({reinterpret_cast<const uint8_t*>(check), 9}, 0), 0xE3069283u);
+    EXPECT_EQ(f({}, 0), 0u);
+  }
+}
+
+TEST(Crc32cTest, BothVersionsMatchTheDefinitionAtEveryLengthAndAlignment) {
+  std::mt19937 rng(7);
+  std::vector<uint8_t> buf(600);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  for (size_t off = 0; off < 8; ++off)
+    for (size_t n = 0; n + off <= 300; ++n) {
+      std::span<const uint8_t> s(buf.data() + off, n);
+      uint32_t want = bitwise(s.data(), n);
+      ASSERT_EQ(crc32c_portable(s), want) << "offset " << off << " length " << n;
+      ASSERT_EQ(crc32c(s), want) << "offset " << off << " length " << n;
+    }
+}
+
+TEST(Crc32cTest, SeedContinuesARunningChecksum) {
+  std::vector<uint8_t> buf(257);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 7 + 3);
+  uint32_t whole = crc32c(buf);
+  for (size_t cut : {0, 1, 8, 60, 100, 257}) {
+    std::span<const uint8_t> a(buf.data(), cut), b(buf.data() + cut, buf.size() - cut);
+    EXPECT_EQ(crc32c(b, crc32c(a)), whole) << cut;
+    EXPECT_EQ(crc32c_portable(b, crc32c_portable(a)), whole) << cut;
+  }
+}
+
+TEST(Crc32cTest, UsesTheInstructionOnX86WithSse42) {
+#if defined(__x86_64__)
+  EXPECT_EQ(crc32c_hardware(), __builtin_cpu_supports("sse4.2") != 0);
+#else
+  EXPECT_FALSE(crc32c_hardware());
+#endif
+}
+
+}  // namespace
+}  // namespace pfsnet
