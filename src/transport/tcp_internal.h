@@ -42,8 +42,36 @@ inline size_t transfer_all_unbounded(const std::error_code& ec, size_t) {
 
 class TcpConnection;
 
-// Connections with writes deferred until the current read batch has been dispatched.
-inline thread_local std::vector<std::shared_ptr<TcpConnection>>* tl_deferred = nullptr;
+// Frames delivered from one read between flushes of the writes they caused. A read of a
+// burst of requests is answered in parts of this many: the peer starts on the first
+// replies while the rest are served, so both ends work at once (two halves of a burst in
+// flight); answered whole, a burst would bounce between them, one end idle at a time.
+constexpr size_t kFlushEveryFrames = 32;
+
+// Writes deferred while a read batch is dispatched on an I/O thread: the connections with
+// frames waiting, written together after every kFlushEveryFrames frames and at the end.
+struct DeferredWrites {
+  std::vector<std::shared_ptr<TcpConnection>> conns;
+  size_t frames = 0;  // delivered since the last flush
+  void flush();
+};
+inline thread_local DeferredWrites* tl_deferred = nullptr;
+
+// Sets tl_deferred for one read batch on this I/O thread and flushes at its end.
+class DeferScope {
+ public:
+  DeferScope() : prev_(tl_deferred) { tl_deferred = &own_; }
+  ~DeferScope() {
+    tl_deferred = prev_;
+    own_.flush();
+  }
+  DeferScope(const DeferScope&) = delete;
+  DeferScope& operator=(const DeferScope&) = delete;
+
+ private:
+  DeferredWrites* prev_;
+  DeferredWrites own_;
+};
 
 inline tcp::endpoint endpoint_of(const Nid& nid, uint16_t port) {
   return tcp::endpoint(asio::ip::address_v4(nid.addr), port);
@@ -179,14 +207,15 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
     writing_ = true;
     lk.unlock();
     if (tl_deferred && io_.get_executor().running_in_this_thread()) {
-      tl_deferred->push_back(shared_from_this());  // flushed after the read batch
+      tl_deferred->conns.push_back(shared_from_this());  // flushed with the read batch
       return;
     }
     write_direct();
   }
 
-  // Called by the I/O thread after a read batch for connections with deferred writes.
-  void flush_deferred() { io_write_next(); }
+  // Called by the I/O thread after a read batch for connections with deferred writes:
+  // written at once, on this thread, like any other sender's.
+  void flush_deferred() { write_direct(); }
 
   void mark_open() { state_.store(kOpen); }
 
@@ -283,7 +312,11 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
     batch_.clear();
   }
 
-  // On the sender's thread: non-blocking writev; hands the rest to the I/O thread.
+  // On the sender's thread (or the I/O thread): non-blocking sendmsg of the queued frames,
+  // completed here -- no completion is posted, so the I/O thread's loop runs no extra
+  // turn (an epoll_wait) per batch. What the socket does not take whole continues as an
+  // asynchronous write on the I/O thread; after a few rounds the I/O thread takes over, so
+  // one busy sender does not write forever on another's thread.
   void write_direct() {
     for (int round = 0; round < 4; ++round) {
       if (!fill_batch()) return;
@@ -312,12 +345,16 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
         return;
       }
       size_t written = n > 0 ? static_cast<size_t>(n) : 0;
-      auto self = shared_from_this();
-      asio::post(io_, [self, written] { self->io_write_batch(written); });
+      if (io_.get_executor().running_in_this_thread()) {
+        io_write_batch(written);
+      } else {
+        auto self = shared_from_this();
+        asio::post(io_, [self, written] { self->io_write_batch(written); });
+      }
       return;
     }
     auto self = shared_from_this();
-    asio::post(io_, [self] { self->io_write_next(); });
+    asio::post(io_, [self] { self->write_direct(); });
   }
 
   // On the I/O thread: write the current batch, skipping `skip` bytes already written.
@@ -341,13 +378,8 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
         return;
       }
       self->complete_batch(Status::Ok());
-      self->io_write_next();
+      self->write_direct();
     });
-  }
-
-  void io_write_next() {
-    if (!fill_batch()) return;
-    io_write_batch(0);
   }
 
   // ---- read path (I/O thread) ----
@@ -376,11 +408,11 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
     if (rlen_ == 0) partial_first_byte_ = now;
     rlen_ += n;
 
-    std::vector<std::shared_ptr<TcpConnection>> deferred;
-    tl_deferred = &deferred;
-    bool keep_reading = dispatch_buffered(now);
-    tl_deferred = nullptr;
-    for (auto& c : deferred) c->flush_deferred();
+    bool keep_reading;
+    {
+      DeferScope defer;
+      keep_reading = dispatch_buffered(now);
+    }
     if (keep_reading) read_more();
   }
 
@@ -445,17 +477,18 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
                          return;
                        }
                        frame->times.complete = self->t_.clock_.now();
-                       std::vector<std::shared_ptr<TcpConnection>> deferred;
-                       tl_deferred = &deferred;
-                       bool ok = self->deliver(std::move(*frame));
-                       tl_deferred = nullptr;
-                       for (auto& c : deferred) c->flush_deferred();
+                       bool ok;
+                       {
+                         DeferScope defer;
+                         ok = self->deliver(std::move(*frame));
+                       }
                        if (ok) self->read_more();
                      });
   }
 
   bool deliver(InFrame&& f) {
     t_.events_.on_frame(*this, std::move(f));
+    if (tl_deferred && ++tl_deferred->frames >= kFlushEveryFrames) tl_deferred->flush();
     return state_.load() != kClosed;
   }
 
@@ -486,6 +519,14 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
 
   friend class TcpTransport::Impl;
 };
+
+inline void DeferredWrites::flush() {
+  frames = 0;
+  // A flush's completions may defer writes again (on this thread): they go in a later one.
+  std::vector<std::shared_ptr<TcpConnection>> now;
+  now.swap(conns);
+  for (auto& c : now) c->flush_deferred();
+}
 
 }  // namespace tcp_detail
 }  // namespace pfsnet
