@@ -45,6 +45,9 @@ struct LnetConfig {
   int64_t retry_count = 2;
   int64_t health_sensitivity = 100;
   int64_t recovery_interval = 1;  // seconds
+  // Microseconds an I/O thread polls for more traffic before it sleeps (like Linux's
+  // net.core.busy_poll): a request arriving within it needs no wake-up. 0 = never poll.
+  int64_t busy_poll_us = 20;
 };
 
 struct RpcConfig {

@@ -186,6 +186,7 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"retry_count", int_key(&cfg.lnet.retry_count, 0, 100)},
       {"health_sensitivity", int_key(&cfg.lnet.health_sensitivity, 0, 1000)},
       {"recovery_interval", int_key(&cfg.lnet.recovery_interval, 1, 3600)},
+      {"busy_poll_us", int_key(&cfg.lnet.busy_poll_us, 0, 10000)},
   };
   const std::map<std::string, Reader, std::less<>> rpc_keys = {
       {"max_rpcs_in_flight", int_key(&cfg.rpc.max_rpcs_in_flight, 1, 1 << 16)},
@@ -346,6 +347,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"lnet.retry_count", i(c.lnet.retry_count)},
       {"lnet.health_sensitivity", i(c.lnet.health_sensitivity)},
       {"lnet.recovery_interval", i(c.lnet.recovery_interval)},
+      {"lnet.busy_poll_us", i(c.lnet.busy_poll_us)},
       {"rpc.max_rpcs_in_flight", i(c.rpc.max_rpcs_in_flight)},
       {"stats.rpcPerfRawStatBufferSize", i(c.stats.rpcPerfRawStatBufferSize)},
       {"stats.rpcPerfRawExecBufferSize", i(c.stats.rpcPerfRawExecBufferSize)},

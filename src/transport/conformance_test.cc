@@ -92,12 +92,15 @@ using test::frame;
 using test::pattern;
 using test::same;
 
-enum class Kind { kTcp, kMem, kTcpEmulated, kMemEmulated };
+// kTcpBusyPoll: TCP whose I/O threads poll before they sleep (lnet.busy_poll_us).
+enum class Kind { kTcp, kTcpBusyPoll, kMem, kTcpEmulated, kMemEmulated };
 
 std::string kind_name(const ::testing::TestParamInfo<Kind>& i) {
   switch (i.param) {
     case Kind::kTcp:
       return "Tcp";
+    case Kind::kTcpBusyPoll:
+      return "TcpBusyPoll";
     case Kind::kMem:
       return "Mem";
     case Kind::kTcpEmulated:
@@ -129,7 +132,10 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
     timers_.reset();
   }
 
-  bool tcp() const { return GetParam() == Kind::kTcp || GetParam() == Kind::kTcpEmulated; }
+  bool tcp() const {
+    return GetParam() == Kind::kTcp || GetParam() == Kind::kTcpBusyPoll ||
+           GetParam() == Kind::kTcpEmulated;
+  }
   bool emulated() const {
     return GetParam() == Kind::kTcpEmulated || GetParam() == Kind::kMemEmulated;
   }
@@ -141,6 +147,7 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
     o.cluster_key = key;
     o.handshake_timeout = 2s;
     o.connect_timeout = 2s;
+    if (GetParam() == Kind::kTcpBusyPoll) o.busy_poll = 50us;
     auto inner = [this, o, nids](TransportEvents& e) -> std::unique_ptr<Transport> {
       if (tcp()) return std::make_unique<TcpTransport>(o, nids, real_, e);
       return std::make_unique<MemTransport>(hub_, o, nids, manual_, e);
@@ -353,8 +360,8 @@ TEST_P(EmulationConformanceTest, EmulatedDelayAndHeldFrames) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryTransport, ConformanceTest,
-                         ::testing::Values(Kind::kTcp, Kind::kMem, Kind::kTcpEmulated,
-                                           Kind::kMemEmulated),
+                         ::testing::Values(Kind::kTcp, Kind::kTcpBusyPoll, Kind::kMem,
+                                           Kind::kTcpEmulated, Kind::kMemEmulated),
                          kind_name);
 INSTANTIATE_TEST_SUITE_P(EveryDecoratedTransport, EmulationConformanceTest,
                          ::testing::Values(Kind::kTcpEmulated, Kind::kMemEmulated), kind_name);

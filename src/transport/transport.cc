@@ -28,6 +28,7 @@ TransportOptions transport_options(const Config& cfg, std::string cluster_key) {
   TransportOptions to;
   to.cluster_key = std::move(cluster_key);
   to.limits.max_bulk = static_cast<uint32_t>(cfg.max_bulk());
+  to.busy_poll = std::chrono::microseconds(cfg.lnet.busy_poll_us);
   return to;
 }
 

@@ -136,6 +136,9 @@ struct TransportOptions {
   FrameLimits limits;
   int io_threads = 1;
   int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
+  // How long an I/O thread polls for more work before it sleeps (lnet.busy_poll_us);
+  // 0: it sleeps at once.
+  std::chrono::microseconds busy_poll{0};
   Duration handshake_timeout = std::chrono::seconds(5);
   Duration connect_timeout = std::chrono::seconds(5);
 };

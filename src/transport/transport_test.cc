@@ -11,6 +11,7 @@
 
 #include "transport/emulating_transport.h"
 #include "transport/mem_transport.h"
+#include "transport/tcp_internal.h"
 #include "transport/tcp_transport.h"
 #include "transport/test_frames.h"
 #include "wire/handshake.h"
@@ -420,6 +421,54 @@ TEST(LinkPipeTest, TcpTransportDelaysAndPacesWhatItSends) {
   eb.conns[0]->send(frame(99, 0, 0, &w));
   ASSERT_TRUE(ea.wait([&] { return ea.frames.size() == 1; }));
   EXPECT_LT(ea.frames[0].times.complete - t1, 40ms);
+}
+
+}  // namespace
+}  // namespace pfsnet
+
+namespace pfsnet {
+namespace {
+
+// The I/O loop with busy polling runs what is posted to it, returns when its work ends
+// (a transport's stop() resets the work guards) and when the context is stopped while it
+// sleeps.
+TEST(RunIoTest, BusyPollingRunsPostedWorkAndEndsLikeRun) {
+  for (auto poll : {std::chrono::microseconds(0), std::chrono::microseconds(200)}) {
+    asio::io_context ctx(1);
+    auto guard = asio::make_work_guard(ctx);
+    std::promise<void> exited;
+    auto ended = exited.get_future();
+    std::thread t([&] {
+      tcp_detail::run_io(ctx, poll);
+      exited.set_value();
+    });
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 1000; ++i) asio::post(ctx, [&] { ran.fetch_add(1); });
+    auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (ran.load() < 1000 && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+    EXPECT_EQ(ran.load(), 1000) << poll.count();
+    EXPECT_EQ(ended.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+    guard.reset();  // no more work: the loop returns
+    EXPECT_EQ(ended.wait_for(std::chrono::seconds(5)), std::future_status::ready) << poll.count();
+    t.join();
+  }
+  // Stopped while it sleeps (or polls) with work outstanding.
+  asio::io_context ctx(1);
+  auto guard = asio::make_work_guard(ctx);
+  std::promise<void> exited;
+  auto ended = exited.get_future();
+  std::thread t([&] {
+    tcp_detail::run_io(ctx, std::chrono::microseconds(200));
+    exited.set_value();
+  });
+  std::atomic<bool> ran{false};
+  asio::post(ctx, [&] { ran = true; });
+  auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!ran.load() && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+  ASSERT_TRUE(ran.load());
+  ctx.stop();  // the loop is polling or asleep in run_one()
+  EXPECT_EQ(ended.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  t.join();
 }
 
 }  // namespace
