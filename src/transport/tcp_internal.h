@@ -42,10 +42,11 @@ inline void run_io(asio::io_context& ctx, std::chrono::microseconds busy_poll) {
     return;
   }
   while (!ctx.stopped()) {
-    if (ctx.poll() > 0) continue;
     auto until = std::chrono::steady_clock::now() + busy_poll;
-    bool ran = false;
-    while (!ran && !ctx.stopped() && std::chrono::steady_clock::now() < until) ran = ctx.poll() > 0;
+    bool ran;
+    do {
+      ran = ctx.poll() > 0;
+    } while (!ran && !ctx.stopped() && std::chrono::steady_clock::now() < until);
     if (!ran) ctx.run_one();
   }
 }
@@ -68,29 +69,28 @@ class TcpConnection;
 // flight); answered whole, a burst would bounce between them, one end idle at a time.
 constexpr size_t kFlushEveryFrames = 32;
 
-// Writes deferred while a read batch is dispatched on an I/O thread: the connections with
-// frames waiting, written together after every kFlushEveryFrames frames and at the end.
+// Writes deferred while a read batch is dispatched on an I/O thread (`active`): the
+// connections with frames waiting, written together after every kFlushEveryFrames frames
+// and at the end. One per thread, reused: a batch allocates nothing.
 struct DeferredWrites {
+  bool active = false;
   std::vector<std::shared_ptr<TcpConnection>> conns;
   size_t frames = 0;  // delivered since the last flush
   void flush();
 };
-inline thread_local DeferredWrites* tl_deferred = nullptr;
+inline thread_local DeferredWrites tl_deferred;
 
-// Sets tl_deferred for one read batch on this I/O thread and flushes at its end.
+// Defers this thread's writes for one read batch (handlers do not nest) and flushes them
+// at its end.
 class DeferScope {
  public:
-  DeferScope() : prev_(tl_deferred) { tl_deferred = &own_; }
+  DeferScope() { tl_deferred.active = true; }
   ~DeferScope() {
-    tl_deferred = prev_;
-    own_.flush();
+    tl_deferred.active = false;
+    tl_deferred.flush();
   }
   DeferScope(const DeferScope&) = delete;
   DeferScope& operator=(const DeferScope&) = delete;
-
- private:
-  DeferredWrites* prev_;
-  DeferredWrites own_;
 };
 
 inline tcp::endpoint endpoint_of(const Nid& nid, uint16_t port) {
@@ -226,8 +226,8 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
     if (writing_) return;
     writing_ = true;
     lk.unlock();
-    if (tl_deferred && io_.get_executor().running_in_this_thread()) {
-      tl_deferred->conns.push_back(shared_from_this());  // flushed with the read batch
+    if (tl_deferred.active && io_.get_executor().running_in_this_thread()) {
+      tl_deferred.conns.push_back(shared_from_this());  // flushed with the read batch
       return;
     }
     write_direct();
@@ -508,7 +508,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
 
   bool deliver(InFrame&& f) {
     t_.events_.on_frame(*this, std::move(f));
-    if (tl_deferred && ++tl_deferred->frames >= kFlushEveryFrames) tl_deferred->flush();
+    if (tl_deferred.active && ++tl_deferred.frames >= kFlushEveryFrames) tl_deferred.flush();
     return state_.load() != kClosed;
   }
 
@@ -542,10 +542,12 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
 
 inline void DeferredWrites::flush() {
   frames = 0;
-  // A flush's completions may defer writes again (on this thread): they go in a later one.
-  std::vector<std::shared_ptr<TcpConnection>> now;
-  now.swap(conns);
-  for (auto& c : now) c->flush_deferred();
+  // A write's completions may defer another connection's writes: the loop takes them too.
+  for (size_t i = 0; i < conns.size(); ++i) {
+    std::shared_ptr<TcpConnection> c = std::move(conns[i]);
+    c->flush_deferred();
+  }
+  conns.clear();
 }
 
 }  // namespace tcp_detail

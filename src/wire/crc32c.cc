@@ -53,7 +53,8 @@ __attribute__((target("sse4.2"))) uint32_t hardware(const uint8_t* p, size_t n, 
   return c;
 }
 
-const bool kHaveHardware = __builtin_cpu_supports("sse4.2");
+// Read during static initialisation: the CPU model is initialised first.
+const bool kHaveHardware = (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2"));
 #else
 constexpr bool kHaveHardware = false;
 uint32_t hardware(const uint8_t* p, size_t n, uint32_t c) { return portable(p, n, c); }
