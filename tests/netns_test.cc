@@ -202,7 +202,9 @@ TEST(NetnsTest, LinkDownUnderLoadFailsOverAndTrafficReturns) {
   EXPECT_EQ(net.ni(0, 0)["errors"]["LOCAL_NI_UP"], 1);
   uint64_t back = sent(net.ni(0, 0));
   ASSERT_GE(poll_until([&] { return sent(net.ni(0, 0)) > back + 100; }, 10000ms), 0)
-      << "traffic returns to rail 1";
+      << "traffic returns to rail 1: " << net.cli(0, {"nis"}).dump()
+      << net.cli(0, {"peers", "-v"}).dump() << load->output() << net.daemon(0).output() << "SERVER"
+      << net.daemon(1).output();
   double returned = std::chrono::duration<double>(Clock::now() - t1).count();
   // No RPC failed; the longest one (resends included) is the failover cost.
   ASSERT_EQ(load->wait_exit(60000ms), 0) << load->output();

@@ -11,6 +11,12 @@ namespace pfsnet {
 
 // ---- transport events ----
 
+bool Net::opened_by_lower_nid(const Connection& c) {
+  const Nid& opener = c.outgoing() ? c.local_nid() : c.peer_nid();
+  const Nid& other = c.outgoing() ? c.peer_nid() : c.local_nid();
+  return opener <= other;
+}
+
 void Net::on_connected(const ConnectionPtr& c) {
   LocalNi* ni = local_ni(c->local_nid());
   if (!ni) {
@@ -36,7 +42,9 @@ void Net::on_connected(const ConnectionPtr& c) {
     MutexLock lk(ni->mu);
     cs->tx_credits = peer_credits();
     p->conns.push_back(c);
-    if (!p->tx_conn) {
+    // Both ends connected at once (a race, e.g. both NIs came back up): both send on the
+    // one the lower NID opened, so credits ride on the replies in both directions.
+    if (!p->tx_conn || (opened_by_lower_nid(*c) && !opened_by_lower_nid(*p->tx_conn))) {
       p->tx_conn = c;
       p->tx_state = cs;
     }
@@ -143,14 +151,15 @@ void Net::detach_locked(Path& p, Connection* c) {
   if (p.tx_conn.get() != c) return;
   p.tx_conn.reset();
   p.tx_state = nullptr;
-  for (auto& other : p.conns)
-    if (other.get() != c && other->is_open()) {
-      if (auto cs = conn_state(*other)) {
-        p.tx_conn = other;
-        p.tx_state = std::move(cs);
-        break;
-      }
+  for (auto& other : p.conns) {
+    if (other.get() == c || !other->is_open() ||
+        (p.tx_conn && !(opened_by_lower_nid(*other) && !opened_by_lower_nid(*p.tx_conn))))
+      continue;
+    if (auto cs = conn_state(*other)) {
+      p.tx_conn = other;
+      p.tx_state = std::move(cs);
     }
+  }
   if (!p.tx_conn && !p.queue.empty()) start_connect_locked(p);
 }
 

@@ -140,6 +140,46 @@ TEST_F(NetTest, CreditsPiggybackOnReplies) {
   EXPECT_EQ(a.rx.got[0].frame.hdr.credits, 1u);
 }
 
+TEST_F(NetTest, EndsThatConnectedAtOnceSendOnTheSameConnection) {
+  Node a(hub_, clock_, a_, opts(64, 8)), b(hub_, clock_, b_, opts(64, 8));
+  // Both send before either connection is up: two connections, one opened by each end.
+  a.net.send(b_, msg(1), clock_.now() + 10s, nullptr);
+  b.net.send(a_, msg(2), clock_.now() + 10s, nullptr);
+  hub_.pump();
+  ASSERT_EQ(a.rx.got.size(), 1u);
+  ASSERT_EQ(b.rx.got.size(), 1u);
+  EXPECT_EQ(a.net.peers()[0].connections, 2);
+  EXPECT_EQ(b.net.peers()[0].connections, 2);
+  a.rx.got.clear();
+  b.rx.got.clear();
+  a.net.expire(clock_.now());  // what the first two left owed goes back
+  b.net.expire(clock_.now());
+  hub_.pump();
+  ASSERT_EQ(a.net.peers()[0].credits, 8);
+  ASSERT_EQ(b.net.peers()[0].credits, 8);
+  // A request and its reply: the reply carries the request's credit back, in both
+  // directions (crossed connections would leave each end a credit short until a flush,
+  // and path selection would shun the path).
+  for (int round = 0; round < 2; ++round) {
+    Node& req = round == 0 ? a : b;
+    Node& rep = round == 0 ? b : a;
+    const Nid& to = round == 0 ? b_ : a_;
+    const Nid& back = round == 0 ? a_ : b_;
+    req.net.send(to, msg(10 + round), clock_.now() + 10s, nullptr);
+    hub_.pump();
+    ASSERT_EQ(rep.rx.got.size(), 1u) << round;
+    rep.rx.got.clear();  // consumed: one credit owed, below the high-water mark
+    rep.net.send(back, msg(20 + round), clock_.now() + 10s, nullptr);
+    hub_.pump();
+    ASSERT_EQ(req.rx.got.size(), 1u) << round;
+    EXPECT_EQ(req.rx.got[0].frame.hdr.credits, 1u) << round;
+    EXPECT_EQ(req.net.peers()[0].credits, 8) << round;
+    req.rx.got.clear();
+    req.net.expire(clock_.now());
+    hub_.pump();
+  }
+}
+
 TEST_F(NetTest, ASenderWithASmallerWindowIsNotStarvedByTheReceiversThreshold) {
   // A runs peer_credits 2, B runs 64: B's threshold for an explicit credit frame (32)
   // is far above what A can ever have outstanding. A's last-credit frame is flagged

@@ -189,7 +189,10 @@ void MemTransport::connect(const Nid& local, const Nid& remote, uint16_t, Connec
       MutexLock lk(server->mu_);
       server->conns_.push_back(b);
     }
-    server->events_.on_connected(b);
+    // The server hears of it in an event of its own, as over TCP where the two ends
+    // finish the handshake apart (two ends connecting at once each see their own first),
+    // but before any frame the connector sends.
+    hub_.enqueue([server, b] { server->events_.on_connected(b); });
     events_.on_connected(a);
     cb(ConnectionPtr(a));
   });
