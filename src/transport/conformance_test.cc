@@ -1,6 +1,7 @@
 // The transport conformance suite: what Net relies on, checked over every transport and
-// decorator -- TCP sockets on loopback, the in-memory transport, and each under the
-// link-emulation decorator. A new transport (RDMA) is done when it passes here.
+// decorator -- TCP sockets on loopback, the in-memory transport, each under the
+// link-emulation decorator, and the libfabric (RDMA) transport with the `tcp` provider.
+// A new transport is done when it passes here.
 //
 //   connect, and the NIDs each side announced; a wrong cluster key refused on both sides;
 //   frames in order with payload and bulk intact; credits on frames and on credit frames;
@@ -15,6 +16,7 @@
 
 #include "base/mutex.h"
 #include "transport/emulating_transport.h"
+#include "transport/fabric_transport.h"
 #include "transport/mem_transport.h"
 #include "transport/tcp_transport.h"
 #include "transport/test_frames.h"
@@ -93,7 +95,8 @@ using test::pattern;
 using test::same;
 
 // kTcpBusyPoll: TCP whose I/O threads poll before they sleep (lnet.busy_poll_us).
-enum class Kind { kTcp, kTcpBusyPoll, kMem, kTcpEmulated, kMemEmulated };
+// kFabric: the libfabric transport with the `tcp` provider (no RDMA hardware needed).
+enum class Kind { kTcp, kTcpBusyPoll, kMem, kTcpEmulated, kMemEmulated, kFabric };
 
 std::string kind_name(const ::testing::TestParamInfo<Kind>& i) {
   switch (i.param) {
@@ -107,6 +110,8 @@ std::string kind_name(const ::testing::TestParamInfo<Kind>& i) {
       return "TcpUnderEmulation";
     case Kind::kMemEmulated:
       return "MemUnderEmulation";
+    case Kind::kFabric:
+      return "FabricTcpProvider";
   }
   return "?";
 }
@@ -134,7 +139,7 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
 
   bool tcp() const {
     return GetParam() == Kind::kTcp || GetParam() == Kind::kTcpBusyPoll ||
-           GetParam() == Kind::kTcpEmulated;
+           GetParam() == Kind::kTcpEmulated || GetParam() == Kind::kFabric;
   }
   bool emulated() const {
     return GetParam() == Kind::kTcpEmulated || GetParam() == Kind::kMemEmulated;
@@ -149,6 +154,11 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
     o.connect_timeout = 2s;
     if (GetParam() == Kind::kTcpBusyPoll) o.busy_poll = 50us;
     auto inner = [this, o, nids](TransportEvents& e) -> std::unique_ptr<Transport> {
+      if (GetParam() == Kind::kFabric) {
+        FabricOptions fo;
+        fo.provider = "tcp";
+        return std::make_unique<FabricTransport>(o, fo, nids, real_, e);
+      }
       if (tcp()) return std::make_unique<TcpTransport>(o, nids, real_, e);
       return std::make_unique<MemTransport>(hub_, o, nids, manual_, e);
     };
@@ -361,7 +371,7 @@ TEST_P(EmulationConformanceTest, EmulatedDelayAndHeldFrames) {
 
 INSTANTIATE_TEST_SUITE_P(EveryTransport, ConformanceTest,
                          ::testing::Values(Kind::kTcp, Kind::kTcpBusyPoll, Kind::kMem,
-                                           Kind::kTcpEmulated, Kind::kMemEmulated),
+                                           Kind::kTcpEmulated, Kind::kMemEmulated, Kind::kFabric),
                          kind_name);
 INSTANTIATE_TEST_SUITE_P(EveryDecoratedTransport, EmulationConformanceTest,
                          ::testing::Values(Kind::kTcpEmulated, Kind::kMemEmulated), kind_name);

@@ -1,6 +1,7 @@
 // The transport interface (an LND, in LNet's words): authenticated connections that carry
-// frames between a local NI and a peer NI. Two implementations: TcpTransport (real
-// sockets, asio) and MemTransport (in-memory, for unit tests and simulation).
+// frames between a local NI and a peer NI. TcpTransport (real sockets, asio),
+// FabricTransport (libfabric: RDMA, `@o2ib`) and MemTransport (in-memory, for unit tests
+// and simulation).
 //
 // Threads: each Connection belongs to one I/O thread; TransportEvents callbacks for it run
 // there. Connection::send and Connection::close may be called from any thread.

@@ -1,0 +1,60 @@
+// FabricTransport: the RDMA LND, on libfabric (o2iblnd's pattern). It carries the `@o2ib`
+// networks: the `verbs` provider on InfiniBand/RoCE, `tcp` anywhere (tests, CI).
+//
+// Connections are libfabric MSG endpoints, set up by the connection manager (fabric
+// events) with both ends' parameters (receive depth, message size: wire/fabric_wire.h) in
+// its private data, then authenticated with the cluster key by the same handshake as TCP
+// (wire/handshake.h), in messages. Small frames go whole as sends into receive buffers
+// the peer has posted and registered; a frame larger than a message goes by RMA: the
+// receiver reads the payload and bulk from the sender's registered memory and answers
+// when it has them. The connection's own credits (one per posted receive buffer, returned
+// as buffers are reposted, on any message or a NOOP) keep a sender from overrunning them.
+//
+// Threads: one I/O thread per transport polls the completion and event queues (busy
+// polling TransportOptions::busy_poll before it sleeps on their wait descriptors); every
+// callback runs there. Senders post their sends on their own thread (the domain is
+// FI_THREAD_SAFE); public methods are thread-safe except stop(), which must not run on the
+// I/O thread.
+#pragma once
+
+#include <pfsnet/clock.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace pfsnet {
+
+struct FabricOptions {
+  std::string provider = "verbs";  // libfabric provider: "verbs", "tcp"
+  std::string domain;              // libfabric domain (device or interface); "" = any
+  uint32_t rx_depth = 64;          // receive buffers posted per connection
+  uint32_t msg_size = 4096;        // bytes per message: larger frames go by RMA
+};
+
+class FabricTransport final : public Transport {
+ public:
+  // `node_nids`: every NID of this node, announced in handshakes. `clock` and `events`
+  // must outlive the transport.
+  FabricTransport(TransportOptions opts, FabricOptions fopts, std::vector<Nid> node_nids,
+                  Clock& clock, TransportEvents& events);
+  ~FabricTransport() override;
+
+  // Whether libfabric offers `provider` with MSG endpoints and RMA on `local`'s address;
+  // the error names the provider, the address and libfabric's answer.
+  static Status probe(const std::string& provider, const Nid& local);
+
+  Status listen(const Nid& local, uint16_t port) override;
+  void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) override;
+  void post(std::function<void()> fn) override;
+  void stop() override;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pfsnet
