@@ -216,6 +216,17 @@ struct PendingRx {
 namespace {
 
 class FabConn final : public Connection, public std::enable_shared_from_this<FabConn> {
+  struct Done {
+    std::unique_ptr<OutFrame> frame;
+    Status status;
+    TxTimes times;
+  };
+  struct Inflight {
+    std::unique_ptr<OutFrame> frame;  // an inline frame, completed with its send
+    TimePoint start;
+    bool close_after = false;
+  };
+
  public:
   // kClosing: closed locally, waiting (bounded) for the outcome of what was already posted,
   // so a frame the peer took is never reported failed.
@@ -413,16 +424,23 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
     std::vector<Done> done;
     {
       MutexLock lk(tx_mu_);
-      tx_closed_ = true;
-      close_reason_ = why.message();
-      close_kind_ = why.health_kind();
-      Status s = closed_status_locked();
-      for (auto& it : txq_)
-        if (it.frame) done.push_back({std::move(it.frame), s, {}});
-      txq_.clear();
+      stop_sending_locked(why, &done);
     }
     finish(done);
     maybe_closed();
+  }
+
+  // No new frames (the first reason given stays); the queued ones fail.
+  void stop_sending_locked(const Status& why, std::vector<Done>* done) REQUIRES(tx_mu_) {
+    if (!tx_closed_) {
+      tx_closed_ = true;
+      close_reason_ = why.message();
+      close_kind_ = why.health_kind();
+    }
+    Status s = closed_status_locked();
+    for (auto& it : txq_)
+      if (it.frame) done->push_back({std::move(it.frame), s, {}});
+    txq_.clear();
   }
 
   // Closing, and nothing posted is waiting for its outcome: closed.
@@ -446,15 +464,8 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
     {
       MutexLock lk(tx_mu_);
       ep_gone_ = true;
-      if (!tx_closed_) {
-        tx_closed_ = true;
-        close_reason_ = why.message();
-        close_kind_ = why.health_kind();
-      }
+      stop_sending_locked(why, &done);
       Status s = closed_status_locked();
-      for (auto& it : txq_)
-        if (it.frame) done.push_back({std::move(it.frame), s, {}});
-      txq_.clear();
       for (auto& in : tx_inflight_)
         if (in.frame) done.push_back({std::move(in.frame), s, {}});
       for (auto& [cookie, r] : rma_sends_) {
@@ -483,17 +494,6 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   }
 
  private:
-  struct Done {
-    std::unique_ptr<OutFrame> frame;
-    Status status;
-    TxTimes times;
-  };
-  struct Inflight {
-    std::unique_ptr<OutFrame> frame;  // an inline frame, completed with its send
-    TimePoint start;
-    bool close_after = false;
-  };
-
   uint8_t* rx_buf(uint32_t i) { return rx_mem_.get() + size_t(i) * msg_size_; }
   uint8_t* tx_buf(uint32_t i) { return tx_mem_.get() + size_t(i) * msg_size_; }
   void* rx_desc() { return rx_mr_ ? fi_mr_desc(rx_mr_) : nullptr; }

@@ -32,11 +32,9 @@ TEST(FabricWireTest, BadHeadersAreRefusedWithTheirReason) {
             std::string::npos);
   // A body length that is not what arrived.
   auto shorter = message(h, 9);
-  EXPECT_NE(decode_fabric_header(shorter).status().message().find("body of 10"),
-            std::string::npos);
+  EXPECT_NE(decode_fabric_header(shorter).status().message().find("body of 10"), std::string::npos);
   m[0] = 9;
-  EXPECT_NE(decode_fabric_header(m).status().message().find("unknown type 9"),
-            std::string::npos);
+  EXPECT_NE(decode_fabric_header(m).status().message().find("unknown type 9"), std::string::npos);
   FabricHeader noop{FabricMsg::kNoop, 0, 1, 4, 0};
   EXPECT_FALSE(decode_fabric_header(message(noop, 4)).ok());
   noop.body_len = 0;

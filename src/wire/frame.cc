@@ -2,19 +2,13 @@
 
 #include <cstring>
 
+#include "wire/le.h"
+
 namespace pfsnet {
 namespace {
 
-template <class T>
-void put(uint8_t* p, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(uint64_t(v) >> (8 * i));
-}
-template <class T>
-T get(const uint8_t* p) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= uint64_t(p[i]) << (8 * i);
-  return static_cast<T>(v);
-}
+using le::get;
+using le::put;
 
 Status bad(const std::string& why) { return Status(Code::kProtocol, "malformed frame: " + why); }
 
