@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <future>
 #include <memory>
 #include <string>
 
@@ -277,6 +278,44 @@ TEST_P(ConformanceTest, FramesArriveInOrderIntact) {
     EXPECT_TRUE(same(f.bulk, pattern(i % 7 == 0 ? 70000 : i * 11, static_cast<uint8_t>(i + 1))))
         << i;
     EXPECT_LE(f.times.first_byte, f.times.complete);
+  }
+}
+
+// Both ends send far more than a window at once: each end's credits (Net's own are not
+// in play here) must come back while its own frames wait, or both stall.
+TEST_P(ConformanceTest, BothEndsSendBurstsAtOnceAndNeitherStalls) {
+  ConnectionPtr a = connect();
+  ASSERT_TRUE(a);
+  ConnectionPtr b = b_side();
+  ASSERT_TRUE(b);
+  Completions done_a, done_b;
+  constexpr int kFrames = 1000;
+  // The I/O threads wait until both bursts are queued, so neither end has taken a frame
+  // (and owes nothing) while it sends. (The hub runs nothing until it is pumped.)
+  std::promise<void> go;
+  std::shared_future<void> released = go.get_future().share();
+  if (tcp())
+    for (Transport* t : {ta_.get(), tb_.get()}) t->post([released] { released.wait_for(10s); });
+  for (int i = 1; i <= kFrames; ++i) {
+    a->send(frame(i, 40, 0, &done_a));
+    b->send(frame(i, 40, 0, &done_b));
+  }
+  go.set_value();
+  ASSERT_TRUE(until([&] {
+    MutexLock la(ea_.mu), lb(eb_.mu);
+    return ea_.frames.size() == kFrames && eb_.frames.size() == kFrames;
+  })) << "frames at A "
+      <<
+      [&] {
+        MutexLock l(ea_.mu);
+        return ea_.frames.size();
+      }()
+      << ", at B " << frames_at_b();
+  EXPECT_TRUE(until([&] { return done_a.oks() == kFrames && done_b.oks() == kFrames; }));
+  MutexLock la(ea_.mu), lb(eb_.mu);
+  for (int i = 1; i <= kFrames; ++i) {
+    EXPECT_EQ(ea_.frames[i - 1].hdr.xid, uint64_t(i));
+    EXPECT_EQ(eb_.frames[i - 1].hdr.xid, uint64_t(i));
   }
 }
 

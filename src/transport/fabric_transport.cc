@@ -335,7 +335,8 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   // ---- completions (I/O thread) ----
   void on_recv(uint32_t i, size_t len) {
     if (state_.load() == kClosed) return;
-    Status s = handle_message(std::span<const uint8_t>(rx_buf(i), len));
+    uint16_t returned = 0;
+    Status s = handle_message(std::span<const uint8_t>(rx_buf(i), len), &returned);
     if (state_.load() == kClosed) return;
     if (ssize_t rc = post_recv(i); rc != 0) {
       do_close(Status(Code::kClosed, "reposting a receive: " + fi_error(rc)));
@@ -349,13 +350,8 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
     std::vector<Done> done;
     {
       MutexLock lk(tx_mu_);
-      ++owed_;
-      // Returned on the next message; when half the window is owed and nothing goes
-      // back, a NOOP carries them.
-      if (owed_ >= rx_depth_ / 2 && txq_.empty() && !noop_queued_) {
-        txq_.push_back(TxItem{nullptr, FabricMsg::kNoop});
-        noop_queued_ = true;
-      }
+      credits_ += returned;
+      ++owed_;  // the buffer is posted again: told on the next message (or a NOOP)
       pump_locked(&done);
     }
     finish(done);
@@ -543,31 +539,24 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
     finish(done);
   }
 
-  // Sends what the queue holds while send buffers and credits last. The last credit is
-  // kept for a NOOP that returns credits (o2iblnd's rule: two ends out of credits with
-  // credits owed both ways would otherwise wait for ever).
+  // Sends what the queue holds while send buffers and credits last, then returns owed
+  // credits on a NOOP once half the window is owed and nothing else can carry them (the
+  // queue is empty or waits for credits). The last credit is kept for that NOOP
+  // (o2iblnd's rule: two ends out of credits, each owing the other, would otherwise wait
+  // for ever).
   void pump_locked(std::vector<Done>* done) REQUIRES(tx_mu_) {
-    while (!txq_.empty() && !tx_free_.empty() && !ep_gone_) {
+    while (!txq_.empty() && !tx_free_.empty() && !ep_gone_ && credits_ >= 2) {
       TxItem& it = txq_.front();
-      bool noop = it.type == FabricMsg::kNoop && !it.frame;
-      if (credits_ < (noop ? 1 : 2)) return;
-      if (noop && owed_ == 0) {  // its credits went out on another message
-        noop_queued_ = false;
-        txq_.pop_front();
-        continue;
-      }
-      uint32_t i = tx_free_.back();
-      std::optional<Status> r = post_item(it, i);
+      std::optional<Status> r = post_item(it, tx_free_.back());
       if (!r) return;  // the provider's queue is full: on the next completion
-      Status s = std::move(*r);
       tx_free_.pop_back();
-      if (noop) noop_queued_ = false;
-      if (!s.ok()) {
-        if (it.frame) done->push_back({std::move(it.frame), s, {}});
-        txq_.pop_front();
-        continue;
-      }
+      if (!r->ok() && it.frame) done->push_back({std::move(it.frame), *r, {}});
       txq_.pop_front();
+    }
+    if (owed_ >= std::max<uint32_t>(1, rx_depth_ / 2) && credits_ >= 1 && !tx_free_.empty() &&
+        !ep_gone_) {
+      TxItem noop{nullptr, FabricMsg::kNoop};
+      if (post_item(noop, tx_free_.back())) tx_free_.pop_back();
     }
   }
 
@@ -661,19 +650,11 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
     return Status::Ok();
   }
 
-  // One received message (I/O thread).
-  Status handle_message(std::span<const uint8_t> msg) {
+  // One received message (I/O thread); `returned`: the credits it brought back.
+  Status handle_message(std::span<const uint8_t> msg, uint16_t* returned) {
     auto fh = decode_fabric_header(msg);
     if (!fh.ok()) return fh.status();
-    if (fh->credits) {
-      std::vector<Done> done;
-      {
-        MutexLock lk(tx_mu_);
-        credits_ += fh->credits;
-        pump_locked(&done);
-      }
-      finish(done);
-    }
+    *returned = fh->credits;
     std::span<const uint8_t> body = msg.subspan(kFabricHeaderSize);
     switch (fh->type) {
       case FabricMsg::kNoop:
@@ -901,7 +882,6 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   uint32_t credits_ GUARDED_BY(tx_mu_) = 0;  // the peer's receive buffers free for us
   uint32_t owed_ GUARDED_BY(tx_mu_) = 0;     // our reposted buffers not yet told
   uint32_t send_limit_ GUARDED_BY(tx_mu_) = 0;
-  bool noop_queued_ GUARDED_BY(tx_mu_) = false;
   bool tx_closed_ GUARDED_BY(tx_mu_) = false;  // no new frames (closing or closed)
   bool ep_gone_ GUARDED_BY(tx_mu_) = false;    // nothing more is posted (closed)
   std::string close_reason_ GUARDED_BY(tx_mu_);
