@@ -142,12 +142,7 @@ class FabricTransport::Impl {
   void stop();
 
   // ---- used by FabConn (I/O thread unless said) ----
-  std::vector<Nid> announced_nids(const Nid& local) const {
-    std::vector<Nid> v = {local};
-    for (const Nid& n : node_nids_)
-      if (n != local) v.push_back(n);
-    return v;
-  }
+  const std::vector<Nid>& node_nids() const { return node_nids_; }
   void forget(FabConn* c);
   uint64_t next_key() { return next_key_.fetch_add(1); }  // any thread
 
@@ -210,10 +205,6 @@ struct PendingRx {
   bool failed = false;
   uint64_t cookie = 0;
 };
-
-}  // namespace
-
-namespace {
 
 class FabConn final : public Connection, public std::enable_shared_from_this<FabConn> {
   struct Done {
@@ -326,8 +317,7 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   void on_connected_event() {
     state_.store(kHandshake);
     if (!outgoing_) return;
-    hs_mine_.nonce = random_nonce();
-    hs_mine_.nids = t_.announced_nids(local_);
+    hs_mine_ = client_hello(announced_nids(local_, t_.node_nids()));
     send_hs(FrameKind::kHello, encode_hello(hs_mine_));
     hs_step_ = 1;
   }
@@ -784,9 +774,7 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
       if (f.hdr.kind != FrameKind::kHello) return Status(Code::kProtocol, "expected HELLO");
       auto sh = decode_hello(f.payload.span());
       if (!sh.ok()) return sh.status();
-      Mac expect = handshake_mac(t_.opts_.cluster_key, 'S', sh->nonce, hs_mine_.nonce,
-                                 hs_mine_.nids, sh->nids);
-      if (!mac_equal(expect, sh->mac)) {
+      if (!server_proof_ok(t_.opts_.cluster_key, hs_mine_, *sh)) {
         PFS_LOG_ERROR("refusing connection to {}: it does not hold our cluster key", describe());
         fail_connect_ = Status(Code::kRejected,
                                describe() + " does not hold the cluster key (wrong cluster key)",
@@ -795,16 +783,15 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
         hs_step_ = 3;
         return Status::Ok();
       }
-      Mac mine = handshake_mac(t_.opts_.cluster_key, 'C', hs_mine_.nonce, sh->nonce, sh->nids,
-                               hs_mine_.nids);
-      hs_peer_nids_ = sh->nids;
+      Mac mine = client_proof(t_.opts_.cluster_key, hs_mine_, *sh);
+      hs_peer_ = std::move(*sh);
       send_hs(FrameKind::kAuth, Buffer::copy_of(std::span<const uint8_t>(mine)));
       hs_step_ = 2;
       return Status::Ok();
     }
     if (outgoing_ && hs_step_ == 2) {
       if (f.hdr.kind != FrameKind::kAuth) return Status(Code::kProtocol, "expected AUTH");
-      established(hs_peer_nids_);
+      established(hs_peer_.nids);
       return Status::Ok();
     }
     if (!outgoing_ && hs_step_ == 0) {
@@ -813,10 +800,7 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
       if (!ch.ok()) return ch.status();
       hs_peer_ = *ch;
       set_peer_nids({ch->nids.front()});
-      hs_mine_.nonce = random_nonce();
-      hs_mine_.nids = t_.announced_nids(local_);
-      hs_mine_.mac = handshake_mac(t_.opts_.cluster_key, 'S', hs_mine_.nonce, ch->nonce, ch->nids,
-                                   hs_mine_.nids);
+      hs_mine_ = server_hello(t_.opts_.cluster_key, *ch, announced_nids(local_, t_.node_nids()));
       send_hs(FrameKind::kHello, encode_hello(hs_mine_));
       hs_step_ = 1;
       return Status::Ok();
@@ -826,9 +810,7 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
         return Status(Code::kProtocol, "expected AUTH");
       Mac theirs;
       std::memcpy(theirs.data(), f.payload.data(), theirs.size());
-      Mac expect = handshake_mac(t_.opts_.cluster_key, 'C', hs_peer_.nonce, hs_mine_.nonce,
-                                 hs_mine_.nids, hs_peer_.nids);
-      if (!mac_equal(theirs, expect)) {
+      if (!client_proof_ok(t_.opts_.cluster_key, hs_peer_, hs_mine_, theirs)) {
         PFS_LOG_ERROR("refusing connection from {}: wrong cluster key",
                       hs_peer_.nids.front().to_string());
         fail_connect_ = Status(Code::kRejected, "wrong cluster key");
@@ -891,8 +873,7 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   std::deque<PendingRx> rxq_;
   uint64_t rx_front_seq_ = 0;
   int hs_step_ = 0;
-  Hello hs_mine_, hs_peer_;
-  std::vector<Nid> hs_peer_nids_;
+  Hello hs_mine_, hs_peer_;  // this end's HELLO and the peer's
   TimePoint deadline_{};
   ConnectCallback cb_;
   Status closing_why_;

@@ -142,13 +142,6 @@ class TcpTransport::Impl {
   }
 
   // What a connection from `local` announces: `local` first, then the node's other NIDs.
-  std::vector<Nid> announced_nids(const Nid& local) const {
-    std::vector<Nid> v = {local};
-    for (const Nid& n : node_nids_)
-      if (n != local) v.push_back(n);
-    return v;
-  }
-
   void add(const std::shared_ptr<TcpConnection>& c);
   // Both handshake sides end here: the connection opens, the net hears of it, reads start.
   void established(const std::shared_ptr<TcpConnection>& c, std::vector<Nid> peer_nids);

@@ -174,11 +174,7 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
     if (hello->hdr.kind != FrameKind::kHello) throw std::runtime_error("expected HELLO");
     auto ch = decode_hello(hello->payload.span());
     if (!ch.ok()) throw std::runtime_error(ch.status().message());
-    std::vector<Nid> my_nids = announced_nids(c->local_nid());
-    Hello sh;
-    sh.nonce = random_nonce();
-    sh.nids = my_nids;
-    sh.mac = handshake_mac(opts_.cluster_key, 'S', sh.nonce, ch->nonce, ch->nids, my_nids);
+    Hello sh = server_hello(opts_.cluster_key, *ch, announced_nids(c->local_nid(), node_nids_));
     Nid peer = ch->nids.front();
     co_await write_frame(s, FrameKind::kHello, c->local_nid(), peer, encode_hello(sh));
     auto auth = co_await read_frame(s);
@@ -193,8 +189,7 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
       throw std::runtime_error("expected AUTH");
     Mac theirs;
     std::memcpy(theirs.data(), auth->payload.data(), theirs.size());
-    Mac expect = handshake_mac(opts_.cluster_key, 'C', ch->nonce, sh.nonce, my_nids, ch->nids);
-    if (!mac_equal(theirs, expect)) {
+    if (!client_proof_ok(opts_.cluster_key, *ch, sh, theirs)) {
       PFS_LOG_ERROR("refusing connection from {} ({}): wrong cluster key", nids_string(ch->nids),
                     from);
       co_await write_frame(s, FrameKind::kReject, c->local_nid(), peer,
@@ -269,12 +264,9 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
   }
   set_socket_options(s);
 
-  std::vector<Nid> my_nids = announced_nids(c->local_nid());
   Status fail;
   try {
-    Hello ch;
-    ch.nonce = random_nonce();
-    ch.nids = my_nids;
+    Hello ch = client_hello(announced_nids(c->local_nid(), node_nids_));
     co_await write_frame(s, FrameKind::kHello, c->local_nid(), remote, encode_hello(ch));
     // A REJECT from the server ends the handshake: true when `f` is one.
     auto refused = [&](const HsFrame& f) {
@@ -291,8 +283,7 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
     if (r->hdr.kind != FrameKind::kHello) throw std::runtime_error("expected HELLO");
     auto sh = decode_hello(r->payload.span());
     if (!sh.ok()) throw std::runtime_error(sh.status().message());
-    Mac expect = handshake_mac(opts_.cluster_key, 'S', sh->nonce, ch.nonce, my_nids, sh->nids);
-    if (!mac_equal(expect, sh->mac)) {
+    if (!server_proof_ok(opts_.cluster_key, ch, *sh)) {
       PFS_LOG_ERROR("refusing connection to {}: it does not hold our cluster key", target);
       co_await write_frame(s, FrameKind::kReject, c->local_nid(), remote,
                            Buffer::copy_of(std::string_view("wrong cluster key")));
@@ -300,7 +291,7 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
                     HealthKind::kPeerNiConnectionRejected));
       co_return;
     }
-    Mac mine = handshake_mac(opts_.cluster_key, 'C', ch.nonce, sh->nonce, sh->nids, my_nids);
+    Mac mine = client_proof(opts_.cluster_key, ch, *sh);
     co_await write_frame(s, FrameKind::kAuth, c->local_nid(), remote,
                          Buffer::copy_of(std::span<const uint8_t>(mine)));
     auto ok = co_await read_frame(s);

@@ -72,4 +72,40 @@ bool mac_equal(const Mac& a, const Mac& b) {
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+std::vector<Nid> announced_nids(const Nid& local, const std::vector<Nid>& node_nids) {
+  std::vector<Nid> v = {local};
+  for (const Nid& n : node_nids)
+    if (n != local) v.push_back(n);
+  return v;
+}
+
+Hello client_hello(std::vector<Nid> nids) {
+  Hello h;
+  h.nonce = random_nonce();
+  h.nids = std::move(nids);
+  return h;
+}
+
+Hello server_hello(std::string_view key, const Hello& client, std::vector<Nid> nids) {
+  Hello h;
+  h.nonce = random_nonce();
+  h.nids = std::move(nids);
+  h.mac = handshake_mac(key, 'S', h.nonce, client.nonce, client.nids, h.nids);
+  return h;
+}
+
+bool server_proof_ok(std::string_view key, const Hello& client, const Hello& server) {
+  return mac_equal(server.mac,
+                   handshake_mac(key, 'S', server.nonce, client.nonce, client.nids, server.nids));
+}
+
+Mac client_proof(std::string_view key, const Hello& client, const Hello& server) {
+  return handshake_mac(key, 'C', client.nonce, server.nonce, server.nids, client.nids);
+}
+
+bool client_proof_ok(std::string_view key, const Hello& client, const Hello& server,
+                     const Mac& proof) {
+  return mac_equal(proof, client_proof(key, client, server));
+}
+
 }  // namespace pfsnet

@@ -41,4 +41,18 @@ Mac handshake_mac(std::string_view key, char role, const Nonce& mine, const Nonc
 // Constant-time comparison.
 bool mac_equal(const Mac& a, const Mac& b);
 
+// The steps of the exchange above, for every transport that runs it.
+// The NIDs a HELLO announces: `local` (the NI at this end) first, then the node's others.
+std::vector<Nid> announced_nids(const Nid& local, const std::vector<Nid>& node_nids);
+// The client's HELLO: a fresh nonce and its NIDs.
+Hello client_hello(std::vector<Nid> nids);
+// The server's HELLO answering `client`: a fresh nonce, its NIDs and its proof of the key.
+Hello server_hello(std::string_view key, const Hello& client, std::vector<Nid> nids);
+// The client's check of the server's proof.
+bool server_proof_ok(std::string_view key, const Hello& client, const Hello& server);
+// The client's proof (its AUTH payload), and the server's check of it.
+Mac client_proof(std::string_view key, const Hello& client, const Hello& server);
+bool client_proof_ok(std::string_view key, const Hello& client, const Hello& server,
+                     const Mac& proof);
+
 }  // namespace pfsnet

@@ -38,5 +38,27 @@ TEST(HandshakeTest, ProofsVerifyOnlyWithTheSameKey) {
   EXPECT_NE(random_nonce(), random_nonce());
 }
 
+TEST(HandshakeTest, TheExchangeProvesTheKeyBothWays) {
+  const std::string key = "0123456789abcdef", other = "0123456789abcdeX";
+  Nid c1 = *Nid::parse("127.0.0.2@tcp"), c2 = *Nid::parse("127.0.1.2@tcp1");
+  Nid s1 = *Nid::parse("127.0.0.3@tcp");
+  EXPECT_EQ(announced_nids(c2, {c1, c2}), (std::vector<Nid>{c2, c1}));
+  Hello ch = client_hello(announced_nids(c1, {c1, c2}));
+  EXPECT_EQ(ch.mac, Mac{});
+  Hello sh = server_hello(key, ch, {s1});
+  EXPECT_NE(sh.nonce, ch.nonce);
+  EXPECT_TRUE(server_proof_ok(key, ch, sh));
+  EXPECT_FALSE(server_proof_ok(other, ch, sh));  // a server without our key
+  Hello replayed = sh;
+  replayed.nids.push_back(c2);  // its NIDs are part of the proof
+  EXPECT_FALSE(server_proof_ok(key, ch, replayed));
+  Mac proof = client_proof(key, ch, sh);
+  EXPECT_TRUE(client_proof_ok(key, ch, sh, proof));
+  EXPECT_FALSE(client_proof_ok(key, ch, sh, client_proof(other, ch, sh)));
+  // A proof is bound to this exchange's nonces: not valid for another server HELLO.
+  EXPECT_FALSE(client_proof_ok(key, ch, server_hello(key, ch, {s1}), proof));
+  EXPECT_NE(proof, sh.mac);  // the roles differ
+}
+
 }  // namespace
 }  // namespace pfsnet
