@@ -203,7 +203,8 @@ TEST(NetnsTest, LinkDownUnderLoadFailsOverAndTrafficReturns) {
   uint64_t back = sent(net.ni(0, 0));
   ASSERT_GE(poll_until([&] { return sent(net.ni(0, 0)) > back + 100; }, 10000ms), 0)
       << "traffic returns to rail 1: " << net.cli(0, {"nis"}).dump()
-      << net.cli(0, {"peers", "-v"}).dump() << load->output() << net.daemon(0).output() << "SERVER"
+      << net.cli(0, {"peers", "-v"}).dump() << load->output() << "\nclient log:\n"
+      << net.daemon(0).output() << "\nserver log:\n"
       << net.daemon(1).output();
   double returned = std::chrono::duration<double>(Clock::now() - t1).count();
   // No RPC failed; the longest one (resends included) is the failover cost.

@@ -281,9 +281,10 @@ class Net final : public TransportEvents {
   void start_connect_locked(Path& p) REQUIRES(p.ni->mu);
   // `c` (closing) no longer carries new messages of `p`.
   void detach_locked(Path& p, Connection* c) REQUIRES(p.ni->mu);
-  // Of two connections of a path (both ends connected at once), the one both ends send
-  // on: the one the lower NID opened.
-  static bool opened_by_lower_nid(const Connection& c);
+  // Whether `c` should carry the path's sends instead of `current` (null: none). Of two
+  // connections of a path (both ends connected at once, e.g. both NIs came back up), both
+  // ends send on the one the lower NID opened, so credits ride on the replies both ways.
+  static bool better_tx(const Connection& c, const ConnectionPtr& current);
   void on_connect_result(Path* p, Result<ConnectionPtr> r);
   void fail(TxMsg* m, const Status& s);
   void finish_failures(Failed& failed);

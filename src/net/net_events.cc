@@ -11,10 +11,13 @@ namespace pfsnet {
 
 // ---- transport events ----
 
-bool Net::opened_by_lower_nid(const Connection& c) {
-  const Nid& opener = c.outgoing() ? c.local_nid() : c.peer_nid();
-  const Nid& other = c.outgoing() ? c.peer_nid() : c.local_nid();
-  return opener <= other;
+bool Net::better_tx(const Connection& c, const ConnectionPtr& current) {
+  auto by_lower = [](const Connection& x) {
+    const Nid& opener = x.outgoing() ? x.local_nid() : x.peer_nid();
+    const Nid& other = x.outgoing() ? x.peer_nid() : x.local_nid();
+    return opener <= other;
+  };
+  return !current || (by_lower(c) && !by_lower(*current));
 }
 
 void Net::on_connected(const ConnectionPtr& c) {
@@ -42,9 +45,7 @@ void Net::on_connected(const ConnectionPtr& c) {
     MutexLock lk(ni->mu);
     cs->tx_credits = peer_credits();
     p->conns.push_back(c);
-    // Both ends connected at once (a race, e.g. both NIs came back up): both send on the
-    // one the lower NID opened, so credits ride on the replies in both directions.
-    if (!p->tx_conn || (opened_by_lower_nid(*c) && !opened_by_lower_nid(*p->tx_conn))) {
+    if (better_tx(*c, p->tx_conn)) {
       p->tx_conn = c;
       p->tx_state = cs;
     }
@@ -152,9 +153,7 @@ void Net::detach_locked(Path& p, Connection* c) {
   p.tx_conn.reset();
   p.tx_state = nullptr;
   for (auto& other : p.conns) {
-    if (other.get() == c || !other->is_open() ||
-        (p.tx_conn && !(opened_by_lower_nid(*other) && !opened_by_lower_nid(*p.tx_conn))))
-      continue;
+    if (other.get() == c || !other->is_open() || !better_tx(*other, p.tx_conn)) continue;
     if (auto cs = conn_state(*other)) {
       p.tx_conn = other;
       p.tx_state = std::move(cs);
