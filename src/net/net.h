@@ -284,7 +284,7 @@ class Net final : public TransportEvents {
   // Whether `c` should carry the path's sends instead of `current` (null: none). Of two
   // connections of a path (both ends connected at once, e.g. both NIs came back up), both
   // ends send on the one the lower NID opened, so credits ride on the replies both ways.
-  static bool better_tx(const Connection& c, const ConnectionPtr& current);
+  static bool better_tx(const Connection& c, const Connection* current);
   void on_connect_result(Path* p, Result<ConnectionPtr> r);
   void fail(TxMsg* m, const Status& s);
   void finish_failures(Failed& failed);

@@ -11,7 +11,7 @@ namespace pfsnet {
 
 // ---- transport events ----
 
-bool Net::better_tx(const Connection& c, const ConnectionPtr& current) {
+bool Net::better_tx(const Connection& c, const Connection* current) {
   auto by_lower = [](const Connection& x) {
     const Nid& opener = x.outgoing() ? x.local_nid() : x.peer_nid();
     const Nid& other = x.outgoing() ? x.peer_nid() : x.local_nid();
@@ -45,7 +45,7 @@ void Net::on_connected(const ConnectionPtr& c) {
     MutexLock lk(ni->mu);
     cs->tx_credits = peer_credits();
     p->conns.push_back(c);
-    if (better_tx(*c, p->tx_conn)) {
+    if (better_tx(*c, p->tx_conn.get())) {
       p->tx_conn = c;
       p->tx_state = cs;
     }
@@ -153,7 +153,7 @@ void Net::detach_locked(Path& p, Connection* c) {
   p.tx_conn.reset();
   p.tx_state = nullptr;
   for (auto& other : p.conns) {
-    if (other.get() == c || !other->is_open() || !better_tx(*other, p.tx_conn)) continue;
+    if (other.get() == c || !other->is_open() || !better_tx(*other, p.tx_conn.get())) continue;
     if (auto cs = conn_state(*other)) {
       p.tx_conn = other;
       p.tx_state = std::move(cs);
