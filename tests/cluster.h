@@ -126,10 +126,12 @@ class Process {
     return cv_.wait_for(lk, limit, [&] { return eof_; });
   }
 
-  // Waits until a line containing `text` has been printed.
+  // Waits until a line containing `text` has been printed (false when the process closed
+  // its output first).
   bool wait_for_output(const std::string& text, std::chrono::milliseconds limit = 5000ms) {
     std::unique_lock lk(mu_);
-    return cv_.wait_for(lk, limit, [&] { return out_.find(text) != std::string::npos; });
+    cv_.wait_for(lk, limit, [&] { return eof_ || out_.find(text) != std::string::npos; });
+    return out_.find(text) != std::string::npos;
   }
   std::string output() {
     std::lock_guard lk(mu_);
@@ -180,21 +182,26 @@ struct DaemonOptions {
   std::string key_file;    // empty: the cluster's key
   std::string node_extra;  // TOML lines added to [node] (roles, mgs)
   std::string extra;       // TOML appended at the end (more sections)
+  // The NI's net: "tcp" (sockets) or "o2ib" (libfabric, with its tcp provider: no RDMA
+  // hardware needed).
+  std::string net = "tcp";
+  std::string provider = "tcp";  // o2ib only
 };
 
 // A pfsnetd on one loopback NID, started and ready (its admin socket answers).
 class Daemon {
  public:
   Daemon(const TempDir& dir, int host, const std::string& key_file, DaemonOptions o = {}) {
-    nid_ = loopback_nid(host);
+    nid_ = *Nid::parse(loopback(host) + "@" + o.net);
     name_ = "n" + std::to_string(host);
     socket_ = dir.file(name_ + ".sock");
     std::string cfg = dir.file(name_ + ".toml");
     write_file(cfg, "[node]\nname = \"" + name_ + "\"\ncluster_key_file = \"" +
                         (o.key_file.empty() ? key_file : o.key_file) + "\"\nadmin_socket = \"" +
                         socket_ + "\"\nhttp = \"" + o.http + "\"\n" + o.node_extra +
-                        "\n[[net]]\nnid = \"" + nid_.to_string() +
-                        "\"\n[lnet]\npeer_credits = " + std::to_string(o.peer_credits) +
+                        "\n[[net]]\nnid = \"" + nid_.to_string() + "\"\n" +
+                        (nid_.is_verbs() ? "provider = \"" + o.provider + "\"\n" : "") +
+                        "[lnet]\npeer_credits = " + std::to_string(o.peer_credits) +
                         "\ntransaction_timeout = " + std::to_string(o.transaction_timeout) + "\n" +
                         o.extra);
     proc_ = std::make_unique<Process>(std::vector<std::string>{PFSNETD_BIN, "--config", cfg});

@@ -3,8 +3,7 @@
 #include "base/log.h"
 #include "rpc/ping.h"
 #include "selftest/selftest.h"
-#include "transport/emulating_transport.h"
-#include "transport/tcp_transport.h"
+#include "transport/lnd_switch.h"
 
 namespace pfsnet {
 
@@ -17,18 +16,13 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
   }
   stats_ = std::make_unique<RpcStats>(cfg.stats, clock_, verbs);
   TransportOptions to = transport_options(cfg, std::move(cluster_key));
-  // TCP under the decorator that holds frames: link emulation and fault delays.
+  // The NIs' LNDs under the decorator that holds frames: link emulation and fault delays.
   hold_timers_ = std::make_unique<ThreadTimerQueue>(clock_);
   net_ = std::make_unique<Net>(
-      NetOptions::from(cfg), nids, clock_,
-      [this, to, nids, rules = emulation_rules(cfg)](TransportEvents& ev) {
-        return std::make_unique<EmulatingTransport>(
-            rules,
-            [this](const Connection& c, const OutFrame& f) { return net_->fault_hold(c, f); },
-            clock_, *hold_timers_, ev,
-            [this, to, nids](TransportEvents& inner) {
-              return std::make_unique<TcpTransport>(to, nids, clock_, inner);
-            });
+      NetOptions::from(cfg), nids, clock_, [this, cfg, to, nids](TransportEvents& ev) {
+        return make_node_transport(
+            cfg, to, nids, clock_, *hold_timers_,
+            [this](const Connection& c, const OutFrame& f) { return net_->fault_hold(c, f); }, ev);
       });
   RpcOptions ro = RpcOptions::from(cfg);
   rpc_ = std::make_unique<RpcEngine>(*net_, ro, stats_.get());
@@ -59,7 +53,9 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
 Daemon::~Daemon() { stop(); }
 
 Status Daemon::start() {
-  Status s = net_->start();
+  Status s = check_lnds(cfg_.get());
+  if (!s.ok()) return s;
+  s = net_->start();
   if (!s.ok()) return s;
   timers_->start(std::chrono::milliseconds(100));
   watch_links();

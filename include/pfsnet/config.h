@@ -24,9 +24,19 @@ struct NodeConfig {
   std::string log_level = "info";  // trace, debug, info, warn, error, off
 };
 
+// Bounds of net.rx_depth and net.msg_size: what the fabric LND's wire accepts of a peer
+// (wire/fabric_wire.h).
+inline constexpr uint32_t kMinRxDepth = 2, kMaxRxDepth = 4096;
+inline constexpr uint32_t kMinMsgSize = 256, kMaxMsgSize = 1 << 20;
+
 struct NetConfig {
   Nid nid;
   uint16_t port = 7988;
+  // The libfabric (RDMA) LND's settings; @o2ib nets only.
+  std::string provider = "verbs";  // libfabric provider: "verbs" (InfiniBand/RoCE), "tcp"
+  std::string domain;              // libfabric domain (device, e.g. "mlx5_0"); "" = any
+  int64_t rx_depth = 64;           // receive buffers posted per connection: its credits
+  int64_t msg_size = 4096;         // bytes per message; larger frames go by RMA
 };
 
 // Link emulation ([[emulation]] tables; none by default): what this node sends from

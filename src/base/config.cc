@@ -242,12 +242,21 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
         const std::map<std::string, Reader, std::less<>> net_keys = {
             {"nid", string_key(&nid_text, false)},
             {"port", int_key(&port, 1, 65535)},
+            {"provider", string_key(&net.provider, false)},
+            {"domain", string_key(&net.domain, true)},
+            {"rx_depth", int_key(&net.rx_depth, kMinRxDepth, kMaxRxDepth)},
+            {"msg_size", int_key(&net.msg_size, kMinMsgSize, kMaxMsgSize)},
         };
         Status s = read_table(c, t, "net", net_keys);
         if (!s.ok()) return s;
         if (nid_text.empty()) return err(c, t.source(), "net.nid", "is required in every [[net]]");
         auto nid = Nid::parse(nid_text);
         if (!nid.ok()) return err(c, t["nid"].node()->source(), "net.nid", nid.status().message());
+        if (!nid->is_verbs())
+          for (const char* key : {"provider", "domain", "rx_depth", "msg_size"})
+            if (const toml::node* n = t.get(key))
+              return err(c, n->source(), std::string("net.") + key,
+                         "applies to @o2ib nets only (" + nid_text + " is carried by sockets)");
         for (const NetConfig& other : cfg.nets)
           if (other.nid == *nid) return err(c, t.source(), "net.nid", "duplicate NID " + nid_text);
         net.nid = *nid;
@@ -327,6 +336,11 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
   for (const NetConfig& n : c.nets) {
     e.emplace_back("net.nid", str(n.nid.to_string()));
     e.emplace_back("net.port", std::to_string(n.port));
+    if (!n.nid.is_verbs()) continue;
+    e.emplace_back("net.provider", str(n.provider));
+    e.emplace_back("net.domain", str(n.domain));
+    e.emplace_back("net.rx_depth", std::to_string(n.rx_depth));
+    e.emplace_back("net.msg_size", std::to_string(n.msg_size));
   }
   auto i = [](int64_t v) { return std::to_string(v); };
   // Shortest text that reads back as the same double (and as a TOML float).

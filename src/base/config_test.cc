@@ -136,6 +136,47 @@ TEST(ConfigTest, BadValuesAreErrors) {
   EXPECT_NE(error_of("[lnet\ncredits=1").find("test.toml:1: syntax error"), std::string::npos);
 }
 
+TEST(ConfigTest, FabricKeysApplyToO2ibNetsOnly) {
+  auto r = parse_config(R"(
+[[net]]
+nid = "127.0.0.2@tcp"
+[[net]]
+nid = "127.0.1.2@o2ib"
+[[net]]
+nid = "127.0.2.2@o2ib1"
+provider = "tcp"
+domain = "lo"
+rx_depth = 16
+msg_size = 8192
+)",
+                        "t.toml");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->nets.size(), 3u);
+  EXPECT_EQ(r->nets[1].provider, "verbs");  // the defaults: verbs on any device
+  EXPECT_EQ(r->nets[1].domain, "");
+  EXPECT_EQ(r->nets[1].rx_depth, 64);
+  EXPECT_EQ(r->nets[1].msg_size, 4096);
+  EXPECT_EQ(r->nets[2].provider, "tcp");
+  EXPECT_EQ(r->nets[2].domain, "lo");
+  EXPECT_EQ(r->nets[2].rx_depth, 16);
+  EXPECT_EQ(r->nets[2].msg_size, 8192);
+  // Shown for the o2ib nets only.
+  int shown = 0;
+  for (const auto& [k, v] : config_entries(*r))
+    if (k == "net.provider") ++shown;
+  EXPECT_EQ(shown, 2);
+
+  EXPECT_EQ(error_of("[[net]]\nnid = \"1.2.3.4@tcp\"\nprovider = \"tcp\"\n"),
+            "test.toml:3: key 'net.provider': applies to @o2ib nets only (1.2.3.4@tcp is "
+            "carried by sockets)");
+  EXPECT_EQ(error_of("[[net]]\nnid = \"1.2.3.4@o2ib\"\nrx_depth = 1\n"),
+            "test.toml:3: key 'net.rx_depth': value 1 is out of range 2..4096");
+  EXPECT_EQ(error_of("[[net]]\nnid = \"1.2.3.4@o2ib\"\nmsg_size = 128\n"),
+            "test.toml:3: key 'net.msg_size': value 128 is out of range 256..1048576");
+  EXPECT_EQ(error_of("[[net]]\nnid = \"1.2.3.4@o2ib\"\nprovider = \"\"\n"),
+            "test.toml:3: key 'net.provider': must not be empty");
+}
+
 TEST(ConfigTest, AssignmentsAreValidatedLikeTheFile) {
   auto c = parse_config("[node]\nname = \"n1\"\n[[net]]\nnid = \"127.0.0.2@tcp\"\n", "t.toml");
   ASSERT_TRUE(c.ok());

@@ -6,8 +6,7 @@
 #include "rpc/recovery_pinger.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
-#include "transport/emulating_transport.h"
-#include "transport/tcp_transport.h"
+#include "transport/lnd_switch.h"
 
 namespace pfsnet {
 
@@ -29,6 +28,7 @@ Result<std::unique_ptr<Node>> Node::start(const Config& cfg, std::string cluster
   if (cfg.nets.empty()) return Status(Code::kInvalidArgument, "no [[net]]: a node needs an NI");
   if (cluster_key.size() < 16)
     return Status(Code::kInvalidArgument, "the cluster key must be at least 16 bytes");
+  if (Status s = check_lnds(cfg); !s.ok()) return s;
   auto impl = std::make_unique<Impl>();
   Impl& n = *impl;
   n.cfg = cfg;
@@ -41,16 +41,11 @@ Result<std::unique_ptr<Node>> Node::start(const Config& cfg, std::string cluster
   n.hold_timers = std::make_unique<ThreadTimerQueue>(n.clock);
   TransportOptions to = transport_options(cfg, std::move(cluster_key));
   Impl* ip = impl.get();
-  n.net = std::make_unique<Net>(
-      NetOptions::from(cfg), n.nids, n.clock,
-      [ip, to, rules = emulation_rules(cfg)](TransportEvents& ev) {
-        return std::make_unique<EmulatingTransport>(
-            rules,
-            [ip](const Connection& c, const OutFrame& f) { return ip->net->fault_hold(c, f); },
-            ip->clock, *ip->hold_timers, ev,
-            [ip, to](TransportEvents& inner) {
-              return std::make_unique<TcpTransport>(to, ip->nids, ip->clock, inner);
-            });
+  n.net =
+      std::make_unique<Net>(NetOptions::from(cfg), n.nids, n.clock, [ip, to](TransportEvents& ev) {
+        return make_node_transport(
+            ip->cfg, to, ip->nids, ip->clock, *ip->hold_timers,
+            [ip](const Connection& c, const OutFrame& f) { return ip->net->fault_hold(c, f); }, ev);
       });
   RpcOptions ro = RpcOptions::from(cfg);
   n.rpc = std::make_unique<RpcEngine>(*n.net, ro, n.stats.get());

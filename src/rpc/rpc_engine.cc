@@ -48,11 +48,12 @@ struct RpcEngine::Call final : TxCompletion {
   Callback cb;
 
   RpcReply reply;
-  std::atomic<bool> resolved{false};           // the outcome is decided (a reply, or an error)
-  std::atomic<bool> delivered{false};          // the callback ran (or is running)
-  CallPtr tx_keep GUARDED_BY(eng->mu_);        // this call, while a write of it is outstanding
-  bool sent GUARDED_BY(eng->mu_) = false;      // the current attempt's write completed
-  bool reply_in GUARDED_BY(eng->mu_) = false;  // a reply arrived (resolved by it)
+  std::atomic<bool> resolved{false};              // the outcome is decided (a reply, or an error)
+  std::atomic<bool> delivered{false};             // the callback ran (or is running)
+  CallPtr tx_keep GUARDED_BY(eng->mu_);           // this call, while a write of it is outstanding
+  bool sent GUARDED_BY(eng->mu_) = false;         // the current attempt's write completed
+  bool reply_in GUARDED_BY(eng->mu_) = false;     // a reply arrived (resolved by it)
+  bool reply_verbs GUARDED_BY(eng->mu_) = false;  // ... from a verbs (RDMA) NI
   bool on_wire GUARDED_BY(eng->mu_) = false;
   bool queued GUARDED_BY(eng->mu_) = false;
   bool holds_slot GUARDED_BY(eng->mu_) = false;
@@ -351,10 +352,14 @@ void RpcEngine::resolve_error(const CallPtr& c, const Status& s) {
 void RpcEngine::complete(const CallPtr& c) {
   if (c->delivered.exchange(true)) return;
   RpcTimes& t = c->reply.times;
+  bool sent_verbs, received_verbs;
   {
     MutexLock lk(mu_);
     t.write_start = c->tx_times.write_start;
     t.write_done = c->tx_times.write_done;
+    auto local = Nid::unpack(c->tx_times.local_nid);
+    sent_verbs = local.ok() && local->is_verbs();
+    received_verbs = c->reply_verbs;
   }
   if (c->reply.status.ok()) {
     completed_.fetch_add(1, std::memory_order_relaxed);
@@ -373,7 +378,9 @@ void RpcEngine::complete(const CallPtr& c) {
     r.node = c->dst.pack();
     r.bytes_sent = static_cast<uint32_t>(c->reply.bytes_sent);
     r.bytes_received = static_cast<uint32_t>(c->reply.bytes_received);
-    r.sent_verbs = r.received_verbs = false;  // the TCP LND only, so far
+    // By the kinds of the two paths: a peer with tcp and o2ib NIs may answer on the other.
+    r.sent_verbs = sent_verbs;
+    r.received_verbs = received_verbs;
     stats->record(r);
   }
   if (c->cb) c->cb(std::move(c->reply));
@@ -426,7 +433,7 @@ void RpcEngine::set_max_rpcs_in_flight(int64_t n) {
   for (const CallPtr& c : start) send_call(c);
 }
 
-void RpcEngine::on_reply(InFrame&& f, RxCredit credit) {
+void RpcEngine::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
   CallPtr c;
   {
     MutexLock lk(mu_);
@@ -463,6 +470,7 @@ void RpcEngine::on_reply(InFrame&& f, RxCredit credit) {
   {
     MutexLock lk(mu_);
     c->reply_in = true;
+    c->reply_verbs = from.is_verbs();
     write_done = c->sent;
   }
   if (write_done) complete(c);

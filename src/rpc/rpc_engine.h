@@ -149,7 +149,7 @@ class RpcEngine final : public NetRx {
   // `c` left the wire: its slot goes to the next queued call.
   void finish_slot(Call& c);
   void serve(const Nid& from, InFrame&& f, RxCredit credit);
-  void on_reply(InFrame&& f, RxCredit credit);
+  void on_reply(const Nid& from, InFrame&& f, RxCredit credit);
   // `counted`: a handler ran, so its execution time goes into the statistics.
   void send_reply(const Nid& to, const FrameHeader& req, TimePoint received, RpcResponse&& r,
                   bool counted);

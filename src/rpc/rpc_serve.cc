@@ -7,7 +7,7 @@ namespace pfsnet {
 
 void RpcEngine::on_message(const Nid& from, InFrame&& f, RxCredit credit) {
   if (f.hdr.kind == FrameKind::kReply) {
-    on_reply(std::move(f), std::move(credit));
+    on_reply(from, std::move(f), std::move(credit));
   } else {
     serve(from, std::move(f), std::move(credit));
   }

@@ -57,8 +57,8 @@ void close_fid(fid* f) {
 
 // What pfsnet asks of a provider: MSG endpoints with sends and RMA; the memory
 // registration modes it can honour (verbs needs local registration, virtual addresses and
-// provider keys); any thread may post.
-InfoPtr make_hints(const std::string& provider) {
+// provider keys); any thread may post. `domain` ("" = any) names the device or interface.
+InfoPtr make_hints(const std::string& provider, const std::string& domain) {
   InfoPtr h(fi_allocinfo());
   h->ep_attr->type = FI_EP_MSG;
   h->caps = FI_MSG | FI_RMA;
@@ -67,13 +67,14 @@ InfoPtr make_hints(const std::string& provider) {
   h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   h->domain_attr->threading = FI_THREAD_SAFE;
   h->fabric_attr->prov_name = strdup(provider.c_str());
+  if (!domain.empty()) h->domain_attr->name = strdup(domain.c_str());
   return h;
 }
 
 // fi_getinfo for `node`:`service`; FI_SOURCE when it is a local address to listen on.
-Result<InfoPtr> get_info(const std::string& provider, const std::string& node, uint16_t port,
+Result<InfoPtr> get_info(const FabricOptions& fo, const std::string& node, uint16_t port,
                          bool source, const fi_info* like = nullptr, const Nid* src = nullptr) {
-  InfoPtr hints = make_hints(provider);
+  InfoPtr hints = make_hints(fo.provider, like ? std::string() : fo.domain);
   if (like) {
     hints->domain_attr->name = strdup(like->domain_attr->name);
     hints->fabric_attr->name = strdup(like->fabric_attr->name);
@@ -90,8 +91,10 @@ Result<InfoPtr> get_info(const std::string& provider, const std::string& node, u
   int rc =
       fi_getinfo(kFiVersion, node.c_str(), svc.c_str(), source ? FI_SOURCE : 0, hints.get(), &info);
   if (rc != 0 || !info)
-    return Status(Code::kUnreachable, "libfabric provider '" + provider + "' offers nothing for " +
-                                          node + ": fi_getinfo: " + fi_error(rc));
+    return Status(Code::kUnreachable,
+                  "libfabric provider '" + fo.provider + "'" +
+                      (fo.domain.empty() ? "" : " (domain '" + fo.domain + "')") +
+                      " offers nothing for " + node + ": fi_getinfo: " + fi_error(rc));
   return InfoPtr(info);
 }
 
@@ -169,7 +172,6 @@ class FabricTransport::Impl {
   std::unordered_map<FabConn*, std::shared_ptr<FabConn>> conns_;  // I/O thread
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::shared_ptr<FabConn>>>
       graveyard_;  // I/O thread
-  uint64_t next_id_ = 1;
   std::atomic<uint64_t> next_key_{1};
   int epfd_ = -1, evfd_ = -1;
   Mutex mu_;
@@ -1071,7 +1073,7 @@ void FabricTransport::Impl::accept(FabNi& ni, fi_eq_cm_entry* entry, size_t data
     fi_reject(ni.pep, info->handle, nullptr, 0);
     return;
   }
-  auto c = std::make_shared<FabConn>(*this, ni, false, next_id_++);
+  auto c = std::make_shared<FabConn>(*this, ni, false, new_connection_id());
   Status s = c->open_endpoint(info.get());
   if (!s.ok()) {
     PFS_LOG_WARN("refusing a fabric connection on {}: {}", ni.nid.to_string(), s.message());
@@ -1115,7 +1117,7 @@ void FabricTransport::Impl::forget(FabConn* c) {
 Result<FabNi*> FabricTransport::Impl::ni_for(const Nid& local, uint16_t listen_port) {
   for (auto& ni : nis_)
     if (ni->nid == local) return ni.get();
-  auto info = get_info(fopts_.provider, local.address_string(), listen_port, true);
+  auto info = get_info(fopts_, local.address_string(), listen_port, true);
   if (!info.ok()) return info.status();
   auto ni = std::make_unique<FabNi>();
   ni->nid = local;
@@ -1182,13 +1184,12 @@ void FabricTransport::Impl::connect(const Nid& local, const Nid& remote, uint16_
       cb(Status(Code::kUnreachable, ni.status().message(), HealthKind::kLocalNiDown));
       return;
     }
-    auto info =
-        get_info(fopts_.provider, remote.address_string(), port, false, (*ni)->info.get(), &local);
+    auto info = get_info(fopts_, remote.address_string(), port, false, (*ni)->info.get(), &local);
     if (!info.ok()) {
       cb(Status(Code::kUnreachable, info.status().message(), HealthKind::kPeerNiAddrError));
       return;
     }
-    auto c = std::make_shared<FabConn>(*this, **ni, true, next_id_++);
+    auto c = std::make_shared<FabConn>(*this, **ni, true, new_connection_id());
     c->set_peer_nids({remote});
     c->set_connect_cb(std::move(cb));
     c->set_deadline(clock_.now() + opts_.connect_timeout + opts_.handshake_timeout);
@@ -1239,8 +1240,8 @@ FabricTransport::FabricTransport(TransportOptions opts, FabricOptions fopts,
                                    events)) {}
 FabricTransport::~FabricTransport() { impl_->stop(); }
 
-Status FabricTransport::probe(const std::string& provider, const Nid& local) {
-  auto info = get_info(provider, local.address_string(), 0, true);
+Status FabricTransport::probe(const FabricOptions& fopts, const Nid& local) {
+  auto info = get_info(fopts, local.address_string(), 0, true);
   return info.ok() ? Status::Ok() : info.status();
 }
 

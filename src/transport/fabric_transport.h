@@ -42,9 +42,10 @@ class FabricTransport final : public Transport {
                   Clock& clock, TransportEvents& events);
   ~FabricTransport() override;
 
-  // Whether libfabric offers `provider` with MSG endpoints and RMA on `local`'s address;
-  // the error names the provider, the address and libfabric's answer.
-  static Status probe(const std::string& provider, const Nid& local);
+  // Whether libfabric offers `fopts.provider` (on `fopts.domain`) with MSG endpoints and
+  // RMA on `local`'s address; the error names the provider, the address and libfabric's
+  // answer.
+  static Status probe(const FabricOptions& fopts, const Nid& local);
 
   Status listen(const Nid& local, uint16_t port) override;
   void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) override;

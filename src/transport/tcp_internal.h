@@ -166,7 +166,6 @@ class TcpTransport::Impl {
   std::vector<std::promise<void>> exited_;
   std::vector<std::future<void>> exit_futures_;
   std::atomic<size_t> rr_{0};
-  std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> stopped_{false};
 
   Mutex mu_;

@@ -140,7 +140,7 @@ asio::awaitable<void> TcpTransport::Impl::accept_loop(std::shared_ptr<tcp::accep
                                                       Nid local) {
   for (;;) {
     auto io = next_ctx();
-    auto c = std::make_shared<TcpConnection>(*this, io, local, false, next_id_++);
+    auto c = std::make_shared<TcpConnection>(*this, io, local, false, new_connection_id());
     std::error_code ec;
     co_await acc->async_accept(c->socket(), asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
@@ -213,7 +213,7 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
 void TcpTransport::Impl::connect(const Nid& local, const Nid& remote, uint16_t port,
                                  ConnectCallback cb) {
   auto io = next_ctx();
-  auto c = std::make_shared<TcpConnection>(*this, io, local, true, next_id_++);
+  auto c = std::make_shared<TcpConnection>(*this, io, local, true, new_connection_id());
   c->set_peer_nids({remote});
   add(c);
   asio::co_spawn(*io, client_connect(c, remote, port, std::move(cb)), asio::detached);

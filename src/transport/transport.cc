@@ -24,6 +24,11 @@ void Connection::flush_credits(const std::shared_ptr<Connection>& c) {
   });
 }
 
+uint64_t new_connection_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 TransportOptions transport_options(const Config& cfg, std::string cluster_key) {
   TransportOptions to;
   to.cluster_key = std::move(cluster_key);

@@ -121,6 +121,10 @@ class Connection {
 
 using ConnectionPtr = std::shared_ptr<Connection>;
 
+// A new Connection::id, unique in the process: the connections of a node's transports
+// (one per net type) never share one. Any thread.
+uint64_t new_connection_id();
+
 class TransportEvents {
  public:
   virtual ~TransportEvents() = default;

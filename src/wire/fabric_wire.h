@@ -18,6 +18,7 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <pfsnet/config.h>
 #include <pfsnet/status.h>
 
 #include <array>
@@ -31,9 +32,8 @@ inline constexpr size_t kRmaDescSize = 24;
 inline constexpr size_t kConnParamsSize = 16;
 inline constexpr uint32_t kConnParamsMagic = 0x46534650;  // "PFSF"
 inline constexpr uint16_t kFabricWireVersion = 1;
-// Bounds of the connection parameters either end may ask for.
-inline constexpr uint32_t kMinRxDepth = 2, kMaxRxDepth = 4096;
-inline constexpr uint32_t kMinMsgSize = 256, kMaxMsgSize = 1 << 20;
+// The bounds of the connection parameters either end may ask for (kMinRxDepth ..
+// kMaxMsgSize) are those of the net.rx_depth and net.msg_size keys, in pfsnet/config.h.
 
 enum class FabricMsg : uint8_t { kFrame = 1, kFrameRma = 2, kRmaDone = 3, kNoop = 4 };
 

@@ -1,0 +1,94 @@
+// @o2ib end to end: real pfsnetd processes whose NIs libfabric carries (its tcp provider
+// on loopback: no RDMA hardware needed), driven through the CLI like an operator would.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cluster.h"
+
+namespace pfsnet::testing {
+namespace {
+
+using nlohmann::json;
+
+DaemonOptions o2ib() {
+  DaemonOptions o;
+  o.net = "o2ib";
+  return o;
+}
+
+int64_t total(const json& stat) {
+  int64_t n = 0;
+  for (const json& i : stat["second"]) n += i["count"].get<int64_t>();
+  return n;
+}
+
+// `diag rpc node --json` of `socket` once its node stats show `want` latencies of `stat`
+// (the daemon processes its raw records once a second); bounded in count and time.
+json node_stats_when(const std::string& socket, const char* stat, int64_t want) {
+  json r;
+  auto limit = std::chrono::steady_clock::now() + 10s;
+  for (int i = 0; i < 200 && std::chrono::steady_clock::now() < limit; ++i) {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", socket, "diag", "rpc", "node", "--json"});
+    if (rc != 0) return json();
+    r = last_json_line(out);
+    if (!r["nodes"].empty() && r["nodes"][0]["stats"].contains(stat) &&
+        total(r["nodes"][0]["stats"][stat]) >= want)
+      return r;
+    std::this_thread::sleep_for(100ms);  // the next once-a-second processing
+  }
+  return r;
+}
+
+TEST(O2ibTest, TwoDaemonsPingWithOneMiBBulkBothWaysAndCountVerbsLatencies) {
+  TwoDaemons c(o2ib(), o2ib());
+  ASSERT_TRUE(c.ready()) << c.a.process().output() << c.b.process().output();
+  ASSERT_TRUE(c.a.nid().is_verbs());
+  // Each mode moves 1 MiB: echo both ways, write to the server, read from it. Every
+  // byte is checked (the server checks writes, the client what comes back).
+  for (Daemon* from : {&c.a, &c.b}) {
+    Daemon* to = from == &c.a ? &c.b : &c.a;
+    for (const char* mode : {"echo", "write", "read"}) {
+      auto [rc, out] = run({PFSNET_BIN, "--socket", from->socket(), "ping", to->nid().to_string(),
+                            "-c", "4", "-s", "1048576", "--mode", mode, "--json"});
+      ASSERT_EQ(rc, 0) << mode << ": " << out;
+      json s = last_json_line(out);
+      ASSERT_TRUE(s.is_object()) << out;
+      EXPECT_EQ(s["ok"], 4) << mode;
+      EXPECT_EQ(s["failed"], 0) << mode;
+    }
+  }
+  // 12 RPCs each way, all over the fabric: the verbs statistics count them, the TCP
+  // ones nothing, and none is mixed.
+  for (Daemon* d : {&c.a, &c.b}) {
+    json r = node_stats_when(d->socket(), "latency_verbs", 12);
+    ASSERT_EQ(r["nodes"].size(), 1u) << r.dump();
+    const json& st = r["nodes"][0]["stats"];
+    EXPECT_EQ(total(st["latency_verbs"]), 12) << st.dump();
+    EXPECT_EQ(total(st["send_time_verbs"]), 12);
+    EXPECT_EQ(total(st["channel_wait"]), 12);
+    // A statistic with no record is left out.
+    for (const char* none : {"latency_mixed", "latency_tcp", "send_time_tcp", "receive_time_tcp"})
+      EXPECT_FALSE(st.contains(none)) << none << ": " << st.dump();
+  }
+}
+
+TEST(O2ibTest, MissingProviderFailsTheStartNamingLibfabricAndTheProvider) {
+  TempDir dir;
+  std::string key = TwoDaemons::write_key(dir);
+  DaemonOptions o = o2ib();
+  o.provider = "no-such-provider";
+  Daemon d(dir, 2, key, o);
+  EXPECT_FALSE(d.ready());
+  EXPECT_NE(d.process().wait_exit(5000ms), 0);
+  d.process().wait_eof(5000ms);
+  std::string out = d.process().output();
+  EXPECT_NE(out.find("net " + d.nid().to_string() + ": libfabric cannot carry it"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("provider 'no-such-provider'"), std::string::npos) << out;
+  EXPECT_EQ(out.find("pfsnetd started"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace pfsnet::testing
