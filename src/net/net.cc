@@ -1,6 +1,7 @@
 // Net, the send core: construction, path selection, queues, credits, transmission and
 // the completion of every message.
 #include <algorithm>
+#include <tuple>
 
 #include "base/log.h"
 #include "base/mutex.h"
@@ -127,13 +128,14 @@ Net::Path* Net::select(const PeerNi& dst) {
   // One path (one rail): nothing to compare, and no NI lock taken twice per send.
   if (paths.size() == 1) return paths[0]->ni->up.load() ? paths[0] : nullptr;
   Path* best = nullptr;
-  int best_nh = -1, best_ph = -1;
+  int best_nh = -1, best_ph = -1, best_kind = -1;
   int64_t best_avail = 0;
   uint64_t max_used = 0;
   for (Path* p : paths) {
     LocalNi* ni = p->ni;
     if (!ni->up.load()) continue;
     int nh = ni->health.value(), ph = p->pni->health.value();
+    int kind = ni->nid.is_verbs() ? 1 : 0;  // RDMA before sockets, at equal health
     int64_t avail;
     {
       MutexLock lk(ni->mu);
@@ -142,17 +144,16 @@ Net::Path* Net::select(const PeerNi& dst) {
     }
     uint64_t used = p->last_used.load(std::memory_order_relaxed);
     max_used = std::max(max_used, used);
-    bool better =
-        !best || nh > best_nh ||
-        (nh == best_nh &&
-         (ph > best_ph ||
-          (ph == best_ph &&
-           (avail > best_avail ||
-            (avail == best_avail && used < best->last_used.load(std::memory_order_relaxed))))));
+    // Lexicographic: local NI health, peer NI health, kind, credits, least recently used.
+    auto key = std::make_tuple(nh, ph, kind, avail);
+    auto best_key = std::make_tuple(best_nh, best_ph, best_kind, best_avail);
+    bool better = !best || key > best_key ||
+                  (key == best_key && used < best->last_used.load(std::memory_order_relaxed));
     if (better) {
       best = p;
       best_nh = nh;
       best_ph = ph;
+      best_kind = kind;
       best_avail = avail;
     }
   }

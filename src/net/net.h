@@ -5,7 +5,9 @@
 // Multi-rail: a peer is a node; it has one peer NI per NID it announced in the handshake.
 // A message addressed to any NID of a peer travels on a path (local NI, peer NI) on the
 // same network, chosen per message: never a local NI that is down; the healthiest local
-// NI, then the healthiest peer NI, then the most credits, then round-robin.
+// NI, then the healthiest peer NI, then RDMA (@o2ib) before sockets, then the most
+// credits, then round-robin. A node with both kinds of NI thus uses RDMA while that path
+// is healthy, TCP when it fails, and RDMA again once it has recovered.
 //
 // Credits (seed 003, and LNet's o2iblnd): every connection has a window of
 // `peer_credits` messages (requests and replies; control frames are free). The receiver
@@ -268,7 +270,8 @@ class Net final : public TransportEvents {
   using Failed = std::vector<std::pair<TxMsg*, Status>>;
   LocalNi* local_ni(const Nid& nid) const;
   // Picks the path for a message to `peer`'s node: never a local NI that is down; the
-  // healthiest local NI, the healthiest peer NI, the most credits, then round-robin.
+  // healthiest local NI, the healthiest peer NI, RDMA before sockets, the most credits,
+  // then round-robin.
   Path* select(const PeerNi& dst);
   void submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool strict,
               std::unique_ptr<OutFrame> f, TimePoint deadline, TxCompletion* done);

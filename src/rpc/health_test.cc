@@ -6,6 +6,7 @@
 #include "rpc/node_timers.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
+#include "stats/rpc_stats.h"
 #include "transport/emulating_transport.h"
 #include "transport/mem_transport.h"
 
@@ -17,7 +18,8 @@ using namespace std::chrono_literals;
 Nid nid(const char* s) { return *Nid::parse(s); }
 
 struct Node {
-  Node(MemHub& hub, Clock& clock, std::vector<Nid> nids, NetOptions o, RpcOptions ro)
+  Node(MemHub& hub, Clock& clock, std::vector<Nid> nids, NetOptions o, RpcOptions ro,
+       RpcStats* stats = nullptr)
       : net(std::move(o), nids, clock,
             [this, &hub, &clock, nids](TransportEvents& ev) {
               TransportOptions to;
@@ -31,7 +33,7 @@ struct Node {
                     return std::make_unique<MemTransport>(hub, to, nids, clock, inner);
                   });
             }),
-        rpc(net, ro),
+        rpc(net, ro, stats),
         pinger(net, rpc, ro.default_timeout / (ro.retry_count + 1)),
         timers(net, rpc, nullptr, &pinger) {
     EXPECT_TRUE(net.start().ok());
@@ -67,20 +69,21 @@ const NiInfo& find(const std::vector<NiInfo>& v, const Nid& n) {
 
 uint64_t errors(const NiInfo& i, HealthKind k) { return i.errors[static_cast<size_t>(k)]; }
 
+NetOptions net_opts() {
+  NetOptions o;
+  o.recovery_interval = 1s;
+  return o;
+}
+RpcOptions rpc_opts() {
+  RpcOptions o;
+  o.default_timeout = 3s;  // 1 s per attempt with retry_count 2
+  o.retry_count = 2;
+  o.workers = 1;
+  return o;
+}
+
 class HealthTest : public ::testing::Test {
  protected:
-  static NetOptions net_opts() {
-    NetOptions o;
-    o.recovery_interval = 1s;
-    return o;
-  }
-  static RpcOptions rpc_opts() {
-    RpcOptions o;
-    o.default_timeout = 3s;  // 1 s per attempt with retry_count 2
-    o.retry_count = 2;
-    o.workers = 1;
-    return o;
-  }
   HealthTest()
       : client_(hub_, clock_, {a1_, a2_}, net_opts(), rpc_opts()),
         server_(hub_, clock_, {b1_, b2_}, net_opts(), rpc_opts()) {}
@@ -309,6 +312,89 @@ TEST_F(HealthTest, AllLocalNisDownFailsAtOnceAsLocalNiDown) {
   EXPECT_EQ(rep.status.health_kind(), HealthKind::kLocalNiDown);
   EXPECT_NE(rep.status.message().find("down"), std::string::npos);
   EXPECT_FALSE(client_.net.set_link_state(nid("10.9.0.1@tcp"), false));
+}
+
+// A node with a tcp and an o2ib NI talking to one like it (the in-memory transport carries
+// both kinds; selection and statistics go by the NIDs' kinds).
+class KindsTest : public ::testing::Test {
+ protected:
+  KindsTest()
+      : stats_(StatsConfig{}, clock_, true),
+        client_(hub_, clock_, {at_, ao_}, net_opts(), rpc_opts(), &stats_),
+        server_(hub_, clock_, {bt_, bo_}, net_opts(), rpc_opts()) {}
+
+  RpcReply ping(const Nid& dst) {
+    Replies r;
+    client_.rpc.call_async(dst, kMsgPing, Buffer(), nullptr, r.cb());
+    hub_.pump();
+    EXPECT_EQ(r.got.size(), 1u);
+    return r.got.empty() ? RpcReply{} : std::move(r.got[0]);
+  }
+  void run_for(Duration d) {
+    for (Duration t{0}; t < d; t += 100ms) {
+      clock_.advance(100ms);
+      client_.timers.tick(clock_.now());
+      server_.timers.tick(clock_.now());
+      hub_.pump();
+    }
+  }
+  uint64_t received(const Nid& n) { return find(server_.net.nis(), n).recv_count; }
+  // The count of `s` for node `dst` over every second held.
+  int64_t count(const Nid& dst, NodeStat s) {
+    StatsQuery q;
+    q.node = dst.pack();
+    int64_t n = 0;
+    for (const NodeReport& r : stats_.query(q).nodes)
+      for (const auto& [stat, view] : r.stats)
+        if (stat == s)
+          for (const IntervalView& i : view.seconds) n += i.count;
+    return n;
+  }
+
+  ManualClock clock_;
+  MemHub hub_;
+  Nid at_ = nid("10.1.0.1@tcp"), ao_ = nid("10.2.0.1@o2ib");
+  Nid bt_ = nid("10.1.0.2@tcp"), bo_ = nid("10.2.0.2@o2ib");
+  RpcStats stats_;
+  Node client_, server_;
+};
+
+TEST_F(KindsTest, RdmaWhileHealthyTcpWhenItFailsRdmaAgainOnceRecovered) {
+  // The first ping knows only the tcp NID; the handshake announces the o2ib one.
+  ASSERT_TRUE(ping(bt_).status.ok());
+  EXPECT_EQ(received(bt_), 1u);
+  // Both paths healthy: every RPC takes RDMA, even one addressed to the tcp NID.
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(ping(bt_).status.ok());
+  EXPECT_EQ(received(bo_), 10u);
+  EXPECT_EQ(received(bt_), 1u);
+  // The o2ib link fails under load: the RPCs on it are resent over TCP, none lost.
+  Replies r;
+  for (int i = 0; i < 8; ++i) client_.rpc.call_async(bt_, kMsgPing, Buffer(), nullptr, r.cb());
+  ASSERT_TRUE(client_.net.set_link_state(ao_, false));
+  hub_.pump();
+  ASSERT_EQ(r.got.size(), 8u);
+  EXPECT_EQ(r.ok(), 8u);
+  EXPECT_EQ(received(bt_), 9u);  // the 8 resent (the server also took them over RDMA)
+  uint64_t rdma_before = received(bo_);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(ping(bt_).status.ok());
+  EXPECT_EQ(received(bt_), 19u);
+  EXPECT_EQ(received(bo_), rdma_before);
+  // Back up: a recovery ping restores its health and RDMA carries the traffic again.
+  ASSERT_TRUE(client_.net.set_link_state(ao_, true));
+  run_for(100ms);
+  EXPECT_EQ(find(client_.net.nis(), ao_).health, 1000);
+  uint64_t tcp_before = received(bt_);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(ping(bt_).status.ok());
+  EXPECT_EQ(received(bt_), tcp_before);
+  // The statistics of node bt_ by kind: 20 RPCs sent and answered over RDMA, 19 over TCP.
+  stats_.process_second();
+  EXPECT_EQ(count(bt_, NodeStat::kChannelWait), 39);
+  EXPECT_EQ(count(bt_, NodeStat::kSendVerbs), 20);
+  EXPECT_EQ(count(bt_, NodeStat::kLatencyVerbs), 20);
+  EXPECT_EQ(count(bt_, NodeStat::kSendTcp), 19);
+  EXPECT_EQ(count(bt_, NodeStat::kReceiveTcp), 19);
+  EXPECT_EQ(count(bt_, NodeStat::kLatencyTcp), 19);
+  EXPECT_EQ(count(bt_, NodeStat::kLatencyMixed), 0);
 }
 
 }  // namespace
