@@ -22,8 +22,9 @@ std::string ip_bin() {
 // The namespaces, links and daemons of one test.
 class TwoRails {
  public:
-  // transaction_timeout 3: 1 s per attempt with retry_count 2.
-  explicit TwoRails(int transaction_timeout = 3) {
+  // transaction_timeout 3: 1 s per attempt with retry_count 2. `rdma`: rail 2 is an
+  // @o2ib net (libfabric's tcp provider), rail 1 stays @tcp.
+  explicit TwoRails(int transaction_timeout = 3, bool rdma = false) : rdma_(rdma) {
     ip_ = ip_bin();
     if (geteuid() != 0 || ip_.empty()) {
       skip_ = "needs root and iproute2";
@@ -63,12 +64,13 @@ class TwoRails {
       std::string name = side == 0 ? "client" : "server";
       socket_[side] = dir_.file(name + ".sock");
       std::string cfg = dir_.file(name + ".toml");
-      write_file(
-          cfg, "[node]\nname = \"" + name + "\"\ncluster_key_file = \"" + dir_.file("cluster.key") +
-                   "\"\nadmin_socket = \"" + socket_[side] + "\"\n[[net]]\nnid = \"" +
-                   nid(side, 0) + "\"\n[[net]]\nnid = \"" + nid(side, 1) +
-                   "\"\n[lnet]\ntransaction_timeout = " + std::to_string(transaction_timeout) +
-                   "\nretry_count = 2\nrecovery_interval = 1\n");
+      write_file(cfg, "[node]\nname = \"" + name + "\"\ncluster_key_file = \"" +
+                          dir_.file("cluster.key") + "\"\nadmin_socket = \"" + socket_[side] +
+                          "\"\n[[net]]\nnid = \"" + nid(side, 0) + "\"\n[[net]]\nnid = \"" +
+                          nid(side, 1) + "\"\n" + (rdma_ ? "provider = \"tcp\"\n" : "") +
+                          "[lnet]\ntransaction_timeout = " + std::to_string(transaction_timeout) +
+                          "\nretry_count = 2\nrecovery_interval = 1\n"
+                          "[stats]\nrpcPerfNumberSecondIntervals = 600\n");
       daemon_[side] = std::make_unique<Process>(
           std::vector<std::string>{ip_, "netns", "exec", ns_[side], PFSNETD_BIN, "--config", cfg});
       ok_ = ok_ && daemon_[side]->wait_for_output("pfsnetd started", 5000ms);
@@ -87,8 +89,8 @@ class TwoRails {
   static std::string addr(int side, int rail) {
     return "198.18." + std::to_string(rail + 1) + "." + std::to_string(side + 1);
   }
-  static std::string nid(int side, int rail) {
-    return addr(side, rail) + (rail == 0 ? "@tcp" : "@tcp1");
+  std::string nid(int side, int rail) const {
+    return addr(side, rail) + (rail == 0 ? "@tcp" : rdma_ ? "@o2ib" : "@tcp1");
   }
   const std::string& socket(int side) const { return socket_[side]; }
   Process& daemon(int side) { return *daemon_[side]; }
@@ -142,6 +144,7 @@ class TwoRails {
     return false;
   }
 
+  bool rdma_;
   std::string ip_, skip_;
   bool created_ = false, ok_ = true;
   std::string ns_[2];
@@ -221,6 +224,71 @@ TEST(NetnsTest, LinkDownUnderLoadFailsOverAndTrafficReturns) {
       detect, failover, worst, healed, returned);
 }
 
+int64_t count_of(const json& stats, const char* stat) {
+  int64_t n = 0;
+  if (stats.contains(stat))
+    for (const json& i : stats[stat]["second"]) n += i["count"].get<int64_t>();
+  return n;
+}
+
+// Rail 2 is RDMA (@o2ib over libfabric), rail 1 TCP: RDMA carries the traffic while it is
+// healthy, its link failing under load moves everything to TCP with no RPC lost, and it
+// comes back once recovered. The RPC statistics split the load by kind, exactly.
+TEST(NetnsTest, RdmaRailFailsUnderLoadTcpCarriesOnAndRdmaReturns) {
+  TwoRails net(3, /*rdma=*/true);
+  if (!net.skip().empty()) GTEST_SKIP() << net.skip();
+  ASSERT_TRUE(net.ok()) << net.daemon(0).output() << net.daemon(1).output();
+  constexpr int kRpcs = 8000;
+  auto load = net.load(kRpcs, "0.002", 3);  // addressed to the server's tcp NID
+  ASSERT_GE(poll_until([&] { return sent(net.ni(0, 1)) > 200; }, 10000ms), 0)
+      << load->output() << net.cli(0, {"nis"}).dump() << net.daemon(0).output();
+  EXPECT_LE(sent(net.ni(0, 0)), 2u) << "TCP idle while RDMA is healthy (the first ping "
+                                       "discovers the o2ib NID)";
+  ASSERT_TRUE(net.link(0, 1, false));
+  ASSERT_GE(poll_until([&] { return net.ni(0, 1)["state"] == "down"; }, 5000ms), 0);
+  uint64_t rdma = sent(net.ni(0, 1)), tcp = sent(net.ni(0, 0));
+  ASSERT_GE(poll_until([&] { return sent(net.ni(0, 0)) > tcp + 200; }, 5000ms), 0)
+      << "TCP takes over: " << net.cli(0, {"nis"}).dump();
+  EXPECT_EQ(sent(net.ni(0, 1)), rdma);
+  ASSERT_TRUE(net.link(0, 1, true));
+  ASSERT_GE(poll_until(
+                [&] {
+                  json n = net.ni(0, 1);
+                  return n["state"] == "up" && n["health"] == 1000;
+                },
+                15000ms),
+            0)
+      << net.ni(0, 1).dump();
+  uint64_t back = sent(net.ni(0, 1));
+  ASSERT_GE(poll_until([&] { return sent(net.ni(0, 1)) > back + 200; }, 10000ms), 0)
+      << "traffic returns to RDMA: " << net.cli(0, {"nis"}).dump() << load->output();
+  ASSERT_EQ(load->wait_exit(90000ms), 0) << load->output();
+  ASSERT_TRUE(load->wait_eof(5000ms));
+  json summary = last_json_line(load->output());
+  EXPECT_EQ(summary["failed"], 0) << summary.dump();
+  EXPECT_EQ(summary["ok"], kRpcs);
+  // Every RPC of the load in the statistics of the server's tcp NID (the NID it was
+  // addressed to), each by the kinds of its last attempt's request and reply.
+  json st;
+  poll_until(
+      [&] {
+        json r = net.cli(0, {"diag", "rpc", "node"});
+        for (const json& n : r["nodes"])
+          if (n["nid"] == net.nid(1, 0)) st = n["stats"];
+        return count_of(st, "channel_wait") >= kRpcs;
+      },
+      10000ms);
+  int64_t verbs = count_of(st, "latency_verbs"), tcp_rpcs = count_of(st, "latency_tcp"),
+          mixed = count_of(st, "latency_mixed");
+  EXPECT_EQ(count_of(st, "channel_wait"), kRpcs) << st.dump();
+  EXPECT_EQ(verbs + tcp_rpcs + mixed, kRpcs) << st.dump();
+  EXPECT_GT(verbs, 100);
+  EXPECT_GT(tcp_rpcs, 100);
+  EXPECT_EQ(count_of(st, "send_time_verbs") + count_of(st, "send_time_tcp"), kRpcs);
+  std::printf("RDMA rail down and up under %d RPCs: %lld over RDMA, %lld over TCP, %lld mixed\n",
+              kRpcs, (long long)verbs, (long long)tcp_rpcs, (long long)mixed);
+}
+
 TEST(NetnsTest, BlackHoledRailTimesOutRemotelyAndResendsOnTheOther) {
   TwoRails net;
   if (!net.skip().empty()) GTEST_SKIP() << net.skip();
@@ -228,15 +296,15 @@ TEST(NetnsTest, BlackHoledRailTimesOutRemotelyAndResendsOnTheOther) {
   // A running system: the peer is known on both rails before the rail fails.
   auto warm = net.load(20, "0", 3);
   ASSERT_EQ(warm->wait_exit(20000ms), 0) << warm->output();
-  json added = net.cli(0, {"fault", "add", "drop", "--src", TwoRails::nid(0, 0), "--dst",
-                           TwoRails::nid(1, 0), "--rate", "1"});
+  json added = net.cli(
+      0, {"fault", "add", "drop", "--src", net.nid(0, 0), "--dst", net.nid(1, 0), "--rate", "1"});
   ASSERT_TRUE(added.contains("added")) << added.dump();
   auto load = net.load(400, "0.002", 3);
   ASSERT_EQ(load->wait_exit(60000ms), 0) << load->output();
   ASSERT_TRUE(load->wait_eof(5000ms));
   json summary = last_json_line(load->output());
   EXPECT_EQ(summary["failed"], 0) << summary.dump();
-  json p1 = net.peer(0, TwoRails::nid(1, 0));
+  json p1 = net.peer(0, net.nid(1, 0));
   EXPECT_GE(p1["remote_timeouts"].get<int>(), 1) << p1.dump();
   EXPECT_GE(p1["resends"].get<int>(), 1) << p1.dump();
   EXPECT_GE(p1["errors"]["PEER_NI_UNREACHABLE"].get<int>(), 1) << p1.dump();
@@ -268,9 +336,9 @@ TEST(NetnsTest, KilledPeerFailsEveryRpcWithinTheTimeoutWithItsKind) {
   EXPECT_GE(summary["errors"].value("PEER_NI_CONNECT_ERROR", 0), 1) << summary.dump();
   EXPECT_LE(summary["total_max_ms"].get<double>(), 3000 + 500) << "within transaction_timeout";
   // The error names the attempts and the last failure's kind.
-  auto [rc, out] = run({PFSNET_BIN, "--socket", net.socket(0), "ping", TwoRails::nid(1, 1), "-c",
-                        "1", "--timeout", "3"},
-                       20000ms);
+  auto [rc, out] = run(
+      {PFSNET_BIN, "--socket", net.socket(0), "ping", net.nid(1, 1), "-c", "1", "--timeout", "3"},
+      20000ms);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("PEER_NI_CONNECT_ERROR"), std::string::npos) << out;
   EXPECT_NE(out.find("failed after 3 attempts"), std::string::npos) << out;
