@@ -41,6 +41,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -51,6 +52,7 @@
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
+#include "transport/fabric_transport.h"
 #include "transport/tcp_transport.h"
 
 using namespace pfsnet;
@@ -61,6 +63,10 @@ namespace {
 
 constexpr char kServerAddr[] = "127.0.0.62";
 constexpr char kClientAddr[] = "127.0.0.61";
+// The @o2ib NIs (libfabric's tcp provider) and fi_pingpong's port, on their own addresses.
+constexpr char kServerO2ibAddr[] = "127.0.0.72";
+constexpr char kClientO2ibAddr[] = "127.0.0.71";
+constexpr uint16_t kFiPingpongPort = 7991;
 constexpr uint16_t kTcpPort = 7990;
 constexpr char kKey[] = "pfsnet-bench-cluster-key-0000001";
 
@@ -179,6 +185,37 @@ double tcp_pingpong_p50(int iters) {
   return median_us(t);
 }
 
+// fi_pingpong (fabtests) with the tcp provider and MSG endpoints, 64-byte messages: the
+// round trip, twice its "usec/xfer" (two transfers per iteration). An average, not a p50.
+double fi_pingpong_rtt_us(int iters) {
+  std::string common = "fi_pingpong -p tcp -e msg -S 64 -I " + std::to_string(iters);
+  std::string server = common + " -B " + std::to_string(kFiPingpongPort);
+  FILE* srv = popen((server + " 2>&1").c_str(), "r");
+  std::this_thread::sleep_for(300ms);  // the server's listen; the client retries below too
+  std::string out;
+  for (int attempt = 0; attempt < 10 && out.find("usec/xfer") == std::string::npos; ++attempt) {
+    std::string client = common + " -P " + std::to_string(kFiPingpongPort) + " " + kServerO2ibAddr;
+    FILE* cl = popen((client + " 2>&1").c_str(), "r");
+    out.clear();
+    char buf[512];
+    while (cl && fgets(buf, sizeof(buf), cl)) out += buf;
+    if (cl) pclose(cl);
+    if (out.find("usec/xfer") == std::string::npos) std::this_thread::sleep_for(200ms);
+  }
+  if (srv) pclose(srv);
+  // The last line: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec.
+  auto end = out.find_last_not_of('\n');
+  auto start = out.rfind('\n', end);
+  std::istringstream last(out.substr(start == std::string::npos ? 0 : start + 1));
+  std::string col[8];
+  for (auto& c : col) last >> c;
+  if (out.find("usec/xfer") == std::string::npos || col[6].empty()) {
+    std::fprintf(stderr, "bench: fi_pingpong failed: %s\n", out.c_str());
+    return 0;
+  }
+  return 2 * std::stod(col[6]);
+}
+
 double tcp_echo_rate(double seconds) {
   int fd = tcp_connect('E');
   std::vector<char> out(64 * 64, 'x'), in(1 << 16);
@@ -237,10 +274,11 @@ void start_pfsnetd(PfsnetServer& s, const std::string& pfsnetd) {
   std::string key = s.dir + "/key", cfg = s.dir + "/server.toml";
   std::ofstream(key) << kKey;
   chmod(key.c_str(), 0600);
-  std::ofstream(cfg)
-      << "[node]\nname = \"bench-server\"\ncluster_key_file = \"" << key << "\"\nadmin_socket = \""
-      << s.dir << "/s.sock\"\n[[net]]\nnid = \"" << kServerAddr
-      << "@tcp\"\n[lnet]\ncredits = 256\npeer_credits = 64\n[rpc]\nmax_rpcs_in_flight = 64\n";
+  std::ofstream(cfg) << "[node]\nname = \"bench-server\"\ncluster_key_file = \"" << key
+                     << "\"\nadmin_socket = \"" << s.dir << "/s.sock\"\n[[net]]\nnid = \""
+                     << kServerAddr << "@tcp\"\n[[net]]\nnid = \"" << kServerO2ibAddr
+                     << "@o2ib\"\nprovider = \"tcp\"\n[lnet]\ncredits = 256\npeer_credits = "
+                        "64\n[rpc]\nmax_rpcs_in_flight = 64\n";
   const char* argv[] = {pfsnetd.c_str(), "--config", cfg.c_str(), "--log-level", "warn", nullptr};
   if (posix_spawn(&s.pid, argv[0], nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
     std::perror("bench: spawn pfsnetd");
@@ -260,18 +298,25 @@ struct Client {
   std::unique_ptr<NodeTimers> timers;  // declared last: stopped first
   // `spin`: how long a blocking call spins before sleeping (RpcOptions::spin).
   // `with_stats`: record GPFS RPC statistics (processed every second by a ticker).
+  // `o2ib`: over the fabric LND (libfabric's tcp provider) to the server's @o2ib NI.
   explicit Client(const char* addr, std::chrono::microseconds spin = RpcOptions{}.spin,
-                  bool with_stats = true)
-      : me(*Nid::parse(std::string(addr) + "@tcp")) {
-    if (with_stats) stats = std::make_unique<RpcStats>(StatsConfig{}, clock, false);
+                  bool with_stats = true, bool o2ib = false)
+      : me(*Nid::parse(std::string(addr) + (o2ib ? "@o2ib" : "@tcp"))) {
+    if (o2ib) server = *Nid::parse(std::string(kServerO2ibAddr) + "@o2ib");
+    if (with_stats) stats = std::make_unique<RpcStats>(StatsConfig{}, clock, o2ib);
     NetOptions o;
     o.credits = 256;
     o.peer_credits = 64;
-    net = std::make_unique<Net>(o, std::vector<Nid>{me}, clock, [this](TransportEvents& ev) {
-      TransportOptions to;
-      to.cluster_key = kKey;
-      return std::make_unique<TcpTransport>(to, std::vector<Nid>{me}, clock, ev);
-    });
+    net = std::make_unique<Net>(
+        o, std::vector<Nid>{me}, clock,
+        [this, o2ib](TransportEvents& ev) -> std::unique_ptr<Transport> {
+          TransportOptions to;
+          to.cluster_key = kKey;
+          if (!o2ib) return std::make_unique<TcpTransport>(to, std::vector<Nid>{me}, clock, ev);
+          FabricOptions fo;
+          fo.provider = "tcp";
+          return std::make_unique<FabricTransport>(to, fo, std::vector<Nid>{me}, clock, ev);
+        });
     if (!net->start().ok()) std::exit(1);
     RpcOptions ro{64, 1, 30s, 2 << 20};
     ro.spin = spin;
@@ -464,6 +509,33 @@ int main(int argc, char** argv) {
     measure(
         "rpc_rtt_64b_p50_nospin", "us", [&] { return tcp_pingpong_p50(10000); },
         [&] { return rpc_rtt_p50(nospin, 10000); });
+  }
+  if (want("fabric_rpc_rtt_64b_p50") || want("fabric_vs_sockets_rtt_64b_p50") ||
+      want("fabric_bulk_write_1m") || want("fabric_bulk_read_1m")) {
+    // The fabric LND (libfabric's tcp provider) beside fi_pingpong on the same provider and
+    // endpoint type, beside the sockets LND, and its 1 MiB bulk beside raw TCP streaming.
+    Client fab(kClientO2ibAddr, RpcOptions{}.spin, true, true);
+    measure(
+        "fabric_rpc_rtt_64b_p50", "us", [&] { return fi_pingpong_rtt_us(20000); },
+        [&] { return rpc_rtt_p50(fab, 10000); });
+    measure(
+        "fabric_vs_sockets_rtt_64b_p50", "us", [&] { return rpc_rtt_p50(client, 10000); },
+        [&] { return rpc_rtt_p50(fab, 10000); });
+    measure(
+        "fabric_bulk_write_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
+        [&] {
+          return closed_loop(depth, seconds, [&](RpcEngine::Callback cb) {
+            fab.rpc->call_async(fab.server, kMsgPing, ping_payload(0u), mib, std::move(cb));
+          });
+        });
+    measure(
+        "fabric_bulk_read_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
+        [&] {
+          return closed_loop(depth, seconds, [&](RpcEngine::Callback cb) {
+            fab.rpc->call_async(fab.server, kMsgPing, ping_payload(1u << 20), nullptr,
+                                std::move(cb));
+          });
+        });
   }
   measure(
       "rpc_rate_64b", "RPC/s", [&] { return tcp_echo_rate(seconds); },
