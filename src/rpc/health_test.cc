@@ -82,11 +82,14 @@ RpcOptions rpc_opts() {
   return o;
 }
 
-class HealthTest : public ::testing::Test {
+// A client and a server node on one in-memory hub, with a manual clock; the client keeps
+// RPC statistics.
+class TwoNodes : public ::testing::Test {
  protected:
-  HealthTest()
-      : client_(hub_, clock_, {a1_, a2_}, net_opts(), rpc_opts()),
-        server_(hub_, clock_, {b1_, b2_}, net_opts(), rpc_opts()) {}
+  TwoNodes(std::vector<Nid> client_nids, std::vector<Nid> server_nids)
+      : stats_(StatsConfig{}, clock_, true),
+        client_(hub_, clock_, std::move(client_nids), net_opts(), rpc_opts(), &stats_),
+        server_(hub_, clock_, std::move(server_nids), net_opts(), rpc_opts()) {}
 
   // One PING to `dst`, pumped to completion.
   RpcReply ping(const Nid& dst) {
@@ -108,9 +111,15 @@ class HealthTest : public ::testing::Test {
 
   ManualClock clock_;
   MemHub hub_;
-  Nid a1_ = nid("10.1.0.1@tcp"), a2_ = nid("10.2.0.1@tcp1");
-  Nid b1_ = nid("10.1.0.2@tcp"), b2_ = nid("10.2.0.2@tcp1");
+  RpcStats stats_;
   Node client_, server_;
+};
+
+class HealthTest : public TwoNodes {
+ protected:
+  HealthTest() : TwoNodes({a1_, a2_}, {b1_, b2_}) {}
+  inline static const Nid a1_ = nid("10.1.0.1@tcp"), a2_ = nid("10.2.0.1@tcp1");
+  inline static const Nid b1_ = nid("10.1.0.2@tcp"), b2_ = nid("10.2.0.2@tcp1");
 };
 
 TEST_F(HealthTest, DiscoveryJoinsThePeersNidsAndTrafficUsesBothRails) {
@@ -316,28 +325,10 @@ TEST_F(HealthTest, AllLocalNisDownFailsAtOnceAsLocalNiDown) {
 
 // A node with a tcp and an o2ib NI talking to one like it (the in-memory transport carries
 // both kinds; selection and statistics go by the NIDs' kinds).
-class KindsTest : public ::testing::Test {
+class KindsTest : public TwoNodes {
  protected:
-  KindsTest()
-      : stats_(StatsConfig{}, clock_, true),
-        client_(hub_, clock_, {at_, ao_}, net_opts(), rpc_opts(), &stats_),
-        server_(hub_, clock_, {bt_, bo_}, net_opts(), rpc_opts()) {}
+  KindsTest() : TwoNodes({at_, ao_}, {bt_, bo_}) {}
 
-  RpcReply ping(const Nid& dst) {
-    Replies r;
-    client_.rpc.call_async(dst, kMsgPing, Buffer(), nullptr, r.cb());
-    hub_.pump();
-    EXPECT_EQ(r.got.size(), 1u);
-    return r.got.empty() ? RpcReply{} : std::move(r.got[0]);
-  }
-  void run_for(Duration d) {
-    for (Duration t{0}; t < d; t += 100ms) {
-      clock_.advance(100ms);
-      client_.timers.tick(clock_.now());
-      server_.timers.tick(clock_.now());
-      hub_.pump();
-    }
-  }
   uint64_t received(const Nid& n) { return find(server_.net.nis(), n).recv_count; }
   // The count of `s` for node `dst` over every second held.
   int64_t count(const Nid& dst, NodeStat s) {
@@ -351,12 +342,8 @@ class KindsTest : public ::testing::Test {
     return n;
   }
 
-  ManualClock clock_;
-  MemHub hub_;
-  Nid at_ = nid("10.1.0.1@tcp"), ao_ = nid("10.2.0.1@o2ib");
-  Nid bt_ = nid("10.1.0.2@tcp"), bo_ = nid("10.2.0.2@o2ib");
-  RpcStats stats_;
-  Node client_, server_;
+  inline static const Nid at_ = nid("10.1.0.1@tcp"), ao_ = nid("10.2.0.1@o2ib");
+  inline static const Nid bt_ = nid("10.1.0.2@tcp"), bo_ = nid("10.2.0.2@o2ib");
 };
 
 TEST_F(KindsTest, RdmaWhileHealthyTcpWhenItFailsRdmaAgainOnceRecovered) {
