@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -224,6 +225,31 @@ inline nlohmann::json last_json_line(const std::string& out) {
   auto end = out.find_last_not_of('\n');
   auto start = out.rfind('\n', end);
   return nlohmann::json::parse(out.substr(start == std::string::npos ? 0 : start + 1, end - start));
+}
+
+// The count of a `diag rpc --json` statistic over its `granularity` intervals; 0 for a
+// statistic the reply left out (it had no record).
+inline int64_t total(const nlohmann::json& stat, const char* granularity = "second") {
+  int64_t n = 0;
+  if (stat.is_object() && stat.contains(granularity))
+    for (const nlohmann::json& i : stat[granularity]) n += i["count"].get<int64_t>();
+  return n;
+}
+
+// Polls `diag rpc all --json` of the daemon at `socket` until `done(reply)` (the daemon
+// processes its raw buffers once a second); bounded in count and time.
+inline nlohmann::json diag_until(const std::string& socket,
+                                 const std::function<bool(const nlohmann::json&)>& done) {
+  nlohmann::json r;
+  auto limit = std::chrono::steady_clock::now() + 10s;
+  for (int i = 0; i < 200 && std::chrono::steady_clock::now() < limit; ++i) {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", socket, "diag", "rpc", "all", "--json"});
+    if (rc != 0) return nlohmann::json();
+    r = last_json_line(out);
+    if (done(r)) return r;
+    std::this_thread::sleep_for(100ms);  // next poll of the once-a-second processing
+  }
+  return r;
 }
 
 // Two daemons (hosts 2 and 3) sharing a fresh cluster key: the usual test cluster.

@@ -13,27 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-int64_t total(const json& stat, const char* granularity = "second") {
-  int64_t n = 0;
-  for (const json& i : stat[granularity]) n += i["count"].get<int64_t>();
-  return n;
-}
-
-// Polls `diag rpc all --json` until `done(reply)` (the daemon processes its raw buffers
-// once a second); bounded in count and time.
-json diag_until(const std::string& socket, const std::function<bool(const json&)>& done) {
-  json r;
-  auto limit = std::chrono::steady_clock::now() + 10s;
-  for (int i = 0; i < 200 && std::chrono::steady_clock::now() < limit; ++i) {
-    auto [rc, out] = run({PFSNET_BIN, "--socket", socket, "diag", "rpc", "all", "--json"});
-    if (rc != 0) return json();
-    r = last_json_line(out);
-    if (done(r)) return r;
-    std::this_thread::sleep_for(100ms);  // next poll of the once-a-second processing
-  }
-  return r;
-}
-
 TEST(DiagRpcTest, KnownLoadShowsExactCounts) {
   TwoDaemons c;
   ASSERT_TRUE(c.ready());

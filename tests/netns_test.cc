@@ -224,13 +224,6 @@ TEST(NetnsTest, LinkDownUnderLoadFailsOverAndTrafficReturns) {
       detect, failover, worst, healed, returned);
 }
 
-int64_t count_of(const json& stats, const char* stat) {
-  int64_t n = 0;
-  if (stats.contains(stat))
-    for (const json& i : stats[stat]["second"]) n += i["count"].get<int64_t>();
-  return n;
-}
-
 // Rail 2 is RDMA (@o2ib over libfabric), rail 1 TCP: RDMA carries the traffic while it is
 // healthy, its link failing under load moves everything to TCP with no RPC lost, and it
 // comes back once recovered. The RPC statistics split the load by kind, exactly.
@@ -275,16 +268,16 @@ TEST(NetnsTest, RdmaRailFailsUnderLoadTcpCarriesOnAndRdmaReturns) {
         json r = net.cli(0, {"diag", "rpc", "node"});
         for (const json& n : r["nodes"])
           if (n["nid"] == net.nid(1, 0)) st = n["stats"];
-        return count_of(st, "channel_wait") >= kRpcs;
+        return total(st["channel_wait"]) >= kRpcs;
       },
       10000ms);
-  int64_t verbs = count_of(st, "latency_verbs"), tcp_rpcs = count_of(st, "latency_tcp"),
-          mixed = count_of(st, "latency_mixed");
-  EXPECT_EQ(count_of(st, "channel_wait"), kRpcs) << st.dump();
+  int64_t verbs = total(st["latency_verbs"]), tcp_rpcs = total(st["latency_tcp"]),
+          mixed = total(st["latency_mixed"]);
+  EXPECT_EQ(total(st["channel_wait"]), kRpcs) << st.dump();
   EXPECT_EQ(verbs + tcp_rpcs + mixed, kRpcs) << st.dump();
   EXPECT_GT(verbs, 100);
   EXPECT_GT(tcp_rpcs, 100);
-  EXPECT_EQ(count_of(st, "send_time_verbs") + count_of(st, "send_time_tcp"), kRpcs);
+  EXPECT_EQ(total(st["send_time_verbs"]) + total(st["send_time_tcp"]), kRpcs);
   std::printf("RDMA rail down and up under %d RPCs: %lld over RDMA, %lld over TCP, %lld mixed\n",
               kRpcs, (long long)verbs, (long long)tcp_rpcs, (long long)mixed);
 }

@@ -17,29 +17,6 @@ DaemonOptions o2ib() {
   return o;
 }
 
-int64_t total(const json& stat) {
-  int64_t n = 0;
-  for (const json& i : stat["second"]) n += i["count"].get<int64_t>();
-  return n;
-}
-
-// `diag rpc node --json` of `socket` once its node stats show `want` latencies of `stat`
-// (the daemon processes its raw records once a second); bounded in count and time.
-json node_stats_when(const std::string& socket, const char* stat, int64_t want) {
-  json r;
-  auto limit = std::chrono::steady_clock::now() + 10s;
-  for (int i = 0; i < 200 && std::chrono::steady_clock::now() < limit; ++i) {
-    auto [rc, out] = run({PFSNET_BIN, "--socket", socket, "diag", "rpc", "node", "--json"});
-    if (rc != 0) return json();
-    r = last_json_line(out);
-    if (!r["nodes"].empty() && r["nodes"][0]["stats"].contains(stat) &&
-        total(r["nodes"][0]["stats"][stat]) >= want)
-      return r;
-    std::this_thread::sleep_for(100ms);  // the next once-a-second processing
-  }
-  return r;
-}
-
 TEST(O2ibTest, TwoDaemonsPingWithOneMiBBulkBothWaysAndCountVerbsLatencies) {
   TwoDaemons c(o2ib(), o2ib());
   ASSERT_TRUE(c.ready()) << c.a.process().output() << c.b.process().output();
@@ -61,7 +38,10 @@ TEST(O2ibTest, TwoDaemonsPingWithOneMiBBulkBothWaysAndCountVerbsLatencies) {
   // 12 RPCs each way, all over the fabric: the verbs statistics count them, the TCP
   // ones nothing, and none is mixed.
   for (Daemon* d : {&c.a, &c.b}) {
-    json r = node_stats_when(d->socket(), "latency_verbs", 12);
+    json r = diag_until(d->socket(), [](const json& r) {
+      return !r["nodes"].empty() &&
+             total(r["nodes"][0]["stats"].value("latency_verbs", json())) >= 12;
+    });
     ASSERT_EQ(r["nodes"].size(), 1u) << r.dump();
     const json& st = r["nodes"][0]["stats"];
     EXPECT_EQ(total(st["latency_verbs"]), 12) << st.dump();

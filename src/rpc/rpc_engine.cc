@@ -352,13 +352,13 @@ void RpcEngine::resolve_error(const CallPtr& c, const Status& s) {
 void RpcEngine::complete(const CallPtr& c) {
   if (c->delivered.exchange(true)) return;
   RpcTimes& t = c->reply.times;
-  bool sent_verbs, received_verbs;
+  uint64_t sent_on;
+  bool received_verbs;
   {
     MutexLock lk(mu_);
     t.write_start = c->tx_times.write_start;
     t.write_done = c->tx_times.write_done;
-    auto local = Nid::unpack(c->tx_times.local_nid);
-    sent_verbs = local.ok() && local->is_verbs();
+    sent_on = c->tx_times.local_nid;
     received_verbs = c->reply_verbs;
   }
   if (c->reply.status.ok()) {
@@ -379,7 +379,8 @@ void RpcEngine::complete(const CallPtr& c) {
     r.bytes_sent = static_cast<uint32_t>(c->reply.bytes_sent);
     r.bytes_received = static_cast<uint32_t>(c->reply.bytes_received);
     // By the kinds of the two paths: a peer with tcp and o2ib NIs may answer on the other.
-    r.sent_verbs = sent_verbs;
+    auto local = Nid::unpack(sent_on);
+    r.sent_verbs = local.ok() && local->is_verbs();
     r.received_verbs = received_verbs;
     stats->record(r);
   }
