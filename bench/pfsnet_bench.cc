@@ -18,7 +18,7 @@
 //                           full: a peer's memory grows to this); baseline: GPFS's intervals
 //                           alone (4 statistics x 174 intervals x 32 bytes).
 //
-// Usage: pfsnet_bench --pfsnetd PATH [--seconds S] [--only FIGURE]
+// Usage: pfsnet_bench --pfsnetd PATH [--seconds S] [--only FIGURE[,FIGURE...]]
 // The TCP baseline server is a forked child of this process; pfsnet's server is a real
 // pfsnetd. Everything runs on 127.0.0.x addresses.
 #include <arpa/inet.h>
@@ -462,13 +462,14 @@ std::pair<double, double> stats_bytes_per_peer() {
 
 int main(int argc, char** argv) {
   CLI::App app{"pfsnet_bench: RPC latency, rate and bulk bandwidth beside raw TCP"};
-  std::string pfsnetd, only;
+  std::string pfsnetd;
+  std::vector<std::string> only;
   double seconds = 2;
   int rounds = 3;
   int depth = 8;
   app.add_option("--pfsnetd", pfsnetd, "path of the pfsnetd binary")->required();
   app.add_option("--seconds", seconds, "duration of each throughput run");
-  app.add_option("--only", only, "run one figure");
+  app.add_option("--only", only, "run only these figures (comma-separated)")->delimiter(',');
   app.add_option("--depth", depth, "bulk RPCs in flight (default 8)");
   app.add_option("--rounds", rounds, "alternating baseline/pfsnet runs per figure (median)");
   CLI11_PARSE(app, argc, argv);
@@ -479,7 +480,9 @@ int main(int argc, char** argv) {
   PfsnetServer server;
   start_pfsnetd(server, pfsnetd);
   Client client(kClientAddr);
-  auto want = [&](const char* f) { return only.empty() || only == f; };
+  auto want = [&](const char* f) {
+    return only.empty() || std::find(only.begin(), only.end(), f) != only.end();
+  };
 
   // Each figure alternates baseline and pfsnet runs `rounds` times and reports the
   // medians, so drift of this shared 2-core machine hits both alike.

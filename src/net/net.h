@@ -167,6 +167,9 @@ class Net final : public TransportEvents {
   // otherwise it is preferred while its local NI is up and falls back to selection.
   void send_via(const Nid& local, const Nid& peer, std::unique_ptr<OutFrame> f, TimePoint deadline,
                 TxCompletion* done, bool strict);
+  // Runs the transport's ready completions on this thread (Transport::progress): for a
+  // caller that waits for a reply. Returns whether there was any. Any thread.
+  bool progress() { return !shut_.load() && transport_->progress(); }
 
   // Applies transmit deadlines at `now` (see above), and returns the credits owed on any
   // connection on an explicit credit frame. Returns how many messages it failed or whose

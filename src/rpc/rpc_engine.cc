@@ -187,12 +187,14 @@ RpcReply RpcEngine::call(const Nid& dst, uint32_t type, Buffer payload, BulkData
   TimePoint deadline = clock_.now() + (o.timeout.count() > 0 ? o.timeout : opts_.default_timeout);
   // Spin briefly before sleeping: a reply that comes within opts_.spin then costs no
   // thread wake-up (a third of a loopback round trip on a 2-core VM). Only one caller
-  // spins at a time, so blocking callers never eat the cores.
+  // spins at a time, so blocking callers never eat the cores. The spinner drives the
+  // transport's progress meanwhile (Net::progress): over RDMA it takes the reply from the
+  // completion queue itself instead of waiting for the I/O thread to be scheduled.
   if (opts_.spin.count() > 0 && spinners_.fetch_add(1) == 0) {
     auto until = std::chrono::steady_clock::now() + opts_.spin;
     for (int i = 0; !w.ready.load(std::memory_order_acquire); ++i) {
-      if ((i & 63) == 63 && std::chrono::steady_clock::now() >= until) break;
-      cpu_relax();
+      if ((i & 15) == 15 && std::chrono::steady_clock::now() >= until) break;
+      if (!net_.progress()) cpu_relax();
     }
     spinners_.fetch_sub(1);
   } else if (opts_.spin.count() > 0) {

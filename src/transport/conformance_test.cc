@@ -14,6 +14,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "base/mutex.h"
 #include "transport/emulating_transport.h"
@@ -38,16 +39,23 @@ struct Events : TransportEvents {
     conns.push_back(c);
   }
   void on_frame(Connection&, InFrame&& f) override {
+    // From inside a callback progress() must do nothing (it would nest callbacks).
+    bool nested = self && self->progress();
     MutexLock lk(mu);
     frames.push_back(std::move(f));
+    frame_threads.push_back(std::this_thread::get_id());
+    nested_progress += nested;
   }
   void on_closed(Connection&, const Status& why) override {
     MutexLock lk(mu);
     closed.push_back(why);
   }
+  Transport* self = nullptr;  // set: on_frame tries self->progress()
   Mutex mu;
   std::vector<ConnectionPtr> conns GUARDED_BY(mu);
   std::vector<InFrame> frames GUARDED_BY(mu);
+  std::vector<std::thread::id> frame_threads GUARDED_BY(mu);  // where each on_frame ran
+  int nested_progress GUARDED_BY(mu) = 0;
   std::vector<Status> closed GUARDED_BY(mu);
 };
 
@@ -384,6 +392,50 @@ TEST_P(ConformanceTest, CloseMidSendCompletesEveryFrameOnce) {
   MutexLock la(ea_.mu), lb(eb_.mu);
   EXPECT_EQ(ea_.closed.size(), 1u);  // exactly once
   EXPECT_EQ(eb_.closed.size(), 1u);
+}
+
+// Progress by the waiter (Transport::progress): a thread waiting for frames runs the
+// transport's completions itself. The fabric transport hands the waiter most frames on
+// its own thread (the I/O thread must first be woken and scheduled); sockets and the
+// in-memory hub have no such path and say so. Everywhere frames arrive once and in
+// order, and progress() from inside a callback does nothing.
+TEST_P(ConformanceTest, AWaiterThatDrivesProgressTakesFramesItself) {
+  ConnectionPtr c = connect();
+  ASSERT_TRUE(c);
+  ConnectionPtr b = b_side();
+  ASSERT_TRUE(b);
+  ea_.self = ta_.get();
+  const int kRounds = emulated() ? 10 : 200;  // an emulated round trip takes kDelay
+  int progressed = 0;
+  for (int i = 0; i < kRounds; ++i) {
+    b->send(frame(i + 1, 16, 0, nullptr));
+    bool got = false;
+    auto limit = std::chrono::steady_clock::now() + 10s;
+    for (int k = 0; k < 50'000'000 && !got && std::chrono::steady_clock::now() < limit; ++k) {
+      progressed += ta_->progress();
+      if (!tcp()) {
+        hub_.pump();
+        manual_.advance(1ms);
+      }
+      MutexLock lk(ea_.mu);
+      got = ea_.frames.size() == size_t(i + 1);
+    }
+    ASSERT_TRUE(got) << "frame " << i + 1 << " never arrived";
+  }
+  MutexLock lk(ea_.mu);
+  ea_.self = nullptr;
+  int on_waiter = 0;
+  for (int i = 0; i < kRounds; ++i) {
+    EXPECT_EQ(ea_.frames[i].hdr.xid, uint64_t(i + 1));
+    on_waiter += ea_.frame_threads[i] == std::this_thread::get_id();
+  }
+  EXPECT_EQ(ea_.nested_progress, 0);
+  if (GetParam() == Kind::kFabric) {
+    EXPECT_GT(progressed, 0);
+    EXPECT_GT(on_waiter, kRounds / 10) << on_waiter << " of " << kRounds << " on the waiter";
+  } else {
+    EXPECT_EQ(progressed, 0);
+  }
 }
 
 // The decorated kinds only: what emulation adds.

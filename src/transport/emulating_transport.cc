@@ -143,6 +143,7 @@ void EmulatingTransport::connect(const Nid& local, const Nid& remote, uint16_t p
 }
 
 void EmulatingTransport::post(std::function<void()> fn) { inner_->post(std::move(fn)); }
+bool EmulatingTransport::progress() { return inner_->progress(); }
 
 void EmulatingTransport::stop() {
   inner_->stop();

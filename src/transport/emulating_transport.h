@@ -47,6 +47,7 @@ class EmulatingTransport final : public Transport, private TransportEvents {
   Status listen(const Nid& local, uint16_t port) override;
   void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) override;
   void post(std::function<void()> fn) override;
+  bool progress() override;
   void stop() override;
 
  private:

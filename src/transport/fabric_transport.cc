@@ -142,9 +142,10 @@ class FabricTransport::Impl {
   Status listen(const Nid& local, uint16_t port);
   void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb);
   void post(std::function<void()> fn);
+  bool progress();
   void stop();
 
-  // ---- used by FabConn (I/O thread unless said) ----
+  // ---- used by FabConn (in an I/O pass unless said) ----
   const std::vector<Nid>& node_nids() const { return node_nids_; }
   void forget(FabConn* c);
   uint64_t next_key() { return next_key_.fetch_add(1); }  // any thread
@@ -156,6 +157,9 @@ class FabricTransport::Impl {
 
  private:
   void loop();
+  // One I/O pass: posted work, the event and completion queues of every NI, and every
+  // 10 ms the deadlines. The caller holds io_mu_.
+  size_t run_once();
   size_t poll_cq(FabNi& ni);
   size_t poll_eq(FabNi& ni);
   size_t run_posted();
@@ -168,10 +172,14 @@ class FabricTransport::Impl {
   std::shared_ptr<FabConn> conn_of(fid_t f);
 
   std::vector<Nid> node_nids_;
+  // Held by whichever thread runs an I/O pass: the I/O thread, or a waiter in progress().
+  // What the comments below call "the I/O thread" is that holder.
+  Mutex io_mu_;
   std::vector<std::unique_ptr<FabNi>> nis_;                       // I/O thread
   std::unordered_map<FabConn*, std::shared_ptr<FabConn>> conns_;  // I/O thread
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::shared_ptr<FabConn>>>
-      graveyard_;  // I/O thread
+      graveyard_;                                       // I/O thread
+  std::chrono::steady_clock::time_point last_check_{};  // I/O thread
   std::atomic<uint64_t> next_key_{1};
   int epfd_ = -1, evfd_ = -1;
   Mutex mu_;
@@ -922,17 +930,42 @@ Status FabricTransport::Impl::run_on_io(std::function<Status()> fn) {
   return fut.get();
 }
 
+namespace {
+// Set while this thread runs an I/O pass of any fabric transport: a callback that waits
+// for a reply must not start another pass (it would run callbacks inside callbacks).
+thread_local bool tls_in_pass = false;
+}  // namespace
+
+size_t FabricTransport::Impl::run_once() {
+  tls_in_pass = true;
+  size_t n = run_posted();
+  for (auto& ni : nis_) n += poll_eq(*ni) + poll_cq(*ni);
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_check_ >= std::chrono::milliseconds(10)) {
+    check_deadlines();
+    last_check_ = now;
+  }
+  tls_in_pass = false;
+  return n;
+}
+
+bool FabricTransport::Impl::progress() {
+  if (tls_in_pass || stopped_.load()) return false;
+  if (!io_mu_.try_lock()) return false;
+  size_t n = stopped_.load() ? 0 : run_once();
+  io_mu_.unlock();
+  return n > 0;
+}
+
 void FabricTransport::Impl::loop() {
   auto last_work = std::chrono::steady_clock::now();
-  auto last_check = last_work;
   while (!quit_.load()) {
-    size_t n = run_posted();
-    for (auto& ni : nis_) n += poll_eq(*ni) + poll_cq(*ni);
-    auto now = std::chrono::steady_clock::now();
-    if (now - last_check >= std::chrono::milliseconds(10)) {
-      check_deadlines();
-      last_check = now;
+    size_t n;
+    {
+      MutexLock lk(io_mu_);
+      n = run_once();
     }
+    auto now = std::chrono::steady_clock::now();
     if (n > 0) {
       last_work = now;
       continue;
@@ -959,10 +992,13 @@ void FabricTransport::Impl::sleep_once() {
     MutexLock lk(mu_);
     may_wait = posted_.empty();
   }
-  for (auto& ni : nis_) {
-    if (!may_wait) break;
-    fid* fids[2] = {&ni->cq->fid, &ni->eq->fid};
-    may_wait = fi_trywait(ni->fabric, fids, 2) == FI_SUCCESS;
+  {
+    MutexLock lk(io_mu_);
+    for (auto& ni : nis_) {
+      if (!may_wait) break;
+      fid* fids[2] = {&ni->cq->fid, &ni->eq->fid};
+      may_wait = fi_trywait(ni->fabric, fids, 2) == FI_SUCCESS;
+    }
   }
   if (may_wait) {
     epoll_event evs[8];
@@ -1224,6 +1260,7 @@ void FabricTransport::Impl::stop() {
     (void)n;
     thread_.join();
   }
+  MutexLock lk(io_mu_);  // a waiter's progress() may be in its last pass
   conns_.clear();
   graveyard_.clear();
   nis_.clear();
@@ -1253,6 +1290,7 @@ void FabricTransport::connect(const Nid& local, const Nid& remote, uint16_t port
   impl_->connect(local, remote, port, std::move(cb));
 }
 void FabricTransport::post(std::function<void()> fn) { impl_->post(std::move(fn)); }
+bool FabricTransport::progress() { return impl_->progress(); }
 void FabricTransport::stop() { impl_->stop(); }
 
 }  // namespace pfsnet

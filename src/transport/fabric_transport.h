@@ -12,9 +12,12 @@
 //
 // Threads: one I/O thread per transport polls the completion and event queues (busy
 // polling TransportOptions::busy_poll before it sleeps on their wait descriptors); every
-// callback runs there. Senders post their sends on their own thread (the domain is
-// FI_THREAD_SAFE); public methods are thread-safe except stop(), which must not run on the
-// I/O thread.
+// callback runs there, or on a thread waiting for a reply that calls progress() while the
+// I/O thread is not polling (one pass at a time: callbacks never run concurrently). So a
+// blocking caller on a spare core takes its reply from the completion queue itself, as
+// fi_pingpong does, with no thread hand-off. Senders post their sends on their own thread
+// (the domain is FI_THREAD_SAFE); public methods are thread-safe except stop(), which
+// must not run on the I/O thread.
 #pragma once
 
 #include <pfsnet/clock.h>
@@ -50,6 +53,7 @@ class FabricTransport final : public Transport {
   Status listen(const Nid& local, uint16_t port) override;
   void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) override;
   void post(std::function<void()> fn) override;
+  bool progress() override;
   void stop() override;
 
   class Impl;

@@ -46,6 +46,12 @@ void LndSwitch::connect(const Nid& local, const Nid& remote, uint16_t port, Conn
 
 void LndSwitch::post(std::function<void()> fn) { lnds_.front().transport->post(std::move(fn)); }
 
+bool LndSwitch::progress() {
+  bool any = false;
+  for (auto& l : lnds_) any |= l.transport->progress();
+  return any;
+}
+
 void LndSwitch::stop() {
   for (auto it = lnds_.rbegin(); it != lnds_.rend(); ++it) it->transport->stop();
 }

@@ -35,6 +35,7 @@ class LndSwitch final : public Transport {
   void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) override;
   // On the first LND's I/O thread.
   void post(std::function<void()> fn) override;
+  bool progress() override;
   void stop() override;
 
  private:

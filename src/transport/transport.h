@@ -168,6 +168,13 @@ class Transport {
   virtual void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) = 0;
   // Runs `fn` on an I/O thread.
   virtual void post(std::function<void()> fn) = 0;
+  // Progress by the waiter (Mercury's HG_Progress, UCX's worker progress): a thread that
+  // waits for a reply runs the transport's ready completions itself instead of waiting for
+  // an I/O thread to wake and hand them over. Callbacks then run on the calling thread,
+  // still one at a time with the I/O thread's. Returns whether it did any work: false at
+  // once when another thread is at it, from inside a callback, after stop(), or when the
+  // transport has no such path (sockets: the kernel wakes its I/O thread). Any thread.
+  virtual bool progress() { return false; }
   // Closes every connection and listener and stops the I/O threads. No callbacks after.
   virtual void stop() = 0;
 };
