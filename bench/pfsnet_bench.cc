@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "fabric_rma_stream.h"
 #include "figure.h"
 #include "net/net.h"
 #include "rpc/node_timers.h"
@@ -67,6 +68,9 @@ constexpr char kClientAddr[] = "127.0.0.61";
 constexpr char kServerO2ibAddr[] = "127.0.0.72";
 constexpr char kClientO2ibAddr[] = "127.0.0.71";
 constexpr uint16_t kFiPingpongPort = 7991;
+// The raw libfabric RMA stream (the provider's own bulk figure), on its own address.
+constexpr char kRmaStreamAddr[] = "127.0.0.73";
+constexpr uint16_t kRmaStreamPort = 7992;
 constexpr uint16_t kTcpPort = 7990;
 constexpr char kKey[] = "pfsnet-bench-cluster-key-0000001";
 
@@ -514,7 +518,8 @@ int main(int argc, char** argv) {
         [&] { return rpc_rtt_p50(nospin, 10000); });
   }
   if (want("fabric_rpc_rtt_64b_p50") || want("fabric_vs_sockets_rtt_64b_p50") ||
-      want("fabric_bulk_write_1m") || want("fabric_bulk_read_1m")) {
+      want("fabric_provider_rma_vs_tcp_stream_1m") || want("fabric_bulk_write_1m") ||
+      want("fabric_bulk_read_1m")) {
     // The fabric LND (libfabric's tcp provider) beside fi_pingpong on the same provider and
     // endpoint type, beside the sockets LND, and its 1 MiB bulk beside raw TCP streaming.
     Client fab(kClientO2ibAddr, RpcOptions{}.spin, true, true);
@@ -524,21 +529,26 @@ int main(int argc, char** argv) {
     measure(
         "fabric_vs_sockets_rtt_64b_p50", "us", [&] { return rpc_rtt_p50(client, 10000); },
         [&] { return rpc_rtt_p50(fab, 10000); });
+    // 1 MiB bulk goes by RMA read (the server reads the client's buffer for a write, the
+    // client the server's for a read): beside the provider's own stream of 1 MiB reads at
+    // the same depth, and that stream beside raw TCP.
+    auto rma_stream = [&] {
+      return bench::fabric_rma_read_mib_s("tcp", kRmaStreamAddr, kRmaStreamPort, 1 << 20, depth,
+                                          seconds);
+    };
     measure(
-        "fabric_bulk_write_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
-        [&] {
-          return closed_loop(depth, seconds, [&](RpcEngine::Callback cb) {
-            fab.rpc->call_async(fab.server, kMsgPing, ping_payload(0u), mib, std::move(cb));
-          });
-        });
-    measure(
-        "fabric_bulk_read_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
-        [&] {
-          return closed_loop(depth, seconds, [&](RpcEngine::Callback cb) {
-            fab.rpc->call_async(fab.server, kMsgPing, ping_payload(1u << 20), nullptr,
-                                std::move(cb));
-          });
-        });
+        "fabric_provider_rma_vs_tcp_stream_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
+        rma_stream);
+    measure("fabric_bulk_write_1m", "MiB/s", rma_stream, [&] {
+      return closed_loop(depth, seconds, [&](RpcEngine::Callback cb) {
+        fab.rpc->call_async(fab.server, kMsgPing, ping_payload(0u), mib, std::move(cb));
+      });
+    });
+    measure("fabric_bulk_read_1m", "MiB/s", rma_stream, [&] {
+      return closed_loop(depth, seconds, [&](RpcEngine::Callback cb) {
+        fab.rpc->call_async(fab.server, kMsgPing, ping_payload(1u << 20), nullptr, std::move(cb));
+      });
+    });
   }
   measure(
       "rpc_rate_64b", "RPC/s", [&] { return tcp_echo_rate(seconds); },

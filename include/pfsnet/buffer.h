@@ -1,7 +1,10 @@
 // Buffer: an owned, uninitialised run of bytes (no zero fill, so a 2 MiB receive buffer
 // costs no memset), and BulkData, a buffer shared between a caller and the transport
-// that is writing it, so bulk is sent without a copy.
-// Thread safety: a Buffer is owned by one thread at a time; a BulkData is immutable.
+// that is writing it, so bulk is sent without a copy. A Buffer's memory comes from the
+// heap, or from a BufferPool (a transport's registered receive memory) that takes it back
+// when the Buffer goes.
+// Thread safety: a Buffer is owned by one thread at a time; a BulkData is immutable; a
+// BufferPool takes memory back on any thread.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +15,37 @@
 
 namespace pfsnet {
 
+// Where pooled memory goes back to. The Buffers of a pool keep it alive.
+class BufferPool {
+ public:
+  virtual ~BufferPool() = default;
+  // `p` is the start of a chunk the pool handed out. Any thread.
+  virtual void give_back(uint8_t* p) = 0;
+};
+
+// Frees a Buffer's memory: delete[] for heap memory, back to its pool for pooled.
+struct BufferFree {
+  std::shared_ptr<BufferPool> pool;
+  void operator()(uint8_t* p) const {
+    if (pool)
+      pool->give_back(p);
+    else
+      delete[] p;
+  }
+};
+
 class Buffer {
  public:
   Buffer() = default;
   explicit Buffer(size_t n)
-      : data_(n ? std::make_unique_for_overwrite<uint8_t[]>(n) : nullptr), size_(n) {}
+      : data_(n ? std::make_unique_for_overwrite<uint8_t[]>(n).release() : nullptr), size_(n) {}
+  // `n` bytes at `chunk`, which goes back to `pool` when this Buffer is destroyed.
+  static Buffer pooled(uint8_t* chunk, size_t n, std::shared_ptr<BufferPool> pool) {
+    Buffer b;
+    b.data_ = std::unique_ptr<uint8_t[], BufferFree>(chunk, BufferFree{std::move(pool)});
+    b.size_ = n;
+    return b;
+  }
   static Buffer copy_of(std::span<const uint8_t> bytes) {
     Buffer b(bytes.size());
     if (!bytes.empty()) std::memcpy(b.data(), bytes.data(), bytes.size());
@@ -35,7 +64,7 @@ class Buffer {
   std::string_view view() const { return {reinterpret_cast<const char*>(data_.get()), size_}; }
 
  private:
-  std::unique_ptr<uint8_t[]> data_;
+  std::unique_ptr<uint8_t[], BufferFree> data_;
   size_t size_ = 0;
 };
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <deque>
 #include <future>
@@ -26,6 +27,7 @@
 
 #include "base/log.h"
 #include "base/mutex.h"
+#include "transport/reg_pool.h"
 #include "transport/tcp_transport.h"
 #include "wire/fabric_wire.h"
 #include "wire/handshake.h"
@@ -41,6 +43,9 @@ constexpr size_t kMaxCmData = 256;  // private data of a connection manager even
 constexpr auto kGraveyardTime = std::chrono::milliseconds(500);
 // How long a local close waits for the outcome of sends already posted.
 constexpr auto kCloseWait = std::chrono::seconds(1);
+// Idle RMA sink memory an NI keeps registered for reuse (RegPool's idle cap): enough for
+// 16 reads of 2 MiB in flight.
+constexpr size_t kSinkIdleCap = 64 << 20;
 
 std::string fi_error(ssize_t rc) { return fi_strerror(static_cast<int>(rc < 0 ? -rc : rc)); }
 
@@ -112,22 +117,38 @@ struct Op {
   fid_mr* mr = nullptr;
 };
 
-// One local NI on the fabric: its fabric, domain, queues and listener.
+// A fabric and its domain, closed when the last holder goes: the NI, or its sink pool
+// (whose registrations must be closed first, and whose sinks may outlive the NI).
+struct FabDomain {
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  // Keys asked for registrations in this domain (used where the provider does not pick
+  // them, FI_MR_PROV_KEY unset). Any thread.
+  uint64_t next_key() { return keys.fetch_add(1); }
+  std::atomic<uint64_t> keys{1};
+  ~FabDomain() {
+    close_fid(domain ? &domain->fid : nullptr);
+    close_fid(fabric ? &fabric->fid : nullptr);
+  }
+};
+
+// One local NI on the fabric: its fabric, domain, queues, listener and RMA sinks.
 struct FabNi {
   Nid nid;
   InfoPtr info;
-  fid_fabric* fabric = nullptr;
-  fid_domain* domain = nullptr;
+  std::shared_ptr<FabDomain> dom;
+  fid_fabric* fabric = nullptr;  // dom's
+  fid_domain* domain = nullptr;  // dom's
   fid_eq* eq = nullptr;
   fid_cq* cq = nullptr;
   fid_pep* pep = nullptr;
   uint64_t mr_mode = 0;
+  std::shared_ptr<RegPool> sinks;  // what RMA reads land in
   ~FabNi() {
     close_fid(pep ? &pep->fid : nullptr);
     close_fid(cq ? &cq->fid : nullptr);
     close_fid(eq ? &eq->fid : nullptr);
-    close_fid(domain ? &domain->fid : nullptr);
-    close_fid(fabric ? &fabric->fid : nullptr);
+    if (sinks) sinks->close();
   }
 };
 
@@ -148,7 +169,6 @@ class FabricTransport::Impl {
   // ---- used by FabConn (in an I/O pass unless said) ----
   const std::vector<Nid>& node_nids() const { return node_nids_; }
   void forget(FabConn* c);
-  uint64_t next_key() { return next_key_.fetch_add(1); }  // any thread
 
   TransportOptions opts_;
   FabricOptions fopts_;
@@ -180,7 +200,6 @@ class FabricTransport::Impl {
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::shared_ptr<FabConn>>>
       graveyard_;                                       // I/O thread
   std::chrono::steady_clock::time_point last_check_{};  // I/O thread
-  std::atomic<uint64_t> next_key_{1};
   int epfd_ = -1, evfd_ = -1;
   Mutex mu_;
   std::deque<std::function<void()>> posted_ GUARDED_BY(mu_);
@@ -289,10 +308,10 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
     tx_mem_ = std::make_unique<uint8_t[]>(size_t(tx_bufs_) * msg_size_);
     if (ni_.mr_mode & FI_MR_LOCAL) {
       rc = fi_mr_reg(ni_.domain, rx_mem_.get(), size_t(rx_depth_) * msg_size_, FI_RECV, 0,
-                     t_.next_key(), 0, &rx_mr_, nullptr);
+                     ni_.dom->next_key(), 0, &rx_mr_, nullptr);
       if (rc == 0)
         rc = fi_mr_reg(ni_.domain, tx_mem_.get(), size_t(tx_bufs_) * msg_size_, FI_SEND, 0,
-                       t_.next_key(), 0, &tx_mr_, nullptr);
+                       ni_.dom->next_key(), 0, &tx_mr_, nullptr);
       if (rc != 0) return Status(Code::kInternal, "registering message buffers: " + fi_error(rc));
     }
     rx_ops_.resize(rx_depth_);
@@ -607,8 +626,8 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
         }
         for (int k = 0; k < 2; ++k) {
           if (!part[k]) continue;
-          int rc = fi_mr_reg(ni_.domain, part[k], part_len[k], FI_REMOTE_READ, 0, t_.next_key(), 0,
-                             &rma.mr[k], nullptr);
+          int rc = fi_mr_reg(ni_.domain, part[k], part_len[k], FI_REMOTE_READ, 0,
+                             ni_.dom->next_key(), 0, &rma.mr[k], nullptr);
           if (rc != 0) {
             for (fid_mr* m : rma.mr) close_fid(m ? &m->fid : nullptr);
             if (took_net_credits) add_credits_to_return(net_credits);
@@ -708,12 +727,15 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
     PendingRx p;
     p.cookie = fh->cookie;
     p.frame = std::move(f);
-    p.frame.payload =
-        payload_rma ? Buffer(hdr->payload_len) : Buffer::copy_of(body.first(inline_payload));
-    p.frame.bulk = Buffer(hdr->bulk_len);
+    if (!payload_rma) p.frame.payload = Buffer::copy_of(body.first(inline_payload));
     body = body.subspan(inline_payload);
     uint64_t seq = rx_front_seq_ + rxq_.size();
-    std::vector<std::pair<RmaDesc, uint8_t*>> reads;
+    struct Read {
+      RmaDesc d;
+      uint8_t* dst;
+      fid_mr* sink_mr;  // the sink's own registration (from the pool), or null
+    };
+    std::vector<Read> reads;
     for (int k = 0; k < 2; ++k) {
       if (!(k == 0 ? payload_rma : bulk_rma)) continue;
       uint64_t want = k == 0 ? hdr->payload_len : hdr->bulk_len;
@@ -721,18 +743,31 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
       if (!d.ok()) return d.status();
       if (d->len != want) return Status(Code::kProtocol, "RMA region of the wrong length");
       body = body.subspan(kRmaDescSize);
-      reads.emplace_back(*d, k == 0 ? p.frame.payload.data() : p.frame.bulk.data());
+      // The sink: registered memory from the NI's pool; a plain buffer (registered for
+      // this read alone) when it is larger than the pool's chunks.
+      Buffer& into = k == 0 ? p.frame.payload : p.frame.bulk;
+      fid_mr* sink_mr = nullptr;
+      if (auto sink = ni_.sinks->take(want)) {
+        into = std::move(sink->buf);
+        sink_mr = static_cast<fid_mr*>(sink->handle);
+      } else {
+        into = Buffer(want);
+      }
+      reads.push_back(Read{*d, into.data(), sink_mr});
     }
     p.waits = static_cast<int>(reads.size());
     rxq_.push_back(std::move(p));
-    for (auto& [d, dst] : reads) {
+    for (auto& [d, dst, sink_mr] : reads) {
       auto* op = new Op;
       op->kind = OpKind::kRead;
       op->conn = this;
       op->seq = seq;
       void* desc = nullptr;
-      if (ni_.mr_mode & FI_MR_LOCAL) {
-        int rc = fi_mr_reg(ni_.domain, dst, d.len, FI_READ, 0, t_.next_key(), 0, &op->mr, nullptr);
+      if (sink_mr) {
+        desc = fi_mr_desc(sink_mr);
+      } else if (ni_.mr_mode & FI_MR_LOCAL) {
+        int rc =
+            fi_mr_reg(ni_.domain, dst, d.len, FI_READ, 0, ni_.dom->next_key(), 0, &op->mr, nullptr);
         if (rc != 0) {
           delete op;
           return Status(Code::kInternal, "registering a receive buffer: " + fi_error(rc));
@@ -1160,8 +1195,11 @@ Result<FabNi*> FabricTransport::Impl::ni_for(const Nid& local, uint16_t listen_p
   ni->info = std::move(*info);
   fi_info* fi = ni->info.get();
   ni->mr_mode = fi->domain_attr->mr_mode;
-  int rc = fi_fabric(fi->fabric_attr, &ni->fabric, nullptr);
-  if (rc == 0) rc = fi_domain(ni->fabric, fi, &ni->domain, nullptr);
+  ni->dom = std::make_shared<FabDomain>();
+  int rc = fi_fabric(fi->fabric_attr, &ni->dom->fabric, nullptr);
+  if (rc == 0) rc = fi_domain(ni->dom->fabric, fi, &ni->dom->domain, nullptr);
+  ni->fabric = ni->dom->fabric;
+  ni->domain = ni->dom->domain;
   fi_eq_attr eqa{};
   eqa.size = 64;
   eqa.wait_obj = FI_WAIT_FD;
@@ -1183,6 +1221,20 @@ Result<FabNi*> FabricTransport::Impl::ni_for(const Nid& local, uint16_t listen_p
     ev.data.fd = fd;
     epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
   }
+  RegPool::Hooks hooks;
+  if (ni->mr_mode & FI_MR_LOCAL) {
+    // The hooks hold the domain: a sink's registration is closed before it, even when
+    // the sink outlives the NI.
+    hooks.reg = [dom = ni->dom](uint8_t* p, size_t n) -> void* {
+      fid_mr* mr = nullptr;
+      int rc = fi_mr_reg(dom->domain, p, n, FI_READ, 0, dom->next_key(), 0, &mr, nullptr);
+      return rc == 0 ? mr : nullptr;
+    };
+    hooks.unreg = [dom = ni->dom](void* mr) { fi_close(&static_cast<fid_mr*>(mr)->fid); };
+  }
+  size_t max_sink =
+      std::bit_ceil(size_t(std::max(opts_.limits.max_payload, opts_.limits.max_bulk)));
+  ni->sinks = RegPool::make(std::move(hooks), max_sink, kSinkIdleCap);
   nis_.push_back(std::move(ni));
   return nis_.back().get();
 }
