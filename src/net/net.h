@@ -228,6 +228,9 @@ class Net final : public TransportEvents {
   void on_connected(const ConnectionPtr& c) override;
   void on_frame(Connection& c, InFrame&& f) override;
   void on_closed(Connection& c, const Status& why) override;
+  // The NI leaves selection as on a link-down event (LOCAL_NI_DOWN), until its link is
+  // reported up.
+  void on_local_ni_down(const Nid& local, const Status& why) override;
 
   struct PeerNi;
   struct Peer;

@@ -146,6 +146,12 @@ void Net::on_closed(Connection& c, const Status& why) {
   if (rx_ && !shut_.load()) rx_->on_connection_closed(c.id(), c.peer_nid(), why);
 }
 
+void Net::on_local_ni_down(const Nid& local, const Status& why) {
+  PFS_LOG_ERROR("NI {}: {} (LOCAL_NI_DOWN); not selected until its link is up again",
+                local.to_string(), why.message());
+  set_link_state(local, false);
+}
+
 // ---- deadlines and reports ----
 
 void Net::detach_locked(Path& p, Connection* c) {

@@ -57,6 +57,9 @@ class EmulatingTransport final : public Transport, private TransportEvents {
   void on_connected(const ConnectionPtr& c) override;
   void on_frame(Connection& c, InFrame&& f) override;
   void on_closed(Connection& c, const Status& why) override;
+  void on_local_ni_down(const Nid& local, const Status& why) override {
+    events_.on_local_ni_down(local, why);
+  }
 
   std::shared_ptr<Conn> outer_of(const Connection& inner) const;
 

@@ -27,6 +27,7 @@
 
 #include "base/log.h"
 #include "base/mutex.h"
+#include "transport/fabric_health.h"
 #include "transport/reg_pool.h"
 #include "transport/tcp_transport.h"
 #include "wire/fabric_wire.h"
@@ -165,6 +166,14 @@ class FabricTransport::Impl {
   void post(std::function<void()> fn);
   bool progress();
   void stop();
+  void inject_fault(FabricSite site, int err) {
+    (site == FabricSite::kConnect ? inject_connect_ : inject_completion_).store(err);
+  }
+  // The injected error for `site`, once (0: none). Any thread.
+  int take_injected(FabricSite site) {
+    auto& a = site == FabricSite::kConnect ? inject_connect_ : inject_completion_;
+    return a.load(std::memory_order_relaxed) ? a.exchange(0) : 0;
+  }
 
   // ---- used by FabConn (in an I/O pass unless said) ----
   const std::vector<Nid>& node_nids() const { return node_nids_; }
@@ -204,6 +213,7 @@ class FabricTransport::Impl {
   Mutex mu_;
   std::deque<std::function<void()>> posted_ GUARDED_BY(mu_);
   std::atomic<bool> sleeping_{false};
+  std::atomic<int> inject_connect_{0}, inject_completion_{0};
   std::atomic<bool> quit_{false}, stopped_{false};
   std::thread thread_;
 };
@@ -420,10 +430,19 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
       return;
     }
     if (state_.load() == kClosed || err == FI_ECANCELED) return;
-    do_close(Status(Code::kClosed,
-                    "fabric " + std::string(op->kind == OpKind::kSend ? "send" : "receive") +
-                        " on " + describe() + " failed: " + what,
-                    health_kind_for_errno(err)));
+    fail(FabricSite::kCompletion, err,
+         "fabric " + std::string(op->kind == OpKind::kSend ? "send" : "receive") + " on " +
+             describe() + " failed: " + what);
+  }
+
+  // A fabric error (seed 004's table, fabric_health.h): the connection closes with the
+  // health kind it implies; a local device gone first takes the NI out of selection, so
+  // what the close fails is resent elsewhere.
+  void fail(FabricSite site, int err, const std::string& what) {
+    HealthKind kind = fabric_health_kind(site, err);
+    Status why(site == FabricSite::kConnect ? Code::kUnreachable : Code::kClosed, what, kind);
+    if (kind == HealthKind::kLocalNiDown) t_.events_.on_local_ni_down(local_, why);
+    do_close(why);
   }
 
   // A local close of an open connection: nothing more is sent (what is queued fails now);
@@ -647,7 +666,10 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
     fh.body_len = static_cast<uint32_t>(len - kFabricHeaderSize);
     encode_fabric_header(fh, b);
     TimePoint start = t_.clock_.now();
-    ssize_t rc = fi_send(ep_, b, len, tx_desc(), 0, &tx_ops_[i].ctx);
+    // An injected completion error (inject_fault) takes the place of this send.
+    int injected =
+        it.frame && state_.load() == kOpen ? t_.take_injected(FabricSite::kCompletion) : 0;
+    ssize_t rc = injected ? 0 : fi_send(ep_, b, len, tx_desc(), 0, &tx_ops_[i].ctx);
     if (rc != 0) {
       for (fid_mr* m : rma.mr) close_fid(m ? &m->fid : nullptr);
       if (took_net_credits) add_credits_to_return(net_credits);
@@ -666,6 +688,10 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
     } else {
       in.frame = std::move(it.frame);
     }
+    if (injected)
+      t_.post([self = shared_from_this(), i, injected] {
+        self->on_op_error(&self->tx_ops_[i], injected, "injected " + fi_error(injected));
+      });
     return Status::Ok();
   }
 
@@ -1090,12 +1116,9 @@ size_t FabricTransport::Impl::poll_eq(FabNi& ni) {
   if (rd == -FI_EAVAIL) {
     fi_eq_err_entry err{};
     if (fi_eq_readerr(ni.eq, &err, 0) < 0) return 0;
-    if (auto c = conn_of(err.fid)) {
-      std::string what = fi_error(err.err);
-      HealthKind kind = err.err == FI_ECONNREFUSED ? HealthKind::kPeerNiConnectionRejected
-                                                   : health_kind_for_errno(err.err);
-      c->do_close(Status(Code::kUnreachable, "connect: " + what, kind));
-    }
+    if (auto c = conn_of(err.fid))
+      c->fail(c->state() < FabConn::kOpen ? FabricSite::kConnect : FabricSite::kCompletion, err.err,
+              "connect: " + fi_error(err.err));
     if (err.fid == &ni.pep->fid)
       PFS_LOG_WARN("fabric listener on {}: {}", ni.nid.to_string(), fi_error(err.err));
     return 1;
@@ -1287,12 +1310,15 @@ void FabricTransport::Impl::connect(const Nid& local, const Nid& remote, uint16_
       c->do_close(Status(Code::kUnreachable, s.message(), HealthKind::kLocalNiDown));
       return;
     }
+    if (int err = take_injected(FabricSite::kConnect)) {
+      c->fail(FabricSite::kConnect, err,
+              "connect to " + remote.to_string() + ": injected " + fi_error(err));
+      return;
+    }
     auto mine = encode_conn_params({kFabricWireVersion, fopts_.rx_depth, fopts_.msg_size});
     int rc = fi_connect(c->ep(), (*info)->dest_addr, mine.data(), mine.size());
     if (rc != 0)
-      c->do_close(Status(Code::kUnreachable,
-                         "connect to " + remote.to_string() + ": " + fi_error(rc),
-                         health_kind_for_errno(-rc)));
+      c->fail(FabricSite::kConnect, rc, "connect to " + remote.to_string() + ": " + fi_error(rc));
   });
 }
 
@@ -1343,6 +1369,7 @@ void FabricTransport::connect(const Nid& local, const Nid& remote, uint16_t port
 }
 void FabricTransport::post(std::function<void()> fn) { impl_->post(std::move(fn)); }
 bool FabricTransport::progress() { return impl_->progress(); }
+void FabricTransport::inject_fault(FabricSite site, int err) { impl_->inject_fault(site, err); }
 void FabricTransport::stop() { impl_->stop(); }
 
 }  // namespace pfsnet

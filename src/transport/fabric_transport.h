@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/fabric_health.h"
 #include "transport/transport.h"
 
 namespace pfsnet {
@@ -55,6 +56,13 @@ class FabricTransport final : public Transport {
   void post(std::function<void()> fn) override;
   bool progress() override;
   void stop() override;
+
+  // Fault injection at the transport seam (seed 004's errors, without the hardware): the
+  // next connection attempt (kConnect) or the next data frame sent on an open connection
+  // (kCompletion; the frame is not sent) fails with libfabric error `err` (an errno), as
+  // if the provider had reported it, and goes through the same mapping to health
+  // (fabric_health.h). One-shot; any thread.
+  void inject_fault(FabricSite site, int err);
 
   class Impl;
 

@@ -134,6 +134,12 @@ class TransportEvents {
   virtual void on_frame(Connection& c, InFrame&& f) = 0;
   // `c` closed; called once, after its last on_frame.
   virtual void on_closed(Connection& c, const Status& why) = 0;
+  // The transport found local NI `local` unusable (its device was removed): LOCAL_NI_DOWN
+  // until its link is reported up again. I/O thread; default: ignored.
+  virtual void on_local_ni_down(const Nid& local, const Status& why) {
+    (void)local;
+    (void)why;
+  }
 };
 
 struct TransportOptions {
