@@ -53,6 +53,56 @@ TEST(O2ibTest, TwoDaemonsPingWithOneMiBBulkBothWaysAndCountVerbsLatencies) {
   }
 }
 
+// Both kinds on each daemon: a tcp NI and an o2ib NI (second [[net]]).
+DaemonOptions tcp_and_o2ib(int o2ib_host) {
+  DaemonOptions o;
+  o.extra = "[[net]]\nnid = \"" + loopback(o2ib_host) + "@o2ib\"\nprovider = \"tcp\"\n";
+  return o;
+}
+
+// All seven statistics of `diag rpc` with exact counts after a known load over both
+// kinds: one RPC tcp both ways (before the handshake announced the o2ib NID), ten RDMA
+// both ways, and five mixed -- sent over RDMA, answered over TCP because the server's
+// replies on its o2ib NI fail (a fault rule: PEER_NI_CONNECT_ERROR) and each is sent
+// again on the path left. The request's connection stays open, so nothing is resent by
+// the client and each reply's kinds are exactly known.
+TEST(O2ibTest, DiagRpcCountsTcpVerbsAndMixedLatenciesExactly) {
+  TwoDaemons c(tcp_and_o2ib(12), tcp_and_o2ib(13));
+  ASSERT_TRUE(c.ready()) << c.a.process().output() << c.b.process().output();
+  std::string b_tcp = c.b.nid().to_string(), b_o2ib = loopback(13) + "@o2ib";
+  auto ping = [&](int n) {
+    auto [rc, out] = run(
+        {PFSNET_BIN, "--socket", c.a.socket(), "ping", b_tcp, "-c", std::to_string(n), "--json"});
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_EQ(last_json_line(out)["ok"], n) << out;
+  };
+  ping(1);   // tcp: only the tcp NID is known yet
+  ping(10);  // RDMA: the o2ib path is preferred once known
+  auto [rc, out] =
+      run({PFSNET_BIN, "--socket", c.b.socket(), "fault", "add", "drop", "--src", b_o2ib, "--type",
+           "PING", "--rate", "1", "--health", "PEER_NI_CONNECT_ERROR"});
+  ASSERT_EQ(rc, 0) << out;
+  ping(5);  // mixed: requests over RDMA, replies over TCP
+
+  json r = diag_until(c.a.socket(), [](const json& r) {
+    return !r["nodes"].empty() && total(r["nodes"][0]["stats"].value("channel_wait", json())) >= 16;
+  });
+  ASSERT_EQ(r["nodes"].size(), 1u) << r.dump();
+  const json& st = r["nodes"][0]["stats"];
+  EXPECT_EQ(total(st["channel_wait"]), 16) << st.dump();
+  EXPECT_EQ(total(st["send_time_tcp"]), 1) << st.dump();
+  EXPECT_EQ(total(st["send_time_verbs"]), 15) << st.dump();
+  EXPECT_EQ(total(st["receive_time_tcp"]), 6) << st.dump();
+  EXPECT_EQ(total(st["latency_tcp"]), 1) << st.dump();
+  EXPECT_EQ(total(st["latency_verbs"]), 10) << st.dump();
+  EXPECT_EQ(total(st["latency_mixed"]), 5) << st.dump();
+  // The client resent nothing: its paths to B stayed healthy.
+  json peers =
+      last_json_line(run({PFSNET_BIN, "--socket", c.a.socket(), "peers", "--json"}).second);
+  ASSERT_EQ(peers["peers"].size(), 2u) << peers.dump();  // B's tcp and o2ib NIs
+  for (const json& p : peers["peers"]) EXPECT_EQ(p.at("resends"), 0) << p.dump();
+}
+
 TEST(O2ibTest, MissingProviderFailsTheStartNamingLibfabricAndTheProvider) {
   TempDir dir;
   std::string key = TwoDaemons::write_key(dir);

@@ -1,9 +1,68 @@
 // RpcEngine, the server side: requests are served by their type's handler (inline on the
-// I/O thread or on a worker) and answered on the path they came in on.
+// I/O thread or on a worker) and answered on the path they came in on; a reply whose send
+// fails is sent again on the best path left.
 #include "base/log.h"
 #include "rpc/rpc_engine.h"
 
 namespace pfsnet {
+
+namespace {
+
+// How many more times a reply whose send failed is sent (within its deadline).
+constexpr int kReplyResends = 2;
+
+// A reply's completion that resends it when its send fails (the connection of its path
+// closed, a send error, a fault rule) on the best path left, as LNet resends any message
+// whose send failed: Net demerited the failed path, so selection takes another -- a reply
+// to a request that came in over RDMA may so leave over TCP, which the client records as
+// latency mixed. It keeps what it needs to build the frame again (the payload copied, the
+// bulk shared) and holds the Net only, which outlives the engine.
+class ReplyResend final : public TxCompletion {
+ public:
+  ReplyResend(Net& net, const Nid& to, const OutFrame& f, TimePoint deadline)
+      : net_(net),
+        to_(to),
+        hdr_(f.hdr),
+        payload_(Buffer::copy_of(f.payload.span())),
+        bulk_(f.bulk),
+        bulk_limit_(f.bulk_limit),
+        deadline_(deadline) {}
+
+  std::unique_ptr<OutFrame> frame() const {
+    auto f = std::make_unique<OutFrame>();
+    f->hdr = hdr_;
+    f->payload = Buffer::copy_of(payload_.span());
+    f->bulk = bulk_;
+    f->bulk_limit = bulk_limit_;
+    return f;
+  }
+
+  void on_tx_done(const Status& s, const TxTimes& t) override {
+    if (s.ok() || left_ == 0 || s.code() == Code::kCancelled || net_.clock().now() >= deadline_) {
+      if (!s.ok())
+        PFS_LOG_WARN("reply {} to {} not sent: {}", hdr_.xid, to_.to_string(), s.message());
+      delete this;
+      return;
+    }
+    --left_;
+    PFS_LOG_INFO("reply {} to {} failed on {} ({}); sending it again", hdr_.xid, to_.to_string(),
+                 Nid::unpack(t.local_nid).ok() ? Nid::unpack(t.local_nid)->to_string() : "?",
+                 s.message());
+    net_.send(to_, frame(), deadline_, this);  // may complete at once: nothing after it
+  }
+
+ private:
+  Net& net_;
+  const Nid to_;
+  const FrameHeader hdr_;
+  const Buffer payload_;
+  const BulkData bulk_;
+  const size_t bulk_limit_;
+  const TimePoint deadline_;
+  int left_ = kReplyResends;
+};
+
+}  // namespace
 
 void RpcEngine::on_message(const Nid& from, InFrame&& f, RxCredit credit) {
   if (f.hdr.kind == FrameKind::kReply) {
@@ -82,11 +141,13 @@ void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
   RpcStats* stats = stats_.load(std::memory_order_acquire);
   if (stats && counted) stats->record_exec(RawExecRecord{exec, req.msg_type});
   // The reply goes back on the path the request came in on while that NI is up.
+  TimePoint deadline = now + opts_.default_timeout;
+  auto* resend = new ReplyResend(net_, to, *f, deadline);
   auto local = Nid::unpack(req.dst_nid);
   if (local.ok())
-    net_.send_via(*local, to, std::move(f), now + opts_.default_timeout, nullptr, false);
+    net_.send_via(*local, to, std::move(f), deadline, resend, false);
   else
-    net_.send(to, std::move(f), now + opts_.default_timeout, nullptr);
+    net_.send(to, std::move(f), deadline, resend);
 }
 
 }  // namespace pfsnet
