@@ -1,6 +1,7 @@
 // @o2ib end to end: real pfsnetd processes whose NIs libfabric carries (its tcp provider
 // on loopback: no RDMA hardware needed), driven through the CLI like an operator would.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <nlohmann/json.hpp>
 
@@ -67,7 +68,9 @@ DaemonOptions tcp_and_o2ib(int o2ib_host) {
 // again on the path left. The request's connection stays open, so nothing is resent by
 // the client and each reply's kinds are exactly known.
 TEST(O2ibTest, DiagRpcCountsTcpVerbsAndMixedLatenciesExactly) {
-  TwoDaemons c(tcp_and_o2ib(12), tcp_and_o2ib(13));
+  DaemonOptions oa = tcp_and_o2ib(12);
+  oa.http = loopback(2) + ":9708";
+  TwoDaemons c(oa, tcp_and_o2ib(13));
   ASSERT_TRUE(c.ready()) << c.a.process().output() << c.b.process().output();
   std::string b_tcp = c.b.nid().to_string(), b_o2ib = loopback(13) + "@o2ib";
   auto ping = [&](int n) {
@@ -96,6 +99,21 @@ TEST(O2ibTest, DiagRpcCountsTcpVerbsAndMixedLatenciesExactly) {
   EXPECT_EQ(total(st["latency_tcp"]), 1) << st.dump();
   EXPECT_EQ(total(st["latency_verbs"]), 10) << st.dump();
   EXPECT_EQ(total(st["latency_mixed"]), 5) << st.dump();
+  // /metrics shows the same counts (the last 60 seconds).
+  httplib::Client http(loopback(2), 9708);
+  http.set_connection_timeout(5);
+  http.set_read_timeout(5);
+  auto m = http.Get("/metrics");
+  ASSERT_TRUE(m) << "no HTTP answer";
+  std::string node =
+      "pfsnet_rpc_node_count{nid=\"" + r["nodes"][0]["nid"].get<std::string>() + "\",stat=\"";
+  for (auto [stat, n] : {std::pair{"send_time_verbs", 15},
+                         {"latency_verbs", 10},
+                         {"latency_mixed", 5},
+                         {"latency_tcp", 1}})
+    EXPECT_NE(m->body.find(node + stat + "\"} " + std::to_string(n) + "\n"), std::string::npos)
+        << stat << "\n"
+        << m->body.substr(0, 3000);
   // The client resent nothing: its paths to B stayed healthy.
   json peers =
       last_json_line(run({PFSNET_BIN, "--socket", c.a.socket(), "peers", "--json"}).second);
