@@ -119,6 +119,21 @@ TEST(O2ibTest, DiagRpcCountsTcpVerbsAndMixedLatenciesExactly) {
       last_json_line(run({PFSNET_BIN, "--socket", c.a.socket(), "peers", "--json"}).second);
   ASSERT_EQ(peers["peers"].size(), 2u) << peers.dump();  // B's tcp and o2ib NIs
   for (const json& p : peers["peers"]) EXPECT_EQ(p.at("resends"), 0) << p.dump();
+  // Which path carried what: the tcp path the first request and the six replies over
+  // TCP, the RDMA path fifteen requests and ten replies.
+  std::string a_tcp = c.a.nid().to_string(), a_o2ib = loopback(12) + "@o2ib";
+  for (const json& p : peers["peers"]) {
+    bool rdma = p["nid"] == b_o2ib;
+    ASSERT_EQ(p["paths"].size(), 1u) << p.dump();
+    const json& path = p["paths"][0];
+    EXPECT_EQ(path["local"], rdma ? a_o2ib : a_tcp) << p.dump();
+    EXPECT_EQ(path["kind"], rdma ? "verbs" : "tcp");
+    EXPECT_EQ(path["send_count"], rdma ? 15 : 1) << p.dump();
+    EXPECT_EQ(path["recv_count"], rdma ? 10 : 6) << p.dump();
+  }
+  auto [vrc, verbose] = run({PFSNET_BIN, "--socket", c.a.socket(), "peers", "-v"});
+  EXPECT_EQ(vrc, 0);
+  EXPECT_NE(verbose.find("path from " + a_o2ib), std::string::npos) << verbose;
 }
 
 TEST(O2ibTest, MissingProviderFailsTheStartNamingLibfabricAndTheProvider) {

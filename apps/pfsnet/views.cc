@@ -45,6 +45,15 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
       for (const json& x : n["peer_nids"]) nids += (nids.empty() ? "" : " ") + x.get<std::string>();
       std::printf("    peer %s, NIDs: %s\n", n["peer"].get<std::string>().c_str(), nids.c_str());
     }
+    if (n.contains("paths"))
+      for (const json& p : n["paths"])
+        std::printf("    path from %s (%s): sent %llu (%s), received %llu (%s), connections %d\n",
+                    p["local"].get<std::string>().c_str(), p["kind"].get<std::string>().c_str(),
+                    p["send_count"].get<unsigned long long>(),
+                    human_bytes(p["send_bytes"].get<uint64_t>()).c_str(),
+                    p["recv_count"].get<unsigned long long>(),
+                    human_bytes(p["recv_bytes"].get<uint64_t>()).c_str(),
+                    p["connections"].get<int>());
     for (auto& [k, v] : n["errors"].items())
       std::printf("    %-28s %llu\n", k.c_str(), v.get<unsigned long long>());
   }
@@ -94,7 +103,8 @@ void add_nis_and_peers(CLI::App& app, Invocation& inv) {
        {Table{"nis", "local NIs: state, credits, counters", "NI",
               "also last state change, recovery, resends, timeouts, drops, errors by kind"},
         Table{"peers", "peer NIs: state, credits, counters", "peer NI",
-              "also last state change, recovery, resends, timeouts, errors by kind, NIDs"}}) {
+              "also last state change, recovery, resends, timeouts, errors by kind, NIDs, "
+              "and what each path (local NI to it) carried"}}) {
     auto* sub = app.add_subcommand(t.cmd, t.help);
     auto verbose = std::make_shared<bool>(false);
     add_json_flag(sub, inv);

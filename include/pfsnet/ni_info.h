@@ -15,6 +15,14 @@ namespace pfsnet {
 // The health value of an NI at full health (LNet's).
 inline constexpr int kMaxHealth = 1000;
 
+// What one path (a local NI to a peer NI) carried: frames whose send completed, and
+// frames received. Peer NIs list theirs (`peers -v`).
+struct PathInfo {
+  Nid local;
+  uint64_t send_count = 0, send_bytes = 0, recv_count = 0, recv_bytes = 0;
+  int connections = 0;
+};
+
 // A snapshot of one NI or peer NI, for the admin surface and tests.
 struct NiInfo {
   Nid nid;
@@ -27,8 +35,9 @@ struct NiInfo {
   uint64_t credit_waits = 0;
   std::array<uint64_t, kNumHealthKinds> errors{};
   int connections = 0;
-  std::vector<Nid> peer_nids;  // peers: every NID the peer announced
-  Nid peer;                    // peers: the peer node (its first announced NID)
+  std::vector<Nid> peer_nids;   // peers: every NID the peer announced
+  std::vector<PathInfo> paths;  // peers: each local NI's path to it
+  Nid peer;                     // peers: the peer node (its first announced NID)
   // Time of the last state change (up/down, healthy/unhealthy): wall clock (ms since the
   // epoch) and seconds before the snapshot on the Net's clock.
   int64_t last_change_unix_ms = 0;

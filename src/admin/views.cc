@@ -49,6 +49,18 @@ json ni_info_json(const NiInfo& i) {
     j["peer_nids"] = nids;
     j["peer"] = i.peer.to_string();
   }
+  if (!i.paths.empty()) {
+    json paths = json::array();
+    for (const PathInfo& p : i.paths)
+      paths.push_back({{"local", p.local.to_string()},
+                       {"kind", p.local.is_verbs() ? "verbs" : "tcp"},
+                       {"send_count", p.send_count},
+                       {"send_bytes", p.send_bytes},
+                       {"recv_count", p.recv_count},
+                       {"recv_bytes", p.recv_bytes},
+                       {"connections", p.connections}});
+    j["paths"] = paths;
+  }
   return j;
 }
 

@@ -380,6 +380,8 @@ void Net::TxMsg::on_tx_done(const Status& s, const TxTimes& t) {
       ni.counters.send_bytes.fetch_add(bytes, std::memory_order_relaxed);
       pni.counters.send_count.fetch_add(1, std::memory_order_relaxed);
       pni.counters.send_bytes.fetch_add(bytes, std::memory_order_relaxed);
+      path->send_count.fetch_add(1, std::memory_order_relaxed);
+      path->send_bytes.fetch_add(bytes, std::memory_order_relaxed);
       if (ni.up.load()) net->raise(ni.health);  // a NI that is down stays down
     } else {
       if (was_expired) {

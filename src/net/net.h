@@ -263,6 +263,8 @@ class Net final : public TransportEvents {
     LocalNi* const ni;
     PeerNi* const pni;
     std::atomic<uint64_t> last_used{0};  // round-robin: the path used longest ago goes first
+    // What the path carried (peers -v): sends completed, frames received.
+    std::atomic<uint64_t> send_count{0}, send_bytes{0}, recv_count{0}, recv_bytes{0};
     ConnectionPtr tx_conn GUARDED_BY(ni->mu);
     std::shared_ptr<ConnState> tx_state GUARDED_BY(ni->mu);
     std::vector<ConnectionPtr> conns GUARDED_BY(ni->mu);

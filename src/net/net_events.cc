@@ -100,6 +100,8 @@ void Net::on_frame(Connection& c, InFrame&& f) {
   ni.counters.recv_bytes.fetch_add(bytes, std::memory_order_relaxed);
   pni.counters.recv_count.fetch_add(1, std::memory_order_relaxed);
   pni.counters.recv_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  cs->path->recv_count.fetch_add(1, std::memory_order_relaxed);
+  cs->path->recv_bytes.fetch_add(bytes, std::memory_order_relaxed);
   if (f.hdr.dst_nid != ni.nid.pack()) {
     ni.counters.drops.fetch_add(1);
     PFS_LOG_WARN("dropping frame on {} addressed to another NID", c.describe());

@@ -78,6 +78,9 @@ std::vector<NiInfo> Net::peers() const {
       i.up = i.up || p->tx_conn != nullptr;
       i.queued += static_cast<int64_t>(p->queue.size());
       i.connections += static_cast<int>(p->conns.size());
+      i.paths.push_back({p->ni->nid, p->send_count.load(), p->send_bytes.load(),
+                         p->recv_count.load(), p->recv_bytes.load(),
+                         static_cast<int>(p->conns.size())});
     }
     i.peer_nids = table_->announced(*pni);
     i.peer = table_->peer_name(*pni);
