@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "transport/fabric_transport.h"
+
 namespace pfsnet::bench {
 namespace {
 
@@ -80,18 +82,6 @@ struct End {
   }
 };
 
-fi_info* hints(const std::string& provider) {
-  fi_info* h = fi_allocinfo();
-  h->ep_attr->type = FI_EP_MSG;
-  h->caps = FI_MSG | FI_RMA;
-  h->mode = FI_CONTEXT | FI_CONTEXT2;
-  h->addr_format = FI_SOCKADDR_IN;
-  h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-  h->domain_attr->threading = FI_THREAD_SAFE;
-  h->fabric_attr->prov_name = strdup(provider.c_str());
-  return h;
-}
-
 double fail(const char* what, int rc) {
   std::fprintf(stderr, "bench: raw fabric RMA: %s: %s\n", what, fi_strerror(rc < 0 ? -rc : rc));
   return 0;
@@ -102,7 +92,7 @@ double fail(const char* what, int rc) {
 double fabric_rma_read_mib_s(const std::string& provider, const std::string& addr, uint16_t port,
                              size_t size, int depth, double seconds) {
   std::string svc = std::to_string(port);
-  fi_info* h = hints(provider);
+  fi_info* h = fabric_hints(provider, "");  // what the fabric LND asks for
   fi_info *si = nullptr, *ci = nullptr;
   int rc = fi_getinfo(FI_VERSION(1, 17), addr.c_str(), svc.c_str(), FI_SOURCE, h, &si);
   if (rc == 0) rc = fi_getinfo(FI_VERSION(1, 17), addr.c_str(), svc.c_str(), 0, h, &ci);

@@ -5,6 +5,7 @@
 // health kind counted, the NI it lowers (peer NI, or the local NI taken out of
 // selection), and that the RPC is resent and answered.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <thread>
@@ -18,7 +19,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-Nid nid(const char* s) { return *Nid::parse(s); }
+// An address of this process's own on loopback: ctest runs the cases in parallel.
+Nid nid(int host, const char* net) {
+  int pid = static_cast<int>(getpid());
+  return *Nid::parse("127." + std::to_string(20 + pid % 200) + "." +
+                     std::to_string((pid / 200) % 250) + "." + std::to_string(host) + "@" + net);
+}
 
 // A node with two @o2ib NIs on one fabric transport.
 struct FabNode {
@@ -86,8 +92,8 @@ class FabricHealthTest : public ::testing::TestWithParam<Case> {
     return false;
   }
 
-  inline static const Nid a1_ = nid("127.0.9.1@o2ib"), a2_ = nid("127.0.9.2@o2ib1");
-  inline static const Nid b1_ = nid("127.0.9.11@o2ib"), b2_ = nid("127.0.9.12@o2ib1");
+  const Nid a1_ = nid(1, "o2ib"), a2_ = nid(2, "o2ib1");
+  const Nid b1_ = nid(11, "o2ib"), b2_ = nid(12, "o2ib1");
   FabNode client_, server_;
 };
 

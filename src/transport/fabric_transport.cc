@@ -1349,6 +1349,10 @@ void FabricTransport::Impl::stop() {
 
 // ---- the public face ----
 
+fi_info* fabric_hints(const std::string& provider, const std::string& domain) {
+  return make_hints(provider, domain).release();
+}
+
 FabricTransport::FabricTransport(TransportOptions opts, FabricOptions fopts,
                                  std::vector<Nid> node_nids, Clock& clock, TransportEvents& events)
     : impl_(std::make_unique<Impl>(std::move(opts), std::move(fopts), std::move(node_nids), clock,

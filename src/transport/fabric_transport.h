@@ -29,6 +29,8 @@
 #include "transport/fabric_health.h"
 #include "transport/transport.h"
 
+struct fi_info;
+
 namespace pfsnet {
 
 struct FabricOptions {
@@ -37,6 +39,11 @@ struct FabricOptions {
   uint32_t rx_depth = 64;          // receive buffers posted per connection
   uint32_t msg_size = 4096;        // bytes per message: larger frames go by RMA
 };
+
+// What the fabric transport asks of a provider (fi_getinfo hints): MSG endpoints with sends
+// and RMA, the registration modes it honours, any thread may post. The caller frees it
+// (fi_freeinfo). For baselines that must ask the same (bench/).
+fi_info* fabric_hints(const std::string& provider, const std::string& domain);
 
 class FabricTransport final : public Transport {
  public:
