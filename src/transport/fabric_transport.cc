@@ -29,7 +29,6 @@
 #include "base/mutex.h"
 #include "transport/fabric_health.h"
 #include "transport/reg_pool.h"
-#include "transport/tcp_transport.h"
 #include "wire/fabric_wire.h"
 #include "wire/handshake.h"
 
