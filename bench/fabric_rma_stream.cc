@@ -89,8 +89,8 @@ double fail(const char* what, int rc) {
 
 }  // namespace
 
-double fabric_rma_read_mib_s(const std::string& provider, const std::string& addr, uint16_t port,
-                             size_t size, int depth, double seconds) {
+double fabric_rma_mib_s(RmaOp op, const std::string& provider, const std::string& addr,
+                        uint16_t port, size_t size, int depth, double seconds) {
   std::string svc = std::to_string(port);
   fi_info* h = fabric_hints(provider, "");  // what the fabric LND asks for
   fi_info *si = nullptr, *ci = nullptr;
@@ -98,7 +98,7 @@ double fabric_rma_read_mib_s(const std::string& provider, const std::string& add
   if (rc == 0) rc = fi_getinfo(FI_VERSION(1, 17), addr.c_str(), svc.c_str(), 0, h, &ci);
   fi_freeinfo(h);
   if (rc != 0) return fail("fi_getinfo", rc);
-  End target, reader;  // target: holds the source memory; reader: issues the reads
+  End target, reader;  // target: holds the region read or written; reader: issues the RMA
   if ((rc = target.open(si)) != 0) return fail("target", rc);
   if ((rc = reader.open(ci)) != 0) return fail("reader", rc);
   rc = fi_passive_ep(target.fabric, target.info, &target.pep, nullptr);
@@ -138,13 +138,15 @@ double fabric_rma_read_mib_s(const std::string& provider, const std::string& add
   auto src = alloc();
   std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> sinks;
   for (int i = 0; i < depth; ++i) sinks.push_back(alloc());
-  rc = fi_mr_reg(target.domain, src.get(), size, FI_REMOTE_READ, 0, 1, 0, &target.mr, nullptr);
+  const bool write = op == RmaOp::kWrite;
+  rc = fi_mr_reg(target.domain, src.get(), size, write ? FI_REMOTE_WRITE : FI_REMOTE_READ, 0, 1, 0,
+                 &target.mr, nullptr);
   if (rc != 0) return fail("registering the source", rc);
   std::vector<fid_mr*> sink_mr(depth, nullptr);
   bool local = reader.info->domain_attr->mr_mode & FI_MR_LOCAL;
   for (int i = 0; i < depth && local; ++i)
-    if ((rc = fi_mr_reg(reader.domain, sinks[i].get(), size, FI_READ, 0, 2 + i, 0, &sink_mr[i],
-                        nullptr)) != 0)
+    if ((rc = fi_mr_reg(reader.domain, sinks[i].get(), size, write ? FI_WRITE : FI_READ, 0, 2 + i,
+                        0, &sink_mr[i], nullptr)) != 0)
       return fail("registering a sink", rc);
   uint64_t raddr = (target.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR)
                        ? reinterpret_cast<uint64_t>(src.get())
@@ -162,9 +164,11 @@ double fabric_rma_read_mib_s(const std::string& provider, const std::string& add
     void* desc = sink_mr[i] ? fi_mr_desc(sink_mr[i]) : nullptr;
     ssize_t r;
     auto until = Clock::now() + std::chrono::seconds(5);
-    while ((r = fi_read(reader.ep, sinks[i].get(), size, desc, 0, raddr, rkey, &ctx[i])) ==
-               -FI_EAGAIN &&
-           Clock::now() < until) {
+    auto rma = [&] {
+      return write ? fi_write(reader.ep, sinks[i].get(), size, desc, 0, raddr, rkey, &ctx[i])
+                   : fi_read(reader.ep, sinks[i].get(), size, desc, 0, raddr, rkey, &ctx[i]);
+    };
+    while ((r = rma()) == -FI_EAGAIN && Clock::now() < until) {
       fi_cq_entry e;
       (void)fi_cq_read(reader.cq, &e, 0);
     }

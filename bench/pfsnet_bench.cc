@@ -529,12 +529,17 @@ int main(int argc, char** argv) {
     measure(
         "fabric_vs_sockets_rtt_64b_p50", "us", [&] { return rpc_rtt_p50(client, 10000); },
         [&] { return rpc_rtt_p50(fab, 10000); });
-    // 1 MiB bulk goes by RMA read (the server reads the client's buffer for a write, the
-    // client the server's for a read): beside the provider's own stream of 1 MiB reads at
-    // the same depth, and that stream beside raw TCP.
+    // 1 MiB bulk goes by RMA as in o2iblnd: for a write the server reads the client's
+    // buffer, for a read it writes into a sink the client offered. Each beside the
+    // provider's own stream of 1 MiB reads (writes) at the same depth; the read stream
+    // beside raw TCP.
     auto rma_stream = [&] {
-      return bench::fabric_rma_read_mib_s("tcp", kRmaStreamAddr, kRmaStreamPort, 1 << 20, depth,
-                                          seconds);
+      return bench::fabric_rma_mib_s(bench::RmaOp::kRead, "tcp", kRmaStreamAddr, kRmaStreamPort,
+                                     1 << 20, depth, seconds);
+    };
+    auto rma_write_stream = [&] {
+      return bench::fabric_rma_mib_s(bench::RmaOp::kWrite, "tcp", kRmaStreamAddr, kRmaStreamPort,
+                                     1 << 20, depth, seconds);
     };
     measure(
         "fabric_provider_rma_vs_tcp_stream_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
@@ -544,9 +549,12 @@ int main(int argc, char** argv) {
         fab.rpc->call_async(fab.server, kMsgPing, ping_payload(0u), mib, std::move(cb));
       });
     });
-    measure("fabric_bulk_read_1m", "MiB/s", rma_stream, [&] {
+    measure("fabric_bulk_read_1m", "MiB/s", rma_write_stream, [&] {
       return closed_loop(depth, seconds, [&](RpcEngine::Callback cb) {
-        fab.rpc->call_async(fab.server, kMsgPing, ping_payload(1u << 20), nullptr, std::move(cb));
+        CallOptions co;
+        co.reply_bulk = 1 << 20;
+        fab.rpc->call_async(fab.server, kMsgPing, ping_payload(1u << 20), nullptr, std::move(cb),
+                            co);
       });
     });
   }

@@ -1,10 +1,12 @@
 // Runs the fuzz body over deterministic generated inputs: random bytes, valid headers with
-// one field or byte mutated, and truncations. Exits non-zero only by crashing (the body
+// one field or byte mutated, fabric frame messages with random flags and tails, and
+// truncations. Exits non-zero only by crashing (the body
 // traps on a broken invariant), so ctest reports any failure.
 #include <cstdio>
 #include <random>
 #include <vector>
 
+#include "wire/fabric_wire.h"
 #include "wire/frame.h"
 #include "wire/handshake.h"
 
@@ -32,6 +34,24 @@ int main() {
         uint32_t crc = crc32c({buf.data(), 60});
         for (int k = 0; k < 4; ++k) buf[60 + k] = static_cast<uint8_t>(crc >> (8 * k));
       }
+    }
+    if (i % 3 == 1) {
+      // A fabric frame message: random flags, a valid frame header of random lengths, a
+      // random tail (descriptors, inline parts) of a random length.
+      FrameHeader h;
+      h.kind = static_cast<FrameKind>(1 + rng() % 6);
+      h.payload_len = static_cast<uint32_t>(rng() % 64);
+      h.bulk_len = static_cast<uint32_t>(rng() % 2 ? rng() % 64 : rng() % (3 << 20));
+      EncodedHeader e;
+      encode_header(h, &e);
+      size_t tail = rng() % 128;
+      buf.assign(kFabricHeaderSize + kHeaderSize + tail, 0);
+      FabricHeader fh{static_cast<FabricMsg>(1 + rng() % 2), static_cast<uint8_t>(rng() % 16), 0,
+                      static_cast<uint32_t>(kHeaderSize + tail), 0};
+      encode_fabric_header(fh, buf.data());
+      std::copy(e.begin(), e.end(), buf.begin() + kFabricHeaderSize);
+      for (size_t k = kFabricHeaderSize + kHeaderSize; k < buf.size(); ++k)
+        buf[k] = static_cast<uint8_t>(rng() % 4 ? rng() : 0);
     }
     LLVMFuzzerTestOneInput(buf.data(), buf.size());
     ++runs;

@@ -7,6 +7,7 @@
 // BufferPool takes memory back on any thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -62,6 +63,8 @@ class Buffer {
   std::span<uint8_t> span() { return {data_.get(), size_}; }
   std::span<const uint8_t> span() const { return {data_.get(), size_}; }
   std::string_view view() const { return {reinterpret_cast<const char*>(data_.get()), size_}; }
+  // Keeps the first `n` bytes (n <= size()); the memory stays as it is.
+  void shrink_to(size_t n) { size_ = std::min(n, size_); }
 
  private:
   std::unique_ptr<uint8_t[], BufferFree> data_;

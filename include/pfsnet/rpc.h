@@ -53,6 +53,10 @@ struct CallOptions {
   Duration timeout{0};  // 0: the engine's default (transaction_timeout)
   // Recovery pings: exactly this path (local NID -> peer NID), and no resend.
   std::optional<std::pair<Nid, Nid>> via;
+  // The most bulk the reply may carry (a read), or 0. Over RDMA the server then writes the
+  // reply's bulk straight into memory registered here for it (o2iblnd's GET), instead of
+  // this node reading it from the server. A reply with more bulk still arrives whole.
+  size_t reply_bulk = 0;
 };
 
 struct RpcRequest {

@@ -97,6 +97,7 @@ Result<json> run_ping(const NodeParts& node, const json& req, const AdminEmit& e
       size && mode != "read" ? make_bulk(make_ping_pattern(static_cast<size_t>(size))) : nullptr;
   size_t expect = mode == "write" ? 0 : static_cast<size_t>(size);
   CallOptions co{std::chrono::duration_cast<Duration>(std::chrono::duration<double>(timeout_s))};
+  co.reply_bulk = expect;
 
   int64_t ok = 0, failed = 0;
   double mn = 0, mx = 0, sum = 0, total_max = 0;

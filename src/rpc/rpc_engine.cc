@@ -42,7 +42,8 @@ struct RpcEngine::Call final : TxCompletion {
   TimePoint attempt_deadline GUARDED_BY(eng->mu_);  // this attempt's
   Duration attempt_timeout{0};
   uint8_t flags = 0;
-  Buffer payload;  // kept for resends; each attempt sends a copy
+  size_t reply_bulk = 0;  // CallOptions::reply_bulk
+  Buffer payload;         // kept for resends; each attempt sends a copy
   BulkData bulk;
   std::optional<std::pair<Nid, Nid>> pin;  // recovery pings: this path only, no resend
   Callback cb;
@@ -147,6 +148,7 @@ RpcEngine::CallPtr RpcEngine::start_call(const Nid& dst, uint32_t type, Buffer p
   Duration total = o.timeout.count() > 0 ? o.timeout : opts_.default_timeout;
   c->deadline = c->reply.times.submit + total;
   c->pin = o.via;
+  c->reply_bulk = std::min<size_t>(o.reply_bulk, opts_.max_bulk);
   c->attempt_timeout =
       c->pin ? total
              : std::max<Duration>(std::chrono::milliseconds(1), total / (opts_.retry_count + 1));
@@ -263,6 +265,7 @@ void RpcEngine::send_call(const CallPtr& c) {
   f->hdr.xid = c->xid;
   f->payload = Buffer::copy_of(c->payload.span());
   f->bulk = c->bulk;
+  f->reply_sink = c->reply_bulk;
   // The attempt's deadline runs from when it goes on the wire (not from a wait for a
   // max_rpcs_in_flight slot), within the RPC's own deadline.
   TimePoint deadline;

@@ -81,6 +81,8 @@ json run_load(RpcEngine& rpc, Clock& clock, const json& req) {
   size_t next_target = 0;
   CallOptions co;
   co.timeout = std::chrono::seconds(30);
+  // Reads and pings get their data back: over RDMA, written into a sink offered here.
+  co.reply_bulk = type == kMsgBrwWrite ? 0 : size;
   MutexLock lk(st->mu);
   st->last_done = start;
   st->res.rtt_ms = rtt;

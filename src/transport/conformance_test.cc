@@ -337,6 +337,72 @@ TEST_P(ConformanceTest, BulkOfTwoMebibytes) {
   EXPECT_TRUE(same(eb_.frames[0].bulk, pattern(2 << 20, 2)));
 }
 
+// A request that expects bulk back (a read) gets its reply's bulk whole, whether the reply
+// carries all it may, less, or none. Over the fabric that bulk is RMA-written by the
+// server into a sink the request offered (o2iblnd's GET), and steady reads register no
+// new memory; the other transports ignore the offer.
+TEST_P(ConformanceTest, ReadRepliesBringTheirBulkIntoTheOfferedSink) {
+  ConnectionPtr c = connect();
+  ASSERT_TRUE(c);
+  ConnectionPtr s = b_side();
+  ASSERT_TRUE(s);
+  constexpr size_t kMiB = 1 << 20;
+  const size_t sizes[] = {kMiB, 300 << 10, 0, kMiB, kMiB, kMiB, kMiB, kMiB, kMiB, kMiB, kMiB};
+  const size_t n = std::size(sizes);
+  for (size_t i = 0; i < n; ++i) {
+    auto req = frame(i + 1, 8, 0, nullptr);
+    req->reply_sink = kMiB;
+    c->send(std::move(req));
+    ASSERT_TRUE(until([&] { return frames_at_b() == i + 1; }));
+    auto rep = frame(i + 1, 16, sizes[i], nullptr);
+    rep->hdr.kind = FrameKind::kReply;
+    s->send(std::move(rep));
+    ASSERT_TRUE(until([&] {
+      MutexLock lk(ea_.mu);
+      return ea_.frames.size() == i + 1;
+    }));
+    MutexLock lk(ea_.mu);
+    const InFrame& got = ea_.frames[i];
+    EXPECT_EQ(got.hdr.kind, FrameKind::kReply);
+    EXPECT_EQ(got.hdr.xid, i + 1);
+    EXPECT_TRUE(same(got.payload, pattern(16, static_cast<uint8_t>(i + 1))));
+    EXPECT_TRUE(same(got.bulk, pattern(sizes[i], static_cast<uint8_t>(i + 2)))) << "reply " << i;
+    ea_.frames[i].bulk = Buffer();  // done with it, as an application would be
+  }
+  if (GetParam() != Kind::kFabric) return;
+  auto ca = dynamic_cast<FabricTransport*>(ta_.get())->counters();
+  auto cb = dynamic_cast<FabricTransport*>(tb_.get())->counters();
+  EXPECT_EQ(ca.sinks_offered, n);
+  EXPECT_EQ(cb.sink_writes, n - 1);  // every reply with bulk
+  EXPECT_EQ(ca.rma_reads, 0u);       // nothing was read from the server
+  // The sinks came from A's pool: one 1 MiB chunk, reused by every read after.
+  EXPECT_EQ(ca.sink_registrations, 1u);
+}
+
+// One buffer sent again and again arrives whole each time; over the fabric (where the peer
+// reads it by RMA) it is registered once, not per frame.
+TEST_P(ConformanceTest, ABufferSentAgainAndAgainIsRegisteredOnce) {
+  ConnectionPtr c = connect();
+  ASSERT_TRUE(c);
+  BulkData data = make_bulk(pattern(1 << 20, 7));
+  Completions done;
+  constexpr int kFrames = 10;
+  for (int i = 0; i < kFrames; ++i) {
+    auto f = frame(i + 1, 8, 0, &done);
+    f->bulk = data;
+    c->send(std::move(f));
+  }
+  ASSERT_TRUE(until([&] { return frames_at_b() == kFrames && done.total() == kFrames; }));
+  EXPECT_EQ(done.oks(), kFrames);
+  {
+    MutexLock lk(eb_.mu);
+    for (auto& f : eb_.frames) EXPECT_TRUE(same(f.bulk, *data));
+  }
+  if (GetParam() != Kind::kFabric) return;
+  EXPECT_EQ(dynamic_cast<FabricTransport*>(ta_.get())->counters().registrations, 1u);
+  EXPECT_EQ(dynamic_cast<FabricTransport*>(tb_.get())->counters().rma_reads, size_t(kFrames));
+}
+
 TEST_P(ConformanceTest, CreditsRideOnFramesAndOnCreditFrames) {
   ConnectionPtr c = connect();
   ASSERT_TRUE(c);

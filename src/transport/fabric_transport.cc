@@ -21,6 +21,7 @@
 #include <cstring>
 #include <deque>
 #include <future>
+#include <map>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -28,6 +29,7 @@
 #include "base/log.h"
 #include "base/mutex.h"
 #include "transport/fabric_health.h"
+#include "transport/reg_cache.h"
 #include "transport/reg_pool.h"
 #include "wire/fabric_wire.h"
 #include "wire/handshake.h"
@@ -46,6 +48,16 @@ constexpr auto kCloseWait = std::chrono::seconds(1);
 // Idle RMA sink memory an NI keeps registered for reuse (RegPool's idle cap): enough for
 // 16 reads of 2 MiB in flight.
 constexpr size_t kSinkIdleCap = 64 << 20;
+// Reply sinks a connection offers with its requests (o2iblnd's GET): at most this much
+// memory at once (beyond it a request offers none and its reply's bulk is read from the
+// server instead), and a sink whose reply never came back on its connection (it came on
+// another path) is retired after kOfferTime, above any RPC's timeout.
+constexpr size_t kMaxOfferBytes = 64 << 20;
+// Registrations of application memory an NI keeps (RegCache's capacity).
+constexpr size_t kRegCacheEntries = 256;
+constexpr auto kOfferTime = std::chrono::seconds(120);
+// Sinks of the peer's requests remembered per connection (the oldest xid goes first).
+constexpr size_t kMaxPeerSinks = 1024;
 
 std::string fi_error(ssize_t rc) { return fi_strerror(static_cast<int>(rc < 0 ? -rc : rc)); }
 
@@ -103,7 +115,7 @@ Result<InfoPtr> get_info(const FabricOptions& fo, const std::string& node, uint1
   return InfoPtr(info);
 }
 
-enum class OpKind : uint8_t { kRecv, kSend, kRead };
+enum class OpKind : uint8_t { kRecv, kSend, kRead, kWrite };
 
 class FabConn;
 
@@ -113,8 +125,10 @@ struct Op {
   OpKind kind;
   FabConn* conn = nullptr;
   uint32_t index = 0;  // recv/send: buffer index
-  uint64_t seq = 0;    // read: the frame it fills
+  uint64_t seq = 0;    // read: the frame it fills; write: the TxItem's write_id
   fid_mr* mr = nullptr;
+  BulkData keep;      // write: its source, alive until the write completes
+  RegCache::Ref reg;  // write: the source's registration (where the provider needs one)
 };
 
 // A fabric and its domain, closed when the last holder goes: the NI, or its sink pool
@@ -144,6 +158,7 @@ struct FabNi {
   fid_pep* pep = nullptr;
   uint64_t mr_mode = 0;
   std::shared_ptr<RegPool> sinks;  // what RMA reads land in
+  std::unique_ptr<RegCache> regs;  // application memory sent by RMA
   ~FabNi() {
     close_fid(pep ? &pep->fid : nullptr);
     close_fid(cq ? &cq->fid : nullptr);
@@ -173,6 +188,12 @@ class FabricTransport::Impl {
     auto& a = site == FabricSite::kConnect ? inject_connect_ : inject_completion_;
     return a.load(std::memory_order_relaxed) ? a.exchange(0) : 0;
   }
+
+  // Any thread.
+  struct AtomicCounters {
+    std::atomic<uint64_t> rma_reads{0}, sink_writes{0}, sinks_offered{0}, registrations{0},
+        sink_registrations{0};
+  } counters_;
 
   // ---- used by FabConn (in an I/O pass unless said) ----
   const std::vector<Nid>& node_nids() const { return node_nids_; }
@@ -208,6 +229,7 @@ class FabricTransport::Impl {
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::shared_ptr<FabConn>>>
       graveyard_;                                       // I/O thread
   std::chrono::steady_clock::time_point last_check_{};  // I/O thread
+  TimePoint last_offer_check_{};                        // I/O thread
   int epfd_ = -1, evfd_ = -1;
   Mutex mu_;
   std::deque<std::function<void()>> posted_ GUARDED_BY(mu_);
@@ -226,13 +248,19 @@ struct TxItem {
   uint64_t cookie = 0;
   uint8_t flags = 0;
   bool close_after = false;  // a REJECT: the connection closes once it is sent
+  // A reply whose bulk goes into the sink its request offered: the RMA write is posted
+  // when the reply is queued, the message once the write is done.
+  enum class Write : uint8_t { kNone, kToPost, kPosted, kDone };
+  Write write = Write::kNone;
+  RmaDesc sink;
+  uint64_t write_id = 0;
 };
 
 // A kFrameRma sent and not yet read by the peer: kept (with its registrations) until its
 // kRmaDone.
 struct RmaSend {
   std::unique_ptr<OutFrame> frame;
-  fid_mr* mr[2] = {nullptr, nullptr};
+  RegCache::Ref reg[2];  // payload (registered for this frame), bulk (from the NI's cache)
   TimePoint start;
 };
 
@@ -276,6 +304,10 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
       close_fid(op->mr ? &op->mr->fid : nullptr);
       delete op;
     }
+    for (Op* op : writes_) {
+      close_fid(op->mr ? &op->mr->fid : nullptr);
+      delete op;
+    }
   }
 
   // ---- Connection ----
@@ -287,6 +319,7 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
         done.push_back({std::move(f), closed_status_locked(), {}});
       } else {
         txq_.push_back(TxItem{std::move(f)});
+        plan_sink_write_locked(txq_.back());
         pump_locked(&done);
       }
     }
@@ -423,9 +456,34 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
     deliver_ready();
   }
 
+  // An RMA write of a reply's bulk into the peer's sink completed (or failed: the
+  // connection then closes); the reply's message may go.
+  void on_write_done(Op* op, bool ok) {
+    std::vector<Done> done;
+    {
+      MutexLock lk(tx_mu_);
+      writes_.erase(std::find(writes_.begin(), writes_.end(), op));
+      for (auto& it : txq_)
+        if (it.write == TxItem::Write::kPosted && it.write_id == op->seq) {
+          it.write = ok ? TxItem::Write::kDone : TxItem::Write::kNone;
+          break;
+        }
+      if (ok) pump_locked(&done);
+    }
+    close_fid(op->mr ? &op->mr->fid : nullptr);
+    delete op;
+    finish(done);
+  }
+
   void on_op_error(Op* op, int err, const std::string& what) {
     if (op->kind == OpKind::kRead) {
       on_read_done(op, false);
+      return;
+    }
+    if (op->kind == OpKind::kWrite) {
+      on_write_done(op, false);
+      if (state_.load() == kClosed || err == FI_ECANCELED) return;
+      fail(FabricSite::kCompletion, err, "fabric RMA write on " + describe() + " failed: " + what);
       return;
     }
     if (state_.load() == kClosed || err == FI_ECANCELED) return;
@@ -502,7 +560,6 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
       for (auto& in : tx_inflight_)
         if (in.frame) done.push_back({std::move(in.frame), s, {}});
       for (auto& [cookie, r] : rma_sends_) {
-        for (fid_mr* m : r.mr) close_fid(m ? &m->fid : nullptr);
         done.push_back({std::move(r.frame), s, {}});
       }
       rma_sends_.clear();
@@ -511,6 +568,13 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
       fi_shutdown(ep_, 0);
       fi_close(&ep_->fid);
       ep_ = nullptr;
+    }
+    {
+      // The endpoint is gone: no write can reach the offered sinks any more.
+      MutexLock lk(tx_mu_);
+      offered_.clear();
+      offered_bytes_ = 0;
+      peer_sinks_.clear();
     }
     finish(done);
     if (prev == kOpen || prev == kClosing) {
@@ -582,8 +646,12 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   // (o2iblnd's rule: two ends out of credits, each owing the other, would otherwise wait
   // for ever).
   void pump_locked(std::vector<Done>* done) REQUIRES(tx_mu_) {
+    // Writes into the peer's sinks go first, in queue order; they take no credit.
+    for (auto k = txq_.begin(); writes_to_post_ > 0 && !ep_gone_ && k != txq_.end(); ++k)
+      if (k->write == TxItem::Write::kToPost && !post_write_locked(*k)) break;
     while (!txq_.empty() && !tx_free_.empty() && !ep_gone_ && credits_ >= 2) {
       TxItem& it = txq_.front();
+      if (it.write == TxItem::Write::kToPost || it.write == TxItem::Write::kPosted) break;
       std::optional<Status> r = post_item(it, tx_free_.back());
       if (!r) return;  // the provider's queue is full: on the next completion
       tx_free_.pop_back();
@@ -595,6 +663,90 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
       TxItem noop{nullptr, FabricMsg::kNoop};
       if (post_item(noop, tx_free_.back())) tx_free_.pop_back();
     }
+  }
+
+  // A reply queued: when its request offered a sink (and the bulk would not fit a message),
+  // the bulk is to be written there. Any reply ends the use of its request's sink here.
+  void plan_sink_write_locked(TxItem& it) REQUIRES(tx_mu_) {
+    const OutFrame& f = *it.frame;
+    if (f.hdr.kind != FrameKind::kReply || peer_sinks_.empty()) return;
+    auto ps = peer_sinks_.find(f.hdr.xid);
+    if (ps == peer_sinks_.end()) return;
+    RmaDesc d = ps->second;
+    peer_sinks_.erase(ps);
+    size_t n = f.bulk_size();
+    if (n == 0 || n > d.len ||
+        kFabricHeaderSize + kHeaderSize + f.payload.size() + n <= send_limit_)
+      return;
+    it.write = TxItem::Write::kToPost;
+    it.sink = d;
+    it.write_id = next_write_++;
+    ++writes_to_post_;
+  }
+
+  // Posts the RMA write of `it`'s bulk into the peer's sink. False: the provider's queue
+  // is full (on the next completion). A write that cannot be posted otherwise leaves the
+  // bulk to go the usual way (the peer reads it).
+  bool post_write_locked(TxItem& it) REQUIRES(tx_mu_) {
+    const OutFrame& f = *it.frame;
+    auto* op = new Op;
+    op->kind = OpKind::kWrite;
+    op->conn = this;
+    op->seq = it.write_id;
+    op->keep = f.bulk;
+    void* desc = nullptr;
+    ssize_t rc = 0;
+    if (ni_.mr_mode & FI_MR_LOCAL) {
+      op->reg = ni_.regs->get(f.bulk);
+      if (op->reg)
+        desc = fi_mr_desc(static_cast<fid_mr*>(op->reg->handle));
+      else
+        rc = -FI_ENOMEM;
+    }
+    if (rc == 0)
+      rc = fi_write(ep_, f.bulk->data(), f.bulk_size(), desc, 0, it.sink.addr, it.sink.key,
+                    &op->ctx);
+    if (rc != 0) {
+      close_fid(op->mr ? &op->mr->fid : nullptr);
+      delete op;
+      if (rc == -FI_EAGAIN) return false;
+      PFS_LOG_WARN("RMA write on {}: {}; the peer reads the bulk instead", describe(),
+                   fi_error(rc));
+      it.write = TxItem::Write::kNone;
+      --writes_to_post_;
+      return true;
+    }
+    writes_.push_back(op);
+    it.write = TxItem::Write::kPosted;
+    --writes_to_post_;
+    t_.counters_.sink_writes.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  // A request that expects reply bulk too large for a message offers a registered sink
+  // for it (the same one again when it is sent again); nullopt: none (no room, no pool).
+  std::optional<RmaDesc> offer_sink_locked(const OutFrame& f) REQUIRES(tx_mu_) {
+    if (f.hdr.kind != FrameKind::kRequest || f.reply_sink == 0) return std::nullopt;
+    size_t n = std::min<size_t>(f.reply_sink, t_.opts_.limits.max_bulk);
+    if (kFabricHeaderSize + kHeaderSize + n <= send_limit_) return std::nullopt;
+    auto o = offered_.find(f.hdr.xid);
+    if (o == offered_.end()) {
+      if (offered_bytes_ + n > kMaxOfferBytes) return std::nullopt;
+      auto sink = ni_.sinks->take(n);
+      if (!sink || !sink->handle) return std::nullopt;
+      o = offered_
+              .emplace(f.hdr.xid, Offer{std::move(sink->buf), static_cast<fid_mr*>(sink->handle), n,
+                                        t_.clock_.now()})
+              .first;
+      offered_bytes_ += n;
+      t_.counters_.sinks_offered.fetch_add(1, std::memory_order_relaxed);
+    }
+    RmaDesc d;
+    d.addr =
+        (ni_.mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(o->second.sink.data()) : 0;
+    d.key = fi_mr_key(o->second.mr);
+    d.len = o->second.sink.size();
+    return d;
   }
 
   // Encodes `it` into send buffer `i` and posts it. nullopt: the provider's queue is full,
@@ -619,7 +771,14 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
         took_net_credits = true;
         hdr.credits = net_credits;
       }
-      size_t whole = kFabricHeaderSize + kHeaderSize + f.payload.size() + f.bulk_size();
+      // The bulk here, unless it went into the peer's sink already.
+      bool in_sink = it.write == TxItem::Write::kDone;
+      size_t bulk = in_sink ? 0 : f.bulk_size();
+      std::optional<RmaDesc> offer = offer_sink_locked(f);
+      size_t tail = offer ? kRmaDescSize : 0;
+      if (in_sink) fh.flags |= kBulkInSink;
+      if (offer) fh.flags |= kSinkOffered;
+      size_t whole = kFabricHeaderSize + kHeaderSize + f.payload.size() + bulk + tail;
       EncodedHeader eh;
       encode_header(hdr, &eh);
       std::memcpy(b + len, eh.data(), kHeaderSize);
@@ -628,37 +787,42 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
         fh.type = FabricMsg::kFrame;
         if (!f.payload.empty()) std::memcpy(b + len, f.payload.data(), f.payload.size());
         len += f.payload.size();
-        if (f.bulk_size()) std::memcpy(b + len, f.bulk->data(), f.bulk_size());
-        len += f.bulk_size();
+        if (bulk) std::memcpy(b + len, f.bulk->data(), bulk);
+        len += bulk;
       } else {
         fh.type = FabricMsg::kFrameRma;
         fh.cookie = next_cookie_++;
         bool payload_rma =
-            len + f.payload.size() + 2 * kRmaDescSize > send_limit_ && !f.payload.empty();
+            len + f.payload.size() + 2 * kRmaDescSize + tail > send_limit_ && !f.payload.empty();
         const void* part[2] = {payload_rma ? f.payload.data() : nullptr,
-                               f.bulk_size() ? f.bulk->data() : nullptr};
-        size_t part_len[2] = {payload_rma ? f.payload.size() : 0, f.bulk_size()};
+                               bulk ? f.bulk->data() : nullptr};
+        size_t part_len[2] = {payload_rma ? f.payload.size() : 0, bulk};
         if (!payload_rma) {
           if (!f.payload.empty()) std::memcpy(b + len, f.payload.data(), f.payload.size());
           len += f.payload.size();
         }
         for (int k = 0; k < 2; ++k) {
           if (!part[k]) continue;
-          int rc = fi_mr_reg(ni_.domain, part[k], part_len[k], FI_REMOTE_READ, 0,
-                             ni_.dom->next_key(), 0, &rma.mr[k], nullptr);
-          if (rc != 0) {
-            for (fid_mr* m : rma.mr) close_fid(m ? &m->fid : nullptr);
+          // The bulk (shared, immutable) through the NI's cache; the payload (this frame's
+          // own) on its own.
+          rma.reg[k] = k == 1 ? ni_.regs->get(f.bulk)
+                              : ni_.regs->register_once(f.payload.data(), f.payload.size());
+          if (!rma.reg[k]) {
             if (took_net_credits) add_credits_to_return(net_credits);
-            return Status(Code::kInternal, "registering a frame for RMA: " + fi_error(rc));
+            return Status(Code::kInternal, "registering a frame for RMA failed");
           }
           RmaDesc d;
           d.addr = (ni_.mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(part[k]) : 0;
-          d.key = fi_mr_key(rma.mr[k]);
+          d.key = fi_mr_key(static_cast<fid_mr*>(rma.reg[k]->handle));
           d.len = part_len[k];
           encode_rma_desc(d, b + len);
           len += kRmaDescSize;
           fh.flags |= k == 0 ? kRmaPayload : kRmaBulk;
         }
+      }
+      if (offer) {
+        encode_rma_desc(*offer, b + len);
+        len += kRmaDescSize;
       }
     }
     fh.credits = static_cast<uint16_t>(std::min<uint32_t>(owed_, 0xffff));
@@ -670,7 +834,6 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
         it.frame && state_.load() == kOpen ? t_.take_injected(FabricSite::kCompletion) : 0;
     ssize_t rc = injected ? 0 : fi_send(ep_, b, len, tx_desc(), 0, &tx_ops_[i].ctx);
     if (rc != 0) {
-      for (fid_mr* m : rma.mr) close_fid(m ? &m->fid : nullptr);
       if (took_net_credits) add_credits_to_return(net_credits);
       if (rc == -FI_EAGAIN) return std::nullopt;
       return Status(Code::kClosed, "fabric send on " + describe() + ": " + fi_error(rc));
@@ -710,7 +873,6 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
           auto it = rma_sends_.find(fh->cookie);
           if (it == rma_sends_.end())
             return Status(Code::kProtocol, "RMA done for an unknown frame");
-          for (fid_mr* m : it->second.mr) close_fid(m ? &m->fid : nullptr);
           Status s = (fh->flags & kRmaFailed)
                          ? Status(Code::kClosed, "the peer could not read the frame's data",
                                   HealthKind::kPeerNiConnectError)
@@ -726,34 +888,29 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
       case FabricMsg::kFrameRma:
         break;
     }
-    auto hdr = decode_header(body, t_.opts_.limits);
-    if (!hdr.ok()) return hdr.status();
+    auto m = decode_frame_msg(*fh, body, t_.opts_.limits);
+    if (!m.ok()) return m.status();
     InFrame f;
-    f.hdr = *hdr;
+    f.hdr = m->hdr;
     f.times.first_byte = t_.clock_.now();
-    body = body.subspan(kHeaderSize);
+    if (m->sink || m->hdr.kind == FrameKind::kReply) {
+      if (state_.load() != kOpen) return Status(Code::kProtocol, "RPC frames before the handshake");
+      Status s = take_sinks(*m, &f.bulk);
+      if (!s.ok()) return s;
+    }
     if (fh->type == FabricMsg::kFrame) {
-      if (body.size() != size_t(hdr->payload_len) + hdr->bulk_len)
-        return Status(Code::kProtocol, "frame lengths do not match the message");
-      f.payload = Buffer::copy_of(body.first(hdr->payload_len));
-      f.bulk = Buffer::copy_of(body.subspan(hdr->payload_len));
+      f.payload = Buffer::copy_of(m->payload);
+      if (!m->bulk_in_sink) f.bulk = Buffer::copy_of(m->bulk);
       f.times.complete = f.times.first_byte;
       return handle_frame(std::move(f));
     }
     // kFrameRma: what is inline is copied now; the rest is read from the sender.
-    bool payload_rma = fh->flags & kRmaPayload, bulk_rma = fh->flags & kRmaBulk;
-    size_t inline_payload = payload_rma ? 0 : hdr->payload_len;
-    size_t descs = size_t(payload_rma) + size_t(bulk_rma);
-    if (body.size() != inline_payload + descs * kRmaDescSize || (bulk_rma != (hdr->bulk_len > 0)) ||
-        (!bulk_rma && !payload_rma))
-      return Status(Code::kProtocol, "RMA frame lengths do not match the message");
     if (state_.load() == kClosing) return Status::Ok();  // not taken: it fails at the sender
     if (state_.load() != kOpen) return Status(Code::kProtocol, "an RMA frame before the handshake");
     PendingRx p;
     p.cookie = fh->cookie;
     p.frame = std::move(f);
-    if (!payload_rma) p.frame.payload = Buffer::copy_of(body.first(inline_payload));
-    body = body.subspan(inline_payload);
+    if (!m->payload_rma) p.frame.payload = Buffer::copy_of(m->payload);
     uint64_t seq = rx_front_seq_ + rxq_.size();
     struct Read {
       RmaDesc d;
@@ -762,21 +919,17 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
     };
     std::vector<Read> reads;
     for (int k = 0; k < 2; ++k) {
-      if (!(k == 0 ? payload_rma : bulk_rma)) continue;
-      uint64_t want = k == 0 ? hdr->payload_len : hdr->bulk_len;
-      auto d = decode_rma_desc(body.first(kRmaDescSize), want);
-      if (!d.ok()) return d.status();
-      if (d->len != want) return Status(Code::kProtocol, "RMA region of the wrong length");
-      body = body.subspan(kRmaDescSize);
+      const std::optional<RmaDesc>& d = k == 0 ? m->payload_rma : m->bulk_rma;
+      if (!d) continue;
       // The sink: registered memory from the NI's pool; a plain buffer (registered for
       // this read alone) when it is larger than the pool's chunks.
       Buffer& into = k == 0 ? p.frame.payload : p.frame.bulk;
       fid_mr* sink_mr = nullptr;
-      if (auto sink = ni_.sinks->take(want)) {
+      if (auto sink = ni_.sinks->take(d->len)) {
         into = std::move(sink->buf);
         sink_mr = static_cast<fid_mr*>(sink->handle);
       } else {
-        into = Buffer(want);
+        into = Buffer(d->len);
       }
       reads.push_back(Read{*d, into.data(), sink_mr});
     }
@@ -793,6 +946,7 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
       } else if (ni_.mr_mode & FI_MR_LOCAL) {
         int rc =
             fi_mr_reg(ni_.domain, dst, d.len, FI_READ, 0, ni_.dom->next_key(), 0, &op->mr, nullptr);
+        t_.counters_.registrations.fetch_add(1, std::memory_order_relaxed);
         if (rc != 0) {
           delete op;
           return Status(Code::kInternal, "registering a receive buffer: " + fi_error(rc));
@@ -800,6 +954,7 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
         desc = fi_mr_desc(op->mr);
       }
       reads_.push_back(op);
+      t_.counters_.rma_reads.fetch_add(1, std::memory_order_relaxed);
       ssize_t rc = fi_read(ep_, dst, d.len, desc, 0, d.addr, d.key, &op->ctx);
       if (rc != 0) {
         reads_.pop_back();
@@ -811,6 +966,46 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
     return Status::Ok();
   }
 
+  // The sinks of a frame: a request's offer is remembered for its reply (the oldest
+  // forgotten beyond kMaxPeerSinks); a reply ends the offer of its request here, and
+  // when the bulk was written into it, the sink becomes the frame's `bulk`.
+  Status take_sinks(const FrameMsg& m, Buffer* bulk) {
+    MutexLock lk(tx_mu_);
+    if (m.sink) {
+      peer_sinks_[m.hdr.xid] = *m.sink;
+      if (peer_sinks_.size() > kMaxPeerSinks) peer_sinks_.erase(peer_sinks_.begin());
+      return Status::Ok();
+    }
+    auto o = offered_.find(m.hdr.xid);
+    if (m.bulk_in_sink && (o == offered_.end() || o->second.sink.size() < m.hdr.bulk_len))
+      return Status(Code::kProtocol, "reply bulk in a sink that was not offered");
+    if (o == offered_.end()) return Status::Ok();
+    if (m.bulk_in_sink) {
+      *bulk = std::move(o->second.sink);
+      bulk->shrink_to(m.hdr.bulk_len);
+    }
+    offered_bytes_ -= o->second.bytes;
+    offered_.erase(o);
+    return Status::Ok();
+  }
+
+ public:
+  // Offered sinks whose reply never came back here (it took another path) are retired:
+  // the peer might still hold their key. I/O thread.
+  void expire_offers(TimePoint now) {
+    MutexLock lk(tx_mu_);
+    for (auto o = offered_.begin(); o != offered_.end();) {
+      if (now - o->second.at < kOfferTime) {
+        ++o;
+        continue;
+      }
+      ni_.sinks->retire(o->second.sink.data());
+      offered_bytes_ -= o->second.bytes;
+      o = offered_.erase(o);
+    }
+  }
+
+ private:
   // A whole frame: a handshake step, or in order for the net (dropped while closing).
   Status handle_frame(InFrame&& f) {
     if (state_.load() == kHandshake) return handshake_step(std::move(f));
@@ -930,6 +1125,19 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   std::vector<uint32_t> tx_free_ GUARDED_BY(tx_mu_);
   std::vector<Inflight> tx_inflight_ GUARDED_BY(tx_mu_);
   std::unordered_map<uint64_t, RmaSend> rma_sends_ GUARDED_BY(tx_mu_);
+  // Reply sinks offered with this end's requests, by xid, until their reply comes back.
+  struct Offer {
+    Buffer sink;
+    fid_mr* mr = nullptr;  // the pool's registration of it
+    size_t bytes = 0;
+    TimePoint at;
+  };
+  std::unordered_map<uint64_t, Offer> offered_ GUARDED_BY(tx_mu_);
+  size_t offered_bytes_ GUARDED_BY(tx_mu_) = 0;
+  std::map<uint64_t, RmaDesc> peer_sinks_ GUARDED_BY(tx_mu_);  // the peer's, by xid
+  std::vector<Op*> writes_ GUARDED_BY(tx_mu_);                 // RMA writes posted
+  size_t writes_to_post_ GUARDED_BY(tx_mu_) = 0;
+  uint64_t next_write_ GUARDED_BY(tx_mu_) = 1;
   uint64_t next_cookie_ GUARDED_BY(tx_mu_) = 1;
   uint32_t credits_ GUARDED_BY(tx_mu_) = 0;  // the peer's receive buffers free for us
   uint32_t owed_ GUARDED_BY(tx_mu_) = 0;     // our reposted buffers not yet told
@@ -1096,6 +1304,9 @@ size_t FabricTransport::Impl::poll_cq(FabNi& ni) {
       case OpKind::kRead:
         op->conn->on_read_done(op, true);
         break;
+      case OpKind::kWrite:
+        op->conn->on_write_done(op, true);
+        break;
     }
   }
   return static_cast<size_t>(n);
@@ -1195,6 +1406,10 @@ void FabricTransport::Impl::check_deadlines() {
                      std::string(c->state() == FabConn::kConnecting ? "connect" : "handshake") +
                          " timed out",
                      HealthKind::kPeerNiUnreachable));
+  if (now - last_offer_check_ >= std::chrono::seconds(1)) {
+    last_offer_check_ = now;
+    for (auto& [p, c] : conns_) c->expire_offers(now);
+  }
   auto t = std::chrono::steady_clock::now();
   while (!graveyard_.empty() && t - graveyard_.front().first >= kGraveyardTime)
     graveyard_.pop_front();
@@ -1243,17 +1458,29 @@ Result<FabNi*> FabricTransport::Impl::ni_for(const Nid& local, uint16_t listen_p
     ev.data.fd = fd;
     epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
   }
+  // Sinks are registered whatever the provider's mode: the peer writes reply bulk into
+  // them (remote access needs a key). The hooks hold the domain: a sink's registration is
+  // closed before it, even when the sink outlives the NI.
+  // (`this`: reg runs only in take(), which only this transport calls.)
   RegPool::Hooks hooks;
-  if (ni->mr_mode & FI_MR_LOCAL) {
-    // The hooks hold the domain: a sink's registration is closed before it, even when
-    // the sink outlives the NI.
-    hooks.reg = [dom = ni->dom](uint8_t* p, size_t n) -> void* {
-      fid_mr* mr = nullptr;
-      int rc = fi_mr_reg(dom->domain, p, n, FI_READ, 0, dom->next_key(), 0, &mr, nullptr);
-      return rc == 0 ? mr : nullptr;
-    };
-    hooks.unreg = [dom = ni->dom](void* mr) { fi_close(&static_cast<fid_mr*>(mr)->fid); };
-  }
+  hooks.reg = [this, dom = ni->dom](uint8_t* p, size_t n) -> void* {
+    fid_mr* mr = nullptr;
+    int rc = fi_mr_reg(dom->domain, p, n, FI_READ | FI_REMOTE_WRITE, 0, dom->next_key(), 0, &mr,
+                       nullptr);
+    counters_.sink_registrations.fetch_add(1, std::memory_order_relaxed);
+    return rc == 0 ? mr : nullptr;
+  };
+  hooks.unreg = [dom = ni->dom](void* mr) { fi_close(&static_cast<fid_mr*>(mr)->fid); };
+  RegCache::Hooks cache_hooks;
+  cache_hooks.reg = [this, dom = ni->dom](const uint8_t* p, size_t n) -> void* {
+    fid_mr* mr = nullptr;
+    int rc = fi_mr_reg(dom->domain, p, n, FI_REMOTE_READ | FI_WRITE, 0, dom->next_key(), 0, &mr,
+                       nullptr);
+    counters_.registrations.fetch_add(1, std::memory_order_relaxed);
+    return rc == 0 ? mr : nullptr;
+  };
+  cache_hooks.unreg = [dom = ni->dom](void* mr) { fi_close(&static_cast<fid_mr*>(mr)->fid); };
+  ni->regs = std::make_unique<RegCache>(std::move(cache_hooks), kRegCacheEntries);
   size_t max_sink =
       std::bit_ceil(size_t(std::max(opts_.limits.max_payload, opts_.limits.max_bulk)));
   ni->sinks = RegPool::make(std::move(hooks), max_sink, kSinkIdleCap);
@@ -1372,6 +1599,12 @@ void FabricTransport::connect(const Nid& local, const Nid& remote, uint16_t port
 }
 void FabricTransport::post(std::function<void()> fn) { impl_->post(std::move(fn)); }
 bool FabricTransport::progress() { return impl_->progress(); }
+FabricTransport::Counters FabricTransport::counters() const {
+  auto& c = impl_->counters_;
+  return {c.rma_reads.load(), c.sink_writes.load(), c.sinks_offered.load(), c.registrations.load(),
+          c.sink_registrations.load()};
+}
+
 void FabricTransport::inject_fault(FabricSite site, int err) { impl_->inject_fault(site, err); }
 void FabricTransport::stop() { impl_->stop(); }
 

@@ -7,8 +7,12 @@
 // (wire/handshake.h), in messages. Small frames go whole as sends into receive buffers
 // the peer has posted and registered; a frame larger than a message goes by RMA: the
 // receiver reads the payload and bulk from the sender's registered memory and answers
-// when it has them. The connection's own credits (one per posted receive buffer, returned
-// as buffers are reposted, on any message or a NOOP) keep a sender from overrunning them.
+// when it has them -- except a reply's bulk when its request offered a sink: a request
+// that expects bulk back (OutFrame::reply_sink) carries the address and key of registered
+// memory of its sender's, the server RMA-writes the reply's bulk there and then sends the
+// reply's message (o2iblnd's GET). Sink memory comes from a pool per NI (reg_pool.h), so
+// steady traffic registers none. The connection's own credits (one per posted receive buffer,
+// returned as buffers are reposted, on any message or a NOOP) keep a sender from overrunning them.
 //
 // Threads: one I/O thread per transport polls the completion and event queues (busy
 // polling TransportOptions::busy_poll before it sleeps on their wait descriptors); every
@@ -70,6 +74,16 @@ class FabricTransport final : public Transport {
   // if the provider had reported it, and goes through the same mapping to health
   // (fabric_health.h). One-shot; any thread.
   void inject_fault(FabricSite site, int err);
+
+  // What the transport did with memory since it started (tests, diagnostics). Any thread.
+  struct Counters {
+    uint64_t rma_reads = 0;           // reads of a peer's payload or bulk
+    uint64_t sink_writes = 0;         // reply bulk written into a sink the peer offered
+    uint64_t sinks_offered = 0;       // reply sinks offered with requests
+    uint64_t registrations = 0;       // memory registered for one frame
+    uint64_t sink_registrations = 0;  // pooled sink memory registered (once per chunk)
+  };
+  Counters counters() const;
 
   class Impl;
 

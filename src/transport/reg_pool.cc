@@ -64,7 +64,7 @@ void RegPool::give_back(uint8_t* p) {
   auto it = chunks_.find(p);
   if (it == chunks_.end()) return;  // not ours: cannot happen (only Buffers of this pool)
   --stats_.out;
-  if (!closed_ && stats_.idle_bytes + it->second.size <= idle_cap_) {
+  if (!closed_ && !it->second.retired && stats_.idle_bytes + it->second.size <= idle_cap_) {
     idle_[it->second.size].push_back(p);
     stats_.idle_bytes += it->second.size;
     return;
@@ -72,6 +72,12 @@ void RegPool::give_back(uint8_t* p) {
   Chunk c = it->second;
   chunks_.erase(it);
   release_locked(p, c);
+}
+
+void RegPool::retire(const uint8_t* p) {
+  MutexLock lk(mu_);
+  auto it = chunks_.find(const_cast<uint8_t*>(p));
+  if (it != chunks_.end()) it->second.retired = true;
 }
 
 void RegPool::release_locked(uint8_t* p, const Chunk& c) {

@@ -49,9 +49,9 @@ class RegPool final : public BufferPool, public std::enable_shared_from_this<Reg
   struct Stats {
     uint64_t taken = 0;          // sinks handed out
     uint64_t registrations = 0;  // chunks allocated and registered
-    uint64_t freed = 0;          // chunks unregistered and freed (over the idle cap, closed)
-    size_t idle_bytes = 0;       // in the free lists
-    size_t out = 0;              // sinks not yet given back
+    uint64_t freed = 0;     // chunks unregistered and freed (over the idle cap, closed, retired)
+    size_t idle_bytes = 0;  // in the free lists
+    size_t out = 0;         // sinks not yet given back
   };
 
   static std::shared_ptr<RegPool> make(Hooks hooks, size_t max_chunk, size_t idle_cap) {
@@ -63,6 +63,10 @@ class RegPool final : public BufferPool, public std::enable_shared_from_this<Reg
   // failed -- the caller allocates and registers on its own.
   std::optional<Sink> take(size_t n);
   void give_back(uint8_t* p) override;
+  // The chunk of the sink at `p` (taken, not yet given back) is not to be used again: when
+  // it comes back it is unregistered and freed. For a sink whose registration a peer may
+  // still write to.
+  void retire(const uint8_t* p);
   // Frees the idle chunks now and each one still out when it comes back; take() then
   // answers nullopt. For a transport that stops while sinks are still held.
   void close();
@@ -74,6 +78,7 @@ class RegPool final : public BufferPool, public std::enable_shared_from_this<Reg
   struct Chunk {
     size_t size = 0;
     void* handle = nullptr;
+    bool retired = false;
   };
   void release_locked(uint8_t* p, const Chunk& c) REQUIRES(mu_);
 

@@ -1,5 +1,5 @@
 // RegPool: steady traffic registers nothing new; size classes; the idle cap; close() with
-// sinks still out; a sink that outlives every other owner of the pool; failures.
+// sinks still out; a retired sink; a sink that outlives every other owner of the pool; failures.
 #include "transport/reg_pool.h"
 
 #include <gtest/gtest.h>
@@ -94,6 +94,23 @@ TEST(RegPoolTest, IdleMemoryBeyondTheCapIsUnregisteredAndFreed) {
   EXPECT_EQ(st.freed, 1u);
   EXPECT_EQ(f.unregs, 1);
   EXPECT_EQ(f.live.size(), 2u);
+}
+
+TEST(RegPoolTest, ARetiredSinkIsUnregisteredWhenItComesBackNotReused) {
+  FakeFabric f;
+  auto pool = RegPool::make(f.hooks(), 4 * kMiB, 8 * kMiB);
+  void* first;
+  {
+    RegPool::Sink s = *pool->take(kMiB);
+    first = s.handle;
+    pool->retire(s.buf.data());
+    EXPECT_EQ(f.unregs, 0);  // still out: its registration stays until it comes back
+  }
+  EXPECT_EQ(f.unregs, 1);
+  EXPECT_EQ(pool->stats().idle_bytes, 0u);
+  RegPool::Sink next = *pool->take(kMiB);
+  EXPECT_NE(next.handle, first);
+  EXPECT_EQ(f.regs, 2);
 }
 
 TEST(RegPoolTest, CloseFreesIdleChunksNowAndHeldOnesWhenTheyComeBack) {

@@ -58,6 +58,10 @@ struct OutFrame {
   // hdr.credits is set already (by a decorator that holds frames, with the credits owed
   // when the frame entered the hold): the transport writes it as it is.
   bool credits_set = false;
+  // A request: the most bulk its reply may carry (0: none expected). An RDMA transport
+  // may offer registered memory of that size with the request, for the server to write
+  // the reply's bulk into (o2iblnd's GET); others ignore it.
+  size_t reply_sink = 0;
 
   size_t bulk_size() const { return bulk ? std::min(bulk->size(), bulk_limit) : 0; }
 };

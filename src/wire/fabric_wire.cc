@@ -61,6 +61,63 @@ Result<RmaDesc> decode_rma_desc(std::span<const uint8_t> bytes, uint64_t max_len
   return d;
 }
 
+Result<FrameMsg> decode_frame_msg(const FabricHeader& fh, std::span<const uint8_t> body,
+                                  const FrameLimits& limits) {
+  if (fh.type != FabricMsg::kFrame && fh.type != FabricMsg::kFrameRma)
+    return bad("not a frame message");
+  const bool rma = fh.type == FabricMsg::kFrameRma;
+  const uint8_t known = kSinkOffered | kBulkInSink | (rma ? kRmaPayload | kRmaBulk : 0);
+  if (fh.flags & ~known) return bad("unknown flags " + std::to_string(fh.flags));
+  auto hdr = decode_header(body, limits);
+  if (!hdr.ok()) return hdr.status();
+  FrameMsg m;
+  m.hdr = *hdr;
+  m.bulk_in_sink = fh.flags & kBulkInSink;
+  bool payload_rma = fh.flags & kRmaPayload, bulk_rma = fh.flags & kRmaBulk;
+  bool sink = fh.flags & kSinkOffered;
+  if (sink && m.hdr.kind != FrameKind::kRequest)
+    return bad("a reply sink offered by a non-request");
+  if (m.bulk_in_sink && m.hdr.kind != FrameKind::kReply)
+    return bad("bulk in a sink for a non-reply");
+  if (m.bulk_in_sink && (bulk_rma || m.hdr.bulk_len == 0))
+    return bad("bulk in a sink and in the message");
+  if (rma && !payload_rma && !bulk_rma) return bad("an RMA frame with nothing to read");
+  if (payload_rma && m.hdr.payload_len == 0) return bad("an empty payload to read");
+  if (bulk_rma != (rma && m.hdr.bulk_len > 0 && !m.bulk_in_sink))
+    return bad("the bulk's place does not match its length");
+  size_t inline_payload = payload_rma ? 0 : m.hdr.payload_len;
+  size_t inline_bulk = rma || m.bulk_in_sink ? 0 : m.hdr.bulk_len;
+  size_t descs = size_t(payload_rma) + size_t(bulk_rma) + size_t(sink);
+  if (body.size() != kHeaderSize + inline_payload + inline_bulk + descs * kRmaDescSize)
+    return bad("frame lengths do not match the message");
+  body = body.subspan(kHeaderSize);
+  m.payload = body.first(inline_payload);
+  m.bulk = body.subspan(inline_payload, inline_bulk);
+  body = body.subspan(inline_payload + inline_bulk);
+  auto desc = [&](uint64_t len, bool exact) -> Result<RmaDesc> {
+    auto d = decode_rma_desc(body.first(kRmaDescSize), len);
+    body = body.subspan(kRmaDescSize);
+    if (d.ok() && exact && d->len != len) return bad("RMA region of the wrong length");
+    return d;
+  };
+  if (payload_rma) {
+    auto d = desc(m.hdr.payload_len, true);
+    if (!d.ok()) return d.status();
+    m.payload_rma = *d;
+  }
+  if (bulk_rma) {
+    auto d = desc(m.hdr.bulk_len, true);
+    if (!d.ok()) return d.status();
+    m.bulk_rma = *d;
+  }
+  if (sink) {
+    auto d = desc(limits.max_bulk, false);
+    if (!d.ok()) return d.status();
+    m.sink = *d;
+  }
+  return m;
+}
+
 // Layout: 0 magic u32 | 4 version u16 | 6 reserved u16 | 8 rx_depth u32 | 12 msg_size u32
 std::array<uint8_t, kConnParamsSize> encode_conn_params(const ConnParams& p) {
   std::array<uint8_t, kConnParamsSize> out{};
