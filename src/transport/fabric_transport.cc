@@ -1458,29 +1458,25 @@ Result<FabNi*> FabricTransport::Impl::ni_for(const Nid& local, uint16_t listen_p
     ev.data.fd = fd;
     epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
   }
+  // Registration hooks of the NI's sink pool and registration cache: `access` in its
+  // domain, counted in `count`. They hold the domain: a registration is closed before it,
+  // even when a sink or an RMA outlives the NI. (`count` is this transport's: reg runs only
+  // in RegPool::take and RegCache::get, which only this transport calls.)
+  auto reg = [dom = ni->dom](uint64_t access, std::atomic<uint64_t>* count) {
+    return [dom, access, count](const uint8_t* p, size_t n) -> void* {
+      fid_mr* mr = nullptr;
+      int rc = fi_mr_reg(dom->domain, p, n, access, 0, dom->next_key(), 0, &mr, nullptr);
+      count->fetch_add(1, std::memory_order_relaxed);
+      return rc == 0 ? mr : nullptr;
+    };
+  };
+  auto unreg = [dom = ni->dom](void* mr) { fi_close(&static_cast<fid_mr*>(mr)->fid); };
   // Sinks are registered whatever the provider's mode: the peer writes reply bulk into
-  // them (remote access needs a key). The hooks hold the domain: a sink's registration is
-  // closed before it, even when the sink outlives the NI.
-  // (`this`: reg runs only in take(), which only this transport calls.)
-  RegPool::Hooks hooks;
-  hooks.reg = [this, dom = ni->dom](uint8_t* p, size_t n) -> void* {
-    fid_mr* mr = nullptr;
-    int rc = fi_mr_reg(dom->domain, p, n, FI_READ | FI_REMOTE_WRITE, 0, dom->next_key(), 0, &mr,
-                       nullptr);
-    counters_.sink_registrations.fetch_add(1, std::memory_order_relaxed);
-    return rc == 0 ? mr : nullptr;
-  };
-  hooks.unreg = [dom = ni->dom](void* mr) { fi_close(&static_cast<fid_mr*>(mr)->fid); };
-  RegCache::Hooks cache_hooks;
-  cache_hooks.reg = [this, dom = ni->dom](const uint8_t* p, size_t n) -> void* {
-    fid_mr* mr = nullptr;
-    int rc = fi_mr_reg(dom->domain, p, n, FI_REMOTE_READ | FI_WRITE, 0, dom->next_key(), 0, &mr,
-                       nullptr);
-    counters_.registrations.fetch_add(1, std::memory_order_relaxed);
-    return rc == 0 ? mr : nullptr;
-  };
-  cache_hooks.unreg = [dom = ni->dom](void* mr) { fi_close(&static_cast<fid_mr*>(mr)->fid); };
-  ni->regs = std::make_unique<RegCache>(std::move(cache_hooks), kRegCacheEntries);
+  // them (remote access needs a key).
+  RegPool::Hooks hooks{reg(FI_READ | FI_REMOTE_WRITE, &counters_.sink_registrations), unreg};
+  ni->regs = std::make_unique<RegCache>(
+      RegCache::Hooks{reg(FI_REMOTE_READ | FI_WRITE, &counters_.registrations), unreg},
+      kRegCacheEntries);
   size_t max_sink =
       std::bit_ceil(size_t(std::max(opts_.limits.max_payload, opts_.limits.max_bulk)));
   ni->sinks = RegPool::make(std::move(hooks), max_sink, kSinkIdleCap);

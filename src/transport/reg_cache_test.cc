@@ -8,30 +8,13 @@
 #include <algorithm>
 #include <vector>
 
+#include "transport/fake_registrations.h"
+
 namespace pfsnet {
 namespace {
 
-// Fake registrations: handles are counted, each unregistered exactly once.
-struct FakeFabric {
-  int next = 1;
-  std::vector<int> live;
-  int regs = 0, unregs = 0;
-  bool fail = false;
-  RegCache::Hooks hooks() {
-    return {[this](const uint8_t*, size_t) -> void* {
-              if (fail) return nullptr;
-              ++regs;
-              live.push_back(next);
-              return reinterpret_cast<void*>(static_cast<intptr_t>(next++));
-            },
-            [this](void* h) {
-              ++unregs;
-              auto it = std::find(live.begin(), live.end(),
-                                  static_cast<int>(reinterpret_cast<intptr_t>(h)));
-              ASSERT_NE(it, live.end()) << "unregistered twice or never registered";
-              live.erase(it);
-            }};
-  }
+struct FakeFabric : FakeRegistrations {
+  RegCache::Hooks hooks() { return FakeRegistrations::hooks<RegCache::Hooks>(); }
 };
 
 TEST(RegCacheTest, OneBufferSentAgainAndAgainIsRegisteredOnce) {

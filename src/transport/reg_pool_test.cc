@@ -1,5 +1,6 @@
 // RegPool: steady traffic registers nothing new; size classes; the idle cap; close() with
-// sinks still out; a retired sink; a sink that outlives every other owner of the pool; failures.
+// sinks still out; a retired sink; a sink that outlives every other owner of the pool;
+// failures.
 #include "transport/reg_pool.h"
 
 #include <gtest/gtest.h>
@@ -7,30 +8,13 @@
 #include <thread>
 #include <vector>
 
+#include "transport/fake_registrations.h"
+
 namespace pfsnet {
 namespace {
 
-// Fake registrations: handles are counted, each unregistered exactly once.
-struct FakeFabric {
-  int next = 1;
-  std::vector<int> live;
-  int regs = 0, unregs = 0;
-  bool fail = false;
-  RegPool::Hooks hooks() {
-    return {[this](uint8_t*, size_t) -> void* {
-              if (fail) return nullptr;
-              ++regs;
-              live.push_back(next);
-              return reinterpret_cast<void*>(static_cast<intptr_t>(next++));
-            },
-            [this](void* h) {
-              ++unregs;
-              auto it = std::find(live.begin(), live.end(),
-                                  static_cast<int>(reinterpret_cast<intptr_t>(h)));
-              ASSERT_NE(it, live.end()) << "unregistered twice or never registered";
-              live.erase(it);
-            }};
-  }
+struct FakeFabric : FakeRegistrations {
+  RegPool::Hooks hooks() { return FakeRegistrations::hooks<RegPool::Hooks>(); }
 };
 
 constexpr size_t kMiB = 1 << 20;
