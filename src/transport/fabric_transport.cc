@@ -894,7 +894,7 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
     f.hdr = m->hdr;
     f.times.first_byte = t_.clock_.now();
     if (m->sink || m->hdr.kind == FrameKind::kReply) {
-      if (state_.load() != kOpen) return Status(Code::kProtocol, "RPC frames before the handshake");
+      if (state_.load() < kOpen) return Status(Code::kProtocol, "RPC frames before the handshake");
       Status s = take_sinks(*m, &f.bulk);
       if (!s.ok()) return s;
     }
