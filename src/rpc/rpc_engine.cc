@@ -148,7 +148,7 @@ RpcEngine::CallPtr RpcEngine::start_call(const Nid& dst, uint32_t type, Buffer p
   Duration total = o.timeout.count() > 0 ? o.timeout : opts_.default_timeout;
   c->deadline = c->reply.times.submit + total;
   c->pin = o.via;
-  c->reply_bulk = std::min<size_t>(o.reply_bulk, opts_.max_bulk);
+  c->reply_bulk = o.reply_bulk;  // the transport bounds it by the frame limits
   c->attempt_timeout =
       c->pin ? total
              : std::max<Duration>(std::chrono::milliseconds(1), total / (opts_.retry_count + 1));

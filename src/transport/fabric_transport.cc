@@ -126,9 +126,10 @@ struct Op {
   FabConn* conn = nullptr;
   uint32_t index = 0;  // recv/send: buffer index
   uint64_t seq = 0;    // read: the frame it fills; write: the TxItem's write_id
-  fid_mr* mr = nullptr;
-  BulkData keep;      // write: its source, alive until the write completes
-  RegCache::Ref reg;  // write: the source's registration (where the provider needs one)
+  BulkData keep;       // write: its source, alive until the write completes
+  // Read: its sink's registration when the sink is not pooled; write: its source's (both
+  // only where the provider needs local registration). Closed with the Op.
+  RegCache::Ref reg;
 };
 
 // A fabric and its domain, closed when the last holder goes: the NI, or its sink pool
@@ -158,7 +159,9 @@ struct FabNi {
   fid_pep* pep = nullptr;
   uint64_t mr_mode = 0;
   std::shared_ptr<RegPool> sinks;  // what RMA reads land in
-  std::unique_ptr<RegCache> regs;  // application memory sent by RMA
+  // Memory registered for one operation: application memory sent by RMA (cached while
+  // it lives), sinks too large for the pool.
+  std::unique_ptr<RegCache> regs;
   ~FabNi() {
     close_fid(pep ? &pep->fid : nullptr);
     close_fid(cq ? &cq->fid : nullptr);
@@ -300,14 +303,8 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   ~FabConn() override {
     close_fid(rx_mr_ ? &rx_mr_->fid : nullptr);
     close_fid(tx_mr_ ? &tx_mr_->fid : nullptr);
-    for (Op* op : reads_) {
-      close_fid(op->mr ? &op->mr->fid : nullptr);
-      delete op;
-    }
-    for (Op* op : writes_) {
-      close_fid(op->mr ? &op->mr->fid : nullptr);
-      delete op;
-    }
+    for (Op* op : reads_) delete op;
+    for (Op* op : writes_) delete op;
   }
 
   // ---- Connection ----
@@ -439,7 +436,6 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
 
   void on_read_done(Op* op, bool ok) {
     reads_.erase(std::find(reads_.begin(), reads_.end(), op));
-    close_fid(op->mr ? &op->mr->fid : nullptr);
     uint64_t seq = op->seq;
     delete op;
     if (state_.load() == kClosed) return;
@@ -470,7 +466,6 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
         }
       if (ok) pump_locked(&done);
     }
-    close_fid(op->mr ? &op->mr->fid : nullptr);
     delete op;
     finish(done);
   }
@@ -707,7 +702,6 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
       rc = fi_write(ep_, f.bulk->data(), f.bulk_size(), desc, 0, it.sink.addr, it.sink.key,
                     &op->ctx);
     if (rc != 0) {
-      close_fid(op->mr ? &op->mr->fid : nullptr);
       delete op;
       if (rc == -FI_EAGAIN) return false;
       PFS_LOG_WARN("RMA write on {}: {}; the peer reads the bulk instead", describe(),
@@ -944,21 +938,18 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
       if (sink_mr) {
         desc = fi_mr_desc(sink_mr);
       } else if (ni_.mr_mode & FI_MR_LOCAL) {
-        int rc =
-            fi_mr_reg(ni_.domain, dst, d.len, FI_READ, 0, ni_.dom->next_key(), 0, &op->mr, nullptr);
-        t_.counters_.registrations.fetch_add(1, std::memory_order_relaxed);
-        if (rc != 0) {
+        op->reg = ni_.regs->register_once(dst, d.len);
+        if (!op->reg) {
           delete op;
-          return Status(Code::kInternal, "registering a receive buffer: " + fi_error(rc));
+          return Status(Code::kInternal, "registering a receive buffer failed");
         }
-        desc = fi_mr_desc(op->mr);
+        desc = fi_mr_desc(static_cast<fid_mr*>(op->reg->handle));
       }
       reads_.push_back(op);
       t_.counters_.rma_reads.fetch_add(1, std::memory_order_relaxed);
       ssize_t rc = fi_read(ep_, dst, d.len, desc, 0, d.addr, d.key, &op->ctx);
       if (rc != 0) {
         reads_.pop_back();
-        close_fid(op->mr ? &op->mr->fid : nullptr);
         delete op;
         return Status(Code::kClosed, "fabric read on " + describe() + ": " + fi_error(rc));
       }
@@ -1475,7 +1466,7 @@ Result<FabNi*> FabricTransport::Impl::ni_for(const Nid& local, uint16_t listen_p
   // them (remote access needs a key).
   RegPool::Hooks hooks{reg(FI_READ | FI_REMOTE_WRITE, &counters_.sink_registrations), unreg};
   ni->regs = std::make_unique<RegCache>(
-      RegCache::Hooks{reg(FI_REMOTE_READ | FI_WRITE, &counters_.registrations), unreg},
+      RegCache::Hooks{reg(FI_READ | FI_WRITE | FI_REMOTE_READ, &counters_.registrations), unreg},
       kRegCacheEntries);
   size_t max_sink =
       std::bit_ceil(size_t(std::max(opts_.limits.max_payload, opts_.limits.max_bulk)));

@@ -61,8 +61,9 @@ class RegCache {
   // The registration of all of `b` (non-null, not empty): the cached one, or a new one.
   // Null when registering failed.
   Ref get(const BulkData& b);
-  // A registration of [p, p + n) outside the cache (memory the cache cannot watch: a
-  // payload owned by one frame). Null when registering failed.
+  // A registration of [p, p + n) outside the cache, for one operation (memory the cache
+  // cannot watch: a payload owned by one frame, a sink too large for the pool). Null when
+  // registering failed.
   Ref register_once(const uint8_t* p, size_t n);
   Stats stats() const;
 
