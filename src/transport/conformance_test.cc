@@ -379,6 +379,45 @@ TEST_P(ConformanceTest, ReadRepliesBringTheirBulkIntoTheOfferedSink) {
   EXPECT_EQ(ca.sink_registrations, 1u);
 }
 
+// Many read replies queued at once (more than the fabric posts writes for at a time) each
+// land whole, in order, in their own request's sink.
+TEST_P(ConformanceTest, ReadRepliesQueuedTogetherEachLandInTheirOwnSink) {
+  ConnectionPtr c = connect();
+  ASSERT_TRUE(c);
+  ConnectionPtr s = b_side();
+  ASSERT_TRUE(s);
+  constexpr size_t kMiB = 1 << 20;
+  constexpr size_t kReads = 9;
+  for (size_t i = 0; i < kReads; ++i) {
+    auto req = frame(i + 1, 8, 0, nullptr);
+    req->reply_sink = kMiB;
+    c->send(std::move(req));
+  }
+  ASSERT_TRUE(until([&] { return frames_at_b() == kReads; }));
+  for (size_t i = 0; i < kReads; ++i) {
+    auto rep = frame(i + 1, 16, kMiB - i * 4096, nullptr);
+    rep->hdr.kind = FrameKind::kReply;
+    s->send(std::move(rep));
+  }
+  ASSERT_TRUE(until([&] {
+    MutexLock lk(ea_.mu);
+    return ea_.frames.size() == kReads;
+  }));
+  {
+    MutexLock lk(ea_.mu);
+    for (size_t i = 0; i < kReads; ++i) {
+      const InFrame& got = ea_.frames[i];
+      EXPECT_EQ(got.hdr.xid, i + 1);
+      EXPECT_TRUE(same(got.bulk, pattern(kMiB - i * 4096, static_cast<uint8_t>(i + 2))))
+          << "reply " << i;
+    }
+  }
+  if (GetParam() != Kind::kFabric) return;
+  EXPECT_EQ(dynamic_cast<FabricTransport*>(ta_.get())->counters().sinks_offered, kReads);
+  EXPECT_EQ(dynamic_cast<FabricTransport*>(tb_.get())->counters().sink_writes, kReads);
+  EXPECT_EQ(dynamic_cast<FabricTransport*>(ta_.get())->counters().rma_reads, 0u);
+}
+
 // One buffer sent again and again arrives whole each time; over the fabric (where the peer
 // reads it by RMA) it is registered once, not per frame.
 TEST_P(ConformanceTest, ABufferSentAgainAndAgainIsRegisteredOnce) {

@@ -15,17 +15,19 @@
 // returned as buffers are reposted, on any message or a NOOP) keep a sender from overrunning them.
 //
 // Threads: one I/O thread per transport polls the completion and event queues (busy
-// polling TransportOptions::busy_poll before it sleeps on their wait descriptors); every
-// callback runs there, or on a thread waiting for a reply that calls progress() while the
-// I/O thread is not polling (one pass at a time: callbacks never run concurrently). So a
-// blocking caller on a spare core takes its reply from the completion queue itself, as
-// fi_pingpong does, with no thread hand-off. Senders post their sends on their own thread
-// (the domain is FI_THREAD_SAFE); public methods are thread-safe except stop(), which
-// must not run on the I/O thread.
+// polling TransportOptions::busy_poll, or FabricOptions::rma_poll while an RMA is under
+// way, before it sleeps on their wait descriptors); every callback runs there, or on a
+// thread waiting for a reply that calls progress() while the I/O thread is not polling
+// (one pass at a time: callbacks never run concurrently). So a blocking caller on a spare
+// core takes its reply from the completion queue itself, as fi_pingpong does, with no
+// thread hand-off. Senders post their sends on their own thread (the domain is
+// FI_THREAD_SAFE); public methods are thread-safe except stop(), which must not run on the
+// I/O thread.
 #pragma once
 
 #include <pfsnet/clock.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +44,12 @@ struct FabricOptions {
   std::string domain;              // libfabric domain (device or interface); "" = any
   uint32_t rx_depth = 64;          // receive buffers posted per connection
   uint32_t msg_size = 4096;        // bytes per message: larger frames go by RMA
+  // While an RMA is under way on one of its connections, the I/O thread polls up to this
+  // long after its last completion before it sleeps, instead of TransportOptions::busy_poll
+  // (which, when 0, turns this off too). A provider without hardware RMA (tcp) moves the
+  // data only while it is polled, one wake-up per socket's worth if the thread sleeps; a
+  // verbs NIC completes a MiB in tens of µs. At most this much CPU per completion.
+  std::chrono::microseconds rma_poll{1000};
 };
 
 // What the fabric transport asks of a provider (fi_getinfo hints): MSG endpoints with sends
