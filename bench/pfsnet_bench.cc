@@ -42,6 +42,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -360,7 +361,10 @@ double rpc_rtt_p50(Client& c, int iters) {
 }
 
 // Closed loop of `depth` async RPCs for `seconds`; returns completions per second.
-double closed_loop(int depth, double seconds, std::function<void(RpcEngine::Callback)> issue) {
+// RPCs per second, `depth` in flight for `seconds`; every reply must succeed and, when
+// `reply_bulk` is given, bring that much bulk (a short read would inflate the figure).
+double closed_loop(int depth, double seconds, std::function<void(RpcEngine::Callback)> issue,
+                   std::optional<size_t> reply_bulk = std::nullopt) {
   std::atomic<uint64_t> done{0};
   std::atomic<bool> stop{false};
   std::atomic<int> outstanding{0};
@@ -378,6 +382,11 @@ double closed_loop(int depth, double seconds, std::function<void(RpcEngine::Call
     issue([&](RpcReply&& r) {
       if (!r.status.ok()) {
         std::fprintf(stderr, "bench: %s\n", r.status.to_string().c_str());
+        std::exit(1);
+      }
+      if (reply_bulk && r.bulk.size() != *reply_bulk) {
+        std::fprintf(stderr, "bench: a reply brought %zu bytes of bulk, not %zu\n", r.bulk.size(),
+                     *reply_bulk);
         std::exit(1);
       }
       done.fetch_add(1, std::memory_order_relaxed);
@@ -561,20 +570,26 @@ int main(int argc, char** argv) {
     measure(
         "fabric_bulk_write_1m", "MiB/s", rma_stream,
         [&] {
-          return closed_loop(depth, seconds, [&](RpcEngine::Callback cb) {
-            fab.rpc->call_async(fab.server, kMsgPing, ping_payload(0u), mib, std::move(cb));
-          });
+          return closed_loop(
+              depth, seconds,
+              [&](RpcEngine::Callback cb) {
+                fab.rpc->call_async(fab.server, kMsgPing, ping_payload(0u), mib, std::move(cb));
+              },
+              0);
         },
         5);
     measure(
         "fabric_bulk_read_1m", "MiB/s", rma_write_stream,
         [&] {
-          return closed_loop(depth, seconds, [&](RpcEngine::Callback cb) {
-            CallOptions co;
-            co.reply_bulk = 1 << 20;
-            fab.rpc->call_async(fab.server, kMsgPing, ping_payload(1u << 20), nullptr,
-                                std::move(cb), co);
-          });
+          return closed_loop(
+              depth, seconds,
+              [&](RpcEngine::Callback cb) {
+                CallOptions co;
+                co.reply_bulk = 1 << 20;
+                fab.rpc->call_async(fab.server, kMsgPing, ping_payload(1u << 20), nullptr,
+                                    std::move(cb), co);
+              },
+              size_t(1) << 20);
         },
         5);
   }
@@ -595,10 +610,13 @@ int main(int argc, char** argv) {
   measure(
       "bulk_read_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
       [&] {
-        return closed_loop(depth, seconds, [&](RpcEngine::Callback cb) {
-          client.rpc->call_async(client.server, kMsgPing, ping_payload(1u << 20), nullptr,
-                                 std::move(cb));
-        });
+        return closed_loop(
+            depth, seconds,
+            [&](RpcEngine::Callback cb) {
+              client.rpc->call_async(client.server, kMsgPing, ping_payload(1u << 20), nullptr,
+                                     std::move(cb));
+            },
+            size_t(1) << 20);
       });
   if (want("rpc_rate_stats_on_vs_off")) {
     // Small-RPC rate of the same client with statistics recording on and off.
