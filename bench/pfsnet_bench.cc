@@ -529,6 +529,22 @@ int main(int argc, char** argv) {
 
   BulkData small = make_bulk(make_ping_pattern(64));
   BulkData mib = make_bulk(make_ping_pattern(1 << 20));
+  // MiB/s of 1 MiB writes (the request carries it) or reads (the reply does; its request
+  // offers a sink for it, which only the fabric LND takes), `depth` in flight.
+  auto bulk_mib_s = [&](Client& c, bool read) {
+    return closed_loop(
+        depth, seconds,
+        [&mib, &c, read](RpcEngine::Callback cb) {
+          if (!read) {
+            c.rpc->call_async(c.server, kMsgPing, ping_payload(0u), mib, std::move(cb));
+            return;
+          }
+          CallOptions co;
+          co.reply_bulk = 1 << 20;
+          c.rpc->call_async(c.server, kMsgPing, ping_payload(1u << 20), nullptr, std::move(cb), co);
+        },
+        read ? size_t(1) << 20 : 0);
+  };
   measure(
       "rpc_rtt_64b_p50", "us", [&] { return tcp_pingpong_p50(10000); },
       [&] { return rpc_rtt_p50(client, 10000); });
@@ -555,43 +571,22 @@ int main(int argc, char** argv) {
     // buffer, for a read it writes into a sink the client offered. Each beside the
     // provider's own stream of 1 MiB reads (writes) at the same depth; the read stream
     // beside raw TCP.
-    auto rma_stream = [&] {
-      return bench::fabric_rma_mib_s(bench::RmaOp::kRead, "tcp", kRmaStreamAddr, kRmaStreamPort,
-                                     1 << 20, depth, seconds);
-    };
-    auto rma_write_stream = [&] {
-      return bench::fabric_rma_mib_s(bench::RmaOp::kWrite, "tcp", kRmaStreamAddr, kRmaStreamPort,
-                                     1 << 20, depth, seconds);
+    auto rma_stream = [&](bench::RmaOp op) {
+      return [&, op] {
+        return bench::fabric_rma_mib_s(op, "tcp", kRmaStreamAddr, kRmaStreamPort, 1 << 20, depth,
+                                       seconds);
+      };
     };
     measure(
         "fabric_provider_rma_vs_tcp_stream_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
-        rma_stream);
+        rma_stream(bench::RmaOp::kRead));
     // Five pairs at least: the bar (0.85) is on these two.
     measure(
-        "fabric_bulk_write_1m", "MiB/s", rma_stream,
-        [&] {
-          return closed_loop(
-              depth, seconds,
-              [&](RpcEngine::Callback cb) {
-                fab.rpc->call_async(fab.server, kMsgPing, ping_payload(0u), mib, std::move(cb));
-              },
-              0);
-        },
-        5);
+        "fabric_bulk_write_1m", "MiB/s", rma_stream(bench::RmaOp::kRead),
+        [&] { return bulk_mib_s(fab, false); }, 5);
     measure(
-        "fabric_bulk_read_1m", "MiB/s", rma_write_stream,
-        [&] {
-          return closed_loop(
-              depth, seconds,
-              [&](RpcEngine::Callback cb) {
-                CallOptions co;
-                co.reply_bulk = 1 << 20;
-                fab.rpc->call_async(fab.server, kMsgPing, ping_payload(1u << 20), nullptr,
-                                    std::move(cb), co);
-              },
-              size_t(1) << 20);
-        },
-        5);
+        "fabric_bulk_read_1m", "MiB/s", rma_stream(bench::RmaOp::kWrite),
+        [&] { return bulk_mib_s(fab, true); }, 5);
   }
   measure(
       "rpc_rate_64b", "RPC/s", [&] { return tcp_echo_rate(seconds); },
@@ -602,22 +597,10 @@ int main(int argc, char** argv) {
       });
   measure(
       "bulk_write_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
-      [&] {
-        return closed_loop(depth, seconds, [&](RpcEngine::Callback cb) {
-          client.rpc->call_async(client.server, kMsgPing, ping_payload(0u), mib, std::move(cb));
-        });
-      });
+      [&] { return bulk_mib_s(client, false); });
   measure(
       "bulk_read_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
-      [&] {
-        return closed_loop(
-            depth, seconds,
-            [&](RpcEngine::Callback cb) {
-              client.rpc->call_async(client.server, kMsgPing, ping_payload(1u << 20), nullptr,
-                                     std::move(cb));
-            },
-            size_t(1) << 20);
-      });
+      [&] { return bulk_mib_s(client, true); });
   if (want("rpc_rate_stats_on_vs_off")) {
     // Small-RPC rate of the same client with statistics recording on and off.
     RpcStats* stats = client.stats.get();

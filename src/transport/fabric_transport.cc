@@ -53,9 +53,9 @@ constexpr size_t kSinkIdleCap = 64 << 20;
 // server instead), and a sink whose reply never came back on its connection (it came on
 // another path) is retired after kOfferTime, above any RPC's timeout.
 constexpr size_t kMaxOfferBytes = 64 << 20;
+constexpr auto kOfferTime = std::chrono::seconds(120);
 // Registrations of application memory an NI keeps (RegCache's capacity).
 constexpr size_t kRegCacheEntries = 256;
-constexpr auto kOfferTime = std::chrono::seconds(120);
 // Sinks of the peer's requests remembered per connection (the oldest xid goes first).
 constexpr size_t kMaxPeerSinks = 1024;
 // RMA writes into the peer's sinks posted at once per connection. The provider works its
@@ -482,20 +482,19 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   }
 
   void on_op_error(Op* op, int err, const std::string& what) {
-    if (op->kind == OpKind::kRead) {
+    OpKind kind = op->kind;
+    if (kind == OpKind::kRead) {
       on_read_done(op, false);
       return;
     }
-    if (op->kind == OpKind::kWrite) {
-      on_write_done(op, false);
-      if (state_.load() == kClosed || err == FI_ECANCELED) return;
-      fail(FabricSite::kCompletion, err, "fabric RMA write on " + describe() + " failed: " + what);
-      return;
-    }
+    if (kind == OpKind::kWrite) on_write_done(op, false);  // deletes op
     if (state_.load() == kClosed || err == FI_ECANCELED) return;
     fail(FabricSite::kCompletion, err,
-         "fabric " + std::string(op->kind == OpKind::kSend ? "send" : "receive") + " on " +
-             describe() + " failed: " + what);
+         "fabric " +
+             std::string(kind == OpKind::kSend    ? "send"
+                         : kind == OpKind::kWrite ? "RMA write"
+                                                  : "receive") +
+             " on " + describe() + " failed: " + what);
   }
 
   // A fabric error (seed 004's table, fabric_health.h): the connection closes with the
@@ -995,8 +994,6 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   }
 
  public:
-  // Offered sinks whose reply never came back here (it took another path) are retired:
-  // the peer might still hold their key. I/O thread.
   // Whether an RMA this end takes part in is under way: a read or write it posted, or its
   // memory the peer may be reading (a frame sent by RMA) or writing (an offered sink).
   // I/O thread.
@@ -1005,6 +1002,8 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
     return !reads_.empty() || !writes_.empty() || !rma_sends_.empty() || !offered_.empty();
   }
 
+  // Offered sinks whose reply never came back here (it took another path) are retired:
+  // the peer might still hold their key. I/O thread.
   void expire_offers(TimePoint now) {
     MutexLock lk(tx_mu_);
     for (auto o = offered_.begin(); o != offered_.end();) {
