@@ -251,7 +251,9 @@ void Net::report_remote_timeout(const TxTimes& path, const std::string& what) {
     if (conn) detach_locked(*p, conn.get());
   }
   if (conn) {
-    PFS_LOG_WARN("closing connection {}: {} (remote timeout)", conn->describe(), what);
+    PFS_LOG_WARN_LIMITED(
+        "remote timeout " + p->ni->nid.to_string() + " -> " + p->pni->nid.to_string(),
+        "closing connection {}: {} (remote timeout)", conn->describe(), what);
     conn->close(Status(Code::kTimeout, what + " (remote timeout)", HealthKind::kPeerNiUnreachable));
   }
 }

@@ -1,7 +1,8 @@
 // NodeTimers: the one periodic driver of a node's deadlines. Each round calls, separately
 // and in this order: Net::expire (transmit deadlines), RpcEngine::expire (RPC deadlines
-// and remote timeouts), RpcStats::tick (the statistics of every second passed) and
-// RecoveryPinger::run (recovery pings due). None of them drives another.
+// and remote timeouts), RpcStats::tick (the statistics of every second passed),
+// RecoveryPinger::run (recovery pings due) and log_held_lines (counts of repeated log lines
+// held back). None of them drives another.
 // Threads: tick() from one thread at a time (the driver's own once started); start() and
 // stop() from the owner's thread. The parts must outlive the driver's thread (stop() it
 // before shutting them down).
@@ -9,6 +10,7 @@
 
 #include <pfsnet/clock.h>
 
+#include "base/log.h"
 #include "base/periodic.h"
 #include "net/net.h"
 #include "rpc/recovery_pinger.h"
@@ -30,6 +32,7 @@ class NodeTimers {
     size_t n = rpc_.expire(now);
     if (stats_) stats_->tick();
     if (pinger_) pinger_->run(now);
+    log_held_lines();
     return n;
   }
   // tick(clock.now()) every `period` of real time on a thread of its own, until stop().

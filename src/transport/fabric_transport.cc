@@ -586,8 +586,10 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
       PFS_LOG_INFO("connection {} closed: {}", describe(), why.message());
       t_.events_.on_closed(*this, why);
     } else if (outgoing_ && cb_) {
-      PFS_LOG_WARN("connect {} -> {} failed: {}", local_.to_string(),
-                   peer_nids_.empty() ? "?" : peer_nids_[0].to_string(), why.to_string());
+      std::string target = peer_nids_.empty() ? "?" : peer_nids_[0].to_string();
+      PFS_LOG_WARN_LIMITED("connect " + local_.to_string() + " -> " + target + " failed",
+                           "connect {} -> {} failed: {}", local_.to_string(), target,
+                           why.to_string());
       auto cb = std::move(cb_);
       cb_ = nullptr;
       cb(why);
@@ -1088,8 +1090,9 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
       Mac theirs;
       std::memcpy(theirs.data(), f.payload.data(), theirs.size());
       if (!client_proof_ok(t_.opts_.cluster_key, hs_peer_, hs_mine_, theirs)) {
-        PFS_LOG_ERROR("refusing connection from {}: wrong cluster key",
-                      hs_peer_.nids.front().to_string());
+        PFS_LOG_ERROR_LIMITED(
+            "refusing connection from " + hs_peer_.nids.front().to_string() + ": wrong cluster key",
+            "refusing connection from {}: wrong cluster key", hs_peer_.nids.front().to_string());
         fail_connect_ = Status(Code::kRejected, "wrong cluster key");
         send_hs(FrameKind::kReject, Buffer::copy_of(std::string_view("wrong cluster key")), true);
         hs_step_ = 3;

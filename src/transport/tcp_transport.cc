@@ -190,8 +190,9 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
     Mac theirs;
     std::memcpy(theirs.data(), auth->payload.data(), theirs.size());
     if (!client_proof_ok(opts_.cluster_key, *ch, sh, theirs)) {
-      PFS_LOG_ERROR("refusing connection from {} ({}): wrong cluster key", nids_string(ch->nids),
-                    from);
+      PFS_LOG_ERROR_LIMITED(
+          "refusing connection from " + nids_string(ch->nids) + ": wrong cluster key",
+          "refusing connection from {} ({}): wrong cluster key", nids_string(ch->nids), from);
       co_await write_frame(s, FrameKind::kReject, c->local_nid(), peer,
                            Buffer::copy_of(std::string_view("wrong cluster key")));
       timer.cancel();
@@ -206,7 +207,9 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
     fail = Status(Code::kProtocol, e.what());
   }
   timer.cancel();
-  if (!stopped_) PFS_LOG_WARN("handshake with {} failed: {}", from, fail.message());
+  if (!stopped_)
+    PFS_LOG_WARN_LIMITED("handshake with " + from.substr(0, from.rfind(':')) + " failed",
+                         "handshake with {} failed: {}", from, fail.message());
   c->do_close(fail);
 }
 
@@ -235,7 +238,9 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
   });
   auto finish = [&](Status st) {
     timer.cancel();
-    PFS_LOG_WARN("connect {} -> {} failed: {}", c->local_nid().to_string(), target, st.to_string());
+    PFS_LOG_WARN_LIMITED("connect " + c->local_nid().to_string() + " -> " + target + " failed",
+                         "connect {} -> {} failed: {}", c->local_nid().to_string(), target,
+                         st.to_string());
     c->do_close(st);
     cb(st);
   };
