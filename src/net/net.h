@@ -17,18 +17,21 @@
 // together; an NI credit is held from send until the peer returns the message's credit.
 //
 // Health (seed 004, as current LNet): every local NI and peer NI has a health value, 1000
-// when healthy. A failure lowers the NI it is blamed on by health_sensitivity (local kinds
-// and local timeouts: the local NI; peer kinds and remote timeouts: the peer NI); a
+// when healthy. A failure lowers the NI it is blamed on by health_sensitivity (local kinds:
+// the local NI; peer kinds, remote timeouts included: the peer NI); a
 // success raises it by as much. An NI below 1000 is in recovery: recovery_due() names
 // it for a recovery ping at once, then after recovery_interval x 2^n (n = pings since
 // its last success), at most 900 s apart, until it is healthy again.
 //
 // Deadlines: every send carries a transmit deadline. expire(now) fails a message still
-// queued here past it as a local timeout (LOCAL_NI_SEND_TIMEOUT: it never left the
-// queue), and closes the connection of a message handed to the transport and not
-// completed by then (a remote timeout, PEER_NI_UNREACHABLE). Waiting for a reply is the
-// RPC layer's part: it reports a reply that did not come with report_remote_timeout().
-// Resending is the RPC layer's part too; Net only classifies and reports.
+// queued here past it as a local timeout (it never left the queue), blamed on what it
+// waited for: the local NI's credits (LOCAL_NI_SEND_TIMEOUT, the local NI) or the peer --
+// its peer_credits not returned, or no connection yet (PEER_NI_UNREACHABLE, the peer NI);
+// a hung server holding our credits thus never lowers a healthy local NI. It closes the connection
+// of a message handed to the transport and not completed by then (a remote timeout,
+// PEER_NI_UNREACHABLE). Waiting for a reply is the RPC layer's part: it reports a reply that did
+// not come with report_remote_timeout(). Resending is the RPC layer's part too; Net only classifies
+// and reports.
 //
 // In parts: the peer table and discovery (peer_table.h), health (health.h: pure logic on
 // the clock), the fault injector (fault_injector.h) and the send/receive core here. Net

@@ -185,7 +185,21 @@ size_t Net::expire(TimePoint now) {
       auto keep =
           std::stable_partition(q.begin(), q.end(), [now](TxMsg* m) { return m->deadline > now; });
       if (keep != q.end()) {
-        std::string why = p.tx_conn ? "waiting for credits" : "waiting for a connection";
+        // Blame goes where the wait was: the local NI's own credits (this NI could not
+        // send: LOCAL_NI_SEND_TIMEOUT, its health lowered), or the peer NI -- its window of
+        // peer_credits not returned (a hung or overloaded peer) or no connection to it yet
+        // (PEER_NI_UNREACHABLE, the peer NI's health lowered). Either way the message
+        // never left: both count a local timeout.
+        std::string why;
+        HealthKind kind = HealthKind::kPeerNiUnreachable;
+        if (p.blocked_on_ni) {
+          why = "waiting for the local NI's credits";
+          kind = HealthKind::kLocalNiSendTimeout;
+        } else if (p.tx_conn) {
+          why = "waiting for the peer's credits";
+        } else {
+          why = "waiting for a connection";
+        }
         for (auto it = keep; it != q.end(); ++it) {
           p.ni->counters.local_timeouts.fetch_add(1);
           p.pni->counters.local_timeouts.fetch_add(1);
@@ -193,7 +207,7 @@ size_t Net::expire(TimePoint now) {
               *it, Status(Code::kTimeout,
                           "send " + p.ni->nid.to_string() + " -> " + p.pni->nid.to_string() +
                               " passed its deadline in the queue (local timeout, " + why + ")",
-                          HealthKind::kLocalNiSendTimeout));
+                          kind));
         }
         q.erase(keep, q.end());
         // As o2iblnd does: the connection the message was queued on is closed.

@@ -239,18 +239,44 @@ TEST_F(NetTest, QueuedSendsExpireAtTheirDeadline) {
   EXPECT_EQ(a.net.expire(clock_.now()), 1u);
   ASSERT_EQ(tx.results.size(), 2u);
   EXPECT_EQ(tx.results[1].code(), Code::kTimeout);
-  EXPECT_EQ(tx.results[1].health_kind(), HealthKind::kLocalNiSendTimeout);
-  EXPECT_NE(tx.results[1].message().find("waiting for credits"), std::string::npos);
+  // It waited for the peer's only credit, which the peer never returned (a hung server
+  // holds it): the peer NI is blamed, not the local NI, which could send all along.
+  EXPECT_EQ(tx.results[1].health_kind(), HealthKind::kPeerNiUnreachable);
+  EXPECT_NE(tx.results[1].message().find("waiting for the peer's credits"), std::string::npos)
+      << tx.results[1].message();
   auto ni = a.net.nis()[0];
-  EXPECT_EQ(ni.health, 900);  // a local kind: the local NI is blamed
-  EXPECT_EQ(ni.local_timeouts, 1u);
-  EXPECT_EQ(ni.errors[static_cast<size_t>(HealthKind::kLocalNiSendTimeout)], 1u);
+  EXPECT_EQ(ni.health, 1000);
+  EXPECT_EQ(ni.local_timeouts, 1u);  // it never left this node
+  EXPECT_EQ(ni.errors[static_cast<size_t>(HealthKind::kLocalNiSendTimeout)], 0u);
+  auto peer = a.net.peers()[0];
+  EXPECT_EQ(peer.health, 900);
+  EXPECT_EQ(peer.local_timeouts, 1u);
+  EXPECT_EQ(peer.errors[static_cast<size_t>(HealthKind::kPeerNiUnreachable)], 1u);
+  EXPECT_EQ(peer.errors[static_cast<size_t>(HealthKind::kLocalNiSendTimeout)], 0u);
   // The third is still queued and goes when the credit returns.
   b.rx.got[0].credit.release();
   hub_.pump();
   ASSERT_EQ(b.rx.got.size(), 2u);
   EXPECT_EQ(b.rx.got[1].frame.hdr.xid, 3u);
-  EXPECT_EQ(a.net.nis()[0].health, 1000);  // a success raises it back, capped at 1000
+}
+
+TEST_F(NetTest, SendsThatWaitForTheLocalNisCreditsBlameTheLocalNi) {
+  // The NI's own credits (1) run out before the peer's window (8) does.
+  Node a(hub_, clock_, a_, opts(1, 8)), b(hub_, clock_, b_, opts(64, 8));
+  TxLog tx;
+  a.net.send(b_, msg(1), clock_.now() + 1s, &tx);
+  a.net.send(b_, msg(2), clock_.now() + 1s, &tx);  // waits for the NI's only credit
+  hub_.pump();
+  ASSERT_EQ(b.rx.got.size(), 1u);
+  clock_.advance(1s);
+  EXPECT_EQ(a.net.expire(clock_.now()), 1u);
+  ASSERT_EQ(tx.results.size(), 2u);
+  EXPECT_EQ(tx.results[1].health_kind(), HealthKind::kLocalNiSendTimeout);
+  EXPECT_NE(tx.results[1].message().find("waiting for the local NI's credits"), std::string::npos)
+      << tx.results[1].message();
+  EXPECT_EQ(a.net.nis()[0].health, 900);
+  EXPECT_EQ(a.net.nis()[0].errors[static_cast<size_t>(HealthKind::kLocalNiSendTimeout)], 1u);
+  EXPECT_EQ(a.net.peers()[0].health, 1000);
 }
 
 TEST_F(NetTest, SendHandedOffButNeverCompletedIsARemoteTimeout) {
