@@ -258,7 +258,7 @@ TEST_F(RpcTest, DeadlinesFailRpcsExactly) {
   EXPECT_EQ(r.got.size(), 1u);
 }
 
-TEST_F(RpcTest, QueuedSendTimesOutAsLocalSendTimeout) {
+TEST_F(RpcTest, SendQueuedForAConnectionTimesOutBlamingThePeer) {
   Replies r;
   Nid c = nid("10.0.0.3@tcp");
   Node other(hub_, clock_, c);
@@ -268,7 +268,12 @@ TEST_F(RpcTest, QueuedSendTimesOutAsLocalSendTimeout) {
   client_.timers.tick(clock_.now());
   ASSERT_EQ(r.got.size(), 1u);
   EXPECT_EQ(r.got[0].status.code(), Code::kTimeout);
-  EXPECT_EQ(r.got[0].status.health_kind(), HealthKind::kLocalNiSendTimeout);
+  // It never left (a local timeout), but what it waited for was the peer's side of a
+  // connection: the peer NI is blamed.
+  EXPECT_EQ(r.got[0].status.health_kind(), HealthKind::kPeerNiUnreachable);
+  EXPECT_NE(r.got[0].status.message().find("local timeout, waiting for a connection"),
+            std::string::npos)
+      << r.got[0].status.message();
   hub_.pump();
 }
 
