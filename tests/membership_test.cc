@@ -17,7 +17,8 @@ constexpr const char* kMembership =
 class Cluster {
  public:
   // MGS on host 2 (and 7 when `second_mgs`), servers on 3 and 4, clients on 5 and 6.
-  explicit Cluster(bool second_mgs = false) : key_(TwoDaemons::write_key(dir_)) {
+  explicit Cluster(bool second_mgs = false, std::string membership = kMembership)
+      : key_(TwoDaemons::write_key(dir_)), membership_(std::move(membership)) {
     mgs_list_ = "\"" + loopback(2) + "@tcp\"";
     if (second_mgs) mgs_list_ += ", \"" + loopback(7) + "@tcp\"";
     start(2, "mgs");
@@ -29,7 +30,7 @@ class Cluster {
     DaemonOptions o;
     o.transaction_timeout = 2;
     o.node_extra = "roles = [\"" + role + "\"]\nmgs = [" + mgs_list_ + "]\n";
-    o.extra = kMembership;
+    o.extra = membership_;
     daemons_[host] = std::make_unique<Daemon>(dir_, host, key_, o);
   }
   Daemon& d(int host) { return *daemons_[host]; }
@@ -59,6 +60,7 @@ class Cluster {
  private:
   TempDir dir_;
   std::string key_;
+  std::string membership_;
   std::string mgs_list_;
   std::map<int, std::unique_ptr<Daemon>> daemons_;
 };
@@ -203,6 +205,50 @@ TEST(MembershipTest, NodesFailOverToTheNextMgsWhichRebuildsItsTable) {
   EXPECT_LT(took, 2.0 + 1.5);
   std::printf("MGS failover: every node registered with the second MGS %.3f s after the kill\n",
               took);
+}
+
+// With the default 10 s server period a dead server would stay "up" or "suspect" for up
+// to 30 s; a client that finds it dead tells the MGS, which checks with its own ping and
+// declares it dead in seconds. Killed (connects refused) and stopped (SIGSTOP: requests
+// time out) alike; the stopped one's state is checked from another client.
+TEST(MembershipTest, ClientsThatFindAServerDeadTellTheMgsWhichChecksAndDeclaresIt) {
+  Cluster c(false,
+            "[membership]\nserver_ping_interval = 10\nclient_ping_interval = 50\n"
+            "ping_miss_limit = 3\nverify_timeout = 2\n");
+  ASSERT_TRUE(c.ready());
+  ASSERT_TRUE(
+      eventually([&] { return c.status(2).value("nodes", json::array()).size() == 5; }, 5000ms));
+  for (int h : {3, 4})
+    ASSERT_EQ(run({PFSNET_BIN, "--socket", c.d(5).socket(), "ping", loopback(h) + "@tcp"}).first,
+              0);
+  // Killed: n5's connects are refused.
+  auto killed = Clock::now();
+  c.kill(3);
+  EXPECT_EQ(run({PFSNET_BIN, "--socket", c.d(5).socket(), "ping", loopback(3) + "@tcp"}).first, 1);
+  ASSERT_TRUE(c.d(2).process().wait_for_output("n3 does not answer the MGS's ping either", 8000ms))
+      << c.d(2).process().output();
+  double took = std::chrono::duration<double>(Clock::now() - killed).count();
+  EXPECT_EQ(Cluster::state_of(c.status(6), "n3"), "dead");
+  EXPECT_NE(c.d(2).process().output().find("n3 reported unreachable by n5 (PEER_NI_CONNECT_ERROR"),
+            std::string::npos)
+      << c.d(2).process().output();
+  // The other client is told as with any death.
+  ASSERT_TRUE(c.d(6).process().wait_for_output("server n3 declared dead by the MGS", 3000ms));
+  // Stopped: n5's requests time out (transaction_timeout 2 s); the MGS's own ping too.
+  ASSERT_TRUE(c.d(4).process().stop());
+  auto stopped = Clock::now();
+  EXPECT_EQ(run({PFSNET_BIN, "--socket", c.d(5).socket(), "ping", loopback(4) + "@tcp"}).first, 1);
+  ASSERT_TRUE(c.d(2).process().wait_for_output("n4 does not answer the MGS's ping either", 8000ms))
+      << c.d(2).process().output();
+  double took_stopped = std::chrono::duration<double>(Clock::now() - stopped).count();
+  EXPECT_EQ(Cluster::state_of(c.status(6), "n4"), "dead");
+  // Nobody healthy was named.
+  for (const char* n : {"n2", "n5", "n6"}) EXPECT_EQ(Cluster::state_of(c.status(6), n), "up") << n;
+  c.d(4).process().kill(SIGCONT);
+  std::printf(
+      "reported dead server: killed declared %.1f s after the kill, stopped %.1f s after "
+      "the stop (pinger alone: up to 30 s)\n",
+      took, took_stopped);
 }
 
 }  // namespace

@@ -83,6 +83,11 @@ struct MembershipConfig {
   bool heard_from_reports = true;
   // Most state-change notifications the MGS sends per second (its fan-out bound).
   int64_t notify_rate = 100000;
+  // Nodes tell the MGS of peers they cannot reach (refused connects, remote timeouts);
+  // the MGS pings such a node itself and declares it dead when it does not answer within
+  // verify_timeout seconds (beyond the design note; on by default).
+  bool unreachable_reports = true;
+  int64_t verify_timeout = 5;
 };
 
 // The tuning advisor and auto-tune ([tune]; every key changes at run time).

@@ -20,6 +20,7 @@ inline constexpr uint32_t kMsgMgsRegister = 16;
 inline constexpr uint32_t kMsgMgsPing = 17;
 inline constexpr uint32_t kMsgMgsNotify = 18;
 inline constexpr uint32_t kMsgMgsStatus = 19;
+inline constexpr uint32_t kMsgMgsReport = 22;
 // selftest/selftest.h: one client's share of a self-test step.
 inline constexpr uint32_t kMsgSelftestRun = 20;
 // tune/tune.h: the packet-train probe.
@@ -40,6 +41,7 @@ inline constexpr MsgType kMsgTypes[] = {
     {kMsgMgsPing, "MGS_PING"},
     {kMsgMgsNotify, "MGS_NOTIFY"},
     {kMsgMgsStatus, "MGS_STATUS"},
+    {kMsgMgsReport, "MGS_REPORT"},
     {kMsgSelftestRun, "SELFTEST_RUN"},
     {kMsgTuneProbe, "TUNE_PROBE"},
 };

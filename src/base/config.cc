@@ -212,6 +212,8 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"ping_miss_limit", int_key(&cfg.membership.ping_miss_limit, 1, 100)},
       {"heard_from_reports", bool_key(&cfg.membership.heard_from_reports)},
       {"notify_rate", int_key(&cfg.membership.notify_rate, 1, 10'000'000)},
+      {"unreachable_reports", bool_key(&cfg.membership.unreachable_reports)},
+      {"verify_timeout", int_key(&cfg.membership.verify_timeout, 1, 600)},
   };
   const std::map<std::string, Reader, std::less<>> tune_keys = {
       {"auto", bool_key(&cfg.tune.auto_tune)},
@@ -375,6 +377,8 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"membership.ping_miss_limit", i(c.membership.ping_miss_limit)},
       {"membership.heard_from_reports", c.membership.heard_from_reports ? "true" : "false"},
       {"membership.notify_rate", i(c.membership.notify_rate)},
+      {"membership.unreachable_reports", c.membership.unreachable_reports ? "true" : "false"},
+      {"membership.verify_timeout", i(c.membership.verify_timeout)},
       {"tune.auto", c.tune.auto_tune ? "true" : "false"},
       {"tune.interval", num(c.tune.interval)},
       {"tune.check_interval", i(c.tune.check_interval)},

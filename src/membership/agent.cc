@@ -46,6 +46,29 @@ void AgentCore::on_failure(TimePoint now) {
                                                                    : now;
 }
 
+std::optional<AgentCore::Send> AgentCore::report_due(TimePoint now,
+                                                     const std::vector<PeerSample>& samples) {
+  bool can_send = registered_ && opts_.unreachable_reports && !opts_.mgs.empty();
+  ReportReq r{id_, opts_.instance, {}};
+  for (const PeerSample& p : samples) {
+    Seen& s = seen_[p.nid];
+    bool refused = p.connect_errors > s.connect_errors;
+    bool failing = (refused || p.timeouts > s.timeouts) && p.received == s.received;
+    if (failing && can_send &&
+        (s.reported == TimePoint{} || now - s.reported >= opts_.report_holdoff)) {
+      r.peers.push_back(Unreachable{
+          p.nid, refused ? HealthKind::kPeerNiConnectError : HealthKind::kPeerNiUnreachable});
+      s.reported = now;
+    }
+    s.connect_errors = p.connect_errors;
+    s.timeouts = p.timeouts;
+    s.received = p.received;
+  }
+  if (r.peers.empty()) return std::nullopt;
+  ++counters_.reports;
+  return Send{Kind::kReport, current_mgs(), encode(r)};
+}
+
 void AgentCore::apply(const std::vector<NodeEvent>& events) {
   for (const NodeEvent& e : events) {
     if (!(e.roles & kRoleServer)) continue;

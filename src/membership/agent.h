@@ -4,6 +4,9 @@
 // an MGS that does not answer is failed over to the next configured MGS NID, where the
 // node registers again. With heard_reports, a client that exchanged RPCs with a server
 // recently enough for that server's report to reach the MGS in time skips its own ping.
+// With unreachable_reports, peers whose connects failed or timed out while they sent
+// nothing are reported to the MGS at once (MGS_REPORT), at most once per peer per
+// report_holdoff: the cluster view catches up with the best-informed node.
 // Thread safety: none; MembershipService serialises calls.
 #pragma once
 
@@ -11,6 +14,7 @@
 
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -31,6 +35,8 @@ struct AgentOptions {
   // restarted MGS learns of a busy client within ping_miss_limit client periods.
   int max_skips = 2;
   uint64_t instance = 0;
+  bool unreachable_reports = true;
+  Duration report_holdoff = std::chrono::seconds(10);
 
   Duration period() const {
     return (roles & (kRoleServer | kRoleMgs)) ? server_interval : client_interval;
@@ -44,7 +50,7 @@ class AgentCore {
  public:
   explicit AgentCore(AgentOptions o);
 
-  enum class Kind { kRegister, kPing };
+  enum class Kind { kRegister, kPing, kReport };
   struct Send {
     Kind kind;
     Nid mgs;
@@ -55,6 +61,16 @@ class AgentCore {
   // last ping (called only when a ping goes).
   template <class Heard>
   std::optional<Send> due(TimePoint now, TimePoint last_server_contact, Heard&& heard);
+
+  // One peer NI as the net counts it: failed connects, remote timeouts, frames received.
+  struct PeerSample {
+    uint64_t nid = 0;  // packed
+    uint64_t connect_errors = 0, timeouts = 0, received = 0;
+  };
+  // A report of the peers whose connect errors or timeouts grew since the last look while
+  // they sent nothing, if there are any and we are registered. A peer first seen counts
+  // from zero. Reports go at once (no in-flight rule): they carry news, not liveness.
+  std::optional<Send> report_due(TimePoint now, const std::vector<PeerSample>& samples);
 
   void on_register_reply(const RegisterRep& r, TimePoint now);
   void on_ping_reply(const PingRep& r, TimePoint now);
@@ -73,7 +89,7 @@ class AgentCore {
   const AgentOptions& options() const { return opts_; }
 
   struct Counters {
-    uint64_t registers = 0, pings = 0, skipped = 0, failovers = 0, unknown = 0;
+    uint64_t registers = 0, pings = 0, skipped = 0, failovers = 0, unknown = 0, reports = 0;
   };
   const Counters& counters() const { return counters_; }
 
@@ -88,6 +104,11 @@ class AgentCore {
   int failures_in_a_row_ = 0;
   int skipped_in_a_row_ = 0;
   std::unordered_set<uint64_t> server_nids_;
+  struct Seen {
+    uint64_t connect_errors = 0, timeouts = 0, received = 0;
+    TimePoint reported{};
+  };
+  std::unordered_map<uint64_t, Seen> seen_;  // packed peer NID -> at the last look
   Counters counters_;
 };
 

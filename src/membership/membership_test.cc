@@ -42,6 +42,24 @@ TEST(MembershipProtocol, RoundTripsAndRefusesGarbage) {
   EXPECT_EQ(encoded_size(nr.events[0]), encode(nr).size() - 12);
 }
 
+TEST(MembershipProtocol, ReportRoundTripsAndRefusesGarbage) {
+  ReportReq r{4,
+              9,
+              {{nid("10.0.0.3@tcp").pack(), HealthKind::kPeerNiConnectError},
+               {nid("10.1.0.3@tcp1").pack(), HealthKind::kPeerNiUnreachable}}};
+  Buffer b = encode(r);
+  auto back = decode_report_req(b.span());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->id, 4u);
+  EXPECT_EQ(back->instance, 9u);
+  EXPECT_EQ(back->peers, r.peers);
+  for (size_t n = 0; n < b.size(); ++n)
+    EXPECT_FALSE(decode_report_req(b.span().first(n)).ok()) << n;
+  Buffer bad = Buffer::copy_of(std::string_view(reinterpret_cast<const char*>(b.data()), b.size()));
+  bad.data()[b.size() - 1] = kNumHealthKinds;  // the last peer's kind
+  EXPECT_FALSE(decode_report_req(bad.span()).ok());
+}
+
 TEST(MembershipProtocol, StatusTableRoundTripsAndRefusesGarbage) {
   StatusTable t;
   t.generation = 12;
@@ -250,6 +268,91 @@ TEST_F(MgsTest, TheRateBoundsABurst) {
   EXPECT_EQ(mgs.take_notifications(clock_.now()).size(), 5u);
 }
 
+// A node that cannot reach a server tells the MGS; the MGS believes it only when its own
+// ping of the server goes unanswered.
+TEST_F(MgsTest, ReportedNodeIsSuspectAtOnceAndDeadWhenTheMgsCannotReachItEither) {
+  uint32_t s = add("oss1", kRoleServer, "10.0.0.3@tcp");
+  uint32_t c1 = add("c1", kRoleClient, "10.0.0.5@tcp");
+  add("c2", kRoleClient, "10.0.0.6@tcp");
+  mgs_.take_changes();
+  clock_.advance(2s);
+  ReportReq r{c1, 7, {{nid("10.0.0.3@tcp").pack(), HealthKind::kPeerNiConnectError}}};
+  EXPECT_EQ(mgs_.on_report(r, clock_.now()).status, PingStatus::kOk);
+  EXPECT_EQ(state(s), NodeState::kSuspect);
+  // A second report while the first is being verified adds no second ping.
+  mgs_.on_report(r, clock_.now());
+  auto v = mgs_.take_verifications();
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].id, s);
+  EXPECT_EQ(v[0].nids, std::vector<Nid>{nid("10.0.0.3@tcp")});
+  EXPECT_TRUE(mgs_.take_verifications().empty());
+  mgs_.take_changes();
+  clock_.advance(5s);
+  mgs_.verification_done(v[0].token, false, clock_.now());
+  EXPECT_EQ(state(s), NodeState::kDead);  // 7 s after the report, not 30 s after the last ping
+  auto ch = mgs_.take_changes();
+  ASSERT_EQ(ch.size(), 1u);
+  EXPECT_EQ(ch[0].state, NodeState::kDead);
+  EXPECT_EQ(mgs_.take_notifications(clock_.now()).size(), 2u);  // both clients are told
+  EXPECT_EQ(mgs_.counters().unreachable_reports, 1u);
+  EXPECT_EQ(mgs_.counters().verified_dead, 1u);
+  // Dead: further reports change nothing until it is heard again.
+  mgs_.on_report(r, clock_.now());
+  EXPECT_TRUE(mgs_.take_verifications().empty());
+  ping(s);
+  EXPECT_EQ(state(s), NodeState::kUp);
+}
+
+TEST_F(MgsTest, ReportIsNotBelievedWhenTheNodeAnswersOrWasHeardSince) {
+  uint32_t s = add("oss1", kRoleServer, "10.0.0.3@tcp");
+  uint32_t c1 = add("c1", kRoleClient, "10.0.0.5@tcp");
+  ReportReq r{c1, 7, {{nid("10.0.0.3@tcp").pack(), HealthKind::kPeerNiUnreachable}}};
+  // It answers the MGS's ping: up again (a client cut off alone kills nobody).
+  mgs_.on_report(r, clock_.now());
+  auto v = mgs_.take_verifications();
+  ASSERT_EQ(v.size(), 1u);
+  mgs_.verification_done(v[0].token, true, clock_.now());
+  EXPECT_EQ(state(s), NodeState::kUp);
+  EXPECT_EQ(mgs_.counters().verified_alive, 1u);
+  // The MGS's ping is lost, but the node pinged the MGS after the report: alive.
+  clock_.advance(1s);
+  mgs_.on_report(r, clock_.now());
+  v = mgs_.take_verifications();
+  ASSERT_EQ(v.size(), 1u);
+  clock_.advance(1s);
+  ping(s);
+  mgs_.verification_done(v[0].token, false, clock_.now());
+  EXPECT_EQ(state(s), NodeState::kUp);
+  // A stale token, an unknown NID, the reporter itself: nothing.
+  mgs_.verification_done(v[0].token, false, clock_.now());
+  mgs_.on_report(ReportReq{c1,
+                           7,
+                           {{nid("10.0.0.99@tcp").pack(), HealthKind::kPeerNiUnreachable},
+                            {nid("10.0.0.5@tcp").pack(), HealthKind::kPeerNiUnreachable}}},
+                 clock_.now());
+  EXPECT_TRUE(mgs_.take_verifications().empty());
+  EXPECT_EQ(state(s), NodeState::kUp);
+  EXPECT_EQ(state(c1), NodeState::kUp);
+}
+
+TEST_F(MgsTest, ReportFromAnUnknownNodeOrWhenReportsAreOffChangesNothing) {
+  uint32_t s = add("oss1", kRoleServer, "10.0.0.3@tcp");
+  uint32_t c1 = add("c1", kRoleClient, "10.0.0.5@tcp");
+  std::vector<Unreachable> peers{{nid("10.0.0.3@tcp").pack(), HealthKind::kPeerNiConnectError}};
+  EXPECT_EQ(mgs_.on_report(ReportReq{c1, 8, peers}, clock_.now()).status, PingStatus::kUnknown);
+  EXPECT_EQ(mgs_.on_report(ReportReq{99, 7, peers}, clock_.now()).status, PingStatus::kUnknown);
+  EXPECT_EQ(state(s), NodeState::kUp);
+  MgsOptions o = opts();
+  o.unreachable_reports = false;
+  MgsCore off(o, 1);
+  off.on_register(RegisterReq{"oss1", kRoleServer, {nid("10.0.0.3@tcp")}, 7}, clock_.now());
+  uint32_t c =
+      off.on_register(RegisterReq{"c1", kRoleClient, {nid("10.0.0.5@tcp")}, 7}, clock_.now()).id;
+  EXPECT_EQ(off.on_report(ReportReq{c, 7, peers}, clock_.now()).status, PingStatus::kOk);
+  EXPECT_TRUE(off.take_verifications().empty());
+  EXPECT_EQ(off.nodes()[0].state, NodeState::kUp);
+}
+
 class AgentTest : public ::testing::Test {
  protected:
   static AgentOptions opts(uint8_t roles) {
@@ -349,6 +452,49 @@ TEST_F(AgentTest, ClientThatTalkedToAServerRecentlySkipsItsPing) {
 
 namespace pfsnet {
 namespace {
+
+TEST_F(AgentTest, ReportsPeersThatFailWhileSilentOncePerHoldoff) {
+  AgentCore a(opts(kRoleClient));
+  using S = AgentCore::PeerSample;
+  uint64_t oss1 = nid("10.0.0.3@tcp").pack(), oss2 = nid("10.0.0.4@tcp").pack();
+  // Not registered yet: nothing to report with.
+  EXPECT_FALSE(a.report_due(clock_.now(), {S{oss1, 3, 0, 0}}));
+  a.due(clock_.now(), TimePoint{}, none);
+  a.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  // oss1's connects are refused; oss2 timed out but answered since: only oss1.
+  clock_.advance(1s);
+  auto s = a.report_due(clock_.now(), {S{oss1, 6, 0, 0}, S{oss2, 0, 1, 5}});
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->kind, AgentCore::Kind::kReport);
+  EXPECT_EQ(s->mgs, nid("10.0.0.2@tcp"));
+  auto r = decode_report_req(s->payload.span());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->id, 4u);
+  EXPECT_EQ(r->instance, 3u);
+  ASSERT_EQ(r->peers.size(), 1u);
+  EXPECT_EQ(r->peers[0], (Unreachable{oss1, HealthKind::kPeerNiConnectError}));
+  // Still failing: not again within the hold-off (10 s); nothing new: nothing.
+  clock_.advance(1s);
+  EXPECT_FALSE(a.report_due(clock_.now(), {S{oss1, 9, 0, 0}, S{oss2, 0, 1, 5}}));
+  // oss2 times out and is silent now: reported, as unreachable.
+  s = a.report_due(clock_.now(), {S{oss1, 9, 0, 0}, S{oss2, 0, 2, 5}});
+  ASSERT_TRUE(s);
+  r = decode_report_req(s->payload.span());
+  ASSERT_EQ(r->peers.size(), 1u);
+  EXPECT_EQ(r->peers[0], (Unreachable{oss2, HealthKind::kPeerNiUnreachable}));
+  clock_.advance(9s);
+  s = a.report_due(clock_.now(), {S{oss1, 12, 0, 0}, S{oss2, 0, 2, 5}});
+  ASSERT_TRUE(s);  // 11 s after oss1's first report
+  EXPECT_EQ(decode_report_req(s->payload.span())->peers.size(), 1u);
+  EXPECT_EQ(a.counters().reports, 3u);
+  // Off: never.
+  AgentOptions o = opts(kRoleClient);
+  o.unreachable_reports = false;
+  AgentCore off(o);
+  off.due(clock_.now(), TimePoint{}, none);
+  off.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  EXPECT_FALSE(off.report_due(clock_.now(), {S{oss1, 3, 0, 0}}));
+}
 
 TEST(MembershipSimTest, PingRateDetectionAndNotificationAtSmallScale) {
   SimOptions o;

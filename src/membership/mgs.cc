@@ -13,6 +13,7 @@ MgsOptions MgsOptions::from(const Config& cfg) {
   o.miss_limit = cfg.membership.ping_miss_limit;
   o.heard_reports = cfg.membership.heard_from_reports;
   o.notify_rate = cfg.membership.notify_rate;
+  o.unreachable_reports = cfg.membership.unreachable_reports;
   return o;
 }
 
@@ -218,6 +219,72 @@ void MgsCore::notification_done(uint64_t token, bool ok, TimePoint now) {
     return;
   }
   if (!sub.pending.empty()) enqueue(sub);
+}
+
+PingRep MgsCore::on_report(const ReportReq& r, TimePoint now) {
+  PingRep rep;
+  rep.mgs_instance = instance_;
+  rep.generation = generation_;
+  if (r.id >= nodes_.size() || nodes_[r.id].name.empty() || nodes_[r.id].instance != r.instance) {
+    ++counters_.unknown_pings;
+    rep.status = PingStatus::kUnknown;
+    return rep;
+  }
+  NodeRecord& reporter = nodes_[r.id];
+  heard(reporter, now, false);  // a report is a sign of life too
+  if (!opts_.unreachable_reports) return rep;
+  for (const Unreachable& u : r.peers) {
+    auto it = by_nid_.find(u.nid);
+    if (it == by_nid_.end() || it->second == r.id) continue;
+    NodeRecord& n = nodes_[it->second];
+    if (n.state == NodeState::kDead || n.verifying) continue;
+    ++counters_.unreachable_reports;
+    n.verifying = true;
+    n.reported_at = now;
+    auto nid = Nid::unpack(u.nid);
+    n.reported_by = reporter.name + " (" + std::string(health_kind_name(u.kind)) + " on " +
+                    (nid.ok() ? nid->to_string() : "?") + ")";
+    to_verify_.push_back(n.id);
+    PFS_LOG_INFO("membership: {} reported unreachable by {}; the MGS pings it to verify", n.name,
+                 n.reported_by);
+    if (n.state == NodeState::kUp) change(n, NodeState::kSuspect, now);
+  }
+  rep.generation = generation_;
+  return rep;
+}
+
+std::vector<MgsCore::Verify> MgsCore::take_verifications() {
+  std::vector<Verify> out;
+  for (uint32_t id : to_verify_) {
+    NodeRecord& n = nodes_[id];
+    if (!n.verifying || n.verify_token != 0) continue;
+    n.verify_token = next_token_++;
+    verify_flying_[n.verify_token] = id;
+    ++counters_.verifications;
+    out.push_back(Verify{n.verify_token, id, n.nids});
+  }
+  to_verify_.clear();
+  return out;
+}
+
+void MgsCore::verification_done(uint64_t token, bool answered, TimePoint now) {
+  auto it = verify_flying_.find(token);
+  if (it == verify_flying_.end()) return;
+  NodeRecord& n = nodes_[it->second];
+  verify_flying_.erase(it);
+  n.verifying = false;
+  n.verify_token = 0;
+  if (answered) {
+    ++counters_.verified_alive;
+    PFS_LOG_INFO("membership: {} answers the MGS's ping; the report of {} is not confirmed", n.name,
+                 n.reported_by);
+    heard(n, now, false);
+  } else if (n.last_heard < n.reported_at && n.state != NodeState::kDead) {
+    ++counters_.verified_dead;
+    PFS_LOG_WARN("membership: {} does not answer the MGS's ping either (reported by {})", n.name,
+                 n.reported_by);
+    change(n, NodeState::kDead, now);
+  }
 }
 
 size_t MgsCore::memory_bytes() const {

@@ -8,7 +8,12 @@
 // back-off.
 //
 // Beyond the design note: a server's ping carries the NIDs of clients that sent it RPCs
-// since its last ping; such a client counts as heard from (heard_reports).
+// since its last ping; such a client counts as heard from (heard_reports). And a node that
+// cannot reach a peer (refused connects, remote timeouts) reports it (MGS_REPORT): the
+// MGS does not take one node's word for it -- the peer becomes suspect at once and the
+// MGS pings it itself (take_verifications); no answer within verify_timeout, and nothing
+// heard from it since the report, and it is dead. A killed or stopped server is thus dead
+// in seconds, not after ping_miss_limit periods, and a client cut off alone kills nobody.
 //
 // Memory: one NodeRecord per node (about 200 bytes plus its name and NIDs) and two
 // index entries. Thread safety: none; MgsService serialises calls.
@@ -37,6 +42,7 @@ struct MgsOptions {
   size_t notify_window = 4096;   // notifications in flight at once
   int notify_retries = 3;
   Duration notify_backoff = std::chrono::seconds(1);  // doubled on each retry
+  bool unreachable_reports = true;                    // act on MGS_REPORT
 
   static MgsOptions from(const Config& cfg);
   Duration period(uint8_t roles) const {
@@ -59,6 +65,11 @@ struct NodeRecord {
   TimePoint registered{};
   TimePoint last_change{};
   bool heard_by_report = false;  // last heard through a server's report, not its own ping
+  // Reported unreachable, the MGS's own ping of it under way (verify_token) or due.
+  bool verifying = false;
+  uint64_t verify_token = 0;
+  TimePoint reported_at{};
+  std::string reported_by;  // the reporter's name and the kind, for the log
   // As a subscriber: nodes whose change it has not been told yet.
   std::vector<uint32_t> pending;
   std::vector<uint32_t> sending;  // in the notification in flight
@@ -88,6 +99,21 @@ class MgsCore {
   // The outcome of a notification from take_notifications.
   void notification_done(uint64_t token, bool ok, TimePoint now);
 
+  // A node's report of peers it cannot reach: each known node that is up or suspect, not
+  // the reporter and not already being verified, becomes suspect and is to be verified.
+  // An unknown reporter is told to register again (kUnknown) and changes nothing.
+  PingRep on_report(const ReportReq& r, TimePoint now);
+  struct Verify {
+    uint64_t token = 0;
+    uint32_t id = 0;
+    std::vector<Nid> nids;
+  };
+  // The MGS's own pings of reported nodes, to send now (each at most verify_timeout).
+  std::vector<Verify> take_verifications();
+  // The outcome of a ping from take_verifications: answered, the node is up (heard); not
+  // answered and not heard from since it was reported, it is dead.
+  void verification_done(uint64_t token, bool answered, TimePoint now);
+
   const std::vector<NodeRecord>& nodes() const { return nodes_; }
   const NodeRecord* find(uint32_t id) const { return id < nodes_.size() ? &nodes_[id] : nullptr; }
   uint64_t generation() const { return generation_; }
@@ -99,6 +125,7 @@ class MgsCore {
     uint64_t registers = 0, pings = 0, unknown_pings = 0, reported = 0;
     uint64_t notifications_sent = 0, notification_failures = 0, notification_retries = 0;
     uint64_t notifications_dropped = 0, events_delivered = 0;
+    uint64_t unreachable_reports = 0, verifications = 0, verified_dead = 0, verified_alive = 0;
   };
   const Counters& counters() const { return counters_; }
 
@@ -115,9 +142,11 @@ class MgsCore {
   std::unordered_map<std::string, uint32_t> by_name_;
   std::unordered_map<uint64_t, uint32_t> by_nid_;  // packed NID -> id
   std::vector<NodeEvent> changes_;
-  std::deque<uint32_t> ready_;                     // subscribers with something to send
-  std::multimap<TimePoint, uint32_t> retry_;       // subscribers waiting to retry
-  std::unordered_map<uint64_t, uint32_t> flying_;  // token -> subscriber
+  std::deque<uint32_t> ready_;                            // subscribers with something to send
+  std::multimap<TimePoint, uint32_t> retry_;              // subscribers waiting to retry
+  std::unordered_map<uint64_t, uint32_t> flying_;         // token -> subscriber
+  std::vector<uint32_t> to_verify_;                       // reported, their ping not sent yet
+  std::unordered_map<uint64_t, uint32_t> verify_flying_;  // token -> reported node
   uint64_t next_token_ = 1;
   double tokens_ = 0;
   TimePoint last_refill_{};

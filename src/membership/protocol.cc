@@ -196,6 +196,18 @@ Buffer encode(const PingRep& m) {
   return w.take();
 }
 
+Buffer encode(const ReportReq& m) {
+  Writer w;
+  w.u32(m.id);
+  w.u64(m.instance);
+  w.u32(static_cast<uint32_t>(m.peers.size()));
+  for (const Unreachable& u : m.peers) {
+    w.u64(u.nid);
+    w.u8(static_cast<uint8_t>(u.kind));
+  }
+  return w.take();
+}
+
 Buffer encode(const NotifyReq& m) {
   Writer w;
   w.u64(m.generation);
@@ -277,6 +289,25 @@ Result<PingRep> decode_ping_rep(std::span<const uint8_t> b) {
   m.generation = r.u64();
   m.mgs_instance = r.u64();
   return finish(r, m, "MGS_PING reply");
+}
+
+Result<ReportReq> decode_report_req(std::span<const uint8_t> b) {
+  Reader r(b);
+  ReportReq m;
+  m.id = r.u32();
+  m.instance = r.u64();
+  size_t n = r.count(9);
+  if (n > kMaxReportPeers) return Status(Code::kProtocol, "MGS_REPORT names too many peers");
+  m.peers.reserve(n);
+  for (size_t i = 0; i < n && r.ok(); ++i) {
+    Unreachable u;
+    u.nid = r.u64();
+    uint8_t k = r.u8();
+    if (k >= kNumHealthKinds) return Status(Code::kProtocol, "MGS_REPORT with an unknown kind");
+    u.kind = static_cast<HealthKind>(k);
+    m.peers.push_back(u);
+  }
+  return finish(r, std::move(m), "MGS_REPORT");
 }
 
 Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b) {

@@ -6,6 +6,7 @@
 //   MGS_PING      node -> MGS  id, instance, heard-from NIDs -> status, generation
 //   MGS_NOTIFY    MGS -> node  generation, state changes     -> (empty)
 //   MGS_STATUS    any  -> MGS  offset, limit                  -> a page of the table (bulk)
+//   MGS_REPORT    node -> MGS  id, instance, unreachable NIDs  -> status, generation
 //
 // Thread safety: plain values and pure functions.
 #pragma once
@@ -23,7 +24,8 @@
 
 namespace pfsnet {
 
-// The message types (kMsgMgsRegister, kMsgMgsPing, kMsgMgsNotify, kMsgMgsStatus) are in
+// The message types (kMsgMgsRegister, kMsgMgsPing, kMsgMgsNotify, kMsgMgsStatus,
+// kMsgMgsReport) are in
 // rpc/msg_types.h with every other.
 
 // Roles, as a bit set.
@@ -71,6 +73,21 @@ struct PingRep {
   uint64_t mgs_instance = 0;
 };
 
+// A node tells the MGS of peers it cannot reach: their NIDs failed to connect or timed
+// out (the health kind says which) and sent it nothing since. The MGS verifies each with
+// its own ping before it believes it. The reply is a PingRep (kUnknown: register again).
+struct Unreachable {
+  uint64_t nid = 0;  // packed
+  HealthKind kind = HealthKind::kNone;
+  bool operator==(const Unreachable&) const = default;
+};
+struct ReportReq {
+  uint32_t id = 0;
+  uint64_t instance = 0;
+  std::vector<Unreachable> peers;
+};
+inline constexpr size_t kMaxReportPeers = 4096;
+
 struct NotifyReq {
   uint64_t generation = 0;
   std::vector<NodeEvent> events;
@@ -116,6 +133,7 @@ Buffer encode(const RegisterReq& m);
 Buffer encode(const RegisterRep& m);
 Buffer encode(const PingReq& m);
 Buffer encode(const PingRep& m);
+Buffer encode(const ReportReq& m);
 Buffer encode(const NotifyReq& m);
 Buffer encode(const StatusReq& m);
 Buffer encode(const StatusTable& m);
@@ -124,6 +142,7 @@ Result<RegisterReq> decode_register_req(std::span<const uint8_t> b);
 Result<RegisterRep> decode_register_rep(std::span<const uint8_t> b);
 Result<PingReq> decode_ping_req(std::span<const uint8_t> b);
 Result<PingRep> decode_ping_rep(std::span<const uint8_t> b);
+Result<ReportReq> decode_report_req(std::span<const uint8_t> b);
 Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b);
 Result<StatusReq> decode_status_req(std::span<const uint8_t> b);
 Result<StatusTable> decode_status_rep(std::span<const uint8_t> b);

@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "base/mutex.h"
+#include "rpc/ping.h"
 
 namespace pfsnet {
 
@@ -32,6 +33,7 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
   roles_ = roles_from(cfg.node.roles);
   Duration tt = std::chrono::seconds(cfg.lnet.transaction_timeout);
   notify_timeout_ = std::min<Duration>(tt, std::chrono::seconds(5));
+  verify_timeout_ = std::chrono::seconds(cfg.membership.verify_timeout);
   std::vector<Nid> nids;
   for (const NetConfig& n : cfg.nets) nids.push_back(n.nid);
   if (roles_ & kRoleMgs) {
@@ -45,6 +47,8 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
         kMsgMgsPing, [this](RpcRequest& r) { return serve_ping(r); }, HandlerMode::kInline);
     rpc_.handle(
         kMsgMgsStatus, [this](RpcRequest& r) { return serve_status(r); }, HandlerMode::kWorker);
+    rpc_.handle(
+        kMsgMgsReport, [this](RpcRequest& r) { return serve_report(r); }, HandlerMode::kInline);
   }
   std::vector<Nid> others;  // an MGS does not ping itself
   for (const Nid& m : cfg.node.mgs)
@@ -60,6 +64,7 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
     o.heard_reports = cfg.membership.heard_from_reports;
     o.max_skips = static_cast<int>(std::max<int64_t>(0, cfg.membership.ping_miss_limit - 1));
     o.instance = instance_;
+    o.unreachable_reports = cfg.membership.unreachable_reports;
     request_timeout_ = std::min<Duration>(tt, o.period());
     agent_ = std::make_unique<AgentCore>(o);
   }
@@ -93,6 +98,31 @@ RpcResponse MembershipService::serve_ping(RpcRequest& r) {
   MutexLock lk(mu_);
   resp.payload = encode(mgs_->on_ping(*req, clock_.now()));
   return resp;
+}
+
+RpcResponse MembershipService::serve_report(RpcRequest& r) {
+  auto req = decode_report_req(r.payload.span());
+  if (!req.ok()) return error(Code::kProtocol, req.status().message());
+  RpcResponse resp;
+  MutexLock lk(mu_);
+  resp.payload = encode(mgs_->on_report(*req, clock_.now()));
+  return resp;
+}
+
+void MembershipService::send_verifications(std::vector<MgsCore::Verify> vs) {
+  for (MgsCore::Verify& v : vs) {
+    if (v.nids.empty()) continue;
+    CallOptions co;
+    co.timeout = verify_timeout_;
+    uint64_t token = v.token;
+    rpc_.call_async(
+        v.nids[0], kMsgPing, ping_payload(std::nullopt), nullptr,
+        [this, token](RpcReply&& r) {
+          MutexLock lk(mu_);
+          mgs_->verification_done(token, r.status.ok(), clock_.now());
+        },
+        co);
+  }
 }
 
 RpcResponse MembershipService::serve_status(RpcRequest& r) {
@@ -257,17 +287,54 @@ void MembershipService::tick(TimePoint now) {
   if (mgs_) {
     std::vector<MgsCore::Outgoing> outs;
     std::vector<NodeEvent> changes;
+    std::vector<MgsCore::Verify> verifies;
     {
       MutexLock lk(mu_);
       mgs_->on_ping(PingReq{self_id_, instance_, {}}, now);  // the MGS hears itself
       mgs_->tick(now);
       changes = mgs_->take_changes();
       outs = mgs_->take_notifications(now);
+      verifies = mgs_->take_verifications();
     }
     act_on(changes, "(local)");
     send_notifications(std::move(outs));
+    send_verifications(std::move(verifies));
   }
-  if (agent_) send_agent_request(now);
+  if (agent_) {
+    send_agent_request(now);
+    send_report(now);
+  }
+}
+
+void MembershipService::send_report(TimePoint now) {
+  std::optional<AgentCore::Send> s;
+  {
+    MutexLock lk(mu_);
+    if (now < next_report_sample_) return;
+    next_report_sample_ = now + std::chrono::seconds(1);
+  }
+  std::vector<AgentCore::PeerSample> samples;
+  for (const NiInfo& p : net_.peers()) {
+    if (net_.peer_dead(p.nid)) continue;  // the MGS has told us already
+    auto errors = [&](HealthKind k) { return p.errors[static_cast<size_t>(k)]; };
+    samples.push_back({p.nid.pack(), errors(HealthKind::kPeerNiConnectError),
+                       errors(HealthKind::kPeerNiUnreachable), p.recv_count});
+  }
+  {
+    MutexLock lk(mu_);
+    s = agent_->report_due(now, samples);
+  }
+  if (!s) return;
+  PFS_LOG_INFO("membership: telling MGS {} of peers we cannot reach", s->mgs.to_string());
+  CallOptions co;
+  co.timeout = request_timeout_;
+  rpc_.call_async(
+      s->mgs, kMsgMgsReport, std::move(s->payload), nullptr,
+      [](RpcReply&& r) {
+        if (!r.status.ok())
+          PFS_LOG_DEBUG("membership: report to the MGS failed: {}", r.status.to_string());
+      },
+      co);
 }
 
 void MembershipService::send_notifications(std::vector<MgsCore::Outgoing> outs) {

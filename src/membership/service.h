@@ -59,6 +59,11 @@ class MembershipService {
   RpcResponse serve_ping(RpcRequest& r);
   RpcResponse serve_status(RpcRequest& r);
   RpcResponse serve_notify(RpcRequest& r);
+  RpcResponse serve_report(RpcRequest& r);
+  // The MGS's own pings of reported nodes.
+  void send_verifications(std::vector<MgsCore::Verify> vs);
+  // Peers we cannot reach, told to the MGS (sampled from the net's counters once a second).
+  void send_report(TimePoint now);
   void act_on(const std::vector<NodeEvent>& events, const std::string& source);
   void send_agent_request(TimePoint now);
   void send_notifications(std::vector<MgsCore::Outgoing> outs);
@@ -77,6 +82,7 @@ class MembershipService {
   uint8_t roles_ = 0;
   Duration request_timeout_;
   Duration notify_timeout_;
+  Duration verify_timeout_;
 
   mutable Mutex mu_;
   // Set by the constructor (the roles of this node), then only read; what they point to
@@ -89,6 +95,7 @@ class MembershipService {
   std::unordered_map<uint64_t, uint64_t> rx_seen_ GUARDED_BY(mu_), contact_seen_ GUARDED_BY(mu_);
   TimePoint server_contact_ GUARDED_BY(mu_){};
   TimePoint next_contact_sample_ GUARDED_BY(mu_){};
+  TimePoint next_report_sample_ GUARDED_BY(mu_){};
 
   Periodic ticker_;
 };
