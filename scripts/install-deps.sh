@@ -8,7 +8,7 @@ packages=(
   libasio-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libssl-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev libfabric-dev libfabric-bin
-  prometheus curl bc
+  prometheus curl bc nftables
 )
 
 missing=()

@@ -94,6 +94,14 @@ class TwoRails {
   }
   const std::string& socket(int side) const { return socket_[side]; }
   Process& daemon(int side) { return *daemon_[side]; }
+  // Runs an nftables script in a side's namespace (its rules go with the namespace).
+  bool nft(int side, const std::string& script) {
+    std::string f = dir_.file("rules" + std::to_string(side) + ".nft");
+    write_file(f, script);
+    auto [rc, out] = run({ip_, "netns", "exec", ns_[side], "nft", "-f", f}, 10000ms);
+    if (rc != 0) std::fprintf(stderr, "nft failed (%d): %s\n", rc, out.c_str());
+    return rc == 0;
+  }
   bool link(int side, int rail, bool up) {
     return ip({"-n", ns_[side], "link", "set", if_[side][rail], up ? "up" : "down"});
   }
@@ -310,6 +318,55 @@ TEST(NetnsTest, BlackHoledRailTimesOutRemotelyAndResendsOnTheOther) {
   // A resend waits one attempt (transaction_timeout / 3 = 1 s), not more.
   EXPECT_LT(summary["total_max_ms"].get<double>(), 1500) << summary.dump();
   EXPECT_EQ(net.cli(0, {"fault", "del", "--all"})["deleted"], 1);
+}
+
+// What TCP hides: a rail that drops 5% of its packets (nftables, outside pfsnet) carries
+// every RPC -- TCP retransmits them -- and shows only as latency in pfsnet's own figures;
+// the kernel's figures per path (peers -v) show the retransmissions, and the clean rail
+// shows none.
+TEST(NetnsTest, TcpInfoShowsTheRetransmitsOfALossyRail) {
+  // 10 s RPCs (3.3 s per attempt): a segment lost twice waits out TCP's backed-off
+  // retransmission timer without a remote timeout closing the connection (and its figures).
+  TwoRails net(10);
+  if (!net.skip().empty()) GTEST_SKIP() << net.skip();
+  ASSERT_TRUE(net.ok());
+  if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
+  // On the server's input: a drop on the sender's own output would be a local error TCP
+  // retries without counting, not a loss on the wire.
+  ASSERT_TRUE(net.nft(1,
+                      "table inet pfsloss {\n chain in {\n  type filter hook input priority "
+                      "0; policy accept;\n  ip saddr " +
+                          TwoRails::addr(0, 0) + " numgen random mod 100 < 5 drop\n }\n}\n"));
+  for (int rail = 0; rail < 2; ++rail) {
+    auto load = std::make_unique<Process>(std::vector<std::string>{
+        PFSNET_BIN, "--socket", net.socket(0), "ping", net.nid(1, rail), "--count", "200", "--size",
+        "65536", "--interval", "0", "--timeout", "10", "--json"});
+    ASSERT_EQ(load->wait_exit(60000ms), 0) << load->output();
+  }
+  json p = net.cli(0, {"peers", "-v"});
+  std::map<std::string, json> tcp;  // peer NID -> its path's kernel figures
+  for (const json& n : p["peers"])
+    for (const json& path : n.value("paths", json::array()))
+      if (path.contains("tcp")) tcp[n["nid"]] = path["tcp"];
+  ASSERT_TRUE(tcp.count(net.nid(1, 0)) && tcp.count(net.nid(1, 1))) << p.dump();
+  const json& lossy = tcp[net.nid(1, 0)];
+  const json& clean = tcp[net.nid(1, 1)];
+  EXPECT_GT(lossy["segments_out"].get<uint64_t>(), 200u) << lossy.dump();
+  EXPECT_GT(lossy["retransmits"].get<uint64_t>(), 0u) << lossy.dump();
+  EXPECT_GT(lossy["retransmit_ratio"].get<double>(), 0.005) << lossy.dump();
+  EXPECT_EQ(clean["retransmits"].get<uint64_t>(), 0u) << clean.dump();
+  EXPECT_GT(clean["rtt_ms"].get<double>(), 0.0) << clean.dump();
+  EXPECT_GT(clean["pmtu"].get<unsigned>(), 0u) << clean.dump();
+  // The human view says it too.
+  auto [rc, out] = run({PFSNET_BIN, "--socket", net.socket(0), "peers", "-v"});
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("tcp: retransmits"), std::string::npos) << out;
+  std::printf("5%% drop: %llu of %llu segments retransmitted (%.2f%%), clean rail %llu of %llu\n",
+              static_cast<unsigned long long>(lossy["retransmits"].get<uint64_t>()),
+              static_cast<unsigned long long>(lossy["segments_out"].get<uint64_t>()),
+              100 * lossy["retransmit_ratio"].get<double>(),
+              static_cast<unsigned long long>(clean["retransmits"].get<uint64_t>()),
+              static_cast<unsigned long long>(clean["segments_out"].get<uint64_t>()));
 }
 
 TEST(NetnsTest, KilledPeerFailsEveryRpcWithinTheTimeoutWithItsKind) {

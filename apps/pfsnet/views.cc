@@ -46,7 +46,7 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
       std::printf("    peer %s, NIDs: %s\n", n["peer"].get<std::string>().c_str(), nids.c_str());
     }
     if (n.contains("paths"))
-      for (const json& p : n["paths"])
+      for (const json& p : n["paths"]) {
         std::printf("    path from %s (%s): sent %llu (%s), received %llu (%s), connections %d\n",
                     p["local"].get<std::string>().c_str(), p["kind"].get<std::string>().c_str(),
                     p["send_count"].get<unsigned long long>(),
@@ -54,6 +54,20 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
                     p["recv_count"].get<unsigned long long>(),
                     human_bytes(p["recv_bytes"].get<uint64_t>()).c_str(),
                     p["connections"].get<int>());
+        if (!p.contains("tcp")) continue;
+        // What TCP hides: its retransmissions and losses, its own RTT and window.
+        const json& t = p["tcp"];
+        std::printf("      tcp: rtt %s ms (var %s, min %s), cwnd %u x %u B, pmtu %u\n",
+                    fmt_ms(t["rtt_ms"].get<double>()).c_str(),
+                    fmt_ms(t["rttvar_ms"].get<double>()).c_str(),
+                    fmt_ms(t["min_rtt_ms"].get<double>()).c_str(), t["cwnd"].get<unsigned>(),
+                    t["mss"].get<unsigned>(), t["pmtu"].get<unsigned>());
+        std::printf(
+            "      tcp: retransmits %llu of %llu segments (%.3f%%), lost %u, delivery %s/s\n",
+            t["retransmits"].get<unsigned long long>(), t["segments_out"].get<unsigned long long>(),
+            100.0 * t["retransmit_ratio"].get<double>(), t["lost"].get<unsigned>(),
+            human_bytes(t["delivery_rate_bytes_s"].get<uint64_t>()).c_str());
+      }
     for (auto& [k, v] : n["errors"].items())
       std::printf("    %-28s %llu\n", k.c_str(), v.get<unsigned long long>());
   }

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace pfsnet {
@@ -15,12 +16,29 @@ namespace pfsnet {
 // The health value of an NI at full health (LNet's).
 inline constexpr int kMaxHealth = 1000;
 
+// The kernel's own figures of one TCP connection (getsockopt TCP_INFO): what TCP hides
+// from the application -- retransmissions, losses, its smoothed RTT, its congestion window.
+// Counters are since the connection opened.
+struct TcpKernelInfo {
+  uint32_t rtt_us = 0, rttvar_us = 0, min_rtt_us = 0;  // smoothed RTT, its variance, lowest
+  uint32_t snd_cwnd = 0;                               // congestion window, segments
+  uint32_t snd_mss = 0, pmtu = 0;                      // bytes
+  uint32_t lost = 0, unacked = 0, retransmitting = 0;  // segments now
+  uint64_t total_retrans = 0;                          // segments retransmitted
+  uint64_t segs_out = 0;                               // segments sent, retransmits included
+  uint64_t bytes_sent = 0, bytes_retrans = 0;
+  uint64_t delivery_rate = 0;  // bytes/s, the kernel's latest estimate
+  uint64_t busy_us = 0, rwnd_limited_us = 0, sndbuf_limited_us = 0;
+};
+
 // What one path (a local NI to a peer NI) carried: frames whose send completed, and
-// frames received. Peer NIs list theirs (`peers -v`).
+// frames received. Peer NIs list theirs (`peers -v`), with the kernel's figures of the
+// path's connection that sent the most (TCP paths, while connected).
 struct PathInfo {
   Nid local;
   uint64_t send_count = 0, send_bytes = 0, recv_count = 0, recv_bytes = 0;
   int connections = 0;
+  std::optional<TcpKernelInfo> tcp;
 };
 
 // A snapshot of one NI or peer NI, for the admin surface and tests.

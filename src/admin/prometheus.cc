@@ -134,6 +134,43 @@ std::string prometheus_text(const MetricsSnapshot& m) {
                         std::string(health_kind_name(static_cast<HealthKind>(k))) + "\"",
                     double(i.errors[k]));
   }
+  // What TCP hides, per path (local NI -> peer NI), from the kernel (TCP_INFO) of the
+  // path's busiest connection: counters since that connection opened.
+  struct TcpFigure {
+    const char* name;
+    const char* type;
+    const char* help;
+    std::function<double(const TcpKernelInfo&)> get;
+  };
+  const TcpFigure tcp_figures[] = {
+      {"pfsnet_path_tcp_rtt_seconds", "gauge", "The kernel's smoothed round trip of the path.",
+       [](const TcpKernelInfo& k) { return k.rtt_us / 1e6; }},
+      {"pfsnet_path_tcp_rttvar_seconds", "gauge", "The variation of that round trip.",
+       [](const TcpKernelInfo& k) { return k.rttvar_us / 1e6; }},
+      {"pfsnet_path_tcp_retransmits_total", "counter", "Segments TCP retransmitted.",
+       [](const TcpKernelInfo& k) { return double(k.total_retrans); }},
+      {"pfsnet_path_tcp_segments_sent_total", "counter", "Segments TCP sent, retransmits included.",
+       [](const TcpKernelInfo& k) { return double(k.segs_out); }},
+      {"pfsnet_path_tcp_lost_segments", "gauge", "Segments TCP considers lost now.",
+       [](const TcpKernelInfo& k) { return double(k.lost); }},
+      {"pfsnet_path_tcp_cwnd_segments", "gauge", "TCP's congestion window.",
+       [](const TcpKernelInfo& k) { return double(k.snd_cwnd); }},
+      {"pfsnet_path_tcp_delivery_rate_bytes_per_second", "gauge",
+       "The kernel's latest estimate of the path's delivery rate.",
+       [](const TcpKernelInfo& k) { return double(k.delivery_rate); }},
+      {"pfsnet_path_tcp_pmtu_bytes", "gauge", "Path MTU as TCP sees it.",
+       [](const TcpKernelInfo& k) { return double(k.pmtu); }},
+  };
+  for (const TcpFigure& f : tcp_figures) {
+    text.family(f.name, f.type, f.help);
+    for (const NiInfo& i : peers)
+      for (const PathInfo& p : i.paths)
+        if (p.tcp)
+          text.sample(f.name,
+                      "local=\"" + p.local.to_string() + "\",nid=\"" + i.nid.to_string() + "\"",
+                      f.get(*p.tcp));
+  }
+
   text.family("pfsnet_rpc_raw_dropped_total", "counter",
               "Raw statistics records dropped (buffer full).");
   text.sample("pfsnet_rpc_raw_dropped_total", "buffer=\"stat\"", double(rep.dropped_stat));

@@ -10,6 +10,28 @@ namespace {
 double round3(double v) { return std::round(v * 1000) / 1000; }
 }  // namespace
 
+json tcp_kernel_info_json(const TcpKernelInfo& k) {
+  double loss = k.segs_out ? double(k.total_retrans) / double(k.segs_out) : 0.0;
+  return {{"rtt_ms", round3(k.rtt_us / 1000.0)},
+          {"rttvar_ms", round3(k.rttvar_us / 1000.0)},
+          {"min_rtt_ms", round3(k.min_rtt_us / 1000.0)},
+          {"cwnd", k.snd_cwnd},
+          {"mss", k.snd_mss},
+          {"pmtu", k.pmtu},
+          {"lost", k.lost},
+          {"unacked", k.unacked},
+          {"retransmitting", k.retransmitting},
+          {"retransmits", k.total_retrans},
+          {"segments_out", k.segs_out},
+          {"retransmit_ratio", std::round(loss * 1e6) / 1e6},
+          {"bytes_sent", k.bytes_sent},
+          {"bytes_retransmitted", k.bytes_retrans},
+          {"delivery_rate_bytes_s", k.delivery_rate},
+          {"busy_ms", round3(double(k.busy_us) / 1000.0)},
+          {"rwnd_limited_ms", round3(double(k.rwnd_limited_us) / 1000.0)},
+          {"sndbuf_limited_ms", round3(double(k.sndbuf_limited_us) / 1000.0)}};
+}
+
 json ni_info_json(const NiInfo& i) {
   json errors = json::object();
   for (int k = 1; k < kNumHealthKinds; ++k)
@@ -51,14 +73,14 @@ json ni_info_json(const NiInfo& i) {
   }
   if (!i.paths.empty()) {
     json paths = json::array();
-    for (const PathInfo& p : i.paths)
-      paths.push_back({{"local", p.local.to_string()},
-                       {"kind", p.local.is_verbs() ? "verbs" : "tcp"},
-                       {"send_count", p.send_count},
-                       {"send_bytes", p.send_bytes},
-                       {"recv_count", p.recv_count},
-                       {"recv_bytes", p.recv_bytes},
-                       {"connections", p.connections}});
+    for (const PathInfo& p : i.paths) {
+      json pj = {{"local", p.local.to_string()}, {"kind", p.local.is_verbs() ? "verbs" : "tcp"},
+                 {"send_count", p.send_count},   {"send_bytes", p.send_bytes},
+                 {"recv_count", p.recv_count},   {"recv_bytes", p.recv_bytes},
+                 {"connections", p.connections}};
+      if (p.tcp) pj["tcp"] = tcp_kernel_info_json(*p.tcp);
+      paths.push_back(std::move(pj));
+    }
     j["paths"] = paths;
   }
   return j;

@@ -12,6 +12,8 @@
 
 namespace pfsnet {
 
+// The kernel's TCP figures of a path's connection (peers -v, JSON).
+nlohmann::json tcp_kernel_info_json(const TcpKernelInfo& k);
 // The counters of an NI or peer NI (shared by `nis` and `peers`).
 nlohmann::json ni_info_json(const NiInfo& i);
 nlohmann::json fault_json(const FaultRule& r);

@@ -73,14 +73,29 @@ std::vector<NiInfo> Net::peers() const {
     i.credits_max = peer_credits();
     i.credits_min = pni->min_credits.load(std::memory_order_relaxed);
     for (Path* p : table_->paths_of(*pni)) {
-      MutexLock lk(p->ni->mu);
-      if (p->tx_state && !i.up) i.credits = p->tx_state->tx_credits;
-      i.up = i.up || p->tx_conn != nullptr;
-      i.queued += static_cast<int64_t>(p->queue.size());
-      i.connections += static_cast<int>(p->conns.size());
-      i.paths.push_back({p->ni->nid, p->send_count.load(), p->send_bytes.load(),
-                         p->recv_count.load(), p->recv_bytes.load(),
-                         static_cast<int>(p->conns.size())});
+      std::vector<ConnectionPtr> conns;
+      {
+        MutexLock lk(p->ni->mu);
+        if (p->tx_state && !i.up) i.credits = p->tx_state->tx_credits;
+        i.up = i.up || p->tx_conn != nullptr;
+        i.queued += static_cast<int64_t>(p->queue.size());
+        i.connections += static_cast<int>(p->conns.size());
+        i.paths.push_back({p->ni->nid,
+                           p->send_count.load(),
+                           p->send_bytes.load(),
+                           p->recv_count.load(),
+                           p->recv_bytes.load(),
+                           static_cast<int>(p->conns.size()),
+                           {}});
+        conns = p->conns;
+      }
+      // The kernel's figures, outside the NI's lock (a system call per connection): of the
+      // connection that sent the most, which carries this node's traffic on the path.
+      for (const ConnectionPtr& c : conns) {
+        auto k = c->kernel_tcp_info();
+        if (k && (!i.paths.back().tcp || k->bytes_sent > i.paths.back().tcp->bytes_sent))
+          i.paths.back().tcp = k;
+      }
     }
     i.peer_nids = table_->announced(*pni);
     i.peer = table_->peer_name(*pni);

@@ -77,6 +77,9 @@ class EmulatingTransport::Conn final : public Connection,
   void close(const Status& why) override { inner_->close(why); }
   void post(std::function<void()> fn) override { inner_->post(std::move(fn)); }
   bool is_open() const override { return inner_->is_open(); }
+  std::optional<TcpKernelInfo> kernel_tcp_info() const override {
+    return inner_->kernel_tcp_info();
+  }
 
   // Hands down the held frames whose time has come, in time order.
   void release() {

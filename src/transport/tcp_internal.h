@@ -21,6 +21,7 @@
 
 #include "base/log.h"
 #include "base/mutex.h"
+#include "transport/tcp_kernel_info.h"
 #include "transport/tcp_transport.h"
 #include "wire/handshake.h"
 
@@ -190,6 +191,12 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   void set_peer_nids(std::vector<Nid> n) { peer_nids_ = std::move(n); }
 
   bool is_open() const override { return state_.load() == kOpen; }
+  // The descriptor stays open while this object lives (do_close only shuts it down), so
+  // any thread holding the connection may ask.
+  std::optional<TcpKernelInfo> kernel_tcp_info() const override {
+    if (!is_open()) return std::nullopt;
+    return read_tcp_kernel_info(fd_.load(std::memory_order_acquire));
+  }
   void post(std::function<void()> fn) override { asio::post(io_, std::move(fn)); }
 
   void close(const Status& why) override {
@@ -229,7 +236,10 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   // written at once, on this thread, like any other sender's.
   void flush_deferred() { write_direct(); }
 
-  void mark_open() { state_.store(kOpen); }
+  void mark_open() {
+    fd_.store(sock_.native_handle(), std::memory_order_release);
+    state_.store(kOpen);
+  }
 
   void start_reading() { read_more(); }
 
@@ -509,6 +519,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   asio::io_context& io_;
   tcp::socket sock_;
   std::atomic<int> state_{kHandshake};
+  std::atomic<int> fd_{-1};  // the socket's descriptor once open, for kernel_tcp_info()
 
   // tx
   Mutex tx_mu_;

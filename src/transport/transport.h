@@ -10,6 +10,7 @@
 #include <pfsnet/buffer.h>
 #include <pfsnet/clock.h>
 #include <pfsnet/config.h>
+#include <pfsnet/ni_info.h>
 #include <pfsnet/nid.h>
 #include <pfsnet/status.h>
 
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +87,9 @@ class Connection {
   // Runs `fn` on this connection's I/O thread.
   virtual void post(std::function<void()> fn) = 0;
   virtual bool is_open() const = 0;
+  // The kernel's figures of the connection's TCP socket (TCP_INFO); nullopt when it has
+  // none (not TCP, or closed). Any thread; a system call, so not for the send path.
+  virtual std::optional<TcpKernelInfo> kernel_tcp_info() const { return std::nullopt; }
 
   const Nid& local_nid() const { return local_; }
   // The NIDs the peer announced in the handshake; [0] is the NI at the other end.
