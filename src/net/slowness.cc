@@ -1,0 +1,164 @@
+#include "net/slowness.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace pfsnet {
+
+const char* slow_cause_name(SlowCause c) {
+  switch (c) {
+    case SlowCause::kNone:
+      return "NONE";
+    case SlowCause::kSlow:
+      return "SLOW";
+    case SlowCause::kLossy:
+      return "LOSSY";
+    case SlowCause::kServer:
+      return "SERVER";
+  }
+  return "?";
+}
+
+std::string SlownessEvidence::text() const {
+  std::string s = fmt::format("latency {:.3f} ms", latency_ms);
+  if (baseline_ms > 0)
+    s += fmt::format(" (baseline {:.3f} ms, x{:.1f}", baseline_ms, latency_ms / baseline_ms);
+  if (peers_ms > 0) s += fmt::format("{}peers {:.3f} ms", baseline_ms > 0 ? "; " : " (", peers_ms);
+  if (baseline_ms > 0 || peers_ms > 0) s += ")";
+  if (exec_baseline_ms > 0)
+    s +=
+        fmt::format(", server execution {:.3f} ms (baseline {:.3f} ms)", exec_ms, exec_baseline_ms);
+  if (segs > 0)
+    s += fmt::format(", TCP retransmitted {} of {} segments ({:.2f}%)", retrans, segs, loss * 100);
+  s += fmt::format(", over {} s", samples);
+  return s;
+}
+
+namespace {
+// The lower median: a window is slow only when most of it is.
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  auto mid = v.begin() + static_cast<long>((v.size() - 1) / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+}  // namespace
+
+double SlownessTracker::baseline(double Minute::*field) const {
+  double b = 0;
+  for (const Minute& m : minutes_)
+    if (m.*field > 0 && (b == 0 || m.*field < b)) b = m.*field;
+  return b;
+}
+
+SlowCause SlownessTracker::judge(double scale) const {
+  const SlownessEvidence& e = evidence_;
+  double excess = std::chrono::duration<double, std::milli>(opts_.min_excess).count() * scale;
+  auto above = [&](double v, double ref) {
+    return ref > 0 && v > std::max(ref * opts_.factor * scale, ref + excess);
+  };
+  if (e.segs >= opts_.min_segments && e.loss > opts_.loss_ratio * scale) return SlowCause::kLossy;
+  if (e.samples >= opts_.min_samples) {
+    if (above(e.latency_ms, e.baseline_ms) || above(e.latency_ms, e.peers_ms))
+      return SlowCause::kSlow;
+    if (above(e.exec_ms, e.exec_baseline_ms)) return SlowCause::kServer;
+  }
+  return SlowCause::kNone;
+}
+
+std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample& s, TimePoint now,
+                                                            double peers_ms) {
+  if (!started_) {
+    started_ = true;
+    start_ = now;
+    since_ = now;
+  }
+  // The kernel's counters: deltas per sample; a counter that went down is a new connection.
+  std::pair<uint64_t, uint64_t> d{0, 0};
+  if (have_tcp_) {
+    if (s.segs_out >= last_segs_ && s.retrans >= last_retrans_)
+      d = {s.segs_out - last_segs_, s.retrans - last_retrans_};
+    else
+      d = {s.segs_out, s.retrans};
+  }
+  have_tcp_ = true;
+  last_segs_ = s.segs_out;
+  last_retrans_ = s.retrans;
+  tcp_.push_back(d);
+  while (tcp_.size() > static_cast<size_t>(opts_.window)) tcp_.pop_front();
+  if (s.count > 0) {
+    window_.push_back({s.latency_ms, s.exec_ms});
+    while (window_.size() > static_cast<size_t>(opts_.window)) window_.pop_front();
+  }
+
+  SlownessEvidence& e = evidence_;
+  e = SlownessEvidence{};
+  for (auto [segs, re] : tcp_) {
+    e.segs += segs;
+    e.retrans += re;
+  }
+  e.loss = e.segs ? double(e.retrans) / double(e.segs) : 0;
+  e.samples = static_cast<int>(window_.size());
+  bool judged_latency = e.samples >= opts_.min_samples;
+  if (judged_latency) {
+    std::vector<double> lat, exec;
+    for (const Second& w : window_) {
+      lat.push_back(w.latency_ms);
+      exec.push_back(w.exec_ms);
+    }
+    e.latency_ms = median(std::move(lat));
+    e.exec_ms = median(std::move(exec));
+    // The baselines learn only while healthy: slowness never becomes the norm while it
+    // lasts.
+    if (!degraded_) {
+      int64_t idx = std::chrono::duration_cast<std::chrono::minutes>(now - start_).count();
+      if (minutes_.empty() || minutes_.back().index != idx) {
+        minutes_.push_back({idx, e.latency_ms, e.exec_ms});
+      } else {
+        Minute& m = minutes_.back();
+        m.latency_ms = std::min(m.latency_ms, e.latency_ms);
+        m.exec_ms = std::min(m.exec_ms, e.exec_ms);
+      }
+      while (idx - minutes_.front().index >= opts_.baseline_minutes) minutes_.pop_front();
+    }
+    e.baseline_ms = baseline(&Minute::latency_ms);
+    e.exec_baseline_ms = baseline(&Minute::exec_ms);
+    e.peers_ms = peers_ms;
+  } else {
+    e.samples = static_cast<int>(window_.size());
+  }
+  if (!judged_latency && e.segs < opts_.min_segments) return std::nullopt;  // nothing to judge
+
+  if (!degraded_) {
+    SlowCause c = judge(1.0);
+    if (c == SlowCause::kNone) {
+      streak_ = 0;
+      return std::nullopt;
+    }
+    if (++streak_ < opts_.trip) return std::nullopt;
+    degraded_ = true;
+    cause_ = c;
+    since_ = now;
+    streak_ = 0;
+    return Change{true, c, e};
+  }
+  // Degraded: good only well below the threshold (2/3 of it).
+  SlowCause c = judge(2.0 / 3.0);
+  if (c != SlowCause::kNone) {
+    streak_ = 0;
+    if (c == cause_) return std::nullopt;
+    cause_ = c;  // still degraded, for another reason now
+    return Change{true, c, e};
+  }
+  if (++streak_ < opts_.clear) return std::nullopt;
+  degraded_ = false;
+  SlowCause was = cause_;
+  cause_ = SlowCause::kNone;
+  since_ = now;
+  streak_ = 0;
+  return Change{false, was, e};
+}
+
+}  // namespace pfsnet

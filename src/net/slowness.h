@@ -1,0 +1,127 @@
+// Slowness: health that sees more than errors. LNet health moves only on failures; a link
+// that is slow or drops a few per cent of its packets (TCP retransmits them silently)
+// stays at 1000. SlownessTracker watches one subject -- a peer NI, a local NI, a server --
+// from one sample per second and calls it degraded, with a cause and the figures behind
+// the call, when it stays well above its own baseline or its peers':
+//
+//   window    the last `window` samples (10 s) that carried traffic; at least
+//             `min_samples` (3) of them are needed to judge at all.
+//   latency   the window's median of the per-second latency (the network part: round
+//             trip minus the server's execution time), against
+//   baseline  the lowest window median of the last `baseline_minutes` (15) minutes
+//             (a windowed minimum, frozen while degraded so slowness never becomes the
+//             norm while it lasts), and against the median of its peers' (the caller's).
+//   SLOW      latency > factor (3) x baseline or x the peers' median, and above it by at
+//             least min_excess (1 ms: microsecond noise on a fast link is not slowness).
+//   LOSSY     TCP retransmitted more than loss_ratio (1%) of the segments it sent over
+//             the window, with at least min_segments (200) sent. Before SLOW: the cause.
+//   SERVER    the server's execution time (queue wait included) > factor x its own
+//             baseline and above it by min_excess while latency is normal: the server,
+//             not the network, is slow.
+//   damping   degraded after `trip` (3) judgements in a row say so, healthy again after
+//             `clear` (10) in a row say not; a judgement needs the bad figure to fall
+//             below 2/3 of its threshold to count as good (hysteresis), so a figure that
+//             hovers at the threshold does not flap.
+//
+// A subject without traffic keeps its state (nothing to judge by): whoever avoids a degraded
+// path must still probe it, or it never recovers.
+//
+// Pure logic on the samples and times the caller passes. Memory: the window and one
+// entry per baseline minute (about 1 KiB). Threads: none; the owner serialises calls.
+#pragma once
+
+#include <pfsnet/clock.h>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+
+namespace pfsnet {
+
+struct SlownessOptions {
+  double factor = 3.0;
+  Duration min_excess = std::chrono::milliseconds(1);
+  double loss_ratio = 0.01;
+  uint64_t min_segments = 200;
+  int window = 10;
+  int min_samples = 3;
+  int trip = 3;
+  int clear = 10;
+  int baseline_minutes = 15;
+};
+
+enum class SlowCause { kNone = 0, kSlow, kLossy, kServer };
+const char* slow_cause_name(SlowCause c);  // "NONE", "SLOW", "LOSSY", "SERVER"
+
+// One second of a subject. Latency and execution are that second's averages over
+// `count` RPCs or probes (count 0: no traffic, no judgement from latency); the TCP
+// counters are the kernel's, cumulative (a drop means a new connection: counted afresh).
+struct SlownessSample {
+  uint64_t count = 0;
+  double latency_ms = 0;
+  double exec_ms = 0;
+  uint64_t segs_out = 0, retrans = 0;
+};
+
+// The figures behind a judgement.
+struct SlownessEvidence {
+  double latency_ms = 0, baseline_ms = 0, peers_ms = 0;  // window median; references
+  double exec_ms = 0, exec_baseline_ms = 0;
+  uint64_t segs = 0, retrans = 0;  // over the window
+  double loss = 0;                 // retrans / segs
+  int samples = 0;
+  std::string text() const;  // "latency 4.200 ms (baseline 0.300 ms, x14.0), ..."
+};
+
+class SlownessTracker {
+ public:
+  explicit SlownessTracker(SlownessOptions o = {}) : opts_(o) {}
+
+  struct Change {
+    bool degraded = false;
+    SlowCause cause = SlowCause::kNone;  // on degrading: why; on recovery: what it was
+    SlownessEvidence evidence;
+  };
+  // One sample at `now` (once a second). `peers_ms`: the median window latency of the
+  // subject's peers (0: unknown, or too few to compare). Returns the change, if any.
+  std::optional<Change> add(const SlownessSample& s, TimePoint now, double peers_ms = 0);
+
+  bool degraded() const { return degraded_; }
+  SlowCause cause() const { return cause_; }
+  TimePoint since() const { return since_; }  // of the current state
+  // The last judgement's figures (also while healthy).
+  const SlownessEvidence& evidence() const { return evidence_; }
+  // The window's median latency now (0 without enough samples): what the caller's peer
+  // comparison takes.
+  double window_latency_ms() const { return evidence_.samples ? evidence_.latency_ms : 0; }
+
+ private:
+  struct Second {
+    double latency_ms, exec_ms;
+  };
+  // Per-minute lowest window medians (latency, execution), for the baselines.
+  struct Minute {
+    int64_t index;
+    double latency_ms, exec_ms;
+  };
+  SlowCause judge(double scale) const;
+  double baseline(double Minute::*field) const;
+
+  SlownessOptions opts_;
+  std::deque<Second> window_;                      // seconds with traffic, newest last
+  std::deque<std::pair<uint64_t, uint64_t>> tcp_;  // per-sample deltas (segs, retrans)
+  uint64_t last_segs_ = 0, last_retrans_ = 0;
+  bool have_tcp_ = false;
+  std::deque<Minute> minutes_;
+  TimePoint start_{};
+  bool started_ = false;
+  bool degraded_ = false;
+  SlowCause cause_ = SlowCause::kNone;
+  SlowCause pending_ = SlowCause::kNone;
+  int streak_ = 0;  // judgements in a row against the current state
+  TimePoint since_{};
+  SlownessEvidence evidence_;
+};
+
+}  // namespace pfsnet

@@ -1,0 +1,146 @@
+#include "net/slowness.h"
+
+#include <gtest/gtest.h>
+
+namespace pfsnet {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Feeds one sample a second on a manual clock and records the changes.
+struct Feed {
+  SlownessTracker t;
+  ManualClock clock;
+  std::vector<std::pair<int, SlownessTracker::Change>> changes;  // (second, change)
+  int second = 0;
+  uint64_t segs = 0, retrans = 0;
+
+  explicit Feed(SlownessOptions o = {}) : t(o) {}
+  // `n` seconds of traffic at `latency_ms` (and `exec_ms`), `seg_rate` segments a second of
+  // which `loss` are retransmitted.
+  void run(int n, double latency_ms, double exec_ms = 0.1, uint64_t seg_rate = 0, double loss = 0,
+           double peers_ms = 0, uint64_t count = 100) {
+    for (int i = 0; i < n; ++i) {
+      segs += seg_rate;
+      retrans += static_cast<uint64_t>(double(seg_rate) * loss);
+      clock.advance(1s);
+      ++second;
+      auto c = t.add({count, latency_ms, exec_ms, segs, retrans}, clock.now(), peers_ms);
+      if (c) changes.emplace_back(second, *c);
+    }
+  }
+};
+
+TEST(SlownessTest, SlowLinkDegradesAfterTheWindowAndTripThenRecoversWithDamping) {
+  Feed f;
+  f.run(120, 0.2);  // two minutes at 0.2 ms: the baseline
+  EXPECT_TRUE(f.changes.empty());
+  EXPECT_NEAR(f.t.evidence().baseline_ms, 0.2, 1e-9);
+  f.run(20, 5.0);  // the link slows down 25x
+  ASSERT_EQ(f.changes.size(), 1u);
+  // The window's median turns at the 6th slow second of 10; 3 judgements in a row: the 8th.
+  EXPECT_EQ(f.changes[0].first, 128);
+  EXPECT_TRUE(f.changes[0].second.degraded);
+  EXPECT_EQ(f.changes[0].second.cause, SlowCause::kSlow);
+  EXPECT_NEAR(f.changes[0].second.evidence.latency_ms, 5.0, 1e-9);
+  EXPECT_NEAR(f.changes[0].second.evidence.baseline_ms, 0.2, 1e-9);
+  EXPECT_NE(f.changes[0].second.evidence.text().find("latency 5.000 ms (baseline 0.200 ms, x25.0"),
+            std::string::npos)
+      << f.changes[0].second.evidence.text();
+  EXPECT_TRUE(f.t.degraded());
+  // Back: the (lower) median turns at the 5th good second, 10 good judgements: the 14th.
+  f.run(20, 0.2);
+  ASSERT_EQ(f.changes.size(), 2u);
+  EXPECT_EQ(f.changes[1].first, 140 + 14);
+  EXPECT_FALSE(f.changes[1].second.degraded);
+  EXPECT_EQ(f.changes[1].second.cause, SlowCause::kSlow);  // what it was
+  EXPECT_FALSE(f.t.degraded());
+}
+
+TEST(SlownessTest, AFigureHoveringAtTheThresholdDoesNotFlap) {
+  Feed f;
+  f.run(60, 0.2);
+  // Threshold: max(3 x 0.2, 0.2 + 1) = 1.2 ms; good again only below 2/3 of it (0.867).
+  f.run(15, 1.3);
+  ASSERT_EQ(f.changes.size(), 1u);
+  for (int i = 0; i < 10; ++i) {
+    f.run(5, 1.1);  // under the threshold, over two thirds of it
+    f.run(5, 1.3);
+  }
+  EXPECT_EQ(f.changes.size(), 1u);
+  EXPECT_TRUE(f.t.degraded());
+  f.run(30, 0.5);
+  ASSERT_EQ(f.changes.size(), 2u);
+  EXPECT_FALSE(f.t.degraded());
+}
+
+TEST(SlownessTest, MicrosecondNoiseOnAFastLinkIsNotSlowness) {
+  Feed f;
+  f.run(60, 0.05);
+  f.run(60, 0.5);  // 10x, but only 0.45 ms more: under min_excess (1 ms)
+  EXPECT_TRUE(f.changes.empty());
+  EXPECT_FALSE(f.t.degraded());
+}
+
+TEST(SlownessTest, RetransmissionsMakeItLossyEvenWhenLatencyLooksFine) {
+  Feed f;
+  f.run(60, 0.2, 0.1, 1000, 0.0);
+  EXPECT_TRUE(f.changes.empty());
+  f.run(10, 0.2, 0.1, 1000, 0.03);  // 3% of segments retransmitted
+  ASSERT_EQ(f.changes.size(), 1u);
+  EXPECT_EQ(f.changes[0].second.cause, SlowCause::kLossy);
+  // Over the 10 s window: 1%+ after 4 lossy seconds (1.2%), judged bad 3 times: the 6th.
+  EXPECT_EQ(f.changes[0].first, 66);
+  EXPECT_GT(f.changes[0].second.evidence.loss, 0.01);
+  EXPECT_NE(f.changes[0].second.evidence.text().find("TCP retransmitted"), std::string::npos);
+  // A new connection (counters restart) is counted afresh, not as a huge negative delta.
+  f.segs = 0;
+  f.retrans = 0;
+  f.run(30, 0.2, 0.1, 1000, 0.0);
+  ASSERT_EQ(f.changes.size(), 2u);
+  EXPECT_FALSE(f.t.degraded());
+}
+
+TEST(SlownessTest, ASlowServerIsToldApartFromASlowNetwork) {
+  Feed f;
+  f.run(60, 0.2, 0.1);
+  f.run(10, 0.2, 20.0);  // execution (queue wait included) up 200x, the network as before
+  ASSERT_EQ(f.changes.size(), 1u);
+  EXPECT_EQ(f.changes[0].second.cause, SlowCause::kServer);
+  EXPECT_NE(f.changes[0].second.evidence.text().find("server execution 20.000 ms"),
+            std::string::npos);
+  // The network slows too: the cause becomes the network's.
+  f.run(10, 8.0, 20.0);
+  ASSERT_EQ(f.changes.size(), 2u);
+  EXPECT_TRUE(f.changes[1].second.degraded);
+  EXPECT_EQ(f.changes[1].second.cause, SlowCause::kSlow);
+}
+
+TEST(SlownessTest, SlowFromTheStartIsCaughtByItsPeersNotByItsOwnHistory) {
+  Feed alone;
+  alone.run(60, 6.0);  // no history but itself: nothing to call slow
+  EXPECT_TRUE(alone.changes.empty());
+  Feed f;
+  f.run(60, 6.0, 0.1, 0, 0, /*peers_ms=*/0.3);
+  ASSERT_EQ(f.changes.size(), 1u);
+  EXPECT_EQ(f.changes[0].second.cause, SlowCause::kSlow);
+  EXPECT_NEAR(f.changes[0].second.evidence.peers_ms, 0.3, 1e-9);
+}
+
+TEST(SlownessTest, WithoutTrafficTheStateHoldsAndTheBaselineDoesNotLearnSlowness) {
+  Feed f;
+  f.run(60, 0.2);
+  f.run(20, 5.0);
+  ASSERT_TRUE(f.t.degraded());
+  f.run(100, 0, 0, 0, 0, 0, /*count=*/0);  // no traffic at all
+  EXPECT_TRUE(f.t.degraded());
+  EXPECT_EQ(f.changes.size(), 1u);
+  // Twenty minutes slow: longer than the baseline's 15, still degraded (frozen baseline).
+  f.run(1200, 5.0);
+  EXPECT_TRUE(f.t.degraded());
+  EXPECT_NEAR(f.t.evidence().baseline_ms, 0.2, 1e-9);
+  EXPECT_EQ(f.changes.size(), 1u);
+}
+
+}  // namespace
+}  // namespace pfsnet
