@@ -43,6 +43,18 @@ TEST(HttpTest, MetricsAndApiAfterTraffic) {
   EXPECT_NE(m->body.find("pfsnet_ni_local_timeouts_total{"), std::string::npos);
   EXPECT_NE(m->body.find("pfsnet_ni_remote_timeouts_total{"), std::string::npos);
   EXPECT_NE(m->body.find("pfsnet_ni_last_change_timestamp_seconds{"), std::string::npos);
+  // What TCP hides, per path, from the kernel: the 7 pings went out as segments.
+  std::string path = "local=\"" + a.nid().to_string() + "\"," + peer;
+  EXPECT_NE(m->body.find("# TYPE pfsnet_path_tcp_retransmits_total counter"), std::string::npos);
+  EXPECT_NE(m->body.find("pfsnet_path_tcp_rtt_seconds{" + path + "} "), std::string::npos)
+      << m->body;
+  auto at = m->body.find("pfsnet_path_tcp_segments_sent_total{" + path + "} ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GE(std::stod(m->body.substr(m->body.find("} ", at) + 2)), 7.0);
+  // The worker pool (rpc.workers, default 2) and its queue.
+  EXPECT_NE(m->body.find("pfsnet_rpc_workers 2\n"), std::string::npos);
+  EXPECT_NE(m->body.find("pfsnet_rpc_worker_queue_length 0\n"), std::string::npos);
+  EXPECT_NE(m->body.find("# TYPE pfsnet_rpc_worker_wait_seconds_total counter"), std::string::npos);
   // Every sample line is NAME{LABELS} VALUE or NAME VALUE with a pfsnet_ name and a number.
   std::istringstream lines(m->body);
   std::string line;

@@ -62,6 +62,9 @@ struct LnetConfig {
 
 struct RpcConfig {
   int64_t max_rpcs_in_flight = 8;
+  // Threads that run the handlers which may block (kWorker); their queue and wait are
+  // exported (/metrics pfsnet_rpc_worker_*), so a busy server is told from a slow network.
+  int64_t workers = 2;
 };
 
 struct StatsConfig {

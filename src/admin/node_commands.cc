@@ -148,6 +148,7 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   RpcEngine* rpc = &node.rpc;
   m.type_name = [rpc](uint32_t t) { return rpc->type_name(t); };
   if (node.tune) m.tune = node.tune->status();
+  m.workers = node.rpc.worker_stats();
   return m;
 }
 

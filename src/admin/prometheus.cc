@@ -171,6 +171,27 @@ std::string prometheus_text(const MetricsSnapshot& m) {
                       f.get(*p.tcp));
   }
 
+  // The worker pool (rpc.workers): a busy server shows here, not in the network's figures.
+  const WorkerStats& w = m.workers;
+  text.family("pfsnet_rpc_workers", "gauge", "Worker threads for handlers that may block.");
+  text.sample("pfsnet_rpc_workers", "", double(w.threads));
+  text.family("pfsnet_rpc_workers_busy", "gauge", "Worker threads running a handler now.");
+  text.sample("pfsnet_rpc_workers_busy", "", double(w.busy));
+  text.family("pfsnet_rpc_worker_queue_length", "gauge", "Requests waiting for a worker now.");
+  text.sample("pfsnet_rpc_worker_queue_length", "", double(w.queued));
+  text.family("pfsnet_rpc_worker_queue_length_max", "gauge",
+              "Most requests ever waiting for a worker at once.");
+  text.sample("pfsnet_rpc_worker_queue_length_max", "", double(w.queued_max));
+  text.family("pfsnet_rpc_worker_jobs_total", "counter", "Requests a worker has taken.");
+  text.sample("pfsnet_rpc_worker_jobs_total", "", double(w.jobs));
+  text.family("pfsnet_rpc_worker_wait_seconds_total", "counter",
+              "Time requests waited for a worker, summed (divide by jobs for the mean).");
+  text.sample("pfsnet_rpc_worker_wait_seconds_total", "",
+              std::chrono::duration<double>(w.wait_total).count());
+  text.family("pfsnet_rpc_worker_wait_max_seconds", "gauge", "Longest wait for a worker.");
+  text.sample("pfsnet_rpc_worker_wait_max_seconds", "",
+              std::chrono::duration<double>(w.wait_max).count());
+
   text.family("pfsnet_rpc_raw_dropped_total", "counter",
               "Raw statistics records dropped (buffer full).");
   text.sample("pfsnet_rpc_raw_dropped_total", "buffer=\"stat\"", double(rep.dropped_stat));

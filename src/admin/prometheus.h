@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "net/net.h"
+#include "rpc/worker_pool.h"
 #include "stats/rpc_stats.h"
 #include "tune/tune_service.h"
 
@@ -33,6 +34,7 @@ struct MetricsSnapshot {
   StatsReport rpc;  // what = kAll, granularity = kSecond, the last 60 intervals
   std::function<std::string(uint32_t)> type_name;
   std::optional<TuneStatus> tune;  // absent: no tuning families
+  WorkerStats workers;
 };
 
 // Count, average, minimum and maximum (ms) over a statistic's one-second intervals: the

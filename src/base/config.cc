@@ -190,6 +190,7 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
   };
   const std::map<std::string, Reader, std::less<>> rpc_keys = {
       {"max_rpcs_in_flight", int_key(&cfg.rpc.max_rpcs_in_flight, 1, 1 << 16)},
+      {"workers", int_key(&cfg.rpc.workers, 1, 256)},
   };
   const std::map<std::string, Reader, std::less<>> stats_keys = {
       {"rpcPerfRawStatBufferSize", int_key(&cfg.stats.rpcPerfRawStatBufferSize, 1, 1 << 24)},
@@ -365,6 +366,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"lnet.recovery_interval", i(c.lnet.recovery_interval)},
       {"lnet.busy_poll_us", i(c.lnet.busy_poll_us)},
       {"rpc.max_rpcs_in_flight", i(c.rpc.max_rpcs_in_flight)},
+      {"rpc.workers", i(c.rpc.workers)},
       {"stats.rpcPerfRawStatBufferSize", i(c.stats.rpcPerfRawStatBufferSize)},
       {"stats.rpcPerfRawExecBufferSize", i(c.stats.rpcPerfRawExecBufferSize)},
       {"stats.rpcPerfNumberSecondIntervals", i(c.stats.rpcPerfNumberSecondIntervals)},

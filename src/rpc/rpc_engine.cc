@@ -79,11 +79,16 @@ RpcOptions RpcOptions::from(const Config& cfg) {
   ro.default_timeout = std::chrono::seconds(cfg.lnet.transaction_timeout);
   ro.max_bulk = static_cast<uint32_t>(cfg.max_bulk());
   ro.retry_count = cfg.lnet.retry_count;
+  ro.workers = static_cast<int>(cfg.rpc.workers);
   return ro;
 }
 
 RpcEngine::RpcEngine(Net& net, RpcOptions opts, RpcStats* stats)
-    : net_(net), opts_(opts), stats_(stats), clock_(net.clock()), workers_(opts.workers) {
+    : net_(net),
+      opts_(opts),
+      stats_(stats),
+      clock_(net.clock()),
+      workers_(opts.workers, net.clock()) {
   net_.set_rx(this);
   for (const MsgType& t : kMsgTypes) types_[t.id].name = std::string(t.name);
 }

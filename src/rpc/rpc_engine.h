@@ -94,6 +94,8 @@ class RpcEngine final : public NetRx {
   // remote timeout, reported to the net and resent while the budget allows. Returns how
   // many RPCs it failed or resent.
   size_t expire(TimePoint now);
+  // The worker pool's queue and wait (rpc.workers threads).
+  WorkerStats worker_stats() const { return workers_.stats(); }
   // Fails every pending and queued RPC with kCancelled and stops the workers. New calls
   // fail at once. Idempotent.
   void shutdown();
