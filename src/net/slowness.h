@@ -118,7 +118,6 @@ class SlownessTracker {
   bool started_ = false;
   bool degraded_ = false;
   SlowCause cause_ = SlowCause::kNone;
-  SlowCause pending_ = SlowCause::kNone;
   int streak_ = 0;  // judgements in a row against the current state
   TimePoint since_{};
   SlownessEvidence evidence_;
