@@ -9,6 +9,7 @@
 #include "base/mutex.h"
 #include "rpc/node_timers.h"
 #include "rpc/ping.h"
+#include "rpc/test_gate.h"
 #include "transport/mem_transport.h"
 
 namespace pfsnet {
@@ -60,25 +61,6 @@ struct Replies {
   RpcEngine::Callback cb() {
     return [this](RpcReply&& r) { got.push_back(std::move(r)); };
   }
-};
-
-// A gate that handlers wait at (bounded) until the test opens it.
-class Gate {
- public:
-  void open() {
-    MutexLock lk(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  void wait() {
-    MutexLock lk(mu_);
-    cv_.wait_for(lk, 10s, [&]() REQUIRES(mu_) { return open_; });
-  }
-
- private:
-  Mutex mu_;
-  CondVar cv_;
-  bool open_ GUARDED_BY(mu_) = false;
 };
 
 constexpr uint32_t kEcho = 10, kSlow = 11, kThrow = 12, kBlock = 13;

@@ -6,29 +6,12 @@
 #include <chrono>
 #include <thread>
 
+#include "rpc/test_gate.h"
+
 namespace pfsnet {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A job that blocks until opened (bounded: it gives up after 10 s).
-class Gate {
- public:
-  void open() {
-    MutexLock lk(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  void wait() {
-    MutexLock lk(mu_);
-    cv_.wait_for(lk, std::chrono::seconds(10), [&]() REQUIRES(mu_) { return open_; });
-  }
-
- private:
-  Mutex mu_;
-  CondVar cv_;
-  bool open_ GUARDED_BY(mu_) = false;
-};
 
 // Waits (bounded) until `pred` holds on the pool's stats.
 template <class Pred>
