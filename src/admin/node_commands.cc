@@ -119,7 +119,10 @@ void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
       "nis", [n](const json&, E) -> Result<json> { return ni_list_json(n.net.nis(), "nis"); },
       "nis");
   cmds.add(
-      "peers", [n](const json&, E) -> Result<json> { return ni_list_json(n.net.peers(), "peers"); },
+      "peers",
+      [n](const json&, E) -> Result<json> {
+        return ni_list_json(n.net.peers(/*kernel_tcp=*/true), "peers");
+      },
       "peers");
   cmds.add(
       "diag_rpc", [n](const json& r, E) { return diag_rpc(n, r); }, "diag/rpc");
@@ -139,7 +142,7 @@ void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
 MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   MetricsSnapshot m;
   m.nis = node.net.nis();
-  m.peers = node.net.peers();
+  m.peers = node.net.peers(/*kernel_tcp=*/true);
   StatsQuery q;
   q.what = StatsQuery::What::kAll;
   q.granularity = Granularity::kSecond;

@@ -218,7 +218,9 @@ class Net final : public TransportEvents {
   void set_credits(int64_t credits, int64_t peer_credits);
 
   std::vector<NiInfo> nis() const;
-  std::vector<NiInfo> peers() const;
+  // Snapshots of the peer NIs. With `kernel_tcp`, each path also gets the kernel's TCP
+  // figures (a system call per connection: for views, not for once-a-second sampling).
+  std::vector<NiInfo> peers(bool kernel_tcp = false) const;
   std::vector<PeerLoad> peer_loads() const;
   // The peer node (its lowest NID) that `nid` belongs to; nullopt when unknown.
   std::optional<Nid> peer_of(const Nid& nid) const;

@@ -61,7 +61,7 @@ std::vector<NiInfo> Net::nis() const {
   return v;
 }
 
-std::vector<NiInfo> Net::peers() const {
+std::vector<NiInfo> Net::peers(bool kernel_tcp) const {
   std::vector<NiInfo> v;
   std::vector<PeerNi*> pnis;
   table_->for_each_peer_ni([&](PeerNi& p) { pnis.push_back(&p); });
@@ -87,7 +87,7 @@ std::vector<NiInfo> Net::peers() const {
                            p->recv_bytes.load(),
                            static_cast<int>(p->conns.size()),
                            {}});
-        conns = p->conns;
+        if (kernel_tcp) conns = p->conns;
       }
       // The kernel's figures, outside the NI's lock (a system call per connection): of the
       // connection that sent the most, which carries this node's traffic on the path.
