@@ -369,6 +369,62 @@ TEST(NetnsTest, TcpInfoShowsTheRetransmitsOfALossyRail) {
               static_cast<unsigned long long>(clean["segments_out"].get<uint64_t>()));
 }
 
+// Health that sees loss: a rail that drops 5% of its packets (nftables, outside pfsnet)
+// still carries every RPC, so LNet health (errors only) leaves it at 1000. The slowness
+// judgement calls its peer NI degraded (LOSSY) within seconds, selection leaves it for the
+// clean rail, and once the drops stop the monitor's probes bring it back.
+TEST(NetnsTest, ALossyRailIsCalledDegradedLeftAndTakenBackWhenClean) {
+  TwoRails net(10);  // as above: TCP's backed-off retransmits stay within an attempt
+  if (!net.skip().empty()) GTEST_SKIP() << net.skip();
+  ASSERT_TRUE(net.ok());
+  if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
+  ASSERT_TRUE(net.nft(1,
+                      "table inet pfsloss {\n chain in {\n  type filter hook input priority "
+                      "0; policy accept;\n  ip saddr " +
+                          TwoRails::addr(0, 0) + " numgen random mod 100 < 5 drop\n }\n}\n"));
+  // ~40 s of 64 KiB echoes to the server, on whichever rail selection picks.
+  auto load = std::make_unique<Process>(std::vector<std::string>{
+      PFSNET_BIN, "--socket", net.socket(0), "ping", net.nid(1, 0), "--count", "8000", "--size",
+      "65536", "--interval", "0.005", "--timeout", "10", "--json"});
+  auto degraded = [&](int rail) {  // "?" while the peer NI is not known yet
+    json p = net.peer(0, net.nid(1, rail));
+    return p.is_object() ? p.value("degraded", std::string("?")) : std::string("?");
+  };
+  double found = poll_until([&] { return degraded(0) == "LOSSY"; }, 30000ms);
+  ASSERT_GE(found, 0) << net.cli(0, {"peers", "-v"}).dump() << net.daemon(0).output();
+  std::printf("5%% drop on rail 1: its peer NI degraded (LOSSY) %.1f s after the load began\n",
+              found);
+  json lossy = net.peer(0, net.nid(1, 0));
+  EXPECT_EQ(lossy["degraded_penalty"], 500) << lossy.dump();
+  EXPECT_NE(lossy["degraded_evidence"].get<std::string>().find("TCP retransmitted"),
+            std::string::npos)
+      << lossy.dump();
+  // Nothing healthy is called faulty: the clean rail's peer NI, and the local NIs (one
+  // peer cannot tell a local fault from the peer's).
+  EXPECT_EQ(degraded(1), "");
+  EXPECT_EQ(net.ni(0, 0)["degraded"], "");
+  EXPECT_EQ(net.ni(0, 1)["degraded"], "");
+  // Selection leaves it: the clean rail takes nearly every new send (the lossy one gets
+  // the monitor's probes, two a second).
+  uint64_t r0 = sent(net.ni(0, 0)), r1 = sent(net.ni(0, 1));
+  ASSERT_GE(poll_until([&] { return sent(net.ni(0, 1)) > r1 + 400; }, 20000ms), 0)
+      << load->output();
+  uint64_t d0 = sent(net.ni(0, 0)) - r0, d1 = sent(net.ni(0, 1)) - r1;
+  EXPECT_LT(d0 * 10, d1) << "rail 1 " << d0 << ", rail 2 " << d1;
+  auto [rc, out] = run({PFSNET_BIN, "--socket", net.socket(0), "peers"});
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("degraded (LOSSY)"), std::string::npos) << out;
+  EXPECT_NE(net.daemon(0).output().find("is degraded (LOSSY)"), std::string::npos);
+  // The drops stop: the probes (a 64 KiB echo a second) show a clean window, and the peer
+  // NI is healthy again after the damping.
+  ASSERT_TRUE(net.nft(1, "delete table inet pfsloss\n"));
+  double back = poll_until([&] { return degraded(0).empty(); }, 60000ms);
+  ASSERT_GE(back, 0) << net.cli(0, {"peers", "-v"}).dump();
+  std::printf("drops stopped: healthy again after %.1f s\n", back);
+  EXPECT_NE(net.daemon(0).output().find("is no longer degraded (was LOSSY)"), std::string::npos);
+  load->kill(SIGKILL);
+}
+
 TEST(NetnsTest, KilledPeerFailsEveryRpcWithinTheTimeoutWithItsKind) {
   TwoRails net;
   if (!net.skip().empty()) GTEST_SKIP() << net.skip();

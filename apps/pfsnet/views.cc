@@ -25,6 +25,16 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
                 n["recv_count"].get<unsigned long long>(),
                 human_bytes(n["recv_bytes"].get<uint64_t>()).c_str(),
                 static_cast<unsigned long long>(errs));
+    // Health that sees slowness: shown without -v, it is what the operator looks for.
+    if (!n.value("degraded", std::string()).empty()) {
+      int penalty = n["degraded_penalty"].get<int>();
+      std::printf("    degraded (%s) since %s: %s; %s\n", n["degraded"].get<std::string>().c_str(),
+                  n["degraded_since"].get<std::string>().c_str(),
+                  n["degraded_evidence"].get<std::string>().c_str(),
+                  penalty
+                      ? ("selection takes " + std::to_string(penalty) + " off its health").c_str()
+                      : "no penalty");
+    }
     if (!verbose) continue;
     std::printf("    last state change %s (%s s ago)\n",
                 n["last_change"].get<std::string>().c_str(),
@@ -67,6 +77,16 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
             t["retransmits"].get<unsigned long long>(), t["segments_out"].get<unsigned long long>(),
             100.0 * t["retransmit_ratio"].get<double>(), t["lost"].get<unsigned>(),
             human_bytes(t["delivery_rate_bytes_s"].get<uint64_t>()).c_str());
+        if (p.contains("tcp_total")) {
+          const json& tt = p["tcp_total"];
+          uint64_t segs = tt["segments_out"].get<uint64_t>(),
+                   re = tt["retransmits"].get<uint64_t>();
+          std::printf(
+              "      tcp: over all its connections, retransmits %llu of %llu segments "
+              "(%.3f%%)\n",
+              static_cast<unsigned long long>(re), static_cast<unsigned long long>(segs),
+              segs ? 100.0 * double(re) / double(segs) : 0.0);
+        }
       }
     for (auto& [k, v] : n["errors"].items())
       std::printf("    %-28s %llu\n", k.c_str(), v.get<unsigned long long>());

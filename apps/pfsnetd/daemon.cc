@@ -28,7 +28,9 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
   rpc_ = std::make_unique<RpcEngine>(*net_, ro, stats_.get());
   pinger_ =
       std::make_unique<RecoveryPinger>(*net_, *rpc_, ro.default_timeout / (ro.retry_count + 1));
-  timers_ = std::make_unique<NodeTimers>(*net_, *rpc_, stats_.get(), pinger_.get());
+  health_ =
+      std::make_unique<HealthMonitor>(*net_, *rpc_, stats_.get(), HealthMonitorOptions::from(cfg));
+  timers_ = std::make_unique<NodeTimers>(*net_, *rpc_, stats_.get(), pinger_.get(), health_.get());
   serve_ping(*rpc_, static_cast<size_t>(cfg.max_bulk()));
   membership_ = std::make_unique<MembershipService>(cfg, *net_, *rpc_, clock_);
   serve_selftest(*rpc_, clock_);
@@ -44,8 +46,8 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
     if (after.rpc.max_rpcs_in_flight != before.rpc.max_rpcs_in_flight)
       rpc_->set_max_rpcs_in_flight(after.rpc.max_rpcs_in_flight);
   });
-  parts_ = std::make_unique<NodeParts>(
-      NodeParts{*net_, *rpc_, *stats_, cfg_, clock_, membership_.get(), tune_.get()});
+  parts_ = std::make_unique<NodeParts>(NodeParts{*net_, *rpc_, *stats_, cfg_, clock_,
+                                                 membership_.get(), tune_.get(), health_.get()});
   add_node_commands(commands_, *parts_);
   admin_ = std::make_unique<AdminServer>(commands_);
 }

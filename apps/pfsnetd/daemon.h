@@ -53,6 +53,7 @@ class Daemon {
   std::unique_ptr<Net> net_;
   std::unique_ptr<RecoveryPinger> pinger_;  // outlives rpc_: its pings' callbacks use it
   std::unique_ptr<RpcEngine> rpc_;
+  std::unique_ptr<HealthMonitor> health_;  // outlives rpc_'s shutdown: its probes use it
   std::unique_ptr<NodeTimers> timers_;
   std::unique_ptr<MembershipService> membership_;
   std::unique_ptr<TuneService> tune_;

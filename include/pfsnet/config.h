@@ -93,6 +93,20 @@ struct MembershipConfig {
   int64_t verify_timeout = 5;
 };
 
+// Health that sees slowness ([health]): a peer NI (or local NI) whose latency stays well
+// above its own baseline or its peers', or whose TCP retransmits more than loss_ratio of
+// its segments, is degraded (SLOW, LOSSY; SERVER when the server's execution time is what
+// rose) and selection takes degraded_penalty off its health. The rule: src/net/slowness.h
+// and slowness_board.h. Every key takes effect at restart.
+struct HealthConfig {
+  bool slowness = true;            // judge slowness at all
+  double slow_factor = 3.0;        // x its own baseline or its peers' median
+  double slow_min_excess_ms = 1;   // and at least this much above it
+  double loss_ratio = 0.01;        // segments retransmitted / sent, over 10 s
+  int64_t degraded_penalty = 500;  // health points selection takes off a degraded NI
+  int64_t quiet_bytes = 1 << 20;   // latency is judged in seconds with less traffic than this
+};
+
 // The tuning advisor and auto-tune ([tune]; every key changes at run time).
 struct TuneConfig {
   // Auto-tune: every `interval` seconds, raise or lower rpc.max_rpcs_in_flight and
@@ -119,6 +133,7 @@ struct Config {
   RpcConfig rpc;
   StatsConfig stats;
   MembershipConfig membership;
+  HealthConfig health;
   TuneConfig tune;
   std::vector<EmulationConfig> emulation;
 

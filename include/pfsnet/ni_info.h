@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace pfsnet {
@@ -31,6 +32,24 @@ struct TcpKernelInfo {
   uint64_t busy_us = 0, rwnd_limited_us = 0, sndbuf_limited_us = 0;
 };
 
+// A path's TCP counters summed over every connection it has had, the closed ones
+// included (read as each closed): totals that survive reconnects.
+struct TcpTotals {
+  uint64_t segs_out = 0, retrans = 0, bytes_sent = 0, bytes_retrans = 0;
+  void add(const TcpKernelInfo& k) {
+    segs_out += k.segs_out;
+    retrans += k.total_retrans;
+    bytes_sent += k.bytes_sent;
+    bytes_retrans += k.bytes_retrans;
+  }
+  void add(const TcpTotals& t) {
+    segs_out += t.segs_out;
+    retrans += t.retrans;
+    bytes_sent += t.bytes_sent;
+    bytes_retrans += t.bytes_retrans;
+  }
+};
+
 // What one path (a local NI to a peer NI) carried: frames whose send completed, and
 // frames received. Peer NIs list theirs (`peers -v`), with the kernel's figures of the
 // path's connection that sent the most (TCP paths, while connected).
@@ -39,6 +58,7 @@ struct PathInfo {
   uint64_t send_count = 0, send_bytes = 0, recv_count = 0, recv_bytes = 0;
   int connections = 0;
   std::optional<TcpKernelInfo> tcp;
+  std::optional<TcpTotals> tcp_total;  // over all its connections (TCP paths)
 };
 
 // A snapshot of one NI or peer NI, for the admin surface and tests.
@@ -62,6 +82,13 @@ struct NiInfo {
   double since_change_s = 0;
   int recovery_pings = 0;       // recovery pings sent since the last success
   double next_recovery_s = -1;  // seconds until the next recovery ping; -1 = none
+  // Slowness (health that sees more than errors): "" while not degraded, else the cause
+  // ("SLOW", "LOSSY", "SERVER"); selection takes `degraded_penalty` off `health`. The
+  // figures that made the call, and when (wall clock, ms since the epoch).
+  std::string degraded;
+  int degraded_penalty = 0;
+  std::string degraded_evidence;
+  int64_t degraded_since_unix_ms = 0;
 };
 
 }  // namespace pfsnet

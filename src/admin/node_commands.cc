@@ -152,6 +152,13 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   m.type_name = [rpc](uint32_t t) { return rpc->type_name(t); };
   if (node.tune) m.tune = node.tune->status();
   m.workers = node.rpc.worker_stats();
+  if (node.health) {
+    MetricsSnapshot::Slowness s;
+    for (SlowCause c : {SlowCause::kSlow, SlowCause::kLossy, SlowCause::kServer})
+      s.degraded[static_cast<size_t>(c)] = node.health->degraded_total(c);
+    s.probes = node.health->probes_sent();
+    m.slowness = s;
+  }
   return m;
 }
 

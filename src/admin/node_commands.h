@@ -17,6 +17,7 @@
 #include "base/live_config.h"
 #include "membership/service.h"
 #include "net/net.h"
+#include "rpc/health_monitor.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
 #include "tune/tune_service.h"
@@ -32,6 +33,7 @@ struct NodeParts {
   Clock& clock;
   MembershipService* membership = nullptr;  // null: `status` answers "no membership"
   TuneService* tune = nullptr;              // null: `tune` answers "no tuning service"
+  HealthMonitor* health = nullptr;          // null: no slowness counters in /metrics
 };
 
 void add_node_commands(AdminCommands& cmds, const NodeParts& node);

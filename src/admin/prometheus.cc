@@ -125,6 +125,16 @@ std::string prometheus_text(const MetricsSnapshot& m) {
       text.family(name, c.type, c.help);
       for (const NiInfo& i : list) text.sample(name, "nid=\"" + i.nid.to_string() + "\"", c.get(i));
     }
+    std::string degraded = std::string("pfsnet_") + scope + "_degraded";
+    text.family(degraded, "gauge",
+                "1 for an NI health calls degraded (cause SLOW, LOSSY or SERVER), with the "
+                "health points selection takes off it; absent while not degraded.");
+    for (const NiInfo& i : list)
+      if (!i.degraded.empty())
+        text.sample(degraded,
+                    "nid=\"" + i.nid.to_string() + "\",cause=\"" + i.degraded + "\",penalty=\"" +
+                        std::to_string(i.degraded_penalty) + "\"",
+                    1);
     std::string name = std::string("pfsnet_") + scope + "_errors_total";
     text.family(name, "counter", "Failures by LNet health error kind.");
     for (const NiInfo& i : list)
@@ -134,8 +144,8 @@ std::string prometheus_text(const MetricsSnapshot& m) {
                         std::string(health_kind_name(static_cast<HealthKind>(k))) + "\"",
                     double(i.errors[k]));
   }
-  // What TCP hides, per path (local NI -> peer NI), from the kernel (TCP_INFO) of the
-  // path's busiest connection: counters since that connection opened.
+  // What TCP hides, per path (local NI -> peer NI), from the kernel (TCP_INFO): gauges of
+  // the path's busiest connection, counters over all its connections (reconnects too).
   struct TcpFigure {
     const char* name;
     const char* type;
@@ -147,10 +157,6 @@ std::string prometheus_text(const MetricsSnapshot& m) {
        [](const TcpKernelInfo& k) { return k.rtt_us / 1e6; }},
       {"pfsnet_path_tcp_rttvar_seconds", "gauge", "The variation of that round trip.",
        [](const TcpKernelInfo& k) { return k.rttvar_us / 1e6; }},
-      {"pfsnet_path_tcp_retransmits_total", "counter", "Segments TCP retransmitted.",
-       [](const TcpKernelInfo& k) { return double(k.total_retrans); }},
-      {"pfsnet_path_tcp_segments_sent_total", "counter", "Segments TCP sent, retransmits included.",
-       [](const TcpKernelInfo& k) { return double(k.segs_out); }},
       {"pfsnet_path_tcp_lost_segments", "gauge", "Segments TCP considers lost now.",
        [](const TcpKernelInfo& k) { return double(k.lost); }},
       {"pfsnet_path_tcp_cwnd_segments", "gauge", "TCP's congestion window.",
@@ -169,6 +175,32 @@ std::string prometheus_text(const MetricsSnapshot& m) {
           text.sample(f.name,
                       "local=\"" + p.local.to_string() + "\",nid=\"" + i.nid.to_string() + "\"",
                       f.get(*p.tcp));
+  }
+
+  const std::pair<const char*, const char*> tcp_totals[] = {
+      {"pfsnet_path_tcp_retransmits_total", "Segments TCP retransmitted, over all connections."},
+      {"pfsnet_path_tcp_segments_sent_total",
+       "Segments TCP sent, retransmits included, over all connections."},
+  };
+  for (const auto& [name, help] : tcp_totals) {
+    text.family(name, "counter", help);
+    for (const NiInfo& i : peers)
+      for (const PathInfo& p : i.paths)
+        if (p.tcp_total)
+          text.sample(
+              name, "local=\"" + p.local.to_string() + "\",nid=\"" + i.nid.to_string() + "\"",
+              double(name == tcp_totals[0].first ? p.tcp_total->retrans : p.tcp_total->segs_out));
+  }
+  if (m.slowness) {
+    text.family("pfsnet_health_degraded_events_total", "counter",
+                "Times an NI was called degraded, by cause.");
+    for (SlowCause c : {SlowCause::kSlow, SlowCause::kLossy, SlowCause::kServer})
+      text.sample("pfsnet_health_degraded_events_total",
+                  std::string("cause=\"") + slow_cause_name(c) + "\"",
+                  double(m.slowness->degraded[static_cast<size_t>(c)]));
+    text.family("pfsnet_health_probes_total", "counter",
+                "Probes sent to degraded peer NIs (which carry no traffic to recover by).");
+    text.sample("pfsnet_health_probes_total", "", double(m.slowness->probes));
   }
 
   // The worker pool (rpc.workers): a busy server shows here, not in the network's figures.

@@ -4,6 +4,7 @@
 // Thread safety: pure functions and a plain value.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <optional>
 #include <string>
@@ -35,6 +36,12 @@ struct MetricsSnapshot {
   std::function<std::string(uint32_t)> type_name;
   std::optional<TuneStatus> tune;  // absent: no tuning families
   WorkerStats workers;
+  // The health monitor's counters (absent: none runs): degradations by SlowCause, probes.
+  struct Slowness {
+    std::array<uint64_t, 4> degraded{};
+    uint64_t probes = 0;
+  };
+  std::optional<Slowness> slowness;
 };
 
 // Count, average, minimum and maximum (ms) over a statistic's one-second intervals: the

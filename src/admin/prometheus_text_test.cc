@@ -162,6 +162,44 @@ TEST(PrometheusTextTest, TuneFamiliesOnlyWithATuneStatus) {
             "pfsnet_tune_peer_rtt_seconds{peer=\"127.0.0.3@tcp\"} 0.05\n");
 }
 
+TEST(PrometheusTextTest, SlownessFamilies) {
+  MetricsSnapshot m = snapshot();
+  m.peers[0].degraded = "LOSSY";
+  m.peers[0].degraded_penalty = 500;
+  PathInfo path;
+  path.local = m.nis[0].nid;
+  path.tcp_total = TcpTotals{9000, 200, 0, 0};
+  m.peers[0].paths.push_back(path);
+  std::string t = prometheus_text(m);
+  // Only degraded NIs have a sample; no monitor, no event counters.
+  EXPECT_EQ(family_block(t, "pfsnet_ni_degraded").find("pfsnet_ni_degraded{"), std::string::npos);
+  EXPECT_NE(
+      t.find("pfsnet_peer_degraded{nid=\"127.0.0.3@tcp\",cause=\"LOSSY\",penalty=\"500\"} 1\n"),
+      std::string::npos);
+  EXPECT_EQ(t.find("pfsnet_health_degraded_events_total"), std::string::npos);
+  // Totals over all the path's connections.
+  EXPECT_NE(
+      t.find("pfsnet_path_tcp_retransmits_total{local=\"127.0.0.2@tcp\",nid=\"127.0.0.3@tcp\"} "
+             "200\n"),
+      std::string::npos);
+  EXPECT_NE(t.find("pfsnet_path_tcp_segments_sent_total{local=\"127.0.0.2@tcp\",nid=\"127.0.0.3@"
+                   "tcp\"} 9000\n"),
+            std::string::npos);
+  MetricsSnapshot::Slowness s;
+  s.degraded[static_cast<size_t>(SlowCause::kLossy)] = 2;
+  s.probes = 14;
+  m.slowness = s;
+  t = prometheus_text(m);
+  EXPECT_EQ(family_block(t, "pfsnet_health_degraded_events_total"),
+            "# HELP pfsnet_health_degraded_events_total Times an NI was called degraded, by "
+            "cause.\n"
+            "# TYPE pfsnet_health_degraded_events_total counter\n"
+            "pfsnet_health_degraded_events_total{cause=\"SLOW\"} 0\n"
+            "pfsnet_health_degraded_events_total{cause=\"LOSSY\"} 2\n"
+            "pfsnet_health_degraded_events_total{cause=\"SERVER\"} 0\n");
+  EXPECT_NE(t.find("pfsnet_health_probes_total 14\n"), std::string::npos);
+}
+
 // Every sample belongs to a family announced before it with HELP and TYPE, once.
 TEST(PrometheusTextTest, EveryFamilyHasHelpAndTypeOnce) {
   MetricsSnapshot m = snapshot();

@@ -65,6 +65,14 @@ json ni_info_json(const NiInfo& i) {
             {"recovery_pings", i.recovery_pings},
             {"next_recovery_s",
              i.next_recovery_s < 0 ? -1.0 : std::round(i.next_recovery_s * 1000) / 1000}};
+  // Slowness: "" while not degraded.
+  j["degraded"] = i.degraded;
+  if (!i.degraded.empty()) {
+    j["degraded_penalty"] = i.degraded_penalty;
+    j["degraded_evidence"] = i.degraded_evidence;
+    j["degraded_since"] = format_unix_ms(i.degraded_since_unix_ms);
+    j["degraded_since_unix_ms"] = i.degraded_since_unix_ms;
+  }
   if (!i.peer_nids.empty()) {
     json nids = json::array();
     for (const Nid& n : i.peer_nids) nids.push_back(n.to_string());
@@ -79,6 +87,11 @@ json ni_info_json(const NiInfo& i) {
                  {"recv_count", p.recv_count},   {"recv_bytes", p.recv_bytes},
                  {"connections", p.connections}};
       if (p.tcp) pj["tcp"] = tcp_kernel_info_json(*p.tcp);
+      if (p.tcp_total)
+        pj["tcp_total"] = {{"segments_out", p.tcp_total->segs_out},
+                           {"retransmits", p.tcp_total->retrans},
+                           {"bytes_sent", p.tcp_total->bytes_sent},
+                           {"bytes_retransmitted", p.tcp_total->bytes_retrans}};
       paths.push_back(std::move(pj));
     }
     j["paths"] = paths;

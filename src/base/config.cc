@@ -216,6 +216,14 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"unreachable_reports", bool_key(&cfg.membership.unreachable_reports)},
       {"verify_timeout", int_key(&cfg.membership.verify_timeout, 1, 600)},
   };
+  const std::map<std::string, Reader, std::less<>> health_keys = {
+      {"slowness", bool_key(&cfg.health.slowness)},
+      {"slow_factor", number_key(&cfg.health.slow_factor, 1.1, 1000)},
+      {"slow_min_excess_ms", number_key(&cfg.health.slow_min_excess_ms, 0, 60000)},
+      {"loss_ratio", number_key(&cfg.health.loss_ratio, 0.0001, 1)},
+      {"degraded_penalty", int_key(&cfg.health.degraded_penalty, 0, 1000)},
+      {"quiet_bytes", int_key(&cfg.health.quiet_bytes, 1, int64_t{1} << 40)},
+  };
   const std::map<std::string, Reader, std::less<>> tune_keys = {
       {"auto", bool_key(&cfg.tune.auto_tune)},
       {"interval", number_key(&cfg.tune.interval, 0.1, 3600)},
@@ -228,8 +236,9 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"link_mbit", number_key(&cfg.tune.link_mbit, 0, 1e7)},
   };
   const std::map<std::string, const std::map<std::string, Reader, std::less<>>*, std::less<>>
-      sections = {{"tune", &tune_keys}, {"node", &node_keys},   {"lnet", &lnet_keys},
-                  {"rpc", &rpc_keys},   {"stats", &stats_keys}, {"membership", &membership_keys}};
+      sections = {{"tune", &tune_keys},    {"node", &node_keys},   {"lnet", &lnet_keys},
+                  {"rpc", &rpc_keys},      {"stats", &stats_keys}, {"membership", &membership_keys},
+                  {"health", &health_keys}};
 
   for (const auto& [k, v] : root) {
     std::string name(k.str());
@@ -381,6 +390,12 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"membership.notify_rate", i(c.membership.notify_rate)},
       {"membership.unreachable_reports", c.membership.unreachable_reports ? "true" : "false"},
       {"membership.verify_timeout", i(c.membership.verify_timeout)},
+      {"health.slowness", c.health.slowness ? "true" : "false"},
+      {"health.slow_factor", num(c.health.slow_factor)},
+      {"health.slow_min_excess_ms", num(c.health.slow_min_excess_ms)},
+      {"health.loss_ratio", num(c.health.loss_ratio)},
+      {"health.degraded_penalty", i(c.health.degraded_penalty)},
+      {"health.quiet_bytes", i(c.health.quiet_bytes)},
       {"tune.auto", c.tune.auto_tune ? "true" : "false"},
       {"tune.interval", num(c.tune.interval)},
       {"tune.check_interval", i(c.tune.check_interval)},

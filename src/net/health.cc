@@ -60,9 +60,24 @@ void Health::schedule_recovery(TimePoint now, Duration interval) {
   ++ping_count_;
 }
 
+void Health::set_degraded(SlowCause cause, int penalty, std::string evidence, int64_t wall_ms) {
+  MutexLock lk(mu_);
+  if (cause != degraded_ && (cause == SlowCause::kNone || degraded_ == SlowCause::kNone))
+    degraded_since_unix_ms_ = wall_ms;
+  degraded_ = cause;
+  evidence_ = cause == SlowCause::kNone ? std::string() : std::move(evidence);
+  penalty_.store(cause == SlowCause::kNone ? 0 : std::max(0, penalty));
+}
+
+SlowCause Health::degraded() const {
+  MutexLock lk(mu_);
+  return degraded_;
+}
+
 Health::Snapshot Health::snapshot() const {
   MutexLock lk(mu_);
-  return {value_.load(), last_change_, last_change_unix_ms_, ping_count_, next_ping_};
+  return {value_.load(),   last_change_, last_change_unix_ms_,   ping_count_, next_ping_, degraded_,
+          penalty_.load(), evidence_,    degraded_since_unix_ms_};
 }
 
 }  // namespace pfsnet

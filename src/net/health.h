@@ -16,8 +16,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "base/mutex.h"
+#include "net/slowness.h"
 
 namespace pfsnet {
 
@@ -31,12 +33,19 @@ class Health {
     int64_t last_change_unix_ms = 0;
     int ping_count = 0;     // recovery pings since the last success
     TimePoint next_ping{};  // meaningful below kMaxHealth
+    SlowCause degraded = SlowCause::kNone;
+    int penalty = 0;
+    std::string evidence;
+    int64_t degraded_since_unix_ms = 0;
   };
 
   // Created healthy; `now` and `wall_ms` are its first state change.
   Health(TimePoint now, int64_t wall_ms);
 
   int value() const { return value_.load(std::memory_order_relaxed); }
+  // What selection compares: the value less the penalty of a degraded NI (relaxed loads:
+  // the send path reads it).
+  int selection_value() const { return value() - penalty_.load(std::memory_order_relaxed); }
   bool healthy() const { return value() >= kMaxHealth; }
 
   // A failure. Returns true when this took it out of full health (it enters recovery, its
@@ -54,15 +63,25 @@ class Health {
   // the last success), at most kMaxRecoveryInterval.
   void schedule_recovery(TimePoint now, Duration interval);
 
+  // Slowness: degraded for `cause` (kNone: no longer), selection taking `penalty` off the
+  // value; `evidence` names the figures. Apart from the value: errors and slowness are
+  // judged separately, and either keeps an NI from being chosen.
+  void set_degraded(SlowCause cause, int penalty, std::string evidence, int64_t wall_ms);
+  SlowCause degraded() const;
+
   Snapshot snapshot() const;
 
  private:
   std::atomic<int> value_{kMaxHealth};
+  std::atomic<int> penalty_{0};
   mutable Mutex mu_;  // guards the rest (and orders changes of value_)
   int ping_count_ GUARDED_BY(mu_) = 0;
   TimePoint next_ping_ GUARDED_BY(mu_){};
   TimePoint last_change_ GUARDED_BY(mu_){};
   int64_t last_change_unix_ms_ GUARDED_BY(mu_) = 0;
+  SlowCause degraded_ GUARDED_BY(mu_) = SlowCause::kNone;
+  std::string evidence_ GUARDED_BY(mu_);
+  int64_t degraded_since_unix_ms_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pfsnet

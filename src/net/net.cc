@@ -134,7 +134,7 @@ Net::Path* Net::select(const PeerNi& dst) {
   for (Path* p : paths) {
     LocalNi* ni = p->ni;
     if (!ni->up.load()) continue;
-    int nh = ni->health.value(), ph = p->pni->health.value();
+    int nh = ni->health.selection_value(), ph = p->pni->health.selection_value();
     int kind = ni->nid.is_verbs() ? 1 : 0;  // RDMA before sockets, at equal health
     int64_t avail;
     {

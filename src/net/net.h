@@ -5,7 +5,8 @@
 // Multi-rail: a peer is a node; it has one peer NI per NID it announced in the handshake.
 // A message addressed to any NID of a peer travels on a path (local NI, peer NI) on the
 // same network, chosen per message: never a local NI that is down; the healthiest local
-// NI, then the healthiest peer NI, then RDMA (@o2ib) before sockets, then the most
+// NI, then the healthiest peer NI (health less the penalty of a degraded NI: see
+// set_degraded), then RDMA (@o2ib) before sockets, then the most
 // credits, then round-robin. A node with both kinds of NI thus uses RDMA while that path
 // is healthy, TCP when it fails, and RDMA again once it has recovered.
 //
@@ -130,6 +131,15 @@ struct NetOptions {
   uint32_t credit_high_water() const;
 };
 
+// One path's traffic and, when asked for, its TCP totals: what the health monitor samples
+// every second.
+struct PathSample {
+  Nid local, peer;
+  uint64_t bytes = 0;  // sent and received on the path since it was created
+  bool tcp = false;    // tcp_total was read (a TCP path that has had a connection)
+  TcpTotals tcp_total;
+};
+
 // One peer node's traffic, summed over its NIs: a light snapshot for sampling every
 // second (no strings, no NID lists). `peer` names the node by its lowest NID, as
 // NiInfo::peer does.
@@ -199,6 +209,17 @@ class Net final : public TransportEvents {
   bool peer_dead(const Nid& nid) const;
   // Closes every connection to the peer owning `nid` (a server dropping a dead client).
   void drop_peer(const Nid& nid, const std::string& why);
+
+  // Slowness (health that sees more than errors; the health monitor decides): the local
+  // NI or peer NI `nid` is degraded for `cause` -- selection takes `penalty` off its health
+  // -- or, with SlowCause::kNone, no longer. `evidence`: the figures behind the call, for
+  // the views. Returns false for an unknown NID.
+  bool set_degraded(const Nid& nid, bool local, SlowCause cause, int penalty,
+                    const std::string& evidence);
+  // Every path with its bytes; the TCP totals (a system call per connection) of those for
+  // which `want_tcp` says so, given the sample with its bytes.
+  std::vector<PathSample> path_samples(
+      const std::function<bool(const PathSample&)>& want_tcp) const;
 
   // NIs whose recovery ping is due at `now`; each is scheduled for its next one.
   std::vector<RecoveryTarget> recovery_due(TimePoint now);
@@ -276,6 +297,8 @@ class Net final : public TransportEvents {
     bool connecting GUARDED_BY(ni->mu) = false;
     bool blocked_on_ni GUARDED_BY(ni->mu) = false;
     std::deque<TxMsg*> queue GUARDED_BY(ni->mu);
+    // The kernel's TCP counters of the path's closed connections, read as each closed.
+    TcpTotals closed_tcp GUARDED_BY(ni->mu);
   };
 
  private:

@@ -127,9 +127,12 @@ void Net::on_closed(Connection& c, const Status& why) {
   LocalNi& ni = *cs->ni;
   Out out;
   ConnectionPtr keep;  // c may be freed when it leaves conns
+  // Its last TCP figures join the path's totals (the socket is shut down, not yet closed).
+  std::optional<TcpKernelInfo> k = c.kernel_tcp_info();
   {
     MutexLock lk(ni.mu);
     Path* p = cs->path;
+    if (k) p->closed_tcp.add(*k);
     ni.tx_credits += cs->outstanding;
     cs->outstanding = 0;
     cs->tx_credits = 0;
@@ -360,6 +363,19 @@ std::vector<RecoveryTarget> Net::recovery_due(TimePoint now) {
 }
 
 // ---- membership ----
+
+bool Net::set_degraded(const Nid& nid, bool local, SlowCause cause, int penalty,
+                       const std::string& evidence) {
+  Health* h = nullptr;
+  if (local) {
+    if (LocalNi* ni = local_ni(nid)) h = &ni->health;
+  } else if (PeerNi* pni = table_->find(nid)) {
+    h = &pni->health;
+  }
+  if (!h) return false;
+  h->set_degraded(cause, penalty, evidence, unix_ms(clock_.wall_now()));
+  return true;
+}
 
 void Net::set_peer_dead(const Nid& nid, bool dead, const std::string& why) {
   Failed failed;

@@ -31,6 +31,29 @@ void fill(NiInfo& i, const Health& health, TimePoint now) {
   i.recovery_pings = h.ping_count;
   i.next_recovery_s =
       i.health < kMaxHealth ? std::chrono::duration<double>(h.next_ping - now).count() : -1;
+  if (h.degraded != SlowCause::kNone) {
+    i.degraded = slow_cause_name(h.degraded);
+    i.degraded_penalty = h.penalty;
+    i.degraded_evidence = h.evidence;
+  }
+  i.degraded_since_unix_ms = h.degraded_since_unix_ms;
+}
+
+// The path's TCP totals: its closed connections' and each open one's now. nullopt when it
+// never had a TCP connection. A system call per open connection.
+std::optional<TcpTotals> tcp_totals(const TcpTotals& closed,
+                                    const std::vector<ConnectionPtr>& conns,
+                                    std::optional<TcpKernelInfo>* busiest) {
+  std::optional<TcpTotals> t;
+  if (closed.segs_out > 0) t = closed;
+  for (const ConnectionPtr& c : conns) {
+    auto k = c->kernel_tcp_info();
+    if (!k) continue;
+    if (!t) t.emplace();
+    t->add(*k);
+    if (busiest && (!*busiest || k->bytes_sent > (*busiest)->bytes_sent)) *busiest = k;
+  }
+  return t;
 }
 
 }  // namespace
@@ -74,6 +97,7 @@ std::vector<NiInfo> Net::peers(bool kernel_tcp) const {
     i.credits_min = pni->min_credits.load(std::memory_order_relaxed);
     for (Path* p : table_->paths_of(*pni)) {
       std::vector<ConnectionPtr> conns;
+      TcpTotals closed;
       {
         MutexLock lk(p->ni->mu);
         if (p->tx_state && !i.up) i.credits = p->tx_state->tx_credits;
@@ -86,16 +110,17 @@ std::vector<NiInfo> Net::peers(bool kernel_tcp) const {
                            p->recv_count.load(),
                            p->recv_bytes.load(),
                            static_cast<int>(p->conns.size()),
+                           {},
                            {}});
-        if (kernel_tcp) conns = p->conns;
+        if (kernel_tcp) {
+          conns = p->conns;
+          closed = p->closed_tcp;
+        }
       }
-      // The kernel's figures, outside the NI's lock (a system call per connection): of the
-      // connection that sent the most, which carries this node's traffic on the path.
-      for (const ConnectionPtr& c : conns) {
-        auto k = c->kernel_tcp_info();
-        if (k && (!i.paths.back().tcp || k->bytes_sent > i.paths.back().tcp->bytes_sent))
-          i.paths.back().tcp = k;
-      }
+      // The kernel's figures, outside the NI's lock (a system call per connection): the
+      // totals, and those of the connection that sent the most, which carries this node's
+      // traffic on the path.
+      if (kernel_tcp) i.paths.back().tcp_total = tcp_totals(closed, conns, &i.paths.back().tcp);
     }
     i.peer_nids = table_->announced(*pni);
     i.peer = table_->peer_name(*pni);
@@ -103,6 +128,33 @@ std::vector<NiInfo> Net::peers(bool kernel_tcp) const {
     v.push_back(std::move(i));
   }
   std::sort(v.begin(), v.end(), [](const NiInfo& a, const NiInfo& b) { return a.nid < b.nid; });
+  return v;
+}
+
+std::vector<PathSample> Net::path_samples(
+    const std::function<bool(const PathSample&)>& want_tcp) const {
+  std::vector<PathSample> v;
+  for (Path* p : table_->all_paths()) {
+    PathSample s;
+    s.local = p->ni->nid;
+    s.peer = p->pni->nid;
+    s.bytes = p->send_bytes.load(std::memory_order_relaxed) +
+              p->recv_bytes.load(std::memory_order_relaxed);
+    if (want_tcp(s)) {
+      std::vector<ConnectionPtr> conns;
+      TcpTotals closed;
+      {
+        MutexLock lk(p->ni->mu);
+        conns = p->conns;
+        closed = p->closed_tcp;
+      }
+      if (auto t = tcp_totals(closed, conns, nullptr)) {
+        s.tcp = true;
+        s.tcp_total = *t;
+      }
+    }
+    v.push_back(s);
+  }
   return v;
 }
 

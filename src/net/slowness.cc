@@ -36,15 +36,12 @@ std::string SlownessEvidence::text() const {
   return s;
 }
 
-namespace {
-// The lower median: a window is slow only when most of it is.
-double median(std::vector<double> v) {
+double lower_median(std::vector<double> v) {
   if (v.empty()) return 0;
   auto mid = v.begin() + static_cast<long>((v.size() - 1) / 2);
   std::nth_element(v.begin(), mid, v.end());
   return *mid;
 }
-}  // namespace
 
 double SlownessTracker::baseline(double Minute::*field) const {
   double b = 0;
@@ -108,8 +105,8 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
       lat.push_back(w.latency_ms);
       exec.push_back(w.exec_ms);
     }
-    e.latency_ms = median(std::move(lat));
-    e.exec_ms = median(std::move(exec));
+    e.latency_ms = lower_median(std::move(lat));
+    e.exec_ms = lower_median(std::move(exec));
     // The baselines learn only while healthy: slowness never becomes the norm while it
     // lasts.
     if (!degraded_) {
@@ -152,6 +149,10 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
     cause_ = c;  // still degraded, for another reason now
     return Change{true, c, e};
   }
+  // A judgement counts as good only on the evidence that made the call: enough segments
+  // for LOSSY, enough latency samples for SLOW and SERVER (an idle subject stays as it is).
+  if (cause_ == SlowCause::kLossy ? e.segs < opts_.min_segments : !judged_latency)
+    return std::nullopt;
   if (++streak_ < opts_.clear) return std::nullopt;
   degraded_ = false;
   SlowCause was = cause_;

@@ -21,7 +21,8 @@
 //   damping   degraded after `trip` (3) judgements in a row say so, healthy again after
 //             `clear` (10) in a row say not; a judgement needs the bad figure to fall
 //             below 2/3 of its threshold to count as good (hysteresis), so a figure that
-//             hovers at the threshold does not flap.
+//             hovers at the threshold does not flap, and it needs the evidence of the
+//             cause (>= min_segments for LOSSY, >= min_samples for SLOW and SERVER).
 //
 // A subject without traffic keeps its state (nothing to judge by): whoever avoids a degraded
 // path must still probe it, or it never recovers.
@@ -36,6 +37,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace pfsnet {
 
@@ -53,6 +55,9 @@ struct SlownessOptions {
 
 enum class SlowCause { kNone = 0, kSlow, kLossy, kServer };
 const char* slow_cause_name(SlowCause c);  // "NONE", "SLOW", "LOSSY", "SERVER"
+
+// The lower median of `v` (0 when empty): a window is slow only when most of it is.
+double lower_median(std::vector<double> v);
 
 // One second of a subject. Latency and execution are that second's averages over
 // `count` RPCs or probes (count 0: no traffic, no judgement from latency); the TCP

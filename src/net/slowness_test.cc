@@ -101,6 +101,20 @@ TEST(SlownessTest, RetransmissionsMakeItLossyEvenWhenLatencyLooksFine) {
   EXPECT_FALSE(f.t.degraded());
 }
 
+TEST(SlownessTest, ALossySubjectRecoversOnlyOnSegmentsNotOnLatencyAlone) {
+  Feed f;
+  f.run(60, 0.2, 0.1, 1000, 0.0);
+  f.run(10, 0.2, 0.1, 1000, 0.05);
+  ASSERT_TRUE(f.t.degraded());
+  ASSERT_EQ(f.t.cause(), SlowCause::kLossy);
+  // Avoided: small probes only, too few segments to tell the loss is gone.
+  f.run(60, 0.2, 0.1, 5, 0.0);
+  EXPECT_TRUE(f.t.degraded());
+  // Traffic enough to judge, and clean.
+  f.run(30, 0.2, 0.1, 100, 0.0);
+  EXPECT_FALSE(f.t.degraded());
+}
+
 TEST(SlownessTest, ASlowServerIsToldApartFromASlowNetwork) {
   Feed f;
   f.run(60, 0.2, 0.1);

@@ -20,6 +20,7 @@ struct Node::Impl {
   std::unique_ptr<Net> net;
   std::unique_ptr<RecoveryPinger> pinger;  // outlives rpc: its pings' callbacks use it
   std::unique_ptr<RpcEngine> rpc;
+  std::unique_ptr<HealthMonitor> health;  // outlives rpc's shutdown: its probes use it
   std::unique_ptr<NodeTimers> timers;
   bool stopped = false;
 };
@@ -51,7 +52,10 @@ Result<std::unique_ptr<Node>> Node::start(const Config& cfg, std::string cluster
   n.rpc = std::make_unique<RpcEngine>(*n.net, ro, n.stats.get());
   n.pinger =
       std::make_unique<RecoveryPinger>(*n.net, *n.rpc, ro.default_timeout / (ro.retry_count + 1));
-  n.timers = std::make_unique<NodeTimers>(*n.net, *n.rpc, n.stats.get(), n.pinger.get());
+  n.health = std::make_unique<HealthMonitor>(*n.net, *n.rpc, n.stats.get(),
+                                             HealthMonitorOptions::from(cfg));
+  n.timers =
+      std::make_unique<NodeTimers>(*n.net, *n.rpc, n.stats.get(), n.pinger.get(), n.health.get());
   serve_ping(*n.rpc, static_cast<size_t>(cfg.max_bulk()));
   if (Status s = n.net->start(); !s.ok()) return s;
   n.timers->start(std::chrono::milliseconds(100));

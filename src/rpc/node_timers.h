@@ -1,7 +1,8 @@
 // NodeTimers: the one periodic driver of a node's deadlines. Each round calls, separately
 // and in this order: Net::expire (transmit deadlines), RpcEngine::expire (RPC deadlines
 // and remote timeouts), RpcStats::tick (the statistics of every second passed),
-// RecoveryPinger::run (recovery pings due) and log_held_lines (counts of repeated log lines
+// RecoveryPinger::run (recovery pings due), HealthMonitor::run (slowness, once a second)
+// and log_held_lines (counts of repeated log lines
 // held back). None of them drives another.
 // Threads: tick() from one thread at a time (the driver's own once started); start() and
 // stop() from the owner's thread. The parts must outlive the driver's thread (stop() it
@@ -13,6 +14,7 @@
 #include "base/log.h"
 #include "base/periodic.h"
 #include "net/net.h"
+#include "rpc/health_monitor.h"
 #include "rpc/recovery_pinger.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
@@ -21,9 +23,10 @@ namespace pfsnet {
 
 class NodeTimers {
  public:
-  // `stats` and `pinger` may be null (nothing of theirs runs).
-  NodeTimers(Net& net, RpcEngine& rpc, RpcStats* stats, RecoveryPinger* pinger)
-      : net_(net), rpc_(rpc), stats_(stats), pinger_(pinger) {}
+  // `stats`, `pinger` and `health` may be null (nothing of theirs runs).
+  NodeTimers(Net& net, RpcEngine& rpc, RpcStats* stats, RecoveryPinger* pinger,
+             HealthMonitor* health = nullptr)
+      : net_(net), rpc_(rpc), stats_(stats), pinger_(pinger), health_(health) {}
   ~NodeTimers() { stop(); }
 
   // One round at `now`. Returns how many RPCs the RPC expiry failed or resent.
@@ -32,6 +35,7 @@ class NodeTimers {
     size_t n = rpc_.expire(now);
     if (stats_) stats_->tick();
     if (pinger_) pinger_->run(now);
+    if (health_) health_->run(now);
     log_held_lines();
     return n;
   }
@@ -46,6 +50,7 @@ class NodeTimers {
   RpcEngine& rpc_;
   RpcStats* stats_;
   RecoveryPinger* pinger_;
+  HealthMonitor* health_;
   Periodic ticker_;
 };
 

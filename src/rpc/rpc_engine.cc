@@ -362,13 +362,14 @@ void RpcEngine::resolve_error(const CallPtr& c, const Status& s) {
 void RpcEngine::complete(const CallPtr& c) {
   if (c->delivered.exchange(true)) return;
   RpcTimes& t = c->reply.times;
-  uint64_t sent_on;
+  uint64_t sent_on, sent_to;
   bool received_verbs;
   {
     MutexLock lk(mu_);
     t.write_start = c->tx_times.write_start;
     t.write_done = c->tx_times.write_done;
     sent_on = c->tx_times.local_nid;
+    sent_to = c->tx_times.peer_nid;
     received_verbs = c->reply_verbs;
   }
   if (c->reply.status.ok()) {
@@ -386,6 +387,9 @@ void RpcEngine::complete(const CallPtr& c) {
     r.receive_ns = (t.reply_complete - t.reply_first_byte).count();
     r.latency_ns = c->reply.latency().count();
     r.node = c->dst.pack();
+    r.local_ni = sent_on;
+    r.peer_ni = sent_to;
+    r.exec_ns = c->reply.exec_time.count();
     r.bytes_sent = static_cast<uint32_t>(c->reply.bytes_sent);
     r.bytes_received = static_cast<uint32_t>(c->reply.bytes_received);
     // By the kinds of the two paths: a peer with tcp and o2ib NIs may answer on the other.

@@ -19,6 +19,10 @@ struct RawStatRecord {
   int64_t receive_ns = 0;
   int64_t latency_ns = 0;  // round trip - server execution time
   uint64_t node = 0;       // target node (an opaque key: the packed NID)
+  // The path the request took (packed NIDs; 0 = unknown) and the server's execution time
+  // from the reply: what health's slowness judgement takes per path.
+  uint64_t local_ni = 0, peer_ni = 0;
+  int64_t exec_ns = 0;
   uint32_t bytes_sent = 0;
   uint32_t bytes_received = 0;
   bool sent_verbs = false;

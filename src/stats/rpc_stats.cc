@@ -136,6 +136,23 @@ void RpcStats::add_record(const RawStatRecord& r) {
         r.latency_ns);
   size_t i = size_range(rpc_size(r.bytes_sent, r.bytes_received), cfg_.maxBlockSize);
   get(sizes_[i]).add(r.latency_ns);
+  if (r.peer_ni != 0 && r.bytes_sent <= kSmallRpcBytes && r.bytes_received <= kSmallRpcBytes) {
+    PathLatency& p = path_latency_[{r.local_ni, r.peer_ni}];
+    p.local_ni = r.local_ni;
+    p.peer_ni = r.peer_ni;
+    ++p.count;
+    p.latency_ms += static_cast<double>(r.latency_ns) / 1e6;
+    p.exec_ms += static_cast<double>(r.exec_ns) / 1e6;
+  }
+}
+
+std::vector<RpcStats::PathLatency> RpcStats::take_path_latency() {
+  MutexLock lk(mu_);
+  std::vector<PathLatency> v;
+  v.reserve(path_latency_.size());
+  for (auto& [k, p] : path_latency_) v.push_back(p);
+  path_latency_.clear();
+  return v;
 }
 
 void RpcStats::process_locked() {

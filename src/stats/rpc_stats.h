@@ -63,6 +63,17 @@ class RpcStats {
   // extended or cut to 2 x maxBlockSize.
   void set_config(const StatsConfig& cfg);
 
+  // Small RPCs per path, for health's slowness judgement: RPCs of at most kSmallRpcBytes
+  // each way, whose latency is the path's round trip rather than its transfer time. Summed
+  // over the records processed since the last call, which takes them.
+  static constexpr uint64_t kSmallRpcBytes = 4096;
+  struct PathLatency {
+    uint64_t local_ni = 0, peer_ni = 0;  // packed NIDs
+    uint64_t count = 0;
+    double latency_ms = 0, exec_ms = 0;  // sums
+  };
+  std::vector<PathLatency> take_path_latency();
+
   uint64_t dropped_stat() const;
   uint64_t dropped_exec() const;
   size_t memory_bytes() const;
@@ -104,6 +115,9 @@ class RpcStats {
   std::unordered_map<uint64_t, NodeStats> nodes_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Aggregate>> sizes_ GUARDED_BY(mu_);
   std::map<uint32_t, std::unique_ptr<Aggregate>> messages_ GUARDED_BY(mu_);
+  // Keyed by (local NI, peer NI); bounded by the paths that carried small RPCs between two
+  // take_path_latency() calls (a taker that stops leaves at most one entry per path).
+  std::map<std::pair<uint64_t, uint64_t>, PathLatency> path_latency_ GUARDED_BY(mu_);
 
   TimePoint next_second_ GUARDED_BY(mu_);
   int64_t second_start_ GUARDED_BY(mu_) = 0;  // unix seconds of the second being filled

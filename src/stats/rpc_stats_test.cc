@@ -342,6 +342,36 @@ TEST_F(RpcStatsTest, GoneNodesAreFreedAfterTheDayRing) {
   EXPECT_EQ(s.node_count(), 0u);
 }
 
+TEST_F(RpcStatsTest, SmallRpcsAreSummedPerPathUntilTaken) {
+  RpcStats s(cfg_, clock_, false);
+  auto on = [](RawStatRecord r, uint64_t local, uint64_t peer, int64_t exec_us) {
+    r.local_ni = local;
+    r.peer_ni = peer;
+    r.exec_ns = exec_us * 1000;
+    return r;
+  };
+  s.record(on(rec(kNodeA, 200), 1, kNodeA, 10));
+  s.record(on(rec(kNodeA, 400), 1, kNodeA, 30));
+  s.record(on(rec(kNodeA, 900), 2, kNodeA, 0));
+  s.record(on(rec(kNodeA, 5000, 65536, 100), 1, kNodeA, 0));  // bulk: transfer time, left out
+  s.record(on(rec(kNodeA, 5000, 100, 4097), 1, kNodeA, 0));   // just above the bound each way
+  s.record(rec(kNodeB, 100));                                 // no path known: left out
+  EXPECT_TRUE(s.take_path_latency().empty());  // not processed before the second closes
+  clock_.advance(1s);
+  s.tick();
+  auto v = s.take_path_latency();
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].local_ni, 1u);
+  EXPECT_EQ(v[0].peer_ni, kNodeA);
+  EXPECT_EQ(v[0].count, 2u);
+  EXPECT_DOUBLE_EQ(v[0].latency_ms, 0.6);
+  EXPECT_DOUBLE_EQ(v[0].exec_ms, 0.04);
+  EXPECT_EQ(v[1].local_ni, 2u);
+  EXPECT_EQ(v[1].count, 1u);
+  EXPECT_DOUBLE_EQ(v[1].latency_ms, 0.9);
+  EXPECT_TRUE(s.take_path_latency().empty());  // taken
+}
+
 TEST(LogHistogramTest, BucketsAndQuantiles) {
   for (int64_t v : {0LL, 1LL, 7LL, 8LL, 15LL, 16LL, 17LL, 1000LL, 123456789LL, (1LL << 39) + 5}) {
     int i = LogHistogram::index(v);

@@ -1,0 +1,163 @@
+#include "net/slowness_board.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace pfsnet {
+
+namespace {
+
+bool network_cause(SlowCause c) { return c == SlowCause::kSlow || c == SlowCause::kLossy; }
+
+Nid nid_of(uint64_t packed) {
+  auto n = Nid::unpack(packed);
+  return n.ok() ? *n : Nid{};
+}
+
+}  // namespace
+
+std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>& paths,
+                                                  TimePoint now) {
+  // Per peer NI: this second's sums over its paths.
+  struct Sum {
+    uint64_t rpcs = 0, bytes = 0;
+    double latency_ms = 0, exec_ms = 0;
+  };
+  std::map<uint64_t, Sum> sums;
+  for (const PathFigures& f : paths) {
+    uint64_t peer = f.peer.pack();
+    PathState& ps = paths_[{f.local.pack(), peer}];
+    auto it = peers_.find(peer);
+    if (it == peers_.end())
+      it = peers_.emplace(peer, std::make_unique<PeerState>(opts_.tracker)).first;
+    PeerState& pe = *it->second;
+    Sum& s = sums[peer];
+    uint64_t moved = f.bytes >= ps.bytes ? f.bytes - ps.bytes : f.bytes;
+    ps.bytes = f.bytes;
+    if (moved > 0) {
+      ps.last_active = now;
+      ps.active_ever = true;
+    }
+    s.bytes += moved;
+    s.rpcs += f.rpcs;
+    s.latency_ms += f.latency_ms;
+    s.exec_ms += f.exec_ms;
+    if (f.tcp) {
+      // Totals never go down; the first reading is the start, not a delta.
+      if (ps.have_tcp && f.segs_out >= ps.segs_out && f.retrans >= ps.retrans) {
+        pe.segs_out += f.segs_out - ps.segs_out;
+        pe.retrans += f.retrans - ps.retrans;
+      }
+      ps.have_tcp = true;
+      ps.segs_out = f.segs_out;
+      ps.retrans = f.retrans;
+    }
+  }
+
+  // The peers' window latencies before this second, per network, for the comparison.
+  std::map<uint64_t, std::vector<std::pair<uint64_t, double>>> by_net;
+  for (const auto& [peer, pe] : peers_)
+    if (double w = pe->tracker.window_latency_ms(); w > 0) by_net[peer >> 32].push_back({peer, w});
+
+  std::vector<SlownessChange> out;
+  for (auto& [peer, pe] : peers_) {
+    SlownessSample smp;
+    auto it = sums.find(peer);
+    if (it != sums.end() && it->second.rpcs > 0 && it->second.bytes < opts_.quiet_bytes) {
+      const Sum& s = it->second;
+      smp.count = s.rpcs;
+      smp.latency_ms = s.latency_ms / static_cast<double>(s.rpcs);
+      smp.exec_ms = s.exec_ms / static_cast<double>(s.rpcs);
+    }
+    smp.segs_out = pe->segs_out;
+    smp.retrans = pe->retrans;
+    std::vector<double> others;
+    for (const auto& [p, w] : by_net[peer >> 32])
+      if (p != peer) others.push_back(w);
+    SlowCause was = pe->tracker.cause();
+    auto ch = pe->tracker.add(smp, now, lower_median(std::move(others)));
+    if (!ch) continue;
+    SlownessChange c;
+    c.nid = nid_of(peer);
+    c.cause = ch->degraded ? ch->cause : SlowCause::kNone;
+    c.was = was;
+    c.evidence = ch->evidence.text();
+    out.push_back(std::move(c));
+  }
+  for (SlownessChange& c : local_changes(now)) out.push_back(std::move(c));
+  return out;
+}
+
+std::vector<SlownessChange> SlownessBoard::local_changes(TimePoint now) {
+  // Per local NI: the peer NIs it reached in the last window, and those degraded for a
+  // network cause.
+  Duration window = std::chrono::seconds(opts_.tracker.window);
+  struct Count {
+    std::set<uint64_t> reached, degraded;
+    std::map<SlowCause, int> causes;
+  };
+  std::map<uint64_t, Count> counts;
+  for (const auto& [key, ps] : paths_) {
+    auto [local, peer] = key;
+    Count& c = counts[local];
+    const SlownessTracker& t = peers_.at(peer)->tracker;
+    bool bad = t.degraded() && network_cause(t.cause());
+    if (!bad && !(ps.active_ever && now - ps.last_active <= window)) continue;
+    c.reached.insert(peer);
+    if (bad && c.degraded.insert(peer).second) ++c.causes[t.cause()];
+  }
+  std::vector<SlownessChange> out;
+  for (auto& [local, c] : counts) {
+    SlowCause now_cause = SlowCause::kNone;
+    if (c.degraded.size() >= 2 && 2 * c.degraded.size() > c.reached.size())
+      now_cause = std::max_element(c.causes.begin(), c.causes.end(), [](auto& a, auto& b) {
+                    return a.second < b.second;
+                  })->first;
+    SlowCause was = locals_.count(local) ? locals_[local] : SlowCause::kNone;
+    if (now_cause == was) continue;
+    if (now_cause == SlowCause::kNone)
+      locals_.erase(local);
+    else
+      locals_[local] = now_cause;
+    SlownessChange ch;
+    ch.nid = nid_of(local);
+    ch.local = true;
+    ch.cause = now_cause;
+    ch.was = was;
+    std::string names;
+    for (uint64_t p : c.degraded) names += (names.empty() ? "" : ", ") + nid_of(p).to_string();
+    ch.evidence =
+        fmt::format("{} of the {} peer NIs reached through it are degraded{}{}", c.degraded.size(),
+                    c.reached.size(), names.empty() ? "" : ": ", names);
+    out.push_back(std::move(ch));
+  }
+  return out;
+}
+
+bool SlownessBoard::wants_tcp(const Nid& local, const Nid& peer, uint64_t bytes) const {
+  auto it = paths_.find({local.pack(), peer.pack()});
+  if (it == paths_.end() || it->second.bytes != bytes) return true;
+  const SlownessTracker* t = tracker(peer);
+  return t && t->degraded();
+}
+
+std::vector<Nid> SlownessBoard::degraded_peers() const {
+  std::vector<Nid> v;
+  for (const auto& [peer, pe] : peers_)
+    if (pe->tracker.degraded()) v.push_back(nid_of(peer));
+  return v;
+}
+
+const SlownessTracker* SlownessBoard::tracker(const Nid& peer) const {
+  auto it = peers_.find(peer.pack());
+  return it == peers_.end() ? nullptr : &it->second->tracker;
+}
+
+SlowCause SlownessBoard::local_cause(const Nid& local) const {
+  auto it = locals_.find(local.pack());
+  return it == locals_.end() ? SlowCause::kNone : it->second;
+}
+
+}  // namespace pfsnet

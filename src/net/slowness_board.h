@@ -1,0 +1,102 @@
+// SlownessBoard: health that sees slowness, for a whole node (net/slowness.h judges one
+// subject). Once a second the caller hands it every path's figures -- the second's small
+// RPCs (RpcStats::take_path_latency: latency, server execution), the path's bytes and the
+// kernel's TCP totals -- and it keeps a SlownessTracker per peer NI:
+//
+//   peer NI   the sum over its paths: latency and execution averaged over the second's
+//             small RPCs, TCP segments sent and retransmitted summed. Latency and execution
+//             count only in a second in which the peer NI moved less than `quiet_bytes`:
+//             behind the node's own bulk a small RPC waits in the socket, which is load,
+//             not a slow link (a link too slow to carry quiet_bytes a second is judged
+//             whatever its load). Its peers, for the comparison: the other peer NIs of its
+//             network with a window of their own.
+//   local NI  degraded when at least two of the peer NIs it reached in the last window are
+//             degraded for a network cause (SLOW, LOSSY) and they are more than half of
+//             them: a fault near this node shows at every peer, one at a peer only there.
+//             It takes the cause most of them have.
+//   SERVER    a fact about the peer node, not about the path: reported like the others;
+//             the caller gives it no penalty (another rail would not be faster).
+//
+// Pure logic on the figures and times the caller passes: no clock, no Net. Memory: one
+// tracker (about 1 KiB) and a few counters per peer NI and path that ever had figures.
+// Threads: none; the owner serialises calls.
+#pragma once
+
+#include <pfsnet/clock.h>
+#include <pfsnet/nid.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/slowness.h"
+
+namespace pfsnet {
+
+struct SlownessBoardOptions {
+  SlownessOptions tracker;
+  uint64_t quiet_bytes = 1 << 20;  // per second
+};
+
+// One path's figures at one second.
+struct PathFigures {
+  Nid local, peer;
+  uint64_t rpcs = 0;                   // small RPCs completed this second
+  double latency_ms = 0, exec_ms = 0;  // their sums
+  uint64_t bytes = 0;                  // sent and received, since the path was created
+  bool tcp = false;                    // the TCP totals were read this second
+  uint64_t segs_out = 0, retrans = 0;  // TCP totals (never going down)
+};
+
+struct SlownessChange {
+  Nid nid;
+  bool local = false;                  // a local NI (else a peer NI)
+  SlowCause cause = SlowCause::kNone;  // kNone: healthy again
+  SlowCause was = SlowCause::kNone;    // the cause before
+  std::string evidence;
+};
+
+class SlownessBoard {
+ public:
+  explicit SlownessBoard(SlownessBoardOptions o = {}) : opts_(o) {}
+
+  // One second at `now`: the paths' figures (a path missing this second counts as idle).
+  // Returns what changed, local NIs after peer NIs.
+  std::vector<SlownessChange> second(const std::vector<PathFigures>& paths, TimePoint now);
+
+  // Whether the path's TCP totals are worth a system call this second: it moved bytes since
+  // the board last saw it, or its peer NI is degraded.
+  bool wants_tcp(const Nid& local, const Nid& peer, uint64_t bytes) const;
+
+  // Peer NIs now degraded (the caller probes them: an avoided NI carries no traffic, and
+  // without traffic it cannot recover).
+  std::vector<Nid> degraded_peers() const;
+  // A peer NI's tracker (null when it never had figures).
+  const SlownessTracker* tracker(const Nid& peer) const;
+  // A local NI's cause (kNone: not degraded).
+  SlowCause local_cause(const Nid& local) const;
+
+ private:
+  struct PathState {
+    uint64_t bytes = 0;
+    bool have_tcp = false;
+    uint64_t segs_out = 0, retrans = 0;
+    TimePoint last_active{};  // bytes moved
+    bool active_ever = false;
+  };
+  struct PeerState {
+    SlownessTracker tracker;
+    uint64_t segs_out = 0, retrans = 0;  // summed deltas of its paths: never going down
+    explicit PeerState(const SlownessOptions& o) : tracker(o) {}
+  };
+  std::vector<SlownessChange> local_changes(TimePoint now);
+
+  SlownessBoardOptions opts_;
+  std::map<std::pair<uint64_t, uint64_t>, PathState> paths_;  // (local, peer) packed
+  std::map<uint64_t, std::unique_ptr<PeerState>> peers_;      // packed peer NID
+  std::map<uint64_t, SlowCause> locals_;                      // degraded local NIs
+};
+
+}  // namespace pfsnet

@@ -1,0 +1,173 @@
+#include "net/slowness_board.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+namespace pfsnet {
+namespace {
+
+using namespace std::chrono_literals;
+
+Nid nid(const char* s) { return *Nid::parse(s); }
+
+// Drives a board one second at a time with figures per path, on a manual clock.
+struct Drive {
+  SlownessBoard board;
+  ManualClock clock;
+  int second = 0;
+  std::vector<std::pair<int, SlownessChange>> changes;
+  // Cumulative figures per path.
+  struct Path {
+    Nid local, peer;
+    uint64_t bytes = 0, segs = 0, retrans = 0;
+  };
+  std::vector<Path> paths;
+
+  size_t add(const char* local, const char* peer) {
+    paths.push_back({nid(local), nid(peer)});
+    return paths.size() - 1;
+  }
+  // One second: per path (index -> (latency ms, bytes moved, segments, loss)).
+  struct Second {
+    double latency_ms = 0.2;
+    uint64_t rpcs = 10, bytes = 10000, segs = 500;
+    double loss = 0;
+  };
+  void run(int n, const std::map<size_t, Second>& special = {}) {
+    for (int i = 0; i < n; ++i) {
+      std::vector<PathFigures> v;
+      for (size_t k = 0; k < paths.size(); ++k) {
+        auto it = special.find(k);
+        Second s = it == special.end() ? Second{} : it->second;
+        Path& p = paths[k];
+        p.bytes += s.bytes;
+        p.segs += s.segs;
+        p.retrans += static_cast<uint64_t>(double(s.segs) * s.loss);
+        PathFigures f;
+        f.local = p.local;
+        f.peer = p.peer;
+        f.rpcs = s.rpcs;
+        f.latency_ms = s.latency_ms * double(s.rpcs);
+        f.exec_ms = 0.05 * double(s.rpcs);
+        f.bytes = p.bytes;
+        f.tcp = true;
+        f.segs_out = p.segs;
+        f.retrans = p.retrans;
+        v.push_back(f);
+      }
+      clock.advance(1s);
+      ++second;
+      for (auto& c : board.second(v, clock.now())) changes.emplace_back(second, c);
+    }
+  }
+  bool degraded(const char* peer) {
+    auto* t = board.tracker(nid(peer));
+    return t && t->degraded();
+  }
+};
+
+TEST(SlownessBoardTest, OneLossyPeerIsThePeersFaultNotTheLocalNis) {
+  Drive d;
+  d.add("198.18.0.1@tcp", "198.18.0.2@tcp");
+  size_t lossy = d.add("198.18.0.1@tcp", "198.18.0.3@tcp");
+  d.add("198.18.0.1@tcp", "198.18.0.4@tcp");
+  d.run(60);
+  EXPECT_TRUE(d.changes.empty());
+  d.run(15, {{lossy, {.loss = 0.05}}});
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.changes[0].second.nid, nid("198.18.0.3@tcp"));
+  EXPECT_FALSE(d.changes[0].second.local);
+  EXPECT_EQ(d.changes[0].second.cause, SlowCause::kLossy);
+  EXPECT_NE(d.changes[0].second.evidence.find("TCP retransmitted"), std::string::npos);
+  EXPECT_EQ(d.board.local_cause(nid("198.18.0.1@tcp")), SlowCause::kNone);
+  EXPECT_EQ(d.board.degraded_peers(), std::vector<Nid>{nid("198.18.0.3@tcp")});
+  d.run(30);
+  ASSERT_EQ(d.changes.size(), 2u);
+  EXPECT_EQ(d.changes[1].second.cause, SlowCause::kNone);
+  EXPECT_EQ(d.changes[1].second.was, SlowCause::kLossy);
+  EXPECT_TRUE(d.board.degraded_peers().empty());
+}
+
+TEST(SlownessBoardTest, AFaultAtMostPeersOfALocalNiIsTheLocalNis) {
+  Drive d;
+  size_t a = d.add("198.18.0.1@tcp", "198.18.0.2@tcp");
+  size_t b = d.add("198.18.0.1@tcp", "198.18.0.3@tcp");
+  d.add("198.18.0.1@tcp", "198.18.0.4@tcp");
+  d.add("198.18.1.1@tcp1", "198.18.1.2@tcp1");  // another rail, clean
+  d.run(60);
+  d.run(15, {{a, {.loss = 0.05}}, {b, {.loss = 0.05}}});
+  EXPECT_TRUE(d.degraded("198.18.0.2@tcp"));
+  EXPECT_TRUE(d.degraded("198.18.0.3@tcp"));
+  EXPECT_EQ(d.board.local_cause(nid("198.18.0.1@tcp")), SlowCause::kLossy);
+  EXPECT_EQ(d.board.local_cause(nid("198.18.1.1@tcp1")), SlowCause::kNone);
+  const SlownessChange& local = d.changes.back().second;
+  EXPECT_TRUE(local.local);
+  EXPECT_EQ(local.nid, nid("198.18.0.1@tcp"));
+  EXPECT_EQ(local.evidence,
+            "2 of the 3 peer NIs reached through it are degraded: 198.18.0.2@tcp, 198.18.0.3@tcp");
+  d.run(30);
+  EXPECT_EQ(d.board.local_cause(nid("198.18.0.1@tcp")), SlowCause::kNone);
+  bool cleared = std::any_of(d.changes.begin(), d.changes.end(), [](const auto& c) {
+    return c.second.local && c.second.cause == SlowCause::kNone &&
+           c.second.was == SlowCause::kLossy;
+  });
+  EXPECT_TRUE(cleared);
+}
+
+TEST(SlownessBoardTest, LatencyBehindTheNodesOwnBulkIsLoadNotSlowness) {
+  Drive d;
+  size_t p = d.add("198.18.0.1@tcp", "198.18.0.2@tcp");
+  d.run(60);
+  // 50 MB a second with small RPCs queued behind it at 5 ms: busy, not slow.
+  d.run(30, {{p, {.latency_ms = 5.0, .bytes = 50'000'000}}});
+  EXPECT_TRUE(d.changes.empty());
+  // The same latency while the link carries 100 KB a second: slow.
+  d.run(15, {{p, {.latency_ms = 5.0, .bytes = 100'000}}});
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.changes[0].second.cause, SlowCause::kSlow);
+}
+
+TEST(SlownessBoardTest, APeerSlowFromTheStartIsComparedWithItsNetworkOnly) {
+  Drive d;
+  d.add("198.18.0.1@tcp", "198.18.0.2@tcp");
+  d.add("198.18.0.1@tcp", "198.18.0.3@tcp");
+  size_t slow = d.add("198.18.0.1@tcp", "198.18.0.4@tcp");
+  size_t far = d.add("198.18.1.1@tcp1", "198.18.1.2@tcp1");  // alone on its network
+  d.run(30, {{slow, {.latency_ms = 6.0}}, {far, {.latency_ms = 6.0}}});
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.changes[0].second.nid, nid("198.18.0.4@tcp"));
+  EXPECT_EQ(d.changes[0].second.cause, SlowCause::kSlow);
+  EXPECT_FALSE(d.degraded("198.18.1.2@tcp1"));
+}
+
+TEST(SlownessBoardTest, SecondsWithoutTcpFiguresAddNothingAndTotalsThatRestartAreSkipped) {
+  SlownessBoard b;
+  ManualClock clock;
+  PathFigures f;
+  f.local = nid("198.18.0.1@tcp");
+  f.peer = nid("198.18.0.2@tcp");
+  // The first reading is where counting starts: a path that retransmitted much before the
+  // board existed is not lossy for it.
+  f.tcp = true;
+  f.segs_out = 100000;
+  f.retrans = 50000;
+  for (int i = 0; i < 30; ++i) {
+    clock.advance(1s);
+    if (i % 3 == 0) {  // read every third second only
+      f.tcp = true;
+      f.segs_out += 3000;
+    } else {
+      f.tcp = false;
+    }
+    EXPECT_TRUE(b.second({f}, clock.now()).empty()) << i;
+  }
+  const SlownessTracker* t = b.tracker(f.peer);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->evidence().retrans, 0u);
+  EXPECT_GT(t->evidence().segs, 0u);
+}
+
+}  // namespace
+}  // namespace pfsnet

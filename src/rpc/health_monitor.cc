@@ -1,0 +1,116 @@
+#include "rpc/health_monitor.h"
+
+#include <pfsnet/msg_types.h>
+
+#include <map>
+
+#include "base/log.h"
+#include "rpc/ping.h"
+
+namespace pfsnet {
+
+namespace {
+constexpr size_t kProbeBulk = 64 * 1024;
+}  // namespace
+
+HealthMonitorOptions HealthMonitorOptions::from(const Config& cfg) {
+  HealthMonitorOptions o;
+  o.enabled = cfg.health.slowness;
+  o.board.tracker.factor = cfg.health.slow_factor;
+  o.board.tracker.min_excess = std::chrono::duration_cast<Duration>(
+      std::chrono::duration<double, std::milli>(cfg.health.slow_min_excess_ms));
+  o.board.tracker.loss_ratio = cfg.health.loss_ratio;
+  o.board.quiet_bytes = static_cast<uint64_t>(cfg.health.quiet_bytes);
+  o.penalty = static_cast<int>(cfg.health.degraded_penalty);
+  RpcOptions ro = RpcOptions::from(cfg);
+  o.probe_timeout = ro.default_timeout / (ro.retry_count + 1);
+  return o;
+}
+
+HealthMonitor::HealthMonitor(Net& net, RpcEngine& rpc, RpcStats* stats, HealthMonitorOptions o)
+    : net_(net),
+      rpc_(rpc),
+      stats_(stats),
+      opts_(o),
+      board_(o.board),
+      probe_bulk_(std::make_shared<const Buffer>(make_ping_pattern(kProbeBulk))) {}
+
+void HealthMonitor::run(TimePoint now) {
+  if (!opts_.enabled) return;
+  if (!started_) {
+    started_ = true;
+    next_ = now + std::chrono::seconds(1);
+    return;
+  }
+  if (now < next_) return;
+  next_ += std::chrono::seconds(1);
+  if (next_ <= now) next_ = now + std::chrono::seconds(1);  // fell behind: no catching up
+  second(now);
+}
+
+void HealthMonitor::second(TimePoint now) {
+  std::map<std::pair<uint64_t, uint64_t>, RpcStats::PathLatency> lat;
+  if (stats_)
+    for (const RpcStats::PathLatency& p : stats_->take_path_latency())
+      lat[{p.local_ni, p.peer_ni}] = p;
+  std::vector<PathSample> samples = net_.path_samples(
+      [&](const PathSample& s) { return board_.wants_tcp(s.local, s.peer, s.bytes); });
+  std::vector<PathFigures> figs;
+  figs.reserve(samples.size());
+  for (const PathSample& s : samples) {
+    PathFigures f;
+    f.local = s.local;
+    f.peer = s.peer;
+    f.bytes = s.bytes;
+    f.tcp = s.tcp;
+    f.segs_out = s.tcp_total.segs_out;
+    f.retrans = s.tcp_total.retrans;
+    if (auto it = lat.find({s.local.pack(), s.peer.pack()}); it != lat.end()) {
+      f.rpcs = it->second.count;
+      f.latency_ms = it->second.latency_ms;
+      f.exec_ms = it->second.exec_ms;
+    }
+    figs.push_back(f);
+  }
+  for (const SlownessChange& c : board_.second(figs, now)) {
+    const char* what = c.local ? "local NI" : "peer NI";
+    int penalty = c.cause == SlowCause::kSlow || c.cause == SlowCause::kLossy ? opts_.penalty : 0;
+    net_.set_degraded(c.nid, c.local, c.cause, penalty, c.evidence);
+    if (c.cause == SlowCause::kNone) {
+      PFS_LOG_INFO("{} {} is no longer degraded (was {}): {}", what, c.nid.to_string(),
+                   slow_cause_name(c.was), c.evidence);
+      continue;
+    }
+    degraded_[static_cast<size_t>(c.cause)].fetch_add(1);
+    PFS_LOG_WARN("{} {} is degraded ({}): {}{}", what, c.nid.to_string(), slow_cause_name(c.cause),
+                 c.evidence,
+                 penalty ? fmt::format("; selection takes {} off its health", penalty)
+                         : std::string("; the server, not the path: no penalty"));
+  }
+  for (const Nid& peer : board_.degraded_peers())
+    for (const PathSample& s : samples)
+      if (s.peer == peer) probe(s.local, s.peer);
+}
+
+void HealthMonitor::probe(const Nid& local, const Nid& peer) {
+  std::pair<uint64_t, uint64_t> key{local.pack(), peer.pack()};
+  {
+    MutexLock lk(mu_);
+    if (!probing_.insert(key).second) return;  // the last pair is still out
+  }
+  probes_.fetch_add(2);
+  CallOptions o;
+  o.timeout = opts_.probe_timeout;
+  o.via = std::make_pair(local, peer);
+  // Two probes; the second's end frees the path for the next pair.
+  auto left = std::make_shared<std::atomic<int>>(2);
+  auto done = [this, key, left](RpcReply&&) {
+    if (left->fetch_sub(1) != 1) return;
+    MutexLock lk(mu_);
+    probing_.erase(key);
+  };
+  rpc_.call_async(peer, kMsgPing, Buffer{}, nullptr, done, o);
+  rpc_.call_async(peer, kMsgPing, Buffer{}, probe_bulk_, done, o);
+}
+
+}  // namespace pfsnet

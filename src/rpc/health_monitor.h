@@ -1,0 +1,69 @@
+// HealthMonitor: the I/O shell of health that sees slowness (net/slowness_board.h is the
+// rule). Once a second it takes the small RPCs per path from the statistics, samples Net's
+// paths (the kernel's TCP totals only of paths that moved bytes or lead to a degraded peer
+// NI: a system call per connection), runs the board, and applies what changed:
+//   - Net::set_degraded: SLOW and LOSSY take `degraded_penalty` off the NI's health for
+//     selection; SERVER is shown with no penalty (another rail would not be faster);
+//   - a warning in the log when an NI is degraded, with the evidence; info when it recovers;
+//   - counters per cause (/metrics).
+// A degraded peer NI is avoided, so it carries no traffic by which to recover: each second
+// it is probed on every path to it with a small PING (latency) and a 64 KiB echo (segments
+// for the loss figure), at most one probe pair per path in flight.
+// Threads: run() from the timer driver's thread; counters from any thread. The monitor must
+// outlive the probes it sends (it is destroyed after the engine is shut down).
+#pragma once
+
+#include <pfsnet/config.h>
+
+#include <array>
+#include <atomic>
+#include <set>
+
+#include "base/mutex.h"
+#include "net/net.h"
+#include "net/slowness_board.h"
+#include "rpc/rpc_engine.h"
+#include "stats/rpc_stats.h"
+
+namespace pfsnet {
+
+struct HealthMonitorOptions {
+  bool enabled = true;
+  SlownessBoardOptions board;
+  int penalty = 500;
+  Duration probe_timeout = std::chrono::seconds(10);
+
+  static HealthMonitorOptions from(const Config& cfg);
+};
+
+class HealthMonitor {
+ public:
+  // `stats` may be null (no latency: loss only). All must outlive the monitor.
+  HealthMonitor(Net& net, RpcEngine& rpc, RpcStats* stats, HealthMonitorOptions o);
+
+  // At most once a second of `now` does anything.
+  void run(TimePoint now);
+
+  // Times an NI became degraded, per cause (index: SlowCause).
+  uint64_t degraded_total(SlowCause c) const { return degraded_[static_cast<size_t>(c)].load(); }
+  uint64_t probes_sent() const { return probes_.load(); }
+
+ private:
+  void second(TimePoint now);
+  void probe(const Nid& local, const Nid& peer);
+
+  Net& net_;
+  RpcEngine& rpc_;
+  RpcStats* stats_;
+  HealthMonitorOptions opts_;
+  SlownessBoard board_;  // run()'s thread only
+  TimePoint next_{};
+  bool started_ = false;
+  BulkData probe_bulk_;
+  std::array<std::atomic<uint64_t>, 4> degraded_{};
+  std::atomic<uint64_t> probes_{0};
+  Mutex mu_;
+  std::set<std::pair<uint64_t, uint64_t>> probing_ GUARDED_BY(mu_);  // paths with probes out
+};
+
+}  // namespace pfsnet
