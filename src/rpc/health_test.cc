@@ -3,6 +3,7 @@
 // schedule, fault rules, and the errors a caller gets when every attempt fails.
 #include <gtest/gtest.h>
 
+#include "rpc/health_monitor.h"
 #include "rpc/node_timers.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
@@ -283,6 +284,70 @@ TEST_F(HealthTest, FaultRulesDropByRateAndIntervalDelayAndReportTheirKind) {
   EXPECT_TRUE(late.got[0].status.ok());
   EXPECT_GE(late.got[0].times.reply_complete - late.got[0].times.submit, 500ms);
   EXPECT_GE(late.got[0].channel_wait(), 500ms);  // held before it was written
+}
+
+// Health that sees slowness, exact on the manual clock: the server answers in 20 ms on
+// both rails, then rail 1's replies take 200 ms (a delay rule on the server's side, after
+// its execution: the client sees latency, not execution). The client's monitor calls that
+// peer NI SLOW, selection leaves it, the probes keep measuring it, and once the delay is
+// gone it is healthy again.
+TEST_F(HealthTest, ASlowRailIsDegradedLeftAndTakenBackWhenFastAgain) {
+  HealthMonitorOptions o;
+  o.probe_timeout = 1s;
+  HealthMonitor monitor(client_.net, client_.rpc, &stats_, o);
+  struct Shutdown {  // probes' callbacks use the monitor: the engine ends them first
+    RpcEngine& rpc;
+    ~Shutdown() { rpc.shutdown(); }
+  } shutdown{client_.rpc};
+  FaultRule base;
+  base.action = FaultRule::Action::kDelay;
+  base.rate = 1;
+  base.latency = 20ms;
+  server_.net.add_fault(base);
+  Replies got;
+  // `seconds` of 10 pings a second to the server (selection picks the rail), in 10 ms steps.
+  auto run = [&](int seconds) {
+    for (int step = 0; step < seconds * 100; ++step) {
+      if (step % 10 == 0) client_.rpc.call_async(b1_, kMsgPing, Buffer(), nullptr, got.cb());
+      clock_.advance(10ms);
+      client_.timers.tick(clock_.now());
+      server_.timers.tick(clock_.now());
+      stats_.tick();
+      monitor.run(clock_.now());
+      hub_.pump();
+    }
+  };
+  auto peer = [&](const Nid& n) { return find(client_.net.peers(), n); };
+  run(60);
+  EXPECT_EQ(peer(b1_).degraded, "");
+  EXPECT_EQ(peer(b2_).degraded, "");
+  FaultRule slow = base;
+  slow.dst = a1_;  // the replies to rail 1
+  slow.latency = 200ms;
+  uint64_t slow_id = server_.net.add_fault(slow);
+  run(15);
+  NiInfo b1 = peer(b1_);
+  ASSERT_EQ(b1.degraded, "SLOW") << b1.degraded_evidence;
+  EXPECT_EQ(b1.degraded_penalty, 500);
+  EXPECT_EQ(b1.health, kMaxHealth);  // no error: LNet health alone would never see it
+  EXPECT_EQ(b1.degraded_evidence, "latency 200.000 ms (baseline 20.000 ms, x10.0), over 10 s");
+  EXPECT_EQ(peer(b2_).degraded, "");
+  EXPECT_EQ(monitor.degraded_total(SlowCause::kSlow), 1u);
+  // Selection leaves it: rail 1 carries the probes (a pair a second) and nothing else.
+  uint64_t r1 = find(server_.net.nis(), b1_).recv_count;
+  uint64_t r2 = find(server_.net.nis(), b2_).recv_count;
+  run(10);
+  uint64_t d1 = find(server_.net.nis(), b1_).recv_count - r1;
+  uint64_t d2 = find(server_.net.nis(), b2_).recv_count - r2;
+  EXPECT_GE(d2, 95u);
+  EXPECT_LE(d1, 22u) << "rail 1 " << d1 << ", rail 2 " << d2;
+  EXPECT_GT(monitor.probes_sent(), 0u);
+  // Fast again: the probes' latency brings it back after the damping.
+  ASSERT_TRUE(server_.net.del_fault(slow_id));
+  run(30);
+  EXPECT_EQ(peer(b1_).degraded, "");
+  EXPECT_EQ(peer(b1_).degraded_penalty, 0);
+  EXPECT_EQ(got.ok(), got.got.size());  // slow is not failed: every ping was answered
 }
 
 TEST_F(HealthTest, IntervalRuleDropsTheFirstMatchInEachInterval) {
