@@ -102,6 +102,17 @@ class TwoRails {
     if (rc != 0) std::fprintf(stderr, "nft failed (%d): %s\n", rc, out.c_str());
     return rc == 0;
   }
+  // nftables drops `percent` % of the client's packets on `rail` as the server receives
+  // them (table pfsloss; `nft(1, "delete table inet pfsloss\n")` ends it). On the server's
+  // input: a drop on the sender's own output would be a local error TCP retries without
+  // counting, not a loss on the wire.
+  bool lose(int rail, int percent) {
+    return nft(1,
+               "table inet pfsloss {\n chain in {\n  type filter hook input priority 0; "
+               "policy accept;\n  ip saddr " +
+                   addr(0, rail) + " numgen random mod 100 < " + std::to_string(percent) +
+                   " drop\n }\n}\n");
+  }
   bool link(int side, int rail, bool up) {
     return ip({"-n", ns_[side], "link", "set", if_[side][rail], up ? "up" : "down"});
   }
@@ -331,12 +342,7 @@ TEST(NetnsTest, TcpInfoShowsTheRetransmitsOfALossyRail) {
   if (!net.skip().empty()) GTEST_SKIP() << net.skip();
   ASSERT_TRUE(net.ok());
   if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
-  // On the server's input: a drop on the sender's own output would be a local error TCP
-  // retries without counting, not a loss on the wire.
-  ASSERT_TRUE(net.nft(1,
-                      "table inet pfsloss {\n chain in {\n  type filter hook input priority "
-                      "0; policy accept;\n  ip saddr " +
-                          TwoRails::addr(0, 0) + " numgen random mod 100 < 5 drop\n }\n}\n"));
+  ASSERT_TRUE(net.lose(0, 5));
   for (int rail = 0; rail < 2; ++rail) {
     auto load = std::make_unique<Process>(std::vector<std::string>{
         PFSNET_BIN, "--socket", net.socket(0), "ping", net.nid(1, rail), "--count", "200", "--size",
@@ -378,10 +384,7 @@ TEST(NetnsTest, ALossyRailIsCalledDegradedLeftAndTakenBackWhenClean) {
   if (!net.skip().empty()) GTEST_SKIP() << net.skip();
   ASSERT_TRUE(net.ok());
   if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
-  ASSERT_TRUE(net.nft(1,
-                      "table inet pfsloss {\n chain in {\n  type filter hook input priority "
-                      "0; policy accept;\n  ip saddr " +
-                          TwoRails::addr(0, 0) + " numgen random mod 100 < 5 drop\n }\n}\n"));
+  ASSERT_TRUE(net.lose(0, 5));
   // ~40 s of 64 KiB echoes to the server, on whichever rail selection picks.
   auto load = std::make_unique<Process>(std::vector<std::string>{
       PFSNET_BIN, "--socket", net.socket(0), "ping", net.nid(1, 0), "--count", "8000", "--size",

@@ -216,10 +216,11 @@ class Net final : public TransportEvents {
   // the views. Returns false for an unknown NID.
   bool set_degraded(const Nid& nid, bool local, SlowCause cause, int penalty,
                     const std::string& evidence);
-  // Every path with its bytes; the TCP totals (a system call per connection) of those for
-  // which `want_tcp` says so, given the sample with its bytes.
+  // The paths `want` picks (given each one's NIs and bytes): kSkip leaves it out, kBytes
+  // samples its bytes, kTcp its TCP totals too (a system call per connection).
+  enum class PathWant { kSkip, kBytes, kTcp };
   std::vector<PathSample> path_samples(
-      const std::function<bool(const PathSample&)>& want_tcp) const;
+      const std::function<PathWant(const Nid& local, const Nid& peer, uint64_t bytes)>& want) const;
 
   // NIs whose recovery ping is due at `now`; each is scheduled for its next one.
   std::vector<RecoveryTarget> recovery_due(TimePoint now);

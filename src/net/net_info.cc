@@ -132,15 +132,18 @@ std::vector<NiInfo> Net::peers(bool kernel_tcp) const {
 }
 
 std::vector<PathSample> Net::path_samples(
-    const std::function<bool(const PathSample&)>& want_tcp) const {
+    const std::function<PathWant(const Nid& local, const Nid& peer, uint64_t bytes)>& want) const {
   std::vector<PathSample> v;
   for (Path* p : table_->all_paths()) {
+    uint64_t bytes = p->send_bytes.load(std::memory_order_relaxed) +
+                     p->recv_bytes.load(std::memory_order_relaxed);
+    PathWant w = want(p->ni->nid, p->pni->nid, bytes);
+    if (w == PathWant::kSkip) continue;
     PathSample s;
     s.local = p->ni->nid;
     s.peer = p->pni->nid;
-    s.bytes = p->send_bytes.load(std::memory_order_relaxed) +
-              p->recv_bytes.load(std::memory_order_relaxed);
-    if (want_tcp(s)) {
+    s.bytes = bytes;
+    if (w == PathWant::kTcp) {
       std::vector<ConnectionPtr> conns;
       TcpTotals closed;
       {

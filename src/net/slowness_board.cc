@@ -56,29 +56,27 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
     }
   }
 
-  // The peers' window latencies before this second, per network, for the comparison.
-  std::map<uint64_t, std::vector<std::pair<uint64_t, double>>> by_net;
-  for (const auto& [peer, pe] : peers_)
-    if (double w = pe->tracker.window_latency_ms(); w > 0) by_net[peer >> 32].push_back({peer, w});
-
+  update_medians(now);
   std::vector<SlownessChange> out;
-  for (auto& [peer, pe] : peers_) {
+  for (auto& [peer, sum] : sums) {
+    PeerState& pe = *peers_.at(peer);
     SlownessSample smp;
-    auto it = sums.find(peer);
-    if (it != sums.end() && it->second.rpcs > 0 && it->second.bytes < opts_.quiet_bytes) {
-      const Sum& s = it->second;
-      smp.count = s.rpcs;
-      smp.latency_ms = s.latency_ms / static_cast<double>(s.rpcs);
-      smp.exec_ms = s.exec_ms / static_cast<double>(s.rpcs);
+    if (sum.rpcs > 0 && sum.bytes < opts_.quiet_bytes) {
+      smp.count = sum.rpcs;
+      smp.latency_ms = sum.latency_ms / static_cast<double>(sum.rpcs);
+      smp.exec_ms = sum.exec_ms / static_cast<double>(sum.rpcs);
     }
-    smp.segs_out = pe->segs_out;
-    smp.retrans = pe->retrans;
-    std::vector<double> others;
-    for (const auto& [p, w] : by_net[peer >> 32])
-      if (p != peer) others.push_back(w);
-    SlowCause was = pe->tracker.cause();
-    auto ch = pe->tracker.add(smp, now, lower_median(std::move(others)));
+    smp.segs_out = pe.segs_out;
+    smp.retrans = pe.retrans;
+    auto m = medians_.find(peer >> 32);
+    SlowCause was = pe.tracker.cause();
+    bool was_degraded = pe.tracker.degraded();
+    auto ch = pe.tracker.add(smp, now, m == medians_.end() ? 0 : m->second);
     if (!ch) continue;
+    if (pe.tracker.degraded() && !was_degraded)
+      ++degraded_;
+    else if (!pe.tracker.degraded() && was_degraded)
+      --degraded_;
     SlownessChange c;
     c.nid = nid_of(peer);
     c.cause = ch->degraded ? ch->cause : SlowCause::kNone;
@@ -86,8 +84,21 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
     c.evidence = ch->evidence.text();
     out.push_back(std::move(c));
   }
-  for (SlownessChange& c : local_changes(now)) out.push_back(std::move(c));
+  if (degraded_ > 0 || !locals_.empty())
+    for (SlownessChange& c : local_changes(now)) out.push_back(std::move(c));
   return out;
+}
+
+void SlownessBoard::update_medians(TimePoint now) {
+  if (now < medians_due_) return;
+  medians_due_ = now + std::chrono::seconds(opts_.tracker.window);
+  std::map<uint64_t, std::vector<double>> by_net;
+  for (const auto& [peer, pe] : peers_)
+    if (double w = pe->tracker.window_latency_ms(); w > 0) by_net[peer >> 32].push_back(w);
+  medians_.clear();
+  // With one peer NI alone on its network there is nothing to compare it with.
+  for (auto& [net, v] : by_net)
+    if (v.size() >= 2) medians_[net] = lower_median(std::move(v));
 }
 
 std::vector<SlownessChange> SlownessBoard::local_changes(TimePoint now) {
@@ -136,7 +147,7 @@ std::vector<SlownessChange> SlownessBoard::local_changes(TimePoint now) {
   return out;
 }
 
-bool SlownessBoard::wants_tcp(const Nid& local, const Nid& peer, uint64_t bytes) const {
+bool SlownessBoard::wants(const Nid& local, const Nid& peer, uint64_t bytes) const {
   auto it = paths_.find({local.pack(), peer.pack()});
   if (it == paths_.end() || it->second.bytes != bytes) return true;
   const SlownessTracker* t = tracker(peer);
@@ -145,6 +156,7 @@ bool SlownessBoard::wants_tcp(const Nid& local, const Nid& peer, uint64_t bytes)
 
 std::vector<Nid> SlownessBoard::degraded_peers() const {
   std::vector<Nid> v;
+  if (degraded_ == 0) return v;
   for (const auto& [peer, pe] : peers_)
     if (pe->tracker.degraded()) v.push_back(nid_of(peer));
   return v;

@@ -8,8 +8,8 @@
 //             count only in a second in which the peer NI moved less than `quiet_bytes`:
 //             behind the node's own bulk a small RPC waits in the socket, which is load,
 //             not a slow link (a link too slow to carry quiet_bytes a second is judged
-//             whatever its load). Its peers, for the comparison: the other peer NIs of its
-//             network with a window of their own.
+//             whatever its load). Its peers, for the comparison: the median of the peer
+//             NIs of its network with a window of their own (recomputed every window).
 //   local NI  degraded when at least two of the peer NIs it reached in the last window are
 //             degraded for a network cause (SLOW, LOSSY) and they are more than half of
 //             them: a fault near this node shows at every peer, one at a peer only there.
@@ -18,7 +18,10 @@
 //             the caller gives it no penalty (another rail would not be faster).
 //
 // Pure logic on the figures and times the caller passes: no clock, no Net. Memory: one
-// tracker (about 1 KiB) and a few counters per peer NI and path that ever had figures.
+// tracker (about 1-2 KiB) and a few counters per peer NI and path that ever had figures.
+// Time per second: the paths that moved bytes and their peer NIs; every window, the
+// network medians (all peer NIs); while some peer NI is degraded, the local NI rule (all
+// paths). A server with 100,000 idle clients thus pays for the busy ones.
 // Threads: none; the owner serialises calls.
 #pragma once
 
@@ -62,13 +65,14 @@ class SlownessBoard {
  public:
   explicit SlownessBoard(SlownessBoardOptions o = {}) : opts_(o) {}
 
-  // One second at `now`: the paths' figures (a path missing this second counts as idle).
+  // One second at `now`: the figures of the paths wants() picked (one missing is idle).
   // Returns what changed, local NIs after peer NIs.
   std::vector<SlownessChange> second(const std::vector<PathFigures>& paths, TimePoint now);
 
-  // Whether the path's TCP totals are worth a system call this second: it moved bytes since
-  // the board last saw it, or its peer NI is degraded.
-  bool wants_tcp(const Nid& local, const Nid& peer, uint64_t bytes) const;
+  // Whether the path is worth sampling this second (its TCP totals: a system call per
+  // connection): it moved bytes since the board last saw it, or its peer NI is degraded.
+  // The board only ever looks at such paths: an idle one costs nothing.
+  bool wants(const Nid& local, const Nid& peer, uint64_t bytes) const;
 
   // Peer NIs now degraded (the caller probes them: an avoided NI carries no traffic, and
   // without traffic it cannot recover).
@@ -92,11 +96,15 @@ class SlownessBoard {
     explicit PeerState(const SlownessOptions& o) : tracker(o) {}
   };
   std::vector<SlownessChange> local_changes(TimePoint now);
+  void update_medians(TimePoint now);
 
   SlownessBoardOptions opts_;
   std::map<std::pair<uint64_t, uint64_t>, PathState> paths_;  // (local, peer) packed
   std::map<uint64_t, std::unique_ptr<PeerState>> peers_;      // packed peer NID
   std::map<uint64_t, SlowCause> locals_;                      // degraded local NIs
+  std::map<uint64_t, double> medians_;  // network (packed NID >> 32) -> median window latency
+  TimePoint medians_due_{};
+  size_t degraded_ = 0;  // peer NIs degraded now
 };
 
 }  // namespace pfsnet

@@ -171,3 +171,26 @@ TEST(SlownessBoardTest, SecondsWithoutTcpFiguresAddNothingAndTotalsThatRestartAr
 
 }  // namespace
 }  // namespace pfsnet
+
+namespace pfsnet {
+namespace {
+
+// An idle path costs nothing: the caller samples only what moved or is degraded.
+TEST(SlownessBoardTest, OnlyPathsThatMovedOrLeadToADegradedPeerAreWanted) {
+  Drive d;
+  size_t busy = d.add("198.18.0.1@tcp", "198.18.0.2@tcp");
+  d.add("198.18.0.1@tcp", "198.18.0.3@tcp");
+  Nid l = nid("198.18.0.1@tcp");
+  EXPECT_TRUE(d.board.wants(l, nid("198.18.0.9@tcp"), 0));  // never seen: where counting starts
+  d.run(60);
+  uint64_t now_bytes = d.paths[busy].bytes;
+  EXPECT_FALSE(d.board.wants(l, nid("198.18.0.2@tcp"), now_bytes));  // nothing moved
+  EXPECT_TRUE(d.board.wants(l, nid("198.18.0.2@tcp"), now_bytes + 1));
+  d.run(15, {{busy, {.loss = 0.05}}});
+  ASSERT_TRUE(d.degraded("198.18.0.2@tcp"));
+  EXPECT_TRUE(d.board.wants(l, nid("198.18.0.2@tcp"), d.paths[busy].bytes));  // degraded: probed
+  EXPECT_FALSE(d.board.wants(l, nid("198.18.0.3@tcp"), d.paths[1].bytes));
+}
+
+}  // namespace
+}  // namespace pfsnet

@@ -53,8 +53,10 @@ void HealthMonitor::second(TimePoint now) {
   if (stats_)
     for (const RpcStats::PathLatency& p : stats_->take_path_latency())
       lat[{p.local_ni, p.peer_ni}] = p;
-  std::vector<PathSample> samples = net_.path_samples(
-      [&](const PathSample& s) { return board_.wants_tcp(s.local, s.peer, s.bytes); });
+  std::vector<PathSample> samples =
+      net_.path_samples([&](const Nid& local, const Nid& peer, uint64_t bytes) {
+        return board_.wants(local, peer, bytes) ? Net::PathWant::kTcp : Net::PathWant::kSkip;
+      });
   std::vector<PathFigures> figs;
   figs.reserve(samples.size());
   for (const PathSample& s : samples) {
