@@ -105,6 +105,26 @@ TEST_F(CliTest, NisAndPeersTablesFitAHundredColumns) {
     json j = last_json_line(js);
     EXPECT_TRUE(j.contains(cmd)) << js;
   }
+  // `pfsnet health` without an MGS: this node's view only -- the peer NI that refused every
+  // connect is UNHEALTHY, with the kind in the evidence; the healthy peer is not named.
+  {
+    auto [rc, hj] = run({PFSNET_BIN, "--socket", a.socket(), "health", "--json"});
+    ASSERT_EQ(rc, 0) << hj;
+    json h = last_json_line(hj);
+    EXPECT_EQ(h["mgs"], "") << hj;
+    ASSERT_EQ(h["problems"].size(), 1u) << hj;
+    EXPECT_EQ(h["problems"][0]["kind"], "peer_ni");
+    EXPECT_EQ(h["problems"][0]["subject"], loopback(9) + "@tcp");
+    EXPECT_EQ(h["problems"][0]["cause"], "UNHEALTHY");
+    EXPECT_NE(h["problems"][0]["evidence"].get<std::string>().find("PEER_NI_CONNECT_ERROR"),
+              std::string::npos)
+        << hj;
+    auto [hrc, human] = run({PFSNET_BIN, "--socket", a.socket(), "health"});
+    EXPECT_EQ(hrc, 0);
+    EXPECT_NE(human.find("1 problem(s) seen from"), std::string::npos) << human;
+    EXPECT_NE(human.find("UNHEALTHY"), std::string::npos) << human;
+    EXPECT_EQ(human.find(b.nid().to_string()), std::string::npos) << human;
+  }
   auto [rc, out] = run({PFSNET_BIN, "keygen", dir_.file("k2"), "--json"});
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(last_json_line(out)["bytes"], 32);

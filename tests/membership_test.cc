@@ -3,6 +3,8 @@
 // those who care, returns too, and nodes fail over to a second MGS.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "cluster.h"
 
 namespace pfsnet::testing {
@@ -259,6 +261,41 @@ TEST(MembershipTest, ClientsThatFindAServerDeadTellTheMgsWhichChecksAndDeclaresI
                    << c.d(6).process().output() << "\n--- MGS:\n"
                    << c.d(2).process().output();
   for (const char* n : {"n2", "n5", "n6"}) EXPECT_EQ(Cluster::state_of(t, n), "up") << n << out;
+  // `pfsnet health` names both culprits as DEAD, on the client that found them (whose
+  // failed paths to them are consequences, not listed again) and on one that never talked
+  // to them; nothing healthy is named, whatever else it lists (settings). Bounded retries,
+  // as for the status query above.
+  for (int node : {5, 6}) {
+    json h;
+    bool have = eventually(
+        [&] {
+          auto r = run({PFSNET_BIN, "--socket", c.d(node).socket(), "health", "--json"}, 20000ms);
+          out = r.second;
+          if (r.first != 0) return false;
+          h = last_json_line(out);
+          return h.contains("problems") && !h["mgs"].get<std::string>().empty();
+        },
+        10000ms);
+    ASSERT_TRUE(have) << out;
+    std::set<std::string> dead;
+    for (const json& p : h["problems"]) {
+      std::string subject = p["subject"];
+      if (p["kind"] == "node" && p["cause"] == "DEAD") dead.insert(subject);
+      for (int healthy : {2, 5, 6}) {
+        EXPECT_NE(subject, "n" + std::to_string(healthy)) << p.dump();
+        EXPECT_EQ(subject.find(loopback(healthy) + "@"), std::string::npos) << p.dump();
+      }
+      for (int culprit : {3, 4})  // the dead servers' NIs: named once, as nodes
+        EXPECT_EQ(subject.find(loopback(culprit) + "@"), std::string::npos) << p.dump();
+    }
+    EXPECT_EQ(dead, (std::set<std::string>{"n3", "n4"})) << h.dump();
+    EXPECT_EQ(h["nodes_up"], 3) << h.dump();
+  }
+  auto [hrc, human] = run({PFSNET_BIN, "--socket", c.d(6).socket(), "health", "-v"}, 20000ms);
+  EXPECT_EQ(hrc, 0) << human;
+  EXPECT_NE(human.find("DEAD"), std::string::npos) << human;
+  EXPECT_NE(human.find("last heard"), std::string::npos) << human;
+  std::printf("pfsnet health -v on n6:\n%s", human.c_str());
   c.d(4).process().kill(SIGCONT);
   std::printf(
       "reported dead server: killed declared %.1f s after the kill, stopped %.1f s after "

@@ -418,6 +418,17 @@ TEST(NetnsTest, ALossyRailIsCalledDegradedLeftAndTakenBackWhenClean) {
   EXPECT_EQ(rc, 0);
   EXPECT_NE(out.find("degraded (LOSSY)"), std::string::npos) << out;
   EXPECT_NE(net.daemon(0).output().find("is degraded (LOSSY)"), std::string::npos);
+  // `pfsnet health` names it, and not the clean rail (as a faulty link: a settings advice
+  // about it would be no fault).
+  json h = net.cli(0, {"health"});
+  bool named = false;
+  for (const json& p : h.value("problems", json::array())) {
+    named = named || (p["subject"] == net.nid(1, 0) && p["cause"] == "LOSSY");
+    if (p["kind"] != "settings") {
+      EXPECT_NE(p["subject"], net.nid(1, 1)) << h.dump();
+    }
+  }
+  EXPECT_TRUE(named) << h.dump();
   // The drops stop: the probes (a 64 KiB echo a second) show a clean window, and the peer
   // NI is healthy again after the damping.
   ASSERT_TRUE(net.nft(1, "delete table inet pfsloss\n"));

@@ -1,4 +1,5 @@
-// pfsnet nis|peers [-v], pfsnet status, pfsnet config show|set: the daemon's tables.
+// pfsnet nis|peers [-v], pfsnet status, pfsnet health [-v], pfsnet config show|set: the
+// daemon's tables.
 #include <cstdio>
 
 #include "cli.h"
@@ -109,6 +110,33 @@ void print_status(const json& t) {
   }
 }
 
+// `pfsnet health`: one line per problem, severest first; -v adds the evidence.
+void print_health(const json& h, bool verbose) {
+  std::string mgs = h["mgs"].get<std::string>();
+  std::string where = mgs.empty()
+                          ? std::string("without the MGS's table")
+                          : "MGS " + mgs + ": " + std::to_string(h["nodes_up"].get<size_t>()) +
+                                " of " + std::to_string(h["nodes"].get<size_t>()) + " nodes up";
+  const json& list = h["problems"];
+  if (list.empty()) {
+    std::printf("no problems seen from %s (%s)\n", h["node"].get<std::string>().c_str(),
+                where.c_str());
+    return;
+  }
+  std::printf("%zu problem(s) seen from %s (%s)\n", list.size(),
+              h["node"].get<std::string>().c_str(), where.c_str());
+  std::printf("%-24s %-11s %-8s %-24s %s\n", "since", "cause", "what", "subject", "seen by");
+  for (const json& p : list) {
+    std::string cause = p["cause"].get<std::string>();
+    if (!p["code"].get<std::string>().empty()) cause += " " + p["code"].get<std::string>();
+    std::printf("%-24s %-11s %-8s %-24s %s\n",
+                p["since"].get<std::string>().empty() ? "-" : p["since"].get<std::string>().c_str(),
+                cause.c_str(), p["kind"].get<std::string>().c_str(),
+                p["subject"].get<std::string>().c_str(), p["seen_by"].get<std::string>().c_str());
+    if (verbose) std::printf("    %s\n", p["evidence"].get<std::string>().c_str());
+  }
+}
+
 void print_config(const json& r) {
   std::printf("%-38s %-24s %s\n", "key", "value", "changes");
   for (const json& e : r["config"])
@@ -157,6 +185,21 @@ void add_status(CLI::App& app, Invocation& inv) {
   add_json_flag(sub, inv);
   sub->callback([&inv] {
     inv.rc = request(inv, {{"cmd", "status"}}, std::chrono::seconds(30), print_status);
+  });
+}
+
+void add_health(CLI::App& app, Invocation& inv) {
+  auto* sub = app.add_subcommand(
+      "health",
+      "what is wrong, and where: dead or suspect nodes (the MGS's table), NIs down, unhealthy "
+      "or degraded (SLOW, LOSSY), slow servers and settings that do not fit, as this node "
+      "sees them");
+  auto verbose = std::make_shared<bool>(false);
+  add_json_flag(sub, inv);
+  sub->add_flag("-v,--verbose", *verbose, "also the evidence: the figures that made each call");
+  sub->callback([&inv, verbose] {
+    inv.rc = request(inv, {{"cmd", "health"}}, std::chrono::seconds(30),
+                     [&](const json& h) { print_health(h, *verbose); });
   });
 }
 

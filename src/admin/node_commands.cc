@@ -35,6 +35,33 @@ Result<json> diag_rpc(const NodeParts& node, const json& req) {
                            [&](uint32_t type) { return node.rpc.type_name(type); });
 }
 
+// The problems this node sees, with the MGS's dead and suspect nodes (admin/problems.h).
+// An MGS that cannot be asked is a problem of its own.
+Result<json> health(const NodeParts& node) {
+  ProblemInputs in;
+  in.node = node.cfg.get().node.name;
+  std::optional<StatusTable> table;
+  std::string mgs_error;
+  if (node.membership && (node.membership->is_mgs() || node.membership->has_agent())) {
+    auto t = node.membership->status(std::chrono::seconds(5));
+    if (t.ok())
+      table = std::move(*t);
+    else
+      mgs_error = t.status().message();
+  }
+  in.table = table ? &*table : nullptr;
+  in.nis = node.net.nis();
+  in.peers = node.net.peers();
+  if (node.tune) in.settings = node.tune->status().active;
+  std::vector<Problem> problems = find_problems(in);
+  if (!mgs_error.empty())
+    problems.insert(
+        problems.begin(),
+        Problem{"mgs", "MGS", "UNREACHABLE", in.node, 0,
+                "its table could not be had, so dead nodes are not listed: " + mgs_error, ""});
+  return health_json(in.node, in.table, problems);
+}
+
 Result<json> config_show(const NodeParts& node) {
   json a = json::array();
   for (const auto& [k, v] : config_entries(node.cfg.get()))
@@ -131,6 +158,8 @@ void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
   cmds.add("config_set", [n](const json& r, E) { return config_set(n, r); });
   cmds.add(
       "status", [n](const json&, E) { return status(n); }, "status");
+  cmds.add(
+      "health", [n](const json&, E) { return health(n); }, "health");
   cmds.add("selftest", [n](const json& r, E) { return selftest(n, r); });
   cmds.add("tune", [n](const json& r, E) { return tune(n, r); });
   cmds.add("ping", [n](const json& r, E emit) { return run_ping(n, r, emit); });
@@ -151,6 +180,13 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   RpcEngine* rpc = &node.rpc;
   m.type_name = [rpc](uint32_t t) { return rpc->type_name(t); };
   if (node.tune) m.tune = node.tune->status();
+  // This node's own problems (the MGS's table is not asked for on a scrape).
+  ProblemInputs in;
+  in.node = node.cfg.get().node.name;
+  in.nis = m.nis;
+  in.peers = m.peers;
+  if (m.tune) in.settings = m.tune->active;
+  m.problems = find_problems(in);
   m.workers = node.rpc.worker_stats();
   if (node.health) {
     MetricsSnapshot::Slowness s;

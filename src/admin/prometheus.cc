@@ -203,6 +203,20 @@ std::string prometheus_text(const MetricsSnapshot& m) {
     text.sample("pfsnet_health_probes_total", "", double(m.slowness->probes));
   }
 
+  // What `pfsnet health` lists from this node's view: 1 while it holds, with its start.
+  text.family("pfsnet_problem", "gauge",
+              "A problem this node sees (pfsnet health): 1 while it holds; absent otherwise.");
+  auto labels = [](const Problem& p) {
+    return "kind=\"" + p.kind + "\",subject=\"" + p.subject + "\",cause=\"" + p.cause +
+           "\",code=\"" + p.code + "\"";
+  };
+  for (const Problem& p : m.problems) text.sample("pfsnet_problem", labels(p), 1);
+  text.family("pfsnet_problem_since_timestamp_seconds", "gauge",
+              "When a problem this node sees began, Unix seconds (0: not known).");
+  for (const Problem& p : m.problems)
+    text.sample("pfsnet_problem_since_timestamp_seconds", labels(p),
+                double(p.since_unix_ms) / 1000.0);
+
   // The worker pool (rpc.workers): a busy server shows here, not in the network's figures.
   const WorkerStats& w = m.workers;
   text.family("pfsnet_rpc_workers", "gauge", "Worker threads for handlers that may block.");

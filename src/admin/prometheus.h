@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "admin/problems.h"
 #include "net/net.h"
 #include "rpc/worker_pool.h"
 #include "stats/rpc_stats.h"
@@ -42,6 +43,7 @@ struct MetricsSnapshot {
     uint64_t probes = 0;
   };
   std::optional<Slowness> slowness;
+  std::vector<Problem> problems;  // this node's (pfsnet health without the MGS's table)
 };
 
 // Count, average, minimum and maximum (ms) over a statistic's one-second intervals: the

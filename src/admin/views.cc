@@ -224,4 +224,26 @@ json membership_counters_json(const MembershipCounters& m) {
   return j;
 }
 
+json health_json(const std::string& node, const StatusTable* table,
+                 const std::vector<Problem>& problems) {
+  json list = json::array();
+  for (const Problem& p : problems)
+    list.push_back({{"kind", p.kind},
+                    {"subject", p.subject},
+                    {"cause", p.cause},
+                    {"since", p.since_unix_ms ? format_unix_ms(p.since_unix_ms) : ""},
+                    {"since_unix_ms", p.since_unix_ms},
+                    {"seen_by", p.seen_by},
+                    {"evidence", p.evidence},
+                    {"code", p.code}});
+  size_t up = 0;
+  if (table)
+    for (const StatusNode& n : table->nodes) up += n.state == NodeState::kUp;
+  return {{"node", node},
+          {"mgs", table ? table->mgs.to_string() : ""},
+          {"nodes", table ? table->nodes.size() : 0},
+          {"nodes_up", up},
+          {"problems", list}};
+}
+
 }  // namespace pfsnet

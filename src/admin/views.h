@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "admin/problems.h"
 #include "base/live_config.h"
 #include "membership/service.h"
 #include "net/net.h"
@@ -25,5 +26,10 @@ nlohmann::json tune_report_json(const TuneReport& r);
 // The `status` result: {"mgs", "generation", "total", "nodes": [...], "counters": {...}}.
 nlohmann::json status_table_json(const StatusTable& t);
 nlohmann::json membership_counters_json(const MembershipCounters& c);
+// The `health` result: {"node", "mgs", "nodes", "nodes_up", "problems": [{"kind",
+// "subject", "cause", "since", "since_unix_ms", "seen_by", "evidence"}...]}; "mgs" is ""
+// and the node counts 0 when the MGS's table was not had.
+nlohmann::json health_json(const std::string& node, const StatusTable* table,
+                           const std::vector<Problem>& problems);
 
 }  // namespace pfsnet

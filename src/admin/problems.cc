@@ -1,0 +1,86 @@
+#include "admin/problems.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace pfsnet {
+
+namespace {
+
+int severity(const std::string& cause) {
+  static const char* order[] = {"DEAD", "DOWN",      "SUSPECT", "LOSSY",
+                                "SLOW", "UNHEALTHY", "SERVER",  "SETTINGS"};
+  for (int i = 0; i < 8; ++i)
+    if (cause == order[i]) return i;
+  return 8;
+}
+
+// "health 800; errors PEER_NI_UNREACHABLE 2, ...; 3 recovery pings unanswered".
+std::string health_evidence(const NiInfo& i) {
+  std::string s = fmt::format("health {}", i.health);
+  std::string errs;
+  for (int k = 1; k < kNumHealthKinds; ++k)
+    if (i.errors[k])
+      errs += fmt::format("{}{} {}", errs.empty() ? "" : ", ",
+                          health_kind_name(static_cast<HealthKind>(k)), i.errors[k]);
+  if (!errs.empty()) s += "; errors " + errs;
+  if (i.recovery_pings) s += fmt::format("; {} recovery ping(s) unanswered", i.recovery_pings);
+  return s;
+}
+
+}  // namespace
+
+std::vector<Problem> find_problems(const ProblemInputs& in) {
+  std::vector<Problem> out;
+  auto add = [&](std::string kind, std::string subject, std::string cause, int64_t since,
+                 std::string evidence) {
+    out.push_back({std::move(kind), std::move(subject), std::move(cause), in.node, since,
+                   std::move(evidence)});
+  };
+  // Nodes the MGS calls dead or suspect; their NIDs, whose own troubles follow from it.
+  std::set<Nid> culprit_nids;
+  if (in.table)
+    for (const StatusNode& n : in.table->nodes) {
+      if (n.state == NodeState::kUp) continue;
+      for (const Nid& x : n.nids) culprit_nids.insert(x);
+      add("node", n.name, n.state == NodeState::kDead ? "DEAD" : "SUSPECT", n.last_change_unix_ms,
+          fmt::format("last heard {:.1f} s ago (by {}), as the MGS {} says",
+                      double(n.last_heard_ago_ms) / 1000.0,
+                      n.heard_by_report ? "a server's report" : "its ping",
+                      in.table->mgs.to_string()));
+    }
+  for (const NiInfo& i : in.nis) {
+    std::string nid = i.nid.to_string();
+    if (!i.up)
+      add("ni", nid, "DOWN", i.last_change_unix_ms, "its link is down; " + health_evidence(i));
+    else if (i.health < kMaxHealth)
+      add("ni", nid, "UNHEALTHY", i.last_change_unix_ms, health_evidence(i));
+    if (!i.degraded.empty())
+      add("ni", nid, i.degraded, i.degraded_since_unix_ms, i.degraded_evidence);
+  }
+  for (const NiInfo& i : in.peers) {
+    if (culprit_nids.count(i.nid) || culprit_nids.count(i.peer)) continue;
+    std::string nid = i.nid.to_string();
+    if (i.health < kMaxHealth)
+      add("peer_ni", nid, "UNHEALTHY", i.last_change_unix_ms, health_evidence(i));
+    if (i.degraded == "SERVER")
+      add("server", i.peer.to_string(), i.degraded, i.degraded_since_unix_ms,
+          "seen on " + nid + ": " + i.degraded_evidence);
+    else if (!i.degraded.empty())
+      add("peer_ni", nid, i.degraded, i.degraded_since_unix_ms, i.degraded_evidence);
+  }
+  for (const TuneProblem& p : in.settings) {
+    add("settings", p.peer.empty() ? in.node : p.peer, "SETTINGS", 0, p.text);
+    out.back().code = p.code;
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Problem& a, const Problem& b) {
+    int sa = severity(a.cause), sb = severity(b.cause);
+    if (sa != sb) return sa < sb;
+    return a.since_unix_ms < b.since_unix_ms;
+  });
+  return out;
+}
+
+}  // namespace pfsnet

@@ -1,0 +1,46 @@
+// Problems: what is wrong, as `pfsnet health` lists it (like `mmhealth cluster show`): one
+// entry per problem, naming what is faulty -- a node, a local NI, a peer NI, a server, the
+// settings -- with the cause, since when, the node that sees it, and the figures behind
+// the call. Built from typed snapshots:
+//   the MGS's node table    DEAD, SUSPECT (a node)
+//   this node's NIs         DOWN (link down), UNHEALTHY (health below 1000: errors),
+//                           SLOW, LOSSY (slowness, net/slowness_board.h)
+//   this node's peer NIs    UNHEALTHY, SLOW, LOSSY; SERVER (the peer's execution time)
+//   the tuning check        SETTINGS (the settings do not fit the measured path)
+// A peer NI of a node the table calls DEAD or SUSPECT is not listed again: the node is the
+// culprit, its NIs' errors the consequence. Sorted by severity, then oldest first.
+// Thread safety: pure functions.
+#pragma once
+
+#include <pfsnet/ni_info.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "membership/protocol.h"
+#include "tune/tune.h"
+
+namespace pfsnet {
+
+struct Problem {
+  std::string kind;           // "node", "ni", "peer_ni", "server", "settings"
+  std::string subject;        // the node's name, the NID, or the peer the settings are about
+  std::string cause;          // DEAD SUSPECT DOWN LOSSY SLOW UNHEALTHY SERVER SETTINGS
+  std::string seen_by;        // the node whose view this is
+  int64_t since_unix_ms = 0;  // 0: not known
+  std::string evidence;
+  std::string code;  // SETTINGS: which (the tuning check's code, e.g. rpcs_below_bdp)
+};
+
+struct ProblemInputs {
+  std::string node;                    // this node's name
+  const StatusTable* table = nullptr;  // the MGS's table (null: not asked or not reachable)
+  std::vector<NiInfo> nis, peers;
+  std::vector<TuneProblem> settings;  // the tuning check's active problems
+};
+
+std::vector<Problem> find_problems(const ProblemInputs& in);
+
+}  // namespace pfsnet
