@@ -36,7 +36,7 @@ std::string SlownessEvidence::text() const {
   return s;
 }
 
-double lower_median(std::vector<double> v) {
+double lower_median(std::vector<double>& v) {
   if (v.empty()) return 0;
   auto mid = v.begin() + static_cast<long>((v.size() - 1) / 2);
   std::nth_element(v.begin(), mid, v.end());
@@ -100,13 +100,16 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
   e.samples = static_cast<int>(window_.size());
   bool judged_latency = e.samples >= opts_.min_samples;
   if (judged_latency) {
-    std::vector<double> lat, exec;
+    // Scratch for the medians: no allocation once grown to the window.
+    thread_local std::vector<double> lat, exec;
+    lat.clear();
+    exec.clear();
     for (const Second& w : window_) {
       lat.push_back(w.latency_ms);
       exec.push_back(w.exec_ms);
     }
-    e.latency_ms = lower_median(std::move(lat));
-    e.exec_ms = lower_median(std::move(exec));
+    e.latency_ms = lower_median(lat);
+    e.exec_ms = lower_median(exec);
     // The baselines learn only while healthy: slowness never becomes the norm while it
     // lasts.
     if (!degraded_) {

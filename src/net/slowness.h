@@ -56,8 +56,9 @@ struct SlownessOptions {
 enum class SlowCause { kNone = 0, kSlow, kLossy, kServer };
 const char* slow_cause_name(SlowCause c);  // "NONE", "SLOW", "LOSSY", "SERVER"
 
-// The lower median of `v` (0 when empty): a window is slow only when most of it is.
-double lower_median(std::vector<double> v);
+// The lower median of `v` (0 when empty; `v` is reordered): a window is slow only when most
+// of it is.
+double lower_median(std::vector<double>& v);
 
 // One second of a subject. Latency and execution are that second's averages over
 // `count` RPCs or probes (count 0: no traffic, no judgement from latency); the TCP

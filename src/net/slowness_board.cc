@@ -29,10 +29,13 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
   for (const PathFigures& f : paths) {
     uint64_t peer = f.peer.pack();
     PathState& ps = paths_[{f.local.pack(), peer}];
-    auto it = peers_.find(peer);
-    if (it == peers_.end())
-      it = peers_.emplace(peer, std::make_unique<PeerState>(opts_.tracker)).first;
-    PeerState& pe = *it->second;
+    if (!ps.peer) {
+      auto it = peers_.find(peer);
+      if (it == peers_.end())
+        it = peers_.emplace(peer, std::make_unique<PeerState>(opts_.tracker)).first;
+      ps.peer = it->second.get();
+    }
+    PeerState& pe = *ps.peer;
     Sum& s = sums[peer];
     uint64_t moved = f.bytes >= ps.bytes ? f.bytes - ps.bytes : f.bytes;
     ps.bytes = f.bytes;
@@ -98,7 +101,7 @@ void SlownessBoard::update_medians(TimePoint now) {
   medians_.clear();
   // With one peer NI alone on its network there is nothing to compare it with.
   for (auto& [net, v] : by_net)
-    if (v.size() >= 2) medians_[net] = lower_median(std::move(v));
+    if (v.size() >= 2) medians_[net] = lower_median(v);
 }
 
 std::vector<SlownessChange> SlownessBoard::local_changes(TimePoint now) {
@@ -113,7 +116,7 @@ std::vector<SlownessChange> SlownessBoard::local_changes(TimePoint now) {
   for (const auto& [key, ps] : paths_) {
     auto [local, peer] = key;
     Count& c = counts[local];
-    const SlownessTracker& t = peers_.at(peer)->tracker;
+    const SlownessTracker& t = ps.peer->tracker;
     bool bad = t.degraded() && network_cause(t.cause());
     if (!bad && !(ps.active_ever && now - ps.last_active <= window)) continue;
     c.reached.insert(peer);
@@ -150,8 +153,7 @@ std::vector<SlownessChange> SlownessBoard::local_changes(TimePoint now) {
 bool SlownessBoard::wants(const Nid& local, const Nid& peer, uint64_t bytes) const {
   auto it = paths_.find({local.pack(), peer.pack()});
   if (it == paths_.end() || it->second.bytes != bytes) return true;
-  const SlownessTracker* t = tracker(peer);
-  return t && t->degraded();
+  return it->second.peer->tracker.degraded();
 }
 
 std::vector<Nid> SlownessBoard::degraded_peers() const {
@@ -159,6 +161,7 @@ std::vector<Nid> SlownessBoard::degraded_peers() const {
   if (degraded_ == 0) return v;
   for (const auto& [peer, pe] : peers_)
     if (pe->tracker.degraded()) v.push_back(nid_of(peer));
+  std::sort(v.begin(), v.end());
   return v;
 }
 

@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "net/slowness.h"
@@ -83,7 +84,9 @@ class SlownessBoard {
   SlowCause local_cause(const Nid& local) const;
 
  private:
+  struct PeerState;
   struct PathState {
+    PeerState* peer = nullptr;  // its peer NI's (owned by peers_)
     uint64_t bytes = 0;
     bool have_tcp = false;
     uint64_t segs_out = 0, retrans = 0;
@@ -99,10 +102,16 @@ class SlownessBoard {
   void update_medians(TimePoint now);
 
   SlownessBoardOptions opts_;
-  std::map<std::pair<uint64_t, uint64_t>, PathState> paths_;  // (local, peer) packed
-  std::map<uint64_t, std::unique_ptr<PeerState>> peers_;      // packed peer NID
-  std::map<uint64_t, SlowCause> locals_;                      // degraded local NIs
-  std::map<uint64_t, double> medians_;  // network (packed NID >> 32) -> median window latency
+  struct PairHash {
+    size_t operator()(const std::pair<uint64_t, uint64_t>& p) const noexcept {
+      return std::hash<uint64_t>()(p.first * 0x9E3779B97F4A7C15ULL ^ p.second);
+    }
+  };
+  // Hashed: wants() runs for every path every second.
+  std::unordered_map<std::pair<uint64_t, uint64_t>, PathState, PairHash> paths_;  // (local, peer)
+  std::unordered_map<uint64_t, std::unique_ptr<PeerState>> peers_;                // packed peer NID
+  std::map<uint64_t, SlowCause> locals_;  // degraded local NIs
+  std::map<uint64_t, double> medians_;    // network (packed NID >> 32) -> median window latency
   TimePoint medians_due_{};
   size_t degraded_ = 0;  // peer NIs degraded now
 };
