@@ -211,6 +211,17 @@ TEST(NetnsTest, LinkDownUnderLoadFailsOverAndTrafficReturns) {
   ASSERT_GE(moved, 0);
   EXPECT_EQ(sent(net.ni(0, 0)), rail1);
   double failover = std::chrono::duration<double>(Clock::now() - t0).count();
+  // `pfsnet health` on the client names the NI and its cause, and not the other rail.
+  json h = net.cli(0, {"health"});
+  bool named = false;
+  for (const json& p : h.value("problems", json::array())) {
+    named = named || (p["kind"] == "ni" && p["subject"] == net.nid(0, 0) && p["cause"] == "DOWN");
+    if (p["kind"] != "settings") {
+      EXPECT_NE(p["subject"], net.nid(0, 1)) << h.dump();
+      EXPECT_NE(p["subject"], net.nid(1, 1)) << h.dump();
+    }
+  }
+  EXPECT_TRUE(named) << h.dump();
   // Back up: LOCAL_NI_UP, recovery pings restore the health, traffic returns to rail 1.
   ASSERT_TRUE(net.link(0, 0, true));
   auto t1 = Clock::now();
