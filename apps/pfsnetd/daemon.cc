@@ -26,8 +26,7 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
       });
   RpcOptions ro = RpcOptions::from(cfg);
   rpc_ = std::make_unique<RpcEngine>(*net_, ro, stats_.get());
-  pinger_ =
-      std::make_unique<RecoveryPinger>(*net_, *rpc_, ro.default_timeout / (ro.retry_count + 1));
+  pinger_ = std::make_unique<RecoveryPinger>(*net_, *rpc_, ro.attempt_timeout());
   health_ =
       std::make_unique<HealthMonitor>(*net_, *rpc_, stats_.get(), HealthMonitorOptions::from(cfg));
   timers_ = std::make_unique<NodeTimers>(*net_, *rpc_, stats_.get(), pinger_.get(), health_.get());

@@ -177,19 +177,25 @@ std::string prometheus_text(const MetricsSnapshot& m) {
                       f.get(*p.tcp));
   }
 
-  const std::pair<const char*, const char*> tcp_totals[] = {
-      {"pfsnet_path_tcp_retransmits_total", "Segments TCP retransmitted, over all connections."},
-      {"pfsnet_path_tcp_segments_sent_total",
-       "Segments TCP sent, retransmits included, over all connections."},
+  struct TcpTotal {
+    const char* name;
+    const char* help;
+    uint64_t TcpTotals::*field;
   };
-  for (const auto& [name, help] : tcp_totals) {
+  const TcpTotal tcp_totals[] = {
+      {"pfsnet_path_tcp_retransmits_total", "Segments TCP retransmitted, over all connections.",
+       &TcpTotals::retrans},
+      {"pfsnet_path_tcp_segments_sent_total",
+       "Segments TCP sent, retransmits included, over all connections.", &TcpTotals::segs_out},
+  };
+  for (const auto& [name, help, field] : tcp_totals) {
     text.family(name, "counter", help);
     for (const NiInfo& i : peers)
       for (const PathInfo& p : i.paths)
         if (p.tcp_total)
-          text.sample(
-              name, "local=\"" + p.local.to_string() + "\",nid=\"" + i.nid.to_string() + "\"",
-              double(name == tcp_totals[0].first ? p.tcp_total->retrans : p.tcp_total->segs_out));
+          text.sample(name,
+                      "local=\"" + p.local.to_string() + "\",nid=\"" + i.nid.to_string() + "\"",
+                      double((*p.tcp_total).*field));
   }
   if (m.slowness) {
     text.family("pfsnet_health_degraded_events_total", "counter",

@@ -69,11 +69,6 @@ void Health::set_degraded(SlowCause cause, int penalty, std::string evidence, in
   penalty_.store(cause == SlowCause::kNone ? 0 : std::max(0, penalty));
 }
 
-SlowCause Health::degraded() const {
-  MutexLock lk(mu_);
-  return degraded_;
-}
-
 Health::Snapshot Health::snapshot() const {
   MutexLock lk(mu_);
   return {value_.load(),   last_change_, last_change_unix_ms_,   ping_count_, next_ping_, degraded_,

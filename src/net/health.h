@@ -67,7 +67,6 @@ class Health {
   // value; `evidence` names the figures. Apart from the value: errors and slowness are
   // judged separately, and either keeps an NI from being chosen.
   void set_degraded(SlowCause cause, int penalty, std::string evidence, int64_t wall_ms);
-  SlowCause degraded() const;
 
   Snapshot snapshot() const;
 

@@ -216,11 +216,10 @@ class Net final : public TransportEvents {
   // the views. Returns false for an unknown NID.
   bool set_degraded(const Nid& nid, bool local, SlowCause cause, int penalty,
                     const std::string& evidence);
-  // The paths `want` picks (given each one's NIs and bytes): kSkip leaves it out, kBytes
-  // samples its bytes, kTcp its TCP totals too (a system call per connection).
-  enum class PathWant { kSkip, kBytes, kTcp };
+  // The paths `want` picks (given each one's NIs and bytes), each with its TCP totals (a
+  // system call per connection).
   std::vector<PathSample> path_samples(
-      const std::function<PathWant(const Nid& local, const Nid& peer, uint64_t bytes)>& want) const;
+      const std::function<bool(const Nid& local, const Nid& peer, uint64_t bytes)>& want) const;
 
   // NIs whose recovery ping is due at `now`; each is scheduled for its next one.
   std::vector<RecoveryTarget> recovery_due(TimePoint now);

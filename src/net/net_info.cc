@@ -132,29 +132,26 @@ std::vector<NiInfo> Net::peers(bool kernel_tcp) const {
 }
 
 std::vector<PathSample> Net::path_samples(
-    const std::function<PathWant(const Nid& local, const Nid& peer, uint64_t bytes)>& want) const {
+    const std::function<bool(const Nid& local, const Nid& peer, uint64_t bytes)>& want) const {
   std::vector<PathSample> v;
   for (Path* p : table_->all_paths()) {
     uint64_t bytes = p->send_bytes.load(std::memory_order_relaxed) +
                      p->recv_bytes.load(std::memory_order_relaxed);
-    PathWant w = want(p->ni->nid, p->pni->nid, bytes);
-    if (w == PathWant::kSkip) continue;
+    if (!want(p->ni->nid, p->pni->nid, bytes)) continue;
     PathSample s;
     s.local = p->ni->nid;
     s.peer = p->pni->nid;
     s.bytes = bytes;
-    if (w == PathWant::kTcp) {
-      std::vector<ConnectionPtr> conns;
-      TcpTotals closed;
-      {
-        MutexLock lk(p->ni->mu);
-        conns = p->conns;
-        closed = p->closed_tcp;
-      }
-      if (auto t = tcp_totals(closed, conns, nullptr)) {
-        s.tcp = true;
-        s.tcp_total = *t;
-      }
+    std::vector<ConnectionPtr> conns;
+    TcpTotals closed;
+    {
+      MutexLock lk(p->ni->mu);
+      conns = p->conns;
+      closed = p->closed_tcp;
+    }
+    if (auto t = tcp_totals(closed, conns, nullptr)) {
+      s.tcp = true;
+      s.tcp_total = *t;
     }
     v.push_back(s);
   }

@@ -50,8 +50,7 @@ Result<std::unique_ptr<Node>> Node::start(const Config& cfg, std::string cluster
       });
   RpcOptions ro = RpcOptions::from(cfg);
   n.rpc = std::make_unique<RpcEngine>(*n.net, ro, n.stats.get());
-  n.pinger =
-      std::make_unique<RecoveryPinger>(*n.net, *n.rpc, ro.default_timeout / (ro.retry_count + 1));
+  n.pinger = std::make_unique<RecoveryPinger>(*n.net, *n.rpc, ro.attempt_timeout());
   n.health = std::make_unique<HealthMonitor>(*n.net, *n.rpc, n.stats.get(),
                                              HealthMonitorOptions::from(cfg));
   n.timers =

@@ -22,8 +22,7 @@ HealthMonitorOptions HealthMonitorOptions::from(const Config& cfg) {
   o.board.tracker.loss_ratio = cfg.health.loss_ratio;
   o.board.quiet_bytes = static_cast<uint64_t>(cfg.health.quiet_bytes);
   o.penalty = static_cast<int>(cfg.health.degraded_penalty);
-  RpcOptions ro = RpcOptions::from(cfg);
-  o.probe_timeout = ro.default_timeout / (ro.retry_count + 1);
+  o.probe_timeout = RpcOptions::from(cfg).attempt_timeout();
   return o;
 }
 
@@ -55,7 +54,7 @@ void HealthMonitor::second(TimePoint now) {
       lat[{p.local_ni, p.peer_ni}] = p;
   std::vector<PathSample> samples =
       net_.path_samples([&](const Nid& local, const Nid& peer, uint64_t bytes) {
-        return board_.wants(local, peer, bytes) ? Net::PathWant::kTcp : Net::PathWant::kSkip;
+        return board_.wants(local, peer, bytes);
       });
   std::vector<PathFigures> figs;
   figs.reserve(samples.size());

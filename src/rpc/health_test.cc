@@ -35,7 +35,7 @@ struct Node {
                   });
             }),
         rpc(net, ro, stats),
-        pinger(net, rpc, ro.default_timeout / (ro.retry_count + 1)),
+        pinger(net, rpc, ro.attempt_timeout()),
         timers(net, rpc, nullptr, &pinger) {
     EXPECT_TRUE(net.start().ok());
     serve_ping(rpc, 1 << 20);

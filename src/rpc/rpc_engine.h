@@ -59,6 +59,8 @@ struct RpcOptions {
   // max_rpcs_in_flight, the default timeout (transaction_timeout), max_bulk (2 x
   // maxBlockSize) and retry_count of a node's config.
   static RpcOptions from(const Config& cfg);
+  // One attempt's share of the default timeout: what a single ping (recovery, probe) gets.
+  Duration attempt_timeout() const { return default_timeout / (retry_count + 1); }
 };
 
 class RpcEngine final : public NetRx {
