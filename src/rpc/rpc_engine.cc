@@ -289,6 +289,7 @@ void RpcEngine::send_call(const CallPtr& c) {
 void RpcEngine::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
   CallPtr c;
   bool reply_in;
+  int attempt;
   {
     MutexLock lk(mu_);
     call.tx_keep.swap(c);  // takes the reference over: no count up and down
@@ -297,22 +298,25 @@ void RpcEngine::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
       c->sent = true;
     }
     reply_in = c->reply_in;
+    attempt = c->attempts;  // the write that ended is the current attempt's (one at a time)
   }
   if (reply_in) {
     complete(c);  // the reply came before this write's completion
-  } else if (!s.ok() && !try_resend(c, s, t)) {
+  } else if (!s.ok() && try_resend(c, s, t, attempt) == Resend::kGiveUp) {
     resolve_error(c, final_error(*c, s));
   }
 }
 
-bool RpcEngine::try_resend(const CallPtr& c, const Status& s, const TxTimes& failed_path) {
+RpcEngine::Resend RpcEngine::try_resend(const CallPtr& c, const Status& s,
+                                        const TxTimes& failed_path, int seen_attempt) {
   TimePoint now = clock_.now();
   [[maybe_unused]] int attempt = 0;
   {
     MutexLock lk(mu_);
+    if (c->attempts != seen_attempt && !c->resolved.load()) return Resend::kStale;
     if (shut_ || c->resolved.load() || !c->on_wire || c->pin || !retryable(s) ||
         c->attempts > opts_.retry_count || now >= c->deadline)
-      return false;
+      return Resend::kGiveUp;
     attempt = ++c->attempts;
     c->sent = false;
   }
@@ -320,7 +324,7 @@ bool RpcEngine::try_resend(const CallPtr& c, const Status& s, const TxTimes& fai
   PFS_LOG_DEBUG("resending RPC {} to {} (xid {}, attempt {}): {}", type_name(c->type),
                 c->dst.to_string(), c->xid, attempt, s.to_string());
   send_call(c);
-  return true;
+  return Resend::kSent;
 }
 
 Status RpcEngine::final_error(const Call& c, const Status& s) {
@@ -492,20 +496,22 @@ void RpcEngine::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
 }
 
 void RpcEngine::on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) {
-  std::vector<std::pair<CallPtr, TxTimes>> dead;
+  struct Hit {
+    CallPtr c;
+    TxTimes path;
+    int attempt;
+  };
+  std::vector<Hit> dead;
   {
     MutexLock lk(mu_);
     for (auto& [xid, c] : pending_)
-      if (c->sent && c->tx_times.conn_id == conn_id) {
-        TxTimes t = c->tx_times;
-        dead.emplace_back(c, t);
-      }
+      if (c->sent && c->tx_times.conn_id == conn_id) dead.push_back({c, c->tx_times, c->attempts});
   }
-  for (auto& [c, path] : dead) {
+  for (auto& [c, path, attempt] : dead) {
     Status s(Code::kClosed,
              "connection to " + peer_nid.to_string() + " closed before the reply: " + why.message(),
              why.health_kind());
-    if (!try_resend(c, s, path)) resolve_error(c, final_error(*c, s));
+    if (try_resend(c, s, path, attempt) == Resend::kGiveUp) resolve_error(c, final_error(*c, s));
   }
 }
 
@@ -525,15 +531,19 @@ size_t RpcEngine::fail_calls_to(const std::vector<Nid>& nids, const Status& s) {
 }
 
 size_t RpcEngine::expire(TimePoint now) {
-  std::vector<std::pair<CallPtr, bool>> dead;       // (call, still queued for a slot)
-  std::vector<std::pair<CallPtr, TxTimes>> remote;  // written, no reply by the attempt deadline
+  std::vector<std::pair<CallPtr, bool>> dead;  // (call, still queued for a slot)
+  struct Remote {
+    CallPtr c;
+    TxTimes path;
+    int attempt;
+  };
+  std::vector<Remote> remote;  // written, no reply by the attempt deadline
   {
     MutexLock lk(mu_);
     for (auto& [xid, c] : pending_)
-      if (c->sent && c->attempt_deadline <= now) {
-        TxTimes t = c->tx_times;
-        remote.emplace_back(c, t);
-      } else if (c->deadline <= now)
+      if (c->sent && c->attempt_deadline <= now)
+        remote.push_back({c, c->tx_times, c->attempts});
+      else if (c->deadline <= now)
         dead.emplace_back(c, false);
     for (auto& [k, t] : targets_)
       for (const CallPtr& c : t->queue)
@@ -544,7 +554,7 @@ size_t RpcEngine::expire(TimePoint now) {
         c, Status(Code::kTimeout, "RPC " + type_name(c->type) + " to " + c->dst.to_string() +
                                       (queued ? " timed out waiting for a slot (max_rpcs_in_flight)"
                                               : " timed out (no reply)")));
-  for (auto& [c, path] : remote) {
+  for (auto& [c, path, attempt] : remote) {
     std::string what = "no reply to RPC " + type_name(c->type) + " (xid " + std::to_string(c->xid) +
                        ") by its attempt deadline";
     if (!c->resolved.load()) net_.report_remote_timeout(path, what);
@@ -552,7 +562,7 @@ size_t RpcEngine::expire(TimePoint now) {
              "RPC " + type_name(c->type) + " to " + c->dst.to_string() +
                  " timed out (no reply; remote timeout)",
              HealthKind::kPeerNiUnreachable);
-    if (!try_resend(c, s, path)) resolve_error(c, final_error(*c, s));
+    if (try_resend(c, s, path, attempt) == Resend::kGiveUp) resolve_error(c, final_error(*c, s));
   }
   return dead.size() + remote.size();
 }

@@ -143,8 +143,14 @@ class RpcEngine final : public NetRx {
   void resolve_error(const CallPtr& c, const Status& s);
   // Delivers `c`'s reply (statistics record, counters, callback); once.
   void complete(const CallPtr& c);
-  // Sends `c` again after a failed attempt when its budget allows; false when not.
-  bool try_resend(const CallPtr& c, const Status& s, const TxTimes& failed_path);
+  // Sends `c` again after a failed attempt when its budget allows.
+  // What became of a failed attempt: sent again; not to be resent (the caller fails the
+  // RPC); or no longer current -- another thread (the deadline timer, a connection's close,
+  // the write's completion) already acted on attempt `attempt`, so this caller does nothing.
+  // Without that check two threads could resend one attempt: two writes of one call out at
+  // once, where tx_keep keeps the call for one only.
+  enum class Resend { kSent, kGiveUp, kStale };
+  Resend try_resend(const CallPtr& c, const Status& s, const TxTimes& failed_path, int attempt);
   // The error a call ends with once it cannot be resent.
   Status final_error(const Call& c, const Status& s);
   // The slot grant: the first call queued for `t` goes on the wire (xid, pending_) when

@@ -319,5 +319,49 @@ TEST_F(RpcTest, MaxRpcsInFlightChangesAtRunTime) {
   for (auto& rep : r.got) EXPECT_TRUE(rep.status.ok()) << rep.status.to_string();
 }
 
+// A written attempt with no reply can be acted on by two threads at once: the deadline
+// timer (a remote timeout) and the I/O thread that sees its connection close. Only one of
+// them may resend it: two writes of one call out at once, where the call keeps itself
+// alive for one, ended in a use after free (ASan, in CI). Each round races the two on a
+// fresh pair of nodes (so the client's connection is the hub's first, id 1); every round
+// resends exactly once.
+TEST(RpcRaceTest, ATimeoutAndACloseRacingResendAnAttemptOnce) {
+  Nid a = nid("10.0.0.1@tcp"), b = nid("10.0.0.2@tcp");
+  for (int round = 0; round < 60; ++round) {
+    Gate release;  // outlives the nodes' workers
+    ManualClock clock;
+    MemHub hub;
+    Node server(hub, clock, b);
+    server.rpc.handle(
+        kBlock, "BLOCK",
+        [&release](RpcRequest&) {
+          release.wait();
+          return RpcResponse{};
+        },
+        HandlerMode::kWorker);
+    Node client(hub, clock, a, 8, 8, /*retry_count=*/2);
+    Replies r;
+    client.rpc.call_async(b, kBlock, Buffer(), nullptr, r.cb(), CallOptions{60s});
+    hub.pump();          // connected and written
+    clock.advance(20s);  // the first attempt's deadline (60 s over 3 attempts)
+    auto close = [&] {   // the I/O thread's view: its connection closed
+      client.rpc.on_connection_closed(1, b, Status(Code::kClosed, "closed by the test"));
+    };
+    if (round == 0) {
+      close();  // alone first: connection 1 is the one the attempt went on, and it resends
+    } else {
+      std::thread closer(close);
+      client.rpc.expire(clock.now());  // the timer's view: a remote timeout
+      closer.join();
+    }
+    ASSERT_EQ(client.net.peers().at(0).resends, 1u) << "round " << round;
+    EXPECT_TRUE(r.got.empty());
+    release.open();
+    hub.pump();
+    client.rpc.shutdown();
+    hub.pump();
+  }
+}
+
 }  // namespace
 }  // namespace pfsnet
