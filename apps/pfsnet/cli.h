@@ -46,6 +46,7 @@ void add_config(CLI::App& app, Invocation& inv);
 void add_nis_and_peers(CLI::App& app, Invocation& inv);
 void add_status(CLI::App& app, Invocation& inv);
 void add_health(CLI::App& app, Invocation& inv);
+void add_mesh(CLI::App& app, Invocation& inv);
 void add_selftest(CLI::App& app, Invocation& inv);
 void add_tune(CLI::App& app, Invocation& inv);
 void add_fault(CLI::App& app, Invocation& inv);

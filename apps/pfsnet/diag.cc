@@ -1,4 +1,4 @@
-// pfsnet diag rpc [node[=NID]|size|message|all] [N{s|m|h|d}] [-Y] [--json]: the RPC
+// pfsnet diag rpc [node[=NID]|size|message|mesh|all] [N{s|m|h|d}] [-Y] [--json]: the RPC
 // statistics as mmdiag --rpc shows them.
 #include <cctype>
 #include <cstdio>
@@ -27,6 +27,12 @@ void for_each_stat(
       "", "latency", s["latency"]);
   for (const json& m : r.value("messages", json::array()))
     f("message", m["type"], "", "execution", m["execution"]);
+  static const char* kProbeStats[] = {"mesh_rtt", "mesh_write", "mesh_read", "mesh_lost"};
+  for (const json& p : r.value("probes", json::array()))
+    for (const char* k : kProbeStats)
+      if (p["stats"].contains(k))
+        f("path", p["local"].get<std::string>() + " -> " + p["peer"].get<std::string>(), p["node"],
+          k, p["stats"][k]);
 }
 
 constexpr const char* kGranularities[] = {"second", "minute", "hour", "day"};
@@ -99,7 +105,7 @@ int diag_rpc(Invocation& inv, const DiagArgs& a) {
       have_interval = true;
       continue;
     }
-    if (have_what) return fail("diag rpc takes one of node[=NAME], size, message, all");
+    if (have_what) return fail("diag rpc takes one of node[=NAME], size, message, mesh, all");
     have_what = true;
     if (arg.rfind("node=", 0) == 0) {
       req["what"] = "node";
@@ -122,10 +128,11 @@ void add_diag(CLI::App& app, Invocation& inv) {
   auto* diag = app.add_subcommand("diag", "daemon diagnostics");
   diag->require_subcommand(1);
   auto* sub = diag->add_subcommand(
-      "rpc", "RPC statistics, like mmdiag --rpc: [node[=NAME]|size|message|all] [N{s|m|h|d}]");
+      "rpc", "RPC statistics, like mmdiag --rpc: [node[=NAME]|size|message|mesh|all] [N{s|m|h|d}]");
   auto a = std::make_shared<DiagArgs>();
   sub->add_option("ARGS", a->args,
-                  "node (default), node=NID, size, message or all; and/or 60s, 5m, 2h, 30d");
+                  "node (default), node=NID, size, message, mesh (the probe mesh's paths) or all; "
+                  "and/or 60s, 5m, 2h, 30d");
   sub->add_flag("-Y", a->colon, "colon-separated rows with a header row");
   add_json_flag(sub, inv);
   sub->callback([&inv, a] { inv.rc = diag_rpc(inv, *a); });

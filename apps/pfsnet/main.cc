@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add_nis_and_peers(app, inv);
   add_status(app, inv);
   add_health(app, inv);
+  add_mesh(app, inv);
   add_selftest(app, inv);
   add_tune(app, inv);
   add_fault(app, inv);

@@ -32,6 +32,8 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
   timers_ = std::make_unique<NodeTimers>(*net_, *rpc_, stats_.get(), pinger_.get(), health_.get());
   serve_ping(*rpc_, static_cast<size_t>(cfg.max_bulk()));
   membership_ = std::make_unique<MembershipService>(cfg, *net_, *rpc_, clock_);
+  mesh_ = std::make_unique<MeshService>(MeshOptions::from(cfg), *net_, *rpc_, stats_.get(),
+                                        *membership_, clock_);
   serve_selftest(*rpc_, clock_);
   serve_tune_probe(*rpc_, clock_);
   tune_ = std::make_unique<TuneService>(*net_, *rpc_, *stats_, cfg_, clock_);
@@ -45,8 +47,9 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
     if (after.rpc.max_rpcs_in_flight != before.rpc.max_rpcs_in_flight)
       rpc_->set_max_rpcs_in_flight(after.rpc.max_rpcs_in_flight);
   });
-  parts_ = std::make_unique<NodeParts>(NodeParts{*net_, *rpc_, *stats_, cfg_, clock_,
-                                                 membership_.get(), tune_.get(), health_.get()});
+  parts_ =
+      std::make_unique<NodeParts>(NodeParts{*net_, *rpc_, *stats_, cfg_, clock_, membership_.get(),
+                                            tune_.get(), health_.get(), mesh_.get()});
   add_node_commands(commands_, *parts_);
   admin_ = std::make_unique<AdminServer>(commands_);
 }
@@ -61,6 +64,7 @@ Status Daemon::start() {
   timers_->start(std::chrono::milliseconds(100));
   watch_links();
   membership_->start();
+  mesh_->start();
   tune_->reset(clock_.now());
   tune_ticker_.start([this] { return Periodic::Period(tune_->round_period()); },
                      [this] { tune_->round(clock_.now()); });
@@ -118,6 +122,7 @@ void Daemon::stop() {
   timers_->stop();
   links_.stop();
   membership_->stop();
+  mesh_->stop();
   rpc_->shutdown();  // pending RPCs fail now, so admin sessions end
   if (http_) http_->stop();
   admin_->stop();

@@ -1,5 +1,6 @@
 // Daemon: one pfsnet node as pfsnetd runs it. Wiring only: it builds the node's parts
-// (statistics, Net over TCP, the RPC engine and its services, membership, tuning), hands
+// (statistics, Net over TCP, the RPC engine and its services, membership, the probe mesh,
+// tuning), hands
 // them to the admin command table and the HTTP routes, and follows the NIs' links.
 // Threads: start() and stop() from the main thread; the parts have their own.
 #pragma once
@@ -17,6 +18,7 @@
 #include "base/periodic.h"
 #include "membership/service.h"
 #include "net/net.h"
+#include "probe/mesh_service.h"
 #include "rpc/node_timers.h"
 #include "rpc/recovery_pinger.h"
 #include "rpc/rpc_engine.h"
@@ -56,6 +58,7 @@ class Daemon {
   std::unique_ptr<HealthMonitor> health_;  // outlives rpc_'s shutdown: its probes use it
   std::unique_ptr<NodeTimers> timers_;
   std::unique_ptr<MembershipService> membership_;
+  std::unique_ptr<MeshService> mesh_;  // its probes' callbacks use it: stopped with rpc_
   std::unique_ptr<TuneService> tune_;
   AdminCommands commands_;
   std::unique_ptr<NodeParts> parts_;

@@ -107,6 +107,30 @@ struct HealthConfig {
   int64_t quiet_bytes = 1 << 20;   // latency is judged in seconds with less traffic than this
 };
 
+// The probe mesh ([mesh], src/probe/mesh.h): every node probes `peers` others (the MGS
+// assigns them, rotating every rotate_interval) on every path to them: a small probe each
+// `interval` seconds, a bulk probe of `bulk_bytes` each way every `bulk_interval`; it sends
+// its row of figures (its last `window` seconds) to the MGS every report_interval, or less
+// often when the MGS says so: it keeps its syncs under mgs_sync_rate per second (at 100,000
+// nodes and 500/s, every 200 s). A cell is an outlier when its p50
+// is outlier_factor x the median and outlier_min_excess_ms above it, it lost more than
+// loss_ratio of its probes, or its bulk throughput is below the median / outlier_factor.
+// Every key takes effect at restart.
+struct MeshConfig {
+  bool enabled = true;
+  int64_t peers = 8;
+  double interval = 5;
+  double bulk_interval = 30;
+  int64_t bulk_bytes = 128 << 10;
+  int64_t rotate_interval = 600;
+  double report_interval = 15;
+  int64_t mgs_sync_rate = 500;
+  double outlier_factor = 3.0;
+  double outlier_min_excess_ms = 1.0;
+  double loss_ratio = 0.01;
+  int64_t window = 90;
+};
+
 // The tuning advisor and auto-tune ([tune]; every key changes at run time).
 struct TuneConfig {
   // Auto-tune: every `interval` seconds, raise or lower rpc.max_rpcs_in_flight and
@@ -134,6 +158,7 @@ struct Config {
   StatsConfig stats;
   MembershipConfig membership;
   HealthConfig health;
+  MeshConfig mesh;
   TuneConfig tune;
   std::vector<EmulationConfig> emulation;
 

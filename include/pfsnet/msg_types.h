@@ -21,6 +21,10 @@ inline constexpr uint32_t kMsgMgsPing = 17;
 inline constexpr uint32_t kMsgMgsNotify = 18;
 inline constexpr uint32_t kMsgMgsStatus = 19;
 inline constexpr uint32_t kMsgMgsReport = 22;
+// probe/mesh_service.h: the probe mesh (rows to the MGS, the matrix from it, the probes).
+inline constexpr uint32_t kMsgMeshSync = 23;
+inline constexpr uint32_t kMsgMeshMatrix = 24;
+inline constexpr uint32_t kMsgMeshProbe = 25;
 // selftest/selftest.h: one client's share of a self-test step.
 inline constexpr uint32_t kMsgSelftestRun = 20;
 // tune/tune.h: the packet-train probe.
@@ -42,6 +46,9 @@ inline constexpr MsgType kMsgTypes[] = {
     {kMsgMgsNotify, "MGS_NOTIFY"},
     {kMsgMgsStatus, "MGS_STATUS"},
     {kMsgMgsReport, "MGS_REPORT"},
+    {kMsgMeshSync, "MESH_SYNC"},
+    {kMsgMeshMatrix, "MESH_MATRIX"},
+    {kMsgMeshProbe, "MESH_PROBE"},
     {kMsgSelftestRun, "SELFTEST_RUN"},
     {kMsgTuneProbe, "TUNE_PROBE"},
 };

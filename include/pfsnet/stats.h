@@ -26,10 +26,18 @@ inline constexpr int kNumNodeStats = 7;
 std::string_view node_stat_name(NodeStat s);
 bool node_stat_is_verbs(NodeStat s);
 
+// The probe mesh's statistics per path (local NI -> peer NI), label "mesh": the small
+// probe's round trip, the bulk probes' times (write: to the peer; read: from it), and
+// lost probes (each with the time it waited). A count is probes; avg/min/max are times.
+enum class ProbeStat : uint8_t { kRtt, kWrite, kRead, kLost };
+inline constexpr int kNumProbeStats = 4;
+// "mesh_rtt", "mesh_write", "mesh_read", "mesh_lost".
+std::string_view probe_stat_name(ProbeStat s);
+
 enum class Granularity : uint8_t { kSecond, kMinute, kHour, kDay };
 
 struct StatsQuery {
-  enum class What : uint8_t { kNode, kSize, kMessage, kAll };
+  enum class What : uint8_t { kNode, kSize, kMessage, kAll, kProbe };  // kAll: not kProbe
   What what = What::kNode;
   std::optional<uint64_t> node;            // only this node
   std::optional<Granularity> granularity;  // only this granularity
@@ -60,11 +68,16 @@ struct MessageReport {
   uint32_t type = 0;
   StatView execution;
 };
+struct ProbeReport {
+  uint64_t local = 0, peer = 0;  // packed NIDs
+  std::vector<std::pair<ProbeStat, StatView>> stats;
+};
 struct StatsReport {
   uint64_t dropped_stat = 0, dropped_exec = 0;
   std::vector<NodeReport> nodes;
   std::vector<SizeReport> sizes;
   std::vector<MessageReport> messages;
+  std::vector<ProbeReport> probes;
 };
 
 }  // namespace pfsnet

@@ -53,6 +53,18 @@ Result<json> health(const NodeParts& node) {
   in.nis = node.net.nis();
   in.peers = node.net.peers();
   if (node.tune) in.settings = node.tune->status().active;
+  // The probe mesh's outliers, over the whole cluster (the MGS's rows).
+  std::vector<MeshRow> rows;
+  std::vector<std::vector<MeshMark>> marks;
+  if (node.mesh && mgs_error.empty()) {
+    auto m = node.mesh->matrix(std::chrono::seconds(5));
+    if (m.ok()) {
+      rows = std::move(m->rows);
+      marks = mark_outliers(rows, MeshOutlierRule::from(node.cfg.get()));
+      in.mesh = &rows;
+      in.mesh_marks = &marks;
+    }
+  }
   std::vector<Problem> problems = find_problems(in);
   if (!mgs_error.empty())
     problems.insert(
@@ -60,6 +72,24 @@ Result<json> health(const NodeParts& node) {
         Problem{"mgs", "MGS", "UNREACHABLE", in.node, 0,
                 "its table could not be had, so dead nodes are not listed: " + mgs_error, ""});
   return health_json(in.node, in.table, problems);
+}
+
+// The probe mesh: the MGS's rows (every node's), or with "local" this node's own row, each
+// cell marked when it stands out from the others.
+Result<json> mesh(const NodeParts& node, const json& req) {
+  if (!node.mesh) return Status(Code::kNotFound, "the probe mesh is not running on this node");
+  MeshMatrix m;
+  if (req.value("local", false)) {
+    m.mgs = Nid{};
+    m.rows = {node.mesh->local_row()};
+    m.total = 1;
+  } else {
+    auto r = node.mesh->matrix(std::chrono::seconds(5));
+    if (!r.ok()) return r.status();
+    m = std::move(*r);
+  }
+  auto marks = mark_outliers(m.rows, MeshOutlierRule::from(node.cfg.get()));
+  return mesh_json(m, marks, node.mesh->counters(), node.mesh->options());
 }
 
 Result<json> config_show(const NodeParts& node) {
@@ -160,6 +190,8 @@ void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
       "status", [n](const json&, E) { return status(n); }, "status");
   cmds.add(
       "health", [n](const json&, E) { return health(n); }, "health");
+  cmds.add(
+      "mesh", [n](const json& r, E) { return mesh(n, r); }, "mesh");
   cmds.add("selftest", [n](const json& r, E) { return selftest(n, r); });
   cmds.add("tune", [n](const json& r, E) { return tune(n, r); });
   cmds.add("ping", [n](const json& r, E emit) { return run_ping(n, r, emit); });
@@ -194,6 +226,10 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
       s.degraded[static_cast<size_t>(c)] = node.health->degraded_total(c);
     s.probes = node.health->probes_sent();
     m.slowness = s;
+  }
+  if (node.mesh) {
+    MeshService::Counters c = node.mesh->counters();
+    m.mesh = MetricsSnapshot::Mesh{node.mesh->local_row(), c.probes, c.lost, c.bulk_bytes};
   }
   return m;
 }

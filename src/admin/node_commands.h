@@ -3,7 +3,7 @@
 // on the node's parts and their typed answers into the JSON the CLI prints; the JSON
 // shapes live in views.h.
 //
-//   nis, peers, diag_rpc, config_show, config_set, status, selftest, tune, ping,
+//   nis, peers, diag_rpc, config_show, config_set, status, health, mesh, selftest, tune, ping,
 //   fault_add, fault_list, fault_del
 //
 // Threads: handlers run on admin session threads, several at once; the parts are
@@ -17,6 +17,7 @@
 #include "base/live_config.h"
 #include "membership/service.h"
 #include "net/net.h"
+#include "probe/mesh_service.h"
 #include "rpc/health_monitor.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
@@ -34,6 +35,7 @@ struct NodeParts {
   MembershipService* membership = nullptr;  // null: `status` answers "no membership"
   TuneService* tune = nullptr;              // null: `tune` answers "no tuning service"
   HealthMonitor* health = nullptr;          // null: no slowness counters in /metrics
+  MeshService* mesh = nullptr;              // null: `mesh` answers "no probe mesh"
 };
 
 void add_node_commands(AdminCommands& cmds, const NodeParts& node);

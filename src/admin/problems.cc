@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace pfsnet {
@@ -10,11 +11,11 @@ namespace pfsnet {
 namespace {
 
 int severity(const std::string& cause) {
-  static const char* order[] = {"DEAD", "DOWN",      "SUSPECT", "LOSSY",
-                                "SLOW", "UNHEALTHY", "SERVER",  "SETTINGS"};
-  for (int i = 0; i < 8; ++i)
+  static const char* order[] = {"DEAD",      "DOWN",      "SUSPECT", "LOSSY",   "SLOW",
+                                "THROTTLED", "UNHEALTHY", "SERVER",  "SETTINGS"};
+  for (int i = 0; i < 9; ++i)
     if (cause == order[i]) return i;
-  return 8;
+  return 9;
 }
 
 // "health 800; errors PEER_NI_UNREACHABLE 2, ...; 3 recovery pings unanswered".
@@ -28,6 +29,10 @@ std::string health_evidence(const NiInfo& i) {
   if (!errs.empty()) s += "; errors " + errs;
   if (i.recovery_pings) s += fmt::format("; {} recovery ping(s) unanswered", i.recovery_pings);
   return s;
+}
+
+const char* mark_cause(const MeshMark& m) {
+  return m.lossy ? "LOSSY" : m.slow ? "SLOW" : "THROTTLED";
 }
 
 }  // namespace
@@ -70,6 +75,64 @@ std::vector<Problem> find_problems(const ProblemInputs& in) {
           "seen on " + nid + ": " + i.degraded_evidence);
     else if (!i.degraded.empty())
       add("peer_ni", nid, i.degraded, i.degraded_since_unix_ms, i.degraded_evidence);
+  }
+  if (in.mesh && in.mesh_marks) {
+    // Per NI: the mesh cells it is in (as the prober's NI or the probed one) and those that
+    // stand out, by cause. Cells to or from a dead or suspect node are the node's problem.
+    struct Tally {
+      int cells = 0, marked = 0, lossy = 0, slow = 0, throttled = 0;
+      std::string node;
+      std::set<std::string> seen_by;
+    };
+    std::map<Nid, Tally> nis;
+    auto skip = [&](const MeshCell& c) {
+      return culprit_nids.count(c.peer) != 0 || culprit_nids.count(c.local) != 0;
+    };
+    const std::vector<MeshRow>& rows = *in.mesh;
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (size_t j = 0; j < rows[i].cells.size(); ++j) {
+        const MeshCell& c = rows[i].cells[j];
+        const MeshMark& m = (*in.mesh_marks)[i][j];
+        if (skip(c)) continue;
+        for (const auto& [nid, node] :
+             {std::pair{c.local, rows[i].from}, std::pair{c.peer, c.to}}) {
+          Tally& t = nis[nid];
+          t.node = node;
+          ++t.cells;
+          if (!m.any()) continue;
+          ++t.marked;
+          t.lossy += m.lossy;
+          t.slow += m.slow;
+          t.throttled += m.throttled;
+          t.seen_by.insert(rows[i].from);
+        }
+      }
+    std::set<Nid> named;
+    for (const auto& [nid, t] : nis) {
+      if (t.marked < 2 || 2 * t.marked < t.cells) continue;
+      named.insert(nid);
+      const char* cause = t.lossy >= t.slow && t.lossy >= t.throttled ? "LOSSY"
+                          : t.slow >= t.throttled                     ? "SLOW"
+                                                                      : "THROTTLED";
+      std::string seen;
+      for (const std::string& n : t.seen_by) seen += (seen.empty() ? "" : ",") + n;
+      add("ni", nid.to_string() + " (" + t.node + ")", cause, 0,
+          fmt::format("probe mesh: {} of the {} probed paths through it stand out ({} SLOW, "
+                      "{} LOSSY, {} THROTTLED)",
+                      t.marked, t.cells, t.slow, t.lossy, t.throttled));
+      out.back().seen_by = seen;
+    }
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (size_t j = 0; j < rows[i].cells.size(); ++j) {
+        const MeshCell& c = rows[i].cells[j];
+        const MeshMark& m = (*in.mesh_marks)[i][j];
+        if (!m.any() || skip(c) || named.count(c.local) || named.count(c.peer)) continue;
+        add("path",
+            rows[i].from + " -> " + c.to + " (" + c.local.to_string() + " -> " +
+                c.peer.to_string() + ")",
+            mark_cause(m), 0, "probe mesh: " + m.reason);
+        out.back().seen_by = rows[i].from;
+      }
   }
   for (const TuneProblem& p : in.settings) {
     add("settings", p.peer.empty() ? in.node : p.peer, "SETTINGS", 0, p.text);

@@ -7,6 +7,11 @@
 //                           SLOW, LOSSY (slowness, net/slowness_board.h)
 //   this node's peer NIs    UNHEALTHY, SLOW, LOSSY; SERVER (the peer's execution time)
 //   the tuning check        SETTINGS (the settings do not fit the measured path)
+//   the probe mesh          SLOW, LOSSY, THROTTLED (probe/mesh.h's outlier cells, the whole
+//                           cluster's): an NI in at least two outlier cells that are at
+//                           least half of the mesh cells it is in is the culprit (kind "ni",
+//                           the cause most of them share); the other outlier cells are
+//                           listed as paths, seen by their prober
 // A peer NI of a node the table calls DEAD or SUSPECT is not listed again: the node is the
 // culprit, its NIs' errors the consequence. Sorted by severity, then oldest first.
 // Thread safety: pure functions.
@@ -20,14 +25,15 @@
 #include <vector>
 
 #include "membership/protocol.h"
+#include "probe/mesh.h"
 #include "tune/tune.h"
 
 namespace pfsnet {
 
 struct Problem {
-  std::string kind;           // "node", "ni", "peer_ni", "server", "settings"
+  std::string kind;           // "node", "ni", "peer_ni", "server", "settings", "path"
   std::string subject;        // the node's name, the NID, or the peer the settings are about
-  std::string cause;          // DEAD SUSPECT DOWN LOSSY SLOW UNHEALTHY SERVER SETTINGS
+  std::string cause;          // DEAD SUSPECT DOWN LOSSY SLOW THROTTLED UNHEALTHY SERVER SETTINGS
   std::string seen_by;        // the node whose view this is
   int64_t since_unix_ms = 0;  // 0: not known
   std::string evidence;
@@ -39,6 +45,9 @@ struct ProblemInputs {
   const StatusTable* table = nullptr;  // the MGS's table (null: not asked or not reachable)
   std::vector<NiInfo> nis, peers;
   std::vector<TuneProblem> settings;  // the tuning check's active problems
+  // The probe mesh's rows (the MGS's: every node's) and their outlier marks; null: none.
+  const std::vector<MeshRow>* mesh = nullptr;
+  const std::vector<std::vector<MeshMark>>* mesh_marks = nullptr;
 };
 
 std::vector<Problem> find_problems(const ProblemInputs& in);

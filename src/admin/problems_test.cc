@@ -86,5 +86,68 @@ TEST(ProblemsTest, WithoutTheTableAnUnhealthyPeerIsListedAsSuch) {
   EXPECT_TRUE(find_problems(ProblemInputs{"n", nullptr, {ni("198.18.0.1@tcp")}, {}, {}}).empty());
 }
 
+// The probe mesh: five nodes each probing the four others. n5's NI answers slowly and its
+// bulk is throttled: every cell through it stands out, so the NI is named once -- not the
+// eight paths -- and nothing healthy is; one lossy path elsewhere is listed as a path; a
+// dead node's cells are its own problem.
+TEST(ProblemsTest, TheMeshNamesTheNiItsOutliersShareAndLoneOutliersAsPaths) {
+  std::vector<std::string> names = {"n1", "n2", "n3", "n4", "n5"};
+  auto addr = [](size_t i) { return *Nid::parse("198.18.0." + std::to_string(i + 1) + "@tcp"); };
+  std::vector<MeshRow> rows;
+  std::vector<std::vector<MeshMark>> marks;
+  for (size_t i = 0; i < names.size(); ++i) {
+    MeshRow r;
+    r.from = names[i];
+    std::vector<MeshMark> m;
+    for (size_t j = 0; j < names.size(); ++j) {
+      if (j == i) continue;
+      MeshCell c;
+      c.to = names[j];
+      c.local = addr(i);
+      c.peer = addr(j);
+      r.cells.push_back(c);
+      MeshMark k;
+      if (j == 4) {
+        k.slow = true;
+        k.reason = "p50 30.000 ms > 3 x median 0.200 ms";
+      } else if (i == 4) {
+        k.throttled = true;
+        k.reason = "write 2.0 MiB/s < median 300.0 / 3";
+      } else if (i == 0 && j == 1) {
+        k.lossy = true;
+        k.reason = "lost 3 of 30 probes";
+      }
+      m.push_back(k);
+    }
+    rows.push_back(r);
+    marks.push_back(m);
+  }
+  ProblemInputs in;
+  in.node = "n2";
+  in.mesh = &rows;
+  in.mesh_marks = &marks;
+  std::vector<Problem> p = find_problems(in);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].kind, "path");
+  EXPECT_EQ(p[0].cause, "LOSSY");
+  EXPECT_EQ(p[0].subject, "n1 -> n2 (198.18.0.1@tcp -> 198.18.0.2@tcp)");
+  EXPECT_EQ(p[0].seen_by, "n1");
+  EXPECT_EQ(p[1].kind, "ni");
+  EXPECT_EQ(p[1].subject, "198.18.0.5@tcp (n5)");
+  EXPECT_EQ(p[1].cause, "SLOW");  // 4 slow, 4 throttled: the severer
+  EXPECT_EQ(p[1].seen_by, "n1,n2,n3,n4,n5");
+  EXPECT_NE(p[1].evidence.find("8 of the 8 probed paths"), std::string::npos) << p[1].evidence;
+  // n5 dead: its cells are not the mesh's to name.
+  StatusTable t;
+  t.mgs = addr(0);
+  t.nodes = {StatusNode{5, "n5", 2, NodeState::kDead, {addr(4)}, 0, 0, 0, 0, false}};
+  in.table = &t;
+  p = find_problems(in);
+  ASSERT_EQ(p.size(), 2u);  // n5 DEAD, the lossy path
+  EXPECT_EQ(p[0].cause, "DEAD");
+  EXPECT_EQ(p[1].cause, "LOSSY");
+  for (const Problem& x : p) EXPECT_EQ(x.subject.find("(198.18.0.5@tcp"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pfsnet

@@ -209,6 +209,54 @@ std::string prometheus_text(const MetricsSnapshot& m) {
     text.sample("pfsnet_health_probes_total", "", double(m.slowness->probes));
   }
 
+  if (m.mesh) {
+    text.family("pfsnet_mesh_probes_total", "counter", "Probes of the probe mesh sent.");
+    text.sample("pfsnet_mesh_probes_total", "", double(m.mesh->probes));
+    text.family("pfsnet_mesh_probes_lost_total", "counter",
+                "Probes of the probe mesh that failed or timed out.");
+    text.sample("pfsnet_mesh_probes_lost_total", "", double(m.mesh->lost));
+    text.family("pfsnet_mesh_bulk_bytes_total", "counter",
+                "Bytes the probe mesh's bulk probes moved, both ways.");
+    text.sample("pfsnet_mesh_bulk_bytes_total", "", double(m.mesh->bulk_bytes));
+    auto path = [](const MeshCell& c) {
+      return "node=\"" + c.to + "\",local=\"" + c.local.to_string() + "\",peer=\"" +
+             c.peer.to_string() + "\"";
+    };
+    const std::vector<MeshCell>& cells = m.mesh->row.cells;
+    struct Gauge {
+      const char* name;
+      const char* help;
+      double MeshCell::*field;
+      double scale;
+    };
+    for (const Gauge& g :
+         {Gauge{"pfsnet_mesh_rtt_p50_seconds",
+                "Small-probe round trip of a probed path, median over the mesh window.",
+                &MeshCell::p50_ms, 1e-3},
+          Gauge{"pfsnet_mesh_rtt_p99_seconds",
+                "Small-probe round trip of a probed path, 99th percentile over the mesh window.",
+                &MeshCell::p99_ms, 1e-3}}) {
+      text.family(g.name, "gauge", g.help);
+      for (const MeshCell& c : cells)
+        if (c.rtt_count) text.sample(g.name, path(c), c.*g.field * g.scale);
+    }
+    text.family("pfsnet_mesh_bulk_bytes_per_second", "gauge",
+                "Bulk-probe throughput of a probed path, median over the mesh window, by "
+                "direction (write: to the peer).");
+    for (const MeshCell& c : cells)
+      for (auto [dir, v] : {std::pair{"write", c.write_mib_s}, std::pair{"read", c.read_mib_s}})
+        if (v > 0)
+          text.sample("pfsnet_mesh_bulk_bytes_per_second", path(c) + ",direction=\"" + dir + "\"",
+                      v * 1048576.0);
+    text.family("pfsnet_mesh_window_probes", "gauge",
+                "Probes of a probed path in the mesh window, by outcome.");
+    for (const MeshCell& c : cells) {
+      text.sample("pfsnet_mesh_window_probes", path(c) + ",outcome=\"answered\"",
+                  double(c.sent - c.lost));
+      text.sample("pfsnet_mesh_window_probes", path(c) + ",outcome=\"lost\"", double(c.lost));
+    }
+  }
+
   // What `pfsnet health` lists from this node's view: 1 while it holds, with its start.
   text.family("pfsnet_problem", "gauge",
               "A problem this node sees (pfsnet health): 1 while it holds; absent otherwise.");

@@ -12,6 +12,7 @@
 
 #include "admin/problems.h"
 #include "net/net.h"
+#include "probe/mesh.h"
 #include "rpc/worker_pool.h"
 #include "stats/rpc_stats.h"
 #include "tune/tune_service.h"
@@ -44,6 +45,12 @@ struct MetricsSnapshot {
   };
   std::optional<Slowness> slowness;
   std::vector<Problem> problems;  // this node's (pfsnet health without the MGS's table)
+  // The probe mesh (absent: none runs): this node's row and its counters.
+  struct Mesh {
+    MeshRow row;
+    uint64_t probes = 0, lost = 0, bulk_bytes = 0;
+  };
+  std::optional<Mesh> mesh;
 };
 
 // Count, average, minimum and maximum (ms) over a statistic's one-second intervals: the

@@ -200,10 +200,46 @@ TEST(PrometheusTextTest, SlownessFamilies) {
   EXPECT_NE(t.find("pfsnet_health_probes_total 14\n"), std::string::npos);
 }
 
+TEST(PrometheusTextTest, MeshFamiliesPerProbedPath) {
+  MetricsSnapshot m = snapshot();
+  EXPECT_EQ(prometheus_text(m).find("pfsnet_mesh_"), std::string::npos);  // no mesh: none
+  MetricsSnapshot::Mesh mesh;
+  MeshCell c;
+  c.to = "n3";
+  c.local = m.nis[0].nid;
+  c.peer = *Nid::parse("127.0.0.3@tcp");
+  c.sent = 20;
+  c.lost = 2;
+  c.rtt_count = 15;
+  c.p50_ms = 0.25;
+  c.p99_ms = 1.5;
+  c.write_mib_s = 100;
+  mesh.row.cells = {c};
+  mesh.probes = 40;
+  mesh.lost = 2;
+  mesh.bulk_bytes = 1 << 20;
+  m.mesh = mesh;
+  std::string t = prometheus_text(m);
+  const std::string path = "node=\"n3\",local=\"127.0.0.2@tcp\",peer=\"127.0.0.3@tcp\"";
+  EXPECT_NE(t.find("pfsnet_mesh_rtt_p50_seconds{" + path + "} 0.00025\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("pfsnet_mesh_rtt_p99_seconds{" + path + "} 0.0015\n"), std::string::npos);
+  EXPECT_NE(
+      t.find("pfsnet_mesh_bulk_bytes_per_second{" + path + ",direction=\"write\"} 104857600\n"),
+      std::string::npos);
+  EXPECT_EQ(t.find("direction=\"read\""), std::string::npos);  // no read probe answered
+  EXPECT_NE(t.find("pfsnet_mesh_window_probes{" + path + ",outcome=\"lost\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("pfsnet_mesh_window_probes{" + path + ",outcome=\"answered\"} 18\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("pfsnet_mesh_probes_total 40\n"), std::string::npos);
+  EXPECT_NE(t.find("pfsnet_mesh_probes_lost_total 2\n"), std::string::npos);
+}
+
 // Every sample belongs to a family announced before it with HELP and TYPE, once.
 TEST(PrometheusTextTest, EveryFamilyHasHelpAndTypeOnce) {
   MetricsSnapshot m = snapshot();
   m.tune = TuneStatus{};
+  m.mesh = MetricsSnapshot::Mesh{};
   std::istringstream in(prometheus_text(m));
   std::set<std::string> help, type;
   std::string line;

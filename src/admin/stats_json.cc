@@ -64,6 +64,18 @@ json stats_report_json(const StatsReport& rep, const StatsQuery& q, const NodeNa
       msgs.push_back({{"type", type_name(m.type)}, {"execution", stat(m.execution, q)}});
     j["messages"] = msgs;
   }
+  if (q.what == W::kProbe) {
+    json probes = json::array();
+    for (const ProbeReport& p : rep.probes) {
+      json stats = json::object();
+      for (const auto& [k, v] : p.stats) stats[std::string(probe_stat_name(k))] = stat(v, q);
+      probes.push_back({{"local", node_nid(p.local)},
+                        {"peer", node_nid(p.peer)},
+                        {"node", node_name(p.peer)},
+                        {"stats", stats}});
+    }
+    j["probes"] = probes;
+  }
   return j;
 }
 
@@ -79,9 +91,12 @@ Result<StatsQuery> parse_stats_query(
     q.what = StatsQuery::What::kMessage;
   } else if (what == "all") {
     q.what = StatsQuery::What::kAll;
+  } else if (what == "mesh") {
+    q.what = StatsQuery::What::kProbe;
   } else {
-    return Status(Code::kInvalidArgument,
-                  "unknown statistics '" + what + "' (expected node[=NAME], size, message or all)");
+    return Status(
+        Code::kInvalidArgument,
+        "unknown statistics '" + what + "' (expected node[=NAME], size, message, mesh or all)");
   }
   std::string node = req.value("node", std::string());
   if (!node.empty()) {

@@ -246,4 +246,50 @@ json health_json(const std::string& node, const StatusTable* table,
           {"problems", list}};
 }
 
+json mesh_json(const MeshMatrix& m, const std::vector<std::vector<MeshMark>>& marks,
+               const MeshService::Counters& c, const MeshOptions& o) {
+  json rows = json::array();
+  size_t outliers = 0;
+  for (size_t i = 0; i < m.rows.size(); ++i) {
+    const MeshRow& r = m.rows[i];
+    json cells = json::array();
+    for (size_t j = 0; j < r.cells.size(); ++j) {
+      const MeshCell& x = r.cells[j];
+      const std::string& why = marks[i][j].reason;
+      outliers += why.empty() ? 0 : 1;
+      cells.push_back({{"to", x.to},
+                       {"local", x.local.to_string()},
+                       {"peer", x.peer.to_string()},
+                       {"sent", x.sent},
+                       {"lost", x.lost},
+                       {"rtt_count", x.rtt_count},
+                       {"p50_ms", round3(x.p50_ms)},
+                       {"p99_ms", round3(x.p99_ms)},
+                       {"write_mib_s", std::round(x.write_mib_s * 10) / 10},
+                       {"read_mib_s", std::round(x.read_mib_s * 10) / 10},
+                       {"outlier", why}});
+    }
+    rows.push_back({{"from", r.from}, {"updated_unix_ms", r.updated_unix_ms}, {"cells", cells}});
+  }
+  auto secs = [](Duration d) { return std::chrono::duration<double>(d).count(); };
+  return {{"mgs", m.mgs.pack() ? m.mgs.to_string() : std::string()},
+          {"epoch", m.epoch},
+          {"rows", rows},
+          {"outliers", outliers},
+          {"local",
+           {{"probes", c.probes},
+            {"lost", c.lost},
+            {"bulk_bytes", c.bulk_bytes},
+            {"syncs", c.syncs},
+            {"sync_failures", c.sync_failures},
+            {"epoch", c.epoch},
+            {"targets", c.targets},
+            {"paths", c.paths},
+            {"peers", o.peers},
+            {"interval_s", secs(o.interval)},
+            {"bulk_interval_s", secs(o.bulk_interval)},
+            {"bulk_bytes_each", o.bulk_bytes},
+            {"window_s", secs(o.window)}}}};
+}
+
 }  // namespace pfsnet

@@ -9,6 +9,7 @@
 #include "base/live_config.h"
 #include "membership/service.h"
 #include "net/net.h"
+#include "probe/mesh_service.h"
 #include "tune/tune_service.h"
 
 namespace pfsnet {
@@ -31,5 +32,11 @@ nlohmann::json membership_counters_json(const MembershipCounters& c);
 // and the node counts 0 when the MGS's table was not had.
 nlohmann::json health_json(const std::string& node, const StatusTable* table,
                            const std::vector<Problem>& problems);
+// The `mesh` result: {"mgs", "epoch", "rows": [{"from", "updated_unix_ms", "cells": [{"to",
+// "local", "peer", "sent", "lost", "rtt_count", "p50_ms", "p99_ms", "write_mib_s",
+// "read_mib_s", "outlier"}...]}...], "outliers", "local": {this node's counters and
+// settings}}; "outlier" is "" or why the cell stands out.
+nlohmann::json mesh_json(const MeshMatrix& m, const std::vector<std::vector<MeshMark>>& marks,
+                         const MeshService::Counters& c, const MeshOptions& o);
 
 }  // namespace pfsnet

@@ -224,6 +224,20 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"degraded_penalty", int_key(&cfg.health.degraded_penalty, 0, 1000)},
       {"quiet_bytes", int_key(&cfg.health.quiet_bytes, 1, int64_t{1} << 40)},
   };
+  const std::map<std::string, Reader, std::less<>> mesh_keys = {
+      {"enabled", bool_key(&cfg.mesh.enabled)},
+      {"peers", int_key(&cfg.mesh.peers, 0, 1024)},
+      {"interval", number_key(&cfg.mesh.interval, 0.1, 3600)},
+      {"bulk_interval", number_key(&cfg.mesh.bulk_interval, 0, 86400)},
+      {"bulk_bytes", int_key(&cfg.mesh.bulk_bytes, 0, 16 << 20)},
+      {"rotate_interval", int_key(&cfg.mesh.rotate_interval, 1, 86400 * 30)},
+      {"report_interval", number_key(&cfg.mesh.report_interval, 0.1, 3600)},
+      {"mgs_sync_rate", int_key(&cfg.mesh.mgs_sync_rate, 1, 1'000'000)},
+      {"outlier_factor", number_key(&cfg.mesh.outlier_factor, 1.1, 1000)},
+      {"outlier_min_excess_ms", number_key(&cfg.mesh.outlier_min_excess_ms, 0, 60000)},
+      {"loss_ratio", number_key(&cfg.mesh.loss_ratio, 0, 1)},
+      {"window", int_key(&cfg.mesh.window, 1, 86400)},
+  };
   const std::map<std::string, Reader, std::less<>> tune_keys = {
       {"auto", bool_key(&cfg.tune.auto_tune)},
       {"interval", number_key(&cfg.tune.interval, 0.1, 3600)},
@@ -236,9 +250,10 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"link_mbit", number_key(&cfg.tune.link_mbit, 0, 1e7)},
   };
   const std::map<std::string, const std::map<std::string, Reader, std::less<>>*, std::less<>>
-      sections = {{"tune", &tune_keys},    {"node", &node_keys},   {"lnet", &lnet_keys},
-                  {"rpc", &rpc_keys},      {"stats", &stats_keys}, {"membership", &membership_keys},
-                  {"health", &health_keys}};
+      sections = {{"tune", &tune_keys},     {"node", &node_keys},
+                  {"lnet", &lnet_keys},     {"rpc", &rpc_keys},
+                  {"stats", &stats_keys},   {"membership", &membership_keys},
+                  {"health", &health_keys}, {"mesh", &mesh_keys}};
 
   for (const auto& [k, v] : root) {
     std::string name(k.str());
@@ -324,6 +339,9 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
         return err(c, t->source(), "tune.max_credits", "must not be below tune.max_peer_credits");
     }
   }
+  if (cfg.mesh.bulk_bytes > cfg.max_bulk())
+    return err(c, root.source(), "mesh.bulk_bytes",
+               "must not be above 2 x stats.maxBlockSize (" + std::to_string(cfg.max_bulk()) + ")");
   return cfg;
 }
 
@@ -396,6 +414,18 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"health.loss_ratio", num(c.health.loss_ratio)},
       {"health.degraded_penalty", i(c.health.degraded_penalty)},
       {"health.quiet_bytes", i(c.health.quiet_bytes)},
+      {"mesh.enabled", c.mesh.enabled ? "true" : "false"},
+      {"mesh.peers", i(c.mesh.peers)},
+      {"mesh.interval", num(c.mesh.interval)},
+      {"mesh.bulk_interval", num(c.mesh.bulk_interval)},
+      {"mesh.bulk_bytes", i(c.mesh.bulk_bytes)},
+      {"mesh.rotate_interval", i(c.mesh.rotate_interval)},
+      {"mesh.report_interval", num(c.mesh.report_interval)},
+      {"mesh.mgs_sync_rate", i(c.mesh.mgs_sync_rate)},
+      {"mesh.outlier_factor", num(c.mesh.outlier_factor)},
+      {"mesh.outlier_min_excess_ms", num(c.mesh.outlier_min_excess_ms)},
+      {"mesh.loss_ratio", num(c.mesh.loss_ratio)},
+      {"mesh.window", i(c.mesh.window)},
       {"tune.auto", c.tune.auto_tune ? "true" : "false"},
       {"tune.interval", num(c.tune.interval)},
       {"tune.check_interval", i(c.tune.check_interval)},

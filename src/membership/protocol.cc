@@ -1,5 +1,6 @@
 #include "membership/protocol.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace pfsnet {
@@ -14,6 +15,7 @@ class Writer {
   void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
   void u32(uint32_t v) { raw(&v, 4); }
   void u64(uint64_t v) { raw(&v, 8); }
+  void f64(double v) { raw(&v, 8); }
   void str(const std::string& s) {
     size_t n = std::min(s.size(), kMaxName);
     u8(static_cast<uint8_t>(n));
@@ -23,6 +25,15 @@ class Writer {
     size_t n = std::min(v.size(), kMaxNids);
     u8(static_cast<uint8_t>(n));
     for (size_t i = 0; i < n; ++i) u64(v[i].pack());
+  }
+  void cell(const MeshCell& c) {
+    str(c.to);
+    u64(c.local.pack());
+    u64(c.peer.pack());
+    u32(c.sent);
+    u32(c.lost);
+    u32(c.rtt_count);
+    for (double v : {c.p50_ms, c.p99_ms, c.write_mib_s, c.read_mib_s}) f64(v);
   }
   void event(const NodeEvent& e) {
     u32(e.id);
@@ -60,6 +71,13 @@ class Reader {
     raw(&v, 8);
     return v;
   }
+  // A figure: finite and not negative, or the message is malformed.
+  double f64() {
+    double v = 0;
+    raw(&v, 8);
+    if (!std::isfinite(v) || v < 0) ok_ = false;
+    return v;
+  }
   std::string str() {
     size_t n = u8();
     if (!need(n)) return {};
@@ -94,6 +112,24 @@ class Reader {
     e.state = static_cast<NodeState>(st);
     e.nids = nids();
     return e;
+  }
+  MeshCell cell() {
+    MeshCell c;
+    c.to = str();
+    auto local = Nid::unpack(u64());
+    auto peer = Nid::unpack(u64());
+    if (!local.ok() || !peer.ok()) {
+      ok_ = false;
+      return c;
+    }
+    c.local = *local;
+    c.peer = *peer;
+    c.sent = u32();
+    c.lost = u32();
+    c.rtt_count = u32();
+    for (double* v : {&c.p50_ms, &c.p99_ms, &c.write_mib_s, &c.read_mib_s}) *v = f64();
+    if (c.lost > c.sent) ok_ = false;
+    return c;
   }
   // A list count that the remaining bytes can hold at `min_each` bytes per item.
   size_t count(size_t min_each) {
@@ -216,7 +252,7 @@ Buffer encode(const NotifyReq& m) {
   return w.take();
 }
 
-Buffer encode(const StatusReq& m) {
+Buffer encode(const PageReq& m) {
   Writer w;
   w.u32(m.offset);
   w.u32(m.limit);
@@ -242,6 +278,44 @@ Buffer encode(const StatusTable& m) {
     w.u64(static_cast<uint64_t>(e.last_change_unix_ms));
     w.u64(e.last_heard_ago_ms);
     w.u8(e.heard_by_report ? 1 : 0);
+  }
+  return w.take();
+}
+
+Buffer encode(const MeshSyncReq& m) {
+  Writer w;
+  w.str(m.name);
+  size_t n = std::min(m.cells.size(), kMaxMeshCells);
+  w.u32(static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) w.cell(m.cells[i]);
+  return w.take();
+}
+
+Buffer encode(const MeshSyncRep& m) {
+  Writer w;
+  w.u8(static_cast<uint8_t>(m.status));
+  w.u64(m.epoch);
+  w.u32(m.next_sync_ms);
+  size_t n = std::min(m.targets.size(), kMaxMeshCells);
+  w.u32(static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) w.event(m.targets[i]);
+  return w.take();
+}
+
+Buffer encode(const MeshMatrix& m) {
+  Writer w;
+  w.u64(m.epoch);
+  w.u32(m.total);
+  w.u32(m.offset);
+  size_t n = std::min<size_t>(m.rows.size(), kMaxMeshPage);
+  w.u32(static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    const MeshRow& r = m.rows[i];
+    w.str(r.from);
+    w.u64(static_cast<uint64_t>(r.updated_unix_ms));
+    size_t c = std::min(r.cells.size(), kMaxMeshCells);
+    w.u32(static_cast<uint32_t>(c));
+    for (size_t j = 0; j < c; ++j) w.cell(r.cells[j]);
   }
   return w.take();
 }
@@ -319,12 +393,12 @@ Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b) {
   return finish(r, std::move(m), "MGS_NOTIFY");
 }
 
-Result<StatusReq> decode_status_req(std::span<const uint8_t> b) {
+Result<PageReq> decode_page_req(std::span<const uint8_t> b) {
   Reader r(b);
-  StatusReq m;
+  PageReq m;
   m.offset = r.u32();
   m.limit = r.u32();
-  return finish(r, m, "MGS_STATUS");
+  return finish(r, m, "page request");
 }
 
 Result<StatusTable> decode_status_rep(std::span<const uint8_t> b) {
@@ -353,6 +427,54 @@ Result<StatusTable> decode_status_rep(std::span<const uint8_t> b) {
     m.nodes.push_back(std::move(s));
   }
   return finish(r, std::move(m), "MGS_STATUS reply");
+}
+
+// A cell: name length, 2 NIDs, 3 counts, 4 figures: at least 1+16+12+32 bytes.
+constexpr size_t kMinCellBytes = 61;
+
+Result<MeshSyncReq> decode_mesh_sync_req(std::span<const uint8_t> b) {
+  Reader r(b);
+  MeshSyncReq m;
+  m.name = r.str();
+  size_t n = r.count(kMinCellBytes);
+  if (n > kMaxMeshCells) return Status(Code::kProtocol, "MESH_SYNC: too many cells");
+  for (size_t i = 0; i < n && r.ok(); ++i) m.cells.push_back(r.cell());
+  if (r.ok() && m.name.empty()) return Status(Code::kProtocol, "MESH_SYNC: no node name");
+  return finish(r, std::move(m), "MESH_SYNC");
+}
+
+Result<MeshSyncRep> decode_mesh_sync_rep(std::span<const uint8_t> b) {
+  Reader r(b);
+  MeshSyncRep m;
+  uint8_t st = r.u8();
+  if (st > 1) return Status(Code::kProtocol, "MESH_SYNC reply: bad status");
+  m.status = static_cast<PingStatus>(st);
+  m.epoch = r.u64();
+  m.next_sync_ms = r.u32();
+  size_t n = r.count(12);  // id, name length, roles, state, NID count: at least 8 bytes
+  if (n > kMaxMeshCells) return Status(Code::kProtocol, "MESH_SYNC reply: too many targets");
+  for (size_t i = 0; i < n && r.ok(); ++i) m.targets.push_back(r.event());
+  return finish(r, std::move(m), "MESH_SYNC reply");
+}
+
+Result<MeshMatrix> decode_mesh_matrix(std::span<const uint8_t> b) {
+  Reader r(b);
+  MeshMatrix m;
+  m.epoch = r.u64();
+  m.total = r.u32();
+  m.offset = r.u32();
+  size_t n = r.count(13);  // name length, time, cell count
+  if (n > kMaxMeshPage) return Status(Code::kProtocol, "MESH_MATRIX reply: page too large");
+  for (size_t i = 0; i < n && r.ok(); ++i) {
+    MeshRow row;
+    row.from = r.str();
+    row.updated_unix_ms = static_cast<int64_t>(r.u64());
+    size_t c = r.count(kMinCellBytes);
+    if (c > kMaxMeshCells) return Status(Code::kProtocol, "MESH_MATRIX reply: too many cells");
+    for (size_t j = 0; j < c && r.ok(); ++j) row.cells.push_back(r.cell());
+    m.rows.push_back(std::move(row));
+  }
+  return finish(r, std::move(m), "MESH_MATRIX reply");
 }
 
 }  // namespace pfsnet

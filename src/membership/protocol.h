@@ -7,6 +7,8 @@
 //   MGS_NOTIFY    MGS -> node  generation, state changes     -> (empty)
 //   MGS_STATUS    any  -> MGS  offset, limit                  -> a page of the table (bulk)
 //   MGS_REPORT    node -> MGS  id, instance, unreachable NIDs  -> status, generation
+//   MESH_SYNC     node -> MGS  name, its probe-mesh row        -> status, epoch, next, targets
+//   MESH_MATRIX   any  -> MGS  offset, limit (PageReq)        -> a page of the rows (bulk)
 //
 // Thread safety: plain values and pure functions.
 #pragma once
@@ -93,10 +95,12 @@ struct NotifyReq {
   std::vector<NodeEvent> events;
 };
 
-struct StatusReq {
+// A page of a table the MGS holds: MGS_STATUS's nodes, MESH_MATRIX's rows.
+struct PageReq {
   uint32_t offset = 0;
   uint32_t limit = 1000;
 };
+using StatusReq = PageReq;
 
 // One node of the MGS's table. Times are the MGS's wall clock (ms since the epoch).
 struct StatusNode {
@@ -129,14 +133,56 @@ struct StatusTable {
 };
 inline constexpr uint32_t kMaxStatusPage = 5000;
 
+struct MeshCell {
+  std::string to;  // the peer node's name
+  Nid local, peer;
+  uint32_t sent = 0, lost = 0;             // probes of the window (small and bulk)
+  uint32_t rtt_count = 0;                  // small probes answered
+  double p50_ms = 0, p99_ms = 0;           // small-probe RTT (0 when none answered)
+  double write_mib_s = 0, read_mib_s = 0;  // bulk probes (0 when none)
+  bool operator==(const MeshCell&) const = default;
+};
+
+struct MeshRow {
+  std::string from;
+  int64_t updated_unix_ms = 0;  // when the MGS received it (the MGS's wall clock)
+  std::vector<MeshCell> cells;
+  bool operator==(const MeshRow&) const = default;
+};
+
+// A node's probe-mesh row, sent to the MGS; the reply names the peers to probe next.
+struct MeshSyncReq {
+  std::string name;
+  std::vector<MeshCell> cells;
+};
+inline constexpr size_t kMaxMeshCells = 4096;
+struct MeshSyncRep {
+  PingStatus status = PingStatus::kOk;  // kUnknown: not (yet) in the MGS's table
+  uint64_t epoch = 0;
+  uint32_t next_sync_ms = 0;  // when to sync again (the MGS keeps its load bounded)
+  std::vector<NodeEvent> targets;
+};
+// The rows the MGS holds, or the page [offset, offset + rows.size()) of them.
+struct MeshMatrix {
+  Nid mgs;  // who answered; not on the wire
+  uint64_t epoch = 0;
+  uint32_t total = 0;
+  uint32_t offset = 0;
+  std::vector<MeshRow> rows;
+};
+inline constexpr uint32_t kMaxMeshPage = 1000;
+
 Buffer encode(const RegisterReq& m);
 Buffer encode(const RegisterRep& m);
 Buffer encode(const PingReq& m);
 Buffer encode(const PingRep& m);
 Buffer encode(const ReportReq& m);
 Buffer encode(const NotifyReq& m);
-Buffer encode(const StatusReq& m);
+Buffer encode(const PageReq& m);
 Buffer encode(const StatusTable& m);
+Buffer encode(const MeshSyncReq& m);
+Buffer encode(const MeshSyncRep& m);
+Buffer encode(const MeshMatrix& m);
 // Decoders refuse truncated input, trailing bytes and oversized counts (kProtocol).
 Result<RegisterReq> decode_register_req(std::span<const uint8_t> b);
 Result<RegisterRep> decode_register_rep(std::span<const uint8_t> b);
@@ -144,8 +190,11 @@ Result<PingReq> decode_ping_req(std::span<const uint8_t> b);
 Result<PingRep> decode_ping_rep(std::span<const uint8_t> b);
 Result<ReportReq> decode_report_req(std::span<const uint8_t> b);
 Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b);
-Result<StatusReq> decode_status_req(std::span<const uint8_t> b);
+Result<PageReq> decode_page_req(std::span<const uint8_t> b);
 Result<StatusTable> decode_status_rep(std::span<const uint8_t> b);
+Result<MeshSyncReq> decode_mesh_sync_req(std::span<const uint8_t> b);
+Result<MeshSyncRep> decode_mesh_sync_rep(std::span<const uint8_t> b);
+Result<MeshMatrix> decode_mesh_matrix(std::span<const uint8_t> b);
 
 // Encoded size of an event, for batching notifications under the payload limit.
 size_t encoded_size(const NodeEvent& e);

@@ -126,7 +126,7 @@ void MembershipService::send_verifications(std::vector<MgsCore::Verify> vs) {
 }
 
 RpcResponse MembershipService::serve_status(RpcRequest& r) {
-  auto req = decode_status_req(r.payload.span());
+  auto req = decode_page_req(r.payload.span());
   if (!req.ok()) return error(Code::kProtocol, req.status().message());
   Buffer page;
   {
@@ -394,6 +394,12 @@ Result<StatusTable> MembershipService::status(Duration timeout) {
   all.mgs = mgs;
   all.offset = 0;
   return all;
+}
+
+std::optional<Nid> MembershipService::current_mgs() {
+  MutexLock lk(mu_);
+  if (!agent_) return std::nullopt;
+  return agent_->current_mgs();
 }
 
 MembershipCounters MembershipService::counters() {

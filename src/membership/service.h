@@ -53,6 +53,8 @@ class MembershipService {
   // `timeout`) unless this node is it.
   Result<StatusTable> status(Duration timeout);
   MembershipCounters counters();
+  // The MGS this node's agent talks to now; none without an agent.
+  std::optional<Nid> current_mgs();
 
  private:
   RpcResponse serve_register(RpcRequest& r);

@@ -21,9 +21,6 @@ Buffer ping_payload(std::optional<uint32_t> reply_bulk) {
   return b;
 }
 
-namespace {
-
-// Parses the 4-byte read size of a PING or BRW_READ request; fills `r` with the reply.
 void read_reply(const RpcRequest& req, const BulkData& pattern, size_t max_bulk, RpcResponse* r) {
   if (req.payload.size() != 4) {
     r->status = Status(Code::kInvalidArgument, "malformed read payload");
@@ -41,8 +38,6 @@ void read_reply(const RpcRequest& req, const BulkData& pattern, size_t max_bulk,
     r->bulk_limit = n;
   }
 }
-
-}  // namespace
 
 void serve_ping(RpcEngine& engine, size_t max_bulk) {
   // One shared pattern: read replies send a prefix of it without copying.

@@ -27,6 +27,9 @@ Buffer ping_payload(std::optional<uint32_t> reply_bulk);
 // Byte i of every PING read reply and of the clients' write data.
 inline uint8_t ping_pattern(size_t i) { return static_cast<uint8_t>((i * 131) ^ (i >> 9)); }
 Buffer make_ping_pattern(size_t n);
+// A read's reply: parses the request's 4-byte size N and fills `r` with the first N bytes
+// of `pattern` (an error when the payload is malformed or N exceeds `max_bulk`).
+void read_reply(const RpcRequest& req, const BulkData& pattern, size_t max_bulk, RpcResponse* r);
 // True when `data` is ping_pattern bytes 0..size-1.
 bool check_ping_pattern(std::span<const uint8_t> data);
 

@@ -27,6 +27,20 @@ std::string_view node_stat_name(NodeStat s) {
   return "unknown";
 }
 
+std::string_view probe_stat_name(ProbeStat s) {
+  switch (s) {
+    case ProbeStat::kRtt:
+      return "mesh_rtt";
+    case ProbeStat::kWrite:
+      return "mesh_write";
+    case ProbeStat::kRead:
+      return "mesh_read";
+    case ProbeStat::kLost:
+      return "mesh_lost";
+  }
+  return "unknown";
+}
+
 bool node_stat_is_verbs(NodeStat s) {
   return s == NodeStat::kSendVerbs || s == NodeStat::kLatencyVerbs || s == NodeStat::kLatencyMixed;
 }
@@ -155,6 +169,13 @@ std::vector<RpcStats::PathLatency> RpcStats::take_path_latency() {
   return v;
 }
 
+void RpcStats::record_probe(uint64_t local, uint64_t peer, ProbeStat s, int64_t ns) {
+  MutexLock lk(mu_);
+  ProbeStats& p = probes_[{local, peer}];
+  p.last_second = seconds_done_;
+  get(p.stats[static_cast<int>(s)]).add(ns);
+}
+
 void RpcStats::process_locked() {
   for (auto& b : stat_bufs_)
     b->drain([this](const RawStatRecord& r) {
@@ -181,6 +202,9 @@ void RpcStats::process_locked() {
   for (auto& a : sizes_)
     if (a) close(*a);
   for (auto& [k, a] : messages_) close(*a);
+  for (auto& [k, p] : probes_)
+    for (auto& a : p.stats)
+      if (a) close(*a);
 
   second_start_ = start + 1;
   if (minute_done) minute_start_ = second_start_;
@@ -192,6 +216,12 @@ void RpcStats::process_locked() {
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     if (seconds_done_ - it->second.last_second > keep)
       it = nodes_.erase(it);
+    else
+      ++it;
+  }
+  for (auto it = probes_.begin(); it != probes_.end();) {
+    if (seconds_done_ - it->second.last_second > keep)
+      it = probes_.erase(it);
     else
       ++it;
   }
@@ -207,6 +237,8 @@ void RpcStats::set_config(const StatsConfig& cfg) {
     for (auto& a : n.stats) resize(a);
   for (auto& a : sizes_) resize(a);
   for (auto& [k, a] : messages_) resize(a);
+  for (auto& [k, p] : probes_)
+    for (auto& a : p.stats) resize(a);
   if (cfg.rpcPerfRawStatBufferSize != cfg_.rpcPerfRawStatBufferSize) {
     stat_bufs_.push_back(std::make_unique<RawBuffer<RawStatRecord>>(cfg.rpcPerfRawStatBufferSize));
     stat_buf_.store(stat_bufs_.back().get(), std::memory_order_release);
@@ -279,6 +311,15 @@ StatsReport RpcStats::query(const StatsQuery& q) const {
   if (q.what == W::kMessage || q.what == W::kAll) {
     for (auto& [type, a] : messages_) rep.messages.push_back(MessageReport{type, view(*a, q)});
   }
+  if (q.what == W::kProbe) {
+    for (auto& [k, p] : probes_) {
+      if (q.node && *q.node != k.second) continue;
+      ProbeReport pr{k.first, k.second, {}};
+      for (int s = 0; s < kNumProbeStats; ++s)
+        if (p.stats[s]) pr.stats.emplace_back(static_cast<ProbeStat>(s), view(*p.stats[s], q));
+      rep.probes.push_back(std::move(pr));
+    }
+  }
   return rep;
 }
 
@@ -306,6 +347,9 @@ size_t RpcStats::memory_bytes() const {
     for (auto& a : sizes_)
       if (a) b += a->bytes();
     for (auto& [k, a] : messages_) b += a->bytes() + 48;
+    for (auto& [k, p] : probes_)
+      for (auto& a : p.stats)
+        if (a) b += a->bytes();
     for (auto& s : stat_bufs_) b += (s->limit() * (sizeof(RawStatRecord) + 8));
     for (auto& s : exec_bufs_) b += (s->limit() * (sizeof(RawExecRecord) + 8));
   }

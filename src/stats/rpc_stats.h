@@ -74,6 +74,10 @@ class RpcStats {
   };
   std::vector<PathLatency> take_path_latency();
 
+  // A probe of the mesh (label "mesh", ProbeStat): its outcome on path local -> peer
+  // (packed NIDs), `ns` its time. Takes the lock: a probe is rare, not the RPC path.
+  void record_probe(uint64_t local, uint64_t peer, ProbeStat s, int64_t ns);
+
   uint64_t dropped_stat() const;
   uint64_t dropped_exec() const;
   size_t memory_bytes() const;
@@ -115,6 +119,11 @@ class RpcStats {
   std::unordered_map<uint64_t, NodeStats> nodes_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Aggregate>> sizes_ GUARDED_BY(mu_);
   std::map<uint32_t, std::unique_ptr<Aggregate>> messages_ GUARDED_BY(mu_);
+  struct ProbeStats {
+    std::unique_ptr<Aggregate> stats[kNumProbeStats];
+    int64_t last_second = 0;
+  };
+  std::map<std::pair<uint64_t, uint64_t>, ProbeStats> probes_ GUARDED_BY(mu_);
   // Keyed by (local NI, peer NI); bounded by the paths that carried small RPCs between two
   // take_path_latency() calls (a taker that stops leaves at most one entry per path).
   std::map<std::pair<uint64_t, uint64_t>, PathLatency> path_latency_ GUARDED_BY(mu_);

@@ -1,0 +1,408 @@
+#include "probe/mesh_service.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+#include "net/net_internal.h"  // same_net
+#include "rpc/ping.h"
+
+namespace pfsnet {
+
+namespace {
+
+Duration seconds(double s) {
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
+
+RpcResponse refuse(Code c, std::string msg) {
+  RpcResponse r;
+  r.status = Status(c, std::move(msg));
+  return r;
+}
+
+// Where in [0, period) the probes of path `k` fall: spread by a hash of the path.
+Duration stagger(const std::pair<uint64_t, uint64_t>& k, Duration period) {
+  if (period <= Duration::zero()) return Duration::zero();
+  uint64_t h = (k.first * 0x9E3779B97F4A7C15ULL) ^ (k.second * 0xC2B2AE3D27D4EB4FULL);
+  h ^= h >> 29;
+  return Duration(static_cast<int64_t>(h % static_cast<uint64_t>(period.count())));
+}
+
+double mib_s(size_t bytes, Duration t) {
+  double s = std::chrono::duration<double>(t).count();
+  return s > 0 ? double(bytes) / double(1 << 20) / s : 0;
+}
+
+}  // namespace
+
+void serve_mesh_probe(RpcEngine& engine, size_t max_bulk) {
+  BulkData pattern = make_bulk(make_ping_pattern(max_bulk));
+  engine.handle(
+      kMsgMeshProbe,
+      [pattern, max_bulk](RpcRequest& req) {
+        RpcResponse r;
+        if (!req.payload.empty()) read_reply(req, pattern, max_bulk, &r);
+        return r;  // a small probe, or a write: its bulk is dropped
+      },
+      HandlerMode::kInline);
+}
+
+MeshOptions MeshOptions::from(const Config& cfg) {
+  MeshOptions o;
+  o.enabled = cfg.mesh.enabled;
+  o.name = cfg.node.name;
+  o.peers = static_cast<size_t>(cfg.mesh.peers);
+  o.interval = seconds(cfg.mesh.interval);
+  o.bulk_interval = seconds(cfg.mesh.bulk_interval);
+  o.bulk_bytes = static_cast<size_t>(cfg.mesh.bulk_bytes);
+  o.rotate_interval_s = cfg.mesh.rotate_interval;
+  o.report_interval = seconds(cfg.mesh.report_interval);
+  o.mgs_sync_rate = static_cast<double>(cfg.mesh.mgs_sync_rate);
+  o.window = std::chrono::seconds(cfg.mesh.window);
+  o.probe_timeout = RpcOptions::from(cfg).attempt_timeout();
+  o.max_bulk = static_cast<size_t>(cfg.max_bulk());
+  return o;
+}
+
+MeshService::MeshService(MeshOptions o, Net& net, RpcEngine& rpc, RpcStats* stats,
+                         MembershipService& membership, Clock& clock)
+    : opts_(std::move(o)),
+      net_(net),
+      rpc_(rpc),
+      stats_(stats),
+      membership_(membership),
+      clock_(clock),
+      write_bulk_(make_bulk(make_ping_pattern(opts_.bulk_bytes))) {
+  serve_mesh_probe(rpc_, opts_.max_bulk);
+  if (membership_.is_mgs()) {
+    MutexLock lk(mu_);
+    mgs_ = std::make_unique<MeshMgsCore>(opts_.peers, opts_.rotate_interval_s,
+                                         opts_.report_interval, opts_.mgs_sync_rate);
+    rpc_.handle(
+        kMsgMeshSync, [this](RpcRequest& r) { return serve_sync(r); }, HandlerMode::kInline);
+    rpc_.handle(
+        kMsgMeshMatrix, [this](RpcRequest& r) { return serve_matrix(r); }, HandlerMode::kWorker);
+  }
+}
+
+MeshService::~MeshService() { stop(); }
+
+void MeshService::start() {
+  if (!opts_.enabled) return;
+  ticker_.start(std::chrono::milliseconds(100), [this] { tick(clock_.now()); });
+}
+
+void MeshService::stop() { ticker_.stop(); }
+
+void MeshService::tick(TimePoint now) {
+  if (!opts_.enabled) return;
+  if (membership_.is_mgs()) refresh_nodes(now);
+  struct Due {
+    PathKey key;
+    Nid local, peer;
+    bool small, bulk;
+  };
+  std::vector<Due> due;
+  bool sync = false;
+  {
+    MutexLock lk(mu_);
+    for (auto& [k, p] : paths_) {
+      Due d{k, p.local, p.peer, false, false};
+      if (!p.small_out && now >= p.next_small) {
+        p.small_out = d.small = true;
+        p.next_small = std::max(p.next_small + opts_.interval, now);
+      }
+      if (opts_.bulk_interval > Duration::zero() && opts_.bulk_bytes > 0 && !p.bulk_out &&
+          now >= p.next_bulk) {
+        p.bulk_out = d.bulk = true;
+        p.next_bulk = std::max(p.next_bulk + opts_.bulk_interval, now);
+      }
+      if (d.small || d.bulk) due.push_back(d);
+    }
+    if (!sync_out_ && now >= next_sync_) sync = sync_out_ = true;
+  }
+  for (const Due& d : due) {
+    if (d.small) probe_small(d.key, d.local, d.peer);
+    if (d.bulk) probe_bulk(d.key, d.local, d.peer);
+  }
+  if (sync) send_sync(now);
+}
+
+void MeshService::probe_small(const PathKey& k, const Nid& local, const Nid& peer) {
+  probes_.fetch_add(1);
+  CallOptions o;
+  o.timeout = opts_.probe_timeout;
+  o.via = std::make_pair(local, peer);
+  TimePoint sent = clock_.now();
+  rpc_.call_async(
+      peer, kMsgMeshProbe, Buffer{}, nullptr,
+      [this, k, sent](RpcReply&& r) {
+        TimePoint now = clock_.now();
+        bool ok = r.status.ok();
+        Duration rtt = ok ? r.round_trip() : now - sent;
+        if (!ok) lost_.fetch_add(1);
+        if (stats_)
+          stats_->record_probe(k.first, k.second, ok ? ProbeStat::kRtt : ProbeStat::kLost,
+                               rtt.count());
+        MutexLock lk(mu_);
+        auto it = paths_.find(k);
+        if (it == paths_.end()) return;  // no longer a target
+        it->second.small_out = false;
+        if (ok)
+          it->second.window.rtt(now, std::chrono::duration<double, std::milli>(rtt).count());
+        else
+          it->second.window.lost(now);
+      },
+      o);
+}
+
+void MeshService::probe_bulk(const PathKey& k, const Nid& local, const Nid& peer) {
+  probes_.fetch_add(2);
+  bulk_bytes_.fetch_add(2 * opts_.bulk_bytes);
+  CallOptions o;
+  o.timeout = opts_.probe_timeout;
+  o.via = std::make_pair(local, peer);
+  TimePoint sent = clock_.now();
+  // A write and a read at once (the two directions of a full-duplex link); the second to
+  // end frees the path for the next pair.
+  auto left = std::make_shared<std::atomic<int>>(2);
+  auto done = [this, k, sent, left](bool write, RpcReply&& r) {
+    TimePoint now = clock_.now();
+    bool ok = r.status.ok() && (write || r.bulk.size() == opts_.bulk_bytes);
+    Duration t = r.status.ok() ? r.round_trip() : now - sent;
+    if (!ok) lost_.fetch_add(1);
+    if (stats_)
+      stats_->record_probe(k.first, k.second,
+                           !ok     ? ProbeStat::kLost
+                           : write ? ProbeStat::kWrite
+                                   : ProbeStat::kRead,
+                           t.count());
+    MutexLock lk(mu_);
+    auto it = paths_.find(k);
+    if (it == paths_.end()) return;
+    if (ok)
+      it->second.window.bulk(now, write, mib_s(opts_.bulk_bytes, t));
+    else
+      it->second.window.lost(now);
+    if (left->fetch_sub(1) == 1) it->second.bulk_out = false;
+  };
+  rpc_.call_async(
+      peer, kMsgMeshProbe, Buffer{}, write_bulk_,
+      [done](RpcReply&& r) mutable { done(true, std::move(r)); }, o);
+  o.reply_bulk = opts_.bulk_bytes;
+  rpc_.call_async(
+      peer, kMsgMeshProbe, ping_payload(static_cast<uint32_t>(opts_.bulk_bytes)), nullptr,
+      [done](RpcReply&& r) mutable { done(false, std::move(r)); }, o);
+}
+
+void MeshService::send_sync(TimePoint now) {
+  MeshSyncReq req;
+  req.name = opts_.name;
+  {
+    MutexLock lk(mu_);
+    req.cells = row_locked(now).cells;
+  }
+  // The next sync: when the MGS says (never before report_interval); a node the MGS does
+  // not know yet (it registers in a moment) asks again within a second.
+  auto next = [this](TimePoint t, const MeshSyncRep& rep) {
+    if (rep.status != PingStatus::kOk)
+      return t + std::min<Duration>(opts_.report_interval, std::chrono::seconds(1));
+    return t +
+           std::max<Duration>(opts_.report_interval, std::chrono::milliseconds(rep.next_sync_ms));
+  };
+  if (membership_.is_mgs()) {
+    MutexLock lk(mu_);
+    MeshSyncRep rep = sync_locked(std::move(req), now);
+    if (rep.status == PingStatus::kOk) {
+      syncs_.fetch_add(1);
+      set_targets(rep.targets, rep.epoch, now);
+    }
+    next_sync_ = next(now, rep);
+    sync_out_ = false;
+    return;
+  }
+  std::optional<Nid> mgs = membership_.current_mgs();
+  if (!mgs) {
+    MutexLock lk(mu_);
+    next_sync_ = now + opts_.report_interval;
+    sync_out_ = false;
+    return;
+  }
+  CallOptions o;
+  o.timeout = opts_.probe_timeout;
+  rpc_.call_async(
+      *mgs, kMsgMeshSync, encode(req), nullptr,
+      [this, next, mgs = *mgs](RpcReply&& r) {
+        TimePoint now = clock_.now();
+        Result<MeshSyncRep> rep =
+            r.status.ok() ? decode_mesh_sync_rep(r.payload.span()) : Result<MeshSyncRep>(r.status);
+        MutexLock lk(mu_);
+        sync_out_ = false;
+        if (!rep.ok()) {  // the MGS did not answer: try again an interval later
+          sync_failures_.fetch_add(1);
+          PFS_LOG_DEBUG("mesh: sync with MGS {} failed: {}", mgs.to_string(),
+                        rep.status().to_string());
+          next_sync_ = now + opts_.report_interval;
+          return;
+        }
+        next_sync_ = next(now, *rep);
+        if (rep->status != PingStatus::kOk) {
+          sync_failures_.fetch_add(1);
+          return;
+        }
+        syncs_.fetch_add(1);
+        set_targets(rep->targets, rep->epoch, now);
+      },
+      o);
+}
+
+void MeshService::set_targets(const std::vector<NodeEvent>& targets, uint64_t epoch,
+                              TimePoint now) {
+  if (epoch != epoch_ && !paths_.empty())
+    PFS_LOG_INFO("mesh: epoch {}: probing {} peer(s)", epoch, targets.size());
+  epoch_ = epoch;
+  targets_ = targets;
+  std::map<PathKey, PathState> next;
+  for (const NodeEvent& t : targets) {
+    if (t.name == opts_.name) continue;
+    for (const Nid& peer : t.nids)
+      for (const Nid& local : net_.local_nids()) {
+        if (!same_net(local, peer)) continue;
+        PathKey k{local.pack(), peer.pack()};
+        auto old = paths_.find(k);
+        if (old != paths_.end()) {
+          old->second.to = t.name;
+          next.emplace(k, std::move(old->second));
+          continue;
+        }
+        PathState p{t.name, local, peer, MeshWindow(opts_.window), now, now, false, false};
+        p.next_small = now + stagger(k, opts_.interval);
+        p.next_bulk = now + stagger(k, opts_.bulk_interval);
+        next.emplace(k, std::move(p));
+      }
+  }
+  // Probes of dropped paths still out find no entry when they end.
+  paths_.swap(next);
+}
+
+MeshRow MeshService::row_locked(TimePoint now) {
+  MeshRow row;
+  row.from = opts_.name;
+  row.updated_unix_ms = unix_ms(clock_.wall_now());
+  for (auto& [k, p] : paths_) {
+    MeshCell c = p.window.cell(now);
+    c.to = p.to;
+    c.local = p.local;
+    c.peer = p.peer;
+    row.cells.push_back(std::move(c));
+  }
+  return row;
+}
+
+MeshRow MeshService::local_row() {
+  MutexLock lk(mu_);
+  return row_locked(clock_.now());
+}
+
+void MeshService::refresh_nodes(TimePoint now) {
+  {
+    MutexLock lk(mu_);
+    if (now < next_refresh_) return;
+    next_refresh_ = now + std::chrono::seconds(5);
+  }
+  auto table = membership_.status(opts_.probe_timeout);  // the MGS's own: no RPC
+  if (!table.ok()) return;
+  std::vector<NodeEvent> live;
+  for (const StatusNode& n : table->nodes)
+    if (n.state != NodeState::kDead) live.push_back({n.id, n.name, n.roles, n.state, n.nids});
+  MutexLock lk(mu_);
+  mgs_->set_nodes(std::move(live));
+}
+
+MeshSyncRep MeshService::sync_locked(MeshSyncReq req, TimePoint now) {
+  MeshSyncRep rep = mgs_->sync(std::move(req), now, unix_ms(clock_.wall_now()));
+  // A node that just registered: look at the table again at once.
+  if (rep.status == PingStatus::kUnknown) next_refresh_ = TimePoint{};
+  return rep;
+}
+
+RpcResponse MeshService::serve_sync(RpcRequest& r) {
+  auto req = decode_mesh_sync_req(r.payload.span());
+  if (!req.ok()) return refuse(Code::kProtocol, req.status().message());
+  RpcResponse resp;
+  MutexLock lk(mu_);
+  resp.payload = encode(sync_locked(std::move(*req), clock_.now()));
+  return resp;
+}
+
+RpcResponse MeshService::serve_matrix(RpcRequest& r) {
+  auto req = decode_page_req(r.payload.span());
+  if (!req.ok()) return refuse(Code::kProtocol, req.status().message());
+  MeshMatrix m;
+  {
+    MutexLock lk(mu_);
+    std::vector<MeshRow> rows = mgs_->rows(clock_.now());
+    m.epoch = epoch_;
+    m.total = static_cast<uint32_t>(rows.size());
+    m.offset = std::min<uint32_t>(req->offset, m.total);
+    uint32_t end =
+        m.offset + std::min<uint32_t>(std::min(req->limit, kMaxMeshPage), m.total - m.offset);
+    for (uint32_t i = m.offset; i < end; ++i) m.rows.push_back(std::move(rows[i]));
+  }
+  RpcResponse resp;
+  resp.bulk = make_bulk(encode(m));
+  return resp;
+}
+
+Result<MeshMatrix> MeshService::matrix(Duration timeout) {
+  if (membership_.is_mgs()) {
+    MutexLock lk(mu_);
+    MeshMatrix m;
+    m.mgs = net_.local_nids().front();
+    m.epoch = epoch_;
+    m.rows = mgs_->rows(clock_.now());
+    m.total = static_cast<uint32_t>(m.rows.size());
+    return m;
+  }
+  std::optional<Nid> mgs = membership_.current_mgs();
+  if (!mgs) return Status(Code::kNotFound, "no MGS configured (node.mgs is empty)");
+  MeshMatrix all;
+  all.mgs = *mgs;
+  for (uint32_t offset = 0;;) {
+    CallOptions co;
+    co.timeout = timeout;
+    RpcReply r =
+        rpc_.call(*mgs, kMsgMeshMatrix, encode(PageReq{offset, kMaxMeshPage}), nullptr, co);
+    if (!r.status.ok())
+      return Status(r.status.code(), "asking MGS " + mgs->to_string() + ": " + r.status.message(),
+                    r.status.health_kind());
+    auto page = decode_mesh_matrix(r.bulk.span());
+    if (!page.ok())
+      return Status(Code::kProtocol, "MGS " + mgs->to_string() +
+                                         " sent a malformed mesh: " + page.status().message());
+    all.epoch = page->epoch;
+    all.total = page->total;
+    size_t got = page->rows.size();
+    for (MeshRow& row : page->rows) all.rows.push_back(std::move(row));
+    offset += static_cast<uint32_t>(got);
+    if (got == 0 || offset >= page->total) break;
+  }
+  return all;
+}
+
+MeshService::Counters MeshService::counters() const {
+  Counters c;
+  c.probes = probes_.load();
+  c.lost = lost_.load();
+  c.bulk_bytes = bulk_bytes_.load();
+  c.syncs = syncs_.load();
+  c.sync_failures = sync_failures_.load();
+  MutexLock lk(mu_);
+  c.epoch = epoch_;
+  c.targets = targets_.size();
+  c.paths = paths_.size();
+  if (mgs_) c.rows = mgs_->row_count();
+  return c;
+}
+
+}  // namespace pfsnet

@@ -1,0 +1,232 @@
+#include "probe/mesh.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+namespace pfsnet {
+namespace {
+
+using std::chrono::seconds;
+
+TEST(MeshTargetsTest, EveryNodeProbesAndIsProbedByExactlyKOthers) {
+  for (size_t n : {1, 2, 3, 5, 9, 10, 100, 1001})
+    for (size_t k : {0, 1, 3, 8})
+      for (uint64_t epoch : {0, 1, 7, 123456}) {
+        std::vector<size_t> in(n, 0);
+        size_t want = n < 2 ? 0 : std::min(k, n - 1);
+        for (size_t i = 0; i < n; ++i) {
+          std::vector<size_t> t = mesh_targets(n, i, k, epoch);
+          std::set<size_t> distinct(t.begin(), t.end());
+          ASSERT_EQ(t.size(), want) << n << " " << k << " " << i;
+          ASSERT_EQ(distinct.size(), t.size()) << n << " " << k << " " << i;
+          ASSERT_FALSE(distinct.count(i)) << "node " << i << " probes itself";
+          for (size_t x : t) {
+            ASSERT_LT(x, n);
+            ++in[x];
+          }
+        }
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(in[i], want) << n << " " << k << " " << i;
+      }
+}
+
+TEST(MeshTargetsTest, RotationBringsNewPairsUntilEveryPairWasProbed) {
+  const size_t n = 20, k = 3;
+  std::set<std::pair<size_t, size_t>> seen;
+  std::vector<size_t> first = mesh_targets(n, 0, k, 0), second = mesh_targets(n, 0, k, 1);
+  EXPECT_NE(std::set<size_t>(first.begin(), first.end()),
+            std::set<size_t>(second.begin(), second.end()));
+  for (uint64_t e = 0; e < n - 1; ++e)
+    for (size_t i = 0; i < n; ++i)
+      for (size_t t : mesh_targets(n, i, k, e)) seen.insert({i, t});
+  EXPECT_EQ(seen.size(), n * (n - 1));
+}
+
+TEST(MeshWindowTest, CellOfTheWindow) {
+  ManualClock clock;
+  MeshWindow w(seconds(60));
+  TimePoint t0 = clock.now();
+  w.rtt(t0, 50.0);  // falls out of the window below
+  for (int i = 1; i <= 100; ++i) w.rtt(t0 + seconds(30), double(i) / 10.0);
+  w.lost(t0 + seconds(31));
+  w.bulk(t0 + seconds(32), true, 100);
+  w.bulk(t0 + seconds(33), true, 300);
+  w.bulk(t0 + seconds(34), true, 200);
+  w.bulk(t0 + seconds(35), false, 50);
+  MeshCell c = w.cell(t0 + seconds(61));
+  EXPECT_EQ(c.rtt_count, 100u);
+  EXPECT_EQ(c.sent, 105u);
+  EXPECT_EQ(c.lost, 1u);
+  EXPECT_DOUBLE_EQ(c.p50_ms, 5.1);
+  EXPECT_DOUBLE_EQ(c.p99_ms, 9.9);
+  EXPECT_DOUBLE_EQ(c.write_mib_s, 200);
+  EXPECT_DOUBLE_EQ(c.read_mib_s, 50);
+  // Everything ages out.
+  c = w.cell(t0 + seconds(200));
+  EXPECT_EQ(c.sent, 0u);
+  EXPECT_EQ(c.p50_ms, 0);
+}
+
+TEST(MeshWindowTest, HoldsAtMostItsCapacity) {
+  ManualClock clock;
+  MeshWindow w(seconds(3600));
+  for (size_t i = 0; i < 3 * MeshWindow::kMaxSamples; ++i) w.lost(clock.now());
+  EXPECT_EQ(w.cell(clock.now()).sent, MeshWindow::kMaxSamples);
+}
+
+MeshCell cell(const std::string& to, double p50, uint32_t sent = 10, uint32_t lost = 0,
+              double wr = 0, double rd = 0) {
+  MeshCell c;
+  c.to = to;
+  c.local = *Nid::parse("127.0.0.1@tcp");
+  c.peer = *Nid::parse("127.0.0.2@tcp");
+  c.sent = sent;
+  c.lost = lost;
+  c.rtt_count = sent - lost;
+  c.p50_ms = p50;
+  c.p99_ms = p50 * 2;
+  c.write_mib_s = wr;
+  c.read_mib_s = rd;
+  return c;
+}
+
+TEST(MeshOutliersTest, NamesTheSlowTheLossyAndTheThrottledAndNothingElse) {
+  std::vector<MeshRow> rows(3);
+  rows[0].from = "a";
+  rows[0].cells = {cell("b", 0.10, 10, 0, 900, 900), cell("c", 0.12, 10, 0, 950, 920)};
+  rows[1].from = "b";
+  rows[1].cells = {cell("a", 0.11, 10, 0, 910, 905), cell("c", 4.0, 10, 0, 890, 880)};
+  rows[2].from = "c";
+  rows[2].cells = {cell("a", 0.10, 20, 2, 930, 940), cell("b", 0.13, 10, 0, 40, 900)};
+  MeshOutlierRule rule;
+  auto marks = mark_outliers(rows, rule);
+  ASSERT_EQ(marks.size(), 3u);
+  EXPECT_EQ(marks[0][0].reason, "");
+  EXPECT_EQ(marks[0][1].reason, "");
+  EXPECT_EQ(marks[1][0].reason, "");
+  EXPECT_NE(marks[1][1].reason.find("p50 4.000 ms > 3 x median"), std::string::npos)
+      << marks[1][1].reason;
+  EXPECT_EQ(marks[2][0].reason, "lost 2 of 20 probes");
+  EXPECT_NE(marks[2][1].reason.find("write 40.0 MiB/s < median"), std::string::npos)
+      << marks[2][1].reason;
+  // Fewer probes than min_sent: a loss is not judged yet.
+  rows[2].cells[0] = cell("a", 0.10, 2, 1);
+  EXPECT_EQ(mark_outliers(rows, rule)[2][0].reason, "");
+  // Less than min_excess_ms above the median is not slow, whatever the factor.
+  rows[1].cells[1].p50_ms = 0.9;
+  EXPECT_EQ(mark_outliers(rows, rule)[1][1].reason, "");
+}
+
+TEST(MeshBoardTest, KeepsTheNewestRowOfEachNodeAndDropsStaleOnes) {
+  ManualClock clock;
+  MeshBoard b(seconds(90));
+  MeshRow r;
+  r.from = "n2";
+  r.cells = {cell("n3", 0.1)};
+  b.update(r, clock.now(), 1000);
+  r.cells = {cell("n3", 0.2), cell("n4", 0.3)};
+  b.update(r, clock.now(), 2000);
+  r.from = "n1";
+  clock.advance(seconds(60));
+  b.update(r, clock.now(), 3000);
+  auto rows = b.rows(clock.now());
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].from, "n1");
+  EXPECT_EQ(rows[1].from, "n2");
+  EXPECT_EQ(rows[1].cells.size(), 2u);
+  EXPECT_EQ(rows[1].updated_unix_ms, 2000);
+  clock.advance(seconds(31));  // n2's row is 91 s old
+  rows = b.rows(clock.now());
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].from, "n1");
+  EXPECT_EQ(b.size(), 1u);
+}
+
+TEST(MeshProtocolTest, RoundTripsAndRefusesMalformedMessages) {
+  MeshSyncReq req{"client-7", {cell("server-1", 0.25, 12, 1, 800, 700), cell("s2", 0, 3, 3)}};
+  auto back = decode_mesh_sync_req(encode(req).span());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->name, req.name);
+  EXPECT_EQ(back->cells, req.cells);
+
+  MeshSyncRep rep;
+  rep.epoch = 42;
+  rep.targets.push_back({3,
+                         "server-1",
+                         kRoleServer,
+                         NodeState::kUp,
+                         {*Nid::parse("127.0.0.3@tcp"), *Nid::parse("127.0.1.3@tcp1")}});
+  auto rb = decode_mesh_sync_rep(encode(rep).span());
+  ASSERT_TRUE(rb.ok());
+  EXPECT_EQ(rb->epoch, 42u);
+  ASSERT_EQ(rb->targets.size(), 1u);
+  EXPECT_EQ(rb->targets[0].nids, rep.targets[0].nids);
+
+  MeshMatrix m;
+  m.epoch = 9;
+  m.total = 5;
+  m.offset = 2;
+  m.rows = {MeshRow{"a", 123, req.cells}, MeshRow{"b", 456, {}}};
+  auto mb = decode_mesh_matrix(encode(m).span());
+  ASSERT_TRUE(mb.ok());
+  EXPECT_EQ(mb->rows, m.rows);
+  EXPECT_EQ(mb->total, 5u);
+  EXPECT_EQ(mb->offset, 2u);
+
+  // Every truncation of a valid message is refused, as are trailing bytes.
+  Buffer b = encode(req);
+  for (size_t n = 0; n < b.size(); ++n)
+    EXPECT_FALSE(decode_mesh_sync_req(std::span(b.data(), n)).ok()) << n;
+  std::vector<uint8_t> longer(b.data(), b.data() + b.size());
+  longer.push_back(0);
+  EXPECT_FALSE(decode_mesh_sync_req(longer).ok());
+  // A cell that lost more than it sent, a figure that is not a number.
+  MeshSyncReq bad{"x", {cell("y", 0.1)}};
+  bad.cells[0].lost = 11;
+  EXPECT_FALSE(decode_mesh_sync_req(encode(bad).span()).ok());
+  bad.cells[0].lost = 0;
+  bad.cells[0].p50_ms = std::nan("");
+  EXPECT_FALSE(decode_mesh_sync_req(encode(bad).span()).ok());
+  bad.cells[0].p50_ms = -1;
+  EXPECT_FALSE(decode_mesh_sync_req(encode(bad).span()).ok());
+  // No name.
+  EXPECT_FALSE(decode_mesh_sync_req(encode(MeshSyncReq{"", {}}).span()).ok());
+}
+
+TEST(MeshMgsCoreTest, AssignsTargetsKeepsRowsAndBoundsItsSyncRate) {
+  ManualClock clock;
+  MeshMgsCore core(3, 600, seconds(15), 500);
+  std::vector<NodeEvent> live;
+  for (int i = 9; i >= 0; --i)  // any order: the core sorts by name
+    live.push_back({uint32_t(i),
+                    "n" + std::to_string(i),
+                    kRoleClient,
+                    NodeState::kUp,
+                    {*Nid::parse("198.18.0." + std::to_string(i + 1) + "@tcp")}});
+  core.set_nodes(live);
+  EXPECT_EQ(core.sync_interval(), seconds(15));  // 10 nodes / 15 s: far below 500/s
+  MeshSyncRep rep = core.sync(MeshSyncReq{"n4", {}}, clock.now(), 1'800'000'000'000);
+  ASSERT_EQ(rep.status, PingStatus::kOk);
+  EXPECT_EQ(rep.epoch, 1'800'000'000u / 600);
+  EXPECT_EQ(rep.next_sync_ms, 15000u);
+  std::vector<size_t> want = mesh_targets(10, 4, 3, rep.epoch);
+  ASSERT_EQ(rep.targets.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(rep.targets[i].name, "n" + std::to_string(want[i]));
+  EXPECT_EQ(core.sync(MeshSyncReq{"stranger", {}}, clock.now(), 0).status, PingStatus::kUnknown);
+  EXPECT_EQ(core.rows(clock.now()).size(), 1u);
+  // 100,000 nodes at most 500 syncs/s: every 200 s, and rows live three of those.
+  live.clear();
+  for (int i = 0; i < 100000; ++i)
+    live.push_back({uint32_t(i), "c" + std::to_string(i), kRoleClient, NodeState::kUp, {}});
+  core.set_nodes(live);
+  EXPECT_EQ(core.sync_interval(), seconds(200));
+  clock.advance(seconds(599));
+  EXPECT_EQ(core.rows(clock.now()).size(), 1u);
+  clock.advance(seconds(2));
+  EXPECT_EQ(core.rows(clock.now()).size(), 0u);
+}
+
+}  // namespace
+}  // namespace pfsnet
