@@ -241,7 +241,7 @@ std::string prometheus_text(const MetricsSnapshot& m) {
         if (c.rtt_count) text.sample(g.name, path(c), c.*g.field * g.scale);
     }
     text.family("pfsnet_mesh_bulk_bytes_per_second", "gauge",
-                "Bulk-probe throughput of a probed path, median over the mesh window, by "
+                "Bulk-probe throughput of a probed path, the best over the mesh window, by "
                 "direction (write: to the peer).");
     for (const MeshCell& c : cells)
       for (auto [dir, v] : {std::pair{"write", c.write_mib_s}, std::pair{"read", c.read_mib_s}})

@@ -9,8 +9,8 @@
 //               and is probed by exactly as many, and each rotation (mesh.rotate_interval)
 //               brings new pairs until every pair has been seen.
 //   cells       one per path a node probes (local NI -> peer NI): small-probe RTT p50 and
-//               p99, probes sent and lost, and the bulk probes' throughput per direction
-//               (write: this node to the peer; read: back), over the node's window.
+//               p99, probes sent and lost, and the bulk probes' best throughput per
+//               direction (write: this node to the peer; read: back), over the node's window.
 //   outliers    mark_outliers(): a cell whose p50 is more than `factor` x the median p50
 //               of all cells and at least `min_excess_ms` above it, whose loss exceeds
 //               `loss_ratio`, or whose bulk throughput is below the median's 1/`factor`
@@ -65,7 +65,8 @@ std::vector<std::vector<MeshMark>> mark_outliers(const std::vector<MeshRow>& row
 
 // The probing node's window on one path: the outcomes of its probes of the last `window`
 // (at most kMaxSamples), from which its cell is made: p50 and p99 of the answered small
-// probes, probes sent and lost, the median bulk throughput each way.
+// probes, probes sent and lost, the best bulk throughput each way (what the path can carry:
+// a throttled path never does better, a busy host only sometimes does worse).
 class MeshWindow {
  public:
   static constexpr size_t kMaxSamples = 1024;

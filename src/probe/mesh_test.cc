@@ -61,7 +61,7 @@ TEST(MeshWindowTest, CellOfTheWindow) {
   EXPECT_EQ(c.lost, 1u);
   EXPECT_DOUBLE_EQ(c.p50_ms, 5.1);
   EXPECT_DOUBLE_EQ(c.p99_ms, 9.9);
-  EXPECT_DOUBLE_EQ(c.write_mib_s, 200);
+  EXPECT_DOUBLE_EQ(c.write_mib_s, 300);  // the best of 100, 300, 200
   EXPECT_DOUBLE_EQ(c.read_mib_s, 50);
   // Everything ages out.
   c = w.cell(t0 + seconds(200));
