@@ -15,7 +15,7 @@ declare -A allowed=(
   [membership]="membership rpc net transport wire base stats"
   [selftest]="selftest rpc net transport wire base stats"
   [tune]="tune rpc net transport wire base stats"
-  [probe]="probe membership rpc net transport wire base stats"
+  [probe]="probe membership tune rpc net transport wire base stats"
   [node]="node rpc net transport wire base stats"
 )
 bad=0

@@ -442,5 +442,96 @@ TEST(MeshTest, EveryNodeProbesItsPeersAndAnyNodeShowsTheWholeMatrixWithOutliers)
   std::printf("pfsnet mesh with n5's answers delayed 30 ms:\n%s", outliers.c_str());
 }
 
+// pfsnet netverify from a client over the MGS's list: every path to the four other nodes
+// passes every check on loopback (an MTU of 65536 each way, clocks of one host); a name
+// nobody knows is refused; a NID where nothing listens fails its port check; a daemon with
+// another cluster key answers the port and fails the handshake.
+TEST(NetverifyTest, EveryPathPassesOnLoopbackAndBadTargetsAreNamedWithTheirCause) {
+  Cluster c;
+  ASSERT_TRUE(c.ready());
+  ASSERT_TRUE(eventually(
+      [&] {
+        json t = c.status(5);
+        return t.contains("nodes") && t["nodes"].size() == 5;
+      },
+      15000ms));
+  auto nv = [&](std::vector<std::string> args) {
+    std::vector<std::string> cmd = {PFSNET_BIN, "--socket", c.d(5).socket(), "netverify"};
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    return run(cmd, 120000ms);
+  };
+  auto [rc, out] = nv({"--json", "--no-bandwidth"});
+  EXPECT_EQ(rc, 0) << out;
+  json r = last_json_line(out);
+  ASSERT_TRUE(r.contains("nodes")) << out;
+  std::set<std::string> names;
+  for (const json& n : r["nodes"]) {
+    names.insert(n["name"].get<std::string>());
+    ASSERT_EQ(n["paths"].size(), 1u) << n.dump();
+    const json& p = n["paths"][0];
+    EXPECT_EQ(p["local"], loopback(5) + "@tcp");
+    for (const json& ch : p["checks"]) {
+      if (ch["check"] == "bandwidth")
+        EXPECT_EQ(ch["result"], "SKIP") << ch.dump();
+      else
+        EXPECT_EQ(ch["result"], "PASS") << ch.dump();
+    }
+    const json& f = p["figures"];
+    EXPECT_EQ(f["local_mtu"], 65536) << p.dump();
+    EXPECT_EQ(f["peer_mtu"], 65536) << p.dump();
+    EXPECT_EQ(f["mtu_out"], 65535) << p.dump();  // the largest IPv4 packet
+    EXPECT_EQ(f["mtu_back"], 65535) << p.dump();
+    EXPECT_GT(f["rtt_ms"].get<double>(), 0);
+    EXPECT_LT(std::abs(f["clock_offset_ms"].get<double>()), f["clock_error_ms"].get<double>() + 5.0)
+        << p.dump();
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"n2", "n3", "n4", "n6"}));
+  EXPECT_EQ(r["passed"], 4);
+  EXPECT_EQ(r["failed"], 0);
+
+  // Bandwidth to one node by name, both ways measured; the human form.
+  auto [brc, bout] = nv({"n3", "-v", "--size", "256K"});
+  EXPECT_NE(bout.find("n3"), std::string::npos) << bout;
+  for (const char* check :
+       {"port", "handshake", "mtu", "routing", "rtt", "bandwidth", "clock", "settings"})
+    EXPECT_NE(bout.find(std::string("    ") + check), std::string::npos) << check << "\n" << bout;
+  auto [jrc, jout] = nv({"n3", "--json", "--size", "256K"});
+  json b = last_json_line(jout);
+  ASSERT_TRUE(b.contains("nodes")) << jout;
+  const json& bf = b["nodes"][0]["paths"][0]["figures"];
+  EXPECT_GT(bf["write_mib_s"].get<double>(), 0) << jout;
+  EXPECT_GT(bf["read_mib_s"].get<double>(), 0) << jout;
+  std::printf("netverify n3 -v:\n%s", bout.c_str());
+
+  // A name nobody knows: refused, nothing measured.
+  auto [urc, uout] = nv({"nosuchnode"});
+  EXPECT_EQ(urc, 2) << uout;
+  EXPECT_NE(uout.find("unknown node 'nosuchnode'"), std::string::npos) << uout;
+  // Nothing listens on host 9: the port check fails and says so; the rest is skipped.
+  auto [prc, pout] = nv({loopback(9) + "@tcp", "--json", "--timeout", "2"});
+  EXPECT_EQ(prc, 1) << pout;
+  json pj = last_json_line(pout);
+  ASSERT_TRUE(pj.contains("nodes")) << pout;
+  const json& pc = pj["nodes"][0]["paths"][0]["checks"];
+  EXPECT_EQ(pc[0]["check"], "port");
+  EXPECT_EQ(pc[0]["result"], "FAIL");
+  EXPECT_NE(pc[0]["detail"].get<std::string>().find("refused"), std::string::npos) << pc.dump();
+  EXPECT_EQ(pc[1]["result"], "SKIP") << pc.dump();
+  // A daemon with another key on host 9: the port answers, the handshake does not.
+  TempDir other;
+  write_file(other.file("other.key"), "another-cluster-key-entirely-000001", 0600);
+  Daemon stranger(other, 9, other.file("other.key"));
+  ASSERT_TRUE(stranger.ready());
+  auto [src, sout] = nv({loopback(9) + "@tcp", "--json", "--timeout", "2"});
+  EXPECT_EQ(src, 1) << sout;
+  json sj = last_json_line(sout);
+  ASSERT_TRUE(sj.contains("nodes")) << sout;
+  const json& sc = sj["nodes"][0]["paths"][0]["checks"];
+  EXPECT_EQ(sc[0]["result"], "PASS") << sc.dump();
+  EXPECT_EQ(sc[1]["check"], "handshake");
+  EXPECT_EQ(sc[1]["result"], "FAIL") << sc.dump();
+  std::printf("netverify against another cluster's key: %s\n", sc[1]["detail"].dump().c_str());
+}
+
 }  // namespace
 }  // namespace pfsnet::testing

@@ -116,6 +116,23 @@ class TwoRails {
   bool link(int side, int rail, bool up) {
     return ip({"-n", ns_[side], "link", "set", if_[side][rail], up ? "up" : "down"});
   }
+  const std::string& ifname(int side, int rail) const { return if_[side][rail]; }
+  // `ip -n NS ARGS...` in a side's namespace.
+  bool ip_in(int side, std::vector<std::string> args) {
+    args.insert(args.begin(), {"-n", ns_[side]});
+    return ip(std::move(args));
+  }
+  bool mtu(int side, int rail, int bytes) {
+    return ip_in(side, {"link", "set", if_[side][rail], "mtu", std::to_string(bytes)});
+  }
+  // `tc ARGS...` in a side's namespace.
+  bool tc(int side, std::vector<std::string> args) {
+    std::vector<std::string> argv = {ip_, "netns", "exec", ns_[side], "tc"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto [rc, out] = run(argv, 10000ms);
+    if (rc != 0) std::fprintf(stderr, "tc failed (%d): %s\n", rc, out.c_str());
+    return rc == 0;
+  }
 
   // `pfsnet <args> --json` against a side's daemon.
   json cli(int side, std::vector<std::string> args) {
@@ -494,6 +511,105 @@ TEST(NetnsTest, UnreachableAddressesGetTheirKinds) {
   json p = net.peer(0, "198.18.1.77@tcp");
   EXPECT_GE(p["errors"]["PEER_NI_UNREACHABLE"].get<int>(), 1) << p.dump();
   EXPECT_EQ(net.ni(0, 0)["health"], 1000) << "a peer's failure is not the local NI's";
+}
+
+// pfsnet netverify on real links, faults made outside pfsnet: the two rails pass; then an
+// MTU mismatch (one end 9000, the other 1500), a hop that drops packets over 1500 between
+// two 9000 ends (one direction only), an asymmetric route (the server's route to the
+// client's rail-1 address goes out of its rail-2 link) and a throttled direction (tbf) are
+// each named as such, and nothing else fails with them.
+TEST(NetnsTest, NetverifyNamesMtuMismatchSmallHopAsymmetricRouteAndThrottledDirection) {
+  TwoRails net;
+  if (!net.skip().empty()) GTEST_SKIP() << net.skip();
+  ASSERT_TRUE(net.ok());
+  auto verify = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {PFSNET_BIN, "--socket", net.socket(0), "netverify"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--json");
+    auto [rc, out] = run(argv, 120000ms);
+    json j = last_json_line(out);
+    EXPECT_TRUE(j.contains("nodes")) << out;
+    return std::make_pair(rc, j);
+  };
+  // The checks of the one path to `peer`, by name -> {result, detail}.
+  auto checks = [](const json& r) {
+    std::map<std::string, std::pair<std::string, std::string>> m;
+    if (!r.contains("nodes") || r["nodes"].empty() || r["nodes"][0]["paths"].empty()) return m;
+    for (const json& c : r["nodes"][0]["paths"][0]["checks"])
+      m[c["check"]] = {c["result"], c["detail"]};
+    return m;
+  };
+  auto only_failed = [&](const json& r, const std::set<std::string>& want) {
+    std::set<std::string> failed;
+    for (const auto& [name, v] : checks(r))
+      if (v.first == "FAIL") failed.insert(name);
+    EXPECT_EQ(failed, want) << r.dump();
+  };
+  const std::string rail1 = net.nid(1, 0), rail2 = net.nid(1, 1);
+
+  auto [rc, r] = verify({rail1, rail2, "--no-bandwidth"});
+  EXPECT_EQ(rc, 0) << r.dump();
+  EXPECT_EQ(r["passed"], 2) << r.dump();
+  for (const json& n : r["nodes"]) {
+    const json& f = n["paths"][0]["figures"];
+    EXPECT_EQ(f["mtu_out"], 1500);
+    EXPECT_EQ(f["mtu_back"], 1500);
+  }
+
+  // 1. MTU mismatch on rail 1: the client's end 9000, the server's 1500.
+  ASSERT_TRUE(net.mtu(0, 0, 9000));
+  std::tie(rc, r) = verify({rail1, "--no-bandwidth"});
+  EXPECT_EQ(rc, 1);
+  only_failed(r, {"mtu"});
+  std::string want = "MTU mismatch: 9000 here (" + net.ifname(0, 0) + "), 1500 on server (" +
+                     net.ifname(1, 0) + ")";
+  EXPECT_EQ(checks(r)["mtu"].second.rfind(want, 0), 0u) << checks(r)["mtu"].second;
+  EXPECT_EQ(r["nodes"][0]["paths"][0]["figures"]["mtu_out"], 1500) << r.dump();
+  std::printf("MTU mismatch: %s\n", checks(r)["mtu"].second.c_str());
+  ASSERT_TRUE(net.mtu(0, 0, 1500));
+
+  // 2. Both ends of rail 2 at 9000, a hop that drops what is over 1500 on the way in.
+  ASSERT_TRUE(net.mtu(0, 1, 9000) && net.mtu(1, 1, 9000));
+  ASSERT_TRUE(net.nft(1,
+                      "table inet pfshop {\n chain in {\n  type filter hook input priority 0; "
+                      "policy accept;\n  ip saddr " +
+                          TwoRails::addr(0, 1) + " ip length > 1500 drop\n }\n}\n"));
+  std::tie(rc, r) = verify({rail2, "--no-bandwidth"});
+  EXPECT_EQ(rc, 1);
+  only_failed(r, {"mtu"});
+  EXPECT_NE(checks(r)["mtu"].second.find("out carries 1500, not 4096 (both ends take 9000)"),
+            std::string::npos)
+      << checks(r)["mtu"].second;
+  EXPECT_EQ(r["nodes"][0]["paths"][0]["figures"]["mtu_back"], 9000) << r.dump();
+  std::printf("small hop: %s\n", checks(r)["mtu"].second.c_str());
+  ASSERT_TRUE(net.nft(1, "delete table inet pfshop\n"));
+  ASSERT_TRUE(net.mtu(0, 1, 1500) && net.mtu(1, 1, 1500));
+
+  // 3. The server's route back to the client's rail-1 address leaves by its rail-2 link.
+  ASSERT_TRUE(
+      net.ip_in(1, {"route", "add", TwoRails::addr(0, 0) + "/32", "dev", net.ifname(1, 1)}));
+  std::tie(rc, r) = verify({rail1, "--no-bandwidth"});
+  EXPECT_EQ(rc, 1);
+  only_failed(r, {"routing"});
+  std::string routing = checks(r)["routing"].second;
+  EXPECT_NE(routing.find("out of " + net.ifname(1, 1) + ", not " + net.ifname(1, 0)),
+            std::string::npos)
+      << routing;
+  EXPECT_NE(routing.find("come back on " + net.ifname(0, 1)), std::string::npos) << routing;
+  std::printf("asymmetric route: %s\n", routing.c_str());
+  ASSERT_TRUE(net.ip_in(1, {"route", "del", TwoRails::addr(0, 0) + "/32"}));
+
+  // 4. The client's rail-1 sends shaped to 20 Mbit/s (tbf): out is a fraction of back.
+  ASSERT_TRUE(net.tc(0, {"qdisc", "add", "dev", net.ifname(0, 0), "root", "tbf", "rate", "20mbit",
+                         "burst", "16kb", "latency", "200ms"}));
+  std::tie(rc, r) = verify({rail1, "--size", "64K"});
+  EXPECT_EQ(rc, 1);
+  only_failed(r, {"bandwidth"});
+  const json& f = r["nodes"][0]["paths"][0]["figures"];
+  EXPECT_LT(f["write_mib_s"].get<double>(), 3.0) << r.dump();  // 20 Mbit/s = 2.4 MiB/s
+  EXPECT_GT(f["read_mib_s"].get<double>(), 3 * f["write_mib_s"].get<double>()) << r.dump();
+  std::printf("throttled: %s\n", checks(r)["bandwidth"].second.c_str());
+  ASSERT_TRUE(net.tc(0, {"qdisc", "del", "dev", net.ifname(0, 0), "root"}));
 }
 
 }  // namespace

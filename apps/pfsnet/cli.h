@@ -47,6 +47,7 @@ void add_nis_and_peers(CLI::App& app, Invocation& inv);
 void add_status(CLI::App& app, Invocation& inv);
 void add_health(CLI::App& app, Invocation& inv);
 void add_mesh(CLI::App& app, Invocation& inv);
+void add_netverify(CLI::App& app, Invocation& inv);
 void add_selftest(CLI::App& app, Invocation& inv);
 void add_tune(CLI::App& app, Invocation& inv);
 void add_fault(CLI::App& app, Invocation& inv);

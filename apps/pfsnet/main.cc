@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add_status(app, inv);
   add_health(app, inv);
   add_mesh(app, inv);
+  add_netverify(app, inv);
   add_selftest(app, inv);
   add_tune(app, inv);
   add_fault(app, inv);

@@ -34,6 +34,7 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
   membership_ = std::make_unique<MembershipService>(cfg, *net_, *rpc_, clock_);
   mesh_ = std::make_unique<MeshService>(MeshOptions::from(cfg), *net_, *rpc_, stats_.get(),
                                         *membership_, clock_);
+  netverify_ = std::make_unique<NetverifyService>(*net_, *rpc_, cfg_, clock_, membership_.get());
   serve_selftest(*rpc_, clock_);
   serve_tune_probe(*rpc_, clock_);
   tune_ = std::make_unique<TuneService>(*net_, *rpc_, *stats_, cfg_, clock_);
@@ -47,9 +48,9 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
     if (after.rpc.max_rpcs_in_flight != before.rpc.max_rpcs_in_flight)
       rpc_->set_max_rpcs_in_flight(after.rpc.max_rpcs_in_flight);
   });
-  parts_ =
-      std::make_unique<NodeParts>(NodeParts{*net_, *rpc_, *stats_, cfg_, clock_, membership_.get(),
-                                            tune_.get(), health_.get(), mesh_.get()});
+  parts_ = std::make_unique<NodeParts>(NodeParts{*net_, *rpc_, *stats_, cfg_, clock_,
+                                                 membership_.get(), tune_.get(), health_.get(),
+                                                 mesh_.get(), netverify_.get()});
   add_node_commands(commands_, *parts_);
   admin_ = std::make_unique<AdminServer>(commands_);
 }
@@ -65,6 +66,7 @@ Status Daemon::start() {
   watch_links();
   membership_->start();
   mesh_->start();
+  netverify_->start();
   tune_->reset(clock_.now());
   tune_ticker_.start([this] { return Periodic::Period(tune_->round_period()); },
                      [this] { tune_->round(clock_.now()); });
@@ -123,6 +125,7 @@ void Daemon::stop() {
   links_.stop();
   membership_->stop();
   mesh_->stop();
+  netverify_->stop();
   rpc_->shutdown();  // pending RPCs fail now, so admin sessions end
   if (http_) http_->stop();
   admin_->stop();

@@ -19,6 +19,7 @@
 #include "membership/service.h"
 #include "net/net.h"
 #include "probe/mesh_service.h"
+#include "probe/netverify_service.h"
 #include "rpc/node_timers.h"
 #include "rpc/recovery_pinger.h"
 #include "rpc/rpc_engine.h"
@@ -59,6 +60,7 @@ class Daemon {
   std::unique_ptr<NodeTimers> timers_;
   std::unique_ptr<MembershipService> membership_;
   std::unique_ptr<MeshService> mesh_;  // its probes' callbacks use it: stopped with rpc_
+  std::unique_ptr<NetverifyService> netverify_;
   std::unique_ptr<TuneService> tune_;
   AdminCommands commands_;
   std::unique_ptr<NodeParts> parts_;

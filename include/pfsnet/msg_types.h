@@ -25,6 +25,9 @@ inline constexpr uint32_t kMsgMgsReport = 22;
 inline constexpr uint32_t kMsgMeshSync = 23;
 inline constexpr uint32_t kMsgMeshMatrix = 24;
 inline constexpr uint32_t kMsgMeshProbe = 25;
+// probe/netverify_service.h: what a node says of itself, and reverse MTU probes.
+inline constexpr uint32_t kMsgNetverifyInfo = 26;
+inline constexpr uint32_t kMsgNetverifyMtuSend = 27;
 // selftest/selftest.h: one client's share of a self-test step.
 inline constexpr uint32_t kMsgSelftestRun = 20;
 // tune/tune.h: the packet-train probe.
@@ -49,6 +52,8 @@ inline constexpr MsgType kMsgTypes[] = {
     {kMsgMeshSync, "MESH_SYNC"},
     {kMsgMeshMatrix, "MESH_MATRIX"},
     {kMsgMeshProbe, "MESH_PROBE"},
+    {kMsgNetverifyInfo, "NETVERIFY_INFO"},
+    {kMsgNetverifyMtuSend, "NETVERIFY_MTU_SEND"},
     {kMsgSelftestRun, "SELFTEST_RUN"},
     {kMsgTuneProbe, "TUNE_PROBE"},
 };

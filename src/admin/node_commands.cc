@@ -92,6 +92,41 @@ Result<json> mesh(const NodeParts& node, const json& req) {
   return mesh_json(m, marks, node.mesh->counters(), node.mesh->options());
 }
 
+// `pfsnet netverify`: every path to the nodes asked for (default: all the MGS knows),
+// checked and judged (probe/netverify.h).
+Result<json> netverify(const NodeParts& node, const json& req) {
+  if (!node.netverify) return Status(Code::kNotFound, "netverify is not running on this node");
+  NetverifyRequest r;
+  auto num = [&](const char* key, double lo, double hi, double& out) -> Status {
+    if (!req.contains(key)) return Status::Ok();
+    if (!req[key].is_number() || req[key].get<double>() < lo || req[key].get<double>() > hi)
+      return Status(Code::kInvalidArgument, std::string(key) + ": a number from " +
+                                                std::to_string(lo) + " to " + std::to_string(hi));
+    out = req[key].get<double>();
+    return Status::Ok();
+  };
+  double size = r.size, timeout = 5;
+  for (Status s : {num("max_clock_offset_ms", 0, 1e9, r.limits.max_clock_offset_ms),
+                   num("max_rtt_ms", 0, 1e9, r.limits.max_rtt_ms),
+                   num("min_bandwidth_mib", 0, 1e9, r.limits.min_bandwidth_mib),
+                   num("size", 1, 1e9, size), num("timeout", 0.1, 600, timeout)})
+    if (!s.ok()) return s;
+  r.size = static_cast<uint32_t>(size);
+  r.timeout = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(timeout));
+  r.bandwidth = req.value("bandwidth", true);
+  if (req.contains("nodes")) {
+    if (!req["nodes"].is_array()) return Status(Code::kInvalidArgument, "nodes: a list");
+    for (const json& n : req["nodes"]) {
+      if (!n.is_string() || n.get<std::string>().empty())
+        return Status(Code::kInvalidArgument, "nodes: names or NIDs");
+      r.nodes.push_back(n.get<std::string>());
+    }
+  }
+  auto rep = node.netverify->run(r);
+  if (!rep.ok()) return rep.status();
+  return netverify_json(*rep);
+}
+
 Result<json> config_show(const NodeParts& node) {
   json a = json::array();
   for (const auto& [k, v] : config_entries(node.cfg.get()))
@@ -192,6 +227,7 @@ void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
       "health", [n](const json&, E) { return health(n); }, "health");
   cmds.add(
       "mesh", [n](const json& r, E) { return mesh(n, r); }, "mesh");
+  cmds.add("netverify", [n](const json& r, E) { return netverify(n, r); });
   cmds.add("selftest", [n](const json& r, E) { return selftest(n, r); });
   cmds.add("tune", [n](const json& r, E) { return tune(n, r); });
   cmds.add("ping", [n](const json& r, E emit) { return run_ping(n, r, emit); });

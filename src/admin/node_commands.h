@@ -3,8 +3,8 @@
 // on the node's parts and their typed answers into the JSON the CLI prints; the JSON
 // shapes live in views.h.
 //
-//   nis, peers, diag_rpc, config_show, config_set, status, health, mesh, selftest, tune, ping,
-//   fault_add, fault_list, fault_del
+//   nis, peers, diag_rpc, config_show, config_set, status, health, mesh, netverify, selftest,
+//   tune, ping, fault_add, fault_list, fault_del
 //
 // Threads: handlers run on admin session threads, several at once; the parts are
 // thread-safe.
@@ -18,6 +18,7 @@
 #include "membership/service.h"
 #include "net/net.h"
 #include "probe/mesh_service.h"
+#include "probe/netverify_service.h"
 #include "rpc/health_monitor.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
@@ -36,6 +37,7 @@ struct NodeParts {
   TuneService* tune = nullptr;              // null: `tune` answers "no tuning service"
   HealthMonitor* health = nullptr;          // null: no slowness counters in /metrics
   MeshService* mesh = nullptr;              // null: `mesh` answers "no probe mesh"
+  NetverifyService* netverify = nullptr;    // null: `netverify` answers "not running"
 };
 
 void add_node_commands(AdminCommands& cmds, const NodeParts& node);

@@ -292,4 +292,57 @@ json mesh_json(const MeshMatrix& m, const std::vector<std::vector<MeshMark>>& ma
             {"window_s", secs(o.window)}}}};
 }
 
+json netverify_json(const NetverifyReport& r) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  json nodes = json::array();
+  int passed = 0, failed = 0;
+  for (const NetverifyNode& n : r.nodes) {
+    json paths = json::array();
+    for (size_t i = 0; i < n.paths.size(); ++i) {
+      const NvPath& p = n.paths[i];
+      json checks = json::array();
+      bool bad = false;
+      for (const NvCheck& c : n.checks[i]) {
+        bad = bad || c.verdict == NvVerdict::kFail;
+        checks.push_back(
+            {{"check", c.name}, {"result", nv_verdict_name(c.verdict)}, {"detail", c.detail}});
+      }
+      (bad ? failed : passed)++;
+      uint32_t peer_mtu = 0;
+      if (p.info)
+        for (const NvNi& x : p.info->nis)
+          if (x.nid == p.peer) peer_mtu = x.mtu;
+      json fig = {{"rtt_ms", p.rtt_ms},
+                  {"write_mib_s", p.write_bps / kMiB},
+                  {"read_mib_s", p.read_bps / kMiB},
+                  {"mtu_out", p.fwd.largest_ok},
+                  {"mtu_back", p.rev.largest_ok},
+                  {"local_mtu", p.local_mtu},
+                  {"peer_mtu", peer_mtu}};
+      if (p.clock) {
+        fig["clock_offset_ms"] = p.clock->offset_ms;
+        fig["clock_error_ms"] = p.clock->error_ms;
+      }
+      paths.push_back({{"local", p.local.to_string()},
+                       {"peer", p.peer.to_string()},
+                       {"local_if", p.local_if},
+                       {"failed", bad},
+                       {"checks", checks},
+                       {"figures", fig}});
+    }
+    if (!n.error.empty()) ++failed;
+    nodes.push_back({{"name", n.name}, {"state", n.state}, {"error", n.error}, {"paths", paths}});
+  }
+  const NvLimits& l = r.limits;
+  return {{"node", r.node},
+          {"limits",
+           {{"max_clock_offset_ms", l.max_clock_offset_ms},
+            {"max_rtt_ms", l.max_rtt_ms},
+            {"min_bandwidth_mib", l.min_bandwidth_mib},
+            {"max_bandwidth_asymmetry", l.max_bandwidth_asymmetry}}},
+          {"passed", passed},
+          {"failed", failed},
+          {"nodes", nodes}};
+}
+
 }  // namespace pfsnet

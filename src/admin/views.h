@@ -10,6 +10,7 @@
 #include "membership/service.h"
 #include "net/net.h"
 #include "probe/mesh_service.h"
+#include "probe/netverify_service.h"
 #include "tune/tune_service.h"
 
 namespace pfsnet {
@@ -38,5 +39,12 @@ nlohmann::json health_json(const std::string& node, const StatusTable* table,
 // settings}}; "outlier" is "" or why the cell stands out.
 nlohmann::json mesh_json(const MeshMatrix& m, const std::vector<std::vector<MeshMark>>& marks,
                          const MeshService::Counters& c, const MeshOptions& o);
+
+// The `netverify` result: {"node", "limits": {...}, "passed", "failed", "nodes": [{"name",
+// "state", "error", "paths": [{"local", "peer", "local_if", "failed", "checks": [{"check",
+// "result" (PASS|FAIL|SKIP), "detail"}...], "figures": {rtt_ms, clock_offset_ms,
+// clock_error_ms, write_mib_s, read_mib_s, mtu_out, mtu_back, local_mtu, peer_mtu}}...]}...]};
+// "passed"/"failed" count paths (a path fails when any check does).
+nlohmann::json netverify_json(const NetverifyReport& r);
 
 }  // namespace pfsnet

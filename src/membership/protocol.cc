@@ -3,29 +3,16 @@
 #include <cmath>
 #include <cstring>
 
+#include "wire/byte_codec.h"
+
 namespace pfsnet {
 namespace {
 
-constexpr size_t kMaxName = 255;
-constexpr size_t kMaxNids = 64;
-constexpr size_t kMaxList = 1 << 16;
+constexpr size_t kMaxName = kMaxFieldString;
+constexpr size_t kMaxNids = kMaxFieldNids;
 
-class Writer {
+class Writer : public ByteWriter {
  public:
-  void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
-  void u32(uint32_t v) { raw(&v, 4); }
-  void u64(uint64_t v) { raw(&v, 8); }
-  void f64(double v) { raw(&v, 8); }
-  void str(const std::string& s) {
-    size_t n = std::min(s.size(), kMaxName);
-    u8(static_cast<uint8_t>(n));
-    out_.append(s.data(), n);
-  }
-  void nids(const std::vector<Nid>& v) {
-    size_t n = std::min(v.size(), kMaxNids);
-    u8(static_cast<uint8_t>(n));
-    for (size_t i = 0; i < n; ++i) u64(v[i].pack());
-  }
   void cell(const MeshCell& c) {
     str(c.to);
     u64(c.local.pack());
@@ -42,73 +29,18 @@ class Writer {
     u8(static_cast<uint8_t>(e.state));
     nids(e.nids);
   }
-  Buffer take() { return Buffer::copy_of(std::string_view(out_)); }
-
- private:
-  void raw(const void* p, size_t n) {  // little-endian hosts only (x86-64, aarch64)
-    out_.append(static_cast<const char*>(p), n);
-  }
-  std::string out_;
 };
 
-class Reader {
+class Reader : public ByteReader {
  public:
-  explicit Reader(std::span<const uint8_t> b) : b_(b) {}
-  bool ok() const { return ok_; }
-  bool done() const { return ok_ && pos_ == b_.size(); }
-  uint8_t u8() {
-    uint8_t v = 0;
-    raw(&v, 1);
-    return v;
-  }
-  uint32_t u32() {
-    uint32_t v = 0;
-    raw(&v, 4);
-    return v;
-  }
-  uint64_t u64() {
-    uint64_t v = 0;
-    raw(&v, 8);
-    return v;
-  }
-  // A figure: finite and not negative, or the message is malformed.
-  double f64() {
-    double v = 0;
-    raw(&v, 8);
-    if (!std::isfinite(v) || v < 0) ok_ = false;
-    return v;
-  }
-  std::string str() {
-    size_t n = u8();
-    if (!need(n)) return {};
-    std::string s(reinterpret_cast<const char*>(b_.data() + pos_), n);
-    pos_ += n;
-    return s;
-  }
-  std::vector<Nid> nids() {
-    size_t n = u8();
-    std::vector<Nid> v;
-    if (n > kMaxNids || !need(n * 8)) {
-      ok_ = false;
-      return v;
-    }
-    for (size_t i = 0; i < n; ++i) {
-      auto nid = Nid::unpack(u64());
-      if (!nid.ok()) {
-        ok_ = false;
-        return v;
-      }
-      v.push_back(*nid);
-    }
-    return v;
-  }
+  using ByteReader::ByteReader;
   NodeEvent event() {
     NodeEvent e;
     e.id = u32();
     e.name = str();
     e.roles = u8();
     uint8_t st = u8();
-    if (st < 1 || st > 3) ok_ = false;
+    if (st < 1 || st > 3) fail();
     e.state = static_cast<NodeState>(st);
     e.nids = nids();
     return e;
@@ -119,7 +51,7 @@ class Reader {
     auto local = Nid::unpack(u64());
     auto peer = Nid::unpack(u64());
     if (!local.ok() || !peer.ok()) {
-      ok_ = false;
+      fail();
       return c;
     }
     c.local = *local;
@@ -128,32 +60,9 @@ class Reader {
     c.lost = u32();
     c.rtt_count = u32();
     for (double* v : {&c.p50_ms, &c.p99_ms, &c.write_mib_s, &c.read_mib_s}) *v = f64();
-    if (c.lost > c.sent) ok_ = false;
+    if (c.lost > c.sent) fail();
     return c;
   }
-  // A list count that the remaining bytes can hold at `min_each` bytes per item.
-  size_t count(size_t min_each) {
-    size_t n = u32();
-    if (n > kMaxList || !need(n * min_each)) {
-      ok_ = false;
-      return 0;
-    }
-    return n;
-  }
-
- private:
-  bool need(size_t n) {
-    if (!ok_ || b_.size() - pos_ < n) ok_ = false;
-    return ok_;
-  }
-  void raw(void* p, size_t n) {
-    if (!need(n)) return;
-    std::memcpy(p, b_.data() + pos_, n);
-    pos_ += n;
-  }
-  std::span<const uint8_t> b_;
-  size_t pos_ = 0;
-  bool ok_ = true;
 };
 
 template <class T>

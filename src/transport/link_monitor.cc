@@ -113,4 +113,77 @@ Result<bool> LinkMonitor::link_up(const std::string& ifname) {
   return (req.ifr_flags & IFF_UP) && (req.ifr_flags & IFF_RUNNING);
 }
 
+Result<LinkMonitor::Route> LinkMonitor::route_to(uint32_t dst, uint32_t src) {
+  int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (fd < 0) return Status(Code::kInternal, std::string("netlink: ") + std::strerror(errno));
+  struct {
+    nlmsghdr h;
+    rtmsg r;
+    char attrs[2 * RTA_SPACE(4)];
+  } req{};
+  req.h.nlmsg_len = NLMSG_LENGTH(sizeof(rtmsg));
+  req.h.nlmsg_type = RTM_GETROUTE;
+  req.h.nlmsg_flags = NLM_F_REQUEST;
+  req.h.nlmsg_seq = 1;
+  req.r.rtm_family = AF_INET;
+  auto add = [&](unsigned short type, uint32_t host_addr) {
+    auto* a =
+        reinterpret_cast<rtattr*>(reinterpret_cast<char*>(&req) + NLMSG_ALIGN(req.h.nlmsg_len));
+    a->rta_type = type;
+    a->rta_len = RTA_LENGTH(4);
+    uint32_t net = htonl(host_addr);
+    std::memcpy(RTA_DATA(a), &net, 4);
+    req.h.nlmsg_len = NLMSG_ALIGN(req.h.nlmsg_len) + RTA_ALIGN(a->rta_len);
+  };
+  add(RTA_DST, dst);
+  req.r.rtm_dst_len = 32;
+  add(RTA_SRC, src);
+  req.r.rtm_src_len = 32;
+  timeval tv{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::vector<char> buf(8192);
+  ssize_t n = -1;
+  if (::send(fd, &req, req.h.nlmsg_len, 0) >= 0) n = ::recv(fd, buf.data(), buf.size(), 0);
+  int e = errno;
+  ::close(fd);
+  if (n < 0) return Status(Code::kInternal, std::string("RTM_GETROUTE: ") + std::strerror(e));
+  Route out;
+  int oif = 0;
+  for (auto* h = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(h, static_cast<unsigned>(n));
+       h = NLMSG_NEXT(h, n)) {
+    if (h->nlmsg_type == NLMSG_ERROR) {
+      auto* err = static_cast<nlmsgerr*>(NLMSG_DATA(h));
+      return Status(Code::kUnreachable, std::string("no route: ") + std::strerror(-err->error));
+    }
+    if (h->nlmsg_type != RTM_NEWROUTE) continue;
+    auto* r = static_cast<rtmsg*>(NLMSG_DATA(h));
+    int len = static_cast<int>(RTM_PAYLOAD(h));
+    for (auto* a = RTM_RTA(r); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+      if (a->rta_type == RTA_OIF) std::memcpy(&oif, RTA_DATA(a), sizeof oif);
+      if (a->rta_type == RTA_GATEWAY) {
+        char b[INET_ADDRSTRLEN] = {};
+        ::inet_ntop(AF_INET, RTA_DATA(a), b, sizeof b);
+        out.gateway = b;
+      }
+    }
+  }
+  char name[IF_NAMESIZE] = {};
+  if (oif <= 0 || !::if_indextoname(static_cast<unsigned>(oif), name))
+    return Status(Code::kNotFound, "the route names no interface");
+  out.ifname = name;
+  return out;
+}
+
+Result<uint32_t> LinkMonitor::mtu_of(const std::string& ifname) {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return Status(Code::kInternal, std::string("socket: ") + std::strerror(errno));
+  ifreq req{};
+  std::strncpy(req.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+  int r = ::ioctl(s, SIOCGIFMTU, &req);
+  int e = errno;
+  ::close(s);
+  if (r < 0 || req.ifr_mtu <= 0) return Status(Code::kNotFound, ifname + ": " + std::strerror(e));
+  return static_cast<uint32_t>(req.ifr_mtu);
+}
+
 }  // namespace pfsnet

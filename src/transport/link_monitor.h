@@ -34,6 +34,14 @@ class LinkMonitor {
   static Result<std::string> interface_of(uint32_t addr);
   // Whether `ifname` is up with carrier now.
   static Result<bool> link_up(const std::string& ifname);
+  // Its MTU now (bytes of an IP packet).
+  static Result<uint32_t> mtu_of(const std::string& ifname);
+  // Where the kernel sends a packet from `src` to `dst` (IPv4, host byte order), as
+  // `ip route get DST from SRC` says: the interface, and the gateway ("" when direct).
+  struct Route {
+    std::string ifname, gateway;
+  };
+  static Result<Route> route_to(uint32_t dst, uint32_t src);
 
  private:
   void run();

@@ -1,0 +1,559 @@
+#include "probe/netverify_service.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "base/log.h"
+#include "base/mutex.h"
+#include "rpc/ping.h"
+#include "transport/link_monitor.h"
+#include "wire/le.h"
+
+namespace pfsnet {
+namespace {
+
+using std::chrono::milliseconds;
+
+sockaddr_in sock_addr(uint32_t addr, uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(addr);
+  a.sin_port = htons(port);
+  return a;
+}
+
+std::string addr_string(const in_addr& a) {
+  char b[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &a, b, sizeof b);
+  return b;
+}
+
+std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+// A UDP socket bound to one address: DF set on every datagram (the kernel neither
+// fragments nor uses its cached path MTU), and the arrival interface and address of each
+// datagram received.
+class UdpSocket {
+ public:
+  UdpSocket() = default;
+  ~UdpSocket() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  UdpSocket(const UdpSocket&) = delete;
+  UdpSocket& operator=(const UdpSocket&) = delete;
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  int fd() const { return fd_; }
+
+  Status open(uint32_t addr, uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd_ < 0) return Status(Code::kInternal, errno_text("socket"));
+    int probe = IP_PMTUDISC_PROBE, on = 1;
+    if (::setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &probe, sizeof probe) < 0 ||
+        ::setsockopt(fd_, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) < 0)
+      return Status(Code::kInternal, errno_text("setsockopt"));
+    sockaddr_in a = sock_addr(addr, port);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0)
+      return Status(Code::kInternal, errno_text("bind"));
+    return Status::Ok();
+  }
+  uint16_t port() const {
+    sockaddr_in a{};
+    socklen_t n = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &n);
+    return ntohs(a.sin_port);
+  }
+  // 0, or the errno of the send (EMSGSIZE: over the interface's MTU).
+  static int send_to(int fd, const std::vector<uint8_t>& d, const sockaddr_in& to) {
+    ssize_t n =
+        ::sendto(fd, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to);
+    return n < 0 ? errno : 0;
+  }
+  struct Got {
+    std::vector<uint8_t> bytes;
+    sockaddr_in from{};
+    std::string arrival_if, arrival_dst;
+  };
+  // One datagram, waiting at most `wait`; nothing when none came.
+  static std::optional<Got> recv(int fd, milliseconds wait) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return std::nullopt;
+    Got g;
+    g.bytes.resize(kNvMaxPacket);
+    iovec iov{g.bytes.data(), g.bytes.size()};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(in_pktinfo))];
+    msghdr m{};
+    m.msg_name = &g.from;
+    m.msg_namelen = sizeof g.from;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof ctl;
+    ssize_t n = ::recvmsg(fd, &m, 0);
+    if (n < 0) return std::nullopt;
+    g.bytes.resize(static_cast<size_t>(n));
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+      if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+        in_pktinfo pi;
+        std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
+        char name[IF_NAMESIZE] = {};
+        if (::if_indextoname(static_cast<unsigned>(pi.ipi_ifindex), name)) g.arrival_if = name;
+        g.arrival_dst = addr_string(pi.ipi_addr);
+      }
+    return g;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// TCP connect from `local` to `peer`:`port` within `timeout`.
+Status connect_port(uint32_t local, uint32_t peer, uint16_t port, Duration timeout) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return Status(Code::kInternal, errno_text("socket"));
+  sockaddr_in me = sock_addr(local, 0), to = sock_addr(peer, port);
+  std::string target = addr_string(to.sin_addr) + ":" + std::to_string(port);
+  Status s = Status::Ok();
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof me) < 0) {
+    s = Status(Code::kInternal, errno_text("bind to the local NI's address"));
+  } else if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) < 0 &&
+             errno != EINPROGRESS) {
+    s = Status(Code::kUnreachable, "connect to " + target + ": " + std::strerror(errno));
+  } else {
+    pollfd p{fd, POLLOUT, 0};
+    int ms = static_cast<int>(std::chrono::duration_cast<milliseconds>(timeout).count());
+    int r = ::poll(&p, 1, ms);
+    int err = 0;
+    socklen_t n = sizeof err;
+    if (r == 0)
+      s = Status(Code::kTimeout, "connect to " + target + ": no answer within " +
+                                     std::to_string(ms) + " ms (filtered or black-holed)");
+    else if (r < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &n) < 0 || err != 0)
+      s = Status(Code::kUnreachable,
+                 "connect to " + target + ": " + std::strerror(err ? err : errno));
+  }
+  ::close(fd);
+  return s;
+}
+
+NvNi ni_of(const Nid& nid) {
+  NvNi n;
+  n.nid = nid;
+  auto ifn = LinkMonitor::interface_of(nid.addr);
+  if (ifn.ok()) {
+    n.ifname = *ifn;
+    auto mtu = LinkMonitor::mtu_of(*ifn);
+    if (mtu.ok()) n.mtu = *mtu;
+  }
+  return n;
+}
+
+NvPath path_to(const Nid& peer) {
+  NvPath p;
+  p.peer = peer;
+  return p;
+}
+
+bool same_net(const Nid& a, const Nid& b) { return a.type == b.type && a.net_num == b.net_num; }
+
+}  // namespace
+
+NetverifyService::NetverifyService(Net& net, RpcEngine& rpc, LiveConfig& cfg, Clock& clock,
+                                   MembershipService* membership)
+    : net_(net), rpc_(rpc), cfg_(cfg), clock_(clock), membership_(membership) {
+  rpc_.handle(
+      kMsgNetverifyInfo,
+      [this](RpcRequest& req) {
+        Config c = cfg_.get();
+        NvInfo v;
+        v.name = c.node.name;
+        v.wall_unix_ns = clock_.wall_now().time_since_epoch().count();
+        v.peer_credits = c.lnet.peer_credits;
+        v.credits = c.lnet.credits;
+        v.max_rpcs_in_flight = c.rpc.max_rpcs_in_flight;
+        v.max_bulk = c.max_bulk();
+        for (const NetConfig& n : c.nets) v.nis.push_back(ni_of(n.nid));
+        RpcResponse r;
+        // The request names the NID it was sent to: the route back is from that address.
+        auto asked = req.payload.size() == 8 ? Nid::unpack(le::get<uint64_t>(req.payload.data()))
+                                             : Result<Nid>(Status(Code::kProtocol, "bad"));
+        if (!asked.ok()) {
+          r.status = Status(Code::kProtocol, "malformed NETVERIFY_INFO request");
+          return r;
+        }
+        auto route = LinkMonitor::route_to(req.from.addr, asked->addr);
+        if (route.ok()) {
+          v.route_if = route->ifname;
+          v.route_gateway = route->gateway;
+        }
+        r.payload = encode_nv_info(v);
+        return r;
+      },
+      HandlerMode::kWorker);
+  rpc_.handle(
+      kMsgNetverifyMtuSend,
+      [this](RpcRequest& req) {
+        RpcResponse r;
+        auto q = decode_nv_mtu_send_req(req.payload.span());
+        if (!q.ok()) {
+          r.status = q.status();
+          return r;
+        }
+        std::vector<Nid> mine = net_.local_nids();
+        if (std::find(mine.begin(), mine.end(), q->from) == mine.end()) {
+          r.status = Status(Code::kInvalidArgument, q->from.to_string() + " is not an NI here");
+          return r;
+        }
+        UdpSocket s;
+        Status st = s.open(q->from.addr, 0);
+        if (!st.ok()) {
+          r.status = st;
+          return r;
+        }
+        // Only to the address that asked, over the authenticated connection.
+        sockaddr_in to = sock_addr(req.from.addr, q->port);
+        NvMtuSendRep rep;
+        for (uint32_t size : q->sizes) {
+          NvDatagram d{NvKind::kReverse, q->token, size, {}, {}, {}};
+          std::vector<uint8_t> bytes = encode_nv_datagram(d);
+          int err = 0;
+          for (int i = 0; i < 3; ++i) err = UdpSocket::send_to(s.fd(), bytes, to);
+          (err == EMSGSIZE ? rep.too_big : rep.sent).push_back(size);
+        }
+        r.payload = encode_nv_mtu_send_rep(rep);
+        return r;
+      },
+      HandlerMode::kWorker);
+}
+
+NetverifyService::~NetverifyService() { stop(); }
+
+void NetverifyService::start() {
+  Config c = cfg_.get();
+  for (const NetConfig& n : c.nets) {
+    UdpSocket s;
+    Status st = s.open(n.nid.addr, n.port);
+    if (!st.ok()) {
+      PFS_LOG_WARN("netverify: no UDP responder on {} port {}: {}", n.nid.to_string(), n.port,
+                   st.message());
+      continue;
+    }
+    fds_.push_back(s.release());
+  }
+  if (!fds_.empty()) responder_ = std::thread([this] { respond(); });
+}
+
+void NetverifyService::stop() {
+  stop_ = true;
+  if (responder_.joinable()) responder_.join();
+  for (int fd : fds_) ::close(fd);
+  fds_.clear();
+}
+
+void NetverifyService::respond() {
+  std::vector<pollfd> p;
+  for (int fd : fds_) p.push_back({fd, POLLIN, 0});
+  while (!stop_.load()) {
+    if (::poll(p.data(), p.size(), 200) <= 0) continue;
+    for (pollfd& x : p) {
+      if (!(x.revents & POLLIN)) continue;
+      // Drain what is there; each probe gets one small ack.
+      for (int i = 0; i < 64; ++i) {
+        auto g = UdpSocket::recv(x.fd, milliseconds(0));
+        if (!g) break;
+        auto d = decode_nv_datagram(g->bytes);
+        if (!d.ok() || d->kind != NvKind::kProbe) continue;
+        NvDatagram ack{
+            NvKind::kAck,  d->token,       static_cast<uint32_t>(g->bytes.size() + kNvIpUdpHeader),
+            g->arrival_if, g->arrival_dst, addr_string(g->from.sin_addr)};
+        UdpSocket::send_to(x.fd, encode_nv_datagram(ack), g->from);
+      }
+    }
+  }
+}
+
+NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string& name,
+                                 const NetConfig& local, const Nid& peer) {
+  NvPath p;
+  p.peer_name = name;
+  p.local = local.nid;
+  p.peer = peer;
+  NvNi me = ni_of(local.nid);
+  p.local_if = me.ifname;
+  p.local_mtu = me.mtu;
+  Config c = cfg_.get();
+  p.peer_credits = c.lnet.peer_credits;
+  p.max_rpcs_in_flight = c.rpc.max_rpcs_in_flight;
+  p.max_bulk = c.max_bulk();
+  CallOptions co;
+  co.timeout = req.timeout;
+  co.via = std::make_pair(local.nid, peer);
+
+  // port, handshake and round trip
+  p.port = connect_port(local.nid.addr, peer.addr, local.port, req.timeout);
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    RpcReply r = rpc_.call(peer, kMsgPing, Buffer(), nullptr, co);
+    if (!r.status.ok()) {
+      p.handshake = r.status;
+      return p;
+    }
+    double ms = to_ms(r.round_trip());
+    best = i == 0 ? ms : std::min(best, ms);
+  }
+  p.rtt_ms = best;
+
+  // what it says of itself, and the clocks
+  std::vector<NvClockSample> samples;
+  for (int i = 0; i < 3; ++i) {
+    int64_t t0 = clock_.wall_now().time_since_epoch().count();
+    Buffer asked(8);
+    le::put<uint64_t>(asked.data(), peer.pack());
+    RpcReply r = rpc_.call(peer, kMsgNetverifyInfo, std::move(asked), nullptr, co);
+    int64_t t3 = clock_.wall_now().time_since_epoch().count();
+    if (!r.status.ok()) {
+      p.handshake = Status(r.status.code(), "NETVERIFY_INFO: " + r.status.message());
+      return p;
+    }
+    auto info = decode_nv_info(r.payload.span());
+    if (!info.ok()) {
+      p.handshake = info.status();
+      return p;
+    }
+    samples.push_back({t0, info->wall_unix_ns, t3});
+    p.info = std::move(*info);
+  }
+  p.clock = nv_clock_offset(samples);
+  uint32_t peer_mtu = 0;
+  for (const NvNi& n : p.info->nis)
+    if (n.nid == peer) peer_mtu = n.mtu;
+
+  // MTU: out (acks from its responder), then back (its reverse probes to our socket)
+  UdpSocket s;
+  Status st = s.open(local.nid.addr, 0);
+  milliseconds wait =
+      std::min(milliseconds(500), std::chrono::duration_cast<milliseconds>(req.timeout));
+  p.fwd.sender_mtu = p.local_mtu;
+  p.fwd.receiver_mtu = peer_mtu;
+  p.rev.sender_mtu = peer_mtu;
+  p.rev.receiver_mtu = p.local_mtu;
+  if (!st.ok()) {
+    p.fwd.error = p.rev.error = st.message();
+  } else {
+    auto collect = [&](NvMtuDir& dir, uint64_t token, NvKind kind, size_t want,
+                       std::vector<uint32_t>& crossed) {
+      auto until = std::chrono::steady_clock::now() + wait;
+      while (crossed.size() < want && std::chrono::steady_clock::now() < until) {
+        auto left =
+            std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now());
+        auto g = UdpSocket::recv(s.fd(), std::max(milliseconds(1), left));
+        if (!g) continue;
+        auto d = decode_nv_datagram(g->bytes);
+        if (!d.ok() || d->token != token || d->kind != kind) continue;
+        if (std::find(crossed.begin(), crossed.end(), d->size) == crossed.end())
+          crossed.push_back(d->size);
+        if (kind == NvKind::kAck) {
+          dir.arrival_if = d->arrival_if;
+          dir.arrival_dst = d->arrival_dst;
+          dir.src = d->src;
+        } else {
+          dir.arrival_if = g->arrival_if;
+          dir.arrival_dst = g->arrival_dst;
+          dir.src = addr_string(g->from.sin_addr);
+        }
+      }
+    };
+    // out
+    std::vector<uint32_t> ladder = nv_mtu_ladder(p.local_mtu ? p.local_mtu : 1500, peer_mtu);
+    uint64_t token = next_token_.fetch_add(1) ^ (uint64_t(local.nid.addr) << 32);
+    sockaddr_in to = sock_addr(peer.addr, local.port);
+    std::vector<uint32_t> tried, crossed;
+    for (uint32_t size : ladder) {
+      NvDatagram d{NvKind::kProbe, token, size, {}, {}, {}};
+      auto bytes = encode_nv_datagram(d);
+      int err = 0;
+      for (int i = 0; i < 3; ++i) err = UdpSocket::send_to(s.fd(), bytes, to);
+      if (err == 0) tried.push_back(size);
+    }
+    collect(p.fwd, token, NvKind::kAck, tried.size(), crossed);
+    nv_settle_mtu(p.fwd, tried, crossed);
+    // back
+    NvMtuSendReq q;
+    q.from = peer;
+    q.port = s.port();
+    q.token = next_token_.fetch_add(1) ^ (uint64_t(peer.addr) << 32);
+    q.sizes = nv_mtu_ladder(peer_mtu ? peer_mtu : 1500, p.local_mtu);
+    RpcReply r = rpc_.call(peer, kMsgNetverifyMtuSend, encode_nv_mtu_send_req(q), nullptr, co);
+    auto rep =
+        r.status.ok() ? decode_nv_mtu_send_rep(r.payload.span()) : Result<NvMtuSendRep>(r.status);
+    if (!rep.ok()) {
+      p.rev.error = "NETVERIFY_MTU_SEND: " + rep.status().message();
+    } else {
+      std::vector<uint32_t> back;
+      collect(p.rev, q.token, NvKind::kReverse, rep->sent.size(), back);
+      nv_settle_mtu(p.rev, rep->sent, back);
+    }
+  }
+
+  // bandwidth: a train of writes (the peer stamps arrivals), then of reads (we do)
+  if (req.bandwidth) {
+    auto train = [&](bool write) -> Result<double> {
+      struct State {
+        Mutex mu;
+        CondVar cv;
+        int left GUARDED_BY(mu) = 0;
+        std::vector<int64_t> stamps GUARDED_BY(mu);
+        Status err GUARDED_BY(mu);
+      };
+      auto stt = std::make_shared<State>();
+      {
+        MutexLock g(stt->mu);
+        stt->left = req.train;
+      }
+      BulkData data = write ? make_bulk(Buffer(req.size)) : nullptr;
+      for (int i = 0; i < req.train; ++i) {
+        CallOptions o = co;
+        if (!write) o.reply_bulk = req.size;
+        rpc_.call_async(
+            peer, write ? kMsgTuneProbe : kMsgPing, write ? Buffer() : ping_payload(req.size), data,
+            [stt, write](RpcReply&& r) {
+              MutexLock g(stt->mu);
+              if (r.status.ok() && write && r.payload.size() == 8) {
+                int64_t ns = 0;
+                std::memcpy(&ns, r.payload.data(), 8);
+                stt->stamps.push_back(ns);
+              } else if (r.status.ok() && !write) {
+                stt->stamps.push_back(r.times.reply_complete.time_since_epoch().count());
+              } else if (stt->err.ok()) {
+                stt->err = r.status.ok() ? Status(Code::kProtocol, "malformed reply") : r.status;
+              }
+              --stt->left;
+              stt->cv.notify_all();
+            },
+            o);
+      }
+      MutexLock lk(stt->mu);
+      if (!stt->cv.wait_for(lk, req.timeout + std::chrono::seconds(5),
+                            [&]() REQUIRES(stt->mu) { return stt->left == 0; }))
+        return Status(Code::kTimeout, "the train did not finish");
+      if (!stt->err.ok()) return stt->err;
+      auto [lo, hi] = std::minmax_element(stt->stamps.begin(), stt->stamps.end());
+      double span = double(*hi - *lo) / 1e9;
+      if (span <= 0) return Status(Code::kProtocol, "every RPC of the train arrived at once");
+      return double(req.train - 1) * double(req.size) / span;
+    };
+    for (bool write : {true, false}) {
+      std::vector<double> rates;
+      std::string err;
+      for (int t = 0; t < req.trains; ++t) {
+        auto r = train(write);
+        if (r.ok())
+          rates.push_back(*r);
+        else
+          err = std::string(write ? "writes" : "reads") + ": " + r.status().message();
+      }
+      if (rates.empty()) {
+        p.bandwidth_error = err;
+        break;
+      }
+      std::sort(rates.begin(), rates.end());
+      (write ? p.write_bps : p.read_bps) = rates[rates.size() / 2];
+    }
+  }
+  return p;
+}
+
+Result<NetverifyReport> NetverifyService::run(const NetverifyRequest& req) {
+  if (req.train < 2 || req.trains < 1 || req.size == 0)
+    return Status(Code::kInvalidArgument, "a bandwidth train needs 2 or more RPCs of data");
+  Config c = cfg_.get();
+  if (int64_t(req.size) > c.max_bulk())
+    return Status(Code::kInvalidArgument,
+                  "size must be at most " + std::to_string(c.max_bulk()) + " (2 x maxBlockSize)");
+  NetverifyReport rep;
+  rep.node = c.node.name;
+  rep.limits = req.limits;
+  std::optional<StatusTable> table;
+  Status table_error = Status(Code::kNotFound, "this node has no MGS");
+  bool need_table = req.nodes.empty();
+  for (const std::string& n : req.nodes)
+    if (!Nid::parse(n).ok()) need_table = true;
+  if (need_table && membership_ && (membership_->is_mgs() || membership_->has_agent())) {
+    auto t = membership_->status(req.timeout);
+    if (t.ok())
+      table = std::move(*t);
+    else
+      table_error = t.status();
+  }
+  if (need_table && !table)
+    return Status(table_error.code(), "the MGS's node list could not be had: " +
+                                          table_error.message() + " (name the nodes by NID)");
+  std::vector<NetverifyNode> targets;
+  if (req.nodes.empty()) {
+    for (const StatusNode& n : table->nodes)
+      if (n.name != c.node.name) {
+        NetverifyNode t;
+        t.name = n.name;
+        t.state = node_state_name(n.state);
+        for (const Nid& nid : n.nids) t.paths.push_back(path_to(nid));
+        targets.push_back(std::move(t));
+      }
+  } else {
+    for (const std::string& want : req.nodes) {
+      NetverifyNode t;
+      const StatusNode* hit = nullptr;
+      if (table)
+        for (const StatusNode& n : table->nodes)
+          if (n.name == want) hit = &n;
+      if (hit) {
+        t.name = hit->name;
+        t.state = node_state_name(hit->state);
+        for (const Nid& nid : hit->nids) t.paths.push_back(path_to(nid));
+      } else if (auto nid = Nid::parse(want); nid.ok()) {
+        if (table)
+          for (const StatusNode& n : table->nodes)
+            if (std::find(n.nids.begin(), n.nids.end(), *nid) != n.nids.end()) {
+              t.name = n.name;
+              t.state = node_state_name(n.state);
+            }
+        t.paths.push_back(path_to(*nid));
+      } else {
+        return Status(Code::kInvalidArgument,
+                      "unknown node '" + want + "': not in the MGS's table, and not a NID");
+      }
+      targets.push_back(std::move(t));
+    }
+  }
+  for (NetverifyNode& t : targets) {
+    std::vector<Nid> peers;
+    for (const NvPath& p : t.paths) peers.push_back(p.peer);
+    t.paths.clear();
+    for (const Nid& peer : peers)
+      for (const NetConfig& local : c.nets)
+        if (same_net(local.nid, peer)) {
+          t.paths.push_back(measure(req, t.name, local, peer));
+          t.checks.push_back(judge_path(t.paths.back(), req.limits));
+        }
+    if (t.paths.empty()) t.error = "no local NI on the network of any of its NIDs";
+    for (const NvPath& p : t.paths)  // asked by NID alone: the name it gives itself
+      if (t.name.empty() && p.info) t.name = p.info->name;
+  }
+  rep.nodes = std::move(targets);
+  return rep;
+}
+
+}  // namespace pfsnet
