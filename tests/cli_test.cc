@@ -194,7 +194,9 @@ TEST_F(CliTest, SigtermStopsCleanly) {
   auto t0 = std::chrono::steady_clock::now();
   Daemon a(dir_, 2, key_);
   ASSERT_TRUE(a.ready());
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);  // starts in under a second
+  // Starts promptly: well under a second on an idle host; 3 s allows a sanitizer build on
+  // a loaded CI host (1.3 s seen).
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
   ASSERT_TRUE(std::filesystem::exists(a.socket()));
   struct stat st {};
   ASSERT_EQ(stat(a.socket().c_str(), &st), 0);

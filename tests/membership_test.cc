@@ -533,5 +533,75 @@ TEST(NetverifyTest, EveryPathPassesOnLoopbackAndBadTargetsAreNamedWithTheirCause
   std::printf("netverify against another cluster's key: %s\n", sc[1]["detail"].dump().c_str());
 }
 
+// Every node's own problems reach everyone's `pfsnet health`: server n3 alone finds its peer
+// n4 unreachable (its PINGs to n4 dropped by a fault rule, which also blocks its recovery
+// pings); client n6 -- which talks to n4 fine -- lists n4's NI as n3 sees it, seen by n3,
+// within a few report intervals, and has a clean list again once n3 recovers. n3 logs the
+// start and the end.
+TEST(ClusterHealthTest, ANodesOwnProblemIsInEveryNodesHealthAndLeavesWithIt) {
+  Cluster c(false, std::string(kMembership) + "[health]\nreport_interval = 0.5\n");
+  ASSERT_TRUE(c.ready());
+  const std::string n4 = loopback(4) + "@tcp";
+  auto [frc, fout] =
+      run({PFSNET_BIN, "--socket", c.d(3).socket(), "fault", "add", "drop", "--dst", n4, "--type",
+           "PING", "--rate", "1", "--health", "PEER_NI_UNREACHABLE", "--json"},
+          10000ms);
+  ASSERT_EQ(frc, 0) << fout;
+  uint64_t id = last_json_line(fout)["added"]["id"].get<uint64_t>();
+  auto [prc, pout] =
+      run({PFSNET_BIN, "--socket", c.d(3).socket(), "ping", n4, "--count", "2", "--timeout", "1"},
+          20000ms);
+  EXPECT_NE(prc, 0) << pout;
+  auto listed = [&](const json& h) {
+    for (const json& p : h.value("problems", json::array()))
+      if (p["kind"] == "peer_ni" && p["subject"] == n4 && p["cause"] == "UNHEALTHY") return p;
+    return json();
+  };
+  json h, p;
+  auto health6 = [&] {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", c.d(6).socket(), "health", "--json"}, 20000ms);
+    h = rc == 0 ? last_json_line(out) : json::object();
+    p = listed(h);
+    return !p.is_null();
+  };
+  auto start = Clock::now();
+  ASSERT_TRUE(eventually(health6, 15000ms)) << h.dump();
+  double took = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(p["seen_by"], "n3") << p.dump();
+  EXPECT_NE(p["evidence"].get<std::string>().find("PEER_NI_UNREACHABLE"), std::string::npos)
+      << p.dump();
+  std::printf("n3's problem in n6's health after %.1f s: %s\n", took, p.dump().c_str());
+  EXPECT_TRUE(eventually(
+      [&] {
+        return c.d(3).process().output().find("health: problem started: peer_ni " + n4 +
+                                              " UNHEALTHY") != std::string::npos;
+      },
+      5000ms));
+
+  // The fault goes, n3's recovery pings reach n4, and the entry leaves everyone's list.
+  auto [drc, dout] =
+      run({PFSNET_BIN, "--socket", c.d(3).socket(), "fault", "del", std::to_string(id)}, 10000ms);
+  ASSERT_EQ(drc, 0) << dout;
+  // (n3 also tells the MGS it cannot reach n4, which checks and may call n4 SUSPECT for a
+  // moment: a problem of a node that is down is the node's, so n3's entry hides meanwhile.
+  // Done is a clean list.)
+  EXPECT_TRUE(eventually(
+      [&] {
+        health6();
+        return h.contains("problems") && h["problems"].empty();
+      },
+      20000ms))
+      << h.dump();
+  // The daemon's log reaches its pipe a little after the fact.
+  EXPECT_TRUE(eventually(
+      [&] {
+        return c.d(3).process().output().find("health: problem ended: peer_ni " + n4 +
+                                              " UNHEALTHY") != std::string::npos;
+      },
+      5000ms))
+      << c.d(3).process().output() << "\nn6 saw: " << h.dump() << "\nn3 sees: "
+      << run({PFSNET_BIN, "--socket", c.d(3).socket(), "health", "--json"}, 20000ms).second;
+}
+
 }  // namespace
 }  // namespace pfsnet::testing

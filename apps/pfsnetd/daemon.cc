@@ -34,6 +34,7 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
   membership_ = std::make_unique<MembershipService>(cfg, *net_, *rpc_, clock_);
   mesh_ = std::make_unique<MeshService>(MeshOptions::from(cfg), *net_, *rpc_, stats_.get(),
                                         *membership_, clock_);
+  cluster_health_ = std::make_unique<ClusterHealthService>(cfg, *rpc_, *membership_, clock_);
   netverify_ = std::make_unique<NetverifyService>(*net_, *rpc_, cfg_, clock_, membership_.get());
   serve_selftest(*rpc_, clock_);
   serve_tune_probe(*rpc_, clock_);
@@ -48,9 +49,9 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
     if (after.rpc.max_rpcs_in_flight != before.rpc.max_rpcs_in_flight)
       rpc_->set_max_rpcs_in_flight(after.rpc.max_rpcs_in_flight);
   });
-  parts_ = std::make_unique<NodeParts>(NodeParts{*net_, *rpc_, *stats_, cfg_, clock_,
-                                                 membership_.get(), tune_.get(), health_.get(),
-                                                 mesh_.get(), netverify_.get()});
+  parts_ = std::make_unique<NodeParts>(
+      NodeParts{*net_, *rpc_, *stats_, cfg_, clock_, membership_.get(), tune_.get(), health_.get(),
+                mesh_.get(), netverify_.get(), cluster_health_.get()});
   add_node_commands(commands_, *parts_);
   admin_ = std::make_unique<AdminServer>(commands_);
 }
@@ -67,6 +68,11 @@ Status Daemon::start() {
   membership_->start();
   mesh_->start();
   netverify_->start();
+  if (membership_->is_mgs() || membership_->has_agent())
+    health_ticker_.start(Periodic::Period(cfg_.get().health.report_interval), [this] {
+      cluster_health_->set_local(local_problems(*parts_));
+      cluster_health_->tick(clock_.now());
+    });
   tune_->reset(clock_.now());
   tune_ticker_.start([this] { return Periodic::Period(tune_->round_period()); },
                      [this] { tune_->round(clock_.now()); });
@@ -121,6 +127,7 @@ void Daemon::stop() {
   if (stopped_) return;
   stopped_ = true;
   tune_ticker_.stop();
+  health_ticker_.stop();
   timers_->stop();
   links_.stop();
   membership_->stop();

@@ -61,6 +61,8 @@ class Daemon {
   std::unique_ptr<MembershipService> membership_;
   std::unique_ptr<MeshService> mesh_;  // its probes' callbacks use it: stopped with rpc_
   std::unique_ptr<NetverifyService> netverify_;
+  std::unique_ptr<ClusterHealthService> cluster_health_;
+  Periodic health_ticker_;  // this node's own problems to cluster_health_
   std::unique_ptr<TuneService> tune_;
   AdminCommands commands_;
   std::unique_ptr<NodeParts> parts_;

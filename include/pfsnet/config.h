@@ -105,6 +105,10 @@ struct HealthConfig {
   double loss_ratio = 0.01;        // segments retransmitted / sent, over 10 s
   int64_t degraded_penalty = 500;  // health points selection takes off a degraded NI
   int64_t quiet_bytes = 1 << 20;   // latency is judged in seconds with less traffic than this
+  // Every report_interval seconds a node with an MGS looks at its own problems (its NIs,
+  // its peers, its settings) and sends them to the MGS when they changed -- and every 6
+  // intervals anyway -- so `pfsnet health` on any node lists every node's (restart).
+  double report_interval = 5;
 };
 
 // The probe mesh ([mesh], src/probe/mesh.h): every node probes `peers` others (the MGS

@@ -28,6 +28,9 @@ inline constexpr uint32_t kMsgMeshProbe = 25;
 // probe/netverify_service.h: what a node says of itself, and reverse MTU probes.
 inline constexpr uint32_t kMsgNetverifyInfo = 26;
 inline constexpr uint32_t kMsgNetverifyMtuSend = 27;
+// probe/cluster_health_service.h: a node's own problems to the MGS, and every node's back.
+inline constexpr uint32_t kMsgHealthReport = 28;
+inline constexpr uint32_t kMsgHealthCluster = 29;
 // selftest/selftest.h: one client's share of a self-test step.
 inline constexpr uint32_t kMsgSelftestRun = 20;
 // tune/tune.h: the packet-train probe.
@@ -54,6 +57,8 @@ inline constexpr MsgType kMsgTypes[] = {
     {kMsgMeshProbe, "MESH_PROBE"},
     {kMsgNetverifyInfo, "NETVERIFY_INFO"},
     {kMsgNetverifyMtuSend, "NETVERIFY_MTU_SEND"},
+    {kMsgHealthReport, "HEALTH_REPORT"},
+    {kMsgHealthCluster, "HEALTH_CLUSTER"},
     {kMsgSelftestRun, "SELFTEST_RUN"},
     {kMsgTuneProbe, "TUNE_PROBE"},
 };

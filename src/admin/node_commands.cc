@@ -66,6 +66,22 @@ Result<json> health(const NodeParts& node) {
     }
   }
   std::vector<Problem> problems = find_problems(in);
+  // Every other node's own list, as the MGS gathered them.
+  bool has_mgs = node.membership && (node.membership->is_mgs() || node.membership->has_agent());
+  if (node.cluster_health && has_mgs && mgs_error.empty()) {
+    auto others = node.cluster_health->cluster(std::chrono::seconds(5));
+    if (others.ok()) {
+      std::vector<std::string> down;
+      if (table)
+        for (const StatusNode& n : table->nodes)
+          if (n.state != NodeState::kUp)
+            for (const Nid& x : n.nids) down.push_back(x.to_string());
+      merge_cluster_problems(problems, *others, in.node, down);
+      sort_problems(problems);
+    } else {
+      mgs_error = "other nodes' own problems could not be had: " + others.status().message();
+    }
+  }
   if (!mgs_error.empty())
     problems.insert(
         problems.begin(),
@@ -204,6 +220,15 @@ Result<json> fault_del(const NodeParts& node, const json& req) {
 }
 
 }  // namespace
+
+std::vector<Problem> local_problems(const NodeParts& node) {
+  ProblemInputs in;
+  in.node = node.cfg.read([](const Config& c) { return c.node.name; });
+  in.nis = node.net.nis();
+  in.peers = node.net.peers();
+  if (node.tune) in.settings = node.tune->status().active;
+  return find_problems(in);
+}
 
 void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
   using E = const AdminEmit&;

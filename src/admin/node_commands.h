@@ -17,6 +17,7 @@
 #include "base/live_config.h"
 #include "membership/service.h"
 #include "net/net.h"
+#include "probe/cluster_health_service.h"
 #include "probe/mesh_service.h"
 #include "probe/netverify_service.h"
 #include "rpc/health_monitor.h"
@@ -33,14 +34,19 @@ struct NodeParts {
   RpcStats& stats;
   LiveConfig& cfg;
   Clock& clock;
-  MembershipService* membership = nullptr;  // null: `status` answers "no membership"
-  TuneService* tune = nullptr;              // null: `tune` answers "no tuning service"
-  HealthMonitor* health = nullptr;          // null: no slowness counters in /metrics
-  MeshService* mesh = nullptr;              // null: `mesh` answers "no probe mesh"
-  NetverifyService* netverify = nullptr;    // null: `netverify` answers "not running"
+  MembershipService* membership = nullptr;         // null: `status` answers "no membership"
+  TuneService* tune = nullptr;                     // null: `tune` answers "no tuning service"
+  HealthMonitor* health = nullptr;                 // null: no slowness counters in /metrics
+  MeshService* mesh = nullptr;                     // null: `mesh` answers "no probe mesh"
+  NetverifyService* netverify = nullptr;           // null: `netverify` answers "not running"
+  ClusterHealthService* cluster_health = nullptr;  // null: `health` shows this node's view
 };
 
 void add_node_commands(AdminCommands& cmds, const NodeParts& node);
+
+// This node's own problems (its NIs, its peer NIs, its settings): what it sends to the MGS
+// for everyone's `pfsnet health`.
+std::vector<Problem> local_problems(const NodeParts& node);
 
 // What /metrics shows of the node now.
 MetricsSnapshot metrics_snapshot(const NodeParts& node);

@@ -42,7 +42,7 @@ std::vector<Problem> find_problems(const ProblemInputs& in) {
   auto add = [&](std::string kind, std::string subject, std::string cause, int64_t since,
                  std::string evidence) {
     out.push_back({std::move(kind), std::move(subject), std::move(cause), in.node, since,
-                   std::move(evidence)});
+                   std::move(evidence), ""});
   };
   // Nodes the MGS calls dead or suspect; their NIDs, whose own troubles follow from it.
   std::set<Nid> culprit_nids;
@@ -138,12 +138,16 @@ std::vector<Problem> find_problems(const ProblemInputs& in) {
     add("settings", p.peer.empty() ? in.node : p.peer, "SETTINGS", 0, p.text);
     out.back().code = p.code;
   }
-  std::stable_sort(out.begin(), out.end(), [](const Problem& a, const Problem& b) {
+  sort_problems(out);
+  return out;
+}
+
+void sort_problems(std::vector<Problem>& v) {
+  std::stable_sort(v.begin(), v.end(), [](const Problem& a, const Problem& b) {
     int sa = severity(a.cause), sb = severity(b.cause);
     if (sa != sb) return sa < sb;
     return a.since_unix_ms < b.since_unix_ms;
   });
-  return out;
 }
 
 }  // namespace pfsnet

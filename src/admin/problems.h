@@ -7,6 +7,8 @@
 //                           SLOW, LOSSY (slowness, net/slowness_board.h)
 //   this node's peer NIs    UNHEALTHY, SLOW, LOSSY; SERVER (the peer's execution time)
 //   the tuning check        SETTINGS (the settings do not fit the measured path)
+//   other nodes' own lists  any of the above (probe/cluster_health.h: each node sends its
+//                           own to the MGS; merge_cluster_problems folds them in)
 //   the probe mesh          SLOW, LOSSY, THROTTLED (probe/mesh.h's outlier cells, the whole
 //                           cluster's): an NI in at least two outlier cells that are at
 //                           least half of the mesh cells it is in is the culprit (kind "ni",
@@ -25,20 +27,11 @@
 #include <vector>
 
 #include "membership/protocol.h"
+#include "probe/cluster_health.h"
 #include "probe/mesh.h"
 #include "tune/tune.h"
 
 namespace pfsnet {
-
-struct Problem {
-  std::string kind;           // "node", "ni", "peer_ni", "server", "settings", "path"
-  std::string subject;        // the node's name, the NID, or the peer the settings are about
-  std::string cause;          // DEAD SUSPECT DOWN LOSSY SLOW THROTTLED UNHEALTHY SERVER SETTINGS
-  std::string seen_by;        // the node whose view this is
-  int64_t since_unix_ms = 0;  // 0: not known
-  std::string evidence;
-  std::string code;  // SETTINGS: which (the tuning check's code, e.g. rpcs_below_bdp)
-};
 
 struct ProblemInputs {
   std::string node;                    // this node's name
@@ -51,5 +44,8 @@ struct ProblemInputs {
 };
 
 std::vector<Problem> find_problems(const ProblemInputs& in);
+// Severest first (DEAD, DOWN, SUSPECT, LOSSY, SLOW, THROTTLED, UNHEALTHY, SERVER, SETTINGS),
+// then oldest first.
+void sort_problems(std::vector<Problem>& v);
 
 }  // namespace pfsnet

@@ -223,6 +223,7 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"loss_ratio", number_key(&cfg.health.loss_ratio, 0.0001, 1)},
       {"degraded_penalty", int_key(&cfg.health.degraded_penalty, 0, 1000)},
       {"quiet_bytes", int_key(&cfg.health.quiet_bytes, 1, int64_t{1} << 40)},
+      {"report_interval", number_key(&cfg.health.report_interval, 0.1, 3600)},
   };
   const std::map<std::string, Reader, std::less<>> mesh_keys = {
       {"enabled", bool_key(&cfg.mesh.enabled)},
@@ -414,6 +415,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"health.loss_ratio", num(c.health.loss_ratio)},
       {"health.degraded_penalty", i(c.health.degraded_penalty)},
       {"health.quiet_bytes", i(c.health.quiet_bytes)},
+      {"health.report_interval", num(c.health.report_interval)},
       {"mesh.enabled", c.mesh.enabled ? "true" : "false"},
       {"mesh.peers", i(c.mesh.peers)},
       {"mesh.interval", num(c.mesh.interval)},

@@ -1,0 +1,174 @@
+#include "probe/cluster_health.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "wire/byte_codec.h"
+
+namespace pfsnet {
+namespace {
+
+template <class T>
+Result<T> finish(const ByteReader& r, T v, const char* what) {
+  if (!r.done()) return Status(Code::kProtocol, std::string("malformed ") + what + " message");
+  return v;
+}
+
+void write_problems(ByteWriter& w, const std::vector<Problem>& v) {
+  size_t n = std::min(v.size(), kMaxReportedProblems);
+  w.u32(static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    const Problem& p = v[i];
+    for (const std::string* s : {&p.kind, &p.subject, &p.cause, &p.seen_by, &p.evidence, &p.code})
+      w.str(*s);
+    w.i64(p.since_unix_ms);
+  }
+}
+
+std::vector<Problem> read_problems(ByteReader& r) {
+  size_t n = r.count(6 + 8);
+  std::vector<Problem> v;
+  if (n > kMaxReportedProblems) {
+    r.fail();
+    return v;
+  }
+  for (size_t i = 0; r.ok() && i < n; ++i) {
+    Problem p;
+    for (std::string* s : {&p.kind, &p.subject, &p.cause, &p.seen_by, &p.evidence, &p.code})
+      *s = r.str();
+    p.since_unix_ms = r.i64();
+    if (p.kind.empty() || p.subject.empty() || p.cause.empty() || p.since_unix_ms < 0) r.fail();
+    v.push_back(std::move(p));
+  }
+  return v;
+}
+
+using Key = std::tuple<std::string, std::string, std::string>;
+Key key_of(const Problem& p) { return {p.kind, p.subject, p.cause}; }
+
+}  // namespace
+
+Buffer encode_health_report(const HealthReport& r) {
+  ByteWriter w;
+  w.str(r.node);
+  write_problems(w, r.problems);
+  return w.take();
+}
+
+Result<HealthReport> decode_health_report(std::span<const uint8_t> b) {
+  ByteReader r(b);
+  HealthReport v;
+  v.node = r.str();
+  if (v.node.empty()) r.fail();
+  v.problems = read_problems(r);
+  return finish(r, std::move(v), "HEALTH_REPORT");
+}
+
+Buffer encode_health_page(const HealthPage& p) {
+  ByteWriter w;
+  w.u32(p.total);
+  w.u32(p.offset);
+  size_t n = std::min<size_t>(p.nodes.size(), kMaxHealthPage);
+  w.u32(static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    w.str(p.nodes[i].node);
+    w.i64(p.nodes[i].updated_unix_ms);
+    write_problems(w, p.nodes[i].problems);
+  }
+  return w.take();
+}
+
+Result<HealthPage> decode_health_page(std::span<const uint8_t> b) {
+  ByteReader r(b);
+  HealthPage p;
+  p.total = r.u32();
+  p.offset = r.u32();
+  size_t n = r.count(1 + 8 + 4);
+  if (n > kMaxHealthPage) r.fail();
+  for (size_t i = 0; r.ok() && i < n; ++i) {
+    NodeProblems np;
+    np.node = r.str();
+    np.updated_unix_ms = r.i64();
+    np.problems = read_problems(r);
+    if (np.node.empty()) r.fail();
+    p.nodes.push_back(std::move(np));
+  }
+  return finish(r, std::move(p), "HEALTH_CLUSTER reply");
+}
+
+bool same_problems(const std::vector<Problem>& a, const std::vector<Problem>& b) {
+  std::set<Key> ka, kb;
+  for (const Problem& p : a) ka.insert(key_of(p));
+  for (const Problem& p : b) kb.insert(key_of(p));
+  return ka == kb;
+}
+
+void HealthBoard::report(HealthReport r, TimePoint now, int64_t wall_ms) {
+  if (r.problems.empty()) {
+    nodes_.erase(r.node);
+    return;
+  }
+  Entry& e = nodes_[r.node];
+  e.np.node = r.node;
+  e.np.updated_unix_ms = wall_ms;
+  e.np.problems = std::move(r.problems);
+  e.heard = now;
+}
+
+void HealthBoard::expire(TimePoint now) {
+  std::erase_if(nodes_, [&](const auto& kv) { return now - kv.second.heard > keep_; });
+}
+
+HealthPage HealthBoard::page(uint32_t offset, uint32_t limit) const {
+  HealthPage p;
+  p.total = static_cast<uint32_t>(nodes_.size());
+  p.offset = offset;
+  limit = std::min(limit, kMaxHealthPage);
+  size_t bytes = 12;
+  uint32_t i = 0;
+  for (const auto& [name, e] : nodes_) {
+    if (i++ < offset) continue;
+    size_t size = 1 + name.size() + 8 + 4;
+    for (const Problem& x : e.np.problems)
+      size += 6 + 8 + x.kind.size() + x.subject.size() + x.cause.size() + x.seen_by.size() +
+              x.evidence.size() + x.code.size();
+    if (p.nodes.size() >= limit || (!p.nodes.empty() && bytes + size > kHealthPageBytes)) break;
+    bytes += size;
+    p.nodes.push_back(e.np);
+  }
+  return p;
+}
+
+std::vector<NodeProblems> HealthBoard::all() const {
+  std::vector<NodeProblems> v;
+  for (const auto& [name, e] : nodes_) v.push_back(e.np);
+  return v;
+}
+
+void merge_cluster_problems(std::vector<Problem>& into, const std::vector<NodeProblems>& nodes,
+                            const std::string& self, const std::vector<std::string>& down_nids) {
+  std::map<Key, size_t> at;
+  for (size_t i = 0; i < into.size(); ++i) at.emplace(key_of(into[i]), i);
+  for (const NodeProblems& np : nodes) {
+    if (np.node == self) continue;
+    for (const Problem& p : np.problems) {
+      if ((p.kind == "peer_ni" || p.kind == "server") &&
+          std::find(down_nids.begin(), down_nids.end(), p.subject) != down_nids.end())
+        continue;
+      auto [it, fresh] = at.emplace(key_of(p), into.size());
+      if (fresh) {
+        into.push_back(p);
+        if (into.back().seen_by.empty()) into.back().seen_by = np.node;
+        continue;
+      }
+      Problem& have = into[it->second];
+      if (have.seen_by.find(np.node) == std::string::npos)
+        have.seen_by += (have.seen_by.empty() ? "" : ", ") + np.node;
+      if (p.since_unix_ms && (!have.since_unix_ms || p.since_unix_ms < have.since_unix_ms))
+        have.since_unix_ms = p.since_unix_ms;
+    }
+  }
+}
+
+}  // namespace pfsnet

@@ -1,0 +1,100 @@
+// Every node's own findings, gathered at the MGS (issue 14 item 5), so `pfsnet health` on
+// any node lists the problems of the whole cluster and not only what it sees itself: a
+// server's NI down, a client's settings that do not fit, a peer NI a node finds slow.
+//
+// Each node sends its list (HEALTH_REPORT, msg 28) when it changes and every 6 report
+// intervals anyway; the MGS keeps the last list of each node (HealthBoard), drops a list
+// not renewed within `keep`, and serves them all (HEALTH_CLUSTER, msg 29) in pages of nodes
+// -- only nodes with a problem are kept, so a healthy cluster of 100,000 costs nothing.
+// merge_cluster_problems() folds the lists into one: a problem several nodes see (the same
+// kind, subject and cause) once, seen by all of them, since the earliest.
+//
+// Thread safety: pure functions; HealthBoard is a plain value (its owner serialises).
+#pragma once
+
+#include <pfsnet/buffer.h>
+#include <pfsnet/clock.h>
+#include <pfsnet/status.h>
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace pfsnet {
+
+// A problem as `pfsnet health` lists it (admin/problems.h builds them).
+struct Problem {
+  std::string kind;           // "node", "ni", "peer_ni", "server", "settings", "path"
+  std::string subject;        // the node's name, the NID, or the peer the settings are about
+  std::string cause;          // DEAD SUSPECT DOWN LOSSY SLOW THROTTLED UNHEALTHY SERVER SETTINGS
+  std::string seen_by;        // the node(s) whose view this is, ", "-separated
+  int64_t since_unix_ms = 0;  // 0: not known
+  std::string evidence;
+  std::string code;  // SETTINGS: which (the tuning check's code, e.g. rpcs_below_bdp)
+  bool operator==(const Problem&) const = default;
+};
+
+inline constexpr size_t kMaxReportedProblems = 64;   // per node; more are cut
+inline constexpr uint32_t kMaxHealthPage = 1000;     // nodes per HEALTH_CLUSTER page
+inline constexpr size_t kHealthPageBytes = 1 << 20;  // and at most this encoded (its bulk)
+
+// HEALTH_REPORT: a node's whole list now (replaces its last one; empty clears it).
+struct HealthReport {
+  std::string node;
+  std::vector<Problem> problems;
+  bool operator==(const HealthReport&) const = default;
+};
+Buffer encode_health_report(const HealthReport& r);
+Result<HealthReport> decode_health_report(std::span<const uint8_t> b);
+
+struct NodeProblems {
+  std::string node;
+  int64_t updated_unix_ms = 0;  // when the MGS received it (its wall clock)
+  std::vector<Problem> problems;
+  bool operator==(const NodeProblems&) const = default;
+};
+// HEALTH_CLUSTER's reply (in the reply's bulk): nodes [offset, offset + nodes.size()) of `total`.
+struct HealthPage {
+  uint32_t total = 0, offset = 0;
+  std::vector<NodeProblems> nodes;
+  bool operator==(const HealthPage&) const = default;
+};
+Buffer encode_health_page(const HealthPage& p);
+Result<HealthPage> decode_health_page(std::span<const uint8_t> b);
+
+// Whether two lists name the same problems (kind, subject, cause), whatever their order,
+// times and evidence: what makes a node send its list before the refresh is due.
+bool same_problems(const std::vector<Problem>& a, const std::vector<Problem>& b);
+
+// The MGS's lists, by node name.
+class HealthBoard {
+ public:
+  explicit HealthBoard(Duration keep) : keep_(keep) {}
+  void report(HealthReport r, TimePoint now, int64_t wall_ms);
+  void forget(const std::string& node) { nodes_.erase(node); }
+  // Drops the lists not renewed within `keep`.
+  void expire(TimePoint now);
+  // Nodes from `offset` on: at most `limit` (and kMaxHealthPage), and no more than fit in
+  // kHealthPageBytes encoded -- always at least one.
+  HealthPage page(uint32_t offset, uint32_t limit) const;
+  std::vector<NodeProblems> all() const;
+  size_t size() const { return nodes_.size(); }
+
+ private:
+  struct Entry {
+    NodeProblems np;
+    TimePoint heard{};
+  };
+  Duration keep_;
+  std::map<std::string, Entry> nodes_;
+};
+
+// Folds the nodes' lists into `into` (this node's own), leaving out `self`'s list (its own
+// view is fresher) and a peer NI of the nodes in `down` (DEAD or SUSPECT: the node is the
+// culprit, named already). A problem already there gains the node as a seer.
+void merge_cluster_problems(std::vector<Problem>& into, const std::vector<NodeProblems>& nodes,
+                            const std::string& self, const std::vector<std::string>& down_nids);
+
+}  // namespace pfsnet

@@ -1,0 +1,68 @@
+// ClusterHealthService: every node's own problems at the MGS (probe/cluster_health.h is the
+// pure part). On every node with an MGS, set_local() takes the node's own list (the daemon
+// computes it every health.report_interval); tick() sends it (HEALTH_REPORT) when it
+// differs from the last one the MGS took, and every 6 intervals anyway, so a restarted MGS
+// learns it again and a list the MGS dropped comes back. Each change of the list is logged
+// (a problem started or ended). The MGS keeps the lists (HealthBoard, dropped when not
+// renewed within 3 refreshes, or when the MGS calls the node DEAD) and serves them
+// (HEALTH_CLUSTER); cluster() fetches them from any node.
+//
+// Threads: set_local/tick from the daemon's health ticker; handlers on I/O threads;
+// cluster() from admin sessions; state under one mutex.
+#pragma once
+
+#include <pfsnet/clock.h>
+#include <pfsnet/config.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/mutex.h"
+#include "membership/service.h"
+#include "probe/cluster_health.h"
+#include "rpc/rpc_engine.h"
+
+namespace pfsnet {
+
+class ClusterHealthService {
+ public:
+  // Registers the MGS's handlers when this node is one (construct before traffic). All
+  // must outlive the service.
+  ClusterHealthService(const Config& cfg, RpcEngine& rpc, MembershipService& membership,
+                       Clock& clock);
+
+  // This node's own problems now; logs what started and what ended since the last call.
+  void set_local(std::vector<Problem> problems);
+  // Sends the list to the MGS when due (see above); never blocks on the network.
+  void tick(TimePoint now);
+  // Every node's list as the MGS has it (on the MGS: its board; else asked, page by page,
+  // each within `timeout`).
+  Result<std::vector<NodeProblems>> cluster(Duration timeout);
+  Duration report_interval() const { return interval_; }
+
+  struct Counters {
+    uint64_t reports_sent = 0, report_failures = 0, reports_received = 0;
+  };
+  Counters counters() const;
+
+ private:
+  RpcResponse serve_report(RpcRequest& r);
+  RpcResponse serve_cluster(RpcRequest& r);
+
+  std::string name_;
+  RpcEngine& rpc_;
+  MembershipService& membership_;
+  Clock& clock_;
+  Duration interval_;
+
+  mutable Mutex mu_;
+  std::vector<Problem> local_ GUARDED_BY(mu_);
+  std::optional<std::vector<Problem>> acked_ GUARDED_BY(mu_);  // the list the MGS last took
+  TimePoint next_refresh_ GUARDED_BY(mu_){};
+  bool in_flight_ GUARDED_BY(mu_) = false;
+  std::optional<HealthBoard> board_ GUARDED_BY(mu_);  // the MGS's
+  Counters counters_ GUARDED_BY(mu_);
+};
+
+}  // namespace pfsnet
