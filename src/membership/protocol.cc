@@ -65,12 +65,6 @@ class Reader : public ByteReader {
   }
 };
 
-template <class T>
-Result<T> finish(const Reader& r, T v, const char* what) {
-  if (!r.done()) return Status(Code::kProtocol, std::string("malformed ") + what + " message");
-  return v;
-}
-
 }  // namespace
 
 std::string roles_string(uint8_t roles) {
@@ -238,7 +232,7 @@ Result<RegisterReq> decode_register_req(std::span<const uint8_t> b) {
   m.instance = r.u64();
   if (r.ok() && (m.name.empty() || m.nids.empty()))
     return Status(Code::kProtocol, "MGS_REGISTER without a name or NIDs");
-  return finish(r, std::move(m), "MGS_REGISTER");
+  return finish_decode(r, std::move(m), "MGS_REGISTER");
 }
 
 Result<RegisterRep> decode_register_rep(std::span<const uint8_t> b) {
@@ -249,7 +243,7 @@ Result<RegisterRep> decode_register_rep(std::span<const uint8_t> b) {
   m.generation = r.u64();
   size_t n = r.count(9);
   for (size_t i = 0; i < n && r.ok(); ++i) m.servers.push_back(r.event());
-  return finish(r, std::move(m), "MGS_REGISTER reply");
+  return finish_decode(r, std::move(m), "MGS_REGISTER reply");
 }
 
 Result<PingReq> decode_ping_req(std::span<const uint8_t> b) {
@@ -260,7 +254,7 @@ Result<PingReq> decode_ping_req(std::span<const uint8_t> b) {
   size_t n = r.count(8);
   m.heard.reserve(n);
   for (size_t i = 0; i < n && r.ok(); ++i) m.heard.push_back(r.u64());
-  return finish(r, std::move(m), "MGS_PING");
+  return finish_decode(r, std::move(m), "MGS_PING");
 }
 
 Result<PingRep> decode_ping_rep(std::span<const uint8_t> b) {
@@ -271,7 +265,7 @@ Result<PingRep> decode_ping_rep(std::span<const uint8_t> b) {
   m.status = static_cast<PingStatus>(st);
   m.generation = r.u64();
   m.mgs_instance = r.u64();
-  return finish(r, m, "MGS_PING reply");
+  return finish_decode(r, m, "MGS_PING reply");
 }
 
 Result<ReportReq> decode_report_req(std::span<const uint8_t> b) {
@@ -290,7 +284,7 @@ Result<ReportReq> decode_report_req(std::span<const uint8_t> b) {
     u.kind = static_cast<HealthKind>(k);
     m.peers.push_back(u);
   }
-  return finish(r, std::move(m), "MGS_REPORT");
+  return finish_decode(r, std::move(m), "MGS_REPORT");
 }
 
 Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b) {
@@ -299,7 +293,7 @@ Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b) {
   m.generation = r.u64();
   size_t n = r.count(9);
   for (size_t i = 0; i < n && r.ok(); ++i) m.events.push_back(r.event());
-  return finish(r, std::move(m), "MGS_NOTIFY");
+  return finish_decode(r, std::move(m), "MGS_NOTIFY");
 }
 
 Result<PageReq> decode_page_req(std::span<const uint8_t> b) {
@@ -307,7 +301,7 @@ Result<PageReq> decode_page_req(std::span<const uint8_t> b) {
   PageReq m;
   m.offset = r.u32();
   m.limit = r.u32();
-  return finish(r, m, "page request");
+  return finish_decode(r, m, "page request");
 }
 
 Result<StatusTable> decode_status_rep(std::span<const uint8_t> b) {
@@ -335,7 +329,7 @@ Result<StatusTable> decode_status_rep(std::span<const uint8_t> b) {
     s.heard_by_report = f == 1;
     m.nodes.push_back(std::move(s));
   }
-  return finish(r, std::move(m), "MGS_STATUS reply");
+  return finish_decode(r, std::move(m), "MGS_STATUS reply");
 }
 
 // A cell: name length, 2 NIDs, 3 counts, 4 figures: at least 1+16+12+32 bytes.
@@ -349,7 +343,7 @@ Result<MeshSyncReq> decode_mesh_sync_req(std::span<const uint8_t> b) {
   if (n > kMaxMeshCells) return Status(Code::kProtocol, "MESH_SYNC: too many cells");
   for (size_t i = 0; i < n && r.ok(); ++i) m.cells.push_back(r.cell());
   if (r.ok() && m.name.empty()) return Status(Code::kProtocol, "MESH_SYNC: no node name");
-  return finish(r, std::move(m), "MESH_SYNC");
+  return finish_decode(r, std::move(m), "MESH_SYNC");
 }
 
 Result<MeshSyncRep> decode_mesh_sync_rep(std::span<const uint8_t> b) {
@@ -363,7 +357,7 @@ Result<MeshSyncRep> decode_mesh_sync_rep(std::span<const uint8_t> b) {
   size_t n = r.count(12);  // id, name length, roles, state, NID count: at least 8 bytes
   if (n > kMaxMeshCells) return Status(Code::kProtocol, "MESH_SYNC reply: too many targets");
   for (size_t i = 0; i < n && r.ok(); ++i) m.targets.push_back(r.event());
-  return finish(r, std::move(m), "MESH_SYNC reply");
+  return finish_decode(r, std::move(m), "MESH_SYNC reply");
 }
 
 Result<MeshMatrix> decode_mesh_matrix(std::span<const uint8_t> b) {
@@ -383,7 +377,7 @@ Result<MeshMatrix> decode_mesh_matrix(std::span<const uint8_t> b) {
     for (size_t j = 0; j < c && r.ok(); ++j) row.cells.push_back(r.cell());
     m.rows.push_back(std::move(row));
   }
-  return finish(r, std::move(m), "MESH_MATRIX reply");
+  return finish_decode(r, std::move(m), "MESH_MATRIX reply");
 }
 
 }  // namespace pfsnet

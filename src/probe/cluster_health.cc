@@ -9,12 +9,6 @@
 namespace pfsnet {
 namespace {
 
-template <class T>
-Result<T> finish(const ByteReader& r, T v, const char* what) {
-  if (!r.done()) return Status(Code::kProtocol, std::string("malformed ") + what + " message");
-  return v;
-}
-
 void write_problems(ByteWriter& w, const std::vector<Problem>& v) {
   size_t n = std::min(v.size(), kMaxReportedProblems);
   w.u32(static_cast<uint32_t>(n));
@@ -62,7 +56,7 @@ Result<HealthReport> decode_health_report(std::span<const uint8_t> b) {
   v.node = r.str();
   if (v.node.empty()) r.fail();
   v.problems = read_problems(r);
-  return finish(r, std::move(v), "HEALTH_REPORT");
+  return finish_decode(r, std::move(v), "HEALTH_REPORT");
 }
 
 Buffer encode_health_page(const HealthPage& p) {
@@ -94,7 +88,7 @@ Result<HealthPage> decode_health_page(std::span<const uint8_t> b) {
     if (np.node.empty()) r.fail();
     p.nodes.push_back(std::move(np));
   }
-  return finish(r, std::move(p), "HEALTH_CLUSTER reply");
+  return finish_decode(r, std::move(p), "HEALTH_CLUSTER reply");
 }
 
 bool same_problems(const std::vector<Problem>& a, const std::vector<Problem>& b) {

@@ -12,12 +12,6 @@ namespace {
 
 constexpr size_t kMaxNvNis = 64;
 
-template <class T>
-Result<T> finish(const ByteReader& r, T v, const char* what) {
-  if (!r.done()) return Status(Code::kProtocol, std::string("malformed ") + what + " message");
-  return v;
-}
-
 std::vector<uint32_t> read_sizes(ByteReader& r) {
   size_t n = r.count(4);
   std::vector<uint32_t> v;
@@ -88,7 +82,7 @@ Result<NvInfo> decode_nv_info(std::span<const uint8_t> b) {
   }
   v.route_gateway = r.str();
   v.route_if = r.str();
-  return finish(r, std::move(v), "NETVERIFY_INFO");
+  return finish_decode(r, std::move(v), "NETVERIFY_INFO");
 }
 
 Buffer encode_nv_mtu_send_req(const NvMtuSendReq& v) {
@@ -112,7 +106,7 @@ Result<NvMtuSendReq> decode_nv_mtu_send_req(std::span<const uint8_t> b) {
   for (uint32_t s : v.sizes)
     if (s < kNvMinPacket || s > kNvMaxPacket) r.fail();
   if (v.port == 0) r.fail();
-  return finish(r, std::move(v), "NETVERIFY_MTU_SEND");
+  return finish_decode(r, std::move(v), "NETVERIFY_MTU_SEND");
 }
 
 Buffer encode_nv_mtu_send_rep(const NvMtuSendRep& v) {
@@ -127,7 +121,7 @@ Result<NvMtuSendRep> decode_nv_mtu_send_rep(std::span<const uint8_t> b) {
   NvMtuSendRep v;
   v.sent = read_sizes(r);
   v.too_big = read_sizes(r);
-  return finish(r, std::move(v), "NETVERIFY_MTU_SEND reply");
+  return finish_decode(r, std::move(v), "NETVERIFY_MTU_SEND reply");
 }
 
 std::vector<uint8_t> encode_nv_datagram(const NvDatagram& d) {
@@ -160,7 +154,7 @@ Result<NvDatagram> decode_nv_datagram(std::span<const uint8_t> b) {
     d.arrival_if = r.str();
     d.arrival_dst = r.str();
     d.src = r.str();
-    return finish(r, std::move(d), "netverify ack");
+    return finish_decode(r, std::move(d), "netverify ack");
   }
   if (d.size < kNvMinPacket || d.size > kNvMaxPacket || b.size() + kNvIpUdpHeader != d.size)
     return Status(Code::kProtocol, "netverify probe whose length is not its size");

@@ -101,16 +101,27 @@ Result<std::string> LinkMonitor::interface_of(uint32_t addr) {
   return found;
 }
 
-Result<bool> LinkMonitor::link_up(const std::string& ifname) {
+namespace {
+
+// An interface ioctl (SIOCGIFFLAGS, SIOCGIFMTU) on `ifname`.
+Result<ifreq> if_ioctl(const std::string& ifname, unsigned long request) {
   int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) return Status(Code::kInternal, std::string("socket: ") + std::strerror(errno));
   ifreq req{};
   std::strncpy(req.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
-  int r = ::ioctl(s, SIOCGIFFLAGS, &req);
+  int r = ::ioctl(s, request, &req);
   int e = errno;
   ::close(s);
   if (r < 0) return Status(Code::kNotFound, ifname + ": " + std::strerror(e));
-  return (req.ifr_flags & IFF_UP) && (req.ifr_flags & IFF_RUNNING);
+  return req;
+}
+
+}  // namespace
+
+Result<bool> LinkMonitor::link_up(const std::string& ifname) {
+  auto req = if_ioctl(ifname, SIOCGIFFLAGS);
+  if (!req.ok()) return req.status();
+  return (req->ifr_flags & IFF_UP) && (req->ifr_flags & IFF_RUNNING);
 }
 
 Result<LinkMonitor::Route> LinkMonitor::route_to(uint32_t dst, uint32_t src) {
@@ -175,15 +186,10 @@ Result<LinkMonitor::Route> LinkMonitor::route_to(uint32_t dst, uint32_t src) {
 }
 
 Result<uint32_t> LinkMonitor::mtu_of(const std::string& ifname) {
-  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return Status(Code::kInternal, std::string("socket: ") + std::strerror(errno));
-  ifreq req{};
-  std::strncpy(req.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
-  int r = ::ioctl(s, SIOCGIFMTU, &req);
-  int e = errno;
-  ::close(s);
-  if (r < 0 || req.ifr_mtu <= 0) return Status(Code::kNotFound, ifname + ": " + std::strerror(e));
-  return static_cast<uint32_t>(req.ifr_mtu);
+  auto req = if_ioctl(ifname, SIOCGIFMTU);
+  if (!req.ok()) return req.status();
+  if (req->ifr_mtu <= 0) return Status(Code::kNotFound, ifname + ": no MTU");
+  return static_cast<uint32_t>(req->ifr_mtu);
 }
 
 }  // namespace pfsnet

@@ -8,6 +8,7 @@
 
 #include <pfsnet/buffer.h>
 #include <pfsnet/nid.h>
+#include <pfsnet/status.h>
 
 #include <cmath>
 #include <cstdint>
@@ -123,5 +124,12 @@ class ByteReader {
   size_t pos_ = 0;
   bool ok_ = true;
 };
+
+// `v` when the reader used every byte and missed none, else "malformed WHAT message".
+template <class T>
+Result<T> finish_decode(const ByteReader& r, T v, const char* what) {
+  if (!r.done()) return Status(Code::kProtocol, std::string("malformed ") + what + " message");
+  return v;
+}
 
 }  // namespace pfsnet
