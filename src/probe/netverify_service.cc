@@ -345,8 +345,11 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
   // MTU: out (acks from its responder), then back (its reverse probes to our socket)
   UdpSocket s;
   Status st = s.open(local.nid.addr, 0);
+  // How long datagrams may take to come back once sent: a collection ends as soon as every
+  // size is in, so only a size that does not cross waits this long (a loaded host's
+  // responder may be slow to run).
   milliseconds wait =
-      std::min(milliseconds(500), std::chrono::duration_cast<milliseconds>(req.timeout));
+      std::min(milliseconds(2000), std::chrono::duration_cast<milliseconds>(req.timeout));
   p.fwd.sender_mtu = p.local_mtu;
   p.fwd.receiver_mtu = peer_mtu;
   p.rev.sender_mtu = peer_mtu;
