@@ -76,8 +76,12 @@ ProbeCost measure(Endpoint& a, const Nid& peer, bool bulk, size_t bulk_bytes, in
   o.timeout = 10s;
   auto one = [&](uint64_t* bytes) {
     if (!bulk) {
-      RpcReply r = a.rpc->call(peer, kMsgMeshProbe, Buffer{}, nullptr, o);
-      if (!r.status.ok()) std::exit(1);
+      // As the service does: the local end's MTU and route, then the probe asking the
+      // peer's MTU.
+      MeshLinkEnd e = mesh_link_end(a.me, peer);
+      RpcReply r = a.rpc->call(peer, kMsgMeshProbe, encode_mesh_mtu_ask(peer), nullptr, o);
+      if (!r.status.ok() || e.mtu == 0 || decode_mesh_mtu_answer(r.payload.span()) == 0)
+        std::exit(1);
       *bytes += r.bytes_sent + r.bytes_received;
       return;
     }

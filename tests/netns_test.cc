@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <set>
 
 #include "cluster.h"
 
@@ -610,6 +611,282 @@ TEST(NetnsTest, NetverifyNamesMtuMismatchSmallHopAsymmetricRouteAndThrottledDire
   EXPECT_GT(f["read_mib_s"].get<double>(), 3 * f["write_mib_s"].get<double>()) << r.dump();
   std::printf("throttled: %s\n", checks(r)["bandwidth"].second.c_str());
   ASSERT_TRUE(net.tc(0, {"qdisc", "del", "dev", net.ifname(0, 0), "root"}));
+}
+
+// A cluster of nodes on two networks, as in a machine room: a namespace per node with one
+// veth per network to a bridge (one per network) in a switch namespace; node i has
+// 198.18.1.(10+i)@tcp and 198.18.2.(10+i)@tcp1. Node 0 is the MGS. The test creates and
+// removes everything; it needs root (skipped otherwise).
+class BridgedCluster {
+ public:
+  struct Node {
+    std::string name, role;
+  };
+  BridgedCluster(std::vector<Node> nodes, const std::string& extra) : nodes_(std::move(nodes)) {
+    ip_ = ip_bin();
+    if (geteuid() != 0 || ip_.empty()) {
+      skip_ = "needs root and iproute2";
+      return;
+    }
+    tag_ = std::to_string(getpid() % 100000);
+    sw_ = "pfsW" + tag_;
+    if (!ip({"netns", "add", sw_})) {
+      skip_ = "ip netns add failed (no network namespaces here)";
+      return;
+    }
+    spaces_.push_back(sw_);
+    for (int r = 0; r < 2; ++r) {
+      std::string br = "br" + std::to_string(r);
+      ok_ = ok_ && ip({"-n", sw_, "link", "add", br, "type", "bridge"}) &&
+            ip({"-n", sw_, "link", "set", br, "up"});
+    }
+    for (size_t i = 0; i < nodes_.size() && ok_; ++i) {
+      std::string ns = ns_of(i);
+      ok_ = ip({"netns", "add", ns});
+      if (!ok_) break;
+      spaces_.push_back(ns);
+      ok_ = ip({"-n", ns, "link", "set", "lo", "up"});
+      for (int r = 0; r < 2 && ok_; ++r) {
+        std::string sw_side = "s" + std::to_string(i) + "r" + std::to_string(r) + "_" + tag_;
+        ok_ = ip({"link", "add", ifname(i, r), "netns", ns, "type", "veth", "peer", "name", sw_side,
+                  "netns", sw_}) &&
+              ip({"-n", sw_, "link", "set", sw_side, "master", "br" + std::to_string(r)}) &&
+              ip({"-n", sw_, "link", "set", sw_side, "up"}) &&
+              ip({"-n", ns, "addr", "add", addr(i, r) + "/24", "dev", ifname(i, r)}) &&
+              ip({"-n", ns, "link", "set", ifname(i, r), "up"});
+      }
+    }
+    for (size_t i = 0; i < nodes_.size() && ok_; ++i)
+      for (int r = 0; r < 2 && ok_; ++r) ok_ = wait_carrier(i, r);
+    if (!ok_) return;
+    write_file(dir_.file("cluster.key"), "bridged-netns-test-cluster-key-01", 0600);
+    for (size_t i = 0; i < nodes_.size() && ok_; ++i) {
+      socket_.push_back(dir_.file(nodes_[i].name + ".sock"));
+      std::string cfg = dir_.file(nodes_[i].name + ".toml");
+      write_file(cfg, "[node]\nname = \"" + nodes_[i].name + "\"\ncluster_key_file = \"" +
+                          dir_.file("cluster.key") + "\"\nadmin_socket = \"" + socket_[i] +
+                          "\"\nroles = [\"" + nodes_[i].role + "\"]\nmgs = [\"" + nid(0, 0) +
+                          "\"]\n[[net]]\nnid = \"" + nid(i, 0) + "\"\n[[net]]\nnid = \"" +
+                          nid(i, 1) + "\"\n" + extra);
+      daemon_.push_back(std::make_unique<Process>(
+          std::vector<std::string>{ip_, "netns", "exec", ns_of(i), PFSNETD_BIN, "--config", cfg}));
+    }
+    for (size_t i = 0; i < daemon_.size() && ok_; ++i)
+      ok_ = daemon_[i]->wait_for_output("pfsnetd started", 15000ms);
+  }
+
+  ~BridgedCluster() {
+    for (auto& d : daemon_) d.reset();                // SIGKILL by PID (a stopped one too), reaped
+    for (auto& n : spaces_) ip({"netns", "del", n});  // removes the veths and bridges
+  }
+
+  const std::string& skip() const { return skip_; }
+  bool ok() const { return ok_; }
+  size_t size() const { return nodes_.size(); }
+  const std::string& name(size_t i) const { return nodes_[i].name; }
+  static std::string addr(size_t i, int rail) {
+    return "198.18." + std::to_string(rail + 1) + "." + std::to_string(10 + i);
+  }
+  static std::string nid(size_t i, int rail) { return addr(i, rail) + (rail ? "@tcp1" : "@tcp"); }
+  std::string ifname(size_t i, int rail) const {
+    return "n" + std::to_string(i) + "r" + std::to_string(rail) + "_" + tag_;
+  }
+  Process& daemon(size_t i) { return *daemon_[i]; }
+  const std::string& socket(size_t i) const { return socket_[i]; }
+  // `ip -n NODE ARGS...`.
+  bool ip_in(size_t i, std::vector<std::string> args) {
+    args.insert(args.begin(), {"-n", ns_of(i)});
+    return ip(std::move(args));
+  }
+  // A command in node i's namespace (nft, tc).
+  bool exec_in(size_t i, std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {ip_, "netns", "exec", ns_of(i)});
+    auto [rc, out] = run(argv, 10000ms);
+    if (rc != 0) std::fprintf(stderr, "%s failed (%d): %s\n", argv[4].c_str(), rc, out.c_str());
+    return rc == 0;
+  }
+  bool nft(size_t i, const std::string& script) {
+    std::string f = dir_.file("rules" + std::to_string(i) + ".nft");
+    write_file(f, script);
+    return exec_in(i, {"nft", "-f", f});
+  }
+  // `pfsnet <args> --json` against node i's daemon; null when it fails.
+  json cli(size_t i, std::vector<std::string> args) {
+    std::vector<std::string> argv = {PFSNET_BIN, "--socket", socket_[i]};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--json");
+    auto [rc, out] = run(argv, 30000ms);
+    return rc == 0 ? last_json_line(out) : json();
+  }
+
+ private:
+  std::string ns_of(size_t i) const { return "pfsN" + std::to_string(i) + "_" + tag_; }
+  bool ip(std::vector<std::string> args) {
+    args.insert(args.begin(), ip_);
+    auto [rc, out] = run(args, 10000ms);
+    if (rc != 0) std::fprintf(stderr, "ip failed (%d): %s\n", rc, out.c_str());
+    return rc == 0;
+  }
+  bool wait_carrier(size_t i, int rail) {
+    for (int k = 0; k < 100; ++k) {
+      auto [rc, out] = run({ip_, "-n", ns_of(i), "link", "show", "dev", ifname(i, rail)}, 5000ms);
+      if (rc == 0 && out.find("LOWER_UP") != std::string::npos) return true;
+      std::this_thread::sleep_for(50ms);  // polling the kernel's link state, bounded (5 s)
+    }
+    std::fprintf(stderr, "no carrier on %s\n", ifname(i, rail).c_str());
+    return false;
+  }
+
+  std::vector<Node> nodes_;
+  std::string ip_, skip_, tag_, sw_;
+  bool ok_ = true;
+  std::vector<std::string> spaces_;
+  TempDir dir_;
+  std::vector<std::string> socket_;
+  std::vector<std::unique_ptr<Process>> daemon_;
+};
+
+// Issue 14's test of fault finding: ten nodes on two bridged networks, the six faults an
+// operator meets injected from outside pfsnet, each on its own server and all at once --
+// a killed server, a stopped one (SIGSTOP), a link set down, a link throttled (tbf), a
+// link dropping 5% of its packets (nftables), an MTU mismatch (one end 9000 on a 1500
+// link). `pfsnet health` on a client that talks to none of them names each culprit and
+// its cause within 60 s, and nothing healthy. The probe mesh runs 5x faster than its
+// defaults (so the test takes a minute, not five); the other keys are the defaults.
+TEST(NetnsTest, HealthOnAnotherNodeNamesSixFaultsInjectedFromOutside) {
+  const std::vector<BridgedCluster::Node> nodes = {
+      {"mgs", "mgs"},   {"c1", "client"}, {"c2", "client"}, {"s1", "server"}, {"s2", "server"},
+      {"s3", "server"}, {"s4", "server"}, {"s5", "server"}, {"s6", "server"}, {"s7", "server"}};
+  enum { kMgs, kC1, kC2, kKilled, kStopped, kLinkDown, kThrottled, kLossy, kMtu, kHealthy };
+  BridgedCluster c(nodes,
+                   "[lnet]\ntransaction_timeout = 10\n"
+                   "[mesh]\ninterval = 1\nbulk_interval = 5\nreport_interval = 3\nwindow = 20\n");
+  if (!c.skip().empty()) GTEST_SKIP() << c.skip();
+  if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
+  ASSERT_TRUE(c.ok());
+  auto problems = [&]() {
+    json h = c.cli(kC2, {"health"});
+    return h.is_object() ? h.value("problems", json::array()) : json::array();
+  };
+  auto faults_only = [](const json& ps) {  // settings advice is not a fault
+    json out = json::array();
+    for (const json& p : ps)
+      if (p["kind"] != "settings") out.push_back(p);
+    return out;
+  };
+  // A healthy cluster first: every node up, every node's mesh row with its MTUs in, and
+  // nothing wrong.
+  json ps;
+  double healthy = poll_until(
+      [&] {
+        json t = c.cli(kC2, {"status"});
+        if (!t.is_object() || t.value("nodes", json::array()).size() != c.size()) return false;
+        for (const json& n : t["nodes"])
+          if (n["state"] != "up") return false;
+        json m = c.cli(kC2, {"mesh"});
+        if (!m.is_object() || m["rows"].size() != c.size()) return false;
+        for (const json& r : m["rows"]) {
+          if (r["cells"].size() != 2 * 8) return false;  // 8 peers (mesh.peers), 2 rails
+          for (const json& cell : r["cells"])
+            if (cell["peer_mtu"] == 0 || cell["write_mib_s"] == 0 || cell["read_mib_s"] == 0)
+              return false;
+        }
+        ps = faults_only(problems());
+        return ps.empty();
+      },
+      90000ms);
+  ASSERT_GE(healthy, 0) << "not healthy before the faults: " << ps.dump() << "\n"
+                        << c.cli(kC2, {"mesh"}).dump();
+  // c1 works with every server: a 16 KiB echo every 10 ms to each (their rail-1 NIDs; the
+  // other rail is used too).
+  std::vector<std::unique_ptr<Process>> loads;
+  for (size_t s = kKilled; s <= kHealthy; ++s)
+    loads.push_back(std::make_unique<Process>(std::vector<std::string>{
+        PFSNET_BIN, "--socket", c.socket(kC1), "ping", BridgedCluster::nid(s, 0), "--count",
+        "20000", "--size", "16384", "--interval", "0.01", "--timeout", "10"}));
+  ASSERT_GE(poll_until(
+                [&] {
+                  for (auto& l : loads)
+                    if (l->output().find("reply from") == std::string::npos) return false;
+                  return true;
+                },
+                20000ms),
+            0)
+      << "every load under way";
+
+  // The faults, all from outside pfsnet.
+  auto t0 = Clock::now();
+  c.daemon(kKilled).kill(SIGKILL);
+  ASSERT_TRUE(c.daemon(kStopped).stop());
+  ASSERT_TRUE(c.ip_in(kLinkDown, {"link", "set", c.ifname(kLinkDown, 0), "down"}));
+  ASSERT_TRUE(
+      c.exec_in(kThrottled, {"tc", "qdisc", "add", "dev", c.ifname(kThrottled, 0), "root", "tbf",
+                             "rate", "20mbit", "burst", "16kb", "latency", "200ms"}));
+  ASSERT_TRUE(c.nft(kLossy,
+                    "table inet pfsloss {\n chain in {\n  type filter hook input priority "
+                    "0; policy accept;\n  iifname \"" +
+                        c.ifname(kLossy, 0) + "\" numgen random mod 100 < 5 drop\n }\n}\n"));
+  ASSERT_TRUE(c.ip_in(kMtu, {"link", "set", c.ifname(kMtu, 0), "mtu", "9000"}));
+
+  // What names each: its subject -- a node, or an NI ("NID" or "NID (node)") -- and cause.
+  auto nid1 = [](size_t i) { return BridgedCluster::nid(i, 0); };
+  auto names = [](const json& p, const std::string& who) {
+    std::string s = p["subject"];
+    return s == who || s.rfind(who + " (", 0) == 0;
+  };
+  // A path ("a -> b (NID -> NID)") stands out because of either end.
+  auto mentions = [&](const json& p, const std::string& who) {
+    std::string s = p["subject"];
+    return names(p, who) || s.rfind(who + " ->", 0) == 0 ||
+           s.find("-> " + who + " (") != std::string::npos ||
+           s.find("(" + who + " ->") != std::string::npos ||
+           s.find("-> " + who + ")") != std::string::npos;
+  };
+  struct Want {
+    const char* fault;
+    std::string who;
+    std::set<std::string> causes;
+    double found = -1;
+  };
+  std::vector<Want> want = {
+      {"killed", c.name(kKilled), {"DEAD"}},    {"stopped", c.name(kStopped), {"DEAD", "SUSPECT"}},
+      {"link down", nid1(kLinkDown), {"DOWN"}}, {"tbf", nid1(kThrottled), {"THROTTLED", "SLOW"}},
+      {"5% drops", nid1(kLossy), {"LOSSY"}},    {"MTU 9000", nid1(kMtu), {"MTU"}}};
+  size_t left = want.size();
+  for (int round = 0; round < 100 && left > 0 && Clock::now() - t0 < 75s; ++round) {
+    ps = faults_only(problems());
+    double at = std::chrono::duration<double>(Clock::now() - t0).count();
+    for (Want& w : want)
+      if (w.found < 0)
+        for (const json& p : ps)
+          if (names(p, w.who) && w.causes.count(p["cause"])) {
+            w.found = at;
+            --left;
+            break;
+          }
+    if (left > 0) std::this_thread::sleep_for(1s);  // the next look, not a sync
+  }
+  for (const Want& w : want) {
+    EXPECT_GE(w.found, 0) << w.fault << " (" << w.who << ") not named: " << ps.dump(1);
+    EXPECT_LE(w.found, 60.0) << w.fault;
+    std::printf("%-9s named after %5.1f s\n", w.fault, w.found);
+  }
+  // Nothing healthy named: every entry is about a culprit -- a faulty node (any of its
+  // NIs), or the faulty NI of the others (their other rail is healthy).
+  std::vector<std::string> culprits = {c.name(kKilled), c.name(kStopped)};
+  for (size_t s : {kKilled, kStopped})
+    for (int r = 0; r < 2; ++r) culprits.push_back(BridgedCluster::nid(s, r));
+  for (size_t s : {kLinkDown, kThrottled, kLossy, kMtu}) culprits.push_back(nid1(s));
+  for (const json& p : ps) {
+    bool ok = false;
+    for (const std::string& who : culprits) ok = ok || mentions(p, who);
+    EXPECT_TRUE(ok) << "a healthy part named: " << p.dump();
+  }
+  std::printf("health on c2 after the faults:\n");
+  for (const json& p : ps)
+    std::printf("  %-6s %-48s %-9s seen by %s\n", p["kind"].get<std::string>().c_str(),
+                p["subject"].get<std::string>().c_str(), p["cause"].get<std::string>().c_str(),
+                p["seen_by"].get<std::string>().c_str());
 }
 
 }  // namespace

@@ -28,9 +28,9 @@ void print_mesh(const json& m, bool verbose) {
   std::printf("probe mesh: %zu node(s) reporting%s, epoch %llu, %zu outlier(s)\n", rows.size(),
               mgs.empty() ? " (this node only)" : (" to MGS " + mgs).c_str(),
               m["epoch"].get<unsigned long long>(), m["outliers"].get<size_t>());
-  std::printf("%-16s %-16s %s%9s %9s %11s %11s %11s\n", "from", "to",
+  std::printf("%-16s %-16s %s%9s %9s %11s %11s %11s%s\n", "from", "to",
               verbose ? "path                                        " : "", "p50 ms", "p99 ms",
-              "lost/sent", "write MiB/s", "read MiB/s");
+              "lost/sent", "write MiB/s", "read MiB/s", verbose ? "  MTU here/peer" : "");
   std::vector<std::string> why;
   for (const json& r : rows) {
     std::string from = r["from"];
@@ -43,11 +43,13 @@ void print_mesh(const json& m, bool verbose) {
       uint64_t sent = c["sent"], lost = c["lost"];
       bool has_rtt = c["rtt_count"].get<uint64_t>() > 0;
       if (verbose) {
-        std::printf("%-16.16s %-16.16s %-44.44s%9s %9s %11s %11s %11s %s\n", from.c_str(),
+        unsigned here = c.value("local_mtu", 0u), there = c.value("peer_mtu", 0u);
+        std::string mtu = here && there ? std::to_string(here) + "/" + std::to_string(there) : "-";
+        std::printf("%-16.16s %-16.16s %-44.44s%9s %9s %11s %11s %11s %15s %s\n", from.c_str(),
                     to.c_str(), path.c_str(), has_rtt ? fmt_ms(p50).c_str() : "-",
                     has_rtt ? fmt_ms(p99).c_str() : "-",
                     (std::to_string(lost) + "/" + std::to_string(sent)).c_str(), mib(wr).c_str(),
-                    mib(rd).c_str(), reason.empty() ? "" : "*");
+                    mib(rd).c_str(), mtu.c_str(), reason.empty() ? "" : "*");
         continue;
       }
       Pair& p = pairs[to];

@@ -107,7 +107,8 @@ struct HealthConfig {
   int64_t quiet_bytes = 1 << 20;   // latency is judged in seconds with less traffic than this
   // Every report_interval seconds a node with an MGS looks at its own problems (its NIs,
   // its peers, its settings) and sends them to the MGS when they changed -- and every 6
-  // intervals anyway -- so `pfsnet health` on any node lists every node's (restart).
+  // intervals while there are any -- so `pfsnet health` on any node lists every node's
+  // (restart).
   double report_interval = 5;
 };
 

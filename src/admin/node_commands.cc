@@ -82,6 +82,7 @@ Result<json> health(const NodeParts& node) {
       mgs_error = "other nodes' own problems could not be had: " + others.status().message();
     }
   }
+  drop_consequences(problems);
   if (!mgs_error.empty())
     problems.insert(
         problems.begin(),

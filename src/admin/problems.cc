@@ -11,11 +11,12 @@ namespace pfsnet {
 namespace {
 
 int severity(const std::string& cause) {
-  static const char* order[] = {"DEAD",      "DOWN",      "SUSPECT", "LOSSY",   "SLOW",
-                                "THROTTLED", "UNHEALTHY", "SERVER",  "SETTINGS"};
-  for (int i = 0; i < 9; ++i)
+  static const char* order[] = {"DEAD", "DOWN",      "SUSPECT",   "LOSSY",  "SLOW",
+                                "MTU",  "THROTTLED", "UNHEALTHY", "SERVER", "SETTINGS"};
+  constexpr int n = sizeof order / sizeof order[0];
+  for (int i = 0; i < n; ++i)
     if (cause == order[i]) return i;
-  return 9;
+  return n;
 }
 
 // "health 800; errors PEER_NI_UNREACHABLE 2, ...; 3 recovery pings unanswered".
@@ -133,6 +134,21 @@ std::vector<Problem> find_problems(const ProblemInputs& in) {
             mark_cause(m), 0, "probe mesh: " + m.reason);
         out.back().seen_by = rows[i].from;
       }
+  }
+  if (in.mesh) {
+    // MTUs that differ on one link (TCP's MSS hides them from every other figure).
+    for (const MtuOutlier& o : mtu_outliers(*in.mesh)) {
+      if (culprit_nids.count(o.nid)) continue;
+      std::string seen;
+      for (const std::string& n : o.seen_by) seen += (seen.empty() ? "" : ",") + n;
+      add("ni", o.nid.to_string() + " (" + o.node + ")", "MTU", 0,
+          o.usual ? fmt::format("probe mesh: MTU {} on a link where {} of its {} NIs have {}",
+                                o.mtu, o.with_usual, o.on_link, o.usual)
+                  : fmt::format("probe mesh: MTU {} on a link whose {} NIs do not agree on one "
+                                "(which end is wrong cannot be told)",
+                                o.mtu, o.on_link));
+      out.back().seen_by = seen;
+    }
   }
   for (const TuneProblem& p : in.settings) {
     add("settings", p.peer.empty() ? in.node : p.peer, "SETTINGS", 0, p.text);

@@ -13,7 +13,8 @@
 //                           cluster's): an NI in at least two outlier cells that are at
 //                           least half of the mesh cells it is in is the culprit (kind "ni",
 //                           the cause most of them share); the other outlier cells are
-//                           listed as paths, seen by their prober
+//                           listed as paths, seen by their prober; MTU: an NI whose MTU is
+//                           not the one most NIs on its link have (mtu_outliers)
 // A peer NI of a node the table calls DEAD or SUSPECT is not listed again: the node is the
 // culprit, its NIs' errors the consequence. Sorted by severity, then oldest first.
 // Thread safety: pure functions.
@@ -44,8 +45,8 @@ struct ProblemInputs {
 };
 
 std::vector<Problem> find_problems(const ProblemInputs& in);
-// Severest first (DEAD, DOWN, SUSPECT, LOSSY, SLOW, THROTTLED, UNHEALTHY, SERVER, SETTINGS),
-// then oldest first.
+// Severest first (DEAD, DOWN, SUSPECT, LOSSY, SLOW, MTU, THROTTLED, UNHEALTHY, SERVER,
+// SETTINGS), then oldest first.
 void sort_problems(std::vector<Problem>& v);
 
 }  // namespace pfsnet

@@ -149,5 +149,47 @@ TEST(ProblemsTest, TheMeshNamesTheNiItsOutliersShareAndLoneOutliersAsPaths) {
   for (const Problem& x : p) EXPECT_EQ(x.subject.find("(198.18.0.5@tcp"), std::string::npos);
 }
 
+TEST(ProblemsTest, TheMeshNamesAnNiWhoseMtuIsNotItsLinks) {
+  auto addr = [](size_t i) { return *Nid::parse("198.18.0." + std::to_string(i + 1) + "@tcp"); };
+  std::vector<MeshRow> rows;
+  std::vector<std::vector<MeshMark>> marks;
+  for (size_t i = 0; i < 4; ++i) {
+    MeshRow r;
+    r.from = "n" + std::to_string(i + 1);
+    for (size_t j = 0; j < 4; ++j) {
+      if (j == i) continue;
+      MeshCell c;
+      c.to = "n" + std::to_string(j + 1);
+      c.local = addr(i);
+      c.peer = addr(j);
+      c.local_mtu = i == 2 ? 9000 : 1500;
+      c.peer_mtu = j == 2 ? 9000 : 1500;
+      c.on_link = true;
+      r.cells.push_back(c);
+    }
+    rows.push_back(r);
+    marks.push_back(std::vector<MeshMark>(3));
+  }
+  ProblemInputs in;
+  in.node = "n1";
+  in.mesh = &rows;
+  in.mesh_marks = &marks;
+  std::vector<Problem> p = find_problems(in);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].kind, "ni");
+  EXPECT_EQ(p[0].subject, "198.18.0.3@tcp (n3)");
+  EXPECT_EQ(p[0].cause, "MTU");
+  EXPECT_EQ(p[0].seen_by, "n1,n2,n3,n4");
+  EXPECT_EQ(p[0].evidence, "probe mesh: MTU 9000 on a link where 3 of its 4 NIs have 1500");
+  // A dead node's MTU is not the mesh's to name.
+  StatusTable t;
+  t.mgs = addr(0);
+  t.nodes = {StatusNode{3, "n3", 2, NodeState::kDead, {addr(2)}, 0, 0, 0, 0, false}};
+  in.table = &t;
+  p = find_problems(in);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].cause, "DEAD");
+}
+
 }  // namespace
 }  // namespace pfsnet

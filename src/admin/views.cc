@@ -267,6 +267,9 @@ json mesh_json(const MeshMatrix& m, const std::vector<std::vector<MeshMark>>& ma
                        {"p99_ms", round3(x.p99_ms)},
                        {"write_mib_s", std::round(x.write_mib_s * 10) / 10},
                        {"read_mib_s", std::round(x.read_mib_s * 10) / 10},
+                       {"local_mtu", x.local_mtu},
+                       {"peer_mtu", x.peer_mtu},
+                       {"on_link", x.on_link},
                        {"outlier", why}});
     }
     rows.push_back({{"from", r.from}, {"updated_unix_ms", r.updated_unix_ms}, {"cells", cells}});

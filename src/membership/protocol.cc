@@ -21,6 +21,9 @@ class Writer : public ByteWriter {
     u32(c.lost);
     u32(c.rtt_count);
     for (double v : {c.p50_ms, c.p99_ms, c.write_mib_s, c.read_mib_s}) f64(v);
+    u32(c.local_mtu);
+    u32(c.peer_mtu);
+    u8(c.on_link ? 1 : 0);
   }
   void event(const NodeEvent& e) {
     u32(e.id);
@@ -60,7 +63,11 @@ class Reader : public ByteReader {
     c.lost = u32();
     c.rtt_count = u32();
     for (double* v : {&c.p50_ms, &c.p99_ms, &c.write_mib_s, &c.read_mib_s}) *v = f64();
-    if (c.lost > c.sent) fail();
+    c.local_mtu = u32();
+    c.peer_mtu = u32();
+    uint8_t on_link = u8();
+    if (c.lost > c.sent || on_link > 1) fail();
+    c.on_link = on_link == 1;
     return c;
   }
 };

@@ -140,6 +140,11 @@ struct MeshCell {
   uint32_t rtt_count = 0;                  // small probes answered
   double p50_ms = 0, p99_ms = 0;           // small-probe RTT (0 when none answered)
   double write_mib_s = 0, read_mib_s = 0;  // bulk probes (0 when none)
+  // The interfaces' MTUs at both ends (0: not known yet), and whether the peer's address is
+  // on the local NI's own link (the kernel sends to it directly, no gateway): only then must
+  // the two agree.
+  uint32_t local_mtu = 0, peer_mtu = 0;
+  bool on_link = false;
   bool operator==(const MeshCell&) const = default;
 };
 

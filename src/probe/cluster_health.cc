@@ -165,4 +165,48 @@ void merge_cluster_problems(std::vector<Problem>& into, const std::vector<NodePr
   }
 }
 
+void drop_consequences(std::vector<Problem>& v) {
+  auto consequence = [](const std::string& cause) {
+    return cause == "UNHEALTHY" || cause == "SLOW" || cause == "LOSSY" || cause == "THROTTLED";
+  };
+  auto net_of = [](const std::string& nid) {
+    size_t at = nid.find('@');
+    return at == std::string::npos ? std::string() : nid.substr(at + 1);
+  };
+  std::set<std::string> down;
+  std::set<std::pair<std::string, std::string>> faulty_ends;  // (node, network)
+  for (const Problem& p : v) {
+    bool faulty = p.cause == "DOWN" || p.cause == "SLOW" || p.cause == "LOSSY" ||
+                  p.cause == "THROTTLED";  // an NI UNHEALTHY by errors may be its peers' victim
+    if (p.kind != "ni" || !faulty) continue;
+    // "NID" (the node's own view, seen by it) or "NID (node)" (the probe mesh's).
+    size_t sp = p.subject.find(' ');
+    std::string nid = p.subject.substr(0, sp);
+    std::string node = sp == std::string::npos
+                           ? p.seen_by
+                           : p.subject.substr(sp + 2, p.subject.size() - sp - 3);  // "(node)"
+    if (p.cause == "DOWN" && sp == std::string::npos) down.insert(nid);
+    faulty_ends.insert({node, net_of(nid)});
+  }
+  // Whether a word of the subject ("NID", "NID (node)", "a -> b (NID -> NID)") is a down NI.
+  auto names_down = [&](const std::string& subject) {
+    size_t i = 0;
+    while (i < subject.size()) {
+      size_t end = subject.find(' ', i);
+      if (end == std::string::npos) end = subject.size();
+      std::string word = subject.substr(i, end - i);
+      while (!word.empty() && (word.front() == '(')) word.erase(word.begin());
+      while (!word.empty() && (word.back() == ')')) word.pop_back();
+      if (down.count(word)) return true;
+      i = end + 1;
+    }
+    return false;
+  };
+  std::erase_if(v, [&](const Problem& p) {
+    if (!consequence(p.cause)) return false;
+    if (names_down(p.subject)) return true;
+    return p.kind == "peer_ni" && faulty_ends.count({p.seen_by, net_of(p.subject)}) != 0;
+  });
+}
+
 }  // namespace pfsnet

@@ -2,10 +2,11 @@
 // any node lists the problems of the whole cluster and not only what it sees itself: a
 // server's NI down, a client's settings that do not fit, a peer NI a node finds slow.
 //
-// Each node sends its list (HEALTH_REPORT, msg 28) when it changes and every 6 report
-// intervals anyway; the MGS keeps the last list of each node (HealthBoard), drops a list
-// not renewed within `keep`, and serves them all (HEALTH_CLUSTER, msg 29) in pages of nodes
-// -- only nodes with a problem are kept, so a healthy cluster of 100,000 costs nothing.
+// Each node sends its list (HEALTH_REPORT, msg 28) when it changes, and a list that is
+// not empty every 6 report intervals anyway; the MGS keeps the last list of each node
+// (HealthBoard), drops a list not renewed within `keep`, and serves them all
+// (HEALTH_CLUSTER, msg 29) in pages of nodes -- only nodes with a problem are kept, and a
+// healthy node sends nothing, so a healthy cluster of 100,000 costs nothing.
 // merge_cluster_problems() folds the lists into one: a problem several nodes see (the same
 // kind, subject and cause) once, seen by all of them, since the earliest.
 //
@@ -26,10 +27,10 @@ namespace pfsnet {
 
 // A problem as `pfsnet health` lists it (admin/problems.h builds them).
 struct Problem {
-  std::string kind;           // "node", "ni", "peer_ni", "server", "settings", "path"
-  std::string subject;        // the node's name, the NID, or the peer the settings are about
-  std::string cause;          // DEAD SUSPECT DOWN LOSSY SLOW THROTTLED UNHEALTHY SERVER SETTINGS
-  std::string seen_by;        // the node(s) whose view this is, ", "-separated
+  std::string kind;     // "node", "ni", "peer_ni", "server", "settings", "path"
+  std::string subject;  // the node's name, the NID, or the peer the settings are about
+  std::string cause;    // DEAD SUSPECT DOWN LOSSY SLOW MTU THROTTLED UNHEALTHY SERVER SETTINGS
+  std::string seen_by;  // the node(s) whose view this is, ", "-separated
   int64_t since_unix_ms = 0;  // 0: not known
   std::string evidence;
   std::string code;  // SETTINGS: which (the tuning check's code, e.g. rpcs_below_bdp)
@@ -96,5 +97,16 @@ class HealthBoard {
 // culprit, named already). A problem already there gains the node as a seer.
 void merge_cluster_problems(std::vector<Problem>& into, const std::vector<NodeProblems>& nodes,
                             const std::string& self, const std::vector<std::string>& down_nids);
+
+// Leaves out what follows from a faulty NI, named already as the culprit:
+//   an NI its own node calls DOWN   any problem naming it (as its subject, or one end of a
+//                                   path) with cause UNHEALTHY, SLOW, LOSSY or THROTTLED --
+//                                   other nodes' failed sends to it, the mesh's lost probes
+//   an NI named DOWN, SLOW, LOSSY   the peer NIs on its network that only its own node
+//   or THROTTLED                    calls UNHEALTHY, SLOW, LOSSY or THROTTLED: a node whose
+//                                   egress is shaped or lossy sees its peers so (TCP
+//                                   retransmits what its own link dropped), the others do
+//                                   not
+void drop_consequences(std::vector<Problem>& v);
 
 }  // namespace pfsnet

@@ -1,11 +1,11 @@
 // ClusterHealthService: every node's own problems at the MGS (probe/cluster_health.h is the
 // pure part). On every node with an MGS, set_local() takes the node's own list (the daemon
 // computes it every health.report_interval); tick() sends it (HEALTH_REPORT) when it
-// differs from the last one the MGS took, and every 6 intervals anyway, so a restarted MGS
-// learns it again and a list the MGS dropped comes back. Each change of the list is logged
-// (a problem started or ended). The MGS keeps the lists (HealthBoard, dropped when not
-// renewed within 3 refreshes, or when the MGS calls the node DEAD) and serves them
-// (HEALTH_CLUSTER); cluster() fetches them from any node.
+// differs from the last one the MGS took, and a list that is not empty every 6 intervals
+// anyway, so a restarted or new MGS learns it again (a healthy node sends nothing). Each
+// change of the list is logged (a problem started or ended). The MGS keeps the lists
+// (HealthBoard, dropped when not renewed within 3 refreshes, or when the MGS calls the node
+// DEAD) and serves them (HEALTH_CLUSTER); cluster() fetches them from any node.
 //
 // Threads: set_local/tick from the daemon's health ticker; handlers on I/O threads;
 // cluster() from admin sessions; state under one mutex.

@@ -104,5 +104,42 @@ TEST(ClusterHealthMerge, OneEntryPerProblemSeenByAllWhoSeeItSinceTheEarliest) {
   EXPECT_FALSE(same_problems({prob("a", "b", "c")}, {}));
 }
 
+TEST(ClusterHealthMerge, WhatFollowsFromADownNiIsLeftOut) {
+  std::vector<Problem> v = {
+      prob("ni", "198.18.1.3@tcp", "DOWN", "n3"),
+      prob("peer_ni", "198.18.1.3@tcp", "UNHEALTHY", "n1"),
+      prob("ni", "198.18.1.3@tcp (n3)", "LOSSY", "n1,n2"),
+      prob("path", "n3 -> n1 (198.18.1.3@tcp -> 198.18.1.1@tcp)", "LOSSY", "n3"),
+      prob("ni", "198.18.1.3@tcp (n3)", "MTU", "n1"),         // not a consequence
+      prob("peer_ni", "198.18.1.3@tcp1", "UNHEALTHY", "n1"),  // another network's
+      prob("peer_ni", "198.18.1.33@tcp", "SLOW", "n1"),       // another address
+      prob("path", "n1 -> n4 (198.18.1.1@tcp -> 198.18.1.4@tcp)", "SLOW", "n1"),
+  };
+  drop_consequences(v);
+  std::vector<std::string> left;
+  for (const Problem& p : v) left.push_back(p.subject + " " + p.cause);
+  EXPECT_EQ(left, (std::vector<std::string>{"198.18.1.3@tcp DOWN", "198.18.1.3@tcp (n3) MTU",
+                                            "198.18.1.3@tcp1 UNHEALTHY", "198.18.1.33@tcp SLOW",
+                                            "n1 -> n4 (198.18.1.1@tcp -> 198.18.1.4@tcp) SLOW"}));
+}
+
+TEST(ClusterHealthMerge, PeersOnlyAFaultyNisNodeCallsFaultyAreLeftOut) {
+  std::vector<Problem> v = {
+      prob("ni", "198.18.1.4@tcp (n4)", "THROTTLED", "n1,n2,n4"),
+      prob("peer_ni", "198.18.1.1@tcp", "LOSSY", "n4"),  // n4's egress drops: its view
+      prob("peer_ni", "198.18.1.2@tcp", "SLOW", "n4"),
+      prob("peer_ni", "198.18.2.1@tcp1", "LOSSY", "n4"),     // its other rail: kept
+      prob("peer_ni", "198.18.1.5@tcp", "LOSSY", "n4, n2"),  // others see it too: kept
+      prob("peer_ni", "198.18.1.6@tcp", "LOSSY", "n1"),      // not n4's view: kept
+      prob("ni", "198.18.1.7@tcp", "SLOW", "n7"),            // n7's own NI
+      prob("peer_ni", "198.18.1.8@tcp", "UNHEALTHY", "n7"),  // so n7's view of a peer goes
+  };
+  drop_consequences(v);
+  std::vector<std::string> left;
+  for (const Problem& p : v) left.push_back(p.subject);
+  EXPECT_EQ(left, (std::vector<std::string>{"198.18.1.4@tcp (n4)", "198.18.2.1@tcp1",
+                                            "198.18.1.5@tcp", "198.18.1.6@tcp", "198.18.1.7@tcp"}));
+}
+
 }  // namespace
 }  // namespace pfsnet

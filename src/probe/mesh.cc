@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
+
+#include "wire/byte_codec.h"
 
 namespace pfsnet {
 
@@ -24,6 +27,93 @@ std::vector<size_t> mesh_targets(size_t n, size_t self, size_t k, uint64_t epoch
     v.push_back((self + off) % n);
   }
   return v;
+}
+
+Buffer encode_mesh_mtu_ask(const Nid& probed) {
+  ByteWriter w;
+  w.u64(probed.pack());
+  return w.take();
+}
+
+std::optional<Nid> decode_mesh_mtu_ask(std::span<const uint8_t> b) {
+  if (b.size() != 8) return std::nullopt;
+  ByteReader r(b);
+  auto nid = Nid::unpack(r.u64());
+  if (!nid.ok()) return std::nullopt;
+  return *nid;
+}
+
+Buffer encode_mesh_mtu_answer(uint32_t mtu) {
+  ByteWriter w;
+  w.u32(mtu);
+  return w.take();
+}
+
+uint32_t decode_mesh_mtu_answer(std::span<const uint8_t> b) {
+  if (b.size() != 4) return 0;
+  ByteReader r(b);
+  return r.u32();
+}
+
+std::vector<MtuOutlier> mtu_outliers(const std::vector<MeshRow>& rows) {
+  struct Ni {
+    std::string node;
+    uint32_t own = 0;                     // from its own node's cells
+    std::map<uint32_t, size_t> reported;  // by others' cells: MTU -> cells
+    std::set<std::string> seen_by;
+    Nid parent;
+  };
+  std::map<Nid, Ni> nis;
+  auto root = [&](Nid x) {
+    while (nis[x].parent != x) x = nis[x].parent;
+    return x;
+  };
+  auto add = [&](const Nid& nid, const std::string& node) -> Ni& {
+    auto [it, fresh] = nis.try_emplace(nid);
+    if (fresh) it->second.parent = nid;
+    it->second.node = node;
+    return it->second;
+  };
+  for (const MeshRow& r : rows)
+    for (const MeshCell& c : r.cells) {
+      if (!c.on_link || c.local_mtu == 0 || c.peer_mtu == 0) continue;
+      Ni& l = add(c.local, r.from);
+      l.own = c.local_mtu;
+      l.seen_by.insert(r.from);
+      Ni& p = add(c.peer, c.to);
+      ++p.reported[c.peer_mtu];
+      p.seen_by.insert(r.from);
+      Nid a = root(c.local), b = root(c.peer);
+      if (a != b) nis[a].parent = b;
+    }
+  // Each link: its NIs and their MTUs.
+  std::map<Nid, std::vector<std::pair<Nid, uint32_t>>> links;
+  for (auto& [nid, ni] : nis) {
+    uint32_t mtu = ni.own;
+    if (mtu == 0) {
+      size_t best = 0;
+      for (const auto& [m, n] : ni.reported)
+        if (n > best) best = n, mtu = m;
+    }
+    links[root(nid)].push_back({nid, mtu});
+  }
+  std::vector<MtuOutlier> out;
+  for (const auto& [_, members] : links) {
+    std::map<uint32_t, size_t> count;
+    for (const auto& [nid, mtu] : members) ++count[mtu];
+    if (count.size() < 2) continue;
+    uint32_t usual = 0;
+    size_t with = 0;
+    for (const auto& [m, n] : count)
+      if (2 * n > members.size()) usual = m, with = n;
+    for (const auto& [nid, mtu] : members) {
+      if (usual != 0 && mtu == usual) continue;
+      const Ni& ni = nis[nid];
+      out.push_back({nid, ni.node, mtu, usual, with, members.size(),
+                     std::vector<std::string>(ni.seen_by.begin(), ni.seen_by.end())});
+    }
+  }
+  return out;
 }
 
 MeshOutlierRule MeshOutlierRule::from(const Config& cfg) {

@@ -11,6 +11,10 @@
 //   cells       one per path a node probes (local NI -> peer NI): small-probe RTT p50 and
 //               p99, probes sent and lost, and the bulk probes' best throughput per
 //               direction (write: this node to the peer; read: back), over the node's window.
+//   MTUs        a small probe asks the MTU of the probed NI's interface (mesh_mtu_ask), so a
+//               cell carries both ends' MTUs and whether the peer is on the local NI's
+//               own link; mtu_outliers() names an NI whose MTU differs from the one most
+//               NIs on its link have (TCP's MSS hides a mismatch from every other figure).
 //   outliers    mark_outliers(): a cell whose p50 is more than `factor` x the median p50
 //               of all cells and at least `min_excess_ms` above it, whose loss exceeds
 //               `loss_ratio`, or whose bulk throughput is below the median's 1/`factor`
@@ -23,6 +27,7 @@
 // (100,000 nodes at k = 8 and 2 rails: about 128 MB). Threads: none; owners serialise.
 #pragma once
 
+#include <pfsnet/buffer.h>
 #include <pfsnet/clock.h>
 #include <pfsnet/config.h>
 #include <pfsnet/nid.h>
@@ -31,6 +36,8 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -62,6 +69,31 @@ struct MeshMark {
 // Marks for every cell of `rows`, in the same order (rows, then cells).
 std::vector<std::vector<MeshMark>> mark_outliers(const std::vector<MeshRow>& rows,
                                                  const MeshOutlierRule& rule);
+
+// MESH_PROBE's small probe: the payload is the probed NID (8 bytes, packed), the reply's
+// payload the MTU of the interface that holds its address (4 bytes LE; 0: not known).
+Buffer encode_mesh_mtu_ask(const Nid& probed);
+// The probed NID, or nullopt when `b` is not an MTU ask (another MESH_PROBE form).
+std::optional<Nid> decode_mesh_mtu_ask(std::span<const uint8_t> b);
+Buffer encode_mesh_mtu_answer(uint32_t mtu);
+// The MTU, or 0 when `b` is not an answer.
+uint32_t decode_mesh_mtu_answer(std::span<const uint8_t> b);
+
+// An NI whose MTU is not the one its link's NIs have. A link is the NIs joined by cells
+// whose peer is on the prober's own link (on_link) with both MTUs known; its usual MTU is
+// the one more than half of its NIs have. On a link without one (two NIs that differ,
+// say) every NI is named, `usual` 0: the probes cannot tell which end is wrong.
+struct MtuOutlier {
+  Nid nid;
+  std::string node;
+  uint32_t mtu = 0, usual = 0;
+  size_t with_usual = 0, on_link = 0;  // NIs that have `usual`, NIs on the link
+  std::vector<std::string> seen_by;    // the nodes whose cells show it, in name order
+  bool operator==(const MtuOutlier&) const = default;
+};
+// An NI's MTU is its own node's figure (its cells' local_mtu) when that node has a row,
+// else the one most cells give for it as their peer.
+std::vector<MtuOutlier> mtu_outliers(const std::vector<MeshRow>& rows);
 
 // The probing node's window on one path: the outcomes of its probes of the last `window`
 // (at most kMaxSamples), from which its cell is made: p50 and p99 of the answered small

@@ -5,6 +5,7 @@
 #include "base/log.h"
 #include "net/net_internal.h"  // same_net
 #include "rpc/ping.h"
+#include "transport/link_monitor.h"
 
 namespace pfsnet {
 
@@ -33,7 +34,26 @@ double mib_s(size_t bytes, Duration t) {
   return s > 0 ? double(bytes) / double(1 << 20) / s : 0;
 }
 
+// The MTU of the interface that holds `nid`'s address (0: not this host's, or not known).
+uint32_t mtu_at(const Nid& nid) {
+  auto ifn = LinkMonitor::interface_of(nid.addr);
+  if (!ifn.ok()) return 0;
+  auto mtu = LinkMonitor::mtu_of(*ifn);
+  return mtu.ok() ? *mtu : 0;
+}
+
 }  // namespace
+
+MeshLinkEnd mesh_link_end(const Nid& local, const Nid& peer) {
+  MeshLinkEnd e;
+  auto ifn = LinkMonitor::interface_of(local.addr);
+  if (!ifn.ok()) return e;
+  auto mtu = LinkMonitor::mtu_of(*ifn);
+  if (mtu.ok()) e.mtu = *mtu;
+  auto route = LinkMonitor::route_to(peer.addr, local.addr);
+  e.on_link = route.ok() && route->ifname == *ifn && route->gateway.empty();
+  return e;
+}
 
 void serve_mesh_probe(RpcEngine& engine, size_t max_bulk) {
   BulkData pattern = make_bulk(make_ping_pattern(max_bulk));
@@ -41,8 +61,11 @@ void serve_mesh_probe(RpcEngine& engine, size_t max_bulk) {
       kMsgMeshProbe,
       [pattern, max_bulk](RpcRequest& req) {
         RpcResponse r;
-        if (!req.payload.empty()) read_reply(req, pattern, max_bulk, &r);
-        return r;  // a small probe, or a write: its bulk is dropped
+        if (auto probed = decode_mesh_mtu_ask(req.payload.span()))  // a small probe
+          r.payload = encode_mesh_mtu_answer(mtu_at(*probed));
+        else if (!req.payload.empty())
+          read_reply(req, pattern, max_bulk, &r);
+        return r;  // or a write: its bulk is dropped
       },
       HandlerMode::kInline);
 }
@@ -122,7 +145,20 @@ void MeshService::tick(TimePoint now) {
     if (!sync_out_ && now >= next_sync_) sync = sync_out_ = true;
   }
   for (const Due& d : due) {
-    if (d.small) probe_small(d.key, d.local, d.peer);
+    if (d.small) {
+      // The local end as it is now (a link's MTU may change at any time), looked up on this
+      // thread: a few system calls per small probe.
+      MeshLinkEnd e = mesh_link_end(d.local, d.peer);
+      {
+        MutexLock lk(mu_);
+        auto it = paths_.find(d.key);
+        if (it != paths_.end()) {
+          it->second.local_mtu = e.mtu;
+          it->second.on_link = e.on_link;
+        }
+      }
+      probe_small(d.key, d.local, d.peer);
+    }
     if (d.bulk) probe_bulk(d.key, d.local, d.peer);
   }
   if (sync) send_sync(now);
@@ -135,7 +171,7 @@ void MeshService::probe_small(const PathKey& k, const Nid& local, const Nid& pee
   o.via = std::make_pair(local, peer);
   TimePoint sent = clock_.now();
   rpc_.call_async(
-      peer, kMsgMeshProbe, Buffer{}, nullptr,
+      peer, kMsgMeshProbe, encode_mesh_mtu_ask(peer), nullptr,
       [this, k, sent](RpcReply&& r) {
         TimePoint now = clock_.now();
         bool ok = r.status.ok();
@@ -148,6 +184,7 @@ void MeshService::probe_small(const PathKey& k, const Nid& local, const Nid& pee
         auto it = paths_.find(k);
         if (it == paths_.end()) return;  // no longer a target
         it->second.small_out = false;
+        if (ok) it->second.peer_mtu = decode_mesh_mtu_answer(r.payload.span());
         if (ok)
           it->second.window.rtt(now, std::chrono::duration<double, std::milli>(rtt).count());
         else
@@ -275,7 +312,8 @@ void MeshService::set_targets(const std::vector<NodeEvent>& targets, uint64_t ep
           next.emplace(k, std::move(old->second));
           continue;
         }
-        PathState p{t.name, local, peer, MeshWindow(opts_.window), now, now, false, false};
+        PathState p{t.name, local, peer, MeshWindow(opts_.window), now, now, false, false,
+                    0,      0,     false};
         p.next_small = now + stagger(k, opts_.interval);
         p.next_bulk = now + stagger(k, opts_.bulk_interval);
         next.emplace(k, std::move(p));
@@ -294,6 +332,9 @@ MeshRow MeshService::row_locked(TimePoint now) {
     c.to = p.to;
     c.local = p.local;
     c.peer = p.peer;
+    c.local_mtu = p.local_mtu;
+    c.peer_mtu = p.peer_mtu;
+    c.on_link = p.on_link;
     row.cells.push_back(std::move(c));
   }
   return row;

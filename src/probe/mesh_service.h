@@ -1,8 +1,8 @@
 // MeshService: the probe mesh's I/O shell in pfsnetd (probe/mesh.h is the pure part).
 //
-//   every node   serves MESH_PROBE (serve_mesh_probe) (inline: an empty payload is a small probe or
-//   a write
-//                whose bulk is dropped; 4 bytes N ask for N bytes back, a read); probes
+//   every node   serves MESH_PROBE (serve_mesh_probe, inline: 8 bytes, a NID, are a small
+//                probe, answered with the MTU of that NID's interface; an empty payload a
+//                write whose bulk is dropped; 4 bytes N ask for N bytes back, a read); probes
 //                its targets on every path to them (local NI -> peer NI on the same
 //                network, pinned, no resend): a small probe each `interval`, a write and
 //                a read of `bulk_bytes` each `bulk_interval`, staggered over the interval
@@ -58,9 +58,19 @@ struct MeshOptions {
   static MeshOptions from(const Config& cfg);
 };
 
-// MESH_PROBE on `engine`, inline: an empty payload is a small probe or a write (its bulk is
-// dropped); 4 bytes LE N ask for N bytes back (a read), at most `max_bulk`.
+// MESH_PROBE on `engine`, inline: a small probe (mesh_mtu_ask: answered with the MTU of
+// the probed NI's interface), an empty payload a write (its bulk is dropped), 4 bytes LE N
+// ask for N bytes back (a read), at most `max_bulk`.
 void serve_mesh_probe(RpcEngine& engine, size_t max_bulk);
+
+// The local end of a path now: its interface's MTU (0: not known), and whether the kernel
+// sends to the peer straight out of that interface, with no gateway (the peer is on the
+// NI's own link). A few system calls (getifaddrs, an ioctl, an rtnetlink route query).
+struct MeshLinkEnd {
+  uint32_t mtu = 0;
+  bool on_link = false;
+};
+MeshLinkEnd mesh_link_end(const Nid& local, const Nid& peer);
 
 class MeshService {
  public:
@@ -98,6 +108,8 @@ class MeshService {
     MeshWindow window;
     TimePoint next_small{}, next_bulk{};
     bool small_out = false, bulk_out = false;
+    uint32_t local_mtu = 0, peer_mtu = 0;  // the interfaces' at both ends, as last seen
+    bool on_link = false;                  // the peer on the local NI's own link
   };
   using PathKey = std::pair<uint64_t, uint64_t>;
 

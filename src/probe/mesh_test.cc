@@ -146,6 +146,9 @@ TEST(MeshBoardTest, KeepsTheNewestRowOfEachNodeAndDropsStaleOnes) {
 
 TEST(MeshProtocolTest, RoundTripsAndRefusesMalformedMessages) {
   MeshSyncReq req{"client-7", {cell("server-1", 0.25, 12, 1, 800, 700), cell("s2", 0, 3, 3)}};
+  req.cells[0].local_mtu = 9000;
+  req.cells[0].peer_mtu = 1500;
+  req.cells[0].on_link = true;
   auto back = decode_mesh_sync_req(encode(req).span());
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_EQ(back->name, req.name);
@@ -193,6 +196,86 @@ TEST(MeshProtocolTest, RoundTripsAndRefusesMalformedMessages) {
   EXPECT_FALSE(decode_mesh_sync_req(encode(bad).span()).ok());
   // No name.
   EXPECT_FALSE(decode_mesh_sync_req(encode(MeshSyncReq{"", {}}).span()).ok());
+  // on_link is one bit: any other byte is refused.
+  Buffer ok = encode(MeshSyncReq{"x", {cell("y", 0.1)}});
+  std::vector<uint8_t> flag(ok.data(), ok.data() + ok.size());
+  flag.back() = 2;
+  EXPECT_FALSE(decode_mesh_sync_req(flag).ok());
+}
+
+TEST(MeshProtocolTest, TheSmallProbeAsksTheProbedNisMtu) {
+  Nid n = *Nid::parse("198.18.1.7@tcp1");
+  auto back = decode_mesh_mtu_ask(encode_mesh_mtu_ask(n).span());
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, n);
+  EXPECT_EQ(decode_mesh_mtu_answer(encode_mesh_mtu_answer(9000).span()), 9000u);
+  // The other MESH_PROBE forms are not asks: empty (a write), 4 bytes (a read).
+  EXPECT_FALSE(decode_mesh_mtu_ask({}).has_value());
+  EXPECT_FALSE(decode_mesh_mtu_ask(encode_mesh_mtu_answer(4096).span()).has_value());
+  // An answer of any other length is "not known".
+  EXPECT_EQ(decode_mesh_mtu_answer({}), 0u);
+  EXPECT_EQ(decode_mesh_mtu_answer(encode_mesh_mtu_ask(n).span()), 0u);
+}
+
+// Rows of `names` probing each other on one network: NI i at 198.18.<net>.<i+1> with MTU
+// mtus[i]; `on_link` false for every cell leaves them routed (no MTU to agree on).
+std::vector<MeshRow> mtu_rows(const std::vector<uint32_t>& mtus, bool on_link = true) {
+  auto nid = [](size_t i) { return *Nid::parse("198.18.1." + std::to_string(i + 1) + "@tcp"); };
+  std::vector<MeshRow> rows;
+  for (size_t i = 0; i < mtus.size(); ++i) {
+    MeshRow r;
+    r.from = "n" + std::to_string(i + 1);
+    for (size_t j = 0; j < mtus.size(); ++j) {
+      if (j == i) continue;
+      MeshCell c = cell("n" + std::to_string(j + 1), 0.1);
+      c.local = nid(i);
+      c.peer = nid(j);
+      c.local_mtu = mtus[i];
+      c.peer_mtu = mtus[j];
+      c.on_link = on_link;
+      r.cells.push_back(c);
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+TEST(MeshMtuTest, NamesTheNiWhoseMtuIsNotItsLinksAndNothingElse) {
+  EXPECT_TRUE(mtu_outliers(mtu_rows({1500, 1500, 1500, 1500})).empty());
+  auto o = mtu_outliers(mtu_rows({1500, 1500, 9000, 1500, 1500}));
+  ASSERT_EQ(o.size(), 1u);
+  EXPECT_EQ(o[0].nid.to_string(), "198.18.1.3@tcp");
+  EXPECT_EQ(o[0].node, "n3");
+  EXPECT_EQ(o[0].mtu, 9000u);
+  EXPECT_EQ(o[0].usual, 1500u);
+  EXPECT_EQ(o[0].with_usual, 4u);
+  EXPECT_EQ(o[0].on_link, 5u);
+  EXPECT_EQ(o[0].seen_by, (std::vector<std::string>{"n1", "n2", "n3", "n4", "n5"}));
+  // Two ends that differ: neither is the link's, both are named.
+  o = mtu_outliers(mtu_rows({9000, 1500}));
+  ASSERT_EQ(o.size(), 2u);
+  EXPECT_EQ(o[0].usual, 0u);
+  // Routed peers need not agree.
+  EXPECT_TRUE(mtu_outliers(mtu_rows({1500, 1500, 9000}, /*on_link=*/false)).empty());
+  // Two links: each judged on its own (the second all 9000).
+  auto a = mtu_rows({1500, 1500, 1500}), b = mtu_rows({9000, 9000, 9000});
+  for (MeshRow& r : b)
+    for (MeshCell& c : r.cells) {
+      c.local.net_num = 1;
+      c.peer.net_num = 1;
+    }
+  a.insert(a.end(), b.begin(), b.end());
+  EXPECT_TRUE(mtu_outliers(a).empty());
+  // A node's own figure wins over what others last saw (its MTU just changed).
+  auto rows = mtu_rows({1500, 1500, 1500, 1500});
+  for (MeshCell& c : rows[1].cells) c.local_mtu = 9000;
+  o = mtu_outliers(rows);
+  ASSERT_EQ(o.size(), 1u);
+  EXPECT_EQ(o[0].node, "n2");
+  EXPECT_EQ(o[0].mtu, 9000u);
+  // Unknown MTUs (0) are left out.
+  rows = mtu_rows({1500, 0, 1500});
+  EXPECT_TRUE(mtu_outliers(rows).empty());
 }
 
 TEST(MeshMgsCoreTest, AssignsTargetsKeepsRowsAndBoundsItsSyncRate) {
