@@ -23,8 +23,9 @@
 //               `expiry` are dropped (a node that stopped reporting is not shown as fine).
 //   MeshMgsCore the MGS's side: live nodes, a sync answered with targets, the board.
 //
-// Memory: a cell is about 80 bytes; the MGS holds one row per node, k x rails cells each
-// (100,000 nodes at k = 8 and 2 rails: about 128 MB). Threads: none; owners serialise.
+// Memory: a cell is about 90 bytes; the MGS holds one row per node, k x rails cells each
+// (100,000 nodes at k = 8 and 2 rails: about 186 MiB by mesh_bench). Threads: none; owners
+// serialise.
 #pragma once
 
 #include <pfsnet/buffer.h>
