@@ -753,7 +753,15 @@ class BridgedCluster {
 // link). `pfsnet health` on a client that talks to none of them names each culprit and
 // its cause within 60 s, and nothing healthy. The probe mesh runs 5x faster than its
 // defaults (so the test takes a minute, not five); the other keys are the defaults.
+//
+// Not under a sanitizer: ten sanitized daemons probing at 5x overload two cores, and the
+// mesh then measures the scheduler (CI's ASan run saw healthy paths' p50 at 12-44 ms
+// against a 4 ms median before any fault). The code it runs is covered there by the mesh,
+// cluster-health and other netns tests.
 TEST(NetnsTest, HealthOnAnotherNodeNamesSixFaultsInjectedFromOutside) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "timing-bound: ten sanitized daemons overload this host";
+#endif
   const std::vector<BridgedCluster::Node> nodes = {
       {"mgs", "mgs"},   {"c1", "client"}, {"c2", "client"}, {"s1", "server"}, {"s2", "server"},
       {"s3", "server"}, {"s4", "server"}, {"s5", "server"}, {"s6", "server"}, {"s7", "server"}};
