@@ -537,7 +537,9 @@ TEST_P(ConformanceTest, AWaiterThatDrivesProgressTakesFramesItself) {
   EXPECT_EQ(ea_.nested_progress, 0);
   if (GetParam() == Kind::kFabric) {
     EXPECT_GT(progressed, 0);
-    EXPECT_GT(on_waiter, kRounds / 10) << on_waiter << " of " << kRounds << " on the waiter";
+    // How many the waiter wins is a race with the I/O thread (most on a quiet host, 16
+    // of 200 once under a sanitizer); that it wins at all is the property.
+    EXPECT_GT(on_waiter, 0) << on_waiter << " of " << kRounds << " on the waiter";
   } else {
     EXPECT_EQ(progressed, 0);
   }
