@@ -252,6 +252,36 @@ inline nlohmann::json diag_until(const std::string& socket,
   return r;
 }
 
+// How many requests of `type` the daemon at `socket` has run (its execution statistics),
+// read once the statistics have been processed twice more after they reached `at_least`:
+// a second run of a request would show by then. -1 if they never reach it.
+inline int64_t executions(const std::string& socket, const std::string& type, int64_t at_least) {
+  auto count =
+      [&](const nlohmann::json& r) -> std::pair<int64_t, int64_t> {  // (runs, newest second)
+    int64_t n = 0, newest = 0;
+    for (const nlohmann::json& m : r.value("messages", nlohmann::json::array())) {
+      if (m["type"] != type) continue;
+      n += total(m["execution"]);
+      for (const nlohmann::json& i : m["execution"].value("second", nlohmann::json::array()))
+        newest = std::max(newest, i["start"].get<int64_t>());
+    }
+    return {n, newest};
+  };
+  nlohmann::json first =
+      diag_until(socket, [&](const nlohmann::json& r) { return count(r).first >= at_least; });
+  auto [n, newest] = count(first);
+  if (n < at_least) return -1;
+  nlohmann::json later =
+      diag_until(socket, [&](const nlohmann::json& r) { return count(r).second >= newest + 2; });
+  return count(later).first;
+}
+
+// A daemon's reply cache figures (diag rpc --json: reply_cache); null when not answered.
+inline nlohmann::json reply_cache(const std::string& socket) {
+  auto [rc, out] = run({PFSNET_BIN, "--socket", socket, "diag", "rpc", "message", "--json"});
+  return rc == 0 ? last_json_line(out)["reply_cache"] : nlohmann::json();
+}
+
 // Two daemons (hosts 2 and 3) sharing a fresh cluster key: the usual test cluster.
 struct TwoDaemons {
   explicit TwoDaemons(DaemonOptions oa = {}, DaemonOptions ob = {})

@@ -112,5 +112,35 @@ TEST(LifecycleTest, SigtermUnderLoadAnswersOrFailsEveryRpc) {
   cp.reset();  // before the state its callbacks use
 }
 
+// Exactly-once tells a restarted client from a resend: a client's xids start again at 1
+// when it restarts, but under a new incarnation, so the server runs them -- and keeps
+// the old incarnation's records apart until they go idle.
+TEST(LifecycleTest, ARestartedClientsRequestsRunAgainUnderItsNewIncarnation) {
+  TempDir dir;
+  std::string key = dir.file("cluster.key");
+  write_file(key, "lifecycle-test-cluster-key-000001", 0600);
+  Daemon server(dir, 2, key);
+  ASSERT_TRUE(server.ready());
+  BulkData data = make_bulk(make_ping_pattern(4096));
+  constexpr int kWrites = 10;
+  uint64_t incarnations[2] = {0, 0};
+  for (int life = 0; life < 2; ++life) {
+    ClientNode client(loopback_nid(1), "lifecycle-test-cluster-key-000001");
+    incarnations[life] = client.rpc().incarnation();
+    for (int i = 0; i < kWrites; ++i) {
+      RpcReply r = client.rpc().call(server.nid(), kMsgBrwWrite, Buffer(), data);
+      ASSERT_TRUE(r.status.ok()) << "life " << life << " write " << i << ": "
+                                 << r.status.to_string();
+    }
+  }
+  EXPECT_NE(incarnations[0], incarnations[1]);
+  EXPECT_NE(incarnations[0], 0u);
+  EXPECT_EQ(executions(server.socket(), "BRW_WRITE", 2 * kWrites), 2 * kWrites);
+  json rc = reply_cache(server.socket());
+  EXPECT_EQ(rc["clients"], 2) << rc.dump();
+  EXPECT_EQ(rc["replayed"], 0) << rc.dump();
+  EXPECT_EQ(rc["finished_copies"], 0) << rc.dump();
+}
+
 }  // namespace
 }  // namespace pfsnet::testing

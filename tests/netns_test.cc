@@ -118,6 +118,7 @@ class TwoRails {
     return ip({"-n", ns_[side], "link", "set", if_[side][rail], up ? "up" : "down"});
   }
   const std::string& ifname(int side, int rail) const { return if_[side][rail]; }
+  const std::string& ns(int side) const { return ns_[side]; }
   // `ip -n NS ARGS...` in a side's namespace.
   bool ip_in(int side, std::vector<std::string> args) {
     args.insert(args.begin(), {"-n", ns_[side]});
@@ -358,6 +359,87 @@ TEST(NetnsTest, BlackHoledRailTimesOutRemotelyAndResendsOnTheOther) {
   // A resend waits one attempt (transaction_timeout / 3 = 1 s), not more.
   EXPECT_LT(summary["total_max_ms"].get<double>(), 1500) << summary.dump();
   EXPECT_EQ(net.cli(0, {"fault", "del", "--all"})["deleted"], 1);
+}
+
+// Exactly-once over a black-holed rail: nftables on the server (outside pfsnet) drops
+// everything it sends on rail 1, so writes that went that way run but their replies
+// vanish; the client times out there and resends on rail 2 with the same xid, and the
+// server answers the copy with the saved reply. Every write ran once.
+TEST(NetnsTest, WritesResentOverABlackHoledRailRunOnce) {
+  TwoRails net;
+  if (!net.skip().empty()) GTEST_SKIP() << net.skip();
+  ASSERT_TRUE(net.ok());
+  if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
+  auto warm = net.load(20, "0", 3);  // both rails known and connected (PING: no writes)
+  ASSERT_EQ(warm->wait_exit(20000ms), 0) << warm->output();
+  ASSERT_TRUE(net.nft(1,
+                      "table inet pfsblack {\n chain out {\n  type filter hook output "
+                      "priority 0; policy accept;\n  ip saddr " +
+                          TwoRails::addr(1, 0) + " drop\n }\n}\n"));
+  constexpr int kWrites = 40;
+  auto load = std::make_unique<Process>(std::vector<std::string>{
+      PFSNET_BIN, "--socket", net.socket(0), "ping", net.nid(1, 0), "--mode", "write", "--size",
+      "4096", "--count", std::to_string(kWrites), "--interval", "0.01", "--timeout", "3",
+      "--json"});
+  ASSERT_EQ(load->wait_exit(60000ms), 0) << load->output();
+  ASSERT_TRUE(load->wait_eof(5000ms));
+  json summary = last_json_line(load->output());
+  EXPECT_EQ(summary["failed"], 0) << summary.dump();
+  json p1 = net.peer(0, net.nid(1, 0));
+  EXPECT_GE(p1["resends"].get<int>(), 1) << p1.dump();
+  EXPECT_EQ(executions(net.socket(1), "BRW_WRITE", kWrites), kWrites);
+  json rc = reply_cache(net.socket(1));
+  EXPECT_GE(rc["replayed"].get<int>(), 1) << rc.dump();
+  EXPECT_EQ(rc["clients"], 1) << rc.dump();
+  std::printf("black-holed rail: %d writes, %d resends, %d answered from the reply cache\n",
+              kWrites, p1["resends"].get<int>(), rc["replayed"].get<int>());
+}
+
+// Exactly-once over reset connections: the server's replies on rail 1 are held back
+// (nftables, as above) and the client's connections on that rail are reset from outside
+// (`ss -K`, the kernel's socket destroy) while writes wait there; each resend goes at
+// once on rail 2 -- with RPCs of 30 s, not after an attempt's 10 s -- and runs nothing
+// twice.
+TEST(NetnsTest, WritesResentOverAResetConnectionRunOnce) {
+  TwoRails net(30);
+  if (!net.skip().empty()) GTEST_SKIP() << net.skip();
+  ASSERT_TRUE(net.ok());
+  if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
+  auto warm = net.load(20, "0", 3);
+  ASSERT_EQ(warm->wait_exit(20000ms), 0) << warm->output();
+  ASSERT_TRUE(net.nft(1,
+                      "table inet pfsblack {\n chain out {\n  type filter hook output "
+                      "priority 0; policy accept;\n  ip saddr " +
+                          TwoRails::addr(1, 0) + " drop\n }\n}\n"));
+  constexpr int kWrites = 40;
+  auto load = std::make_unique<Process>(std::vector<std::string>{
+      PFSNET_BIN, "--socket", net.socket(0), "ping", net.nid(1, 0), "--mode", "write", "--size",
+      "4096", "--count", std::to_string(kWrites), "--interval", "0.01", "--timeout", "30",
+      "--json"});
+  // The fault driver: resets the client's rail-1 connections every 300 ms until the load
+  // is done (bounded: 100 rounds).
+  int resets = 0;
+  for (int i = 0; i < 100 && load->wait_exit(300ms) == -1; ++i) {
+    auto [rc, out] = run(
+        {ip_bin(), "netns", "exec", net.ns(0), "ss", "-K", "dst", TwoRails::addr(1, 0)}, 5000ms);
+    ASSERT_EQ(rc, 0) << out;
+    resets += out.find("ESTAB") != std::string::npos;
+  }
+  ASSERT_EQ(load->wait_exit(5000ms), 0) << load->output();
+  ASSERT_TRUE(load->wait_eof(5000ms));
+  json summary = last_json_line(load->output());
+  EXPECT_EQ(summary["failed"], 0) << summary.dump();
+  EXPECT_GE(resets, 1);
+  EXPECT_LT(summary["total_max_ms"].get<double>(), 5000) << summary.dump();  // not a timeout
+  json p1 = net.peer(0, net.nid(1, 0));
+  EXPECT_GE(p1["resends"].get<int>(), 1) << p1.dump();
+  EXPECT_EQ(executions(net.socket(1), "BRW_WRITE", kWrites), kWrites);
+  json rc = reply_cache(net.socket(1));
+  EXPECT_GE(rc["replayed"].get<int>() + rc["running_copies"].get<int>(), 1) << rc.dump();
+  std::printf(
+      "reset connections: %d writes, %d resets, %d resends, %d answered from the "
+      "reply cache\n",
+      kWrites, resets, p1["resends"].get<int>(), rc["replayed"].get<int>());
 }
 
 // What TCP hides: a rail that drops 5% of its packets (nftables, outside pfsnet) carries

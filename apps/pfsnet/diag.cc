@@ -43,6 +43,20 @@ void print_diag_rpc(const json& r) {
   std::printf("raw records dropped: stat %llu, exec %llu\n",
               r["dropped"]["stat"].get<unsigned long long>(),
               r["dropped"]["exec"].get<unsigned long long>());
+  if (r.contains("reply_cache")) {
+    const json& c = r["reply_cache"];
+    auto u = [&](const char* k) { return c[k].get<unsigned long long>(); };
+    std::printf("reply cache: %llu clients, %llu requests remembered, %llu bytes\n", u("clients"),
+                u("entries"), u("bytes"));
+    std::printf(
+        "  resent copies: %llu answered from the cache, %llu while running, %llu after "
+        "the client finished\n",
+        u("replayed"), u("running_copies"), u("finished_copies"));
+    std::printf(
+        "  not kept: %llu copies answered with an error; over the bounds: %llu "
+        "records, %llu replies\n",
+        u("not_kept"), u("evicted_entries"), u("unsaved_replies"));
+  }
   std::string last_owner;
   for_each_stat(r, [&](const std::string& kind, const std::string& name, const std::string& nid,
                        const std::string& stat, const json& v) {

@@ -65,6 +65,12 @@ struct RpcConfig {
   // Threads that run the handlers which may block (kWorker); their queue and wait are
   // exported (/metrics pfsnet_rpc_worker_*), so a busy server is told from a slow network.
   int64_t workers = 2;
+  // Exactly-once execution (rpc/reply_cache.h), per client incarnation: records of
+  // requests run, bytes of saved replies, and seconds after which a silent one is
+  // forgotten. At restart.
+  int64_t reply_cache_entries = 1024;
+  int64_t reply_cache_bytes = 1 << 20;
+  int64_t reply_cache_idle = 600;
 };
 
 struct StatsConfig {

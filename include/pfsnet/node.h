@@ -34,9 +34,11 @@ class Node {
   void stop();
   ~Node();
 
-  // Serves `type` (kMsgFirstUser and up for an application's own). REQUIRES: before
-  // traffic of that type arrives.
-  void handle(uint32_t type, std::string name, Handler h, HandlerMode mode);
+  // Serves `type` (kMsgFirstUser and up for an application's own). A request runs once
+  // however often the network delivers it, unless `exec` is kRepeatable (see
+  // Execution). REQUIRES: before traffic of that type arrives.
+  void handle(uint32_t type, std::string name, Handler h, HandlerMode mode,
+              Execution exec = Execution::kOnce);
 
   // An RPC to the node owning `dst`: a reply or an error within opts.timeout (default
   // lnet.transaction_timeout), resent on another rail where there is one.

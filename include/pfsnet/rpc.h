@@ -75,5 +75,11 @@ struct RpcResponse {
 
 using Handler = std::function<RpcResponse(RpcRequest&)>;
 enum class HandlerMode { kInline, kWorker };
+// What a server does with a copy of a request that already ran (the network delivered it
+// twice: a resend after a lost reply or a reset connection). kOnce: the request runs once;
+// the copy gets the saved reply (exactly-once; rpc/reply_cache.h). kRepeatable: the copy
+// runs again -- for reads, probes and queries, whose second run changes nothing and whose
+// replies may be large.
+enum class Execution { kOnce, kRepeatable };
 
 }  // namespace pfsnet

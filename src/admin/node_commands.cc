@@ -31,8 +31,21 @@ Result<json> diag_rpc(const NodeParts& node, const json& req) {
     auto n = Nid::unpack(key);
     return n.ok() ? n->to_string() : std::to_string(key);
   };
-  return stats_report_json(rep, *q, nid_of, nid_of,
-                           [&](uint32_t type) { return node.rpc.type_name(type); });
+  json j = stats_report_json(rep, *q, nid_of, nid_of,
+                             [&](uint32_t type) { return node.rpc.type_name(type); });
+  // Exactly-once execution of the requests served here (rpc/reply_cache.h).
+  ReplyCacheStats rc = node.rpc.replay_stats();
+  j["reply_cache"] = {{"clients", rc.clients},
+                      {"entries", rc.entries},
+                      {"bytes", rc.bytes},
+                      {"replayed", rc.replayed},
+                      {"running_copies", rc.running_copies},
+                      {"not_kept", rc.not_kept},
+                      {"finished_copies", rc.finished_copies},
+                      {"evicted_entries", rc.evicted_entries},
+                      {"unsaved_replies", rc.unsaved_replies},
+                      {"idle_clients", rc.idle_clients}};
+  return j;
 }
 
 // The problems this node sees, with the MGS's dead and suspect nodes (admin/problems.h).
@@ -282,6 +295,7 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   if (m.tune) in.settings = m.tune->active;
   m.problems = find_problems(in);
   m.workers = node.rpc.worker_stats();
+  m.replay = node.rpc.replay_stats();
   if (node.health) {
     MetricsSnapshot::Slowness s;
     for (SlowCause c : {SlowCause::kSlow, SlowCause::kLossy, SlowCause::kServer})

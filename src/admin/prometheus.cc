@@ -292,6 +292,30 @@ std::string prometheus_text(const MetricsSnapshot& m) {
   text.sample("pfsnet_rpc_worker_wait_max_seconds", "",
               std::chrono::duration<double>(w.wait_max).count());
 
+  // Exactly-once execution: what the reply cache holds and what it did with copies.
+  const ReplyCacheStats& rc = m.replay;
+  text.family("pfsnet_rpc_reply_cache_clients", "gauge",
+              "Client incarnations whose requests this server remembers.");
+  text.sample("pfsnet_rpc_reply_cache_clients", "", double(rc.clients));
+  text.family("pfsnet_rpc_reply_cache_entries", "gauge", "Requests run, remembered.");
+  text.sample("pfsnet_rpc_reply_cache_entries", "", double(rc.entries));
+  text.family("pfsnet_rpc_reply_cache_bytes", "gauge",
+              "Memory of the reply cache: records and saved replies.");
+  text.sample("pfsnet_rpc_reply_cache_bytes", "", double(rc.bytes));
+  text.family("pfsnet_rpc_request_copies_total", "counter",
+              "Copies of requests that ran or run (resends), by what was done with them.");
+  text.sample("pfsnet_rpc_request_copies_total", "outcome=\"replayed\"", double(rc.replayed));
+  text.sample("pfsnet_rpc_request_copies_total", "outcome=\"running\"", double(rc.running_copies));
+  text.sample("pfsnet_rpc_request_copies_total", "outcome=\"not_kept\"", double(rc.not_kept));
+  text.sample("pfsnet_rpc_request_copies_total", "outcome=\"finished\"",
+              double(rc.finished_copies));
+  text.family("pfsnet_rpc_reply_cache_overflows_total", "counter",
+              "Records or saved replies the reply cache's bounds let go.");
+  text.sample("pfsnet_rpc_reply_cache_overflows_total", "what=\"entry\"",
+              double(rc.evicted_entries));
+  text.sample("pfsnet_rpc_reply_cache_overflows_total", "what=\"reply\"",
+              double(rc.unsaved_replies));
+
   text.family("pfsnet_rpc_raw_dropped_total", "counter",
               "Raw statistics records dropped (buffer full).");
   text.sample("pfsnet_rpc_raw_dropped_total", "buffer=\"stat\"", double(rep.dropped_stat));

@@ -13,6 +13,7 @@
 #include "admin/problems.h"
 #include "net/net.h"
 #include "probe/mesh.h"
+#include "rpc/reply_cache.h"
 #include "rpc/worker_pool.h"
 #include "stats/rpc_stats.h"
 #include "tune/tune_service.h"
@@ -38,6 +39,7 @@ struct MetricsSnapshot {
   std::function<std::string(uint32_t)> type_name;
   std::optional<TuneStatus> tune;  // absent: no tuning families
   WorkerStats workers;
+  ReplyCacheStats replay;  // exactly-once execution of the requests served here
   // The health monitor's counters (absent: none runs): degradations by SlowCause, probes.
   struct Slowness {
     std::array<uint64_t, 4> degraded{};

@@ -191,6 +191,9 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
   const std::map<std::string, Reader, std::less<>> rpc_keys = {
       {"max_rpcs_in_flight", int_key(&cfg.rpc.max_rpcs_in_flight, 1, 1 << 16)},
       {"workers", int_key(&cfg.rpc.workers, 1, 256)},
+      {"reply_cache_entries", int_key(&cfg.rpc.reply_cache_entries, 16, 1 << 20)},
+      {"reply_cache_bytes", int_key(&cfg.rpc.reply_cache_bytes, 0, int64_t(1) << 32)},
+      {"reply_cache_idle", int_key(&cfg.rpc.reply_cache_idle, 60, 7 * 86400)},
   };
   const std::map<std::string, Reader, std::less<>> stats_keys = {
       {"rpcPerfRawStatBufferSize", int_key(&cfg.stats.rpcPerfRawStatBufferSize, 1, 1 << 24)},
@@ -395,6 +398,9 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"lnet.busy_poll_us", i(c.lnet.busy_poll_us)},
       {"rpc.max_rpcs_in_flight", i(c.rpc.max_rpcs_in_flight)},
       {"rpc.workers", i(c.rpc.workers)},
+      {"rpc.reply_cache_entries", i(c.rpc.reply_cache_entries)},
+      {"rpc.reply_cache_bytes", i(c.rpc.reply_cache_bytes)},
+      {"rpc.reply_cache_idle", i(c.rpc.reply_cache_idle)},
       {"stats.rpcPerfRawStatBufferSize", i(c.stats.rpcPerfRawStatBufferSize)},
       {"stats.rpcPerfRawExecBufferSize", i(c.stats.rpcPerfRawExecBufferSize)},
       {"stats.rpcPerfNumberSecondIntervals", i(c.stats.rpcPerfNumberSecondIntervals)},

@@ -46,7 +46,8 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
     rpc_.handle(
         kMsgMgsPing, [this](RpcRequest& r) { return serve_ping(r); }, HandlerMode::kInline);
     rpc_.handle(
-        kMsgMgsStatus, [this](RpcRequest& r) { return serve_status(r); }, HandlerMode::kWorker);
+        kMsgMgsStatus, [this](RpcRequest& r) { return serve_status(r); }, HandlerMode::kWorker,
+        Execution::kRepeatable);
     rpc_.handle(
         kMsgMgsReport, [this](RpcRequest& r) { return serve_report(r); }, HandlerMode::kInline);
   }

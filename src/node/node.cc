@@ -74,8 +74,8 @@ void Node::stop() {
   impl_->hold_timers->stop();
 }
 
-void Node::handle(uint32_t type, std::string name, Handler h, HandlerMode mode) {
-  impl_->rpc->handle(type, std::move(name), std::move(h), mode);
+void Node::handle(uint32_t type, std::string name, Handler h, HandlerMode mode, Execution exec) {
+  impl_->rpc->handle(type, std::move(name), std::move(h), mode, exec);
 }
 
 RpcReply Node::call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk,

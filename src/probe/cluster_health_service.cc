@@ -40,8 +40,8 @@ ClusterHealthService::ClusterHealthService(const Config& cfg, RpcEngine& rpc,
     rpc_.handle(
         kMsgHealthReport, [this](RpcRequest& r) { return serve_report(r); }, HandlerMode::kInline);
     rpc_.handle(
-        kMsgHealthCluster, [this](RpcRequest& r) { return serve_cluster(r); },
-        HandlerMode::kWorker);
+        kMsgHealthCluster, [this](RpcRequest& r) { return serve_cluster(r); }, HandlerMode::kWorker,
+        Execution::kRepeatable);
   }
 }
 

@@ -67,7 +67,7 @@ void serve_mesh_probe(RpcEngine& engine, size_t max_bulk) {
           read_reply(req, pattern, max_bulk, &r);
         return r;  // or a write: its bulk is dropped
       },
-      HandlerMode::kInline);
+      HandlerMode::kInline, Execution::kRepeatable);
 }
 
 MeshOptions MeshOptions::from(const Config& cfg) {
@@ -104,7 +104,8 @@ MeshService::MeshService(MeshOptions o, Net& net, RpcEngine& rpc, RpcStats* stat
     rpc_.handle(
         kMsgMeshSync, [this](RpcRequest& r) { return serve_sync(r); }, HandlerMode::kInline);
     rpc_.handle(
-        kMsgMeshMatrix, [this](RpcRequest& r) { return serve_matrix(r); }, HandlerMode::kWorker);
+        kMsgMeshMatrix, [this](RpcRequest& r) { return serve_matrix(r); }, HandlerMode::kWorker,
+        Execution::kRepeatable);
   }
 }
 

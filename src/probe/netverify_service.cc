@@ -203,7 +203,7 @@ NetverifyService::NetverifyService(Net& net, RpcEngine& rpc, LiveConfig& cfg, Cl
         r.payload = encode_nv_info(v);
         return r;
       },
-      HandlerMode::kWorker);
+      HandlerMode::kWorker, Execution::kRepeatable);
   rpc_.handle(
       kMsgNetverifyMtuSend,
       [this](RpcRequest& req) {
@@ -237,7 +237,7 @@ NetverifyService::NetverifyService(Net& net, RpcEngine& rpc, LiveConfig& cfg, Cl
         r.payload = encode_nv_mtu_send_rep(rep);
         return r;
       },
-      HandlerMode::kWorker);
+      HandlerMode::kWorker, Execution::kRepeatable);
 }
 
 NetverifyService::~NetverifyService() { stop(); }

@@ -58,7 +58,7 @@ void serve_ping(RpcEngine& engine, size_t max_bulk) {
         read_reply(req, pattern, max_bulk, &r);
         return r;
       },
-      HandlerMode::kInline);
+      HandlerMode::kInline, Execution::kRepeatable);
   engine.handle(
       kMsgPing,
       [pattern, max_bulk](RpcRequest& req) {
@@ -70,7 +70,7 @@ void serve_ping(RpcEngine& engine, size_t max_bulk) {
         read_reply(req, pattern, max_bulk, &r);
         return r;
       },
-      HandlerMode::kInline);
+      HandlerMode::kInline, Execution::kRepeatable);
 }
 
 }  // namespace pfsnet

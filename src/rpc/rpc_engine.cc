@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cassert>
 #include <deque>
+#include <random>
 
 #include "base/log.h"
 #include "base/mutex.h"
@@ -80,15 +81,29 @@ RpcOptions RpcOptions::from(const Config& cfg) {
   ro.max_bulk = static_cast<uint32_t>(cfg.max_bulk());
   ro.retry_count = cfg.lnet.retry_count;
   ro.workers = static_cast<int>(cfg.rpc.workers);
+  ro.replay.max_entries = static_cast<size_t>(cfg.rpc.reply_cache_entries);
+  ro.replay.max_bytes = static_cast<size_t>(cfg.rpc.reply_cache_bytes);
+  ro.replay.idle = std::chrono::seconds(cfg.rpc.reply_cache_idle);
   return ro;
 }
+
+namespace {
+uint64_t random_incarnation() {
+  std::random_device rd;
+  uint64_t v = 0;
+  while (v == 0) v = (uint64_t(rd()) << 32) ^ rd();
+  return v;
+}
+}  // namespace
 
 RpcEngine::RpcEngine(Net& net, RpcOptions opts, RpcStats* stats)
     : net_(net),
       opts_(opts),
       stats_(stats),
       clock_(net.clock()),
-      workers_(opts.workers, net.clock()) {
+      workers_(opts.workers, net.clock()),
+      incarnation_(opts.incarnation ? opts.incarnation : random_incarnation()),
+      replay_(opts.replay) {
   net_.set_rx(this);
   for (const MsgType& t : kMsgTypes) types_[t.id].name = std::string(t.name);
 }
@@ -104,17 +119,24 @@ void RpcEngine::define_type(uint32_t type, std::string name) {
   types_[type].name = std::move(name);
 }
 
-void RpcEngine::handle(uint32_t type, std::string name, Handler h, HandlerMode mode) {
+void RpcEngine::handle(uint32_t type, std::string name, Handler h, HandlerMode mode,
+                       Execution exec) {
   define_type(type, std::move(name));
   TypeInfo& t = types_[type];
   assert(!t.handler);
   t.handler = std::move(h);
   t.mode = mode;
+  t.once = exec == Execution::kOnce;
 }
 
-void RpcEngine::handle(uint32_t type, Handler h, HandlerMode mode) {
+void RpcEngine::handle(uint32_t type, Handler h, HandlerMode mode, Execution exec) {
   assert(!msg_type_name(type).empty());
-  handle(type, std::string(msg_type_name(type)), std::move(h), mode);
+  handle(type, std::string(msg_type_name(type)), std::move(h), mode, exec);
+}
+
+ReplyCacheStats RpcEngine::replay_stats() const {
+  MutexLock lk(replay_mu_);
+  return replay_.stats();
 }
 
 std::string RpcEngine::type_name(uint32_t type) const {
@@ -268,6 +290,7 @@ void RpcEngine::send_call(const CallPtr& c) {
   f->hdr.msg_type = c->type;
   f->hdr.flags = c->flags;
   f->hdr.xid = c->xid;
+  f->hdr.incarnation = incarnation_;
   f->payload = Buffer::copy_of(c->payload.span());
   f->bulk = c->bulk;
   f->reply_sink = c->reply_bulk;
@@ -278,6 +301,9 @@ void RpcEngine::send_call(const CallPtr& c) {
     MutexLock lk(mu_);
     c->attempt_deadline = std::min(c->deadline, clock_.now() + c->attempt_timeout);
     deadline = c->attempt_deadline;
+    // Every xid below the oldest on the wire is finished here: the server may forget it.
+    uint64_t oldest = pending_.empty() ? c->xid : std::min(c->xid, pending_.begin()->first);
+    f->hdr.done_lag = static_cast<uint32_t>(std::min<uint64_t>(c->xid - oldest, UINT32_MAX));
     c->tx_keep = c;  // until on_tx_done
   }
   if (c->pin)
@@ -531,6 +557,13 @@ size_t RpcEngine::fail_calls_to(const std::vector<Nid>& nids, const Status& s) {
 }
 
 size_t RpcEngine::expire(TimePoint now) {
+  {
+    MutexLock lk(replay_mu_);
+    if (now - replay_swept_ >= std::chrono::seconds(10)) {
+      replay_.expire(now);
+      replay_swept_ = now;
+    }
+  }
   std::vector<std::pair<CallPtr, bool>> dead;  // (call, still queued for a slot)
   struct Remote {
     CallPtr c;

@@ -9,7 +9,9 @@
 // Server side: a handler per message type runs inline on the I/O thread (kInline: must
 // not block; the fastest path) or on the worker pool (kWorker). Execution time runs from
 // the request being completely received until the reply is handed to the network; it
-// travels in the reply header.
+// travels in the reply header. A request runs once however often the network delivers it
+// (a resend keeps its xid; requests carry the client's incarnation): a copy of one that
+// ran gets its saved reply (rpc/reply_cache.h), unless its type is Execution::kRepeatable.
 //
 // Bulk: a write carries its data with the request (one round trip), a read returns it
 // with the reply; 0 to 2 x maxBlockSize bytes either way.
@@ -28,6 +30,7 @@
 #include <pfsnet/rpc.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +40,7 @@
 
 #include "base/mutex.h"
 #include "net/net.h"
+#include "rpc/reply_cache.h"
 #include "rpc/worker_pool.h"
 #include "stats/rpc_stats.h"
 
@@ -50,6 +54,10 @@ struct RpcOptions {
   // A blocking call() spins this long for its reply before sleeping (one caller at a
   // time); a reply within it costs no thread wake-up. 0 disables spinning.
   std::chrono::microseconds spin{100};
+  // Exactly-once execution (rpc/reply_cache.h): what the server keeps per client
+  // incarnation, and this engine's own incarnation as a client (0: a random one).
+  ReplyCacheOptions replay;
+  uint64_t incarnation = 0;
   // Resends (LNet health): a request whose attempt fails on the network (send failed,
   // connection closed before the reply, no reply within the attempt's deadline) is sent
   // again -- on another path when there is a healthier one -- up to retry_count times
@@ -77,10 +85,12 @@ class RpcEngine final : public NetRx {
   // pfsnet's own types (rpc/msg_types.h) are named from the start. REQUIRES: `type` is
   // not one of them under another name.
   void define_type(uint32_t type, std::string name);
-  // Serves `type`. REQUIRES: before any traffic; `type` not served already.
-  void handle(uint32_t type, std::string name, Handler h, HandlerMode mode);
+  // Serves `type`; a resent copy of a request runs again only when `exec` says it may.
+  // REQUIRES: before any traffic; `type` not served already.
+  void handle(uint32_t type, std::string name, Handler h, HandlerMode mode,
+              Execution exec = Execution::kOnce);
   // Serves one of pfsnet's own types, under its registered name.
-  void handle(uint32_t type, Handler h, HandlerMode mode);
+  void handle(uint32_t type, Handler h, HandlerMode mode, Execution exec = Execution::kOnce);
   // "PING", or "type-N" for an unnamed type.
   std::string type_name(uint32_t type) const;
   // The type named `name` (defined or handled here), or 0.
@@ -98,6 +108,10 @@ class RpcEngine final : public NetRx {
   size_t expire(TimePoint now);
   // The worker pool's queue and wait (rpc.workers threads).
   WorkerStats worker_stats() const { return workers_.stats(); }
+  // The reply cache's figures (exactly-once execution of the requests served here).
+  ReplyCacheStats replay_stats() const;
+  // This engine's incarnation as a client (in every request it sends).
+  uint64_t incarnation() const { return incarnation_; }
   // Fails every pending and queued RPC with kCancelled and stops the workers. New calls
   // fail at once. Idempotent.
   void shutdown();
@@ -160,9 +174,17 @@ class RpcEngine final : public NetRx {
   void finish_slot(Call& c);
   void serve(const Nid& from, InFrame&& f, RxCredit credit);
   void on_reply(const Nid& from, InFrame&& f, RxCredit credit);
-  // `counted`: a handler ran, so its execution time goes into the statistics.
+  // `counted`: a handler ran, so its execution time goes into the statistics. `saved`:
+  // the request was admitted by the reply cache, which keeps the reply and may name a
+  // later path for it.
   void send_reply(const Nid& to, const FrameHeader& req, TimePoint received, RpcResponse&& r,
-                  bool counted);
+                  bool counted, bool saved = false);
+  // Sends `f` to `to` back on the NI `local` (packed; 0: any), resent on the best path
+  // left when that send fails.
+  void send_reply_frame(const Nid& to, uint64_t local, std::unique_ptr<OutFrame> f);
+  // A request of an incarnation: runs (true) unless the reply cache has seen it, in which
+  // case it is answered or dropped here (false).
+  bool admit(const Nid& from, const FrameHeader& h);
 
   Net& net_;
   RpcOptions opts_;
@@ -174,11 +196,19 @@ class RpcEngine final : public NetRx {
     std::string name;
     Handler handler;
     HandlerMode mode = HandlerMode::kInline;
+    bool once = true;  // Execution::kOnce
   };
   std::unordered_map<uint32_t, TypeInfo> types_;
 
+  const uint64_t incarnation_;
+  // The server's memory of requests run (exactly-once); its own lock, not mu_.
+  mutable Mutex replay_mu_;
+  ReplyCache replay_ GUARDED_BY(replay_mu_);
+  TimePoint replay_swept_ GUARDED_BY(replay_mu_);  // idle incarnations: every 10 s
+
   mutable Mutex mu_;
-  std::unordered_map<uint64_t, CallPtr> pending_ GUARDED_BY(mu_);  // xid -> call on the wire
+  // xid -> call on the wire; ordered, so the oldest is at hand (a request's done_lag).
+  std::map<uint64_t, CallPtr> pending_ GUARDED_BY(mu_);
   // Packed NID -> target; a Target is reached only through this map, under mu_.
   std::unordered_map<uint64_t, std::unique_ptr<Target>> targets_ GUARDED_BY(mu_);
   uint64_t next_xid_ GUARDED_BY(mu_) = 1;

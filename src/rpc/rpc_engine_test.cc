@@ -363,5 +363,61 @@ TEST(RpcRaceTest, ATimeoutAndACloseRacingResendAnAttemptOnce) {
   }
 }
 
+// Exactly-once: a resend (same xid, after a remote timeout) of a request still running
+// on the server is not run again, and the first run's reply answers it; a type declared
+// repeatable runs the copy.
+TEST(RpcReplayTest, ACopyOfARunningRequestRunsOnlyWhenItsTypeIsRepeatable) {
+  Nid a = nid("10.0.0.1@tcp"), b = nid("10.0.0.2@tcp");
+  for (Execution exec : {Execution::kOnce, Execution::kRepeatable}) {
+    Gate release;  // outlives the nodes' workers
+    ManualClock clock;
+    MemHub hub;
+    Node server(hub, clock, b);
+    std::atomic<int> runs{0};
+    server.rpc.handle(
+        kBlock, "BLOCK",
+        [&](RpcRequest&) {
+          int n = ++runs;
+          release.wait();
+          RpcResponse r;
+          r.payload = Buffer::copy_of(std::string_view("run " + std::to_string(n)));
+          return r;
+        },
+        HandlerMode::kWorker, exec);
+    Node client(hub, clock, a, 8, 8, /*retry_count=*/2);
+    Replies r;
+    client.rpc.call_async(b, kBlock, Buffer(), nullptr, r.cb(), CallOptions{60s});
+    auto pump_until = [&](auto done) {
+      auto limit = std::chrono::steady_clock::now() + 10s;
+      for (int i = 0; i < 10'000'000 && !done() && std::chrono::steady_clock::now() < limit; ++i) {
+        hub.pump();
+        std::this_thread::yield();
+      }
+      return done();
+    };
+    ASSERT_TRUE(pump_until([&] { return runs.load() == 1; }));
+    clock.advance(20s);  // the first attempt's deadline (60 s over 3 attempts): resent
+    client.rpc.expire(clock.now());
+    ASSERT_EQ(client.net.peers().at(0).resends, 1u);
+    if (exec == Execution::kOnce) {
+      ASSERT_TRUE(pump_until([&] { return server.rpc.replay_stats().running_copies == 1; }));
+      EXPECT_EQ(runs.load(), 1);  // two workers, one run
+    } else {
+      ASSERT_TRUE(pump_until([&] { return runs.load() == 2; }));
+      EXPECT_EQ(server.rpc.replay_stats().entries, 0u);  // nothing recorded
+    }
+    release.open();
+    ASSERT_TRUE(pump_until([&] { return r.got.size() == 1; }));
+    ASSERT_TRUE(r.got[0].status.ok()) << r.got[0].status.to_string();
+    EXPECT_EQ(r.got[0].payload.view().substr(0, 4), "run ");
+    if (exec == Execution::kOnce) {
+      EXPECT_EQ(r.got[0].payload.view(), "run 1");
+      EXPECT_EQ(server.rpc.replay_stats().entries, 1u);  // kept until the client moves on
+    }
+    client.rpc.shutdown();
+    hub.pump();
+  }
+}
+
 }  // namespace
 }  // namespace pfsnet

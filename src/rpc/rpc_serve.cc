@@ -83,7 +83,12 @@ void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     return;
   }
   const TypeInfo& t = it->second;
-  auto run = [this, &t, from](InFrame& fr, RxCredit& cr) {
+  const bool saved = t.once && f.hdr.incarnation != 0;
+  if (saved && !admit(from, f.hdr)) {
+    credit.release();
+    return;
+  }
+  auto run = [this, &t, from, saved](InFrame& fr, RxCredit& cr) {
     RpcRequest req{from, fr.hdr.msg_type, std::move(fr.payload), std::move(fr.bulk)};
     RpcResponse resp;
     try {
@@ -94,7 +99,7 @@ void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     }
     req = RpcRequest{};
     cr.release();  // before the reply, so the credit rides on it
-    send_reply(from, fr.hdr, fr.times.complete, std::move(resp), true);
+    send_reply(from, fr.hdr, fr.times.complete, std::move(resp), true, saved);
   };
   if (t.mode == HandlerMode::kInline) {
     run(f, credit);
@@ -109,12 +114,52 @@ void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     job->credit.release();
     RpcResponse r;
     r.status = Status(Code::kCancelled, "server is shutting down");
-    send_reply(from, job->f.hdr, job->f.times.complete, std::move(r), false);
+    send_reply(from, job->f.hdr, job->f.times.complete, std::move(r), false, saved);
   }
 }
 
+bool RpcEngine::admit(const Nid& from, const FrameHeader& h) {
+  Admission a;
+  {
+    MutexLock lk(replay_mu_);
+    a = replay_.admit(h.incarnation, h.xid, h.done_lag, ReplyPath{from.pack(), h.dst_nid},
+                      clock_.now());
+  }
+  switch (a.what) {
+    case Admit::kRun:
+      return true;
+    case Admit::kRunning:   // the first run answers
+    case Admit::kFinished:  // nobody waits for it
+      PFS_LOG_DEBUG("request {} xid {} from {}: a copy, {}: dropped", type_name(h.msg_type), h.xid,
+                    from.to_string(), admit_name(a.what));
+      return false;
+    case Admit::kSaved: {
+      auto f = std::make_unique<OutFrame>();
+      f->hdr = a.reply->hdr;
+      f->payload = Buffer::copy_of(a.reply->payload.span());
+      f->bulk = a.reply->bulk;
+      f->bulk_limit = a.reply->bulk_limit;
+      PFS_LOG_DEBUG("request {} xid {} from {} ran already: its reply sent again",
+                    type_name(h.msg_type), h.xid, from.to_string());
+      send_reply_frame(from, h.dst_nid, std::move(f));
+      return false;
+    }
+    case Admit::kNotKept: {
+      RpcResponse r;
+      r.status = Status(Code::kRemoteError,
+                        "request " + type_name(h.msg_type) + " xid " + std::to_string(h.xid) +
+                            " ran already and its reply was not kept (reply cache bounds); "
+                            "not run again");
+      PFS_LOG_WARN_LIMITED("replay:" + from.to_string(), "{}", r.status.message());
+      send_reply(from, h, clock_.now(), std::move(r), false);
+      return false;
+    }
+  }
+  return true;
+}
+
 void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint received,
-                           RpcResponse&& r, bool counted) {
+                           RpcResponse&& r, bool counted, bool saved) {
   auto f = std::make_unique<OutFrame>();
   f->hdr.kind = FrameKind::kReply;
   f->hdr.xid = req.xid;
@@ -140,10 +185,35 @@ void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
   f->hdr.exec_ns = static_cast<uint64_t>(exec);
   RpcStats* stats = stats_.load(std::memory_order_acquire);
   if (stats && counted) stats->record_exec(RawExecRecord{exec, req.msg_type});
+  Nid dest = to;
+  uint64_t local = req.dst_nid;
+  if (saved) {
+    auto keep = std::make_shared<SavedReply>();
+    keep->hdr = f->hdr;
+    keep->payload = Buffer::copy_of(f->payload.span());
+    keep->bulk = f->bulk;
+    keep->bulk_limit = f->bulk_limit;
+    std::optional<ReplyPath> p;
+    {
+      MutexLock lk(replay_mu_);
+      p = replay_.finish(req.incarnation, req.xid, std::move(keep));
+    }
+    // A copy came by another path while it ran: the client waits there now.
+    if (p) {
+      if (auto n = Nid::unpack(p->from); n.ok()) {
+        dest = *n;
+        local = p->local;
+      }
+    }
+  }
+  send_reply_frame(dest, local, std::move(f));
+}
+
+void RpcEngine::send_reply_frame(const Nid& to, uint64_t local_nid, std::unique_ptr<OutFrame> f) {
   // The reply goes back on the path the request came in on while that NI is up.
-  TimePoint deadline = now + opts_.default_timeout;
+  TimePoint deadline = clock_.now() + opts_.default_timeout;
   auto* resend = new ReplyResend(net_, to, *f, deadline);
-  auto local = Nid::unpack(req.dst_nid);
+  auto local = Nid::unpack(local_nid);
   if (local.ok())
     net_.send_via(*local, to, std::move(f), deadline, resend, false);
   else

@@ -338,7 +338,7 @@ void serve_tune_probe(RpcEngine& engine, Clock& clock) {
         for (int i = 0; i < 8; ++i) r.payload.data()[i] = static_cast<uint8_t>(ns >> (8 * i));
         return r;
       },
-      HandlerMode::kInline);
+      HandlerMode::kInline, Execution::kRepeatable);
 }
 
 Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, int train,

@@ -19,7 +19,8 @@ bool is_valid_frame_kind(uint8_t k) { return k >= 1 && k <= 6; }
 // Layout (little-endian):
 //  0 magic u32 | 4 version u16 | 6 kind u8 | 7 flags u8 | 8 src_nid u64 | 16 dst_nid u64
 // 24 xid u64 | 32 msg_type u32 | 36 payload_len u32 | 40 bulk_len u32 | 44 credits u32
-// 48 exec_ns u64 | 56 status u16 | 58 health u16 | 60 crc32c of bytes 0..59 u32
+// 48 exec_ns u64 | 56 status u16 | 58 health u16 (replies and control frames)
+// 48 incarnation u64 | 56 done_lag u32 (requests) | 60 crc32c of bytes 0..59 u32
 void encode_header(const FrameHeader& h, EncodedHeader* out) {
   uint8_t* p = out->data();
   put<uint32_t>(p + 0, kFrameMagic);
@@ -33,9 +34,14 @@ void encode_header(const FrameHeader& h, EncodedHeader* out) {
   put<uint32_t>(p + 36, h.payload_len);
   put<uint32_t>(p + 40, h.bulk_len);
   put<uint32_t>(p + 44, h.credits);
-  put<uint64_t>(p + 48, h.exec_ns);
-  put<uint16_t>(p + 56, h.status);
-  put<uint16_t>(p + 58, h.health);
+  if (h.kind == FrameKind::kRequest) {
+    put<uint64_t>(p + 48, h.incarnation);
+    put<uint32_t>(p + 56, h.done_lag);
+  } else {
+    put<uint64_t>(p + 48, h.exec_ns);
+    put<uint16_t>(p + 56, h.status);
+    put<uint16_t>(p + 58, h.health);
+  }
   put<uint32_t>(p + 60, crc32c({p, 60}));
 }
 
@@ -61,9 +67,14 @@ Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, const FrameLim
   h.payload_len = get<uint32_t>(p + 36);
   h.bulk_len = get<uint32_t>(p + 40);
   h.credits = get<uint32_t>(p + 44);
-  h.exec_ns = get<uint64_t>(p + 48);
-  h.status = get<uint16_t>(p + 56);
-  h.health = get<uint16_t>(p + 58);
+  if (h.kind == FrameKind::kRequest) {
+    h.incarnation = get<uint64_t>(p + 48);
+    h.done_lag = get<uint32_t>(p + 56);
+  } else {
+    h.exec_ns = get<uint64_t>(p + 48);
+    h.status = get<uint16_t>(p + 56);
+    h.health = get<uint16_t>(p + 58);
+  }
   if (h.payload_len > limits.max_payload)
     return bad("payload length " + std::to_string(h.payload_len) + " exceeds limit " +
                std::to_string(limits.max_payload));

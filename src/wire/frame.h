@@ -48,9 +48,16 @@ struct FrameHeader {
   uint32_t payload_len = 0;
   uint32_t bulk_len = 0;
   uint32_t credits = 0;  // credits returned to the receiver of this frame
+  // Bytes 48..59 mean one thing in a reply and another in a request (never both).
   uint64_t exec_ns = 0;  // replies: server execution time
   uint16_t status = 0;   // replies: Code; 0 = OK
   uint16_t health = 0;   // replies: HealthKind of a failure
+  // Requests (exactly-once execution, rpc/reply_cache.h): the client engine's
+  // incarnation -- random and nonzero per start; 0 asks for nothing -- and how far below
+  // this xid its oldest unfinished RPC is: every xid of that client below
+  // xid - done_lag is finished at its end (answered or given up).
+  uint64_t incarnation = 0;
+  uint32_t done_lag = 0;
   // bulk_read: in a request, how many bytes of bulk the reply should carry
   // is carried in the payload by the RPC layer; the frame knows only lengths.
 };

@@ -47,6 +47,35 @@ TEST(FrameTest, RoundTrip) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(e.data()), 4), "PFS1");
 }
 
+// A request carries the client's incarnation and done_lag where a reply carries its
+// execution time and status, and only those.
+TEST(FrameTest, RequestCarriesIncarnationAndDoneLag) {
+  FrameHeader h = sample();
+  h.kind = FrameKind::kRequest;
+  h.incarnation = 0xfedcba9876543210ULL;
+  h.done_lag = 0x89abcdefU;
+  EncodedHeader e;
+  encode_header(h, &e);
+  auto d = decode_header(e, FrameLimits{});
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->incarnation, h.incarnation);
+  EXPECT_EQ(d->done_lag, h.done_lag);
+  EXPECT_EQ(d->exec_ns, 0u);
+  EXPECT_EQ(d->status, 0u);
+  EXPECT_EQ(d->health, 0u);
+  auto r = decode_header(
+      [&] {
+        FrameHeader rep = sample();
+        EncodedHeader er;
+        encode_header(rep, &er);
+        return er;
+      }(),
+      FrameLimits{});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->incarnation, 0u);
+  EXPECT_EQ(r->done_lag, 0u);
+}
+
 TEST(FrameTest, TruncatedHeader) {
   EncodedHeader e;
   encode_header(sample(), &e);
