@@ -7,6 +7,8 @@
 //   rpc_rtt_64b_p50_nospin  the same with RpcOptions::spin = 0 (the caller sleeps at once).
 //   rpc_rate_64b     RPC/s  64 RPCs in flight (closed loop, async), one client process, one
 //                           pfsnetd; baseline: a plain TCP echo with 64 messages in flight.
+//   rpc_rate_64b_once_vs_repeatable  RPC/s  64 B BRW_WRITEs (exactly-once: recorded in
+//                           the server's reply cache); baseline: 64 B PINGs (repeatable).
 //   bulk_write_1m    MiB/s  1 MiB writes (bulk with the request), 8 in flight; baseline: a
 //   bulk_read_1m     MiB/s  plain TCP stream of 1 MiB writes. Reads: bulk with the reply.
 //   rpc_rate_stats_on_vs_off  RPC/s  rpc_rate_64b with the client recording statistics;
@@ -593,6 +595,21 @@ int main(int argc, char** argv) {
       [&] {
         return closed_loop(64, seconds, [&](RpcEngine::Callback cb) {
           client.rpc->call_async(client.server, kMsgPing, Buffer(), small, std::move(cb));
+        });
+      });
+  // What exactly-once costs a server: 64 B writes (BRW_WRITE runs once: each is recorded
+  // in the reply cache and its reply kept until the client moves on) beside 64 B PINGs
+  // (repeatable: not recorded), 64 in flight each.
+  measure(
+      "rpc_rate_64b_once_vs_repeatable", "RPC/s",
+      [&] {
+        return closed_loop(64, seconds, [&](RpcEngine::Callback cb) {
+          client.rpc->call_async(client.server, kMsgPing, Buffer(), small, std::move(cb));
+        });
+      },
+      [&] {
+        return closed_loop(64, seconds, [&](RpcEngine::Callback cb) {
+          client.rpc->call_async(client.server, kMsgBrwWrite, Buffer(), small, std::move(cb));
         });
       });
   measure(
