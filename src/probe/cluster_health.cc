@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "wire/byte_codec.h"
@@ -202,9 +203,21 @@ void drop_consequences(std::vector<Problem>& v) {
     }
     return false;
   };
+  std::set<std::string> faulty_nodes;
+  for (const auto& [node, net] : faulty_ends) faulty_nodes.insert(node);
+  // A path ("a -> b (NID -> NID)") measured slow or throttled to or from a node with a
+  // faulty NI: that node's traffic has moved to its other NIs, which the mesh's bulk
+  // probes then share.
+  auto path_of_faulty_node = [&](const Problem& p) {
+    if (p.kind != "path" || (p.cause != "SLOW" && p.cause != "THROTTLED")) return false;
+    std::istringstream in(p.subject);
+    std::string a, arrow, b;
+    in >> a >> arrow >> b;
+    return faulty_nodes.count(a) != 0 || faulty_nodes.count(b) != 0;
+  };
   std::erase_if(v, [&](const Problem& p) {
     if (!consequence(p.cause)) return false;
-    if (names_down(p.subject)) return true;
+    if (names_down(p.subject) || path_of_faulty_node(p)) return true;
     return p.kind == "peer_ni" && faulty_ends.count({p.seen_by, net_of(p.subject)}) != 0;
   });
 }

@@ -106,7 +106,9 @@ void merge_cluster_problems(std::vector<Problem>& into, const std::vector<NodePr
 //   or THROTTLED                    calls UNHEALTHY, SLOW, LOSSY or THROTTLED: a node whose
 //                                   egress is shaped or lossy sees its peers so (TCP
 //                                   retransmits what its own link dropped), the others do
-//                                   not
+//                                   not; and the mesh's SLOW or THROTTLED paths to or from
+//                                   its node: the node's traffic moved to its other NIs,
+//                                   whose bulk probes then share them
 void drop_consequences(std::vector<Problem>& v);
 
 }  // namespace pfsnet

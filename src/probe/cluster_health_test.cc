@@ -133,12 +133,19 @@ TEST(ClusterHealthMerge, PeersOnlyAFaultyNisNodeCallsFaultyAreLeftOut) {
       prob("peer_ni", "198.18.1.6@tcp", "LOSSY", "n1"),      // not n4's view: kept
       prob("ni", "198.18.1.7@tcp", "SLOW", "n7"),            // n7's own NI
       prob("peer_ni", "198.18.1.8@tcp", "UNHEALTHY", "n7"),  // so n7's view of a peer goes
+      // n4's load moved to its rail 2: bulk probes there share it.
+      prob("path", "n2 -> n4 (198.18.2.2@tcp1 -> 198.18.2.4@tcp1)", "THROTTLED", "n2"),
+      prob("path", "n7 -> n5 (198.18.2.7@tcp1 -> 198.18.2.5@tcp1)", "SLOW", "n7"),
+      prob("path", "n2 -> n5 (198.18.2.2@tcp1 -> 198.18.2.5@tcp1)", "THROTTLED", "n2"),
+      prob("path", "n4 -> n5 (198.18.2.4@tcp1 -> 198.18.2.5@tcp1)", "LOSSY", "n4"),  // not slow
   };
   drop_consequences(v);
   std::vector<std::string> left;
   for (const Problem& p : v) left.push_back(p.subject);
   EXPECT_EQ(left, (std::vector<std::string>{"198.18.1.4@tcp (n4)", "198.18.2.1@tcp1",
-                                            "198.18.1.5@tcp", "198.18.1.6@tcp", "198.18.1.7@tcp"}));
+                                            "198.18.1.5@tcp", "198.18.1.6@tcp", "198.18.1.7@tcp",
+                                            "n2 -> n5 (198.18.2.2@tcp1 -> 198.18.2.5@tcp1)",
+                                            "n4 -> n5 (198.18.2.4@tcp1 -> 198.18.2.5@tcp1)"}));
 }
 
 }  // namespace
