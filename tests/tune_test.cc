@@ -72,12 +72,13 @@ TEST(TuneTest, ProbeMeasuresThePathAndApplyTakesTheRecommendation) {
   EXPECT_EQ(r["settings"]["peer_credits"]["recommended"].get<int64_t>(), rec);
   if (!kSanitized) {  // a sanitized daemon's CPU, not the link, bounds the train
     EXPECT_EQ(rec, p["rpcs_needed"].get<int64_t>());
-    // The train's dispersion gives the emulated rate: 1000 Mbit/s = 119.2 MiB/s.
+    // The train's dispersion gives the emulated rate: 1000 Mbit/s = 119.2 MiB/s. A loaded
+    // host compresses a train now and then (CI saw 140.5 MiB/s, +18%), so +30%.
     EXPECT_GT(p["bandwidth_mib_s"].get<double>(), 0.85 * 119.2) << p.dump();
-    EXPECT_LT(p["bandwidth_mib_s"].get<double>(), 1.15 * 119.2) << p.dump();
-    // BDP about 2.5 MB: ceil(BDP / 256 KiB) + 1 = 11 RPCs (10..13 with the probe's error).
+    EXPECT_LT(p["bandwidth_mib_s"].get<double>(), 1.30 * 119.2) << p.dump();
+    // BDP about 2.5 MB: ceil(BDP / 256 KiB) + 1 = 11 RPCs (10..15 with the probe's error).
     EXPECT_GE(rec, 10);
-    EXPECT_LE(rec, 13);
+    EXPECT_LE(rec, 15);
     EXPECT_EQ(r["problems"][0]["problem"], "rpcs_below_bdp") << r.dump();
   }
   EXPECT_NE(r["settings"]["max_rpcs_in_flight"]["why"].get<std::string>().find("BDP"),
