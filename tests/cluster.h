@@ -269,8 +269,9 @@ inline int64_t executions(const std::string& socket, const std::string& type, in
   };
   nlohmann::json first =
       diag_until(socket, [&](const nlohmann::json& r) { return count(r).first >= at_least; });
-  auto [n, newest] = count(first);
-  if (n < at_least) return -1;
+  const auto seen = count(first);  // no structured binding: clang cannot capture one
+  const int64_t newest = seen.second;
+  if (seen.first < at_least) return -1;
   nlohmann::json later =
       diag_until(socket, [&](const nlohmann::json& r) { return count(r).second >= newest + 2; });
   return count(later).first;
