@@ -157,6 +157,21 @@ class TwoRails {
       if (n["nid"] == peer_nid) return n;
     return json();
   }
+  // nftables drops everything the server sends from its address on `rail` (table
+  // pfsblack): requests arrive and run, their replies (and TCP's acks) vanish.
+  bool black_hole_replies(int rail) {
+    return nft(1,
+               "table inet pfsblack {\n chain out {\n  type filter hook output priority 0; "
+               "policy accept;\n  ip saddr " +
+                   addr(1, rail) + " drop\n }\n}\n");
+  }
+  // `count` 4 KiB BRW_WRITEs from the client to the server's rail-1 NID, 10 ms apart.
+  std::unique_ptr<Process> writes(int count, int timeout) {
+    return std::make_unique<Process>(std::vector<std::string>{
+        PFSNET_BIN, "--socket", socket_[0], "ping", nid(1, 0), "--mode", "write", "--size", "4096",
+        "--count", std::to_string(count), "--interval", "0.01", "--timeout",
+        std::to_string(timeout), "--json"});
+  }
   // A background `pfsnet ping` load from the client to the server's rail-1 NID.
   std::unique_ptr<Process> load(int count, const std::string& interval, int timeout) {
     return std::make_unique<Process>(std::vector<std::string>{
@@ -372,15 +387,9 @@ TEST(NetnsTest, WritesResentOverABlackHoledRailRunOnce) {
   if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
   auto warm = net.load(20, "0", 3);  // both rails known and connected (PING: no writes)
   ASSERT_EQ(warm->wait_exit(20000ms), 0) << warm->output();
-  ASSERT_TRUE(net.nft(1,
-                      "table inet pfsblack {\n chain out {\n  type filter hook output "
-                      "priority 0; policy accept;\n  ip saddr " +
-                          TwoRails::addr(1, 0) + " drop\n }\n}\n"));
+  ASSERT_TRUE(net.black_hole_replies(0));
   constexpr int kWrites = 40;
-  auto load = std::make_unique<Process>(std::vector<std::string>{
-      PFSNET_BIN, "--socket", net.socket(0), "ping", net.nid(1, 0), "--mode", "write", "--size",
-      "4096", "--count", std::to_string(kWrites), "--interval", "0.01", "--timeout", "3",
-      "--json"});
+  auto load = net.writes(kWrites, 3);
   ASSERT_EQ(load->wait_exit(60000ms), 0) << load->output();
   ASSERT_TRUE(load->wait_eof(5000ms));
   json summary = last_json_line(load->output());
@@ -407,15 +416,9 @@ TEST(NetnsTest, WritesResentOverAResetConnectionRunOnce) {
   if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
   auto warm = net.load(20, "0", 3);
   ASSERT_EQ(warm->wait_exit(20000ms), 0) << warm->output();
-  ASSERT_TRUE(net.nft(1,
-                      "table inet pfsblack {\n chain out {\n  type filter hook output "
-                      "priority 0; policy accept;\n  ip saddr " +
-                          TwoRails::addr(1, 0) + " drop\n }\n}\n"));
+  ASSERT_TRUE(net.black_hole_replies(0));
   constexpr int kWrites = 40;
-  auto load = std::make_unique<Process>(std::vector<std::string>{
-      PFSNET_BIN, "--socket", net.socket(0), "ping", net.nid(1, 0), "--mode", "write", "--size",
-      "4096", "--count", std::to_string(kWrites), "--interval", "0.01", "--timeout", "30",
-      "--json"});
+  auto load = net.writes(kWrites, 30);
   // The fault driver: resets the client's rail-1 connections every 300 ms until the load
   // is done (bounded: 100 rounds).
   int resets = 0;

@@ -28,19 +28,21 @@ std::string_view admit_name(Admit a) {
   return "?";
 }
 
+std::map<uint64_t, ReplyCache::Entry>::iterator ReplyCache::erase(
+    Client& c, std::map<uint64_t, Entry>::iterator it) {
+  if (it->second.reply) {
+    size_t b = it->second.reply->bytes();
+    c.bytes -= b;
+    bytes_ -= b;
+  }
+  --entries_;
+  return c.entries.erase(it);
+}
+
 void ReplyCache::forget_below(Client& c, uint64_t mark) {
   if (mark <= c.done_below) return;
   c.done_below = mark;
-  auto end = c.entries.lower_bound(mark);
-  for (auto it = c.entries.begin(); it != end; ++it) {
-    if (it->second.reply) {
-      size_t b = it->second.reply->bytes();
-      c.bytes -= b;
-      bytes_ -= b;
-    }
-    --entries_;
-  }
-  c.entries.erase(c.entries.begin(), end);
+  for (auto it = c.entries.begin(); it != c.entries.end() && it->first < mark;) it = erase(c, it);
 }
 
 void ReplyCache::bound_entries(Client& c) {
@@ -51,14 +53,8 @@ void ReplyCache::bound_entries(Client& c) {
       ++it;
       continue;
     }
-    if (it->second.reply) {
-      size_t b = it->second.reply->bytes();
-      c.bytes -= b;
-      bytes_ -= b;
-    }
     c.evicted_max = std::max(c.evicted_max, it->first);
-    it = c.entries.erase(it);
-    --entries_;
+    it = erase(c, it);
     ++counts_.evicted_entries;
   }
 }

@@ -54,7 +54,7 @@ struct ReplyCacheOptions {
   Duration idle = std::chrono::minutes(10);
 };
 
-// A reply as first sent, kept to be sent again.
+// A reply as first sent, kept to be sent again (by the cache, and when its send fails).
 struct SavedReply {
   FrameHeader hdr;
   Buffer payload;
@@ -121,6 +121,8 @@ class ReplyCache {
     TimePoint last;
     std::map<uint64_t, Entry> entries;
   };
+  // Lets the record at `it` go, with its saved reply's bytes.
+  std::map<uint64_t, Entry>::iterator erase(Client& c, std::map<uint64_t, Entry>::iterator it);
   void forget_below(Client& c, uint64_t mark);
   void bound_entries(Client& c);
 

@@ -179,9 +179,9 @@ class RpcEngine final : public NetRx {
   // later path for it.
   void send_reply(const Nid& to, const FrameHeader& req, TimePoint received, RpcResponse&& r,
                   bool counted, bool saved = false);
-  // Sends `f` to `to` back on the NI `local` (packed; 0: any), resent on the best path
+  // Sends `reply` to `to` back on the NI `local` (packed; 0: any), resent on the best path
   // left when that send fails.
-  void send_reply_frame(const Nid& to, uint64_t local, std::unique_ptr<OutFrame> f);
+  void send_reply_frame(const Nid& to, uint64_t local, std::shared_ptr<const SavedReply> reply);
   // A request of an incarnation: runs (true) unless the reply cache has seen it, in which
   // case it is answered or dropped here (false).
   bool admit(const Nid& from, const FrameHeader& h);

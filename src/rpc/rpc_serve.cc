@@ -11,53 +11,45 @@ namespace {
 // How many more times a reply whose send failed is sent (within its deadline).
 constexpr int kReplyResends = 2;
 
+// A frame of `r` to send: the payload copied (the transport consumes it), the bulk shared.
+std::unique_ptr<OutFrame> frame_of(const SavedReply& r) {
+  auto f = std::make_unique<OutFrame>();
+  f->hdr = r.hdr;
+  f->payload = Buffer::copy_of(r.payload.span());
+  f->bulk = r.bulk;
+  f->bulk_limit = r.bulk_limit;
+  return f;
+}
+
 // A reply's completion that resends it when its send fails (the connection of its path
 // closed, a send error, a fault rule) on the best path left, as LNet resends any message
 // whose send failed: Net demerited the failed path, so selection takes another -- a reply
 // to a request that came in over RDMA may so leave over TCP, which the client records as
-// latency mixed. It keeps what it needs to build the frame again (the payload copied, the
-// bulk shared) and holds the Net only, which outlives the engine.
+// latency mixed. It shares the reply as first sent (the reply cache may hold it too) and
+// holds the Net only, which outlives the engine.
 class ReplyResend final : public TxCompletion {
  public:
-  ReplyResend(Net& net, const Nid& to, const OutFrame& f, TimePoint deadline)
-      : net_(net),
-        to_(to),
-        hdr_(f.hdr),
-        payload_(Buffer::copy_of(f.payload.span())),
-        bulk_(f.bulk),
-        bulk_limit_(f.bulk_limit),
-        deadline_(deadline) {}
-
-  std::unique_ptr<OutFrame> frame() const {
-    auto f = std::make_unique<OutFrame>();
-    f->hdr = hdr_;
-    f->payload = Buffer::copy_of(payload_.span());
-    f->bulk = bulk_;
-    f->bulk_limit = bulk_limit_;
-    return f;
-  }
+  ReplyResend(Net& net, const Nid& to, std::shared_ptr<const SavedReply> reply, TimePoint deadline)
+      : net_(net), to_(to), reply_(std::move(reply)), deadline_(deadline) {}
 
   void on_tx_done(const Status& s, const TxTimes& t) override {
+    uint64_t xid = reply_->hdr.xid;
     if (s.ok() || left_ == 0 || s.code() == Code::kCancelled || net_.clock().now() >= deadline_) {
-      if (!s.ok())
-        PFS_LOG_WARN("reply {} to {} not sent: {}", hdr_.xid, to_.to_string(), s.message());
+      if (!s.ok()) PFS_LOG_WARN("reply {} to {} not sent: {}", xid, to_.to_string(), s.message());
       delete this;
       return;
     }
     --left_;
-    PFS_LOG_INFO("reply {} to {} failed on {} ({}); sending it again", hdr_.xid, to_.to_string(),
+    PFS_LOG_INFO("reply {} to {} failed on {} ({}); sending it again", xid, to_.to_string(),
                  Nid::unpack(t.local_nid).ok() ? Nid::unpack(t.local_nid)->to_string() : "?",
                  s.message());
-    net_.send(to_, frame(), deadline_, this);  // may complete at once: nothing after it
+    net_.send(to_, frame_of(*reply_), deadline_, this);  // may complete at once: nothing after it
   }
 
  private:
   Net& net_;
   const Nid to_;
-  const FrameHeader hdr_;
-  const Buffer payload_;
-  const BulkData bulk_;
-  const size_t bulk_limit_;
+  const std::shared_ptr<const SavedReply> reply_;
   const TimePoint deadline_;
   int left_ = kReplyResends;
 };
@@ -133,17 +125,11 @@ bool RpcEngine::admit(const Nid& from, const FrameHeader& h) {
       PFS_LOG_DEBUG("request {} xid {} from {}: a copy, {}: dropped", type_name(h.msg_type), h.xid,
                     from.to_string(), admit_name(a.what));
       return false;
-    case Admit::kSaved: {
-      auto f = std::make_unique<OutFrame>();
-      f->hdr = a.reply->hdr;
-      f->payload = Buffer::copy_of(a.reply->payload.span());
-      f->bulk = a.reply->bulk;
-      f->bulk_limit = a.reply->bulk_limit;
+    case Admit::kSaved:
       PFS_LOG_DEBUG("request {} xid {} from {} ran already: its reply sent again",
                     type_name(h.msg_type), h.xid, from.to_string());
-      send_reply_frame(from, h.dst_nid, std::move(f));
+      send_reply_frame(from, h.dst_nid, std::move(a.reply));
       return false;
-    }
     case Admit::kNotKept: {
       RpcResponse r;
       r.status = Status(Code::kRemoteError,
@@ -160,10 +146,10 @@ bool RpcEngine::admit(const Nid& from, const FrameHeader& h) {
 
 void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint received,
                            RpcResponse&& r, bool counted, bool saved) {
-  auto f = std::make_unique<OutFrame>();
-  f->hdr.kind = FrameKind::kReply;
-  f->hdr.xid = req.xid;
-  f->hdr.msg_type = req.msg_type;
+  auto reply = std::make_shared<SavedReply>();
+  reply->hdr.kind = FrameKind::kReply;
+  reply->hdr.xid = req.xid;
+  reply->hdr.msg_type = req.msg_type;
   size_t bulk_size = r.bulk ? std::min(r.bulk->size(), r.bulk_limit) : 0;
   if (r.status.ok() && bulk_size > opts_.max_bulk) {
     r.status =
@@ -171,32 +157,27 @@ void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
                                     " bytes exceeds the limit " + std::to_string(opts_.max_bulk));
   }
   if (r.status.ok()) {
-    f->payload = std::move(r.payload);
-    f->bulk = std::move(r.bulk);
-    f->bulk_limit = r.bulk_limit;
+    reply->payload = std::move(r.payload);
+    reply->bulk = std::move(r.bulk);
+    reply->bulk_limit = r.bulk_limit;
   } else {
-    f->hdr.status = static_cast<uint16_t>(r.status.code());
-    f->hdr.health = static_cast<uint16_t>(r.status.health_kind());
+    reply->hdr.status = static_cast<uint16_t>(r.status.code());
+    reply->hdr.health = static_cast<uint16_t>(r.status.health_kind());
     std::string msg = r.status.message().substr(0, 1024);
-    f->payload = Buffer::copy_of(std::string_view(msg));
+    reply->payload = Buffer::copy_of(std::string_view(msg));
   }
   TimePoint now = clock_.now();
   int64_t exec = std::max<int64_t>(0, (now - received).count());
-  f->hdr.exec_ns = static_cast<uint64_t>(exec);
+  reply->hdr.exec_ns = static_cast<uint64_t>(exec);
   RpcStats* stats = stats_.load(std::memory_order_acquire);
   if (stats && counted) stats->record_exec(RawExecRecord{exec, req.msg_type});
   Nid dest = to;
   uint64_t local = req.dst_nid;
   if (saved) {
-    auto keep = std::make_shared<SavedReply>();
-    keep->hdr = f->hdr;
-    keep->payload = Buffer::copy_of(f->payload.span());
-    keep->bulk = f->bulk;
-    keep->bulk_limit = f->bulk_limit;
     std::optional<ReplyPath> p;
     {
       MutexLock lk(replay_mu_);
-      p = replay_.finish(req.incarnation, req.xid, std::move(keep));
+      p = replay_.finish(req.incarnation, req.xid, reply);
     }
     // A copy came by another path while it ran: the client waits there now.
     if (p) {
@@ -206,13 +187,15 @@ void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
       }
     }
   }
-  send_reply_frame(dest, local, std::move(f));
+  send_reply_frame(dest, local, std::move(reply));
 }
 
-void RpcEngine::send_reply_frame(const Nid& to, uint64_t local_nid, std::unique_ptr<OutFrame> f) {
+void RpcEngine::send_reply_frame(const Nid& to, uint64_t local_nid,
+                                 std::shared_ptr<const SavedReply> reply) {
   // The reply goes back on the path the request came in on while that NI is up.
   TimePoint deadline = clock_.now() + opts_.default_timeout;
-  auto* resend = new ReplyResend(net_, to, *f, deadline);
+  std::unique_ptr<OutFrame> f = frame_of(*reply);
+  auto* resend = new ReplyResend(net_, to, std::move(reply), deadline);
   auto local = Nid::unpack(local_nid);
   if (local.ok())
     net_.send_via(*local, to, std::move(f), deadline, resend, false);
