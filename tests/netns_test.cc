@@ -445,6 +445,64 @@ TEST(NetnsTest, WritesResentOverAResetConnectionRunOnce) {
       kWrites, resets, p1["resends"].get<int>(), rc["replayed"].get<int>());
 }
 
+// Bytes changed on the wire from outside pfsnet: nftables rewrites one byte of every tenth
+// large TCP segment as each end receives it -- a middlebox or NIC fault that TCP's checksum
+// does not see (on veth nothing checks it). With lnet.checksum on (the default) nothing
+// damaged reaches a handler or a caller: every write runs once with its data intact, every
+// read returns intact data, the damaged messages are resent and counted on the peer NI as
+// PEER_NI_CORRUPT. With the client's checksum turned off at run time the same damage
+// reaches the server's BRW_WRITE handler, which finds its pattern broken.
+TEST(NetnsTest, DataDamagedOnTheWireIsCaughtAndResentNeverDelivered) {
+  TwoRails net(10);
+  if (!net.skip().empty()) GTEST_SKIP() << net.skip();
+  ASSERT_TRUE(net.ok());
+  if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
+  for (int side = 0; side < 2; ++side)
+    ASSERT_TRUE(net.nft(side,
+                        "table inet pfsmangle {\n chain in {\n  type filter hook input priority 0; "
+                        "policy accept;\n  ip saddr 198.18.0.0/15 meta l4proto tcp meta length > "
+                        "1000 numgen inc mod 10 == 0 @ih,800,8 set 0x5a\n }\n}\n"));
+  constexpr int kRpcs = 200;
+  auto ping = [&](const std::string& mode, int want_rc = 0) {  // 1: some failed
+    auto p = std::make_unique<Process>(std::vector<std::string>{
+        PFSNET_BIN, "--socket", net.socket(0), "ping", net.nid(1, 0), "--mode", mode, "--size",
+        "65536", "--count", std::to_string(kRpcs), "--interval", "0", "--timeout", "10", "--json"});
+    EXPECT_EQ(p->wait_exit(120000ms), want_rc) << p->output();
+    EXPECT_TRUE(p->wait_eof(5000ms));
+    return last_json_line(p->output());
+  };
+  auto corrupt = [&](int side) {  // PEER_NI_CORRUPT over the other side's NIs
+    int64_t n = 0;
+    json all = net.cli(side, {"peers"});
+    for (const json& p : all["peers"]) n += p["errors"].value("PEER_NI_CORRUPT", 0);
+    return n;
+  };
+  json writes = ping("write"), reads = ping("read");
+  EXPECT_EQ(writes["ok"], kRpcs) << writes.dump();
+  EXPECT_EQ(reads["ok"], kRpcs) << reads.dump();  // each reply's pattern checked by ping
+  int64_t at_server = corrupt(1), at_client = corrupt(0);
+  EXPECT_GT(at_server, 0) << "no damaged request caught";
+  EXPECT_GT(at_client, 0) << "no damaged reply caught";
+  EXPECT_EQ(executions(net.socket(1), "BRW_WRITE", kRpcs), kRpcs);  // none twice, none damaged
+  int64_t resends = 0;
+  for (int rail = 0; rail < 2; ++rail)
+    resends += net.peer(0, net.nid(1, rail))["resends"].get<int64_t>();
+  EXPECT_GE(resends, 1);
+
+  // The client stops sealing its messages: the damage now reaches the handler.
+  json set = net.cli(0, {"config", "set", "lnet.checksum=false"});
+  ASSERT_TRUE(set.is_object()) << set.dump();
+  json unchecked = ping("write", 1);
+  EXPECT_GT(unchecked["failed"].get<int>(), 0) << unchecked.dump();
+  EXPECT_GT(unchecked["errors"].value("PROTOCOL_ERROR", 0), 0) << unchecked.dump();
+  std::printf(
+      "damage on the wire, checksum on: %d writes and %d reads intact, %lld damaged "
+      "requests and %lld damaged replies caught, %lld resends; checksum off: %d of %d "
+      "writes reached the handler damaged\n",
+      writes["ok"].get<int>(), reads["ok"].get<int>(), (long long)at_server, (long long)at_client,
+      (long long)resends, unchecked["errors"].value("PROTOCOL_ERROR", 0), kRpcs);
+}
+
 // What TCP hides: a rail that drops 5% of its packets (nftables, outside pfsnet) carries
 // every RPC -- TCP retransmits them -- and shows only as latency in pfsnet's own figures;
 // the kernel's figures per path (peers -v) show the retransmissions, and the clean rail

@@ -127,13 +127,16 @@ void add_tune(CLI::App& app, Invocation& inv) {
 
 void add_fault(CLI::App& app, Invocation& inv) {
   auto* fault = app.add_subcommand(
-      "fault", "fault injection, like lnetctl fault: drop or delay messages leaving this node");
+      "fault",
+      "fault injection, like lnetctl fault: drop, delay or corrupt messages leaving this node");
   fault->require_subcommand(1);
   auto a = std::make_shared<FaultArgs>();
-  auto* add = fault->add_subcommand("add", "add a rule: drop|delay with --rate or --interval");
-  add->add_option("ACTION", a->action, "drop or delay")
+  auto* add =
+      fault->add_subcommand("add", "add a rule: drop|delay|corrupt with --rate or --interval");
+  add->add_option("ACTION", a->action,
+                  "drop, delay, or corrupt (one byte of the data changed after its checksum)")
       ->required()
-      ->check(CLI::IsMember({"drop", "delay"}));
+      ->check(CLI::IsMember({"drop", "delay", "corrupt"}));
   add->add_option("--src", a->src, "source NID (a local NI), or * (default)");
   add->add_option("--dst", a->dst, "destination NID (a peer NI), or * (default)");
   add->add_option("--type", a->type,

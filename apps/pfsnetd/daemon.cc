@@ -48,6 +48,7 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
       net_->set_credits(after.lnet.credits, after.lnet.peer_credits);
     if (after.rpc.max_rpcs_in_flight != before.rpc.max_rpcs_in_flight)
       rpc_->set_max_rpcs_in_flight(after.rpc.max_rpcs_in_flight);
+    net_->set_checksum(after.lnet.checksum);
   });
   parts_ = std::make_unique<NodeParts>(
       NodeParts{*net_, *rpc_, *stats_, cfg_, clock_, membership_.get(), tune_.get(), health_.get(),

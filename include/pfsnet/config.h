@@ -58,6 +58,10 @@ struct LnetConfig {
   // Microseconds an I/O thread polls for more traffic before it sleeps (like Linux's
   // net.core.busy_poll): a request arriving within it needs no wake-up. 0 = never poll.
   int64_t busy_poll_us = 20;
+  // Every request and reply carries the CRC-32C of its payload and bulk (wire/data_crc.h),
+  // checked by the receiver; a mismatch is resent, never delivered. Off: this node sends
+  // no checksum (it still checks those it gets). At run time.
+  bool checksum = true;
 };
 
 struct RpcConfig {

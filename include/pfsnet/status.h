@@ -23,8 +23,11 @@ enum class HealthKind : unsigned char {
   kPeerNiUnreachable,
   kPeerNiConnectError,
   kPeerNiConnectionRejected,
+  // Beyond LNet's kinds: a message from the peer NI failed its data checksum (payload and
+  // bulk, wire/data_crc.h) -- something between the two ends damages bytes.
+  kPeerNiCorrupt,
 };
-inline constexpr int kNumHealthKinds = 8;
+inline constexpr int kNumHealthKinds = 9;
 // "LOCAL_NI_SEND_TIMEOUT" etc.; "NONE" for kNone.
 std::string_view health_kind_name(HealthKind k);
 
@@ -41,6 +44,7 @@ enum class Code : unsigned char {
   kRemoteError,      // the remote handler failed
   kInternal,         // a bug
   kPeerDead,         // the MGS declared the peer dead; no attempt is made until it returns
+  kCorrupt,          // data failed its checksum on the way (resent; this after the last try)
 };
 std::string_view code_name(Code c);
 

@@ -30,8 +30,11 @@ Result<FaultRule> parse_fault_rule(const json& req, const RpcEngine& rpc) {
     r.action = FaultRule::Action::kDrop;
   else if (action == "delay")
     r.action = FaultRule::Action::kDelay;
+  else if (action == "corrupt")
+    r.action = FaultRule::Action::kCorrupt;
   else
-    return Status(Code::kInvalidArgument, "action must be drop or delay, not '" + action + "'");
+    return Status(Code::kInvalidArgument,
+                  "action must be drop, delay or corrupt, not '" + action + "'");
   auto src = nid_or_any(req, "src");
   if (!src.ok()) return src.status();
   auto dst = nid_or_any(req, "dst");
@@ -64,7 +67,7 @@ Result<FaultRule> parse_fault_rule(const json& req, const RpcEngine& rpc) {
       found = true;
     }
   if (!found) return Status(Code::kInvalidArgument, "unknown health error kind '" + health + "'");
-  if (r.action == FaultRule::Action::kDelay && r.health != HealthKind::kNone)
+  if (r.action != FaultRule::Action::kDrop && r.health != HealthKind::kNone)
     return Status(Code::kInvalidArgument, "--health applies to drop rules only");
   return r;
 }

@@ -104,7 +104,9 @@ json fault_json(const FaultRule& r) {
     return double(std::chrono::duration_cast<std::chrono::microseconds>(d).count()) / 1000.0;
   };
   return {{"id", r.id},
-          {"action", r.action == FaultRule::Action::kDrop ? "drop" : "delay"},
+          {"action", r.action == FaultRule::Action::kDrop    ? "drop"
+                     : r.action == FaultRule::Action::kDelay ? "delay"
+                                                             : "corrupt"},
           {"src", r.src ? r.src->to_string() : "*"},
           {"dst", r.dst ? r.dst->to_string() : "*"},
           {"type", r.msg_type},

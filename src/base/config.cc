@@ -187,6 +187,7 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"health_sensitivity", int_key(&cfg.lnet.health_sensitivity, 0, 1000)},
       {"recovery_interval", int_key(&cfg.lnet.recovery_interval, 1, 3600)},
       {"busy_poll_us", int_key(&cfg.lnet.busy_poll_us, 0, 10000)},
+      {"checksum", bool_key(&cfg.lnet.checksum)},
   };
   const std::map<std::string, Reader, std::less<>> rpc_keys = {
       {"max_rpcs_in_flight", int_key(&cfg.rpc.max_rpcs_in_flight, 1, 1 << 16)},
@@ -396,6 +397,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"lnet.health_sensitivity", i(c.lnet.health_sensitivity)},
       {"lnet.recovery_interval", i(c.lnet.recovery_interval)},
       {"lnet.busy_poll_us", i(c.lnet.busy_poll_us)},
+      {"lnet.checksum", c.lnet.checksum ? "true" : "false"},
       {"rpc.max_rpcs_in_flight", i(c.rpc.max_rpcs_in_flight)},
       {"rpc.workers", i(c.rpc.workers)},
       {"rpc.reply_cache_entries", i(c.rpc.reply_cache_entries)},

@@ -18,12 +18,51 @@ nid = "127.0.0.2@tcp"
 }
 
 TEST(LiveConfigTest, RuntimeKeys) {
-  for (const char* k : {"stats.maxBlockSize", "tune.auto", "node.log_level",
-                        "rpc.max_rpcs_in_flight", "lnet.credits", "lnet.peer_credits"})
+  for (const char* k :
+       {"stats.maxBlockSize", "tune.auto", "node.log_level", "rpc.max_rpcs_in_flight",
+        "lnet.credits", "lnet.peer_credits", "lnet.checksum"})
     EXPECT_TRUE(runtime_key(k)) << k;
   for (const char* k : {"node.name", "lnet.transaction_timeout", "net.nid",
                         "membership.ping_miss_limit", "statsx.foo", "lnet.credits_x"})
     EXPECT_FALSE(runtime_key(k)) << k;
+}
+
+// Every key runtime_key() names takes effect when set: the in-force settings (what
+// get() and the appliers see) change with it -- the list of run-time keys and what a change
+// copies into force cannot drift apart unseen.
+TEST(LiveConfigTest, EveryRuntimeKeyTakesEffectWhenSet) {
+  const Config base = base_config();
+  size_t tried = 0;
+  for (const auto& [key, value] : config_entries(base)) {
+    if (!runtime_key(key)) continue;
+    std::vector<std::string> candidates;
+    if (value == "true" || value == "false") {
+      candidates = {value == "true" ? "false" : "true"};
+    } else if (value.starts_with('"')) {
+      candidates = {"\"debug\"", "\"warn\"", "\"x\""};
+    } else if (value.find_first_of(".e") != std::string::npos) {
+      candidates = {std::to_string(std::stod(value) * 2 + 1), std::to_string(std::stod(value) / 2)};
+    } else {
+      long long v = std::stoll(value);
+      candidates = {std::to_string(v + 1), std::to_string(v - 1), std::to_string(v * 2)};
+    }
+    LiveConfig live(base);
+    bool applied = false;
+    for (const std::string& c : candidates) {
+      auto r = live.set({key + "=" + c});
+      if (!r.ok()) continue;  // out of the key's range: the next candidate
+      ASSERT_EQ(r->changed.size(), 1u) << key;
+      for (const auto& [k, v] : config_entries(live.get()))
+        if (k == key) {
+          EXPECT_NE(v, value) << key << " set to " << c << " but not in force";
+        }
+      applied = true;
+      break;
+    }
+    EXPECT_TRUE(applied) << key << ": no candidate value was accepted";
+    ++tried;
+  }
+  EXPECT_GE(tried, 10u);
 }
 
 TEST(LiveConfigTest, SetAppliesRuntimeKeysAndTellsAppliers) {

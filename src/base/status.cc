@@ -20,6 +20,8 @@ std::string_view health_kind_name(HealthKind k) {
       return "PEER_NI_CONNECT_ERROR";
     case HealthKind::kPeerNiConnectionRejected:
       return "PEER_NI_CONNECTION_REJECTED";
+    case HealthKind::kPeerNiCorrupt:
+      return "PEER_NI_CORRUPT";
   }
   return "UNKNOWN";
 }
@@ -50,6 +52,8 @@ std::string_view code_name(Code c) {
       return "PEER_DEAD";
     case Code::kInternal:
       return "INTERNAL";
+    case Code::kCorrupt:
+      return "CORRUPT";
   }
   return "UNKNOWN";
 }

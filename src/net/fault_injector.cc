@@ -21,7 +21,7 @@ Code code_for(HealthKind k) {
 }  // namespace
 
 std::string FaultRule::describe() const {
-  std::string s = action == Action::kDrop ? "drop" : "delay";
+  std::string s = action == Action::kDrop ? "drop" : action == Action::kDelay ? "delay" : "corrupt";
   s += " src=" + (src ? src->to_string() : std::string("*"));
   s += " dst=" + (dst ? dst->to_string() : std::string("*"));
   s += " type=" + (msg_type ? std::to_string(msg_type) : std::string("any"));
@@ -34,7 +34,7 @@ std::string FaultRule::describe() const {
     s += " latency=" +
          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(latency).count()) +
          "ms";
-  else
+  else if (action == Action::kDrop)
     s += " health=" + std::string(health_kind_name(health));
   return s;
 }
@@ -97,6 +97,11 @@ FaultInjector::Verdict FaultInjector::judge(FaultRule::Action action, const Nid&
       v.kind = Verdict::Kind::kDelay;
       v.hold_until = std::max(v.hold_until, now + r.latency);
       continue;
+    }
+    if (r.action == FaultRule::Action::kCorrupt) {
+      PFS_LOG_INFO("fault injection: rule {} corrupts {}", r.id, what);
+      v.kind = Verdict::Kind::kCorrupt;
+      return v;
     }
     PFS_LOG_INFO("fault injection: rule {} drops {} ({})", r.id, what,
                  r.health == HealthKind::kNone ? "silently" : health_kind_name(r.health));

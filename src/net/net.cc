@@ -7,8 +7,31 @@
 #include "base/mutex.h"
 #include "net/net_internal.h"
 #include "net/peer_table.h"
+#include "wire/data_crc.h"
 
 namespace pfsnet {
+
+namespace {
+
+std::span<const uint8_t> bulk_span(const OutFrame& f) {
+  return f.bulk ? std::span<const uint8_t>(f.bulk->data(), f.bulk_size())
+                : std::span<const uint8_t>();
+}
+
+// A corrupt fault: one byte in the middle of the bulk -- a copy, as the bulk is shared
+// with the caller -- or else of the payload is changed, after sealing, as a bad link or
+// memory would.
+void damage(OutFrame& f) {
+  if (size_t n = f.bulk_size(); n > 0) {
+    Buffer copy = Buffer::copy_of(bulk_span(f));
+    copy.data()[n / 2] ^= 0x20;
+    f.bulk = make_bulk(std::move(copy));
+  } else if (!f.payload.empty()) {
+    f.payload.data()[f.payload.size() / 2] ^= 0x20;
+  }
+}
+
+}  // namespace
 
 NetOptions NetOptions::from(const Config& cfg) {
   NetOptions o;
@@ -17,6 +40,7 @@ NetOptions NetOptions::from(const Config& cfg) {
   o.transaction_timeout = std::chrono::seconds(cfg.lnet.transaction_timeout);
   o.health_sensitivity = cfg.lnet.health_sensitivity;
   o.recovery_interval = std::chrono::seconds(cfg.lnet.recovery_interval);
+  o.checksum = cfg.lnet.checksum;
   for (const NetConfig& n : cfg.nets) o.ports[n.nid.pack()] = n.port;
   return o;
 }
@@ -41,6 +65,7 @@ Net::Net(NetOptions opts, std::vector<Nid> local_nids, Clock& clock,
       credits_(opts_.credits),
       peer_credits_(opts_.peer_credits),
       high_water_(opts_.credit_high_water()),
+      checksum_(opts_.checksum),
       local_nids_(std::move(local_nids)),
       clock_(clock) {
   TimePoint now = clock_.now();
@@ -223,10 +248,22 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
     return;
   }
   m->path = p;
-  m->frame->hdr.src_nid = p->ni->nid.pack();
-  m->frame->hdr.dst_nid = p->pni->nid.pack();
+  OutFrame& fr = *m->frame;
+  fr.hdr.src_nid = p->ni->nid.pack();
+  fr.hdr.dst_nid = p->pni->nid.pack();
+  if (checksum_.load(std::memory_order_relaxed) && !(fr.hdr.flags & kFlagDataCrc) &&
+      (fr.hdr.kind == FrameKind::kRequest || fr.hdr.kind == FrameKind::kReply)) {
+    fr.payload = seal_payload(fr.payload.span(), bulk_span(fr));
+    fr.hdr.flags |= kFlagDataCrc;
+    m->bytes += kDataCrcSize;
+  }
   if (!faults_.empty()) {
     TimePoint now = clock_.now();
+    auto cv = faults_.judge(FaultRule::Action::kCorrupt, p->ni->nid, p->pni->nid, fr.hdr.msg_type,
+                            fr.hdr.kind == FrameKind::kReply, now);
+    p->ni->counters.faults.fetch_add(cv.injected);
+    p->pni->counters.faults.fetch_add(cv.injected);
+    if (cv.kind == FaultInjector::Verdict::Kind::kCorrupt) damage(fr);
     auto v = faults_.judge(FaultRule::Action::kDrop, p->ni->nid, p->pni->nid,
                            m->frame->hdr.msg_type, m->frame->hdr.kind == FrameKind::kReply, now);
     p->ni->counters.faults.fetch_add(v.injected);

@@ -17,6 +17,11 @@
 // back, in an explicit credit frame. Each local NI has `credits` for all its peers
 // together; an NI credit is held from send until the peer returns the message's credit.
 //
+// Integrity: with `checksum` (lnet.checksum) every request and reply leaves sealed with the
+// CRC-32C of its payload and bulk (wire/data_crc.h); a frame that arrives sealed is checked
+// before anything else looks at it, and one that fails goes up as NetRx::on_corrupt --
+// never as a message -- counted and blamed on the peer NI as PEER_NI_CORRUPT.
+//
 // Health (seed 004, as current LNet): every local NI and peer NI has a health value, 1000
 // when healthy. A failure lowers the NI it is blamed on by health_sensitivity (local kinds:
 // the local NI; peer kinds, remote timeouts included: the peer NI); a
@@ -98,6 +103,10 @@ class NetRx {
   virtual ~NetRx() = default;
   // A request or reply arrived from `from` (the sending peer NI). I/O thread.
   virtual void on_message(const Nid& from, InFrame&& f, RxCredit credit) = 0;
+  // A message from `from` whose data failed its checksum (kFlagDataCrc): only its header,
+  // checked by its own CRC, is left. Net counted it and blamed the peer NI
+  // (PEER_NI_CORRUPT); the layer above has it sent again. I/O thread.
+  virtual void on_corrupt(const Nid& from, const FrameHeader& hdr, RxCredit credit) = 0;
   // Connection `conn_id` (to `peer_nid`) closed; messages written on it (TxTimes::conn_id)
   // will get no reply.
   virtual void on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) = 0;
@@ -123,6 +132,7 @@ struct NetOptions {
   int64_t health_sensitivity = 100;
   Duration transaction_timeout = std::chrono::seconds(50);
   Duration recovery_interval = std::chrono::seconds(1);
+  bool checksum = true;                // lnet.checksum: seal requests and replies (wire/data_crc.h)
   std::map<uint64_t, uint16_t> ports;  // packed local NID -> port; peers use the same port
 
   static NetOptions from(const Config& cfg);
@@ -237,6 +247,10 @@ class Net final : public TransportEvents {
   // NI and open connection moves by the difference (a lowered window drains as credits
   // come back); what the new credits allow is sent at once.
   void set_credits(int64_t credits, int64_t peer_credits);
+  // lnet.checksum at run time: whether the messages this node sends from now on carry
+  // their data's CRC. Frames that carry one are checked whatever this says.
+  void set_checksum(bool on) { checksum_.store(on, std::memory_order_relaxed); }
+  bool checksum() const { return checksum_.load(std::memory_order_relaxed); }
 
   std::vector<NiInfo> nis() const;
   // Snapshots of the peer NIs. With `kernel_tcp`, each path also gets the kernel's TCP
@@ -325,6 +339,8 @@ class Net final : public TransportEvents {
   // ends send on the one the lower NID opened, so credits ride on the replies both ways.
   static bool better_tx(const Connection& c, const Connection* current);
   void on_connect_result(Path* p, Result<ConnectionPtr> r);
+  // A frame on `c` failed its data checksum: counted, blamed on the peer NI, handed up.
+  void on_corrupt(Connection& c, ConnState& cs, const InFrame& f);
   void fail(TxMsg* m, const Status& s);
   void finish_failures(Failed& failed);
   std::shared_ptr<ConnState> conn_state(const Connection& c) const;
@@ -336,6 +352,7 @@ class Net final : public TransportEvents {
   NetOptions opts_;
   std::atomic<int64_t> credits_, peer_credits_;  // run-time values (set_credits)
   std::atomic<uint32_t> high_water_;
+  std::atomic<bool> checksum_;
   std::vector<Nid> local_nids_;
   Clock& clock_;
   NetRx* rx_ = nullptr;

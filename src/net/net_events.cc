@@ -6,6 +6,7 @@
 #include "base/mutex.h"
 #include "net/net_internal.h"
 #include "net/peer_table.h"
+#include "wire/data_crc.h"
 
 namespace pfsnet {
 
@@ -94,8 +95,11 @@ void Net::on_frame(Connection& c, InFrame&& f) {
     set_peer_dead(pni.nid, false, "");
     PFS_LOG_INFO("heard from {} directly: it is alive, whatever the MGS said", pni.nid.to_string());
   }
-  if (ni.up.load()) raise(ni.health);
-  raise(pni.health);
+  const bool corrupt = (f.hdr.flags & kFlagDataCrc) && !unseal_payload(&f.payload, f.bulk.span());
+  if (!corrupt) {
+    if (ni.up.load()) raise(ni.health);
+    raise(pni.health);
+  }
   ni.counters.recv_count.fetch_add(1, std::memory_order_relaxed);
   ni.counters.recv_bytes.fetch_add(bytes, std::memory_order_relaxed);
   pni.counters.recv_count.fetch_add(1, std::memory_order_relaxed);
@@ -107,12 +111,33 @@ void Net::on_frame(Connection& c, InFrame&& f) {
     PFS_LOG_WARN("dropping frame on {} addressed to another NID", c.describe());
     return;
   }
+  if (corrupt) {
+    on_corrupt(c, *cs, f);
+    return;
+  }
   // A sender out of credits gets every owed credit back when this frame is consumed.
   RxCredit credit(cs->conn, (f.hdr.flags & kFlagWindowEmpty)
                                 ? 1
                                 : cs->high_water.load(std::memory_order_relaxed));
   if (!rx_) return;
   rx_->on_message(c.peer_nid(), std::move(f), std::move(credit));
+}
+
+void Net::on_corrupt(Connection& c, ConnState& cs, const InFrame& f) {
+  LocalNi& ni = *cs.ni;
+  PeerNi& pni = *cs.path->pni;
+  ni.counters.count_error(HealthKind::kPeerNiCorrupt);
+  pni.counters.count_error(HealthKind::kPeerNiCorrupt);
+  lower(pni.health, &pni);
+  PFS_LOG_WARN_LIMITED("corrupt " + c.describe(),
+                       "{} xid {} type {} on {} failed its data checksum ({} bytes of payload, "
+                       "{} of bulk): not delivered, sent again",
+                       f.hdr.kind == FrameKind::kReply ? "reply" : "request", f.hdr.xid,
+                       f.hdr.msg_type, c.describe(), f.payload.size(), f.bulk.size());
+  RxCredit credit(cs.conn, (f.hdr.flags & kFlagWindowEmpty)
+                               ? 1
+                               : cs.high_water.load(std::memory_order_relaxed));
+  if (rx_) rx_->on_corrupt(c.peer_nid(), f.hdr, std::move(credit));
 }
 
 void Net::on_closed(Connection& c, const Status& why) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "transport/mem_transport.h"
+#include "wire/data_crc.h"
 
 namespace pfsnet {
 namespace {
@@ -26,7 +27,10 @@ class RxLog : public NetRx {
   void on_connection_closed(uint64_t, const Nid& peer, const Status&) override {
     disconnected.push_back(peer);
   }
-  std::vector<Received> got;
+  void on_corrupt(const Nid& from, const FrameHeader& hdr, RxCredit credit) override {
+    corrupt.push_back(Received{from, InFrame{hdr, {}, {}, {}}, std::move(credit)});
+  }
+  std::vector<Received> got, corrupt;
   std::vector<Nid> disconnected;
 };
 
@@ -109,7 +113,8 @@ TEST_F(NetTest, PeerCreditsBoundUnconsumedMessages) {
   for (auto& s : tx.results) EXPECT_TRUE(s.ok());
   EXPECT_EQ(a.net.nis()[0].send_count, 5u);
   EXPECT_EQ(b.net.nis()[0].recv_count, 5u);
-  EXPECT_EQ(b.net.peers()[0].recv_bytes, 5u * (kHeaderSize + 5));
+  // Each frame: its header, 5 bytes of payload and their checksum.
+  EXPECT_EQ(b.net.peers()[0].recv_bytes, 5u * (kHeaderSize + 5 + kDataCrcSize));
   // The per-node traffic sums, and the node a NID belongs to.
   auto loads = a.net.peer_loads();
   ASSERT_EQ(loads.size(), 1u);
@@ -121,6 +126,61 @@ TEST_F(NetTest, PeerCreditsBoundUnconsumedMessages) {
   EXPECT_FALSE(a.net.peer_of(c_));
   // Frames arrive in order.
   for (int i = 0; i < 5; ++i) EXPECT_EQ(b.rx.got[i].frame.hdr.xid, uint64_t(i));
+}
+
+// Data damaged after sealing (a corrupt fault rule: one byte of the bulk) is caught by
+// the receiver: handed up as corrupt -- header only, never as a message -- counted and
+// blamed on the peer NI it came from, and its credit comes back. Sealing is invisible to
+// the layer above: what arrives intact is exactly what was sent.
+TEST_F(NetTest, DamagedDataIsCaughtBlamedOnThePeerNiAndNeverDelivered) {
+  Node a(hub_, clock_, a_, opts(64, 8)), b(hub_, clock_, b_, opts(64, 8));
+  FaultRule r;
+  r.action = FaultRule::Action::kCorrupt;
+  r.rate = 2;  // every second message
+  a.net.add_fault(r);
+  auto with_bulk = [](uint64_t xid) {
+    auto f = msg(xid);
+    Buffer bulk(3000);
+    for (size_t i = 0; i < bulk.size(); ++i) bulk.data()[i] = static_cast<uint8_t>(i * 7);
+    f->bulk = make_bulk(std::move(bulk));
+    return f;
+  };
+  TxLog tx;
+  for (uint64_t x = 1; x <= 4; ++x) {
+    a.net.send(b_, with_bulk(x), clock_.now() + 10s, &tx);
+    hub_.pump();
+  }
+  ASSERT_EQ(b.rx.got.size(), 2u);
+  ASSERT_EQ(b.rx.corrupt.size(), 2u);
+  EXPECT_EQ(b.rx.corrupt[0].frame.hdr.xid, 2u);
+  EXPECT_EQ(b.rx.corrupt[1].frame.hdr.xid, 4u);
+  EXPECT_EQ(b.rx.corrupt[0].from, a_);
+  for (const Received& g : b.rx.got) {
+    EXPECT_EQ(g.frame.payload.view(), "hello");
+    ASSERT_EQ(g.frame.bulk.size(), 3000u);
+    for (size_t i = 0; i < 3000; ++i) ASSERT_EQ(g.frame.bulk.data()[i], uint8_t(i * 7)) << i;
+  }
+  NiInfo from_a = b.net.peers()[0];
+  EXPECT_EQ(from_a.errors[static_cast<size_t>(HealthKind::kPeerNiCorrupt)], 2u);
+  EXPECT_LT(from_a.health, 1000);
+  EXPECT_EQ(b.net.nis()[0].errors[static_cast<size_t>(HealthKind::kPeerNiCorrupt)], 2u);
+  EXPECT_EQ(a.net.nis()[0].faults, 2u);
+  // The corrupt frames' credits come back as they are released, like any message's.
+  for (auto& g : b.rx.got) g.credit.release();
+  for (auto& g : b.rx.corrupt) g.credit.release();
+  hub_.pump();
+  EXPECT_EQ(a.net.peers()[0].credits, 8);
+
+  // The sender sends no checksum (lnet.checksum off): the same damage is delivered.
+  a.net.set_checksum(false);
+  a.net.send(b_, with_bulk(5), clock_.now() + 10s, &tx);
+  a.net.send(b_, with_bulk(6), clock_.now() + 10s, &tx);
+  hub_.pump();
+  ASSERT_EQ(b.rx.got.size(), 4u);
+  EXPECT_EQ(b.rx.corrupt.size(), 2u);
+  EXPECT_EQ(b.rx.got[3].frame.hdr.xid, 6u);
+  EXPECT_FALSE(b.rx.got[3].frame.hdr.flags & kFlagDataCrc);
+  EXPECT_NE(b.rx.got[3].frame.bulk.data()[1500], uint8_t(1500 * 7)) << "delivered damaged";
 }
 
 TEST_F(NetTest, CreditsPiggybackOnReplies) {

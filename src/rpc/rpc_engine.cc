@@ -6,6 +6,7 @@
 #include <cassert>
 #include <deque>
 #include <random>
+#include <utility>
 
 #include "base/log.h"
 #include "base/mutex.h"
@@ -50,11 +51,13 @@ struct RpcEngine::Call final : TxCompletion {
   Callback cb;
 
   RpcReply reply;
-  std::atomic<bool> resolved{false};              // the outcome is decided (a reply, or an error)
-  std::atomic<bool> delivered{false};             // the callback ran (or is running)
-  CallPtr tx_keep GUARDED_BY(eng->mu_);           // this call, while a write of it is outstanding
-  bool sent GUARDED_BY(eng->mu_) = false;         // the current attempt's write completed
-  bool reply_in GUARDED_BY(eng->mu_) = false;     // a reply arrived (resolved by it)
+  std::atomic<bool> resolved{false};           // the outcome is decided (a reply, or an error)
+  std::atomic<bool> delivered{false};          // the callback ran (or is running)
+  CallPtr tx_keep GUARDED_BY(eng->mu_);        // this call, while a write of it is outstanding
+  bool sent GUARDED_BY(eng->mu_) = false;      // the current attempt's write completed
+  bool reply_in GUARDED_BY(eng->mu_) = false;  // a reply arrived (resolved by it)
+  // The current attempt's reply arrived damaged before its write completed: resend then.
+  bool damaged GUARDED_BY(eng->mu_) = false;
   bool reply_verbs GUARDED_BY(eng->mu_) = false;  // ... from a verbs (RDMA) NI
   bool on_wire GUARDED_BY(eng->mu_) = false;
   bool queued GUARDED_BY(eng->mu_) = false;
@@ -314,7 +317,7 @@ void RpcEngine::send_call(const CallPtr& c) {
 
 void RpcEngine::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
   CallPtr c;
-  bool reply_in;
+  bool reply_in, damaged;
   int attempt;
   {
     MutexLock lk(mu_);
@@ -324,12 +327,18 @@ void RpcEngine::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
       c->sent = true;
     }
     reply_in = c->reply_in;
+    damaged = std::exchange(c->damaged, false);
     attempt = c->attempts;  // the write that ended is the current attempt's (one at a time)
   }
   if (reply_in) {
     complete(c);  // the reply came before this write's completion
-  } else if (!s.ok() && try_resend(c, s, t, attempt) == Resend::kGiveUp) {
-    resolve_error(c, final_error(*c, s));
+  } else if (!s.ok() || damaged) {
+    Status why = s.ok() ? Status(Code::kCorrupt,
+                                 "the reply to RPC " + type_name(c->type) + " from " +
+                                     c->dst.to_string() + " failed its data checksum",
+                                 HealthKind::kPeerNiCorrupt)
+                        : s;
+    if (try_resend(c, why, t, attempt) == Resend::kGiveUp) resolve_error(c, final_error(*c, why));
   }
 }
 
@@ -345,6 +354,7 @@ RpcEngine::Resend RpcEngine::try_resend(const CallPtr& c, const Status& s,
       return Resend::kGiveUp;
     attempt = ++c->attempts;
     c->sent = false;
+    c->damaged = false;
   }
   net_.note_resend(failed_path);
   PFS_LOG_DEBUG("resending RPC {} to {} (xid {}, attempt {}): {}", type_name(c->type),
@@ -478,7 +488,50 @@ void RpcEngine::set_max_rpcs_in_flight(int64_t n) {
   for (const CallPtr& c : start) send_call(c);
 }
 
+void RpcEngine::on_corrupt(const Nid& from, const FrameHeader& hdr, RxCredit credit) {
+  credit.release();
+  if (hdr.kind == FrameKind::kRequest) {
+    RpcResponse r;
+    r.status = Status(Code::kCorrupt,
+                      "request " + type_name(hdr.msg_type) + " xid " + std::to_string(hdr.xid) +
+                          " from " + from.to_string() + " failed its data checksum; not run",
+                      HealthKind::kPeerNiCorrupt);
+    send_reply(from, hdr, clock_.now(), std::move(r), false);
+    return;
+  }
+  resend_damaged(hdr.xid, Status(Code::kCorrupt,
+                                 "the reply to RPC " + type_name(hdr.msg_type) + " from " +
+                                     from.to_string() + " failed its data checksum",
+                                 HealthKind::kPeerNiCorrupt));
+}
+
+void RpcEngine::resend_damaged(uint64_t xid, const Status& s) {
+  CallPtr c;
+  TxTimes path;
+  int attempt = 0;
+  {
+    MutexLock lk(mu_);
+    auto it = pending_.find(xid);
+    if (it == pending_.end()) return;  // answered, timed out or cancelled already
+    c = it->second;
+    if (!c->sent) {  // its write completes later: on_tx_done resends
+      c->damaged = true;
+      return;
+    }
+    path = c->tx_times;
+    attempt = c->attempts;
+  }
+  if (try_resend(c, s, path, attempt) == Resend::kGiveUp) resolve_error(c, final_error(*c, s));
+}
+
 void RpcEngine::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
+  if (f.hdr.status == static_cast<uint16_t>(Code::kCorrupt)) {
+    // The request arrived damaged and did not run: it goes again.
+    credit.release();
+    resend_damaged(f.hdr.xid, Status(Code::kCorrupt, std::string(f.payload.view()),
+                                     HealthKind::kPeerNiCorrupt));
+    return;
+  }
   CallPtr c;
   {
     MutexLock lk(mu_);
@@ -494,8 +547,10 @@ void RpcEngine::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
     return;  // timed out or cancelled already; the credit returns as `credit` goes
   }
   RpcReply& r = c->reply;
+  // The message as the caller sees it: a data checksum (net/net.h) is not counted.
+  r.bytes_received = kHeaderSize + f.payload.size() + f.hdr.bulk_len;
   if (f.hdr.status != 0) {
-    Code code = f.hdr.status <= static_cast<uint16_t>(Code::kPeerDead)
+    Code code = f.hdr.status <= static_cast<uint16_t>(Code::kCorrupt)
                     ? static_cast<Code>(f.hdr.status)
                     : Code::kProtocol;
     HealthKind hk =
@@ -508,7 +563,6 @@ void RpcEngine::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
   r.exec_time = Duration(static_cast<int64_t>(std::min<uint64_t>(f.hdr.exec_ns, INT64_MAX)));
   r.times.reply_first_byte = f.times.first_byte;
   r.times.reply_complete = f.times.complete;
-  r.bytes_received = kHeaderSize + f.hdr.payload_len + f.hdr.bulk_len;
   credit.release();
   finish_slot(*c);
   bool write_done;

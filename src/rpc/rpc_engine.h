@@ -141,6 +141,10 @@ class RpcEngine final : public NetRx {
   // NetRx.
   void on_message(const Nid& from, InFrame&& f, RxCredit credit) override;
   void on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) override;
+  // A corrupt request gets a CORRUPT error reply (not run, not recorded by the reply
+  // cache); a corrupt reply -- or that error -- has its RPC sent again, as a failed send
+  // is (within retry_count and the deadline; then it fails with Code::kCorrupt).
+  void on_corrupt(const Nid& from, const FrameHeader& hdr, RxCredit credit) override;
 
   struct Call;
   struct Target;
@@ -174,6 +178,9 @@ class RpcEngine final : public NetRx {
   void finish_slot(Call& c);
   void serve(const Nid& from, InFrame&& f, RxCredit credit);
   void on_reply(const Nid& from, InFrame&& f, RxCredit credit);
+  // The reply to `xid` was damaged on the way (`s`): the RPC is sent again once its write
+  // has completed.
+  void resend_damaged(uint64_t xid, const Status& s);
   // `counted`: a handler ran, so its execution time goes into the statistics. `saved`:
   // the request was admitted by the reply cache, which keeps the reply and may name a
   // later path for it.

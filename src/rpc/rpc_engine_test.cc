@@ -419,5 +419,77 @@ TEST(RpcReplayTest, ACopyOfARunningRequestRunsOnlyWhenItsTypeIsRepeatable) {
   }
 }
 
+// Integrity end to end: requests damaged on the way are answered CORRUPT without running
+// and sent again; damaged replies are sent for again; nothing damaged is delivered. Every
+// write runs exactly once with its data intact, every read returns intact data; what
+// cannot get through undamaged within retry_count fails with Code::kCorrupt, by name.
+TEST(RpcIntegrityTest, DamagedRequestsAndRepliesAreResentNeverDelivered) {
+  Nid a = nid("10.0.0.1@tcp"), b = nid("10.0.0.2@tcp");
+  ManualClock clock;
+  MemHub hub;
+  Node server(hub, clock, b);
+  std::atomic<int> runs{0}, bad{0};
+  constexpr uint32_t kWrite = 20;
+  server.rpc.handle(
+      kWrite, "WRITE",
+      [&](RpcRequest& req) {
+        ++runs;
+        if (!check_ping_pattern(req.bulk.span()) || req.bulk.size() != 8192) ++bad;
+        return RpcResponse{};
+      },
+      HandlerMode::kInline);
+  serve_ping(server.rpc, 2 << 20);
+  Node client(hub, clock, a, 8, 8, /*retry_count=*/2);
+  FaultRule damage;
+  damage.action = FaultRule::Action::kCorrupt;
+  damage.rate = 3;  // every third message: never three attempts of one RPC in a row
+  client.net.add_fault(damage);
+  server.net.add_fault(damage);
+  Replies writes, reads;
+  constexpr int kRpcs = 30;
+  for (int i = 0; i < kRpcs; ++i) {
+    client.rpc.call_async(b, kWrite, Buffer(), make_bulk(make_ping_pattern(8192)), writes.cb());
+    client.rpc.call_async(b, kMsgBrwRead, ping_payload(uint32_t(8192)), nullptr, reads.cb());
+    hub.pump();
+  }
+  ASSERT_EQ(writes.got.size(), size_t(kRpcs));
+  ASSERT_EQ(reads.got.size(), size_t(kRpcs));
+  for (const RpcReply& r : writes.got) EXPECT_TRUE(r.status.ok()) << r.status.to_string();
+  for (const RpcReply& r : reads.got) {
+    ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+    EXPECT_EQ(r.bulk.size(), 8192u);
+    EXPECT_TRUE(check_ping_pattern(r.bulk.span()));
+  }
+  EXPECT_EQ(runs.load(), kRpcs);  // each write once: a damaged one never ran
+  EXPECT_EQ(bad.load(), 0);
+  auto corrupt = [](const NiInfo& n) {
+    return n.errors[static_cast<size_t>(HealthKind::kPeerNiCorrupt)];
+  };
+  uint64_t at_server = corrupt(server.net.peers().at(0)),
+           at_client = corrupt(client.net.peers().at(0));
+  EXPECT_GT(at_server, 0u);  // requests damaged (and CORRUPT replies to them, at the client)
+  EXPECT_GT(at_client, 0u);  // replies damaged
+  // One resend per damage seen (a CORRUPT answer that is itself damaged is one).
+  uint64_t resends = client.net.peers().at(0).resends;
+  EXPECT_GT(resends, 0u);
+  EXPECT_LE(resends, at_server + at_client);
+
+  // Every message damaged: nothing gets through, and the RPC says why.
+  client.net.del_fault(1);
+  damage.rate = 1;
+  client.net.add_fault(damage);
+  Replies fail;
+  client.rpc.call_async(b, kWrite, Buffer(), make_bulk(make_ping_pattern(8192)), fail.cb());
+  hub.pump();
+  ASSERT_EQ(fail.got.size(), 1u);
+  EXPECT_EQ(fail.got[0].status.code(), Code::kCorrupt) << fail.got[0].status.to_string();
+  EXPECT_EQ(fail.got[0].status.health_kind(), HealthKind::kPeerNiCorrupt);
+  EXPECT_NE(fail.got[0].status.message().find("after 3 attempts"), std::string::npos)
+      << fail.got[0].status.message();
+  EXPECT_EQ(runs.load(), kRpcs);
+  client.rpc.shutdown();
+  hub.pump();
+}
+
 }  // namespace
 }  // namespace pfsnet

@@ -60,6 +60,33 @@ TEST(Crc32cTest, SeedContinuesARunningChecksum) {
   }
 }
 
+// The hardware version runs three streams over blocks of 3 x 8 KiB and 3 x 256 B and joins
+// them: every length around those blocks, at every alignment, against the tables.
+TEST(Crc32cTest, InterleavedStreamsMatchAcrossTheirBlockBoundaries) {
+  std::mt19937 rng(11);
+  std::vector<uint8_t> buf((1 << 16) + 64);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  std::vector<size_t> lengths;
+  for (size_t base :
+       {size_t{3 * 256}, size_t{3 * 8192}, size_t{2 * 3 * 8192}, size_t{3 * 8192 + 3 * 256}})
+    for (size_t d = 0; d < 17; ++d) {
+      lengths.push_back(base - d);
+      lengths.push_back(base + d);
+    }
+  lengths.push_back(1 << 16);
+  for (size_t off : {0, 3, 8})
+    for (size_t n : lengths) {
+      ASSERT_LE(off + n, buf.size());
+      std::span<const uint8_t> s(buf.data() + off, n);
+      ASSERT_EQ(crc32c(s, 0x1234), crc32c_portable(s, 0x1234))
+          << "offset " << off << " length " << n;
+    }
+  // And a whole megabyte against the definition itself.
+  std::vector<uint8_t> mib(1 << 20);
+  for (auto& b : mib) b = static_cast<uint8_t>(rng());
+  EXPECT_EQ(crc32c(mib), bitwise(mib.data(), mib.size()));
+}
+
 TEST(Crc32cTest, UsesTheInstructionOnX86WithSse42) {
 #if defined(__x86_64__)
   EXPECT_EQ(crc32c_hardware(), __builtin_cpu_supports("sse4.2") != 0);

@@ -75,7 +75,12 @@ Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, const FrameLim
     h.status = get<uint16_t>(p + 56);
     h.health = get<uint16_t>(p + 58);
   }
-  if (h.payload_len > limits.max_payload)
+  const bool sealed = h.flags & kFlagDataCrc;
+  if (sealed && h.kind != FrameKind::kRequest && h.kind != FrameKind::kReply)
+    return bad("data checksum flag on a control frame");
+  if (sealed && h.payload_len < kDataCrcSize)
+    return bad("data checksum flag on a payload of " + std::to_string(h.payload_len) + " bytes");
+  if (h.payload_len > limits.max_payload + (sealed ? kDataCrcSize : 0))
     return bad("payload length " + std::to_string(h.payload_len) + " exceeds limit " +
                std::to_string(limits.max_payload));
   if (h.bulk_len > limits.max_bulk)

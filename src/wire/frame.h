@@ -37,6 +37,11 @@ inline constexpr uint8_t kFlagBulkFromServer = 1;  // request asks for bulk in t
 // The sender used its last credit on this frame: the receiver returns every credit it
 // owes once the frame is consumed (its own threshold may exceed the sender's window).
 inline constexpr uint8_t kFlagWindowEmpty = 2;
+// Integrity of the data (wire/data_crc.h): the payload's last 4 bytes are the CRC-32C of
+// the payload before them and then the bulk. Only on REQUEST and REPLY; the 4 bytes do not
+// count against FrameLimits::max_payload.
+inline constexpr uint8_t kFlagDataCrc = 4;
+inline constexpr uint32_t kDataCrcSize = 4;
 
 struct FrameHeader {
   FrameKind kind = FrameKind::kRequest;

@@ -1,0 +1,30 @@
+#include "wire/data_crc.h"
+
+#include <cstring>
+
+#include "wire/crc32c.h"
+#include "wire/le.h"
+
+namespace pfsnet {
+
+uint32_t data_crc(std::span<const uint8_t> payload, std::span<const uint8_t> bulk) {
+  return crc32c(bulk, crc32c(payload));
+}
+
+Buffer seal_payload(std::span<const uint8_t> payload, std::span<const uint8_t> bulk) {
+  Buffer out(payload.size() + kDataCrcSize);
+  if (!payload.empty()) std::memcpy(out.data(), payload.data(), payload.size());
+  le::put<uint32_t>(out.data() + payload.size(), data_crc(payload, bulk));
+  return out;
+}
+
+bool unseal_payload(Buffer* payload, std::span<const uint8_t> bulk) {
+  if (payload->size() < kDataCrcSize) return false;
+  size_t n = payload->size() - kDataCrcSize;
+  std::span<const uint8_t> data(payload->data(), n);
+  if (le::get<uint32_t>(payload->data() + n) != data_crc(data, bulk)) return false;
+  payload->shrink_to(n);
+  return true;
+}
+
+}  // namespace pfsnet
