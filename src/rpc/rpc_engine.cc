@@ -6,7 +6,6 @@
 #include <cassert>
 #include <deque>
 #include <random>
-#include <utility>
 
 #include "base/log.h"
 #include "base/mutex.h"
@@ -327,7 +326,8 @@ void RpcEngine::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
       c->sent = true;
     }
     reply_in = c->reply_in;
-    damaged = std::exchange(c->damaged, false);
+    damaged = c->damaged;
+    c->damaged = false;
     attempt = c->attempts;  // the write that ended is the current attempt's (one at a time)
   }
   if (reply_in) {
