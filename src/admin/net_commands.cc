@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "admin/node_commands.h"
+#include "base/json_fields.h"
 #include "rpc/ping.h"
 
 namespace pfsnet {
@@ -47,12 +48,18 @@ Result<FaultRule> parse_fault_rule(const json& req, const RpcEngine& rpc) {
     if (!r.msg_type && name != "any")
       return Status(Code::kInvalidArgument, "unknown message type '" + name + "'");
   } else {
-    r.msg_type = req.value("type", uint32_t{0});
+    auto type = json_int(req, "type", 0, 0, UINT32_MAX);
+    if (!type.ok()) return type.status();
+    r.msg_type = static_cast<uint32_t>(*type);
   }
-  r.rate = req.value("rate", uint64_t{0});
-  double interval = req.value("interval", 0.0), latency = req.value("latency", 0.0);
-  if (interval < 0 || latency < 0 || latency > 3600 || interval > 86400)
-    return Status(Code::kInvalidArgument, "interval and latency must be >= 0 (seconds)");
+  auto rate = json_int(req, "rate", 0, 0, int64_t(1) << 40);
+  if (!rate.ok()) return rate.status();
+  r.rate = static_cast<uint64_t>(*rate);
+  auto interval_s = json_number(req, "interval", 0, 0, 86400);
+  if (!interval_s.ok()) return interval_s.status();
+  auto latency_s = json_number(req, "latency", 0, 0, 3600);
+  if (!latency_s.ok()) return latency_s.status();
+  double interval = *interval_s, latency = *latency_s;
   r.interval = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(interval));
   r.latency = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(latency));
   if ((r.rate > 0) == (r.interval.count() > 0))
@@ -72,27 +79,42 @@ Result<FaultRule> parse_fault_rule(const json& req, const RpcEngine& rpc) {
   return r;
 }
 
+Result<PingArgs> parse_ping_args(const json& req, int64_t max_bulk, int64_t transaction_timeout) {
+  PingArgs a;
+  auto nid = Nid::parse(req.value("nid", std::string()));
+  if (!nid.ok()) return nid.status();
+  a.nid = *nid;
+  auto count = json_int(req, "count", 1, 1, 1'000'000);
+  if (!count.ok()) return count.status();
+  a.count = *count;
+  auto size = json_int(req, "size", 0, 0, max_bulk);
+  if (!size.ok())
+    return Status(Code::kInvalidArgument,
+                  "size must be 0.." + std::to_string(max_bulk) + " (2 x maxBlockSize)");
+  a.size = *size;
+  auto timeout = json_number(req, "timeout", double(transaction_timeout), 0, 1e9);
+  if (!timeout.ok() || !(*timeout > 0))
+    return Status(Code::kInvalidArgument, "timeout must be positive");
+  a.timeout_s = *timeout;
+  auto interval = json_number(req, "interval", 0, 0, 60);
+  if (!interval.ok()) return Status(Code::kInvalidArgument, "interval must be 0..60 seconds");
+  a.interval_s = *interval;
+  a.timeout_s = std::min<double>(a.timeout_s, double(transaction_timeout));
+  a.mode = req.value("mode", std::string("echo"));
+  if (a.mode != "echo" && a.mode != "write" && a.mode != "read")
+    return Status(Code::kInvalidArgument, "mode must be echo, write or read");
+  return a;
+}
+
 Result<json> run_ping(const NodeParts& node, const json& req, const AdminEmit& emit) {
   auto [max_bulk, transaction_timeout] = node.cfg.read(
       [](const Config& c) { return std::make_pair(c.max_bulk(), c.lnet.transaction_timeout); });
-  auto nid = Nid::parse(req.value("nid", std::string()));
-  if (!nid.ok()) return nid.status();
-  int64_t count = req.value("count", int64_t(1));
-  int64_t size = req.value("size", int64_t(0));
-  double timeout_s = req.value("timeout", double(transaction_timeout));
-  if (count < 1 || count > 1'000'000)
-    return Status(Code::kInvalidArgument, "count must be 1..1000000");
-  if (size < 0 || size > max_bulk)
-    return Status(Code::kInvalidArgument,
-                  "size must be 0.." + std::to_string(max_bulk) + " (2 x maxBlockSize)");
-  if (!(timeout_s > 0)) return Status(Code::kInvalidArgument, "timeout must be positive");
-  double interval_s = req.value("interval", 0.0);
-  if (!(interval_s >= 0 && interval_s <= 60))
-    return Status(Code::kInvalidArgument, "interval must be 0..60 seconds");
-  timeout_s = std::min<double>(timeout_s, double(transaction_timeout));
-  std::string mode = req.value("mode", std::string("echo"));
-  if (mode != "echo" && mode != "write" && mode != "read")
-    return Status(Code::kInvalidArgument, "mode must be echo, write or read");
+  auto args = parse_ping_args(req, max_bulk, transaction_timeout);
+  if (!args.ok()) return args.status();
+  const Nid* nid = &args->nid;
+  const int64_t count = args->count, size = args->size;
+  const double timeout_s = args->timeout_s, interval_s = args->interval_s;
+  const std::string& mode = args->mode;
   // echo: PING with the data both ways; write: BRW_WRITE (data to the peer, checked
   // there); read: BRW_READ (data from the peer).
   uint32_t type = mode == "echo" ? kMsgPing : mode == "write" ? kMsgBrwWrite : kMsgBrwRead;

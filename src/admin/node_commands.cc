@@ -2,6 +2,7 @@
 
 #include "admin/stats_json.h"
 #include "admin/views.h"
+#include "base/json_fields.h"
 #include "selftest/selftest.h"
 
 namespace pfsnet {
@@ -191,19 +192,9 @@ Result<json> selftest(const NodeParts& node, const json& req) {
 
 Result<json> tune(const NodeParts& node, const json& req) {
   if (!node.tune) return Status(Code::kNotFound, "tuning is not running on this node");
-  TuneRequest tr;
-  tr.probe = req.value("probe", false);
-  tr.apply = req.value("apply", false);
-  if (req.contains("peers")) {
-    if (!req["peers"].is_array()) return Status(Code::kInvalidArgument, "peers: a list of NIDs");
-    for (const json& p : req["peers"]) {
-      auto n = Nid::parse(p.is_string() ? p.get<std::string>() : std::string());
-      if (!n.ok()) return Status(Code::kInvalidArgument, "bad --peer: " + n.status().message());
-      tr.peers.push_back(*n);
-    }
-  }
-  if (req.contains("size")) tr.size = req["size"].get<int64_t>();
-  auto r = node.tune->tune(tr);
+  auto tr = parse_tune_request(req);
+  if (!tr.ok()) return tr.status();
+  auto r = node.tune->tune(*tr);
   if (!r.ok()) return r.status();
   return tune_report_json(*r);
 }
@@ -227,13 +218,35 @@ Result<json> fault_del(const NodeParts& node, const json& req) {
     for (const FaultRule& r : node.net.faults()) n += node.net.del_fault(r.id) ? 1 : 0;
     return json{{"deleted", n}};
   }
-  uint64_t id = req.value("id", uint64_t{0});
-  if (!node.net.del_fault(id))
-    return Status(Code::kNotFound, "no fault rule " + std::to_string(id));
+  auto id = json_int(req, "id", 0, 0, INT64_MAX);
+  if (!id.ok()) return id.status();
+  if (!node.net.del_fault(static_cast<uint64_t>(*id)))
+    return Status(Code::kNotFound, "no fault rule " + std::to_string(*id));
   return json{{"deleted", 1}};
 }
 
 }  // namespace
+
+Result<TuneRequest> parse_tune_request(const json& req) {
+  TuneRequest tr;
+  tr.probe = req.value("probe", false);
+  tr.apply = req.value("apply", false);
+  if (req.contains("peers")) {
+    if (!req["peers"].is_array()) return Status(Code::kInvalidArgument, "peers: a list of NIDs");
+    if (req["peers"].size() > 4096) return Status(Code::kInvalidArgument, "peers: at most 4096");
+    for (const json& p : req["peers"]) {
+      auto n = Nid::parse(p.is_string() ? p.get<std::string>() : std::string());
+      if (!n.ok()) return Status(Code::kInvalidArgument, "bad --peer: " + n.status().message());
+      tr.peers.push_back(*n);
+    }
+  }
+  if (req.contains("size")) {
+    auto size = json_int(req, "size", 0, 1, int64_t(1) << 30);
+    if (!size.ok()) return size.status();
+    tr.size = *size;
+  }
+  return tr;
+}
 
 std::vector<Problem> local_problems(const NodeParts& node) {
   ProblemInputs in;

@@ -51,6 +51,20 @@ std::vector<Problem> local_problems(const NodeParts& node);
 // What /metrics shows of the node now.
 MetricsSnapshot metrics_snapshot(const NodeParts& node);
 
+// The `ping` command's arguments, each checked: nid, count 1..1000000, size 0..max_bulk,
+// timeout > 0 (at most transaction_timeout), interval 0..60 s, mode echo|write|read.
+struct PingArgs {
+  Nid nid;
+  int64_t count = 1, size = 0;
+  double timeout_s = 0, interval_s = 0;
+  std::string mode = "echo";
+};
+Result<PingArgs> parse_ping_args(const nlohmann::json& req, int64_t max_bulk,
+                                 int64_t transaction_timeout);
+
+// The `tune` command's request: probe, apply, peers (NIDs), size.
+Result<TuneRequest> parse_tune_request(const nlohmann::json& req);
+
 // The `ping` command: `count` RPCs to `nid` one after another (echo, write or read),
 // each reported through `emit` as it ends; a summary at the end. Stops early when the
 // client goes away or the engine shuts down.

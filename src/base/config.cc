@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <pfsnet/config.h>
 #include <sys/stat.h>
 #include <toml++/toml.h>
@@ -351,7 +352,23 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
 }
 
 std::vector<std::pair<std::string, std::string>> config_entries(const Config& c) {
-  auto str = [](const std::string& v) { return "\"" + v + "\""; };
+  // A TOML basic string: quotes, backslashes and control characters escaped, so the
+  // rendering parses back to the same value (config set re-parses it; found by
+  // fuzz/config_fuzz, which saw "a\\b" come back as "a\b").
+  auto str = [](const std::string& v) {
+    std::string out = "\"";
+    for (unsigned char ch : v) {
+      if (ch == '"' || ch == '\\') {
+        out += '\\';
+        out += static_cast<char>(ch);
+      } else if (ch < 0x20 || ch == 0x7f) {
+        out += fmt::format("\\u{:04X}", ch);
+      } else {
+        out += static_cast<char>(ch);
+      }
+    }
+    return out + "\"";
+  };
   auto list = [&](const std::vector<std::string>& v) {
     std::string s = "[";
     for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + str(v[i]);

@@ -129,6 +129,8 @@ class RpcEngine final : public NetRx {
 
   RpcCounters counters() const;
   int64_t max_rpcs_in_flight() const;
+  // The most bulk a request or reply may carry (RpcOptions::max_bulk).
+  uint32_t max_bulk() const { return opts_.max_bulk; }
 
   size_t pending() const;
   // RPCs to `dst` on the wire and waiting for a slot.

@@ -5,6 +5,7 @@
 #include <random>
 #include <thread>
 
+#include "base/json_fields.h"
 #include "base/log.h"
 #include "base/mutex.h"
 #include "rpc/ping.h"
@@ -42,13 +43,12 @@ double percentile(std::vector<double>& v, double q) {
 double round3(double v) { return std::round(v * 1000) / 1000; }
 
 // One client's load, on the worker that serves SELFTEST_RUN.
-json run_load(RpcEngine& rpc, Clock& clock, const json& req) {
-  auto targets = nids_of(req.value("targets", json::array()), "targets");
-  if (!targets.ok()) return json{{"error", targets.status().message()}};
-  std::string test = req.value("test", "brw"), mode = req.value("mode", "write");
-  uint32_t size = req.value("size", 0u);
-  int conc = std::max(1, req.value("concurrency", 1));
-  double duration = std::max(0.01, req.value("duration_s", 1.0));
+json run_load(RpcEngine& rpc, Clock& clock, const LoadRequest& req) {
+  const std::vector<Nid>* targets = &req.targets;
+  const std::string &test = req.test, &mode = req.mode;
+  uint32_t size = req.size;
+  int conc = req.concurrency;
+  double duration = req.duration_s;
   // RTT: the fastest of three empty PINGs to each target.
   CallOptions quick;
   quick.timeout = std::chrono::seconds(5);
@@ -144,6 +144,101 @@ json run_load(RpcEngine& rpc, Clock& clock, const json& req) {
 
 }  // namespace
 
+Buffer LoadRequest::encode() const {
+  json t = json::array();
+  for (const Nid& n : targets) t.push_back(n.to_string());
+  json j = {{"targets", t},
+            {"test", test},
+            {"mode", mode},
+            {"size", size},
+            {"concurrency", concurrency},
+            {"duration_s", duration_s}};
+  return Buffer::copy_of(std::string_view(j.dump()));
+}
+
+Result<LoadRequest> decode_load_request(std::span<const uint8_t> payload, uint32_t max_bulk) {
+  auto bad = [](const std::string& why) { return Status(Code::kProtocol, "SELFTEST_RUN: " + why); };
+  json j = json::parse(payload.begin(), payload.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  LoadRequest r;
+  auto targets = nids_of(j.value("targets", json()), "targets");
+  if (!targets.ok()) return bad(targets.status().message());
+  if (targets->size() > LoadRequest::kMaxTargets)
+    return bad("more than " + std::to_string(LoadRequest::kMaxTargets) + " targets");
+  r.targets = std::move(*targets);
+  auto text = [&](const char* key, std::string* out) {
+    auto it = j.find(key);
+    if (it == j.end()) return true;
+    if (!it->is_string()) return false;
+    *out = it->get<std::string>();
+    return true;
+  };
+  if (!text("test", &r.test) || (r.test != "ping" && r.test != "brw"))
+    return bad("test must be ping or brw");
+  if (!text("mode", &r.mode) || (r.mode != "write" && r.mode != "read"))
+    return bad("mode must be write or read");
+  auto number = [&](const char* key, double lo, double hi, double* out) {
+    auto it = j.find(key);
+    if (it == j.end()) return true;
+    if (!it->is_number()) return false;
+    double v = it->get<double>();
+    if (!(v >= lo && v <= hi)) return false;
+    *out = v;
+    return true;
+  };
+  double size = r.size, conc = r.concurrency, dur = r.duration_s;
+  if (!number("size", 0, max_bulk, &size) || size != std::floor(size))
+    return bad("size must be a whole number of bytes, 0.." + std::to_string(max_bulk));
+  if (!number("concurrency", 1, 4096, &conc) || conc != std::floor(conc))
+    return bad("concurrency must be 1..4096");
+  if (!number("duration_s", 0, 3600, &dur) || !(dur > 0))
+    return bad("duration_s must be more than 0, at most 3600");
+  r.size = static_cast<uint32_t>(size);
+  r.concurrency = static_cast<int>(conc);
+  r.duration_s = dur;
+  return r;
+}
+
+Result<ClientResult> decode_client_result(std::span<const uint8_t> payload) {
+  json j = json::parse(payload.begin(), payload.end(), nullptr, /*allow_exceptions=*/false);
+  auto bad = [](const std::string& why) {
+    return Status(Code::kProtocol, "malformed client result: " + why);
+  };
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  if (auto e = j.find("error"); e != j.end()) {
+    std::string why = e->is_string() ? e->get<std::string>() : e->dump();
+    return Status(Code::kRemoteError, why.empty() ? "an error it did not describe" : why);
+  }
+  constexpr int64_t kMaxCount = int64_t(1) << 62;
+  ClientResult r;
+  for (auto [key, out] : {std::pair{"rpcs", &r.rpcs}, {"errors", &r.errors}, {"bytes", &r.bytes}}) {
+    auto v = json_int(j, key, 0, 0, kMaxCount);
+    if (!v.ok()) return bad(v.status().message());
+    *out = static_cast<uint64_t>(*v);
+  }
+  for (auto [key, out] : {std::pair{"seconds", &r.seconds}, {"rtt_ms", &r.rtt_ms}}) {
+    auto v = json_number(j, key, 0, 0, 1e9);
+    if (!v.ok()) return bad(v.status().message());
+    *out = *v;
+  }
+  const json lat = j.value("lat_ms", json::array()), tl = j.value("timeline", json::array());
+  if (!lat.is_array() || lat.size() > kMaxSamples) return bad("lat_ms: at most 2000 numbers");
+  if (!tl.is_array() || tl.size() > kMaxTimeline) return bad("timeline: at most 3700 counts");
+  for (const json& x : lat) {
+    if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < 0)
+      return bad("lat_ms: numbers >= 0");
+    r.latencies_ms.push_back(x.get<double>());
+  }
+  for (const json& x : tl) {
+    auto v = json_int_value(x, "timeline", 0, kMaxCount);
+    if (!v.ok()) return bad(v.status().message());
+    r.timeline.push_back(static_cast<uint64_t>(*v));
+  }
+  auto fe = j.find("first_error");
+  if (fe != j.end() && fe->is_string()) r.first_error = fe->get<std::string>();
+  return r;
+}
+
 Result<SelftestSpec> SelftestSpec::from_json(const json& j) {
   SelftestSpec s;
   auto c = nids_of(j.value("from", json::array()), "from");
@@ -152,12 +247,23 @@ Result<SelftestSpec> SelftestSpec::from_json(const json& j) {
   if (!sv.ok()) return sv.status();
   s.clients = *c;
   s.servers = *sv;
+  if (s.clients.size() > LoadRequest::kMaxTargets || s.servers.size() > LoadRequest::kMaxTargets)
+    return Status(Code::kInvalidArgument,
+                  "at most " + std::to_string(LoadRequest::kMaxTargets) + " clients and servers");
   s.test = j.value("test", s.test);
   s.mode = j.value("mode", s.mode);
   s.distribute = j.value("distribute", s.distribute);
-  s.duration_s = j.value("duration", s.duration_s);
-  s.link_mbit = j.value("link_mbit", s.link_mbit);
-  int64_t size = j.value("size", int64_t(s.size));
+  auto duration = json_number(j, "duration", s.duration_s, 0, 3600);
+  if (!duration.ok() || !(*duration > 0))
+    return Status(Code::kInvalidArgument, "duration must be 0..3600 seconds");
+  s.duration_s = *duration;
+  auto link = json_number(j, "link_mbit", s.link_mbit, 0, 1e9);
+  if (!link.ok()) return Status(Code::kInvalidArgument, "link rate must be >= 0");
+  s.link_mbit = *link;
+  auto size_field = json_int(j, "size", s.size, 0, 64 << 20);
+  if (!size_field.ok())
+    return Status(Code::kInvalidArgument, "size must be 0..64 MiB (and at most the bulk limit)");
+  int64_t size = *size_field;
   if (s.test != "ping" && s.test != "brw")
     return Status(Code::kInvalidArgument, "test must be ping or brw, not '" + s.test + "'");
   if (s.mode != "write" && s.mode != "read")
@@ -172,10 +278,9 @@ Result<SelftestSpec> SelftestSpec::from_json(const json& j) {
   s.size = static_cast<uint32_t>(size);
   s.concurrency.clear();
   for (const json& x : j.value("concurrency", json::array({1}))) {
-    int v = x.is_number_integer() ? x.get<int>() : 0;
-    if (v < 1 || v > 4096)
-      return Status(Code::kInvalidArgument, "each concurrency must be 1..4096");
-    s.concurrency.push_back(v);
+    auto v = json_int_value(x, "concurrency", 1, 4096);
+    if (!v.ok()) return Status(Code::kInvalidArgument, "each concurrency must be 1..4096");
+    s.concurrency.push_back(static_cast<int>(*v));
   }
   if (s.concurrency.empty() || s.concurrency.size() > 64)
     return Status(Code::kInvalidArgument, "1 to 64 concurrency steps");
@@ -202,14 +307,14 @@ void serve_selftest(RpcEngine& rpc, Clock& clock) {
       kMsgSelftestRun,
       [&rpc, &clock](RpcRequest& r) {
         RpcResponse resp;
-        json req = json::parse(std::string(r.payload.view()), nullptr, false);
-        if (req.is_discarded()) {
-          resp.status = Status(Code::kProtocol, "SELFTEST_RUN: malformed request");
+        auto req = decode_load_request(r.payload.span(), rpc.max_bulk());
+        if (!req.ok()) {
+          resp.status = req.status();
           return resp;
         }
-        PFS_LOG_INFO("selftest: {} from {}: {} in flight for {} s", req.value("test", "?"),
-                     r.from.to_string(), req.value("concurrency", 0), req.value("duration_s", 0.0));
-        std::string out = run_load(rpc, clock, req).dump();
+        PFS_LOG_INFO("selftest: {} from {}: {} in flight for {} s", req->test, r.from.to_string(),
+                     req->concurrency, req->duration_s);
+        std::string out = run_load(rpc, clock, *req).dump();
         if (out.size() > kMaxPayload) {
           resp.status = Status(Code::kInternal, "SELFTEST_RUN: result too large");
           return resp;
@@ -237,15 +342,17 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
     co.timeout =
         std::chrono::duration_cast<Duration>(std::chrono::duration<double>(spec.duration_s + 60));
     for (size_t i = 0; i < nc; ++i) {
-      json targets = json::array();
+      LoadRequest req;
       if (spec.distribute == "1:1") {
-        targets.push_back(spec.servers[i % ns].to_string());
+        req.targets.push_back(spec.servers[i % ns]);
       } else {
-        for (size_t k = 0; k < ns; ++k) targets.push_back(spec.servers[(i + k) % ns].to_string());
+        for (size_t k = 0; k < ns; ++k) req.targets.push_back(spec.servers[(i + k) % ns]);
       }
-      json req = {{"targets", targets}, {"test", spec.test},   {"mode", spec.mode},
-                  {"size", spec.size},  {"concurrency", conc}, {"duration_s", spec.duration_s}};
-      std::string text = req.dump();
+      req.test = spec.test;
+      req.mode = spec.mode;
+      req.size = spec.size;
+      req.concurrency = conc;
+      req.duration_s = spec.duration_s;
       const auto& mine = rpc.net().local_nids();
       if (std::find(mine.begin(), mine.end(), spec.clients[i]) != mine.end()) {
         // This node is one of the clients: run its share here, not through a connection
@@ -262,7 +369,7 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
         continue;
       }
       rpc.call_async(
-          spec.clients[i], kMsgSelftestRun, Buffer::copy_of(std::string_view(text)), nullptr,
+          spec.clients[i], kMsgSelftestRun, req.encode(), nullptr,
           [col, i](RpcReply&& r) {
             MutexLock lk(col->mu);
             col->replies[i] = std::move(r);
@@ -291,23 +398,21 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
       if (!r.status.ok())
         return Status(r.status.code(),
                       "selftest on " + spec.clients[i].to_string() + ": " + r.status.message());
-      json c = json::parse(std::string(r.payload.view()), nullptr, false);
-      if (c.is_discarded()) return Status(Code::kProtocol, "selftest: malformed client result");
-      if (c.contains("error"))
-        return Status(Code::kRemoteError, "selftest on " + spec.clients[i].to_string() + ": " +
-                                              c["error"].get<std::string>());
-      double secs = std::max(1e-9, c["seconds"].get<double>());
-      rpcs += c["rpcs"].get<uint64_t>();
-      errors += c["errors"].get<uint64_t>();
-      bytes_per_s += double(c["bytes"].get<uint64_t>()) / secs;
-      rpc_per_s += double(c["rpcs"].get<uint64_t>()) / secs;
-      rtts.push_back(c["rtt_ms"].get<double>());
-      for (const json& x : c["lat_ms"]) lat.push_back(x.get<double>());
-      const json& tl = c.contains("timeline") ? c["timeline"] : json::array();
-      if (timeline.size() < tl.size()) timeline.resize(tl.size(), 0.0);
-      for (size_t k = 0; k < tl.size(); ++k)
-        timeline[k] += double(tl[k].get<uint64_t>()) / (1 << 20);
-      if (first_error.empty()) first_error = c.value("first_error", "");
+      auto c = decode_client_result(r.payload.span());
+      if (!c.ok())
+        return Status(c.status().code(),
+                      "selftest on " + spec.clients[i].to_string() + ": " + c.status().message());
+      double secs = std::max(1e-9, c->seconds);
+      rpcs += c->rpcs;
+      errors += c->errors;
+      bytes_per_s += double(c->bytes) / secs;
+      rpc_per_s += double(c->rpcs) / secs;
+      rtts.push_back(c->rtt_ms);
+      lat.insert(lat.end(), c->latencies_ms.begin(), c->latencies_ms.end());
+      if (timeline.size() < c->timeline.size()) timeline.resize(c->timeline.size(), 0.0);
+      for (size_t k = 0; k < c->timeline.size(); ++k)
+        timeline[k] += double(c->timeline[k]) / (1 << 20);
+      if (first_error.empty()) first_error = c->first_error;
     }
     double rtt_ms = percentile(rtts, 0.5);
     double theory = rtt_ms > 0 ? double(conc) * double(nc) * spec.size / (rtt_ms / 1000) : 0;

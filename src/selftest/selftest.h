@@ -44,6 +44,28 @@ struct ClientResult {
   std::string first_error;
 };
 
+// SELFTEST_RUN's request: one client's share of a step -- its targets, the test, and the
+// load to keep on them.
+struct LoadRequest {
+  static constexpr size_t kMaxTargets = 1024;
+  std::vector<Nid> targets;    // 1..kMaxTargets
+  std::string test = "brw";    // "ping" or "brw"
+  std::string mode = "write";  // brw: "write" or "read"
+  uint32_t size = 0;           // bytes per RPC, at most the engine's bulk limit
+  int concurrency = 1;         // 1..4096 (as SelftestSpec)
+  double duration_s = 1;       // (0, 3600] seconds
+
+  Buffer encode() const;  // JSON text
+};
+// Decodes a SELFTEST_RUN payload from a peer: JSON of the fields above, each checked (a
+// peer's request could otherwise ask this node for any load); errors are kProtocol.
+Result<LoadRequest> decode_load_request(std::span<const uint8_t> payload, uint32_t max_bulk);
+
+// SELFTEST_RUN's reply from a client: its result, each field checked (counts 0..2^62,
+// times finite and >= 0, at most 2,000 latencies and 3,700 seconds of timeline); a reply
+// that reports an error is kRemoteError with its message, a malformed one kProtocol.
+Result<ClientResult> decode_client_result(std::span<const uint8_t> payload);
+
 // Serves SELFTEST_RUN on `rpc` (register before traffic).
 void serve_selftest(RpcEngine& rpc, Clock& clock);
 

@@ -1,0 +1,71 @@
+// Fuzz target: the probes' messages from peers -- cluster health (HEALTH_REPORT, the
+// HEALTH_CLUSTER page), netverify (NETVERIFY_INFO, NETVERIFY_MTU_SEND, its UDP datagrams)
+// and the probe mesh's MTU ask and answer. The first byte picks the decoder.
+#include "fuzz.h"
+#include "probe/cluster_health.h"
+#include "probe/mesh.h"
+#include "probe/netverify.h"
+
+using namespace pfsnet;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  std::span<const uint8_t> in(data + 1, size - 1);
+  switch (data[0] % 8) {
+    case 0:
+      fuzz::roundtrip(decode_health_report(in), encode_health_report, decode_health_report);
+      break;
+    case 1:
+      fuzz::roundtrip(decode_health_page(in), encode_health_page, decode_health_page);
+      break;
+    case 2:
+      fuzz::roundtrip(decode_nv_info(in), encode_nv_info, decode_nv_info);
+      break;
+    case 3:
+      fuzz::roundtrip(decode_nv_mtu_send_req(in), encode_nv_mtu_send_req, decode_nv_mtu_send_req);
+      break;
+    case 4:
+      fuzz::roundtrip(decode_nv_mtu_send_rep(in), encode_nv_mtu_send_rep, decode_nv_mtu_send_rep);
+      break;
+    case 5:
+      fuzz::roundtrip(decode_nv_datagram(in), encode_nv_datagram, decode_nv_datagram);
+      break;
+    case 6:
+      if (auto nid = decode_mesh_mtu_ask(in)) {
+        Buffer e = encode_mesh_mtu_ask(*nid);
+        auto again = decode_mesh_mtu_ask(e.span());
+        FUZZ_CHECK(again && *again == *nid);
+      }
+      break;
+    case 7:
+      if (uint32_t mtu = decode_mesh_mtu_answer(in)) {
+        FUZZ_CHECK(decode_mesh_mtu_answer(encode_mesh_mtu_answer(mtu).span()) == mtu);
+      }
+      break;
+  }
+  return 0;
+}
+
+namespace pfsnet::fuzz {
+
+std::vector<std::vector<uint8_t>> fuzz_seeds() {
+  Nid a = *Nid::parse("198.18.1.2@tcp"), b = *Nid::parse("198.18.2.3@tcp1");
+  Problem p{"ni",     "198.18.1.16@tcp (s4)", "THROTTLED",
+            "c1, c2", 1795576298187,          "probe mesh: read 2.4 MiB/s < median 410.3 / 3",
+            ""};
+  HealthReport rep{"c2", {p, p}};
+  HealthPage page{3, 1, {{"c1", 1795576298187, {p}}, {"c2", 0, {}}}};
+  NvInfo info{"oss01", 1795576298187000000, 8, 64, 8, 2097152, {{a, "eth0", 1500}, {b, "", 0}},
+              "eth0",  "198.18.1.254"};
+  NvMtuSendReq mreq{a, 40000, 0x1234567890abcdefULL, {576, 1280, 1500, 9000}};
+  NvMtuSendRep mrep{{576, 1280, 1500}, {9000}};
+  NvDatagram probe{NvKind::kProbe, 77, 1500, "", "", ""};
+  NvDatagram ack{NvKind::kAck, 77, 1500, "eth0", "198.18.1.2", "198.18.1.3"};
+  return {tagged(0, encode_health_report(rep)),    tagged(1, encode_health_page(page)),
+          tagged(2, encode_nv_info(info)),         tagged(3, encode_nv_mtu_send_req(mreq)),
+          tagged(4, encode_nv_mtu_send_rep(mrep)), tagged(5, encode_nv_datagram(probe)),
+          tagged(5, encode_nv_datagram(ack)),      tagged(6, encode_mesh_mtu_ask(a)),
+          tagged(7, encode_mesh_mtu_answer(9000))};
+}
+
+}  // namespace pfsnet::fuzz
