@@ -42,32 +42,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 6:
       one(decode_page_req, in);
       break;
-    case 7: {
-      // StatusTable's `mgs` is not on the wire: compare what is.
-      auto d = decode_status_rep(in);
-      if (d.ok()) {
-        Buffer e1 = encode(*d);
-        auto again = decode_status_rep(e1.span());
-        FUZZ_CHECK(again.ok() && again->nodes == d->nodes && again->counters == d->counters &&
-                   again->total == d->total && again->offset == d->offset);
-      }
+    case 7:  // StatusTable's `mgs` is not on the wire: the bytes compare what is
+      one(decode_status_rep, in);
       break;
-    }
     case 8:
       one(decode_mesh_sync_req, in);
       break;
     case 9:
       one(decode_mesh_sync_rep, in);
       break;
-    case 10: {
-      auto d = decode_mesh_matrix(in);
-      if (d.ok()) {
-        Buffer e1 = encode(*d);
-        auto again = decode_mesh_matrix(e1.span());
-        FUZZ_CHECK(again.ok() && again->rows == d->rows && again->epoch == d->epoch);
-      }
+    case 10:  // MeshMatrix's `mgs` likewise
+      one(decode_mesh_matrix, in);
       break;
-    }
   }
   return 0;
 }

@@ -55,8 +55,9 @@ struct RpcEngine::Call final : TxCompletion {
   CallPtr tx_keep GUARDED_BY(eng->mu_);        // this call, while a write of it is outstanding
   bool sent GUARDED_BY(eng->mu_) = false;      // the current attempt's write completed
   bool reply_in GUARDED_BY(eng->mu_) = false;  // a reply arrived (resolved by it)
-  // The current attempt's reply arrived damaged before its write completed: resend then.
-  bool damaged GUARDED_BY(eng->mu_) = false;
+  // The current attempt's reply arrived damaged (or said its request did) before its write
+  // completed: why, to resend with then; OK when not.
+  Status damaged GUARDED_BY(eng->mu_);
   bool reply_verbs GUARDED_BY(eng->mu_) = false;  // ... from a verbs (RDMA) NI
   bool on_wire GUARDED_BY(eng->mu_) = false;
   bool queued GUARDED_BY(eng->mu_) = false;
@@ -316,7 +317,8 @@ void RpcEngine::send_call(const CallPtr& c) {
 
 void RpcEngine::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
   CallPtr c;
-  bool reply_in, damaged;
+  bool reply_in;
+  Status damaged;
   int attempt;
   {
     MutexLock lk(mu_);
@@ -327,17 +329,13 @@ void RpcEngine::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
     }
     reply_in = c->reply_in;
     damaged = c->damaged;
-    c->damaged = false;
+    c->damaged = Status::Ok();
     attempt = c->attempts;  // the write that ended is the current attempt's (one at a time)
   }
   if (reply_in) {
     complete(c);  // the reply came before this write's completion
-  } else if (!s.ok() || damaged) {
-    Status why = s.ok() ? Status(Code::kCorrupt,
-                                 "the reply to RPC " + type_name(c->type) + " from " +
-                                     c->dst.to_string() + " failed its data checksum",
-                                 HealthKind::kPeerNiCorrupt)
-                        : s;
+  } else if (!s.ok() || !damaged.ok()) {
+    const Status& why = s.ok() ? damaged : s;
     if (try_resend(c, why, t, attempt) == Resend::kGiveUp) resolve_error(c, final_error(*c, why));
   }
 }
@@ -354,7 +352,7 @@ RpcEngine::Resend RpcEngine::try_resend(const CallPtr& c, const Status& s,
       return Resend::kGiveUp;
     attempt = ++c->attempts;
     c->sent = false;
-    c->damaged = false;
+    c->damaged = Status::Ok();
   }
   net_.note_resend(failed_path);
   PFS_LOG_DEBUG("resending RPC {} to {} (xid {}, attempt {}): {}", type_name(c->type),
@@ -515,7 +513,7 @@ void RpcEngine::resend_damaged(uint64_t xid, const Status& s) {
     if (it == pending_.end()) return;  // answered, timed out or cancelled already
     c = it->second;
     if (!c->sent) {  // its write completes later: on_tx_done resends
-      c->damaged = true;
+      c->damaged = s;
       return;
     }
     path = c->tx_times;
