@@ -47,7 +47,7 @@ struct Endpoint {
   std::unique_ptr<RpcEngine> rpc;
   explicit Endpoint(const char* nid) : me(*Nid::parse(nid)) {
     Config cfg;  // a node's defaults
-    TransportOptions to = transport_options(cfg, kKey);
+    TransportOptions to = transport_options(cfg, kKey).value();
     net = std::make_unique<Net>(
         NetOptions::from(cfg), std::vector<Nid>{me}, clock, [this, to](TransportEvents& ev) {
           return std::make_unique<TcpTransport>(to, std::vector<Nid>{me}, clock, ev);

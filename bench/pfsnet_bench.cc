@@ -13,6 +13,9 @@
 //   bulk_read_1m     MiB/s  plain TCP stream of 1 MiB writes. Reads: bulk with the reply.
 //   bulk_write_1m_checksum  MiB/s  bulk_write_1m with the data's CRC-32C (lnet.checksum, the
 //                           default); baseline: the same writes without it.
+//   bulk_write_1m_tls  MiB/s  bulk_write_1m over TLS 1.3 (tls.enabled at both ends: a second
+//                           pfsnetd); baseline: the same writes in plaintext.
+//   rpc_rtt_64b_p50_tls  us  rpc_rtt_64b_p50 over TLS; baseline: plaintext.
 //   crc32c_1m        GiB/s  crc32c() over 1 MiB (the CPU's instruction, three streams);
 //                           baseline: the portable slicing-by-8 tables.
 //   rpc_rate_stats_on_vs_off  RPC/s  rpc_rate_64b with the client recording statistics;
@@ -63,6 +66,7 @@
 #include "stats/rpc_stats.h"
 #include "transport/fabric_transport.h"
 #include "transport/tcp_transport.h"
+#include "transport/tls.h"
 #include "wire/crc32c.h"
 
 using namespace pfsnet;
@@ -79,6 +83,9 @@ constexpr char kClientO2ibAddr[] = "127.0.0.71";
 constexpr uint16_t kFiPingpongPort = 7991;
 // The raw libfabric RMA stream (the provider's own bulk figure), on its own address.
 constexpr char kRmaStreamAddr[] = "127.0.0.73";
+// A second pfsnetd with TLS on (tls.enabled) and its client.
+constexpr char kServerTlsAddr[] = "127.0.0.82";
+constexpr char kClientTlsAddr[] = "127.0.0.81";
 constexpr uint16_t kRmaStreamPort = 7992;
 constexpr uint16_t kTcpPort = 7990;
 constexpr char kKey[] = "pfsnet-bench-cluster-key-0000001";
@@ -281,17 +288,23 @@ struct PfsnetServer {
   }
 };
 
-void start_pfsnetd(PfsnetServer& s, const std::string& pfsnetd) {
+// `tls`: the TLS server (kServerTlsAddr, tls.enabled, TCP only); else the usual one.
+void start_pfsnetd(PfsnetServer& s, const std::string& pfsnetd, bool tls = false) {
   char tmpl[] = "/tmp/pfsnet-bench-XXXXXX";
   s.dir = mkdtemp(tmpl);
   std::string key = s.dir + "/key", cfg = s.dir + "/server.toml";
   std::ofstream(key) << kKey;
   chmod(key.c_str(), 0600);
+  std::string nets = tls ? std::string("[[net]]\nnid = \"") + kServerTlsAddr + "@tcp\"\n"
+                         : std::string("[[net]]\nnid = \"") + kServerAddr +
+                               "@tcp\"\n[[net]]\nnid = \"" + kServerO2ibAddr +
+                               "@o2ib\"\nprovider = \"tcp\"\n";
   std::ofstream(cfg) << "[node]\nname = \"bench-server\"\ncluster_key_file = \"" << key
-                     << "\"\nadmin_socket = \"" << s.dir << "/s.sock\"\n[[net]]\nnid = \""
-                     << kServerAddr << "@tcp\"\n[[net]]\nnid = \"" << kServerO2ibAddr
-                     << "@o2ib\"\nprovider = \"tcp\"\n[lnet]\ncredits = 256\npeer_credits = "
-                        "64\n[rpc]\nmax_rpcs_in_flight = 64\n";
+                     << "\"\nadmin_socket = \"" << s.dir << "/s.sock\"\n"
+                     << nets
+                     << "[lnet]\ncredits = 256\npeer_credits = "
+                        "64\n[rpc]\nmax_rpcs_in_flight = 64\n"
+                     << (tls ? "[tls]\nenabled = true\n" : "");
   const char* argv[] = {pfsnetd.c_str(), "--config", cfg.c_str(), "--log-level", "warn", nullptr};
   if (posix_spawn(&s.pid, argv[0], nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
     std::perror("bench: spawn pfsnetd");
@@ -312,19 +325,22 @@ struct Client {
   // `spin`: how long a blocking call spins before sleeping (RpcOptions::spin).
   // `with_stats`: record GPFS RPC statistics (processed every second by a ticker).
   // `o2ib`: over the fabric LND (libfabric's tcp provider) to the server's @o2ib NI.
+  // `tls`: TLS 1.3 keyed from the cluster key, to the TLS server (kServerTlsAddr).
   explicit Client(const char* addr, std::chrono::microseconds spin = RpcOptions{}.spin,
-                  bool with_stats = true, bool o2ib = false)
+                  bool with_stats = true, bool o2ib = false, bool tls = false)
       : me(*Nid::parse(std::string(addr) + (o2ib ? "@o2ib" : "@tcp"))) {
     if (o2ib) server = *Nid::parse(std::string(kServerO2ibAddr) + "@o2ib");
+    if (tls) server = *Nid::parse(std::string(kServerTlsAddr) + "@tcp");
     if (with_stats) stats = std::make_unique<RpcStats>(StatsConfig{}, clock, o2ib);
     NetOptions o;
     o.credits = 256;
     o.peer_credits = 64;
     net = std::make_unique<Net>(
         o, std::vector<Nid>{me}, clock,
-        [this, o2ib](TransportEvents& ev) -> std::unique_ptr<Transport> {
+        [this, o2ib, tls](TransportEvents& ev) -> std::unique_ptr<Transport> {
           TransportOptions to;
           to.cluster_key = kKey;
+          if (tls) to.tls = TlsContext::create(TlsConfig{true, "", "", ""}, kKey).value();
           if (!o2ib) return std::make_unique<TcpTransport>(to, std::vector<Nid>{me}, clock, ev);
           // The fabric LND polls like a node with the default config (as the server, pfsnetd,
           // does): while an RMA is under way that is what moves its data (rma_poll). The
@@ -634,6 +650,19 @@ int main(int argc, char** argv) {
         "bulk_write_1m_checksum", "MiB/s", [&] { return rate(false); }, [&] { return rate(true); },
         5);
     client.net->set_checksum(true);
+  }
+  if (want("bulk_write_1m_tls") || want("rpc_rtt_64b_p50_tls")) {
+    // What encryption costs: a second pfsnetd with tls.enabled and a TLS client, beside
+    // the plaintext pair (both with the data checksum, the default).
+    PfsnetServer tls_server;
+    start_pfsnetd(tls_server, pfsnetd, true);
+    Client tls_client(kClientTlsAddr, RpcOptions{}.spin, true, false, true);
+    measure(
+        "bulk_write_1m_tls", "MiB/s", [&] { return bulk_mib_s(client, false); },
+        [&] { return bulk_mib_s(tls_client, false); }, 3);
+    measure(
+        "rpc_rtt_64b_p50_tls", "us", [&] { return rpc_rtt_p50(client, 10000); },
+        [&] { return rpc_rtt_p50(tls_client, 10000); }, 3);
   }
   if (want("crc32c_1m")) {
     // The checksum's own speed on 1 MiB: the CPU's instruction (three streams) beside

@@ -5,16 +5,20 @@
 # Without arguments it also runs membership_bench, health_bench (the slowness judgement's
 # cost at 100,000 peer NIs), mesh_bench (the probe mesh's cost per node at the defaults and
 # the MGS's at 100,000 nodes) and wan_bench (the WAN study: sweep
-# tables on stderr and as {"sweep": ...} lines, about 3 minutes).
+# tables on stderr and as {"sweep": ...} lines, about 3 minutes) and gpfs_bench (the GPFS
+# paper's Tables 1-2 with 1 server and 32 client daemons, and the block service with an
+# in-memory target against raw TCP; about 2 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DPFSNET_BUILD_TESTS=OFF >/dev/null
-cmake --build build-release -j "$(nproc)" --target pfsnet_bench membership_bench health_bench mesh_bench wan_bench pfsnetd >/dev/null
+cmake --build build-release -j "$(nproc)" --target pfsnet_bench membership_bench health_bench mesh_bench wan_bench gpfs_bench pfsnetd >/dev/null
 build-release/bench/pfsnet_bench --pfsnetd build-release/apps/pfsnetd "$@"
 if [ $# -eq 0 ]; then
   build-release/bench/membership_bench
   build-release/bench/health_bench
   build-release/bench/mesh_bench
   build-release/bench/wan_bench --pfsnetd build-release/apps/pfsnetd
+  build-release/bench/gpfs_bench --pfsnetd build-release/apps/pfsnetd \
+    --pfsnet-bench build-release/bench/pfsnet_bench
 fi

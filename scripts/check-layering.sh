@@ -11,12 +11,13 @@ declare -A allowed=(
   [transport]="transport wire base"
   [net]="net transport wire base"
   [rpc]="rpc net transport wire base stats"
-  [admin]="admin probe membership selftest tune rpc net transport wire base stats"
+  [admin]="admin probe membership selftest tune storage rpc net transport wire base stats"
   [membership]="membership rpc net transport wire base stats"
   [selftest]="selftest rpc net transport wire base stats"
   [tune]="tune rpc net transport wire base stats"
   [probe]="probe membership tune rpc net transport wire base stats"
   [node]="node rpc net transport wire base stats"
+  [storage]="storage rpc net transport wire base stats"
 )
 bad=0
 for mod in "${!allowed[@]}"; do

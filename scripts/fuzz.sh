@@ -17,7 +17,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(frame membership probe selftest config admin)
+[ ${#targets[@]} -gt 0 ] || targets=(frame membership probe selftest config admin storage)
 command -v clang++ >/dev/null || { echo "fuzz: clang++ missing (apt-get install clang)" >&2; exit 1; }
 
 CXX=clang++ CC=clang cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -34,13 +34,9 @@ run_one() {
   build-fuzz/fuzz/${t}_fuzz "$work/$t" -runs="$runs" -max_total_time="$seconds" -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/crash-$t-" \
     >"$work/$t.log" 2>&1 || true
-  # Minimised into the checked-in corpus: what the run found that adds coverage.
-  local merged="$work/$t.merged"
-  rm -rf "$merged"
-  mkdir -p "$merged"
-  build-fuzz/fuzz/${t}_fuzz -merge=1 "$merged" "fuzz/corpus/$t" "$work/$t" >/dev/null 2>&1
-  rm -rf "fuzz/corpus/$t"
-  mv "$merged" "fuzz/corpus/$t"
+  # Into the checked-in corpus: what the run found that adds coverage (existing files,
+  # the regression-* crash inputs among them, stay as they are).
+  build-fuzz/fuzz/${t}_fuzz -merge=1 "fuzz/corpus/$t" "$work/$t" >/dev/null 2>&1
 }
 export -f run_one
 export runs seconds work
@@ -49,7 +45,7 @@ printf '%-11s %12s %8s %8s %8s\n' target executions exec/s crashes corpus
 for t in "${targets[@]}"; do
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$t.log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/$t.log" | tail -1)
-  crashes=$(ls "$work"/crash-$t-* 2>/dev/null | wc -l)
+  crashes=$( (ls "$work"/crash-$t-* 2>/dev/null || true) | wc -l)
   printf '%-11s %12s %8s %8s %8s\n' "$t" "${execs:-?}" "${rate:-?}" "$crashes" \
     "$(ls fuzz/corpus/$t | wc -l)"
 done

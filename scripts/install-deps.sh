@@ -8,8 +8,11 @@ packages=(
   libasio-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libssl-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev libfabric-dev libfabric-bin
-  prometheus curl bc nftables
+  prometheus curl bc nftables openssl chromium
 )
+# npm installs the dashboard's chart library at build time; the machine's Node.js may
+# bring its own npm (NodeSource), else Debian's.
+if ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
 
 missing=()
 for p in "${packages[@]}"; do

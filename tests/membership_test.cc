@@ -67,17 +67,6 @@ class Cluster {
   std::map<int, std::unique_ptr<Daemon>> daemons_;
 };
 
-// Polls `pred` every 50 ms until it holds or `limit` passes (bounded).
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit) {
-  auto end = Clock::now() + limit;
-  for (int i = 0; i < 2000 && Clock::now() < end; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(50ms);  // an observation's polling interval, not a sync
-  }
-  return pred();
-}
-
 TEST(MembershipTest, EveryNodeRegistersAndStatusShowsTheTable) {
   Cluster c;
   ASSERT_TRUE(c.ready());

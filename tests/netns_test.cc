@@ -14,12 +14,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::string ip_bin() {
-  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
-    if (access(p, X_OK) == 0) return p;
-  return "";
-}
-
 // The namespaces, links and daemons of one test.
 class TwoRails {
  public:
@@ -376,6 +370,12 @@ TEST(NetnsTest, BlackHoledRailTimesOutRemotelyAndResendsOnTheOther) {
   EXPECT_EQ(net.cli(0, {"fault", "del", "--all"})["deleted"], 1);
 }
 
+// Frames the server received from the client on `rail` (its peer entry's count).
+int server_received(TwoRails& net, int rail) {
+  json p = net.peer(1, net.nid(0, rail));
+  return p.is_object() ? p.value("recv_count", 0) : 0;
+}
+
 // Exactly-once over a black-holed rail: nftables on the server (outside pfsnet) drops
 // everything it sends on rail 1, so writes that went that way run but their replies
 // vanish; the client times out there and resends on rail 2 with the same xid, and the
@@ -387,6 +387,7 @@ TEST(NetnsTest, WritesResentOverABlackHoledRailRunOnce) {
   if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
   auto warm = net.load(20, "0", 3);  // both rails known and connected (PING: no writes)
   ASSERT_EQ(warm->wait_exit(20000ms), 0) << warm->output();
+  int before = server_received(net, 0);
   ASSERT_TRUE(net.black_hole_replies(0));
   constexpr int kWrites = 40;
   auto load = net.writes(kWrites, 3);
@@ -398,7 +399,15 @@ TEST(NetnsTest, WritesResentOverABlackHoledRailRunOnce) {
   EXPECT_GE(p1["resends"].get<int>(), 1) << p1.dump();
   EXPECT_EQ(executions(net.socket(1), "BRW_WRITE", kWrites), kWrites);
   json rc = reply_cache(net.socket(1));
-  EXPECT_GE(rc["replayed"].get<int>(), 1) << rc.dump();
+  // The copy is answered from the reply cache -- when the first went out at all: in the
+  // slow sanitizer build the write on the black-holed rail sometimes never leaves the
+  // client's TCP (the server's rail-1 count does not move), so there is no copy to answer
+  // and the write simply runs once, by its resend.
+  if (server_received(net, 0) > before) {
+    EXPECT_GE(rc["replayed"].get<int>(), 1) << rc.dump();
+  } else {
+    std::printf("black-holed rail: the first write never reached the server; no copy\n");
+  }
   EXPECT_EQ(rc["clients"], 1) << rc.dump();
   std::printf("black-holed rail: %d writes, %d resends, %d answered from the reply cache\n",
               kWrites, p1["resends"].get<int>(), rc["replayed"].get<int>());
@@ -416,6 +425,7 @@ TEST(NetnsTest, WritesResentOverAResetConnectionRunOnce) {
   if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
   auto warm = net.load(20, "0", 3);
   ASSERT_EQ(warm->wait_exit(20000ms), 0) << warm->output();
+  int before = server_received(net, 0);
   ASSERT_TRUE(net.black_hole_replies(0));
   constexpr int kWrites = 40;
   auto load = net.writes(kWrites, 30);
@@ -438,7 +448,12 @@ TEST(NetnsTest, WritesResentOverAResetConnectionRunOnce) {
   EXPECT_GE(p1["resends"].get<int>(), 1) << p1.dump();
   EXPECT_EQ(executions(net.socket(1), "BRW_WRITE", kWrites), kWrites);
   json rc = reply_cache(net.socket(1));
-  EXPECT_GE(rc["replayed"].get<int>() + rc["running_copies"].get<int>(), 1) << rc.dump();
+  // As above: a copy exists only when a write on rail 1 reached the server before its reset.
+  if (server_received(net, 0) > before) {
+    EXPECT_GE(rc["replayed"].get<int>() + rc["running_copies"].get<int>(), 1) << rc.dump();
+  } else {
+    std::printf("reset connections: no write reached the server on rail 1; no copy\n");
+  }
   std::printf(
       "reset connections: %d writes, %d resets, %d resends, %d answered from the "
       "reply cache\n",
@@ -506,7 +521,7 @@ TEST(NetnsTest, DataDamagedOnTheWireIsCaughtAndResentNeverDelivered) {
 // What TCP hides: a rail that drops 5% of its packets (nftables, outside pfsnet) carries
 // every RPC -- TCP retransmits them -- and shows only as latency in pfsnet's own figures;
 // the kernel's figures per path (peers -v) show the retransmissions, and the clean rail
-// shows none.
+// next to none.
 TEST(NetnsTest, TcpInfoShowsTheRetransmitsOfALossyRail) {
   // 10 s RPCs (3.3 s per attempt): a segment lost twice waits out TCP's backed-off
   // retransmission timer without a remote timeout closing the connection (and its figures).
@@ -532,7 +547,11 @@ TEST(NetnsTest, TcpInfoShowsTheRetransmitsOfALossyRail) {
   EXPECT_GT(lossy["segments_out"].get<uint64_t>(), 200u) << lossy.dump();
   EXPECT_GT(lossy["retransmits"].get<uint64_t>(), 0u) << lossy.dump();
   EXPECT_GT(lossy["retransmit_ratio"].get<double>(), 0.005) << lossy.dump();
-  EXPECT_EQ(clean["retransmits"].get<uint64_t>(), 0u) << clean.dump();
+  // A clean rail on a busy machine may still send a tail-loss probe or two (CI saw 1 of
+  // 9389 segments); it stays far below the lossy one.
+  EXPECT_LT(clean["retransmit_ratio"].get<double>(), 0.002) << clean.dump();
+  EXPECT_LT(clean["retransmit_ratio"].get<double>(), lossy["retransmit_ratio"].get<double>() / 10)
+      << clean.dump();
   EXPECT_GT(clean["rtt_ms"].get<double>(), 0.0) << clean.dump();
   EXPECT_GT(clean["pmtu"].get<unsigned>(), 0u) << clean.dump();
   // The human view says it too.

@@ -106,7 +106,7 @@ TEST(O2ibTest, DiagRpcCountsTcpVerbsAndMixedLatenciesExactly) {
   auto m = http.Get("/metrics");
   ASSERT_TRUE(m) << "no HTTP answer";
   std::string node =
-      "pfsnet_rpc_node_count{nid=\"" + r["nodes"][0]["nid"].get<std::string>() + "\",stat=\"";
+      "pfsnet_rpc_node_rpcs{nid=\"" + r["nodes"][0]["nid"].get<std::string>() + "\",stat=\"";
   for (auto [stat, n] : {std::pair{"send_time_verbs", 15},
                          {"latency_verbs", 10},
                          {"latency_mixed", 5},

@@ -1,9 +1,16 @@
 // A real Prometheus server (Debian's `prometheus`) scrapes a pfsnetd on loopback and its
-// query API returns a pfsnet_ series with the expected value.
+// query API returns a pfsnet_ series with the expected value and a histogram quantile in
+// range; promtool checks what pfsnetd serves and the packaged rules and Grafana board.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
 
 #include "cluster.h"
 
@@ -13,6 +20,13 @@ namespace {
 using nlohmann::json;
 
 constexpr char kPrometheus[] = "/usr/bin/prometheus";
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 TEST(PrometheusTest, ScrapesPfsnetd) {
   if (access(kPrometheus, X_OK) != 0)
@@ -55,6 +69,229 @@ TEST(PrometheusTest, ScrapesPfsnetd) {
   EXPECT_EQ(found[0]["metric"]["nid"], b.nid().to_string());
   EXPECT_EQ(found[0]["metric"]["job"], "pfsnet");
   EXPECT_EQ(found[0]["value"][1], "9");  // [timestamp, "value"]
+
+  // The latency histogram gives Prometheus a median in the range of what ping measured
+  // (bucket bounds are powers of two, and histogram_quantile interpolates within one).
+  json pinged = json::parse(
+      run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "50", "--json"})
+          .second,
+      nullptr, false);
+  ASSERT_TRUE(pinged.is_object());
+  double lo = pinged["rtt_ms"]["min"].get<double>() / 1000,
+         hi = pinged["rtt_ms"]["max"].get<double>() / 1000;
+  std::string q =
+      "/api/v1/query?query=histogram_quantile(0.5,"
+      "pfsnet_rpc_node_latency_seconds_bucket%7Bstat%3D%22latency_tcp%22%7D)";
+  double median = -1;
+  std::string last;
+  limit = std::chrono::steady_clock::now() + 30s;
+  for (int i = 0; i < 300 && std::chrono::steady_clock::now() < limit; ++i) {
+    auto r = api.Get(q.c_str());
+    if (r && r->status == 200) {
+      last = r->body;
+      json j = json::parse(r->body, nullptr, false);
+      // Wait for a scrape after the 59 pings (9 + 50) closed their second.
+      if (!j.is_discarded() && !j["data"]["result"].empty()) {
+        auto count = api.Get(
+            "/api/v1/"
+            "query?query=pfsnet_rpc_node_latency_seconds_count%7Bstat%3D%22latency_tcp%22%7D");
+        json c = count ? json::parse(count->body, nullptr, false) : json();
+        if (c.is_object() && !c["data"]["result"].empty() &&
+            c["data"]["result"][0]["value"][1] == "59") {
+          median = std::stod(j["data"]["result"][0]["value"][1].get<std::string>());
+          break;
+        }
+      }
+    }
+    std::this_thread::sleep_for(100ms);  // the next scrape is 1 s away
+  }
+  ASSERT_GE(median, 0) << "no histogram_quantile answer: " << last;
+  EXPECT_GE(median, lo / 2) << "ping min " << lo;
+  EXPECT_LE(median, hi * 2) << "ping max " << hi;
+  std::printf("histogram_quantile(0.5) = %.6f s; ping min %.6f max %.6f s\n", median, lo, hi);
+}
+
+// What a real MGS and a client serve passes `promtool check metrics` (names, types, HELP,
+// suffixes), and carries the latency histograms and the membership families.
+TEST(PrometheusTest, MetricsPassPromtoolAndShowMembership) {
+  if (access("/usr/bin/promtool", X_OK) != 0) GTEST_SKIP() << "needs promtool (prometheus)";
+  DaemonOptions oa, ob;
+  oa.http = loopback(2) + ":9708";
+  oa.node_extra = "roles = [\"mgs\", \"server\"]\n";
+  ob.http = loopback(3) + ":9708";
+  ob.node_extra = "roles = [\"client\"]\nmgs = [\"" + loopback(2) + "@tcp\"]\n";
+  TwoDaemons c(oa, ob);
+  ASSERT_TRUE(c.ready());
+  ASSERT_EQ(
+      run({PFSNET_BIN, "--socket", c.b.socket(), "ping", c.a.nid().to_string(), "-c", "20"}).first,
+      0);
+  auto get = [](const std::string& host) {
+    httplib::Client h(host, 9708);
+    h.set_connection_timeout(2);
+    h.set_read_timeout(5);
+    auto r = h.Get("/metrics");
+    return r && r->status == 200 ? r->body : std::string();
+  };
+  // The client's registration and the 20 RPCs' closing second reach the figures within a
+  // few seconds; bounded in count and time.
+  std::string mgs, client;
+  std::string registered =
+      "pfsnet_membership_node_state{node=\"n3\",roles=\"client\",state=\"up\"} 1\n";
+  std::string counted = "pfsnet_rpc_node_latency_seconds_count{nid=\"" + c.a.nid().to_string() +
+                        "\",stat=\"latency_tcp\"} ";
+  // The value of the first sample starting with `prefix`; -1 when absent.
+  auto value = [](const std::string& text, const std::string& prefix) {
+    size_t p = text.find(prefix);
+    return p == std::string::npos ? -1.0 : std::atof(text.c_str() + p + prefix.size());
+  };
+  auto limit = std::chrono::steady_clock::now() + 20s;
+  for (int i = 0; i < 200 && std::chrono::steady_clock::now() < limit; ++i) {
+    mgs = get(loopback(2));
+    client = get(loopback(3));
+    // 20 pings and the membership and tuning RPCs -- and the server's execution of them,
+    // which it processes in its own second (later than the client's under ASan).
+    if (mgs.find(registered) != std::string::npos && value(client, counted) >= 20 &&
+        value(mgs, "pfsnet_rpc_message_execution_seconds_count{type=\"PING\"} ") >= 20)
+      break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_NE(mgs.find(registered), std::string::npos) << mgs;
+  EXPECT_NE(mgs.find("pfsnet_membership_node_last_heard_timestamp_seconds{node=\"n3\"}"),
+            std::string::npos);
+  EXPECT_NE(mgs.find("pfsnet_membership_nodes{state=\"up\"} 2\n"), std::string::npos) << mgs;
+  EXPECT_GE(value(client, counted), 20) << client;
+  EXPECT_NE(client.find("pfsnet_membership_registered{mgs=\"" + c.a.nid().to_string() + "\"} 1\n"),
+            std::string::npos)
+      << client;
+  EXPECT_EQ(client.find("pfsnet_membership_node_state"), std::string::npos);  // the MGS's only
+  // The server executed the pings: its execution histogram.
+  EXPECT_NE(mgs.find("pfsnet_rpc_message_execution_seconds_count{type=\"PING\"}"),
+            std::string::npos);
+  for (const auto& [who, text] : {std::pair{"mgs", mgs}, std::pair{"client", client}}) {
+    std::string file = c.dir.file(std::string(who) + ".prom");
+    write_file(file, text);
+    auto [rc, out] = run({"/bin/sh", "-c", "/usr/bin/promtool check metrics < " + file + " 2>&1"});
+    EXPECT_EQ(rc, 0) << who << ": " << out;
+    EXPECT_EQ(out, "") << who;
+  }
+}
+
+// The packaged alert rules and the Grafana board: every expression is valid PromQL
+// (promtool checks it, written as a recording rule), and every pfsnet_ metric they name is
+// a family a real MGS or client serves -- so a renamed metric breaks this test, not the
+// operator's board.
+TEST(PrometheusTest, PackagedRulesAndDashboardUseOnlyMetricsPfsnetdServes) {
+  if (access("/usr/bin/promtool", X_OK) != 0) GTEST_SKIP() << "needs promtool (prometheus)";
+  const std::string root = PFSNET_SOURCE_DIR;
+  std::string rules_file = root + "/packaging/prometheus/pfsnet-rules.yml";
+  auto [rc, out] = run({"/usr/bin/promtool", "check", "rules", rules_file});
+  ASSERT_EQ(rc, 0) << out;
+  json board =
+      json::parse(read_file(root + "/packaging/grafana/pfsnet-dashboard.json"), nullptr, false);
+  ASSERT_TRUE(board.is_object()) << "the dashboard is not JSON";
+  ASSERT_FALSE(board["panels"].empty());
+  // The exprs, Grafana's variables replaced by what they stand for.
+  std::vector<std::string> exprs;
+  for (const json& p : board["panels"]) {
+    EXPECT_TRUE(p.contains("title") && p.contains("gridPos")) << p.dump();
+    ASSERT_FALSE(p["targets"].empty()) << p["title"];
+    for (const json& t : p["targets"]) {
+      std::string e = t["expr"];
+      for (auto [var, value] : {std::pair{std::string("$__rate_interval"), std::string("1m")},
+                                std::pair{std::string("$instance"), std::string(".*")}})
+        for (size_t at = e.find(var); at != std::string::npos; at = e.find(var, at))
+          e.replace(at, var.size(), value);
+      EXPECT_EQ(e.find('$'), std::string::npos) << "unknown variable in " << e;
+      exprs.push_back(e);
+    }
+  }
+  TempDir dir;
+  std::string as_rules = "groups:\n  - name: board\n    rules:\n";
+  for (size_t i = 0; i < exprs.size(); ++i)
+    as_rules +=
+        "      - record: board:expr" + std::to_string(i) + "\n        expr: '" + exprs[i] + "'\n";
+  write_file(dir.file("board.yml"), as_rules);
+  std::tie(rc, out) = run({"/usr/bin/promtool", "check", "rules", dir.file("board.yml")});
+  EXPECT_EQ(rc, 0) << out << as_rules;
+
+  // The families a real MGS and client serve.
+  DaemonOptions oa, ob;
+  oa.http = loopback(2) + ":9708";
+  oa.node_extra = "roles = [\"mgs\", \"server\"]\n";
+  ob.http = loopback(3) + ":9708";
+  ob.node_extra = "roles = [\"client\"]\nmgs = [\"" + loopback(2) + "@tcp\"]\n";
+  TwoDaemons c(oa, ob);
+  ASSERT_TRUE(c.ready());
+  std::set<std::string> served;
+  for (int host : {2, 3}) {
+    httplib::Client h(loopback(host), 9708);
+    h.set_connection_timeout(2);
+    h.set_read_timeout(5);
+    auto r = h.Get("/metrics");
+    ASSERT_TRUE(r && r->status == 200);
+    std::istringstream in(r->body);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("# TYPE ", 0) == 0) served.insert(line.substr(7, line.find(' ', 7) - 7));
+  }
+  ASSERT_GT(served.size(), 50u);
+  std::string everything = read_file(rules_file);
+  for (const std::string& e : exprs) everything += "\n" + e;
+  std::regex metric("pfsnet_[a-z0-9_]+");
+  std::set<std::string> used;
+  for (auto it = std::sregex_iterator(everything.begin(), everything.end(), metric);
+       it != std::sregex_iterator(); ++it) {
+    std::string name = it->str();
+    size_t before = it->position();
+    if (before > 0 && everything[before - 1] == ':') continue;  // a recording rule's name part
+    for (const char* suffix : {"_bucket", "_sum", "_count"})
+      if (name.ends_with(suffix) && served.count(name.substr(0, name.size() - strlen(suffix))))
+        name = name.substr(0, name.size() - strlen(suffix));
+    used.insert(name);
+  }
+  EXPECT_GT(used.size(), 20u);
+  for (const std::string& name : used) EXPECT_TRUE(served.count(name)) << name << " is not served";
+}
+
+// Health events on /metrics: a problem this node sees (its peer NI made unhealthy by errors
+// from a fault rule) counts as started, and as ended once the peer is healthy again.
+TEST(PrometheusTest, HealthEventsCountProblemsThatStartAndEnd) {
+  const std::string fast = "[health]\nreport_interval = 0.5\n";
+  DaemonOptions oa, ob;
+  oa.node_extra = "roles = [\"mgs\", \"server\"]\n";
+  oa.extra = fast;
+  ob.http = loopback(3) + ":9708";
+  ob.node_extra = "roles = [\"client\"]\nmgs = [\"" + loopback(2) + "@tcp\"]\n";
+  ob.extra = fast;
+  TwoDaemons c(oa, ob);
+  ASSERT_TRUE(c.ready());
+  const std::string a = c.a.nid().to_string();
+  auto counter = [&](const std::string& name) {
+    httplib::Client h(loopback(3), 9708);
+    h.set_connection_timeout(2);
+    h.set_read_timeout(5);
+    auto r = h.Get("/metrics");
+    if (!r || r->status != 200) return -1.0;
+    std::string prefix = name + "{cause=\"UNHEALTHY\"} ";
+    size_t p = r->body.find(prefix);
+    return p == std::string::npos ? 0.0 : std::atof(r->body.c_str() + p + prefix.size());
+  };
+  EXPECT_EQ(counter("pfsnet_health_problems_started_total"), 0);
+  auto [frc, fout] =
+      run({PFSNET_BIN, "--socket", c.b.socket(), "fault", "add", "drop", "--dst", a, "--type",
+           "PING", "--rate", "1", "--health", "PEER_NI_UNREACHABLE", "--json"});
+  ASSERT_EQ(frc, 0) << fout;
+  uint64_t id = last_json_line(fout)["added"]["id"].get<uint64_t>();
+  EXPECT_NE(run({PFSNET_BIN, "--socket", c.b.socket(), "ping", a, "--count", "2", "--timeout", "1"})
+                .first,
+            0);
+  EXPECT_TRUE(
+      eventually([&] { return counter("pfsnet_health_problems_started_total") >= 1; }, 15000ms));
+  EXPECT_EQ(counter("pfsnet_health_problems_ended_total"), 0);
+  ASSERT_EQ(run({PFSNET_BIN, "--socket", c.b.socket(), "fault", "del", std::to_string(id)}).first,
+            0);
+  EXPECT_TRUE(
+      eventually([&] { return counter("pfsnet_health_problems_ended_total") >= 1; }, 30000ms));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 #include <string>
 #include <thread>
@@ -17,15 +18,6 @@ namespace pfsnet::testing {
 namespace {
 
 using nlohmann::json;
-
-// Under a sanitizer the daemons' CPU, not the emulated link, bounds throughput
-// (about 40 MiB/s of 64 KiB writes on this 2-core VM): the shape of the WAN study is
-// asserted in the optimised build; the sanitized one checks that everything runs.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 
 json cli_json(const std::string& socket, std::vector<std::string> args) {
   std::vector<std::string> argv = {PFSNET_BIN, "--socket", socket};
@@ -84,12 +76,17 @@ TEST(TuneTest, ProbeMeasuresThePathAndApplyTakesTheRecommendation) {
   EXPECT_NE(r["settings"]["max_rpcs_in_flight"]["why"].get<std::string>().find("BDP"),
             std::string::npos);
   // --apply: the daemon now runs the recommendation, and the advice has no complaint.
+  // It advises again first: the probe's own RPCs are in the statistics by then and may
+  // give a slightly shorter RTT (CI: 9 where the probe alone said 10), so the daemon runs
+  // what this report recommends, which stays near the probe's.
   json a = cli_json(d.a.socket(), {"tune", "--apply", "--size", "256K"});
   ASSERT_TRUE(a.contains("applied")) << a.dump();
+  int64_t applied = a["settings"]["max_rpcs_in_flight"]["recommended"].get<int64_t>();
+  EXPECT_LE(std::abs(applied - rec), 2) << a.dump();
   json cfg = cli_json(d.a.socket(), {"config", "show"});
   for (const json& e : cfg["config"]) {
     if (e["key"] == "rpc.max_rpcs_in_flight" || e["key"] == "lnet.peer_credits") {
-      EXPECT_EQ(e["value"], std::to_string(rec)) << e.dump();
+      EXPECT_EQ(e["value"], std::to_string(applied)) << e.dump();
     }
   }
   json after = cli_json(d.a.socket(), {"tune", "--size", "256K"});

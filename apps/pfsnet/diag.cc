@@ -70,12 +70,14 @@ void print_diag_rpc(const json& r) {
     for (const char* g : kGranularities) {
       if (!v.contains(g)) continue;
       for (const json& i : v[g]) {
+        // The percentiles of the newest minute, below it (the JSON has them for each).
+        bool quantiles = std::string(g) == "minute" && &i == &v[g].back() && i.contains("p50_ms");
         std::printf("    %-6s %s  avg/min/max = %9s/%9s/%9s  cnt = %lld", g,
                     utc(i["start"].get<int64_t>()).c_str(),
                     fmt_ms(i["avg_ms"].get<double>()).c_str(),
                     fmt_ms(i["min_ms"].get<double>()).c_str(),
                     fmt_ms(i["max_ms"].get<double>()).c_str(), i["count"].get<long long>());
-        if (i.contains("p50_ms"))
+        if (quantiles)
           std::printf("\n    %-6s %20s  p50 = %s  p99 = %s", "", "",
                       fmt_ms(i["p50_ms"].get<double>()).c_str(),
                       fmt_ms(i["p99_ms"].get<double>()).c_str());

@@ -55,8 +55,22 @@ void print_tune(const json& r) {
 struct TuneArgs {
   bool probe = false, apply = false;
   std::vector<std::string> peers;
-  std::string size;
+  std::string size, request_size;
+  double storage_mbyte = 0, turnaround_ms = 0;
 };
+
+// The block service's part of `pfsnet tune`: the GPFS paper's rules with their reasons.
+void print_storage_advice(const json& s) {
+  std::printf("\nblock service (the GPFS paper's rules):\n");
+  auto row = [](const char* key, const json& v, const json& why) {
+    std::printf("  %-15s %10s -> %-10s %s\n", key, v["current"].dump().c_str(),
+                v["recommended"].dump().c_str(), why.get<std::string>().c_str());
+  };
+  row("block_size", s["block_size"], s["why_block_size"]);
+  row("buffers", s["buffers"], s["why_buffers"]);
+  row("prefetch_depth", s["prefetch_depth"], s["why_prefetch"]);
+  for (const json& p : s["problems"]) std::printf("  ! %s\n", p["text"].get<std::string>().c_str());
+}
 
 int tune(Invocation& inv, const TuneArgs& a) {
   json req = {{"cmd", "tune"}, {"probe", a.probe}, {"apply", a.apply}};
@@ -66,7 +80,17 @@ int tune(Invocation& inv, const TuneArgs& a) {
     if (!size) return fail("--size: a number with an optional K or M");
     req["size"] = *size;
   }
-  return request(inv, req, std::chrono::seconds(300), print_tune);
+  if (!a.request_size.empty()) {
+    auto size = size_with_unit(a.request_size);
+    if (!size) return fail("--request-size: a number with an optional K or M");
+    req["request_size"] = *size;
+  }
+  if (a.storage_mbyte > 0) req["storage_mbyte"] = a.storage_mbyte;
+  if (a.turnaround_ms > 0) req["turnaround_ms"] = a.turnaround_ms;
+  return request(inv, req, std::chrono::seconds(300), [](const json& r) {
+    print_tune(r);
+    if (r.contains("storage")) print_storage_advice(r["storage"]);
+  });
 }
 
 struct FaultArgs {
@@ -121,6 +145,14 @@ void add_tune(CLI::App& app, Invocation& inv) {
   sub->add_option("--peer", a->peers, "only this peer NID (repeat for more)");
   sub->add_option("--size", a->size, "bulk RPC size, with K or M (default maxBlockSize)");
   sub->add_flag("--apply", a->apply, "apply the recommended settings at run time");
+  sub->add_option("--request-size", a->request_size,
+                  "block service: the application's request size (K, M), against the block size");
+  sub->add_option("--storage-mbyte", a->storage_mbyte,
+                  "block service: a server's throughput in MB/s (default: its emulated disk)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--turnaround-ms", a->turnaround_ms,
+                  "block service: one block request's turnaround, for buffers and prefetch")
+      ->check(CLI::NonNegativeNumber);
   add_json_flag(sub, inv);
   sub->callback([&inv, a] { inv.rc = tune(inv, *a); });
 }

@@ -1,5 +1,6 @@
 #include "pfsnetd/daemon.h"
 
+#include "admin/dashboard.h"
 #include "base/log.h"
 #include "rpc/ping.h"
 #include "selftest/selftest.h"
@@ -15,7 +16,10 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
     verbs = verbs || n.nid.is_verbs();
   }
   stats_ = std::make_unique<RpcStats>(cfg.stats, clock_, verbs);
-  TransportOptions to = transport_options(cfg, std::move(cluster_key));
+  // A bad [tls] setting fails start(); the net is built plaintext meanwhile and never runs.
+  auto opts = transport_options(cfg, std::move(cluster_key));
+  init_ = opts.status();
+  TransportOptions to = opts.ok() ? *opts : TransportOptions{};
   // The NIs' LNDs under the decorator that holds frames: link emulation and fault delays.
   hold_timers_ = std::make_unique<ThreadTimerQueue>(clock_);
   net_ = std::make_unique<Net>(
@@ -39,6 +43,16 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
   serve_selftest(*rpc_, clock_);
   serve_tune_probe(*rpc_, clock_);
   tune_ = std::make_unique<TuneService>(*net_, *rpc_, *stats_, cfg_, clock_);
+  storage_ =
+      std::make_unique<BlockService>(BlockServiceOptions::from(cfg), *rpc_, stats_.get(), clock_);
+  tokens_ = std::make_unique<TokenService>(*rpc_, clock_,
+                                           std::chrono::seconds(cfg.lnet.transaction_timeout));
+  iobench_ = std::make_unique<IobenchService>(*rpc_, clock_, [this] {
+    Config c = cfg_.get();
+    StripedFileOptions o = StripedFileOptions::from(c);
+    if (c.storage.tokens) o.tokens = tokens_.get();
+    return o;
+  });
   // What a change of the run-time keys does (config set, SIGHUP, tune --apply, auto-tune).
   cfg_.on_apply([this](const Config& before, const Config& after) {
     stats_->set_config(after.stats);
@@ -50,9 +64,9 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
       rpc_->set_max_rpcs_in_flight(after.rpc.max_rpcs_in_flight);
     net_->set_checksum(after.lnet.checksum);
   });
-  parts_ = std::make_unique<NodeParts>(
-      NodeParts{*net_, *rpc_, *stats_, cfg_, clock_, membership_.get(), tune_.get(), health_.get(),
-                mesh_.get(), netverify_.get(), cluster_health_.get()});
+  parts_ = std::make_unique<NodeParts>(NodeParts{
+      *net_, *rpc_, *stats_, cfg_, clock_, membership_.get(), tune_.get(), health_.get(),
+      mesh_.get(), netverify_.get(), cluster_health_.get(), storage_.get(), tokens_.get()});
   add_node_commands(commands_, *parts_);
   admin_ = std::make_unique<AdminServer>(commands_);
 }
@@ -60,9 +74,12 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
 Daemon::~Daemon() { stop(); }
 
 Status Daemon::start() {
+  if (!init_.ok()) return init_;
   Status s = check_lnds(cfg_.get());
   if (!s.ok()) return s;
   s = net_->start();
+  if (!s.ok()) return s;
+  s = storage_->start();
   if (!s.ok()) return s;
   timers_->start(std::chrono::milliseconds(100));
   watch_links();
@@ -90,8 +107,15 @@ Status Daemon::start() {
       if (!r.ok()) return r.status();
       return admin_line(*r);
     };
+    routes.files = dashboard_files();
+    std::string token;
+    if (!cfg.node.http_token_file.empty()) {
+      auto t = load_http_token(cfg.node.http_token_file);
+      if (!t.ok()) return t.status();
+      token = *t;
+    }
     http_ = std::make_unique<HttpServer>(std::move(routes));
-    s = http_->start(cfg.node.http);
+    s = http_->start(cfg.node.http, token);
     if (!s.ok()) return s;
   }
   std::string nids;
@@ -134,6 +158,9 @@ void Daemon::stop() {
   membership_->stop();
   mesh_->stop();
   netverify_->stop();
+  iobench_->stop();  // its jobs end after the request under way
+  tokens_->stop();
+  storage_->stop();  // requests waiting for a buffer get kCancelled while the engine runs
   rpc_->shutdown();  // pending RPCs fail now, so admin sessions end
   if (http_) http_->stop();
   admin_->stop();

@@ -24,6 +24,9 @@
 #include "rpc/recovery_pinger.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
+#include "storage/block_service.h"
+#include "storage/iobench.h"
+#include "storage/tokens.h"
 #include "transport/link_monitor.h"
 #include "transport/timer_queue.h"
 #include "tune/tune_service.h"
@@ -50,6 +53,7 @@ class Daemon {
   void watch_links();
 
   LiveConfig cfg_;
+  Status init_;  // what building the transport options found wrong (start() returns it)
   MonotonicClock clock_;
   std::unique_ptr<RpcStats> stats_;
   std::unique_ptr<ThreadTimerQueue> hold_timers_;  // outlives net_: it releases held frames
@@ -64,6 +68,9 @@ class Daemon {
   std::unique_ptr<ClusterHealthService> cluster_health_;
   Periodic health_ticker_;  // this node's own problems to cluster_health_
   std::unique_ptr<TuneService> tune_;
+  std::unique_ptr<BlockService> storage_;    // after rpc_: its replies go through it
+  std::unique_ptr<TokenService> tokens_;     // likewise
+  std::unique_ptr<IobenchService> iobench_;  // likewise; uses tokens_
   AdminCommands commands_;
   std::unique_ptr<NodeParts> parts_;
   std::unique_ptr<AdminServer> admin_;

@@ -20,7 +20,12 @@ struct NodeConfig {
   std::vector<Nid> mgs;
   std::string cluster_key_file = "/etc/pfsnet/cluster.key";
   std::string admin_socket = "/run/pfsnet/pfsnetd.sock";
-  std::string http;                // "HOST:PORT" or empty
+  // The HTTP endpoint (/metrics, /api/v1): "HOST:PORT", or ":PORT" / "PORT" for
+  // 127.0.0.1:PORT (it binds to localhost unless a host is given); empty: none.
+  std::string http;
+  // When set, every HTTP request must carry "Authorization: Bearer TOKEN", TOKEN being
+  // this file's contents without its trailing newline (mode at most 0600, >= 16 bytes).
+  std::string http_token_file;
   std::string log_level = "info";  // trace, debug, info, warn, error, off
 };
 
@@ -46,6 +51,9 @@ struct EmulationConfig {
   std::string ni, peer;
   double delay_ms = 0;
   double rate_mbit = 0;
+  // The NI's own link, shared: one pipe for everything it sends and one for everything it
+  // receives, whatever the peer (a server's link that all its clients share).
+  bool shared = false;
 };
 
 struct LnetConfig {
@@ -165,8 +173,39 @@ struct TuneConfig {
   double link_mbit = 0;
 };
 
+// Encryption of pfsnet's connections ([tls]; off by default; every key takes effect at
+// restart): TLS 1.3 on every TCP connection, before the cluster-key handshake, so all of
+// a connection's bytes are encrypted and authenticated (src/transport/tls.h). Keyed from
+// the cluster key (an external PSK derived from it) unless cert_file, key_file and ca_file
+// are all set: then each end proves a certificate signed by ca_file. Both ends of a
+// connection must agree; a node with TLS on refuses a plaintext peer by name. Kernel TLS
+// carries the records when the kernel and OpenSSL have it.
+struct TlsConfig {
+  bool enabled = false;
+  std::string cert_file, key_file, ca_file;
+};
+
+// The block service ([storage]; every key takes effect at restart): a node with targets
+// is a block server (src/storage/block_service.h); the striped-file client's cache is
+// sized here too (src/storage/striped_file.h).
+struct StorageConfig {
+  // "mem" (in memory) or an absolute directory per target; none: not a block server.
+  std::vector<std::string> targets;
+  int64_t block_size = 256 << 10;       // the stripe unit; a power of two, <= stats.maxBlockSize
+  int64_t buffers = 64;                 // block buffers (the paper's buddy buffers)
+  int64_t threads = 4;                  // threads doing the targets' I/O
+  double disk_mbyte = 0;                // emulated disk rate per target, MB/s (1024^2 B); 0: none
+  int64_t capacity = int64_t{1} << 30;  // bytes per file per target ("mem": per target)
+  // Client: the pagepool (bytes of cached and write-behind blocks) and how many blocks a
+  // sequential reader has fetched ahead of it.
+  int64_t pagepool = 100 << 20;
+  int64_t prefetch_depth = 4;
+  bool tokens = true;  // client: byte-range write tokens from the file's first server
+};
+
 struct Config {
   NodeConfig node;
+  TlsConfig tls;
   std::vector<NetConfig> nets;
   LnetConfig lnet;
   RpcConfig rpc;
@@ -175,6 +214,7 @@ struct Config {
   HealthConfig health;
   MeshConfig mesh;
   TuneConfig tune;
+  StorageConfig storage;
   std::vector<EmulationConfig> emulation;
 
   // Largest bulk an RPC may carry: 2 x maxBlockSize.
@@ -196,5 +236,8 @@ Status apply_config_assignments(Config* cfg, const std::vector<std::string>& ass
 
 // Reads the cluster key: the file's bytes, at least 16, mode at most 0600.
 Result<std::string> load_cluster_key(const std::string& path);
+// Reads node.http_token_file: its contents without trailing whitespace, at least 16
+// bytes, mode at most 0600.
+Result<std::string> load_http_token(const std::string& path);
 
 }  // namespace pfsnet

@@ -36,6 +36,20 @@ inline constexpr uint32_t kMsgSelftestRun = 20;
 // tune/tune.h: the packet-train probe.
 inline constexpr uint32_t kMsgTuneProbe = 21;
 
+// storage/block_service.h: the block server. The last two are not sent: the block server
+// records its buffer waits and its targets' transfer times under them, beside its
+// messages' execution times, so `diag rpc message` shows them with the same intervals.
+inline constexpr uint32_t kMsgBlockInfo = 30;
+inline constexpr uint32_t kMsgBlockWrite = 31;
+inline constexpr uint32_t kMsgBlockRead = 32;
+inline constexpr uint32_t kMsgBlockBufferWait = 33;
+inline constexpr uint32_t kMsgBlockDisk = 34;
+inline constexpr uint32_t kMsgIobench = 35;  // pfsnet bench gpfs: a client's share of a cell
+// storage/tokens.h: byte-range write tokens.
+inline constexpr uint32_t kMsgTokenAcquire = 36;
+inline constexpr uint32_t kMsgTokenRevoke = 37;
+inline constexpr uint32_t kMsgTokenRelease = 38;
+
 inline constexpr uint32_t kMsgFirstUser = 1024;
 
 struct MsgType {
@@ -61,6 +75,15 @@ inline constexpr MsgType kMsgTypes[] = {
     {kMsgHealthCluster, "HEALTH_CLUSTER"},
     {kMsgSelftestRun, "SELFTEST_RUN"},
     {kMsgTuneProbe, "TUNE_PROBE"},
+    {kMsgBlockInfo, "BLOCK_INFO"},
+    {kMsgBlockWrite, "BLOCK_WRITE"},
+    {kMsgBlockRead, "BLOCK_READ"},
+    {kMsgBlockBufferWait, "BLOCK_BUFFER_WAIT"},
+    {kMsgBlockDisk, "BLOCK_DISK"},
+    {kMsgIobench, "IOBENCH"},
+    {kMsgTokenAcquire, "TOKEN_ACQUIRE"},
+    {kMsgTokenRevoke, "TOKEN_REVOKE"},
+    {kMsgTokenRelease, "TOKEN_RELEASE"},
 };
 
 // The registered name of `id`; empty when it is not one of pfsnet's own.

@@ -75,6 +75,47 @@ struct RpcResponse {
 
 using Handler = std::function<RpcResponse(RpcRequest&)>;
 enum class HandlerMode { kInline, kWorker };
+
+// Answers one request later, from any thread: what an asynchronous handler gets, so a
+// request that must wait (for a buffer, a lock, a disk) holds no thread meanwhile. The
+// request's receive credit stays taken until the reply, so a peer has at most its
+// peer_credits requests waiting on a server: credits, not retries, push back. Move-only;
+// reply() once (later calls do nothing); destroyed unanswered, the request gets a
+// kCancelled error. REQUIRES: answered or destroyed before the engine is destroyed.
+class Responder {
+ public:
+  using Send = std::function<void(RpcResponse&&)>;
+  Responder() = default;
+  explicit Responder(Send send) : send_(std::move(send)) {}
+  Responder(Responder&& o) noexcept : send_(std::exchange(o.send_, nullptr)) {}
+  Responder& operator=(Responder&& o) noexcept {
+    if (this != &o) {
+      drop();
+      send_ = std::exchange(o.send_, nullptr);
+    }
+    return *this;
+  }
+  Responder(const Responder&) = delete;
+  Responder& operator=(const Responder&) = delete;
+  ~Responder() { drop(); }
+
+  void reply(RpcResponse r) {
+    if (Send s = std::exchange(send_, nullptr)) s(std::move(r));
+  }
+  bool answered() const { return !send_; }
+
+ private:
+  void drop() {
+    if (!send_) return;
+    RpcResponse r;
+    r.status = Status(Code::kCancelled, "request dropped by its handler without a reply");
+    reply(std::move(r));
+  }
+  Send send_;
+};
+// An asynchronous handler: runs on the I/O thread (it must not block) and answers through
+// the Responder now or later.
+using AsyncHandler = std::function<void(RpcRequest&, Responder)>;
 // What a server does with a copy of a request that already ran (the network delivered it
 // twice: a resend after a lost reply or a reset connection). kOnce: the request runs once;
 // the copy gets the saved reply (exactly-once; rpc/reply_cache.h). kRepeatable: the copy

@@ -42,18 +42,34 @@ struct StatsQuery {
   std::optional<uint64_t> node;            // only this node
   std::optional<Granularity> granularity;  // only this granularity
   size_t last = 0;                         // the newest `last` intervals; 0 = all held
+  bool totals = false;                     // fill StatView::total (for Prometheus)
 };
 
 struct IntervalView {
   int64_t start = 0;  // unix seconds
   int64_t count = 0;
   double avg_ms = 0, min_ms = 0, max_ms = 0;
+  // From the interval's log-scale histogram: within 1/16 of the true value (0 when the
+  // interval had no data).
+  double p50_ms = 0, p99_ms = 0;
+};
+
+// Every value since the statistic appeared (up to the last closed second), as a
+// histogram of log-scale buckets: 8 per power of two of nanoseconds, so every power of
+// two of nanoseconds is a bucket boundary.
+struct StatTotal {
+  int64_t count = 0;
+  double sum_ms = 0;
+  // (the bucket's upper bound in ns -- its values are below it --, its count), for the
+  // buckets with values, in increasing order.
+  std::vector<std::pair<int64_t, uint64_t>> buckets;
 };
 
 struct StatView {
   std::vector<IntervalView> seconds, minutes, hours, days;  // oldest first
-  // Of the last completed minute, from its log-scale histogram (0 when it had no data).
+  // Of the last completed minute (0 when it had no data).
   double p50_ms = 0, p99_ms = 0;
+  StatTotal total;  // only with StatsQuery::totals
 };
 
 struct NodeReport {

@@ -124,10 +124,32 @@ void AdminServer::accept_loop() {
   }
 }
 
+Status admin_peer_allowed(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+    return Status(Code::kRejected,
+                  std::string("cannot read the peer's credentials: ") + std::strerror(errno));
+  uid_t owner = geteuid();
+  if (cred.uid == 0 || cred.uid == owner) return Status::Ok();
+  return Status(Code::kRejected, "uid " + std::to_string(cred.uid) + " (pid " +
+                                     std::to_string(cred.pid) +
+                                     ") is not allowed on the admin socket (only uid " +
+                                     std::to_string(owner) + " and root are)");
+}
+
 void AdminServer::session(int fd) {
   timeval tv{5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  // The socket file is 0600, but a mode can be changed (or the file reached through a
+  // descriptor passed on): the kernel's word on who connected decides.
+  if (Status ok = admin_peer_allowed(fd); !ok.ok()) {
+    PFS_LOG_WARN_LIMITED("admin socket: refused peer", "admin socket: refused: {}", ok.message());
+    write_line(fd, {{"ok", false}, {"error", ok.message()}});
+    close(fd);
+    return;
+  }
   std::string line;
   char buf[4096];
   while (line.find('\n') == std::string::npos && line.size() < 65536) {

@@ -1,6 +1,7 @@
-// AdminServer: the daemon's owner-only UNIX socket. Protocol: the client writes one JSON
-// object on one line ({"cmd": NAME, ...}); the server answers with zero or more progress
-// lines ({"event": ...}) and one final line, either {"ok": true, "result": ...} or
+// AdminServer: the daemon's owner-only UNIX socket: the file is mode 0600 and every
+// connection's peer credentials (SO_PEERCRED) must be the daemon's own uid or root. Protocol: the
+// client writes one JSON object on one line ({"cmd": NAME, ...}); the server answers with zero or
+// more progress lines ({"event": ...}) and one final line, either {"ok": true, "result": ...} or
 // {"ok": false, "error": MESSAGE}. One request per connection.
 // Requests go through an AdminCommands table, so no input can end the daemon (see there).
 // Threads: an accept thread plus one thread per session (at most kMaxSessions); the
@@ -20,6 +21,10 @@
 #include "base/mutex.h"
 
 namespace pfsnet {
+
+// Whether the process at the other end of UNIX socket `fd` may use the admin socket: its
+// uid is this process's effective uid or root. The refusal names the uid.
+Status admin_peer_allowed(int fd);
 
 class AdminServer {
  public:

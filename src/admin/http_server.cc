@@ -21,15 +21,50 @@ HttpServer::HttpServer(HttpRoutes routes)
         }
         res.set_content(*r + "\n", "application/json");
       });
-  server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("pfsnetd: see /metrics and /api/v1/{nis,peers,config,diag/rpc}\n",
-                    "text/plain");
-  });
+  for (const WebFile& f : routes_.files) {
+    server_->Get(std::string(f.path), [f](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Content-Security-Policy",
+                     "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:");
+      res.set_header("Cache-Control", "no-cache");
+      res.set_content(f.body.data(), f.body.size(), std::string(f.content_type));
+    });
+  }
+  if (routes_.files.empty())
+    server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("pfsnetd: see /metrics and /api/v1/{nis,peers,config,diag/rpc}\n",
+                      "text/plain");
+    });
 }
 
 HttpServer::~HttpServer() { stop(); }
 
-Status HttpServer::start(const std::string& address) {
+namespace {
+
+// Compares in time that does not depend on where the strings differ.
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i % (b.empty() ? 1 : b.size())];
+  return b.empty() ? false : diff == 0;
+}
+
+}  // namespace
+
+Status HttpServer::start(const std::string& address, const std::string& token) {
+  if (!token.empty()) {
+    server_->set_pre_routing_handler([token](const httplib::Request& req, httplib::Response& res) {
+      std::string given = req.get_header_value("Authorization");
+      constexpr std::string_view kBearer = "Bearer ";
+      if (given.rfind(kBearer, 0) == 0 && same_secret(given.substr(kBearer.size()), token))
+        return httplib::Server::HandlerResponse::Unhandled;
+      res.status = 401;
+      res.set_header("WWW-Authenticate", "Bearer realm=\"pfsnetd\"");
+      res.set_content(given.empty() ? "{\"error\": \"this endpoint requires a token "
+                                      "(Authorization: Bearer TOKEN)\"}\n"
+                                    : "{\"error\": \"wrong token\"}\n",
+                      "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
   auto colon = address.rfind(':');
   std::string host = address.substr(0, colon);
   int port = std::stoi(address.substr(colon + 1));
@@ -37,7 +72,8 @@ Status HttpServer::start(const std::string& address) {
     return Status(Code::kInvalidArgument,
                   "cannot serve HTTP on " + address + " (address in use or not local)");
   thread_ = std::thread([this] { server_->listen_after_bind(); });
-  PFS_LOG_INFO("HTTP on http://{}/metrics and /api/v1", address);
+  PFS_LOG_INFO("HTTP on http://{}/metrics and /api/v1{}", address,
+               token.empty() ? "" : " (token required)");
   return Status::Ok();
 }
 

@@ -1,8 +1,11 @@
 #include "admin/node_commands.h"
 
+#include <memory>
+
 #include "admin/stats_json.h"
 #include "admin/views.h"
 #include "base/json_fields.h"
+#include "base/mutex.h"
 #include "selftest/selftest.h"
 
 namespace pfsnet {
@@ -196,7 +199,11 @@ Result<json> tune(const NodeParts& node, const json& req) {
   if (!tr.ok()) return tr.status();
   auto r = node.tune->tune(*tr);
   if (!r.ok()) return r.status();
-  return tune_report_json(*r);
+  json out = tune_report_json(*r);
+  auto storage = storage_advice_json(node, req);
+  if (!storage.ok()) return storage.status();
+  out["storage"] = *storage;
+  return out;
 }
 
 Result<json> fault_add(const NodeParts& node, const json& req) {
@@ -280,12 +287,35 @@ void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
   cmds.add(
       "mesh", [n](const json& r, E) { return mesh(n, r); }, "mesh");
   cmds.add("netverify", [n](const json& r, E) { return netverify(n, r); });
-  cmds.add("selftest", [n](const json& r, E) { return selftest(n, r); });
+  // The last sweep run from this node, for the dashboard (GET /api/v1/selftest/last).
+  struct LastSweep {
+    Mutex mu;
+    json result GUARDED_BY(mu) = json::object();
+  };
+  auto last = std::make_shared<LastSweep>();
+  cmds.add("selftest", [n, last](const json& r, E) {
+    auto res = selftest(n, r);
+    if (res.ok()) {
+      json kept = *res;
+      kept["finished"] = format_unix_ms(unix_ms(n.clock.wall_now()));
+      MutexLock lk(last->mu);
+      last->result = std::move(kept);
+    }
+    return res;
+  });
+  cmds.add(
+      "selftest_last",
+      [last](const json&, E) -> Result<json> {
+        MutexLock lk(last->mu);
+        return last->result;
+      },
+      "selftest/last");
   cmds.add("tune", [n](const json& r, E) { return tune(n, r); });
   cmds.add("ping", [n](const json& r, E emit) { return run_ping(n, r, emit); });
   cmds.add("fault_add", [n](const json& r, E) { return fault_add(n, r); });
   cmds.add("fault_list", [n](const json&, E) { return fault_list(n); });
   cmds.add("fault_del", [n](const json& r, E) { return fault_del(n, r); });
+  add_storage_commands(cmds, n);
 }
 
 MetricsSnapshot metrics_snapshot(const NodeParts& node) {
@@ -296,17 +326,33 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   q.what = StatsQuery::What::kAll;
   q.granularity = Granularity::kSecond;
   q.last = 60;
+  q.totals = true;
   m.rpc = node.stats.query(q);
   RpcEngine* rpc = &node.rpc;
   m.type_name = [rpc](uint32_t t) { return rpc->type_name(t); };
   if (node.tune) m.tune = node.tune->status();
-  // This node's own problems (the MGS's table is not asked for on a scrape).
+  if (node.membership) {
+    MetricsSnapshot::Membership ms;
+    ms.counters = node.membership->counters();
+    if (node.membership->is_mgs()) {  // its own table: no RPC
+      auto t = node.membership->status(std::chrono::seconds(5));
+      if (t.ok()) ms.table = std::move(*t);
+    }
+    m.membership = std::move(ms);
+  }
+  // This node's own problems; on the MGS with its table's DEAD and SUSPECT nodes (another
+  // node's table is not asked for on a scrape).
   ProblemInputs in;
   in.node = node.cfg.get().node.name;
+  if (m.membership && m.membership->table) in.table = &*m.membership->table;
   in.nis = m.nis;
   in.peers = m.peers;
   if (m.tune) in.settings = m.tune->active;
   m.problems = find_problems(in);
+  if (node.cluster_health) {
+    ClusterHealthService::Counters hc = node.cluster_health->counters();
+    m.health_events = MetricsSnapshot::HealthEvents{hc.started, hc.ended};
+  }
   m.workers = node.rpc.worker_stats();
   m.replay = node.rpc.replay_stats();
   if (node.health) {

@@ -4,7 +4,8 @@
 // shapes live in views.h.
 //
 //   nis, peers, diag_rpc, config_show, config_set, status, health, mesh, netverify, selftest,
-//   tune, ping, fault_add, fault_list, fault_del
+//   selftest_last (the last sweep's result), tune, ping, fault_add, fault_list, fault_del,
+//   storage, file_put, file_get
 //
 // Threads: handlers run on admin session threads, several at once; the parts are
 // thread-safe.
@@ -23,6 +24,8 @@
 #include "rpc/health_monitor.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
+#include "storage/block_service.h"
+#include "storage/tokens.h"
 #include "tune/tune_service.h"
 
 namespace pfsnet {
@@ -40,9 +43,18 @@ struct NodeParts {
   MeshService* mesh = nullptr;                     // null: `mesh` answers "no probe mesh"
   NetverifyService* netverify = nullptr;           // null: `netverify` answers "not running"
   ClusterHealthService* cluster_health = nullptr;  // null: `health` shows this node's view
+  BlockService* storage = nullptr;                 // null: `storage` answers "no block service"
+  TokenService* tokens = nullptr;                  // null: striped files take no write tokens
 };
 
 void add_node_commands(AdminCommands& cmds, const NodeParts& node);
+// storage (the block server's figures), file_put and file_get (storage_commands.cc).
+void add_storage_commands(AdminCommands& cmds, const NodeParts& node);
+// The GPFS paper's block service rules (tune/storage_rules.h) for the `tune` command, from
+// this node's [storage] settings and the request's request_size (bytes), storage_mbyte (a
+// server's throughput, MB/s; default: an emulated disk's rate x its targets) and
+// turnaround_ms (one block request's).
+Result<nlohmann::json> storage_advice_json(const NodeParts& node, const nlohmann::json& req);
 
 // This node's own problems (its NIs, its peer NIs, its settings): what it sends to the MGS
 // for everyone's `pfsnet health`.

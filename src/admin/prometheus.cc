@@ -1,7 +1,9 @@
 #include "admin/prometheus.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <tuple>
 
 namespace pfsnet {
 
@@ -9,9 +11,17 @@ void PromText::family(const std::string& name, const char* type, const char* hel
   out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
 }
 
-void PromText::sample(const std::string& name, const std::string& labels, double v) {
+std::string prom_number(double v) {
   char b[64];
-  std::snprintf(b, sizeof(b), "%.9g", v);
+  if (v == std::floor(v) && std::fabs(v) < 1e15)
+    std::snprintf(b, sizeof(b), "%.0f", v);
+  else
+    std::snprintf(b, sizeof(b), "%.15g", v);
+  return b;
+}
+
+void PromText::sample(const std::string& name, const std::string& labels, double v) {
+  std::string b = prom_number(v);
   out_ += labels.empty() ? name + " " + b + "\n" : name + "{" + labels + "} " + b + "\n";
 }
 
@@ -63,6 +73,124 @@ void tune_metrics(PromText& t, const TuneStatus& s) {
   t.family("pfsnet_tune_peer_bdp_bytes", "gauge", "Bandwidth-delay product of the path to a peer.");
   for (const PeerAdvice& p : a.peers)
     t.sample("pfsnet_tune_peer_bdp_bytes", "peer=\"" + p.m.peer + "\"", p.bdp_bytes);
+}
+
+}  // namespace
+
+namespace {
+
+// Latency as Prometheus histograms, from every value since the statistic appeared: the
+// upper bounds are powers of two of nanoseconds (4.1 us to 34 s), which are bounds of the
+// statistics' own log-scale buckets, so each cumulative count is exact (a value counts
+// below a bound when it is less than it).
+void latency_histograms(PromText& text, const MetricsSnapshot& m) {
+  struct Row {
+    std::string labels;
+    const StatTotal* t;
+  };
+  auto family = [&](const std::string& name, const char* help, const std::vector<Row>& rows) {
+    text.family(name, "histogram", help);
+    for (const Row& r : rows) {
+      size_t next = 0;
+      uint64_t below = 0;
+      for (int k = kHistogramLowPow2; k <= kHistogramHighPow2; ++k) {
+        int64_t bound = int64_t(1) << k;
+        while (next < r.t->buckets.size() && r.t->buckets[next].first <= bound)
+          below += r.t->buckets[next++].second;
+        text.sample(name + "_bucket",
+                    r.labels + ",le=\"" + prom_number(double(bound) * 1e-9) + "\"", double(below));
+      }
+      text.sample(name + "_bucket", r.labels + ",le=\"+Inf\"", double(r.t->count));
+      text.sample(name + "_sum", r.labels, r.t->sum_ms / 1000.0);
+      text.sample(name + "_count", r.labels, double(r.t->count));
+    }
+  };
+  std::vector<Row> nodes, sizes, messages;
+  for (const NodeReport& n : m.rpc.nodes) {
+    auto nid = Nid::unpack(n.node);
+    std::string id = nid.ok() ? nid->to_string() : std::to_string(n.node);
+    for (const auto& [k, v] : n.stats)
+      if (k == NodeStat::kLatencyTcp || k == NodeStat::kLatencyVerbs ||
+          k == NodeStat::kLatencyMixed)
+        nodes.push_back(
+            {"nid=\"" + id + "\",stat=\"" + std::string(node_stat_name(k)) + "\"", &v.total});
+  }
+  for (const SizeReport& s : m.rpc.sizes)
+    sizes.push_back(
+        {"low=\"" + std::to_string(s.low) + "\",high=\"" + std::to_string(s.high) + "\"",
+         &s.latency.total});
+  for (const MessageReport& msg : m.rpc.messages)
+    messages.push_back({"type=\"" + m.type_name(msg.type) + "\"", &msg.execution.total});
+  family("pfsnet_rpc_node_latency_seconds",
+         "RPC latency (request sent to reply received) to a node, since it was first seen.", nodes);
+  family("pfsnet_rpc_size_latency_seconds",
+         "RPC latency per size range (bytes sent + received, or the larger when 16 times the "
+         "other), since start.",
+         sizes);
+  family("pfsnet_rpc_message_execution_seconds",
+         "Execution time of the requests served here, per message type, since start.", messages);
+}
+
+void membership_metrics(PromText& text, const MetricsSnapshot::Membership& m) {
+  if (m.table) {
+    const StatusTable& t = *m.table;
+    text.family("pfsnet_membership_node_state", "gauge",
+                "The MGS's state of each node: 1 for its state (up, suspect or dead), 0 for the "
+                "others.");
+    for (const StatusNode& n : t.nodes)
+      for (NodeState s : {NodeState::kUp, NodeState::kSuspect, NodeState::kDead})
+        text.sample("pfsnet_membership_node_state",
+                    "node=\"" + n.name + "\",roles=\"" + roles_string(n.roles) + "\",state=\"" +
+                        node_state_name(s) + "\"",
+                    n.state == s ? 1 : 0);
+    text.family("pfsnet_membership_node_last_heard_timestamp_seconds", "gauge",
+                "When the MGS last heard from a node (its ping, or a server's report), Unix "
+                "seconds.");
+    for (const StatusNode& n : t.nodes)
+      text.sample("pfsnet_membership_node_last_heard_timestamp_seconds", "node=\"" + n.name + "\"",
+                  double(n.last_heard_unix_ms) / 1000.0);
+    text.family("pfsnet_membership_node_last_change_timestamp_seconds", "gauge",
+                "When a node's state last changed, Unix seconds.");
+    for (const StatusNode& n : t.nodes)
+      text.sample("pfsnet_membership_node_last_change_timestamp_seconds", "node=\"" + n.name + "\"",
+                  double(n.last_change_unix_ms) / 1000.0);
+    text.family("pfsnet_membership_nodes", "gauge", "Nodes in the MGS's table, by state.");
+    for (NodeState s : {NodeState::kUp, NodeState::kSuspect, NodeState::kDead})
+      text.sample("pfsnet_membership_nodes", std::string("state=\"") + node_state_name(s) + "\"",
+                  double(std::count_if(t.nodes.begin(), t.nodes.end(),
+                                       [&](const StatusNode& n) { return n.state == s; })));
+  }
+  if (m.counters.mgs) {
+    const MgsCore::Counters& c = *m.counters.mgs;
+    for (auto [name, help, v] :
+         {std::tuple{"registers", "Registrations the MGS took.", c.registers},
+          std::tuple{"pings", "Pings the MGS answered.", c.pings},
+          std::tuple{"notifications_sent", "State notifications the MGS sent.",
+                     c.notifications_sent},
+          std::tuple{"notification_failures", "State notifications that failed.",
+                     c.notification_failures},
+          std::tuple{"verified_dead", "Nodes reported unreachable that the MGS found dead.",
+                     c.verified_dead}}) {
+      std::string n = std::string("pfsnet_membership_mgs_") + name + "_total";
+      text.family(n, "counter", help);
+      text.sample(n, "", double(v));
+    }
+  }
+  if (m.counters.agent) {
+    const MembershipCounters::Agent& a = *m.counters.agent;
+    text.family("pfsnet_membership_registered", "gauge",
+                "1 when this node is registered with its MGS (named by the label).");
+    text.sample("pfsnet_membership_registered", "mgs=\"" + a.mgs.to_string() + "\"",
+                a.registered ? 1 : 0);
+    for (auto [name, help, v] :
+         {std::tuple{"registers", "Registrations this node sent to an MGS.", a.counters.registers},
+          std::tuple{"pings", "Pings this node sent to its MGS.", a.counters.pings},
+          std::tuple{"failovers", "Times this node moved to another MGS.", a.counters.failovers}}) {
+      std::string n = std::string("pfsnet_membership_agent_") + name + "_total";
+      text.family(n, "counter", help);
+      text.sample(n, "", double(v));
+    }
+  }
 }
 
 }  // namespace
@@ -257,6 +385,20 @@ std::string prometheus_text(const MetricsSnapshot& m) {
     }
   }
 
+  if (m.health_events) {
+    for (auto [name, help, counts] :
+         {std::tuple{"pfsnet_health_problems_started_total",
+                     "Health events: problems this node saw start, by cause.",
+                     &m.health_events->started},
+          std::tuple{"pfsnet_health_problems_ended_total",
+                     "Health events: problems this node saw end, by cause.",
+                     &m.health_events->ended}}) {
+      text.family(name, "counter", help);
+      for (const auto& [cause, n] : *counts)
+        text.sample(name, "cause=\"" + cause + "\"", double(n));
+    }
+  }
+
   // What `pfsnet health` lists from this node's view: 1 while it holds, with its start.
   text.family("pfsnet_problem", "gauge",
               "A problem this node sees (pfsnet health): 1 while it holds; absent otherwise.");
@@ -345,11 +487,11 @@ std::string prometheus_text(const MetricsSnapshot& m) {
     groups[2].second.push_back(
         {"type=\"" + m.type_name(msg.type) + "\",stat=\"execution\"", &msg.execution});
   for (const auto& [prefix, rows] : groups) {
-    text.family(prefix + "_count", "gauge", "RPCs in the last 60 seconds.");
+    text.family(prefix + "_rpcs", "gauge", "RPCs in the last 60 seconds.");
     for (const Row& r : rows) {
       int64_t n = 0;
       for (const IntervalView& i : r.v->seconds) n += i.count;
-      text.sample(prefix + "_count", r.labels, double(n));
+      text.sample(prefix + "_rpcs", r.labels, double(n));
     }
     const char* what[] = {"avg", "min", "max"};
     for (int w = 0; w < 3; ++w) {
@@ -361,6 +503,8 @@ std::string prometheus_text(const MetricsSnapshot& m) {
       }
     }
   }
+  latency_histograms(text, m);
+  if (m.membership) membership_metrics(text, *m.membership);
   if (m.tune) tune_metrics(text, *m.tune);
   return text.take();
 }

@@ -1,16 +1,21 @@
 // The /metrics body: Prometheus text exposition (version 0.0.4) of a typed snapshot of a
-// node -- its NIs and peer NIs, the RPC statistics of the last 60 one-second intervals
-// and the tuning state. Every family has HELP and TYPE; names are prefixed pfsnet_.
+// node -- its NIs and peer NIs, the RPC statistics of the last 60 one-second intervals and
+// latency histograms since start, membership, health, the probe mesh and the tuning
+// state. Every family has HELP and TYPE; names are prefixed pfsnet_, follow Prometheus's
+// conventions (base units in the name, counters end in _total) and pass `promtool check
+// metrics`.
 // Thread safety: pure functions and a plain value.
 #pragma once
 
 #include <array>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "admin/problems.h"
+#include "membership/service.h"
 #include "net/net.h"
 #include "probe/mesh.h"
 #include "rpc/reply_cache.h"
@@ -25,7 +30,7 @@ class PromText {
  public:
   void family(const std::string& name, const char* type, const char* help);
   // `labels` without braces ("nid=\"...\""); empty: a sample without labels. Values are
-  // printed with 9 significant digits.
+  // printed by prom_number.
   void sample(const std::string& name, const std::string& labels, double v);
   std::string take() { return std::move(out_); }
 
@@ -33,9 +38,17 @@ class PromText {
   std::string out_;
 };
 
+// A sample value: whole numbers below 10^15 exactly (counters, counts), others to 15
+// significant digits (a Unix time in ms keeps its milliseconds).
+std::string prom_number(double v);
+
+// The latency histograms' upper bounds: 2^k ns for k in [low, high] (4.1 us .. 34 s), and
+// +Inf.
+inline constexpr int kHistogramLowPow2 = 12, kHistogramHighPow2 = 35;
+
 struct MetricsSnapshot {
   std::vector<NiInfo> nis, peers;
-  StatsReport rpc;  // what = kAll, granularity = kSecond, the last 60 intervals
+  StatsReport rpc;  // what = kAll, granularity = kSecond, the last 60 intervals, totals
   std::function<std::string(uint32_t)> type_name;
   std::optional<TuneStatus> tune;  // absent: no tuning families
   WorkerStats workers;
@@ -47,12 +60,25 @@ struct MetricsSnapshot {
   };
   std::optional<Slowness> slowness;
   std::vector<Problem> problems;  // this node's (pfsnet health without the MGS's table)
+  // Health events: this node's problems that started and ended, by cause (absent: the
+  // health reporter does not run).
+  struct HealthEvents {
+    std::map<std::string, uint64_t> started, ended;
+  };
+  std::optional<HealthEvents> health_events;
   // The probe mesh (absent: none runs): this node's row and its counters.
   struct Mesh {
     MeshRow row;
     uint64_t probes = 0, lost = 0, bulk_bytes = 0;
   };
   std::optional<Mesh> mesh;
+  // Membership (absent: none runs): this node's counters and, on the MGS only, its table
+  // of every node (another node would have to ask the MGS on every scrape).
+  struct Membership {
+    MembershipCounters counters;
+    std::optional<StatusTable> table;
+  };
+  std::optional<Membership> membership;
 };
 
 // Count, average, minimum and maximum (ms) over a statistic's one-second intervals: the

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -79,7 +80,7 @@ TEST(PrometheusTextTest, NiFamilies) {
             "# HELP pfsnet_ni_last_change_timestamp_seconds Time of the last state change "
             "(up/down, healthy/unhealthy), Unix seconds.\n"
             "# TYPE pfsnet_ni_last_change_timestamp_seconds gauge\n"
-            "pfsnet_ni_last_change_timestamp_seconds{nid=\"127.0.0.2@tcp\"} 1.7e+09\n");
+            "pfsnet_ni_last_change_timestamp_seconds{nid=\"127.0.0.2@tcp\"} 1700000000.5\n");
   EXPECT_EQ(family_block(t, "pfsnet_peer_up"),
             "# HELP pfsnet_peer_up 1 when up (NI) or connected (peer NI).\n"
             "# TYPE pfsnet_peer_up gauge\n"
@@ -98,10 +99,10 @@ TEST(PrometheusTextTest, NiFamilies) {
 
 TEST(PrometheusTextTest, RpcFamiliesOverTheLastMinute) {
   std::string t = prometheus_text(snapshot());
-  EXPECT_EQ(family_block(t, "pfsnet_rpc_node_count"),
-            "# HELP pfsnet_rpc_node_count RPCs in the last 60 seconds.\n"
-            "# TYPE pfsnet_rpc_node_count gauge\n"
-            "pfsnet_rpc_node_count{nid=\"127.0.0.2@tcp\",stat=\"channel_wait\"} 3\n");
+  EXPECT_EQ(family_block(t, "pfsnet_rpc_node_rpcs"),
+            "# HELP pfsnet_rpc_node_rpcs RPCs in the last 60 seconds.\n"
+            "# TYPE pfsnet_rpc_node_rpcs gauge\n"
+            "pfsnet_rpc_node_rpcs{nid=\"127.0.0.2@tcp\",stat=\"channel_wait\"} 3\n");
   EXPECT_EQ(family_block(t, "pfsnet_rpc_node_avg_seconds"),
             "# HELP pfsnet_rpc_node_avg_seconds Average, minimum or maximum over the last 60 "
             "seconds.\n"
@@ -117,10 +118,93 @@ TEST(PrometheusTextTest, RpcFamiliesOverTheLastMinute) {
             "seconds.\n"
             "# TYPE pfsnet_rpc_size_min_seconds gauge\n"
             "pfsnet_rpc_size_min_seconds{low=\"0\",high=\"64\",stat=\"latency\"} 0.00025\n");
-  EXPECT_EQ(family_block(t, "pfsnet_rpc_message_count"),
-            "# HELP pfsnet_rpc_message_count RPCs in the last 60 seconds.\n"
-            "# TYPE pfsnet_rpc_message_count gauge\n"
-            "pfsnet_rpc_message_count{type=\"PING\",stat=\"execution\"} 4\n");
+  EXPECT_EQ(family_block(t, "pfsnet_rpc_message_rpcs"),
+            "# HELP pfsnet_rpc_message_rpcs RPCs in the last 60 seconds.\n"
+            "# TYPE pfsnet_rpc_message_rpcs gauge\n"
+            "pfsnet_rpc_message_rpcs{type=\"PING\",stat=\"execution\"} 4\n");
+}
+
+// Latency histograms: cumulative counts at powers of two of ns, exact because those are
+// bounds of the statistics' own buckets; _sum in seconds; only the latency statistics.
+TEST(PrometheusTextTest, LatencyHistogramsAreCumulativeAtPowersOfTwo) {
+  MetricsSnapshot m = snapshot();
+  StatView lat;
+  lat.total.count = 5;
+  lat.total.sum_ms = 0.03 + 0.03 + 0.03 + 8.5 + 300000;
+  // Three values in the bucket ending at 2^15 ns, one below 2^23 ns, one above 2^35 ns.
+  lat.total.buckets = {{(int64_t(1) << 15), 3},
+                       {(int64_t(1) << 23) - 100, 1},
+                       {(int64_t(1) << 38) + (int64_t(1) << 35), 1}};
+  m.rpc.nodes[0].stats.push_back({NodeStat::kLatencyTcp, lat});
+  m.rpc.messages[0].execution.total = lat.total;
+  std::string t = prometheus_text(m);
+  std::string h = family_block(t, "pfsnet_rpc_node_latency_seconds");
+  EXPECT_NE(h.find("# TYPE pfsnet_rpc_node_latency_seconds histogram\n"), std::string::npos) << h;
+  std::string l =
+      "pfsnet_rpc_node_latency_seconds_bucket{nid=\"127.0.0.2@tcp\",stat=\"latency_tcp\",le=";
+  auto has = [&](const std::string& line) {
+    EXPECT_NE(t.find(line + "\n"), std::string::npos) << line << "\n" << h;
+  };
+  has(l + "\"4.096e-06\"} 0");
+  has(l + "\"1.6384e-05\"} 0");
+  has(l + "\"3.2768e-05\"} 3");    // 2^15 ns: the three
+  has(l + "\"0.004194304\"} 3");   // 2^22 ns
+  has(l + "\"0.008388608\"} 4");   // 2^23 ns
+  has(l + "\"34.359738368\"} 4");  // 2^35 ns, the last bound
+  has(l + "\"+Inf\"} 5");
+  has("pfsnet_rpc_node_latency_seconds_sum{nid=\"127.0.0.2@tcp\",stat=\"latency_tcp\"} 300.00859");
+  has("pfsnet_rpc_node_latency_seconds_count{nid=\"127.0.0.2@tcp\",stat=\"latency_tcp\"} 5");
+  // 24 bounds and +Inf per series; channel wait is not a latency: no histogram.
+  size_t buckets = 0;
+  for (size_t p = t.find("pfsnet_rpc_node_latency_seconds_bucket{"); p != std::string::npos;
+       p = t.find("pfsnet_rpc_node_latency_seconds_bucket{", p + 1)) {
+    EXPECT_EQ(t.substr(p, l.size()), l);  // channel wait is not a latency: no histogram
+    ++buckets;
+  }
+  EXPECT_EQ(buckets, size_t(kHistogramHighPow2 - kHistogramLowPow2 + 2));
+  has("pfsnet_rpc_message_execution_seconds_bucket{type=\"PING\",le=\"+Inf\"} 5");
+  // A statistic with no values yet still has its buckets, all 0.
+  has("pfsnet_rpc_size_latency_seconds_bucket{low=\"0\",high=\"64\",le=\"+Inf\"} 0");
+}
+
+// The MGS's table: every node's state as a 0/1 set (so an alert on dead == 1 has a series
+// to watch before the node dies), last heard, and the counts by state.
+TEST(PrometheusTextTest, MembershipFamiliesFromTheMgsTable) {
+  MetricsSnapshot m = snapshot();
+  EXPECT_EQ(prometheus_text(m).find("pfsnet_membership_"), std::string::npos);
+  MetricsSnapshot::Membership ms;
+  StatusTable t;
+  StatusNode up, dead;
+  up.name = "oss01";
+  up.roles = kRoleServer;
+  up.last_heard_unix_ms = 1700000000250;
+  dead.name = "cli02";
+  dead.roles = kRoleClient;
+  dead.state = NodeState::kDead;
+  dead.last_heard_unix_ms = 1699999990000;
+  dead.last_change_unix_ms = 1700000000000;
+  t.nodes = {up, dead};
+  ms.table = t;
+  ms.counters.mgs = MgsCore::Counters{};
+  ms.counters.mgs->verified_dead = 2;
+  m.membership = ms;
+  std::string text = prometheus_text(m);
+  EXPECT_EQ(family_block(text, "pfsnet_membership_node_state"),
+            "# HELP pfsnet_membership_node_state The MGS's state of each node: 1 for its state "
+            "(up, suspect or dead), 0 for the others.\n"
+            "# TYPE pfsnet_membership_node_state gauge\n"
+            "pfsnet_membership_node_state{node=\"oss01\",roles=\"server\",state=\"up\"} 1\n"
+            "pfsnet_membership_node_state{node=\"oss01\",roles=\"server\",state=\"suspect\"} 0\n"
+            "pfsnet_membership_node_state{node=\"oss01\",roles=\"server\",state=\"dead\"} 0\n"
+            "pfsnet_membership_node_state{node=\"cli02\",roles=\"client\",state=\"up\"} 0\n"
+            "pfsnet_membership_node_state{node=\"cli02\",roles=\"client\",state=\"suspect\"} 0\n"
+            "pfsnet_membership_node_state{node=\"cli02\",roles=\"client\",state=\"dead\"} 1\n");
+  EXPECT_NE(text.find("pfsnet_membership_node_last_heard_timestamp_seconds{node=\"oss01\"} "
+                      "1700000000.25\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("pfsnet_membership_nodes{state=\"dead\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("pfsnet_membership_mgs_verified_dead_total 2\n"), std::string::npos);
+  EXPECT_EQ(text.find("pfsnet_membership_registered"), std::string::npos);  // no agent
 }
 
 TEST(PrometheusTextTest, TuneFamiliesOnlyWithATuneStatus) {
@@ -240,6 +324,13 @@ TEST(PrometheusTextTest, EveryFamilyHasHelpAndTypeOnce) {
   MetricsSnapshot m = snapshot();
   m.tune = TuneStatus{};
   m.mesh = MetricsSnapshot::Mesh{};
+  MetricsSnapshot::Membership ms;
+  ms.table = StatusTable{};
+  ms.table->nodes.push_back(StatusNode{});
+  ms.counters.mgs = MgsCore::Counters{};
+  ms.counters.agent = MembershipCounters::Agent{};
+  m.membership = ms;
+  m.health_events = MetricsSnapshot::HealthEvents{{{"LOSSY", 2}}, {{"LOSSY", 1}}};
   std::istringstream in(prometheus_text(m));
   std::set<std::string> help, type;
   std::string line;
@@ -252,12 +343,17 @@ TEST(PrometheusTextTest, EveryFamilyHasHelpAndTypeOnce) {
       EXPECT_TRUE(help.count(name)) << line;
       EXPECT_TRUE(type.insert(name).second) << line;
       std::string kind = line.substr(line.rfind(' ') + 1);
-      EXPECT_TRUE(kind == "counter" || kind == "gauge") << line;
+      EXPECT_TRUE(kind == "counter" || kind == "gauge" || kind == "histogram") << line;
       if (kind == "counter") {
         EXPECT_EQ(name.substr(name.size() - 6), "_total") << line;
       }
     } else {
       std::string name = line.substr(0, line.find_first_of("{ "));
+      // A histogram's samples are its name with _bucket, _sum or _count.
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+        std::string base = name.substr(0, name.size() - std::min(name.size(), strlen(suffix)));
+        if (name.ends_with(suffix) && type.count(base)) name = base;
+      }
       EXPECT_TRUE(type.count(name)) << line;
       EXPECT_EQ(name.rfind("pfsnet_", 0), 0u) << line;
       ++samples;

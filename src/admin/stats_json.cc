@@ -12,12 +12,17 @@ double ms3(double v) { return std::round(v * 1000.0) / 1000.0; }
 
 json intervals(const std::vector<IntervalView>& v) {
   json a = json::array();
-  for (const IntervalView& i : v)
+  for (const IntervalView& i : v) {
     a.push_back({{"start", i.start},
                  {"count", i.count},
                  {"avg_ms", ms3(i.avg_ms)},
                  {"min_ms", ms3(i.min_ms)},
                  {"max_ms", ms3(i.max_ms)}});
+    if (i.count) {
+      a.back()["p50_ms"] = ms3(i.p50_ms);
+      a.back()["p99_ms"] = ms3(i.p99_ms);
+    }
+  }
   return a;
 }
 
@@ -25,13 +30,7 @@ json stat(const StatView& s, const StatsQuery& q) {
   json j = json::object();
   auto want = [&](Granularity g) { return !q.granularity || *q.granularity == g; };
   if (want(Granularity::kSecond)) j["second"] = intervals(s.seconds);
-  if (want(Granularity::kMinute)) {
-    j["minute"] = intervals(s.minutes);
-    if (!j["minute"].empty()) {
-      j["minute"].back()["p50_ms"] = ms3(s.p50_ms);
-      j["minute"].back()["p99_ms"] = ms3(s.p99_ms);
-    }
-  }
+  if (want(Granularity::kMinute)) j["minute"] = intervals(s.minutes);
   if (want(Granularity::kHour)) j["hour"] = intervals(s.hours);
   if (want(Granularity::kDay)) j["day"] = intervals(s.days);
   return j;

@@ -18,8 +18,8 @@ using NodeNamer = std::function<std::string(uint64_t node)>;
 using TypeNamer = std::function<std::string(uint32_t type)>;
 
 // {"dropped": {...}, "nodes": [...], "sizes": [...], "messages": [...]}; only the lists
-// the query asked for. Milliseconds are rounded to 3 decimals (1 us). The newest minute
-// interval carries "p50_ms" and "p99_ms" of that minute.
+// the query asked for. Milliseconds are rounded to 3 decimals (1 us). Every interval
+// with a count carries "p50_ms" and "p99_ms" of that interval.
 nlohmann::json stats_report_json(const StatsReport& rep, const StatsQuery& q,
                                  const NodeNamer& node_name, const NodeNamer& node_nid,
                                  const TypeNamer& type_name);

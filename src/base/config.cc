@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -101,18 +102,24 @@ Status read_table(const Ctx& c, const toml::table& t, std::string_view section,
 
 bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
-Status validate_http(const std::string& http) {
+// Checks node.http and gives it its host: "PORT" and ":PORT" bind 127.0.0.1.
+Status validate_http(std::string* http_in) {
+  std::string& http = *http_in;
   if (http.empty()) return Status::Ok();
   auto colon = http.rfind(':');
-  if (colon == std::string::npos || colon == 0)
-    return Status(Code::kInvalidArgument, "must be HOST:PORT");
+  if (colon == std::string::npos) {
+    http = ":" + http;
+    colon = 0;
+  }
+  if (colon == 0) http = "127.0.0.1" + http;
+  colon = http.rfind(':');
   try {
     size_t used = 0;
     int port = std::stoi(http.substr(colon + 1), &used);
     if (used != http.size() - colon - 1 || port < 1 || port > 65535)
-      return Status(Code::kInvalidArgument, "port must be 1..65535");
+      return Status(Code::kInvalidArgument, "must be HOST:PORT, :PORT or PORT (port 1..65535)");
   } catch (...) {
-    return Status(Code::kInvalidArgument, "port must be 1..65535");
+    return Status(Code::kInvalidArgument, "must be HOST:PORT, :PORT or PORT (port 1..65535)");
   }
   return Status::Ok();
 }
@@ -176,9 +183,16 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
        [&](const Ctx& c, const toml::node& n, std::string_view key) {
          Status s = string_key(&cfg.node.http, true)(c, n, key);
          if (!s.ok()) return s;
-         Status h = validate_http(cfg.node.http);
+         Status h = validate_http(&cfg.node.http);
          return h.ok() ? h : err(c, n.source(), key, h.message());
        }},
+      {"http_token_file", string_key(&cfg.node.http_token_file, true)},
+  };
+  const std::map<std::string, Reader, std::less<>> tls_keys = {
+      {"enabled", bool_key(&cfg.tls.enabled)},
+      {"cert_file", string_key(&cfg.tls.cert_file, true)},
+      {"key_file", string_key(&cfg.tls.key_file, true)},
+      {"ca_file", string_key(&cfg.tls.ca_file, true)},
   };
   const std::map<std::string, Reader, std::less<>> lnet_keys = {
       {"credits", int_key(&cfg.lnet.credits, 1, 1 << 20)},
@@ -255,11 +269,34 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"max_credits", int_key(&cfg.tune.max_credits, 1, 1 << 20)},
       {"link_mbit", number_key(&cfg.tune.link_mbit, 0, 1e7)},
   };
+  const std::map<std::string, Reader, std::less<>> storage_keys = {
+      {"targets",
+       [&](const Ctx& c, const toml::node& n, std::string_view key) {
+         cfg.storage.targets.clear();
+         return string_array(c, n, key, [&](const std::string& t, const toml::node& e) {
+           if (t != "mem" && (t.empty() || t[0] != '/'))
+             return err(c, e.source(), key, "'" + t + "': \"mem\" or an absolute directory");
+           for (const std::string& o : cfg.storage.targets)
+             if (o == t && t != "mem") return err(c, e.source(), key, "duplicate target " + t);
+           cfg.storage.targets.push_back(t);
+           return Status::Ok();
+         });
+       }},
+      {"block_size", int_key(&cfg.storage.block_size, 4096, 16 << 20)},
+      {"buffers", int_key(&cfg.storage.buffers, 1, 65536)},
+      {"threads", int_key(&cfg.storage.threads, 1, 256)},
+      {"disk_mbyte", number_key(&cfg.storage.disk_mbyte, 0, 1e6)},
+      {"capacity", int_key(&cfg.storage.capacity, 4096, int64_t{1} << 50)},
+      {"pagepool", int_key(&cfg.storage.pagepool, 1 << 20, int64_t{1} << 40)},
+      {"prefetch_depth", int_key(&cfg.storage.prefetch_depth, 0, 1024)},
+      {"tokens", bool_key(&cfg.storage.tokens)},
+  };
   const std::map<std::string, const std::map<std::string, Reader, std::less<>>*, std::less<>>
       sections = {{"tune", &tune_keys},     {"node", &node_keys},
                   {"lnet", &lnet_keys},     {"rpc", &rpc_keys},
                   {"stats", &stats_keys},   {"membership", &membership_keys},
-                  {"health", &health_keys}, {"mesh", &mesh_keys}};
+                  {"health", &health_keys}, {"mesh", &mesh_keys},
+                  {"tls", &tls_keys},       {"storage", &storage_keys}};
 
   for (const auto& [k, v] : root) {
     std::string name(k.str());
@@ -310,6 +347,7 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
             {"peer", string_key(&em.peer, true)},
             {"delay_ms", number_key(&em.delay_ms, 0, 10000)},
             {"rate_mbit", number_key(&em.rate_mbit, 0, 1e6)},
+            {"shared", bool_key(&em.shared)},
         };
         Status s = read_table(c, t, "emulation", keys);
         if (!s.ok()) return s;
@@ -323,6 +361,9 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
         }
         if (em.delay_ms == 0 && em.rate_mbit == 0)
           return err(c, t.source(), "emulation", "needs delay_ms or rate_mbit");
+        if (em.shared && (em.ni.empty() || !em.peer.empty()))
+          return err(c, t.source(), "emulation.shared",
+                     "a shared link is one NI's: set ni, and no peer");
         cfg.emulation.push_back(em);
       }
       continue;
@@ -333,6 +374,14 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
     if (!t) return err(c, k.source(), name, "must be a table");
     Status s = read_table(c, *t, name, *it->second);
     if (!s.ok()) return s;
+    if (name == "tls") {
+      const TlsConfig& tc = cfg.tls;
+      int set = !tc.cert_file.empty() + !tc.key_file.empty() + !tc.ca_file.empty();
+      if (set != 0 && set != 3)
+        return err(c, t->source(), "tls.cert_file",
+                   "cert_file, key_file and ca_file go together (none: keyed from the cluster "
+                   "key)");
+    }
     if (name == "tune") {
       const TuneConfig& tc = cfg.tune;
       if (tc.min_rpcs_in_flight > tc.max_rpcs_in_flight)
@@ -345,6 +394,10 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
         return err(c, t->source(), "tune.max_credits", "must not be below tune.max_peer_credits");
     }
   }
+  if (!is_pow2(cfg.storage.block_size) || cfg.storage.block_size > cfg.stats.maxBlockSize)
+    return err(c, root.source(), "storage.block_size",
+               "must be a power of two not above stats.maxBlockSize (" +
+                   std::to_string(cfg.stats.maxBlockSize) + ")");
   if (cfg.mesh.bulk_bytes > cfg.max_bulk())
     return err(c, root.source(), "mesh.bulk_bytes",
                "must not be above 2 x stats.maxBlockSize (" + std::to_string(cfg.max_bulk()) + ")");
@@ -383,6 +436,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"node.cluster_key_file", str(c.node.cluster_key_file)},
       {"node.admin_socket", str(c.node.admin_socket)},
       {"node.http", str(c.node.http)},
+      {"node.http_token_file", str(c.node.http_token_file)},
       {"node.log_level", str(c.node.log_level)},
   };
   for (const NetConfig& n : c.nets) {
@@ -407,6 +461,10 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
     return t;
   };
   std::vector<std::pair<std::string, std::string>> rest = {
+      {"tls.enabled", c.tls.enabled ? "true" : "false"},
+      {"tls.cert_file", str(c.tls.cert_file)},
+      {"tls.key_file", str(c.tls.key_file)},
+      {"tls.ca_file", str(c.tls.ca_file)},
       {"lnet.credits", i(c.lnet.credits)},
       {"lnet.peer_credits", i(c.lnet.peer_credits)},
       {"lnet.transaction_timeout", i(c.lnet.transaction_timeout)},
@@ -462,6 +520,15 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"tune.max_peer_credits", i(c.tune.max_peer_credits)},
       {"tune.max_credits", i(c.tune.max_credits)},
       {"tune.link_mbit", num(c.tune.link_mbit)},
+      {"storage.targets", list(c.storage.targets)},
+      {"storage.block_size", i(c.storage.block_size)},
+      {"storage.buffers", i(c.storage.buffers)},
+      {"storage.threads", i(c.storage.threads)},
+      {"storage.disk_mbyte", num(c.storage.disk_mbyte)},
+      {"storage.capacity", i(c.storage.capacity)},
+      {"storage.pagepool", i(c.storage.pagepool)},
+      {"storage.prefetch_depth", i(c.storage.prefetch_depth)},
+      {"storage.tokens", c.storage.tokens ? "true" : "false"},
   };
   e.insert(e.end(), rest.begin(), rest.end());
   for (const EmulationConfig& m : c.emulation) {
@@ -469,6 +536,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
     e.emplace_back("emulation.peer", str(m.peer));
     e.emplace_back("emulation.delay_ms", num(m.delay_ms));
     e.emplace_back("emulation.rate_mbit", num(m.rate_mbit));
+    e.emplace_back("emulation.shared", m.shared ? "true" : "false");
   }
   return e;
 }
@@ -533,21 +601,46 @@ Result<Config> load_config(const std::string& path) {
   return parse_config(ss.str(), path);
 }
 
-Result<std::string> load_cluster_key(const std::string& path) {
+namespace {
+
+// A secret file's bytes: it must exist and be readable by its owner only.
+Result<std::string> read_secret_file(const std::string& path, const std::string& what) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0)
-    return Status(Code::kNotFound, path + ": cluster key file not found");
+    return Status(Code::kNotFound, path + ": " + what + " not found");
   if ((st.st_mode & 077) != 0)
     return Status(Code::kInvalidArgument,
-                  path + ": cluster key file must not be readable by group or others (chmod 600)");
+                  path + ": " + what + " must not be readable by group or others (chmod 600)");
   std::ifstream in(path, std::ios::binary);
+  if (!in) return Status(Code::kNotFound, path + ": cannot read " + what);
   std::stringstream ss;
   ss << in.rdbuf();
-  std::string key = ss.str();
-  if (key.size() < 16)
+  return ss.str();
+}
+
+}  // namespace
+
+Result<std::string> load_cluster_key(const std::string& path) {
+  auto key = read_secret_file(path, "cluster key file");
+  if (!key.ok()) return key;
+  if (key->size() < 16)
     return Status(Code::kInvalidArgument,
                   path + ": cluster key must be at least 16 bytes (use 'pfsnet keygen')");
   return key;
+}
+
+Result<std::string> load_http_token(const std::string& path) {
+  auto token = read_secret_file(path, "HTTP token file");
+  if (!token.ok()) return token;
+  while (!token->empty() && std::isspace(static_cast<unsigned char>(token->back())))
+    token->pop_back();
+  if (token->size() < 16)
+    return Status(Code::kInvalidArgument, path + ": HTTP token must be at least 16 bytes");
+  for (unsigned char ch : *token)
+    if (ch < 0x21 || ch > 0x7e)
+      return Status(Code::kInvalidArgument,
+                    path + ": HTTP token must be printable ASCII without spaces");
+  return token;
 }
 
 }  // namespace pfsnet

@@ -119,7 +119,63 @@ TEST(ConfigTest, OutOfRangeIsAnError) {
   EXPECT_EQ(error_of("[stats]\nmaxBlockSize = 1000000\n"),
             "test.toml:2: key 'stats.maxBlockSize': must be a power of two");
   EXPECT_EQ(error_of("[node]\nhttp = \"127.0.0.1\"\n"),
-            "test.toml:2: key 'node.http': must be HOST:PORT");
+            "test.toml:2: key 'node.http': must be HOST:PORT, :PORT or PORT (port 1..65535)");
+}
+
+TEST(ConfigTest, HttpBindsLocalhostUnlessAHostIsGiven) {
+  for (const char* given : {"9708", ":9708"}) {
+    auto r = parse_config(std::string("[node]\nhttp = \"") + given + "\"\n", "t.toml");
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->node.http, "127.0.0.1:9708") << given;
+  }
+  auto r = parse_config("[node]\nhttp = \"0.0.0.0:9708\"\n", "t.toml");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->node.http, "0.0.0.0:9708");
+  EXPECT_EQ(error_of("[node]\nhttp = \":0\"\n"),
+            "test.toml:2: key 'node.http': must be HOST:PORT, :PORT or PORT (port 1..65535)");
+}
+
+TEST(ConfigTest, TlsIsOffByDefaultAndCertificatesGoTogether) {
+  auto r = parse_config("", "t.toml");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->tls.enabled);
+  r = parse_config("[tls]\nenabled = true\n", "t.toml");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->tls.enabled);
+  EXPECT_TRUE(r->tls.cert_file.empty());
+  r = parse_config("[tls]\nenabled = true\ncert_file = \"c\"\nkey_file = \"k\"\nca_file = \"a\"\n",
+                   "t.toml");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tls.ca_file, "a");
+  EXPECT_EQ(error_of("[tls]\nenabled = true\ncert_file = \"c\"\n"),
+            "test.toml:1: key 'tls.cert_file': cert_file, key_file and ca_file go together "
+            "(none: keyed from the cluster key)");
+  EXPECT_EQ(error_of("[tls]\nmode = \"psk\"\n"), "test.toml:2: key 'tls.mode': unknown key");
+}
+
+TEST(ConfigTest, HttpTokenFileIsASecret) {
+  std::string path = ::testing::TempDir() + "/http_token_" + std::to_string(::getpid());
+  {
+    std::ofstream out(path);
+    out << "0123456789abcdef0123\n";
+  }
+  ::chmod(path.c_str(), 0644);
+  auto t = load_http_token(path);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("chmod 600"), std::string::npos);
+  ::chmod(path.c_str(), 0600);
+  t = load_http_token(path);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(*t, "0123456789abcdef0123");  // the trailing newline is not part of it
+  {
+    std::ofstream out(path);
+    out << "short\n";
+  }
+  t = load_http_token(path);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("at least 16 bytes"), std::string::npos);
+  ::unlink(path.c_str());
+  EXPECT_EQ(load_http_token(path).status().code(), Code::kNotFound);
 }
 
 TEST(ConfigTest, BadValuesAreErrors) {
@@ -236,10 +292,13 @@ namespace {
 TEST(ConfigTest, EmulationTables) {
   auto r = parse_config(
       "[[emulation]]\nni = \"10.0.0.1@tcp\"\npeer = \"10.0.0.2@tcp\"\ndelay_ms = 25\n"
-      "rate_mbit = 5000.5\n[[emulation]]\ndelay_ms = 0.5\n",
+      "rate_mbit = 5000.5\n[[emulation]]\ndelay_ms = 0.5\n[[emulation]]\n"
+      "ni = \"10.0.0.1@tcp\"\nrate_mbit = 1040\nshared = true\n",
       "e.toml");
   ASSERT_TRUE(r.ok()) << r.status().message();
-  ASSERT_EQ(r->emulation.size(), 2u);
+  ASSERT_EQ(r->emulation.size(), 3u);
+  EXPECT_FALSE(r->emulation[0].shared);
+  EXPECT_TRUE(r->emulation[2].shared);
   EXPECT_EQ(r->emulation[0].peer, "10.0.0.2@tcp");
   EXPECT_DOUBLE_EQ(r->emulation[0].rate_mbit, 5000.5);
   EXPECT_DOUBLE_EQ(r->emulation[1].delay_ms, 0.5);
@@ -247,12 +306,17 @@ TEST(ConfigTest, EmulationTables) {
   // Round trip through config show / config set; emulation is not a run-time key.
   Config c = *r;
   EXPECT_TRUE(apply_config_assignments(&c, {"stats.maxBlockSize=2097152"}).ok());
-  EXPECT_EQ(c.emulation.size(), 2u);
+  EXPECT_EQ(c.emulation.size(), 3u);
+  EXPECT_TRUE(c.emulation[2].shared);
   EXPECT_FALSE(apply_config_assignments(&c, {"emulation.delay_ms=3"}).ok());
   // Errors name the key.
   for (const char* bad : {"[[emulation]]\ndelay_ms = -1\n", "[[emulation]]\npeer = \"x\"\n",
                           "[[emulation]]\nni = \"10.0.0.1@tcp\"\n", "[emulation]\ndelay_ms = 1\n",
-                          "[[emulation]]\ndelay_ms = \"1\"\n", "[[emulation]]\nwhat = 1\n"}) {
+                          "[[emulation]]\ndelay_ms = \"1\"\n", "[[emulation]]\nwhat = 1\n",
+                          // A shared link is one NI's.
+                          "[[emulation]]\nrate_mbit = 1\nshared = true\n",
+                          "[[emulation]]\nni = \"10.0.0.1@tcp\"\npeer = \"10.0.0.2@tcp\"\n"
+                          "rate_mbit = 1\nshared = true\n"}) {
     auto e = parse_config(bad, "bad.toml");
     ASSERT_FALSE(e.ok()) << bad;
     EXPECT_NE(e.status().message().find("emulation"), std::string::npos) << e.status().message();

@@ -6,12 +6,14 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <pfsnet/nid.h>
 #include <pfsnet/status.h>
 
 #include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace pfsnet {
 
@@ -65,6 +67,20 @@ inline Result<double> json_number(const nlohmann::json& obj, const char* key, do
     return Status(Code::kInvalidArgument, std::string(key) + " must be a number " +
                                               std::to_string(lo) + ".." + std::to_string(hi));
   return it->get<double>();
+}
+
+// `j` as a non-empty list of NIDs; otherwise kInvalidArgument naming `what`.
+inline Result<std::vector<Nid>> json_nids(const nlohmann::json& j, const std::string& what) {
+  std::vector<Nid> v;
+  if (!j.is_array() || j.empty())
+    return Status(Code::kInvalidArgument, what + ": a non-empty list of NIDs");
+  for (const nlohmann::json& x : j) {
+    if (!x.is_string()) return Status(Code::kInvalidArgument, what + ": NIDs only");
+    auto n = Nid::parse(x.get<std::string>());
+    if (!n.ok()) return Status(Code::kInvalidArgument, what + ": " + n.status().message());
+    v.push_back(*n);
+  }
+  return v;
 }
 
 }  // namespace pfsnet

@@ -40,7 +40,9 @@ Result<std::unique_ptr<Node>> Node::start(const Config& cfg, std::string cluster
   }
   n.stats = std::make_unique<RpcStats>(cfg.stats, n.clock, verbs);
   n.hold_timers = std::make_unique<ThreadTimerQueue>(n.clock);
-  TransportOptions to = transport_options(cfg, std::move(cluster_key));
+  auto opts = transport_options(cfg, std::move(cluster_key));
+  if (!opts.ok()) return opts.status();
+  TransportOptions to = *opts;
   Impl* ip = impl.get();
   n.net =
       std::make_unique<Net>(NetOptions::from(cfg), n.nids, n.clock, [ip, to](TransportEvents& ev) {

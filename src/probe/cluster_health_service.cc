@@ -48,9 +48,15 @@ ClusterHealthService::ClusterHealthService(const Config& cfg, RpcEngine& rpc,
 void ClusterHealthService::set_local(std::vector<Problem> problems) {
   MutexLock lk(mu_);
   for (const Problem& p : problems)
-    if (!has(local_, p)) PFS_LOG_WARN("health: problem started: {}", describe(p));
+    if (!has(local_, p)) {
+      PFS_LOG_WARN("health: problem started: {}", describe(p));
+      ++counters_.started[p.cause];
+    }
   for (const Problem& p : local_)
-    if (!has(problems, p)) PFS_LOG_INFO("health: problem ended: {}", describe(p));
+    if (!has(problems, p)) {
+      PFS_LOG_INFO("health: problem ended: {}", describe(p));
+      ++counters_.ended[p.cause];
+    }
   local_ = std::move(problems);
 }
 

@@ -14,6 +14,7 @@
 #include <pfsnet/clock.h>
 #include <pfsnet/config.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,8 @@ class ClusterHealthService {
 
   struct Counters {
     uint64_t reports_sent = 0, report_failures = 0, reports_received = 0;
+    // This node's own problems that started and ended (health events), by cause.
+    std::map<std::string, uint64_t> started, ended;
   };
   Counters counters() const;
 

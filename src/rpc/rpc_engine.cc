@@ -126,9 +126,17 @@ void RpcEngine::handle(uint32_t type, std::string name, Handler h, HandlerMode m
                        Execution exec) {
   define_type(type, std::move(name));
   TypeInfo& t = types_[type];
-  assert(!t.handler);
+  assert(!t.handler && !t.async);
   t.handler = std::move(h);
   t.mode = mode;
+  t.once = exec == Execution::kOnce;
+}
+
+void RpcEngine::handle_async(uint32_t type, std::string name, AsyncHandler h, Execution exec) {
+  define_type(type, std::move(name));
+  TypeInfo& t = types_[type];
+  assert(!t.handler && !t.async);
+  t.async = std::move(h);
   t.once = exec == Execution::kOnce;
 }
 

@@ -91,6 +91,11 @@ class RpcEngine final : public NetRx {
               Execution exec = Execution::kOnce);
   // Serves one of pfsnet's own types, under its registered name.
   void handle(uint32_t type, Handler h, HandlerMode mode, Execution exec = Execution::kOnce);
+  // Serves `type` with a handler that answers through a Responder, now or later (a request
+  // that waits holds its receive credit, not a thread; execution time runs to the reply).
+  // REQUIRES: as handle(); every Responder answered or gone before the engine is.
+  void handle_async(uint32_t type, std::string name, AsyncHandler h,
+                    Execution exec = Execution::kOnce);
   // "PING", or "type-N" for an unnamed type.
   std::string type_name(uint32_t type) const;
   // The type named `name` (defined or handled here), or 0.
@@ -179,6 +184,8 @@ class RpcEngine final : public NetRx {
   // `c` left the wire: its slot goes to the next queued call.
   void finish_slot(Call& c);
   void serve(const Nid& from, InFrame&& f, RxCredit credit);
+  struct TypeInfo;
+  void serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit, bool saved);
   void on_reply(const Nid& from, InFrame&& f, RxCredit credit);
   // The reply to `xid` was damaged on the way (`s`): the RPC is sent again once its write
   // has completed.
@@ -204,6 +211,7 @@ class RpcEngine final : public NetRx {
   struct TypeInfo {
     std::string name;
     Handler handler;
+    AsyncHandler async;  // instead of handler
     HandlerMode mode = HandlerMode::kInline;
     bool once = true;  // Execution::kOnce
   };

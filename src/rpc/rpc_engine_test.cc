@@ -117,6 +117,37 @@ class RpcTest : public ::testing::Test {
   Node client_, server_;
 };
 
+TEST_F(RpcTest, AnAsyncHandlerAnswersLaterOrCancelsWhenDropped) {
+  constexpr uint32_t kLater = 14;
+  std::vector<Responder> held;
+  server_.rpc.handle_async(kLater, "LATER", [&](RpcRequest& req, Responder resp) {
+    if (req.payload.view() == "drop") return;  // destroyed unanswered: kCancelled
+    held.push_back(std::move(resp));
+  });
+  Replies r;
+  for (const char* p : {"drop", "a", "b"})  // the client has 2 in flight at most
+    client_.rpc.call_async(b_, kLater, Buffer::copy_of(std::string_view(p)), nullptr, r.cb());
+  hub_.pump();
+  ASSERT_EQ(r.got.size(), 1u);
+  EXPECT_EQ(r.got[0].status.code(), Code::kCancelled);
+  ASSERT_EQ(held.size(), 2u);
+  clock_.advance(7ms);
+  RpcResponse resp;
+  resp.payload = Buffer::copy_of(std::string_view("later"));
+  held[1].reply(std::move(resp));
+  held[1].reply(RpcResponse{});  // a second reply does nothing
+  EXPECT_TRUE(held[1].answered());
+  hub_.pump();
+  ASSERT_EQ(r.got.size(), 2u);
+  EXPECT_TRUE(r.got[1].status.ok());
+  EXPECT_EQ(r.got[1].payload.view(), "later");
+  EXPECT_EQ(r.got[1].exec_time, 7ms);  // execution runs to the reply
+  held.clear();                        // the last one, unanswered: kCancelled
+  hub_.pump();
+  ASSERT_EQ(r.got.size(), 3u);
+  EXPECT_EQ(r.got[2].status.code(), Code::kCancelled);
+}
+
 TEST_F(RpcTest, RepliesMatchTheirRequests) {
   Replies r;
   for (int i = 0; i < 20; ++i) {

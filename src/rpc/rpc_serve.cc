@@ -66,7 +66,7 @@ void RpcEngine::on_message(const Nid& from, InFrame&& f, RxCredit credit) {
 
 void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
   auto it = types_.find(f.hdr.msg_type);
-  if (it == types_.end() || !it->second.handler) {
+  if (it == types_.end() || (!it->second.handler && !it->second.async)) {
     credit.release();
     RpcResponse r;
     r.status =
@@ -78,6 +78,10 @@ void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
   const bool saved = t.once && f.hdr.incarnation != 0;
   if (saved && !admit(from, f.hdr)) {
     credit.release();
+    return;
+  }
+  if (t.async) {
+    serve_async(t, from, std::move(f), std::move(credit), saved);
     return;
   }
   auto run = [this, &t, from, saved](InFrame& fr, RxCredit& cr) {
@@ -107,6 +111,26 @@ void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     RpcResponse r;
     r.status = Status(Code::kCancelled, "server is shutting down");
     send_reply(from, job->f.hdr, job->f.times.complete, std::move(r), false, saved);
+  }
+}
+
+void RpcEngine::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit,
+                            bool saved) {
+  // The credit rides on the reply: released just before it is sent.
+  auto cr = std::make_shared<RxCredit>(std::move(credit));
+  FrameHeader hdr = f.hdr;
+  TimePoint received = f.times.complete;
+  Responder resp([this, from, hdr, received, cr, saved](RpcResponse&& r) {
+    cr->release();
+    send_reply(from, hdr, received, std::move(r), true, saved);
+  });
+  RpcRequest req{from, f.hdr.msg_type, std::move(f.payload), std::move(f.bulk)};
+  try {
+    t.async(req, std::move(resp));
+  } catch (const std::exception& e) {
+    // The Responder went with the call; if the handler had not kept it, it answered
+    // kCancelled already.
+    PFS_LOG_WARN("async handler for {} failed: {}", t.name, e.what());
   }
 }
 

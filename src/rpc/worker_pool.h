@@ -34,12 +34,12 @@ class WorkerPool {
   // Returns false (and drops the job) after stop().
   bool submit(std::function<void()> job) {
     TimePoint now = clock_.now();
-    {
-      MutexLock lk(mu_);
-      if (stopping_) return false;
-      jobs_.push_back({std::move(job), now});
-      stats_.queued_max = std::max<uint64_t>(stats_.queued_max, jobs_.size());
-    }
+    MutexLock lk(mu_);
+    if (stopping_) return false;
+    jobs_.push_back({std::move(job), now});
+    stats_.queued_max = std::max<uint64_t>(stats_.queued_max, jobs_.size());
+    // Under the lock: once stop() has taken it after this, the pool may be destroyed, and
+    // a notify after unlocking would touch a destroyed condition variable.
     cv_.notify_one();
     return true;
   }

@@ -19,20 +19,6 @@ namespace {
 constexpr size_t kMaxSamples = 2000;
 constexpr size_t kMaxTimeline = 3700;  // seconds (the longest duration, and the drain)
 
-Result<std::vector<Nid>> nids_of(const json& j, const char* what) {
-  std::vector<Nid> v;
-  if (!j.is_array() || j.empty())
-    return Status(Code::kInvalidArgument, std::string(what) + ": a non-empty list of NIDs");
-  for (const json& x : j) {
-    if (!x.is_string()) return Status(Code::kInvalidArgument, std::string(what) + ": NIDs only");
-    auto n = Nid::parse(x.get<std::string>());
-    if (!n.ok())
-      return Status(Code::kInvalidArgument, std::string(what) + ": " + n.status().message());
-    v.push_back(*n);
-  }
-  return v;
-}
-
 double percentile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -161,7 +147,7 @@ Result<LoadRequest> decode_load_request(std::span<const uint8_t> payload, uint32
   json j = json::parse(payload.begin(), payload.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
   LoadRequest r;
-  auto targets = nids_of(j.value("targets", json()), "targets");
+  auto targets = json_nids(j.value("targets", json()), "targets");
   if (!targets.ok()) return bad(targets.status().message());
   if (targets->size() > LoadRequest::kMaxTargets)
     return bad("more than " + std::to_string(LoadRequest::kMaxTargets) + " targets");
@@ -241,9 +227,9 @@ Result<ClientResult> decode_client_result(std::span<const uint8_t> payload) {
 
 Result<SelftestSpec> SelftestSpec::from_json(const json& j) {
   SelftestSpec s;
-  auto c = nids_of(j.value("from", json::array()), "from");
+  auto c = json_nids(j.value("from", json::array()), "from");
   if (!c.ok()) return c.status();
-  auto sv = nids_of(j.value("to", json::array()), "to");
+  auto sv = json_nids(j.value("to", json::array()), "to");
   if (!sv.ok()) return sv.status();
   s.clients = *c;
   s.servers = *sv;

@@ -1,5 +1,7 @@
 // Interval and IntervalRing: the aggregation unit of GPFS RPC statistics. An Interval is
-// the sum, count, minimum and maximum of the values of one period; a ring keeps the last
+// the sum, count, minimum and maximum of the values of one period, and (beyond GPFS) the
+// LogHistogram buckets of its median and 99th percentile, set when the period closes; a
+// ring keeps the last
 // N periods of one granularity (second, minute, hour, day), idle ones included with
 // count 0. Intervals of a ring are consecutive, so only the newest one's start is kept.
 // Memory grows with the intervals pushed, up to the capacity: a statistic that appears
@@ -20,6 +22,8 @@ struct Interval {
   int64_t count = 0;
   int64_t min = std::numeric_limits<int64_t>::max();
   int64_t max = std::numeric_limits<int64_t>::min();
+  // LogHistogram bucket indices of the period's p50 and p99; -1: not known (no values).
+  int16_t p50 = -1, p99 = -1;
 
   void add(int64_t v) {
     sum += v;
@@ -27,7 +31,8 @@ struct Interval {
     min = std::min(min, v);
     max = std::max(max, v);
   }
-  // Sum of sums and counts, min of mins, max of maxes.
+  // Sum of sums and counts, min of mins, max of maxes (quantiles do not merge: the owner
+  // sets them from the merged histogram).
   void merge(const Interval& o) {
     sum += o.sum;
     count += o.count;

@@ -1,11 +1,14 @@
 // LogHistogram: a compact log-scale histogram of nanosecond values, 8 buckets per power
 // of two from 1 ns to 2^40 ns (about 18 minutes), so a percentile is within 1/16 (6.25%)
-// of the true value. 320 uint32 buckets: 1280 bytes.
+// of the true value. 320 uint32 buckets: 1280 bytes; it tracks the range of buckets in use,
+// so clearing and walking cost that range, not all 320.
 // Thread safety: none; the owner serialises access.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace pfsnet {
@@ -17,26 +20,45 @@ class LogHistogram {
   static constexpr int kBuckets = kOctaves << kSubBits;
 
   void add(int64_t v) {
-    ++buckets_[index(v)];
+    int i = index(v);
+    ++buckets_[i];
     ++count_;
+    lo_ = std::min(lo_, i);
+    hi_ = std::max(hi_, i);
   }
+  // Zeroes only the buckets used since the last clear.
   void clear() {
-    buckets_.fill(0);
+    if (count_ == 0) return;
+    std::fill(buckets_.begin() + lo_, buckets_.begin() + hi_ + 1, 0);
     count_ = 0;
+    lo_ = kBuckets;
+    hi_ = -1;
   }
   uint64_t count() const { return count_; }
 
-  // The value at quantile q (0..1): the middle of the bucket holding that rank; 0 when
-  // empty.
-  int64_t quantile(double q) const {
-    if (count_ == 0) return 0;
-    uint64_t rank = static_cast<uint64_t>(q * double(count_ - 1)) + 1;
+  // The bucket holding quantile q (0..1), by nearest rank: the smallest value with at least
+  // q of the values at or below it (so the p99 of two values is the larger); -1 when empty.
+  int quantile_bucket(double q) const {
+    if (count_ == 0) return -1;
+    uint64_t rank = std::clamp<uint64_t>(uint64_t(std::ceil(q * double(count_))), 1, count_);
     uint64_t seen = 0;
-    for (int i = 0; i < kBuckets; ++i) {
+    for (int i = lo_; i <= hi_; ++i) {
       seen += buckets_[i];
-      if (seen >= rank) return (lower(i) + lower(i + 1)) / 2;
+      if (seen >= rank) return i;
     }
-    return lower(kBuckets);
+    return hi_;
+  }
+  // The value at quantile q: the middle of its bucket; 0 when empty.
+  int64_t quantile(double q) const {
+    int i = quantile_bucket(q);
+    return i < 0 ? 0 : (lower(i) + lower(i + 1)) / 2;
+  }
+
+  // f(bucket index, count) for each bucket with values, in bucket order.
+  template <typename F>
+  void for_each(F&& f) const {
+    for (int i = lo_; i <= hi_; ++i)
+      if (buckets_[i]) f(i, uint64_t(buckets_[i]));
   }
 
   static int index(int64_t v) {
@@ -58,6 +80,7 @@ class LogHistogram {
  private:
   std::array<uint32_t, kBuckets> buckets_{};
   uint64_t count_ = 0;
+  int lo_ = kBuckets, hi_ = -1;  // the range of buckets used since the last clear
 };
 
 }  // namespace pfsnet

@@ -266,6 +266,8 @@ StatView RpcStats::view(const Aggregate& a, const StatsQuery& q) const {
         x.min_ms = double(iv.min) / 1e6;
         x.max_ms = double(iv.max) / 1e6;
       }
+      if (iv.p50 >= 0) x.p50_ms = double(SparseHistogram::bucket_mid(iv.p50)) / 1e6;
+      if (iv.p99 >= 0) x.p99_ms = double(SparseHistogram::bucket_mid(iv.p99)) / 1e6;
       out->push_back(x);
     }
   };
@@ -274,9 +276,17 @@ StatView RpcStats::view(const Aggregate& a, const StatsQuery& q) const {
   if (want(Granularity::kMinute)) fill(a.minutes(), 60, &v.minutes);
   if (want(Granularity::kHour)) fill(a.hours(), 3600, &v.hours);
   if (want(Granularity::kDay)) fill(a.days(), 86400, &v.days);
-  const LogHistogram& h = a.last_minute_histogram();
-  v.p50_ms = double(h.quantile(0.50)) / 1e6;
-  v.p99_ms = double(h.quantile(0.99)) / 1e6;
+  if (a.minutes().size() > 0) {
+    const Interval& m = a.minutes().newest(0);
+    if (m.p50 >= 0) v.p50_ms = double(SparseHistogram::bucket_mid(m.p50)) / 1e6;
+    if (m.p99 >= 0) v.p99_ms = double(SparseHistogram::bucket_mid(m.p99)) / 1e6;
+  }
+  if (q.totals) {
+    v.total.count = a.total().count;
+    v.total.sum_ms = double(a.total().sum) / 1e6;
+    a.total_histogram().for_each(
+        [&](int b, uint64_t n) { v.total.buckets.emplace_back(LogHistogram::lower(b + 1), n); });
+  }
   return v;
 }
 

@@ -135,6 +135,61 @@ TEST_F(RpcStatsTest, SixtyMinutesMakeAnHour) {
   EXPECT_DOUBLE_EQ(lat.hours[0].min_ms, 1.000);
   EXPECT_DOUBLE_EQ(lat.hours[0].max_ms, 1.059);
   EXPECT_TRUE(lat.days.empty());
+  // The hour's percentiles come from its own histogram, not from its minutes' ones.
+  EXPECT_NEAR(lat.hours[0].p50_ms, 1.029, 1.029 / 16);
+  EXPECT_NEAR(lat.hours[0].p99_ms, 1.058, 1.058 / 16);
+}
+
+// Every interval of every ring carries its own p50 and p99: a minute of mostly fast RPCs
+// with a slow tail has its p99 in the tail, an hour holding it and fast minutes has both.
+TEST_F(RpcStatsTest, EveryIntervalHasItsPercentilesRolledUpFromItsHistogram) {
+  RpcStats s(cfg_, clock_, false);
+  for (int sec = 0; sec < 3600; ++sec) {
+    for (int i = 0; i < 10; ++i) s.record(rec(kNodeA, 100));
+    if (sec < 60 && sec % 6 == 0) s.record(rec(kNodeA, 50'000));  // 10 slow of 610
+    s.process_second();
+  }
+  s.process_second();  // an idle second
+  StatsQuery q = all();
+  q.totals = true;
+  auto rep = s.query(q);
+  const StatView& lat = stat_of(rep, kNodeA, NodeStat::kLatencyTcp);
+  ASSERT_EQ(lat.seconds.size(), 60u);
+  for (size_t k = 0; k + 1 < lat.seconds.size(); ++k) {
+    EXPECT_NEAR(lat.seconds[k].p50_ms, 0.100, 0.100 / 16);
+    EXPECT_NEAR(lat.seconds[k].p99_ms, 0.100, 0.100 / 16);
+  }
+  // An idle interval has none.
+  EXPECT_EQ(lat.seconds.back().count, 0);
+  EXPECT_EQ(lat.seconds.back().p50_ms, 0);
+  ASSERT_EQ(lat.minutes.size(), 60u);
+  // The first minute: 10 of 610 at 50 ms, so its p99 is in the tail; the later ones not.
+  EXPECT_NEAR(lat.minutes[0].p50_ms, 0.100, 0.100 / 16);
+  EXPECT_NEAR(lat.minutes[0].p99_ms, 50.0, 50.0 / 16);
+  EXPECT_NEAR(lat.minutes[1].p99_ms, 0.100, 0.100 / 16);
+  EXPECT_DOUBLE_EQ(lat.p99_ms, lat.minutes.back().p99_ms);
+  // The hour: 10 of 36,010 slow: below its p99.
+  ASSERT_EQ(lat.hours.size(), 1u);
+  EXPECT_NEAR(lat.hours[0].p99_ms, 0.100, 0.100 / 16);
+  EXPECT_EQ(lat.hours[0].count, 36010);
+  // Totals: every value so far, bucketed; every power of two of ns is a bucket bound.
+  EXPECT_EQ(lat.total.count, 36010);
+  EXPECT_NEAR(lat.total.sum_ms, 36000 * 0.1 + 10 * 50.0, 1e-6);
+  uint64_t n = 0;
+  int64_t prev = 0;
+  for (auto [upper, c] : lat.total.buckets) {
+    EXPECT_GT(upper, prev);
+    prev = upper;
+    n += c;
+  }
+  EXPECT_EQ(n, 36010u);
+  ASSERT_EQ(lat.total.buckets.size(), 2u);
+  EXPECT_EQ(lat.total.buckets[0].second, 36000u);
+  EXPECT_GT(lat.total.buckets[0].first, 100'000);
+  EXPECT_GT(lat.total.buckets[1].first, 50'000'000);
+  // Without asking, no totals.
+  auto plain = s.query(all());
+  EXPECT_TRUE(stat_of(plain, kNodeA, NodeStat::kLatencyTcp).total.buckets.empty());
 }
 
 TEST_F(RpcStatsTest, NonDefaultRingSizesStillRollFullMinutes) {
@@ -383,6 +438,46 @@ TEST(LogHistogramTest, BucketsAndQuantiles) {
   EXPECT_NEAR(double(h.quantile(0.5)), 500000.0, 500000.0 / 16);
   EXPECT_NEAR(double(h.quantile(0.99)), 990000.0, 990000.0 / 16);
   EXPECT_EQ(LogHistogram().quantile(0.5), 0);
+}
+
+// The sparse form answers what the dense one does, merges by bucket, and costs its buckets.
+TEST(SparseHistogramTest, AgreesWithTheDenseFormAndMerges) {
+  LogHistogram dense;
+  SparseHistogram a, b;
+  for (int i = 1; i <= 1000; ++i) {
+    int64_t v = (i * 7919) % 1000 * 997 + 3;  // spread over 3 ns .. 1 ms, in no order
+    dense.add(v);
+    (i % 3 ? a : b).add(v);
+  }
+  EXPECT_LT(a.count(), 1000u);
+  a.merge(b);
+  EXPECT_EQ(a.count(), 1000u);
+  for (double q : {0.0, 0.01, 0.5, 0.9, 0.99, 1.0})
+    EXPECT_EQ(a.quantile(q), dense.quantile(q)) << q;
+  uint64_t n = 0;
+  int last = -1, buckets = 0;
+  a.for_each([&](int i, uint64_t c) {
+    EXPECT_GT(i, last);
+    last = i;
+    n += c;
+    ++buckets;
+  });
+  EXPECT_EQ(n, 1000u);
+  EXPECT_LE(a.bytes(), sizeof(SparseHistogram) + 2 * 8 * size_t(buckets));
+  a.clear();
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(a.quantile_bucket(0.5), SparseHistogram::kNone);
+  a.add_bucket(5, 3);
+  a.add_bucket(5, 4);
+  EXPECT_EQ(a.count(), 7u);
+  EXPECT_EQ(a.quantile_bucket(1.0), 5);
+  // Nearest rank: the p99 of two values is the larger, the p50 the smaller.
+  SparseHistogram two;
+  two.add(1000);
+  two.add(5000);
+  EXPECT_EQ(two.quantile_bucket(0.99), LogHistogram::index(5000));
+  EXPECT_EQ(two.quantile_bucket(0.50), LogHistogram::index(1000));
+  EXPECT_EQ(two.quantile_bucket(0.0), LogHistogram::index(1000));
 }
 
 }  // namespace

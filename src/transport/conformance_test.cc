@@ -22,6 +22,7 @@
 #include "transport/mem_transport.h"
 #include "transport/tcp_transport.h"
 #include "transport/test_frames.h"
+#include "transport/tls.h"
 
 namespace pfsnet {
 namespace {
@@ -105,7 +106,8 @@ using test::same;
 
 // kTcpBusyPoll: TCP whose I/O threads poll before they sleep (lnet.busy_poll_us).
 // kFabric: the libfabric transport with the `tcp` provider (no RDMA hardware needed).
-enum class Kind { kTcp, kTcpBusyPoll, kMem, kTcpEmulated, kMemEmulated, kFabric };
+// kTcpTls: TCP with TLS 1.3 keyed from the cluster key (tls.h).
+enum class Kind { kTcp, kTcpBusyPoll, kMem, kTcpEmulated, kMemEmulated, kFabric, kTcpTls };
 
 std::string kind_name(const ::testing::TestParamInfo<Kind>& i) {
   switch (i.param) {
@@ -121,6 +123,8 @@ std::string kind_name(const ::testing::TestParamInfo<Kind>& i) {
       return "MemUnderEmulation";
     case Kind::kFabric:
       return "FabricTcpProvider";
+    case Kind::kTcpTls:
+      return "TcpTls";
   }
   return "?";
 }
@@ -148,7 +152,8 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
 
   bool tcp() const {
     return GetParam() == Kind::kTcp || GetParam() == Kind::kTcpBusyPoll ||
-           GetParam() == Kind::kTcpEmulated || GetParam() == Kind::kFabric;
+           GetParam() == Kind::kTcpEmulated || GetParam() == Kind::kFabric ||
+           GetParam() == Kind::kTcpTls;
   }
   bool emulated() const {
     return GetParam() == Kind::kTcpEmulated || GetParam() == Kind::kMemEmulated;
@@ -162,6 +167,11 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
     o.handshake_timeout = 2s;
     o.connect_timeout = 2s;
     if (GetParam() == Kind::kTcpBusyPoll) o.busy_poll = 50us;
+    if (GetParam() == Kind::kTcpTls) {
+      TlsConfig tc;
+      tc.enabled = true;
+      o.tls = TlsContext::create(tc, key).value();
+    }
     auto inner = [this, o, nids](TransportEvents& e) -> std::unique_ptr<Transport> {
       if (GetParam() == Kind::kFabric) {
         FabricOptions fo;
@@ -569,7 +579,8 @@ TEST_P(EmulationConformanceTest, EmulatedDelayAndHeldFrames) {
 
 INSTANTIATE_TEST_SUITE_P(EveryTransport, ConformanceTest,
                          ::testing::Values(Kind::kTcp, Kind::kTcpBusyPoll, Kind::kMem,
-                                           Kind::kTcpEmulated, Kind::kMemEmulated, Kind::kFabric),
+                                           Kind::kTcpEmulated, Kind::kMemEmulated, Kind::kFabric,
+                                           Kind::kTcpTls),
                          kind_name);
 INSTANTIATE_TEST_SUITE_P(EveryDecoratedTransport, EmulationConformanceTest,
                          ::testing::Values(Kind::kTcpEmulated, Kind::kMemEmulated), kind_name);

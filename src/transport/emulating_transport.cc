@@ -1,5 +1,8 @@
 #include "transport/emulating_transport.h"
 
+#include <algorithm>
+#include <deque>
+
 #include "base/mutex.h"
 
 namespace pfsnet {
@@ -32,12 +35,15 @@ class EmulatingTransport::Conn final : public Connection,
  public:
   // Keeps what it needs of the transport by value: a Conn may outlive it (its holder
   // keeps it; a timer may fire after the transport is gone).
-  Conn(const EmulatingTransport& owner, ConnectionPtr inner, std::shared_ptr<LinkPipe> pipe)
+  Conn(const EmulatingTransport& owner, ConnectionPtr inner, std::shared_ptr<LinkPipe> pipe,
+       std::shared_ptr<LinkPipe> in_pipe)
       : hold_(owner.hold_),
         clock_(owner.clock_),
         timers_(owner.timers_),
+        events_(owner.events_),
         inner_(std::move(inner)),
-        pipe_(std::move(pipe)) {
+        pipe_(std::move(pipe)),
+        in_pipe_(std::move(in_pipe)) {
     local_ = inner_->local_nid();
     peer_nids_ = inner_->peer_nids();
     outgoing_ = inner_->outgoing();
@@ -81,6 +87,60 @@ class EmulatingTransport::Conn final : public Connection,
     return inner_->kernel_tcp_info();
   }
 
+  // A frame received: up at once, or through the NI's inbound pipe (a shared link), in
+  // arrival order.
+  void receive(InFrame&& f) {
+    if (!in_pipe_) return events_.on_frame(*this, std::move(f));
+    TimePoint t = in_pipe_->schedule(kHeaderSize + f.payload.size() + f.bulk.size(), clock_.now());
+    {
+      MutexLock lk(mu_);
+      if (closed_) return;
+      inbound_.emplace_back(t, std::move(f));
+    }
+    deliver();
+  }
+
+  // Passes up the received frames whose time has come, one thread at a time, in order;
+  // sets a timer for the next one.
+  void deliver() {
+    for (;;) {
+      InFrame f;
+      TimePoint next{};
+      {
+        MutexLock lk(mu_);
+        if (delivering_ || closed_ || inbound_.empty()) return;
+        if (inbound_.front().first > clock_.now()) {
+          next = inbound_.front().first;
+          if (timer_at_ != TimePoint{} && timer_at_ <= next) return;  // one is set
+          timer_at_ = next;
+        } else {
+          f = std::move(inbound_.front().second);
+          inbound_.pop_front();
+          delivering_ = true;
+          // It arrives now, when its last byte has come through the link: the server's
+          // execution time starts here, not in the queue for the link.
+          f.times.complete = std::max(f.times.complete, clock_.now());
+        }
+      }
+      if (next != TimePoint{}) {
+        std::weak_ptr<Conn> weak = shared_from_this();
+        timers_.run_at(next, [weak] {
+          if (auto self = weak.lock()) {
+            {
+              MutexLock lk(self->mu_);
+              self->timer_at_ = TimePoint{};
+            }
+            self->deliver();
+          }
+        });
+        return;
+      }
+      events_.on_frame(*this, std::move(f));
+      MutexLock lk(mu_);
+      delivering_ = false;
+    }
+  }
+
   // Hands down the held frames whose time has come, in time order.
   void release() {
     std::vector<std::unique_ptr<OutFrame>> due;
@@ -102,6 +162,7 @@ class EmulatingTransport::Conn final : public Connection,
       MutexLock lk(mu_);
       closed_ = true;
       held.swap(held_);
+      inbound_.clear();
     }
     Status s(Code::kClosed, "connection " + describe() + " closed: " + why.message(),
              why.health_kind());
@@ -111,11 +172,15 @@ class EmulatingTransport::Conn final : public Connection,
  private:
   HoldFn hold_;
   Clock& clock_;
-  TimerQueue& timers_;  // REQUIRES: outlives every connection (as the clock does)
+  TimerQueue& timers_;       // REQUIRES: outlives every connection (as the clock does)
+  TransportEvents& events_;  // used only while open: the transport's stop closes us first
   ConnectionPtr inner_;
-  std::shared_ptr<LinkPipe> pipe_;
+  std::shared_ptr<LinkPipe> pipe_, in_pipe_;
   Mutex mu_;
   std::multimap<TimePoint, std::unique_ptr<OutFrame>> held_ GUARDED_BY(mu_);
+  std::deque<std::pair<TimePoint, InFrame>> inbound_ GUARDED_BY(mu_);  // arrival order
+  bool delivering_ GUARDED_BY(mu_) = false;
+  TimePoint timer_at_ GUARDED_BY(mu_){};  // the delivery timer set, if any
   bool closed_ GUARDED_BY(mu_) = false;
 };
 
@@ -166,16 +231,27 @@ std::shared_ptr<EmulatingTransport::Conn> EmulatingTransport::outer_of(
 }
 
 void EmulatingTransport::on_connected(const ConnectionPtr& c) {
-  std::shared_ptr<LinkPipe> pipe;
+  std::shared_ptr<LinkPipe> pipe, in_pipe;
   for (const EmulationRule& r : rules_)
     if (r.matches(c->local_nid(), c->peer_nid())) {
       MutexLock lk(mu_);
-      auto& p = pipes_[{c->local_nid().pack(), c->peer_nid().pack()}];
+      // A shared link has one pipe each way for the NI; otherwise one per pair.
+      uint64_t peer_key = r.shared ? kSharedOut : c->peer_nid().pack();
+      auto& p = pipes_[{c->local_nid().pack(), peer_key}];
       if (!p) p = std::make_shared<LinkPipe>(r);
       pipe = p;
+      if (r.shared) {
+        auto& in = pipes_[{c->local_nid().pack(), kSharedIn}];
+        if (!in) {
+          EmulationRule rate_only = r;
+          rate_only.delay = Duration(0);
+          in = std::make_shared<LinkPipe>(rate_only);
+        }
+        in_pipe = in;
+      }
       break;
     }
-  auto outer = std::make_shared<Conn>(*this, c, std::move(pipe));
+  auto outer = std::make_shared<Conn>(*this, c, std::move(pipe), std::move(in_pipe));
   {
     MutexLock lk(conns_mu_);
     conns_[c.get()] = outer;
@@ -184,7 +260,7 @@ void EmulatingTransport::on_connected(const ConnectionPtr& c) {
 }
 
 void EmulatingTransport::on_frame(Connection& c, InFrame&& f) {
-  if (std::shared_ptr<Conn> o = outer_of(c)) events_.on_frame(*o, std::move(f));
+  if (std::shared_ptr<Conn> o = outer_of(c)) o->receive(std::move(f));
 }
 
 void EmulatingTransport::on_closed(Connection& c, const Status& why) {

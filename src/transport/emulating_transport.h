@@ -6,6 +6,9 @@
 //     first EmulationRule matching (L, P) -- one pipe per pair: they leave at the rule's
 //     rate and arrive its delay later. Their write times are the emulated link's: written
 //     when they entered the pipe, done when their last byte left it.
+//   A shared link (rule.shared) is the local NI's own: every peer's frames go through one
+//     pipe out, and frames received go up through one pipe in, at its rate (no delay: the
+//     sending end has that), in the order they came.
 //   Fault delays: `hold` (when set) names, per frame, a time before which it is not
 //     written (Net's delay rules).
 //
@@ -69,6 +72,8 @@ class EmulatingTransport final : public Transport, private TransportEvents {
   TimerQueue& timers_;
   TransportEvents& events_;
   Mutex mu_;
+  // Pipes by (local NI, peer NI); a shared link's by (local NI, kSharedOut / kSharedIn).
+  static constexpr uint64_t kSharedOut = UINT64_MAX, kSharedIn = UINT64_MAX - 1;
   std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<LinkPipe>> pipes_ GUARDED_BY(mu_);
   mutable Mutex conns_mu_;
   std::unordered_map<const Connection*, std::shared_ptr<Conn>> conns_

@@ -19,6 +19,9 @@ struct EmulationRule {
   std::optional<Nid> local, peer;  // nullopt: any
   Duration delay{0};               // one way
   double bits_per_second = 0;      // 0: unlimited
+  // One link for the local NI, whatever the peer: a pipe for what it sends (rate and
+  // delay) and one for what it receives (rate only: the sender's end has the delay).
+  bool shared = false;
   bool matches(const Nid& l, const Nid& p) const {
     return (!local || *local == l) && (!peer || *peer == p);
   }

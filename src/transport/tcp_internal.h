@@ -23,6 +23,7 @@
 #include "base/mutex.h"
 #include "transport/tcp_kernel_info.h"
 #include "transport/tcp_transport.h"
+#include "transport/tls.h"
 #include "wire/handshake.h"
 
 namespace pfsnet {
@@ -30,6 +31,12 @@ namespace pfsnet {
 using asio::ip::tcp;
 
 namespace tcp_detail {
+
+// The TLS protocol failed (not the socket): the ends do not share a key, a certificate
+// was not accepted, or the bytes were not TLS. A refusal, like a wrong cluster key.
+struct TlsRefused : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // An I/O thread's loop. With `busy_poll` > 0 the thread, once it has run what was ready,
 // keeps polling (ready handlers, then a non-blocking epoll_wait) that long before it
@@ -188,6 +195,68 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
 
   tcp::socket& socket() { return sock_; }
   asio::io_context& io() { return io_; }
+
+  // ---- TLS (tls.h): set up on the I/O thread before the handshake; fixed after. ----
+
+  // Wraps the socket in TLS (`client`: this end starts the handshake).
+  void start_tls(std::shared_ptr<const TlsContext> ctx, bool client) {
+    std::error_code ec;
+    sock_.native_non_blocking(true, ec);
+    tls_ = std::make_unique<TlsSession>(std::move(ctx), sock_.native_handle(), client);
+  }
+  TlsSession* tls() const { return tls_.get(); }
+
+  // Waits for what a TLS call wants of the socket; throws on an error or the end.
+  asio::awaitable<void> tls_wait(const TlsIo& r) {
+    if (r.want == TlsIo::Want::kRead) {
+      co_await sock_.async_wait(tcp::socket::wait_read, asio::use_awaitable);
+    } else if (r.want == TlsIo::Want::kWrite) {
+      co_await sock_.async_wait(tcp::socket::wait_write, asio::use_awaitable);
+    } else if (r.want == TlsIo::Want::kClosed) {
+      throw std::runtime_error("connection closed during TLS (is tls.enabled on at both ends?)");
+    } else if (r.sys_errno != 0) {
+      throw std::system_error(r.sys_errno, std::generic_category(), "TLS");
+    } else {
+      throw TlsRefused("TLS: " + r.error);
+    }
+  }
+  asio::awaitable<void> tls_handshake() {
+    for (int i = 0; i < 64; ++i) {  // a TLS 1.3 handshake takes a few round trips
+      TlsIo r = tls_->handshake();
+      if (r.want == TlsIo::Want::kNone) co_return;
+      co_await tls_wait(r);
+    }
+    throw std::runtime_error("TLS handshake did not finish");
+  }
+  // The handshake's frame I/O: through TLS when it is on.
+  asio::awaitable<void> hs_read(asio::mutable_buffer b) {
+    if (!tls_) {
+      co_await asio::async_read(sock_, b, asio::use_awaitable);
+      co_return;
+    }
+    size_t got = 0;
+    while (got < b.size()) {
+      TlsIo r = tls_->read(static_cast<uint8_t*>(b.data()) + got, b.size() - got);
+      got += r.n;
+      if (r.n == 0) co_await tls_wait(r);
+    }
+  }
+  asio::awaitable<void> hs_write(std::span<const asio::const_buffer> bufs) {
+    if (!tls_) {
+      co_await asio::async_write(sock_, bufs, asio::use_awaitable);
+      co_return;
+    }
+    std::vector<uint8_t> all;
+    for (const auto& b : bufs)
+      all.insert(all.end(), static_cast<const uint8_t*>(b.data()),
+                 static_cast<const uint8_t*>(b.data()) + b.size());
+    size_t put = 0;
+    while (put < all.size()) {
+      TlsIo r = tls_->write(all.data() + put, all.size() - put);
+      put += r.n;
+      if (r.n == 0) co_await tls_wait(r);
+    }
+  }
   void set_peer_nids(std::vector<Nid> n) { peer_nids_ = std::move(n); }
 
   bool is_open() const override { return state_.load() == kOpen; }
@@ -342,26 +411,34 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   void write_direct() {
     for (int round = 0; round < 4; ++round) {
       if (!fill_batch()) return;
-      struct iovec vec[3 * kMaxBatchFrames];
-      for (size_t i = 0; i < iov_.size(); ++i) {
-        vec[i].iov_base = const_cast<void*>(iov_[i].data());
-        vec[i].iov_len = iov_[i].size();
+      ssize_t n;
+      Status failed;
+      if (tls_) {
+        n = tls_write_batch(&failed);
+      } else {
+        struct iovec vec[3 * kMaxBatchFrames];
+        for (size_t i = 0; i < iov_.size(); ++i) {
+          vec[i].iov_base = const_cast<void*>(iov_[i].data());
+          vec[i].iov_len = iov_[i].size();
+        }
+        msghdr msg{};
+        msg.msg_iov = vec;
+        msg.msg_iovlen = iov_.size();
+        n = ::sendmsg(sock_.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          int err = errno;
+          failed = Status(Code::kClosed,
+                          "write to " + describe() + " failed: " + std::string(std::strerror(err)),
+                          health_kind_for_errno(err));
+        }
       }
-      msghdr msg{};
-      msg.msg_iov = vec;
-      msg.msg_iovlen = iov_.size();
-      ssize_t n = ::sendmsg(sock_.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
       if (n == static_cast<ssize_t>(batch_bytes_)) {
         complete_batch(Status::Ok());
         continue;
       }
-      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        int err = errno;
-        Status s(Code::kClosed,
-                 "write to " + describe() + " failed: " + std::string(std::strerror(err)),
-                 health_kind_for_errno(err));
-        complete_batch(s);
-        close(s);
+      if (!failed.ok()) {
+        complete_batch(failed);
+        close(failed);
         MutexLock lk(tx_mu_);
         writing_ = false;
         return;
@@ -379,8 +456,83 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
     asio::post(io_, [self] { self->write_direct(); });
   }
 
+  // TLS: the batch in one buffer (records are cut from it; per-frame writes would make a
+  // record of every small frame), written as far as the socket takes it. Returns the
+  // bytes written, -1 (EAGAIN) when none, or sets *failed.
+  ssize_t tls_write_batch(Status* failed) {
+    tls_wbuf_.resize(batch_bytes_);
+    size_t off = 0;
+    for (const auto& b : iov_) {
+      std::memcpy(tls_wbuf_.data() + off, b.data(), b.size());
+      off += b.size();
+    }
+    TlsIo last;
+    size_t put = tls_put(0, &last);
+    if (put < batch_bytes_ && last.want != TlsIo::Want::kWrite) {
+      *failed = tls_failure(last, "write to");
+      return -1;
+    }
+    return put > 0 ? static_cast<ssize_t>(put) : -1;
+  }
+
+  // TLS: writes tls_wbuf_ from `off` until it is all written or a call does not move a
+  // byte (*last says why: kWrite, the socket is full). Returns the new offset.
+  size_t tls_put(size_t off, TlsIo* last) {
+    while (off < batch_bytes_) {
+      *last = tls_->write(tls_wbuf_.data() + off, batch_bytes_ - off);
+      if (last->n == 0) break;
+      off += last->n;
+    }
+    return off;
+  }
+
+  Status tls_failure(const TlsIo& r, const char* what) const {
+    if (r.want == TlsIo::Want::kClosed) return Status(Code::kClosed, "closed by peer");
+    HealthKind kind = r.bad_mac          ? HealthKind::kPeerNiCorrupt
+                      : r.sys_errno != 0 ? health_kind_for_errno(r.sys_errno)
+                                         : HealthKind::kPeerNiConnectError;
+    return Status(Code::kClosed, std::string(what) + " " + describe() + " failed: TLS: " + r.error,
+                  kind);
+  }
+
+  // TLS, on the I/O thread: write the rest of tls_wbuf_ from `off`, waiting for the socket.
+  void tls_write_rest(size_t off) {
+    auto self = shared_from_this();
+    TlsIo r;
+    off = tls_put(off, &r);
+    if (off < batch_bytes_) {
+      if (r.want == TlsIo::Want::kWrite) {
+        sock_.async_wait(tcp::socket::wait_write, [self, off](std::error_code ec) {
+          if (!ec) {
+            self->tls_write_rest(off);
+            return;
+          }
+          Status s(Code::kClosed, "write to " + self->describe() + " failed: " + ec.message(),
+                   health_kind_for_errno(ec.value()));
+          self->fail_batch(s);
+        });
+        return;
+      }
+      fail_batch(tls_failure(r, "write to"));
+      return;
+    }
+    complete_batch(Status::Ok());
+    write_direct();
+  }
+
+  void fail_batch(const Status& s) {
+    complete_batch(s);
+    do_close(s);
+    MutexLock lk(tx_mu_);
+    writing_ = false;
+  }
+
   // On the I/O thread: write the current batch, skipping `skip` bytes already written.
   void io_write_batch(size_t skip) {
+    if (tls_) {
+      tls_write_rest(skip);
+      return;
+    }
     size_t i = 0;
     while (i < iov_.size() && skip >= iov_[i].size()) skip -= iov_[i++].size();
     if (i < iov_.size() && skip) {
@@ -391,12 +543,9 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
     auto self = shared_from_this();
     asio::async_write(sock_, iov_, transfer_all_unbounded, [self](std::error_code ec, size_t) {
       if (ec) {
-        Status s(Code::kClosed, "write to " + self->describe() + " failed: " + ec.message(),
-                 health_kind_for_errno(ec.value()));
-        self->complete_batch(s);
-        self->do_close(s);
-        MutexLock lk(self->tx_mu_);
-        self->writing_ = false;
+        self->fail_batch(Status(Code::kClosed,
+                                "write to " + self->describe() + " failed: " + ec.message(),
+                                health_kind_for_errno(ec.value())));
         return;
       }
       self->complete_batch(Status::Ok());
@@ -407,6 +556,10 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   // ---- read path (I/O thread) ----
 
   void read_more() {
+    if (tls_) {
+      tls_read_more();
+      return;
+    }
     auto self = shared_from_this();
     sock_.async_read_some(asio::buffer(rbuf_.data() + rlen_, rbuf_.size() - rlen_),
                           [self](std::error_code ec, size_t n) { self->on_read(ec, n); });
@@ -426,16 +579,44 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
       fail_read(ec ? ec : asio::error::operation_aborted);
       return;
     }
+    if (took(n)) read_more();
+  }
+
+  // TLS: reads what OpenSSL has (it may hold decrypted bytes the socket no longer shows)
+  // and waits for the socket only when it asks; a bounded number of reads per turn.
+  void tls_read_more() {
+    auto self = shared_from_this();
+    for (int i = 0; i < 64; ++i) {
+      if (state_.load() == kClosed) return;
+      TlsIo r = tls_->read(rbuf_.data() + rlen_, rbuf_.size() - rlen_);
+      if (r.n == 0) {
+        if (r.want == TlsIo::Want::kRead) {
+          sock_.async_wait(tcp::socket::wait_read, [self](std::error_code ec) {
+            if (ec || self->state_.load() == kClosed) {
+              self->fail_read(ec ? ec : asio::error::operation_aborted);
+              return;
+            }
+            self->tls_read_more();
+          });
+          return;
+        }
+        if (state_.load() != kClosed) do_close(tls_failure(r, "read from"));
+        return;
+      }
+      if (!took(r.n)) return;
+    }
+    asio::post(io_, [self] { self->tls_read_more(); });
+  }
+
+  // `n` more bytes are in rbuf_: delivers the frames they complete. Returns whether to
+  // read on.
+  bool took(size_t n) {
     TimePoint now = t_.clock_.now();
     if (rlen_ == 0) partial_first_byte_ = now;
     rlen_ += n;
 
-    bool keep_reading;
-    {
-      DeferScope defer;
-      keep_reading = dispatch_buffered(now);
-    }
-    if (keep_reading) read_more();
+    DeferScope defer;
+    return dispatch_buffered(now);
   }
 
   // Delivers every complete frame in rbuf_. Returns false when reading must not
@@ -489,6 +670,10 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   void read_large(InFrame f, size_t have_payload, size_t have_bulk) {
     auto self = shared_from_this();
     auto frame = std::make_shared<InFrame>(std::move(f));
+    if (tls_) {
+      tls_read_large(frame, have_payload + have_bulk, false);
+      return;
+    }
     std::array<asio::mutable_buffer, 2> bufs = {
         asio::buffer(frame->payload.data() + have_payload, frame->payload.size() - have_payload),
         asio::buffer(frame->bulk.data() + have_bulk, frame->bulk.size() - have_bulk)};
@@ -506,6 +691,48 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
                        }
                        if (ok) self->read_more();
                      });
+  }
+
+  // TLS: reads the rest of a large frame (`have` of its payload and bulk are here). Done
+  // at once, it finishes on a posted turn, so reading does not recurse.
+  void tls_read_large(std::shared_ptr<InFrame> frame, size_t have, bool waited) {
+    auto self = shared_from_this();
+    size_t plen = frame->payload.size(), total = plen + frame->bulk.size();
+    while (have < total) {
+      uint8_t* dst =
+          have < plen ? frame->payload.data() + have : frame->bulk.data() + (have - plen);
+      size_t room = have < plen ? plen - have : total - have;
+      TlsIo r = tls_->read(dst, room);
+      have += r.n;
+      if (r.n > 0) continue;
+      if (r.want == TlsIo::Want::kRead) {
+        sock_.async_wait(tcp::socket::wait_read, [self, frame, have](std::error_code ec) {
+          if (ec || self->state_.load() == kClosed) {
+            self->fail_read(ec ? ec : asio::error::operation_aborted);
+            return;
+          }
+          self->tls_read_large(frame, have, true);
+        });
+        return;
+      }
+      if (state_.load() != kClosed) do_close(tls_failure(r, "read from"));
+      return;
+    }
+    auto finish = [self, frame] {
+      if (self->state_.load() == kClosed) return;
+      frame->times.complete = self->t_.clock_.now();
+      bool ok;
+      {
+        DeferScope defer;
+        ok = self->deliver(std::move(*frame));
+      }
+      if (ok) self->read_more();
+    };
+    if (waited) {
+      finish();
+    } else {
+      asio::post(io_, finish);
+    }
   }
 
   bool deliver(InFrame&& f) {
@@ -534,6 +761,9 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   std::vector<asio::const_buffer> iov_;
   size_t batch_bytes_ = 0;
   TimePoint write_start_;
+  std::vector<uint8_t> tls_wbuf_;  // TLS: the batch in one piece
+
+  std::unique_ptr<TlsSession> tls_;  // set before the connection opens; null: plaintext
 
   // rx (I/O thread)
   Buffer rbuf_;

@@ -54,8 +54,8 @@ using tcp_detail::endpoint_of;
 using tcp_detail::kHandshakeMaxPayload;
 using tcp_detail::transfer_all_unbounded;
 
-// Handshake frame I/O.
-asio::awaitable<void> write_frame(tcp::socket& s, FrameKind kind, const Nid& src, const Nid& dst,
+// Handshake frame I/O (through TLS when the connection has it).
+asio::awaitable<void> write_frame(TcpConnection& c, FrameKind kind, const Nid& src, const Nid& dst,
                                   const Buffer& payload) {
   FrameHeader h;
   h.kind = kind;
@@ -66,7 +66,7 @@ asio::awaitable<void> write_frame(tcp::socket& s, FrameKind kind, const Nid& src
   encode_header(h, &e);
   std::array<asio::const_buffer, 2> bufs = {asio::buffer(e),
                                             asio::buffer(payload.data(), payload.size())};
-  co_await asio::async_write(s, bufs, asio::use_awaitable);
+  co_await c.hs_write(bufs);
 }
 
 struct HsFrame {
@@ -74,17 +74,33 @@ struct HsFrame {
   Buffer payload;
 };
 
-asio::awaitable<Result<HsFrame>> read_frame(tcp::socket& s) {
+asio::awaitable<Result<HsFrame>> read_frame(TcpConnection& c) {
   EncodedHeader e;
-  co_await asio::async_read(s, asio::buffer(e), asio::use_awaitable);
+  co_await c.hs_read(asio::buffer(e));
   FrameLimits lim{kHandshakeMaxPayload, 0};
   auto h = decode_header(e, lim);
   if (!h.ok()) co_return h.status();
   HsFrame f{*h, Buffer(h->payload_len)};
-  if (h->payload_len)
-    co_await asio::async_read(s, asio::buffer(f.payload.data(), f.payload.size()),
-                              asio::use_awaitable);
+  if (h->payload_len) co_await c.hs_read(asio::buffer(f.payload.data(), f.payload.size()));
   co_return f;
+}
+
+// The first byte a client sends: a TLS record's (handshake, 0x16) or a frame's magic.
+constexpr uint8_t kTlsHandshakeRecord = 0x16;
+
+// Waits for the client's first byte and peeks at it (nothing is consumed); nullopt when
+// the client closed.
+asio::awaitable<std::optional<uint8_t>> peek_first_byte(tcp::socket& s) {
+  for (int i = 0; i < 16; ++i) {  // a wake-up without data is rare; the timer bounds it too
+    co_await s.async_wait(tcp::socket::wait_read, asio::use_awaitable);
+    uint8_t b = 0;
+    ssize_t n = ::recv(s.native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 1) co_return b;
+    if (n == 0) co_return std::nullopt;
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      throw std::system_error(errno, std::generic_category(), "recv");
+  }
+  throw std::runtime_error("no data from the peer");
 }
 
 std::string nids_string(const std::vector<Nid>& nids) {
@@ -169,15 +185,36 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
   });
   Status fail;
   try {
-    auto hello = co_await read_frame(s);
+    // TLS first (when on), so everything after it -- the NIDs of the HELLOs too -- is
+    // encrypted. A peer on the other setting is told by name, not left to a decode error.
+    auto first = co_await peek_first_byte(s);
+    if (!first) throw std::runtime_error("closed before its HELLO");
+    bool peer_tls = *first == kTlsHandshakeRecord;
+    if (opts_.tls && !peer_tls) {
+      PFS_LOG_ERROR_LIMITED("plaintext connection from " + from.substr(0, from.rfind(':')),
+                            "refusing plaintext connection from {}: tls.enabled is on here", from);
+      co_await write_frame(*c, FrameKind::kReject, c->local_nid(), Nid(),
+                           Buffer::copy_of(std::string_view(
+                               "this node requires TLS (tls.enabled = true at both ends)")));
+      timer.cancel();
+      c->do_close(Status(Code::kRejected, "plaintext peer"));
+      co_return;
+    }
+    if (!opts_.tls && peer_tls)
+      throw std::runtime_error("the peer speaks TLS but tls.enabled is off here");
+    if (opts_.tls) {
+      c->start_tls(opts_.tls, false);
+      co_await c->tls_handshake();
+    }
+    auto hello = co_await read_frame(*c);
     if (!hello.ok()) throw std::runtime_error(hello.status().message());
     if (hello->hdr.kind != FrameKind::kHello) throw std::runtime_error("expected HELLO");
     auto ch = decode_hello(hello->payload.span());
     if (!ch.ok()) throw std::runtime_error(ch.status().message());
     Hello sh = server_hello(opts_.cluster_key, *ch, announced_nids(c->local_nid(), node_nids_));
     Nid peer = ch->nids.front();
-    co_await write_frame(s, FrameKind::kHello, c->local_nid(), peer, encode_hello(sh));
-    auto auth = co_await read_frame(s);
+    co_await write_frame(*c, FrameKind::kHello, c->local_nid(), peer, encode_hello(sh));
+    auto auth = co_await read_frame(*c);
     if (!auth.ok()) throw std::runtime_error(auth.status().message());
     if (auth->hdr.kind == FrameKind::kReject) {
       PFS_LOG_ERROR("connection from {} ({}) refused by the peer: {}", nids_string(ch->nids), from,
@@ -193,14 +230,17 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
       PFS_LOG_ERROR_LIMITED(
           "refusing connection from " + nids_string(ch->nids) + ": wrong cluster key",
           "refusing connection from {} ({}): wrong cluster key", nids_string(ch->nids), from);
-      co_await write_frame(s, FrameKind::kReject, c->local_nid(), peer,
+      co_await write_frame(*c, FrameKind::kReject, c->local_nid(), peer,
                            Buffer::copy_of(std::string_view("wrong cluster key")));
       timer.cancel();
       c->do_close(Status(Code::kRejected, "wrong cluster key"));
       co_return;
     }
-    co_await write_frame(s, FrameKind::kAuth, c->local_nid(), peer, Buffer());
+    co_await write_frame(*c, FrameKind::kAuth, c->local_nid(), peer, Buffer());
     timer.cancel();
+    if (c->tls())
+      PFS_LOG_INFO("connection from {} ({}): {}", nids_string(ch->nids), from,
+                   c->tls()->describe());
     established(c, ch->nids);
     co_return;
   } catch (const std::exception& e) {
@@ -271,8 +311,12 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
 
   Status fail;
   try {
+    if (opts_.tls) {
+      c->start_tls(opts_.tls, true);
+      co_await c->tls_handshake();
+    }
     Hello ch = client_hello(announced_nids(c->local_nid(), node_nids_));
-    co_await write_frame(s, FrameKind::kHello, c->local_nid(), remote, encode_hello(ch));
+    co_await write_frame(*c, FrameKind::kHello, c->local_nid(), remote, encode_hello(ch));
     // A REJECT from the server ends the handshake: true when `f` is one.
     auto refused = [&](const HsFrame& f) {
       if (f.hdr.kind != FrameKind::kReject) return false;
@@ -282,7 +326,7 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
                     HealthKind::kPeerNiConnectionRejected));
       return true;
     };
-    auto r = co_await read_frame(s);
+    auto r = co_await read_frame(*c);
     if (!r.ok()) throw std::runtime_error(r.status().message());
     if (refused(*r)) co_return;
     if (r->hdr.kind != FrameKind::kHello) throw std::runtime_error("expected HELLO");
@@ -290,23 +334,31 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
     if (!sh.ok()) throw std::runtime_error(sh.status().message());
     if (!server_proof_ok(opts_.cluster_key, ch, *sh)) {
       PFS_LOG_ERROR("refusing connection to {}: it does not hold our cluster key", target);
-      co_await write_frame(s, FrameKind::kReject, c->local_nid(), remote,
+      co_await write_frame(*c, FrameKind::kReject, c->local_nid(), remote,
                            Buffer::copy_of(std::string_view("wrong cluster key")));
       finish(Status(Code::kRejected, target + " does not hold the cluster key (wrong cluster key)",
                     HealthKind::kPeerNiConnectionRejected));
       co_return;
     }
     Mac mine = client_proof(opts_.cluster_key, ch, *sh);
-    co_await write_frame(s, FrameKind::kAuth, c->local_nid(), remote,
+    co_await write_frame(*c, FrameKind::kAuth, c->local_nid(), remote,
                          Buffer::copy_of(std::span<const uint8_t>(mine)));
-    auto ok = co_await read_frame(s);
+    auto ok = co_await read_frame(*c);
     if (!ok.ok()) throw std::runtime_error(ok.status().message());
     if (refused(*ok)) co_return;
     if (ok->hdr.kind != FrameKind::kAuth) throw std::runtime_error("expected AUTH");
     timer.cancel();
+    if (c->tls()) PFS_LOG_INFO("connection to {}: {}", target, c->tls()->describe());
     established(c, sh->nids);
     cb(ConnectionPtr(c));
     co_return;
+  } catch (const tcp_detail::TlsRefused& e) {
+    fail = Status(Code::kRejected,
+                  "TLS handshake with " + target + " refused: " + std::string(e.what()) +
+                      (opts_.tls->uses_certificates() ? ""
+                                                      : " (wrong cluster key, or certificates "
+                                                        "at the other end)"),
+                  HealthKind::kPeerNiConnectionRejected);
   } catch (const std::exception& e) {
     fail = *timed_out ? Status(Code::kUnreachable, "handshake with " + target + " timed out",
                                HealthKind::kPeerNiUnreachable)

@@ -1,6 +1,7 @@
 #include "transport/transport.h"
 
 #include "base/log.h"
+#include "transport/tls.h"
 
 namespace pfsnet {
 
@@ -29,11 +30,21 @@ uint64_t new_connection_id() {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
-TransportOptions transport_options(const Config& cfg, std::string cluster_key) {
+Result<TransportOptions> transport_options(const Config& cfg, std::string cluster_key) {
   TransportOptions to;
-  to.cluster_key = std::move(cluster_key);
   to.limits.max_bulk = static_cast<uint32_t>(cfg.max_bulk());
   to.busy_poll = std::chrono::microseconds(cfg.lnet.busy_poll_us);
+  if (cfg.tls.enabled) {
+    for (const NetConfig& n : cfg.nets)
+      if (n.nid.is_verbs())
+        return Status(Code::kInvalidArgument,
+                      "tls.enabled: TLS covers TCP NIs only, and " + n.nid.to_string() +
+                          " is carried by libfabric (its traffic would not be encrypted)");
+    auto tls = TlsContext::create(cfg.tls, cluster_key);
+    if (!tls.ok()) return tls.status();
+    to.tls = *tls;
+  }
+  to.cluster_key = std::move(cluster_key);
   return to;
 }
 
@@ -47,13 +58,15 @@ std::vector<EmulationRule> emulation_rules(const Config& cfg) {
     r.delay =
         std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(e.delay_ms));
     r.bits_per_second = e.rate_mbit * 1e6;
+    r.shared = e.shared;
     rules.push_back(r);
     PFS_LOG_WARN(
-        "LINK EMULATION ON: frames from {} to {} are delayed {} ms one way{} -- this "
+        "LINK EMULATION ON: frames from {} to {} are delayed {} ms one way{}{} -- this "
         "node does not run at the speed of its network",
         e.ni.empty() ? "any NI" : e.ni, e.peer.empty() ? "any peer" : e.peer, e.delay_ms,
         e.rate_mbit > 0 ? " and limited to " + std::to_string(e.rate_mbit) + " Mbit/s"
-                        : std::string());
+                        : std::string(),
+        e.shared ? " (one link shared by all peers, each way)" : "");
   }
   return rules;
 }

@@ -151,8 +151,12 @@ class TransportEvents {
   }
 };
 
+class TlsContext;
+
 struct TransportOptions {
   std::string cluster_key;  // the shared secret; both ends must hold the same bytes
+  // TLS 1.3 on every TCP connection (tls.h); null: plaintext (tls.enabled = false).
+  std::shared_ptr<const TlsContext> tls;
   FrameLimits limits;
   int io_threads = 1;
   int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
@@ -163,9 +167,10 @@ struct TransportOptions {
   Duration connect_timeout = std::chrono::seconds(5);
 };
 
-// The options a node's config gives its transport: the key and the frame limits
-// (2 x maxBlockSize of bulk).
-TransportOptions transport_options(const Config& cfg, std::string cluster_key);
+// The options a node's config gives its transport: the key, the frame limits (2 x
+// maxBlockSize of bulk) and TLS (tls.*: an error names a bad certificate file, or an
+// @o2ib NI, which TLS does not cover).
+Result<TransportOptions> transport_options(const Config& cfg, std::string cluster_key);
 // The [[emulation]] rules of a node's config (for EmulatingTransport), each logged as a
 // warning: such a node does not run at the speed of its network.
 std::vector<EmulationRule> emulation_rules(const Config& cfg);

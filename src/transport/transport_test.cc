@@ -23,37 +23,6 @@ using namespace std::chrono_literals;
 
 constexpr char kKey[] = "0123456789abcdef-test-key";
 
-// Records transport events; waits are bounded.
-class Recorder : public TransportEvents {
- public:
-  void on_connected(const ConnectionPtr& c) override {
-    std::lock_guard lk(mu_);
-    conns.push_back(c);
-    cv_.notify_all();
-  }
-  void on_frame(Connection&, InFrame&& f) override {
-    std::lock_guard lk(mu_);
-    frames.push_back(std::move(f));
-    cv_.notify_all();
-  }
-  void on_closed(Connection&, const Status& why) override {
-    std::lock_guard lk(mu_);
-    closed.push_back(why);
-    cv_.notify_all();
-  }
-  template <class Pred>
-  bool wait(Pred p, std::chrono::milliseconds limit = 5000ms) {
-    std::unique_lock lk(mu_);
-    return cv_.wait_for(lk, limit, p);
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<ConnectionPtr> conns;
-  std::vector<InFrame> frames;
-  std::vector<Status> closed;
-};
-
 class TxWaiter : public TxCompletion {
  public:
   void on_tx_done(const Status& s, const TxTimes& t) override {
@@ -76,29 +45,6 @@ class TxWaiter : public TxCompletion {
 
 Nid nid(const char* s) { return *Nid::parse(s); }
 
-struct ConnectResult {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  Status status;
-  ConnectionPtr conn;
-  ConnectCallback cb() {
-    return [this](Result<ConnectionPtr> r) {
-      std::lock_guard lk(mu);
-      done = true;
-      if (r.ok())
-        conn = *r;
-      else
-        status = r.status();
-      cv.notify_all();
-    };
-  }
-  bool wait() {
-    std::unique_lock lk(mu);
-    return cv.wait_for(lk, 10s, [&] { return done; });
-  }
-};
-
 TransportOptions opts(std::string key = kKey) {
   TransportOptions o;
   o.cluster_key = std::move(key);
@@ -107,8 +53,10 @@ TransportOptions opts(std::string key = kKey) {
   return o;
 }
 
+using test::ConnectResult;
 using test::frame;
 using test::pattern;
+using test::Recorder;
 using test::same;
 
 // TCP transport pair on loopback: A = 127.0.0.11, B = 127.0.0.12.
@@ -421,6 +369,61 @@ TEST(LinkPipeTest, TcpTransportDelaysAndPacesWhatItSends) {
   eb.conns[0]->send(frame(99, 0, 0, &w));
   ASSERT_TRUE(ea.wait([&] { return ea.frames.size() == 1; }));
   EXPECT_LT(ea.frames[0].times.complete - t1, 40ms);
+}
+
+// A shared link is the NI's own: what two peers send to it comes in at its rate together
+// (a pipe per pair would let each have the rate), in order per connection, and what it
+// sends to both goes out at its rate together.
+TEST(LinkPipeTest, ASharedLinkCarriesEveryPeersFramesAtItsRateEachWay) {
+  MonotonicClock clock;
+  ThreadTimerQueue timers(clock);
+  Recorder es, e1, e2;
+  Nid s = *Nid::parse("127.0.0.15@tcp"), c1 = *Nid::parse("127.0.0.16@tcp"),
+      c2 = *Nid::parse("127.0.0.17@tcp");
+  EmulationRule r;
+  r.local = s;
+  r.shared = true;
+  r.bits_per_second = 80e6;  // 10 MB/s each way
+  EmulatingTransport ts({r}, nullptr, clock, timers, es, [&](TransportEvents& ev) {
+    return std::make_unique<TcpTransport>(opts(), std::vector<Nid>{s}, clock, ev);
+  });
+  TcpTransport t1(opts(), {c1}, clock, e1), t2(opts(), {c2}, clock, e2);
+  uint16_t port = static_cast<uint16_t>(20000 + getpid() % 20000 + 10);
+  ASSERT_TRUE(ts.listen(s, port).ok());
+  ConnectResult r1, r2;
+  t1.connect(c1, s, port, r1.cb());
+  t2.connect(c2, s, port, r2.cb());
+  ASSERT_TRUE(r1.wait() && r2.wait());
+  ASSERT_TRUE(r1.status.ok() && r2.status.ok());
+  constexpr int kFrames = 10;
+  constexpr size_t kBulk = 100000;  // 1 MB from each client: 2 MB in at 10 MB/s
+  TimePoint t0 = clock.now();
+  for (int i = 0; i < kFrames; ++i) {
+    r1.conn->send(frame(i + 1, 0, kBulk, nullptr));
+    r2.conn->send(frame(100 + i + 1, 0, kBulk, nullptr));
+  }
+  ASSERT_TRUE(es.wait([&] { return es.frames.size() == 2 * kFrames; }, 10000ms));
+  Duration in = clock.now() - t0;
+  EXPECT_GE(in, 200ms) << "each peer had a link of its own";
+  // A frame is received when it has come through the link, not when it joined its queue.
+  EXPECT_GE(es.frames.back().times.complete - t0, 190ms);
+  EXPECT_LT(in, 200ms + 1s);
+  uint64_t last1 = 0, last2 = 100;
+  for (const InFrame& f : es.frames) {
+    uint64_t& last = f.hdr.xid > 100 ? last2 : last1;
+    EXPECT_EQ(f.hdr.xid, last + 1) << "out of order";
+    last = f.hdr.xid;
+  }
+  // Out: 1 MB to each client.
+  ASSERT_TRUE(es.wait([&] { return es.conns.size() == 2; }));
+  TimePoint t1c = clock.now();
+  for (int i = 0; i < kFrames; ++i)
+    for (const ConnectionPtr& c : es.conns) c->send(frame(i + 1, 0, kBulk, nullptr));
+  ASSERT_TRUE(e1.wait([&] { return e1.frames.size() == kFrames; }, 10000ms));
+  ASSERT_TRUE(e2.wait([&] { return e2.frames.size() == kFrames; }, 10000ms));
+  Duration out = clock.now() - t1c;
+  EXPECT_GE(out, 200ms);
+  EXPECT_LT(out, 200ms + 1s);
 }
 
 }  // namespace

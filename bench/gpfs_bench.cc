@@ -1,0 +1,221 @@
+// The GPFS paper's benchmark (seed 001, Tables 1-2) on this machine: real pfsnetd daemons
+// on loopback -- one block server, 32 client nodes -- driven by `pfsnet bench gpfs`'s
+// admin command (storage/iobench.h) from the first client.
+//   paper    the server's link emulated at 1040 Mbit/s (130 MB/s, shared by all clients,
+//            each way), its disk at 180 MB/s, 80 block buffers, 256 KiB blocks and
+//            requests, 100 MiB pagepools; nodes 1..32 x threads 1..16. The tables go to
+//            stderr, each cell as a JSON line {"gpfs_cell": ...}. Figures:
+//              gpfs_write_32_nodes_vs_peak  the 32-node row's lowest write figure; baseline:
+//                                           the matrix's peak write (goal >= 0.95; the
+//                                           paper's Table 2 gives 123.7 / 144.4 = 0.86)
+//              gpfs_read_32_nodes_vs_peak   the same for reads
+//              gpfs_peak_write_vs_link      baseline: the emulated link (goal >= 0.9)
+//              gpfs_peak_read_vs_link
+//   mem      no emulation, an in-memory target, 1 MiB blocks and requests: aggregate
+//            write and read MiB/s of a file rewritten (the first pass, a new file, is on
+//            stderr); baseline: bulk_write_1m's raw TCP figure, measured by pfsnet_bench in
+//            this run (goal >= 0.8)
+// Usage: gpfs_bench --pfsnetd PATH --pfsnet-bench PATH [--only paper|mem] [--cell-mib M]
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "admin/admin_client.h"
+#include "figure.h"
+#include "storage/iobench.h"
+
+extern char** environ;
+
+namespace pfsnet {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+struct Options {
+  std::string pfsnetd, pfsnet_bench, only;
+  int64_t cell_mib = 64;
+  int clients = 32;
+  double link_mbit = 1040, disk_mbyte = 180;
+  int mem_nodes = 2, mem_threads = 4;
+  int64_t mem_cell_mib = 1024;
+};
+
+pid_t spawn(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ)) {
+    std::perror(("gpfs_bench: spawn " + args[0]).c_str());
+    std::exit(1);
+  }
+  return pid;
+}
+
+// One block server (127.0.31.1) and `clients` client daemons (127.0.31.2 ...).
+class Cluster {
+ public:
+  Cluster(const Options& o, int clients, const std::string& server_extra,
+          const std::string& client_extra) {
+    char tmpl[] = "/tmp/pfsnet-gpfs-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    std::ofstream(dir_ + "/key") << "gpfs-bench-cluster-key-0123456789";
+    chmod((dir_ + "/key").c_str(), 0600);
+    for (int i = 0; i <= clients; ++i) {
+      std::string cfg = dir_ + "/n" + std::to_string(i) + ".toml";
+      std::ofstream(cfg) << "[node]\nname = \"n" << i << "\"\ncluster_key_file = \"" << dir_
+                         << "/key\"\nadmin_socket = \"" << socket(i) << "\"\n"
+                         << (i == 0 ? "roles = [\"server\"]\n" : "") << "[[net]]\nnid = \""
+                         << nid(i) << "\"\n"
+                         << (i == 0 ? server_extra : client_extra);
+      pids_.push_back(spawn({o.pfsnetd, "--config", cfg, "--log-level", "warn"}));
+    }
+    for (int i = 0; i <= clients; ++i)
+      for (int k = 0; k < 1000 && !std::filesystem::exists(socket(i)); ++k)
+        std::this_thread::sleep_for(10ms);  // pfsnetd starting: bounded, 10 s
+  }
+  ~Cluster() {
+    for (pid_t p : pids_) kill(p, SIGTERM);
+    for (pid_t p : pids_) {
+      int st;
+      waitpid(p, &st, 0);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string socket(int i) const { return dir_ + "/n" + std::to_string(i) + ".sock"; }
+  static std::string nid(int i) { return "127.0.31." + std::to_string(i + 1) + "@tcp"; }
+
+  json iobench(json req) const {
+    json clients = json::array();
+    for (size_t i = 1; i < pids_.size(); ++i) clients.push_back(nid(int(i)));
+    req["cmd"] = "iobench";
+    req["servers"] = json::array({nid(0)});
+    req["clients"] = clients;
+    auto r =
+        admin_request(socket(1), req, std::chrono::milliseconds(3600 * 1000), [](const json& c) {
+          if (c.value("event", "") != "cell") return;
+          json cell = c;
+          cell.erase("event");
+          std::printf("{\"gpfs_cell\": %s}\n", cell.dump().c_str());
+          std::fflush(stdout);
+        });
+    if (!r.ok()) {
+      std::fprintf(stderr, "gpfs_bench: %s\n", r.status().message().c_str());
+      std::exit(1);
+    }
+    return *r;
+  }
+
+ private:
+  std::string dir_;
+  std::vector<pid_t> pids_;
+};
+
+double row_min(const json& r, const std::string& op, int nodes) {
+  double v = -1;
+  for (const json& c : r["cells"])
+    if (c["op"] == op && c["nodes"] == nodes)
+      v = v < 0 ? c["mib_s"].get<double>() : std::min(v, c["mib_s"].get<double>());
+  return v;
+}
+
+void paper(const Options& o) {
+  std::string server =
+      "[storage]\ntargets = [\"mem\"]\nblock_size = 262144\nbuffers = 80\n"
+      "disk_mbyte = " +
+      std::to_string(o.disk_mbyte) + "\n[[emulation]]\nni = \"" + Cluster::nid(0) +
+      "\"\nrate_mbit = " + std::to_string(o.link_mbit) + "\nshared = true\n";
+  Cluster c(o, o.clients, server, "[storage]\nblock_size = 262144\npagepool = 104857600\n");
+  json nodes = json::array();
+  for (int n = 1; n <= o.clients; n *= 2) nodes.push_back(n);
+  json r = c.iobench({{"nodes", nodes},
+                      {"threads", {1, 2, 4, 8, 16}},
+                      {"cell_bytes", o.cell_mib << 20},
+                      {"size", 262144},
+                      {"ops", {"write", "read"}}});
+  double link = o.link_mbit * 1e6 / 8 / (1 << 20);
+  std::fprintf(stderr,
+               "GPFS paper, 1 server: link %.0f Mbit/s (%.1f MiB/s) shared, disk %.0f MiB/s, "
+               "%lld MiB per cell\n%s",
+               o.link_mbit, link, o.disk_mbyte, static_cast<long long>(o.cell_mib),
+               iobench_tables(r).c_str());
+  int last = nodes.back().get<int>();
+  double peak_w = r["peak"]["write"].get<double>(), peak_r = r["peak"]["read"].get<double>();
+  print_figure("gpfs_write_32_nodes_vs_peak", row_min(r, "write", last), peak_w, "MiB/s");
+  print_figure("gpfs_read_32_nodes_vs_peak", row_min(r, "read", last), peak_r, "MiB/s");
+  print_figure("gpfs_peak_write_vs_link", peak_w, link, "MiB/s");
+  print_figure("gpfs_peak_read_vs_link", peak_r, link, "MiB/s");
+}
+
+// bulk_write_1m's raw TCP figure (its baseline), from pfsnet_bench in this run.
+double raw_tcp_mib_s(const Options& o) {
+  std::string cmd = o.pfsnet_bench + " --pfsnetd " + o.pfsnetd + " --only bulk_write_1m";
+  FILE* p = popen(cmd.c_str(), "r");
+  char line[1024];
+  double raw = 0;
+  while (p && fgets(line, sizeof(line), p)) {
+    json j = json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("figure", "") == "bulk_write_1m")
+      raw = j["baseline"].get<double>();
+  }
+  if (p) pclose(p);
+  if (raw <= 0) {
+    std::fprintf(stderr, "gpfs_bench: no bulk_write_1m figure from %s\n", cmd.c_str());
+    std::exit(1);
+  }
+  return raw;
+}
+
+void mem(const Options& o) {
+  double raw = raw_tcp_mib_s(o);
+  Cluster c(o, o.mem_nodes, "[storage]\ntargets = [\"mem\"]\nblock_size = 1048576\nbuffers = 64\n",
+            "[storage]\nblock_size = 1048576\npagepool = 104857600\n");
+  json spec = {{"nodes", {o.mem_nodes}},
+               {"threads", {o.mem_threads}},
+               {"cell_bytes", o.mem_cell_mib << 20},
+               {"size", 1 << 20},
+               {"ops", {"write", "read"}}};
+  // The first pass writes a new file: the target's memory is fresh (page faults); the
+  // second rewrites it, the service's steady state, which the figures are.
+  json first = c.iobench(spec);
+  json r = c.iobench(spec);
+  std::fprintf(stderr,
+               "in-memory target, no emulation, %d nodes x %d threads, 1 MiB requests: a new "
+               "file\n%sthe same file rewritten and read again\n%s",
+               o.mem_nodes, o.mem_threads, iobench_tables(first).c_str(),
+               iobench_tables(r).c_str());
+  print_figure("gpfs_mem_write_vs_raw_tcp", r["peak"]["write"].get<double>(), raw, "MiB/s");
+  print_figure("gpfs_mem_read_vs_raw_tcp", r["peak"]["read"].get<double>(), raw, "MiB/s");
+}
+
+}  // namespace
+}  // namespace pfsnet
+
+int main(int argc, char** argv) {
+  pfsnet::Options o;
+  CLI::App app{"the GPFS paper's benchmark over pfsnet daemons"};
+  app.add_option("--pfsnetd", o.pfsnetd, "path of the pfsnetd binary")->required();
+  app.add_option("--pfsnet-bench", o.pfsnet_bench, "path of pfsnet_bench (the raw TCP baseline)")
+      ->required();
+  app.add_option("--only", o.only, "paper or mem");
+  app.add_option("--cell-mib", o.cell_mib, "paper: MiB per cell (default 64)");
+  app.add_option("--clients", o.clients, "paper: client nodes (default 32)");
+  app.add_option("--mem-nodes", o.mem_nodes, "mem: client nodes (default 2)");
+  app.add_option("--mem-threads", o.mem_threads, "mem: threads per node (default 4)");
+  app.add_option("--mem-cell-mib", o.mem_cell_mib, "mem: MiB per operation (default 1024)");
+  CLI11_PARSE(app, argc, argv);
+  if (o.only.empty() || o.only == "paper") pfsnet::paper(o);
+  if (o.only.empty() || o.only == "mem") pfsnet::mem(o);
+  return 0;
+}

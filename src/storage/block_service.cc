@@ -1,0 +1,197 @@
+#include "storage/block_service.h"
+
+#include <cstring>
+
+#include "base/log.h"
+#include "storage/protocol.h"
+
+namespace pfsnet {
+
+BlockServiceOptions BlockServiceOptions::from(const Config& cfg) {
+  BlockServiceOptions o;
+  o.targets = cfg.storage.targets;
+  o.block_size = static_cast<uint32_t>(cfg.storage.block_size);
+  o.buffers = static_cast<size_t>(cfg.storage.buffers);
+  o.threads = static_cast<int>(cfg.storage.threads);
+  o.disk_bytes_per_s = cfg.storage.disk_mbyte * 1024 * 1024;  // the paper's MB: 1024^2 bytes
+  o.capacity = static_cast<uint64_t>(cfg.storage.capacity);
+  return o;
+}
+
+struct BlockService::Op {
+  uint32_t type = 0;
+  BlockIo io;
+  Buffer data;  // a write's bulk
+  Buffer buf;   // the block buffer
+  Responder resp;
+  TimePoint io_start{};
+  Status status;
+};
+
+BlockService::BlockService(BlockServiceOptions opts, RpcEngine& rpc, RpcStats* stats, Clock& clock)
+    : opts_(std::move(opts)), rpc_(rpc), stats_(stats), clock_(clock) {
+  rpc_.handle_async(
+      kMsgBlockInfo, "BLOCK_INFO",
+      [this](RpcRequest&, Responder resp) {
+        RpcResponse r;
+        if (!serving()) {
+          r.status = Status(Code::kNotFound, "no block targets here");
+        } else {
+          r.payload = encode_block_info(
+              {opts_.block_size, static_cast<uint32_t>(opts_.targets.size()), opts_.capacity});
+        }
+        resp.reply(std::move(r));
+      },
+      Execution::kRepeatable);
+  rpc_.handle_async(kMsgBlockWrite, "BLOCK_WRITE", [this](RpcRequest& req, Responder resp) {
+    on_io(kMsgBlockWrite, req, std::move(resp));
+  });
+  // A read changes nothing, and its reply (a block) is too large to keep for a resend.
+  rpc_.handle_async(
+      kMsgBlockRead, "BLOCK_READ",
+      [this](RpcRequest& req, Responder resp) { on_io(kMsgBlockRead, req, std::move(resp)); },
+      Execution::kRepeatable);
+}
+
+BlockService::~BlockService() { stop(); }
+
+Status BlockService::start() {
+  if (opts_.targets.empty() || serving()) return Status::Ok();
+  for (const std::string& t : opts_.targets) {
+    auto s = open_block_store(t, opts_.block_size, opts_.capacity);
+    if (!s.ok())
+      return Status(s.status().code(), "storage target " + t + ": " + s.status().message());
+    stores_.push_back(std::move(*s));
+  }
+  {
+    MutexLock lk(mu_);
+    for (const auto& s : stores_) {
+      disks_.emplace_back(opts_.disk_bytes_per_s);
+      target_stats_.push_back(TargetStats{s->describe()});
+    }
+  }
+  buffers_ = BlockBuffers::make(opts_.buffers, opts_.block_size, clock_);
+  io_ = std::make_unique<WorkerPool>(opts_.threads, clock_);
+  timers_ = std::make_unique<ThreadTimerQueue>(clock_);
+  serving_ = true;
+  std::string where;
+  for (const auto& s : stores_) where += (where.empty() ? "" : ", ") + s->describe();
+  PFS_LOG_INFO("block server: {} target(s) [{}], block {} bytes, {} buffers, {} threads{}",
+               stores_.size(), where, opts_.block_size, opts_.buffers, opts_.threads,
+               opts_.disk_bytes_per_s > 0 ? fmt::format(", disk emulated at {:.1f} MB/s per target",
+                                                        opts_.disk_bytes_per_s / (1024 * 1024))
+                                          : std::string());
+  return Status::Ok();
+}
+
+void BlockService::stop() {
+  if (!serving_.exchange(false)) return;
+  buffers_->stop();  // waiters are answered kCancelled
+  io_->stop();       // transfers under way finish
+  timers_->stop();   // replies held for the emulated disk are dropped: kCancelled
+}
+
+void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
+  RpcResponse r;
+  if (!serving()) {
+    r.status = Status(Code::kNotFound, "no block targets here");
+    resp.reply(std::move(r));
+    return;
+  }
+  auto io = decode_block_io(req.payload.span(), opts_.block_size);
+  if (!io.ok()) {
+    r.status = io.status();
+  } else if (io->target >= stores_.size()) {
+    r.status =
+        Status(Code::kInvalidArgument, "no target " + std::to_string(io->target) + " here (" +
+                                           std::to_string(stores_.size()) + " targets)");
+  } else if (type == kMsgBlockWrite && req.bulk.size() != io->length) {
+    r.status = Status(Code::kProtocol, "BLOCK_WRITE of " + std::to_string(io->length) +
+                                           " bytes carries " + std::to_string(req.bulk.size()));
+  }
+  if (!r.status.ok()) {
+    resp.reply(std::move(r));
+    return;
+  }
+  auto op = std::make_shared<Op>();
+  op->type = type;
+  op->io = std::move(*io);
+  op->data = std::move(req.bulk);
+  op->resp = std::move(resp);
+  buffers_->acquire([this, op](Buffer buf, Duration waited) {
+    if (stats_) stats_->record_exec(RawExecRecord{waited.count(), kMsgBlockBufferWait});
+    if (buf.empty()) {
+      op->resp.reply(RpcResponse{Status(Code::kCancelled, "block server stopping"), {}, {}});
+      return;
+    }
+    op->buf = std::move(buf);
+    if (!io_->submit([this, op] { run(op); }))
+      op->resp.reply(RpcResponse{Status(Code::kCancelled, "block server stopping"), {}, {}});
+  });
+}
+
+void BlockService::run(const std::shared_ptr<Op>& op) {
+  BlockStore& store = *stores_[op->io.target];
+  const BlockIo& io = op->io;
+  op->io_start = clock_.now();
+  if (op->type == kMsgBlockWrite) {
+    // From the request's memory when it is aligned for O_DIRECT, else through the buffer.
+    std::span<const uint8_t> src = op->data.span();
+    if (reinterpret_cast<uintptr_t>(src.data()) % 4096 != 0) {
+      std::memcpy(op->buf.data(), src.data(), src.size());
+      src = std::span<const uint8_t>(op->buf.data(), src.size());
+    }
+    op->status = store.write(io.file, io.block, io.offset, src);
+    op->data = Buffer();
+  } else {
+    op->status = store.read(io.file, io.block, io.offset, op->buf.span().first(io.length));
+  }
+  TimePoint done;
+  {
+    MutexLock lk(mu_);
+    done = disks_[io.target].schedule(op->io_start, io.length);
+    TargetStats& t = target_stats_[io.target];
+    if (!op->status.ok()) {
+      ++t.errors;
+    } else if (op->type == kMsgBlockWrite) {
+      ++t.writes;
+      t.bytes_written += io.length;
+    } else {
+      ++t.reads;
+      t.bytes_read += io.length;
+    }
+    t.busy = disks_[io.target].busy();
+  }
+  if (done > clock_.now()) {
+    timers_->run_at(done, [this, op] { finish(op); });
+  } else {
+    finish(op);
+  }
+}
+
+void BlockService::finish(const std::shared_ptr<Op>& op) {
+  if (stats_)
+    stats_->record_exec(RawExecRecord{(clock_.now() - op->io_start).count(), kMsgBlockDisk});
+  RpcResponse r;
+  r.status = op->status;
+  if (r.status.ok() && op->type == kMsgBlockRead) {
+    op->buf.shrink_to(op->io.length);
+    r.bulk = make_bulk(std::move(op->buf));  // the buffer is free once the data is sent
+  }
+  op->buf = Buffer();
+  op->resp.reply(std::move(r));
+}
+
+BlockServiceStats BlockService::stats() const {
+  BlockServiceStats s;
+  s.serving = serving();
+  s.block_size = opts_.block_size;
+  s.disk_bytes_per_s = opts_.disk_bytes_per_s;
+  if (buffers_) s.buffers = buffers_->stats();
+  if (io_) s.threads = io_->stats();
+  MutexLock lk(mu_);
+  s.targets = target_stats_;
+  return s;
+}
+
+}  // namespace pfsnet

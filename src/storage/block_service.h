@@ -1,0 +1,97 @@
+// BlockService: the block server of a node with [storage] targets -- the paper's Virtual
+// Shared Disk server. It serves BLOCK_INFO, BLOCK_WRITE and BLOCK_READ (storage/protocol.h)
+// on the node's RPC engine:
+//
+//   request -> waits for a block buffer (BlockBuffers; holding its receive credit, no
+//   thread) -> a storage thread does the target's I/O -> with an emulated disk rate
+//   ([storage] disk_mbyte), the reply waits until the target's DiskModel says the
+//   transfer is done -> reply; the buffer is free again (a read's once its data is sent).
+//
+// Its statistics go beside the RPC ones: each request's wait for a buffer as message type
+// BLOCK_BUFFER_WAIT and each transfer's time on its target (the emulated time included) as
+// BLOCK_DISK, in the same intervals as the messages' execution times; stats() has the
+// buffers' use and waits and the targets' totals (admin `storage`, /metrics).
+//
+// Threads: handlers run on I/O threads and never block; the I/O on `threads` storage
+// threads; stats() from any thread. stop() before the engine shuts down.
+#pragma once
+
+#include <pfsnet/clock.h>
+#include <pfsnet/config.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rpc/rpc_engine.h"
+#include "rpc/worker_pool.h"
+#include "stats/rpc_stats.h"
+#include "storage/block_buffers.h"
+#include "storage/block_store.h"
+#include "storage/disk_model.h"
+#include "transport/timer_queue.h"
+
+namespace pfsnet {
+
+struct BlockServiceOptions {
+  std::vector<std::string> targets;  // "mem" or a directory each; none: not a block server
+  uint32_t block_size = 256 << 10;
+  size_t buffers = 64;
+  int threads = 4;
+  double disk_bytes_per_s = 0;  // per target; 0: the target's own speed
+  uint64_t capacity = 1ull << 30;
+
+  static BlockServiceOptions from(const Config& cfg);
+};
+
+struct TargetStats {
+  std::string where;  // "mem", "DIR (O_DIRECT)", "DIR (page cache)"
+  uint64_t writes = 0, reads = 0, bytes_written = 0, bytes_read = 0, errors = 0;
+  Duration busy{0};  // emulated disk time (0 without emulation)
+};
+
+struct BlockServiceStats {
+  bool serving = false;
+  uint32_t block_size = 0;
+  double disk_bytes_per_s = 0;
+  BlockBufferStats buffers;
+  WorkerStats threads;
+  std::vector<TargetStats> targets;
+};
+
+class BlockService {
+ public:
+  // Registers the block messages on `rpc` (before traffic); until start() they are
+  // refused with kNotFound ("no block targets here"). `stats` (optional) outlives it.
+  BlockService(BlockServiceOptions opts, RpcEngine& rpc, RpcStats* stats, Clock& clock);
+  ~BlockService();
+
+  // Opens the targets and starts the storage threads. Errors: a target that cannot be
+  // opened. Nothing to do without targets.
+  Status start();
+  // Requests waiting get kCancelled; transfers under way finish. Idempotent.
+  void stop();
+  bool serving() const { return serving_.load(); }
+  BlockServiceStats stats() const;
+
+ private:
+  struct Op;
+  void on_io(uint32_t type, RpcRequest& req, Responder resp);
+  void run(const std::shared_ptr<Op>& op);
+  void finish(const std::shared_ptr<Op>& op);
+
+  const BlockServiceOptions opts_;
+  RpcEngine& rpc_;
+  RpcStats* const stats_;
+  Clock& clock_;
+  std::atomic<bool> serving_{false};
+  std::shared_ptr<BlockBuffers> buffers_;
+  std::unique_ptr<WorkerPool> io_;
+  std::unique_ptr<ThreadTimerQueue> timers_;
+  std::vector<std::unique_ptr<BlockStore>> stores_;
+  mutable Mutex mu_;
+  std::vector<DiskModel> disks_ GUARDED_BY(mu_);
+  std::vector<TargetStats> target_stats_ GUARDED_BY(mu_);
+};
+
+}  // namespace pfsnet

@@ -1,0 +1,46 @@
+// BlockStore: where a block server keeps the blocks of one target. Each striped file has
+// its own part on every target, addressed by block index: a block is written and read at
+// any offset and length within it; bytes never written read as zeros.
+//
+//   "mem"        in memory (tests; the data goes with the process), at most `capacity`
+//                bytes of blocks;
+//   a directory  one sparse file per striped file in it (DIR/NAME), block b at b x block
+//                size; opened with O_DIRECT too where the file system allows it, used for
+//                transfers aligned to 4 KiB in memory, offset and length (whole blocks from
+//                the block buffers are), the page cache otherwise. A write is acknowledged
+//                once it is in the file (page cache or device): a killed server keeps it.
+//
+// File names: 1..64 of [A-Za-z0-9._-], not "." or ".." (they name files on the server).
+// Threads: read() and write() from any thread, concurrently.
+#pragma once
+
+#include <pfsnet/status.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace pfsnet {
+
+// OK, or kInvalidArgument saying what is wrong with `name` as a striped file's name.
+Status check_file_name(const std::string& name);
+
+class BlockStore {
+ public:
+  virtual ~BlockStore() = default;
+  virtual Status write(const std::string& file, uint64_t block, uint32_t offset,
+                       std::span<const uint8_t> data) = 0;
+  virtual Status read(const std::string& file, uint64_t block, uint32_t offset,
+                      std::span<uint8_t> out) = 0;
+  // "mem" or the directory, and whether O_DIRECT is in use.
+  virtual std::string describe() const = 0;
+};
+
+// Opens target `spec` ("mem" or a directory, created if missing) for blocks of
+// `block_size` bytes; `capacity` bounds the bytes a file's blocks may reach (per file on a
+// directory: block x size + length <= capacity; in all for "mem").
+Result<std::unique_ptr<BlockStore>> open_block_store(const std::string& spec, uint32_t block_size,
+                                                     uint64_t capacity);
+
+}  // namespace pfsnet

@@ -1,0 +1,572 @@
+// The block service's parts: striping, the emulated disk, the block buffers (on a manual
+// clock), the targets (memory and a directory), the protocol's checks -- and the service
+// and a striped file end to end over real TCP on loopback, inside this process.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "net/net.h"
+#include "rpc/node_timers.h"
+#include "rpc/recovery_pinger.h"
+#include "storage/block_service.h"
+#include "storage/disk_model.h"
+#include "storage/iobench.h"
+#include "storage/layout.h"
+#include "storage/protocol.h"
+#include "storage/striped_file.h"
+#include "storage/tokens.h"
+#include "transport/lnd_switch.h"
+
+namespace pfsnet {
+namespace {
+
+using namespace std::chrono_literals;
+
+Nid nid(const char* s) { return *Nid::parse(s); }
+
+TEST(StripeLayoutTest, BlocksGoRoundRobinAndRangesSplitAtBlocks) {
+  auto l = StripeLayout::make(
+      4096, {{nid("127.0.0.1@tcp"), 0}, {nid("127.0.0.2@tcp"), 0}, {nid("127.0.0.1@tcp"), 1}});
+  ASSERT_TRUE(l.ok());
+  // 100 bytes before block 1's end to 5000 bytes into block 3: blocks 1, 2, 3.
+  auto e = l->map(2 * 4096 - 100, 100 + 4096 + 5000 - 4096);
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[0].file_block, 1u);
+  EXPECT_EQ(e[0].offset, 4096u - 100);
+  EXPECT_EQ(e[0].length, 100u);
+  EXPECT_EQ(e[0].target, 1u);
+  EXPECT_EQ(e[0].target_block, 0u);
+  EXPECT_EQ(e[1].file_block, 2u);
+  EXPECT_EQ(e[1].target, 2u);
+  EXPECT_EQ(e[1].length, 4096u);
+  EXPECT_EQ(e[1].buf_offset, 100u);
+  EXPECT_EQ(e[2].file_block, 3u);
+  EXPECT_EQ(e[2].target, 0u);        // round robin: 3 mod 3
+  EXPECT_EQ(e[2].target_block, 1u);  // that target's second block
+  EXPECT_EQ(e[2].offset, 0u);
+  EXPECT_EQ(e[2].length, 5000u - 4096);
+  EXPECT_TRUE(l->map(123, 0).empty());
+}
+
+TEST(StripeLayoutTest, BadLayoutsAreRefused) {
+  EXPECT_FALSE(StripeLayout::make(4096, {}).ok());
+  EXPECT_FALSE(StripeLayout::make(5000, {{nid("127.0.0.1@tcp"), 0}}).ok());
+  EXPECT_FALSE(StripeLayout::make(1024, {{nid("127.0.0.1@tcp"), 0}}).ok());
+  auto dup = StripeLayout::make(4096, {{nid("127.0.0.1@tcp"), 2}, {nid("127.0.0.1@tcp"), 2}});
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("listed twice"), std::string::npos);
+}
+
+TEST(DiskModelTest, TransfersQueueOneAfterAnotherAtTheRate) {
+  DiskModel d(1'000'000);  // 1 MB/s: 1000 bytes take 1 ms
+  TimePoint t0(std::chrono::seconds(10));
+  EXPECT_EQ(d.schedule(t0, 1000), t0 + 1ms);
+  EXPECT_EQ(d.schedule(t0, 1000), t0 + 2ms);          // queued behind the first
+  EXPECT_EQ(d.schedule(t0 + 5ms, 500), t0 + 5500us);  // idle disk: starts at once
+  EXPECT_EQ(d.busy(), 2500us);
+  DiskModel none;
+  EXPECT_EQ(none.schedule(t0, 1 << 20), t0);
+}
+
+TEST(BlockBuffersTest, ARequestWaitsForAFreeBufferFirstComeFirstServed) {
+  ManualClock clock;
+  auto pool = BlockBuffers::make(2, 4096, clock);
+  std::vector<Buffer> held;
+  std::vector<std::pair<int, Duration>> got;
+  for (int i = 0; i < 4; ++i)
+    pool->acquire([&, i](Buffer b, Duration waited) {
+      EXPECT_EQ(b.size(), 4096u);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 4096, 0u);  // O_DIRECT can use it
+      got.emplace_back(i, waited);
+      held.push_back(std::move(b));
+    });
+  ASSERT_EQ(got.size(), 2u);  // two buffers: requests 2 and 3 wait
+  auto s = pool->stats();
+  EXPECT_EQ(s.in_use, 2u);
+  EXPECT_EQ(s.waiting, 2u);
+  clock.advance(3ms);
+  auto give_one_back = [&] {
+    Buffer b = std::move(held.front());  // its waiter runs (and pushes) when b goes
+    held.erase(held.begin());
+  };
+  give_one_back();  // request 2 gets it
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[2], std::make_pair(2, Duration(3ms)));
+  clock.advance(2ms);
+  give_one_back();
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[3], std::make_pair(3, Duration(5ms)));
+  s = pool->stats();
+  EXPECT_EQ(s.acquired, 4u);
+  EXPECT_EQ(s.waited, 2u);
+  EXPECT_EQ(s.wait_total, 8ms);
+  EXPECT_EQ(s.wait_max, 5ms);
+  EXPECT_EQ(s.waiting_max, 2u);
+  // After stop a waiter gets an empty buffer.
+  bool empty = false;
+  pool->acquire([&](Buffer b, Duration) { empty = b.empty(); });
+  EXPECT_FALSE(empty);  // waits: both buffers are held
+  pool->stop();
+  EXPECT_TRUE(empty);
+  held.clear();
+  EXPECT_EQ(pool->stats().in_use, 0u);
+}
+
+void store_round_trip(BlockStore& s) {
+  std::vector<uint8_t> data(3000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 7 + 1);
+  ASSERT_TRUE(s.write("f1", 5, 1000, data).ok());
+  std::vector<uint8_t> out(4096, 0xAA);
+  ASSERT_TRUE(s.read("f1", 5, 0, out).ok());
+  for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(out[i], 0) << i;  // never written: zeros
+  for (size_t i = 0; i < 3000; ++i) ASSERT_EQ(out[1000 + i], data[i]) << i;
+  std::vector<uint8_t> other(100, 0xAA);
+  ASSERT_TRUE(s.read("f2", 5, 1000, other).ok());  // another file: its own blocks
+  EXPECT_EQ(other, std::vector<uint8_t>(100, 0));
+  ASSERT_TRUE(s.read("f1", 99, 0, other).ok());  // past the end
+  EXPECT_EQ(other, std::vector<uint8_t>(100, 0));
+}
+
+TEST(BlockStoreTest, MemoryAndDirectoryTargetsKeepWhatWasWritten) {
+  auto mem = open_block_store("mem", 4096, 1 << 20);
+  ASSERT_TRUE(mem.ok());
+  store_round_trip(**mem);
+  std::string dir = testing::TempDir() + "/pfsnet-store-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  auto d = open_block_store(dir, 4096, 1 << 20);
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  store_round_trip(**d);
+  EXPECT_NE((*d)->describe().find(dir), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/f1"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BlockStoreTest, FullTargetsAndBadSpecsAreClearErrors) {
+  auto mem = open_block_store("mem", 4096, 8192);  // two blocks
+  ASSERT_TRUE(mem.ok());
+  std::vector<uint8_t> b(10, 1);
+  EXPECT_TRUE((*mem)->write("f", 0, 0, b).ok());
+  EXPECT_TRUE((*mem)->write("f", 1, 0, b).ok());
+  Status full = (*mem)->write("f", 2, 0, b);
+  EXPECT_FALSE(full.ok());
+  EXPECT_NE(full.message().find("capacity"), std::string::npos);
+  EXPECT_TRUE((*mem)->write("f", 1, 100, b).ok());  // a block it has still takes writes
+  Status all = (*mem)->write("g", 0, 0, b);         // another file: no room left in all
+  EXPECT_NE(all.message().find("full"), std::string::npos) << all.to_string();
+  EXPECT_FALSE(open_block_store("relative/dir", 4096, 1 << 20).ok());
+  EXPECT_FALSE(open_block_store("/proc/version", 4096, 1 << 20).ok());  // not a directory
+  EXPECT_FALSE(check_file_name("../etc").ok());
+  EXPECT_FALSE(check_file_name("..").ok());
+  EXPECT_FALSE(check_file_name("").ok());
+  EXPECT_FALSE(check_file_name(std::string(65, 'a')).ok());
+  EXPECT_TRUE(check_file_name("bench.file-1_a").ok());
+}
+
+// IOBENCH requests and replies come from peers: every field is checked; a spec from the
+// admin socket likewise; the requests per thread follow the cell size.
+TEST(IobenchTest, MessagesAndSpecsAreChecked) {
+  IobenchRequest q;
+  q.job = 7;
+  q.file = "bench";
+  q.servers = {*Nid::parse("127.0.0.1@tcp")};
+  q.threads = 4;
+  q.requests = 10;
+  q.first_segment = 8;
+  Buffer b = q.encode();
+  auto d = decode_iobench_request(b.span());
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->job, 7u);
+  EXPECT_EQ(d->threads, 4);
+  EXPECT_EQ(d->first_segment, 8u);
+  auto bad = [](const std::string& text) {
+    auto r = decode_iobench_request(
+        std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+    return !r.ok() && r.status().code() == Code::kProtocol;
+  };
+  std::string ok_tail = R"("servers":["127.0.0.1@tcp"],"op":"write","threads":1,"requests":1,)"
+                        R"("size":4096,"first_segment":0})";
+  EXPECT_FALSE(bad(R"({"phase":"prepare","job":1,"file":"f",)" + ok_tail));
+  EXPECT_TRUE(bad("not json"));
+  EXPECT_TRUE(bad(R"({"phase":"erase","job":1})"));
+  EXPECT_TRUE(bad(R"({"phase":"prepare","job":1,"file":"../f",)" + ok_tail));
+  EXPECT_TRUE(bad(R"({"phase":"prepare","job":-1,"file":"f",)" + ok_tail));
+  EXPECT_TRUE(bad(R"({"phase":"prepare","job":1,"file":"f","servers":[],"op":"write",)"
+                  R"("threads":1,"requests":1,"size":4096,"first_segment":0})"));
+  EXPECT_TRUE(bad(R"({"phase":"prepare","job":1,"file":"f","servers":["127.0.0.1@tcp"],)"
+                  R"("op":"write","threads":100000,"requests":1,"size":4096,"first_segment":0})"));
+  // A count left out.
+  EXPECT_TRUE(bad(R"({"phase":"prepare","job":1,"file":"f","servers":["127.0.0.1@tcp"],)"
+                  R"("op":"write","requests":1,"size":4096,"first_segment":0})"));
+  // Segments past 1 PiB.
+  EXPECT_TRUE(bad(R"({"phase":"prepare","job":1,"file":"f","servers":["127.0.0.1@tcp"],)"
+                  R"("op":"write","threads":1,"requests":1099511627776,"size":67108864,)"
+                  R"("first_segment":0})"));
+  IobenchNodeResult res;
+  res.bytes = 100;
+  res.start_unix_ns = 5;
+  res.end_unix_ns = 9;
+  res.cpu_s = 0.5;
+  auto back = decode_iobench_result(encode_iobench_result(res).span());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->bytes, 100u);
+  EXPECT_DOUBLE_EQ(back->cpu_s, 0.5);
+  std::string rev = R"({"bytes":1,"start_unix_ns":9,"end_unix_ns":5})";
+  EXPECT_FALSE(
+      decode_iobench_result(std::span(reinterpret_cast<const uint8_t*>(rev.data()), rev.size()))
+          .ok());
+
+  nlohmann::json spec = {{"clients", {"127.0.0.2@tcp", "127.0.0.3@tcp"}},
+                         {"servers", {"127.0.0.1@tcp"}},
+                         {"nodes", {1, 2}},
+                         {"threads", {1, 4}},
+                         {"cell_bytes", 8 << 20}};
+  auto s = IobenchSpec::from_json(spec);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->requests_for(1, 1), 32u);  // 8 MiB of 256 KiB
+  EXPECT_EQ(s->requests_for(2, 4), 4u);
+  EXPECT_EQ(s->requests_for(32, 16), 1u);  // at least one each: 128 MiB
+  s->cell_bytes = 0;
+  EXPECT_EQ(s->requests_for(32, 16), 2000u);  // the paper's
+  for (auto [key, value] :
+       std::vector<std::pair<std::string, nlohmann::json>>{{"nodes", {3}},
+                                                           {"threads", {0}},
+                                                           {"ops", {"write", "write"}},
+                                                           {"size", 12},
+                                                           {"file", "a/b"},
+                                                           {"servers", nlohmann::json::array()}}) {
+    nlohmann::json j = spec;
+    j[key] = value;
+    auto e = IobenchSpec::from_json(j);
+    EXPECT_FALSE(e.ok()) << key;
+    EXPECT_EQ(e.status().code(), Code::kInvalidArgument) << key;
+  }
+}
+
+TEST(BlockProtocolTest, DecodersCheckEveryField) {
+  BlockIo io{"data", 3, 77, 4096, 8192};
+  auto d = decode_block_io(encode_block_io(io).span(), 1 << 20);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->file, "data");
+  EXPECT_EQ(d->target, 3u);
+  EXPECT_EQ(d->block, 77u);
+  EXPECT_EQ(d->offset, 4096u);
+  EXPECT_EQ(d->length, 8192u);
+  EXPECT_FALSE(decode_block_io(encode_block_io(io).span(), 8192).ok());  // past the block
+  io.length = 0;
+  EXPECT_FALSE(decode_block_io(encode_block_io(io).span(), 1 << 20).ok());
+  io = {"../x", 0, 0, 0, 10};
+  EXPECT_FALSE(decode_block_io(encode_block_io(io).span(), 1 << 20).ok());
+  Buffer b = encode_block_io({"data", 0, 0, 0, 10});
+  EXPECT_FALSE(decode_block_io(b.span().first(b.size() - 1), 1 << 20).ok());  // short
+  auto i = decode_block_info(encode_block_info({262144, 2, 1 << 30}).span());
+  ASSERT_TRUE(i.ok());
+  EXPECT_EQ(i->block_size, 262144u);
+  EXPECT_EQ(i->targets, 2u);
+}
+
+// A node's network and RPC engine over TCP on a loopback address, as pfsnetd wires them.
+struct TcpNode {
+  explicit TcpNode(const std::string& addr, uint16_t port, int peer_credits = 8) {
+    cfg.nets.push_back(NetConfig{*Nid::parse(addr + "@tcp"), port});
+    cfg.lnet.peer_credits = peer_credits;
+    cfg.lnet.transaction_timeout = 10;
+    auto to = transport_options(cfg, "0123456789abcdef0123");
+    EXPECT_TRUE(to.ok());
+    holds = std::make_unique<ThreadTimerQueue>(clock);
+    net = std::make_unique<Net>(
+        NetOptions::from(cfg), std::vector<Nid>{cfg.nets[0].nid}, clock,
+        [this, o = *to](TransportEvents& ev) {
+          return make_node_transport(
+              cfg, o, {cfg.nets[0].nid}, clock, *holds,
+              [this](const Connection& c, const OutFrame& f) { return net->fault_hold(c, f); }, ev);
+        });
+    rpc = std::make_unique<RpcEngine>(*net, RpcOptions::from(cfg));
+    pinger = std::make_unique<RecoveryPinger>(*net, *rpc, 3s);
+    timers = std::make_unique<NodeTimers>(*net, *rpc, nullptr, pinger.get());
+  }
+  Status start() {
+    Status s = net->start();
+    if (s.ok()) timers->start(50ms);
+    return s;
+  }
+  void shutdown() {
+    timers->stop();
+    rpc->shutdown();
+    net->shutdown();
+    holds->stop();
+  }
+  ~TcpNode() { shutdown(); }
+  Nid nid() const { return cfg.nets[0].nid; }
+  Config cfg;
+  MonotonicClock clock;
+  std::unique_ptr<ThreadTimerQueue> holds;
+  std::unique_ptr<Net> net;
+  std::unique_ptr<RpcEngine> rpc;
+  std::unique_ptr<RecoveryPinger> pinger;
+  std::unique_ptr<NodeTimers> timers;
+};
+
+uint16_t test_port() { return static_cast<uint16_t>(20000 + getpid() % 20000); }
+
+std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 g(seed);
+  for (auto& b : v) b = static_cast<uint8_t>(g());
+  return v;
+}
+
+class BlockServiceTest : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kBlock = 64 << 10;
+  BlockServiceTest()
+      : s1_("127.0.9.1", test_port()),
+        s2_("127.0.9.2", test_port()),
+        c1_("127.0.9.3", test_port()),
+        c2_("127.0.9.4", test_port()) {}
+  void SetUp() override {
+    BlockServiceOptions o;
+    o.block_size = kBlock;
+    o.buffers = 4;
+    o.threads = 2;
+    o.targets = {"mem", "mem"};
+    o.capacity = 64 << 20;
+    svc1_ = std::make_unique<BlockService>(o, *s1_.rpc, nullptr, s1_.clock);
+    o.targets = {"mem"};
+    svc2_ = std::make_unique<BlockService>(o, *s2_.rpc, nullptr, s2_.clock);
+    for (TcpNode* n : {&s1_, &c1_, &c2_})
+      tokens_.push_back(std::make_unique<TokenService>(*n->rpc, n->clock, 10s));
+    for (TcpNode* n : {&s1_, &s2_, &c1_, &c2_}) ASSERT_TRUE(n->start().ok());
+    ASSERT_TRUE(svc1_->start().ok());
+    ASSERT_TRUE(svc2_->start().ok());
+  }
+  void TearDown() override {
+    svc1_->stop();
+    svc2_->stop();
+    for (auto& t : tokens_) t->stop();
+    // No request reaches a service once it is gone: the nodes stop before it does.
+    for (TcpNode* n : {&s1_, &s2_, &c1_, &c2_}) n->shutdown();
+  }
+  StripedFileOptions fopts(uint64_t pagepool = 1 << 20) {
+    StripedFileOptions o;
+    o.pagepool = pagepool;
+    o.prefetch_depth = 3;
+    o.timeout = 10s;
+    return o;
+  }
+  TcpNode s1_, s2_, c1_, c2_;
+  std::unique_ptr<BlockService> svc1_, svc2_;
+  std::vector<std::unique_ptr<TokenService>> tokens_;  // s1 (the manager), c1, c2
+};
+
+// Byte-range write tokens (the manager: s1, the layout's first server). Two clients
+// writing the same range at once are serialised -- the range ends up wholly one writer's,
+// never a mix of blocks -- disjoint ranges need no revocation, and a node's cached copy of
+// a block another node writes is dropped, so it reads the new data.
+TEST_F(BlockServiceTest, OverlappingWritesAreSerialisedByTokensDisjointOnesRunFreely) {
+  TokenService &manager = *tokens_[0], &t1 = *tokens_[1], &t2 = *tokens_[2];
+  auto opts = [&](TokenService& t) {
+    StripedFileOptions o = fopts(4 << 20);
+    o.tokens = &t;
+    return o;
+  };
+  auto f1 = StripedFile::open(*c1_.rpc, "tok", {s1_.nid(), s2_.nid()}, opts(t1));
+  auto f2 = StripedFile::open(*c2_.rpc, "tok", {s1_.nid(), s2_.nid()}, opts(t2));
+  ASSERT_TRUE(f1.ok() && f2.ok());
+  constexpr size_t kRange = 8 * kBlock;
+  // Disjoint: c1 the first 8 blocks, c2 the next 8, at once, a block per call.
+  {
+    std::thread a([&] {
+      for (int i = 0; i < 8; ++i) EXPECT_TRUE((*f1)->write(i * kBlock, pattern(kBlock, i)).ok());
+    });
+    std::thread b([&] {
+      for (int i = 8; i < 16; ++i) EXPECT_TRUE((*f2)->write(i * kBlock, pattern(kBlock, i)).ok());
+    });
+    a.join();
+    b.join();
+  }
+  ASSERT_TRUE((*f1)->flush().ok() && (*f2)->flush().ok());
+  EXPECT_EQ(manager.stats().revocations, 0u);
+  EXPECT_GE(manager.stats().granted, 2u);
+  // Overlapping: both write the same 8 blocks in one call each, at once, 6 rounds.
+  for (int round = 0; round < 6; ++round) {
+    auto pa = pattern(kRange, 1000 + round), pb = pattern(kRange, 2000 + round);
+    std::thread a([&] { EXPECT_TRUE((*f1)->write(0, pa).ok()); });
+    std::thread b([&] { EXPECT_TRUE((*f2)->write(0, pb).ok()); });
+    a.join();
+    b.join();
+    ASSERT_TRUE((*f1)->flush().ok() && (*f2)->flush().ok());
+    auto check = StripedFile::open(*c1_.rpc, "tok", {s1_.nid(), s2_.nid()}, fopts());
+    ASSERT_TRUE(check.ok());
+    std::vector<uint8_t> got(kRange);
+    ASSERT_TRUE((*check)->read(0, got).ok());
+    EXPECT_TRUE(got == pa || got == pb) << "round " << round << ": a mix of both writers";
+  }
+  EXPECT_GE(manager.stats().revocations, 1u);
+  EXPECT_GE((*f1)->stats().tokens_revoked + (*f2)->stats().tokens_revoked, 1u);
+  // Coherence: c1 writes and reads block 20 (cached), c2 writes it, c1 reads c2's data.
+  auto mine = pattern(kBlock, 7), theirs = pattern(kBlock, 8);
+  ASSERT_TRUE((*f1)->write(20 * kBlock, mine).ok());
+  std::vector<uint8_t> got(kBlock);
+  ASSERT_TRUE((*f1)->read(20 * kBlock, got).ok());
+  EXPECT_EQ(got, mine);
+  ASSERT_TRUE((*f2)->write(20 * kBlock, theirs).ok());
+  ASSERT_TRUE((*f2)->flush().ok());
+  ASSERT_TRUE((*f1)->read(20 * kBlock, got).ok());
+  EXPECT_EQ(got, theirs) << "c1 kept a stale block";
+  EXPECT_TRUE((*f1)->close().ok());
+  EXPECT_TRUE((*f2)->close().ok());
+  // Bad requests to the manager get clear errors.
+  RpcReply r =
+      c1_.rpc->call(s1_.nid(), kMsgTokenAcquire,
+                    Buffer::copy_of(std::string_view(R"({"file":"tok","start":9,"end":9})")));
+  EXPECT_EQ(r.status.code(), Code::kProtocol) << r.status.to_string();
+}
+
+TEST_F(BlockServiceTest, WhatOneClientWritesAnotherReadsBackByteForByte) {
+  auto f = StripedFile::open(*c1_.rpc, "shared", {s1_.nid(), s2_.nid()}, fopts());
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  // Target-major over both servers: s1 t0, s2 t0, s1 t1.
+  ASSERT_EQ((*f)->layout().targets().size(), 3u);
+  EXPECT_EQ((*f)->layout().targets()[1], (TargetRef{s2_.nid(), 0}));
+  EXPECT_EQ((*f)->layout().targets()[2], (TargetRef{s1_.nid(), 1}));
+  // Unaligned writes of odd sizes, sequential, then one overwriting part of the others.
+  std::vector<uint8_t> want(10 * kBlock + 777, 0);
+  uint64_t pos = 100;
+  for (int i = 0; pos < want.size(); ++i) {
+    size_t n = std::min<size_t>(want.size() - pos, 30'000 + i * 9'999);
+    auto p = pattern(n, i);
+    ASSERT_TRUE((*f)->write(pos, p).ok());
+    std::copy(p.begin(), p.end(), want.begin() + pos);
+    pos += n;
+  }
+  auto over = pattern(2 * kBlock + 5, 99);
+  ASSERT_TRUE((*f)->write(kBlock - 3, over).ok());
+  std::copy(over.begin(), over.end(), want.begin() + kBlock - 3);
+  ASSERT_TRUE((*f)->close().ok());
+  EXPECT_GE((*f)->stats().block_writes, 11u);
+
+  auto g = StripedFile::open(*c2_.rpc, "shared", {s1_.nid(), s2_.nid()}, fopts());
+  ASSERT_TRUE(g.ok());
+  std::vector<uint8_t> got(want.size(), 0xEE);
+  // Sequential reads of 40,000 bytes: read-ahead fetches blocks before they are asked for.
+  for (size_t off = 0; off < got.size(); off += 40'000) {
+    size_t n = std::min<size_t>(40'000, got.size() - off);
+    ASSERT_TRUE((*g)->read(off, std::span(got).subspan(off, n)).ok());
+  }
+  EXPECT_TRUE(got == want);
+  auto st = (*g)->stats();
+  EXPECT_GT(st.prefetched, 0u);
+  EXPECT_GT(st.cache_hits, 0u);
+  // Each of the 11 blocks fetched once, and read-ahead past the end (no file size yet).
+  EXPECT_LE(st.block_reads, 11u + 3u);
+  // The servers' targets hold the blocks they were given: s1 two targets, s2 one.
+  auto a = svc1_->stats(), b = svc2_->stats();
+  ASSERT_EQ(a.targets.size(), 2u);
+  ASSERT_EQ(b.targets.size(), 1u);
+  EXPECT_GT(a.targets[0].writes, 0u);
+  EXPECT_GT(a.targets[1].writes, 0u);
+  EXPECT_GT(b.targets[0].writes, 0u);
+  EXPECT_EQ(a.targets[0].writes + a.targets[1].writes + b.targets[0].writes,
+            (*f)->stats().block_writes);
+}
+
+TEST_F(BlockServiceTest, AReaderSeesItsOwnWritesAndWriteErrorsComeAtFlush) {
+  auto f = StripedFile::open(*c1_.rpc, "own", {s1_.nid()}, fopts());
+  ASSERT_TRUE(f.ok());
+  auto p = pattern(kBlock, 5);
+  std::vector<uint8_t> got(kBlock);
+  ASSERT_TRUE((*f)->read(0, got).ok());  // cached zeros ...
+  EXPECT_EQ(got, std::vector<uint8_t>(kBlock, 0));
+  ASSERT_TRUE((*f)->write(0, p).ok());  // ... made stale by the write
+  ASSERT_TRUE((*f)->read(0, got).ok());
+  EXPECT_EQ(got, p);
+  // A write past the target's capacity fails on the server: flush reports it, once.
+  std::vector<uint8_t> small(10, 1);
+  ASSERT_TRUE((*f)->write(uint64_t(64) << 30, small).ok());
+  Status s = (*f)->flush();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("capacity"), std::string::npos) << s.to_string();
+  EXPECT_TRUE((*f)->flush().ok());
+}
+
+TEST_F(BlockServiceTest, RequestsWaitForBuffersInsteadOfFailing) {
+  // 4 buffers, 2 clients x 16 writes in flight each: most wait for a buffer, none fails.
+  std::vector<std::unique_ptr<StripedFile>> files;
+  for (TcpNode* c : {&c1_, &c2_}) {
+    auto f = StripedFile::open(*c->rpc, std::string("w") + std::to_string(files.size()),
+                               {s1_.nid()}, fopts(16 * kBlock));
+    ASSERT_TRUE(f.ok());
+    files.push_back(std::move(*f));
+  }
+  auto p = pattern(32 * kBlock, 7);
+  std::vector<std::thread> th;
+  std::vector<Status> res(2);
+  for (int i = 0; i < 2; ++i)
+    th.emplace_back([&, i] {
+      res[i] = files[i]->write(0, p);
+      if (res[i].ok()) res[i] = files[i]->flush();
+    });
+  for (auto& t : th) t.join();
+  EXPECT_TRUE(res[0].ok()) << res[0].to_string();
+  EXPECT_TRUE(res[1].ok()) << res[1].to_string();
+  auto st = svc1_->stats().buffers;
+  EXPECT_EQ(st.acquired, 64u);
+  EXPECT_LE(st.in_use_max, 4u);
+  EXPECT_GT(st.waited, 0u);
+  EXPECT_EQ(st.in_use, 0u);
+  for (auto& f : files) {
+    std::vector<uint8_t> got(p.size());
+    ASSERT_TRUE(f->read(0, got).ok());
+    EXPECT_TRUE(got == p);
+  }
+}
+
+TEST_F(BlockServiceTest, TheEmulatedDiskSetsTheRate) {
+  // One target at 20 MB/s: 2 MiB written takes >= 0.1 s of disk time, which the service
+  // counts exactly (the figure is the model's, not a timing).
+  BlockServiceOptions o;
+  o.block_size = kBlock;
+  o.buffers = 8;
+  o.threads = 2;
+  o.targets = {"mem"};
+  o.disk_bytes_per_s = 20 * 1024 * 1024;
+  TcpNode s("127.0.9.5", test_port());
+  BlockService svc(o, *s.rpc, nullptr, s.clock);
+  ASSERT_TRUE(s.start().ok());
+  ASSERT_TRUE(svc.start().ok());
+  auto f = StripedFile::open(*c1_.rpc, "slow", {s.nid()}, fopts(4 << 20));
+  ASSERT_TRUE(f.ok());
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*f)->write(0, pattern(2 << 20, 1)).ok());
+  ASSERT_TRUE((*f)->flush().ok());
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(svc.stats().targets[0].busy, 100ms);
+  EXPECT_GE(took, 100ms);  // a flush is acknowledged only when the disk is done
+  svc.stop();
+  s.shutdown();
+}
+
+TEST_F(BlockServiceTest, BadRequestsGetClearErrors) {
+  BlockIo io{"x", 9, 0, 0, 10};  // no target 9
+  RpcReply r = c1_.rpc->call(s1_.nid(), kMsgBlockWrite, encode_block_io(io),
+                             make_bulk(Buffer::copy_of(std::string_view("0123456789"))));
+  EXPECT_EQ(r.status.code(), Code::kInvalidArgument);
+  io.target = 0;
+  r = c1_.rpc->call(s1_.nid(), kMsgBlockWrite, encode_block_io(io),
+                    make_bulk(Buffer::copy_of(std::string_view("012"))));  // 3 bytes, not 10
+  EXPECT_EQ(r.status.code(), Code::kProtocol);
+  r = c1_.rpc->call(s1_.nid(), kMsgBlockRead, Buffer::copy_of(std::string_view("junk")));
+  EXPECT_EQ(r.status.code(), Code::kProtocol);
+  // A node that is no block server: a striped file cannot be opened on it.
+  auto f = StripedFile::open(*c1_.rpc, "x", {c2_.nid()}, fopts());
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), Code::kNotFound) << f.status().to_string();
+  EXPECT_NE(f.status().message().find(c2_.nid().to_string()), std::string::npos);
+  EXPECT_FALSE(StripedFile::open(*c1_.rpc, "a/b", {s1_.nid()}, fopts()).ok());
+}
+
+}  // namespace
+}  // namespace pfsnet

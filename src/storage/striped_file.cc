@@ -1,0 +1,388 @@
+#include "storage/striped_file.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "storage/block_store.h"
+#include "storage/protocol.h"
+
+namespace pfsnet {
+
+using Steady = std::chrono::steady_clock;
+
+StripedFileOptions StripedFileOptions::from(const Config& cfg) {
+  StripedFileOptions o;
+  o.pagepool = static_cast<uint64_t>(cfg.storage.pagepool);
+  o.prefetch_depth = static_cast<int>(cfg.storage.prefetch_depth);
+  o.timeout = std::chrono::seconds(cfg.lnet.transaction_timeout);
+  return o;
+}
+
+Result<std::unique_ptr<StripedFile>> StripedFile::open(RpcEngine& rpc, const std::string& name,
+                                                       const std::vector<Nid>& servers,
+                                                       StripedFileOptions opts) {
+  if (Status s = check_file_name(name); !s.ok()) return s;
+  if (servers.empty()) return Status(Code::kInvalidArgument, "no block servers given");
+  uint32_t block_size = 0;
+  std::vector<uint32_t> counts;
+  CallOptions co;
+  co.timeout = std::min<Duration>(opts.timeout, std::chrono::seconds(10));
+  for (const Nid& s : servers) {
+    RpcReply r = rpc.call(s, kMsgBlockInfo, Buffer(), nullptr, co);
+    if (!r.status.ok())
+      return Status(r.status.code(), "block server " + s.to_string() + ": " + r.status.message());
+    auto info = decode_block_info(r.payload.span());
+    if (!info.ok()) return Status(Code::kProtocol, s.to_string() + ": " + info.status().message());
+    if (info->targets == 0)
+      return Status(Code::kInvalidArgument, "block server " + s.to_string() + " has no targets");
+    if (block_size && info->block_size != block_size)
+      return Status(Code::kInvalidArgument,
+                    "block servers disagree on the block size: " + std::to_string(block_size) +
+                        " and " + std::to_string(info->block_size) + " at " + s.to_string());
+    block_size = info->block_size;
+    counts.push_back(info->targets);
+  }
+  std::vector<TargetRef> targets;
+  uint32_t most = *std::max_element(counts.begin(), counts.end());
+  for (uint32_t t = 0; t < most; ++t)
+    for (size_t i = 0; i < servers.size(); ++i)
+      if (t < counts[i]) targets.push_back({servers[i], t});
+  auto layout = StripeLayout::make(block_size, std::move(targets));
+  if (!layout.ok()) return layout.status();
+  return std::make_unique<StripedFile>(rpc, name, std::move(*layout), opts);
+}
+
+StripedFile::StripedFile(RpcEngine& rpc, std::string name, StripeLayout layout,
+                         StripedFileOptions opts)
+    : rpc_(rpc), name_(std::move(name)), layout_(std::move(layout)), opts_(opts) {
+  if (opts_.tokens) opts_.tokens->add_holder(this);
+}
+
+StripedFile::~StripedFile() { (void)close(); }
+
+Duration StripedFile::rpc_timeout() const { return opts_.timeout; }
+
+bool StripedFile::covered_locked(uint64_t start, uint64_t end) const {
+  for (const TokenRange& t : tokens_)  // disjoint and merged: one covers it or none
+    if (t.start <= start && end <= t.end) return true;
+  return false;
+}
+
+Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
+  const uint32_t bs = layout_.block_size();
+  std::vector<Extent> ext = layout_.map(offset, data.size());
+  MutexLock lk(mu_);
+  if (closed_) return Status(Code::kInvalidArgument, "file " + name_ + " is closed");
+  // A write token on the whole blocks first (none needed for nothing).
+  TokenRange mine{offset / bs * bs, (offset + data.size() + bs - 1) / bs * bs};
+  if (opts_.tokens && mine.end > mine.start) {
+    for (int tries = 0; !covered_locked(mine.start, mine.end); ++tries) {
+      if (tries == 8)
+        return Status(Code::kTimeout, "write of " + name_ + ": its token was taken back 8 times");
+      uint64_t epoch = revoke_epoch_;
+      lk.unlock();
+      Status s = opts_.tokens->acquire(manager(), name_, mine.start, mine.end);
+      lk.lock();
+      if (!s.ok()) return s;
+      ++st_.tokens_acquired;
+      if (epoch != revoke_epoch_) continue;  // taken back meanwhile: ask again
+      // Merge it into the tokens held.
+      TokenRange m = mine;
+      std::vector<TokenRange> kept;
+      for (const TokenRange& t : tokens_) {
+        if (t.end < m.start || m.end < t.start) {
+          kept.push_back(t);
+        } else {
+          m.start = std::min(m.start, t.start);
+          m.end = std::max(m.end, t.end);
+        }
+      }
+      kept.push_back(m);
+      tokens_ = std::move(kept);
+    }
+  }
+  active_.push_back(mine);
+  struct Done {
+    StripedFile* f;
+    TokenRange r;
+    ~Done() NO_THREAD_SAFETY_ANALYSIS {  // runs with mu_ held: lk outlives it
+      auto it = std::find(f->active_.begin(), f->active_.end(), r);
+      if (it != f->active_.end()) f->active_.erase(it);
+      f->cv_.notify_all();
+    }
+  } done{this, mine};
+  ++st_.writes;
+  st_.bytes_written += data.size();
+  auto until = Steady::now() + 2 * rpc_timeout();
+  for (const Extent& e : ext) {
+    // Room in the pagepool, and no earlier write to this block under way (order).
+    bool waited = false;
+    bool ok = cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) {
+      bool room = dirty_bytes_ == 0 || dirty_bytes_ + e.length <= opts_.pagepool;
+      waited = waited || !room;
+      return room && writing_.find(e.file_block) == writing_.end();
+    });
+    if (waited) ++st_.pagepool_waits;
+    if (!ok)
+      return Status(Code::kTimeout, "write of " + name_ +
+                                        ": no pagepool room or an earlier "
+                                        "write of block " +
+                                        std::to_string(e.file_block) + " still under way after " +
+                                        std::to_string(to_ms(2 * rpc_timeout()) / 1000) + " s");
+    // A cached copy of the block would be stale now; one on its way is dropped on arrival.
+    if (auto c = cache_.find(e.file_block); c != cache_.end()) {
+      if (c->second.state == Block::kLoading) {
+        c->second.stale = true;
+      } else {
+        cached_bytes_ -= bs;
+        cache_.erase(c);
+      }
+    }
+    dirty_bytes_ += e.length;
+    ++writing_[e.file_block];
+    ++st_.block_writes;
+    BlockIo io{name_, layout_.targets()[e.target].target, e.target_block, e.offset, e.length};
+    BulkData bulk = make_bulk(Buffer::copy_of(data.subspan(e.buf_offset, e.length)));
+    const Nid server = layout_.targets()[e.target].server;
+    CallOptions co;
+    co.timeout = rpc_timeout();
+    lk.unlock();
+    rpc_.call_async(
+        server, kMsgBlockWrite, encode_block_io(io), std::move(bulk),
+        [this, fb = e.file_block, len = e.length, server](RpcReply&& r) {
+          MutexLock g(mu_);
+          dirty_bytes_ -= len;
+          if (--writing_[fb] == 0) writing_.erase(fb);
+          if (!r.status.ok() && write_error_.ok())
+            write_error_ =
+                Status(r.status.code(), "write of block " + std::to_string(fb) + " to " +
+                                            server.to_string() + ": " + r.status.message());
+          cv_.notify_all();
+        },
+        co);
+    lk.lock();
+  }
+  return Status::Ok();
+}
+
+Status StripedFile::release_range(uint64_t start, uint64_t end) {
+  const uint32_t bs = layout_.block_size();
+  MutexLock lk(mu_);
+  std::vector<TokenRange> kept;
+  for (const TokenRange& t : tokens_) {
+    if (!t.overlaps(start, end)) {
+      kept.push_back(t);
+      continue;
+    }
+    if (t.start < start) kept.push_back({t.start, start});
+    if (t.end > end) kept.push_back({end, t.end});
+  }
+  tokens_ = std::move(kept);
+  ++revoke_epoch_;
+  ++st_.tokens_revoked;
+  // The writes there, started or under way, end first: acknowledged by the servers.
+  const uint64_t first = start / bs, last = (end + bs - 1) / bs;  // blocks [first, last)
+  auto until = Steady::now() + 2 * rpc_timeout();
+  bool ok = cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) {
+    for (const TokenRange& a : active_)
+      if (a.overlaps(start, end)) return false;
+    auto w = writing_.lower_bound(first);
+    return w == writing_.end() || w->first >= last;
+  });
+  if (!ok)
+    return Status(Code::kTimeout, "token of " + name_ + ": writes still under way after " +
+                                      std::to_string(to_ms(2 * rpc_timeout()) / 1000) + " s");
+  // Another node writes there next: a cached block would be stale.
+  for (auto c = cache_.lower_bound(first); c != cache_.end() && c->first < last;) {
+    if (c->second.state == Block::kLoading) {
+      c->second.stale = true;
+      ++c;
+    } else {
+      cached_bytes_ -= bs;
+      c = cache_.erase(c);
+    }
+  }
+  return Status::Ok();  // a write's error comes at its flush, as without tokens
+}
+
+Status StripedFile::flush() {
+  MutexLock lk(mu_);
+  auto until = Steady::now() + 2 * rpc_timeout();
+  if (!cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) { return writing_.empty(); }))
+    return Status(Code::kTimeout, "flush of " + name_ + ": writes still unacknowledged");
+  return std::exchange(write_error_, Status::Ok());
+}
+
+Status StripedFile::wait_writes_locked(MutexLock& lk, const std::vector<uint64_t>& blocks) {
+  auto until = Steady::now() + 2 * rpc_timeout();
+  bool ok = cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) {
+    for (uint64_t b : blocks)
+      if (writing_.count(b)) return false;
+    return true;
+  });
+  if (!ok) return Status(Code::kTimeout, "read of " + name_ + ": waited too long for its writes");
+  return Status::Ok();
+}
+
+void StripedFile::evict_locked() {
+  const uint32_t bs = layout_.block_size();
+  while (cached_bytes_ + bs > opts_.pagepool) {
+    auto victim = cache_.end();
+    for (auto it = cache_.begin(); it != cache_.end(); ++it)
+      if (it->second.state != Block::kLoading &&
+          (victim == cache_.end() || it->second.used < victim->second.used))
+        victim = it;
+    if (victim == cache_.end()) return;
+    cached_bytes_ -= bs;
+    cache_.erase(victim);
+  }
+}
+
+bool StripedFile::load_locked(uint64_t fb, bool demanded, std::vector<uint64_t>* fetch) {
+  const uint32_t bs = layout_.block_size();
+  if (cache_.count(fb)) return true;
+  evict_locked();
+  if (!demanded && cached_bytes_ + bs > opts_.pagepool) return false;
+  Block& b = cache_[fb];
+  b.used = ++tick_;
+  cached_bytes_ += bs;
+  ++loading_;
+  ++st_.block_reads;
+  fetch->push_back(fb);
+  return true;
+}
+
+void StripedFile::fetch(const std::vector<uint64_t>& blocks) {
+  const uint32_t bs = layout_.block_size();
+  for (uint64_t fb : blocks) {
+    size_t t = layout_.target_of(fb);
+    BlockIo io{name_, layout_.targets()[t].target, layout_.target_block(fb), 0, bs};
+    CallOptions co;
+    co.timeout = rpc_timeout();
+    co.reply_bulk = bs;
+    const Nid server = layout_.targets()[t].server;
+    rpc_.call_async(
+        server, kMsgBlockRead, encode_block_io(io), nullptr,
+        [this, fb, bs, server](RpcReply&& r) {
+          MutexLock g(mu_);
+          --loading_;
+          auto it = cache_.find(fb);
+          if (it != cache_.end() && it->second.stale) {
+            cached_bytes_ -= bs;
+            cache_.erase(it);
+          } else if (it != cache_.end()) {
+            Block& blk = it->second;
+            if (r.status.ok() && r.bulk.size() == bs) {
+              blk.state = Block::kReady;
+              blk.data = std::move(r.bulk);
+            } else {
+              blk.state = Block::kFailed;
+              blk.status =
+                  r.status.ok()
+                      ? Status(Code::kProtocol, "BLOCK_READ of " + std::to_string(bs) +
+                                                    " bytes returned " +
+                                                    std::to_string(r.bulk.size()))
+                      : Status(r.status.code(), "read of block " + std::to_string(fb) + " from " +
+                                                    server.to_string() + ": " + r.status.message());
+            }
+          }
+          cv_.notify_all();
+        },
+        co);
+  }
+}
+
+Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
+  std::vector<Extent> ext = layout_.map(offset, out.size());
+  std::vector<uint64_t> blocks;
+  for (const Extent& e : ext) blocks.push_back(e.file_block);
+  MutexLock lk(mu_);
+  if (closed_) return Status(Code::kInvalidArgument, "file " + name_ + " is closed");
+  ++st_.reads;
+  st_.bytes_read += out.size();
+  if (Status s = wait_writes_locked(lk, blocks); !s.ok()) return s;
+  // Blocks to fetch, sent once the lock is let go: a reply may complete on this thread.
+  std::vector<uint64_t> to_fetch;
+  for (uint64_t fb : blocks) {
+    if (cache_.count(fb) && cache_[fb].state == Block::kReady) ++st_.cache_hits;
+    load_locked(fb, true, &to_fetch);
+  }
+  // Read-ahead for a sequential reader.
+  bool sequential = offset == next_sequential_ || offset == 0;
+  next_sequential_ = offset + out.size();
+  if (sequential && !blocks.empty())
+    for (int i = 1; i <= opts_.prefetch_depth; ++i) {
+      uint64_t fb = blocks.back() + i;
+      if (cache_.count(fb) || writing_.count(fb)) continue;
+      if (!load_locked(fb, false, &to_fetch)) break;
+      ++st_.prefetched;
+    }
+  lk.unlock();
+  fetch(to_fetch);
+  lk.lock();
+  auto until = Steady::now() + 2 * rpc_timeout();
+  for (const Extent& e : ext) {
+    // Bounded: a block evicted or made stale while this thread waited is fetched again.
+    for (int tries = 0;; ++tries) {
+      auto it = cache_.find(e.file_block);
+      bool ok = cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) {
+        it = cache_.find(e.file_block);
+        return it == cache_.end() || it->second.state != Block::kLoading;
+      });
+      if (!ok)
+        return Status(Code::kTimeout, "read of " + name_ + ": block " +
+                                          std::to_string(e.file_block) + " did not come within " +
+                                          std::to_string(to_ms(2 * rpc_timeout()) / 1000) + " s");
+      if (it == cache_.end()) {
+        if (tries >= 8)
+          return Status(Code::kInternal, "read of " + name_ + ": block " +
+                                             std::to_string(e.file_block) +
+                                             " evicted 8 times before it was read (pagepool too "
+                                             "small for the readers?)");
+        if (Status s = wait_writes_locked(lk, {e.file_block}); !s.ok()) return s;
+        std::vector<uint64_t> again;
+        load_locked(e.file_block, true, &again);
+        lk.unlock();
+        fetch(again);
+        lk.lock();
+        continue;
+      }
+      Block& b = it->second;
+      if (b.state == Block::kFailed) {
+        Status s = b.status;
+        cached_bytes_ -= layout_.block_size();
+        cache_.erase(it);
+        return s;
+      }
+      b.used = ++tick_;
+      std::memcpy(out.data() + e.buf_offset, b.data.data() + e.offset, e.length);
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
+Status StripedFile::close() {
+  Status s = flush();
+  bool was_closed;
+  {
+    MutexLock lk(mu_);
+    auto until = Steady::now() + 2 * rpc_timeout();
+    if (!cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) { return loading_ == 0; }) &&
+        s.ok())
+      s = Status(Code::kTimeout, "close of " + name_ + ": reads still under way");
+    was_closed = std::exchange(closed_, true);
+  }
+  if (opts_.tokens && !was_closed) {
+    opts_.tokens->remove_holder(this);
+    opts_.tokens->release(manager(), name_);
+  }
+  return s;
+}
+
+StripedFileStats StripedFile::stats() const {
+  MutexLock lk(mu_);
+  return st_;
+}
+
+}  // namespace pfsnet

@@ -1,0 +1,136 @@
+// StripedFile: a file striped over block servers' targets (StripeLayout: round robin in
+// block-size units), read and written at any offset and length by one or many threads of
+// a client node, through the node's pagepool as GPFS does:
+//
+//   write    copies the data into the pagepool and returns; the blocks go to their servers
+//            at once, many in flight (write-behind). A write waits only while the
+//            pagepool's unacknowledged bytes would pass its size, or while an earlier write
+//            to the same block is still under way (so a later write lands later).
+//   flush    returns once every write before it is acknowledged by its server, which
+//            acknowledges only what is in its target: a killed server loses nothing
+//            acknowledged. Its status is the first write error since the last flush.
+//   read     reads whole blocks into the pagepool and copies out; a sequential reader
+//            (one read starting where the last ended) has the next prefetch_depth blocks
+//            fetched ahead of it (read-ahead). A read first waits for this file's writes
+//            under way to the blocks it reads (it sees its own writes).
+//   close    flush, then waits for reads under way.
+//
+// Bytes never written read as zeros. With tokens (options.tokens), a write first holds a
+// write token on its whole blocks: writes of two nodes to overlapping ranges run one after
+// the other, and a node gives up its cached blocks of a range another node writes. Reads
+// take no token: a reader on a node that does not write sees another node's writes once
+// its cached copy is gone (evicted, or the file opened after them).
+//
+// Threads: every function from any thread; replies come on I/O threads. Every wait has a
+// deadline (the RPC timeout, x2 for a wait on another's writes).
+#pragma once
+
+#include <pfsnet/config.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/mutex.h"
+#include "rpc/rpc_engine.h"
+#include "storage/layout.h"
+#include "storage/tokens.h"
+
+namespace pfsnet {
+
+class TokenService;
+
+struct StripedFileOptions {
+  uint64_t pagepool = 100 << 20;                // bytes: write-behind in flight, and cached blocks
+  int prefetch_depth = 4;                       // blocks fetched ahead of a sequential reader
+  Duration timeout = std::chrono::seconds(50);  // per block RPC (lnet.transaction_timeout)
+  // Byte-range write tokens (storage/tokens.h) from the layout's first server; null: none
+  // (then only a file opened after another client's writes is sure to see them).
+  TokenService* tokens = nullptr;
+
+  static StripedFileOptions from(const Config& cfg);
+};
+
+struct StripedFileStats {
+  uint64_t writes = 0, reads = 0;              // calls
+  uint64_t bytes_written = 0, bytes_read = 0;  // by the calls
+  uint64_t block_writes = 0, block_reads = 0;  // RPCs sent
+  uint64_t cache_hits = 0, prefetched = 0;     // blocks found ready; fetched ahead
+  uint64_t pagepool_waits = 0;                 // writes that waited for pagepool room
+  uint64_t tokens_acquired = 0, tokens_revoked = 0;
+};
+
+class StripedFile final : public TokenHolder {
+ public:
+  // Asks every server for its block size and targets (BLOCK_INFO) and stripes the file
+  // `name` over all their targets, target-major (target 0 of each server, then target 1
+  // ...), so consecutive blocks go to different servers. Errors: a bad name, a server that
+  // does not answer or has no targets, servers with different block sizes.
+  static Result<std::unique_ptr<StripedFile>> open(RpcEngine& rpc, const std::string& name,
+                                                   const std::vector<Nid>& servers,
+                                                   StripedFileOptions opts);
+  // Over a layout already known (tests).
+  StripedFile(RpcEngine& rpc, std::string name, StripeLayout layout, StripedFileOptions opts);
+  ~StripedFile();
+
+  Status write(uint64_t offset, std::span<const uint8_t> data);
+  Status read(uint64_t offset, std::span<uint8_t> out);
+  Status flush();
+  Status close();
+
+  const StripeLayout& layout() const { return layout_; }
+  const std::string& name() const { return name_; }
+  StripedFileStats stats() const;
+
+  // TokenHolder: the manager takes [start, end) back -- no new write starts there, the
+  // writes under way there are acknowledged, its cached blocks there are dropped.
+  const std::string& token_file() const override { return name_; }
+  Status release_range(uint64_t start, uint64_t end) override EXCLUDES(mu_);
+
+ private:
+  struct Block {
+    enum State { kLoading, kReady, kFailed } state = kLoading;
+    Buffer data;
+    Status status;
+    uint64_t used = 0;   // LRU tick
+    bool stale = false;  // written while loading: dropped when it arrives
+  };
+  Duration rpc_timeout() const;
+  TimePoint deadline(int factor = 1) const;
+  // Makes room for file block `fb` and adds it to `fetch` unless it is cached or loading.
+  // Returns false when the pagepool has no room (only for read-ahead; a demanded block
+  // always goes).
+  bool load_locked(uint64_t fb, bool demanded, std::vector<uint64_t>* fetch) REQUIRES(mu_);
+  // Sends BLOCK_READs for `blocks` (not under mu_: a reply may complete on this thread).
+  void fetch(const std::vector<uint64_t>& blocks) EXCLUDES(mu_);
+  void evict_locked() REQUIRES(mu_);
+  // Waits until no write of this file is under way to any of `blocks`.
+  Status wait_writes_locked(MutexLock& lk, const std::vector<uint64_t>& blocks) REQUIRES(mu_);
+
+  RpcEngine& rpc_;
+  const std::string name_;
+  const StripeLayout layout_;
+  const StripedFileOptions opts_;
+
+  mutable Mutex mu_;
+  CondVar cv_;
+  uint64_t dirty_bytes_ GUARDED_BY(mu_) = 0;         // written, not yet acknowledged
+  std::map<uint64_t, int> writing_ GUARDED_BY(mu_);  // file block -> writes under way
+  Status write_error_ GUARDED_BY(mu_);               // first since the last flush
+  std::map<uint64_t, Block> cache_ GUARDED_BY(mu_);  // file block -> its data
+  uint64_t cached_bytes_ GUARDED_BY(mu_) = 0;
+  int loading_ GUARDED_BY(mu_) = 0;
+  uint64_t tick_ GUARDED_BY(mu_) = 0;
+  uint64_t next_sequential_ GUARDED_BY(mu_) = UINT64_MAX;  // where a sequential read starts
+  StripedFileStats st_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
+  std::vector<TokenRange> tokens_ GUARDED_BY(mu_);  // held write tokens
+  std::vector<TokenRange> active_ GUARDED_BY(mu_);  // write calls under way
+  uint64_t revoke_epoch_ GUARDED_BY(mu_) = 0;       // +1 per revocation
+  bool covered_locked(uint64_t start, uint64_t end) const REQUIRES(mu_);
+  // The token manager: the layout's first server.
+  const Nid& manager() const { return layout_.targets()[0].server; }
+};
+
+}  // namespace pfsnet

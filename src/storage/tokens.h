@@ -1,0 +1,121 @@
+// Byte-range write tokens, the GPFS paper's token scheme in the small. A client writes a
+// range of a striped file only while it holds a write token covering it. The token
+// manager of a file is its layout's first server (every client names the same servers in
+// the same order, so all agree on it without asking anyone). A token asked for is granted
+// at once when no other node holds an overlapping one; otherwise the manager revokes the
+// overlap from its holders first: a holder stops starting writes there, waits until its
+// writes there are acknowledged by the servers, drops its cached blocks there, and answers.
+// So writes to disjoint ranges proceed in parallel, overlapping ones one after another,
+// and a reader on the writer's node never keeps a block another node has since written.
+// A holder that does not answer its revocation (dead, or past the RPC timeout) loses all
+// its tokens on that file.
+//
+//   TOKEN_ACQUIRE  client -> manager: JSON {"file", "start", "end"}; the reply when granted
+//   TOKEN_REVOKE   manager -> holder: the same fields; the reply once released
+//   TOKEN_RELEASE  client -> manager: {"file"}: all its tokens on it (at close)
+// Ranges are [start, end) in bytes, whole blocks as the clients ask.
+//
+// Thread safety: TokenTable is a plain value (its user locks). TokenService: any thread;
+// its handlers answer later (revocations are RPCs), a holder's side of a revocation runs on
+// its own worker threads.
+#pragma once
+
+#include <pfsnet/nid.h>
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/mutex.h"
+#include "rpc/rpc_engine.h"
+#include "rpc/worker_pool.h"
+
+namespace pfsnet {
+
+struct TokenRange {
+  uint64_t start = 0, end = 0;  // [start, end)
+  bool overlaps(uint64_t s, uint64_t e) const { return start < e && s < end; }
+  bool operator==(const TokenRange&) const = default;
+};
+
+// The manager's table: per file, per holder, its ranges (disjoint, sorted, merged).
+class TokenTable {
+ public:
+  // Holders other than `who` with a token on `file` overlapping [start, end).
+  std::vector<Nid> conflicts(const std::string& file, const Nid& who, uint64_t start,
+                             uint64_t end) const;
+  void grant(const std::string& file, const Nid& who, uint64_t start, uint64_t end);
+  // Takes [start, end) out of `who`'s tokens on `file` (splitting a range that covers it).
+  void revoke(const std::string& file, const Nid& who, uint64_t start, uint64_t end);
+  void drop(const std::string& file, const Nid& who);
+  std::vector<TokenRange> held(const std::string& file, const Nid& who) const;
+
+ private:
+  // file -> holder (packed NID) -> ranges by start
+  std::map<std::string, std::map<uint64_t, std::map<uint64_t, uint64_t>>> files_;
+};
+
+// What a client needs of a file for its tokens: revoke a range (blocking until released).
+class TokenHolder {
+ public:
+  virtual ~TokenHolder() = default;
+  virtual const std::string& token_file() const = 0;
+  virtual Status release_range(uint64_t start, uint64_t end) = 0;
+};
+
+// A TOKEN_* request's fields. decode_token_range: from a peer, each checked (kProtocol:
+// not JSON, a bad file name, without `need_range` nothing else; with it 0 <= start < end
+// <= 2^62).
+struct TokenRangeMsg {
+  std::string file;
+  uint64_t start = 0, end = 0;
+};
+Buffer encode_token_range(const TokenRangeMsg& m);
+Result<TokenRangeMsg> decode_token_range(std::span<const uint8_t> b, bool need_range);
+
+struct TokenStats {
+  uint64_t granted = 0, revocations = 0, holders_dropped = 0;  // as a manager
+  uint64_t acquired = 0, revoked = 0;                          // as a client
+};
+
+class TokenService {
+ public:
+  // Serves the three TOKEN_* messages on `rpc` (register before traffic).
+  TokenService(RpcEngine& rpc, const Clock& clock, Duration timeout);
+  ~TokenService();
+  void stop();
+
+  // Client side. Blocks until the manager grants [start, end) of `file` to this node.
+  Status acquire(const Nid& manager, const std::string& file, uint64_t start, uint64_t end);
+  void release(const Nid& manager, const std::string& file);  // best effort
+  void add_holder(TokenHolder* h) EXCLUDES(mu_);
+  void remove_holder(TokenHolder* h) EXCLUDES(mu_);
+
+  TokenStats stats() const EXCLUDES(mu_);
+
+ private:
+  struct Pending;
+  void on_acquire(RpcRequest& req, Responder r);
+  // Works on the head of `file`'s queue: grants it, or revokes what conflicts and comes
+  // back when every holder answered. Acquires of one file are decided in arrival order.
+  void next(const std::string& file) EXCLUDES(mu_);
+  void on_revoke(RpcRequest& req, Responder r);
+
+  RpcEngine& rpc_;
+  const Duration timeout_;
+  WorkerPool revokers_;  // a holder's side of revocations (they wait for writes)
+  mutable Mutex mu_;
+  TokenTable table_ GUARDED_BY(mu_);
+  std::set<TokenHolder*> holders_ GUARDED_BY(mu_);
+  std::map<std::string, std::deque<std::shared_ptr<Pending>>> queue_ GUARDED_BY(mu_);
+  bool stopped_ GUARDED_BY(mu_) = false;
+  TokenStats st_ GUARDED_BY(mu_);
+  CondVar cv_;
+  int busy_ GUARDED_BY(mu_) = 0;  // revocations taken by a worker, not yet answered
+};
+
+}  // namespace pfsnet

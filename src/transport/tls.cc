@@ -1,0 +1,260 @@
+#include "transport/tls.h"
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <csignal>
+#include <cstring>
+
+namespace pfsnet {
+namespace {
+
+constexpr size_t kReadAhead = 64 * 1024;
+constexpr char kCipherSuites[] = "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256";
+// TLS_AES_128_GCM_SHA256's code point: the cipher a PSK session is made for.
+constexpr unsigned char kPskCipher[2] = {0x13, 0x01};
+
+// The newest error on this thread's OpenSSL queue, as text; the queue is emptied.
+std::string openssl_error() {
+  unsigned long e = ERR_get_error();
+  unsigned long last = e;
+  while (e != 0) {
+    last = e;
+    e = ERR_get_error();
+  }
+  if (last == 0) return "unknown TLS error";
+  char buf[256];
+  ERR_error_string_n(last, buf, sizeof(buf));
+  return buf;
+}
+
+// The PSK's session: TLS 1.3, its cipher, the key. Ownership goes to OpenSSL.
+SSL_SESSION* psk_session(SSL* ssl, const std::string& psk) {
+  const SSL_CIPHER* cipher = SSL_CIPHER_find(ssl, kPskCipher);
+  if (cipher == nullptr) return nullptr;
+  SSL_SESSION* s = SSL_SESSION_new();
+  if (s == nullptr) return nullptr;
+  if (!SSL_SESSION_set1_master_key(s, reinterpret_cast<const unsigned char*>(psk.data()),
+                                   psk.size()) ||
+      !SSL_SESSION_set_cipher(s, cipher) || !SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION)) {
+    SSL_SESSION_free(s);
+    return nullptr;
+  }
+  return s;
+}
+
+int ctx_index() {
+  static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
+const TlsContext* context_of(SSL* ssl) {
+  return static_cast<const TlsContext*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_index()));
+}
+
+// Client: offer the cluster PSK (its hash is SHA-256; asked again for another hash, none).
+int use_psk(SSL* ssl, const EVP_MD* md, const unsigned char** id, size_t* idlen,
+            SSL_SESSION** sess) {
+  *sess = nullptr;
+  if (md != nullptr && EVP_MD_get_type(md) != NID_sha256) return 1;
+  const TlsContext* t = context_of(ssl);
+  if (t == nullptr) return 0;
+  *sess = psk_session(ssl, t->psk());
+  if (*sess == nullptr) return 0;
+  *id = reinterpret_cast<const unsigned char*>(kPskLabel);
+  *idlen = sizeof(kPskLabel) - 1;
+  return 1;
+}
+
+// Server: the cluster PSK for its identity; any other identity has none (the handshake
+// then fails: this server has no certificate).
+int find_psk(SSL* ssl, const unsigned char* id, size_t idlen, SSL_SESSION** sess) {
+  *sess = nullptr;
+  const TlsContext* t = context_of(ssl);
+  if (t == nullptr) return 0;
+  if (idlen != sizeof(kPskLabel) - 1 || std::memcmp(id, kPskLabel, idlen) != 0) return 1;
+  *sess = psk_session(ssl, t->psk());
+  return *sess != nullptr ? 1 : 0;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const TlsContext>> TlsContext::create(const TlsConfig& cfg,
+                                                             const std::string& cluster_key) {
+  struct sigaction old {};
+  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL)
+    std::signal(SIGPIPE, SIG_IGN);
+  ERR_clear_error();
+  std::shared_ptr<TlsContext> t(new TlsContext());
+  t->ctx_ = SSL_CTX_new(TLS_method());
+  if (t->ctx_ == nullptr) return Status(Code::kInternal, "TLS: " + openssl_error());
+  SSL_CTX* c = t->ctx_;
+  SSL_CTX_set_min_proto_version(c, TLS1_3_VERSION);
+  SSL_CTX_set_max_proto_version(c, TLS1_3_VERSION);
+  if (!SSL_CTX_set_ciphersuites(c, kCipherSuites))
+    return Status(Code::kInternal, "TLS ciphers: " + openssl_error());
+  // No tickets, no resumption, no early data: every connection runs a full handshake.
+  SSL_CTX_set_num_tickets(c, 0);
+  SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
+  // A peer that closes without close_notify (pfsnet never sends one: a connection ends
+  // with its socket) is an end of stream, not an error.
+  SSL_CTX_set_options(c, SSL_OP_NO_TICKET | SSL_OP_ENABLE_KTLS | SSL_OP_IGNORE_UNEXPECTED_EOF);
+  SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // Read ahead into a buffer of several records: one read(2) brings in up to 64 KiB of
+  // records instead of one call per record (and one for its header).
+  SSL_CTX_set_read_ahead(c, 1);
+  SSL_CTX_set_default_read_buffer_len(c, kReadAhead);
+  SSL_CTX_set_ex_data(c, ctx_index(), t.get());
+  if (!cfg.cert_file.empty()) {
+    t->certs_ = true;
+    if (SSL_CTX_use_certificate_chain_file(c, cfg.cert_file.c_str()) != 1)
+      return Status(Code::kInvalidArgument,
+                    "tls.cert_file " + cfg.cert_file + ": " + openssl_error());
+    if (SSL_CTX_use_PrivateKey_file(c, cfg.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+      bool mismatch = ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
+      std::string why = openssl_error();
+      return Status(Code::kInvalidArgument,
+                    "tls.key_file " + cfg.key_file +
+                        (mismatch ? " does not match tls.cert_file " + cfg.cert_file : ": " + why));
+    }
+    if (SSL_CTX_check_private_key(c) != 1)
+      return Status(Code::kInvalidArgument, "tls.key_file " + cfg.key_file +
+                                                " does not match tls.cert_file " + cfg.cert_file);
+    if (SSL_CTX_load_verify_locations(c, cfg.ca_file.c_str(), nullptr) != 1)
+      return Status(Code::kInvalidArgument, "tls.ca_file " + cfg.ca_file + ": " + openssl_error());
+    SSL_CTX_set_verify(c, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  } else {
+    if (cluster_key.empty())
+      return Status(Code::kInvalidArgument, "TLS keyed from the cluster key needs a cluster key");
+    unsigned char mac[32];
+    unsigned int len = sizeof(mac);
+    HMAC(EVP_sha256(), cluster_key.data(), static_cast<int>(cluster_key.size()),
+         reinterpret_cast<const unsigned char*>(kPskLabel), sizeof(kPskLabel) - 1, mac, &len);
+    t->psk_.assign(reinterpret_cast<const char*>(mac), len);
+    SSL_CTX_set_psk_use_session_callback(c, use_psk);
+    SSL_CTX_set_psk_find_session_callback(c, find_psk);
+  }
+  return std::shared_ptr<const TlsContext>(std::move(t));
+}
+
+TlsContext::~TlsContext() {
+  if (ctx_ != nullptr) SSL_CTX_free(ctx_);
+}
+
+TlsSession::TlsSession(std::shared_ptr<const TlsContext> ctx, int fd, bool client)
+    : ctx_(std::move(ctx)) {
+  MutexLock lk(mu_);
+  ssl_ = SSL_new(ctx_->ctx());
+  if (ssl_ == nullptr) return;
+  SSL_set_fd(ssl_, fd);
+  if (client) {
+    SSL_set_connect_state(ssl_);
+  } else {
+    SSL_set_accept_state(ssl_);
+  }
+}
+
+TlsSession::~TlsSession() {
+  MutexLock lk(mu_);
+  if (ssl_ != nullptr) SSL_free(ssl_);
+}
+
+TlsIo TlsSession::result_of(int ok, size_t n) {
+  TlsIo r;
+  if (ok > 0) {
+    r.n = n;
+    return r;
+  }
+  int err = SSL_get_error(ssl_, ok);
+  switch (err) {
+    case SSL_ERROR_WANT_READ:
+      r.want = TlsIo::Want::kRead;
+      return r;
+    case SSL_ERROR_WANT_WRITE:
+      r.want = TlsIo::Want::kWrite;
+      return r;
+    case SSL_ERROR_ZERO_RETURN:
+      r.want = TlsIo::Want::kClosed;
+      return r;
+    case SSL_ERROR_SYSCALL:
+      if (errno == 0 && ERR_peek_error() == 0) {
+        r.want = TlsIo::Want::kClosed;  // end of stream without close_notify
+        return r;
+      }
+      r.want = TlsIo::Want::kError;
+      r.sys_errno = errno;
+      r.error = ERR_peek_error() != 0 ? openssl_error() : std::strerror(errno);
+      return r;
+    default: {
+      r.want = TlsIo::Want::kError;
+      unsigned long e = ERR_peek_last_error();
+      r.bad_mac = ERR_GET_REASON(e) == SSL_R_DECRYPTION_FAILED_OR_BAD_RECORD_MAC;
+      r.error = openssl_error();
+      if (ctx_->uses_certificates() && SSL_get_verify_result(ssl_) != X509_V_OK)
+        r.error += std::string(" (certificate: ") +
+                   X509_verify_cert_error_string(SSL_get_verify_result(ssl_)) + ")";
+      return r;
+    }
+  }
+}
+
+TlsIo TlsSession::handshake() {
+  MutexLock lk(mu_);
+  if (ssl_ == nullptr) return TlsIo{0, TlsIo::Want::kError, "TLS: no session", 0, false};
+  ERR_clear_error();
+  errno = 0;
+  int ok = SSL_do_handshake(ssl_);
+  return result_of(ok, 0);
+}
+
+TlsIo TlsSession::read(void* p, size_t n) {
+  MutexLock lk(mu_);
+  if (ssl_ == nullptr) return TlsIo{0, TlsIo::Want::kError, "TLS: no session", 0, false};
+  ERR_clear_error();
+  errno = 0;
+  size_t got = 0;
+  int ok = SSL_read_ex(ssl_, p, n, &got);
+  return result_of(ok, got);
+}
+
+TlsIo TlsSession::write(const void* p, size_t n) {
+  MutexLock lk(mu_);
+  if (ssl_ == nullptr) return TlsIo{0, TlsIo::Want::kError, "TLS: no session", 0, false};
+  ERR_clear_error();
+  errno = 0;
+  size_t put = 0;
+  int ok = SSL_write_ex(ssl_, p, n, &put);
+  return result_of(ok, put);
+}
+
+bool TlsSession::ktls_send() const {
+  MutexLock lk(mu_);
+  return ssl_ != nullptr && BIO_get_ktls_send(SSL_get_wbio(ssl_));
+}
+
+bool TlsSession::ktls_recv() const {
+  MutexLock lk(mu_);
+  return ssl_ != nullptr && BIO_get_ktls_recv(SSL_get_rbio(ssl_));
+}
+
+std::string TlsSession::describe() const {
+  bool send = ktls_send(), recv = ktls_recv();
+  MutexLock lk(mu_);
+  if (ssl_ == nullptr) return "TLS (no session)";
+  const SSL_CIPHER* c = SSL_get_current_cipher(ssl_);
+  std::string s = std::string(SSL_get_version(ssl_)) + " " +
+                  (c != nullptr ? SSL_CIPHER_get_name(c) : "?") +
+                  (ctx_->uses_certificates() ? " certificates" : " psk");
+  if (send || recv) {
+    s += std::string(", kernel TLS ") + (send && recv ? "send+receive" : send ? "send" : "receive");
+  } else {
+    s += ", user-space TLS";
+  }
+  return s;
+}
+
+}  // namespace pfsnet

@@ -1,0 +1,103 @@
+// TLS 1.3 for TcpTransport (tls.* config, off by default): every byte of a connection --
+// the cluster-key handshake, frames, bulk -- in TLS records, encrypted and authenticated.
+//
+// Keying. By default from the cluster key: an external PSK (RFC 8446 4.2.11), the
+// HMAC-SHA256 of the cluster key over kPskLabel, with (EC)DHE on top (psk_dhe_ke), so a
+// leaked cluster key does not open recorded traffic. Or, with cert_file, key_file and
+// ca_file, certificates: each end proves one signed by ca_file (mutual; names are not
+// checked -- the CA is the cluster's). Either way the cluster-key HELLO/AUTH handshake
+// then runs inside TLS as without it. Ciphers: TLS_AES_128_GCM_SHA256 first (AES-NI),
+// then TLS_CHACHA20_POLY1305_SHA256 (both SHA-256, so the PSK's hash).
+//
+// Kernel TLS: SSL_OP_ENABLE_KTLS is set; when the kernel has the tls ULP (CONFIG_TLS) and
+// OpenSSL takes it, records are built (send) or opened (receive) by the kernel and
+// TlsSession's read/write pass plaintext through it; otherwise OpenSSL does them in
+// user space. TlsSession::describe() says which.
+//
+// Threads: TlsContext is immutable after create() and shared by every connection. A
+// TlsSession may be used from any thread: each call holds its mutex (OpenSSL forbids
+// concurrent use of one SSL, even one reader and one writer). Every call is non-blocking.
+#pragma once
+
+#include <pfsnet/config.h>
+#include <pfsnet/status.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "base/mutex.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
+
+namespace pfsnet {
+
+// The context string of the PSK derived from the cluster key (and the PSK identity).
+inline constexpr char kPskLabel[] = "pfsnet tls 1.3 psk v1";
+
+class TlsContext {
+ public:
+  // Builds the context from the [tls] config: certificates when cert_file is set (each
+  // file read and checked now: a bad one is an error naming it), else a PSK from
+  // `cluster_key`. Sets SIGPIPE to be ignored when it is at its default (OpenSSL writes
+  // with write(2); a closed peer must be an error, not the end of the process).
+  static Result<std::shared_ptr<const TlsContext>> create(const TlsConfig& cfg,
+                                                          const std::string& cluster_key);
+  ~TlsContext();
+  TlsContext(const TlsContext&) = delete;
+  TlsContext& operator=(const TlsContext&) = delete;
+
+  bool uses_certificates() const { return certs_; }
+  SSL_CTX* ctx() const { return ctx_; }
+  // The PSK (empty with certificates).
+  const std::string& psk() const { return psk_; }
+
+ private:
+  TlsContext() = default;
+  SSL_CTX* ctx_ = nullptr;
+  bool certs_ = false;
+  std::string psk_;
+};
+
+// What a non-blocking TLS call did: moved `n` bytes, or wants the socket readable or
+// writable before it is called again with the same arguments, or ended.
+struct TlsIo {
+  enum class Want { kNone, kRead, kWrite, kClosed, kError };
+  size_t n = 0;
+  Want want = Want::kNone;
+  std::string error;     // kError: OpenSSL's reason (or the system error)
+  int sys_errno = 0;     // kError from a system call: its errno
+  bool bad_mac = false;  // kError: a record failed authentication (altered on the way)
+};
+
+// One connection's TLS state over its socket `fd` (non-blocking; not owned: closing it
+// is the caller's).
+class TlsSession {
+ public:
+  TlsSession(std::shared_ptr<const TlsContext> ctx, int fd, bool client);
+  ~TlsSession();
+  TlsSession(const TlsSession&) = delete;
+  TlsSession& operator=(const TlsSession&) = delete;
+
+  // One step of the handshake: kNone when it is done.
+  TlsIo handshake();
+  TlsIo read(void* p, size_t n);
+  // Writes whole records of up to `n` bytes (partial writes allowed: n says how many went);
+  // after kWrite, call again with the same bytes.
+  TlsIo write(const void* p, size_t n);
+
+  // "TLS1.3 TLS_AES_128_GCM_SHA256 psk, kernel TLS send+receive" (after the handshake).
+  std::string describe() const;
+  bool ktls_send() const;
+  bool ktls_recv() const;
+
+ private:
+  TlsIo result_of(int ok, size_t n) REQUIRES(mu_);
+
+  std::shared_ptr<const TlsContext> ctx_;
+  mutable Mutex mu_;
+  SSL* ssl_ GUARDED_BY(mu_) = nullptr;
+};
+
+}  // namespace pfsnet
