@@ -1,8 +1,13 @@
 // Fuzz target: the block service's messages from peers -- BLOCK_WRITE / BLOCK_READ
 // requests (file name, target, block, offset, length, checked against the block size) and
-// BLOCK_INFO replies; IOBENCH requests and replies (pfsnet bench gpfs); TOKEN_* requests.
+// BLOCK_INFO replies; IOBENCH requests and replies (pfsnet bench gpfs); TOKEN_* requests;
+// a block device target's label and slot records (what a device hands a server at open).
 // The first byte picks the decoder and, for block requests, the block size.
+#include <cstring>
+
 #include "fuzz.h"
+#include "storage/block_store.h"
+#include "storage/device_layout.h"
 #include "storage/iobench.h"
 #include "storage/protocol.h"
 #include "storage/tokens.h"
@@ -12,6 +17,31 @@ using namespace pfsnet;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::span<const uint8_t> in(data + 1, size - 1);
+  if ((data[0] & 0x0f) == 0x0f) {  // a device's label (0x0f: device bytes, label) or record
+    if (data[0] & 0x10) {
+      auto r = decode_slot_record(in);
+      if (r) {
+        FUZZ_CHECK(check_file_name(r->file).ok());
+        auto again = decode_slot_record(encode_slot_record(*r));
+        FUZZ_CHECK(again && again->file == r->file && again->block == r->block);
+      }
+      return 0;
+    }
+    if (in.size() < 8) return 0;
+    uint64_t device_bytes;
+    std::memcpy(&device_bytes, in.data(), 8);
+    LabelRead l = decode_device_label(in.subspan(8), device_bytes);
+    FUZZ_CHECK((l.state == LabelState::kForeign) == !l.why.empty());
+    if (l.state == LabelState::kLabelled) {
+      FUZZ_CHECK(l.layout.slots > 0 && l.layout.end() <= device_bytes);
+      FUZZ_CHECK(l.layout.data_offset % 4096 == 0 &&
+                 l.layout.record_offset(l.layout.slots) <= l.layout.data_offset);
+      LabelRead again = decode_device_label(encode_device_label(l.layout), device_bytes);
+      FUZZ_CHECK(again.state == LabelState::kLabelled && again.layout.slots == l.layout.slots &&
+                 again.layout.block_size == l.layout.block_size);
+    }
+    return 0;
+  }
   if ((data[0] & 0x0f) == 0x0b) {  // TOKEN_*: 0x0b with a range, 0x1b without
     bool range = !(data[0] & 0x10);
     auto m = decode_token_range(in, range);
@@ -68,6 +98,19 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
                    return q.encode();
                  }()),
           tagged(0x07, encode_iobench_result({1 << 20, 0, "", 5, 9, 0.25})),
-          tagged(0x0b, encode_token_range({"tok", 65536, 131072}))};
+          tagged(0x0b, encode_token_range({"tok", 65536, 131072})),
+          tagged(0x1f,
+                 [] {
+                   auto r = encode_slot_record({"bench.file", 77});
+                   return std::vector<uint8_t>(r.begin(), r.end());
+                 }()),
+          tagged(0x0f, [] {
+            uint64_t bytes = 16 << 20;
+            std::vector<uint8_t> v(8);
+            std::memcpy(v.data(), &bytes, 8);
+            auto l = encode_device_label(*DeviceLayout::fit(bytes, 65536));
+            v.insert(v.end(), l.begin(), l.end());
+            return v;
+          }())};
 }
 }  // namespace pfsnet::fuzz

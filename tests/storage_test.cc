@@ -4,11 +4,15 @@
 // were acknowledged.
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "cluster.h"
+#include "storage/block_store.h"
 
 namespace pfsnet::testing {
 namespace {
@@ -29,14 +33,42 @@ std::string read_all(const std::string& path) {
   return ss.str();
 }
 
-// A block server's TOML: targets in directories under `dir`.
-DaemonOptions server_opts(const TempDir& dir, const std::string& name, int targets) {
+// A loop device over a sparse file in `dir` (root): a real block device for a target,
+// detached at the end. path() is empty when the machine gives none.
+class LoopDevice {
+ public:
+  LoopDevice(const TempDir& dir, const std::string& name, uint64_t bytes) {
+    std::string image = dir.file(name + ".img");
+    write_file(image, "");
+    std::filesystem::resize_file(image, bytes);
+    for (const char* p : {"/usr/sbin/losetup", "/sbin/losetup"})
+      if (access(p, X_OK) == 0) losetup_ = p;
+    if (losetup_.empty()) return;
+    auto [rc, out] = run({losetup_, "--find", "--show", image}, 10000ms);
+    while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.pop_back();
+    if (rc == 0 && out.rfind("/dev/loop", 0) == 0) path_ = out;
+  }
+  ~LoopDevice() {
+    if (!path_.empty()) run({losetup_, "--detach", path_}, 10000ms);
+  }
+  LoopDevice(const LoopDevice&) = delete;
+  LoopDevice& operator=(const LoopDevice&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string losetup_, path_;
+};
+
+// A block server's TOML: targets in directories under `dir`, or the ones given.
+DaemonOptions server_opts(const TempDir& dir, const std::string& name, int targets,
+                          const std::vector<std::string>& given = {}) {
   DaemonOptions o;
   o.transaction_timeout = 5;
   o.node_extra = "roles = [\"server\"]\n";
   std::string list;
   for (int t = 0; t < targets; ++t)
-    list += std::string(t ? ", " : "") + "\"" + dir.file(name + "-t" + std::to_string(t)) + "\"";
+    list += std::string(t ? ", " : "") + "\"" +
+            (given.empty() ? dir.file(name + "-t" + std::to_string(t)) : given.at(t)) + "\"";
   o.extra = "[storage]\ntargets = [" + list + "]\nblock_size = 65536\nbuffers = 8\n";
   return o;
 }
@@ -49,10 +81,14 @@ DaemonOptions client_opts() {
 }
 
 struct StorageCluster {
-  StorageCluster()
+  // s2's one target: a directory, or `s2_target` (a block device).
+  explicit StorageCluster(const std::string& s2_target = "")
       : key(TwoDaemons::write_key(dir)),
         s1(dir, 2, key, server_opts(dir, "s1", 2)),
-        s2(dir, 3, key, server_opts(dir, "s2", 1)),
+        s2(dir, 3, key,
+           server_opts(dir, "s2", 1,
+                       s2_target.empty() ? std::vector<std::string>{}
+                                         : std::vector<std::string>{s2_target})),
         c1(dir, 4, key, client_opts()),
         c2(dir, 5, key, client_opts()) {}
   bool ready() const { return s1.ready() && s2.ready() && c1.ready() && c2.ready(); }
@@ -136,6 +172,18 @@ TEST(StorageTest, AStripedFileWrittenByOneClientReadsBackFromAnother) {
   std::tie(rc, out) = run({PFSNET_BIN, "--socket", c.s1.socket(), "storage"});
   EXPECT_EQ(rc, 0);
   EXPECT_NE(out.find("buffers: 8 x 64.0KiB"), std::string::npos) << out;
+  // tune's storage rules take the server's own figures when none are given.
+  std::tie(rc, out) = run({PFSNET_BIN, "--socket", c.s1.socket(), "tune", "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  json adv = last_json_line(out)["storage"];
+  EXPECT_GE(adv["measured"]["requests"].get<int64_t>(), requests) << adv.dump();  // more may close
+  EXPECT_GT(adv["measured"]["peak_requests_per_s"].get<int64_t>(), 0) << adv.dump();
+  EXPECT_NE(adv["turnaround_from"].get<std::string>().find("this server's statistics"),
+            std::string::npos)
+      << adv.dump();
+  EXPECT_NE(adv["throughput_from"].get<std::string>().find("busiest second"), std::string::npos)
+      << adv.dump();
+  EXPECT_GE(adv["buffers"]["needed"].get<int64_t>(), 1) << adv.dump();
 
   // Bad requests: one clear line, nothing changes.
   std::tie(rc, out) = run({PFSNET_BIN, "--socket", c.c1.socket(), "file", "put", "../x",
@@ -151,9 +199,21 @@ TEST(StorageTest, AStripedFileWrittenByOneClientReadsBackFromAnother) {
   EXPECT_NE(out.find("no block targets"), std::string::npos) << out;
 }
 
+// s2's target is a raw block device (a loop device): its slot table and blocks are what
+// the restarted server finds.
 TEST(StorageTest, AServerKilledInTheMiddleOfWritesLosesNoneThatWereAcknowledged) {
-  StorageCluster c;
+  TempDir devdir;
+  LoopDevice dev(devdir, "s2-t0", 16 << 20);
+  if (dev.path().empty()) GTEST_SKIP() << "needs a loop device (losetup, as root)";
+  StorageCluster c(dev.path());
   ASSERT_TRUE(c.ready());
+  {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", c.s2.socket(), "storage", "--json"});
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_NE(last_json_line(out)["targets"][0]["where"].get<std::string>().find("block device"),
+              std::string::npos)
+        << out;
+  }
   constexpr uint64_t kChunk = 1 << 20;
   std::vector<std::string> chunks;
   std::vector<bool> acked;
@@ -178,8 +238,8 @@ TEST(StorageTest, AServerKilledInTheMiddleOfWritesLosesNoneThatWereAcknowledged)
     }
   }
   EXPECT_GT(failed_after_kill, 0);  // the kill was felt: writes to s2's target failed
-  // s2 comes back on the same directories; every acknowledged chunk reads back exactly.
-  Daemon s2(c.dir, 3, c.key, server_opts(c.dir, "s2", 1));
+  // s2 comes back on the same device; every acknowledged chunk reads back exactly.
+  Daemon s2(c.dir, 3, c.key, server_opts(c.dir, "s2", 1, {dev.path()}));
   ASSERT_TRUE(s2.ready());
   int checked = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -191,6 +251,89 @@ TEST(StorageTest, AServerKilledInTheMiddleOfWritesLosesNoneThatWereAcknowledged)
     ++checked;
   }
   EXPECT_GE(checked, 6);
+}
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = uint8_t(i * 7 + seed);
+  return v;
+}
+
+// A raw block device as a target (storage/device_layout.h): blocks of several files, the
+// first writes of one block from 8 threads at once, what was written there after the
+// store is opened again, a full device, and devices that are not its own refused unchanged.
+TEST(StorageTest, ABlockDeviceTargetKeepsItsBlocksAndRefusesWhatIsNotItsOwn) {
+  TempDir dir;
+  LoopDevice dev(dir, "bd", 1 << 20);  // 247 slots of 4 KiB
+  if (dev.path().empty()) GTEST_SKIP() << "needs a loop device (losetup, as root)";
+  auto s = open_block_store(dev.path(), 4096, 1 << 30);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_NE((*s)->describe().find("block device"), std::string::npos) << (*s)->describe();
+  const auto data = pattern(3000, 1);
+  ASSERT_TRUE((*s)->write("f1", 5, 1000, data).ok());
+  // Eight threads write their 512 bytes of one new block at once: none is lost to the
+  // first writer's zeros around its data.
+  std::vector<std::thread> writers;
+  for (int i = 0; i < 8; ++i)
+    writers.emplace_back([&, i] {
+      EXPECT_TRUE((*s)->write("c", 7, uint32_t(i * 512), pattern(512, uint8_t(i))).ok());
+    });
+  for (auto& t : writers) t.join();
+  auto check = [&](BlockStore& st) {
+    std::vector<uint8_t> out(4096, 0xAA);
+    ASSERT_TRUE(st.read("f1", 5, 0, out).ok());
+    EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + 1000), std::vector<uint8_t>(1000, 0));
+    EXPECT_EQ(std::vector<uint8_t>(out.begin() + 1000, out.begin() + 4000), data);
+    ASSERT_TRUE(st.read("c", 7, 0, out).ok());
+    for (int i = 0; i < 8; ++i)
+      EXPECT_EQ(std::vector<uint8_t>(out.begin() + i * 512, out.begin() + (i + 1) * 512),
+                pattern(512, uint8_t(i)))
+          << "part " << i;
+    std::vector<uint8_t> none(100, 0xAA);
+    ASSERT_TRUE(st.read("f2", 5, 0, none).ok());  // another file's block: never written
+    EXPECT_EQ(none, std::vector<uint8_t>(100, 0));
+  };
+  check(**s);
+  // Opened O_EXCL: a second target on the same device is refused.
+  auto twice = open_block_store(dev.path(), 4096, 1 << 30);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("in use"), std::string::npos)
+      << twice.status().to_string();
+  // Opened again: the slot table gives back every block.
+  s->reset();
+  s = open_block_store(dev.path(), 4096, 1 << 30);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  check(**s);
+  EXPECT_NE((*s)->describe().find("2 of 247 blocks used"), std::string::npos) << (*s)->describe();
+  // Full: the 245 free slots take a block each, the next write is refused and names it.
+  int written = 0;
+  Status full;
+  for (int b = 0; b < 300 && full.ok(); ++b) {
+    full = (*s)->write("fill", uint64_t(b), 0, pattern(4096, uint8_t(b)));
+    written += full.ok();
+  }
+  EXPECT_EQ(written, 245);
+  EXPECT_NE(full.message().find("full"), std::string::npos) << full.to_string();
+  std::vector<uint8_t> out(4096);
+  ASSERT_TRUE((*s)->read("fill", 244, 0, out).ok());
+  EXPECT_EQ(out, pattern(4096, 244));
+  check(**s);
+  s->reset();
+  // Labelled for 4 KiB blocks: a store of 8 KiB blocks is refused.
+  auto other_size = open_block_store(dev.path(), 8192, 1 << 30);
+  ASSERT_FALSE(other_size.ok());
+  EXPECT_NE(other_size.status().message().find("labelled for blocks of 4096"), std::string::npos)
+      << other_size.status().to_string();
+  // A device holding somebody else's data is refused and left as it was.
+  LoopDevice junk(dir, "junk", 1 << 20);
+  ASSERT_FALSE(junk.path().empty());
+  const std::string theirs = "XFSB" + std::string(4092, 'x');
+  { std::ofstream(junk.path(), std::ios::binary | std::ios::in | std::ios::out) << theirs; }
+  auto foreign = open_block_store(junk.path(), 4096, 1 << 30);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.status().message().find("not a pfsnet label"), std::string::npos)
+      << foreign.status().to_string();
+  EXPECT_EQ(read_all(junk.path()).substr(0, 4096), theirs);
 }
 
 }  // namespace

@@ -189,7 +189,8 @@ struct TlsConfig {
 // is a block server (src/storage/block_service.h); the striped-file client's cache is
 // sized here too (src/storage/striped_file.h).
 struct StorageConfig {
-  // "mem" (in memory) or an absolute directory per target; none: not a block server.
+  // "mem" (in memory), an absolute directory or a block device (/dev/...) per target;
+  // none: not a block server.
   std::vector<std::string> targets;
   int64_t block_size = 256 << 10;       // the stripe unit; a power of two, <= stats.maxBlockSize
   int64_t buffers = 64;                 // block buffers (the paper's buddy buffers)

@@ -275,7 +275,8 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
          cfg.storage.targets.clear();
          return string_array(c, n, key, [&](const std::string& t, const toml::node& e) {
            if (t != "mem" && (t.empty() || t[0] != '/'))
-             return err(c, e.source(), key, "'" + t + "': \"mem\" or an absolute directory");
+             return err(c, e.source(), key,
+                        "'" + t + "': \"mem\", an absolute directory or a block device");
            for (const std::string& o : cfg.storage.targets)
              if (o == t && t != "mem") return err(c, e.source(), key, "duplicate target " + t);
            cfg.storage.targets.push_back(t);

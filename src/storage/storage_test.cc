@@ -12,6 +12,7 @@
 #include "rpc/node_timers.h"
 #include "rpc/recovery_pinger.h"
 #include "storage/block_service.h"
+#include "storage/device_layout.h"
 #include "storage/disk_model.h"
 #include "storage/iobench.h"
 #include "storage/layout.h"
@@ -163,6 +164,63 @@ TEST(BlockStoreTest, FullTargetsAndBadSpecsAreClearErrors) {
   EXPECT_FALSE(check_file_name("").ok());
   EXPECT_FALSE(check_file_name(std::string(65, 'a')).ok());
   EXPECT_TRUE(check_file_name("bench.file-1_a").ok());
+}
+
+// A block device's layout: the most slots that fit, the label and the slot records
+// read back as written, and every damage or foreign content seen as such.
+TEST(DeviceLayoutTest, LabelsAndRecordsRoundTripAndDamageIsSeen) {
+  auto l = DeviceLayout::fit(16 << 20, 65536);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->slots, 255u);                  // (16 MiB - 4 KiB) / (64 KiB + 128 B)
+  EXPECT_EQ(l->data_offset, 4096u + 32768u);  // 255 records rounded up to 4 KiB
+  EXPECT_LE(l->end(), uint64_t{16} << 20);
+  EXPECT_EQ(l->block_offset(1) - l->block_offset(0), 65536u);
+  EXPECT_EQ(l->block_offset(0) % 4096, 0u);
+  auto tight = DeviceLayout::fit(3 * 4096, 4096);  // one slot: label, table page, block
+  ASSERT_TRUE(tight.ok());
+  EXPECT_EQ(tight->slots, 1u);
+  EXPECT_EQ(tight->end(), 3u * 4096);
+  EXPECT_FALSE(DeviceLayout::fit(2 * 4096, 4096).ok());  // no room for a block
+  EXPECT_FALSE(DeviceLayout::fit(1 << 20, 3000).ok());   // not a power of two
+
+  auto label = encode_device_label(*l);
+  LabelRead r = decode_device_label(label, 16 << 20);
+  ASSERT_EQ(r.state, LabelState::kLabelled) << r.why;
+  EXPECT_EQ(r.layout.slots, l->slots);
+  EXPECT_EQ(r.layout.block_size, 65536u);
+  EXPECT_EQ(r.layout.data_offset, l->data_offset);
+  EXPECT_EQ(decode_device_label(label, 32 << 20).state, LabelState::kLabelled);  // grown
+  LabelRead shrunk = decode_device_label(label, 8 << 20);
+  EXPECT_EQ(shrunk.state, LabelState::kForeign);
+  EXPECT_NE(shrunk.why.find("does not fit"), std::string::npos) << shrunk.why;
+  std::vector<uint8_t> zeros(4096, 0);
+  EXPECT_EQ(decode_device_label(zeros, 16 << 20).state, LabelState::kBlank);
+  auto damaged = label;
+  damaged[17] ^= 1;  // the slot count
+  LabelRead bad = decode_device_label(damaged, 16 << 20);
+  EXPECT_EQ(bad.state, LabelState::kForeign);
+  EXPECT_NE(bad.why.find("CRC"), std::string::npos) << bad.why;
+  std::vector<uint8_t> theirs(4096, 0);
+  theirs[1024] = 0x53;  // e.g. an ext4 superblock's page
+  EXPECT_NE(decode_device_label(theirs, 16 << 20).why.find("not a pfsnet label"),
+            std::string::npos);
+  EXPECT_EQ(decode_device_label(std::span(label.data(), 100), 16 << 20).state,
+            LabelState::kForeign);
+
+  auto rec = encode_slot_record({"bench.file", 123456789});
+  auto back = decode_slot_record(rec);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->file, "bench.file");
+  EXPECT_EQ(back->block, 123456789u);
+  EXPECT_FALSE(
+      decode_slot_record(std::vector<uint8_t>(kDeviceRecordBytes, 0)).has_value());  // free
+  for (size_t at : {size_t(0), size_t(5), size_t(72), size_t(125)}) {
+    auto torn = rec;
+    torn[at] ^= 0x10;
+    EXPECT_FALSE(decode_slot_record(torn).has_value()) << "byte " << at;
+  }
+  EXPECT_FALSE(decode_slot_record(encode_slot_record({"../etc", 1})).has_value());  // a bad name
+  EXPECT_FALSE(decode_slot_record(std::span(rec.data(), 64)).has_value());
 }
 
 // IOBENCH requests and replies come from peers: every field is checked; a spec from the
