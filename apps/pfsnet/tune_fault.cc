@@ -69,6 +69,13 @@ void print_storage_advice(const json& s) {
   row("block_size", s["block_size"], s["why_block_size"]);
   row("buffers", s["buffers"], s["why_buffers"]);
   row("prefetch_depth", s["prefetch_depth"], s["why_prefetch"]);
+  auto from = [](const char* what, const json& v, const char* unit, const json& src) {
+    if (!src.get<std::string>().empty())
+      std::printf("  %s %.1f %s from %s\n", what, v.get<double>(), unit,
+                  src.get<std::string>().c_str());
+  };
+  from("throughput", s["throughput_mbyte"], "MB/s", s["throughput_from"]);
+  from("turnaround", s["turnaround_ms"], "ms", s["turnaround_from"]);
   for (const json& p : s["problems"]) std::printf("  ! %s\n", p["text"].get<std::string>().c_str());
 }
 
@@ -148,10 +155,12 @@ void add_tune(CLI::App& app, Invocation& inv) {
   sub->add_option("--request-size", a->request_size,
                   "block service: the application's request size (K, M), against the block size");
   sub->add_option("--storage-mbyte", a->storage_mbyte,
-                  "block service: a server's throughput in MB/s (default: its emulated disk)")
+                  "block service: a server's throughput in MB/s (default: its emulated disk, else "
+                  "its busiest second of the last minute)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--turnaround-ms", a->turnaround_ms,
-                  "block service: one block request's turnaround, for buffers and prefetch")
+                  "block service: one block request's turnaround, for buffers and prefetch "
+                  "(default: a server's measured buffer hold)")
       ->check(CLI::NonNegativeNumber);
   add_json_flag(sub, inv);
   sub->callback([&inv, a] { inv.rc = tune(inv, *a); });

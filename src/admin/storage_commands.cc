@@ -172,25 +172,46 @@ Result<json> transfer(const NodeParts& n, const json& req, bool put) {
 
 }  // namespace
 
+// The figures the rules take, each from the first that has it: the request (--storage-mbyte,
+// --turnaround-ms), the emulated disk (throughput: its rate x the targets), this server's
+// statistics of the last minute (measure_block_service).
 Result<json> storage_advice_json(const NodeParts& n, const json& req) {
   StorageMeasure m;
+  std::string throughput_from, turnaround_from;
   n.cfg.read([&](const Config& c) {
     m.block_size = static_cast<uint32_t>(c.storage.block_size);
     m.buffers = c.storage.buffers;
     m.prefetch_depth = c.storage.prefetch_depth;
     m.pagepool = c.storage.pagepool;
-    // An emulated disk is the server's own figure: its rate x its targets.
     m.throughput = c.storage.disk_mbyte * 1024 * 1024 * double(c.storage.targets.size());
   });
+  if (m.throughput > 0) throughput_from = "storage.disk_mbyte x targets";
   auto rs = json_int(req, "request_size", 0, 0, int64_t{1} << 30);
   if (!rs.ok()) return rs.status();
   m.request_bytes = double(*rs);
   auto tp = json_number(req, "storage_mbyte", 0, 0, 1e7);
   if (!tp.ok()) return tp.status();
-  if (*tp > 0) m.throughput = *tp * 1024 * 1024;
+  if (*tp > 0) {
+    m.throughput = *tp * 1024 * 1024;
+    throughput_from = "--storage-mbyte";
+  }
   auto ta = json_number(req, "turnaround_ms", 0, 0, 1e6);
   if (!ta.ok()) return ta.status();
   m.turnaround_s = *ta / 1000;
+  if (m.turnaround_s > 0) turnaround_from = "--turnaround-ms";
+  StatsQuery q;
+  q.what = StatsQuery::What::kMessage;
+  q.granularity = Granularity::kSecond;
+  q.last = 60;
+  StorageMeasured measured = measure_block_service(n.stats.query(q), m.block_size);
+  if (m.throughput == 0 && measured.throughput > 0) {
+    m.throughput = measured.throughput;
+    throughput_from = measured.source + " (the busiest second: a lower bound)";
+  }
+  if (m.turnaround_s == 0 && measured.turnaround_s > 0) {
+    m.turnaround_s = measured.turnaround_s;
+    turnaround_from = measured.source;
+  }
   StorageAdvice a = advise_storage(m);
   json problems = json::array();
   for (const TuneProblem& p : a.problems) problems.push_back({{"code", p.code}, {"text", p.text}});
@@ -204,6 +225,15 @@ Result<json> storage_advice_json(const NodeParts& n, const json& req) {
       {"why_block_size", a.why_block_size},
       {"why_buffers", a.why_buffers},
       {"why_prefetch", a.why_prefetch},
+      {"throughput_mbyte", m.throughput / (1024 * 1024)},
+      {"throughput_from", throughput_from},
+      {"turnaround_ms", m.turnaround_s * 1000},
+      {"turnaround_from", turnaround_from},
+      {"measured",
+       {{"requests", measured.requests},
+        {"peak_requests_per_s", measured.peak_requests},
+        {"mbyte", measured.throughput / (1024 * 1024)},
+        {"buffer_hold_ms", measured.turnaround_s * 1000}}},
       {"problems", problems}};
 }
 

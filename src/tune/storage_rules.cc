@@ -1,9 +1,11 @@
 #include "tune/storage_rules.h"
 
 #include <fmt/format.h>
+#include <pfsnet/msg_types.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace pfsnet {
 
@@ -81,6 +83,38 @@ StorageAdvice advise_storage(const StorageMeasure& m) {
     a.why_prefetch = "reader rate or turnaround unknown: prefetch depth as it is";
   }
   return a;
+}
+
+StorageMeasured measure_block_service(const StatsReport& r, uint32_t block_size) {
+  StorageMeasured m;
+  std::map<int64_t, int64_t> per_second;  // start -> requests
+  double exec_ms = 0, wait_ms = 0;
+  int64_t waits = 0;
+  for (const MessageReport& mr : r.messages) {
+    bool request = mr.type == kMsgBlockWrite || mr.type == kMsgBlockRead;
+    if (!request && mr.type != kMsgBlockBufferWait) continue;
+    for (const IntervalView& iv : mr.execution.seconds) {
+      if (iv.count <= 0) continue;
+      if (request) {
+        per_second[iv.start] += iv.count;
+        m.requests += iv.count;
+        exec_ms += iv.avg_ms * double(iv.count);
+      } else {
+        waits += iv.count;
+        wait_ms += iv.avg_ms * double(iv.count);
+      }
+    }
+  }
+  if (m.requests == 0) return m;
+  for (const auto& [start, n] : per_second) m.peak_requests = std::max(m.peak_requests, n);
+  m.throughput = double(m.peak_requests) * block_size;
+  double hold_ms = exec_ms / double(m.requests) - (waits > 0 ? wait_ms / double(waits) : 0);
+  m.turnaround_s = std::max(hold_ms, 0.0) / 1000;
+  m.source = fmt::format(
+      "this server's statistics: {} block requests, at most {} in a second ({:.1f} MB/s of {} "
+      "blocks), each holding a buffer {:.1f} ms",
+      m.requests, m.peak_requests, m.throughput / kMB, kib(block_size), m.turnaround_s * 1000);
+  return m;
 }
 
 }  // namespace pfsnet

@@ -14,6 +14,8 @@
 // Pure: numbers in, advice out. Threads: any.
 #pragma once
 
+#include <pfsnet/stats.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -47,5 +49,20 @@ struct StorageAdvice {
 };
 
 StorageAdvice advise_storage(const StorageMeasure& m);
+
+// What a block server's own statistics say (the BLOCK_* message types, StatsQuery kMessage
+// at second granularity): the busiest second's requests (BLOCK_WRITE + BLOCK_READ) x the
+// block size as its throughput, and the time a request holds a block buffer -- its mean
+// execution less its mean wait for the buffer -- as the turnaround, so that buffers needed
+// = throughput x turnaround is Little's law over the buffers (a wait for buffers does not
+// count: it would make too few buffers ask for ever more). Zero where nothing was served.
+struct StorageMeasured {
+  double throughput = 0;    // bytes/s
+  double turnaround_s = 0;  // a request's hold of a buffer
+  int64_t requests = 0;     // over the intervals given
+  int64_t peak_requests = 0;
+  std::string source;  // what it was measured from, for the reasons
+};
+StorageMeasured measure_block_service(const StatsReport& r, uint32_t block_size);
 
 }  // namespace pfsnet

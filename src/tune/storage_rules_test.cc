@@ -2,6 +2,7 @@
 #include "tune/storage_rules.h"
 
 #include <gtest/gtest.h>
+#include <pfsnet/msg_types.h>
 
 namespace pfsnet {
 namespace {
@@ -70,6 +71,52 @@ TEST(StorageRulesTest, PrefetchCoversTheReaderRateTimesTurnaroundWithinThePagepo
   EXPECT_EQ(a.prefetch_depth, unknown.prefetch_depth);
   EXPECT_EQ(a.buffers, unknown.buffers);
   EXPECT_TRUE(a.problems.empty());
+}
+
+}  // namespace
+}  // namespace pfsnet
+
+namespace pfsnet {
+namespace {
+
+MessageReport message(uint32_t type, std::vector<IntervalView> seconds) {
+  MessageReport m;
+  m.type = type;
+  m.execution.seconds = std::move(seconds);
+  return m;
+}
+
+// A server's own statistics give the rules their figures: the busiest second's requests x
+// the block size, and a request's hold of a buffer (execution less the wait for it).
+TEST(StorageRulesTest, AServersStatisticsGiveThroughputAndTheBufferHold) {
+  StatsReport r;
+  r.messages.push_back(message(kMsgBlockWrite, {{100, 10, 20, 1, 30}, {101, 30, 20, 1, 30}}));
+  r.messages.push_back(message(kMsgBlockRead, {{101, 10, 40, 1, 60}, {102, 0, 0, 0, 0}}));
+  r.messages.push_back(message(kMsgBlockBufferWait, {{100, 10, 5, 0, 9}, {101, 40, 5, 0, 9}}));
+  r.messages.push_back(message(kMsgPing, {{101, 1000, 0.1, 0.1, 0.1}}));  // not a block request
+  StorageMeasured m = measure_block_service(r, 256 << 10);
+  EXPECT_EQ(m.requests, 50);
+  EXPECT_EQ(m.peak_requests, 40);  // second 101: 30 writes and 10 reads
+  EXPECT_DOUBLE_EQ(m.throughput, 40.0 * (256 << 10));
+  EXPECT_NEAR(m.turnaround_s, 0.019, 1e-12);  // (10x20 + 30x20 + 10x40) / 50 = 24 ms, less 5
+  EXPECT_NE(m.source.find("50 block requests"), std::string::npos) << m.source;
+  // Fed to the rules: 10 MB/s x 19 ms = 0.19 MB: one buffer, three with the margin.
+  StorageMeasure sm;
+  sm.throughput = m.throughput;
+  sm.turnaround_s = m.turnaround_s;
+  StorageAdvice a = advise_storage(sm);
+  EXPECT_EQ(a.buffers_needed, 1);
+  EXPECT_EQ(a.buffers, 3);
+  // Waits longer than the executions (they cannot be, but figures are rounded): no hold.
+  StatsReport w;
+  w.messages.push_back(message(kMsgBlockWrite, {{100, 2, 1, 1, 1}}));
+  w.messages.push_back(message(kMsgBlockBufferWait, {{100, 2, 3, 3, 3}}));
+  EXPECT_EQ(measure_block_service(w, 65536).turnaround_s, 0);
+  // Nothing served: nothing measured.
+  StorageMeasured none = measure_block_service(StatsReport{}, 65536);
+  EXPECT_EQ(none.requests, 0);
+  EXPECT_EQ(none.throughput, 0);
+  EXPECT_TRUE(none.source.empty());
 }
 
 }  // namespace
