@@ -127,6 +127,37 @@ class MemStore final : public BlockStore {
   uint64_t used_ GUARDED_BY(mu_) = 0;
 };
 
+// Memory aligned for O_DIRECT, freed with free().
+struct AlignedFree {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+using AlignedBytes = std::unique_ptr<uint8_t, AlignedFree>;
+AlignedBytes aligned_bytes(size_t n) {
+  return AlignedBytes(static_cast<uint8_t*>(std::aligned_alloc(kDirectAlign, n)));
+}
+
+Status pwrite_all(int fd, const uint8_t* p, size_t n, uint64_t pos, const std::string& what) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = ::pwrite(fd, p + done, n - done, off_t(pos + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return sys_error(what);
+    done += size_t(w);
+  }
+  return Status::Ok();
+}
+
+Status pread_all(int fd, uint8_t* p, size_t n, uint64_t pos, const std::string& what) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd, p + done, n - done, off_t(pos + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return r == 0 ? Status(Code::kRemoteError, what + ": short read") : sys_error(what);
+    done += size_t(r);
+  }
+  return Status::Ok();
+}
+
 class DirStore final : public BlockStore {
  public:
   DirStore(std::string dir, uint32_t block_size, uint64_t capacity)
@@ -146,15 +177,8 @@ class DirStore final : public BlockStore {
     if (pos + data.size() > capacity_)
       return Status(Code::kRemoteError, "file " + file + " would pass the target's capacity of " +
                                             std::to_string(capacity_) + " bytes");
-    int fd = pick(*fds, data.data(), pos, data.size());
-    size_t done = 0;
-    while (done < data.size()) {
-      ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, off_t(pos + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return sys_error("write " + dir_ + "/" + file);
-      done += size_t(n);
-    }
-    return Status::Ok();
+    return pwrite_all(pick(*fds, data.data(), pos, data.size()), data.data(), data.size(), pos,
+                      "write " + dir_ + "/" + file);
   }
 
   Status read(const std::string& file, uint64_t block, uint32_t offset,
@@ -230,37 +254,6 @@ class DirStore final : public BlockStore {
   std::map<std::string, Fds> files_ GUARDED_BY(mu_);
   bool direct_ok_ GUARDED_BY(mu_) = false;
 };
-
-// Memory aligned for O_DIRECT, freed with free().
-struct AlignedFree {
-  void operator()(uint8_t* p) const { std::free(p); }
-};
-using AlignedBytes = std::unique_ptr<uint8_t, AlignedFree>;
-AlignedBytes aligned_bytes(size_t n) {
-  return AlignedBytes(static_cast<uint8_t*>(std::aligned_alloc(kDirectAlign, n)));
-}
-
-Status pwrite_all(int fd, const uint8_t* p, size_t n, uint64_t pos, const std::string& what) {
-  size_t done = 0;
-  while (done < n) {
-    ssize_t w = ::pwrite(fd, p + done, n - done, off_t(pos + done));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return sys_error(what);
-    done += size_t(w);
-  }
-  return Status::Ok();
-}
-
-Status pread_all(int fd, uint8_t* p, size_t n, uint64_t pos, const std::string& what) {
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = ::pread(fd, p + done, n - done, off_t(pos + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return r == 0 ? Status(Code::kRemoteError, what + ": short read") : sys_error(what);
-    done += size_t(r);
-  }
-  return Status::Ok();
-}
 
 // A raw block device (device_layout.h): the blocks of every striped file in slots, found
 // through the slot table, which is read once at open and kept in memory. The device is
@@ -418,18 +411,21 @@ class DevStore final : public BlockStore {
     return Status::Ok();
   }
 
-  // A new block: its slot written whole, then its record; on failure the slot is free again.
+  // A new block: its slot written whole (a partial first write with zeros around it, in an
+  // aligned copy), then its record; on failure the slot is free again.
   Status initialize(const std::string& file, uint64_t block, uint64_t slot, uint32_t offset,
                     std::span<const uint8_t> data) {
     Status s;
-    AlignedBytes whole = aligned_bytes(bs_);
-    if (!whole) {
+    const uint64_t pos = layout_.block_offset(slot);
+    AlignedBytes whole;
+    if (offset == 0 && data.size() == bs_) {  // the usual case: a whole block, as it came
+      s = pwrite_all(pick(data.data(), pos, bs_), data.data(), bs_, pos, "write " + dev_);
+    } else if (!(whole = aligned_bytes(bs_))) {
       s = Status(Code::kRemoteError, "target " + dev_ + ": out of memory");
     } else {
       std::memset(whole.get(), 0, bs_);
       std::memcpy(whole.get() + offset, data.data(), data.size());
-      s = pwrite_all(direct_ >= 0 ? direct_ : fd_, whole.get(), bs_, layout_.block_offset(slot),
-                     "write " + dev_);
+      s = pwrite_all(direct_ >= 0 ? direct_ : fd_, whole.get(), bs_, pos, "write " + dev_);
     }
     if (s.ok()) {
       auto rec = encode_slot_record({file, block});
