@@ -20,24 +20,15 @@
 //            stderr); baseline: bulk_write_1m's raw TCP figure, measured by pfsnet_bench in
 //            this run (goal >= 0.8)
 // Usage: gpfs_bench --pfsnetd PATH --pfsnet-bench PATH [--only paper|mem] [--cell-mib M]
-#include <signal.h>
-#include <spawn.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
-#include <thread>
 
 #include "admin/admin_client.h"
+#include "daemons.h"
 #include "figure.h"
 #include "storage/iobench.h"
-
-extern char** environ;
 
 namespace pfsnet {
 namespace {
@@ -54,66 +45,34 @@ struct Options {
   int64_t mem_cell_mib = 1024;
 };
 
-pid_t spawn(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ)) {
-    std::perror(("gpfs_bench: spawn " + args[0]).c_str());
-    std::exit(1);
-  }
-  return pid;
-}
-
 // One block server (127.0.31.1) and `clients` client daemons (127.0.31.2 ...).
 class Cluster {
  public:
   Cluster(const Options& o, int clients, const std::string& server_extra,
-          const std::string& client_extra) {
-    char tmpl[] = "/tmp/pfsnet-gpfs-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    std::ofstream(dir_ + "/key") << "gpfs-bench-cluster-key-0123456789";
-    chmod((dir_ + "/key").c_str(), 0600);
-    for (int i = 0; i <= clients; ++i) {
-      std::string cfg = dir_ + "/n" + std::to_string(i) + ".toml";
-      std::ofstream(cfg) << "[node]\nname = \"n" << i << "\"\ncluster_key_file = \"" << dir_
-                         << "/key\"\nadmin_socket = \"" << socket(i) << "\"\n"
-                         << (i == 0 ? "roles = [\"server\"]\n" : "") << "[[net]]\nnid = \""
-                         << nid(i) << "\"\n"
-                         << (i == 0 ? server_extra : client_extra);
-      pids_.push_back(spawn({o.pfsnetd, "--config", cfg, "--log-level", "warn"}));
-    }
+          const std::string& client_extra)
+      : d_(o.pfsnetd, "gpfs") {
     for (int i = 0; i <= clients; ++i)
-      for (int k = 0; k < 1000 && !std::filesystem::exists(socket(i)); ++k)
-        std::this_thread::sleep_for(10ms);  // pfsnetd starting: bounded, 10 s
+      d_.start(name(i), i == 0 ? "roles = [\"server\"]\n" : "",
+               "[[net]]\nnid = \"" + nid(i) + "\"\n" + (i == 0 ? server_extra : client_extra));
+    d_.wait_ready();
   }
-  ~Cluster() {
-    for (pid_t p : pids_) kill(p, SIGTERM);
-    for (pid_t p : pids_) {
-      int st;
-      waitpid(p, &st, 0);
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  std::string socket(int i) const { return dir_ + "/n" + std::to_string(i) + ".sock"; }
+  static std::string name(int i) { return "n" + std::to_string(i); }
   static std::string nid(int i) { return "127.0.31." + std::to_string(i + 1) + "@tcp"; }
 
   json iobench(json req) const {
     json clients = json::array();
-    for (size_t i = 1; i < pids_.size(); ++i) clients.push_back(nid(int(i)));
+    for (size_t i = 1; i < d_.size(); ++i) clients.push_back(nid(int(i)));
     req["cmd"] = "iobench";
     req["servers"] = json::array({nid(0)});
     req["clients"] = clients;
-    auto r =
-        admin_request(socket(1), req, std::chrono::milliseconds(3600 * 1000), [](const json& c) {
-          if (c.value("event", "") != "cell") return;
-          json cell = c;
-          cell.erase("event");
-          std::printf("{\"gpfs_cell\": %s}\n", cell.dump().c_str());
-          std::fflush(stdout);
-        });
+    auto r = admin_request(d_.socket(name(1)), req, std::chrono::milliseconds(3600 * 1000),
+                           [](const json& c) {
+                             if (c.value("event", "") != "cell") return;
+                             json cell = c;
+                             cell.erase("event");
+                             std::printf("{\"gpfs_cell\": %s}\n", cell.dump().c_str());
+                             std::fflush(stdout);
+                           });
     if (!r.ok()) {
       std::fprintf(stderr, "gpfs_bench: %s\n", r.status().message().c_str());
       std::exit(1);
@@ -122,8 +81,7 @@ class Cluster {
   }
 
  private:
-  std::string dir_;
-  std::vector<pid_t> pids_;
+  BenchDaemons d_;
 };
 
 double row_min(const json& r, const std::string& op, int nodes) {

@@ -13,11 +13,6 @@
 //                   the 30 s target
 // Usage: wan_bench --pfsnetd PATH [--rate-mbit R] [--delay-ms D] [--step-seconds S]
 //                  [--only sweep|default|tuned|autotune]
-#include <signal.h>
-#include <spawn.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -27,9 +22,8 @@
 #include <thread>
 
 #include "admin/admin_client.h"
+#include "daemons.h"
 #include "figure.h"
-
-extern char** environ;
 
 namespace pfsnet {
 namespace {
@@ -45,44 +39,19 @@ struct Options {
 // Two daemons (client 127.0.0.21, server 127.0.0.22) with the same settings.
 class Pair {
  public:
-  Pair(const Options& o, const std::string& settings) {
-    char tmpl[] = "/tmp/pfsnet-wan-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    std::ofstream(dir_ + "/key") << "wan-bench-cluster-key-0123456789";
-    chmod((dir_ + "/key").c_str(), 0600);
-    for (int i = 0; i < 2; ++i) {
-      std::string name = i == 0 ? "client" : "server", cfg = dir_ + "/" + name + ".toml";
-      std::ofstream(cfg) << "[node]\nname = \"" << name << "\"\ncluster_key_file = \"" << dir_
-                         << "/key\"\nadmin_socket = \"" << socket(i) << "\"\n[[net]]\nnid = \""
-                         << nid(i) << "\"\n[[emulation]]\ndelay_ms = " << o.delay_ms
-                         << "\nrate_mbit = " << o.rate_mbit << "\n"
-                         << settings;
-      const char* argv[] = {o.pfsnetd.c_str(), "--config", cfg.c_str(),
-                            "--log-level",     "warn",     nullptr};
-      if (posix_spawn(&pid_[i], argv[0], nullptr, nullptr, const_cast<char**>(argv), environ)) {
-        std::perror("wan_bench: spawn pfsnetd");
-        std::exit(1);
-      }
-    }
+  Pair(const Options& o, const std::string& settings) : d_(o.pfsnetd, "wan") {
     for (int i = 0; i < 2; ++i)
-      for (int k = 0; k < 500 && !std::filesystem::exists(socket(i)); ++k)
-        std::this_thread::sleep_for(10ms);  // pfsnetd starting: bounded, 5 s
+      d_.start(name(i), "",
+               "[[net]]\nnid = \"" + nid(i) +
+                   "\"\n[[emulation]]\ndelay_ms = " + std::to_string(o.delay_ms) +
+                   "\nrate_mbit = " + std::to_string(o.rate_mbit) + "\n" + settings);
+    d_.wait_ready();
   }
-  ~Pair() {
-    for (pid_t p : pid_) {
-      if (p <= 0) continue;
-      kill(p, SIGTERM);
-      int st;
-      waitpid(p, &st, 0);
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  std::string socket(int i) const { return dir_ + (i == 0 ? "/c.sock" : "/s.sock"); }
+  static std::string name(int i) { return i == 0 ? "client" : "server"; }
   static std::string nid(int i) { return i == 0 ? "127.0.0.21@tcp" : "127.0.0.22@tcp"; }
 
   json ask(int i, const json& req) const {
-    auto r = admin_request(socket(i), req, std::chrono::milliseconds(600000));
+    auto r = admin_request(d_.socket(name(i)), req, std::chrono::milliseconds(600000));
     if (!r.ok()) {
       std::fprintf(stderr, "wan_bench: %s: %s\n", req.dump().c_str(), r.status().message().c_str());
       std::exit(1);
@@ -103,8 +72,7 @@ class Pair {
   }
 
  private:
-  std::string dir_;
-  pid_t pid_[2] = {-1, -1};
+  BenchDaemons d_;
 };
 
 double link_mib(const Options& o) { return o.rate_mbit * 1e6 / 8 / (1 << 20); }

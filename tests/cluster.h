@@ -216,6 +216,20 @@ struct DaemonOptions {
   std::string provider = "tcp";  // o2ib only
 };
 
+// Options of an MGS (also a server) on loopback(2) and a client of it on loopback(3), for
+// TwoDaemons: each with node.http on port 9708 where asked, both with `extra` TOML.
+inline std::pair<DaemonOptions, DaemonOptions> mgs_and_client(bool mgs_http, bool client_http,
+                                                              const std::string& extra = "") {
+  DaemonOptions oa, ob;
+  if (mgs_http) oa.http = loopback(2) + ":9708";
+  oa.node_extra = "roles = [\"mgs\", \"server\"]\n";
+  oa.extra = extra;
+  if (client_http) ob.http = loopback(3) + ":9708";
+  ob.node_extra = "roles = [\"client\"]\nmgs = [\"" + loopback(2) + "@tcp\"]\n";
+  ob.extra = extra;
+  return {oa, ob};
+}
+
 // A pfsnetd on one loopback NID, started and ready (its admin socket answers).
 class Daemon {
  public:

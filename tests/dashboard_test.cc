@@ -51,13 +51,7 @@ TEST(DashboardTest, ChromiumRendersTheChartsAndFiguresOfARealDaemon) {
     GTEST_SKIP() << "needs Debian's chromium (scripts/install-deps.sh installs it)";
   // An MGS and a client; the probe mesh fast enough to fill its matrix in seconds.
   const std::string mesh = "[mesh]\npeers = 3\ninterval = 0.2\nreport_interval = 0.5\n";
-  DaemonOptions oa, ob;
-  oa.http = loopback(2) + ":9708";
-  oa.node_extra = "roles = [\"mgs\", \"server\"]\n";
-  oa.extra = mesh;
-  ob.http = loopback(3) + ":9708";
-  ob.node_extra = "roles = [\"client\"]\nmgs = [\"" + loopback(2) + "@tcp\"]\n";
-  ob.extra = mesh;
+  auto [oa, ob] = mgs_and_client(true, true, mesh);
   TwoDaemons c(oa, ob);
   ASSERT_TRUE(c.ready());
   const std::string a = c.a.nid().to_string(), b = c.b.nid().to_string();

@@ -115,11 +115,7 @@ TEST(PrometheusTest, ScrapesPfsnetd) {
 // suffixes), and carries the latency histograms and the membership families.
 TEST(PrometheusTest, MetricsPassPromtoolAndShowMembership) {
   if (access("/usr/bin/promtool", X_OK) != 0) GTEST_SKIP() << "needs promtool (prometheus)";
-  DaemonOptions oa, ob;
-  oa.http = loopback(2) + ":9708";
-  oa.node_extra = "roles = [\"mgs\", \"server\"]\n";
-  ob.http = loopback(3) + ":9708";
-  ob.node_extra = "roles = [\"client\"]\nmgs = [\"" + loopback(2) + "@tcp\"]\n";
+  auto [oa, ob] = mgs_and_client(true, true);
   TwoDaemons c(oa, ob);
   ASSERT_TRUE(c.ready());
   ASSERT_EQ(
@@ -215,11 +211,7 @@ TEST(PrometheusTest, PackagedRulesAndDashboardUseOnlyMetricsPfsnetdServes) {
   EXPECT_EQ(rc, 0) << out << as_rules;
 
   // The families a real MGS and client serve.
-  DaemonOptions oa, ob;
-  oa.http = loopback(2) + ":9708";
-  oa.node_extra = "roles = [\"mgs\", \"server\"]\n";
-  ob.http = loopback(3) + ":9708";
-  ob.node_extra = "roles = [\"client\"]\nmgs = [\"" + loopback(2) + "@tcp\"]\n";
+  auto [oa, ob] = mgs_and_client(true, true);
   TwoDaemons c(oa, ob);
   ASSERT_TRUE(c.ready());
   std::set<std::string> served;
@@ -257,12 +249,7 @@ TEST(PrometheusTest, PackagedRulesAndDashboardUseOnlyMetricsPfsnetdServes) {
 // from a fault rule) counts as started, and as ended once the peer is healthy again.
 TEST(PrometheusTest, HealthEventsCountProblemsThatStartAndEnd) {
   const std::string fast = "[health]\nreport_interval = 0.5\n";
-  DaemonOptions oa, ob;
-  oa.node_extra = "roles = [\"mgs\", \"server\"]\n";
-  oa.extra = fast;
-  ob.http = loopback(3) + ":9708";
-  ob.node_extra = "roles = [\"client\"]\nmgs = [\"" + loopback(2) + "@tcp\"]\n";
-  ob.extra = fast;
+  auto [oa, ob] = mgs_and_client(false, true, fast);
   TwoDaemons c(oa, ob);
   ASSERT_TRUE(c.ready());
   const std::string a = c.a.nid().to_string();

@@ -1,0 +1,90 @@
+// pfsnetd processes for a benchmark: a fresh directory under /tmp holding one cluster key,
+// each daemon started from a config whose [node] header (name, key, admin socket) is
+// written here, ready once its admin socket appears (bounded), stopped with SIGTERM and
+// reaped at the end, the directory removed. Threads: one (the benchmark's main thread).
+#pragma once
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace pfsnet {
+
+class BenchDaemons {
+ public:
+  // `what` names the directory: /tmp/pfsnet-<what>-XXXXXX.
+  BenchDaemons(std::string pfsnetd, const std::string& what) : pfsnetd_(std::move(pfsnetd)) {
+    std::string tmpl = "/tmp/pfsnet-" + what + "-XXXXXX";
+    if (!mkdtemp(tmpl.data())) {
+      std::perror("mkdtemp");
+      std::exit(1);
+    }
+    dir_ = tmpl;
+    std::ofstream(dir_ + "/key") << what << "-bench-cluster-key-0123456789";
+    chmod((dir_ + "/key").c_str(), 0600);
+  }
+  ~BenchDaemons() {
+    for (pid_t p : pids_) kill(p, SIGTERM);
+    for (pid_t p : pids_) {
+      int st;
+      waitpid(p, &st, 0);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  BenchDaemons(const BenchDaemons&) = delete;
+  BenchDaemons& operator=(const BenchDaemons&) = delete;
+
+  // Starts daemon `name`: its [node] header, then `node_lines` (more [node] keys), then
+  // `rest` (its [[net]] and other sections).
+  void start(const std::string& name, const std::string& node_lines, const std::string& rest) {
+    std::string cfg = dir_ + "/" + name + ".toml";
+    std::ofstream(cfg) << "[node]\nname = \"" << name << "\"\ncluster_key_file = \"" << dir_
+                       << "/key\"\nadmin_socket = \"" << socket(name) << "\"\n"
+                       << node_lines << rest;
+    std::vector<std::string> args = {pfsnetd_, "--config", cfg, "--log-level", "warn"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = -1;
+    if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ)) {
+      std::perror(("spawn " + pfsnetd_).c_str());
+      std::exit(1);
+    }
+    pids_.push_back(pid);
+    names_.push_back(name);
+  }
+
+  // Waits until every daemon started answers on its admin socket's path (at most 10 s).
+  void wait_ready() const {
+    using namespace std::chrono_literals;
+    auto end = std::chrono::steady_clock::now() + 10s;
+    for (const std::string& n : names_)
+      for (int k = 0; k < 1000 && !std::filesystem::exists(socket(n)) &&
+                      std::chrono::steady_clock::now() < end;
+           ++k)
+        std::this_thread::sleep_for(10ms);  // pfsnetd starting: bounded
+  }
+
+  std::string socket(const std::string& name) const { return dir_ + "/" + name + ".sock"; }
+  size_t size() const { return pids_.size(); }
+
+ private:
+  std::string pfsnetd_, dir_;
+  std::vector<pid_t> pids_;
+  std::vector<std::string> names_;
+};
+
+}  // namespace pfsnet
