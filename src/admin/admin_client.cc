@@ -25,11 +25,18 @@ Result<nlohmann::json> admin_request(const std::string& path, const nlohmann::js
     return Status(Code::kUnreachable,
                   "cannot reach pfsnetd at " + path + " (" + why + "); is the daemon running?");
   }
+  return admin_exchange(fd, req, timeout, on_event);
+}
+
+Result<nlohmann::json> admin_exchange(int fd, const nlohmann::json& req,
+                                      std::chrono::milliseconds timeout,
+                                      const std::function<void(const nlohmann::json&)>& on_event) {
   std::string s = req.dump() + "\n";
-  if (::send(fd, s.data(), s.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(s.size())) {
-    close(fd);
-    return Status(Code::kClosed, "pfsnetd closed the admin connection");
-  }
+  // A daemon that refuses this peer answers and closes at once, maybe before the request is
+  // sent: then the send fails, but the refusal is already waiting to be read, and it says
+  // why far better than "closed" would.
+  const bool sent = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
+  if (!sent) shutdown(fd, SHUT_WR);  // whatever it was, the daemon gets no half request
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string buf;
   char chunk[65536];
@@ -67,7 +74,8 @@ Result<nlohmann::json> admin_request(const std::string& path, const nlohmann::js
     ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
     if (n <= 0) {
       close(fd);
-      return Status(Code::kClosed, "pfsnetd closed the admin connection without an answer");
+      return Status(Code::kClosed, sent ? "pfsnetd closed the admin connection without an answer"
+                                        : "pfsnetd closed the admin connection");
     }
     buf.append(chunk, static_cast<size_t>(n));
   }

@@ -16,4 +16,10 @@ Result<nlohmann::json> admin_request(
     const std::string& socket_path, const nlohmann::json& req, std::chrono::milliseconds timeout,
     const std::function<void(const nlohmann::json&)>& on_event = {});
 
+// The same over a connected stream socket `fd`, which it closes. A refusal the daemon wrote
+// before closing is read and returned even when the request could not be sent.
+Result<nlohmann::json> admin_exchange(
+    int fd, const nlohmann::json& req, std::chrono::milliseconds timeout,
+    const std::function<void(const nlohmann::json&)>& on_event = {});
+
 }  // namespace pfsnet

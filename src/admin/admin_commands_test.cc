@@ -144,5 +144,26 @@ TEST(AdminServerTest, SurvivesGarbageOnTheSocket) {
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
+// A daemon that refuses a peer writes why and closes, maybe before the request arrives:
+// the request's send then fails, and the refusal must still be what the CLI reports
+// (CI's TSan run: "pfsnetd closed the admin connection" instead of the uid refused).
+TEST(AdminClientTest, ARefusalWrittenBeforeTheRequestIsSentIsStillReported) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::string refusal = json{{"ok", false}, {"error", "uid 65534 is not allowed"}}.dump() + "\n";
+  ASSERT_EQ(send(sv[1], refusal.data(), refusal.size(), MSG_NOSIGNAL), ssize_t(refusal.size()));
+  close(sv[1]);
+  auto r = admin_exchange(sv[0], {{"cmd", "nis"}}, std::chrono::seconds(5));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kRemoteError);
+  EXPECT_EQ(r.status().message(), "uid 65534 is not allowed");
+  // With nothing written before the close, it is reported as closed, not waited for.
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  close(sv[1]);
+  r = admin_exchange(sv[0], {{"cmd", "nis"}}, std::chrono::seconds(5));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kClosed);
+}
+
 }  // namespace
 }  // namespace pfsnet
