@@ -221,7 +221,9 @@ json membership_counters_json(const MembershipCounters& m) {
                 {"pings", c.pings},
                 {"reported", c.reported},
                 {"notifications_sent", c.notifications_sent},
-                {"notification_failures", c.notification_failures}};
+                {"notification_failures", c.notification_failures},
+                {"notifications_dropped", c.notifications_dropped},
+                {"resyncs", c.resyncs}};
   }
   return j;
 }

@@ -247,6 +247,77 @@ TEST_F(MgsTest, NotificationsAreRateBoundedWindowedAndRetried) {
   EXPECT_EQ(mgs_.counters().notification_retries, 1u);
 }
 
+// A subscriber that misses news -- the MGS thought it dead, or gave up notifying it --
+// is told, once heard again, of every node it cares about that changed meanwhile: else a
+// client would keep a returned server dead (CI's TSan run: "server n3 is up" never came).
+TEST_F(MgsTest, ASubscriberThatMissedNewsIsToldWhenItIsHeardAgain) {
+  uint32_t s1 = add("oss1", kRoleServer, "10.0.0.3@tcp");
+  uint32_t s2 = add("oss2", kRoleServer, "10.0.0.4@tcp");
+  uint32_t c1 = add("c1", kRoleClient, "10.0.0.5@tcp");
+  mgs_.take_changes();
+  auto deliver_all = [&] {  // what c1 is told (the servers hear of c1's own changes)
+    std::vector<NodeEvent> got;
+    for (int round = 0; round < 10; ++round) {
+      auto out = mgs_.take_notifications(clock_.now());
+      for (auto& o : out) {
+        if (o.to == c1) got.insert(got.end(), o.req.events.begin(), o.req.events.end());
+        mgs_.notification_done(o.token, true, clock_.now());
+      }
+    }
+    return got;
+  };
+  // c1 goes silent past its dead time (50 s periods: 150.5 s) while the servers ping.
+  for (int i = 0; i < 16; ++i) {
+    clock_.advance(10s);
+    ping(s1);
+    ping(s2);
+    mgs_.tick(clock_.now());
+  }
+  ASSERT_EQ(state(c1), NodeState::kDead);
+  // While it is dead, oss1 dies and comes back: c1 is not told (it is dead).
+  clock_.advance(31s);
+  ping(s2);
+  mgs_.tick(clock_.now());
+  ASSERT_EQ(state(s1), NodeState::kDead);
+  EXPECT_TRUE(deliver_all().empty());
+  ping(s1);
+  ASSERT_EQ(state(s1), NodeState::kUp);
+  EXPECT_TRUE(deliver_all().empty());
+  // c1 is heard again: it is told oss1 is up (changed while it was away), not oss2.
+  ping(c1);
+  auto got = deliver_all();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].name, "oss1");
+  EXPECT_EQ(got[0].state, NodeState::kUp);
+  EXPECT_EQ(mgs_.counters().resyncs, 1u);
+  ping(c1);  // once
+  EXPECT_TRUE(deliver_all().empty());
+
+  // Notifications given up after the retries: told on its next ping, in the state then.
+  clock_.advance(31s);
+  ping(c1);
+  ping(s1);
+  mgs_.tick(clock_.now());
+  ASSERT_EQ(state(s2), NodeState::kDead);
+  const uint64_t dropped = mgs_.counters().notifications_dropped;
+  for (int attempt = 0; attempt <= 3; ++attempt) {
+    clock_.advance(10s);
+    auto out = mgs_.take_notifications(clock_.now());
+    ASSERT_EQ(out.size(), 1u) << attempt;
+    ASSERT_EQ(out[0].to, c1);
+    mgs_.notification_done(out[0].token, false, clock_.now());
+  }
+  EXPECT_EQ(mgs_.counters().notifications_dropped, dropped + 1);
+  clock_.advance(10s);
+  EXPECT_TRUE(mgs_.take_notifications(clock_.now()).empty());
+  ping(c1);
+  got = deliver_all();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].name, "oss2");
+  EXPECT_EQ(got[0].state, NodeState::kDead);
+  EXPECT_EQ(mgs_.counters().resyncs, 2u);
+}
+
 TEST_F(MgsTest, TheRateBoundsABurst) {
   MgsOptions o = opts();
   o.notify_rate = 100;  // bursts of 10

@@ -68,6 +68,28 @@ void MgsCore::heard(NodeRecord& n, TimePoint now, bool by_report) {
   n.last_heard = now;
   n.heard_by_report = by_report;
   if (n.state != NodeState::kUp) change(n, NodeState::kUp, now);
+  if (n.missed_since) resync(n);
+}
+
+bool MgsCore::cares(const NodeRecord& sub, const NodeRecord& n) {
+  return ((n.roles & kRoleServer) && (sub.roles & kRoleClient)) ||
+         ((n.roles & kRoleClient) && (sub.roles & kRoleServer));
+}
+
+void MgsCore::resync(NodeRecord& sub) {
+  const TimePoint since = *sub.missed_since;
+  sub.missed_since.reset();
+  size_t n = 0;
+  for (const NodeRecord& m : nodes_)
+    if (!m.name.empty() && m.id != sub.id && cares(sub, m) && m.last_change >= since) {
+      sub.pending.push_back(m.id);
+      ++n;
+    }
+  if (n == 0) return;
+  ++counters_.resyncs;
+  PFS_LOG_INFO("membership: {} is told again of {} node(s) that changed while it missed news",
+               sub.name, n);
+  enqueue(sub);
 }
 
 PingRep MgsCore::on_ping(const PingReq& r, TimePoint now) {
@@ -103,13 +125,13 @@ void MgsCore::change(NodeRecord& n, NodeState s, TimePoint now) {
   ++generation_;
   changes_.push_back(event_of(n));
   if (s == NodeState::kSuspect || (s == NodeState::kUp && old == NodeState::kSuspect)) return;
-  // Died, or came back from the dead: tell those who care.
+  // Died, or came back from the dead: tell those who care. A dead node hears nothing
+  // until it is back.
   PFS_LOG_WARN("membership: {} ({}) is {}", n.name, roles_string(n.roles), node_state_name(s));
+  if (s == NodeState::kDead && !n.missed_since) n.missed_since = now;
   for (NodeRecord& sub : nodes_) {
     if (sub.name.empty() || sub.id == n.id || sub.state == NodeState::kDead) continue;
-    bool cares = ((n.roles & kRoleServer) && (sub.roles & kRoleClient)) ||
-                 ((n.roles & kRoleClient) && (sub.roles & kRoleServer));
-    if (!cares) continue;
+    if (!cares(sub, n)) continue;
     sub.pending.push_back(n.id);
     enqueue(sub);
   }
@@ -210,6 +232,10 @@ void MgsCore::notification_done(uint64_t token, bool ok, TimePoint now) {
     if (++sub.attempts > opts_.notify_retries || sub.state == NodeState::kDead) {
       PFS_LOG_WARN("membership: giving up notifying {} after {} attempts", sub.name, sub.attempts);
       ++counters_.notifications_dropped;
+      // It hears of these when it is heard from again (each in its state then).
+      TimePoint since = now;
+      for (uint32_t id : sub.pending) since = std::min(since, nodes_[id].last_change);
+      sub.missed_since = std::min(sub.missed_since.value_or(since), since);
       sub.pending.clear();
       sub.attempts = 0;
       return;

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -75,6 +76,10 @@ struct NodeRecord {
   std::vector<uint32_t> sending;  // in the notification in flight
   bool queued = false, in_flight = false;
   int attempts = 0;
+  // Changes since then may not have reached it (it was dead, or its notifications were
+  // given up): when it is heard again it is told of every node it cares about that
+  // changed since.
+  std::optional<TimePoint> missed_since;
 };
 
 class MgsCore {
@@ -126,6 +131,7 @@ class MgsCore {
     uint64_t notifications_sent = 0, notification_failures = 0, notification_retries = 0;
     uint64_t notifications_dropped = 0, events_delivered = 0;
     uint64_t unreachable_reports = 0, verifications = 0, verified_dead = 0, verified_alive = 0;
+    uint64_t resyncs = 0;  // subscribers told again of what they missed
   };
   const Counters& counters() const { return counters_; }
 
@@ -133,6 +139,9 @@ class MgsCore {
   void change(NodeRecord& n, NodeState s, TimePoint now);
   void heard(NodeRecord& n, TimePoint now, bool by_report);
   void enqueue(NodeRecord& subscriber);
+  // Queues for `subscriber` every node it cares about that changed since it missed some.
+  void resync(NodeRecord& subscriber);
+  static bool cares(const NodeRecord& subscriber, const NodeRecord& n);
   NodeEvent event_of(const NodeRecord& n) const;
 
   MgsOptions opts_;
