@@ -73,21 +73,27 @@ Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
   std::vector<Extent> ext = layout_.map(offset, data.size());
   MutexLock lk(mu_);
   if (closed_) return Status(Code::kInvalidArgument, "file " + name_ + " is closed");
-  // A write token on the whole blocks first (none needed for nothing).
+  // A write token on the whole blocks first (none needed for nothing). A sequential
+  // writer (this file's first write, or one starting where a recent one ended) would like
+  // the rest of the file too: it then asks no more until another node takes part of it.
   TokenRange mine{offset / bs * bs, (offset + data.size() + bs - 1) / bs * bs};
+  const bool sequential = st_.writes == 0 || std::find(write_ends_.begin(), write_ends_.end(),
+                                                       offset) != write_ends_.end();
+  write_ends_[st_.writes % write_ends_.size()] = offset + data.size();
   if (opts_.tokens && mine.end > mine.start) {
     for (int tries = 0; !covered_locked(mine.start, mine.end); ++tries) {
       if (tries == 8)
         return Status(Code::kTimeout, "write of " + name_ + ": its token was taken back 8 times");
       uint64_t epoch = revoke_epoch_;
       lk.unlock();
-      Status s = opts_.tokens->acquire(manager(), name_, mine.start, mine.end);
+      auto got = opts_.tokens->acquire(manager(), name_, mine.start, mine.end,
+                                       sequential ? kTokenMaxOffset : mine.end);
       lk.lock();
-      if (!s.ok()) return s;
+      if (!got.ok()) return got.status();
       ++st_.tokens_acquired;
       if (epoch != revoke_epoch_) continue;  // taken back meanwhile: ask again
       // Merge it into the tokens held.
-      TokenRange m = mine;
+      TokenRange m = *got;
       std::vector<TokenRange> kept;
       for (const TokenRange& t : tokens_) {
         if (t.end < m.start || m.end < t.start) {

@@ -30,6 +30,21 @@ std::vector<Nid> TokenTable::conflicts(const std::string& file, const Nid& who, 
   return out;
 }
 
+uint64_t TokenTable::grantable_end(const std::string& file, const Nid& who, uint64_t end,
+                                   uint64_t want_end) const {
+  uint64_t best = std::max(end, want_end);
+  auto f = files_.find(file);
+  if (f == files_.end()) return best;
+  for (const auto& [holder, ranges] : f->second) {
+    if (holder == who.pack()) continue;
+    // Its first range ending after `end` is where the grant must stop (at its start).
+    auto it = ranges.upper_bound(end);
+    if (it != ranges.begin() && std::prev(it)->second > end) --it;
+    if (it != ranges.end()) best = std::min(best, std::max(end, it->first));
+  }
+  return best;
+}
+
 void TokenTable::grant(const std::string& file, const Nid& who, uint64_t start, uint64_t end) {
   auto& ranges = files_[file][who.pack()];
   // Merge with every range it touches.
@@ -83,17 +98,18 @@ std::vector<TokenRange> TokenTable::held(const std::string& file, const Nid& who
 
 namespace {
 
-constexpr uint64_t kMaxOffset = uint64_t(1) << 62;
+constexpr uint64_t kMaxOffset = kTokenMaxOffset;
 
-Buffer encode_range(const std::string& file, uint64_t start, uint64_t end) {
-  return encode_token_range({file, start, end});
+Buffer encode_range(const std::string& file, uint64_t start, uint64_t end, uint64_t want = 0) {
+  return encode_token_range({file, start, end, want});
 }
 
 }  // namespace
 
 Buffer encode_token_range(const TokenRangeMsg& m) {
-  return Buffer::copy_of(
-      std::string_view(json{{"file", m.file}, {"start", m.start}, {"end", m.end}}.dump()));
+  json j{{"file", m.file}, {"start", m.start}, {"end", m.end}};
+  if (m.want_end != 0) j["want_end"] = m.want_end;
+  return Buffer::copy_of(std::string_view(j.dump()));
 }
 
 Result<TokenRangeMsg> decode_token_range(std::span<const uint8_t> b, bool need_range) {
@@ -113,6 +129,11 @@ Result<TokenRangeMsg> decode_token_range(std::span<const uint8_t> b, bool need_r
     return bad("start and end: 0 <= start < end <= 2^62");
   m.start = static_cast<uint64_t>(*start);
   m.end = static_cast<uint64_t>(*end);
+  if (j.contains("want_end")) {
+    auto want = json_int(j, "want_end", 0, *end, int64_t(kMaxOffset));
+    if (!want.ok()) return bad("want_end: end <= want_end <= 2^62");
+    m.want_end = static_cast<uint64_t>(*want);
+  }
   return m;
 }
 
@@ -178,6 +199,7 @@ void TokenService::on_acquire(RpcRequest& req, Responder r) {
 void TokenService::next(const std::string& file) {
   std::shared_ptr<Pending> p;
   std::vector<Nid> holders;
+  TokenRange granted;
   for (;;) {
     {
       MutexLock lk(mu_);
@@ -186,7 +208,9 @@ void TokenService::next(const std::string& file) {
       p = q->second.front();
       holders = table_.conflicts(file, p->who, p->want.start, p->want.end);
       if (holders.empty()) {
-        table_.grant(file, p->who, p->want.start, p->want.end);
+        granted = {p->want.start,
+                   table_.grantable_end(file, p->who, p->want.end, p->want.want_end)};
+        table_.grant(file, p->who, granted.start, granted.end);
         ++st_.granted;
         q->second.pop_front();
         if (q->second.empty()) queue_.erase(q);
@@ -196,8 +220,12 @@ void TokenService::next(const std::string& file) {
       }
     }
     if (!holders.empty()) break;
-    p->reply.reply(RpcResponse{});  // granted; on to the next in line
+    RpcResponse granted_reply;  // granted; on to the next in line
+    granted_reply.payload = encode_range(file, granted.start, granted.end);
+    p->reply.reply(std::move(granted_reply));
   }
+  // What the holders give up: from the required start to the desired end.
+  const uint64_t give_end = std::max(p->want.end, p->want.want_end);
   // Revoke the overlap from every holder; come back when all have answered.
   struct Round {
     Mutex mu;
@@ -212,18 +240,18 @@ void TokenService::next(const std::string& file) {
   co.timeout = timeout_;
   for (const Nid& h : holders)
     rpc_.call_async(
-        h, kMsgTokenRevoke, encode_range(file, p->want.start, p->want.end), nullptr,
-        [this, round, file, h, p](RpcReply&& r) {
+        h, kMsgTokenRevoke, encode_range(file, p->want.start, give_end), nullptr,
+        [this, round, file, h, p, give_end](RpcReply&& r) {
           {
             MutexLock lk(mu_);
             if (r.status.ok()) {
-              table_.revoke(file, h, p->want.start, p->want.end);
+              table_.revoke(file, h, p->want.start, give_end);
             } else {
               // It did not let go in time: it keeps no token on this file.
               PFS_LOG_WARN(
                   "token revocation of {} [{}, {}) from {} failed ({}): its tokens on "
                   "the file are dropped",
-                  file, p->want.start, p->want.end, h.to_string(), r.status.message());
+                  file, p->want.start, give_end, h.to_string(), r.status.message());
               table_.drop(file, h);
               ++st_.holders_dropped;
             }
@@ -272,19 +300,26 @@ void TokenService::on_revoke(RpcRequest& req, Responder r) {
   }
 }
 
-Status TokenService::acquire(const Nid& manager, const std::string& file, uint64_t start,
-                             uint64_t end) {
+Result<TokenRange> TokenService::acquire(const Nid& manager, const std::string& file,
+                                         uint64_t start, uint64_t end, uint64_t want_end) {
   CallOptions co;
   // The manager may first revoke from others, each within the RPC timeout.
   co.timeout = 3 * timeout_;
-  RpcReply r = rpc_.call(manager, kMsgTokenAcquire, encode_range(file, start, end), nullptr, co);
-  if (!r.status.ok())
-    return Status(r.status.code(), "write token for " + file + " [" + std::to_string(start) + ", " +
-                                       std::to_string(end) + ") from " + manager.to_string() +
-                                       ": " + r.status.message());
+  RpcReply r =
+      rpc_.call(manager, kMsgTokenAcquire, encode_range(file, start, end, want_end), nullptr, co);
+  auto failed = [&](Code c, const std::string& why) {
+    return Status(c, "write token for " + file + " [" + std::to_string(start) + ", " +
+                         std::to_string(end) + ") from " + manager.to_string() + ": " + why);
+  };
+  if (!r.status.ok()) return failed(r.status.code(), r.status.message());
+  // The range granted: at least the one asked for, within the one desired.
+  auto g = decode_token_range(r.payload.span(), true);
+  const uint64_t most = std::max(end, want_end);
+  if (!g.ok() || g->file != file || g->start != start || g->end < end || g->end > most)
+    return failed(Code::kProtocol, "the grant is not of the range asked for");
   MutexLock lk(mu_);
   ++st_.acquired;
-  return Status::Ok();
+  return TokenRange{g->start, g->end};
 }
 
 void TokenService::release(const Nid& manager, const std::string& file) {

@@ -1,17 +1,26 @@
 // Byte-range write tokens, the GPFS paper's token scheme in the small. A client writes a
 // range of a striped file only while it holds a write token covering it. The token
 // manager of a file is its layout's first server (every client names the same servers in
-// the same order, so all agree on it without asking anyone). A token asked for is granted
-// at once when no other node holds an overlapping one; otherwise the manager revokes the
-// overlap from its holders first: a holder stops starting writes there, waits until its
-// writes there are acknowledged by the servers, drops its cached blocks there, and answers.
-// So writes to disjoint ranges proceed in parallel, overlapping ones one after another,
-// and a reader on the writer's node never keeps a block another node has since written.
-// A holder that does not answer its revocation (dead, or past the RPC timeout) loses all
+// the same order, so all agree on it without asking anyone). A client asks for the
+// range it must have (required: the blocks it writes now) and the range it would like
+// (desired: on to `want_end`, the end of the file for a sequential writer), as GPFS does.
+// The manager grants at once when no other node holds a token overlapping the required
+// range, and then as much of the desired range as no other node holds. Otherwise it first
+// revokes, from each node whose token overlaps the required range, that token's part from
+// the required range's start to the desired end: a holder stops starting writes there,
+// waits until its writes there are acknowledged by the servers, drops its cached blocks
+// there, and answers. So a sequential writer asks once for the whole file, the paper's
+// segmented writers end up with a token for their own segment each after one revocation
+// per segment, writes to disjoint ranges proceed in parallel, overlapping ones one after
+// another, and a reader on the writer's node never keeps a block another node has since
+// written. The manager decides what a holder gives up (in GPFS the holder keeps what it
+// still uses): a holder writing beyond the requester's start loses that and asks again. A
+// holder that does not answer its revocation (dead, or past the RPC timeout) loses all
 // its tokens on that file.
 //
-//   TOKEN_ACQUIRE  client -> manager: JSON {"file", "start", "end"}; the reply when granted
-//   TOKEN_REVOKE   manager -> holder: the same fields; the reply once released
+//   TOKEN_ACQUIRE  client -> manager: JSON {"file", "start", "end"[, "want_end"]}; the
+//                  reply, when granted, {"file", "start", "end"}: the range granted
+//   TOKEN_REVOKE   manager -> holder: {"file", "start", "end"}; the reply once released
 //   TOKEN_RELEASE  client -> manager: {"file"}: all its tokens on it (at close)
 // Ranges are [start, end) in bytes, whole blocks as the clients ask.
 //
@@ -48,6 +57,10 @@ class TokenTable {
   // Holders other than `who` with a token on `file` overlapping [start, end).
   std::vector<Nid> conflicts(const std::string& file, const Nid& who, uint64_t start,
                              uint64_t end) const;
+  // The most of [end, want_end) no holder other than `who` has a token in: the end of the
+  // desired range that can be granted with a required range ending at `end`.
+  uint64_t grantable_end(const std::string& file, const Nid& who, uint64_t end,
+                         uint64_t want_end) const;
   void grant(const std::string& file, const Nid& who, uint64_t start, uint64_t end);
   // Takes [start, end) out of `who`'s tokens on `file` (splitting a range that covers it).
   void revoke(const std::string& file, const Nid& who, uint64_t start, uint64_t end);
@@ -69,11 +82,13 @@ class TokenHolder {
 
 // A TOKEN_* request's fields. decode_token_range: from a peer, each checked (kProtocol:
 // not JSON, a bad file name, without `need_range` nothing else; with it 0 <= start < end
-// <= 2^62).
+// <= 2^62, and want_end, when there, end <= want_end <= 2^62).
 struct TokenRangeMsg {
   std::string file;
   uint64_t start = 0, end = 0;
+  uint64_t want_end = 0;  // the desired range's end; 0 (absent): end
 };
+inline constexpr uint64_t kTokenMaxOffset = uint64_t(1) << 62;  // "to the end of the file"
 Buffer encode_token_range(const TokenRangeMsg& m);
 Result<TokenRangeMsg> decode_token_range(std::span<const uint8_t> b, bool need_range);
 
@@ -89,8 +104,10 @@ class TokenService {
   ~TokenService();
   void stop();
 
-  // Client side. Blocks until the manager grants [start, end) of `file` to this node.
-  Status acquire(const Nid& manager, const std::string& file, uint64_t start, uint64_t end);
+  // Client side. Blocks until the manager grants [start, end) of `file` to this node, and
+  // of [end, want_end) what no other node holds; returns the range granted.
+  Result<TokenRange> acquire(const Nid& manager, const std::string& file, uint64_t start,
+                             uint64_t end, uint64_t want_end = 0);
   void release(const Nid& manager, const std::string& file);  // best effort
   void add_holder(TokenHolder* h) EXCLUDES(mu_);
   void remove_holder(TokenHolder* h) EXCLUDES(mu_);
