@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "base/heap.h"
 #include "base/log.h"
 #include "pfsnetd/daemon.h"
 
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
                  "trace, debug, info, warn, error or off (overrides node.log_level)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   CLI11_PARSE(app, argc, argv);
+  pfsnet::keep_freed_buffers_in_heap();
 
   (void)pfsnet::init_logging(level.empty() ? "info" : level);
   auto cfg = pfsnet::load_config(config_path);

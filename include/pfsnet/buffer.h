@@ -1,5 +1,6 @@
 // Buffer: an owned, uninitialised run of bytes (no zero fill, so a 2 MiB receive buffer
-// costs no memset), and BulkData, a buffer shared between a caller and the transport
+// costs no memset; Buffer::page_aligned starts on a 4 KiB boundary, so a received block
+// can go to O_DIRECT as it is), and BulkData, a buffer shared between a caller and the transport
 // that is writing it, so bulk is sent without a copy. A Buffer's memory comes from the
 // heap, or from a BufferPool (a transport's registered receive memory) that takes it back
 // when the Buffer goes.
@@ -24,12 +25,17 @@ class BufferPool {
   virtual void give_back(uint8_t* p) = 0;
 };
 
-// Frees a Buffer's memory: delete[] for heap memory, back to its pool for pooled.
+inline constexpr std::align_val_t kBufferPage{4096};
+
+// Frees a Buffer's memory: back to its pool for pooled, else to the heap as allocated.
 struct BufferFree {
   std::shared_ptr<BufferPool> pool;
+  bool page_aligned = false;
   void operator()(uint8_t* p) const {
     if (pool)
       pool->give_back(p);
+    else if (page_aligned)
+      ::operator delete[](p, kBufferPage);
     else
       delete[] p;
   }
@@ -40,6 +46,15 @@ class Buffer {
   Buffer() = default;
   explicit Buffer(size_t n)
       : data_(n ? std::make_unique_for_overwrite<uint8_t[]>(n).release() : nullptr), size_(n) {}
+  // The same starting on a 4 KiB boundary (a received block, for O_DIRECT).
+  static Buffer page_aligned(size_t n) {
+    Buffer b;
+    if (n)
+      b.data_ = std::unique_ptr<uint8_t[], BufferFree>(
+          static_cast<uint8_t*>(::operator new[](n, kBufferPage)), BufferFree{nullptr, true});
+    b.size_ = n;
+    return b;
+  }
   // `n` bytes at `chunk`, which goes back to `pool` when this Buffer is destroyed.
   static Buffer pooled(uint8_t* chunk, size_t n, std::shared_ptr<BufferPool> pool) {
     Buffer b;
@@ -55,6 +70,9 @@ class Buffer {
   static Buffer copy_of(std::string_view s) {
     return copy_of(std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
   }
+
+  // Its memory belongs to a BufferPool (which wants it back soon), not to the heap.
+  bool pooled() const { return data_.get_deleter().pool != nullptr; }
 
   uint8_t* data() { return data_.get(); }
   const uint8_t* data() const { return data_.get(); }

@@ -648,7 +648,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
       if (kHeaderSize + body <= rbuf_.size() / 2) break;  // small: wait for more in rbuf_
       // Large frame: copy what is here, read the rest straight into its buffers.
       f.payload = Buffer(h->payload_len);
-      f.bulk = Buffer(h->bulk_len);
+      f.bulk = Buffer::page_aligned(h->bulk_len);  // a block store may take it as it is
       const uint8_t* p = rbuf_.data() + pos + kHeaderSize;
       size_t in_payload = std::min<size_t>(avail, h->payload_len);
       if (in_payload) std::memcpy(f.payload.data(), p, in_payload);
