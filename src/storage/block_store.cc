@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,103 +27,106 @@ Status sys_error(const std::string& what) {
   return Status(Code::kRemoteError, what + ": " + std::strerror(errno));
 }
 
-// Memory for a MemStore's blocks, handed out block by block and never given back (a
-// target keeps its files): 2 MiB-aligned chunks the kernel may back with huge pages, so
-// writing a new GiB costs 512 page faults, not 262,144 (first writes into fresh 4 KiB
-// pages ran at a third of the rewrite rate).
-class BlockArena {
- public:
-  explicit BlockArena(size_t block_size)
-      : bs_(block_size), chunk_((std::max(block_size, kHuge) + kHuge - 1) / kHuge * kHuge) {}
-  ~BlockArena() {
-    for (void* c : chunks_) munmap(c, chunk_);
-  }
-  BlockArena(const BlockArena&) = delete;
-  BlockArena& operator=(const BlockArena&) = delete;
-
-  // A block's memory (uninitialised), or null when the system has none.
-  uint8_t* take() {
-    if (chunks_.empty() || next_ + bs_ > chunk_) {
-      void* c =
-          mmap(nullptr, chunk_ + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (c == MAP_FAILED) return nullptr;
-      // Trim to a 2 MiB boundary so the whole chunk can be huge pages.
-      auto base = reinterpret_cast<uintptr_t>(c);
-      uintptr_t aligned = (base + kHuge - 1) / kHuge * kHuge;
-      if (aligned > base) munmap(c, aligned - base);
-      munmap(reinterpret_cast<void*>(aligned + chunk_), base + kHuge - aligned);
-      madvise(reinterpret_cast<void*>(aligned), chunk_, MADV_HUGEPAGE);  // a hint
-      chunks_.push_back(reinterpret_cast<void*>(aligned));
-      next_ = 0;
-    }
-    uint8_t* b = static_cast<uint8_t*>(chunks_.back()) + next_;
-    next_ += bs_;
-    return b;
-  }
-
- private:
-  static constexpr size_t kHuge = 2u << 20;
-  const size_t bs_, chunk_;
-  std::vector<void*> chunks_;
-  size_t next_ = 0;
-};
-
+// Blocks in memory, each its own Buffer. A whole-block write keeps the request's memory as
+// the block; a whole-block read shares the block with the reply. A block being sent is
+// never written in place: a partial write to it copies it first (the reply keeps the old).
 class MemStore final : public BlockStore {
  public:
-  MemStore(uint32_t block_size, uint64_t capacity)
-      : bs_(block_size), capacity_(capacity), arena_(block_size) {}
+  MemStore(uint32_t block_size, uint64_t capacity) : bs_(block_size), capacity_(capacity) {}
 
   Status write(const std::string& file, uint64_t block, uint32_t offset,
                std::span<const uint8_t> data) override {
-    if (block * bs_ + offset + data.size() > capacity_)
-      return Status(Code::kRemoteError, "file " + file + " would pass the target's capacity of " +
-                                            std::to_string(capacity_) + " bytes");
+    if (Status s = fits(file, block, offset + data.size()); !s.ok()) return s;
     MutexLock lk(mu_);
     auto& blocks = files_[file];
     auto it = blocks.find(block);
     if (it == blocks.end()) {
-      if (used_ + bs_ > capacity_)
-        return Status(Code::kRemoteError, "target mem is full (its capacity of " +
-                                              std::to_string(capacity_) + " bytes)");
-      // Unwritten bytes read as 0: zero only what this write leaves (a whole-block write,
-      // the usual one, zeroes nothing -- a memset of every new block cost a sixth of a
-      // server's CPU at 400 MiB/s).
-      uint8_t* b = arena_.take();
-      if (!b) return Status(Code::kRemoteError, "target mem: out of memory");
-      std::memset(b, 0, offset);
-      std::memset(b + offset + data.size(), 0, bs_ - offset - data.size());
-      it = blocks.emplace(block, b).first;
+      if (Status s = room_locked(); !s.ok()) return s;
+      // Unwritten bytes read as 0: zero only what this write leaves.
+      auto b = std::make_shared<Buffer>(bs_);
+      std::memset(b->data(), 0, offset);
+      std::memset(b->data() + offset + data.size(), 0, bs_ - offset - data.size());
+      it = blocks.emplace(block, std::move(b)).first;
       used_ += bs_;
+    } else if (it->second.use_count() > 1) {
+      it->second = std::make_shared<Buffer>(Buffer::copy_of(it->second->span()));
     }
-    std::memcpy(it->second + offset, data.data(), data.size());
+    std::memcpy(it->second->data() + offset, data.data(), data.size());
+    return Status::Ok();
+  }
+
+  Status write_block(const std::string& file, uint64_t block, Buffer whole) override {
+    // Pooled memory (a fabric's registered buffers) goes back to its pool: copied.
+    if (whole.pooled() || whole.size() != bs_) return write(file, block, 0, whole.span());
+    if (Status s = fits(file, block, bs_); !s.ok()) return s;
+    auto b = std::make_shared<Buffer>(std::move(whole));
+    std::shared_ptr<Buffer> old;  // freed after the lock
+    MutexLock lk(mu_);
+    auto& blocks = files_[file];
+    auto it = blocks.find(block);
+    if (it == blocks.end()) {
+      if (Status s = room_locked(); !s.ok()) return s;
+      blocks.emplace(block, std::move(b));
+      used_ += bs_;
+    } else {
+      old = std::exchange(it->second, std::move(b));
+    }
     return Status::Ok();
   }
 
   Status read(const std::string& file, uint64_t block, uint32_t offset,
               std::span<uint8_t> out) override {
-    MutexLock lk(mu_);
-    auto f = files_.find(file);
-    const uint8_t* src = nullptr;
-    if (f != files_.end()) {
-      auto it = f->second.find(block);
-      if (it != f->second.end()) src = it->second + offset;
-    }
-    if (src)
-      std::memcpy(out.data(), src, out.size());
+    BulkData b = find(file, block);
+    if (b)
+      std::memcpy(out.data(), b->data() + offset, out.size());
     else
       std::memset(out.data(), 0, out.size());
     return Status::Ok();
   }
 
+  BulkData read_block(const std::string& file, uint64_t block) override {
+    if (BulkData b = find(file, block)) return b;
+    MutexLock lk(mu_);
+    if (!zeros_) {
+      Buffer z(bs_);
+      std::memset(z.data(), 0, bs_);
+      zeros_ = make_bulk(std::move(z));
+    }
+    return zeros_;
+  }
+
+  bool wants_aligned() const override { return false; }
+  bool blocks_thread() const override { return false; }
   std::string describe() const override { return "mem"; }
 
  private:
+  Status fits(const std::string& file, uint64_t block, uint64_t end) const {
+    if (block * bs_ + end > capacity_)
+      return Status(Code::kRemoteError, "file " + file + " would pass the target's capacity of " +
+                                            std::to_string(capacity_) + " bytes");
+    return Status::Ok();
+  }
+  Status room_locked() const REQUIRES(mu_) {
+    if (used_ + bs_ > capacity_)
+      return Status(Code::kRemoteError,
+                    "target mem is full (its capacity of " + std::to_string(capacity_) + " bytes)");
+    return Status::Ok();
+  }
+  BulkData find(const std::string& file, uint64_t block) EXCLUDES(mu_) {
+    MutexLock lk(mu_);
+    auto f = files_.find(file);
+    if (f == files_.end()) return nullptr;
+    auto it = f->second.find(block);
+    return it == f->second.end() ? nullptr : it->second;
+  }
+
   const uint32_t bs_;
   const uint64_t capacity_;
   Mutex mu_;
-  BlockArena arena_ GUARDED_BY(mu_);
-  std::map<std::string, std::unordered_map<uint64_t, uint8_t*>> files_ GUARDED_BY(mu_);
+  std::map<std::string, std::unordered_map<uint64_t, std::shared_ptr<Buffer>>> files_
+      GUARDED_BY(mu_);
   uint64_t used_ GUARDED_BY(mu_) = 0;
+  BulkData zeros_ GUARDED_BY(mu_);  // the block never written
 };
 
 // Memory aligned for O_DIRECT, freed with free().

@@ -2,8 +2,9 @@
 // its own part on every target, addressed by block index: a block is written and read at
 // any offset and length within it; bytes never written read as zeros.
 //
-//   "mem"        in memory (tests; the data goes with the process), at most `capacity`
-//                bytes of blocks;
+//   "mem"        in memory (tests, benchmarks; the data goes with the process), at most
+//                `capacity` bytes of blocks; a whole-block write keeps the request's own
+//                memory and a whole-block read sends the block's, so neither copies;
 //   a directory  one sparse file per striped file in it (DIR/NAME), block b at b x block
 //                size; opened with O_DIRECT too where the file system allows it, used for
 //                transfers aligned to 4 KiB in memory, offset and length (whole blocks from
@@ -14,6 +15,7 @@
 // Threads: read() and write() from any thread, concurrently.
 #pragma once
 
+#include <pfsnet/buffer.h>
 #include <pfsnet/status.h>
 
 #include <cstdint>
@@ -33,6 +35,19 @@ class BlockStore {
                        std::span<const uint8_t> data) = 0;
   virtual Status read(const std::string& file, uint64_t block, uint32_t offset,
                       std::span<uint8_t> out) = 0;
+  // A whole block written from memory it may keep (`whole.size()` is the block size):
+  // "mem" keeps it as the block, without a copy. The others write it.
+  virtual Status write_block(const std::string& file, uint64_t block, Buffer whole) {
+    return write(file, block, 0, whole.span());
+  }
+  // A whole block shared without a copy, to send while a later write replaces it: "mem"
+  // only; null where reads go through read().
+  virtual BulkData read_block(const std::string& /*file*/, uint64_t /*block*/) { return nullptr; }
+  // Whether a transfer from memory aligned to 4 KiB goes faster (O_DIRECT).
+  virtual bool wants_aligned() const { return true; }
+  // Whether a whole-block write_block or read_block may block the thread (on a disk)
+  // rather than only move a pointer.
+  virtual bool blocks_thread() const { return true; }
   // "mem" or the directory, and whether O_DIRECT is in use.
   virtual std::string describe() const = 0;
 };
