@@ -120,6 +120,7 @@ void add_bench_gpfs(CLI::App& app, Invocation& inv) {
                                          file = "iobench", plot;
     int64_t requests = 2000;
     double timeout = 3600;
+    bool direct = false;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("--servers", a->servers, "block servers' NIDs, comma-separated (the layout)")
@@ -140,6 +141,9 @@ void add_bench_gpfs(CLI::App& app, Invocation& inv) {
   sub->add_option("--timeout", a->timeout, "seconds per cell and operation (default 3600)")
       ->check(CLI::Range(1.0, 86400.0));
   sub->add_option("--plot", a->plot, "write an SVG chart: MiB/s by nodes, a line per thread count");
+  sub->add_flag("--direct", a->direct,
+                "writes as O_DIRECT's: from the application's memory, no pagepool copy, each "
+                "returning once acknowledged");
   add_json_flag(sub, inv);
   sub->callback([&inv, a] {
     auto counts = [](const std::string& text, json* out) {
@@ -172,10 +176,10 @@ void add_bench_gpfs(CLI::App& app, Invocation& inv) {
       inv.rc = fail("--size: '" + a->size + "' is not a size");
       return;
     }
-    json req{{"cmd", "iobench"},       {"servers", split(a->servers)}, {"clients", clients},
-             {"nodes", nodes},         {"threads", threads},           {"requests", a->requests},
-             {"size", *size},          {"ops", split(a->ops)},         {"file", a->file},
-             {"timeout_s", a->timeout}};
+    json req{{"cmd", "iobench"},        {"servers", split(a->servers)}, {"clients", clients},
+             {"nodes", nodes},          {"threads", threads},           {"requests", a->requests},
+             {"size", *size},           {"ops", split(a->ops)},         {"file", a->file},
+             {"timeout_s", a->timeout}, {"direct", a->direct}};
     if (!a->cell.empty()) {
       auto cell = size_with_unit(a->cell);
       if (!cell || *cell <= 0) {

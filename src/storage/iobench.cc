@@ -54,7 +54,8 @@ Buffer IobenchRequest::encode() const {
                       {"requests", requests},
                       {"size", size},
                       {"first_segment", first_segment},
-                      {"verify", verify}});
+                      {"verify", verify},
+                      {"direct", direct}});
 }
 
 Result<IobenchRequest> decode_iobench_request(std::span<const uint8_t> payload) {
@@ -97,6 +98,8 @@ Result<IobenchRequest> decode_iobench_request(std::span<const uint8_t> payload) 
     return bad("the job's segments pass 1 PiB");
   if (j->contains("verify") && !(*j)["verify"].is_boolean()) return bad("verify: true or false");
   q.verify = j->value("verify", false);
+  if (j->contains("direct") && !(*j)["direct"].is_boolean()) return bad("direct: true or false");
+  q.direct = j->value("direct", false);
   return q;
 }
 
@@ -280,7 +283,9 @@ void IobenchService::prepare(const IobenchRequest& q, Responder r) {
   // answers prepare and later go, then hands itself to be joined.
   auto prepared = std::make_shared<Responder>(std::move(r));
   auto body = [this, job, prepared] {
-    auto opened = StripedFile::open(rpc_, job->q.file, job->q.servers, options_());
+    StripedFileOptions fo = options_();
+    fo.direct_writes = job->q.direct;
+    auto opened = StripedFile::open(rpc_, job->q.file, job->q.servers, fo);
     RpcResponse ready;
     if (opened.ok()) {
       job->file = std::move(*opened);
@@ -412,6 +417,10 @@ Result<IobenchSpec> IobenchSpec::from_json(const json& j) {
   auto timeout = json_number(j, "timeout_s", s.timeout_s, 1, 86400);
   if (!timeout.ok()) return timeout.status();
   s.timeout_s = *timeout;
+  if (j.contains("direct")) {
+    if (!j["direct"].is_boolean()) return Status(Code::kInvalidArgument, "direct: true or false");
+    s.direct = j["direct"].get<bool>();
+  }
   return s;
 }
 
@@ -512,6 +521,7 @@ Result<json> run_iobench(RpcEngine& rpc, const IobenchSpec& spec,
         q.requests = spec.requests_for(n, t);
         q.size = spec.size;
         q.verify = op == "read" && spec.ops.front() == "write";
+        q.direct = spec.direct;
         auto ready = call_all(
             rpc, clients,
             [&](size_t i) {
@@ -571,9 +581,10 @@ Result<json> run_iobench(RpcEngine& rpc, const IobenchSpec& spec,
   json servers = json::array(), clients = json::array();
   for (const Nid& n : spec.servers) servers.push_back(n.to_string());
   for (const Nid& n : spec.clients) clients.push_back(n.to_string());
-  return json{{"cells", cells},      {"peak", peak},           {"servers", servers},
-              {"clients", clients},  {"size", spec.size},      {"file", spec.file},
-              {"nodes", spec.nodes}, {"threads", spec.threads}};
+  return json{
+      {"cells", cells},       {"peak", peak},      {"servers", servers},  {"clients", clients},
+      {"size", spec.size},    {"file", spec.file}, {"nodes", spec.nodes}, {"threads", spec.threads},
+      {"direct", spec.direct}};
 }
 
 std::string iobench_tables(const json& r) {
@@ -584,9 +595,11 @@ std::string iobench_tables(const json& r) {
     bool any = false;
     for (const json& c : r["cells"]) any = any || c["op"] == op;
     if (!any) continue;
+    const bool direct = op == std::string("write") && r.value("direct", false);
     out += std::string(op == std::string("read") ? "Read" : "Write") + " throughput, MiB/s (" +
            std::to_string(r["servers"].size()) + " server(s), " +
-           std::to_string(r["size"].get<uint64_t>() >> 10) + " KiB requests)\n";
+           std::to_string(r["size"].get<uint64_t>() >> 10) + " KiB requests" +
+           (direct ? ", direct" : "") + ")\n";
     char line[64];
     std::snprintf(line, sizeof(line), "%-10s", "");
     out += line;

@@ -48,6 +48,7 @@ struct IobenchRequest {
   uint32_t size = 256 << 10;   // prepare: bytes per request, 1..64 MiB
   uint64_t first_segment = 0;  // prepare: this node's first thread's segment
   bool verify = false;         // prepare, read: check the offsets the writes left
+  bool direct = false;         // prepare, write: O_DIRECT's writes (direct_writes)
 
   Buffer encode() const;  // JSON text
 };
@@ -106,6 +107,7 @@ struct IobenchSpec {
   std::vector<std::string> ops = {"write", "read"};
   std::string file = "iobench";
   double timeout_s = 3600;  // per cell and operation
+  bool direct = false;      // writes as O_DIRECT's: no pagepool copy, no write-behind
 
   static Result<IobenchSpec> from_json(const nlohmann::json& j);
   // Requests per thread in a cell of n nodes x t threads.

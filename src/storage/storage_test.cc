@@ -145,6 +145,61 @@ TEST(BlockStoreTest, MemoryAndDirectoryTargetsKeepWhatWasWritten) {
   std::filesystem::remove_all(dir);
 }
 
+// The memory target keeps a whole block's own memory and sends its own: no copy either
+// way, and a block being sent keeps what it held while a later write changes the block.
+TEST(BlockStoreTest, TheMemoryTargetTakesAndSharesWholeBlocksWithoutCopies) {
+  auto mem = open_block_store("mem", 4096, 1 << 20);
+  ASSERT_TRUE(mem.ok());
+  BlockStore& s = **mem;
+  EXPECT_FALSE(s.wants_aligned());
+  EXPECT_FALSE(s.blocks_thread());
+  Buffer whole = Buffer::page_aligned(4096);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(whole.data()) % 4096, 0u);
+  std::memset(whole.data(), 0x11, 4096);
+  const uint8_t* mine = whole.data();
+  ASSERT_TRUE(s.write_block("f", 3, std::move(whole)).ok());
+  BulkData sent = s.read_block("f", 3);
+  ASSERT_TRUE(sent);
+  EXPECT_EQ(sent->data(), mine) << "the block is the request's memory, shared with the reply";
+  // A partial write while the block is being sent: the reply keeps the old bytes.
+  std::vector<uint8_t> part(100, 0x22);
+  ASSERT_TRUE(s.write("f", 3, 10, part).ok());
+  EXPECT_EQ(sent->data()[10], 0x11);
+  std::vector<uint8_t> now(4096);
+  ASSERT_TRUE(s.read("f", 3, 0, now).ok());
+  EXPECT_EQ(now[9], 0x11);
+  EXPECT_EQ(now[10], 0x22);
+  EXPECT_EQ(now[110], 0x11);
+  // A whole-block write replaces the block; the one being sent is unchanged.
+  Buffer next = Buffer::page_aligned(4096);
+  std::memset(next.data(), 0x33, 4096);
+  ASSERT_TRUE(s.write_block("f", 3, std::move(next)).ok());
+  EXPECT_EQ(sent->data()[0], 0x11);
+  EXPECT_EQ(s.read_block("f", 3)->data()[0], 0x33);
+  // Never written: a block of zeros.
+  BulkData zeros = s.read_block("f", 77);
+  ASSERT_TRUE(zeros);
+  EXPECT_EQ(zeros->size(), 4096u);
+  EXPECT_EQ(std::count(zeros->data(), zeros->data() + 4096, 0), 4096);
+  // Memory a pool lends (a fabric's receive buffers) is copied, and goes back to its pool.
+  struct Pool final : BufferPool {
+    int back = 0;
+    void give_back(uint8_t*) override { ++back; }
+  };
+  auto pool = std::make_shared<Pool>();
+  std::vector<uint8_t> lent(4096, 0x44);
+  ASSERT_TRUE(s.write_block("f", 4, Buffer::pooled(lent.data(), 4096, pool)).ok());
+  EXPECT_EQ(pool->back, 1);
+  EXPECT_NE(s.read_block("f", 4)->data(), lent.data());
+  EXPECT_EQ(s.read_block("f", 4)->data()[4095], 0x44);
+  // The capacity holds for kept blocks too: 256 blocks of 4 KiB fit, 2 are used.
+  for (uint64_t b = 5; b < 256; ++b) ASSERT_TRUE(s.write_block("f", b, Buffer(4096)).ok()) << b;
+  for (uint64_t b = 0; b < 3; ++b) ASSERT_TRUE(s.write_block("h", b, Buffer(4096)).ok()) << b;
+  Status full = s.write_block("g", 0, Buffer(4096));
+  EXPECT_FALSE(full.ok());
+  EXPECT_NE(full.message().find("full"), std::string::npos) << full.to_string();
+}
+
 TEST(BlockStoreTest, FullTargetsAndBadSpecsAreClearErrors) {
   auto mem = open_block_store("mem", 4096, 8192);  // two blocks
   ASSERT_TRUE(mem.ok());
@@ -233,12 +288,14 @@ TEST(IobenchTest, MessagesAndSpecsAreChecked) {
   q.threads = 4;
   q.requests = 10;
   q.first_segment = 8;
+  q.direct = true;
   Buffer b = q.encode();
   auto d = decode_iobench_request(b.span());
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->job, 7u);
   EXPECT_EQ(d->threads, 4);
   EXPECT_EQ(d->first_segment, 8u);
+  EXPECT_TRUE(d->direct);
   auto bad = [](const std::string& text) {
     auto r = decode_iobench_request(
         std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
@@ -247,6 +304,7 @@ TEST(IobenchTest, MessagesAndSpecsAreChecked) {
   std::string ok_tail = R"("servers":["127.0.0.1@tcp"],"op":"write","threads":1,"requests":1,)"
                         R"("size":4096,"first_segment":0})";
   EXPECT_FALSE(bad(R"({"phase":"prepare","job":1,"file":"f",)" + ok_tail));
+  EXPECT_TRUE(bad(R"({"phase":"prepare","job":1,"direct":1,"file":"f",)" + ok_tail));
   EXPECT_TRUE(bad("not json"));
   EXPECT_TRUE(bad(R"({"phase":"erase","job":1})"));
   EXPECT_TRUE(bad(R"({"phase":"prepare","job":1,"file":"../f",)" + ok_tail));
@@ -294,6 +352,7 @@ TEST(IobenchTest, MessagesAndSpecsAreChecked) {
                                                            {"ops", {"write", "write"}},
                                                            {"size", 12},
                                                            {"file", "a/b"},
+                                                           {"direct", "yes"},
                                                            {"servers", nlohmann::json::array()}}) {
     nlohmann::json j = spec;
     j[key] = value;
@@ -614,6 +673,40 @@ TEST_F(BlockServiceTest, AReaderSeesItsOwnWritesAndWriteErrorsComeAtFlush) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("capacity"), std::string::npos) << s.to_string();
   EXPECT_TRUE((*f)->flush().ok());
+}
+
+// O_DIRECT's writes: the caller's memory goes out as it is, the write returns once the
+// server has the data (another client reads it at once, no flush), the caller may reuse
+// its buffer then, and tokens still serialise overlapping writers.
+TEST_F(BlockServiceTest, DirectWritesAreAcknowledgedOnReturnAndLeaveTheCallersMemory) {
+  StripedFileOptions o = fopts();
+  o.direct_writes = true;
+  o.tokens = tokens_[1].get();
+  auto f = StripedFile::open(*c1_.rpc, "direct", {s1_.nid(), s2_.nid()}, o);
+  auto reader = StripedFile::open(*c2_.rpc, "direct", {s1_.nid(), s2_.nid()}, fopts());
+  ASSERT_TRUE(f.ok() && reader.ok());
+  // Unaligned and across blocks and servers.
+  auto p = pattern(3 * kBlock + 1234, 21);
+  std::vector<uint8_t> mine = p;
+  ASSERT_TRUE((*f)->write(777, mine).ok());
+  std::fill(mine.begin(), mine.end(), uint8_t(0xEE));  // the caller's buffer is its own again
+  std::vector<uint8_t> got(p.size());
+  ASSERT_TRUE((*reader)->read(777, got).ok());
+  EXPECT_EQ(got, p) << "a direct write was not on the servers when it returned";
+  auto st = (*f)->stats();
+  EXPECT_EQ(st.block_writes, 4u);
+  EXPECT_EQ(st.tokens_acquired, 1u);
+  // The file's own reads see it (its cache of those blocks is gone).
+  std::vector<uint8_t> again(p.size());
+  ASSERT_TRUE((*f)->read(777, again).ok());
+  EXPECT_EQ(again, p);
+  // An error is the write's own status, not a later flush's.
+  std::vector<uint8_t> small(10, 1);
+  Status s = (*f)->write(uint64_t(64) << 30, small);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("capacity"), std::string::npos) << s.to_string();
+  EXPECT_TRUE((*f)->flush().ok());
+  EXPECT_TRUE((*f)->close().ok());
 }
 
 TEST_F(BlockServiceTest, RequestsWaitForBuffersInsteadOfFailing) {

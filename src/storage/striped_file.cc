@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/log.h"
 #include "storage/block_store.h"
 #include "storage/protocol.h"
 
@@ -119,6 +120,31 @@ Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
   } done{this, mine};
   ++st_.writes;
   st_.bytes_written += data.size();
+  if (opts_.direct_writes) {
+    // After any earlier write to these blocks (order), as a buffered write.
+    auto until = Steady::now() + 2 * rpc_timeout();
+    bool ok = cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) {
+      for (const Extent& e : ext)
+        if (writing_.count(e.file_block)) return false;
+      return true;
+    });
+    if (!ok)
+      return Status(Code::kTimeout, "write of " + name_ +
+                                        ": an earlier write of its blocks still under way after " +
+                                        std::to_string(to_ms(2 * rpc_timeout()) / 1000) + " s");
+    for (const Extent& e : ext) {
+      ++writing_[e.file_block];
+      ++st_.block_writes;
+      drop_cached_locked(e.file_block);
+    }
+    lk.unlock();
+    Status st = send_direct(ext, data);
+    lk.lock();
+    for (const Extent& e : ext)
+      if (--writing_[e.file_block] == 0) writing_.erase(e.file_block);
+    cv_.notify_all();
+    return st;
+  }
   auto until = Steady::now() + 2 * rpc_timeout();
   for (const Extent& e : ext) {
     // Room in the pagepool, and no earlier write to this block under way (order).
@@ -136,14 +162,7 @@ Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
                                         std::to_string(e.file_block) + " still under way after " +
                                         std::to_string(to_ms(2 * rpc_timeout()) / 1000) + " s");
     // A cached copy of the block would be stale now; one on its way is dropped on arrival.
-    if (auto c = cache_.find(e.file_block); c != cache_.end()) {
-      if (c->second.state == Block::kLoading) {
-        c->second.stale = true;
-      } else {
-        cached_bytes_ -= bs;
-        cache_.erase(c);
-      }
-    }
+    drop_cached_locked(e.file_block);
     dirty_bytes_ += e.length;
     ++writing_[e.file_block];
     ++st_.block_writes;
@@ -209,6 +228,106 @@ Status StripedFile::release_range(uint64_t start, uint64_t end) {
     }
   }
   return Status::Ok();  // a write's error comes at its flush, as without tokens
+}
+
+namespace {
+
+// The caller's memory lent to the RPC layer by a direct write: counts the blocks still
+// held (a pooled Buffer's give_back runs when its last holder lets go of it).
+class Lent final : public BufferPool {
+ public:
+  void lend() EXCLUDES(mu_) {
+    MutexLock l(mu_);
+    ++out_;
+  }
+  void give_back(uint8_t*) override EXCLUDES(mu_) {
+    MutexLock l(mu_);
+    --out_;
+    cv_.notify_all();
+  }
+  bool wait_returned(Duration d) EXCLUDES(mu_) {
+    MutexLock l(mu_);
+    return cv_.wait_for(l, d, [&]() REQUIRES(mu_) { return out_ == 0; });
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  size_t out_ GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace
+
+Status StripedFile::send_direct(const std::vector<Extent>& ext, std::span<const uint8_t> data) {
+  auto until = Steady::now() + 2 * rpc_timeout();
+  struct Round {
+    Mutex mu;
+    CondVar cv;
+    size_t left GUARDED_BY(mu) = 0;
+    Status first GUARDED_BY(mu);
+  };
+  auto round = std::make_shared<Round>();
+  {
+    MutexLock g(round->mu);
+    round->left = ext.size();
+  }
+  auto lent = std::make_shared<Lent>();
+  CallOptions co;
+  co.timeout = rpc_timeout();
+  for (const Extent& e : ext) {
+    BlockIo io{name_, layout_.targets()[e.target].target, e.target_block, e.offset, e.length};
+    const Nid server = layout_.targets()[e.target].server;
+    // The caller's bytes as they are: only read (a BulkData is const), and this returns
+    // only once nothing holds them.
+    lent->lend();
+    BulkData bulk =
+        make_bulk(Buffer::pooled(const_cast<uint8_t*>(data.data() + e.buf_offset), e.length, lent));
+    rpc_.call_async(
+        server, kMsgBlockWrite, encode_block_io(io), std::move(bulk),
+        [round, fb = e.file_block, server](RpcReply&& r) {
+          MutexLock g(round->mu);
+          if (!r.status.ok() && round->first.ok())
+            round->first =
+                Status(r.status.code(), "write of block " + std::to_string(fb) + " to " +
+                                            server.to_string() + ": " + r.status.message());
+          --round->left;
+          round->cv.notify_all();
+        },
+        co);
+  }
+  Status st;
+  {
+    // Each RPC ends within its timeout, with a reply or an error.
+    MutexLock g(round->mu);
+    if (!round->cv.wait_for(g, until - Steady::now(),
+                            [&]() REQUIRES(round->mu) { return round->left == 0; }))
+      st = Status(Code::kTimeout, "write of " + name_ + ": unanswered after " +
+                                      std::to_string(to_ms(2 * rpc_timeout()) / 1000) + " s");
+    else
+      st = round->first;
+  }
+  // After an error a write may still be on its way out of a connection: the caller's
+  // memory is not its own again until it is out (or the connection gone).
+  if (!lent->wait_returned(rpc_timeout())) {
+    PFS_LOG_ERROR(
+        "direct write of {}: a connection still holds the caller's data {} s after "
+        "the RPC ended",
+        name_, to_ms(rpc_timeout()) / 1000);
+    st = Status(Code::kTimeout,
+                "write of " + name_ + ": its data still held by a connection after the RPC ended");
+  }
+  return st;
+}
+
+void StripedFile::drop_cached_locked(uint64_t fb) {
+  auto c = cache_.find(fb);
+  if (c == cache_.end()) return;
+  if (c->second.state == Block::kLoading) {
+    c->second.stale = true;  // dropped when it arrives
+  } else {
+    cached_bytes_ -= layout_.block_size();
+    cache_.erase(c);
+  }
 }
 
 Status StripedFile::flush() {

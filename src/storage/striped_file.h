@@ -15,6 +15,9 @@
 //            under way to the blocks it reads (it sees its own writes).
 //   close    flush, then waits for reads under way.
 //
+// With options.direct_writes a write is O_DIRECT's instead: no copy, no write-behind (see
+// StripedFileOptions).
+//
 // Bytes never written read as zeros. With tokens (options.tokens), a write first holds a
 // write token on its whole blocks (a sequential writer asks for the rest of the file as
 // well, so it asks once): writes of two nodes to overlapping ranges run one after
@@ -50,6 +53,10 @@ struct StripedFileOptions {
   // Byte-range write tokens (storage/tokens.h) from the layout's first server; null: none
   // (then only a file opened after another client's writes is sure to see them).
   TokenService* tokens = nullptr;
+  // Writes as O_DIRECT's: the caller's memory goes out as it is, no pagepool copy, and a
+  // write returns once its blocks are acknowledged (its status is theirs; no write-behind).
+  // Reads still go through the pagepool.
+  bool direct_writes = false;
 
   static StripedFileOptions from(const Config& cfg);
 };
@@ -107,6 +114,11 @@ class StripedFile final : public TokenHolder {
   // Sends BLOCK_READs for `blocks` (not under mu_: a reply may complete on this thread).
   void fetch(const std::vector<uint64_t>& blocks) EXCLUDES(mu_);
   void evict_locked() REQUIRES(mu_);
+  // A direct write's RPCs (options.direct_writes): returns once every block is answered
+  // and nothing holds the caller's memory.
+  Status send_direct(const std::vector<Extent>& ext, std::span<const uint8_t> data) EXCLUDES(mu_);
+  // Drops file block `fb`'s cached copy (one still loading is dropped when it arrives).
+  void drop_cached_locked(uint64_t fb) REQUIRES(mu_);
   // Waits until no write of this file is under way to any of `blocks`.
   Status wait_writes_locked(MutexLock& lk, const std::vector<uint64_t>& blocks) REQUIRES(mu_);
 
