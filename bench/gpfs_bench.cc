@@ -15,12 +15,20 @@
 //              gpfs_read_32_nodes_vs_peak   the same for reads
 //              gpfs_peak_write_vs_link      baseline: the emulated link (goal >= 0.9)
 //              gpfs_peak_read_vs_link
-//   mem      no emulation, an in-memory target, 1 MiB blocks and requests: aggregate
-//            write and read MiB/s of a file rewritten (the first pass, a new file, is on
-//            stderr); baseline: bulk_write_1m's raw TCP figure, measured by pfsnet_bench in
-//            this run (goal >= 0.8)
+//   mem      no emulation, an in-memory target, 1 MiB blocks and requests, 4 GiB cells
+//            (--mem-cell-mib): aggregate write and read MiB/s of a file rewritten (the
+//            first pass, a new file, is on stderr). Figures:
+//              gpfs_mem_write_vs_raw_tcp  without the data checksum, as bulk_write_1m;
+//              gpfs_mem_read_vs_raw_tcp   baseline: bulk_write_1m's raw TCP figure,
+//                                         measured by pfsnet_bench in this run (goal 0.8)
+//              gpfs_mem_direct_write_vs_raw_tcp  the same, writes as O_DIRECT's (no
+//                                         pagepool copy, no write-behind)
+//              gpfs_mem_write_checksum_vs_off  with lnet.checksum on (the default);
+//              gpfs_mem_read_checksum_vs_off   baseline: the same without
+//            A cell with a failed request stops the benchmark: its figure would mean nothing.
 // Usage: gpfs_bench --pfsnetd PATH --pfsnet-bench PATH [--only paper|mem] [--cell-mib M]
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -42,7 +50,7 @@ struct Options {
   int clients = 32;
   double link_mbit = 1040, disk_mbyte = 180;
   int mem_nodes = 2, mem_threads = 4;
-  int64_t mem_cell_mib = 1024;
+  int64_t mem_cell_mib = 4096;
 };
 
 // One block server (127.0.31.1) and `clients` client daemons (127.0.31.2 ...).
@@ -77,6 +85,13 @@ class Cluster {
       std::fprintf(stderr, "gpfs_bench: %s\n", r.status().message().c_str());
       std::exit(1);
     }
+    // A figure from a cell with failed requests would be no figure at all.
+    for (const json& cell : (*r)["cells"])
+      if (cell.value("errors", 0) != 0) {
+        std::fprintf(stderr, "gpfs_bench: a %s cell failed: %s\n", cell.value("op", "").c_str(),
+                     cell.value("first_error", "").c_str());
+        std::exit(1);
+      }
     return *r;
   }
 
@@ -120,18 +135,22 @@ void paper(const Options& o) {
   print_figure("gpfs_peak_read_vs_link", peak_r, link, "MiB/s");
 }
 
-// bulk_write_1m's raw TCP figure (its baseline), from pfsnet_bench in this run.
+// bulk_write_1m's raw TCP figure (its baseline), from pfsnet_bench in this run: the best
+// of three (on this VM one run varied from 2.1 to 4.6 GiB/s; the best is the baseline
+// least flattering to the block service).
 double raw_tcp_mib_s(const Options& o) {
   std::string cmd = o.pfsnet_bench + " --pfsnetd " + o.pfsnetd + " --only bulk_write_1m";
-  FILE* p = popen(cmd.c_str(), "r");
-  char line[1024];
   double raw = 0;
-  while (p && fgets(line, sizeof(line), p)) {
-    json j = json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("figure", "") == "bulk_write_1m")
-      raw = j["baseline"].get<double>();
+  for (int run = 0; run < 3; ++run) {
+    FILE* p = popen(cmd.c_str(), "r");
+    char line[1024];
+    while (p && fgets(line, sizeof(line), p)) {
+      json j = json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("figure", "") == "bulk_write_1m")
+        raw = std::max(raw, j["baseline"].get<double>());
+    }
+    if (p) pclose(p);
   }
-  if (p) pclose(p);
   if (raw <= 0) {
     std::fprintf(stderr, "gpfs_bench: no bulk_write_1m figure from %s\n", cmd.c_str());
     std::exit(1);
@@ -139,10 +158,15 @@ double raw_tcp_mib_s(const Options& o) {
   return raw;
 }
 
-void mem(const Options& o) {
-  double raw = raw_tcp_mib_s(o);
-  Cluster c(o, o.mem_nodes, "[storage]\ntargets = [\"mem\"]\nblock_size = 1048576\nbuffers = 64\n",
-            "[storage]\nblock_size = 1048576\npagepool = 104857600\n");
+// The block service with in-memory targets, `checksum` as lnet.checksum everywhere: the
+// rewrite pass's result (the first pass, a new file, goes to stderr beside it).
+// With `direct`, also the rewrite with O_DIRECT's writes: result["direct"].
+json mem_pass(const Options& o, bool checksum, bool direct) {
+  std::string lnet = checksum ? "" : "[lnet]\nchecksum = false\n";
+  Cluster c(o, o.mem_nodes,
+            lnet + "[storage]\ntargets = [\"mem\"]\nblock_size = 1048576\nbuffers = 64\n" +
+                "capacity = " + std::to_string((o.mem_cell_mib << 20) + (64 << 20)) + "\n",
+            lnet + "[storage]\nblock_size = 1048576\npagepool = 104857600\n");
   json spec = {{"nodes", {o.mem_nodes}},
                {"threads", {o.mem_threads}},
                {"cell_bytes", o.mem_cell_mib << 20},
@@ -153,12 +177,35 @@ void mem(const Options& o) {
   json first = c.iobench(spec);
   json r = c.iobench(spec);
   std::fprintf(stderr,
-               "in-memory target, no emulation, %d nodes x %d threads, 1 MiB requests: a new "
-               "file\n%sthe same file rewritten and read again\n%s",
-               o.mem_nodes, o.mem_threads, iobench_tables(first).c_str(),
+               "in-memory target, no emulation, checksum %s, %d nodes x %d threads, 1 MiB "
+               "requests: a new file\n%sthe same file rewritten and read again\n%s",
+               checksum ? "on" : "off", o.mem_nodes, o.mem_threads, iobench_tables(first).c_str(),
                iobench_tables(r).c_str());
-  print_figure("gpfs_mem_write_vs_raw_tcp", r["peak"]["write"].get<double>(), raw, "MiB/s");
-  print_figure("gpfs_mem_read_vs_raw_tcp", r["peak"]["read"].get<double>(), raw, "MiB/s");
+  if (direct) {
+    spec["direct"] = true;
+    spec["ops"] = {"write"};
+    json d = c.iobench(spec);
+    std::fprintf(stderr, "rewritten with direct writes\n%s", iobench_tables(d).c_str());
+    r["direct"] = d;
+  }
+  return r;
+}
+
+void mem(const Options& o) {
+  double raw = raw_tcp_mib_s(o);
+  // Against raw TCP as bulk_write_1m is: without the data checksum (raw TCP has none).
+  json off = mem_pass(o, false, true);
+  print_figure("gpfs_mem_write_vs_raw_tcp", off["peak"]["write"].get<double>(), raw, "MiB/s");
+  print_figure("gpfs_mem_read_vs_raw_tcp", off["peak"]["read"].get<double>(), raw, "MiB/s");
+  // O_DIRECT's writes: the application's memory goes out as it is (no pagepool copy).
+  print_figure("gpfs_mem_direct_write_vs_raw_tcp", off["direct"]["peak"]["write"].get<double>(),
+               raw, "MiB/s");
+  // And what the checksum (on by default) costs it.
+  json on = mem_pass(o, true, false);
+  print_figure("gpfs_mem_write_checksum_vs_off", on["peak"]["write"].get<double>(),
+               off["peak"]["write"].get<double>(), "MiB/s");
+  print_figure("gpfs_mem_read_checksum_vs_off", on["peak"]["read"].get<double>(),
+               off["peak"]["read"].get<double>(), "MiB/s");
 }
 
 }  // namespace
@@ -175,7 +222,7 @@ int main(int argc, char** argv) {
   app.add_option("--clients", o.clients, "paper: client nodes (default 32)");
   app.add_option("--mem-nodes", o.mem_nodes, "mem: client nodes (default 2)");
   app.add_option("--mem-threads", o.mem_threads, "mem: threads per node (default 4)");
-  app.add_option("--mem-cell-mib", o.mem_cell_mib, "mem: MiB per operation (default 1024)");
+  app.add_option("--mem-cell-mib", o.mem_cell_mib, "mem: MiB per operation (default 4096)");
   CLI11_PARSE(app, argc, argv);
   if (o.only.empty() || o.only == "paper") pfsnet::paper(o);
   if (o.only.empty() || o.only == "mem") pfsnet::mem(o);
