@@ -57,6 +57,10 @@ struct CallOptions {
   // reply's bulk straight into memory registered here for it (o2iblnd's GET), instead of
   // this node reading it from the server. A reply with more bulk still arrives whole.
   size_t reply_bulk = 0;
+  // Sent at once, not held to max_rpcs_in_flight: for a call that others' I/O waits on
+  // (a token request or revocation), so that it never waits behind that I/O for a slot
+  // -- Lustre serves lock callbacks apart from I/O for the same reason.
+  bool urgent = false;
 };
 
 struct RpcRequest {

@@ -44,6 +44,7 @@ struct RpcEngine::Call final : TxCompletion {
   Duration attempt_timeout{0};
   uint8_t flags = 0;
   size_t reply_bulk = 0;  // CallOptions::reply_bulk
+  bool urgent = false;    // CallOptions::urgent: no max_rpcs_in_flight slot
   Buffer payload;         // kept for resends; each attempt sends a copy
   BulkData bulk;
   std::optional<std::pair<Nid, Nid>> pin;  // recovery pings: this path only, no resend
@@ -187,6 +188,7 @@ RpcEngine::CallPtr RpcEngine::start_call(const Nid& dst, uint32_t type, Buffer p
   c->deadline = c->reply.times.submit + total;
   c->pin = o.via;
   c->reply_bulk = o.reply_bulk;  // the transport bounds it by the frame limits
+  c->urgent = o.urgent;
   c->attempt_timeout =
       c->pin ? total
              : std::max<Duration>(std::chrono::milliseconds(1), total / (opts_.retry_count + 1));
@@ -278,7 +280,12 @@ void RpcEngine::submit(const CallPtr& c) {
   bool queued = false;
   {
     MutexLock lk(mu_);
-    if (!shut_) {
+    if (!shut_ && c->urgent) {  // on the wire at once, holding no slot
+      c->xid = next_xid_++;
+      pending_[c->xid] = c;
+      c->on_wire = true;
+      start = c;
+    } else if (!shut_) {
       auto& t = targets_[c->dst.pack()];
       if (!t) t = std::make_unique<Target>();
       t->queue.push_back(c);

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/mutex.h"
+#include "rpc/call_batch.h"
 #include "rpc/node_timers.h"
 #include "rpc/ping.h"
 #include "rpc/test_gate.h"
@@ -146,6 +147,69 @@ TEST_F(RpcTest, AnAsyncHandlerAnswersLaterOrCancelsWhenDropped) {
   hub_.pump();
   ASSERT_EQ(r.got.size(), 3u);
   EXPECT_EQ(r.got[2].status.code(), Code::kCancelled);
+}
+
+// A batch of calls waited for together: each reply in the order added, whatever order
+// they end in; one not ended by the deadline reads as a timeout, and its late end changes
+// nothing.
+TEST_F(RpcTest, ACallBatchGivesEveryReplyInOrderAndTimesOutWhatIsLate) {
+  constexpr uint32_t kLater = 14;
+  std::vector<Responder> held;
+  server_.rpc.handle_async(kLater, "LATER",
+                           [&](RpcRequest&, Responder resp) { held.push_back(std::move(resp)); });
+  auto batch = std::make_unique<CallBatch>(client_.rpc);
+  EXPECT_EQ(batch->add(b_, kLater, Buffer(), nullptr, {}), 0u);
+  EXPECT_EQ(batch->add(b_, kEcho, Buffer::copy_of(std::string_view("one")), nullptr, {}), 1u);
+  EXPECT_EQ(batch->add(b_, kThrow, Buffer(), nullptr, {}), 2u);
+  pump_until([&] { return held.size() == 1; });
+  hub_.pump();  // the echo and the throw end
+  EXPECT_FALSE(batch->wait(0ms)) << "the held call has not ended";
+  held[0].reply(RpcResponse{Status::Ok(), Buffer::copy_of(std::string_view("late")), {}});
+  pump_until([&] { return batch->wait(0ms); });
+  ASSERT_TRUE(batch->wait(0ms));
+  auto rs = batch->take();
+  ASSERT_EQ(rs.size(), 3u);
+  EXPECT_EQ(rs[0].payload.view(), "late");  // ended last, first in the order added
+  EXPECT_EQ(rs[1].payload.view(), "one");
+  EXPECT_EQ(rs[2].status.code(), Code::kRemoteError);
+  // A call that has not ended by the deadline: a timeout; its end after the batch is gone
+  // changes nothing.
+  batch = std::make_unique<CallBatch>(client_.rpc);
+  batch->add(b_, kLater, Buffer(), nullptr, {});
+  pump_until([&] { return held.size() == 2; });
+  EXPECT_FALSE(batch->wait(1ms));
+  rs = batch->take();
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].status.code(), Code::kTimeout);
+  batch.reset();
+  held[1].reply(RpcResponse{});
+  hub_.pump();
+}
+
+// An urgent call (a token's) does not wait for a max_rpcs_in_flight slot behind the I/O it
+// may be what unblocks.
+TEST_F(RpcTest, AnUrgentCallGoesPastFullSlots) {
+  constexpr uint32_t kLater = 14;
+  std::vector<Responder> held;
+  server_.rpc.handle_async(kLater, "LATER",
+                           [&](RpcRequest&, Responder resp) { held.push_back(std::move(resp)); });
+  Replies slow, queued, urgent;
+  for (int i = 0; i < 2; ++i)  // the client's 2 slots, held
+    client_.rpc.call_async(b_, kLater, Buffer(), nullptr, slow.cb());
+  client_.rpc.call_async(b_, kEcho, Buffer::copy_of(std::string_view("queued")), nullptr,
+                         queued.cb());
+  CallOptions co;
+  co.urgent = true;
+  client_.rpc.call_async(b_, kEcho, Buffer::copy_of(std::string_view("urgent")), nullptr,
+                         urgent.cb(), co);
+  pump_until([&] { return held.size() == 2 && !urgent.got.empty(); });
+  ASSERT_EQ(urgent.got.size(), 1u);
+  EXPECT_EQ(urgent.got[0].payload.view(), "urgent");
+  EXPECT_TRUE(queued.got.empty()) << "the ordinary call waits for a slot";
+  for (Responder& r : held) r.reply(RpcResponse{});
+  pump_until([&] { return !queued.got.empty(); });
+  ASSERT_EQ(queued.got.size(), 1u);
+  EXPECT_EQ(queued.got[0].payload.view(), "queued");
 }
 
 TEST_F(RpcTest, RepliesMatchTheirRequests) {

@@ -531,11 +531,10 @@ class BlockServiceTest : public ::testing::Test {
   std::vector<std::unique_ptr<TokenService>> tokens_;  // s1 (the manager), c1, c2
 };
 
-// Byte-range write tokens (the manager: s1, the layout's first server). A lone sequential
-// writer asks once; two writing their own segments end up each with its own after at most
-// one revocation; two writing the same range at once are serialised -- the range ends up
-// wholly one writer's, never a mix of blocks -- and a node's cached copy of a block
-// another node writes is dropped, so it reads the new data.
+// Byte-range write tokens (the manager: s1, the layout's first server). Two clients
+// writing the same range at once are serialised -- the range ends up wholly one writer's,
+// never a mix of blocks -- disjoint ranges need no revocation, and a node's cached copy of
+// a block another node writes is dropped, so it reads the new data.
 TEST_F(BlockServiceTest, OverlappingWritesAreSerialisedByTokensDisjointOnesRunFreely) {
   TokenService &manager = *tokens_[0], &t1 = *tokens_[1], &t2 = *tokens_[2];
   auto opts = [&](TokenService& t) {
@@ -547,16 +546,7 @@ TEST_F(BlockServiceTest, OverlappingWritesAreSerialisedByTokensDisjointOnesRunFr
   auto f2 = StripedFile::open(*c2_.rpc, "tok", {s1_.nid(), s2_.nid()}, opts(t2));
   ASSERT_TRUE(f1.ok() && f2.ok());
   constexpr size_t kRange = 8 * kBlock;
-  {
-    auto solo = StripedFile::open(*c1_.rpc, "solo", {s1_.nid(), s2_.nid()}, opts(t1));
-    ASSERT_TRUE(solo.ok());
-    for (int i = 0; i < 32; ++i) ASSERT_TRUE((*solo)->write(i * kBlock, pattern(kBlock, i)).ok());
-    EXPECT_TRUE((*solo)->close().ok());
-    EXPECT_EQ((*solo)->stats().tokens_acquired, 1u) << "a token per write: no desired range";
-    EXPECT_EQ(manager.stats().revocations, 0u);
-  }
-  // Segments: c1 the first 8 blocks, c2 the next 8, at once, a block per call. The first
-  // to ask gets the whole file, the other takes its part from its segment on.
+  // Disjoint: c1 the first 8 blocks, c2 the next 8, at once, a block per call.
   {
     std::thread a([&] {
       for (int i = 0; i < 8; ++i) EXPECT_TRUE((*f1)->write(i * kBlock, pattern(kBlock, i)).ok());
@@ -568,11 +558,8 @@ TEST_F(BlockServiceTest, OverlappingWritesAreSerialisedByTokensDisjointOnesRunFr
     b.join();
   }
   ASSERT_TRUE((*f1)->flush().ok() && (*f2)->flush().ok());
-  // (A revocation may overtake its holder's grant: it asks once more, no more.)
-  EXPECT_LE(manager.stats().revocations, 2u);
-  EXPECT_GE(manager.stats().granted, 3u);
-  EXPECT_LE((*f1)->stats().tokens_acquired, 2u);
-  EXPECT_LE((*f2)->stats().tokens_acquired, 2u);
+  EXPECT_EQ(manager.stats().revocations, 0u);
+  EXPECT_GE(manager.stats().granted, 2u);
   // Overlapping: both write the same 8 blocks in one call each, at once, 6 rounds.
   for (int round = 0; round < 6; ++round) {
     auto pa = pattern(kRange, 1000 + round), pb = pattern(kRange, 2000 + round);

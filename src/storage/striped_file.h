@@ -19,8 +19,7 @@
 // StripedFileOptions).
 //
 // Bytes never written read as zeros. With tokens (options.tokens), a write first holds a
-// write token on its whole blocks (a sequential writer asks for the rest of the file as
-// well, so it asks once): writes of two nodes to overlapping ranges run one after
+// write token on its whole blocks: writes of two nodes to overlapping ranges run one after
 // the other, and a node gives up its cached blocks of a range another node writes. Reads
 // take no token: a reader on a node that does not write sees another node's writes once
 // its cached copy is gone (evicted, or the file opened after them).
@@ -31,7 +30,6 @@
 
 #include <pfsnet/config.h>
 
-#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -142,8 +140,6 @@ class StripedFile final : public TokenHolder {
   std::vector<TokenRange> tokens_ GUARDED_BY(mu_);  // held write tokens
   std::vector<TokenRange> active_ GUARDED_BY(mu_);  // write calls under way
   uint64_t revoke_epoch_ GUARDED_BY(mu_) = 0;       // +1 per revocation
-  // Where recent writes ended: a write starting at one is sequential (for its token).
-  std::array<uint64_t, 16> write_ends_ GUARDED_BY(mu_){};
   bool covered_locked(uint64_t start, uint64_t end) const REQUIRES(mu_);
   // The token manager: the layout's first server.
   const Nid& manager() const { return layout_.targets()[0].server; }

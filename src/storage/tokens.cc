@@ -238,6 +238,7 @@ void TokenService::next(const std::string& file) {
   }
   CallOptions co;
   co.timeout = timeout_;
+  co.urgent = true;  // the requester's writes wait on it: never behind I/O for a slot
   for (const Nid& h : holders)
     rpc_.call_async(
         h, kMsgTokenRevoke, encode_range(file, p->want.start, give_end), nullptr,
@@ -305,6 +306,9 @@ Result<TokenRange> TokenService::acquire(const Nid& manager, const std::string& 
   CallOptions co;
   // The manager may first revoke from others, each within the RPC timeout.
   co.timeout = 3 * timeout_;
+  // Not behind this node's own queued writes: a revocation may wait for them, and they
+  // for the slots an acquire would hold.
+  co.urgent = true;
   RpcReply r =
       rpc_.call(manager, kMsgTokenAcquire, encode_range(file, start, end, want_end), nullptr, co);
   auto failed = [&](Code c, const std::string& why) {
@@ -325,6 +329,7 @@ Result<TokenRange> TokenService::acquire(const Nid& manager, const std::string& 
 void TokenService::release(const Nid& manager, const std::string& file) {
   CallOptions co;
   co.timeout = timeout_;
+  co.urgent = true;
   rpc_.call_async(
       manager, kMsgTokenRelease, Buffer::copy_of(std::string_view(json{{"file", file}}.dump())),
       nullptr, [](RpcReply&&) {}, co);

@@ -2,21 +2,25 @@
 // range of a striped file only while it holds a write token covering it. The token
 // manager of a file is its layout's first server (every client names the same servers in
 // the same order, so all agree on it without asking anyone). A client asks for the
-// range it must have (required: the blocks it writes now) and the range it would like
-// (desired: on to `want_end`, the end of the file for a sequential writer), as GPFS does.
-// The manager grants at once when no other node holds a token overlapping the required
-// range, and then as much of the desired range as no other node holds. Otherwise it first
-// revokes, from each node whose token overlaps the required range, that token's part from
-// the required range's start to the desired end: a holder stops starting writes there,
-// waits until its writes there are acknowledged by the servers, drops its cached blocks
-// there, and answers. So a sequential writer asks once for the whole file, the paper's
-// segmented writers end up with a token for their own segment each after one revocation
-// per segment, writes to disjoint ranges proceed in parallel, overlapping ones one after
-// another, and a reader on the writer's node never keeps a block another node has since
-// written. The manager decides what a holder gives up (in GPFS the holder keeps what it
-// still uses): a holder writing beyond the requester's start loses that and asks again. A
-// holder that does not answer its revocation (dead, or past the RPC timeout) loses all
-// its tokens on that file.
+// range it must have (required: the blocks it writes now) and may ask for a range it
+// would like (desired: on to `want_end`), as GPFS does. The manager grants at once when no
+// other node holds a token overlapping the required range, with as much of the desired
+// range as no other node holds. Otherwise it first revokes, from each node whose token
+// overlaps the required range, that token's part from the required start to the desired
+// end: a holder stops starting writes there, waits until its writes there are
+// acknowledged by the servers, drops its cached blocks there, and answers. So writes to
+// disjoint ranges proceed in parallel, overlapping ones one after another, and a reader on
+// the writer's node never keeps a block another node has since written. A holder that
+// does not answer its revocation (dead, or past the RPC timeout) loses all its tokens on
+// that file. Token RPCs are urgent (CallOptions::urgent): they never wait for a
+// max_rpcs_in_flight slot behind the writes a revocation may be waiting for.
+//
+// StripedFile asks for the required range only. Asking a sequential writer's desired
+// range (the rest of the file) took one node's writes from one acquire per request to one
+// in all, but the paper's 32 nodes x 16 threads then thrashed: each revocation of "the
+// rest" took from a holder ranges its other threads were about to write, and acquires
+// and revocations chased each other until RPCs timed out. GPFS lets the holder keep what
+// it still uses; that is what is missing here.
 //
 //   TOKEN_ACQUIRE  client -> manager: JSON {"file", "start", "end"[, "want_end"]}; the
 //                  reply, when granted, {"file", "start", "end"}: the range granted
