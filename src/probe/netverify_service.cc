@@ -16,6 +16,7 @@
 
 #include "base/log.h"
 #include "base/mutex.h"
+#include "rpc/call_batch.h"
 #include "rpc/ping.h"
 #include "transport/link_monitor.h"
 #include "wire/le.h"
@@ -415,46 +416,29 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
   // bandwidth: a train of writes (the peer stamps arrivals), then of reads (we do)
   if (req.bandwidth) {
     auto train = [&](bool write) -> Result<double> {
-      struct State {
-        Mutex mu;
-        CondVar cv;
-        int left GUARDED_BY(mu) = 0;
-        std::vector<int64_t> stamps GUARDED_BY(mu);
-        Status err GUARDED_BY(mu);
-      };
-      auto stt = std::make_shared<State>();
-      {
-        MutexLock g(stt->mu);
-        stt->left = req.train;
-      }
       BulkData data = write ? make_bulk(Buffer(req.size)) : nullptr;
+      CallBatch batch(rpc_);
       for (int i = 0; i < req.train; ++i) {
         CallOptions o = co;
         if (!write) o.reply_bulk = req.size;
-        rpc_.call_async(
-            peer, write ? kMsgTuneProbe : kMsgPing, write ? Buffer() : ping_payload(req.size), data,
-            [stt, write](RpcReply&& r) {
-              MutexLock g(stt->mu);
-              if (r.status.ok() && write && r.payload.size() == 8) {
-                int64_t ns = 0;
-                std::memcpy(&ns, r.payload.data(), 8);
-                stt->stamps.push_back(ns);
-              } else if (r.status.ok() && !write) {
-                stt->stamps.push_back(r.times.reply_complete.time_since_epoch().count());
-              } else if (stt->err.ok()) {
-                stt->err = r.status.ok() ? Status(Code::kProtocol, "malformed reply") : r.status;
-              }
-              --stt->left;
-              stt->cv.notify_all();
-            },
-            o);
+        batch.add(peer, write ? kMsgTuneProbe : kMsgPing, write ? Buffer() : ping_payload(req.size),
+                  data, o);
       }
-      MutexLock lk(stt->mu);
-      if (!stt->cv.wait_for(lk, req.timeout + std::chrono::seconds(5),
-                            [&]() REQUIRES(stt->mu) { return stt->left == 0; }))
+      if (!batch.wait(req.timeout + std::chrono::seconds(5)))
         return Status(Code::kTimeout, "the train did not finish");
-      if (!stt->err.ok()) return stt->err;
-      auto [lo, hi] = std::minmax_element(stt->stamps.begin(), stt->stamps.end());
+      std::vector<int64_t> stamps;
+      for (const RpcReply& r : batch.take()) {
+        if (r.status.ok() && write && r.payload.size() == 8) {
+          int64_t ns = 0;
+          std::memcpy(&ns, r.payload.data(), 8);
+          stamps.push_back(ns);
+        } else if (r.status.ok() && !write) {
+          stamps.push_back(r.times.reply_complete.time_since_epoch().count());
+        } else {
+          return r.status.ok() ? Status(Code::kProtocol, "malformed reply") : r.status;
+        }
+      }
+      auto [lo, hi] = std::minmax_element(stamps.begin(), stamps.end());
       double span = double(*hi - *lo) / 1e9;
       if (span <= 0) return Status(Code::kProtocol, "every RPC of the train arrived at once");
       return double(req.train - 1) * double(req.size) / span;

@@ -9,6 +9,7 @@
 
 #include "base/json_fields.h"
 #include "base/log.h"
+#include "rpc/call_batch.h"
 #include "storage/block_store.h"
 
 namespace pfsnet {
@@ -435,44 +436,13 @@ namespace {
 // One RPC to each of `to` at once; every reply, in order.
 std::vector<RpcReply> call_all(RpcEngine& rpc, const std::vector<Nid>& to,
                                const std::function<Buffer(size_t)>& payload, Duration timeout) {
-  struct Gather {
-    Mutex mu;
-    CondVar cv;
-    std::vector<RpcReply> replies GUARDED_BY(mu);
-    std::vector<bool> answered GUARDED_BY(mu);
-    size_t left GUARDED_BY(mu) = 0;
-  };
-  auto g = std::make_shared<Gather>();
-  {
-    MutexLock lk(g->mu);
-    g->replies.resize(to.size());
-    g->answered.assign(to.size(), false);
-    g->left = to.size();
-  }
+  CallBatch batch(rpc);
   CallOptions co;
   co.timeout = timeout;
-  for (size_t i = 0; i < to.size(); ++i)
-    rpc.call_async(
-        to[i], kMsgIobench, payload(i), nullptr,
-        [g, i](RpcReply&& r) {
-          MutexLock lk(g->mu);
-          g->replies[i] = std::move(r);
-          g->answered[i] = true;
-          if (--g->left == 0) g->cv.notify_all();
-        },
-        co);
-  MutexLock lk(g->mu);
+  for (size_t i = 0; i < to.size(); ++i) batch.add(to[i], kMsgIobench, payload(i), nullptr, co);
   // Every call ends by its own deadline; the margin covers the callbacks.
-  g->cv.wait_for(lk, timeout + std::chrono::seconds(30),
-                 [&]() REQUIRES(g->mu) { return g->left == 0; });
-  std::vector<RpcReply> out;
-  for (size_t i = 0; i < to.size(); ++i) {
-    // A call still unanswered (an ok reply may carry no payload: prepare's).
-    if (!g->answered[i])
-      g->replies[i].status = Status(Code::kTimeout, "no reply within the timeout");
-    out.push_back(std::move(g->replies[i]));
-  }
-  return out;
+  batch.wait(timeout + std::chrono::seconds(30));
+  return batch.take();
 }
 
 Status first_error(const std::vector<RpcReply>& rs, const std::vector<Nid>& to, const char* what) {

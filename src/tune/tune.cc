@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/mutex.h"
+#include "rpc/call_batch.h"
 #include "rpc/ping.h"
 
 namespace pfsnet {
@@ -360,40 +361,22 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
   BulkData data = make_bulk(Buffer(size));
   std::vector<double> rates;
   for (int t = 0; t < trains; ++t) {
-    struct State {
-      explicit State(int n) : left(n) {}
-      Mutex mu;
-      CondVar cv;
-      int left GUARDED_BY(mu);
-      std::vector<uint64_t> stamps GUARDED_BY(mu);
-      Status err GUARDED_BY(mu);
-    };
-    auto st = std::make_shared<State>(train);
-    for (int i = 0; i < train; ++i)
-      rpc.call_async(
-          peer, kMsgTuneProbe, Buffer(), data,
-          [st](RpcReply&& r) {
-            MutexLock g(st->mu);
-            if (r.status.ok() && r.payload.size() == 8) {
-              uint64_t ns = 0;
-              for (int k = 0; k < 8; ++k) ns |= uint64_t(r.payload.data()[k]) << (8 * k);
-              st->stamps.push_back(ns);
-            } else if (st->err.ok()) {
-              st->err =
-                  r.status.ok() ? Status(Code::kProtocol, "malformed TUNE_PROBE reply") : r.status;
-            }
-            --st->left;
-            st->cv.notify_all();
-          },
-          co);
-    MutexLock lk(st->mu);
+    CallBatch batch(rpc);
+    for (int i = 0; i < train; ++i) batch.add(peer, kMsgTuneProbe, Buffer(), data, co);
     // Every RPC ends within its timeout; the margin covers the callbacks.
-    if (!st->cv.wait_for(lk, timeout + std::chrono::seconds(5),
-                         [&]() REQUIRES(st->mu) { return st->left == 0; }))
+    if (!batch.wait(timeout + std::chrono::seconds(5)))
       return Status(Code::kTimeout, "probe of " + peer.to_string() + ": the train did not finish");
-    if (!st->err.ok())
-      return Status(st->err.code(), "probe of " + peer.to_string() + ": " + st->err.message());
-    auto [lo, hi] = std::minmax_element(st->stamps.begin(), st->stamps.end());
+    std::vector<uint64_t> stamps;
+    for (const RpcReply& r : batch.take()) {
+      if (!r.status.ok() || r.payload.size() != 8) {
+        Status e = r.status.ok() ? Status(Code::kProtocol, "malformed TUNE_PROBE reply") : r.status;
+        return Status(e.code(), "probe of " + peer.to_string() + ": " + e.message());
+      }
+      uint64_t ns = 0;
+      for (int k = 0; k < 8; ++k) ns |= uint64_t(r.payload.data()[k]) << (8 * k);
+      stamps.push_back(ns);
+    }
+    auto [lo, hi] = std::minmax_element(stamps.begin(), stamps.end());
     double span_s = double(*hi - *lo) / 1e9;
     if (span_s > 0) rates.push_back(double(train - 1) * double(size) / span_s);
   }
