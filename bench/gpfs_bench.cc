@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 #include "admin/admin_client.h"
@@ -81,17 +82,13 @@ class Cluster {
                              std::printf("{\"gpfs_cell\": %s}\n", cell.dump().c_str());
                              std::fflush(stdout);
                            });
-    if (!r.ok()) {
-      std::fprintf(stderr, "gpfs_bench: %s\n", r.status().message().c_str());
-      std::exit(1);
-    }
+    // Thrown, not exit(): the daemons are stopped as the cluster goes.
+    if (!r.ok()) throw std::runtime_error(r.status().message());
     // A figure from a cell with failed requests would be no figure at all.
     for (const json& cell : (*r)["cells"])
-      if (cell.value("errors", 0) != 0) {
-        std::fprintf(stderr, "gpfs_bench: a %s cell failed: %s\n", cell.value("op", "").c_str(),
-                     cell.value("first_error", "").c_str());
-        std::exit(1);
-      }
+      if (cell.value("errors", 0) != 0)
+        throw std::runtime_error("a " + cell.value("op", std::string()) +
+                                 " cell failed: " + cell.value("first_error", std::string()));
     return *r;
   }
 
@@ -152,8 +149,7 @@ double raw_tcp_mib_s(const Options& o) {
     if (p) pclose(p);
   }
   if (raw <= 0) {
-    std::fprintf(stderr, "gpfs_bench: no bulk_write_1m figure from %s\n", cmd.c_str());
-    std::exit(1);
+    throw std::runtime_error("no bulk_write_1m figure from " + cmd);
   }
   return raw;
 }
@@ -224,7 +220,12 @@ int main(int argc, char** argv) {
   app.add_option("--mem-threads", o.mem_threads, "mem: threads per node (default 4)");
   app.add_option("--mem-cell-mib", o.mem_cell_mib, "mem: MiB per operation (default 4096)");
   CLI11_PARSE(app, argc, argv);
-  if (o.only.empty() || o.only == "paper") pfsnet::paper(o);
-  if (o.only.empty() || o.only == "mem") pfsnet::mem(o);
+  try {
+    if (o.only.empty() || o.only == "paper") pfsnet::paper(o);
+    if (o.only.empty() || o.only == "mem") pfsnet::mem(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpfs_bench: %s\n", e.what());
+    return 1;
+  }
   return 0;
 }
