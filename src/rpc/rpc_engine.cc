@@ -269,10 +269,14 @@ RpcEngine::CallPtr RpcEngine::grant_slot_locked(Target& t) {
   c->queued = false;
   ++t.in_flight;
   c->holds_slot = true;
+  on_wire_locked(c);
+  return c;
+}
+
+void RpcEngine::on_wire_locked(const CallPtr& c) {
   c->xid = next_xid_++;
   pending_[c->xid] = c;
   c->on_wire = true;
-  return c;
 }
 
 void RpcEngine::submit(const CallPtr& c) {
@@ -281,9 +285,7 @@ void RpcEngine::submit(const CallPtr& c) {
   {
     MutexLock lk(mu_);
     if (!shut_ && c->urgent) {  // on the wire at once, holding no slot
-      c->xid = next_xid_++;
-      pending_[c->xid] = c;
-      c->on_wire = true;
+      on_wire_locked(c);
       start = c;
     } else if (!shut_) {
       auto& t = targets_[c->dst.pack()];

@@ -181,6 +181,8 @@ class RpcEngine final : public NetRx {
   // The slot grant: the first call queued for `t` goes on the wire (xid, pending_) when
   // `t` is below max_rpcs_in_flight. Returns it (to be sent after unlocking), or null.
   CallPtr grant_slot_locked(Target& t) REQUIRES(mu_);
+  // Gives `c` its xid and files it as awaiting its reply (slot granted, or urgent).
+  void on_wire_locked(const CallPtr& c) REQUIRES(mu_);
   // `c` left the wire: its slot goes to the next queued call.
   void finish_slot(Call& c);
   void serve(const Nid& from, InFrame&& f, RxCredit credit);

@@ -128,8 +128,7 @@ void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
     op->buf = std::move(buf);
     // A target in memory takes or shares a whole block without a copy: no storage thread
     // needed (a hand-off cost more than the work).
-    if (op->type == kMsgBlockRead && !stores_[op->io.target]->blocks_thread() &&
-        op->io.offset == 0 && op->io.length == opts_.block_size)
+    if (op->type == kMsgBlockRead && whole(op->io) && !stores_[op->io.target]->blocks_thread())
       return run(op);
     if (!io_->submit([this, op] { run(op); }))
       op->resp.reply(RpcResponse{Status(Code::kCancelled, "block server stopping"), {}, {}});
@@ -140,14 +139,13 @@ void BlockService::run(const std::shared_ptr<Op>& op) {
   BlockStore& store = *stores_[op->io.target];
   const BlockIo& io = op->io;
   op->io_start = clock_.now();
-  const bool whole = io.offset == 0 && io.length == opts_.block_size;
   if (op->type == kMsgBlockWrite) {
     // Through the block buffer only when the target goes faster from aligned memory and
     // the request's is not (received blocks of 64 KiB and more are).
     std::span<const uint8_t> src = op->data.span();
     const bool realign =
         store.wants_aligned() && reinterpret_cast<uintptr_t>(src.data()) % 4096 != 0;
-    if (whole && !realign) {
+    if (whole(io) && !realign) {
       // The target may keep the request's memory as the block ("mem" does).
       op->status = store.write_block(io.file, io.block, std::move(op->data));
     } else {
@@ -158,7 +156,7 @@ void BlockService::run(const std::shared_ptr<Op>& op) {
       op->status = store.write(io.file, io.block, io.offset, src);
     }
     op->data = Buffer();
-  } else if (whole && (op->block = store.read_block(io.file, io.block))) {
+  } else if (whole(io) && (op->block = store.read_block(io.file, io.block))) {
     op->status = Status::Ok();
   } else {
     op->status = store.read(io.file, io.block, io.offset, op->buf.span().first(io.length));

@@ -29,6 +29,7 @@
 #include "storage/block_buffers.h"
 #include "storage/block_store.h"
 #include "storage/disk_model.h"
+#include "storage/protocol.h"
 #include "transport/timer_queue.h"
 
 namespace pfsnet {
@@ -77,6 +78,9 @@ class BlockService {
  private:
   struct Op;
   void on_io(uint32_t type, RpcRequest& req, Responder resp);
+  // A request for one whole block (offset 0, the block size): what a target may keep or
+  // share without a copy.
+  bool whole(const BlockIo& io) const { return io.offset == 0 && io.length == opts_.block_size; }
   void run(const std::shared_ptr<Op>& op);
   void finish(const std::shared_ptr<Op>& op);
 

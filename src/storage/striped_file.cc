@@ -119,16 +119,9 @@ Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
   st_.bytes_written += data.size();
   if (opts_.direct_writes) {
     // After any earlier write to these blocks (order), as a buffered write.
-    auto until = Steady::now() + 2 * rpc_timeout();
-    bool ok = cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) {
-      for (const Extent& e : ext)
-        if (writing_.count(e.file_block)) return false;
-      return true;
-    });
-    if (!ok)
-      return Status(Code::kTimeout, "write of " + name_ +
-                                        ": an earlier write of its blocks still under way after " +
-                                        std::to_string(to_ms(2 * rpc_timeout()) / 1000) + " s");
+    std::vector<uint64_t> blocks;
+    for (const Extent& e : ext) blocks.push_back(e.file_block);
+    if (Status s = wait_writes_locked(lk, blocks, "write"); !s.ok()) return s;
     for (const Extent& e : ext) {
       ++writing_[e.file_block];
       ++st_.block_writes;
@@ -315,14 +308,18 @@ Status StripedFile::flush() {
   return std::exchange(write_error_, Status::Ok());
 }
 
-Status StripedFile::wait_writes_locked(MutexLock& lk, const std::vector<uint64_t>& blocks) {
+Status StripedFile::wait_writes_locked(MutexLock& lk, const std::vector<uint64_t>& blocks,
+                                       const char* op) {
   auto until = Steady::now() + 2 * rpc_timeout();
   bool ok = cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) {
     for (uint64_t b : blocks)
       if (writing_.count(b)) return false;
     return true;
   });
-  if (!ok) return Status(Code::kTimeout, "read of " + name_ + ": waited too long for its writes");
+  if (!ok)
+    return Status(Code::kTimeout, std::string(op) + " of " + name_ +
+                                      ": an earlier write of its blocks still under way after " +
+                                      std::to_string(to_ms(2 * rpc_timeout()) / 1000) + " s");
   return Status::Ok();
 }
 
@@ -402,7 +399,7 @@ Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
   if (closed_) return Status(Code::kInvalidArgument, "file " + name_ + " is closed");
   ++st_.reads;
   st_.bytes_read += out.size();
-  if (Status s = wait_writes_locked(lk, blocks); !s.ok()) return s;
+  if (Status s = wait_writes_locked(lk, blocks, "read"); !s.ok()) return s;
   // Blocks to fetch, sent once the lock is let go: a reply may complete on this thread.
   std::vector<uint64_t> to_fetch;
   for (uint64_t fb : blocks) {
@@ -441,7 +438,7 @@ Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
                                              std::to_string(e.file_block) +
                                              " evicted 8 times before it was read (pagepool too "
                                              "small for the readers?)");
-        if (Status s = wait_writes_locked(lk, {e.file_block}); !s.ok()) return s;
+        if (Status s = wait_writes_locked(lk, {e.file_block}, "read"); !s.ok()) return s;
         std::vector<uint64_t> again;
         load_locked(e.file_block, true, &again);
         lk.unlock();

@@ -118,7 +118,9 @@ class StripedFile final : public TokenHolder {
   // Drops file block `fb`'s cached copy (one still loading is dropped when it arrives).
   void drop_cached_locked(uint64_t fb) REQUIRES(mu_);
   // Waits until no write of this file is under way to any of `blocks`.
-  Status wait_writes_locked(MutexLock& lk, const std::vector<uint64_t>& blocks) REQUIRES(mu_);
+  // `op` ("read", "write") names the caller in the timeout's message.
+  Status wait_writes_locked(MutexLock& lk, const std::vector<uint64_t>& blocks, const char* op)
+      REQUIRES(mu_);
 
   RpcEngine& rpc_;
   const std::string name_;
