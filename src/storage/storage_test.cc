@@ -698,10 +698,24 @@ TEST_F(BlockServiceTest, DirectWritesAreAcknowledgedOnReturnAndLeaveTheCallersMe
 
 TEST_F(BlockServiceTest, RequestsWaitForBuffersInsteadOfFailing) {
   // 4 buffers, 2 clients x 16 writes in flight each: most wait for a buffer, none fails.
+  // The target is in memory behind an emulated disk (64 MiB/s, 1 ms a block), so each
+  // request holds its buffer for a while: a memory target alone takes a block without a
+  // copy and hands its buffer back at once (then a wait happened only sometimes).
+  BlockServiceOptions o;
+  o.block_size = kBlock;
+  o.buffers = 4;
+  o.threads = 2;
+  o.targets = {"mem"};
+  o.capacity = 64 << 20;
+  o.disk_bytes_per_s = 64 * 1024 * 1024;
+  TcpNode s("127.0.9.6", test_port());
+  BlockService svc(o, *s.rpc, nullptr, s.clock);
+  ASSERT_TRUE(s.start().ok());
+  ASSERT_TRUE(svc.start().ok());
   std::vector<std::unique_ptr<StripedFile>> files;
   for (TcpNode* c : {&c1_, &c2_}) {
-    auto f = StripedFile::open(*c->rpc, std::string("w") + std::to_string(files.size()),
-                               {s1_.nid()}, fopts(16 * kBlock));
+    auto f = StripedFile::open(*c->rpc, std::string("w") + std::to_string(files.size()), {s.nid()},
+                               fopts(16 * kBlock));
     ASSERT_TRUE(f.ok());
     files.push_back(std::move(*f));
   }
@@ -716,7 +730,7 @@ TEST_F(BlockServiceTest, RequestsWaitForBuffersInsteadOfFailing) {
   for (auto& t : th) t.join();
   EXPECT_TRUE(res[0].ok()) << res[0].to_string();
   EXPECT_TRUE(res[1].ok()) << res[1].to_string();
-  auto st = svc1_->stats().buffers;
+  auto st = svc.stats().buffers;
   EXPECT_EQ(st.acquired, 64u);
   EXPECT_LE(st.in_use_max, 4u);
   EXPECT_GT(st.waited, 0u);
@@ -726,6 +740,9 @@ TEST_F(BlockServiceTest, RequestsWaitForBuffersInsteadOfFailing) {
     ASSERT_TRUE(f->read(0, got).ok());
     EXPECT_TRUE(got == p);
   }
+  files.clear();
+  svc.stop();
+  s.shutdown();
 }
 
 TEST_F(BlockServiceTest, TheEmulatedDiskSetsTheRate) {
