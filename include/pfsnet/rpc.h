@@ -82,8 +82,9 @@ enum class HandlerMode { kInline, kWorker };
 
 // Answers one request later, from any thread: what an asynchronous handler gets, so a
 // request that must wait (for a buffer, a lock, a disk) holds no thread meanwhile. The
-// request's receive credit stays taken until the reply, so a peer has at most its
-// peer_credits requests waiting on a server: credits, not retries, push back. Move-only;
+// request's receive credit stays taken until the reply (unless its type was served with
+// AsyncCredit::kReturned), so a peer has at most its peer_credits requests waiting on a
+// server: credits, not retries, push back. Move-only;
 // reply() once (later calls do nothing); destroyed unanswered, the request gets a
 // kCancelled error. REQUIRES: answered or destroyed before the engine is destroyed.
 class Responder {
@@ -126,5 +127,13 @@ using AsyncHandler = std::function<void(RpcRequest&, Responder)>;
 // runs again -- for reads, probes and queries, whose second run changes nothing and whose
 // replies may be large.
 enum class Execution { kOnce, kRepeatable };
+
+// What a request an asynchronous handler keeps waiting holds of its sender's window.
+// kHeld: its receive credit, until the reply -- a peer has at most peer_credits requests
+// waiting, so credits push back (I/O). kReturned: nothing -- the credit goes back at once,
+// for requests that wait on other messages from the same peer (a token acquire waits for
+// its own node's answer to a revocation): held, a peer's waiting requests could take every
+// credit that answer needs.
+enum class AsyncCredit { kHeld, kReturned };
 
 }  // namespace pfsnet

@@ -133,12 +133,14 @@ void RpcEngine::handle(uint32_t type, std::string name, Handler h, HandlerMode m
   t.once = exec == Execution::kOnce;
 }
 
-void RpcEngine::handle_async(uint32_t type, std::string name, AsyncHandler h, Execution exec) {
+void RpcEngine::handle_async(uint32_t type, std::string name, AsyncHandler h, Execution exec,
+                             AsyncCredit credit) {
   define_type(type, std::move(name));
   TypeInfo& t = types_[type];
   assert(!t.handler && !t.async);
   t.async = std::move(h);
   t.once = exec == Execution::kOnce;
+  t.hold_credit = credit == AsyncCredit::kHeld;
 }
 
 void RpcEngine::handle(uint32_t type, Handler h, HandlerMode mode, Execution exec) {

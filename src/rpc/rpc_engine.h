@@ -92,10 +92,11 @@ class RpcEngine final : public NetRx {
   // Serves one of pfsnet's own types, under its registered name.
   void handle(uint32_t type, Handler h, HandlerMode mode, Execution exec = Execution::kOnce);
   // Serves `type` with a handler that answers through a Responder, now or later (a request
-  // that waits holds its receive credit, not a thread; execution time runs to the reply).
+  // that waits holds no thread, and its receive credit unless `credit` says otherwise;
+  // execution time runs to the reply).
   // REQUIRES: as handle(); every Responder answered or gone before the engine is.
   void handle_async(uint32_t type, std::string name, AsyncHandler h,
-                    Execution exec = Execution::kOnce);
+                    Execution exec = Execution::kOnce, AsyncCredit credit = AsyncCredit::kHeld);
   // "PING", or "type-N" for an unnamed type.
   std::string type_name(uint32_t type) const;
   // The type named `name` (defined or handled here), or 0.
@@ -215,7 +216,8 @@ class RpcEngine final : public NetRx {
     Handler handler;
     AsyncHandler async;  // instead of handler
     HandlerMode mode = HandlerMode::kInline;
-    bool once = true;  // Execution::kOnce
+    bool once = true;         // Execution::kOnce
+    bool hold_credit = true;  // AsyncCredit::kHeld
   };
   std::unordered_map<uint32_t, TypeInfo> types_;
 

@@ -212,6 +212,48 @@ TEST_F(RpcTest, AnUrgentCallGoesPastFullSlots) {
   EXPECT_EQ(queued.got[0].payload.view(), "queued");
 }
 
+// A waiting request served with AsyncCredit::kReturned leaves its sender's window open: a
+// peer's whole window of them waiting (peer_credits 8), its next request still gets in. One
+// that holds its credit (the default) fills the window: the next waits until one answers.
+TEST_F(RpcTest, WaitingRequestsThatReturnTheirCreditsLeaveThePeersWindowOpen) {
+  constexpr uint32_t kHeldType = 14, kFreeType = 15;
+  std::vector<Responder> held, freed;
+  server_.rpc.handle_async(kHeldType, "HELD",
+                           [&](RpcRequest&, Responder resp) { held.push_back(std::move(resp)); });
+  server_.rpc.handle_async(
+      kFreeType, "FREE", [&](RpcRequest&, Responder resp) { freed.push_back(std::move(resp)); },
+      Execution::kOnce, AsyncCredit::kReturned);
+  CallOptions co;
+  co.urgent = true;  // past the client's 2 slots: only credits stand in the way
+  Replies waiting, through, behind;
+  for (int i = 0; i < 8; ++i)
+    client_.rpc.call_async(b_, kFreeType, Buffer(), nullptr, waiting.cb(), co);
+  client_.rpc.call_async(b_, kEcho, Buffer::copy_of(std::string_view("through")), nullptr,
+                         through.cb(), co);
+  pump_until([&] { return freed.size() == 8 && !through.got.empty(); });
+  ASSERT_EQ(freed.size(), 8u);
+  ASSERT_EQ(through.got.size(), 1u) << "8 waiting requests closed the window";
+  EXPECT_EQ(through.got[0].payload.view(), "through");
+  for (Responder& r : freed) r.reply(RpcResponse{});
+  pump_until([&] { return waiting.got.size() == 8; });
+  ASSERT_EQ(waiting.got.size(), 8u);
+  for (const RpcReply& r : waiting.got) EXPECT_TRUE(r.status.ok()) << r.status.to_string();
+  // Held credits: the ninth request waits for one of the eight to be answered.
+  for (int i = 0; i < 8; ++i)
+    client_.rpc.call_async(b_, kHeldType, Buffer(), nullptr, waiting.cb(), co);
+  client_.rpc.call_async(b_, kEcho, Buffer::copy_of(std::string_view("behind")), nullptr,
+                         behind.cb(), co);
+  pump_until([&] { return held.size() == 8; });
+  ASSERT_EQ(held.size(), 8u);
+  for (int i = 0; i < 100; ++i) hub_.pump();
+  EXPECT_TRUE(behind.got.empty()) << "got past a full window";
+  held[0].reply(RpcResponse{});
+  pump_until([&] { return !behind.got.empty(); });
+  ASSERT_EQ(behind.got.size(), 1u);
+  EXPECT_EQ(behind.got[0].payload.view(), "behind");
+  for (Responder& r : held) r.reply(RpcResponse{});
+}
+
 TEST_F(RpcTest, RepliesMatchTheirRequests) {
   Replies r;
   for (int i = 0; i < 20; ++i) {

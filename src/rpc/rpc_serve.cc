@@ -116,7 +116,8 @@ void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
 
 void RpcEngine::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit,
                             bool saved) {
-  // The credit rides on the reply: released just before it is sent.
+  // The credit rides on the reply: released just before it is sent (or now, kReturned).
+  if (!t.hold_credit) credit.release();
   auto cr = std::make_shared<RxCredit>(std::move(credit));
   FrameHeader hdr = f.hdr;
   TimePoint received = f.times.complete;
