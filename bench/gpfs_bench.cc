@@ -52,6 +52,7 @@ struct Options {
   double link_mbit = 1040, disk_mbyte = 180;
   int mem_nodes = 2, mem_threads = 4;
   int64_t mem_cell_mib = 4096;
+  std::vector<int> threads{1, 2, 4, 8, 16};  // paper: the matrix's thread counts
 };
 
 // One block server (127.0.31.1) and `clients` client daemons (127.0.31.2 ...).
@@ -114,7 +115,7 @@ void paper(const Options& o) {
   json nodes = json::array();
   for (int n = 1; n <= o.clients; n *= 2) nodes.push_back(n);
   json r = c.iobench({{"nodes", nodes},
-                      {"threads", {1, 2, 4, 8, 16}},
+                      {"threads", o.threads},
                       {"cell_bytes", o.cell_mib << 20},
                       {"size", 262144},
                       {"ops", {"write", "read"}}});
@@ -216,6 +217,8 @@ int main(int argc, char** argv) {
   app.add_option("--only", o.only, "paper or mem");
   app.add_option("--cell-mib", o.cell_mib, "paper: MiB per cell (default 1024)");
   app.add_option("--clients", o.clients, "paper: client nodes (default 32)");
+  app.add_option("--threads", o.threads, "paper: threads per node (default 1,2,4,8,16)")
+      ->delimiter(',');
   app.add_option("--mem-nodes", o.mem_nodes, "mem: client nodes (default 2)");
   app.add_option("--mem-threads", o.mem_threads, "mem: threads per node (default 4)");
   app.add_option("--mem-cell-mib", o.mem_cell_mib, "mem: MiB per operation (default 4096)");

@@ -75,17 +75,20 @@ Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
   std::vector<Extent> ext = layout_.map(offset, data.size());
   MutexLock lk(mu_);
   if (closed_) return Status(Code::kInvalidArgument, "file " + name_ + " is closed");
-  // A write token on the whole blocks first (none needed for nothing). Only the blocks it
-  // needs: asking for more (GPFS's desired range, which the manager can grant) made the
-  // paper's 32 nodes x 16 threads thrash -- see tokens.h.
+  // A write token on the whole blocks first (none needed for nothing). The first write
+  // of the file, and one going on where another ended (a sequential writer), would like
+  // the rest of the file too (GPFS's desired range): then it asks once for its whole run.
   TokenRange mine{offset / bs * bs, (offset + data.size() + bs - 1) / bs * bs};
+  const bool sequential =
+      st_.writes == 0 || std::find(cursors_.begin(), cursors_.end(), offset) != cursors_.end();
   if (opts_.tokens && mine.end > mine.start) {
     for (int tries = 0; !covered_locked(mine.start, mine.end); ++tries) {
       if (tries == 8)
         return Status(Code::kTimeout, "write of " + name_ + ": its token was taken back 8 times");
       uint64_t epoch = revoke_epoch_;
       lk.unlock();
-      auto got = opts_.tokens->acquire(manager(), name_, mine.start, mine.end);
+      auto got = opts_.tokens->acquire(manager(), name_, mine.start, mine.end,
+                                       sequential ? kTokenMaxOffset : 0);
       lk.lock();
       if (!got.ok()) return got.status();
       ++st_.tokens_acquired;
@@ -105,6 +108,11 @@ Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
       tokens_ = std::move(kept);
     }
   }
+  // The writer goes on at the end of this call (until then its cursor marks it here).
+  if (auto c = std::find(cursors_.begin(), cursors_.end(), offset); c != cursors_.end())
+    cursors_.erase(c);
+  cursors_.push_back(offset + data.size());
+  if (cursors_.size() > kCursors) cursors_.pop_front();
   active_.push_back(mine);
   struct Done {
     StripedFile* f;
@@ -180,9 +188,19 @@ Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
   return Status::Ok();
 }
 
-Status StripedFile::release_range(uint64_t start, uint64_t end) {
+Result<uint64_t> StripedFile::release_range(uint64_t start, uint64_t end, uint64_t want_end) {
   const uint32_t bs = layout_.block_size();
   MutexLock lk(mu_);
+  // Of [end, want_end) it keeps from the first block at or past `end` it uses: a write
+  // call under way, a block being written, or where a writer left off (it goes on there).
+  uint64_t keep = std::max(end, want_end);
+  auto use = [&](uint64_t at) {
+    if (at >= end) keep = std::min(keep, std::max(end, at / bs * bs));
+  };
+  for (const TokenRange& a : active_) use(a.start);
+  if (auto w = writing_.lower_bound((end + bs - 1) / bs); w != writing_.end()) use(w->first * bs);
+  for (uint64_t c : cursors_) use(c);
+  end = keep;
   std::vector<TokenRange> kept;
   for (const TokenRange& t : tokens_) {
     if (!t.overlaps(start, end)) {
@@ -217,7 +235,7 @@ Status StripedFile::release_range(uint64_t start, uint64_t end) {
       c = cache_.erase(c);
     }
   }
-  return Status::Ok();  // a write's error comes at its flush, as without tokens
+  return end;  // a write's error comes at its flush, as without tokens
 }
 
 namespace {

@@ -30,6 +30,7 @@
 
 #include <pfsnet/config.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -90,10 +91,12 @@ class StripedFile final : public TokenHolder {
   const std::string& name() const { return name_; }
   StripedFileStats stats() const;
 
-  // TokenHolder: the manager takes [start, end) back -- no new write starts there, the
-  // writes under way there are acknowledged, its cached blocks there are dropped.
+  // TokenHolder: the manager takes [start, end) back, and of [end, want_end) what this
+  // file does not use -- no new write starts there, the writes under way there are
+  // acknowledged, its cached blocks there are dropped.
   const std::string& token_file() const override { return name_; }
-  Status release_range(uint64_t start, uint64_t end) override EXCLUDES(mu_);
+  Result<uint64_t> release_range(uint64_t start, uint64_t end, uint64_t want_end) override
+      EXCLUDES(mu_);
 
  private:
   struct Block {
@@ -142,6 +145,9 @@ class StripedFile final : public TokenHolder {
   std::vector<TokenRange> tokens_ GUARDED_BY(mu_);  // held write tokens
   std::vector<TokenRange> active_ GUARDED_BY(mu_);  // write calls under way
   uint64_t revoke_epoch_ GUARDED_BY(mu_) = 0;       // +1 per revocation
+  // Where the last write calls ended (a sequential writer goes on there), newest last.
+  static constexpr size_t kCursors = 64;
+  std::deque<uint64_t> cursors_ GUARDED_BY(mu_);
   bool covered_locked(uint64_t start, uint64_t end) const REQUIRES(mu_);
   // The token manager: the layout's first server.
   const Nid& manager() const { return layout_.targets()[0].server; }

@@ -143,15 +143,23 @@ struct TokenService::Pending {
   Nid who;
   TokenRangeMsg want;
   Responder reply;
-  int rounds = 0;  // revocation rounds so far
+  int rounds = 0;         // revocation rounds so far
+  bool revoking = false;  // a round of it is out
 };
 
 TokenService::TokenService(RpcEngine& rpc, const Clock& clock, Duration timeout)
     : rpc_(rpc), timeout_(timeout), revokers_(4, clock) {
-  rpc_.handle_async(kMsgTokenAcquire, "TOKEN_ACQUIRE",
-                    [this](RpcRequest& req, Responder r) { on_acquire(req, std::move(r)); });
-  rpc_.handle_async(kMsgTokenRevoke, "TOKEN_REVOKE",
-                    [this](RpcRequest& req, Responder r) { on_revoke(req, std::move(r)); });
+  // Neither holds its sender's credit while it waits: an acquire waits for revocations
+  // answered by the very nodes whose acquires wait, a revocation for block writes' replies
+  // from the very server that waits for it (see AsyncCredit).
+  rpc_.handle_async(
+      kMsgTokenAcquire, "TOKEN_ACQUIRE",
+      [this](RpcRequest& req, Responder r) { on_acquire(req, std::move(r)); }, Execution::kOnce,
+      AsyncCredit::kReturned);
+  rpc_.handle_async(
+      kMsgTokenRevoke, "TOKEN_REVOKE",
+      [this](RpcRequest& req, Responder r) { on_revoke(req, std::move(r)); }, Execution::kOnce,
+      AsyncCredit::kReturned);
   rpc_.handle_async(kMsgTokenRelease, "TOKEN_RELEASE", [this](RpcRequest& req, Responder r) {
     auto m = decode_token_range(req.payload.span(), false);
     RpcResponse resp;
@@ -185,48 +193,68 @@ void TokenService::on_acquire(RpcRequest& req, Responder r) {
   p->who = req.from;
   p->want = *m;
   p->reply = std::move(r);
-  bool first = false;
   {
     MutexLock lk(mu_);
     if (stopped_) return p->reply.reply(RpcResponse{Status(Code::kCancelled, "stopping"), {}, {}});
-    auto& q = queue_[m->file];
-    q.push_back(p);
-    first = q.size() == 1;
+    queue_[m->file].push_back(p);
   }
-  if (first) next(m->file);
+  next(m->file);
 }
 
 void TokenService::next(const std::string& file) {
-  std::shared_ptr<Pending> p;
-  std::vector<Nid> holders;
-  TokenRange granted;
-  for (;;) {
-    {
-      MutexLock lk(mu_);
-      auto q = queue_.find(file);
-      if (q == queue_.end() || q->second.empty()) return;
-      p = q->second.front();
-      holders = table_.conflicts(file, p->who, p->want.start, p->want.end);
-      if (holders.empty()) {
-        granted = {p->want.start,
-                   table_.grantable_end(file, p->who, p->want.end, p->want.want_end)};
-        table_.grant(file, p->who, granted.start, granted.end);
-        ++st_.granted;
-        q->second.pop_front();
-        if (q->second.empty()) queue_.erase(q);
-      } else {
+  std::vector<std::pair<std::shared_ptr<Pending>, TokenRange>> grants;
+  std::vector<std::pair<std::shared_ptr<Pending>, std::vector<Nid>>> rounds;
+  {
+    MutexLock lk(mu_);
+    auto q = queue_.find(file);
+    if (q == queue_.end()) return;
+    auto& pending = q->second;
+    for (size_t i = 0; i < pending.size();) {
+      const std::shared_ptr<Pending> p = pending[i];
+      // Decided after every earlier request its required range overlaps (arrival order),
+      // and not while a revocation from its own node is out (a grant then could be undone
+      // by that revocation's answer).
+      bool wait = p->revoking || revoking_.count({file, p->who.pack()}) > 0;
+      for (size_t j = 0; j < i && !wait; ++j)
+        wait = TokenRange{pending[j]->want.start, pending[j]->want.end}.overlaps(p->want.start,
+                                                                                 p->want.end);
+      if (wait) {
+        ++i;
+        continue;
+      }
+      std::vector<Nid> holders = table_.conflicts(file, p->who, p->want.start, p->want.end);
+      if (!holders.empty()) {
+        p->revoking = true;
         ++p->rounds;
         st_.revocations += holders.size();
+        for (const Nid& h : holders) revoking_.insert({file, h.pack()});
+        rounds.emplace_back(p, std::move(holders));
+        ++i;
+        continue;
       }
+      uint64_t end = table_.grantable_end(file, p->who, p->want.end, p->want.want_end);
+      for (const auto& o : pending)  // not into what another waiting request needs
+        if (o != p && o->want.start >= p->want.end) end = std::min(end, o->want.start);
+      table_.grant(file, p->who, p->want.start, end);
+      ++st_.granted;
+      grants.emplace_back(p, TokenRange{p->want.start, end});
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
     }
-    if (!holders.empty()) break;
-    RpcResponse granted_reply;  // granted; on to the next in line
-    granted_reply.payload = encode_range(file, granted.start, granted.end);
-    p->reply.reply(std::move(granted_reply));
+    if (pending.empty()) queue_.erase(q);
   }
-  // What the holders give up: from the required start to the desired end.
-  const uint64_t give_end = std::max(p->want.end, p->want.want_end);
-  // Revoke the overlap from every holder; come back when all have answered.
+  for (auto& [p, g] : grants) {
+    RpcResponse reply;
+    reply.payload = encode_range(file, g.start, g.end);
+    p->reply.reply(std::move(reply));
+  }
+  for (auto& [p, holders] : rounds) revoke_round(file, p, holders);
+}
+
+void TokenService::revoke_round(const std::string& file, const std::shared_ptr<Pending>& p,
+                                const std::vector<Nid>& holders) {
+  // Each holder gives up the required range and what it does not use of the desired one.
+  const uint64_t start = p->want.start, end = p->want.end;
+  const uint64_t most = std::max(end, p->want.want_end);
   struct Round {
     Mutex mu;
     size_t left GUARDED_BY(mu) = 0;
@@ -239,32 +267,41 @@ void TokenService::next(const std::string& file) {
   CallOptions co;
   co.timeout = timeout_;
   co.urgent = true;  // the requester's writes wait on it: never behind I/O for a slot
-  for (const Nid& h : holders)
+  for (const Nid& h : holders) {
     rpc_.call_async(
-        h, kMsgTokenRevoke, encode_range(file, p->want.start, give_end), nullptr,
-        [this, round, file, h, p, give_end](RpcReply&& r) {
-          {
-            MutexLock lk(mu_);
-            if (r.status.ok()) {
-              table_.revoke(file, h, p->want.start, give_end);
-            } else {
-              // It did not let go in time: it keeps no token on this file.
-              PFS_LOG_WARN(
-                  "token revocation of {} [{}, {}) from {} failed ({}): its tokens on "
-                  "the file are dropped",
-                  file, p->want.start, give_end, h.to_string(), r.status.message());
-              table_.drop(file, h);
-              ++st_.holders_dropped;
-            }
-          }
+        h, kMsgTokenRevoke, encode_range(file, start, end, p->want.want_end), nullptr,
+        [this, round, file, h, p, start, end, most](RpcReply&& r) {
+          auto released = decode_token_range(r.payload.span(), true);
+          Status s = r.status;
+          if (s.ok() && (!released.ok() || released->file != file || released->start != start ||
+                         released->end < end || released->end > most))
+            s = Status(Code::kProtocol, "its answer is not a range from " + std::to_string(start) +
+                                            " to between " + std::to_string(end) + " and " +
+                                            std::to_string(most));
           bool last;
           {
             MutexLock lk(round->mu);
             last = --round->left == 0;
           }
-          if (last) next(file);
+          MutexLock lk(mu_);
+          if (s.ok()) {
+            table_.revoke(file, h, start, released->end);
+          } else {
+            // It did not let go in time: it keeps no token on this file.
+            PFS_LOG_WARN(
+                "token revocation of {} [{}, {}) from {} failed ({}): its tokens on the file "
+                "are dropped",
+                file, start, end, h.to_string(), s.message());
+            table_.drop(file, h);
+            ++st_.holders_dropped;
+          }
+          revoking_.erase(revoking_.find({file, h.pack()}));
+          if (last) p->revoking = false;
+          lk.unlock();
+          next(file);  // this round's request, or others its holder's revocation held up
         },
         co);
+  }
 }
 
 void TokenService::on_revoke(RpcRequest& req, Responder r) {
@@ -286,9 +323,15 @@ void TokenService::on_revoke(RpcRequest& req, Responder r) {
     // Holders stay registered until closed, and close waits for no revocation: a holder
     // is used here only while registered -- see remove_holder.
     Status s;
-    for (TokenHolder* h : hs)
-      if (Status e = h->release_range(m.start, m.end); !e.ok() && s.ok()) s = e;
-    reply->reply(RpcResponse{s, {}, {}});
+    uint64_t released = std::max(m.end, m.want_end);  // what no open file of it uses
+    for (TokenHolder* h : hs) {
+      auto e = h->release_range(m.start, m.end, m.want_end);
+      if (!e.ok() && s.ok()) s = e.status();
+      if (e.ok()) released = std::min(released, *e);
+    }
+    RpcResponse resp{s, {}, {}};
+    if (s.ok()) resp.payload = encode_range(m.file, m.start, released);
+    reply->reply(std::move(resp));
     MutexLock lk(mu_);
     --busy_;
     cv_.notify_all();

@@ -5,26 +5,29 @@
 // range it must have (required: the blocks it writes now) and may ask for a range it
 // would like (desired: on to `want_end`), as GPFS does. The manager grants at once when no
 // other node holds a token overlapping the required range, with as much of the desired
-// range as no other node holds. Otherwise it first revokes, from each node whose token
-// overlaps the required range, that token's part from the required start to the desired
-// end: a holder stops starting writes there, waits until its writes there are
-// acknowledged by the servers, drops its cached blocks there, and answers. So writes to
-// disjoint ranges proceed in parallel, overlapping ones one after another, and a reader on
-// the writer's node never keeps a block another node has since written. A holder that
-// does not answer its revocation (dead, or past the RPC timeout) loses all its tokens on
-// that file. Token RPCs are urgent (CallOptions::urgent): they never wait for a
-// max_rpcs_in_flight slot behind the writes a revocation may be waiting for.
+// range as no other node holds and no other waiting request needs. Otherwise it first
+// revokes from each node whose token overlaps the required range, offering it the
+// desired range too, and the holder decides how much it gives up (GPFS's rule): all of
+// the required range, and of the rest up to the desired end what it does not use -- it
+// keeps from the first place at or past the required end where it writes now, has writes
+// under way, or a writer of its left off (where a sequential writer goes on). For what it
+// gives up it stops starting writes, waits until its writes there are acknowledged by the
+// servers, drops its cached blocks, and answers with the end of what it released. So a
+// sequential writer holds one token for its whole run, writes to disjoint ranges proceed
+// in parallel, overlapping ones one after another, and a reader on the writer's node
+// never keeps a block another node has since written.
 //
-// StripedFile asks for the required range only. Asking a sequential writer's desired
-// range (the rest of the file) took one node's writes from one acquire per request to one
-// in all, but the paper's 32 nodes x 16 threads then thrashed: each revocation of "the
-// rest" took from a holder ranges its other threads were about to write, and acquires
-// and revocations chased each other until RPCs timed out. GPFS lets the holder keep what
-// it still uses; that is what is missing here.
+// Requests of one file are decided in arrival order among those whose required ranges
+// overlap; one waiting for a revocation does not hold up the others. A holder that does
+// not answer its revocation (dead, past the RPC timeout, or an answer out of range) loses
+// all its tokens on that file. Token RPCs are urgent (CallOptions::urgent): they never
+// wait for a max_rpcs_in_flight slot behind the writes a revocation may be waiting for.
 //
 //   TOKEN_ACQUIRE  client -> manager: JSON {"file", "start", "end"[, "want_end"]}; the
 //                  reply, when granted, {"file", "start", "end"}: the range granted
-//   TOKEN_REVOKE   manager -> holder: {"file", "start", "end"}; the reply once released
+//   TOKEN_REVOKE   manager -> holder: {"file", "start", "end"[, "want_end"]}; the reply
+//                  once released, {"file", "start", "end"}: the range released, from the
+//                  required start to at least the required end, at most the desired one
 //   TOKEN_RELEASE  client -> manager: {"file"}: all its tokens on it (at close)
 // Ranges are [start, end) in bytes, whole blocks as the clients ask.
 //
@@ -76,12 +79,14 @@ class TokenTable {
   std::map<std::string, std::map<uint64_t, std::map<uint64_t, uint64_t>>> files_;
 };
 
-// What a client needs of a file for its tokens: revoke a range (blocking until released).
+// What a client needs of a file for its tokens: give back [start, end) and of [end,
+// want_end) what it does not use (blocking until released); returns the end of the range
+// it gave back, in [end, want_end] (want_end <= end: just [start, end)).
 class TokenHolder {
  public:
   virtual ~TokenHolder() = default;
   virtual const std::string& token_file() const = 0;
-  virtual Status release_range(uint64_t start, uint64_t end) = 0;
+  virtual Result<uint64_t> release_range(uint64_t start, uint64_t end, uint64_t want_end) = 0;
 };
 
 // A TOKEN_* request's fields. decode_token_range: from a peer, each checked (kProtocol:
@@ -121,9 +126,11 @@ class TokenService {
  private:
   struct Pending;
   void on_acquire(RpcRequest& req, Responder r);
-  // Works on the head of `file`'s queue: grants it, or revokes what conflicts and comes
-  // back when every holder answered. Acquires of one file are decided in arrival order.
+  // Works on `file`'s queue: grants each request no earlier waiting one overlaps, or
+  // revokes what conflicts and comes back when every holder answered.
   void next(const std::string& file) EXCLUDES(mu_);
+  void revoke_round(const std::string& file, const std::shared_ptr<Pending>& p,
+                    const std::vector<Nid>& holders) EXCLUDES(mu_);
   void on_revoke(RpcRequest& req, Responder r);
 
   RpcEngine& rpc_;
@@ -133,6 +140,8 @@ class TokenService {
   TokenTable table_ GUARDED_BY(mu_);
   std::set<TokenHolder*> holders_ GUARDED_BY(mu_);
   std::map<std::string, std::deque<std::shared_ptr<Pending>>> queue_ GUARDED_BY(mu_);
+  // (file, holder) of every revocation out: that holder's own requests wait for it.
+  std::multiset<std::pair<std::string, uint64_t>> revoking_ GUARDED_BY(mu_);
   bool stopped_ GUARDED_BY(mu_) = false;
   TokenStats st_ GUARDED_BY(mu_);
   CondVar cv_;
