@@ -52,6 +52,7 @@ struct Options {
   double link_mbit = 1040, disk_mbyte = 180;
   int mem_nodes = 2, mem_threads = 4;
   int64_t mem_cell_mib = 4096;
+  int64_t mem_pagepool_mib = 100;
   std::vector<int> threads{1, 2, 4, 8, 16};  // paper: the matrix's thread counts
 };
 
@@ -163,7 +164,8 @@ json mem_pass(const Options& o, bool checksum, bool direct) {
   Cluster c(o, o.mem_nodes,
             lnet + "[storage]\ntargets = [\"mem\"]\nblock_size = 1048576\nbuffers = 64\n" +
                 "capacity = " + std::to_string((o.mem_cell_mib << 20) + (64 << 20)) + "\n",
-            lnet + "[storage]\nblock_size = 1048576\npagepool = 104857600\n");
+            lnet + "[storage]\nblock_size = 1048576\npagepool = " +
+                std::to_string(o.mem_pagepool_mib << 20) + "\n");
   json spec = {{"nodes", {o.mem_nodes}},
                {"threads", {o.mem_threads}},
                {"cell_bytes", o.mem_cell_mib << 20},
@@ -222,6 +224,8 @@ int main(int argc, char** argv) {
   app.add_option("--mem-nodes", o.mem_nodes, "mem: client nodes (default 2)");
   app.add_option("--mem-threads", o.mem_threads, "mem: threads per node (default 4)");
   app.add_option("--mem-cell-mib", o.mem_cell_mib, "mem: MiB per operation (default 4096)");
+  app.add_option("--mem-pagepool-mib", o.mem_pagepool_mib,
+                 "mem: the clients' pagepool, MiB (default 100)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (o.only.empty() || o.only == "paper") pfsnet::paper(o);

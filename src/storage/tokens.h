@@ -20,8 +20,12 @@
 // Requests of one file are decided in arrival order among those whose required ranges
 // overlap; one waiting for a revocation does not hold up the others. A holder that does
 // not answer its revocation (dead, past the RPC timeout, or an answer out of range) loses
-// all its tokens on that file. Token RPCs are urgent (CallOptions::urgent): they never
-// wait for a max_rpcs_in_flight slot behind the writes a revocation may be waiting for.
+// all its tokens on that file. A node's own requests wait while a revocation from it is
+// out (a grant then could be undone by its answer). Token RPCs are urgent
+// (CallOptions::urgent): they never wait for a max_rpcs_in_flight slot behind the writes a
+// revocation may be waiting for; and their requests give back their receive credit at
+// once (AsyncCredit::kReturned): a node's 16 writers' waiting acquires once held all its
+// credits to the manager, and its answer to the revocation they waited for could not go.
 //
 //   TOKEN_ACQUIRE  client -> manager: JSON {"file", "start", "end"[, "want_end"]}; the
 //                  reply, when granted, {"file", "start", "end"}: the range granted
