@@ -252,6 +252,8 @@ TEST_F(RpcTest, WaitingRequestsThatReturnTheirCreditsLeaveThePeersWindowOpen) {
   ASSERT_EQ(behind.got.size(), 1u);
   EXPECT_EQ(behind.got[0].payload.view(), "behind");
   for (Responder& r : held) r.reply(RpcResponse{});
+  pump_until([&] { return waiting.got.size() == 16; });  // none left to land after the test
+  EXPECT_EQ(waiting.got.size(), 16u);
 }
 
 TEST_F(RpcTest, RepliesMatchTheirRequests) {

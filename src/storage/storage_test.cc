@@ -651,6 +651,11 @@ TEST_F(BlockServiceTest, TheHolderDecidesWhatItGivesUpAndOthersAreNotHeldUp) {
   constexpr uint64_t B = kBlock, kEnd = kTokenMaxOffset;
   GatedHolder h1("g");
   t1.add_holder(&h1);
+  struct Unregister {
+    TokenService& t;
+    TokenHolder* h;
+    ~Unregister() { t.remove_holder(h); }  // on every way out, before h1 goes
+  } unregister{t1, &h1};
   auto g = t1.acquire(s1_.nid(), "g", 0, B, 20 * B);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   EXPECT_EQ(*g, (TokenRange{0, 20 * B}));
@@ -689,7 +694,6 @@ TEST_F(BlockServiceTest, TheHolderDecidesWhatItGivesUpAndOthersAreNotHeldUp) {
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(*after, (TokenRange{0, 10 * B}));
   EXPECT_EQ(manager.stats().revocations, 2u);
-  t1.remove_holder(&h1);
 }
 
 // A striped file gives up, of a range another node takes, only what it does not use: a
