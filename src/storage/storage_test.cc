@@ -530,6 +530,17 @@ class BlockServiceTest : public ::testing::Test {
     o.timeout = 10s;
     return o;
   }
+  // `name` opened by c1 and c2 with write tokens (t1, t2: their token services).
+  std::pair<Result<std::unique_ptr<StripedFile>>, Result<std::unique_ptr<StripedFile>>> open_both(
+      const std::string& name, TokenService& t1, TokenService& t2) {
+    auto opts = [&](TokenService& t) {
+      StripedFileOptions o = fopts(4 << 20);
+      o.tokens = &t;
+      return o;
+    };
+    return {StripedFile::open(*c1_.rpc, name, {s1_.nid(), s2_.nid()}, opts(t1)),
+            StripedFile::open(*c2_.rpc, name, {s1_.nid(), s2_.nid()}, opts(t2))};
+  }
   TcpNode s1_, s2_, c1_, c2_;
   std::unique_ptr<BlockService> svc1_, svc2_;
   std::vector<std::unique_ptr<TokenService>> tokens_;  // s1 (the manager), c1, c2
@@ -541,13 +552,8 @@ class BlockServiceTest : public ::testing::Test {
 // a node's cached copy of a block another node writes is dropped, so it reads the new data.
 TEST_F(BlockServiceTest, OverlappingWritesAreSerialisedByTokensDisjointOnesRunFreely) {
   TokenService &manager = *tokens_[0], &t1 = *tokens_[1], &t2 = *tokens_[2];
-  auto opts = [&](TokenService& t) {
-    StripedFileOptions o = fopts(4 << 20);
-    o.tokens = &t;
-    return o;
-  };
-  auto f1 = StripedFile::open(*c1_.rpc, "tok", {s1_.nid(), s2_.nid()}, opts(t1));
-  auto f2 = StripedFile::open(*c2_.rpc, "tok", {s1_.nid(), s2_.nid()}, opts(t2));
+  auto files = open_both("tok", t1, t2);
+  auto &f1 = files.first, &f2 = files.second;
   ASSERT_TRUE(f1.ok() && f2.ok());
   constexpr size_t kRange = 8 * kBlock;
   // Disjoint: c1 the first 8 blocks, c2 the next 8, at once, a block per call.
@@ -701,13 +707,8 @@ TEST_F(BlockServiceTest, TheHolderDecidesWhatItGivesUpAndOthersAreNotHeldUp) {
 // token, and the taker gets the rest in one.
 TEST_F(BlockServiceTest, AWriterKeepsTheRangeItGoesOnInWhenAnotherTakesPartOfItsToken) {
   TokenService &manager = *tokens_[0], &t1 = *tokens_[1], &t2 = *tokens_[2];
-  auto opts = [&](TokenService& t) {
-    StripedFileOptions o = fopts(4 << 20);
-    o.tokens = &t;
-    return o;
-  };
-  auto f1 = StripedFile::open(*c1_.rpc, "keep", {s1_.nid(), s2_.nid()}, opts(t1));
-  auto f2 = StripedFile::open(*c2_.rpc, "keep", {s1_.nid(), s2_.nid()}, opts(t2));
+  auto files = open_both("keep", t1, t2);
+  auto &f1 = files.first, &f2 = files.second;
   ASSERT_TRUE(f1.ok() && f2.ok());
   // c1: two sequential runs, blocks 0-3 and 20-23 (one token: its first write's, the rest
   // of the file).
