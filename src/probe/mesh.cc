@@ -214,9 +214,10 @@ MeshCell MeshWindow::cell(TimePoint now) {
     c.p99_ms = q(0.99);
   }
   // The best of the window: what the path can carry. A throttled path never does better; a
-  // busy host (or a busy loopback) only sometimes does worse.
+  // busy host (or a busy loopback) only sometimes does worse -- so not from one probe
+  // alone: one slow probe on a busy host once had a healthy path marked THROTTLED.
   auto best = [](const std::vector<double>& v) {
-    return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+    return v.size() < kMinBulkSamples ? 0.0 : *std::max_element(v.begin(), v.end());
   };
   c.write_mib_s = best(wr);
   c.read_mib_s = best(rd);

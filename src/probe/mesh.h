@@ -99,10 +99,13 @@ std::vector<MtuOutlier> mtu_outliers(const std::vector<MeshRow>& rows);
 // The probing node's window on one path: the outcomes of its probes of the last `window`
 // (at most kMaxSamples), from which its cell is made: p50 and p99 of the answered small
 // probes, probes sent and lost, the best bulk throughput each way (what the path can carry:
-// a throttled path never does better, a busy host only sometimes does worse).
+// a throttled path never does better, a busy host only sometimes does worse; once the
+// window has kMinBulkSamples of that direction).
 class MeshWindow {
  public:
   static constexpr size_t kMaxSamples = 1024;
+  // A direction's bulk figure needs this many of its probes in the window (0 before).
+  static constexpr size_t kMinBulkSamples = 2;
   explicit MeshWindow(Duration window) : window_(window) {}
 
   void rtt(TimePoint t, double ms) { add(t, Kind::kRtt, ms); }
