@@ -19,7 +19,8 @@
 // StripedFileOptions).
 //
 // Bytes never written read as zeros. With tokens (options.tokens), a write first holds a
-// write token on its whole blocks: writes of two nodes to overlapping ranges run one after
+// write token on its whole blocks (a sequential writer asks for the rest of the file as
+// well, so it asks once per run): writes of two nodes to overlapping ranges run one after
 // the other, and a node gives up its cached blocks of a range another node writes. Reads
 // take no token: a reader on a node that does not write sees another node's writes once
 // its cached copy is gone (evicted, or the file opened after them).

@@ -104,6 +104,13 @@ Buffer encode_range(const std::string& file, uint64_t start, uint64_t end, uint6
   return encode_token_range({file, start, end, want});
 }
 
+// An answer naming the range [start, e) of `file` with end <= e <= most: a grant (at least
+// the range asked for, within the one desired), or what a holder released.
+bool spans(const Result<TokenRangeMsg>& m, const std::string& file, uint64_t start, uint64_t end,
+           uint64_t most) {
+  return m.ok() && m->file == file && m->start == start && m->end >= end && m->end <= most;
+}
+
 }  // namespace
 
 Buffer encode_token_range(const TokenRangeMsg& m) {
@@ -143,8 +150,7 @@ struct TokenService::Pending {
   Nid who;
   TokenRangeMsg want;
   Responder reply;
-  int rounds = 0;         // revocation rounds so far
-  bool revoking = false;  // a round of it is out
+  size_t revoking = 0;  // revocations of its round not yet answered (under mu_)
 };
 
 TokenService::TokenService(RpcEngine& rpc, const Clock& clock, Duration timeout)
@@ -214,7 +220,7 @@ void TokenService::next(const std::string& file) {
       // Decided after every earlier request its required range overlaps (arrival order),
       // and not while a revocation from its own node is out (a grant then could be undone
       // by that revocation's answer).
-      bool wait = p->revoking || revoking_.count({file, p->who.pack()}) > 0;
+      bool wait = p->revoking > 0 || revoking_.count({file, p->who.pack()}) > 0;
       for (size_t j = 0; j < i && !wait; ++j)
         wait = TokenRange{pending[j]->want.start, pending[j]->want.end}.overlaps(p->want.start,
                                                                                  p->want.end);
@@ -224,8 +230,7 @@ void TokenService::next(const std::string& file) {
       }
       std::vector<Nid> holders = table_.conflicts(file, p->who, p->want.start, p->want.end);
       if (!holders.empty()) {
-        p->revoking = true;
-        ++p->rounds;
+        p->revoking = holders.size();
         st_.revocations += holders.size();
         for (const Nid& h : holders) revoking_.insert({file, h.pack()});
         rounds.emplace_back(p, std::move(holders));
@@ -255,34 +260,19 @@ void TokenService::revoke_round(const std::string& file, const std::shared_ptr<P
   // Each holder gives up the required range and what it does not use of the desired one.
   const uint64_t start = p->want.start, end = p->want.end;
   const uint64_t most = std::max(end, p->want.want_end);
-  struct Round {
-    Mutex mu;
-    size_t left GUARDED_BY(mu) = 0;
-  };
-  auto round = std::make_shared<Round>();
-  {
-    MutexLock lk(round->mu);
-    round->left = holders.size();
-  }
   CallOptions co;
   co.timeout = timeout_;
   co.urgent = true;  // the requester's writes wait on it: never behind I/O for a slot
   for (const Nid& h : holders) {
     rpc_.call_async(
         h, kMsgTokenRevoke, encode_range(file, start, end, p->want.want_end), nullptr,
-        [this, round, file, h, p, start, end, most](RpcReply&& r) {
+        [this, file, h, p, start, end, most](RpcReply&& r) {
           auto released = decode_token_range(r.payload.span(), true);
           Status s = r.status;
-          if (s.ok() && (!released.ok() || released->file != file || released->start != start ||
-                         released->end < end || released->end > most))
+          if (s.ok() && !spans(released, file, start, end, most))
             s = Status(Code::kProtocol, "its answer is not a range from " + std::to_string(start) +
                                             " to between " + std::to_string(end) + " and " +
                                             std::to_string(most));
-          bool last;
-          {
-            MutexLock lk(round->mu);
-            last = --round->left == 0;
-          }
           MutexLock lk(mu_);
           if (s.ok()) {
             table_.revoke(file, h, start, released->end);
@@ -296,7 +286,7 @@ void TokenService::revoke_round(const std::string& file, const std::shared_ptr<P
             ++st_.holders_dropped;
           }
           revoking_.erase(revoking_.find({file, h.pack()}));
-          if (last) p->revoking = false;
+          --p->revoking;
           lk.unlock();
           next(file);  // this round's request, or others its holder's revocation held up
         },
@@ -362,7 +352,7 @@ Result<TokenRange> TokenService::acquire(const Nid& manager, const std::string& 
   // The range granted: at least the one asked for, within the one desired.
   auto g = decode_token_range(r.payload.span(), true);
   const uint64_t most = std::max(end, want_end);
-  if (!g.ok() || g->file != file || g->start != start || g->end < end || g->end > most)
+  if (!spans(g, file, start, end, most))
     return failed(Code::kProtocol, "the grant is not of the range asked for");
   MutexLock lk(mu_);
   ++st_.acquired;
