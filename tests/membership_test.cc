@@ -52,6 +52,21 @@ class Cluster {
     if (rc != 0) return json::object();
     return last_json_line(out);
   }
+  // Seconds from `since` (unix ms) to the last of `names`' registrations in the table `t`:
+  // the MGS's own record, so neither the polling interval nor a slow CLI adds to it.
+  static double registered_after(const json& t, std::initializer_list<const char*> names,
+                                 int64_t since) {
+    int64_t last = 0;
+    for (const json& n : t.value("nodes", json::array()))
+      for (const char* name : names)
+        if (n["name"] == name) last = std::max(last, n.value("registered_unix_ms", int64_t{0}));
+    return double(last - since) / 1000.0;
+  }
+  static int64_t unix_ms_now() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
   static std::string state_of(const json& t, const std::string& name) {
     if (!t.contains("nodes")) return "";
     for (const json& n : t["nodes"])
@@ -155,7 +170,7 @@ TEST(MembershipTest, ARestartedMgsRebuildsItsTableFromReRegistrations) {
   c.kill(2);
   c.start(2, "mgs");  // same NID, empty table
   ASSERT_TRUE(c.d(2).ready());
-  auto restarted = Clock::now();
+  int64_t restarted = Cluster::unix_ms_now();
   json t;
   ASSERT_TRUE(eventually(
       [&] {
@@ -166,7 +181,7 @@ TEST(MembershipTest, ARestartedMgsRebuildsItsTableFromReRegistrations) {
       },
       10000ms))
       << t.dump();
-  double took = std::chrono::duration<double>(Clock::now() - restarted).count();
+  double took = Cluster::registered_after(t, {"n3", "n4", "n5", "n6"}, restarted);
   // Servers within a server period (1 s), clients within a client period (2 s), + slack.
   EXPECT_LT(took, 2.0 + 1.0);
   std::printf("restarted MGS: every node registered again %.3f s after the restart\n", took);
@@ -177,7 +192,7 @@ TEST(MembershipTest, NodesFailOverToTheNextMgsWhichRebuildsItsTable) {
   ASSERT_TRUE(c.ready());
   ASSERT_TRUE(
       eventually([&] { return c.status(5).value("nodes", json::array()).size() == 6; }, 5000ms));
-  auto killed = Clock::now();
+  int64_t killed = Cluster::unix_ms_now();
   c.kill(2);
   // The nodes stop hearing from MGS 1 and register with MGS 2 within a period or two.
   json t;
@@ -191,11 +206,13 @@ TEST(MembershipTest, NodesFailOverToTheNextMgsWhichRebuildsItsTable) {
       },
       10000ms))
       << t.dump();
-  auto failed_over = Clock::now();
   EXPECT_NE(c.d(5).process().output().find("failing over to " + loopback(7) + "@tcp"),
             std::string::npos);
-  // Every node is in the new MGS's table within a client period (2 s) and some slack.
-  double took = std::chrono::duration<double>(failed_over - killed).count();
+  // Every node registered with the new MGS within a client period (2 s) and some slack:
+  // the times are the new MGS's own record of the registrations (CI's ASan run once took
+  // 3.8 s to *see* it through the CLI polled every 50 ms).
+  double took = Cluster::registered_after(t, {"n3", "n4", "n5", "n6"}, killed);
+  EXPECT_GT(took, 0.0);
   EXPECT_LT(took, 2.0 + 1.5);
   std::printf("MGS failover: every node registered with the second MGS %.3f s after the kill\n",
               took);

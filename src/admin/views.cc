@@ -185,6 +185,7 @@ json status_table_json(const StatusTable& t) {
                      {"last_heard_s_ago", double(n.last_heard_ago_ms) / 1000.0},
                      {"heard_via", n.heard_by_report ? "report" : "ping"},
                      {"registered", format_unix_ms(n.registered_unix_ms)},
+                     {"registered_unix_ms", n.registered_unix_ms},
                      {"last_change", format_unix_ms(n.last_change_unix_ms)}});
   }
   const StatusCounters& c = t.counters;
