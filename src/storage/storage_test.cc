@@ -388,6 +388,48 @@ TEST(BlockProtocolTest, DecodersCheckEveryField) {
   EXPECT_EQ(i->targets, 2u);
 }
 
+// A holder's ranges: touching ranges merge, a removal splits what it cuts, and the
+// queries see the set as bytes held.
+TEST(RangeSetTest, MergesWhatTouchesSplitsWhatARemovalCutsAndAnswersAsBytesHeld) {
+  RangeSet r;
+  r.add(100, 200);
+  r.add(300, 400);
+  r.add(5, 5);  // empty: ignored
+  EXPECT_EQ(r.ranges(), (std::vector<TokenRange>{{100, 200}, {300, 400}}));
+  r.add(200, 250);  // touches [100, 200)
+  EXPECT_EQ(r.ranges(), (std::vector<TokenRange>{{100, 250}, {300, 400}}));
+  r.add(240, 300);  // bridges the two
+  EXPECT_EQ(r.ranges(), (std::vector<TokenRange>{{100, 400}}));
+  r.add(500, 600);
+  r.add(50, 700);  // swallows them all
+  EXPECT_EQ(r.ranges(), (std::vector<TokenRange>{{50, 700}}));
+  r.remove(100, 200);
+  r.remove(300, 310);
+  EXPECT_EQ(r.ranges(), (std::vector<TokenRange>{{50, 100}, {200, 300}, {310, 700}}));
+  r.remove(250, 320);  // cuts the end of one and the start of the next
+  EXPECT_EQ(r.ranges(), (std::vector<TokenRange>{{50, 100}, {200, 250}, {320, 700}}));
+  r.remove(0, 60);
+  r.remove(690, 1000);
+  r.remove(400, 400);  // empty: nothing
+  EXPECT_EQ(r.ranges(), (std::vector<TokenRange>{{60, 100}, {200, 250}, {320, 690}}));
+  EXPECT_TRUE(r.covers(60, 100));
+  EXPECT_TRUE(r.covers(330, 340));
+  EXPECT_FALSE(r.covers(90, 210));  // spans a gap
+  EXPECT_FALSE(r.covers(10, 20));
+  EXPECT_FALSE(r.covers(700, 800));
+  EXPECT_TRUE(r.overlaps(99, 200));
+  EXPECT_FALSE(r.overlaps(100, 200));  // the gap exactly
+  EXPECT_FALSE(r.overlaps(0, 60));
+  EXPECT_TRUE(r.overlaps(689, 2000));
+  EXPECT_EQ(r.first_at_or_after(0), 60u);
+  EXPECT_EQ(r.first_at_or_after(70), 70u);
+  EXPECT_EQ(r.first_at_or_after(100), 200u);  // an end is not held
+  EXPECT_EQ(r.first_at_or_after(689), 689u);
+  EXPECT_EQ(r.first_at_or_after(690), std::nullopt);
+  r.remove(0, 1000);
+  EXPECT_TRUE(r.empty());
+}
+
 // The manager's table: what a request may be granted beyond the range it needs (GPFS's
 // desired range), what conflicts, and what a revocation leaves each holder.
 TEST(TokenTableTest, GrantsTheLargestRangeNoOtherNodeHoldsAndRevokesOnlyWhatItTakes) {

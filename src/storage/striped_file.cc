@@ -64,12 +64,6 @@ StripedFile::~StripedFile() { (void)close(); }
 
 Duration StripedFile::rpc_timeout() const { return opts_.timeout; }
 
-bool StripedFile::covered_locked(uint64_t start, uint64_t end) const {
-  for (const TokenRange& t : tokens_)  // disjoint and merged: one covers it or none
-    if (t.start <= start && end <= t.end) return true;
-  return false;
-}
-
 Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
   const uint32_t bs = layout_.block_size();
   std::vector<Extent> ext = layout_.map(offset, data.size());
@@ -82,7 +76,7 @@ Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
   const bool sequential =
       st_.writes == 0 || std::find(cursors_.begin(), cursors_.end(), offset) != cursors_.end();
   if (opts_.tokens && mine.end > mine.start) {
-    for (int tries = 0; !covered_locked(mine.start, mine.end); ++tries) {
+    for (int tries = 0; !tokens_.covers(mine.start, mine.end); ++tries) {
       if (tries == 8)
         return Status(Code::kTimeout, "write of " + name_ + ": its token was taken back 8 times");
       uint64_t epoch = revoke_epoch_;
@@ -93,19 +87,7 @@ Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
       if (!got.ok()) return got.status();
       ++st_.tokens_acquired;
       if (epoch != revoke_epoch_) continue;  // taken back meanwhile: ask again
-      // Merge it into the tokens held.
-      TokenRange m = *got;
-      std::vector<TokenRange> kept;
-      for (const TokenRange& t : tokens_) {
-        if (t.end < m.start || m.end < t.start) {
-          kept.push_back(t);
-        } else {
-          m.start = std::min(m.start, t.start);
-          m.end = std::max(m.end, t.end);
-        }
-      }
-      kept.push_back(m);
-      tokens_ = std::move(kept);
+      tokens_.add(got->start, got->end);
     }
   }
   // The writer goes on at the end of this call (until then its cursor marks it here).
@@ -201,16 +183,7 @@ Result<uint64_t> StripedFile::release_range(uint64_t start, uint64_t end, uint64
   if (auto w = writing_.lower_bound((end + bs - 1) / bs); w != writing_.end()) use(w->first * bs);
   for (uint64_t c : cursors_) use(c);
   end = keep;
-  std::vector<TokenRange> kept;
-  for (const TokenRange& t : tokens_) {
-    if (!t.overlaps(start, end)) {
-      kept.push_back(t);
-      continue;
-    }
-    if (t.start < start) kept.push_back({t.start, start});
-    if (t.end > end) kept.push_back({end, t.end});
-  }
-  tokens_ = std::move(kept);
+  tokens_.remove(start, end);
   ++revoke_epoch_;
   ++st_.tokens_revoked;
   // The writes there, started or under way, end first: acknowledged by the servers.

@@ -143,13 +143,12 @@ class StripedFile final : public TokenHolder {
   uint64_t next_sequential_ GUARDED_BY(mu_) = UINT64_MAX;  // where a sequential read starts
   StripedFileStats st_ GUARDED_BY(mu_);
   bool closed_ GUARDED_BY(mu_) = false;
-  std::vector<TokenRange> tokens_ GUARDED_BY(mu_);  // held write tokens
+  RangeSet tokens_ GUARDED_BY(mu_);                 // held write tokens
   std::vector<TokenRange> active_ GUARDED_BY(mu_);  // write calls under way
   uint64_t revoke_epoch_ GUARDED_BY(mu_) = 0;       // +1 per revocation
   // Where the last write calls ended (a sequential writer goes on there), newest last.
   static constexpr size_t kCursors = 64;
   std::deque<uint64_t> cursors_ GUARDED_BY(mu_);
-  bool covered_locked(uint64_t start, uint64_t end) const REQUIRES(mu_);
   // The token manager: the layout's first server.
   const Nid& manager() const { return layout_.targets()[0].server; }
 };

@@ -12,6 +12,60 @@ namespace pfsnet {
 
 using nlohmann::json;
 
+// ------------------------------------------------------------------ ranges
+
+void RangeSet::add(uint64_t start, uint64_t end) {
+  if (start >= end) return;
+  auto it = r_.upper_bound(start);
+  if (it != r_.begin() && std::prev(it)->second >= start) --it;
+  while (it != r_.end() && it->first <= end) {
+    start = std::min(start, it->first);
+    end = std::max(end, it->second);
+    it = r_.erase(it);
+  }
+  r_[start] = end;
+}
+
+void RangeSet::remove(uint64_t start, uint64_t end) {
+  if (start >= end) return;
+  auto it = r_.upper_bound(start);
+  if (it != r_.begin() && std::prev(it)->second > start) --it;
+  while (it != r_.end() && it->first < end) {
+    const uint64_t s = it->first, e = it->second;
+    it = r_.erase(it);
+    if (s < start) r_[s] = start;
+    if (e > end) {
+      r_[end] = e;  // the ranges after it start past e
+      break;
+    }
+  }
+}
+
+bool RangeSet::covers(uint64_t start, uint64_t end) const {
+  auto it = r_.upper_bound(start);
+  if (it == r_.begin()) return false;
+  --it;
+  return end <= it->second;
+}
+
+bool RangeSet::overlaps(uint64_t start, uint64_t end) const {
+  auto first = first_at_or_after(start);
+  return first && *first < end;
+}
+
+std::optional<uint64_t> RangeSet::first_at_or_after(uint64_t at) const {
+  auto it = r_.upper_bound(at);
+  if (it != r_.begin() && std::prev(it)->second > at) return at;
+  if (it == r_.end()) return std::nullopt;
+  return it->first;
+}
+
+std::vector<TokenRange> RangeSet::ranges() const {
+  std::vector<TokenRange> out;
+  for (const auto& [s, e] : r_) out.push_back({s, e});
+  return out;
+}
+
 // ------------------------------------------------------------------ the table
 
 std::vector<Nid> TokenTable::conflicts(const std::string& file, const Nid& who, uint64_t start,
@@ -19,14 +73,9 @@ std::vector<Nid> TokenTable::conflicts(const std::string& file, const Nid& who, 
   std::vector<Nid> out;
   auto f = files_.find(file);
   if (f == files_.end()) return out;
-  for (const auto& [holder, ranges] : f->second) {
-    if (holder == who.pack()) continue;
-    for (const auto& [s, e] : ranges)
-      if (TokenRange{s, e}.overlaps(start, end)) {
-        out.push_back(Nid::unpack(holder).value_or(Nid()));
-        break;
-      }
-  }
+  for (const auto& [holder, ranges] : f->second)
+    if (holder != who.pack() && ranges.overlaps(start, end))
+      out.push_back(Nid::unpack(holder).value_or(Nid()));
   return out;
 }
 
@@ -37,25 +86,14 @@ uint64_t TokenTable::grantable_end(const std::string& file, const Nid& who, uint
   if (f == files_.end()) return best;
   for (const auto& [holder, ranges] : f->second) {
     if (holder == who.pack()) continue;
-    // Its first range ending after `end` is where the grant must stop (at its start).
-    auto it = ranges.upper_bound(end);
-    if (it != ranges.begin() && std::prev(it)->second > end) --it;
-    if (it != ranges.end()) best = std::min(best, std::max(end, it->first));
+    // Where another holder's tokens begin at or past `end` the grant must stop.
+    if (auto first = ranges.first_at_or_after(end)) best = std::min(best, *first);
   }
   return best;
 }
 
 void TokenTable::grant(const std::string& file, const Nid& who, uint64_t start, uint64_t end) {
-  auto& ranges = files_[file][who.pack()];
-  // Merge with every range it touches.
-  auto it = ranges.upper_bound(start);
-  if (it != ranges.begin() && std::prev(it)->second >= start) --it;
-  while (it != ranges.end() && it->first <= end) {
-    start = std::min(start, it->first);
-    end = std::max(end, it->second);
-    it = ranges.erase(it);
-  }
-  ranges[start] = end;
+  files_[file][who.pack()].add(start, end);
 }
 
 void TokenTable::revoke(const std::string& file, const Nid& who, uint64_t start, uint64_t end) {
@@ -63,16 +101,7 @@ void TokenTable::revoke(const std::string& file, const Nid& who, uint64_t start,
   if (f == files_.end()) return;
   auto h = f->second.find(who.pack());
   if (h == f->second.end()) return;
-  std::map<uint64_t, uint64_t> kept;
-  for (const auto& [s, e] : h->second) {
-    if (!TokenRange{s, e}.overlaps(start, end)) {
-      kept[s] = e;
-      continue;
-    }
-    if (s < start) kept[s] = start;
-    if (e > end) kept[end] = e;
-  }
-  h->second = std::move(kept);
+  h->second.remove(start, end);
   if (h->second.empty()) f->second.erase(h);
   if (f->second.empty()) files_.erase(f);
 }
@@ -85,13 +114,11 @@ void TokenTable::drop(const std::string& file, const Nid& who) {
 }
 
 std::vector<TokenRange> TokenTable::held(const std::string& file, const Nid& who) const {
-  std::vector<TokenRange> out;
   auto f = files_.find(file);
-  if (f == files_.end()) return out;
+  if (f == files_.end()) return {};
   auto h = f->second.find(who.pack());
-  if (h == f->second.end()) return out;
-  for (const auto& [s, e] : h->second) out.push_back({s, e});
-  return out;
+  if (h == f->second.end()) return {};
+  return h->second.ranges();
 }
 
 // ------------------------------------------------------------------ messages

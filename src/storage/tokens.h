@@ -46,6 +46,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -62,7 +63,25 @@ struct TokenRange {
   bool operator==(const TokenRange&) const = default;
 };
 
-// The manager's table: per file, per holder, its ranges (disjoint, sorted, merged).
+// Disjoint, sorted half-open ranges [start, end); ranges that touch are merged. A holder's
+// write tokens, in the manager's table and in the client's file alike. Empty ranges are
+// ignored. A plain value.
+class RangeSet {
+ public:
+  void add(uint64_t start, uint64_t end);             // merged with every range it touches
+  void remove(uint64_t start, uint64_t end);          // the ranges it cuts keep their other parts
+  bool covers(uint64_t start, uint64_t end) const;    // one range holds all of it
+  bool overlaps(uint64_t start, uint64_t end) const;  // some range shares a byte with it
+  // The first byte at or past `at` that a range holds; nullopt when there is none.
+  std::optional<uint64_t> first_at_or_after(uint64_t at) const;
+  bool empty() const { return r_.empty(); }
+  std::vector<TokenRange> ranges() const;
+
+ private:
+  std::map<uint64_t, uint64_t> r_;  // start -> end
+};
+
+// The manager's table: per file, per holder, its ranges.
 class TokenTable {
  public:
   // Holders other than `who` with a token on `file` overlapping [start, end).
@@ -79,8 +98,7 @@ class TokenTable {
   std::vector<TokenRange> held(const std::string& file, const Nid& who) const;
 
  private:
-  // file -> holder (packed NID) -> ranges by start
-  std::map<std::string, std::map<uint64_t, std::map<uint64_t, uint64_t>>> files_;
+  std::map<std::string, std::map<uint64_t, RangeSet>> files_;  // file -> holder (packed NID)
 };
 
 // What a client needs of a file for its tokens: give back [start, end) and of [end,
