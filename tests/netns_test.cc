@@ -914,7 +914,11 @@ class BridgedCluster {
 // link dropping 5% of its packets (nftables), an MTU mismatch (one end 9000 on a 1500
 // link). `pfsnet health` on a client that talks to none of them names each culprit and
 // its cause within 60 s, and nothing healthy. The probe mesh runs 5x faster than its
-// defaults (so the test takes a minute, not five); the other keys are the defaults.
+// defaults (so the test takes a minute, not five), and its outlier factor is 6, not 3:
+// ten daemons and the load on two cores make a 128 KiB bulk probe measure the scheduler
+// too -- in CI a healthy path's best probes, both ways, came 3.4x and 3.3x below the
+// median (138 and 129 MiB/s of 462 and 429) and it was named THROTTLED. The faults are far
+// past 6x: the tbf link carries 2.4 MiB/s. The other keys are the defaults.
 //
 // Not under a sanitizer: ten sanitized daemons probing at 5x overload two cores, and the
 // mesh then measures the scheduler (CI's ASan run saw healthy paths' p50 at 12-44 ms
@@ -930,7 +934,8 @@ TEST(NetnsTest, HealthOnAnotherNodeNamesSixFaultsInjectedFromOutside) {
   enum { kMgs, kC1, kC2, kKilled, kStopped, kLinkDown, kThrottled, kLossy, kMtu, kHealthy };
   BridgedCluster c(nodes,
                    "[lnet]\ntransaction_timeout = 10\n"
-                   "[mesh]\ninterval = 1\nbulk_interval = 5\nreport_interval = 3\nwindow = 20\n");
+                   "[mesh]\ninterval = 1\nbulk_interval = 5\nreport_interval = 3\nwindow = 20\n"
+                   "outlier_factor = 6.0\n");
   if (!c.skip().empty()) GTEST_SKIP() << c.skip();
   if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
   ASSERT_TRUE(c.ok());
