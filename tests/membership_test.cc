@@ -143,7 +143,8 @@ TEST(MembershipTest, ClientsHearOfADeadServerInTimeAndOfItsReturn) {
   for (int h : {5, 6})
     ASSERT_TRUE(c.d(h).process().wait_for_output("server n3 is up", 10000ms))
         << c.d(h).process().output() << "\n--- the MGS:\n"
-        << c.d(2).process().output();
+        << c.d(2).process().output() << "\n--- its table and counters:\n"
+        << c.status(2).dump();
   EXPECT_EQ(run({PFSNET_BIN, "--socket", c.d(5).socket(), "ping", loopback(3) + "@tcp"}).first, 0);
   std::printf("dead server announced to every client %.3f s after the kill\n", heard);
 }

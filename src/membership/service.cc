@@ -345,7 +345,11 @@ void MembershipService::send_notifications(std::vector<MgsCore::Outgoing> outs) 
     uint64_t token = o.token;
     rpc_.call_async(
         o.nids[0], kMsgMgsNotify, encode(o.req), nullptr,
-        [this, token](RpcReply&& r) {
+        [this, token, to = o.nids[0]](RpcReply&& r) {
+          if (!r.status.ok())  // retried (or given up, which says so); shown, at most 1 in 10 s
+            PFS_LOG_LIMITED(spdlog::level::info, "membership: notify failed",
+                            "membership: notifying {} failed: {}", to.to_string(),
+                            r.status.to_string());
           std::vector<MgsCore::Outgoing> more;
           {
             MutexLock lk(mu_);
