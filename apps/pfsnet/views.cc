@@ -78,6 +78,16 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
             t["retransmits"].get<unsigned long long>(), t["segments_out"].get<unsigned long long>(),
             100.0 * t["retransmit_ratio"].get<double>(), t["lost"].get<unsigned>(),
             human_bytes(t["delivery_rate_bytes_s"].get<uint64_t>()).c_str());
+        std::printf(
+            "      tcp: buffers send %s, receive %s; peer's window %s; of %s ms busy, %s ms "
+            "limited "
+            "by the peer's window, %s ms by the send buffer\n",
+            human_bytes(t["sndbuf_bytes"].get<uint64_t>()).c_str(),
+            human_bytes(t["rcvbuf_bytes"].get<uint64_t>()).c_str(),
+            human_bytes(t["peer_window_bytes"].get<uint64_t>()).c_str(),
+            fmt_ms(t["busy_ms"].get<double>()).c_str(),
+            fmt_ms(t["rwnd_limited_ms"].get<double>()).c_str(),
+            fmt_ms(t["sndbuf_limited_ms"].get<double>()).c_str());
         if (p.contains("tcp_total")) {
           const json& tt = p["tcp_total"];
           uint64_t segs = tt["segments_out"].get<uint64_t>(),

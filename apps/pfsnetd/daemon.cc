@@ -63,6 +63,8 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
     if (after.rpc.max_rpcs_in_flight != before.rpc.max_rpcs_in_flight)
       rpc_->set_max_rpcs_in_flight(after.rpc.max_rpcs_in_flight);
     net_->set_checksum(after.lnet.checksum);
+    net_->set_socket_buffers(static_cast<int>(after.lnet.tx_buffer_size),
+                             static_cast<int>(after.lnet.rx_buffer_size));
   });
   parts_ = std::make_unique<NodeParts>(NodeParts{
       *net_, *rpc_, *stats_, cfg_, clock_, membership_.get(), tune_.get(), health_.get(),

@@ -70,6 +70,13 @@ struct LnetConfig {
   // checked by the receiver; a mismatch is resent, never delivered. Off: this node sends
   // no checksum (it still checks those it gets). At run time.
   bool checksum = true;
+  // SO_SNDBUF and SO_RCVBUF of TCP connections, in bytes (socklnd's tx_buffer_size and
+  // rx_buffer_size). 0 (the default): not set, so the kernel's autotuning grows each
+  // connection's buffers up to net.ipv4.tcp_wmem/tcp_rmem's maximum as its path needs; a
+  // size set fixes the buffer (and the window: at most size / RTT per connection). At run
+  // time, for connections made from then on.
+  int64_t tx_buffer_size = 0;
+  int64_t rx_buffer_size = 0;
 };
 
 struct RpcConfig {

@@ -30,6 +30,11 @@ struct TcpKernelInfo {
   uint64_t bytes_sent = 0, bytes_retrans = 0;
   uint64_t delivery_rate = 0;  // bytes/s, the kernel's latest estimate
   uint64_t busy_us = 0, rwnd_limited_us = 0, sndbuf_limited_us = 0;
+  // The window: what the peer last advertised it can receive (bytes), and this socket's
+  // buffers in force (SO_SNDBUF, SO_RCVBUF: the kernel's doubled figures, autotuned
+  // unless lnet.tx_buffer_size / rx_buffer_size set them).
+  uint32_t snd_wnd = 0;
+  uint32_t sndbuf = 0, rcvbuf = 0;
 };
 
 // A path's TCP counters summed over every connection it has had, the closed ones

@@ -29,7 +29,10 @@ json tcp_kernel_info_json(const TcpKernelInfo& k) {
           {"delivery_rate_bytes_s", k.delivery_rate},
           {"busy_ms", round3(double(k.busy_us) / 1000.0)},
           {"rwnd_limited_ms", round3(double(k.rwnd_limited_us) / 1000.0)},
-          {"sndbuf_limited_ms", round3(double(k.sndbuf_limited_us) / 1000.0)}};
+          {"sndbuf_limited_ms", round3(double(k.sndbuf_limited_us) / 1000.0)},
+          {"peer_window_bytes", k.snd_wnd},
+          {"sndbuf_bytes", k.sndbuf},
+          {"rcvbuf_bytes", k.rcvbuf}};
 }
 
 json ni_info_json(const NiInfo& i) {

@@ -203,6 +203,8 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"recovery_interval", int_key(&cfg.lnet.recovery_interval, 1, 3600)},
       {"busy_poll_us", int_key(&cfg.lnet.busy_poll_us, 0, 10000)},
       {"checksum", bool_key(&cfg.lnet.checksum)},
+      {"tx_buffer_size", int_key(&cfg.lnet.tx_buffer_size, 0, int64_t(1) << 30)},
+      {"rx_buffer_size", int_key(&cfg.lnet.rx_buffer_size, 0, int64_t(1) << 30)},
   };
   const std::map<std::string, Reader, std::less<>> rpc_keys = {
       {"max_rpcs_in_flight", int_key(&cfg.rpc.max_rpcs_in_flight, 1, 1 << 16)},
@@ -474,6 +476,8 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"lnet.recovery_interval", i(c.lnet.recovery_interval)},
       {"lnet.busy_poll_us", i(c.lnet.busy_poll_us)},
       {"lnet.checksum", c.lnet.checksum ? "true" : "false"},
+      {"lnet.tx_buffer_size", i(c.lnet.tx_buffer_size)},
+      {"lnet.rx_buffer_size", i(c.lnet.rx_buffer_size)},
       {"rpc.max_rpcs_in_flight", i(c.rpc.max_rpcs_in_flight)},
       {"rpc.workers", i(c.rpc.workers)},
       {"rpc.reply_cache_entries", i(c.rpc.reply_cache_entries)},

@@ -193,6 +193,11 @@ class Net final : public TransportEvents {
   // Runs the transport's ready completions on this thread (Transport::progress): for a
   // caller that waits for a reply. Returns whether there was any. Any thread.
   bool progress() { return !shut_.load() && transport_->progress(); }
+  // SO_SNDBUF/SO_RCVBUF of the TCP connections made from now on (0: the kernel's
+  // autotuning); open ones keep theirs (lnet.tx_buffer_size, rx_buffer_size). Any thread.
+  void set_socket_buffers(int tx_bytes, int rx_bytes) {
+    transport_->set_socket_buffers(tx_bytes, rx_bytes);
+  }
 
   // Applies transmit deadlines at `now` (see above), and returns the credits owed on any
   // connection on an explicit credit frame. Returns how many messages it failed or whose

@@ -212,6 +212,9 @@ void EmulatingTransport::connect(const Nid& local, const Nid& remote, uint16_t p
 
 void EmulatingTransport::post(std::function<void()> fn) { inner_->post(std::move(fn)); }
 bool EmulatingTransport::progress() { return inner_->progress(); }
+void EmulatingTransport::set_socket_buffers(int tx_bytes, int rx_bytes) {
+  inner_->set_socket_buffers(tx_bytes, rx_bytes);
+}
 
 void EmulatingTransport::stop() {
   inner_->stop();

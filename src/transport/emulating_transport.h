@@ -51,6 +51,7 @@ class EmulatingTransport final : public Transport, private TransportEvents {
   void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) override;
   void post(std::function<void()> fn) override;
   bool progress() override;
+  void set_socket_buffers(int tx_bytes, int rx_bytes) override;
   void stop() override;
 
  private:

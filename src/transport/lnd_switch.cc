@@ -52,6 +52,10 @@ bool LndSwitch::progress() {
   return any;
 }
 
+void LndSwitch::set_socket_buffers(int tx_bytes, int rx_bytes) {
+  for (auto& l : lnds_) l.transport->set_socket_buffers(tx_bytes, rx_bytes);
+}
+
 void LndSwitch::stop() {
   for (auto it = lnds_.rbegin(); it != lnds_.rend(); ++it) it->transport->stop();
 }

@@ -36,6 +36,7 @@ class LndSwitch final : public Transport {
   // On the first LND's I/O thread.
   void post(std::function<void()> fn) override;
   bool progress() override;
+  void set_socket_buffers(int tx_bytes, int rx_bytes) override;
   void stop() override;
 
  private:

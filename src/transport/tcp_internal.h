@@ -112,7 +112,12 @@ using tcp_detail::TcpConnection;
 class TcpTransport::Impl {
  public:
   Impl(TransportOptions opts, std::vector<Nid> node_nids, Clock& clock, TransportEvents& events)
-      : opts_(std::move(opts)), node_nids_(std::move(node_nids)), clock_(clock), events_(events) {
+      : opts_(std::move(opts)),
+        node_nids_(std::move(node_nids)),
+        clock_(clock),
+        events_(events),
+        tx_buffer_(opts_.tx_buffer_bytes),
+        rx_buffer_(opts_.rx_buffer_bytes) {
     int n = std::max(1, opts_.io_threads);
     for (int i = 0; i < n; ++i) {
       ctx_.push_back(std::make_shared<asio::io_context>(1));
@@ -139,11 +144,14 @@ class TcpTransport::Impl {
   void set_socket_options(tcp::socket& s) {
     int one = 1;
     setsockopt(s.native_handle(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (opts_.socket_buffer_bytes > 0) {
-      int b = opts_.socket_buffer_bytes;
-      // The FORCE variants pass net.core.*mem_max (they need CAP_NET_ADMIN).
+    // A size set turns the kernel's autotuning off for that buffer. The FORCE variants
+    // pass net.core.wmem_max/rmem_max (they need CAP_NET_ADMIN); without it the kernel
+    // caps the size there. Either way it doubles what it is given (its bookkeeping).
+    if (int b = tx_buffer_.load(); b > 0) {
       if (setsockopt(s.native_handle(), SOL_SOCKET, SO_SNDBUFFORCE, &b, sizeof(b)) != 0)
         setsockopt(s.native_handle(), SOL_SOCKET, SO_SNDBUF, &b, sizeof(b));
+    }
+    if (int b = rx_buffer_.load(); b > 0) {
       if (setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVBUFFORCE, &b, sizeof(b)) != 0)
         setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVBUF, &b, sizeof(b));
     }
@@ -175,6 +183,8 @@ class TcpTransport::Impl {
   std::vector<std::future<void>> exit_futures_;
   std::atomic<size_t> rr_{0};
   std::atomic<bool> stopped_{false};
+  // SO_SNDBUF/SO_RCVBUF for new connections (0: autotuning); set_socket_buffers moves them.
+  std::atomic<int> tx_buffer_, rx_buffer_;
 
   Mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<TcpConnection>> conns_ GUARDED_BY(mu_);

@@ -31,6 +31,12 @@ std::optional<TcpKernelInfo> read_tcp_kernel_info(int fd) {
   k.busy_us = t.tcpi_busy_time;
   k.rwnd_limited_us = t.tcpi_rwnd_limited;
   k.sndbuf_limited_us = t.tcpi_sndbuf_limited;
+  k.snd_wnd = t.tcpi_snd_wnd;
+  int v = 0;
+  socklen_t vl = sizeof(v);
+  if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &vl) == 0) k.sndbuf = static_cast<uint32_t>(v);
+  vl = sizeof(v);
+  if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, &vl) == 0) k.rcvbuf = static_cast<uint32_t>(v);
   return k;
 }
 

@@ -131,11 +131,6 @@ Status TcpTransport::Impl::listen(const Nid& local, uint16_t port) {
   tcp::endpoint ep = endpoint_of(local, port);
   acc->open(ep.protocol(), ec);
   if (!ec) acc->set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec && opts_.socket_buffer_bytes > 0) {
-    int b = opts_.socket_buffer_bytes;
-    if (setsockopt(acc->native_handle(), SOL_SOCKET, SO_RCVBUFFORCE, &b, sizeof(b)) != 0)
-      setsockopt(acc->native_handle(), SOL_SOCKET, SO_RCVBUF, &b, sizeof(b));
-  }
   if (!ec) acc->bind(ep, ec);
   if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
@@ -406,6 +401,10 @@ void TcpTransport::connect(const Nid& local, const Nid& remote, uint16_t port, C
   impl_->connect(local, remote, port, std::move(cb));
 }
 void TcpTransport::post(std::function<void()> fn) { asio::post(*impl_->ctx_[0], std::move(fn)); }
+void TcpTransport::set_socket_buffers(int tx_bytes, int rx_bytes) {
+  impl_->tx_buffer_.store(std::max(0, tx_bytes));
+  impl_->rx_buffer_.store(std::max(0, rx_bytes));
+}
 void TcpTransport::stop() { impl_->stop(); }
 
 }  // namespace pfsnet

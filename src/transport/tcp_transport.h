@@ -1,6 +1,7 @@
 // TcpTransport: the TCP LND. Standalone asio with a small fixed number of I/O threads;
 // connections are authenticated with the cluster key (wire/handshake.h), use
-// TCP_NODELAY and large socket buffers, and report per-frame timings.
+// TCP_NODELAY and the kernel's autotuned socket buffers unless sizes are set
+// (lnet.tx_buffer_size, rx_buffer_size), and report per-frame timings.
 //
 // Write path: a sender writes directly on its own thread when the connection is idle
 // (no thread hop); otherwise frames queue and the I/O thread writes them in batches.
@@ -33,6 +34,7 @@ class TcpTransport final : public Transport {
   Status listen(const Nid& local, uint16_t port) override;
   void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) override;
   void post(std::function<void()> fn) override;
+  void set_socket_buffers(int tx_bytes, int rx_bytes) override;
   void stop() override;
 
   class Impl;

@@ -34,6 +34,8 @@ Result<TransportOptions> transport_options(const Config& cfg, std::string cluste
   TransportOptions to;
   to.limits.max_bulk = static_cast<uint32_t>(cfg.max_bulk());
   to.busy_poll = std::chrono::microseconds(cfg.lnet.busy_poll_us);
+  to.tx_buffer_bytes = static_cast<int>(cfg.lnet.tx_buffer_size);
+  to.rx_buffer_bytes = static_cast<int>(cfg.lnet.rx_buffer_size);
   if (cfg.tls.enabled) {
     for (const NetConfig& n : cfg.nets)
       if (n.nid.is_verbs())

@@ -159,7 +159,9 @@ struct TransportOptions {
   std::shared_ptr<const TlsContext> tls;
   FrameLimits limits;
   int io_threads = 1;
-  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
+  // SO_SNDBUF and SO_RCVBUF of TCP connections (lnet.tx_buffer_size, rx_buffer_size);
+  // 0: not set, the kernel's autotuning sizes them (up to net.ipv4.tcp_wmem/tcp_rmem).
+  int tx_buffer_bytes = 0, rx_buffer_bytes = 0;
   // How long an I/O thread polls for more work before it sleeps (lnet.busy_poll_us);
   // 0: it sleeps at once.
   std::chrono::microseconds busy_poll{0};
@@ -195,6 +197,13 @@ class Transport {
   // once when another thread is at it, from inside a callback, after stop(), or when the
   // transport has no such path (sockets: the kernel wakes its I/O thread). Any thread.
   virtual bool progress() { return false; }
+  // TCP connections made or accepted from now on get these SO_SNDBUF and SO_RCVBUF (0:
+  // not set, kernel autotuning); open connections keep theirs. Transports without TCP
+  // sockets ignore it. Any thread.
+  virtual void set_socket_buffers(int tx_bytes, int rx_bytes) {
+    (void)tx_bytes;
+    (void)rx_bytes;
+  }
   // Closes every connection and listener and stops the I/O threads. No callbacks after.
   virtual void stop() = 0;
 };
