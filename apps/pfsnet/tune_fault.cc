@@ -147,7 +147,7 @@ void add_tune(CLI::App& app, Invocation& inv) {
       "max_rpcs_in_flight, peer_credits and credits they call for, with the reasons");
   auto a = std::make_shared<TuneArgs>();
   sub->add_flag("--probe", a->probe,
-                "measure each peer now: 3 empty PINGs and 3 trains of bulk RPCs (default: "
+                "measure each peer now: 3 empty PINGs and 3-10 trains of bulk RPCs (default: "
                 "statistics, traffic, earlier probes and tune.link_mbit)");
   sub->add_option("--peer", a->peers, "only this peer NID (repeat for more)");
   sub->add_option("--size", a->size, "bulk RPC size, with K or M (default maxBlockSize)");

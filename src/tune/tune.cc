@@ -6,29 +6,13 @@
 #include "base/mutex.h"
 #include "rpc/call_batch.h"
 #include "rpc/ping.h"
+#include "tune/text.h"
 
 namespace pfsnet {
 
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
-
-std::string fmt(const char* f, auto... args) {
-  char b[512];
-  std::snprintf(b, sizeof(b), f, args...);
-  return b;
-}
-
-std::string bytes_text(double b) {
-  if (b >= kMiB) return fmt("%.1f MiB", b / kMiB);
-  if (b >= 1024) return fmt("%.1f KiB", b / 1024);
-  return fmt("%.0f B", b);
-}
-
-// "596 MiB/s (5.00 Gbit/s)"
-std::string rate_text(double bps) {
-  return fmt("%.1f MiB/s (%.2f Gbit/s)", bps / kMiB, bps * 8 / 1e9);
-}
+using namespace tune_text;
 
 int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); }
 
@@ -86,7 +70,9 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
                  bytes_text(size).c_str())});
       }
     }
-    if (!flagged && m.window_limited && m.rtt_ms > 0 && m.throughput > 0) {
+    // With the link's rate known the rule above has judged the window; RPCs queueing for
+    // slots while the path is full is the application asking for more than the link.
+    if (!flagged && !rate_known && m.window_limited && m.rtt_ms > 0 && m.throughput > 0) {
       // The rate of the link is not known, but RPCs queued for a slot while the path
       // carried what the window allows per round trip: the window is the limit.
       double cap = double(cur.max_rpcs_in_flight) * size / (m.rtt_ms / 1000.0);
@@ -342,9 +328,26 @@ void serve_tune_probe(RpcEngine& engine, Clock& clock) {
       HandlerMode::kInline, Execution::kRepeatable);
 }
 
+TrainRate train_rate(std::vector<uint64_t> stamps, uint32_t size, double rtt_ms) {
+  TrainRate tr;
+  if (stamps.size() < 2) return tr;
+  std::sort(stamps.begin(), stamps.end());
+  double span_s = double(stamps.back() - stamps.front()) / 1e9;
+  if (span_s <= 0) return tr;
+  tr.rate = double(stamps.size() - 1) * double(size) / span_s;
+  std::vector<uint64_t> gaps;
+  for (size_t i = 1; i < stamps.size(); ++i) gaps.push_back(stamps[i] - stamps[i - 1]);
+  uint64_t widest = *std::max_element(gaps.begin(), gaps.end());
+  std::nth_element(gaps.begin(), gaps.begin() + long(gaps.size() / 2), gaps.end());
+  double median = double(gaps[gaps.size() / 2]);
+  double widest_ms = double(widest) / 1e6;
+  tr.window_limited = rtt_ms > 0 && widest_ms > rtt_ms / 2 && double(widest) > 3 * median;
+  return tr;
+}
+
 Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, int train,
-                               int trains, Duration timeout) {
-  if (train < 2 || trains < 1 || size == 0)
+                               int max_trains, Duration timeout) {
+  if (train < 2 || max_trains < 1 || size == 0)
     return Status(Code::kInvalidArgument, "a probe needs a train of 2 or more RPCs of data");
   ProbeResult pr;
   pr.train = train;
@@ -359,8 +362,10 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
     pr.rtt_ms = i == 0 ? ms : std::min(pr.rtt_ms, ms);
   }
   BulkData data = make_bulk(Buffer(size));
-  std::vector<double> rates;
-  for (int t = 0; t < trains; ++t) {
+  std::vector<double> clean, held;
+  double last = 0;       // the previous train's rate when it went through clean; else 0
+  double converged = 0;  // the higher of two clean trains in a row that agree within 20%
+  for (int t = 0; t < max_trains; ++t) {
     CallBatch batch(rpc);
     for (int i = 0; i < train; ++i) batch.add(peer, kMsgTuneProbe, Buffer(), data, co);
     // Every RPC ends within its timeout; the margin covers the callbacks.
@@ -376,15 +381,30 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
       for (int k = 0; k < 8; ++k) ns |= uint64_t(r.payload.data()[k]) << (8 * k);
       stamps.push_back(ns);
     }
-    auto [lo, hi] = std::minmax_element(stamps.begin(), stamps.end());
-    double span_s = double(*hi - *lo) / 1e9;
-    if (span_s > 0) rates.push_back(double(train - 1) * double(size) / span_s);
+    ++pr.trains;
+    TrainRate tr = train_rate(std::move(stamps), size, pr.rtt_ms);
+    bool ok = tr.rate > 0 && !tr.window_limited;
+    if (tr.rate > 0) (ok ? clean : held).push_back(tr.rate);
+    if (ok && last > 0 && pr.trains >= 3 &&
+        std::max(tr.rate, last) <= 1.2 * std::min(tr.rate, last)) {
+      converged = std::max(tr.rate, last);
+      break;
+    }
+    last = ok ? tr.rate : 0;
   }
-  if (rates.empty())
+  pr.clean = static_cast<int>(clean.size());
+  if (clean.empty() && held.empty())
     return Status(Code::kProtocol, "probe of " + peer.to_string() +
                                        ": every train arrived at once; no rate can be measured");
-  std::sort(rates.begin(), rates.end());
-  pr.bandwidth = rates[rates.size() / 2];
+  if (converged > 0) {
+    pr.bandwidth = converged;
+  } else if (!clean.empty()) {
+    // Still growing at the last train: the best one is the nearest to the link's rate.
+    pr.bandwidth = *std::max_element(clean.begin(), clean.end());
+  } else {
+    pr.window_limited = true;
+    pr.bandwidth = *std::max_element(held.begin(), held.end());
+  }
   return pr;
 }
 

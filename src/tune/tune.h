@@ -69,7 +69,9 @@ struct PeerAdvice {
 };
 
 struct TuneProblem {
-  std::string code;  // rpcs_below_bdp, window_limited, peer_credits_below_rpcs, credits_below_peers
+  // rpcs_below_bdp, window_limited, peer_credits_below_rpcs, credits_below_peers, and
+  // (window.h) tcp_window, host_tcp_buffers
+  std::string code;
   std::string peer;  // empty: the whole node
   std::string text;
 };
@@ -164,16 +166,37 @@ class AutoTuner {
 void serve_tune_probe(RpcEngine& engine, Clock& clock);
 
 struct ProbeResult {
-  double rtt_ms = 0;     // fastest of the empty PINGs
-  double bandwidth = 0;  // bytes/s, median of the trains
-  int train = 0;         // RPCs per train
+  double rtt_ms = 0;  // fastest of the empty PINGs
+  // bytes/s: the higher of the first two clean trains in a row that agree within 20%
+  // (else the best clean one, else the best held one).
+  double bandwidth = 0;
+  int train = 0;  // RPCs per train
   uint32_t size = 0;
+  int trains = 0;  // trains sent
+  int clean = 0;   // of them not held back by the TCP window
+  // No train went through in one go: each waited a round trip for TCP's window (its
+  // congestion window or the peer's receive window was smaller than the train), so
+  // `bandwidth` is what the window let through -- a lower bound of the link's rate.
+  bool window_limited = false;
 };
 
-// Probes `peer`: three empty PINGs, then `trains` trains of `train` RPCs of `size` bytes
-// each. `train` must fit in max_rpcs_in_flight and peer_credits (or the train waits for
-// credits and understates the rate). Bounded by `timeout` per RPC.
+// One train's arrival stamps (ns, any order): the bottleneck rate (K - 1) x size over the
+// first-to-last span, and whether the train was held back by the window instead of paced
+// by the bottleneck -- a gap between two arrivals longer than half the round trip and
+// three times the median gap (a burst, a wait for acknowledgements, the next burst).
+struct TrainRate {
+  double rate = 0;  // bytes/s; 0: every RPC arrived at once
+  bool window_limited = false;
+};
+TrainRate train_rate(std::vector<uint64_t> stamps, uint32_t size, double rtt_ms);
+
+// Probes `peer`: three empty PINGs, then trains of `train` RPCs of `size` bytes each,
+// back to back, at least 3 and at most `max_trains`: until two in a row went through
+// clean at rates within 20% of each other. On a long path TCP's windows grow during the
+// first trains (slow start, the receiver's autotuning): their rates climb, smoothly.
+// `train` must fit in max_rpcs_in_flight and peer_credits (or the train waits for credits
+// and understates the rate). Bounded by `timeout` per RPC.
 Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, int train,
-                               int trains, Duration timeout);
+                               int max_trains, Duration timeout);
 
 }  // namespace pfsnet

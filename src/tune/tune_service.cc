@@ -10,6 +10,8 @@ namespace pfsnet {
 namespace {
 
 constexpr size_t kPeakMinutes = 10;  // traffic peaks kept per peer
+// Trains a probe sends at most: on a long path TCP's windows grow during the first ones.
+constexpr int kMaxProbeTrains = 10;
 
 double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -69,8 +71,7 @@ void TuneService::round(TimePoint now) {
     }
   }
   if (now - last_check_ >= std::chrono::seconds(tc.check_interval)) {
-    last_check_ = now;
-    check(tc);
+    check(tc, now);
   }
 }
 
@@ -184,9 +185,18 @@ std::vector<PeerMeasure> TuneService::measure_peers(const std::vector<Nid>& only
         m.rtt_ms = pr->second.rtt_ms;
         m.rtt_source = "probe (fastest of 3 empty PINGs)";
       }
-      m.bandwidth = pr->second.bandwidth;
-      m.bandwidth_source = "probe (train of " + std::to_string(pr->second.train) + " x " +
-                           std::to_string(pr->second.size) + " B)";
+      const ProbeResult& p = pr->second;
+      m.bandwidth = p.bandwidth;
+      m.bandwidth_source = "probe (" + std::to_string(p.clean) + " of " + std::to_string(p.trains) +
+                           " trains of " + std::to_string(p.train) + " x " +
+                           std::to_string(p.size) + " B went through clean)";
+      if (p.window_limited) {
+        m.bandwidth_source = "probe (every one of " + std::to_string(p.trains) + " trains of " +
+                             std::to_string(p.train) + " x " + std::to_string(p.size) +
+                             " B waited a round trip for the TCP window: what it let through, a "
+                             "lower bound)";
+        m.bandwidth_lower_bound = true;
+      }
     } else if (tc.link_mbit > 0) {
       m.bandwidth = tc.link_mbit * 1e6 / 8;
       m.bandwidth_source = "tune.link_mbit";
@@ -200,8 +210,15 @@ std::vector<PeerMeasure> TuneService::measure_peers(const std::vector<Nid>& only
   return out;
 }
 
-void TuneService::check(const TuneConfig& tc) {
-  Advice a = advise(measure_peers({}, clock_.now()), settings(), tc, active_peers());
+void TuneService::check(const TuneConfig& tc, TimePoint now) {
+  double seconds = std::chrono::duration<double>(now - last_check_).count();
+  last_check_ = now;
+  // Each path's TCP connection as the kernel sees it, and the host's settings.
+  std::vector<ConnTcpSample> samples = tcp_samples();
+  window_findings_ = window_watch_.update(samples, seconds);
+  note_tcp(samples);
+  Advice a = advise(measure_peers({}, now), settings(), tc, active_peers());
+  add_window_problems(a);
   for (const TuneWatch::Event& e : watch_.update(a)) {
     if (e.warning)
       PFS_LOG_WARN("{}", e.text);
@@ -209,6 +226,51 @@ void TuneService::check(const TuneConfig& tc) {
       PFS_LOG_INFO("{}", e.text);
   }
   last_advice_ = std::move(a);
+}
+
+std::vector<ConnTcpSample> TuneService::tcp_samples() const {
+  std::vector<ConnTcpSample> samples;
+  for (const NiInfo& p : net_.peers(true))
+    for (const PathInfo& path : p.paths)
+      if (path.tcp)
+        samples.push_back(
+            {path.local.to_string() + " -> " + p.nid.to_string(), p.peer.to_string(), *path.tcp});
+  return samples;
+}
+
+void TuneService::note_tcp(const std::vector<ConnTcpSample>& samples) {
+  tcp_rtt_ms_.clear();
+  for (const ConnTcpSample& s : samples) {
+    double ms = s.k.min_rtt_us / 1000.0;
+    auto [it, fresh] = tcp_rtt_ms_.emplace(s.peer, ms);
+    if (!fresh && ms > 0 && (it->second == 0 || ms < it->second)) it->second = ms;
+  }
+  host_ = read_host_tcp();
+}
+
+void TuneService::add_window_problems(Advice& a) {
+  auto [tx, rx] = cfg_.read(
+      [](const Config& c) { return std::make_pair(c.lnet.tx_buffer_size, c.lnet.rx_buffer_size); });
+  // The largest window a TCP connection needs: bandwidth x the kernel's own RTT.
+  double worst_bdp = 0;
+  std::string worst_peer;
+  for (const PeerAdvice& p : a.peers) {
+    auto rtt = tcp_rtt_ms_.find(p.m.peer);
+    if (rtt == tcp_rtt_ms_.end() || !(p.m.bandwidth > 0)) continue;
+    double bdp = p.m.bandwidth * rtt->second / 1000.0;
+    if (bdp > worst_bdp) {
+      worst_bdp = bdp;
+      worst_peer = p.m.peer;
+    }
+  }
+  for (const WindowFinding& f : window_findings_) {
+    double bdp = 0;
+    for (const PeerAdvice& p : a.peers)
+      if (p.m.peer == f.peer) bdp = p.bdp_bytes;
+    a.problems.push_back(window_problem(f, bdp, host_, tx));
+  }
+  for (TuneProblem& p : host_window_problems(host_, tx, rx, worst_bdp, worst_peer))
+    a.problems.push_back(std::move(p));
 }
 
 Result<TuneReport> TuneService::tune(const TuneRequest& req) {
@@ -233,7 +295,8 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
     int train = static_cast<int>(std::clamp<int64_t>(
         std::min(rep.current.max_rpcs_in_flight, rep.current.peer_credits), 2, 8));
     for (const Nid& t : targets) {
-      auto r = probe_peer(rpc_, t, static_cast<uint32_t>(size), train, 3, std::chrono::seconds(10));
+      auto r = probe_peer(rpc_, t, static_cast<uint32_t>(size), train, kMaxProbeTrains,
+                          std::chrono::seconds(10));
       if (!r.ok()) {
         rep.probe_errors[t.to_string()] = r.status().message();
         continue;
@@ -250,6 +313,12 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
   }
   for (PeerMeasure& m : ms) m.rpc_bytes = double(size);
   rep.advice = advise(ms, rep.current, tc, active_peers());
+  std::vector<ConnTcpSample> samples = tcp_samples();
+  {
+    MutexLock lk(mu_);
+    note_tcp(samples);
+    add_window_problems(rep.advice);
+  }
   if (req.apply) {
     const TuneSettings& s = rep.advice.recommended;
     auto r = apply(s);

@@ -28,6 +28,7 @@
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
 #include "tune/tune.h"
+#include "tune/window.h"
 
 namespace pfsnet {
 
@@ -87,7 +88,14 @@ class TuneService {
   size_t active_peers() const;
   void sample_traffic(TimePoint now) REQUIRES(mu_);
   void autotune_step(TimePoint now) REQUIRES(mu_);
-  void check(const TuneConfig& tc) REQUIRES(mu_);
+  void check(const TuneConfig& tc, TimePoint now) REQUIRES(mu_);
+  // Every path's TCP connection, read from the kernel now (a system call each).
+  std::vector<ConnTcpSample> tcp_samples() const;
+  // Keeps the kernel's RTT of each peer from `samples`, and reads the host's settings.
+  void note_tcp(const std::vector<ConnTcpSample>& samples) REQUIRES(mu_);
+  // The TCP window's problems, added to `a`: the paths the last check found held back by a
+  // window, and the host's settings against the largest bandwidth x TCP's own RTT.
+  void add_window_problems(Advice& a) REQUIRES(mu_);
   std::vector<PeerMeasure> measure_peers(const std::vector<Nid>& only, TimePoint now) REQUIRES(mu_);
 
   Net& net_;
@@ -108,6 +116,13 @@ class TuneService {
   TimePoint last_sample_ GUARDED_BY(mu_){};
   TimePoint last_step_ GUARDED_BY(mu_){};
   TimePoint last_check_ GUARDED_BY(mu_){};
+  WindowWatch window_watch_ GUARDED_BY(mu_);
+  std::vector<WindowFinding> window_findings_ GUARDED_BY(mu_);  // of the last check
+  HostTcp host_ GUARDED_BY(mu_);                                // read at the last check
+  // Peer node -> the kernel's lowest RTT of its TCP connections (ms) at the last check:
+  // TCP's windows must cover TCP's round trip (an emulated delay above the socket is not
+  // one).
+  std::map<std::string, double> tcp_rtt_ms_ GUARDED_BY(mu_);
 };
 
 }  // namespace pfsnet

@@ -250,5 +250,34 @@ TEST(AutoTunerTest, AServerRaisesPeerCreditsWhenRepliesWait) {
   EXPECT_FALSE(t.step(iv, c->to));  // idle
 }
 
+// Arrival stamps (ns) of RPCs of 1 MiB.
+std::vector<uint64_t> stamps_ms(std::initializer_list<double> ms) {
+  std::vector<uint64_t> v;
+  for (double m : ms) v.push_back(static_cast<uint64_t>(m * 1e6));
+  return v;
+}
+
+TEST(TrainRateTest, ATrainPacedByTheBottleneckGivesItsRate) {
+  // 8 x 1 MiB, one every 2.1 ms (~476 MiB/s), RTT 50 ms; given out of order.
+  TrainRate r = train_rate(stamps_ms({2.1, 0, 4.2, 6.3, 8.4, 10.5, 14.7, 12.6}), 1 << 20, 50);
+  EXPECT_FALSE(r.window_limited);
+  EXPECT_NEAR(r.rate / (1 << 20), 7 / 0.0147, 1);
+  // A slow link spaces every arrival widely, and evenly: still the bottleneck.
+  r = train_rate(stamps_ms({0, 40, 80, 120}), 1 << 20, 50);
+  EXPECT_FALSE(r.window_limited);
+  EXPECT_NEAR(r.rate / (1 << 20), 3 / 0.120, 0.01);
+}
+
+TEST(TrainRateTest, ATrainHeldBackByTheWindowIsNamedSo) {
+  // A window of 3 MiB: three arrive at the link's rate, then a round trip's wait.
+  TrainRate r = train_rate(stamps_ms({0, 2.1, 4.2, 52.1, 54.2, 56.3, 104.2, 106.3}), 1 << 20, 50);
+  EXPECT_TRUE(r.window_limited);
+  EXPECT_LT(r.rate / (1 << 20), 70);  // what the window let through, far below the link
+  // Every RPC at once: no rate.
+  EXPECT_EQ(train_rate(stamps_ms({5, 5, 5}), 1 << 20, 50).rate, 0);
+  // Without a round trip nothing can be called a wait for the window.
+  EXPECT_FALSE(train_rate(stamps_ms({0, 1, 2, 60}), 1 << 20, 0).window_limited);
+}
+
 }  // namespace
 }  // namespace pfsnet
