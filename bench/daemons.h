@@ -48,18 +48,23 @@ class BenchDaemons {
   BenchDaemons& operator=(const BenchDaemons&) = delete;
 
   // Starts daemon `name`: its [node] header, then `node_lines` (more [node] keys), then
-  // `rest` (its [[net]] and other sections).
-  void start(const std::string& name, const std::string& node_lines, const std::string& rest) {
+  // `rest` (its [[net]] and other sections). `wrapper`: a command it runs under (e.g. `ip
+  // netns exec NS`, which execs it: the PID stays the daemon's).
+  void start(const std::string& name, const std::string& node_lines, const std::string& rest,
+             const std::vector<std::string>& wrapper = {}) {
     std::string cfg = dir_ + "/" + name + ".toml";
     std::ofstream(cfg) << "[node]\nname = \"" << name << "\"\ncluster_key_file = \"" << dir_
                        << "/key\"\nadmin_socket = \"" << socket(name) << "\"\n"
                        << node_lines << rest;
-    std::vector<std::string> args = {pfsnetd_, "--config", cfg, "--log-level", "warn"};
+    std::vector<std::string> args = wrapper;
+    for (std::string a :
+         {pfsnetd_, std::string("--config"), cfg, std::string("--log-level"), std::string("warn")})
+      args.push_back(a);
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_t pid = -1;
-    if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ)) {
+    if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ)) {
       std::perror(("spawn " + pfsnetd_).c_str());
       std::exit(1);
     }

@@ -1,28 +1,33 @@
-// The 100 Gbit/s WAN study (seed 003) at this machine's scale: two real pfsnetd on
-// loopback with link emulation (default 50 ms RTT = 25 ms each way, 5 Gbit/s), 1 MiB
-// writes from one client to one server.
-//   sweep rows      peer_credits 8, 32, 64 x concurrency 1..256: MiB/s beside the theory
-//                   min(link, RPCs x size / RTT) (JSON lines {"sweep": ...})
-//   wan_default_vs_theory   defaults (peer_credits 8, max_rpcs_in_flight 8) with the
-//                   application asking for 64 in flight; baseline: the theory for 64
-//                   (the link)
-//   wan_tuned_vs_link       after `pfsnet tune --probe --apply` on both ends; baseline:
-//                   the emulated link
-//   wan_autotune_seconds_to_90pct   defaults with tune.auto on both ends, 256 asked for:
-//                   the first second whose throughput reaches 90% of the link; baseline:
-//                   the 30 s target
-// Usage: wan_bench --pfsnetd PATH [--rate-mbit R] [--delay-ms D] [--step-seconds S]
-//                  [--only sweep|default|tuned|autotune]
+// The WAN study (seed 003) on a real path: two network namespaces joined by
+// pfsnet_delay_line (tools/delay_line), so kernel TCP at both ends sees the round trip
+// (default 50 ms: 25 ms each way), the rate and the tail-drop queue. A pfsnetd in each
+// namespace, 1 MiB RPCs from the client to the server; every pfsnet figure stands beside
+// what one iperf3 stream (kernel autotuning) moved on the same line in the same run.
+// Per rate (default 1000 and 4000 Mbit/s):
+//   wan_<R>m_default_write_vs_iperf3   pfsnetd's defaults, the application asking for 64
+//                                      RPCs in flight
+//   wan_<R>m_tuned_write_vs_iperf3     after one `pfsnet tune --probe --apply` on both ends
+//   wan_<R>m_tuned_read_vs_iperf3      the same, reads (baseline: iperf3 -R)
+//   wan_<R>m_autotune_seconds_to_90pct tune.auto on both ends, 256 asked for: the first
+//                                      second that moves 90% of iperf3; baseline: 10 s
+//   sweep rows (first rate only)       peer_credits 8, 32, 64 x concurrency 1..256: MiB/s
+//                                      beside min(iperf3, RPCs x size / RTT)
+// And per --losses fraction (default 0.0001 and 0.001: 0.01% and 0.1% of the packets
+// dropped each way), at the last rate:
+//   wan_<R>m_loss_<P>pct_tuned_write_vs_iperf3   as tuned above, on the lossy line
+// Needs root (namespaces, TUN devices) and iperf3.
+// Usage: wan_bench --pfsnetd PATH --delay-line PATH [--rates 1000,4000] [--losses F,F]
+//                  [--delay-ms D] [--step-seconds S] [--iperf-seconds S]
+//                  [--only sweep|default|tuned|autotune|loss]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <thread>
 
 #include "admin/admin_client.h"
 #include "daemons.h"
+#include "delay_path.h"
 #include "figure.h"
 
 namespace pfsnet {
@@ -32,119 +37,218 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 struct Options {
-  std::string pfsnetd;
-  double rate_mbit = 5000, delay_ms = 25, step_s = 2;
+  std::string pfsnetd, delay_line, only;
+  std::vector<double> rates = {1000, 4000};
+  std::vector<double> losses = {0.0001, 0.001};
+  double delay_ms = 25, step_s = 2, iperf_s = 10;
 };
 
-// Two daemons (client 127.0.0.21, server 127.0.0.22) with the same settings.
+[[noreturn]] void fail(const std::string& why) {
+  std::fprintf(stderr, "wan_bench: %s\n", why.c_str());
+  std::exit(1);
+}
+
+// Runs `argv` and returns what it printed on stdout (bounded by the program itself: iperf3
+// runs for its -t).
+std::string capture(std::vector<std::string> argv) {
+  std::string cmd;
+  for (const std::string& a : argv) cmd += "'" + a + "' ";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) fail("cannot run " + argv[0]);
+  std::string out;
+  char b[4096];
+  size_t n;
+  while ((n = fread(b, 1, sizeof b, f)) > 0) out.append(b, n);
+  pclose(f);
+  return out;
+}
+
+// One iperf3 stream from side 0 to side 1 (reverse: 1 to 0) for `seconds`: MiB/s received.
+double iperf3(const DelayPath& path, bool reverse, double seconds) {
+  pid_t server = -1;
+  std::vector<std::string> s =
+      path.in_ns(1, {"iperf3", "-s", "-1", "-B", path.addr(1), "--logfile", "/dev/null"});
+  std::vector<char*> sargs;
+  for (auto& a : s) sargs.push_back(a.data());
+  sargs.push_back(nullptr);
+  if (posix_spawnp(&server, "ip", nullptr, nullptr, sargs.data(), environ) != 0)
+    fail("cannot start iperf3");
+  json r;
+  for (int i = 0; i < 50; ++i) {  // the server listens within a moment: bounded retries
+    std::vector<std::string> c = {"iperf3", "-c", path.addr(1), "-t", std::to_string(seconds),
+                                  "-J"};
+    if (reverse) c.push_back("-R");
+    std::string out = capture(path.in_ns(0, c));
+    r = json::parse(out, nullptr, false);
+    if (!r.is_discarded() && !r.contains("error")) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  int st;
+  kill(server, SIGTERM);
+  waitpid(server, &st, 0);
+  if (r.is_discarded() || r.contains("error")) fail("iperf3 failed: " + r.dump());
+  return r["end"]["sum_received"]["bits_per_second"].get<double>() / 8 / (1 << 20);
+}
+
+// Two daemons, client (side 0) and server (side 1), one in each namespace.
 class Pair {
  public:
-  Pair(const Options& o, const std::string& settings) : d_(o.pfsnetd, "wan") {
+  Pair(const Options& o, const DelayPath& path, const std::string& settings)
+      : path_(path), d_(o.pfsnetd, "wan") {
     for (int i = 0; i < 2; ++i)
-      d_.start(name(i), "",
-               "[[net]]\nnid = \"" + nid(i) +
-                   "\"\n[[emulation]]\ndelay_ms = " + std::to_string(o.delay_ms) +
-                   "\nrate_mbit = " + std::to_string(o.rate_mbit) + "\n" + settings);
+      d_.start(name(i), "", "[[net]]\nnid = \"" + nid(i) + "\"\n" + settings,
+               {"ip", "netns", "exec", path.ns(i)});
     d_.wait_ready();
+    ask(0, {{"cmd", "ping"}, {"nid", nid(1)}, {"count", 1}});  // connected
   }
   static std::string name(int i) { return i == 0 ? "client" : "server"; }
-  static std::string nid(int i) { return i == 0 ? "127.0.0.21@tcp" : "127.0.0.22@tcp"; }
+  std::string nid(int i) const { return path_.addr(i) + "@tcp"; }
 
   json ask(int i, const json& req) const {
     auto r = admin_request(d_.socket(name(i)), req, std::chrono::milliseconds(600000));
-    if (!r.ok()) {
-      std::fprintf(stderr, "wan_bench: %s: %s\n", req.dump().c_str(), r.status().message().c_str());
-      std::exit(1);
-    }
+    if (!r.ok()) fail(req.dump() + ": " + r.status().message());
     return *r;
   }
-  json selftest(const json& conc, double duration, double link_mbit) const {
+  json selftest(const std::string& mode, const json& conc, double duration,
+                double link_mbit) const {
     return ask(0, {{"cmd", "selftest"},
                    {"from", json::array({nid(0)})},
                    {"to", json::array({nid(1)})},
                    {"test", "brw"},
-                   {"mode", "write"},
+                   {"mode", mode},
                    {"size", 1 << 20},
                    {"concurrency", conc},
                    {"distribute", "1:1"},
                    {"duration", duration},
                    {"link_mbit", link_mbit}});
   }
+  // `pfsnet tune --probe --apply` on both ends; prints what the client's found.
+  void tune() const {
+    json t = ask(0, {{"cmd", "tune"}, {"probe", true}, {"apply", true}});
+    ask(1, {{"cmd", "tune"}, {"probe", true}, {"apply", true}});
+    const json& peer = t["peers"][0];
+    std::fprintf(stderr,
+                 "  tune --probe: RTT %.2f ms, bandwidth %.1f MiB/s, BDP %.1f MiB -> "
+                 "max_rpcs_in_flight %lld, peer_credits %lld, credits %lld\n",
+                 peer["rtt_ms"].get<double>(), peer["bandwidth_mib_s"].get<double>(),
+                 peer["bdp_mib"].get<double>(),
+                 t["settings"]["max_rpcs_in_flight"]["recommended"].get<long long>(),
+                 t["settings"]["peer_credits"]["recommended"].get<long long>(),
+                 t["settings"]["credits"]["recommended"].get<long long>());
+  }
 
  private:
+  const DelayPath& path_;
   BenchDaemons d_;
 };
 
-double link_mib(const Options& o) { return o.rate_mbit * 1e6 / 8 / (1 << 20); }
+std::string fig(double rate, const char* what) {
+  return "wan_" + std::to_string(static_cast<long>(rate)) + "m_" + what;
+}
 
-void sweeps(const Options& o) {
+void sweeps(const Options& o, const DelayPath& path, double rate, double iperf_mib) {
   json conc = json::array();
   for (int c = 1; c <= 256; c *= 2) conc.push_back(c);
   for (int pc : {8, 32, 64}) {
-    Pair p(o, "[lnet]\ncredits = 2048\npeer_credits = " + std::to_string(pc) +
-                  "\n[rpc]\nmax_rpcs_in_flight = 256\n");
-    json r = p.selftest(conc, o.step_s, o.rate_mbit);
-    std::fprintf(stderr, "peer_credits %d (credits 2048, max_rpcs_in_flight 256)\n", pc);
-    std::fprintf(stderr, "%6s %9s %9s %8s %8s %12s %6s\n", "conc", "MiB/s", "RPC/s", "p50 ms",
+    Pair p(o, path,
+           "[lnet]\ncredits = 2048\npeer_credits = " + std::to_string(pc) +
+               "\n[rpc]\nmax_rpcs_in_flight = 256\n");
+    json r = p.selftest("write", conc, o.step_s, iperf_mib * 8 * 1.048576);
+    std::fprintf(stderr, "  peer_credits %d (credits 2048, max_rpcs_in_flight 256)\n", pc);
+    std::fprintf(stderr, "  %6s %9s %9s %8s %8s %12s %6s\n", "conc", "MiB/s", "RPC/s", "p50 ms",
                  "RTT ms", "theory MiB/s", "eff");
     for (const json& s : r["steps"]) {
-      std::fprintf(stderr, "%6d %9.1f %9.1f %8.1f %8.1f %12.1f %6.2f\n",
+      std::fprintf(stderr, "  %6d %9.1f %9.1f %8.1f %8.1f %12.1f %6.2f\n",
                    s["concurrency"].get<int>(), s["mib_s"].get<double>(), s["rpc_s"].get<double>(),
                    s["p50_ms"].get<double>(), s["rtt_ms"].get<double>(),
                    s["theory_mib_s"].get<double>(), s["efficiency"].get<double>());
       std::printf(
-          "{\"sweep\": \"peer_credits=%d\", \"concurrency\": %d, \"mib_s\": %.1f, \"p50_ms\": "
-          "%.1f, \"theory_mib_s\": %.1f, \"efficiency\": %.3f}\n",
-          pc, s["concurrency"].get<int>(), s["mib_s"].get<double>(), s["p50_ms"].get<double>(),
-          s["theory_mib_s"].get<double>(), s["efficiency"].get<double>());
+          "{\"sweep\": \"rate_mbit=%.0f peer_credits=%d\", \"concurrency\": %d, \"mib_s\": "
+          "%.1f, \"p50_ms\": %.1f, \"theory_mib_s\": %.1f, \"efficiency\": %.3f}\n",
+          rate, pc, s["concurrency"].get<int>(), s["mib_s"].get<double>(),
+          s["p50_ms"].get<double>(), s["theory_mib_s"].get<double>(),
+          s["efficiency"].get<double>());
       std::fflush(stdout);
     }
   }
 }
 
-void defaults(const Options& o) {
-  Pair p(o, "");
-  json s = p.selftest(json::array({64}), o.step_s * 2, o.rate_mbit)["steps"][0];
-  print_figure("wan_default_vs_theory", s["mib_s"].get<double>(), s["theory_mib_s"].get<double>(),
-               "MiB/s");
-}
-
-void tuned(const Options& o) {
-  Pair p(o, "");
-  p.ask(0, {{"cmd", "ping"}, {"nid", Pair::nid(1)}, {"count", 1}});  // connect
-  json t = p.ask(0, {{"cmd", "tune"}, {"probe", true}, {"apply", true}});
-  p.ask(1, {{"cmd", "tune"}, {"probe", true}, {"apply", true}});
-  const json& peer = t["peers"][0];
+DelayPathOptions path_options(const Options& o, double rate, double loss) {
+  DelayPathOptions po;
+  po.delay_line = o.delay_line;
+  po.delay_ms = o.delay_ms;
+  po.rate_mbit = rate;
+  po.loss = loss;
   std::fprintf(stderr,
-               "tune --probe: RTT %.2f ms, bandwidth %.1f MiB/s, BDP %.1f MiB, max_rpcs_in_flight "
-               "%lld, peer_credits %lld, credits %lld\n",
-               peer["rtt_ms"].get<double>(), peer["bandwidth_mib_s"].get<double>(),
-               peer["bdp_mib"].get<double>(),
-               t["settings"]["max_rpcs_in_flight"]["recommended"].get<long long>(),
-               t["settings"]["peer_credits"]["recommended"].get<long long>(),
-               t["settings"]["credits"]["recommended"].get<long long>());
-  json s = p.selftest(json::array({256}), o.step_s * 2, o.rate_mbit)["steps"][0];
-  print_figure("wan_tuned_vs_link", s["mib_s"].get<double>(), link_mib(o), "MiB/s");
+               "delay line: %.0f Mbit/s, %.1f ms RTT, loss %g%%, MTU %d, tcp_rmem/wmem max %lld "
+               "MiB\n",
+               rate, 2 * o.delay_ms, 100 * loss, po.mtu, (long long)(po.tcp_mem_max >> 20));
+  return po;
 }
 
-void autotune(const Options& o) {
-  Pair p(o, "[tune]\nauto = true\n");
-  json s = p.selftest(json::array({256}), 30, o.rate_mbit)["steps"][0];
-  std::vector<double> tl = s["timeline_mib_s"].get<std::vector<double>>();
-  std::string line;
-  for (double v : tl) line += std::to_string(static_cast<int>(v)) + " ";
-  std::fprintf(stderr, "auto-tune, MiB/s in each second: %s\n", line.c_str());
-  double secs = 0;
-  for (size_t i = 0; i < tl.size() && i < 30; ++i)
-    if (tl[i] >= 0.9 * link_mib(o)) {
-      secs = double(i + 1);  // reached by the end of second i
-      break;
-    }
-  if (secs == 0) {
-    std::fprintf(stderr, "auto-tune did not reach 90%% of the link within 30 s\n");
-    secs = 30 + 1;
+// Writes after one `pfsnet tune --probe --apply` on both ends: MiB/s.
+double tuned_write(const Options& o, const DelayPath& path, double link) {
+  Pair p(o, path, "");
+  p.tune();
+  return p.selftest("write", json::array({256}), o.step_s * 2, link)["steps"][0]["mib_s"]
+      .get<double>();
+}
+
+void one_loss(const Options& o, double rate, double loss) {
+  DelayPath path(path_options(o, rate, loss));
+  if (!path.ok()) fail(path.error());
+  double up = iperf3(path, false, o.iperf_s);
+  std::fprintf(stderr, "  iperf3, one stream: %.1f MiB/s written\n", up);
+  char name[96];
+  std::snprintf(name, sizeof name, "wan_%ldm_loss_%gpct_tuned_write_vs_iperf3", long(rate),
+                100 * loss);
+  print_figure(name, tuned_write(o, path, rate), up, "MiB/s");
+  std::fprintf(stderr, "  delay line counters: %s\n", path.counters().c_str());
+}
+
+void one_rate(const Options& o, double rate, bool first) {
+  DelayPath path(path_options(o, rate, 0));
+  if (!path.ok()) fail(path.error());
+  double up = iperf3(path, false, o.iperf_s), down = iperf3(path, true, o.iperf_s);
+  std::fprintf(stderr, "  iperf3, one stream: %.1f MiB/s written, %.1f MiB/s read\n", up, down);
+  double link = up * 8 * 1.048576;  // Mbit/s, the selftest's theory line
+  auto want = [&](const char* what) { return o.only.empty() || o.only == what; };
+  if (first && want("sweep")) sweeps(o, path, rate, up);
+  if (want("default")) {
+    Pair p(o, path, "");
+    json s = p.selftest("write", json::array({64}), o.step_s * 2, link)["steps"][0];
+    print_figure(fig(rate, "default_write_vs_iperf3").c_str(), s["mib_s"].get<double>(), up,
+                 "MiB/s");
   }
-  print_figure("wan_autotune_seconds_to_90pct", secs, 30, "s");
+  if (want("tuned")) {
+    Pair p(o, path, "");
+    p.tune();
+    json w = p.selftest("write", json::array({256}), o.step_s * 2, link)["steps"][0];
+    print_figure(fig(rate, "tuned_write_vs_iperf3").c_str(), w["mib_s"].get<double>(), up, "MiB/s");
+    json r = p.selftest("read", json::array({256}), o.step_s * 2, link)["steps"][0];
+    print_figure(fig(rate, "tuned_read_vs_iperf3").c_str(), r["mib_s"].get<double>(), down,
+                 "MiB/s");
+  }
+  if (want("autotune")) {
+    Pair p(o, path, "[tune]\nauto = true\n");
+    json s = p.selftest("write", json::array({256}), 20, link)["steps"][0];
+    std::vector<double> tl = s["timeline_mib_s"].get<std::vector<double>>();
+    std::string line;
+    for (double v : tl) line += std::to_string(static_cast<int>(v)) + " ";
+    std::fprintf(stderr, "  auto-tune, MiB/s in each second: %s\n", line.c_str());
+    double secs = 0;
+    for (size_t i = 0; i < tl.size(); ++i)
+      if (tl[i] >= 0.9 * up) {
+        secs = double(i + 1);  // reached by the end of second i
+        break;
+      }
+    if (secs == 0) {
+      std::fprintf(stderr, "  auto-tune did not reach 90%% of iperf3 within 20 s\n");
+      secs = 21;
+    }
+    print_figure(fig(rate, "autotune_seconds_to_90pct").c_str(), secs, 10, "s");
+  }
+  std::fprintf(stderr, "  delay line counters: %s\n", path.counters().c_str());
 }
 
 }  // namespace
@@ -152,19 +256,21 @@ void autotune(const Options& o) {
 
 int main(int argc, char** argv) {
   pfsnet::Options o;
-  std::string only;
-  CLI::App app{"pfsnet WAN study benchmark"};
+  CLI::App app{"pfsnet WAN study benchmark, on a real kernel path"};
   app.add_option("--pfsnetd", o.pfsnetd, "path of the pfsnetd binary")->required();
-  app.add_option("--rate-mbit", o.rate_mbit, "emulated link rate (default 5000)");
-  app.add_option("--delay-ms", o.delay_ms, "emulated one-way delay (default 25)");
+  app.add_option("--delay-line", o.delay_line, "path of pfsnet_delay_line")->required();
+  app.add_option("--rates", o.rates, "link rates in Mbit/s (default 1000,4000)")->delimiter(',');
+  app.add_option("--losses", o.losses, "packet loss fractions (default 0.0001,0.001)")
+      ->delimiter(',');
+  app.add_option("--delay-ms", o.delay_ms, "one-way delay (default 25)");
   app.add_option("--step-seconds", o.step_s, "seconds per sweep step (default 2)");
-  app.add_option("--only", only, "sweep, default, tuned or autotune");
+  app.add_option("--iperf-seconds", o.iperf_s, "seconds of each iperf3 baseline (default 10)");
+  app.add_option("--only", o.only, "sweep, default, tuned, autotune or loss");
   CLI11_PARSE(app, argc, argv);
-  std::fprintf(stderr, "WAN emulation: %.0f Mbit/s (%.1f MiB/s), %.1f ms RTT, 1 MiB writes\n",
-               o.rate_mbit, pfsnet::link_mib(o), 2 * o.delay_ms);
-  if (only.empty() || only == "sweep") pfsnet::sweeps(o);
-  if (only.empty() || only == "default") pfsnet::defaults(o);
-  if (only.empty() || only == "tuned") pfsnet::tuned(o);
-  if (only.empty() || only == "autotune") pfsnet::autotune(o);
+  if (geteuid() != 0) pfsnet::fail("needs root: network namespaces and TUN devices");
+  if (o.only != "loss")
+    for (size_t i = 0; i < o.rates.size(); ++i) pfsnet::one_rate(o, o.rates[i], i == 0);
+  if (o.only.empty() || o.only == "loss")
+    for (double loss : o.losses) pfsnet::one_loss(o, o.rates.back(), loss);
   return 0;
 }
