@@ -78,13 +78,13 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
             t["retransmits"].get<unsigned long long>(), t["segments_out"].get<unsigned long long>(),
             100.0 * t["retransmit_ratio"].get<double>(), t["lost"].get<unsigned>(),
             human_bytes(t["delivery_rate_bytes_s"].get<uint64_t>()).c_str());
+        std::printf("      tcp: buffers send %s, receive %s; the peer's window %s\n",
+                    human_bytes(t["sndbuf_bytes"].get<uint64_t>()).c_str(),
+                    human_bytes(t["rcvbuf_bytes"].get<uint64_t>()).c_str(),
+                    human_bytes(t["peer_window_bytes"].get<uint64_t>()).c_str());
         std::printf(
-            "      tcp: buffers send %s, receive %s; peer's window %s; of %s ms busy, %s ms "
-            "limited "
-            "by the peer's window, %s ms by the send buffer\n",
-            human_bytes(t["sndbuf_bytes"].get<uint64_t>()).c_str(),
-            human_bytes(t["rcvbuf_bytes"].get<uint64_t>()).c_str(),
-            human_bytes(t["peer_window_bytes"].get<uint64_t>()).c_str(),
+            "      tcp: busy %s ms, of it limited by the peer's window %s ms, by the send "
+            "buffer %s ms\n",
             fmt_ms(t["busy_ms"].get<double>()).c_str(),
             fmt_ms(t["rwnd_limited_ms"].get<double>()).c_str(),
             fmt_ms(t["sndbuf_limited_ms"].get<double>()).c_str());
