@@ -150,6 +150,8 @@ json tune_report_json(const TuneReport& r) {
                      {"bdp_bytes", static_cast<int64_t>(p.bdp_bytes)},
                      {"bdp_mib", round3(p.bdp_bytes / kMiB)},
                      {"rpcs_needed", p.rpcs_needed},
+                     {"retransmit_ratio", std::round(p.m.retrans_ratio * 1e6) / 1e6},
+                     {"lossy", p.lossy},
                      {"ceiling_mib_s", round3(p.ceiling / kMiB)}});
   auto setting = [](int64_t now, int64_t rec, const std::string& why) {
     return json{{"current", now}, {"recommended", rec}, {"why", why}};

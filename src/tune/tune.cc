@@ -52,7 +52,8 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
     bool rate_known = m.bandwidth > 0 && !(m.bandwidth_lower_bound && m.window_limited);
     if (m.rtt_ms > 0 && rate_known) {
       p.bdp_bytes = m.bandwidth * m.rtt_ms / 1000.0;
-      p.rpcs_needed = rpcs_for(p.bdp_bytes, size);
+      p.lossy = m.retrans_ratio >= kLossyRetransRatio;
+      p.rpcs_needed = rpcs_for(p.bdp_bytes * (p.lossy ? kLossyHeadroom : 1.0), size);
       p.ceiling = window_ceiling(cur.max_rpcs_in_flight, size, m.rtt_ms / 1000.0, m.bandwidth);
       if (p.rpcs_needed > need) {
         need = p.rpcs_needed;
@@ -98,13 +99,20 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
     r.max_rpcs_in_flight = clamp64(need, b.min_rpcs_in_flight, b.max_rpcs_in_flight);
     a.why_rpcs = fmt(
         "%lld: the path to %s holds a BDP of %s (%s x RTT %.1f ms); RPCs of %s need "
-        "ceil(BDP/size)+1 = %lld in flight to fill it%s; now %lld, at most %s (%.0f%%)",
+        "ceil(%sBDP/size)+1 = %lld in flight to fill it%s; now %lld, at most %s (%.0f%%)",
         (long long)r.max_rpcs_in_flight, p.m.peer.c_str(), bytes_text(p.bdp_bytes).c_str(),
-        rate_text(p.m.bandwidth).c_str(), p.m.rtt_ms, bytes_text(size).c_str(), (long long)need,
+        rate_text(p.m.bandwidth).c_str(), p.m.rtt_ms, bytes_text(size).c_str(),
+        p.lossy ? "3 x " : "", (long long)need,
         bound_note(need, r.max_rpcs_in_flight, "tune.min_rpcs_in_flight", "tune.max_rpcs_in_flight")
             .c_str(),
         (long long)cur.max_rpcs_in_flight, rate_text(p.ceiling).c_str(),
         100.0 * p.ceiling / p.m.bandwidth);
+    if (p.lossy)
+      a.why_rpcs +=
+          fmt("; the path retransmits %.4f%% of its TCP segments: a lost one holds the data behind "
+              "it in the stream for a round trip, and RPCs beyond the BDP keep the pipe full "
+              "meanwhile",
+              100 * p.m.retrans_ratio);
   } else if (window_limited) {
     int64_t want = 2 * cur.max_rpcs_in_flight;
     r.max_rpcs_in_flight = clamp64(want, b.min_rpcs_in_flight, b.max_rpcs_in_flight);
@@ -345,6 +353,43 @@ TrainRate train_rate(std::vector<uint64_t> stamps, uint32_t size, double rtt_ms)
   return tr;
 }
 
+bool trains_settled(const std::vector<TrainRate>& trains) {
+  if (trains.size() < 3) return false;
+  double lo = 0, hi = 0;
+  for (size_t i = trains.size() - 3; i < trains.size(); ++i) {
+    const TrainRate& t = trains[i];
+    if (t.rate <= 0 || t.window_limited) return false;
+    lo = lo == 0 ? t.rate : std::min(lo, t.rate);
+    hi = std::max(hi, t.rate);
+  }
+  return hi <= 1.1 * lo;
+}
+
+ProbeEstimate estimate_bandwidth(const std::vector<TrainRate>& trains) {
+  ProbeEstimate e;
+  std::vector<double> late, all, held;
+  for (size_t i = 0; i < trains.size(); ++i) {
+    const TrainRate& t = trains[i];
+    if (t.rate <= 0) continue;
+    if (t.window_limited) {
+      held.push_back(t.rate);
+      continue;
+    }
+    all.push_back(t.rate);
+    if (2 * i >= trains.size()) late.push_back(t.rate);
+  }
+  e.clean = static_cast<int>(all.size());
+  std::vector<double>& use = late.empty() ? all : late;
+  if (!use.empty()) {
+    std::sort(use.begin(), use.end());
+    e.bandwidth = use[use.size() / 2];
+  } else if (!held.empty()) {
+    e.window_limited = true;
+    e.bandwidth = *std::max_element(held.begin(), held.end());
+  }
+  return e;
+}
+
 Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, int train,
                                int max_trains, Duration timeout) {
   if (train < 2 || max_trains < 1 || size == 0)
@@ -362,10 +407,8 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
     pr.rtt_ms = i == 0 ? ms : std::min(pr.rtt_ms, ms);
   }
   BulkData data = make_bulk(Buffer(size));
-  std::vector<double> clean, held;
-  double last = 0;       // the previous train's rate when it went through clean; else 0
-  double converged = 0;  // the higher of two clean trains in a row that agree within 20%
-  for (int t = 0; t < max_trains; ++t) {
+  std::vector<TrainRate> trains;
+  for (int t = 0; t < max_trains && !trains_settled(trains); ++t) {
     CallBatch batch(rpc);
     for (int i = 0; i < train; ++i) batch.add(peer, kMsgTuneProbe, Buffer(), data, co);
     // Every RPC ends within its timeout; the margin covers the callbacks.
@@ -381,30 +424,16 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
       for (int k = 0; k < 8; ++k) ns |= uint64_t(r.payload.data()[k]) << (8 * k);
       stamps.push_back(ns);
     }
-    ++pr.trains;
-    TrainRate tr = train_rate(std::move(stamps), size, pr.rtt_ms);
-    bool ok = tr.rate > 0 && !tr.window_limited;
-    if (tr.rate > 0) (ok ? clean : held).push_back(tr.rate);
-    if (ok && last > 0 && pr.trains >= 3 &&
-        std::max(tr.rate, last) <= 1.2 * std::min(tr.rate, last)) {
-      converged = std::max(tr.rate, last);
-      break;
-    }
-    last = ok ? tr.rate : 0;
+    trains.push_back(train_rate(std::move(stamps), size, pr.rtt_ms));
   }
-  pr.clean = static_cast<int>(clean.size());
-  if (clean.empty() && held.empty())
+  ProbeEstimate e = estimate_bandwidth(trains);
+  if (e.bandwidth <= 0)
     return Status(Code::kProtocol, "probe of " + peer.to_string() +
                                        ": every train arrived at once; no rate can be measured");
-  if (converged > 0) {
-    pr.bandwidth = converged;
-  } else if (!clean.empty()) {
-    // Still growing at the last train: the best one is the nearest to the link's rate.
-    pr.bandwidth = *std::max_element(clean.begin(), clean.end());
-  } else {
-    pr.window_limited = true;
-    pr.bandwidth = *std::max_element(held.begin(), held.end());
-  }
+  pr.trains = static_cast<int>(trains.size());
+  pr.clean = e.clean;
+  pr.bandwidth = e.bandwidth;
+  pr.window_limited = e.window_limited;
   return pr;
 }
 

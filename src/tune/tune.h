@@ -5,7 +5,8 @@
 // fill it only with more than BDP / size in flight (BDP = B x RTT; pfsnet's writes carry
 // their data with the request, one round trip each), and throughput tracks
 // RPCs x size / RTT only while RPCs in flight <= peer_credits. Hence:
-//   max_rpcs_in_flight = ceil(BDP / size) + 1    (the +1 covers one RPC's serialisation)
+//   max_rpcs_in_flight = ceil(BDP / size) + 1    (the +1 covers one RPC's serialisation;
+//                                                 a path that loses packets: 3 x BDP)
 //   peer_credits      >= max_rpcs_in_flight      (requests and replies both need one)
 //   credits           >= peer_credits x peers    (an NI's total over every peer)
 // each clamped to the [tune] bounds.
@@ -59,13 +60,25 @@ struct PeerMeasure {
   double throughput = 0;  // bytes/s carried recently (0: idle)
   // RPCs to it waited for a max_rpcs_in_flight slot recently.
   bool window_limited = false;
+  // The kernel's retransmitted / sent segments on the path's TCP connection (0: none, or
+  // not TCP). At kLossyRetransRatio or more the path loses packets.
+  double retrans_ratio = 0;
 };
+
+// A path that retransmits this share of its segments or more loses packets: its RPCs
+// need kLossyHeadroom x BDP in flight. A lost segment holds the data behind it in the
+// TCP stream for a round trip; RPCs beyond the BDP keep the pipe full meanwhile (at 50
+// ms, 4 Gbit/s and 0.1% loss: 25 RPCs of 1 MiB moved 220 MiB/s, 64 moved 381, 128 394;
+// one iperf3 stream 400).
+inline constexpr double kLossyRetransRatio = 1e-5;
+inline constexpr double kLossyHeadroom = 3;
 
 struct PeerAdvice {
   PeerMeasure m;
   double bdp_bytes = 0;     // 0: RTT or bandwidth unknown
   int64_t rpcs_needed = 0;  // 0: unknown
   double ceiling = 0;       // bytes/s the current max_rpcs_in_flight allows; 0: unknown
+  bool lossy = false;       // m.retrans_ratio >= kLossyRetransRatio: rpcs_needed has headroom
 };
 
 struct TuneProblem {
@@ -166,11 +179,9 @@ class AutoTuner {
 void serve_tune_probe(RpcEngine& engine, Clock& clock);
 
 struct ProbeResult {
-  double rtt_ms = 0;  // fastest of the empty PINGs
-  // bytes/s: the higher of the first two clean trains in a row that agree within 20%
-  // (else the best clean one, else the best held one).
-  double bandwidth = 0;
-  int train = 0;  // RPCs per train
+  double rtt_ms = 0;     // fastest of the empty PINGs
+  double bandwidth = 0;  // bytes/s (estimate_bandwidth)
+  int train = 0;         // RPCs per train
   uint32_t size = 0;
   int trains = 0;  // trains sent
   int clean = 0;   // of them not held back by the TCP window
@@ -190,10 +201,24 @@ struct TrainRate {
 };
 TrainRate train_rate(std::vector<uint64_t> stamps, uint32_t size, double rtt_ms);
 
+// Whether a probe may stop: its last three trains went through clean at rates within 10%
+// of each other (TCP's windows have stopped growing).
+bool trains_settled(const std::vector<TrainRate>& trains);
+
+// The path's rate from a probe's trains, in order: the median of the clean trains of the
+// later half (the first run while TCP's windows grow -- slow start, receive autotuning --
+// and come in low; a burst released by a loss's retransmission comes in high, once), else
+// of every clean one. No clean train: the best held one, a lower bound (window_limited).
+struct ProbeEstimate {
+  double bandwidth = 0;  // bytes/s; 0: no train had a rate
+  int clean = 0;
+  bool window_limited = false;
+};
+ProbeEstimate estimate_bandwidth(const std::vector<TrainRate>& trains);
+
 // Probes `peer`: three empty PINGs, then trains of `train` RPCs of `size` bytes each,
-// back to back, at least 3 and at most `max_trains`: until two in a row went through
-// clean at rates within 20% of each other. On a long path TCP's windows grow during the
-// first trains (slow start, the receiver's autotuning): their rates climb, smoothly.
+// back to back, until trains_settled or `max_trains` of them; the bandwidth is
+// estimate_bandwidth's.
 // `train` must fit in max_rpcs_in_flight and peer_credits (or the train waits for credits
 // and understates the rate). Bounded by `timeout` per RPC.
 Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, int train,

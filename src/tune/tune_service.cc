@@ -205,6 +205,7 @@ std::vector<PeerMeasure> TuneService::measure_peers(const std::vector<Nid>& only
       m.bandwidth_source = "traffic (peak second of the last 10 min: a lower bound)";
       m.bandwidth_lower_bound = true;
     }
+    if (auto r = tcp_retrans_.find(m.peer); r != tcp_retrans_.end()) m.retrans_ratio = r->second;
     out.push_back(std::move(m));
   }
   return out;
@@ -240,11 +241,17 @@ std::vector<ConnTcpSample> TuneService::tcp_samples() const {
 
 void TuneService::note_tcp(const std::vector<ConnTcpSample>& samples) {
   tcp_rtt_ms_.clear();
+  tcp_retrans_.clear();
+  std::map<std::string, std::pair<uint64_t, uint64_t>> segs;  // peer -> (retransmitted, sent)
   for (const ConnTcpSample& s : samples) {
+    segs[s.peer].first += s.k.total_retrans;
+    segs[s.peer].second += s.k.segs_out;
     double ms = s.k.min_rtt_us / 1000.0;
     auto [it, fresh] = tcp_rtt_ms_.emplace(s.peer, ms);
     if (!fresh && ms > 0 && (it->second == 0 || ms < it->second)) it->second = ms;
   }
+  for (const auto& [peer, rs] : segs)
+    if (rs.second > 0) tcp_retrans_[peer] = double(rs.first) / double(rs.second);
   host_ = read_host_tcp();
 }
 
@@ -306,17 +313,17 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
       probes_[key] = *r;
     }
   }
+  std::vector<ConnTcpSample> samples = tcp_samples();
   std::vector<PeerMeasure> ms;
   {
     MutexLock lk(mu_);
+    note_tcp(samples);
     ms = measure_peers(req.peers, clock_.now());
   }
   for (PeerMeasure& m : ms) m.rpc_bytes = double(size);
   rep.advice = advise(ms, rep.current, tc, active_peers());
-  std::vector<ConnTcpSample> samples = tcp_samples();
   {
     MutexLock lk(mu_);
-    note_tcp(samples);
     add_window_problems(rep.advice);
   }
   if (req.apply) {

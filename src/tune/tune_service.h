@@ -123,6 +123,8 @@ class TuneService {
   // TCP's windows must cover TCP's round trip (an emulated delay above the socket is not
   // one).
   std::map<std::string, double> tcp_rtt_ms_ GUARDED_BY(mu_);
+  // Peer node -> its TCP connections' retransmitted / sent segments at the last reading.
+  std::map<std::string, double> tcp_retrans_ GUARDED_BY(mu_);
 };
 
 }  // namespace pfsnet

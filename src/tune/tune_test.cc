@@ -279,5 +279,48 @@ TEST(TrainRateTest, ATrainHeldBackByTheWindowIsNamedSo) {
   EXPECT_FALSE(train_rate(stamps_ms({0, 1, 2, 60}), 1 << 20, 0).window_limited);
 }
 
+TEST(ProbeEstimateTest, TheLaterCleanTrainsGiveTheRateNotSlowStartNorABurst) {
+  auto clean = [](double mib) { return TrainRate{mib * (1 << 20), false}; };
+  auto held = [](double mib) { return TrainRate{mib * (1 << 20), true}; };
+  // Slow start climbing through the first trains, a loss (held), a burst released by a
+  // retransmission (3659), then the link's ~480 MiB/s.
+  std::vector<TrainRate> t = {held(33),   held(130),  clean(145), clean(3659), held(109),
+                              clean(476), clean(353), held(124),  clean(483),  held(115)};
+  ProbeEstimate e = estimate_bandwidth(t);
+  EXPECT_FALSE(e.window_limited);
+  EXPECT_EQ(e.clean, 5);
+  EXPECT_NEAR(e.bandwidth / (1 << 20), 476, 1e-6);  // the later half's clean: 353, 476, 483
+  EXPECT_FALSE(trains_settled(t));
+  // Three clean trains within 10% settle a probe; a climb of 8% a train does not.
+  EXPECT_TRUE(trains_settled({held(40), clean(470), clean(480), clean(455)}));
+  EXPECT_FALSE(trains_settled({clean(230), clean(265), clean(287)}));
+  EXPECT_FALSE(trains_settled({clean(480), clean(480)}));
+  // Every train held back by the window: the best of them, called a lower bound.
+  e = estimate_bandwidth({held(43), held(94), held(60)});
+  EXPECT_TRUE(e.window_limited);
+  EXPECT_NEAR(e.bandwidth / (1 << 20), 94, 1e-6);
+  EXPECT_EQ(estimate_bandwidth({TrainRate{}}).bandwidth, 0);
+}
+
+TEST(TuneAdviceTest, APathThatLosesPacketsGetsThreeTimesItsBdpInFlight) {
+  PeerMeasure m;
+  m.peer = "198.18.60.2@tcp";
+  m.rtt_ms = 50;
+  m.bandwidth = 500.0 * (1 << 20);  // BDP 25 MiB
+  m.rpc_bytes = 1 << 20;
+  TuneConfig b;
+  Advice clean = advise({m}, TuneSettings{}, b, 1);
+  EXPECT_EQ(clean.recommended.max_rpcs_in_flight, 26);
+  EXPECT_FALSE(clean.peers[0].lossy);
+  m.retrans_ratio = 1e-4;
+  Advice lossy = advise({m}, TuneSettings{}, b, 1);
+  EXPECT_TRUE(lossy.peers[0].lossy);
+  EXPECT_EQ(lossy.recommended.max_rpcs_in_flight, 76);  // ceil(3 x 25) + 1
+  EXPECT_EQ(lossy.recommended.peer_credits, 76);
+  EXPECT_NE(lossy.why_rpcs.find("ceil(3 x BDP/size)+1 = 76"), std::string::npos) << lossy.why_rpcs;
+  EXPECT_NE(lossy.why_rpcs.find("retransmits 0.0100% of its TCP segments"), std::string::npos)
+      << lossy.why_rpcs;
+}
+
 }  // namespace
 }  // namespace pfsnet
