@@ -35,7 +35,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       __builtin_trap();
   }
   auto hello = decode_hello(in);
-  if (hello.ok() && (hello->nids.empty() || hello->nids.size() > kMaxHelloNids)) __builtin_trap();
+  if (hello.ok() && (hello->nids.empty() || hello->nids.size() > kMaxHelloNids ||
+                     (hello->flags & ~kHelloBulk) != 0))
+    __builtin_trap();
   // A sealed payload and its bulk (the first byte says where the payload ends): a damaged
   // one is refused and left as it came, an intact one loses exactly its CRC.
   if (size >= 1) {

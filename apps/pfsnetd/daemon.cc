@@ -65,6 +65,7 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
     net_->set_checksum(after.lnet.checksum);
     net_->set_socket_buffers(static_cast<int>(after.lnet.tx_buffer_size),
                              static_cast<int>(after.lnet.rx_buffer_size));
+    net_->set_conns_per_peer(after.lnet.conns_per_peer);
   });
   parts_ = std::make_unique<NodeParts>(NodeParts{
       *net_, *rpc_, *stats_, cfg_, clock_, membership_.get(), tune_.get(), health_.get(),

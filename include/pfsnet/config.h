@@ -77,6 +77,13 @@ struct LnetConfig {
   // time, for connections made from then on.
   int64_t tx_buffer_size = 0;
   int64_t rx_buffer_size = 0;
+  // Bulk connections per TCP path (socklnd's conns_per_peer): with more than 1, messages
+  // of 64 KiB or more are spread over that many connections of their path, each with its
+  // own window of peer_credits, and the rest keep the path's first connection (so small
+  // RPCs never wait behind bulk in one TCP stream, and one lost segment holds back one
+  // stream of several). 1: one connection carries everything. At run time, for paths'
+  // connections opened from then on.
+  int64_t conns_per_peer = 1;
 };
 
 struct RpcConfig {

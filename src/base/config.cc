@@ -205,6 +205,7 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"checksum", bool_key(&cfg.lnet.checksum)},
       {"tx_buffer_size", int_key(&cfg.lnet.tx_buffer_size, 0, int64_t(1) << 30)},
       {"rx_buffer_size", int_key(&cfg.lnet.rx_buffer_size, 0, int64_t(1) << 30)},
+      {"conns_per_peer", int_key(&cfg.lnet.conns_per_peer, 1, 16)},
   };
   const std::map<std::string, Reader, std::less<>> rpc_keys = {
       {"max_rpcs_in_flight", int_key(&cfg.rpc.max_rpcs_in_flight, 1, 1 << 16)},
@@ -478,6 +479,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"lnet.checksum", c.lnet.checksum ? "true" : "false"},
       {"lnet.tx_buffer_size", i(c.lnet.tx_buffer_size)},
       {"lnet.rx_buffer_size", i(c.lnet.rx_buffer_size)},
+      {"lnet.conns_per_peer", i(c.lnet.conns_per_peer)},
       {"rpc.max_rpcs_in_flight", i(c.rpc.max_rpcs_in_flight)},
       {"rpc.workers", i(c.rpc.workers)},
       {"rpc.reply_cache_entries", i(c.rpc.reply_cache_entries)},

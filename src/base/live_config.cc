@@ -12,7 +12,8 @@ namespace pfsnet {
 bool runtime_key(std::string_view key) {
   return key.starts_with("stats.") || key.starts_with("tune.") || key == "node.log_level" ||
          key == "rpc.max_rpcs_in_flight" || key == "lnet.credits" || key == "lnet.peer_credits" ||
-         key == "lnet.checksum" || key == "lnet.tx_buffer_size" || key == "lnet.rx_buffer_size";
+         key == "lnet.checksum" || key == "lnet.tx_buffer_size" || key == "lnet.rx_buffer_size" ||
+         key == "lnet.conns_per_peer";
 }
 
 std::vector<ConfigChange> config_diff(const Config& before, const Config& after) {
@@ -91,6 +92,7 @@ Result<ConfigApplied> LiveConfig::apply_locked(const Config& next, bool refuse_r
   in_force.lnet.checksum = next.lnet.checksum;
   in_force.lnet.tx_buffer_size = next.lnet.tx_buffer_size;
   in_force.lnet.rx_buffer_size = next.lnet.rx_buffer_size;
+  in_force.lnet.conns_per_peer = next.lnet.conns_per_peer;
 
   in_force.rpc.max_rpcs_in_flight = next.rpc.max_rpcs_in_flight;
   for (const Applier& a : appliers_) a(cfg_, in_force);

@@ -41,6 +41,7 @@ NetOptions NetOptions::from(const Config& cfg) {
   o.health_sensitivity = cfg.lnet.health_sensitivity;
   o.recovery_interval = std::chrono::seconds(cfg.lnet.recovery_interval);
   o.checksum = cfg.lnet.checksum;
+  o.conns_per_peer = cfg.lnet.conns_per_peer;
   for (const NetConfig& n : cfg.nets) o.ports[n.nid.pack()] = n.port;
   return o;
 }
@@ -66,6 +67,7 @@ Net::Net(NetOptions opts, std::vector<Nid> local_nids, Clock& clock,
       peer_credits_(opts_.peer_credits),
       high_water_(opts_.credit_high_water()),
       checksum_(opts_.checksum),
+      conns_per_peer_(opts_.conns_per_peer),
       local_nids_(std::move(local_nids)),
       clock_(clock) {
   TimePoint now = clock_.now();
@@ -102,10 +104,10 @@ void Net::shutdown() {
     std::vector<Path*> paths = table_->ni_paths(*ni);
     MutexLock lk(ni->mu);
     for (Path* p : paths) {
-      for (TxMsg* m : p->queue) dead.push_back(m);
-      p->queue.clear();
+      for (TxMsg* m : take_queued_locked(*p)) dead.push_back(m);
       p->tx_conn.reset();
       p->tx_state = nullptr;
+      p->bulk.clear();
       p->conns.clear();
     }
     ni->blocked.clear();
@@ -165,7 +167,8 @@ Net::Path* Net::select(const PeerNi& dst) {
     {
       MutexLock lk(ni->mu);
       int64_t window = p->tx_state ? p->tx_state->tx_credits : peer_credits();
-      avail = std::min(ni->tx_credits, window) - static_cast<int64_t>(p->queue.size());
+      avail = std::min(ni->tx_credits, window) -
+              static_cast<int64_t>(p->queue.size() + p->bulk_queue.size());
     }
     uint64_t used = p->last_used.load(std::memory_order_relaxed);
     max_used = std::max(max_used, used);
@@ -292,6 +295,11 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
 }
 
 void Net::enqueue_locked(Path& p, TxMsg* m, Out* out) {
+  if (to_bulk_locked(p, *m)) {
+    p.bulk_queue.push_back(m);
+    drain_locked(p, out);
+    return;
+  }
   if (p.tx_state && (!p.queue.empty() || p.tx_state->tx_credits <= 0 || p.ni->tx_credits <= 0)) {
     p.pni->counters.credit_waits.fetch_add(1, std::memory_order_relaxed);
     p.ni->counters.credit_waits.fetch_add(1, std::memory_order_relaxed);
@@ -303,39 +311,116 @@ void Net::enqueue_locked(Path& p, TxMsg* m, Out* out) {
     drain_locked(p, out);
 }
 
+bool Net::to_bulk_locked(Path& p, const TxMsg& m) {
+  if (m.bytes < kBulkConnMinBytes || !p.tx_conn) return false;
+  // The peer's bulk connections serve this end too, whatever its own conns_per_peer.
+  int64_t want = conns_per_peer();
+  if (want <= 1 || !transport_->has_bulk_connections(p.ni->nid)) return !p.bulk.empty();
+  TimePoint now = clock_.now();
+  while (static_cast<int64_t>(p.bulk.size()) + p.bulk_connecting < want && now >= p.bulk_retry &&
+         !shut_.load() && p.ni->up.load()) {
+    ++p.bulk_connecting;
+    Path* pp = &p;
+    // The transport calls back later, on an I/O thread (never inside connect_bulk()).
+    transport_->connect_bulk(
+        p.ni->nid, p.pni->nid, p.ni->port,
+        [this, pp](Result<ConnectionPtr> r) { on_bulk_connect_result(pp, std::move(r)); });
+  }
+  return !p.bulk.empty();
+}
+
+void Net::on_bulk_connect_result(Path* p, Result<ConnectionPtr> r) {
+  Out out;
+  {
+    MutexLock lk(p->ni->mu);
+    --p->bulk_connecting;
+    if (!r.ok()) {
+      // Large messages keep the first connection; no new try for a while.
+      p->bulk_retry = clock_.now() + std::chrono::seconds(10);
+      PFS_LOG_WARN_LIMITED(
+          "bulk connect " + p->ni->nid.to_string() + " -> " + p->pni->nid.to_string(),
+          "bulk connection {} -> {} failed: {}; large messages go on the first "
+          "connection",
+          p->ni->nid.to_string(), p->pni->nid.to_string(), r.status().message());
+    }
+    drain_locked(*p, &out);
+  }
+  transmit(out);
+}
+
+std::vector<Net::TxMsg*> Net::take_queued_locked(Path& p) {
+  std::vector<TxMsg*> v(p.queue.begin(), p.queue.end());
+  v.insert(v.end(), p.bulk_queue.begin(), p.bulk_queue.end());
+  p.queue.clear();
+  p.bulk_queue.clear();
+  return v;
+}
+
+void Net::hand_over_locked(Path& p, const std::shared_ptr<ConnState>& state, ConnectionPtr conn,
+                           TxMsg* m, Out* out) {
+  LocalNi& ni = *p.ni;
+  ConnState* cs = state.get();
+  --cs->tx_credits;
+  ++cs->outstanding;
+  if (cs->tx_credits == 0)
+    m->frame->hdr.flags |= kFlagWindowEmpty;
+  else
+    m->frame->hdr.flags &= static_cast<uint8_t>(~kFlagWindowEmpty);
+  --ni.tx_credits;
+  int64_t low = p.pni->min_credits.load(std::memory_order_relaxed);
+  if (cs->tx_credits < low) p.pni->min_credits.store(cs->tx_credits, std::memory_order_relaxed);
+  if (ni.tx_credits < ni.min_credits) ni.min_credits = ni.tx_credits;
+  {
+    MutexLock tl(cs->tx_mu);
+    m->cs = state;
+    m->conn_id = cs->conn_id;
+    m->prev = nullptr;
+    m->next = cs->head;
+    if (cs->head) cs->head->prev = m;
+    cs->head = m;
+  }
+  out->emplace_back(std::move(conn), m);
+}
+
 void Net::drain_locked(Path& p, Out* out) {
   LocalNi& ni = *p.ni;
-  while (!p.queue.empty() && p.tx_state && p.tx_state->tx_credits > 0) {
-    if (ni.tx_credits <= 0) {
-      if (!p.blocked_on_ni) {
-        ni.blocked.push_back(&p);
-        p.blocked_on_ni = true;
-      }
-      return;
+  auto ni_credit = [&] {
+    if (ni.tx_credits > 0) return true;
+    if (!p.blocked_on_ni) {
+      ni.blocked.push_back(&p);
+      p.blocked_on_ni = true;
     }
+    return false;
+  };
+  while (!p.queue.empty() && p.tx_state && p.tx_state->tx_credits > 0) {
+    if (!ni_credit()) return;
     TxMsg* m = p.queue.front();
     p.queue.pop_front();
-    ConnState* cs = p.tx_state.get();
-    --cs->tx_credits;
-    ++cs->outstanding;
-    if (cs->tx_credits == 0)
-      m->frame->hdr.flags |= kFlagWindowEmpty;
-    else
-      m->frame->hdr.flags &= static_cast<uint8_t>(~kFlagWindowEmpty);
-    --ni.tx_credits;
-    int64_t low = p.pni->min_credits.load(std::memory_order_relaxed);
-    if (cs->tx_credits < low) p.pni->min_credits.store(cs->tx_credits, std::memory_order_relaxed);
-    if (ni.tx_credits < ni.min_credits) ni.min_credits = ni.tx_credits;
-    {
-      MutexLock tl(cs->tx_mu);
-      m->cs = p.tx_state;
-      m->conn_id = cs->conn_id;
-      m->prev = nullptr;
-      m->next = cs->head;
-      if (cs->head) cs->head->prev = m;
-      cs->head = m;
-    }
-    out->emplace_back(p.tx_conn, m);
+    hand_over_locked(p, p.tx_state, p.tx_conn, m, out);
+  }
+  if (!p.bulk_queue.empty() && p.bulk.empty()) {
+    // No bulk connection left: the first one carries them.
+    p.queue.insert(p.queue.end(), p.bulk_queue.begin(), p.bulk_queue.end());
+    p.bulk_queue.clear();
+    if (!p.tx_conn) start_connect_locked(p);
+    drain_locked(p, out);
+    return;
+  }
+  while (!p.bulk_queue.empty()) {
+    // The bulk connection with the most window left, then the fewest unfinished.
+    std::shared_ptr<ConnState> best;
+    for (const auto& cs : p.bulk)
+      if (cs->tx_credits > 0 &&
+          (!best || cs->tx_credits > best->tx_credits ||
+           (cs->tx_credits == best->tx_credits && cs->outstanding < best->outstanding)))
+        best = cs;
+    if (!best) return;
+    if (!ni_credit()) return;
+    ConnectionPtr conn = best->conn.lock();
+    if (!conn) return;  // closing: on_closed takes it out and drains again
+    TxMsg* m = p.bulk_queue.front();
+    p.bulk_queue.pop_front();
+    hand_over_locked(p, best, std::move(conn), m, out);
   }
 }
 
@@ -370,8 +455,7 @@ void Net::on_connect_result(Path* p, Result<ConnectionPtr> r) {
     p->connecting = false;
     if (!r.ok()) {
       if (!p->tx_conn) {
-        for (TxMsg* m : p->queue) failed.emplace_back(m, r.status());
-        p->queue.clear();
+        for (TxMsg* m : take_queued_locked(*p)) failed.emplace_back(m, r.status());
       }
     } else {
       drain_locked(*p, &out);

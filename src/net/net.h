@@ -126,6 +126,10 @@ struct NetCounters {
   }
 };
 
+// A message this large (frame header, payload and bulk) goes on a bulk connection of its
+// path when it has them (lnet.conns_per_peer > 1); smaller ones keep the first connection.
+inline constexpr uint64_t kBulkConnMinBytes = 64 * 1024;
+
 struct NetOptions {
   int64_t credits = 64;
   int64_t peer_credits = 8;
@@ -133,6 +137,7 @@ struct NetOptions {
   Duration transaction_timeout = std::chrono::seconds(50);
   Duration recovery_interval = std::chrono::seconds(1);
   bool checksum = true;                // lnet.checksum: seal requests and replies (wire/data_crc.h)
+  int64_t conns_per_peer = 1;          // lnet.conns_per_peer: bulk connections per TCP path
   std::map<uint64_t, uint16_t> ports;  // packed local NID -> port; peers use the same port
 
   static NetOptions from(const Config& cfg);
@@ -255,6 +260,10 @@ class Net final : public TransportEvents {
   // lnet.checksum at run time: whether the messages this node sends from now on carry
   // their data's CRC. Frames that carry one are checked whatever this says.
   void set_checksum(bool on) { checksum_.store(on, std::memory_order_relaxed); }
+  // lnet.conns_per_peer at run time: TCP paths open bulk connections up to `n` as their
+  // large messages need them (1: none; connections open already stay).
+  void set_conns_per_peer(int64_t n) { conns_per_peer_.store(n, std::memory_order_relaxed); }
+  int64_t conns_per_peer() const { return conns_per_peer_.load(std::memory_order_relaxed); }
   bool checksum() const { return checksum_.load(std::memory_order_relaxed); }
 
   std::vector<NiInfo> nis() const;
@@ -316,6 +325,14 @@ class Net final : public TransportEvents {
     bool connecting GUARDED_BY(ni->mu) = false;
     bool blocked_on_ni GUARDED_BY(ni->mu) = false;
     std::deque<TxMsg*> queue GUARDED_BY(ni->mu);
+    // lnet.conns_per_peer > 1 (TCP): the path's open bulk connections (Connection::bulk()),
+    // which carry its messages of kBulkConnMinBytes or more -- each to the one with the
+    // most of its window left; the rest go on tx_conn, never behind them. A bulk message
+    // waits in bulk_queue for a window; with no bulk connection open it goes on tx_conn.
+    std::vector<std::shared_ptr<ConnState>> bulk GUARDED_BY(ni->mu);
+    std::deque<TxMsg*> bulk_queue GUARDED_BY(ni->mu);
+    int bulk_connecting GUARDED_BY(ni->mu) = 0;
+    TimePoint bulk_retry GUARDED_BY(ni->mu){};  // no bulk connect before (one failed)
     // The kernel's TCP counters of the path's closed connections, read as each closed.
     TcpTotals closed_tcp GUARDED_BY(ni->mu);
   };
@@ -337,6 +354,15 @@ class Net final : public TransportEvents {
   void drain_ni_locked(LocalNi& ni, Out* out) REQUIRES(ni.mu);
   void transmit(Out& out);
   void start_connect_locked(Path& p) REQUIRES(p.ni->mu);
+  // Whether `m` goes on one of p's bulk connections; opens them up to conns_per_peer.
+  bool to_bulk_locked(Path& p, const TxMsg& m) REQUIRES(p.ni->mu);
+  void on_bulk_connect_result(Path* p, Result<ConnectionPtr> r);
+  // Hands `m` to connection `conn` (state `cs`) of `p`: its window and the NI's credits
+  // taken, listed as unfinished, queued in `out`.
+  void hand_over_locked(Path& p, const std::shared_ptr<ConnState>& cs, ConnectionPtr conn, TxMsg* m,
+                        Out* out) REQUIRES(p.ni->mu);
+  // Every message waiting in p's queues, taken out of them.
+  static std::vector<TxMsg*> take_queued_locked(Path& p) REQUIRES(p.ni->mu);
   // `c` (closing) no longer carries new messages of `p`.
   void detach_locked(Path& p, Connection* c) REQUIRES(p.ni->mu);
   // Whether `c` should carry the path's sends instead of `current` (null: none). Of two
@@ -358,6 +384,7 @@ class Net final : public TransportEvents {
   std::atomic<int64_t> credits_, peer_credits_;  // run-time values (set_credits)
   std::atomic<uint32_t> high_water_;
   std::atomic<bool> checksum_;
+  std::atomic<int64_t> conns_per_peer_;
   std::vector<Nid> local_nids_;
   Clock& clock_;
   NetRx* rx_ = nullptr;

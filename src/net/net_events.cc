@@ -46,7 +46,9 @@ void Net::on_connected(const ConnectionPtr& c) {
     MutexLock lk(ni->mu);
     cs->tx_credits = peer_credits();
     p->conns.push_back(c);
-    if (better_tx(*c, p->tx_conn.get())) {
+    if (c->bulk()) {
+      p->bulk.push_back(cs);  // never the path's first connection
+    } else if (better_tx(*c, p->tx_conn.get())) {
       p->tx_conn = c;
       p->tx_state = cs;
     }
@@ -168,6 +170,7 @@ void Net::on_closed(Connection& c, const Status& why) {
       p->conns.erase(it);
     }
     detach_locked(*p, &c);
+    std::erase_if(p->bulk, [&](const std::shared_ptr<ConnState>& b) { return b == cs; });
     if (!p->queue.empty() && !p->tx_conn) start_connect_locked(*p);
     drain_locked(*p, &out);
     drain_ni_locked(ni, &out);
@@ -189,7 +192,9 @@ void Net::detach_locked(Path& p, Connection* c) {
   p.tx_conn.reset();
   p.tx_state = nullptr;
   for (auto& other : p.conns) {
-    if (other.get() == c || !other->is_open() || !better_tx(*other, p.tx_conn.get())) continue;
+    if (other.get() == c || !other->is_open() || other->bulk() ||
+        !better_tx(*other, p.tx_conn.get()))
+      continue;
     if (auto cs = conn_state(*other)) {
       p.tx_conn = other;
       p.tx_state = std::move(cs);
@@ -209,26 +214,29 @@ size_t Net::expire(TimePoint now) {
     size_t closing = to_close.size();
     for (Path* pp : paths) {
       Path& p = *pp;
-      auto& q = p.queue;
-      auto keep =
-          std::stable_partition(q.begin(), q.end(), [now](TxMsg* m) { return m->deadline > now; });
-      if (keep != q.end()) {
+      for (std::deque<TxMsg*>* q : {&p.queue, &p.bulk_queue}) {
+        auto keep = std::stable_partition(q->begin(), q->end(),
+                                          [now](TxMsg* m) { return m->deadline > now; });
+        if (keep == q->end()) continue;
         // Blame goes where the wait was: the local NI's own credits (this NI could not
         // send: LOCAL_NI_SEND_TIMEOUT, its health lowered), or the peer NI -- its window of
         // peer_credits not returned (a hung or overloaded peer) or no connection to it yet
         // (PEER_NI_UNREACHABLE, the peer NI's health lowered). Either way the message
         // never left: both count a local timeout.
+        bool bulk = q == &p.bulk_queue;
         std::string why;
         HealthKind kind = HealthKind::kPeerNiUnreachable;
         if (p.blocked_on_ni) {
           why = "waiting for the local NI's credits";
           kind = HealthKind::kLocalNiSendTimeout;
+        } else if (bulk) {
+          why = "waiting for the peer's credits on the bulk connections";
         } else if (p.tx_conn) {
           why = "waiting for the peer's credits";
         } else {
           why = "waiting for a connection";
         }
-        for (auto it = keep; it != q.end(); ++it) {
+        for (auto it = keep; it != q->end(); ++it) {
           p.ni->counters.local_timeouts.fetch_add(1);
           p.pni->counters.local_timeouts.fetch_add(1);
           failed.emplace_back(
@@ -237,9 +245,10 @@ size_t Net::expire(TimePoint now) {
                               " passed its deadline in the queue (local timeout, " + why + ")",
                           kind));
         }
-        q.erase(keep, q.end());
-        // As o2iblnd does: the connection the message was queued on is closed.
-        if (ConnectionPtr tx = p.tx_conn)
+        q->erase(keep, q->end());
+        // As o2iblnd does: the connection the message was queued on is closed (a bulk
+        // message waited for no one connection).
+        if (ConnectionPtr tx = p.tx_conn; tx && !bulk)
           to_close.emplace_back(tx,
                                 Status(Code::kClosed, "a transmit deadline passed in its queue"));
       }
@@ -327,11 +336,10 @@ bool Net::set_link_state(const Nid& local, bool up, bool penalize) {
     if (!up) {
       if (penalize) lower(ni->health, nullptr);
       for (Path* p : paths) {
-        for (TxMsg* m : p->queue)
+        for (TxMsg* m : take_queued_locked(*p))
           failed.emplace_back(
               m, Status(Code::kUnreachable, "local NI " + local.to_string() + " is down",
                         HealthKind::kLocalNiDown));
-        p->queue.clear();
         for (auto& c : p->conns) to_close.push_back(c);
       }
     } else {
@@ -417,8 +425,7 @@ void Net::set_peer_dead(const Nid& nid, bool dead, const std::string& why) {
     if (!dead) continue;
     for (Path* p : table_->paths_of(*x)) {
       MutexLock lk(p->ni->mu);
-      for (TxMsg* m : p->queue) failed.emplace_back(m, Status(Code::kPeerDead, why));
-      p->queue.clear();
+      for (TxMsg* m : take_queued_locked(*p)) failed.emplace_back(m, Status(Code::kPeerDead, why));
     }
   }
   finish_failures(failed);

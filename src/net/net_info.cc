@@ -74,7 +74,7 @@ std::vector<NiInfo> Net::nis() const {
       i.credits = ni->tx_credits;
       i.credits_min = ni->min_credits;
       for (Path* p : paths) {
-        i.queued += static_cast<int64_t>(p->queue.size());
+        i.queued += static_cast<int64_t>(p->queue.size() + p->bulk_queue.size());
         i.connections += static_cast<int>(p->conns.size());
       }
     }
@@ -102,7 +102,7 @@ std::vector<NiInfo> Net::peers(bool kernel_tcp) const {
         MutexLock lk(p->ni->mu);
         if (p->tx_state && !i.up) i.credits = p->tx_state->tx_credits;
         i.up = i.up || p->tx_conn != nullptr;
-        i.queued += static_cast<int64_t>(p->queue.size());
+        i.queued += static_cast<int64_t>(p->queue.size() + p->bulk_queue.size());
         i.connections += static_cast<int>(p->conns.size());
         i.paths.push_back({p->ni->nid,
                            p->send_count.load(),

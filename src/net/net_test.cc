@@ -82,6 +82,62 @@ TEST_F(NetTest, HighWaterIsHalfTheWindowBelowTheWindow) {
   EXPECT_EQ(opts(64, 8).credit_high_water(), 4u);
 }
 
+std::unique_ptr<OutFrame> large(uint64_t xid) {
+  auto f = msg(xid);
+  f->bulk = make_bulk(Buffer(kBulkConnMinBytes));
+  return f;
+}
+
+TEST_F(NetTest, ConnsPerPeerSpreadsLargeMessagesAndKeepsSmallOnesApart) {
+  NetOptions o = opts(256, 4);
+  o.conns_per_peer = 3;
+  Node a(hub_, clock_, a_, o), b(hub_, clock_, b_, opts(256, 4));
+  TxLog tx;
+  a.net.send(b_, msg(1), clock_.now() + 10s, &tx);
+  hub_.pump();
+  // The first large message goes on the path's connection and opens three bulk ones.
+  a.net.send(b_, large(2), clock_.now() + 10s, &tx);
+  hub_.pump();
+  ASSERT_EQ(b.rx.got.size(), 2u);
+  EXPECT_EQ(a.net.peers()[0].connections, 4);
+  EXPECT_EQ(b.net.peers()[0].connections, 4);
+  for (auto& r : b.rx.got) r.credit.release();
+  b.rx.got.clear();
+  hub_.pump();
+  // B consumes nothing now: 12 large messages fill the three bulk windows of 4 (one
+  // connection would have taken 4), and small ones still pass on the first connection.
+  for (int i = 0; i < 13; ++i) a.net.send(b_, large(10 + i), clock_.now() + 10s, &tx);
+  for (int i = 0; i < 4; ++i) a.net.send(b_, msg(30 + i), clock_.now() + 10s, &tx);
+  hub_.pump();
+  size_t big = 0, small = 0;
+  for (const Received& r : b.rx.got) (r.frame.bulk.size() > 0 ? big : small)++;
+  EXPECT_EQ(big, 12u);
+  EXPECT_EQ(small, 4u);
+  EXPECT_EQ(a.net.peers()[0].queued, 1);  // the 13th waits for a bulk window
+  // Consumed, the rest goes; B's own large messages use the bulk connections A opened
+  // (B's conns_per_peer is 1: it opens none).
+  for (auto& r : b.rx.got) r.credit.release();
+  hub_.pump();
+  EXPECT_EQ(b.rx.got.size(), 17u);
+  TxLog back;
+  for (int i = 0; i < 8; ++i) b.net.send(a_, large(50 + i), clock_.now() + 10s, &back);
+  hub_.pump();
+  EXPECT_EQ(a.rx.got.size(), 8u);  // 2 x 4: more than one connection's window
+  EXPECT_EQ(b.net.peers()[0].connections, 4);
+  ASSERT_EQ(tx.results.size(), 19u);
+  for (auto& s : tx.results) EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
+TEST_F(NetTest, OneConnectionPerPeerCarriesEverythingByDefault) {
+  TxLog tx;  // outlives the nodes: the queued sends fail into it as they stop
+  Node a(hub_, clock_, a_, opts(256, 4)), b(hub_, clock_, b_, opts(256, 4));
+  for (int i = 0; i < 8; ++i) a.net.send(b_, large(i), clock_.now() + 10s, &tx);
+  hub_.pump();
+  EXPECT_EQ(b.rx.got.size(), 4u);  // one window
+  EXPECT_EQ(a.net.peers()[0].connections, 1);
+  EXPECT_EQ(a.net.peers()[0].queued, 4);
+}
+
 TEST_F(NetTest, PeerCreditsBoundUnconsumedMessages) {
   Node a(hub_, clock_, a_, opts(64, 2)), b(hub_, clock_, b_, opts(64, 2));
   TxLog tx;

@@ -47,6 +47,7 @@ class EmulatingTransport::Conn final : public Connection,
     local_ = inner_->local_nid();
     peer_nids_ = inner_->peer_nids();
     outgoing_ = inner_->outgoing();
+    bulk_ = inner_->bulk();
     id_ = inner_->id();
   }
 
@@ -200,14 +201,27 @@ Status EmulatingTransport::listen(const Nid& local, uint16_t port) {
   return inner_->listen(local, port);
 }
 
-void EmulatingTransport::connect(const Nid& local, const Nid& remote, uint16_t port,
-                                 ConnectCallback cb) {
-  inner_->connect(local, remote, port, [this, cb](Result<ConnectionPtr> r) {
+ConnectCallback EmulatingTransport::outer_callback(ConnectCallback cb) {
+  return [this, cb = std::move(cb)](Result<ConnectionPtr> r) {
     if (!r.ok()) return cb(r.status());
     // The inner transport reported on_connected first: the outer connection exists.
     if (std::shared_ptr<Conn> o = outer_of(**r)) return cb(ConnectionPtr(o));
     cb(Status(Code::kClosed, "connection closed as it opened"));
-  });
+  };
+}
+
+void EmulatingTransport::connect(const Nid& local, const Nid& remote, uint16_t port,
+                                 ConnectCallback cb) {
+  inner_->connect(local, remote, port, outer_callback(std::move(cb)));
+}
+
+void EmulatingTransport::connect_bulk(const Nid& local, const Nid& remote, uint16_t port,
+                                      ConnectCallback cb) {
+  inner_->connect_bulk(local, remote, port, outer_callback(std::move(cb)));
+}
+
+bool EmulatingTransport::has_bulk_connections(const Nid& local) const {
+  return inner_->has_bulk_connections(local);
 }
 
 void EmulatingTransport::post(std::function<void()> fn) { inner_->post(std::move(fn)); }

@@ -49,6 +49,9 @@ class EmulatingTransport final : public Transport, private TransportEvents {
 
   Status listen(const Nid& local, uint16_t port) override;
   void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) override;
+  void connect_bulk(const Nid& local, const Nid& remote, uint16_t port,
+                    ConnectCallback cb) override;
+  bool has_bulk_connections(const Nid& local) const override;
   void post(std::function<void()> fn) override;
   bool progress() override;
   void set_socket_buffers(int tx_bytes, int rx_bytes) override;
@@ -66,6 +69,8 @@ class EmulatingTransport final : public Transport, private TransportEvents {
   }
 
   std::shared_ptr<Conn> outer_of(const Connection& inner) const;
+  // `cb` told of the outer connection of what the inner transport connected.
+  ConnectCallback outer_callback(ConnectCallback cb);
 
   std::vector<EmulationRule> rules_;
   HoldFn hold_;

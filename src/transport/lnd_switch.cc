@@ -44,6 +44,21 @@ void LndSwitch::connect(const Nid& local, const Nid& remote, uint16_t port, Conn
   t->connect(local, remote, port, std::move(cb));
 }
 
+void LndSwitch::connect_bulk(const Nid& local, const Nid& remote, uint16_t port,
+                             ConnectCallback cb) {
+  Transport* t = lnd_of(local);
+  if (!t) {
+    cb(Status(Code::kInvalidArgument, "no LND carries the NI " + local.to_string()));
+    return;
+  }
+  t->connect_bulk(local, remote, port, std::move(cb));
+}
+
+bool LndSwitch::has_bulk_connections(const Nid& local) const {
+  Transport* t = lnd_of(local);
+  return t && t->has_bulk_connections(local);
+}
+
 void LndSwitch::post(std::function<void()> fn) { lnds_.front().transport->post(std::move(fn)); }
 
 bool LndSwitch::progress() {

@@ -33,6 +33,9 @@ class LndSwitch final : public Transport {
   // A local NI no LND carries is an error (kInvalidArgument) naming it.
   Status listen(const Nid& local, uint16_t port) override;
   void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) override;
+  void connect_bulk(const Nid& local, const Nid& remote, uint16_t port,
+                    ConnectCallback cb) override;
+  bool has_bulk_connections(const Nid& local) const override;
   // On the first LND's I/O thread.
   void post(std::function<void()> fn) override;
   bool progress() override;

@@ -62,11 +62,13 @@ size_t MemHub::pump(size_t max_events) {
 
 class MemTransport::Conn final : public Connection, public std::enable_shared_from_this<Conn> {
  public:
-  Conn(MemTransport& owner, Nid local, std::vector<Nid> peer_nids, bool outgoing, uint64_t id)
+  Conn(MemTransport& owner, Nid local, std::vector<Nid> peer_nids, bool outgoing, uint64_t id,
+       bool bulk)
       : owner_(owner) {
     local_ = local;
     peer_nids_ = std::move(peer_nids);
     outgoing_ = outgoing;
+    bulk_ = bulk;
     id_ = id;
   }
 
@@ -148,7 +150,15 @@ Status MemTransport::listen(const Nid& local, uint16_t) {
 }
 
 void MemTransport::connect(const Nid& local, const Nid& remote, uint16_t, ConnectCallback cb) {
-  hub_.enqueue([this, local, remote, cb = std::move(cb)] {
+  open(local, remote, false, std::move(cb));
+}
+
+void MemTransport::connect_bulk(const Nid& local, const Nid& remote, uint16_t, ConnectCallback cb) {
+  open(local, remote, true, std::move(cb));
+}
+
+void MemTransport::open(const Nid& local, const Nid& remote, bool bulk, ConnectCallback cb) {
+  hub_.enqueue([this, local, remote, bulk, cb = std::move(cb)] {
     MemTransport* server = nullptr;
     uint64_t id = 0;
     {
@@ -177,8 +187,8 @@ void MemTransport::connect(const Nid& local, const Nid& remote, uint16_t, Connec
       if (n != local) mine.push_back(n);
     for (const Nid& n : server->node_nids_)
       if (n != remote) theirs.push_back(n);
-    auto a = std::make_shared<Conn>(*this, local, theirs, true, id);
-    auto b = std::make_shared<Conn>(*server, remote, mine, false, id + 1);
+    auto a = std::make_shared<Conn>(*this, local, theirs, true, id, bulk);
+    auto b = std::make_shared<Conn>(*server, remote, mine, false, id + 1, bulk);
     a->other_ = b;
     b->other_ = a;
     {

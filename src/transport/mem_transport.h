@@ -62,12 +62,18 @@ class MemTransport final : public Transport {
   // Connects; fails with PEER_NI_CONNECT_ERROR when nobody listens on `remote` and with
   // PEER_NI_CONNECTION_REJECTED when the cluster keys differ.
   void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) override;
+  // A bulk connection: Connection::bulk() at both ends, as TCP's.
+  void connect_bulk(const Nid& local, const Nid& remote, uint16_t port,
+                    ConnectCallback cb) override;
+  bool has_bulk_connections(const Nid&) const override { return true; }
   void post(std::function<void()> fn) override { hub_.enqueue(std::move(fn)); }
   void stop() override;
 
   class Conn;
 
  private:
+  void open(const Nid& local, const Nid& remote, bool bulk, ConnectCallback cb);
+
   MemHub& hub_;
   TransportOptions opts_;
   std::vector<Nid> node_nids_;

@@ -138,7 +138,7 @@ class TcpTransport::Impl {
   std::shared_ptr<asio::io_context> next_ctx() { return ctx_[rr_.fetch_add(1) % ctx_.size()]; }
 
   Status listen(const Nid& local, uint16_t port);
-  void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb);
+  void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb, bool bulk);
   void stop();
 
   void set_socket_options(tcp::socket& s) {
@@ -268,6 +268,8 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
     }
   }
   void set_peer_nids(std::vector<Nid> n) { peer_nids_ = std::move(n); }
+  // Before the connection is reported (the handshake's I/O thread).
+  void set_bulk(bool b) { bulk_ = b; }
 
   bool is_open() const override { return state_.load() == kOpen; }
   // The descriptor stays open while this object lives (do_close only shuts it down), so

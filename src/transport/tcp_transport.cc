@@ -208,6 +208,7 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
     if (!ch.ok()) throw std::runtime_error(ch.status().message());
     Hello sh = server_hello(opts_.cluster_key, *ch, announced_nids(c->local_nid(), node_nids_));
     Nid peer = ch->nids.front();
+    c->set_bulk((ch->flags & kHelloBulk) != 0);
     co_await write_frame(*c, FrameKind::kHello, c->local_nid(), peer, encode_hello(sh));
     auto auth = co_await read_frame(*c);
     if (!auth.ok()) throw std::runtime_error(auth.status().message());
@@ -249,9 +250,10 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
 }
 
 void TcpTransport::Impl::connect(const Nid& local, const Nid& remote, uint16_t port,
-                                 ConnectCallback cb) {
+                                 ConnectCallback cb, bool bulk) {
   auto io = next_ctx();
   auto c = std::make_shared<TcpConnection>(*this, io, local, true, new_connection_id());
+  c->set_bulk(bulk);
   c->set_peer_nids({remote});
   add(c);
   asio::co_spawn(*io, client_connect(c, remote, port, std::move(cb)), asio::detached);
@@ -310,7 +312,8 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
       c->start_tls(opts_.tls, true);
       co_await c->tls_handshake();
     }
-    Hello ch = client_hello(announced_nids(c->local_nid(), node_nids_));
+    Hello ch = client_hello(announced_nids(c->local_nid(), node_nids_),
+                            c->bulk() ? kHelloBulk : uint8_t{0});
     co_await write_frame(*c, FrameKind::kHello, c->local_nid(), remote, encode_hello(ch));
     // A REJECT from the server ends the handshake: true when `f` is one.
     auto refused = [&](const HsFrame& f) {
@@ -398,7 +401,11 @@ TcpTransport::TcpTransport(TransportOptions opts, std::vector<Nid> node_nids, Cl
 TcpTransport::~TcpTransport() { impl_->stop(); }
 Status TcpTransport::listen(const Nid& local, uint16_t port) { return impl_->listen(local, port); }
 void TcpTransport::connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) {
-  impl_->connect(local, remote, port, std::move(cb));
+  impl_->connect(local, remote, port, std::move(cb), false);
+}
+void TcpTransport::connect_bulk(const Nid& local, const Nid& remote, uint16_t port,
+                                ConnectCallback cb) {
+  impl_->connect(local, remote, port, std::move(cb), true);
 }
 void TcpTransport::post(std::function<void()> fn) { asio::post(*impl_->ctx_[0], std::move(fn)); }
 void TcpTransport::set_socket_buffers(int tx_bytes, int rx_bytes) {

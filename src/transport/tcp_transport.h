@@ -33,6 +33,9 @@ class TcpTransport final : public Transport {
 
   Status listen(const Nid& local, uint16_t port) override;
   void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) override;
+  void connect_bulk(const Nid& local, const Nid& remote, uint16_t port,
+                    ConnectCallback cb) override;
+  bool has_bulk_connections(const Nid&) const override { return true; }
   void post(std::function<void()> fn) override;
   void set_socket_buffers(int tx_bytes, int rx_bytes) override;
   void stop() override;

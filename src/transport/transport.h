@@ -96,6 +96,9 @@ class Connection {
   const std::vector<Nid>& peer_nids() const { return peer_nids_; }
   const Nid& peer_nid() const { return peer_nids_.front(); }
   bool outgoing() const { return outgoing_; }
+  // One of its path's bulk connections (Transport::connect_bulk; the handshake says so to
+  // the other end): it carries large messages only.
+  bool bulk() const { return bulk_; }
   uint64_t id() const { return id_; }
   std::string describe() const {
     return local_.to_string() + (outgoing_ ? " -> " : " <- ") +
@@ -121,6 +124,7 @@ class Connection {
   Nid local_;
   std::vector<Nid> peer_nids_;
   bool outgoing_ = false;
+  bool bulk_ = false;  // set before the connection is reported, fixed after
   uint64_t id_ = 0;
 
  private:
@@ -188,6 +192,17 @@ class Transport {
   // Connects from `local` to `remote`:`port` and authenticates. `cb` runs once on an I/O
   // thread with the connection (after on_connected) or an error carrying its health kind.
   virtual void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) = 0;
+  // As connect(), for one of the path's bulk connections (lnet.conns_per_peer): both ends'
+  // Connection::bulk() says so. A transport without them makes an ordinary connection.
+  virtual void connect_bulk(const Nid& local, const Nid& remote, uint16_t port,
+                            ConnectCallback cb) {
+    connect(local, remote, port, std::move(cb));
+  }
+  // Whether connect_bulk makes bulk connections from `local`.
+  virtual bool has_bulk_connections(const Nid& local) const {
+    (void)local;
+    return false;
+  }
   // Runs `fn` on an I/O thread.
   virtual void post(std::function<void()> fn) = 0;
   // Progress by the waiter (Mercury's HG_Progress, UCX's worker progress): a thread that

@@ -127,6 +127,33 @@ TEST_F(TcpPairTest, ConnectSendBulkAndCredits) {
   EXPECT_EQ(late.status.code(), Code::kClosed);
 }
 
+TEST_F(TcpPairTest, ABulkConnectionIsOneAtBothEnds) {
+  TcpTransport ta(opts(), {a_}, real_, ea_);
+  TcpTransport tb(opts(), {b_}, real_, eb_);
+  ASSERT_TRUE(tb.listen(b_, port_).ok());
+  EXPECT_TRUE(ta.has_bulk_connections(a_));
+  ConnectResult plain, bulk;
+  ta.connect(a_, b_, port_, plain.cb());
+  ASSERT_TRUE(plain.wait());
+  ASSERT_TRUE(plain.status.ok()) << plain.status.to_string();
+  ta.connect_bulk(a_, b_, port_, bulk.cb());
+  ASSERT_TRUE(bulk.wait());
+  ASSERT_TRUE(bulk.status.ok()) << bulk.status.to_string();
+  EXPECT_FALSE(plain.conn->bulk());
+  EXPECT_TRUE(bulk.conn->bulk());
+  ASSERT_TRUE(eb_.wait([&] { return eb_.conns.size() == 2; }));
+  int bulk_at_b = 0;
+  for (const ConnectionPtr& c : eb_.conns) bulk_at_b += c->bulk();
+  EXPECT_EQ(bulk_at_b, 1);  // the accepting end heard it from the handshake
+  // A bulk connection carries frames like any other.
+  TxWaiter w;
+  bulk.conn->send(frame(7, 10, 1 << 20, &w));
+  ASSERT_TRUE(w.wait());
+  EXPECT_TRUE(w.status.ok()) << w.status.to_string();
+  ASSERT_TRUE(eb_.wait([&] { return eb_.frames.size() == 1; }));
+  EXPECT_EQ(eb_.frames[0].hdr.xid, 7u);
+}
+
 TEST_F(TcpPairTest, WrongClusterKeyIsRefused) {
   TcpTransport ta(opts("another-key-0123456789"), {a_}, real_, ea_);
   TcpTransport tb(opts(), {b_}, real_, eb_);
@@ -223,7 +250,7 @@ TEST_F(TcpPairTest, MalformedFrameClosesOnlyThatConnection) {
   Buffer p = recv_hs(fd, &h);
   auto sh = decode_hello(p.span());
   ASSERT_TRUE(sh.ok());
-  Mac m = handshake_mac(kKey, 'C', ch.nonce, sh->nonce, sh->nids, ch.nids);
+  Mac m = handshake_mac(kKey, 'C', ch.nonce, sh->nonce, sh->nids, ch.nids, ch.flags);
   send_hs(fd, FrameKind::kAuth, Buffer::copy_of(std::span<const uint8_t>(m)));
   recv_hs(fd, &h);
   ASSERT_EQ(h.kind, FrameKind::kAuth);

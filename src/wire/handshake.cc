@@ -17,7 +17,7 @@ Nonce random_nonce() {
 }
 
 Buffer encode_hello(const Hello& h) {
-  Buffer b(64 + 2 + 8 * h.nids.size());
+  Buffer b(64 + 2 + 8 * h.nids.size() + 1);
   uint8_t* p = b.data();
   std::memcpy(p, h.nonce.data(), 32);
   std::memcpy(p + 32, h.mac.data(), 32);
@@ -27,6 +27,7 @@ Buffer encode_hello(const Hello& h) {
     uint64_t v = h.nids[i].pack();
     for (int k = 0; k < 8; ++k) p[66 + 8 * i + k] = static_cast<uint8_t>(v >> (8 * k));
   }
+  p[66 + 8 * h.nids.size()] = h.flags;
   return b;
 }
 
@@ -37,7 +38,9 @@ Result<Hello> decode_hello(std::span<const uint8_t> p) {
   std::memcpy(h.mac.data(), p.data() + 32, 32);
   size_t n = p[64] | (size_t(p[65]) << 8);
   if (n == 0 || n > kMaxHelloNids) return Status(Code::kProtocol, "malformed HELLO: NID count");
-  if (p.size() != 66 + 8 * n) return Status(Code::kProtocol, "malformed HELLO: length");
+  if (p.size() != 66 + 8 * n + 1) return Status(Code::kProtocol, "malformed HELLO: length");
+  h.flags = p[66 + 8 * n];
+  if (h.flags & ~kHelloBulk) return Status(Code::kProtocol, "malformed HELLO: unknown flags");
   for (size_t i = 0; i < n; ++i) {
     uint64_t v = 0;
     for (int k = 0; k < 8; ++k) v |= uint64_t(p[66 + 8 * i + k]) << (8 * k);
@@ -49,10 +52,11 @@ Result<Hello> decode_hello(std::span<const uint8_t> p) {
 }
 
 Mac handshake_mac(std::string_view key, char role, const Nonce& mine, const Nonce& theirs,
-                  const std::vector<Nid>& their_nids, const std::vector<Nid>& my_nids) {
-  // role | theirs (the challenge) | mine | their nids | my nids
+                  const std::vector<Nid>& their_nids, const std::vector<Nid>& my_nids,
+                  uint8_t client_flags) {
+  // role | theirs (the challenge) | mine | their nids | my nids | the client's flags
   std::vector<uint8_t> msg;
-  msg.reserve(1 + 64 + 8 * (their_nids.size() + my_nids.size()));
+  msg.reserve(1 + 64 + 8 * (their_nids.size() + my_nids.size()) + 1);
   msg.push_back(static_cast<uint8_t>(role));
   msg.insert(msg.end(), theirs.begin(), theirs.end());
   msg.insert(msg.end(), mine.begin(), mine.end());
@@ -61,6 +65,7 @@ Mac handshake_mac(std::string_view key, char role, const Nonce& mine, const Nonc
       uint64_t v = n.pack();
       for (int k = 0; k < 8; ++k) msg.push_back(static_cast<uint8_t>(v >> (8 * k)));
     }
+  msg.push_back(client_flags);
   Mac mac{};
   unsigned int len = 0;
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), msg.data(), msg.size(), mac.data(),
@@ -79,10 +84,11 @@ std::vector<Nid> announced_nids(const Nid& local, const std::vector<Nid>& node_n
   return v;
 }
 
-Hello client_hello(std::vector<Nid> nids) {
+Hello client_hello(std::vector<Nid> nids, uint8_t flags) {
   Hello h;
   h.nonce = random_nonce();
   h.nids = std::move(nids);
+  h.flags = flags;
   return h;
 }
 
@@ -90,17 +96,18 @@ Hello server_hello(std::string_view key, const Hello& client, std::vector<Nid> n
   Hello h;
   h.nonce = random_nonce();
   h.nids = std::move(nids);
-  h.mac = handshake_mac(key, 'S', h.nonce, client.nonce, client.nids, h.nids);
+  h.mac = handshake_mac(key, 'S', h.nonce, client.nonce, client.nids, h.nids, client.flags);
   return h;
 }
 
 bool server_proof_ok(std::string_view key, const Hello& client, const Hello& server) {
-  return mac_equal(server.mac,
-                   handshake_mac(key, 'S', server.nonce, client.nonce, client.nids, server.nids));
+  return mac_equal(server.mac, handshake_mac(key, 'S', server.nonce, client.nonce, client.nids,
+                                             server.nids, client.flags));
 }
 
 Mac client_proof(std::string_view key, const Hello& client, const Hello& server) {
-  return handshake_mac(key, 'C', client.nonce, server.nonce, server.nids, client.nids);
+  return handshake_mac(key, 'C', client.nonce, server.nonce, server.nids, client.nids,
+                       client.flags);
 }
 
 bool client_proof_ok(std::string_view key, const Hello& client, const Hello& server,

@@ -1,10 +1,12 @@
 // The connection handshake: both ends prove they hold the cluster key with an
-// HMAC-SHA256 challenge-response, and tell each other their NIDs.
+// HMAC-SHA256 challenge-response, and tell each other their NIDs; the client says what
+// the connection is for (flags: a bulk connection of its path, lnet.conns_per_peer).
 //
-//   client -> server  HELLO  {nonce_c, nids_c}
+//   client -> server  HELLO  {nonce_c, nids_c, flags_c}
 //   server -> client  HELLO  {nonce_s, nids_s, mac_s = HMAC(key, "S" nonce_c nonce_s nids_c
-//   nids_s)} client -> server  AUTH   {mac_c = HMAC(key, "C" nonce_s nonce_c nids_s nids_c)} server
-//   -> client  AUTH   {}                   (accepted)
+//                             nids_s flags_c), flags 0}
+//   client -> server  AUTH   {mac_c = HMAC(key, "C" nonce_s nonce_c nids_s nids_c flags_c)}
+//   server -> client  AUTH   {}                   (accepted)
 // Either side sends REJECT {reason} and closes when a proof does not verify.
 // Thread safety: pure functions.
 #pragma once
@@ -24,28 +26,34 @@ namespace pfsnet {
 using Nonce = std::array<uint8_t, 32>;
 using Mac = std::array<uint8_t, 32>;
 inline constexpr size_t kMaxHelloNids = 64;
+// Hello::flags: the connection is one of its path's bulk connections (it carries large
+// messages only; the path's first connection carries the rest).
+inline constexpr uint8_t kHelloBulk = 1;
 
 struct Hello {
   Nonce nonce{};
   Mac mac{};  // zero from the client
   std::vector<Nid> nids;
+  uint8_t flags = 0;  // the client's kHello* bits; 0 from the server
 };
 
 Nonce random_nonce();
 Buffer encode_hello(const Hello& h);
 Result<Hello> decode_hello(std::span<const uint8_t> payload);
 
-// role is 'S' for the server's proof, 'C' for the client's.
+// role is 'S' for the server's proof, 'C' for the client's; `client_flags` are the
+// client HELLO's.
 Mac handshake_mac(std::string_view key, char role, const Nonce& mine, const Nonce& theirs,
-                  const std::vector<Nid>& their_nids, const std::vector<Nid>& my_nids);
+                  const std::vector<Nid>& their_nids, const std::vector<Nid>& my_nids,
+                  uint8_t client_flags);
 // Constant-time comparison.
 bool mac_equal(const Mac& a, const Mac& b);
 
 // The steps of the exchange above, for every transport that runs it.
 // The NIDs a HELLO announces: `local` (the NI at this end) first, then the node's others.
 std::vector<Nid> announced_nids(const Nid& local, const std::vector<Nid>& node_nids);
-// The client's HELLO: a fresh nonce and its NIDs.
-Hello client_hello(std::vector<Nid> nids);
+// The client's HELLO: a fresh nonce, its NIDs and its flags.
+Hello client_hello(std::vector<Nid> nids, uint8_t flags = 0);
 // The server's HELLO answering `client`: a fresh nonce, its NIDs and its proof of the key.
 Hello server_hello(std::string_view key, const Hello& client, std::vector<Nid> nids);
 // The client's check of the server's proof.

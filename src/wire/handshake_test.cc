@@ -14,6 +14,11 @@ TEST(HandshakeTest, HelloRoundTrip) {
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   EXPECT_EQ(d->nonce, h.nonce);
   EXPECT_EQ(d->nids, h.nids);
+  EXPECT_EQ(d->flags, 0);
+  h.flags = kHelloBulk;
+  d = decode_hello(encode_hello(h).span());
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->flags, kHelloBulk);
 }
 
 TEST(HandshakeTest, MalformedHello) {
@@ -24,17 +29,23 @@ TEST(HandshakeTest, MalformedHello) {
   Buffer zero = Buffer::copy_of(b.span());
   zero.data()[64] = 0;
   EXPECT_FALSE(decode_hello(zero.span()).ok());
+  Buffer unknown = Buffer::copy_of(b.span());
+  unknown.data()[unknown.size() - 1] = 2;  // a flag this version does not know
+  auto d = decode_hello(unknown.span());
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("unknown flags"), std::string::npos);
 }
 
 TEST(HandshakeTest, ProofsVerifyOnlyWithTheSameKey) {
   Nonce c = random_nonce(), s = random_nonce();
   std::vector<Nid> cn = {*Nid::parse("127.0.0.2@tcp")}, sn = {*Nid::parse("127.0.0.3@tcp")};
-  Mac server = handshake_mac("0123456789abcdef", 'S', s, c, cn, sn);
-  EXPECT_TRUE(mac_equal(server, handshake_mac("0123456789abcdef", 'S', s, c, cn, sn)));
-  EXPECT_FALSE(mac_equal(server, handshake_mac("0123456789abcdeX", 'S', s, c, cn, sn)));
-  // A proof for one role or one set of NIDs is not a proof for another.
-  EXPECT_FALSE(mac_equal(server, handshake_mac("0123456789abcdef", 'C', s, c, cn, sn)));
-  EXPECT_FALSE(mac_equal(server, handshake_mac("0123456789abcdef", 'S', s, c, sn, cn)));
+  Mac server = handshake_mac("0123456789abcdef", 'S', s, c, cn, sn, 0);
+  EXPECT_TRUE(mac_equal(server, handshake_mac("0123456789abcdef", 'S', s, c, cn, sn, 0)));
+  EXPECT_FALSE(mac_equal(server, handshake_mac("0123456789abcdeX", 'S', s, c, cn, sn, 0)));
+  // A proof for one role, one set of NIDs or one purpose is not a proof for another.
+  EXPECT_FALSE(mac_equal(server, handshake_mac("0123456789abcdef", 'C', s, c, cn, sn, 0)));
+  EXPECT_FALSE(mac_equal(server, handshake_mac("0123456789abcdef", 'S', s, c, sn, cn, 0)));
+  EXPECT_FALSE(mac_equal(server, handshake_mac("0123456789abcdef", 'S', s, c, cn, sn, kHelloBulk)));
   EXPECT_NE(random_nonce(), random_nonce());
 }
 
@@ -58,6 +69,14 @@ TEST(HandshakeTest, TheExchangeProvesTheKeyBothWays) {
   // A proof is bound to this exchange's nonces: not valid for another server HELLO.
   EXPECT_FALSE(client_proof_ok(key, ch, server_hello(key, ch, {s1}), proof));
   EXPECT_NE(proof, sh.mac);  // the roles differ
+  // The client's flags are part of both proofs: changed on the way, neither verifies.
+  Hello bulk = client_hello(announced_nids(c1, {c1, c2}), kHelloBulk);
+  Hello bsh = server_hello(key, bulk, {s1});
+  EXPECT_TRUE(server_proof_ok(key, bulk, bsh));
+  Hello flipped = bulk;
+  flipped.flags = 0;
+  EXPECT_FALSE(server_proof_ok(key, flipped, bsh));
+  EXPECT_FALSE(client_proof_ok(key, flipped, bsh, client_proof(key, bulk, bsh)));
 }
 
 }  // namespace
