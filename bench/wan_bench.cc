@@ -8,6 +8,7 @@
 //                                      RPCs in flight
 //   wan_<R>m_tuned_write_vs_iperf3     after one `pfsnet tune --probe --apply` on both ends
 //   wan_<R>m_tuned_read_vs_iperf3      the same, reads (baseline: iperf3 -R)
+//   wan_<R>m_tuned_conns4_write_vs_iperf3  the same with lnet.conns_per_peer = 4
 //   wan_<R>m_autotune_seconds_to_90pct tune.auto on both ends, 256 asked for: the first
 //                                      second that moves 90% of iperf3; baseline: 10 s
 //   sweep rows (first rate only)       peer_credits 8, 32, 64 x concurrency 1..256: MiB/s
@@ -15,6 +16,7 @@
 // And per --losses fraction (default 0.0001 and 0.001: 0.01% and 0.1% of the packets
 // dropped each way), at the last rate:
 //   wan_<R>m_loss_<P>pct_tuned_write_vs_iperf3   as tuned above, on the lossy line
+//   wan_<R>m_loss_<P>pct_tuned_conns4_write_vs_iperf3   and with lnet.conns_per_peer = 4
 // Needs root (namespaces, TUN devices) and iperf3.
 // Usage: wan_bench --pfsnetd PATH --delay-line PATH [--rates 1000,4000] [--losses F,F]
 //                  [--delay-ms D] [--step-seconds S] [--iperf-seconds S]
@@ -186,9 +188,11 @@ DelayPathOptions path_options(const Options& o, double rate, double loss) {
   return po;
 }
 
-// Writes after one `pfsnet tune --probe --apply` on both ends: MiB/s.
-double tuned_write(const Options& o, const DelayPath& path, double link) {
-  Pair p(o, path, "");
+// Writes after one `pfsnet tune --probe --apply` on both ends (`settings` in both
+// daemons' files): MiB/s.
+double tuned_write(const Options& o, const DelayPath& path, double link,
+                   const std::string& settings = "") {
+  Pair p(o, path, settings);
   p.tune();
   return p.selftest("write", json::array({256}), o.step_s * 2, link)["steps"][0]["mib_s"]
       .get<double>();
@@ -203,6 +207,9 @@ void one_loss(const Options& o, double rate, double loss) {
   std::snprintf(name, sizeof name, "wan_%ldm_loss_%gpct_tuned_write_vs_iperf3", long(rate),
                 100 * loss);
   print_figure(name, tuned_write(o, path, rate), up, "MiB/s");
+  std::snprintf(name, sizeof name, "wan_%ldm_loss_%gpct_tuned_conns4_write_vs_iperf3", long(rate),
+                100 * loss);
+  print_figure(name, tuned_write(o, path, rate, "[lnet]\nconns_per_peer = 4\n"), up, "MiB/s");
   std::fprintf(stderr, "  delay line counters: %s\n", path.counters().c_str());
 }
 
@@ -228,6 +235,8 @@ void one_rate(const Options& o, double rate, bool first) {
     json r = p.selftest("read", json::array({256}), o.step_s * 2, link)["steps"][0];
     print_figure(fig(rate, "tuned_read_vs_iperf3").c_str(), r["mib_s"].get<double>(), down,
                  "MiB/s");
+    print_figure(fig(rate, "tuned_conns4_write_vs_iperf3").c_str(),
+                 tuned_write(o, path, link, "[lnet]\nconns_per_peer = 4\n"), up, "MiB/s");
   }
   if (want("autotune")) {
     Pair p(o, path, "[tune]\nauto = true\n");

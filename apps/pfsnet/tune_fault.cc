@@ -30,7 +30,7 @@ void print_tune(const json& r) {
   for (const auto& [peer, err] : r["probe_errors"].items())
     std::printf("  probe of %s failed: %s\n", peer.c_str(), err.get<std::string>().c_str());
   std::printf("\n%-20s %8s %12s  %s\n", "setting", "now", "recommended", "why");
-  for (const char* k : {"max_rpcs_in_flight", "peer_credits", "credits"}) {
+  for (const char* k : {"max_rpcs_in_flight", "peer_credits", "credits", "conns_per_peer"}) {
     const json& s = r["settings"][k];
     std::printf("%-20s %8lld %12lld  %s\n", k, s["current"].get<long long>(),
                 s["recommended"].get<long long>(), s["why"].get<std::string>().c_str());
@@ -47,7 +47,9 @@ void print_tune(const json& r) {
                  r["settings"]["max_rpcs_in_flight"]["recommended"] ||
              r["settings"]["peer_credits"]["current"] !=
                  r["settings"]["peer_credits"]["recommended"] ||
-             r["settings"]["credits"]["current"] != r["settings"]["credits"]["recommended"]) {
+             r["settings"]["credits"]["current"] != r["settings"]["credits"]["recommended"] ||
+             r["settings"]["conns_per_peer"]["current"] !=
+                 r["settings"]["conns_per_peer"]["recommended"]) {
     std::printf("\npfsnet tune --apply sets the recommended values now\n");
   }
 }

@@ -167,8 +167,9 @@ json tune_report_json(const TuneReport& r) {
                                        r.advice.recommended.max_rpcs_in_flight, r.advice.why_rpcs)},
         {"peer_credits", setting(r.current.peer_credits, r.advice.recommended.peer_credits,
                                  r.advice.why_peer_credits)},
-        {"credits",
-         setting(r.current.credits, r.advice.recommended.credits, r.advice.why_credits)}}},
+        {"credits", setting(r.current.credits, r.advice.recommended.credits, r.advice.why_credits)},
+        {"conns_per_peer", setting(r.current.conns_per_peer, r.advice.recommended.conns_per_peer,
+                                   r.advice.why_conns)}}},
       {"problems", problems},
       {"probe_errors", errors},
       {"auto", r.auto_tune}};

@@ -146,6 +146,25 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
           (long long)r.credits, (long long)r.peer_credits, n,
           r.credits < want_credits ? " (capped by tune.max_credits)" : "");
 
+  // conns_per_peer
+  const PeerAdvice* lossy = nullptr;
+  for (const PeerAdvice& p : a.peers)
+    if (p.lossy && (!lossy || p.m.retrans_ratio > lossy->m.retrans_ratio)) lossy = &p;
+  if (lossy) {
+    r.conns_per_peer = std::max(cur.conns_per_peer, kLossyConnsPerPeer);
+    a.why_conns =
+        fmt("%lld: the path to %s retransmits %.4f%% of its TCP segments; over %lld connections a "
+            "lost segment holds back one stream's bulk, not all of it",
+            (long long)r.conns_per_peer, lossy->m.peer.c_str(), 100 * lossy->m.retrans_ratio,
+            (long long)r.conns_per_peer);
+  } else {
+    r.conns_per_peer = cur.conns_per_peer;
+    a.why_conns =
+        fmt("%lld: kept; no path is seen losing packets (one TCP stream fills a clean path whose "
+            "window is large enough)",
+            (long long)r.conns_per_peer);
+  }
+
   if (cur.peer_credits < cur.max_rpcs_in_flight)
     a.problems.push_back(
         {"peer_credits_below_rpcs", "",

@@ -43,6 +43,7 @@ struct TuneSettings {
   int64_t max_rpcs_in_flight = 8;
   int64_t peer_credits = 8;
   int64_t credits = 64;
+  int64_t conns_per_peer = 1;  // lnet.conns_per_peer
   bool operator==(const TuneSettings&) const = default;
 };
 
@@ -72,6 +73,9 @@ struct PeerMeasure {
 // one iperf3 stream 400).
 inline constexpr double kLossyRetransRatio = 1e-5;
 inline constexpr double kLossyHeadroom = 3;
+// ... and its bulk spread over this many TCP connections (lnet.conns_per_peer): a lost
+// segment then holds back one stream of several.
+inline constexpr int64_t kLossyConnsPerPeer = 4;
 
 struct PeerAdvice {
   PeerMeasure m;
@@ -93,8 +97,8 @@ struct Advice {
   std::vector<PeerAdvice> peers;
   size_t active_peers = 0;
   TuneSettings current, recommended;
-  std::string why_rpcs, why_peer_credits, why_credits;  // one line each
-  std::vector<TuneProblem> problems;                    // empty: the settings fit
+  std::string why_rpcs, why_peer_credits, why_credits, why_conns;  // one line each
+  std::vector<TuneProblem> problems;                               // empty: the settings fit
 };
 
 // `active_peers`: peers this node talks to (for credits). The study's rule, clamped to

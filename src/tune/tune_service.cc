@@ -33,7 +33,8 @@ TuneService::TuneService(Net& net, RpcEngine& rpc, RpcStats& stats, LiveConfig& 
 
 TuneSettings TuneService::settings() const {
   return cfg_.read([](const Config& c) {
-    return TuneSettings{c.rpc.max_rpcs_in_flight, c.lnet.peer_credits, c.lnet.credits};
+    return TuneSettings{c.rpc.max_rpcs_in_flight, c.lnet.peer_credits, c.lnet.credits,
+                        c.lnet.conns_per_peer};
   });
 }
 
@@ -42,6 +43,7 @@ Result<ConfigApplied> TuneService::apply(const TuneSettings& s) {
     next.rpc.max_rpcs_in_flight = s.max_rpcs_in_flight;
     next.lnet.peer_credits = s.peer_credits;
     next.lnet.credits = s.credits;
+    next.lnet.conns_per_peer = s.conns_per_peer;
   });
 }
 
@@ -333,8 +335,8 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
     rep.applied = r->changed;
     PFS_LOG_INFO(
         "tune: applied the recommended settings (max_rpcs_in_flight {}, peer_credits {}, "
-        "credits {})",
-        s.max_rpcs_in_flight, s.peer_credits, s.credits);
+        "credits {}, conns_per_peer {})",
+        s.max_rpcs_in_flight, s.peer_credits, s.credits, s.conns_per_peer);
   }
   return rep;
 }

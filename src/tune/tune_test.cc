@@ -320,6 +320,10 @@ TEST(TuneAdviceTest, APathThatLosesPacketsGetsThreeTimesItsBdpInFlight) {
   EXPECT_NE(lossy.why_rpcs.find("ceil(3 x BDP/size)+1 = 76"), std::string::npos) << lossy.why_rpcs;
   EXPECT_NE(lossy.why_rpcs.find("retransmits 0.0100% of its TCP segments"), std::string::npos)
       << lossy.why_rpcs;
+  // ... and its bulk over four connections; a clean path keeps what it has.
+  EXPECT_EQ(lossy.recommended.conns_per_peer, 4);
+  EXPECT_NE(lossy.why_conns.find("over 4 connections"), std::string::npos) << lossy.why_conns;
+  EXPECT_EQ(clean.recommended.conns_per_peer, 1);
 }
 
 }  // namespace
