@@ -163,5 +163,29 @@ TEST(LongPathTest, TheKernelSeesTheRoundTripAndAFixedBufferCapsTheWindow) {
   }
 }
 
+// lnet.conns_per_peer set at run time: the client's next writes open 4 bulk connections
+// beside the first, over kernel TCP on the long path, and both ends see 5; the writes
+// run over them as before.
+TEST(LongPathTest, ConnsPerPeerOpensBulkConnectionsAtRunTime) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  LongPath lp(1000, "[lnet]\npeer_credits = 32\ncredits = 256\n");
+  if (!lp.path().ok()) GTEST_SKIP() << lp.path().error();
+  ASSERT_TRUE(lp.ok());
+  auto connections = [&](int side) {
+    json all = lp.cli(side, {"peers"});
+    for (const json& p : all["peers"])
+      if (p["nid"] == lp.nid(1 - side)) return p["connections"].get<int>();
+    return -1;
+  };
+  lp.cli(0, {"ping", lp.nid(1), "--count", "1"});
+  EXPECT_EQ(connections(0), 1);
+  lp.cli(0, {"config", "set", "lnet.conns_per_peer=4", "rpc.max_rpcs_in_flight=32"});
+  auto w = lp.writes(16, 2);
+  double mib_s = LongPath::mib_s(*w);
+  EXPECT_GT(mib_s, 0);
+  EXPECT_EQ(connections(0), 5);
+  EXPECT_EQ(connections(1), 5);
+}
+
 }  // namespace
 }  // namespace pfsnet::testing
