@@ -24,6 +24,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -45,10 +46,12 @@ struct Options {
   double delay_ms = 25, step_s = 2, iperf_s = 10;
 };
 
-[[noreturn]] void fail(const std::string& why) {
-  std::fprintf(stderr, "wan_bench: %s\n", why.c_str());
-  std::exit(1);
-}
+// Thrown on a failure and caught in main, so the daemons, the delay line and the
+// namespaces are stopped and removed on the way out.
+struct Failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+[[noreturn]] void fail(const std::string& why) { throw Failure(why); }
 
 // Runs `argv` and returns what it printed on stdout (bounded by the program itself: iperf3
 // runs for its -t).
@@ -228,13 +231,16 @@ void one_rate(const Options& o, double rate, bool first) {
                  "MiB/s");
   }
   if (want("tuned")) {
-    Pair p(o, path, "");
-    p.tune();
-    json w = p.selftest("write", json::array({256}), o.step_s * 2, link)["steps"][0];
-    print_figure(fig(rate, "tuned_write_vs_iperf3").c_str(), w["mib_s"].get<double>(), up, "MiB/s");
-    json r = p.selftest("read", json::array({256}), o.step_s * 2, link)["steps"][0];
-    print_figure(fig(rate, "tuned_read_vs_iperf3").c_str(), r["mib_s"].get<double>(), down,
-                 "MiB/s");
+    {
+      Pair p(o, path, "");
+      p.tune();
+      json w = p.selftest("write", json::array({256}), o.step_s * 2, link)["steps"][0];
+      print_figure(fig(rate, "tuned_write_vs_iperf3").c_str(), w["mib_s"].get<double>(), up,
+                   "MiB/s");
+      json r = p.selftest("read", json::array({256}), o.step_s * 2, link)["steps"][0];
+      print_figure(fig(rate, "tuned_read_vs_iperf3").c_str(), r["mib_s"].get<double>(), down,
+                   "MiB/s");
+    }
     print_figure(fig(rate, "tuned_conns4_write_vs_iperf3").c_str(),
                  tuned_write(o, path, link, "[lnet]\nconns_per_peer = 4\n"), up, "MiB/s");
   }
@@ -276,10 +282,15 @@ int main(int argc, char** argv) {
   app.add_option("--iperf-seconds", o.iperf_s, "seconds of each iperf3 baseline (default 10)");
   app.add_option("--only", o.only, "sweep, default, tuned, autotune or loss");
   CLI11_PARSE(app, argc, argv);
-  if (geteuid() != 0) pfsnet::fail("needs root: network namespaces and TUN devices");
-  if (o.only != "loss")
-    for (size_t i = 0; i < o.rates.size(); ++i) pfsnet::one_rate(o, o.rates[i], i == 0);
-  if (o.only.empty() || o.only == "loss")
-    for (double loss : o.losses) pfsnet::one_loss(o, o.rates.back(), loss);
+  try {
+    if (geteuid() != 0) pfsnet::fail("needs root: network namespaces and TUN devices");
+    if (o.only != "loss")
+      for (size_t i = 0; i < o.rates.size(); ++i) pfsnet::one_rate(o, o.rates[i], i == 0);
+    if (o.only.empty() || o.only == "loss")
+      for (double loss : o.losses) pfsnet::one_loss(o, o.rates.back(), loss);
+  } catch (const pfsnet::Failure& e) {
+    std::fprintf(stderr, "wan_bench: %s\n", e.what());
+    return 1;
+  }
   return 0;
 }

@@ -50,6 +50,9 @@ json run_load(RpcEngine& rpc, Clock& clock, const LoadRequest& req) {
   uint32_t type = test == "ping" ? kMsgPing : mode == "read" ? kMsgBrwRead : kMsgBrwWrite;
   BulkData data = size && type != kMsgBrwRead ? make_bulk(make_ping_pattern(size)) : nullptr;
   uint64_t bytes_per_rpc = size;
+  // Every byte is checked: the server checks a write's (BRW_WRITE fails when it is not the
+  // pattern), this client a read's or a ping's echo.
+  bool check_reply = type != kMsgBrwWrite && size > 0;
 
   // Shared with the callbacks, which may outlive this frame if a wait gives up.
   struct State {
@@ -82,7 +85,13 @@ json run_load(RpcEngine& rpc, Clock& clock, const LoadRequest& req) {
       Buffer payload = type == kMsgBrwRead ? ping_payload(size) : Buffer();
       rpc.call_async(
           t, type, std::move(payload), data,
-          [st, &clock, bytes_per_rpc, start](RpcReply&& r) {
+          [st, &clock, bytes_per_rpc, start, check_reply](RpcReply&& r) {
+            if (r.status.ok() && check_reply &&
+                (r.bulk.size() != bytes_per_rpc || !check_ping_pattern(r.bulk.span())))
+              r.status = Status(Code::kProtocol,
+                                "data mismatch: the reply's " + std::to_string(r.bulk.size()) +
+                                    " bytes are not the " + std::to_string(bytes_per_rpc) +
+                                    " bytes of the pattern");
             MutexLock g(st->mu);
             ClientResult& res = st->res;
             --st->inflight;
@@ -379,6 +388,7 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
     std::vector<double> lat, rtts;
     std::string first_error;
     std::vector<double> timeline;  // MiB completed in each second, all clients
+    json per_client = json::array();
     for (size_t i = 0; i < nc; ++i) {
       RpcReply& r = replies[i];
       if (!r.status.ok())
@@ -399,6 +409,12 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
       for (size_t k = 0; k < c->timeline.size(); ++k)
         timeline[k] += double(c->timeline[k]) / (1 << 20);
       if (first_error.empty()) first_error = c->first_error;
+      per_client.push_back({{"nid", spec.clients[i].to_string()},
+                            {"rpcs", c->rpcs},
+                            {"errors", c->errors},
+                            {"mib_s", round3(double(c->bytes) / secs / (1 << 20))},
+                            {"rtt_ms", round3(c->rtt_ms)},
+                            {"first_error", c->first_error}});
     }
     double rtt_ms = percentile(rtts, 0.5);
     double theory = rtt_ms > 0 ? double(conc) * double(nc) * spec.size / (rtt_ms / 1000) : 0;
@@ -415,7 +431,8 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
                      {"theory_mib_s", round3(theory_mib)},
                      {"efficiency", theory_mib > 0 ? round3(mib / theory_mib) : 0.0},
                      {"timeline_mib_s", timeline},
-                     {"first_error", first_error}});
+                     {"first_error", first_error},
+                     {"clients", per_client}});
   }
   return json{{"spec", spec.to_json()}, {"steps", steps}};
 }
