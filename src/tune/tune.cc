@@ -53,7 +53,10 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
     if (m.rtt_ms > 0 && rate_known) {
       p.bdp_bytes = m.bandwidth * m.rtt_ms / 1000.0;
       p.lossy = m.retrans_ratio >= kLossyRetransRatio;
-      p.rpcs_needed = rpcs_for(p.bdp_bytes * (p.lossy ? kLossyHeadroom : 1.0), size);
+      double headroom =
+          std::max(p.lossy ? kLossyHeadroom : 1.0, m.probe_short ? kShortProbeHeadroom : 1.0);
+      p.rpcs_needed = rpcs_for(p.bdp_bytes * headroom, size);
+      p.headroom = headroom;
       p.ceiling = window_ceiling(cur.max_rpcs_in_flight, size, m.rtt_ms / 1000.0, m.bandwidth);
       if (p.rpcs_needed > need) {
         need = p.rpcs_needed;
@@ -102,11 +105,15 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
         "ceil(%sBDP/size)+1 = %lld in flight to fill it%s; now %lld, at most %s (%.0f%%)",
         (long long)r.max_rpcs_in_flight, p.m.peer.c_str(), bytes_text(p.bdp_bytes).c_str(),
         rate_text(p.m.bandwidth).c_str(), p.m.rtt_ms, bytes_text(size).c_str(),
-        p.lossy ? "3 x " : "", (long long)need,
+        p.headroom > 1 ? fmt("%g x ", p.headroom).c_str() : "", (long long)need,
         bound_note(need, r.max_rpcs_in_flight, "tune.min_rpcs_in_flight", "tune.max_rpcs_in_flight")
             .c_str(),
         (long long)cur.max_rpcs_in_flight, rate_text(p.ceiling).c_str(),
         100.0 * p.ceiling / p.m.bandwidth);
+    if (p.m.probe_short && !p.lossy)
+      a.why_rpcs +=
+          "; the probe's trains were smaller than that BDP and never filled the pipe (TCP's "
+          "sender may have held them back), so its rate may be low: twice the BDP";
     if (p.lossy)
       a.why_rpcs +=
           fmt("; the path retransmits %.4f%% of its TCP segments: a lost one holds the data behind "

@@ -57,6 +57,10 @@ struct PeerMeasure {
   // The bandwidth is what traffic reached, not what the path can carry: while the
   // window limits the traffic it says nothing of the link.
   bool bandwidth_lower_bound = false;
+  // The probe's trains were smaller than the bandwidth-delay product it found: they never
+  // filled the pipe, so TCP's sender (BBR's estimate of an application-limited flow,
+  // CUBIC's growing window) may have held them below the link: the rate may be low.
+  bool probe_short = false;
   double rpc_bytes = 0;   // bytes per RPC (request + reply)
   double throughput = 0;  // bytes/s carried recently (0: idle)
   // RPCs to it waited for a max_rpcs_in_flight slot recently.
@@ -76,6 +80,10 @@ inline constexpr double kLossyHeadroom = 3;
 // ... and its bulk spread over this many TCP connections (lnet.conns_per_peer): a lost
 // segment then holds back one stream of several.
 inline constexpr int64_t kLossyConnsPerPeer = 4;
+// A path whose probe never filled the pipe (PeerMeasure::probe_short) gets this x BDP in
+// flight: at 4 Gbit/s and 50 ms trains of 8 x 1 MiB measured 290-480 MiB/s from one probe
+// to the next (BBR leaves startup early on an application-limited flow).
+inline constexpr double kShortProbeHeadroom = 2;
 
 struct PeerAdvice {
   PeerMeasure m;
@@ -83,6 +91,7 @@ struct PeerAdvice {
   int64_t rpcs_needed = 0;  // 0: unknown
   double ceiling = 0;       // bytes/s the current max_rpcs_in_flight allows; 0: unknown
   bool lossy = false;       // m.retrans_ratio >= kLossyRetransRatio: rpcs_needed has headroom
+  double headroom = 1;      // rpcs_needed covers this x BDP (lossy, PeerMeasure::probe_short)
 };
 
 struct TuneProblem {

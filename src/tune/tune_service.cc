@@ -192,6 +192,9 @@ std::vector<PeerMeasure> TuneService::measure_peers(const std::vector<Nid>& only
       m.bandwidth_source = "probe (" + std::to_string(p.clean) + " of " + std::to_string(p.trains) +
                            " trains of " + std::to_string(p.train) + " x " +
                            std::to_string(p.size) + " B went through clean)";
+      // A train smaller than the BDP found never filled the pipe.
+      m.probe_short = p.bandwidth * p.rtt_ms / 1000.0 > double(p.train) * double(p.size);
+      if (m.probe_short) m.bandwidth_source += ", smaller than the BDP: may be low";
       if (p.window_limited) {
         m.bandwidth_source = "probe (every one of " + std::to_string(p.trains) + " trains of " +
                              std::to_string(p.train) + " x " + std::to_string(p.size) +

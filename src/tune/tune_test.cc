@@ -326,5 +326,21 @@ TEST(TuneAdviceTest, APathThatLosesPacketsGetsThreeTimesItsBdpInFlight) {
   EXPECT_EQ(clean.recommended.conns_per_peer, 1);
 }
 
+TEST(TuneAdviceTest, AProbeThatNeverFilledThePipeGetsTwiceItsBdp) {
+  PeerMeasure m;
+  m.peer = "198.18.60.2@tcp";
+  m.rtt_ms = 50;
+  m.bandwidth = 300.0 * (1 << 20);  // BDP 15 MiB, more than a train of 8 x 1 MiB
+  m.rpc_bytes = 1 << 20;
+  m.probe_short = true;
+  Advice a = advise({m}, TuneSettings{}, TuneConfig{}, 1);
+  EXPECT_EQ(a.recommended.max_rpcs_in_flight, 31);  // ceil(2 x 15) + 1
+  EXPECT_NE(a.why_rpcs.find("ceil(2 x BDP/size)+1 = 31"), std::string::npos) << a.why_rpcs;
+  EXPECT_NE(a.why_rpcs.find("never filled the pipe"), std::string::npos) << a.why_rpcs;
+  // Losing packets too: the larger headroom.
+  m.retrans_ratio = 1e-3;
+  EXPECT_EQ(advise({m}, TuneSettings{}, TuneConfig{}, 1).recommended.max_rpcs_in_flight, 46);
+}
+
 }  // namespace
 }  // namespace pfsnet
