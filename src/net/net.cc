@@ -382,18 +382,18 @@ void Net::hand_over_locked(Path& p, const std::shared_ptr<ConnState>& state, Con
   out->emplace_back(std::move(conn), m);
 }
 
+bool Net::ni_credit_locked(Path& p) {
+  if (p.ni->tx_credits > 0) return true;
+  if (!p.blocked_on_ni) {
+    p.ni->blocked.push_back(&p);
+    p.blocked_on_ni = true;
+  }
+  return false;
+}
+
 void Net::drain_locked(Path& p, Out* out) {
-  LocalNi& ni = *p.ni;
-  auto ni_credit = [&] {
-    if (ni.tx_credits > 0) return true;
-    if (!p.blocked_on_ni) {
-      ni.blocked.push_back(&p);
-      p.blocked_on_ni = true;
-    }
-    return false;
-  };
   while (!p.queue.empty() && p.tx_state && p.tx_state->tx_credits > 0) {
-    if (!ni_credit()) return;
+    if (!ni_credit_locked(p)) return;
     TxMsg* m = p.queue.front();
     p.queue.pop_front();
     hand_over_locked(p, p.tx_state, p.tx_conn, m, out);
@@ -415,7 +415,7 @@ void Net::drain_locked(Path& p, Out* out) {
            (cs->tx_credits == best->tx_credits && cs->outstanding < best->outstanding)))
         best = cs;
     if (!best) return;
-    if (!ni_credit()) return;
+    if (!ni_credit_locked(p)) return;
     ConnectionPtr conn = best->conn.lock();
     if (!conn) return;  // closing: on_closed takes it out and drains again
     TxMsg* m = p.bulk_queue.front();

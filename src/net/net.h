@@ -361,6 +361,8 @@ class Net final : public TransportEvents {
   // taken, listed as unfinished, queued in `out`.
   void hand_over_locked(Path& p, const std::shared_ptr<ConnState>& cs, ConnectionPtr conn, TxMsg* m,
                         Out* out) REQUIRES(p.ni->mu);
+  // Whether p's local NI has a credit; if not, p waits in its list of blocked paths.
+  bool ni_credit_locked(Path& p) REQUIRES(p.ni->mu);
   // Every message waiting in p's queues, taken out of them.
   static std::vector<TxMsg*> take_queued_locked(Path& p) REQUIRES(p.ni->mu);
   // `c` (closing) no longer carries new messages of `p`.

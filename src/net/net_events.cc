@@ -170,7 +170,8 @@ void Net::on_closed(Connection& c, const Status& why) {
       p->conns.erase(it);
     }
     detach_locked(*p, &c);
-    std::erase_if(p->bulk, [&](const std::shared_ptr<ConnState>& b) { return b == cs; });
+    auto bulk = std::find(p->bulk.begin(), p->bulk.end(), cs);
+    if (bulk != p->bulk.end()) p->bulk.erase(bulk);
     if (!p->queue.empty() && !p->tx_conn) start_connect_locked(*p);
     drain_locked(*p, &out);
     drain_ni_locked(ni, &out);
