@@ -1,8 +1,9 @@
 // The WAN study (seed 003) on a real path: two network namespaces joined by
 // pfsnet_delay_line (tools/delay_line), so kernel TCP at both ends sees the round trip
 // (default 50 ms: 25 ms each way), the rate and the tail-drop queue. A pfsnetd in each
-// namespace, 1 MiB RPCs from the client to the server; every pfsnet figure stands beside
-// what one iperf3 stream (kernel autotuning) moved on the same line in the same run.
+// namespace, 1 MiB RPCs from the client to the server; every pfsnet figure runs as long as
+// (--iperf-seconds), and stands beside, what one iperf3 stream (kernel autotuning) moved on
+// the same line in the same run.
 // Per rate (default 1000 and 4000 Mbit/s):
 //   wan_<R>m_default_write_vs_iperf3   pfsnetd's defaults, the application asking for 64
 //                                      RPCs in flight
@@ -197,7 +198,7 @@ double tuned_write(const Options& o, const DelayPath& path, double link,
                    const std::string& settings = "") {
   Pair p(o, path, settings);
   p.tune();
-  return p.selftest("write", json::array({256}), o.step_s * 2, link)["steps"][0]["mib_s"]
+  return p.selftest("write", json::array({256}), o.iperf_s, link)["steps"][0]["mib_s"]
       .get<double>();
 }
 
@@ -226,7 +227,7 @@ void one_rate(const Options& o, double rate, bool first) {
   if (first && want("sweep")) sweeps(o, path, rate, up);
   if (want("default")) {
     Pair p(o, path, "");
-    json s = p.selftest("write", json::array({64}), o.step_s * 2, link)["steps"][0];
+    json s = p.selftest("write", json::array({64}), o.iperf_s, link)["steps"][0];
     print_figure(fig(rate, "default_write_vs_iperf3").c_str(), s["mib_s"].get<double>(), up,
                  "MiB/s");
   }
@@ -234,10 +235,10 @@ void one_rate(const Options& o, double rate, bool first) {
     {
       Pair p(o, path, "");
       p.tune();
-      json w = p.selftest("write", json::array({256}), o.step_s * 2, link)["steps"][0];
+      json w = p.selftest("write", json::array({256}), o.iperf_s, link)["steps"][0];
       print_figure(fig(rate, "tuned_write_vs_iperf3").c_str(), w["mib_s"].get<double>(), up,
                    "MiB/s");
-      json r = p.selftest("read", json::array({256}), o.step_s * 2, link)["steps"][0];
+      json r = p.selftest("read", json::array({256}), o.iperf_s, link)["steps"][0];
       print_figure(fig(rate, "tuned_read_vs_iperf3").c_str(), r["mib_s"].get<double>(), down,
                    "MiB/s");
     }
