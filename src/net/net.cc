@@ -548,7 +548,7 @@ void Net::set_credits(int64_t credits, int64_t peer_credits) {
         auto cs = conn_state(*c);
         if (!cs) continue;
         cs->tx_credits += dp;
-        cs->high_water = hw;
+        if (!c->bulk()) cs->high_water = hw;
       }
     for (Path* p : paths) drain_locked(*p, &out);
     drain_ni_locked(*ni, &out);

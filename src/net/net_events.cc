@@ -36,7 +36,10 @@ void Net::on_connected(const ConnectionPtr& c) {
   cs->path = p;
   cs->conn = c;
   cs->conn_id = c->id();
-  cs->high_water = high_water_.load();
+  // A bulk connection carries nothing the other way to take its credits back: each goes
+  // back at once on a credit frame (a few bytes a message of 64 KiB or more), or the
+  // sender's NI credits would wait for the next expire() turn.
+  cs->high_water = c->bulk() ? 1 : high_water_.load();
   {
     MutexLock lk(conns_mu_);
     conns_[c.get()] = cs;
