@@ -57,6 +57,10 @@ Buffer encode_nv_info(const NvInfo& v) {
   }
   w.str(v.route_gateway);
   w.str(v.route_if);
+  for (int64_t x :
+       {v.tcp.tcp_rmem_max, v.tcp.tcp_wmem_max, v.tcp.tx_buffer_size, v.tcp.rx_buffer_size})
+    w.i64(x);
+  w.str(v.tcp.congestion_control);
   return w.take();
 }
 
@@ -82,6 +86,12 @@ Result<NvInfo> decode_nv_info(std::span<const uint8_t> b) {
   }
   v.route_gateway = r.str();
   v.route_if = r.str();
+  for (int64_t* x :
+       {&v.tcp.tcp_rmem_max, &v.tcp.tcp_wmem_max, &v.tcp.tx_buffer_size, &v.tcp.rx_buffer_size}) {
+    *x = r.i64();
+    if (*x < 0) r.fail();
+  }
+  v.tcp.congestion_control = r.str();
   return finish_decode(r, std::move(v), "NETVERIFY_INFO");
 }
 
@@ -232,7 +242,7 @@ std::vector<NvCheck> judge_path(const NvPath& p, const NvLimits& lim) {
     add("handshake", up ? NvVerdict::kPass : NvVerdict::kFail,
         up ? "answered with the cluster key" : p.handshake.message());
   auto skip_rest = [&](const std::string& why) {
-    for (const char* n : {"mtu", "routing", "rtt", "bandwidth", "clock", "settings"})
+    for (const char* n : {"mtu", "routing", "rtt", "bandwidth", "clock", "settings", "tcp"})
       add(n, NvVerdict::kSkip, why);
   };
   if (!up || !p.info) {
@@ -386,6 +396,47 @@ std::vector<NvCheck> judge_path(const NvPath& p, const NvLimits& lim) {
       for (size_t i = 1; i < bad.size(); ++i) detail += "; " + bad[i];
     }
     add("settings", bad.empty() ? NvVerdict::kPass : NvVerdict::kFail, detail);
+  }
+
+  // tcp: each direction's sending end's send buffer and receiving end's receive buffer
+  // against twice its bandwidth x RTT.
+  if (p.rtt_ms <= 0 || p.write_bps <= 0 || p.read_bps <= 0) {
+    add("tcp", NvVerdict::kSkip, "needs the rtt and bandwidth checks");
+  } else {
+    // What a buffer can grow to, and the key that says so; 0: unknown.
+    auto cap = [](const NvTcp& t, bool send) -> std::pair<double, std::string> {
+      int64_t fixed = send ? t.tx_buffer_size : t.rx_buffer_size;
+      if (fixed > 0)
+        return {2.0 * double(fixed),
+                std::string(send ? "lnet.tx_buffer_size" : "lnet.rx_buffer_size") + " = " +
+                    std::to_string(fixed)};
+      int64_t max = send ? t.tcp_wmem_max : t.tcp_rmem_max;
+      return {double(max), std::string(send ? "net.ipv4.tcp_wmem" : "net.ipv4.tcp_rmem") +
+                               "'s maximum " + fmt("%.1f MiB", double(max) / (1 << 20))};
+    };
+    std::vector<std::string> bad, figures;
+    auto direction = [&](const char* name, double bps, const NvTcp& sender, const char* from,
+                         const NvTcp& receiver, const char* to) {
+      double need = 2 * bps * p.rtt_ms / 1000.0;
+      figures.push_back(std::string(name) + " needs " + fmt("%.1f MiB", need / (1 << 20)));
+      for (int send = 1; send >= 0; --send) {
+        auto [have, what] = cap(send ? sender : receiver, send);
+        if (have > 0 && have < need)
+          bad.push_back(std::string(name) + ": " + what + " " + (send ? from : to) + " caps the " +
+                        (send ? "send" : "receive") + " buffer below the " +
+                        fmt("%.1f MiB", need / (1 << 20)) + " twice the bandwidth x RTT needs");
+      }
+    };
+    std::string there = "on " + peer;
+    direction("out", p.write_bps, p.tcp, "here", info.tcp, there.c_str());
+    direction("back", p.read_bps, info.tcp, there.c_str(), p.tcp, "here");
+    std::string cc = p.tcp.congestion_control + "/" + info.tcp.congestion_control;
+    std::string detail = figures[0] + ", " + figures[1] + "; congestion control " + cc;
+    if (!bad.empty()) {
+      detail = bad.front();
+      for (size_t i = 1; i < bad.size(); ++i) detail += "; " + bad[i];
+    }
+    add("tcp", bad.empty() ? NvVerdict::kPass : NvVerdict::kFail, detail);
   }
   return out;
 }

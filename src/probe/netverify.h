@@ -24,6 +24,10 @@
 //              round trip; the error is half of it); fails above max_clock_offset
 //   settings   peer_credits alike at both ends, and max_rpcs_in_flight and peer_credits
 //              at least the RPCs of maxBlockSize the path's bandwidth x RTT needs
+//   tcp        each direction's TCP buffers: the sending end's send buffer and the
+//              receiving end's receive buffer can grow to twice that direction's bandwidth
+//              x RTT (net.ipv4.tcp_wmem / tcp_rmem maxima, or lnet.tx_buffer_size /
+//              rx_buffer_size when set: a fixed size is doubled by the kernel)
 //
 // Datagrams (UDP on the NI's address and port, the same number as TCP): a probe (kind 1)
 // is padded to the size it tests and answered with a small ack (kind 2) naming where it
@@ -60,6 +64,15 @@ struct NvNi {
   bool operator==(const NvNi&) const = default;
 };
 
+// A node's TCP buffer settings (the WAN study's listing): the host's maxima and pfsnet's
+// fixed sizes (0: autotuning; tune/window.h reads the host's).
+struct NvTcp {
+  int64_t tcp_rmem_max = 0, tcp_wmem_max = 0;      // 0: unknown
+  int64_t tx_buffer_size = 0, rx_buffer_size = 0;  // lnet.*_buffer_size
+  std::string congestion_control;
+  bool operator==(const NvTcp&) const = default;
+};
+
 // NETVERIFY_INFO's reply: what the peer knows of itself and of the asker.
 struct NvInfo {
   std::string name;
@@ -69,6 +82,7 @@ struct NvInfo {
   // Where its kernel sends packets from the asked-for NID to the asker (`ip route get`):
   // the interface, and the gateway ("" when direct).
   std::string route_if, route_gateway;
+  NvTcp tcp;
   bool operator==(const NvInfo&) const = default;
 };
 Buffer encode_nv_info(const NvInfo& v);
@@ -157,6 +171,7 @@ struct NvPath {
   std::string bandwidth_error;
   // This node's settings.
   int64_t peer_credits = 0, max_rpcs_in_flight = 0, max_bulk = 0;
+  NvTcp tcp;
 };
 
 // Thresholds (the request's, with these defaults).
@@ -171,7 +186,7 @@ enum class NvVerdict { kPass, kFail, kSkip };
 const char* nv_verdict_name(NvVerdict v);  // "PASS", "FAIL", "SKIP"
 
 struct NvCheck {
-  std::string name;  // port, handshake, mtu, routing, rtt, bandwidth, clock, settings
+  std::string name;  // port, handshake, mtu, routing, rtt, bandwidth, clock, settings, tcp
   NvVerdict verdict = NvVerdict::kPass;
   std::string detail;  // the figures, or the reason it failed or was skipped
 };

@@ -19,10 +19,23 @@
 #include "rpc/call_batch.h"
 #include "rpc/ping.h"
 #include "transport/link_monitor.h"
+#include "tune/window.h"
 #include "wire/le.h"
 
 namespace pfsnet {
 namespace {
+
+// This node's TCP buffer settings: the host's maxima (read now) and the fixed sizes.
+NvTcp nv_tcp(const Config& c) {
+  HostTcp h = read_host_tcp();
+  NvTcp t;
+  t.tcp_rmem_max = h.tcp_rmem_max;
+  t.tcp_wmem_max = h.tcp_wmem_max;
+  t.tx_buffer_size = c.lnet.tx_buffer_size;
+  t.rx_buffer_size = c.lnet.rx_buffer_size;
+  t.congestion_control = h.congestion_control;
+  return t;
+}
 
 using std::chrono::milliseconds;
 
@@ -187,6 +200,7 @@ NetverifyService::NetverifyService(Net& net, RpcEngine& rpc, LiveConfig& cfg, Cl
         v.credits = c.lnet.credits;
         v.max_rpcs_in_flight = c.rpc.max_rpcs_in_flight;
         v.max_bulk = c.max_bulk();
+        v.tcp = nv_tcp(c);
         for (const NetConfig& n : c.nets) v.nis.push_back(ni_of(n.nid));
         RpcResponse r;
         // The request names the NID it was sent to: the route back is from that address.
@@ -300,6 +314,7 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
   p.peer_credits = c.lnet.peer_credits;
   p.max_rpcs_in_flight = c.rpc.max_rpcs_in_flight;
   p.max_bulk = c.max_bulk();
+  p.tcp = nv_tcp(c);
   CallOptions co;
   co.timeout = req.timeout;
   co.via = std::make_pair(local.nid, peer);

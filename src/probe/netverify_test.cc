@@ -31,6 +31,7 @@ NvPath good() {
   i.max_bulk = 2 << 20;
   i.nis = {{p.peer, "veth1", 9000}};
   i.route_if = "veth1";
+  i.tcp = {6 << 20, 4 << 20, 0, 0, "bbr"};  // Debian's maxima, autotuning
   p.info = i;
   for (NvMtuDir* d : {&p.fwd, &p.rev}) {
     d->sender_mtu = d->receiver_mtu = 9000;
@@ -48,6 +49,7 @@ NvPath good() {
   p.peer_credits = 8;
   p.max_rpcs_in_flight = 8;
   p.max_bulk = 2 << 20;
+  p.tcp = {6 << 20, 4 << 20, 0, 0, "cubic"};
   return p;
 }
 
@@ -124,7 +126,7 @@ TEST(NetverifyClock, OffsetFromTheShortestRoundTrip) {
 
 TEST(NetverifyJudge, AHealthyPathPassesEveryCheck) {
   auto v = judge_path(good(), NvLimits{});
-  ASSERT_EQ(v.size(), 8u);
+  ASSERT_EQ(v.size(), 9u);
   for (const NvCheck& c : v) EXPECT_EQ(c.verdict, NvVerdict::kPass) << c.name << ": " << c.detail;
   EXPECT_NE(check(v, "mtu").detail.find("out 9000, back 9000"), std::string::npos);
 }
@@ -230,6 +232,43 @@ TEST(NetverifyJudge, ClockBandwidthAndSettings) {
   EXPECT_NE(check(v, "settings").detail.find("needs 53 RPCs of 1024 KiB"), std::string::npos)
       << check(v, "settings").detail;
   EXPECT_NE(check(v, "settings").detail.find("max_rpcs_in_flight is 8"), std::string::npos);
+}
+
+TEST(NetverifyJudge, TcpBuffersTooSmallForAWanPathAreNamedWithTheEnd) {
+  // 0.1 ms at 1 GiB/s needs 0.2 MiB of buffer: Debian's maxima pass.
+  auto v = judge_path(good(), NvLimits{});
+  EXPECT_EQ(check(v, "tcp").verdict, NvVerdict::kPass) << check(v, "tcp").detail;
+  EXPECT_NE(check(v, "tcp").detail.find("congestion control cubic/bbr"), std::string::npos);
+  // 50 ms at 100 MiB/s each way needs 10 MiB: this node's tcp_wmem maximum (4 MiB) caps
+  // what it sends, and n3's (4 MiB) what it sends back; the 6 MiB receive maxima too.
+  NvPath p = good();
+  p.rtt_ms = 50;
+  p.write_bps = p.read_bps = 100.0 * 1024 * 1024;
+  v = judge_path(p, NvLimits{});
+  const NvCheck& c = check(v, "tcp");
+  EXPECT_EQ(c.verdict, NvVerdict::kFail);
+  EXPECT_NE(c.detail.find("out: net.ipv4.tcp_wmem's maximum 4.0 MiB here caps the send buffer "
+                          "below the 10.0 MiB"),
+            std::string::npos)
+      << c.detail;
+  EXPECT_NE(c.detail.find("out: net.ipv4.tcp_rmem's maximum 6.0 MiB on n3 caps the receive"),
+            std::string::npos)
+      << c.detail;
+  EXPECT_NE(c.detail.find("back: net.ipv4.tcp_wmem's maximum 4.0 MiB on n3"), std::string::npos)
+      << c.detail;
+  // Raised maxima pass; a fixed size set at one end is judged instead (doubled).
+  p.tcp.tcp_rmem_max = p.tcp.tcp_wmem_max = p.info->tcp.tcp_rmem_max = p.info->tcp.tcp_wmem_max =
+      256 << 20;
+  EXPECT_EQ(check(judge_path(p, NvLimits{}), "tcp").verdict, NvVerdict::kPass);
+  p.info->tcp.rx_buffer_size = 4 << 20;
+  v = judge_path(p, NvLimits{});
+  EXPECT_EQ(check(v, "tcp").verdict, NvVerdict::kFail);
+  EXPECT_NE(check(v, "tcp").detail.find("out: lnet.rx_buffer_size = 4194304 on n3"),
+            std::string::npos)
+      << check(v, "tcp").detail;
+  // Without the figures it needs, it is skipped.
+  p.write_bps = 0;
+  EXPECT_EQ(check(judge_path(p, NvLimits{}), "tcp").verdict, NvVerdict::kSkip);
 }
 
 }  // namespace
