@@ -32,7 +32,8 @@ struct TcpKernelInfo {
   uint64_t busy_us = 0, rwnd_limited_us = 0, sndbuf_limited_us = 0;
   // The window: what the peer last advertised it can receive (bytes), and this socket's
   // buffers in force (SO_SNDBUF, SO_RCVBUF: the kernel's doubled figures, autotuned
-  // unless lnet.tx_buffer_size / rx_buffer_size set them).
+  // unless lnet.tx_buffer_size / rx_buffer_size set them; 0 where the reader did not ask
+  // for them: the once-a-second sampling does not).
   uint32_t snd_wnd = 0;
   uint32_t sndbuf = 0, rcvbuf = 0;
 };

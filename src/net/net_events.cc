@@ -158,7 +158,7 @@ void Net::on_closed(Connection& c, const Status& why) {
   Out out;
   ConnectionPtr keep;  // c may be freed when it leaves conns
   // Its last TCP figures join the path's totals (the socket is shut down, not yet closed).
-  std::optional<TcpKernelInfo> k = c.kernel_tcp_info();
+  std::optional<TcpKernelInfo> k = c.kernel_tcp_info(false);
   {
     MutexLock lk(ni.mu);
     Path* p = cs->path;

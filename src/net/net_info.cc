@@ -47,7 +47,8 @@ std::optional<TcpTotals> tcp_totals(const TcpTotals& closed,
   std::optional<TcpTotals> t;
   if (closed.segs_out > 0) t = closed;
   for (const ConnectionPtr& c : conns) {
-    auto k = c->kernel_tcp_info();
+    // The counters only, unless a view wants the busiest connection's whole figures.
+    auto k = c->kernel_tcp_info(busiest != nullptr);
     if (!k) continue;
     if (!t) t.emplace();
     t->add(*k);

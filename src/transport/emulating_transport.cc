@@ -84,8 +84,8 @@ class EmulatingTransport::Conn final : public Connection,
   void close(const Status& why) override { inner_->close(why); }
   void post(std::function<void()> fn) override { inner_->post(std::move(fn)); }
   bool is_open() const override { return inner_->is_open(); }
-  std::optional<TcpKernelInfo> kernel_tcp_info() const override {
-    return inner_->kernel_tcp_info();
+  std::optional<TcpKernelInfo> kernel_tcp_info(bool with_buffers) const override {
+    return inner_->kernel_tcp_info(with_buffers);
   }
 
   // A frame received: up at once, or through the NI's inbound pipe (a shared link), in

@@ -274,9 +274,9 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   bool is_open() const override { return state_.load() == kOpen; }
   // The descriptor stays open while this object lives (do_close only shuts it down), so
   // any thread holding the connection may ask.
-  std::optional<TcpKernelInfo> kernel_tcp_info() const override {
+  std::optional<TcpKernelInfo> kernel_tcp_info(bool with_buffers) const override {
     if (!is_open()) return std::nullopt;
-    return read_tcp_kernel_info(fd_.load(std::memory_order_acquire));
+    return read_tcp_kernel_info(fd_.load(std::memory_order_acquire), with_buffers);
   }
   void post(std::function<void()> fn) override { asio::post(io_, std::move(fn)); }
 
@@ -758,7 +758,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   asio::io_context& io_;
   tcp::socket sock_;
   std::atomic<int> state_{kHandshake};
-  std::atomic<int> fd_{-1};  // the socket's descriptor once open, for kernel_tcp_info()
+  std::atomic<int> fd_{-1};  // the socket's descriptor once open, for kernel_tcp_info
 
   // tx
   Mutex tx_mu_;

@@ -8,7 +8,7 @@
 
 namespace pfsnet {
 
-std::optional<TcpKernelInfo> read_tcp_kernel_info(int fd) {
+std::optional<TcpKernelInfo> read_tcp_kernel_info(int fd, bool with_buffers) {
   struct tcp_info t {};
   socklen_t len = sizeof(t);
   if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &t, &len) != 0) return std::nullopt;
@@ -32,6 +32,7 @@ std::optional<TcpKernelInfo> read_tcp_kernel_info(int fd) {
   k.rwnd_limited_us = t.tcpi_rwnd_limited;
   k.sndbuf_limited_us = t.tcpi_sndbuf_limited;
   k.snd_wnd = t.tcpi_snd_wnd;
+  if (!with_buffers) return k;
   int v = 0;
   socklen_t vl = sizeof(v);
   if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &vl) == 0) k.sndbuf = static_cast<uint32_t>(v);

@@ -10,7 +10,8 @@
 
 namespace pfsnet {
 
-// nullopt when the descriptor is not a TCP socket (or the kernel refuses).
-std::optional<TcpKernelInfo> read_tcp_kernel_info(int fd);
+// nullopt when the descriptor is not a TCP socket (or the kernel refuses). `with_buffers`:
+// also SO_SNDBUF and SO_RCVBUF (two more system calls); else they stay 0.
+std::optional<TcpKernelInfo> read_tcp_kernel_info(int fd, bool with_buffers);
 
 }  // namespace pfsnet

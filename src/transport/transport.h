@@ -88,8 +88,13 @@ class Connection {
   virtual void post(std::function<void()> fn) = 0;
   virtual bool is_open() const = 0;
   // The kernel's figures of the connection's TCP socket (TCP_INFO); nullopt when it has
-  // none (not TCP, or closed). Any thread; a system call, so not for the send path.
-  virtual std::optional<TcpKernelInfo> kernel_tcp_info() const { return std::nullopt; }
+  // none (not TCP, or closed). `with_buffers`: also the socket buffers in force (two more
+  // system calls: for views, not for once-a-second sampling). Any thread; a system call,
+  // so not for the send path.
+  virtual std::optional<TcpKernelInfo> kernel_tcp_info(bool with_buffers) const {
+    (void)with_buffers;
+    return std::nullopt;
+  }
 
   const Nid& local_nid() const { return local_; }
   // The NIDs the peer announced in the handshake; [0] is the NI at the other end.
