@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "tune/tune.h"
+#include "tune/window.h"
 #include "wire/byte_codec.h"
 
 namespace pfsnet {
@@ -403,24 +404,17 @@ std::vector<NvCheck> judge_path(const NvPath& p, const NvLimits& lim) {
   if (p.rtt_ms <= 0 || p.write_bps <= 0 || p.read_bps <= 0) {
     add("tcp", NvVerdict::kSkip, "needs the rtt and bandwidth checks");
   } else {
-    // What a buffer can grow to, and the key that says so; 0: unknown.
-    auto cap = [](const NvTcp& t, bool send) -> std::pair<double, std::string> {
-      int64_t fixed = send ? t.tx_buffer_size : t.rx_buffer_size;
-      if (fixed > 0)
-        return {2.0 * double(fixed),
-                std::string(send ? "lnet.tx_buffer_size" : "lnet.rx_buffer_size") + " = " +
-                    std::to_string(fixed)};
-      int64_t max = send ? t.tcp_wmem_max : t.tcp_rmem_max;
-      return {double(max), std::string(send ? "net.ipv4.tcp_wmem" : "net.ipv4.tcp_rmem") +
-                               "'s maximum " + fmt("%.1f MiB", double(max) / (1 << 20))};
-    };
     std::vector<std::string> bad, figures;
     auto direction = [&](const char* name, double bps, const NvTcp& sender, const char* from,
                          const NvTcp& receiver, const char* to) {
       double need = 2 * bps * p.rtt_ms / 1000.0;
       figures.push_back(std::string(name) + " needs " + fmt("%.1f MiB", need / (1 << 20)));
       for (int send = 1; send >= 0; --send) {
-        auto [have, what] = cap(send ? sender : receiver, send);
+        const NvTcp& end = send ? sender : receiver;
+        BufferCap cap = buffer_cap(send, send ? end.tx_buffer_size : end.rx_buffer_size,
+                                   send ? end.tcp_wmem_max : end.tcp_rmem_max);
+        const double have = cap.bytes;
+        const std::string& what = cap.what;
         if (have > 0 && have < need)
           bad.push_back(std::string(name) + ": " + what + " " + (send ? from : to) + " caps the " +
                         (send ? "send" : "receive") + " buffer below the " +

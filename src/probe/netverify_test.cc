@@ -247,14 +247,14 @@ TEST(NetverifyJudge, TcpBuffersTooSmallForAWanPathAreNamedWithTheEnd) {
   v = judge_path(p, NvLimits{});
   const NvCheck& c = check(v, "tcp");
   EXPECT_EQ(c.verdict, NvVerdict::kFail);
-  EXPECT_NE(c.detail.find("out: net.ipv4.tcp_wmem's maximum 4.0 MiB here caps the send buffer "
+  EXPECT_NE(c.detail.find("out: net.ipv4.tcp_wmem's maximum of 4.0 MiB here caps the send buffer "
                           "below the 10.0 MiB"),
             std::string::npos)
       << c.detail;
-  EXPECT_NE(c.detail.find("out: net.ipv4.tcp_rmem's maximum 6.0 MiB on n3 caps the receive"),
+  EXPECT_NE(c.detail.find("out: net.ipv4.tcp_rmem's maximum of 6.0 MiB on n3 caps the receive"),
             std::string::npos)
       << c.detail;
-  EXPECT_NE(c.detail.find("back: net.ipv4.tcp_wmem's maximum 4.0 MiB on n3"), std::string::npos)
+  EXPECT_NE(c.detail.find("back: net.ipv4.tcp_wmem's maximum of 4.0 MiB on n3"), std::string::npos)
       << c.detail;
   // Raised maxima pass; a fixed size set at one end is judged instead (doubled).
   p.tcp.tcp_rmem_max = p.tcp.tcp_wmem_max = p.info->tcp.tcp_rmem_max = p.info->tcp.tcp_wmem_max =

@@ -128,36 +128,39 @@ TuneProblem window_problem(const WindowFinding& f, double bdp_bytes, const HostT
   return TuneProblem{"tcp_window", f.peer, text + cure};
 }
 
+BufferCap buffer_cap(bool send, int64_t fixed_size, int64_t host_max) {
+  if (fixed_size > 0)
+    return {2.0 * double(fixed_size), fmt("lnet.%s_buffer_size = %lld", send ? "tx" : "rx",
+                                          static_cast<long long>(fixed_size))};
+  if (host_max > 0)
+    return {double(host_max), fmt("net.ipv4.tcp_%smem's maximum of %s", send ? "w" : "r",
+                                  bytes_text(double(host_max)).c_str())};
+  return {};
+}
+
 std::vector<TuneProblem> host_window_problems(const HostTcp& host, int64_t tx_buffer_size,
                                               int64_t rx_buffer_size, double bdp_bytes,
                                               const std::string& peer) {
   std::vector<TuneProblem> v;
   if (!(bdp_bytes > 0)) return v;
   double need = 2 * bdp_bytes;
-  auto add = [&](const std::string& text) { v.push_back({"host_tcp_buffers", "", text}); };
   std::string path = fmt("the path to %s has a BDP of %s, so a connection's buffers need %s",
                          peer.c_str(), bytes_text(bdp_bytes).c_str(), bytes_text(need).c_str());
-  // A size set fixes the buffer (SO_SNDBUF/SO_RCVBUF; the kernel doubles it).
-  if (tx_buffer_size > 0 && 2.0 * double(tx_buffer_size) < need)
-    add(fmt(
-        "lnet.tx_buffer_size = %lld fixes the send buffers at %s: %s; set 0 (autotuning) "
-        "or at least %s",
-        static_cast<long long>(tx_buffer_size), bytes_text(2.0 * double(tx_buffer_size)).c_str(),
-        path.c_str(), bytes_text(need / 2).c_str()));
-  else if (tx_buffer_size == 0 && host.tcp_wmem_max > 0 && double(host.tcp_wmem_max) < need)
-    add(fmt("net.ipv4.tcp_wmem's maximum of %s caps the send buffers autotuning grows: %s (%s)",
-            bytes_text(double(host.tcp_wmem_max)).c_str(), path.c_str(),
-            sysctl_line("net.ipv4.tcp_wmem", need).c_str()));
-  if (rx_buffer_size > 0 && 2.0 * double(rx_buffer_size) < need)
-    add(fmt(
-        "lnet.rx_buffer_size = %lld fixes the receive buffers at %s: %s; set 0 (autotuning) "
-        "or at least %s",
-        static_cast<long long>(rx_buffer_size), bytes_text(2.0 * double(rx_buffer_size)).c_str(),
-        path.c_str(), bytes_text(need / 2).c_str()));
-  else if (rx_buffer_size == 0 && host.tcp_rmem_max > 0 && double(host.tcp_rmem_max) < need)
-    add(fmt("net.ipv4.tcp_rmem's maximum of %s caps the receive buffers autotuning grows: %s (%s)",
-            bytes_text(double(host.tcp_rmem_max)).c_str(), path.c_str(),
-            sysctl_line("net.ipv4.tcp_rmem", need).c_str()));
+  for (bool send : {true, false}) {
+    int64_t fixed = send ? tx_buffer_size : rx_buffer_size;
+    BufferCap cap = buffer_cap(send, fixed, send ? host.tcp_wmem_max : host.tcp_rmem_max);
+    if (!(cap.bytes > 0) || cap.bytes >= need) continue;
+    const char* which = send ? "send" : "receive";
+    std::string text =
+        fixed > 0
+            ? fmt("%s fixes the %s buffers at %s: %s; set 0 (autotuning) or at least %s",
+                  cap.what.c_str(), which, bytes_text(cap.bytes).c_str(), path.c_str(),
+                  bytes_text(need / 2).c_str())
+            : fmt("%s caps the %s buffers autotuning grows: %s (%s)", cap.what.c_str(), which,
+                  path.c_str(),
+                  sysctl_line(send ? "net.ipv4.tcp_wmem" : "net.ipv4.tcp_rmem", need).c_str());
+    v.push_back({"host_tcp_buffers", "", text});
+  }
   return v;
 }
 

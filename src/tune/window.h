@@ -82,6 +82,16 @@ class WindowWatch {
 TuneProblem window_problem(const WindowFinding& f, double bdp_bytes, const HostTcp& host,
                            int64_t tx_buffer_size);
 
+// What a connection's send (`send`) or receive buffer can grow to: twice a fixed size
+// (lnet.tx_buffer_size / rx_buffer_size: the kernel doubles it), else the host's
+// net.ipv4.tcp_wmem / tcp_rmem maximum; 0 bytes when neither is known. `what` names the
+// setting ("lnet.tx_buffer_size = 262144", "net.ipv4.tcp_wmem's maximum of 4.0 MiB").
+struct BufferCap {
+  double bytes = 0;
+  std::string what;
+};
+BufferCap buffer_cap(bool send, int64_t fixed_size, int64_t host_max);
+
 // Problems (code "host_tcp_buffers", peer empty) when this host's settings cap a
 // connection's window below what the paths need: `bdp_bytes` is the largest BDP of any
 // path, `peer` the one that has it.
