@@ -62,6 +62,8 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
       net_->set_credits(after.lnet.credits, after.lnet.peer_credits);
     if (after.rpc.max_rpcs_in_flight != before.rpc.max_rpcs_in_flight)
       rpc_->set_max_rpcs_in_flight(after.rpc.max_rpcs_in_flight);
+    if (after.rpc.peer_rpcs_in_flight != before.rpc.peer_rpcs_in_flight)
+      rpc_->set_peer_rpcs_in_flight(RpcOptions::from(after).peer_rpcs_in_flight);
     net_->set_checksum(after.lnet.checksum);
     net_->set_socket_buffers(static_cast<int>(after.lnet.tx_buffer_size),
                              static_cast<int>(after.lnet.rx_buffer_size));

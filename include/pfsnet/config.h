@@ -8,6 +8,7 @@
 #include <pfsnet/status.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -88,6 +89,12 @@ struct LnetConfig {
 
 struct RpcConfig {
   int64_t max_rpcs_in_flight = 8;
+  // Peers with a max_rpcs_in_flight of their own (Lustre's per-OSC max_rpcs_in_flight),
+  // by the NID RPCs are addressed to (the peer's first NID, as `pfsnet peers` lists it):
+  // a peer across a WAN needs more RPCs in flight than one in the next rack. An inline
+  // table, peer_rpcs_in_flight = { "198.18.0.2@tcp" = 64 }; pfsnet tune --apply and
+  // auto-tune write it. At run time.
+  std::map<std::string, int64_t> peer_rpcs_in_flight;
   // Threads that run the handlers which may block (kWorker); their queue and wait are
   // exported (/metrics pfsnet_rpc_worker_*), so a busy server is told from a slow network.
   int64_t workers = 2;

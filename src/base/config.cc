@@ -209,6 +209,24 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
   };
   const std::map<std::string, Reader, std::less<>> rpc_keys = {
       {"max_rpcs_in_flight", int_key(&cfg.rpc.max_rpcs_in_flight, 1, 1 << 16)},
+      {"peer_rpcs_in_flight",
+       [&](const Ctx& c, const toml::node& n, std::string_view key) {
+         const toml::table* t = n.as_table();
+         if (!t)
+           return err(c, n.source(), key,
+                      "must be a table of NID = RPCs, e.g. { \"198.18.0.2@tcp\" = 64 }");
+         cfg.rpc.peer_rpcs_in_flight.clear();
+         for (const auto& [k, v] : *t) {
+           auto nid = Nid::parse(k.str());
+           if (!nid.ok()) return err(c, v.source(), key, nid.status().message());
+           std::optional<int64_t> rpcs = v.value_exact<int64_t>();
+           if (!rpcs || *rpcs < 1 || *rpcs > (1 << 16))
+             return err(c, v.source(), key,
+                        "the value of " + std::string(k.str()) + " must be an integer 1..65536");
+           cfg.rpc.peer_rpcs_in_flight[nid->to_string()] = *rpcs;
+         }
+         return Status::Ok();
+       }},
       {"workers", int_key(&cfg.rpc.workers, 1, 256)},
       {"reply_cache_entries", int_key(&cfg.rpc.reply_cache_entries, 16, 1 << 20)},
       {"reply_cache_bytes", int_key(&cfg.rpc.reply_cache_bytes, 0, int64_t(1) << 32)},
@@ -464,6 +482,11 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
     if (t.find_first_of(".en") == std::string::npos) t += ".0";
     return t;
   };
+  auto peer_table = [&](const std::map<std::string, int64_t>& m) {
+    std::string t = "{";
+    for (const auto& [nid, n] : m) t += (t.size() > 1 ? ", " : " ") + str(nid) + " = " + i(n);
+    return t + (m.empty() ? "}" : " }");
+  };
   std::vector<std::pair<std::string, std::string>> rest = {
       {"tls.enabled", c.tls.enabled ? "true" : "false"},
       {"tls.cert_file", str(c.tls.cert_file)},
@@ -481,6 +504,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"lnet.rx_buffer_size", i(c.lnet.rx_buffer_size)},
       {"lnet.conns_per_peer", i(c.lnet.conns_per_peer)},
       {"rpc.max_rpcs_in_flight", i(c.rpc.max_rpcs_in_flight)},
+      {"rpc.peer_rpcs_in_flight", peer_table(c.rpc.peer_rpcs_in_flight)},
       {"rpc.workers", i(c.rpc.workers)},
       {"rpc.reply_cache_entries", i(c.rpc.reply_cache_entries)},
       {"rpc.reply_cache_bytes", i(c.rpc.reply_cache_bytes)},

@@ -262,6 +262,38 @@ TEST(ConfigTest, AssignmentsAreValidatedLikeTheFile) {
   EXPECT_EQ(err({"lnet.credits=\"x\""}), "key 'lnet.credits': must be an integer");
 }
 
+// Per-peer RPCs in flight: an inline table of NID = RPCs, NIDs canonical, rendered so that
+// it reads back, and every bad entry an error that changes nothing.
+TEST(ConfigTest, PeerRpcsInFlight) {
+  auto c = parse_config(
+      "[rpc]\nmax_rpcs_in_flight = 8\npeer_rpcs_in_flight = { \"198.18.0.2@tcp\" = 64, "
+      "\"198.18.0.3@tcp0\" = 16 }\n",
+      "t.toml");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->rpc.peer_rpcs_in_flight,
+            (std::map<std::string, int64_t>{{"198.18.0.2@tcp", 64}, {"198.18.0.3@tcp", 16}}));
+  std::string shown;
+  for (const auto& [k, v] : config_entries(*c))
+    if (k == "rpc.peer_rpcs_in_flight") shown = v;
+  EXPECT_EQ(shown, "{ \"198.18.0.2@tcp\" = 64, \"198.18.0.3@tcp\" = 16 }");
+  Config cfg = *c;
+  ASSERT_TRUE(
+      apply_config_assignments(&cfg, {"rpc.peer_rpcs_in_flight={\"198.18.0.9@tcp\"=32}"}).ok());
+  EXPECT_EQ(cfg.rpc.peer_rpcs_in_flight, (std::map<std::string, int64_t>{{"198.18.0.9@tcp", 32}}));
+  ASSERT_TRUE(apply_config_assignments(&cfg, {"rpc.peer_rpcs_in_flight={}"}).ok());
+  EXPECT_TRUE(cfg.rpc.peer_rpcs_in_flight.empty());
+  auto bad = [](const std::string& v) {
+    auto r = parse_config("[rpc]\npeer_rpcs_in_flight = " + v + "\n", "t.toml");
+    EXPECT_FALSE(r.ok()) << v;
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_NE(bad("64").find("must be a table of NID = RPCs"), std::string::npos);
+  EXPECT_NE(bad("{ \"nonsense\" = 4 }").find("rpc.peer_rpcs_in_flight"), std::string::npos);
+  EXPECT_NE(bad("{ \"198.18.0.2@tcp\" = 0 }").find("must be an integer 1..65536"),
+            std::string::npos);
+  EXPECT_NE(bad("{ \"198.18.0.2@tcp\" = \"x\" }").find("must be an integer"), std::string::npos);
+}
+
 TEST(ConfigTest, MissingFile) {
   auto r = load_config("/nonexistent/pfsnet.toml");
   ASSERT_FALSE(r.ok());

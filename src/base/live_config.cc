@@ -11,8 +11,9 @@ namespace pfsnet {
 
 bool runtime_key(std::string_view key) {
   return key.starts_with("stats.") || key.starts_with("tune.") || key == "node.log_level" ||
-         key == "rpc.max_rpcs_in_flight" || key == "lnet.credits" || key == "lnet.peer_credits" ||
-         key == "lnet.checksum" || key == "lnet.tx_buffer_size" || key == "lnet.rx_buffer_size" ||
+         key == "rpc.max_rpcs_in_flight" || key == "rpc.peer_rpcs_in_flight" ||
+         key == "lnet.credits" || key == "lnet.peer_credits" || key == "lnet.checksum" ||
+         key == "lnet.tx_buffer_size" || key == "lnet.rx_buffer_size" ||
          key == "lnet.conns_per_peer";
 }
 
@@ -95,6 +96,7 @@ Result<ConfigApplied> LiveConfig::apply_locked(const Config& next, bool refuse_r
   in_force.lnet.conns_per_peer = next.lnet.conns_per_peer;
 
   in_force.rpc.max_rpcs_in_flight = next.rpc.max_rpcs_in_flight;
+  in_force.rpc.peer_rpcs_in_flight = next.rpc.peer_rpcs_in_flight;
   for (const Applier& a : appliers_) a(cfg_, in_force);
   for (const ConfigChange& c : out.changed)
     PFS_LOG_INFO("config: {} changed from {} to {}", c.key, c.from, c.to);

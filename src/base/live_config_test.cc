@@ -20,7 +20,7 @@ nid = "127.0.0.2@tcp"
 TEST(LiveConfigTest, RuntimeKeys) {
   for (const char* k :
        {"stats.maxBlockSize", "tune.auto", "node.log_level", "rpc.max_rpcs_in_flight",
-        "lnet.credits", "lnet.peer_credits", "lnet.checksum"})
+        "rpc.peer_rpcs_in_flight", "lnet.credits", "lnet.peer_credits", "lnet.checksum"})
     EXPECT_TRUE(runtime_key(k)) << k;
   for (const char* k : {"node.name", "lnet.transaction_timeout", "net.nid",
                         "membership.ping_miss_limit", "statsx.foo", "lnet.credits_x"})
@@ -38,6 +38,8 @@ TEST(LiveConfigTest, EveryRuntimeKeyTakesEffectWhenSet) {
     std::vector<std::string> candidates;
     if (value == "true" || value == "false") {
       candidates = {value == "true" ? "false" : "true"};
+    } else if (value.starts_with('{')) {
+      candidates = {"{ \"198.18.0.2@tcp\" = 64 }"};
     } else if (value.starts_with('"')) {
       candidates = {"\"debug\"", "\"warn\"", "\"x\""};
     } else if (value.find_first_of(".e") != std::string::npos) {

@@ -74,13 +74,18 @@ struct RpcEngine::Call final : TxCompletion {
 // Reached only through RpcEngine::targets_, under the engine's mu_ (which clang cannot
 // name from here: a Target holds no pointer to its engine).
 struct RpcEngine::Target {
+  Nid dst;
   int64_t in_flight = 0;
+  int64_t limit = 0;  // its own max_rpcs_in_flight; 0: the engine's
   std::deque<CallPtr> queue;
+  RpcCounters counters;  // its RPCs that completed, and those that waited for a slot
 };
 
 RpcOptions RpcOptions::from(const Config& cfg) {
   RpcOptions ro;
   ro.max_rpcs_in_flight = cfg.rpc.max_rpcs_in_flight;
+  for (const auto& [nid, n] : cfg.rpc.peer_rpcs_in_flight)
+    if (auto parsed = Nid::parse(nid); parsed.ok()) ro.peer_rpcs_in_flight.emplace_back(*parsed, n);
   ro.default_timeout = std::chrono::seconds(cfg.lnet.transaction_timeout);
   ro.max_bulk = static_cast<uint32_t>(cfg.max_bulk());
   ro.retry_count = cfg.lnet.retry_count;
@@ -108,8 +113,13 @@ RpcEngine::RpcEngine(Net& net, RpcOptions opts, RpcStats* stats)
       workers_(opts.workers, net.clock()),
       incarnation_(opts.incarnation ? opts.incarnation : random_incarnation()),
       replay_(opts.replay) {
-  net_.set_rx(this);
   for (const MsgType& t : kMsgTypes) types_[t.id].name = std::string(t.name);
+  {
+    MutexLock lk(mu_);
+    for (const auto& [nid, n] : opts_.peer_rpcs_in_flight)
+      peer_limits_[nid.pack()] = std::max<int64_t>(1, n);
+  }
+  net_.set_rx(this);
 }
 
 RpcEngine::~RpcEngine() {
@@ -264,8 +274,23 @@ RpcReply RpcEngine::call(const Nid& dst, uint32_t type, Buffer payload, BulkData
   return std::move(w.out);
 }
 
+RpcEngine::Target& RpcEngine::target_locked(const Nid& dst) {
+  auto& t = targets_[dst.pack()];
+  if (!t) {
+    t = std::make_unique<Target>();
+    t->dst = dst;
+    auto own = peer_limits_.find(dst.pack());
+    if (own != peer_limits_.end()) t->limit = own->second;
+  }
+  return *t;
+}
+
+int64_t RpcEngine::limit_locked(const Target& t) const {
+  return t.limit > 0 ? t.limit : opts_.max_rpcs_in_flight;
+}
+
 RpcEngine::CallPtr RpcEngine::grant_slot_locked(Target& t) {
-  if (shut_ || t.queue.empty() || t.in_flight >= opts_.max_rpcs_in_flight) return nullptr;
+  if (shut_ || t.queue.empty() || t.in_flight >= limit_locked(t)) return nullptr;
   CallPtr c = std::move(t.queue.front());
   t.queue.pop_front();
   c->queued = false;
@@ -290,13 +315,15 @@ void RpcEngine::submit(const CallPtr& c) {
       on_wire_locked(c);
       start = c;
     } else if (!shut_) {
-      auto& t = targets_[c->dst.pack()];
-      if (!t) t = std::make_unique<Target>();
-      t->queue.push_back(c);
+      Target& t = target_locked(c->dst);
+      t.queue.push_back(c);
       c->queued = true;
-      start = grant_slot_locked(*t);
+      start = grant_slot_locked(t);
       queued = c->queued;  // read here: once unlocked, a finishing call may send it
-      if (queued) slot_waits_.fetch_add(1, std::memory_order_relaxed);
+      if (queued) {
+        slot_waits_.fetch_add(1, std::memory_order_relaxed);
+        ++t.counters.slot_waits;
+      }
     }
   }
   if (start) {
@@ -428,6 +455,13 @@ void RpcEngine::complete(const CallPtr& c) {
     sent_on = c->tx_times.local_nid;
     sent_to = c->tx_times.peer_nid;
     received_verbs = c->reply_verbs;
+    auto target = targets_.find(c->dst.pack());
+    if (c->reply.status.ok() && target != targets_.end()) {
+      RpcCounters& n = target->second->counters;
+      ++n.completed;
+      n.round_trip_ns += static_cast<uint64_t>(std::max<int64_t>(0, c->reply.round_trip().count()));
+      n.bytes += c->reply.bytes_sent + c->reply.bytes_received;
+    }
   }
   if (c->reply.status.ok()) {
     completed_.fetch_add(1, std::memory_order_relaxed);
@@ -492,6 +526,36 @@ RpcCounters RpcEngine::counters() const {
 int64_t RpcEngine::max_rpcs_in_flight() const {
   MutexLock lk(mu_);
   return opts_.max_rpcs_in_flight;
+}
+
+int64_t RpcEngine::max_rpcs_in_flight(const Nid& dst) const {
+  MutexLock lk(mu_);
+  auto own = peer_limits_.find(dst.pack());
+  return own != peer_limits_.end() ? own->second : opts_.max_rpcs_in_flight;
+}
+
+std::vector<RpcEngine::TargetInfo> RpcEngine::targets() const {
+  std::vector<TargetInfo> v;
+  MutexLock lk(mu_);
+  for (const auto& [key, t] : targets_)
+    v.push_back(
+        {t->dst, limit_locked(*t), t->limit > 0, t->in_flight, t->queue.size(), t->counters});
+  return v;
+}
+
+void RpcEngine::set_peer_rpcs_in_flight(const std::vector<std::pair<Nid, int64_t>>& limits) {
+  std::vector<CallPtr> start;
+  {
+    MutexLock lk(mu_);
+    peer_limits_.clear();
+    for (const auto& [nid, n] : limits) peer_limits_[nid.pack()] = std::max<int64_t>(1, n);
+    for (auto& [key, t] : targets_) {
+      auto own = peer_limits_.find(key);
+      t->limit = own != peer_limits_.end() ? own->second : 0;
+      while (CallPtr c = grant_slot_locked(*t)) start.push_back(std::move(c));
+    }
+  }
+  for (const CallPtr& c : start) send_call(c);
 }
 
 void RpcEngine::set_max_rpcs_in_flight(int64_t n) {

@@ -3,8 +3,10 @@
 // Client side: call() blocks until the reply or an error; call_async() runs a callback.
 // Every RPC ends with a reply or a clear error -- timeout (its deadline, by default
 // transaction_timeout), unreachable or rejected peer, connection closed before the reply,
-// or cancelled at shutdown. At most max_rpcs_in_flight RPCs per target are on the wire;
-// the rest queue (their channel wait grows) and keep their deadline.
+// or cancelled at shutdown. At most max_rpcs_in_flight RPCs per target are on the wire --
+// the node's value, or the target's own (Lustre's per-OSC max_rpcs_in_flight: a peer
+// across a WAN needs more than one in the next rack); the rest queue (their channel wait
+// grows) and keep their deadline.
 //
 // Server side: a handler per message type runs inline on the I/O thread (kInline: must
 // not block; the fastest path) or on the worker pool (kWorker). Execution time runs from
@@ -48,6 +50,9 @@ namespace pfsnet {
 
 struct RpcOptions {
   int64_t max_rpcs_in_flight = 8;
+  // Targets with a max_rpcs_in_flight of their own (rpc.peer_rpcs_in_flight), by the NID
+  // RPCs are addressed to.
+  std::vector<std::pair<Nid, int64_t>> peer_rpcs_in_flight;
   int workers = 2;
   Duration default_timeout = std::chrono::seconds(50);
   uint32_t max_bulk = 2 * 1024 * 1024;
@@ -64,8 +69,8 @@ struct RpcOptions {
   // within its timeout. Each attempt gets timeout / (retry_count + 1).
   int64_t retry_count = 2;
 
-  // max_rpcs_in_flight, the default timeout (transaction_timeout), max_bulk (2 x
-  // maxBlockSize) and retry_count of a node's config.
+  // max_rpcs_in_flight (and per peer), the default timeout (transaction_timeout), max_bulk
+  // (2 x maxBlockSize) and retry_count of a node's config.
   static RpcOptions from(const Config& cfg);
   // One attempt's share of the default timeout: what a single ping (recovery, probe) gets.
   Duration attempt_timeout() const { return default_timeout / (retry_count + 1); }
@@ -125,6 +130,9 @@ class RpcEngine final : public NetRx {
   // Changes max_rpcs_in_flight at run time: raised, queued RPCs go at once; lowered,
   // RPCs on the wire finish and no new one starts until a target is below the limit.
   void set_max_rpcs_in_flight(int64_t n);
+  // Gives the targets in `limits` their own max_rpcs_in_flight (replacing every earlier
+  // one; a target not named goes back to the node's), with the same effect at once.
+  void set_peer_rpcs_in_flight(const std::vector<std::pair<Nid, int64_t>>& limits);
 
   // Turns statistics recording on (a RpcStats that outlives the engine) or off (null).
   void set_stats(RpcStats* stats) { stats_.store(stats, std::memory_order_release); }
@@ -135,6 +143,20 @@ class RpcEngine final : public NetRx {
 
   RpcCounters counters() const;
   int64_t max_rpcs_in_flight() const;
+  // What RPCs to `dst` get: its own value, else the node's.
+  int64_t max_rpcs_in_flight(const Nid& dst) const;
+
+  // One target of this engine as a client: its slots and what its RPCs did so far.
+  struct TargetInfo {
+    Nid dst;
+    int64_t limit = 0;  // its max_rpcs_in_flight
+    bool own_limit = false;
+    int64_t in_flight = 0;
+    size_t queued = 0;
+    RpcCounters counters;
+  };
+  // Every target called so far.
+  std::vector<TargetInfo> targets() const;
   // The most bulk a request or reply may carry (RpcOptions::max_bulk).
   uint32_t max_bulk() const { return opts_.max_bulk; }
 
@@ -179,8 +201,11 @@ class RpcEngine final : public NetRx {
   Resend try_resend(const CallPtr& c, const Status& s, const TxTimes& failed_path, int attempt);
   // The error a call ends with once it cannot be resent.
   Status final_error(const Call& c, const Status& s);
+  // The target RPCs to `dst` queue in, made on first use with its limit.
+  Target& target_locked(const Nid& dst) REQUIRES(mu_);
+  int64_t limit_locked(const Target& t) const REQUIRES(mu_);
   // The slot grant: the first call queued for `t` goes on the wire (xid, pending_) when
-  // `t` is below max_rpcs_in_flight. Returns it (to be sent after unlocking), or null.
+  // `t` is below its max_rpcs_in_flight. Returns it (to be sent after unlocking), or null.
   CallPtr grant_slot_locked(Target& t) REQUIRES(mu_);
   // Gives `c` its xid and files it as awaiting its reply (slot granted, or urgent).
   void on_wire_locked(const CallPtr& c) REQUIRES(mu_);
@@ -232,6 +257,8 @@ class RpcEngine final : public NetRx {
   std::map<uint64_t, CallPtr> pending_ GUARDED_BY(mu_);
   // Packed NID -> target; a Target is reached only through this map, under mu_.
   std::unordered_map<uint64_t, std::unique_ptr<Target>> targets_ GUARDED_BY(mu_);
+  // Packed NID -> its own max_rpcs_in_flight (targets made later take theirs from here).
+  std::unordered_map<uint64_t, int64_t> peer_limits_ GUARDED_BY(mu_);
   uint64_t next_xid_ GUARDED_BY(mu_) = 1;
   bool shut_ GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> late_replies_{0};

@@ -458,6 +458,61 @@ TEST_F(RpcTest, MaxRpcsInFlightChangesAtRunTime) {
   for (auto& rep : r.got) EXPECT_TRUE(rep.status.ok()) << rep.status.to_string();
 }
 
+// A target with a max_rpcs_in_flight of its own (the WAN peer of a node whose other
+// peers are near): its RPCs get that many slots, the others keep the node's; replacing the
+// set takes effect at once, and a target left out goes back to the node's value.
+TEST_F(RpcTest, PerTargetMaxRpcsInFlight) {
+  Node far(hub_, clock_, nid("10.0.0.3@tcp"));
+  const Nid c = nid("10.0.0.3@tcp");
+  far.rpc.handle(
+      kBlock, "BLOCK",
+      [this](RpcRequest&) {
+        release_.wait();
+        return RpcResponse{};
+      },
+      HandlerMode::kWorker);
+  client_.rpc.set_peer_rpcs_in_flight({{c, 5}});
+  EXPECT_EQ(client_.rpc.max_rpcs_in_flight(c), 5);
+  EXPECT_EQ(client_.rpc.max_rpcs_in_flight(b_), 2);
+  Replies r;
+  for (int i = 0; i < 7; ++i) {
+    client_.rpc.call_async(b_, kBlock, Buffer(), nullptr, r.cb());
+    client_.rpc.call_async(c, kBlock, Buffer(), nullptr, r.cb());
+  }
+  hub_.pump();
+  EXPECT_EQ(client_.rpc.target_load(b_), std::make_pair(int64_t(2), size_t(5)));
+  EXPECT_EQ(client_.rpc.target_load(c), std::make_pair(int64_t(5), size_t(2)));
+  client_.rpc.set_peer_rpcs_in_flight({{b_, 3}});  // c back to the node's 2, b_ raised to 3
+  EXPECT_EQ(client_.rpc.target_load(b_), std::make_pair(int64_t(3), size_t(4)));
+  EXPECT_EQ(client_.rpc.target_load(c), std::make_pair(int64_t(5), size_t(2)));
+  EXPECT_EQ(client_.rpc.max_rpcs_in_flight(c), 2);
+  bool seen_b = false, seen_c = false;
+  for (const RpcEngine::TargetInfo& t : client_.rpc.targets()) {
+    if (t.dst == b_) {
+      seen_b = true;
+      EXPECT_TRUE(t.own_limit);
+      EXPECT_EQ(t.limit, 3);
+      EXPECT_EQ(t.counters.slot_waits, 5u);
+    }
+    if (t.dst == c) {
+      seen_c = true;
+      EXPECT_FALSE(t.own_limit);
+      EXPECT_EQ(t.limit, 2);
+      EXPECT_EQ(t.counters.slot_waits, 2u);
+    }
+  }
+  EXPECT_TRUE(seen_b && seen_c);
+  release_.open();
+  pump_until([&] { return r.got.size() == 14; });
+  ASSERT_EQ(r.got.size(), 14u);
+  for (auto& rep : r.got) EXPECT_TRUE(rep.status.ok()) << rep.status.to_string();
+  for (const RpcEngine::TargetInfo& t : client_.rpc.targets()) {
+    EXPECT_EQ(t.counters.completed, 7u) << t.dst.to_string();
+    EXPECT_GT(t.counters.bytes, 0u);
+  }
+  far.rpc.shutdown();
+}
+
 // A written attempt with no reply can be acted on by two threads at once: the deadline
 // timer (a remote timeout) and the I/O thread that sees its connection close. Only one of
 // them may resend it: two writes of one call out at once, where the call keeps itself
