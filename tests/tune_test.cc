@@ -211,7 +211,8 @@ TEST(TuneTest, TheWanStudyAtSmallScale) {
   if (!kSanitized) {
     EXPECT_GT(best, 0.8 * 119.2) << r.dump() << d.a.process().output() << d.b.process().output();
   }
-  EXPECT_TRUE(d.a.process().wait_for_output("auto-tune: max_rpcs_in_flight 8 -> 16", 1000ms))
+  // Per peer: the client's tuner of its one target, named by the target's NID.
+  EXPECT_TRUE(d.a.process().wait_for_output("@tcp: max_rpcs_in_flight 8 -> 16", 1000ms))
       << d.a.process().output();
   EXPECT_TRUE(d.b.process().wait_for_output("auto-tune: peer_credits 8 -> 16", 1000ms))
       << d.b.process().output();

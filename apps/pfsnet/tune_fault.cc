@@ -30,10 +30,20 @@ void print_tune(const json& r) {
   for (const auto& [peer, err] : r["probe_errors"].items())
     std::printf("  probe of %s failed: %s\n", peer.c_str(), err.get<std::string>().c_str());
   std::printf("\n%-20s %8s %12s  %s\n", "setting", "now", "recommended", "why");
+  auto value = [](const json& v) { return v.is_null() ? std::string("-") : v.dump(); };
+  bool own_changed = false;
   for (const char* k : {"max_rpcs_in_flight", "peer_credits", "credits", "conns_per_peer"}) {
     const json& s = r["settings"][k];
     std::printf("%-20s %8lld %12lld  %s\n", k, s["current"].get<long long>(),
                 s["recommended"].get<long long>(), s["why"].get<std::string>().c_str());
+    if (std::string(k) != "max_rpcs_in_flight") continue;
+    // A peer's own value (rpc.peer_rpcs_in_flight), under the node's.
+    for (const json& o : r["settings"]["peer_rpcs_in_flight"]) {
+      std::printf("  for %-14s %8s %12s  %s\n", o["peer"].get<std::string>().c_str(),
+                  value(o["current"]).c_str(), value(o["recommended"]).c_str(),
+                  o["why"].get<std::string>().c_str());
+      own_changed = own_changed || o["current"] != o["recommended"];
+    }
   }
   if (!r["problems"].empty()) std::printf("\nwhat is wrong now:\n");
   for (const json& p : r["problems"]) std::printf("  - %s\n", p["text"].get<std::string>().c_str());
@@ -43,7 +53,8 @@ void print_tune(const json& r) {
       std::printf("  %s: %s -> %s\n", c["key"].get<std::string>().c_str(),
                   c["from"].get<std::string>().c_str(), c["to"].get<std::string>().c_str());
     if (r["applied"].empty()) std::printf("  nothing changed\n");
-  } else if (r["settings"]["max_rpcs_in_flight"]["current"] !=
+  } else if (own_changed ||
+             r["settings"]["max_rpcs_in_flight"]["current"] !=
                  r["settings"]["max_rpcs_in_flight"]["recommended"] ||
              r["settings"]["peer_credits"]["current"] !=
                  r["settings"]["peer_credits"]["recommended"] ||

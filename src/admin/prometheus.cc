@@ -70,6 +70,10 @@ void tune_metrics(PromText& t, const TuneStatus& s) {
   for (const PeerAdvice& p : a.peers)
     t.sample("pfsnet_tune_peer_bandwidth_bytes_per_second", "peer=\"" + p.m.peer + "\"",
              p.m.bandwidth);
+  t.family("pfsnet_tune_peer_rpcs_in_flight", "gauge",
+           "A peer's max_rpcs_in_flight at the last check (its own, or the node's).");
+  for (const PeerAdvice& p : a.peers)
+    t.sample("pfsnet_tune_peer_rpcs_in_flight", "peer=\"" + p.m.peer + "\"", double(p.rpcs_now));
   t.family("pfsnet_tune_peer_bdp_bytes", "gauge", "Bandwidth-delay product of the path to a peer.");
   for (const PeerAdvice& p : a.peers)
     t.sample("pfsnet_tune_peer_bdp_bytes", "peer=\"" + p.m.peer + "\"", p.bdp_bytes);

@@ -1,6 +1,8 @@
 #include "admin/views.h"
 
 #include <cmath>
+#include <map>
+#include <optional>
 
 namespace pfsnet {
 
@@ -150,12 +152,27 @@ json tune_report_json(const TuneReport& r) {
                      {"bdp_bytes", static_cast<int64_t>(p.bdp_bytes)},
                      {"bdp_mib", round3(p.bdp_bytes / kMiB)},
                      {"rpcs_needed", p.rpcs_needed},
+                     {"rpcs_now", p.rpcs_now},
                      {"retransmit_ratio", std::round(p.m.retrans_ratio * 1e6) / 1e6},
                      {"lossy", p.lossy},
                      {"ceiling_mib_s", round3(p.ceiling / kMiB)}});
   auto setting = [](int64_t now, int64_t rec, const std::string& why) {
     return json{{"current", now}, {"recommended", rec}, {"why", why}};
   };
+  // Peers with a max_rpcs_in_flight of their own, now or recommended (null: none).
+  json own = json::array();
+  std::map<std::string, std::pair<std::optional<int64_t>, std::optional<int64_t>>> peers_own;
+  for (const auto& [peer, n] : r.current.peer_rpcs_in_flight) peers_own[peer].first = n;
+  for (const auto& [peer, n] : r.advice.recommended.peer_rpcs_in_flight) peers_own[peer].second = n;
+  for (const auto& [peer, v] : peers_own) {
+    auto why = r.advice.why_peer_rpcs.find(peer);
+    own.push_back({{"peer", peer},
+                   {"current", v.first ? json(*v.first) : json(nullptr)},
+                   {"recommended", v.second ? json(*v.second) : json(nullptr)},
+                   {"why", why != r.advice.why_peer_rpcs.end()
+                               ? why->second
+                               : std::string("kept: the peer was not measured")}});
+  }
   json problems = json::array();
   for (const TuneProblem& p : r.advice.problems)
     problems.push_back({{"problem", p.code}, {"peer", p.peer}, {"text", p.text}});
@@ -167,6 +184,7 @@ json tune_report_json(const TuneReport& r) {
                                        r.advice.recommended.max_rpcs_in_flight, r.advice.why_rpcs)},
         {"peer_credits", setting(r.current.peer_credits, r.advice.recommended.peer_credits,
                                  r.advice.why_peer_credits)},
+        {"peer_rpcs_in_flight", own},
         {"credits", setting(r.current.credits, r.advice.recommended.credits, r.advice.why_credits)},
         {"conns_per_peer", setting(r.current.conns_per_peer, r.advice.recommended.conns_per_peer,
                                    r.advice.why_conns)}}},

@@ -420,6 +420,15 @@ std::vector<NvCheck> judge_path(const NvPath& p, const NvLimits& lim) {
                         (send ? "send" : "receive") + " buffer below the " +
                         fmt("%.1f MiB", need / (1 << 20)) + " twice the bandwidth x RTT needs");
       }
+      // The sender's congestion control decides how fast a loss is made good.
+      double mss = p.local_mtu > 52 ? double(p.local_mtu - 52) : 1448;  // IPv4 + TCP + stamps
+      double secs =
+          loss_recovery_seconds(sender.congestion_control, bps * p.rtt_ms / 1000.0, p.rtt_ms, mss);
+      if (secs >= kSlowRecoverySeconds)
+        bad.push_back(std::string(name) + ": congestion control " + sender.congestion_control +
+                      " " + from + " takes " + fmt("%.0f", secs) +
+                      " s to regain the rate after one loss (one segment per round trip); set "
+                      "net.ipv4.tcp_congestion_control=cubic or bbr");
     };
     std::string there = "on " + peer;
     direction("out", p.write_bps, p.tcp, "here", info.tcp, there.c_str());

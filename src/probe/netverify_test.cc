@@ -266,6 +266,17 @@ TEST(NetverifyJudge, TcpBuffersTooSmallForAWanPathAreNamedWithTheEnd) {
   EXPECT_NE(check(v, "tcp").detail.find("out: lnet.rx_buffer_size = 4194304 on n3"),
             std::string::npos)
       << check(v, "tcp").detail;
+  // Reno at the far end regains a halved window one segment per round trip: 100 MiB/s x
+  // 50 ms / 8948 B / 2 = 293 round trips, 15 s, for what n3 sends back.
+  p.info->tcp.rx_buffer_size = 0;
+  p.info->tcp.congestion_control = "reno";
+  v = judge_path(p, NvLimits{});
+  EXPECT_EQ(check(v, "tcp").verdict, NvVerdict::kFail);
+  EXPECT_NE(check(v, "tcp").detail.find("back: congestion control reno on n3 takes 15 s"),
+            std::string::npos)
+      << check(v, "tcp").detail;
+  p.info->tcp.congestion_control = "cubic";
+  EXPECT_EQ(check(judge_path(p, NvLimits{}), "tcp").verdict, NvVerdict::kPass);
   // Without the figures it needs, it is skipped.
   p.write_bps = 0;
   EXPECT_EQ(check(judge_path(p, NvLimits{}), "tcp").verdict, NvVerdict::kSkip);

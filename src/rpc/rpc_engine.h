@@ -50,9 +50,6 @@ namespace pfsnet {
 
 struct RpcOptions {
   int64_t max_rpcs_in_flight = 8;
-  // Targets with a max_rpcs_in_flight of their own (rpc.peer_rpcs_in_flight), by the NID
-  // RPCs are addressed to.
-  std::vector<std::pair<Nid, int64_t>> peer_rpcs_in_flight;
   int workers = 2;
   Duration default_timeout = std::chrono::seconds(50);
   uint32_t max_bulk = 2 * 1024 * 1024;
@@ -68,6 +65,9 @@ struct RpcOptions {
   // again -- on another path when there is a healthier one -- up to retry_count times
   // within its timeout. Each attempt gets timeout / (retry_count + 1).
   int64_t retry_count = 2;
+  // Targets with a max_rpcs_in_flight of their own (rpc.peer_rpcs_in_flight), by the NID
+  // RPCs are addressed to.
+  std::vector<std::pair<Nid, int64_t>> peer_rpcs_in_flight;
 
   // max_rpcs_in_flight (and per peer), the default timeout (transaction_timeout), max_bulk
   // (2 x maxBlockSize) and retry_count of a node's config.

@@ -41,12 +41,15 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
   Advice a;
   a.current = cur;
   a.active_peers = active_peers;
-  int64_t need = 0;
   bool window_limited = false;
-  size_t worst = 0;
+  auto rpcs_now = [&](const std::string& peer) {
+    auto own = cur.peer_rpcs_in_flight.find(peer);
+    return own != cur.peer_rpcs_in_flight.end() ? own->second : cur.max_rpcs_in_flight;
+  };
   for (PeerMeasure& m : peers) {
     PeerAdvice p;
     p.m = m;
+    p.rpcs_now = rpcs_now(m.peer);
     double size = m.rpc_bytes > 0 ? m.rpc_bytes : kMiB;
     bool flagged = false;
     bool rate_known = m.bandwidth > 0 && !(m.bandwidth_lower_bound && m.window_limited);
@@ -57,18 +60,14 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
           std::max(p.lossy ? kLossyHeadroom : 1.0, m.probe_short ? kShortProbeHeadroom : 1.0);
       p.rpcs_needed = rpcs_for(p.bdp_bytes * headroom, size);
       p.headroom = headroom;
-      p.ceiling = window_ceiling(cur.max_rpcs_in_flight, size, m.rtt_ms / 1000.0, m.bandwidth);
-      if (p.rpcs_needed > need) {
-        need = p.rpcs_needed;
-        worst = a.peers.size();
-      }
-      if (cur.max_rpcs_in_flight < p.rpcs_needed && p.ceiling < 0.9 * m.bandwidth) {
+      p.ceiling = window_ceiling(p.rpcs_now, size, m.rtt_ms / 1000.0, m.bandwidth);
+      if (p.rpcs_now < p.rpcs_needed && p.ceiling < 0.9 * m.bandwidth) {
         flagged = true;
         a.problems.push_back(
             {"rpcs_below_bdp", m.peer,
              fmt("max_rpcs_in_flight %lld lets at most %s to %s, %.0f%% of its %s: RTT %.1f ms "
                  "makes a BDP of %s, which needs %lld RPCs of %s in flight",
-                 (long long)cur.max_rpcs_in_flight, rate_text(p.ceiling).c_str(), m.peer.c_str(),
+                 (long long)p.rpcs_now, rate_text(p.ceiling).c_str(), m.peer.c_str(),
                  100.0 * p.ceiling / m.bandwidth, rate_text(m.bandwidth).c_str(), m.rtt_ms,
                  bytes_text(p.bdp_bytes).c_str(), (long long)p.rpcs_needed,
                  bytes_text(size).c_str())});
@@ -79,7 +78,7 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
     if (!flagged && !rate_known && m.window_limited && m.rtt_ms > 0 && m.throughput > 0) {
       // The rate of the link is not known, but RPCs queued for a slot while the path
       // carried what the window allows per round trip: the window is the limit.
-      double cap = double(cur.max_rpcs_in_flight) * size / (m.rtt_ms / 1000.0);
+      double cap = double(p.rpcs_now) * size / (m.rtt_ms / 1000.0);
       if (m.throughput >= 0.8 * cap) {
         window_limited = true;
         a.problems.push_back(
@@ -87,39 +86,67 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
              fmt("RPCs to %s queue for max_rpcs_in_flight %lld, which over RTT %.1f ms caps the "
                  "path at %s (carrying %s); the link's rate is not known: run pfsnet tune "
                  "--probe or set tune.link_mbit",
-                 m.peer.c_str(), (long long)cur.max_rpcs_in_flight, m.rtt_ms,
-                 rate_text(cap).c_str(), rate_text(m.throughput).c_str())});
+                 m.peer.c_str(), (long long)p.rpcs_now, m.rtt_ms, rate_text(cap).c_str(),
+                 rate_text(m.throughput).c_str())});
       }
     }
     a.peers.push_back(p);
   }
 
-  // max_rpcs_in_flight
-  TuneSettings& r = a.recommended;
-  if (need > 0) {
-    const PeerAdvice& p = a.peers[worst];
+  // Why peer `p` needs `rec` RPCs in flight (the study's rule on its measurements).
+  auto why_peer = [&](const PeerAdvice& p, int64_t rec) {
     double size = p.m.rpc_bytes > 0 ? p.m.rpc_bytes : kMiB;
-    r.max_rpcs_in_flight = clamp64(need, b.min_rpcs_in_flight, b.max_rpcs_in_flight);
-    a.why_rpcs = fmt(
-        "%lld: the path to %s holds a BDP of %s (%s x RTT %.1f ms); RPCs of %s need "
-        "ceil(%sBDP/size)+1 = %lld in flight to fill it%s; now %lld, at most %s (%.0f%%)",
-        (long long)r.max_rpcs_in_flight, p.m.peer.c_str(), bytes_text(p.bdp_bytes).c_str(),
-        rate_text(p.m.bandwidth).c_str(), p.m.rtt_ms, bytes_text(size).c_str(),
-        p.headroom > 1 ? fmt("%g x ", p.headroom).c_str() : "", (long long)need,
-        bound_note(need, r.max_rpcs_in_flight, "tune.min_rpcs_in_flight", "tune.max_rpcs_in_flight")
-            .c_str(),
-        (long long)cur.max_rpcs_in_flight, rate_text(p.ceiling).c_str(),
-        100.0 * p.ceiling / p.m.bandwidth);
+    std::string why =
+        fmt("%lld: the path to %s holds a BDP of %s (%s x RTT %.1f ms); RPCs of %s need "
+            "ceil(%sBDP/size)+1 = %lld in flight to fill it%s; now %lld, at most %s (%.0f%%)",
+            (long long)rec, p.m.peer.c_str(), bytes_text(p.bdp_bytes).c_str(),
+            rate_text(p.m.bandwidth).c_str(), p.m.rtt_ms, bytes_text(size).c_str(),
+            p.headroom > 1 ? fmt("%g x ", p.headroom).c_str() : "", (long long)p.rpcs_needed,
+            bound_note(p.rpcs_needed, rec, "tune.min_rpcs_in_flight", "tune.max_rpcs_in_flight")
+                .c_str(),
+            (long long)p.rpcs_now, rate_text(p.ceiling).c_str(), 100.0 * p.ceiling / p.m.bandwidth);
     if (p.m.probe_short && !p.lossy)
-      a.why_rpcs +=
+      why +=
           "; the probe's trains were smaller than that BDP and never filled the pipe (TCP's "
           "sender may have held them back), so its rate may be low: twice the BDP";
     if (p.lossy)
-      a.why_rpcs +=
+      why +=
           fmt("; the path retransmits %.4f%% of its TCP segments: a lost one holds the data behind "
               "it in the stream for a round trip, and RPCs beyond the BDP keep the pipe full "
               "meanwhile",
               100 * p.m.retrans_ratio);
+    return why;
+  };
+
+  // max_rpcs_in_flight: the node's value is what the median measured peer needs; a peer
+  // that needs more gets its own.
+  TuneSettings& r = a.recommended;
+  std::vector<const PeerAdvice*> measured;
+  for (const PeerAdvice& p : a.peers)
+    if (p.rpcs_needed > 0) measured.push_back(&p);
+  std::sort(measured.begin(), measured.end(), [](const PeerAdvice* x, const PeerAdvice* y) {
+    return x->rpcs_needed < y->rpcs_needed;
+  });
+  r.peer_rpcs_in_flight = cur.peer_rpcs_in_flight;  // those of peers not measured stay
+  if (!measured.empty()) {
+    const PeerAdvice& median = *measured[(measured.size() - 1) / 2];
+    r.max_rpcs_in_flight = clamp64(median.rpcs_needed, b.min_rpcs_in_flight, b.max_rpcs_in_flight);
+    a.why_rpcs = why_peer(median, r.max_rpcs_in_flight);
+    if (measured.size() > 1)
+      a.why_rpcs += fmt(" (the median of %zu measured peers; one that needs more gets its own)",
+                        measured.size());
+    for (const PeerAdvice* p : measured) {
+      r.peer_rpcs_in_flight.erase(p->m.peer);
+      int64_t own = clamp64(p->rpcs_needed, b.min_rpcs_in_flight, b.max_rpcs_in_flight);
+      if (own > r.max_rpcs_in_flight) {
+        r.peer_rpcs_in_flight[p->m.peer] = own;
+        a.why_peer_rpcs[p->m.peer] = why_peer(*p, own);
+      } else if (cur.peer_rpcs_in_flight.count(p->m.peer)) {
+        a.why_peer_rpcs[p->m.peer] =
+            fmt("none: needs %lld, which the node's %lld covers", (long long)p->rpcs_needed,
+                (long long)r.max_rpcs_in_flight);
+      }
+    }
   } else if (window_limited) {
     int64_t want = 2 * cur.max_rpcs_in_flight;
     r.max_rpcs_in_flight = clamp64(want, b.min_rpcs_in_flight, b.max_rpcs_in_flight);
@@ -136,13 +163,17 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
             "tune --probe, or set tune.link_mbit)",
             (long long)r.max_rpcs_in_flight);
   }
+  int64_t most_rpcs = r.max_rpcs_in_flight, most_now = cur.max_rpcs_in_flight;
+  for (const auto& [peer, n] : r.peer_rpcs_in_flight) most_rpcs = std::max(most_rpcs, n);
+  for (const auto& [peer, n] : cur.peer_rpcs_in_flight) most_now = std::max(most_now, n);
   // peer_credits
-  int64_t want_pc = std::max(r.max_rpcs_in_flight, b.min_peer_credits);
+  int64_t want_pc = std::max(most_rpcs, b.min_peer_credits);
   r.peer_credits = clamp64(want_pc, b.min_peer_credits, b.max_peer_credits);
   a.why_peer_credits =
-      fmt("%lld: at least max_rpcs_in_flight (%lld), as requests and replies each take one; "
+      fmt("%lld: at least max_rpcs_in_flight (%lld%s), as requests and replies each take one; "
           "above peer_credits throughput falls away from RPCs x size / RTT%s",
-          (long long)r.peer_credits, (long long)r.max_rpcs_in_flight,
+          (long long)r.peer_credits, (long long)most_rpcs,
+          most_rpcs > r.max_rpcs_in_flight ? ", a peer's own" : "",
           r.peer_credits < want_pc ? " (capped by tune.max_peer_credits)" : "");
   // credits
   size_t n = std::max<size_t>(1, active_peers);
@@ -172,13 +203,12 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
             (long long)r.conns_per_peer);
   }
 
-  if (cur.peer_credits < cur.max_rpcs_in_flight)
+  if (cur.peer_credits < most_now)
     a.problems.push_back(
         {"peer_credits_below_rpcs", "",
          fmt("peer_credits %lld is below max_rpcs_in_flight %lld: RPCs beyond %lld per peer "
              "wait for credits",
-             (long long)cur.peer_credits, (long long)cur.max_rpcs_in_flight,
-             (long long)cur.peer_credits)});
+             (long long)cur.peer_credits, (long long)most_now, (long long)cur.peer_credits)});
   if (cur.credits < cur.peer_credits * int64_t(n) && active_peers > 0)
     a.problems.push_back(
         {"credits_below_peers", "",

@@ -44,6 +44,8 @@ struct TuneSettings {
   int64_t peer_credits = 8;
   int64_t credits = 64;
   int64_t conns_per_peer = 1;  // lnet.conns_per_peer
+  // Peers with their own max_rpcs_in_flight (rpc.peer_rpcs_in_flight), by first NID.
+  std::map<std::string, int64_t> peer_rpcs_in_flight;
   bool operator==(const TuneSettings&) const = default;
 };
 
@@ -87,6 +89,7 @@ inline constexpr double kShortProbeHeadroom = 2;
 
 struct PeerAdvice {
   PeerMeasure m;
+  int64_t rpcs_now = 0;     // its max_rpcs_in_flight now (its own, or the node's)
   double bdp_bytes = 0;     // 0: RTT or bandwidth unknown
   int64_t rpcs_needed = 0;  // 0: unknown
   double ceiling = 0;       // bytes/s the current max_rpcs_in_flight allows; 0: unknown
@@ -96,7 +99,7 @@ struct PeerAdvice {
 
 struct TuneProblem {
   // rpcs_below_bdp, window_limited, peer_credits_below_rpcs, credits_below_peers, and
-  // (window.h) tcp_window, host_tcp_buffers
+  // (window.h) tcp_window, host_tcp_buffers, host_tcp_cc
   std::string code;
   std::string peer;  // empty: the whole node
   std::string text;
@@ -107,11 +110,15 @@ struct Advice {
   size_t active_peers = 0;
   TuneSettings current, recommended;
   std::string why_rpcs, why_peer_credits, why_credits, why_conns;  // one line each
-  std::vector<TuneProblem> problems;                               // empty: the settings fit
+  std::map<std::string, std::string> why_peer_rpcs;  // peer -> why its own value (or none)
+  std::vector<TuneProblem> problems;                 // empty: the settings fit
 };
 
 // `active_peers`: peers this node talks to (for credits). The study's rule, clamped to
-// `bounds`.
+// `bounds`, per peer: the node's max_rpcs_in_flight is what the median measured peer
+// needs, and a peer that needs more gets its own (a WAN peer beside LAN peers; with one
+// peer, or peers alike, no peer needs its own). A peer's own value that it no longer needs
+// is dropped; one of a peer not measured is kept.
 Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& current, const TuneConfig& bounds,
               size_t active_peers);
 

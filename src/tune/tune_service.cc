@@ -34,13 +34,14 @@ TuneService::TuneService(Net& net, RpcEngine& rpc, RpcStats& stats, LiveConfig& 
 TuneSettings TuneService::settings() const {
   return cfg_.read([](const Config& c) {
     return TuneSettings{c.rpc.max_rpcs_in_flight, c.lnet.peer_credits, c.lnet.credits,
-                        c.lnet.conns_per_peer};
+                        c.lnet.conns_per_peer, c.rpc.peer_rpcs_in_flight};
   });
 }
 
 Result<ConfigApplied> TuneService::apply(const TuneSettings& s) {
   return cfg_.update([&](Config& next) {
     next.rpc.max_rpcs_in_flight = s.max_rpcs_in_flight;
+    next.rpc.peer_rpcs_in_flight = s.peer_rpcs_in_flight;
     next.lnet.peer_credits = s.peer_credits;
     next.lnet.credits = s.credits;
     next.lnet.conns_per_peer = s.conns_per_peer;
@@ -54,7 +55,7 @@ double TuneService::round_period() const {
 void TuneService::reset(TimePoint now) {
   MutexLock lk(mu_);
   last_sample_ = last_step_ = last_check_ = now;
-  last_rpc_ = rpc_.counters();
+  peer_tune_.clear();
   last_credit_waits_ = total_credit_waits(net_.nis());
 }
 
@@ -68,7 +69,7 @@ void TuneService::round(TimePoint now) {
       autotune_step(now);
     } else {  // keep the baseline current, so turning auto-tune on starts afresh
       last_step_ = now;
-      last_rpc_ = rpc_.counters();
+      peer_tune_.clear();
       last_credit_waits_ = total_credit_waits(net_.nis());
     }
   }
@@ -110,37 +111,78 @@ void TuneService::sample_traffic(TimePoint now) {
 }
 
 void TuneService::autotune_step(TimePoint now) {
-  RpcCounters c = rpc_.counters();
+  TuneConfig tc = cfg_.read([](const Config& c) { return c.tune; });
   uint64_t cw = total_credit_waits(net_.nis());
-  TuneInterval iv;
-  iv.seconds = seconds(now - last_step_);
-  iv.rpcs = c.completed - last_rpc_.completed;
-  iv.round_trip_ms =
-      iv.rpcs ? double(c.round_trip_ns - last_rpc_.round_trip_ns) / 1e6 / double(iv.rpcs) : 0;
-  iv.bytes = c.bytes - last_rpc_.bytes;
-  iv.slot_waits = c.slot_waits - last_rpc_.slot_waits;
-  iv.credit_waits = cw - last_credit_waits_;
-  iv.peers = 0;
-  for (const auto& [key, t] : traffic_) iv.peers += t.rate > 0 ? 1 : 0;
-  iv.peers = std::max<size_t>(1, iv.peers);
+  double secs = seconds(now - last_step_);
+  size_t peers = 0;
+  for (const auto& [key, t] : traffic_) peers += t.rate > 0 ? 1 : 0;
+  peers = std::max<size_t>(1, peers);
   last_step_ = now;
-  last_rpc_ = c;
-  last_credit_waits_ = cw;
   TuneSettings cur = settings();
-  auto ch = autotune_.step(iv, cur);
-  if (!ch) return;
-  if (ch->to == cur) {
-    PFS_LOG_INFO("auto-tune: {}", ch->why);
-    return;
+  TuneSettings next = cur;
+  std::vector<std::string> why;
+  // Each target's own RPCs decide its own max_rpcs_in_flight.
+  for (const RpcEngine::TargetInfo& t : rpc_.targets()) {
+    std::string key = t.dst.to_string();
+    auto [it, fresh] = peer_tune_.try_emplace(key, PeerTune{AutoTuner(tc), t.counters});
+    PeerTune& pt = it->second;
+    if (fresh) continue;  // its counters so far are the baseline
+    pt.tuner.set_bounds(tc);
+    TuneInterval iv;
+    iv.seconds = secs;
+    iv.rpcs = t.counters.completed - pt.last.completed;
+    iv.round_trip_ms =
+        iv.rpcs ? double(t.counters.round_trip_ns - pt.last.round_trip_ns) / 1e6 / double(iv.rpcs)
+                : 0;
+    iv.bytes = t.counters.bytes - pt.last.bytes;
+    iv.slot_waits = t.counters.slot_waits - pt.last.slot_waits;
+    iv.peers = peers;
+    pt.last = t.counters;
+    TuneSettings mine = cur;
+    mine.max_rpcs_in_flight = t.limit;
+    auto ch = pt.tuner.step(iv, mine);
+    if (!ch) continue;
+    if (ch->to.max_rpcs_in_flight != t.limit) {
+      next.peer_rpcs_in_flight[key] = ch->to.max_rpcs_in_flight;
+      why.push_back(key + ": " + ch->why);
+    } else {
+      PFS_LOG_INFO("auto-tune: {}: {}", key, ch->why);
+    }
   }
-  auto r = apply(ch->to);
+  // The node's credits: raised while sends wait for them (a server's replies), and never
+  // below the most RPCs in flight any peer may have.
+  int64_t most = next.max_rpcs_in_flight;
+  for (const auto& [peer, n] : next.peer_rpcs_in_flight) most = std::max(most, n);
+  TuneInterval node;
+  node.seconds = secs;
+  node.credit_waits = cw - last_credit_waits_;
+  node.peers = peers;
+  last_credit_waits_ = cw;
+  TuneSettings credit_cur = cur;
+  credit_cur.max_rpcs_in_flight = most;
+  if (auto ch = autotune_.step(node, credit_cur); ch && ch->to.peer_credits > cur.peer_credits) {
+    next.peer_credits = ch->to.peer_credits;
+    why.push_back(ch->why);
+  }
+  next.peer_credits = std::clamp(std::max(next.peer_credits, most), tc.min_peer_credits,
+                                 std::max(tc.min_peer_credits, tc.max_peer_credits));
+  int64_t want = next.peer_credits * int64_t(peers);
+  if (next.credits < want) next.credits = std::min(want, tc.max_credits);
+  if (next == cur) return;
+  auto r = apply(next);
+  std::string all;
+  for (const std::string& w : why) all += (all.empty() ? "" : "; ") + w;
   if (!r.ok()) {
-    PFS_LOG_ERROR("auto-tune: could not apply the change ({}): {}", ch->why, r.status().message());
+    PFS_LOG_ERROR("auto-tune: could not apply the change ({}): {}", all, r.status().message());
     return;
   }
   ++autotune_changes_;
-  PFS_LOG_INFO("auto-tune: {} (now max_rpcs_in_flight {}, peer_credits {}, credits {})", ch->why,
-               ch->to.max_rpcs_in_flight, ch->to.peer_credits, ch->to.credits);
+  std::string own;
+  for (const auto& [peer, n] : next.peer_rpcs_in_flight)
+    own += (own.empty() ? "" : ", ") + peer + " " + std::to_string(n);
+  PFS_LOG_INFO("auto-tune: {} (now max_rpcs_in_flight {}{}{}, peer_credits {}, credits {})", all,
+               next.max_rpcs_in_flight, own.empty() ? "" : "; own: ", own, next.peer_credits,
+               next.credits);
 }
 
 std::vector<PeerMeasure> TuneService::measure_peers(const std::vector<Nid>& only, TimePoint now) {
@@ -247,10 +289,13 @@ std::vector<ConnTcpSample> TuneService::tcp_samples() const {
 void TuneService::note_tcp(const std::vector<ConnTcpSample>& samples) {
   tcp_rtt_ms_.clear();
   tcp_retrans_.clear();
+  tcp_mss_.clear();
   std::map<std::string, std::pair<uint64_t, uint64_t>> segs;  // peer -> (retransmitted, sent)
   for (const ConnTcpSample& s : samples) {
     segs[s.peer].first += s.k.total_retrans;
     segs[s.peer].second += s.k.segs_out;
+    double& mss = tcp_mss_[s.peer];
+    mss = std::max(mss, double(s.k.snd_mss));
     double ms = s.k.min_rtt_us / 1000.0;
     auto [it, fresh] = tcp_rtt_ms_.emplace(s.peer, ms);
     if (!fresh && ms > 0 && (it->second == 0 || ms < it->second)) it->second = ms;
@@ -283,6 +328,10 @@ void TuneService::add_window_problems(Advice& a) {
   }
   for (TuneProblem& p : host_window_problems(host_, tx, rx, worst_bdp, worst_peer))
     a.problems.push_back(std::move(p));
+  if (!worst_peer.empty())
+    for (TuneProblem& p : host_cc_problems(host_, worst_bdp, tcp_rtt_ms_[worst_peer],
+                                           tcp_mss_[worst_peer], worst_peer))
+      a.problems.push_back(std::move(p));
 }
 
 Result<TuneReport> TuneService::tune(const TuneRequest& req) {
@@ -336,10 +385,13 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
     auto r = apply(s);
     if (!r.ok()) return r.status();
     rep.applied = r->changed;
+    std::string own;
+    for (const auto& [peer, n] : s.peer_rpcs_in_flight)
+      own += (own.empty() ? "; own: " : ", ") + peer + " " + std::to_string(n);
     PFS_LOG_INFO(
-        "tune: applied the recommended settings (max_rpcs_in_flight {}, peer_credits {}, "
+        "tune: applied the recommended settings (max_rpcs_in_flight {}{}, peer_credits {}, "
         "credits {}, conns_per_peer {})",
-        s.max_rpcs_in_flight, s.peer_credits, s.credits, s.conns_per_peer);
+        s.max_rpcs_in_flight, own, s.peer_credits, s.credits, s.conns_per_peer);
   }
   return rep;
 }

@@ -1,9 +1,12 @@
 // TuneService: tuning inside a running node (tune.h holds the rules). Every second it
 // samples each peer node's traffic (one sum per peer from Net::peer_loads, one look at
 // the RPC engine's waiting targets); every tune.interval it feeds auto-tune (when
-// tune.auto is on); every tune.check_interval it checks that the settings still fit the
-// measured paths and logs the warning events of TuneWatch. `pfsnet tune` asks it for
-// advice (optionally probing peers first) and may apply it.
+// tune.auto is on: one AutoTuner per target, each setting that peer's own
+// max_rpcs_in_flight from its own RPCs -- a WAN peer's round trip says nothing of a LAN
+// peer's -- and one for the node's credits, raised while sends wait for them); every
+// tune.check_interval it checks that the settings still fit the measured paths and logs the warning
+// events of TuneWatch. `pfsnet tune` asks it for advice (optionally probing peers first) and may
+// apply it.
 //
 // What is known of a peer: its RTT from the fastest RPC latency of the last 60 s of
 // statistics, or from a probe; its bandwidth from a probe, from tune.link_mbit, or --
@@ -107,10 +110,14 @@ class TuneService {
   mutable Mutex mu_;                                            // guards everything below
   std::map<std::string, PeerTraffic> traffic_ GUARDED_BY(mu_);  // peer node NID -> traffic
   std::map<std::string, ProbeResult> probes_ GUARDED_BY(mu_);   // peer node NID -> its last probe
-  AutoTuner autotune_ GUARDED_BY(mu_);
+  AutoTuner autotune_ GUARDED_BY(mu_);                          // the node's credits
+  struct PeerTune {
+    AutoTuner tuner;
+    RpcCounters last;  // the target's counters at the last step
+  };
+  std::map<std::string, PeerTune> peer_tune_ GUARDED_BY(mu_);  // target NID -> its tuner
   TuneWatch watch_ GUARDED_BY(mu_);
   std::optional<Advice> last_advice_ GUARDED_BY(mu_);
-  RpcCounters last_rpc_ GUARDED_BY(mu_);
   uint64_t last_credit_waits_ GUARDED_BY(mu_) = 0;
   uint64_t autotune_changes_ GUARDED_BY(mu_) = 0;
   TimePoint last_sample_ GUARDED_BY(mu_){};
@@ -125,6 +132,8 @@ class TuneService {
   std::map<std::string, double> tcp_rtt_ms_ GUARDED_BY(mu_);
   // Peer node -> its TCP connections' retransmitted / sent segments at the last reading.
   std::map<std::string, double> tcp_retrans_ GUARDED_BY(mu_);
+  // Peer node -> the largest segment (MSS) of its TCP connections at the last reading.
+  std::map<std::string, double> tcp_mss_ GUARDED_BY(mu_);
 };
 
 }  // namespace pfsnet

@@ -54,17 +54,20 @@ class TuneServiceTest : public ::testing::Test {
     live_.on_apply([this](const Config& before, const Config& after) {
       if (after.rpc.max_rpcs_in_flight != before.rpc.max_rpcs_in_flight)
         client_.rpc.set_max_rpcs_in_flight(after.rpc.max_rpcs_in_flight);
+      if (after.rpc.peer_rpcs_in_flight != before.rpc.peer_rpcs_in_flight)
+        client_.rpc.set_peer_rpcs_in_flight(RpcOptions::from(after).peer_rpcs_in_flight);
       if (after.lnet.peer_credits != before.lnet.peer_credits)
         client_.net.set_credits(after.lnet.credits, after.lnet.peer_credits);
     });
   }
 
   // `n` PINGs with 4 KiB of bulk, all submitted at once, pumped to completion.
-  void burst(int n) {
+  void burst(int n) { burst_to(b_, n); }
+  void burst_to(const Nid& to, int n) {
     BulkData data = make_bulk(make_ping_pattern(4096));
     int done = 0;
     for (int i = 0; i < n; ++i)
-      client_.rpc.call_async(b_, kMsgPing, Buffer(), data, [&](RpcReply&& r) {
+      client_.rpc.call_async(to, kMsgPing, Buffer(), data, [&](RpcReply&& r) {
         EXPECT_TRUE(r.status.ok()) << r.status.to_string();
         ++done;
       });
@@ -74,25 +77,40 @@ class TuneServiceTest : public ::testing::Test {
 
   ManualClock clock_;
   MemHub hub_;
-  Nid a_ = nid("10.0.0.1@tcp"), b_ = nid("10.0.0.2@tcp");
+  Nid a_ = nid("10.0.0.1@tcp"), b_ = nid("10.0.0.2@tcp"), c_ = nid("10.0.0.3@tcp");
   LiveConfig live_;
   Node client_, server_;
   TuneService svc_;
 };
 
-TEST_F(TuneServiceTest, AutoTuneDoublesTheWindowWhileRpcsWaitForSlots) {
+// Auto-tune is per peer: the peer whose RPCs wait for slots gets its own, doubled
+// max_rpcs_in_flight; a peer whose RPCs never waited keeps the node's value.
+TEST_F(TuneServiceTest, AutoTuneDoublesTheWindowOfThePeerWhoseRpcsWaitForSlots) {
+  Node other(hub_, clock_, c_, config("10.0.0.3@tcp", false));
+  serve_ping(other.rpc, 1 << 20);
   svc_.reset(clock_.now());
-  burst(32);  // 8 on the wire, 24 wait for a slot; the round trip stays at its base
+  burst(2);  // both targets exist from the first interval: their baselines
+  burst_to(c_, 2);
   clock_.advance(1s);
   svc_.round(clock_.now());
-  EXPECT_EQ(live_.get().rpc.max_rpcs_in_flight, 16);
-  EXPECT_EQ(live_.get().lnet.peer_credits, 16);
-  EXPECT_EQ(client_.rpc.max_rpcs_in_flight(), 16);  // applied through the LiveConfig
+  EXPECT_EQ(svc_.status().autotune_changes, 0u);
+  burst(32);        // 8 on the wire, 24 wait for a slot; the round trip stays at its base
+  burst_to(c_, 8);  // never more than 8 at once: no slot wait
+  clock_.advance(1s);
+  svc_.round(clock_.now());
+  const std::map<std::string, int64_t> own{{b_.to_string(), 16}};
+  EXPECT_EQ(live_.get().rpc.peer_rpcs_in_flight, own);
+  EXPECT_EQ(live_.get().rpc.max_rpcs_in_flight, 8);   // the node's value is not the tuner's
+  EXPECT_EQ(live_.get().lnet.peer_credits, 16);       // the most any peer may have in flight
+  EXPECT_EQ(client_.rpc.max_rpcs_in_flight(b_), 16);  // applied through the LiveConfig
+  EXPECT_EQ(client_.rpc.max_rpcs_in_flight(c_), 8);
   EXPECT_EQ(svc_.status().autotune_changes, 1u);
   // An idle interval changes nothing.
   clock_.advance(1s);
   svc_.round(clock_.now());
-  EXPECT_EQ(live_.get().rpc.max_rpcs_in_flight, 16);
+  EXPECT_EQ(live_.get().rpc.peer_rpcs_in_flight, own);
+  EXPECT_EQ(svc_.status().autotune_changes, 1u);
+  other.rpc.shutdown();
 }
 
 TEST_F(TuneServiceTest, AutoTuneOffKeepsTheSettings) {
@@ -145,6 +163,7 @@ TEST_F(TuneServiceTest, AdviceUsesTrafficAndTheConfiguredLink) {
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(r->applied);
   EXPECT_EQ(live_.get().rpc.max_rpcs_in_flight, r->advice.recommended.max_rpcs_in_flight);
+  EXPECT_EQ(live_.get().rpc.peer_rpcs_in_flight, r->advice.recommended.peer_rpcs_in_flight);
 }
 
 TEST_F(TuneServiceTest, TheCheckRunsEveryCheckInterval) {

@@ -71,6 +71,47 @@ TEST(TuneAdviceTest, BoundsAndALan) {
   EXPECT_NE(n.why_rpcs.find("kept"), std::string::npos);
 }
 
+// A WAN peer beside LAN peers (the study's OSCs across the WAN and in the machine room):
+// the node's value is what the median peer needs, and the WAN peer gets its own, so the
+// LAN peers are not given 32 RPCs in flight they do not need. A peer's own value that it
+// no longer needs is dropped; one of a peer not measured is kept.
+TEST(TuneAdviceTest, AWanPeerBesideLanPeersGetsItsOwnRpcsInFlight) {
+  PeerMeasure far = wan();  // needs 32
+  far.peer = "198.18.1.2@tcp";
+  PeerMeasure near1 = wan(0.05, 10e9 / 8), near2 = wan(0.2, 10e9 / 8);  // 2 each
+  near1.peer = "198.18.0.2@tcp";
+  near2.peer = "198.18.0.3@tcp";
+  TuneSettings cur;
+  cur.peer_rpcs_in_flight = {{"198.18.0.3@tcp", 16}, {"198.18.9.9@tcp", 12}};
+  Advice a = advise({near1, far, near2}, cur, TuneConfig{}, 3);
+  EXPECT_EQ(a.recommended.max_rpcs_in_flight, 8);  // the median needs 2; the floor is 8
+  EXPECT_EQ(a.recommended.peer_rpcs_in_flight,
+            (std::map<std::string, int64_t>{{"198.18.1.2@tcp", 32}, {"198.18.9.9@tcp", 12}}));
+  EXPECT_EQ(a.recommended.peer_credits, 32);  // the most any peer may have in flight
+  EXPECT_NE(a.why_rpcs.find("median of 3 measured peers"), std::string::npos) << a.why_rpcs;
+  EXPECT_NE(a.why_peer_rpcs["198.18.1.2@tcp"].find("ceil(BDP/size)+1 = 32"), std::string::npos);
+  EXPECT_NE(a.why_peer_rpcs["198.18.0.3@tcp"].find("none: needs 2, which the node's 8 covers"),
+            std::string::npos);
+  // The WAN peer is judged by its own value: 8 is below its BDP; the near peer's own 16 is
+  // its value now.
+  ASSERT_EQ(a.peers.size(), 3u);
+  EXPECT_EQ(a.peers[1].rpcs_now, 8);
+  EXPECT_EQ(a.peers[2].rpcs_now, 16);
+  EXPECT_TRUE(has(a, "rpcs_below_bdp"));
+  // Applied, nothing is wrong any more, and the advice stays put.
+  Advice b = advise({near1, far, near2}, a.recommended, TuneConfig{}, 3);
+  EXPECT_TRUE(b.problems.empty()) << b.problems[0].text;
+  EXPECT_EQ(b.recommended, a.recommended);
+  // Two WAN peers of three: the median is a WAN peer, so the node's value covers both and
+  // neither needs its own.
+  PeerMeasure far2 = wan(60, k5Gbit);
+  far2.peer = "198.18.1.3@tcp";
+  Advice c = advise({near1, far, far2}, TuneSettings{}, TuneConfig{}, 3);
+  EXPECT_EQ(c.recommended.max_rpcs_in_flight, 32);
+  EXPECT_EQ(c.recommended.peer_rpcs_in_flight,
+            (std::map<std::string, int64_t>{{"198.18.1.3@tcp", rpcs_for(k5Gbit * 0.06, kMiB)}}));
+}
+
 TEST(TuneAdviceTest, ProblemsWithTheCurrentSettings) {
   Advice a = advise({}, TuneSettings{32, 8, 64}, TuneConfig{}, 16);
   EXPECT_TRUE(has(a, "peer_credits_below_rpcs"));

@@ -164,4 +164,22 @@ std::vector<TuneProblem> host_window_problems(const HostTcp& host, int64_t tx_bu
   return v;
 }
 
+double loss_recovery_seconds(const std::string& cc, double bdp_bytes, double rtt_ms, double mss) {
+  if (cc != "reno" || !(bdp_bytes > 0) || !(rtt_ms > 0) || !(mss > 0)) return 0;
+  return bdp_bytes / mss / 2 * rtt_ms / 1000.0;
+}
+
+std::vector<TuneProblem> host_cc_problems(const HostTcp& host, double bdp_bytes, double rtt_ms,
+                                          double mss, const std::string& peer) {
+  double secs = loss_recovery_seconds(host.congestion_control, bdp_bytes, rtt_ms, mss);
+  if (secs < kSlowRecoverySeconds) return {};
+  return {{"host_tcp_cc", "",
+           fmt("net.ipv4.tcp_congestion_control is %s, which regains a halved window one segment "
+               "per round trip: after one lost segment the path to %s (BDP %s, RTT %.1f ms, "
+               "segments of %.0f B) takes %.0f s to reach its rate again; set it to cubic (the "
+               "kernel's default) or bbr (sysctl -w net.ipv4.tcp_congestion_control=cubic)",
+               host.congestion_control.c_str(), peer.c_str(), bytes_text(bdp_bytes).c_str(), rtt_ms,
+               mss, secs)}};
+}
+
 }  // namespace pfsnet

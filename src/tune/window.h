@@ -7,6 +7,9 @@
 // network. Such a path carries at most window / RTT, whatever the credits say; the
 // finding names that ceiling and the cure.
 //
+// host_cc_problems: whether the host's congestion control regains a long path's window
+// after a loss within seconds (Reno needs a round trip per segment of it).
+//
 // host_window_problems: whether the host's TCP settings (net.ipv4.tcp_rmem/tcp_wmem
 // maxima, and lnet.rx_buffer_size/tx_buffer_size when set) leave room for a window of
 // 2 x BDP on each path whose BDP is known: the kernel's autotuning never grows a buffer
@@ -98,5 +101,21 @@ BufferCap buffer_cap(bool send, int64_t fixed_size, int64_t host_max);
 std::vector<TuneProblem> host_window_problems(const HostTcp& host, int64_t tx_buffer_size,
                                               int64_t rx_buffer_size, double bdp_bytes,
                                               const std::string& peer);
+
+// How long congestion control `cc` takes to bring a path back to its rate after one lost
+// segment halves the window: Reno adds one segment per round trip, so BDP / MSS / 2
+// round trips (at 50 ms and 1 Gbit/s with 9000-byte packets, 17 s; with 1500, 107 s).
+// CUBIC (the kernel's default), BBR and the other high-speed controls regain a long
+// path's window in a few seconds or do not halve it: 0. 0 when anything is unknown.
+double loss_recovery_seconds(const std::string& cc, double bdp_bytes, double rtt_ms, double mss);
+// A recovery this long or longer makes a problem: on a long path every loss costs tens of
+// seconds at a fraction of the rate.
+inline constexpr double kSlowRecoverySeconds = 10;
+
+// The problem (code "host_tcp_cc", peer empty) when the host's congestion control takes
+// kSlowRecoverySeconds or more to recover from one loss on the path to `peer` (BDP
+// `bdp_bytes`, TCP's RTT `rtt_ms`, segments of `mss` bytes), with the cure; none else.
+std::vector<TuneProblem> host_cc_problems(const HostTcp& host, double bdp_bytes, double rtt_ms,
+                                          double mss, const std::string& peer);
 
 }  // namespace pfsnet

@@ -109,6 +109,29 @@ TEST(HostWindowTest, SettingsBelowTwiceTheBdpAreNamed) {
   EXPECT_TRUE(host_window_problems(HostTcp{}, 1024, 1024, 0, "oss1").empty());
 }
 
+// Reno regains a halved window one segment per round trip: on a long fat path that is tens
+// of seconds per loss, and named with the cure; CUBIC and BBR, or a short path, are not.
+TEST(HostWindowTest, RenoOnALongPathIsNamed) {
+  const double bdp = 1e9 / 8 * 0.05;  // 1 Gbit/s x 50 ms = 6.25 MB
+  // 6.25 MB / 8948 B = 698 segments; half of them, one per 50 ms round trip: 17.5 s.
+  EXPECT_NEAR(loss_recovery_seconds("reno", bdp, 50, 8948), 17.46, 0.01);
+  EXPECT_EQ(loss_recovery_seconds("cubic", bdp, 50, 8948), 0);
+  EXPECT_EQ(loss_recovery_seconds("bbr", bdp, 50, 8948), 0);
+  EXPECT_EQ(loss_recovery_seconds("reno", bdp, 50, 0), 0);  // unknown MSS: no judgement
+  HostTcp h;
+  h.congestion_control = "reno";
+  auto v = host_cc_problems(h, bdp, 50, 8948, "oss1");
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].code, "host_tcp_cc");
+  EXPECT_NE(v[0].text.find("the path to oss1"), std::string::npos) << v[0].text;
+  EXPECT_NE(v[0].text.find("takes 17 s"), std::string::npos) << v[0].text;
+  EXPECT_NE(v[0].text.find("net.ipv4.tcp_congestion_control=cubic"), std::string::npos);
+  // A LAN: 10 Gbit/s x 0.1 ms, 43 round trips of 0.1 ms -- nothing to say.
+  EXPECT_TRUE(host_cc_problems(h, 10e9 / 8 * 1e-4, 0.1, 1448, "oss1").empty());
+  h.congestion_control = "cubic";
+  EXPECT_TRUE(host_cc_problems(h, bdp, 50, 8948, "oss1").empty());
+}
+
 TEST(HostWindowTest, ReadsTheSettingsFromProcSys) {
   auto dir =
       std::filesystem::temp_directory_path() / ("pfsnet-host-tcp-" + std::to_string(getpid()));
