@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <regex>
 #include <string>
 #include <thread>
@@ -106,6 +107,90 @@ TEST(TuneTest, ProbeMeasuresThePathAndApplyTakesTheRecommendation) {
   EXPECT_EQ(rc, 0);
   EXPECT_NE(out.find("peer_credits"), std::string::npos) << out;
   EXPECT_NE(out.find("bandwidth from probe"), std::string::npos) << out;
+}
+
+// One client, a near server and a far one (20 ms away, the link said to be 1 Gbit/s): the
+// advice gives the far peer its own max_rpcs_in_flight -- 2.5 MB of BDP needs 11 RPCs of
+// 256 KiB -- and leaves the node's value, and so the near peer, at 8; --apply puts it in
+// force, and the advice then has no complaint about either peer.
+TEST(TuneTest, AFarPeerAndANearPeerEachGetWhatTheirPathNeeds) {
+  TempDir dir;
+  std::string key = TwoDaemons::write_key(dir);
+  const std::string far_nid = loopback(4) + "@tcp";
+  DaemonOptions oc;
+  oc.extra = "[[emulation]]\npeer = \"" + far_nid + "\"\ndelay_ms = 20\n[tune]\nlink_mbit = 1000\n";
+  Daemon client(dir, 2, key, oc), near(dir, 3, key), far(dir, 4, key);
+  ASSERT_TRUE(client.ready() && near.ready() && far.ready());
+  for (const Daemon* to : {&near, &far})  // RTTs into the statistics
+    ASSERT_EQ(
+        run({PFSNET_BIN, "--socket", client.socket(), "ping", to->nid().to_string(), "-c", "5"})
+            .first,
+        0);
+  // The RTT comes from the statistics' closed seconds: asked until both peers have one.
+  json r;
+  auto both_measured = [&] {
+    r = cli_json(client.socket(), {"tune", "--size", "256K"});
+    if (!r.contains("peers") || r["peers"].size() != 2) return false;
+    for (const json& p : r["peers"])
+      if (p["rtt_ms"].get<double>() <= 0) return false;
+    return true;
+  };
+  auto until = std::chrono::steady_clock::now() + 10s;
+  for (int i = 0; i < 100 && !both_measured() && std::chrono::steady_clock::now() < until; ++i)
+    std::this_thread::sleep_for(200ms);
+  ASSERT_EQ(r["peers"].size(), 2u) << r.dump();
+  std::map<std::string, json> peer;
+  for (const json& p : r["peers"]) peer[p["peer"].get<std::string>()] = p;
+  const json& pf = peer[far_nid];
+  const json& pn = peer[near.nid().to_string()];
+  EXPECT_GE(pf["rtt_ms"].get<double>(), 20.0) << pf.dump();
+  EXPECT_LT(pn["rtt_ms"].get<double>(), 5.0) << pn.dump();
+  // 125 MB/s x RTT over 256 KiB, plus one: 11 at 20 ms, more if the host added to the RTT.
+  int64_t need = pf["rpcs_needed"].get<int64_t>();
+  EXPECT_EQ(
+      need,
+      static_cast<int64_t>(std::ceil(pf["bdp_bytes"].get<double>() / (256 * 1024) - 1e-9)) + 1)
+      << pf.dump();
+  EXPECT_GE(need, 11);
+  EXPECT_LE(pn["rpcs_needed"].get<int64_t>(), 8) << pn.dump();
+  EXPECT_EQ(r["settings"]["max_rpcs_in_flight"]["recommended"].get<int64_t>(), 8) << r.dump();
+  const json& own = r["settings"]["peer_rpcs_in_flight"];
+  ASSERT_EQ(own.size(), 1u) << r.dump();
+  EXPECT_EQ(own[0]["peer"], far_nid);
+  EXPECT_TRUE(own[0]["current"].is_null());
+  EXPECT_EQ(own[0]["recommended"].get<int64_t>(), need);
+  EXPECT_EQ(r["settings"]["peer_credits"]["recommended"].get<int64_t>(), need);
+  // The far peer is judged by what it has: 8 is below its BDP.
+  ASSERT_FALSE(r["problems"].empty()) << r.dump();
+  EXPECT_EQ(r["problems"][0]["problem"], "rpcs_below_bdp");
+  EXPECT_EQ(r["problems"][0]["peer"], far_nid);
+
+  json a = cli_json(client.socket(), {"tune", "--apply", "--size", "256K"});
+  ASSERT_TRUE(a.contains("applied")) << a.dump();
+  int64_t applied = a["settings"]["peer_rpcs_in_flight"][0]["recommended"].get<int64_t>();
+  json cfg = cli_json(client.socket(), {"config", "show"});
+  for (const json& e : cfg["config"]) {
+    if (e["key"] == "rpc.peer_rpcs_in_flight") {
+      EXPECT_EQ(e["value"], "{ \"" + far_nid + "\" = " + std::to_string(applied) + " }");
+    }
+    if (e["key"] == "rpc.max_rpcs_in_flight") {
+      EXPECT_EQ(e["value"], "8");
+    }
+  }
+  json after = cli_json(client.socket(), {"tune", "--size", "256K"});
+  for (const json& p : after["peers"]) {
+    EXPECT_EQ(p["rpcs_now"].get<int64_t>(), p["peer"] == far_nid ? applied : 8) << p.dump();
+  }
+  EXPECT_TRUE(after["problems"].empty()) << after.dump();
+  // The human form lists the far peer's own value under the node's.
+  auto [rc, out] = run({PFSNET_BIN, "--socket", client.socket(), "tune", "--size", "256K"});
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("  for " + far_nid), std::string::npos) << out;
+  // A bad table is refused and changes nothing.
+  std::tie(rc, out) = run({PFSNET_BIN, "--socket", client.socket(), "config", "set",
+                           "rpc.peer_rpcs_in_flight={\"nonsense\"=4}"});
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("rpc.peer_rpcs_in_flight"), std::string::npos) << out;
 }
 
 TEST(TuneTest, SettingsThatStopFittingRaiseAWarningEventAndAMetric) {
