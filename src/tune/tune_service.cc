@@ -4,6 +4,7 @@
 
 #include "base/log.h"
 #include "base/mutex.h"
+#include "tune/text.h"
 
 namespace pfsnet {
 
@@ -64,6 +65,10 @@ void TuneService::round(TimePoint now) {
   MutexLock lk(mu_);
   autotune_.set_bounds(tc);
   if (now - last_sample_ >= std::chrono::milliseconds(990)) sample_traffic(now);
+  // The check first: auto-tune reads its findings (a path TCP's window holds back).
+  if (now - last_check_ >= std::chrono::seconds(tc.check_interval)) {
+    check(tc, now);
+  }
   if (now - last_step_ >= std::chrono::duration<double>(tc.interval * 0.99)) {
     if (tc.auto_tune) {
       autotune_step(now);
@@ -72,9 +77,6 @@ void TuneService::round(TimePoint now) {
       peer_tune_.clear();
       last_credit_waits_ = total_credit_waits(net_.nis());
     }
-  }
-  if (now - last_check_ >= std::chrono::seconds(tc.check_interval)) {
-    check(tc, now);
   }
 }
 
@@ -142,6 +144,22 @@ void TuneService::autotune_step(TimePoint now) {
     mine.max_rpcs_in_flight = t.limit;
     auto ch = pt.tuner.step(iv, mine);
     if (!ch) continue;
+    // A path TCP's window holds back carries no more for more RPCs: they would wait in
+    // the socket, not on the wire (the last check's finding).
+    std::string peer = net_.peer_of(t.dst).value_or(t.dst).to_string();
+    auto held = std::find_if(window_findings_.begin(), window_findings_.end(),
+                             [&](const WindowFinding& f) { return f.peer == peer; });
+    if (ch->to.max_rpcs_in_flight > t.limit && held != window_findings_.end()) {
+      PFS_LOG_INFO(
+          "auto-tune: {}: max_rpcs_in_flight stays {}: the last check found the path held "
+          "back by {} (at most {} at {:.1f} ms), so more RPCs would wait in the socket; see "
+          "pfsnet tune for the cure",
+          key, t.limit,
+          held->limit == WindowLimit::kPeerReceiveWindow ? "the peer's receive window"
+                                                         : "the send buffer",
+          tune_text::rate_text(held->ceiling), held->rtt_ms);
+      continue;
+    }
     if (ch->to.max_rpcs_in_flight != t.limit) {
       next.peer_rpcs_in_flight[key] = ch->to.max_rpcs_in_flight;
       why.push_back(key + ": " + ch->why);
@@ -277,6 +295,7 @@ void TuneService::check(const TuneConfig& tc, TimePoint now) {
 }
 
 std::vector<ConnTcpSample> TuneService::tcp_samples() const {
+  if (tcp_reader_) return tcp_reader_();
   std::vector<ConnTcpSample> samples;
   for (const NiInfo& p : net_.peers(true))
     for (const PathInfo& path : p.paths)

@@ -19,6 +19,7 @@
 #include <pfsnet/clock.h>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -76,6 +77,11 @@ class TuneService {
   Result<TuneReport> tune(const TuneRequest& req);
   TuneStatus status() const;
 
+  // Where the paths' TCP connections are read from (TCP_INFO through Net::peers by
+  // default); tests give the kernel's account of a path. REQUIRES: before round().
+  using TcpReader = std::function<std::vector<ConnTcpSample>()>;
+  void set_tcp_reader(TcpReader r) { tcp_reader_ = std::move(r); }
+
  private:
   struct PeerTraffic {
     uint64_t bytes = 0, sends = 0;                        // counters at the last sample
@@ -106,6 +112,7 @@ class TuneService {
   RpcStats& stats_;
   LiveConfig& cfg_;
   Clock& clock_;
+  TcpReader tcp_reader_;  // empty: Net::peers(true)
 
   mutable Mutex mu_;                                            // guards everything below
   std::map<std::string, PeerTraffic> traffic_ GUARDED_BY(mu_);  // peer node NID -> traffic

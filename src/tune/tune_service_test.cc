@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "rpc/ping.h"
 #include "transport/mem_transport.h"
 
@@ -111,6 +113,35 @@ TEST_F(TuneServiceTest, AutoTuneDoublesTheWindowOfThePeerWhoseRpcsWaitForSlots) 
   EXPECT_EQ(live_.get().rpc.peer_rpcs_in_flight, own);
   EXPECT_EQ(svc_.status().autotune_changes, 1u);
   other.rpc.shutdown();
+}
+
+// Auto-tune reads the kernel's account of the path: while the last check found the peer's
+// TCP connection held back by its receive window, RPCs waiting for slots do not grow the
+// window of RPCs -- more would only wait in the socket.
+TEST_F(TuneServiceTest, AutoTuneDoesNotGrowAPathHeldBackByTcpsWindow) {
+  ASSERT_TRUE(live_.set({"tune.check_interval=1"}).ok());
+  TcpKernelInfo k;  // 50 ms, busy all the time, 90% of it waiting for the peer's window
+  k.rtt_us = k.min_rtt_us = 50000;
+  k.snd_wnd = 512 << 10;
+  svc_.set_tcp_reader([&] {
+    k.busy_us += 1'000'000;
+    k.rwnd_limited_us += 900'000;
+    k.bytes_sent += 10 << 20;
+    return std::vector<ConnTcpSample>{{"a -> b", b_.to_string(), k}};
+  });
+  svc_.reset(clock_.now());
+  burst(2);
+  clock_.advance(1s);
+  svc_.round(clock_.now());  // baselines: the target's counters, the connection's
+  burst(32);                 // 24 wait for a slot, as in the test above
+  clock_.advance(1s);
+  svc_.round(clock_.now());
+  auto st = svc_.status();
+  EXPECT_TRUE(std::any_of(st.active.begin(), st.active.end(),
+                          [](const TuneProblem& p) { return p.code == "tcp_window"; }));
+  EXPECT_TRUE(live_.get().rpc.peer_rpcs_in_flight.empty());
+  EXPECT_EQ(client_.rpc.max_rpcs_in_flight(b_), 8);
+  EXPECT_EQ(st.autotune_changes, 0u);
 }
 
 TEST_F(TuneServiceTest, AutoTuneOffKeepsTheSettings) {
