@@ -192,6 +192,35 @@ TEST_F(RpcStatsTest, EveryIntervalHasItsPercentilesRolledUpFromItsHistogram) {
   EXPECT_TRUE(stat_of(plain, kNodeA, NodeStat::kLatencyTcp).total.buckets.empty());
 }
 
+// A percentile comes from its bucket's middle, but never beyond what the interval saw: one
+// RPC of 8.737 ms has p50 = p99 = 8.737 ms, not the bucket's 8.9 ("p99 8.913 ms, max
+// 8.737 ms" on the dashboard), and a fast pair's percentiles stay within their min and max.
+TEST_F(RpcStatsTest, APercentileNeverLiesOutsideTheIntervalsMinAndMax) {
+  RpcStats s(cfg_, clock_, false);
+  s.record(rec(kNodeA, 8737));
+  s.process_second();
+  s.record(rec(kNodeA, 1030));
+  s.record(rec(kNodeA, 1031));
+  s.process_second();
+  for (int sec = 0; sec < 58; ++sec) s.process_second();  // the minute closes
+  auto rep = s.query(all());
+  const StatView& lat = stat_of(rep, kNodeA, NodeStat::kLatencyTcp);
+  ASSERT_GE(lat.seconds.size(), 2u);
+  const IntervalView& one = lat.seconds[0];
+  ASSERT_EQ(one.count, 1);
+  EXPECT_DOUBLE_EQ(one.p50_ms, 8.737);
+  EXPECT_DOUBLE_EQ(one.p99_ms, 8.737);
+  const IntervalView& two = lat.seconds[1];
+  ASSERT_EQ(two.count, 2);
+  for (double p : {two.p50_ms, two.p99_ms}) {
+    EXPECT_GE(p, two.min_ms);
+    EXPECT_LE(p, two.max_ms);
+  }
+  ASSERT_EQ(lat.minutes.size(), 1u);
+  EXPECT_LE(lat.p99_ms, lat.minutes[0].max_ms);
+  EXPECT_GE(lat.p50_ms, lat.minutes[0].min_ms);
+}
+
 TEST_F(RpcStatsTest, NonDefaultRingSizesStillRollFullMinutes) {
   cfg_.rpcPerfNumberSecondIntervals = 10;
   cfg_.rpcPerfNumberMinuteIntervals = 2;
