@@ -141,6 +141,9 @@ class Pair {
                  t["settings"]["max_rpcs_in_flight"]["recommended"].get<long long>(),
                  t["settings"]["peer_credits"]["recommended"].get<long long>(),
                  t["settings"]["credits"]["recommended"].get<long long>());
+    std::fprintf(stderr, "    bandwidth from %s; retransmits %.4f%%\n",
+                 peer["bandwidth_source"].get<std::string>().c_str(),
+                 100 * peer["retransmit_ratio"].get<double>());
   }
 
  private:

@@ -62,6 +62,8 @@ Buffer encode_nv_info(const NvInfo& v) {
        {v.tcp.tcp_rmem_max, v.tcp.tcp_wmem_max, v.tcp.tx_buffer_size, v.tcp.rx_buffer_size})
     w.i64(x);
   w.str(v.tcp.congestion_control);
+  w.i64(v.tcp.netdev_max_backlog);
+  w.u64(v.tcp.backlog_drops);
   return w.take();
 }
 
@@ -93,6 +95,11 @@ Result<NvInfo> decode_nv_info(std::span<const uint8_t> b) {
     if (*x < 0) r.fail();
   }
   v.tcp.congestion_control = r.str();
+  if (!r.done()) {  // a peer of an earlier version stops here
+    v.tcp.netdev_max_backlog = r.i64();
+    if (v.tcp.netdev_max_backlog < 0) r.fail();
+    v.tcp.backlog_drops = r.u64();
+  }
   return finish_decode(r, std::move(v), "NETVERIFY_INFO");
 }
 
@@ -433,8 +440,21 @@ std::vector<NvCheck> judge_path(const NvPath& p, const NvLimits& lim) {
     std::string there = "on " + peer;
     direction("out", p.write_bps, p.tcp, "here", info.tcp, there.c_str());
     direction("back", p.read_bps, info.tcp, there.c_str(), p.tcp, "here");
+    // The receive backlog: packets it dropped while the trains ran (the study raised
+    // net.core.netdev_max_backlog to 30000).
+    auto backlog = [&](const std::optional<uint64_t>& drops, const NvTcp& end, const char* at) {
+      if (drops && *drops > 0)
+        bad.push_back(std::to_string(*drops) + " packets dropped by the receive backlog " + at +
+                      " while the trains ran: raise net.core.netdev_max_backlog (now " +
+                      std::to_string(end.netdev_max_backlog) + ")");
+    };
+    backlog(p.backlog_drops_here, p.tcp, "here");
+    backlog(p.backlog_drops_there, info.tcp, there.c_str());
     std::string cc = p.tcp.congestion_control + "/" + info.tcp.congestion_control;
-    std::string detail = figures[0] + ", " + figures[1] + "; congestion control " + cc;
+    std::string detail = figures[0] + ", " + figures[1] + "; congestion control " + cc +
+                         "; netdev_max_backlog " + std::to_string(p.tcp.netdev_max_backlog) +
+                         "/" + std::to_string(info.tcp.netdev_max_backlog);
+    if (p.backlog_drops_here && p.backlog_drops_there) detail += ", no backlog drops";
     if (!bad.empty()) {
       detail = bad.front();
       for (size_t i = 1; i < bad.size(); ++i) detail += "; " + bad[i];

@@ -70,6 +70,11 @@ struct NvTcp {
   int64_t tcp_rmem_max = 0, tcp_wmem_max = 0;      // 0: unknown
   int64_t tx_buffer_size = 0, rx_buffer_size = 0;  // lnet.*_buffer_size
   std::string congestion_control;
+  // The receive backlog (the study's netdev_max_backlog) and the packets the host's
+  // backlog queues have dropped so far (/proc/net/softnet_stat); a peer of an earlier
+  // version sends neither (0).
+  int64_t netdev_max_backlog = 0;
+  uint64_t backlog_drops = 0;
   bool operator==(const NvTcp&) const = default;
 };
 
@@ -172,6 +177,9 @@ struct NvPath {
   // This node's settings.
   int64_t peer_credits = 0, max_rpcs_in_flight = 0, max_bulk = 0;
   NvTcp tcp;
+  // Packets the receive backlog dropped at each end while the bandwidth trains ran
+  // (host-wide counters read before and after); unset when not measured.
+  std::optional<uint64_t> backlog_drops_here, backlog_drops_there;
 };
 
 // Thresholds (the request's, with these defaults).

@@ -34,6 +34,8 @@ NvTcp nv_tcp(const Config& c) {
   t.tx_buffer_size = c.lnet.tx_buffer_size;
   t.rx_buffer_size = c.lnet.rx_buffer_size;
   t.congestion_control = h.congestion_control;
+  t.netdev_max_backlog = h.netdev_max_backlog;
+  t.backlog_drops = read_backlog_drops();
   return t;
 }
 
@@ -466,6 +468,18 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
       if (span <= 0) return Status(Code::kProtocol, "every RPC of the train arrived at once");
       return double(req.train - 1) * double(req.size) / span;
     };
+    // The receive backlog's drops at each end, around the trains.
+    auto peer_drops = [&]() -> std::optional<uint64_t> {
+      Buffer asked(8);
+      le::put<uint64_t>(asked.data(), peer.pack());
+      RpcReply r = rpc_.call(peer, kMsgNetverifyInfo, std::move(asked), nullptr, co);
+      auto info = r.status.ok() ? decode_nv_info(r.payload.span()) : Result<NvInfo>(r.status);
+      // A peer of an earlier version reports no backlog.
+      if (!info.ok() || info->tcp.netdev_max_backlog == 0) return std::nullopt;
+      return info->tcp.backlog_drops;
+    };
+    uint64_t here_before = read_backlog_drops();
+    std::optional<uint64_t> there_before = peer_drops();
     for (bool write : {true, false}) {
       std::vector<double> rates;
       std::string err;
@@ -483,6 +497,11 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
       std::sort(rates.begin(), rates.end());
       (write ? p.write_bps : p.read_bps) = rates[rates.size() / 2];
     }
+    uint64_t here_after = read_backlog_drops();
+    std::optional<uint64_t> there_after = peer_drops();
+    if (here_after >= here_before) p.backlog_drops_here = here_after - here_before;
+    if (there_before && there_after && *there_after >= *there_before)
+      p.backlog_drops_there = *there_after - *there_before;
   }
   return p;
 }

@@ -31,7 +31,7 @@ NvPath good() {
   i.max_bulk = 2 << 20;
   i.nis = {{p.peer, "veth1", 9000}};
   i.route_if = "veth1";
-  i.tcp = {6 << 20, 4 << 20, 0, 0, "bbr"};  // Debian's maxima, autotuning
+  i.tcp = {6 << 20, 4 << 20, 0, 0, "bbr", 1000, 12};  // Debian's maxima, autotuning
   p.info = i;
   for (NvMtuDir* d : {&p.fwd, &p.rev}) {
     d->sender_mtu = d->receiver_mtu = 9000;
@@ -49,7 +49,8 @@ NvPath good() {
   p.peer_credits = 8;
   p.max_rpcs_in_flight = 8;
   p.max_bulk = 2 << 20;
-  p.tcp = {6 << 20, 4 << 20, 0, 0, "cubic"};
+  p.tcp = {6 << 20, 4 << 20, 0, 0, "cubic", 1000, 7};
+  p.backlog_drops_here = p.backlog_drops_there = 0;
   return p;
 }
 
@@ -60,8 +61,17 @@ TEST(NetverifyCodec, MessagesRoundTripAndRefuseGarbage) {
   ASSERT_TRUE(di.ok()) << di.status().to_string();
   EXPECT_EQ(*di, i);
   Buffer b = encode_nv_info(i);
+  // A peer of an earlier version ends before the receive backlog's two fields (16 bytes):
+  // read as not reported. Any other cut is refused.
+  const size_t earlier = b.size() - 16;
   for (size_t cut = 0; cut < b.size(); ++cut)
-    EXPECT_FALSE(decode_nv_info(std::span(b.data(), cut)).ok()) << cut;
+    if (cut != earlier) {
+      EXPECT_FALSE(decode_nv_info(std::span(b.data(), cut)).ok()) << cut;
+    }
+  auto old = decode_nv_info(std::span(b.data(), earlier));
+  ASSERT_TRUE(old.ok()) << old.status().to_string();
+  EXPECT_EQ(old->tcp.netdev_max_backlog, 0);
+  EXPECT_EQ(old->tcp.backlog_drops, 0u);
 
   NvMtuSendReq q{nid("198.18.0.2@tcp"), 7988, 42, {576, 1500, 9000}};
   auto dq = decode_nv_mtu_send_req(encode_nv_mtu_send_req(q).span());
@@ -277,6 +287,24 @@ TEST(NetverifyJudge, TcpBuffersTooSmallForAWanPathAreNamedWithTheEnd) {
       << check(v, "tcp").detail;
   p.info->tcp.congestion_control = "cubic";
   EXPECT_EQ(check(judge_path(p, NvLimits{}), "tcp").verdict, NvVerdict::kPass);
+  // Packets the receive backlog dropped at the far end while the trains ran: named with
+  // the key; not measured (an earlier peer) is no verdict on it.
+  p.backlog_drops_there = 340;
+  v = judge_path(p, NvLimits{});
+  EXPECT_EQ(check(v, "tcp").verdict, NvVerdict::kFail);
+  EXPECT_NE(check(v, "tcp").detail.find("340 packets dropped by the receive backlog on n3 while "
+                                        "the trains ran: raise net.core.netdev_max_backlog (now "
+                                        "1000)"),
+            std::string::npos)
+      << check(v, "tcp").detail;
+  p.backlog_drops_there.reset();
+  v = judge_path(p, NvLimits{});
+  EXPECT_EQ(check(v, "tcp").verdict, NvVerdict::kPass);
+  EXPECT_EQ(check(v, "tcp").detail.find("no backlog drops"), std::string::npos);
+  p.backlog_drops_there = 0;
+  EXPECT_NE(check(judge_path(p, NvLimits{}), "tcp").detail.find("netdev_max_backlog 1000/1000, "
+                                                               "no backlog drops"),
+            std::string::npos);
   // Without the figures it needs, it is skipped.
   p.write_bps = 0;
   EXPECT_EQ(check(judge_path(p, NvLimits{}), "tcp").verdict, NvVerdict::kSkip);

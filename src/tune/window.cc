@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 
 #include "tune/text.h"
 #include "tune/tune.h"
@@ -46,10 +47,23 @@ HostTcp read_host_tcp(const std::string& proc_sys) {
   h.rmem_max = proc_number(proc_sys + "/net/core/rmem_max", 0);
   h.wmem_max = proc_number(proc_sys + "/net/core/wmem_max", 0);
   h.congestion_control = proc_text(proc_sys + "/net/ipv4/tcp_congestion_control");
+  h.netdev_max_backlog = proc_number(proc_sys + "/net/core/netdev_max_backlog", 0);
   std::ifstream f(proc_sys + "/net/ipv4/tcp_slow_start_after_idle");
   int v;
   if (f >> v) h.slow_start_after_idle = v;
   return h;
+}
+
+uint64_t read_backlog_drops(const std::string& softnet_stat) {
+  std::ifstream f(softnet_stat);
+  uint64_t sum = 0;
+  std::string line;
+  while (std::getline(f, line)) {
+    std::istringstream in(line);
+    std::string processed, dropped;
+    if (in >> processed >> dropped) sum += std::stoull(dropped, nullptr, 16);
+  }
+  return sum;
 }
 
 std::vector<WindowFinding> WindowWatch::update(const std::vector<ConnTcpSample>& now,

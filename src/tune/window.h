@@ -35,9 +35,13 @@ struct HostTcp {
   int64_t rmem_max = 0, wmem_max = 0;          // net.core.rmem_max / wmem_max
   std::string congestion_control;              // net.ipv4.tcp_congestion_control
   int slow_start_after_idle = -1;              // net.ipv4.tcp_slow_start_after_idle
+  int64_t netdev_max_backlog = 0;              // net.core.netdev_max_backlog
 };
 // Reads them under `proc_sys` (tests pass a directory of their own).
 HostTcp read_host_tcp(const std::string& proc_sys = "/proc/sys");
+// Packets the receive backlog queues dropped since boot, summed over the CPUs (the second
+// column of /proc/net/softnet_stat, hexadecimal); 0 when unreadable.
+uint64_t read_backlog_drops(const std::string& softnet_stat = "/proc/net/softnet_stat");
 
 // The TCP connection that carries a path to `peer` (the peer node's name), read now.
 struct ConnTcpSample {

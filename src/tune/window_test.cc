@@ -141,6 +141,10 @@ TEST(HostWindowTest, ReadsTheSettingsFromProcSys) {
   std::ofstream(dir / "net/ipv4/tcp_wmem") << "4096\t16384\t4194304\n";
   std::ofstream(dir / "net/core/rmem_max") << "4194304\n";
   std::ofstream(dir / "net/ipv4/tcp_congestion_control") << "bbr\n";
+  std::ofstream(dir / "net/core/netdev_max_backlog") << "30000\n";
+  // Two CPUs: packets processed, dropped (hexadecimal), ...
+  std::ofstream(dir / "softnet_stat") << "0000a1b2 0000000a 00000000 00000000\n"
+                                      << "00001000 00000106 00000003 00000000\n";
   HostTcp h = read_host_tcp(dir.string());
   EXPECT_EQ(h.tcp_rmem_max, 33554432);
   EXPECT_EQ(h.tcp_wmem_max, 4194304);
@@ -148,6 +152,9 @@ TEST(HostWindowTest, ReadsTheSettingsFromProcSys) {
   EXPECT_EQ(h.wmem_max, 0);  // missing: unknown
   EXPECT_EQ(h.congestion_control, "bbr");
   EXPECT_EQ(h.slow_start_after_idle, -1);
+  EXPECT_EQ(h.netdev_max_backlog, 30000);
+  EXPECT_EQ(read_backlog_drops((dir / "softnet_stat").string()), 0xau + 0x106u);
+  EXPECT_EQ(read_backlog_drops((dir / "missing").string()), 0u);
   std::filesystem::remove_all(dir);
 }
 
