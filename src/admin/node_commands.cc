@@ -357,8 +357,10 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   m.replay = node.rpc.replay_stats();
   if (node.health) {
     MetricsSnapshot::Slowness s;
-    for (SlowCause c : {SlowCause::kSlow, SlowCause::kLossy, SlowCause::kServer})
+    for (SlowCause c : {SlowCause::kSlow, SlowCause::kLossy, SlowCause::kServer}) {
       s.degraded[static_cast<size_t>(c)] = node.health->degraded_total(c);
+      s.degraded_seconds[static_cast<size_t>(c)] = node.health->degraded_seconds(c);
+    }
     s.probes = node.health->probes_sent();
     m.slowness = s;
   }

@@ -336,6 +336,12 @@ std::string prometheus_text(const MetricsSnapshot& m) {
       text.sample("pfsnet_health_degraded_events_total",
                   std::string("cause=\"") + slow_cause_name(c) + "\"",
                   double(m.slowness->degraded[static_cast<size_t>(c)]));
+    text.family("pfsnet_health_degraded_seconds_total", "counter",
+                "Seconds NIs stayed degraded, by cause, summed over the states that ended.");
+    for (SlowCause c : {SlowCause::kSlow, SlowCause::kLossy, SlowCause::kServer})
+      text.sample("pfsnet_health_degraded_seconds_total",
+                  std::string("cause=\"") + slow_cause_name(c) + "\"",
+                  m.slowness->degraded_seconds[static_cast<size_t>(c)]);
     text.family("pfsnet_health_probes_total", "counter",
                 "Probes sent to degraded peer NIs (which carry no traffic to recover by).");
     text.sample("pfsnet_health_probes_total", "", double(m.slowness->probes));

@@ -56,6 +56,7 @@ struct MetricsSnapshot {
   // The health monitor's counters (absent: none runs): degradations by SlowCause, probes.
   struct Slowness {
     std::array<uint64_t, 4> degraded{};
+    std::array<double, 4> degraded_seconds{};  // summed over the states that ended
     uint64_t probes = 0;
   };
   std::optional<Slowness> slowness;

@@ -271,6 +271,7 @@ TEST(PrometheusTextTest, SlownessFamilies) {
             std::string::npos);
   MetricsSnapshot::Slowness s;
   s.degraded[static_cast<size_t>(SlowCause::kLossy)] = 2;
+  s.degraded_seconds[static_cast<size_t>(SlowCause::kLossy)] = 62.5;
   s.probes = 14;
   m.slowness = s;
   t = prometheus_text(m);
@@ -282,6 +283,9 @@ TEST(PrometheusTextTest, SlownessFamilies) {
             "pfsnet_health_degraded_events_total{cause=\"LOSSY\"} 2\n"
             "pfsnet_health_degraded_events_total{cause=\"SERVER\"} 0\n");
   EXPECT_NE(t.find("pfsnet_health_probes_total 14\n"), std::string::npos);
+  EXPECT_NE(t.find("pfsnet_health_degraded_seconds_total{cause=\"LOSSY\"} 62.5\n"),
+            std::string::npos)
+      << t;
 }
 
 TEST(PrometheusTextTest, MeshFamiliesPerProbedPath) {

@@ -85,7 +85,18 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
   last_retrans_ = s.retrans;
   tcp_.push_back(d);
   while (tcp_.size() > static_cast<size_t>(opts_.window)) tcp_.pop_front();
-  if (s.count > 0) {
+  clean_segs_ += d.first;
+  clean_retrans_ += d.second;
+  // A busy second's latency counts only for health, while degraded for a latency cause,
+  // when it is already below the clearing threshold against the (frozen) baseline.
+  bool counts = s.count > 0;
+  if (counts && s.busy) {
+    double base = baseline(&Minute::latency_ms);
+    double excess = std::chrono::duration<double, std::milli>(opts_.min_excess).count();
+    counts = degraded_ && cause_ == SlowCause::kSlow && base > 0 &&
+             s.latency_ms <= std::max(base * opts_.factor, base + excess) * 2.0 / 3.0;
+  }
+  if (counts) {
     window_.push_back({s.latency_ms, s.exec_ms});
     while (window_.size() > static_cast<size_t>(opts_.window)) window_.pop_front();
   }
@@ -140,29 +151,38 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
     if (++streak_ < opts_.trip) return std::nullopt;
     degraded_ = true;
     cause_ = c;
+    Duration lasted = now - since_;
     since_ = now;
     streak_ = 0;
-    return Change{true, c, e};
+    clean_segs_ = clean_retrans_ = 0;
+    return Change{true, c, e, lasted};
   }
   // Degraded: good only well below the threshold (2/3 of it).
   SlowCause c = judge(2.0 / 3.0);
+  // LOSSY's evidence gathered since the last bad judgement: enough segments, and too many
+  // of them retransmitted is a bad judgement too.
+  bool clean_enough = clean_segs_ >= opts_.min_segments;
+  if (cause_ == SlowCause::kLossy && c == SlowCause::kNone && clean_enough &&
+      double(clean_retrans_) > double(clean_segs_) * opts_.loss_ratio * 2.0 / 3.0)
+    c = SlowCause::kLossy;
   if (c != SlowCause::kNone) {
     streak_ = 0;
+    clean_segs_ = clean_retrans_ = 0;
     if (c == cause_) return std::nullopt;
     cause_ = c;  // still degraded, for another reason now
-    return Change{true, c, e};
+    return Change{true, c, e, now - since_};
   }
   // A judgement counts as good only on the evidence that made the call: enough segments
   // for LOSSY, enough latency samples for SLOW and SERVER (an idle subject stays as it is).
-  if (cause_ == SlowCause::kLossy ? e.segs < opts_.min_segments : !judged_latency)
-    return std::nullopt;
+  if (cause_ == SlowCause::kLossy ? !clean_enough : !judged_latency) return std::nullopt;
   if (++streak_ < opts_.clear) return std::nullopt;
   degraded_ = false;
   SlowCause was = cause_;
   cause_ = SlowCause::kNone;
+  Duration lasted = now - since_;
   since_ = now;
   streak_ = 0;
-  return Change{false, was, e};
+  return Change{false, was, e, lasted};
 }
 
 }  // namespace pfsnet

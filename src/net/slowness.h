@@ -22,10 +22,20 @@
 //             `clear` (10) in a row say not; a judgement needs the bad figure to fall
 //             below 2/3 of its threshold to count as good (hysteresis), so a figure that
 //             hovers at the threshold does not flap, and it needs the evidence of the
-//             cause (>= min_segments for LOSSY, >= min_samples for SLOW and SERVER).
+//             cause (>= min_samples for SLOW and SERVER; for LOSSY, min_segments sent
+//             since the last bad judgement -- gathered across seconds, so a path that
+//             carries only probes once degraded still ends: 200 clean segments at 5 a
+//             second take 40 s, then the 10 good judgements).
+//   busy      a second in which the subject moved much bulk (the caller's `busy`) says
+//             little of its latency: small RPCs wait behind the bulk in their stream. It
+//             never counts toward slowness, but while degraded it counts toward health
+//             when its latency is already below the clearing threshold (bulk inflates
+//             latency, it never hides slowness), so a path healed under the same load
+//             that hid its latency before still ends.
 //
 // A subject without traffic keeps its state (nothing to judge by): whoever avoids a degraded
-// path must still probe it, or it never recovers.
+// path must still probe it, or it never recovers. Every change says how long the state
+// before it lasted.
 //
 // Pure logic on the samples and times the caller passes. Memory: the window and one
 // entry per baseline minute (about 1 KiB). Threads: none; the owner serialises calls.
@@ -68,6 +78,7 @@ struct SlownessSample {
   double latency_ms = 0;
   double exec_ms = 0;
   uint64_t segs_out = 0, retrans = 0;
+  bool busy = false;  // much bulk moved this second: the latency may only speak for health
 };
 
 // The figures behind a judgement.
@@ -88,6 +99,7 @@ class SlownessTracker {
     bool degraded = false;
     SlowCause cause = SlowCause::kNone;  // on degrading: why; on recovery: what it was
     SlownessEvidence evidence;
+    Duration lasted{0};  // how long the state before this change lasted
   };
   // One sample at `now` (once a second). `peers_ms`: the median window latency of the
   // subject's peers (0: unknown, or too few to compare). Returns the change, if any.
@@ -125,6 +137,8 @@ class SlownessTracker {
   bool degraded_ = false;
   SlowCause cause_ = SlowCause::kNone;
   int streak_ = 0;  // judgements in a row against the current state
+  // LOSSY's clearing evidence: segments sent and retransmitted since the last bad judgement.
+  uint64_t clean_segs_ = 0, clean_retrans_ = 0;
   TimePoint since_{};
   SlownessEvidence evidence_;
 };

@@ -64,10 +64,13 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
   for (auto& [peer, sum] : sums) {
     PeerState& pe = *peers_.at(peer);
     SlownessSample smp;
-    if (sum.rpcs > 0 && sum.bytes < opts_.quiet_bytes) {
+    if (sum.rpcs > 0) {
       smp.count = sum.rpcs;
       smp.latency_ms = sum.latency_ms / static_cast<double>(sum.rpcs);
       smp.exec_ms = sum.exec_ms / static_cast<double>(sum.rpcs);
+      // A busy second's latency is the bulk's as much as the path's: it may only speak for
+      // health (SlownessTracker).
+      smp.busy = sum.bytes >= opts_.quiet_bytes;
     }
     smp.segs_out = pe.segs_out;
     smp.retrans = pe.retrans;
@@ -85,6 +88,7 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
     c.cause = ch->degraded ? ch->cause : SlowCause::kNone;
     c.was = was;
     c.evidence = ch->evidence.text();
+    c.lasted = ch->lasted;
     out.push_back(std::move(c));
   }
   if (degraded_ > 0 || !locals_.empty())

@@ -60,6 +60,7 @@ struct SlownessChange {
   SlowCause cause = SlowCause::kNone;  // kNone: healthy again
   SlowCause was = SlowCause::kNone;    // the cause before
   std::string evidence;
+  Duration lasted{0};  // how long the state before this change lasted
 };
 
 class SlownessBoard {

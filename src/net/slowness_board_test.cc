@@ -129,6 +129,26 @@ TEST(SlownessBoardTest, LatencyBehindTheNodesOwnBulkIsLoadNotSlowness) {
   EXPECT_EQ(d.changes[0].second.cause, SlowCause::kSlow);
 }
 
+// A path called SLOW while it carried little, healed and then busy again (the load that
+// hid its latency before): its busy seconds at a healthy latency end the state; busy
+// seconds still slow are the bulk's or the path's -- they end nothing.
+TEST(SlownessBoardTest, APathHealedUnderLoadEnds) {
+  Drive d;
+  size_t p = d.add("198.18.0.1@tcp", "198.18.0.2@tcp");
+  d.run(60);
+  d.run(15, {{p, {.latency_ms = 5.0, .bytes = 100'000}}});
+  ASSERT_TRUE(d.degraded("198.18.0.2@tcp"));
+  d.run(60, {{p, {.latency_ms = 5.0, .bytes = 50'000'000}}});
+  EXPECT_TRUE(d.degraded("198.18.0.2@tcp"));
+  d.run(20, {{p, {.latency_ms = 0.2, .bytes = 50'000'000}}});
+  EXPECT_FALSE(d.degraded("198.18.0.2@tcp"));
+  ASSERT_EQ(d.changes.size(), 2u);
+  EXPECT_EQ(d.changes[1].second.cause, SlowCause::kNone);
+  EXPECT_EQ(d.changes[1].second.was, SlowCause::kSlow);
+  EXPECT_EQ(d.changes[1].second.lasted,
+            std::chrono::seconds(d.changes[1].first - d.changes[0].first));
+}
+
 TEST(SlownessBoardTest, APeerSlowFromTheStartIsComparedWithItsNetworkOnly) {
   Drive d;
   d.add("198.18.0.1@tcp", "198.18.0.2@tcp");

@@ -107,12 +107,29 @@ TEST(SlownessTest, ALossySubjectRecoversOnlyOnSegmentsNotOnLatencyAlone) {
   f.run(10, 0.2, 0.1, 1000, 0.05);
   ASSERT_TRUE(f.t.degraded());
   ASSERT_EQ(f.t.cause(), SlowCause::kLossy);
-  // Avoided: small probes only, too few segments to tell the loss is gone.
-  f.run(60, 0.2, 0.1, 5, 0.0);
+  // Avoided: small probes only, 5 segments a second. Fine latency alone ends nothing; the
+  // clean segments gather across seconds once the lossy ones have left the window (second
+  // 80), 200 of them take 40 s (second 119), then 10 good judgements: second 128.
+  f.run(45, 0.2, 0.1, 5, 0.0);
   EXPECT_TRUE(f.t.degraded());
-  // Traffic enough to judge, and clean.
-  f.run(30, 0.2, 0.1, 100, 0.0);
+  f.run(30, 0.2, 0.1, 5, 0.0);
   EXPECT_FALSE(f.t.degraded());
+  ASSERT_EQ(f.changes.size(), 2u);
+  EXPECT_EQ(f.changes[1].first, 128);
+  EXPECT_EQ(f.changes[1].second.cause, SlowCause::kLossy);
+  // It lasted from its call to its end.
+  EXPECT_EQ(f.changes[1].second.lasted, std::chrono::seconds(128 - f.changes[0].first));
+  // A retransmit among the probes' segments starts the gathering again.
+  Feed g;
+  g.run(60, 0.2, 0.1, 1000, 0.0);
+  g.run(10, 0.2, 0.1, 1000, 0.05);
+  g.run(40, 0.2, 0.1, 5, 0.0);
+  g.run(1, 0.2, 0.1, 5, 1.0);  // all 5 of this second's segments retransmitted
+  g.run(45, 0.2, 0.1, 5, 0.0);
+  EXPECT_TRUE(g.t.degraded());
+  // Under load, clean: 10 s.
+  g.run(12, 0.2, 0.1, 1000, 0.0);
+  EXPECT_FALSE(g.t.degraded());
 }
 
 TEST(SlownessTest, ASlowServerIsToldApartFromASlowNetwork) {

@@ -77,9 +77,15 @@ void HealthMonitor::second(TimePoint now) {
     const char* what = c.local ? "local NI" : "peer NI";
     int penalty = c.cause == SlowCause::kSlow || c.cause == SlowCause::kLossy ? opts_.penalty : 0;
     net_.set_degraded(c.nid, c.local, c.cause, penalty, c.evidence);
+    double lasted_s = std::chrono::duration<double>(c.lasted).count();
+    if (c.was != SlowCause::kNone && c.lasted > Duration::zero())
+      degraded_ms_[static_cast<size_t>(c.was)].fetch_add(static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(c.lasted).count()));
     if (c.cause == SlowCause::kNone) {
-      PFS_LOG_INFO("{} {} is no longer degraded (was {}): {}", what, c.nid.to_string(),
-                   slow_cause_name(c.was), c.evidence);
+      PFS_LOG_INFO("{} {} is no longer degraded (was {}{}): {}", what, c.nid.to_string(),
+                   slow_cause_name(c.was),
+                   lasted_s > 0 ? fmt::format(", for {:.0f} s", lasted_s) : std::string(),
+                   c.evidence);
       continue;
     }
     degraded_[static_cast<size_t>(c.cause)].fetch_add(1);

@@ -46,6 +46,10 @@ class HealthMonitor {
 
   // Times an NI became degraded, per cause (index: SlowCause).
   uint64_t degraded_total(SlowCause c) const { return degraded_[static_cast<size_t>(c)].load(); }
+  // Seconds the NIs degraded for cause `c` stayed so, summed over the states that ended.
+  double degraded_seconds(SlowCause c) const {
+    return double(degraded_ms_[static_cast<size_t>(c)].load()) / 1000.0;
+  }
   uint64_t probes_sent() const { return probes_.load(); }
 
  private:
@@ -61,6 +65,7 @@ class HealthMonitor {
   bool started_ = false;
   BulkData probe_bulk_;
   std::array<std::atomic<uint64_t>, 4> degraded_{};
+  std::array<std::atomic<uint64_t>, 4> degraded_ms_{};  // durations of the ended states
   std::atomic<uint64_t> probes_{0};
   Mutex mu_;
   std::set<std::pair<uint64_t, uint64_t>> probing_ GUARDED_BY(mu_);  // paths with probes out
