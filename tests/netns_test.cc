@@ -1059,6 +1059,11 @@ TEST(NetnsTest, HealthOnAnotherNodeNamesSixFaultsInjectedFromOutside) {
     for (const std::string& who : culprits) ok = ok || mentions(p, who);
     EXPECT_TRUE(ok) << "a healthy part named: " << p.dump();
   }
+  // The shaped link's drops (its queue full) are congestion: never LOSSY.
+  for (const json& p : ps) {
+    EXPECT_FALSE(mentions(p, nid1(kThrottled)) && p["cause"] == "LOSSY")
+        << "congestion called loss: " << p.dump();
+  }
   std::printf("health on c2 after the faults:\n");
   for (const json& p : ps)
     std::printf("  %-6s %-48s %-9s seen by %s\n", p["kind"].get<std::string>().c_str(),

@@ -153,6 +153,8 @@ struct PathSample {
   uint64_t bytes = 0;  // sent and received on the path since it was created
   bool tcp = false;    // tcp_total was read (a TCP path that has had a connection)
   TcpTotals tcp_total;
+  // The kernel's smoothed and lowest RTT of its busiest open connection (0: none open).
+  double srtt_ms = 0, min_rtt_ms = 0;
 };
 
 // One peer node's traffic, summed over its NIs: a light snapshot for sampling every

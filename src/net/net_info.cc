@@ -40,12 +40,15 @@ void fill(NiInfo& i, const Health& health, TimePoint now) {
 }
 
 // The path's TCP totals: its closed connections' and each open one's now. nullopt when it
-// never had a TCP connection. A system call per open connection.
+// never had a TCP connection. A system call per open connection. `rtt` (when asked): the
+// smoothed and lowest RTT (ms) of the open connection that has sent the most.
 std::optional<TcpTotals> tcp_totals(const TcpTotals& closed,
                                     const std::vector<ConnectionPtr>& conns,
-                                    std::optional<TcpKernelInfo>* busiest) {
+                                    std::optional<TcpKernelInfo>* busiest,
+                                    std::pair<double, double>* rtt = nullptr) {
   std::optional<TcpTotals> t;
   if (closed.segs_out > 0) t = closed;
+  uint64_t most = 0;
   for (const ConnectionPtr& c : conns) {
     // The counters only, unless a view wants the busiest connection's whole figures.
     auto k = c->kernel_tcp_info(busiest != nullptr);
@@ -53,6 +56,10 @@ std::optional<TcpTotals> tcp_totals(const TcpTotals& closed,
     if (!t) t.emplace();
     t->add(*k);
     if (busiest && (!*busiest || k->bytes_sent > (*busiest)->bytes_sent)) *busiest = k;
+    if (rtt && (most == 0 || k->bytes_sent > most)) {
+      most = std::max<uint64_t>(1, k->bytes_sent);
+      *rtt = {k->rtt_us / 1000.0, k->min_rtt_us / 1000.0};
+    }
   }
   return t;
 }
@@ -150,9 +157,12 @@ std::vector<PathSample> Net::path_samples(
       conns = p->conns;
       closed = p->closed_tcp;
     }
-    if (auto t = tcp_totals(closed, conns, nullptr)) {
+    std::pair<double, double> rtt{0, 0};
+    if (auto t = tcp_totals(closed, conns, nullptr, &rtt)) {
       s.tcp = true;
       s.tcp_total = *t;
+      s.srtt_ms = rtt.first;
+      s.min_rtt_ms = rtt.second;
     }
     v.push_back(s);
   }

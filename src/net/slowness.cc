@@ -32,8 +32,14 @@ std::string SlownessEvidence::text() const {
         fmt::format(", server execution {:.3f} ms (baseline {:.3f} ms)", exec_ms, exec_baseline_ms);
   if (segs > 0)
     s += fmt::format(", TCP retransmitted {} of {} segments ({:.2f}%)", retrans, segs, loss * 100);
+  if (congestion_retrans > 0)
+    s += fmt::format(" and {} more while a queue stood (congestion, not loss)", congestion_retrans);
   s += fmt::format(", over {} s", samples);
   return s;
+}
+
+bool queue_stands(double srtt_ms, double min_rtt_ms) {
+  return min_rtt_ms > 0 && srtt_ms - min_rtt_ms >= std::max(2.0, 0.25 * min_rtt_ms);
 }
 
 double lower_median(std::vector<double>& v) {
@@ -83,10 +89,10 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
   have_tcp_ = true;
   last_segs_ = s.segs_out;
   last_retrans_ = s.retrans;
-  tcp_.push_back(d);
+  tcp_.push_back({d.first, d.second, s.queueing});
   while (tcp_.size() > static_cast<size_t>(opts_.window)) tcp_.pop_front();
   clean_segs_ += d.first;
-  clean_retrans_ += d.second;
+  if (!s.queueing) clean_retrans_ += d.second;
   // A busy second's latency counts only for health, while degraded for a latency cause,
   // when it is already below the clearing threshold against the (frozen) baseline.
   bool counts = s.count > 0;
@@ -103,9 +109,9 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
 
   SlownessEvidence& e = evidence_;
   e = SlownessEvidence{};
-  for (auto [segs, re] : tcp_) {
-    e.segs += segs;
-    e.retrans += re;
+  for (const TcpDelta& t : tcp_) {
+    e.segs += t.segs;
+    (t.queueing ? e.congestion_retrans : e.retrans) += t.retrans;
   }
   e.loss = e.segs ? double(e.retrans) / double(e.segs) : 0;
   e.samples = static_cast<int>(window_.size());

@@ -24,6 +24,7 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
   struct Sum {
     uint64_t rpcs = 0, bytes = 0;
     double latency_ms = 0, exec_ms = 0;
+    bool queueing = false;  // a path of it has a queue standing
   };
   std::map<uint64_t, Sum> sums;
   for (const PathFigures& f : paths) {
@@ -47,6 +48,7 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
     s.rpcs += f.rpcs;
     s.latency_ms += f.latency_ms;
     s.exec_ms += f.exec_ms;
+    s.queueing = s.queueing || (f.tcp && queue_stands(f.srtt_ms, f.min_rtt_ms));
     if (f.tcp) {
       // Totals never go down; the first reading is the start, not a delta.
       if (ps.have_tcp && f.segs_out >= ps.segs_out && f.retrans >= ps.retrans) {
@@ -74,6 +76,7 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
     }
     smp.segs_out = pe.segs_out;
     smp.retrans = pe.retrans;
+    smp.queueing = sum.queueing;
     auto m = medians_.find(peer >> 32);
     SlowCause was = pe.tracker.cause();
     bool was_degraded = pe.tracker.degraded();

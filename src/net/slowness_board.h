@@ -52,6 +52,7 @@ struct PathFigures {
   uint64_t bytes = 0;                  // sent and received, since the path was created
   bool tcp = false;                    // the TCP totals were read this second
   uint64_t segs_out = 0, retrans = 0;  // TCP totals (never going down)
+  double srtt_ms = 0, min_rtt_ms = 0;  // the kernel's RTT of its busiest connection (0: none)
 };
 
 struct SlownessChange {

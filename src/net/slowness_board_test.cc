@@ -34,6 +34,7 @@ struct Drive {
     double latency_ms = 0.2;
     uint64_t rpcs = 10, bytes = 10000, segs = 500;
     double loss = 0;
+    double srtt_ms = 0.05, min_rtt_ms = 0.01;  // the kernel's RTT of the path
   };
   void run(int n, const std::map<size_t, Second>& special = {}) {
     for (int i = 0; i < n; ++i) {
@@ -55,6 +56,8 @@ struct Drive {
         f.tcp = true;
         f.segs_out = p.segs;
         f.retrans = p.retrans;
+        f.srtt_ms = s.srtt_ms;
+        f.min_rtt_ms = s.min_rtt_ms;
         v.push_back(f);
       }
       clock.advance(1s);
@@ -132,6 +135,19 @@ TEST(SlownessBoardTest, LatencyBehindTheNodesOwnBulkIsLoadNotSlowness) {
 // A path called SLOW while it carried little, healed and then busy again (the load that
 // hid its latency before): its busy seconds at a healthy latency end the state; busy
 // seconds still slow are the bulk's or the path's -- they end nothing.
+// A shaped link at its ceiling: the kernel's RTT shows the shaper's queue, and the drops
+// when it is full are congestion, not LOSSY; the same drops without the queue are.
+TEST(SlownessBoardTest, DropsAtAFullQueueAreNotLossy) {
+  Drive d;
+  size_t p = d.add("198.18.0.1@tcp", "198.18.0.2@tcp");
+  d.run(60);
+  d.run(30, {{p, {.segs = 2000, .loss = 0.03, .srtt_ms = 50, .min_rtt_ms = 0.01}}});
+  EXPECT_FALSE(d.degraded("198.18.0.2@tcp"));
+  d.run(15, {{p, {.segs = 2000, .loss = 0.03}}});
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.changes[0].second.cause, SlowCause::kLossy);
+}
+
 TEST(SlownessBoardTest, APathHealedUnderLoadEnds) {
   Drive d;
   size_t p = d.add("198.18.0.1@tcp", "198.18.0.2@tcp");

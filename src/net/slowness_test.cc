@@ -101,6 +101,41 @@ TEST(SlownessTest, RetransmissionsMakeItLossyEvenWhenLatencyLooksFine) {
   EXPECT_FALSE(f.t.degraded());
 }
 
+// Congestion loss is not LOSSY: retransmits in seconds when the kernel saw a queue standing
+// on the path are a full queue's drops (a shaper's, the path at its ceiling), shown in the
+// evidence and not counted; the same retransmits with no queue are random loss.
+TEST(SlownessTest, RetransmitsWhileAQueueStandsAreCongestionNotLoss) {
+  EXPECT_TRUE(queue_stands(11.7, 0.006));  // a 20 Mbit/s tbf under BBR
+  EXPECT_TRUE(queue_stands(50.0, 0.006));  // ... under CUBIC
+  EXPECT_FALSE(queue_stands(0.4, 0.003));  // 5% random drops: no queue
+  EXPECT_FALSE(queue_stands(55.0, 50.0));  // a 50 ms path: 5 ms above is jitter
+  EXPECT_TRUE(queue_stands(70.0, 50.0));   // ... 20 ms above is a queue
+  EXPECT_FALSE(queue_stands(5.0, 0));      // no minimum known: no verdict
+  SlownessTracker t;
+  ManualClock clock;
+  uint64_t segs = 0, retrans = 0;
+  auto second = [&](double loss, bool queueing) {
+    segs += 1000;
+    retrans += static_cast<uint64_t>(1000 * loss);
+    clock.advance(1s);
+    SlownessSample smp{100, 0.2, 0.1, segs, retrans};
+    smp.queueing = queueing;
+    return t.add(smp, clock.now());
+  };
+  for (int i = 0; i < 60; ++i) second(0, false);
+  for (int i = 0; i < 30; ++i) EXPECT_FALSE(second(0.03, true)) << i;
+  EXPECT_FALSE(t.degraded());
+  EXPECT_EQ(t.evidence().retrans, 0u);
+  EXPECT_EQ(t.evidence().congestion_retrans, 300u);
+  EXPECT_NE(t.evidence().text().find("300 more while a queue stood (congestion, not loss)"),
+            std::string::npos)
+      << t.evidence().text();
+  // The same drops with no queue: LOSSY.
+  for (int i = 0; i < 10 && !t.degraded(); ++i) second(0.03, false);
+  EXPECT_TRUE(t.degraded());
+  EXPECT_EQ(t.cause(), SlowCause::kLossy);
+}
+
 TEST(SlownessTest, ALossySubjectRecoversOnlyOnSegmentsNotOnLatencyAlone) {
   Feed f;
   f.run(60, 0.2, 0.1, 1000, 0.0);

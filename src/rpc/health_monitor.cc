@@ -66,6 +66,8 @@ void HealthMonitor::second(TimePoint now) {
     f.tcp = s.tcp;
     f.segs_out = s.tcp_total.segs_out;
     f.retrans = s.tcp_total.retrans;
+    f.srtt_ms = s.srtt_ms;
+    f.min_rtt_ms = s.min_rtt_ms;
     if (auto it = lat.find({s.local.pack(), s.peer.pack()}); it != lat.end()) {
       f.rpcs = it->second.count;
       f.latency_ms = it->second.latency_ms;
