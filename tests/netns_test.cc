@@ -1073,3 +1073,93 @@ TEST(NetnsTest, HealthOnAnotherNodeNamesSixFaultsInjectedFromOutside) {
 
 }  // namespace
 }  // namespace pfsnet::testing
+
+namespace pfsnet::testing {
+namespace {
+
+// Issue 34's first property: a healthy cluster under mixed load lists nothing. Eight
+// nodes, each on its own veth to a bridge per rail; the clients keep small echoes and 1 MiB
+// writes going to every server; `pfsnet health` on every node is asked every two seconds
+// and any problem it lists is a false alarm, counted and printed.
+//
+// NOT YET TRUE, so not in ctest's default run: scripts/quiet_cluster.sh runs it
+// (PFSNET_QUIET_SECONDS, default 600) as the yardstick of issue 34. On 2026-11-26, 60 s on
+// an idle machine: 3348 problems in 28 looks at the 8 nodes (about 15 per node per look):
+// THROTTLED mesh paths (a bulk probe on links and cores the load
+// shares measures the load) and SLOW peer NIs (probes on two cores shared by eight busy
+// daemons run ms above their idle baseline) -- where the property wants none.
+TEST(NetnsTest, AQuietClusterUnderLoadListsNothing) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "timing-bound: eight sanitized daemons under load overload this host";
+#endif
+  const char* env = std::getenv("PFSNET_QUIET_SECONDS");
+  if (!env) GTEST_SKIP() << "issue 34's yardstick, not yet true: scripts/quiet_cluster.sh";
+  int seconds = std::max(10, std::atoi(env));
+  const std::vector<BridgedCluster::Node> nodes = {
+      {"mgs", "mgs"},   {"c1", "client"}, {"c2", "client"}, {"s1", "server"},
+      {"s2", "server"}, {"s3", "server"}, {"s4", "server"}, {"s5", "server"}};
+  BridgedCluster c(nodes, "[mesh]\ninterval = 1\nbulk_interval = 5\nreport_interval = 3\n");
+  if (!c.skip().empty()) GTEST_SKIP() << c.skip();
+  ASSERT_TRUE(c.ok());
+  auto problems = [&](size_t i) {
+    json h = c.cli(i, {"health"});
+    return h.is_object() ? h.value("problems", json::array()) : json::array();
+  };
+  // Up: every node in the MGS's table and every mesh row in.
+  double up = poll_until(
+      [&] {
+        json t = c.cli(1, {"status"});
+        if (!t.is_object() || t.value("nodes", json::array()).size() != c.size()) return false;
+        for (const json& n : t["nodes"])
+          if (n["state"] != "up") return false;
+        json m = c.cli(1, {"mesh"});
+        return m.is_object() && m["rows"].size() == c.size();
+      },
+      90000ms);
+  ASSERT_GE(up, 0) << "the cluster did not come up";
+  // The load: from each client to every server, 16 KiB echoes every 20 ms, and 1 MiB writes
+  // (self-test, 4 in flight) on the first rail.
+  std::vector<std::unique_ptr<Process>> loads;
+  for (size_t cl : {size_t(1), size_t(2)})
+    for (size_t s = 3; s < c.size(); ++s) {
+      loads.push_back(std::make_unique<Process>(std::vector<std::string>{
+          PFSNET_BIN, "--socket", c.socket(cl), "ping", BridgedCluster::nid(s, 0), "--count",
+          std::to_string(seconds * 60), "--size", "16384", "--interval", "0.02", "--timeout",
+          "10"}));
+    }
+  for (size_t cl : {size_t(1), size_t(2)}) {
+    std::string to;
+    for (size_t s = 3; s < c.size(); ++s) to += (to.empty() ? "" : ",") + BridgedCluster::nid(s, 0);
+    std::vector<std::string> argv = {PFSNET_BIN, "--socket", c.socket(cl),
+                                     "selftest", "--from",   BridgedCluster::nid(cl, 0),
+                                     "--to",     to};
+    for (const char* a :
+         {"--test", "brw", "--size", "1M", "--concurrency", "4", "--distribute", "1:N"})
+      argv.push_back(a);
+    argv.push_back("--duration");
+    argv.push_back(std::to_string(seconds + 10));
+    loads.push_back(std::make_unique<Process>(argv));
+  }
+  auto t0 = Clock::now();
+  int looks = 0, false_alarms = 0;
+  std::map<std::string, int> seen;  // "node: kind subject cause" -> looks it was listed in
+  while (Clock::now() - t0 < std::chrono::seconds(seconds) && looks < 10000) {
+    for (size_t i = 0; i < c.size(); ++i) {
+      for (const json& p : problems(i)) {
+        ++false_alarms;
+        seen[c.name(i) + ": " + p.value("kind", "") + " " + p.value("subject", "") + " " +
+             p.value("cause", "")]++;
+      }
+    }
+    ++looks;
+    std::this_thread::sleep_for(2s);  // the next look, not a sync
+  }
+  std::printf("quiet cluster, %d s under load: %d looks at %zu nodes, %d problems listed\n",
+              seconds, looks, c.size(), false_alarms);
+  for (const auto& [what, n] : seen) std::printf("  %3d x %s\n", n, what.c_str());
+  EXPECT_EQ(false_alarms, 0);
+  for (auto& l : loads) l->kill(SIGKILL);
+}
+
+}  // namespace
+}  // namespace pfsnet::testing
