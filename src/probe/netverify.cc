@@ -452,8 +452,8 @@ std::vector<NvCheck> judge_path(const NvPath& p, const NvLimits& lim) {
     backlog(p.backlog_drops_there, info.tcp, there.c_str());
     std::string cc = p.tcp.congestion_control + "/" + info.tcp.congestion_control;
     std::string detail = figures[0] + ", " + figures[1] + "; congestion control " + cc +
-                         "; netdev_max_backlog " + std::to_string(p.tcp.netdev_max_backlog) +
-                         "/" + std::to_string(info.tcp.netdev_max_backlog);
+                         "; netdev_max_backlog " + std::to_string(p.tcp.netdev_max_backlog) + "/" +
+                         std::to_string(info.tcp.netdev_max_backlog);
     if (p.backlog_drops_here && p.backlog_drops_there) detail += ", no backlog drops";
     if (!bad.empty()) {
       detail = bad.front();

@@ -302,8 +302,9 @@ TEST(NetverifyJudge, TcpBuffersTooSmallForAWanPathAreNamedWithTheEnd) {
   EXPECT_EQ(check(v, "tcp").verdict, NvVerdict::kPass);
   EXPECT_EQ(check(v, "tcp").detail.find("no backlog drops"), std::string::npos);
   p.backlog_drops_there = 0;
-  EXPECT_NE(check(judge_path(p, NvLimits{}), "tcp").detail.find("netdev_max_backlog 1000/1000, "
-                                                               "no backlog drops"),
+  EXPECT_NE(check(judge_path(p, NvLimits{}), "tcp")
+                .detail.find("netdev_max_backlog 1000/1000, "
+                             "no backlog drops"),
             std::string::npos);
   // Without the figures it needs, it is skipped.
   p.write_bps = 0;
