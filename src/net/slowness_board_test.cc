@@ -132,9 +132,6 @@ TEST(SlownessBoardTest, LatencyBehindTheNodesOwnBulkIsLoadNotSlowness) {
   EXPECT_EQ(d.changes[0].second.cause, SlowCause::kSlow);
 }
 
-// A path called SLOW while it carried little, healed and then busy again (the load that
-// hid its latency before): its busy seconds at a healthy latency end the state; busy
-// seconds still slow are the bulk's or the path's -- they end nothing.
 // A shaped link at its ceiling: the kernel's RTT shows the shaper's queue, and the drops
 // when it is full are congestion, not LOSSY; the same drops without the queue are.
 TEST(SlownessBoardTest, DropsAtAFullQueueAreNotLossy) {
@@ -148,6 +145,9 @@ TEST(SlownessBoardTest, DropsAtAFullQueueAreNotLossy) {
   EXPECT_EQ(d.changes[0].second.cause, SlowCause::kLossy);
 }
 
+// A path called SLOW while it carried little, healed and then busy again (the load that
+// hid its latency before): its busy seconds at a healthy latency end the state; busy
+// seconds still slow are the bulk's or the path's -- they end nothing.
 TEST(SlownessBoardTest, APathHealedUnderLoadEnds) {
   Drive d;
   size_t p = d.add("198.18.0.1@tcp", "198.18.0.2@tcp");
