@@ -146,7 +146,11 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
   } else {
     e.samples = static_cast<int>(window_.size());
   }
-  if (!judged_latency && e.segs < opts_.min_segments) return std::nullopt;  // nothing to judge
+  // Nothing to judge -- unless a LOSSY state has gathered its clearing evidence across
+  // seconds (a path that carries a few segments a second and no small RPC still ends).
+  bool lossy_evidence =
+      degraded_ && cause_ == SlowCause::kLossy && clean_segs_ >= opts_.min_segments;
+  if (!judged_latency && e.segs < opts_.min_segments && !lossy_evidence) return std::nullopt;
 
   if (!degraded_) {
     SlowCause c = judge(1.0);

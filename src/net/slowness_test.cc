@@ -167,6 +167,20 @@ TEST(SlownessTest, ALossySubjectRecoversOnlyOnSegmentsNotOnLatencyAlone) {
   EXPECT_FALSE(g.t.degraded());
 }
 
+// A LOSSY path that then carries a few segments a second and no small RPC at all (no
+// latency to judge by) still ends on its clean segments.
+TEST(SlownessTest, ALossyPathWithoutSmallRpcsEndsOnItsSegments) {
+  Feed f;  // bulk only from the start: never a latency sample
+  f.run(60, 0.2, 0.1, 1000, 0.0, 0, /*count=*/0);
+  f.run(10, 0.2, 0.1, 1000, 0.05, 0, /*count=*/0);
+  ASSERT_TRUE(f.t.degraded());
+  f.run(120, 0.2, 0.1, 5, 0.0, 0, /*count=*/0);
+  EXPECT_FALSE(f.t.degraded());
+  ASSERT_EQ(f.changes.size(), 2u);
+  EXPECT_FALSE(f.changes[1].second.degraded);
+  EXPECT_EQ(f.changes[1].second.cause, SlowCause::kLossy);  // what it was
+}
+
 TEST(SlownessTest, ASlowServerIsToldApartFromASlowNetwork) {
   Feed f;
   f.run(60, 0.2, 0.1);
