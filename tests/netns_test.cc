@@ -1083,8 +1083,9 @@ namespace {
 // and any problem it lists is a false alarm, counted and printed.
 //
 // NOT YET TRUE, so not in ctest's default run: scripts/quiet_cluster.sh runs it
-// (PFSNET_QUIET_SECONDS, default 600) as the yardstick of issue 34. On 2026-11-26, 60 s on
-// an idle machine: 3348 problems in 28 looks at the 8 nodes (about 15 per node per look):
+// (PFSNET_QUIET_SECONDS, default 600) as the yardstick of issue 34 (its figures are in the
+// README). On 2026-11-26, 60 s on an idle machine, health.slow_min_excess_ms at its old
+// 1 ms: 3348 problems in 28 looks at the 8 nodes (about 15 per node per look):
 // THROTTLED and SLOW mesh paths (a probe on links and cores the load shares measures the
 // load: "p50 6.132 ms > 3 x median 2.026 ms") and SLOW peer NIs ("latency 1.573 ms
 // (baseline 0.183 ms, x8.6)": eight busy daemons on two cores answer ms above their idle
