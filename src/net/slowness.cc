@@ -56,12 +56,14 @@ double SlownessTracker::baseline(double Minute::*field) const {
   return b;
 }
 
+double SlownessTracker::limit(double ref, double scale) const {
+  double excess = std::chrono::duration<double, std::milli>(opts_.min_excess).count() * scale;
+  return std::max(ref * opts_.factor * scale, ref + excess);
+}
+
 SlowCause SlownessTracker::judge(double scale) const {
   const SlownessEvidence& e = evidence_;
-  double excess = std::chrono::duration<double, std::milli>(opts_.min_excess).count() * scale;
-  auto above = [&](double v, double ref) {
-    return ref > 0 && v > std::max(ref * opts_.factor * scale, ref + excess);
-  };
+  auto above = [&](double v, double ref) { return ref > 0 && v > limit(ref, scale); };
   if (e.segs >= opts_.min_segments && e.loss > opts_.loss_ratio * scale) return SlowCause::kLossy;
   if (e.samples >= opts_.min_samples) {
     if (above(e.latency_ms, e.baseline_ms) || above(e.latency_ms, e.peers_ms))
@@ -98,9 +100,8 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
   bool counts = s.count > 0;
   if (counts && s.busy) {
     double base = baseline(&Minute::latency_ms);
-    double excess = std::chrono::duration<double, std::milli>(opts_.min_excess).count();
     counts = degraded_ && cause_ == SlowCause::kSlow && base > 0 &&
-             s.latency_ms <= std::max(base * opts_.factor, base + excess) * 2.0 / 3.0;
+             s.latency_ms <= limit(base, 2.0 / 3.0);
   }
   if (counts) {
     window_.push_back({s.latency_ms, s.exec_ms});

@@ -137,6 +137,9 @@ class SlownessTracker {
     double latency_ms, exec_ms;
   };
   SlowCause judge(double scale) const;
+  // The figure above which `v` against reference `ref` is bad: factor x ref and ref +
+  // min_excess, both scaled (1: to degrade; 2/3: to count as good while degraded).
+  double limit(double ref, double scale) const;
   double baseline(double Minute::*field) const;
 
   SlownessOptions opts_;

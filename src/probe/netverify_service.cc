@@ -314,15 +314,9 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
   p.local_mtu = me.mtu;
   Config c = cfg_.get();
   p.peer_credits = c.lnet.peer_credits;
-  // What RPCs to this peer get: its own value (by this NID, or the peer's first), else the
-  // node's.
-  p.max_rpcs_in_flight = c.rpc.max_rpcs_in_flight;
-  for (const Nid& n : {peer, net_.peer_of(peer).value_or(peer)})
-    if (auto own = c.rpc.peer_rpcs_in_flight.find(n.to_string());
-        own != c.rpc.peer_rpcs_in_flight.end()) {
-      p.max_rpcs_in_flight = own->second;
-      break;
-    }
+  // What RPCs to this peer get, as the engine has it (own values are keyed by the peer's
+  // first NID, as pfsnet tune writes them).
+  p.max_rpcs_in_flight = rpc_.max_rpcs_in_flight(net_.peer_of(peer).value_or(peer));
   p.max_bulk = c.max_bulk();
   p.tcp = nv_tcp(c);
   CallOptions co;

@@ -63,6 +63,8 @@ struct RpcEngine::Call final : TxCompletion {
   bool on_wire GUARDED_BY(eng->mu_) = false;
   bool queued GUARDED_BY(eng->mu_) = false;
   bool holds_slot GUARDED_BY(eng->mu_) = false;
+  // The target it queued in (null: urgent); targets live as long as the engine.
+  Target* target GUARDED_BY(eng->mu_) = nullptr;
   int attempts GUARDED_BY(eng->mu_) = 1;
   // The current attempt's write: times (copied into the reply when it is delivered), path
   // and connection.
@@ -316,6 +318,7 @@ void RpcEngine::submit(const CallPtr& c) {
       start = c;
     } else if (!shut_) {
       Target& t = target_locked(c->dst);
+      c->target = &t;
       t.queue.push_back(c);
       c->queued = true;
       start = grant_slot_locked(t);
@@ -430,11 +433,8 @@ void RpcEngine::resolve_error(const CallPtr& c, const Status& s) {
     }
     if (c->queued) {
       c->queued = false;
-      auto it = targets_.find(c->dst.pack());
-      if (it != targets_.end()) {
-        auto& q = it->second->queue;
-        q.erase(std::remove(q.begin(), q.end(), c), q.end());
-      }
+      auto& q = c->target->queue;  // a queued call has its target
+      q.erase(std::remove(q.begin(), q.end(), c), q.end());
     }
   }
   c->reply.status = s;
@@ -455,9 +455,8 @@ void RpcEngine::complete(const CallPtr& c) {
     sent_on = c->tx_times.local_nid;
     sent_to = c->tx_times.peer_nid;
     received_verbs = c->reply_verbs;
-    auto target = targets_.find(c->dst.pack());
-    if (c->reply.status.ok() && target != targets_.end()) {
-      RpcCounters& n = target->second->counters;
+    if (c->reply.status.ok() && c->target) {
+      RpcCounters& n = c->target->counters;
       ++n.completed;
       n.round_trip_ns += static_cast<uint64_t>(std::max<int64_t>(0, c->reply.round_trip().count()));
       n.bytes += c->reply.bytes_sent + c->reply.bytes_received;
@@ -498,7 +497,7 @@ void RpcEngine::finish_slot(Call& c) {
     MutexLock lk(mu_);
     if (!c.holds_slot) return;
     c.holds_slot = false;
-    Target& t = *targets_[c.dst.pack()];
+    Target& t = *c.target;  // set when it queued, before it could hold a slot
     --t.in_flight;
     next = grant_slot_locked(t);
   }
