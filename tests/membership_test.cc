@@ -357,6 +357,14 @@ TEST(MeshTest, EveryNodeProbesItsPeersAndAnyNodeShowsTheWholeMatrixWithOutliers)
     }
     EXPECT_EQ(to.size(), 3u) << r.dump();
     EXPECT_FALSE(to.count(r["from"].get<std::string>())) << r.dump();
+    // Its NI: loopback has no speed the kernel knows, and its counters are every address's,
+    // so the row's peaks are pfsnet's own through the NI -- the probes at least.
+    const std::string from = r["from"].get<std::string>();
+    ASSERT_EQ(r["nis"].size(), 1u) << r.dump();
+    EXPECT_EQ(r["nis"][0]["nid"], loopback(std::stoi(from.substr(1))) + "@tcp") << r.dump();
+    EXPECT_EQ(r["nis"][0]["speed_mbit"], 0) << r.dump();
+    EXPECT_GT(r["nis"][0]["tx_peak_mib_s"].get<double>(), 0) << r.dump();
+    EXPECT_GT(r["nis"][0]["rx_peak_mib_s"].get<double>(), 0) << r.dump();
   }
   for (const std::string& n : names) EXPECT_EQ(probed_by[n], 3) << n;
   // The node's own view: its row, its counters; the probes are in its RPC statistics under

@@ -974,6 +974,15 @@ TEST(NetnsTest, HealthOnAnotherNodeNamesSixFaultsInjectedFromOutside) {
       90000ms);
   ASSERT_GE(healthy, 0) << "not healthy before the faults: " << ps.dump() << "\n"
                         << c.cli(kC2, {"mesh"}).dump();
+  // Each row reports its node's two NIs with the veth's speed (the kernel's, through
+  // ethtool, in the node's namespace) and the traffic their interfaces carried.
+  for (const json& r : c.cli(kC2, {"mesh"})["rows"]) {
+    ASSERT_EQ(r["nis"].size(), 2u) << r.dump();
+    for (const json& n : r["nis"]) {
+      EXPECT_EQ(n["speed_mbit"], 10000) << r.dump();
+      EXPECT_GT(n["rx_peak_mib_s"].get<double>(), 0) << r.dump();
+    }
+  }
   // c1 works with every server: a 16 KiB echo every 10 ms to each (their rail-1 NIDs; the
   // other rail is used too).
   std::vector<std::unique_ptr<Process>> loads;

@@ -43,6 +43,10 @@ struct NetConfig {
   std::string domain;              // libfabric domain (device, e.g. "mlx5_0"); "" = any
   int64_t rx_depth = 64;           // receive buffers posted per connection: its credits
   int64_t msg_size = 4096;         // bytes per message; larger frames go by RMA
+  // The link's speed, Mbit/s: the class the probe mesh compares this NI's paths within
+  // (a path is judged against paths of its own speed). 0: the kernel's figure for the
+  // interface (ethtool's), where it has one.
+  int64_t speed_mbit = 0;
 };
 
 // Link emulation ([[emulation]] tables; none by default): what this node sends from
@@ -160,8 +164,10 @@ struct HealthConfig {
 // often when the MGS says so: it keeps its syncs under mgs_sync_rate per second (at 100,000
 // nodes and 500/s, every 200 s). A cell is an outlier when its p50
 // is outlier_factor x the median and outlier_min_excess_ms above it, it lost more than
-// loss_ratio of its probes, or its bulk throughput is below the median / outlier_factor.
-// Every key takes effect at restart.
+// loss_ratio of its probes, or its bulk throughput is below the median / outlier_factor of
+// the paths of its speed class, its probe took throttled_min_excess_ms longer than one at
+// that median, and its NIs carried no more than that either (a busy link is not a slow
+// one). Every key takes effect at restart.
 struct MeshConfig {
   bool enabled = true;
   int64_t peers = 8;
@@ -173,6 +179,7 @@ struct MeshConfig {
   int64_t mgs_sync_rate = 500;
   double outlier_factor = 3.0;
   double outlier_min_excess_ms = 1.0;
+  double throttled_min_excess_ms = 10.0;
   double loss_ratio = 0.01;
   int64_t window = 90;
 };

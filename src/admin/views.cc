@@ -301,7 +301,14 @@ json mesh_json(const MeshMatrix& m, const std::vector<std::vector<MeshMark>>& ma
                        {"on_link", x.on_link},
                        {"outlier", why}});
     }
-    rows.push_back({{"from", r.from}, {"updated_unix_ms", r.updated_unix_ms}, {"cells", cells}});
+    json nis = json::array();
+    for (const MeshNi& n : r.nis)
+      nis.push_back({{"nid", n.nid.to_string()},
+                     {"speed_mbit", n.speed_mbit},
+                     {"tx_peak_mib_s", n.tx_mib_s},
+                     {"rx_peak_mib_s", n.rx_mib_s}});
+    rows.push_back(
+        {{"from", r.from}, {"updated_unix_ms", r.updated_unix_ms}, {"cells", cells}, {"nis", nis}});
   }
   auto secs = [](Duration d) { return std::chrono::duration<double>(d).count(); };
   return {{"mgs", m.mgs.pack() ? m.mgs.to_string() : std::string()},

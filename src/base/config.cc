@@ -58,8 +58,7 @@ Reader number_key(double* out, double lo, double hi) {
     double v = *n.value<double>();
     if (!(v >= lo && v <= hi))
       return err(c, n.source(), key,
-                 "value " + std::to_string(v) + " is out of range " + std::to_string(lo) + ".." +
-                     std::to_string(hi));
+                 fmt::format("value {:g} is out of range {:g}..{:g}", v, lo, hi));
     *out = v;
     return Status::Ok();
   };
@@ -276,6 +275,7 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"mgs_sync_rate", int_key(&cfg.mesh.mgs_sync_rate, 1, 1'000'000)},
       {"outlier_factor", number_key(&cfg.mesh.outlier_factor, 1.1, 1000)},
       {"outlier_min_excess_ms", number_key(&cfg.mesh.outlier_min_excess_ms, 0, 60000)},
+      {"throttled_min_excess_ms", number_key(&cfg.mesh.throttled_min_excess_ms, 0, 60000)},
       {"loss_ratio", number_key(&cfg.mesh.loss_ratio, 0, 1)},
       {"window", int_key(&cfg.mesh.window, 1, 86400)},
   };
@@ -338,6 +338,7 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
             {"domain", string_key(&net.domain, true)},
             {"rx_depth", int_key(&net.rx_depth, kMinRxDepth, kMaxRxDepth)},
             {"msg_size", int_key(&net.msg_size, kMinMsgSize, kMaxMsgSize)},
+            {"speed_mbit", int_key(&net.speed_mbit, 0, 10'000'000)},
         };
         Status s = read_table(c, t, "net", net_keys);
         if (!s.ok()) return s;
@@ -464,6 +465,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
   for (const NetConfig& n : c.nets) {
     e.emplace_back("net.nid", str(n.nid.to_string()));
     e.emplace_back("net.port", std::to_string(n.port));
+    e.emplace_back("net.speed_mbit", std::to_string(n.speed_mbit));
     if (!n.nid.is_verbs()) continue;
     e.emplace_back("net.provider", str(n.provider));
     e.emplace_back("net.domain", str(n.domain));
@@ -540,6 +542,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"mesh.mgs_sync_rate", i(c.mesh.mgs_sync_rate)},
       {"mesh.outlier_factor", num(c.mesh.outlier_factor)},
       {"mesh.outlier_min_excess_ms", num(c.mesh.outlier_min_excess_ms)},
+      {"mesh.throttled_min_excess_ms", num(c.mesh.throttled_min_excess_ms)},
       {"mesh.loss_ratio", num(c.mesh.loss_ratio)},
       {"mesh.window", i(c.mesh.window)},
       {"tune.auto", c.tune.auto_tune ? "true" : "false"},

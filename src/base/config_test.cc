@@ -116,6 +116,10 @@ TEST(ConfigTest, OutOfRangeIsAnError) {
             "test.toml:2: key 'lnet.peer_credits': value 0 is out of range 1..65536");
   EXPECT_EQ(error_of("[[net]]\nnid = \"1.2.3.4@tcp\"\nport = 70000\n"),
             "test.toml:3: key 'net.port': value 70000 is out of range 1..65535");
+  EXPECT_EQ(error_of("[[net]]\nnid = \"1.2.3.4@tcp\"\nspeed_mbit = -100\n"),
+            "test.toml:3: key 'net.speed_mbit': value -100 is out of range 0..10000000");
+  EXPECT_EQ(error_of("[mesh]\nthrottled_min_excess_ms = -1\n"),
+            "test.toml:2: key 'mesh.throttled_min_excess_ms': value -1 is out of range 0..60000");
   EXPECT_EQ(error_of("[stats]\nmaxBlockSize = 1000000\n"),
             "test.toml:2: key 'stats.maxBlockSize': must be a power of two");
   EXPECT_EQ(error_of("[node]\nhttp = \"127.0.0.1\"\n"),

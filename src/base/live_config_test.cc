@@ -130,8 +130,8 @@ TEST(LiveConfigTest, ReloadKeepsRestartKeysAndListsThem) {
   ConfigApplied a = live.reload(next);
   ASSERT_EQ(a.changed.size(), 1u);
   EXPECT_EQ(a.changed[0].key, "lnet.credits");
-  EXPECT_EQ(a.at_restart,
-            (std::vector<std::string>{"node.name", "net.nid", "net.port", "lnet.retry_count"}));
+  EXPECT_EQ(a.at_restart, (std::vector<std::string>{"node.name", "net.nid", "net.port",
+                                                    "net.speed_mbit", "lnet.retry_count"}));
   Config now = live.get();
   EXPECT_EQ(now.lnet.credits, 256);
   EXPECT_EQ(now.node.name, "n1");

@@ -25,6 +25,16 @@ class Writer : public ByteWriter {
     u32(c.peer_mtu);
     u8(c.on_link ? 1 : 0);
   }
+  void nis(const std::vector<MeshNi>& v) {
+    size_t n = std::min(v.size(), kMaxMeshNis);
+    u32(static_cast<uint32_t>(n));
+    for (size_t i = 0; i < n; ++i) {
+      u64(v[i].nid.pack());
+      u32(v[i].speed_mbit);
+      f64(v[i].tx_mib_s);
+      f64(v[i].rx_mib_s);
+    }
+  }
   void event(const NodeEvent& e) {
     u32(e.id);
     str(e.name);
@@ -69,6 +79,28 @@ class Reader : public ByteReader {
     if (c.lost > c.sent || on_link > 1) fail();
     c.on_link = on_link == 1;
     return c;
+  }
+  std::vector<MeshNi> mesh_nis() {
+    std::vector<MeshNi> v;
+    size_t n = count(28);  // NID, speed, two figures
+    if (n > kMaxMeshNis) {
+      fail();
+      return v;
+    }
+    for (size_t i = 0; i < n && ok(); ++i) {
+      MeshNi x;
+      auto nid = Nid::unpack(u64());
+      if (!nid.ok()) {
+        fail();
+        break;
+      }
+      x.nid = *nid;
+      x.speed_mbit = u32();
+      x.tx_mib_s = f64();
+      x.rx_mib_s = f64();
+      v.push_back(x);
+    }
+    return v;
   }
 };
 
@@ -198,6 +230,7 @@ Buffer encode(const MeshSyncReq& m) {
   size_t n = std::min(m.cells.size(), kMaxMeshCells);
   w.u32(static_cast<uint32_t>(n));
   for (size_t i = 0; i < n; ++i) w.cell(m.cells[i]);
+  w.nis(m.nis);
   return w.take();
 }
 
@@ -226,6 +259,7 @@ Buffer encode(const MeshMatrix& m) {
     size_t c = std::min(r.cells.size(), kMaxMeshCells);
     w.u32(static_cast<uint32_t>(c));
     for (size_t j = 0; j < c; ++j) w.cell(r.cells[j]);
+    w.nis(r.nis);
   }
   return w.take();
 }
@@ -349,6 +383,7 @@ Result<MeshSyncReq> decode_mesh_sync_req(std::span<const uint8_t> b) {
   size_t n = r.count(kMinCellBytes);
   if (n > kMaxMeshCells) return Status(Code::kProtocol, "MESH_SYNC: too many cells");
   for (size_t i = 0; i < n && r.ok(); ++i) m.cells.push_back(r.cell());
+  if (r.ok()) m.nis = r.mesh_nis();
   if (r.ok() && m.name.empty()) return Status(Code::kProtocol, "MESH_SYNC: no node name");
   return finish_decode(r, std::move(m), "MESH_SYNC");
 }
@@ -373,7 +408,7 @@ Result<MeshMatrix> decode_mesh_matrix(std::span<const uint8_t> b) {
   m.epoch = r.u64();
   m.total = r.u32();
   m.offset = r.u32();
-  size_t n = r.count(13);  // name length, time, cell count
+  size_t n = r.count(17);  // name length, time, cell count, NI count
   if (n > kMaxMeshPage) return Status(Code::kProtocol, "MESH_MATRIX reply: page too large");
   for (size_t i = 0; i < n && r.ok(); ++i) {
     MeshRow row;
@@ -382,6 +417,7 @@ Result<MeshMatrix> decode_mesh_matrix(std::span<const uint8_t> b) {
     size_t c = r.count(kMinCellBytes);
     if (c > kMaxMeshCells) return Status(Code::kProtocol, "MESH_MATRIX reply: too many cells");
     for (size_t j = 0; j < c && r.ok(); ++j) row.cells.push_back(r.cell());
+    if (r.ok()) row.nis = r.mesh_nis();
     m.rows.push_back(std::move(row));
   }
   return finish_decode(r, std::move(m), "MESH_MATRIX reply");

@@ -148,10 +148,23 @@ struct MeshCell {
   bool operator==(const MeshCell&) const = default;
 };
 
+// One of the reporting node's NIs: its link's speed (the class its paths are compared
+// within) and the most it carried each way in one interval of the window (what its link
+// has shown it can carry, and how busy it is: a bulk probe through a busy NI measures
+// what the load leaves over).
+struct MeshNi {
+  Nid nid;
+  uint32_t speed_mbit = 0;  // 0: not known
+  double tx_mib_s = 0, rx_mib_s = 0;
+  bool operator==(const MeshNi&) const = default;
+};
+inline constexpr size_t kMaxMeshNis = 64;
+
 struct MeshRow {
   std::string from;
   int64_t updated_unix_ms = 0;  // when the MGS received it (the MGS's wall clock)
   std::vector<MeshCell> cells;
+  std::vector<MeshNi> nis;
   bool operator==(const MeshRow&) const = default;
 };
 
@@ -159,6 +172,7 @@ struct MeshRow {
 struct MeshSyncReq {
   std::string name;
   std::vector<MeshCell> cells;
+  std::vector<MeshNi> nis;
 };
 inline constexpr size_t kMaxMeshCells = 4096;
 struct MeshSyncRep {

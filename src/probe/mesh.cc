@@ -120,6 +120,8 @@ MeshOutlierRule MeshOutlierRule::from(const Config& cfg) {
   MeshOutlierRule r;
   r.factor = cfg.mesh.outlier_factor;
   r.min_excess_ms = cfg.mesh.outlier_min_excess_ms;
+  r.throttled_min_excess_ms = cfg.mesh.throttled_min_excess_ms;
+  r.bulk_bytes = static_cast<size_t>(cfg.mesh.bulk_bytes);
   r.loss_ratio = cfg.mesh.loss_ratio;
   return r;
 }
@@ -137,14 +139,41 @@ double median(std::vector<double> v) {
 
 std::vector<std::vector<MeshMark>> mark_outliers(const std::vector<MeshRow>& rows,
                                                  const MeshOutlierRule& rule) {
-  std::vector<double> p50, wr, rd;
+  // Every reported NI, from its own node's row.
+  std::map<Nid, const MeshNi*> nis;
+  for (const MeshRow& r : rows)
+    for (const MeshNi& n : r.nis) nis[n.nid] = &n;
+  auto ni = [&](const Nid& x) -> const MeshNi* {
+    auto it = nis.find(x);
+    return it == nis.end() ? nullptr : it->second;
+  };
+  // A cell's class: the speed of its slower end (0: neither end's is known).
+  auto speed_class = [&](const MeshCell& c) {
+    uint32_t a = ni(c.local) ? ni(c.local)->speed_mbit : 0;
+    uint32_t b = ni(c.peer) ? ni(c.peer)->speed_mbit : 0;
+    return a == 0 ? b : b == 0 ? a : std::min(a, b);
+  };
+  std::vector<double> p50;
+  std::map<uint32_t, std::vector<double>> wr, rd;  // by class
   for (const MeshRow& r : rows)
     for (const MeshCell& c : r.cells) {
       if (c.rtt_count >= rule.min_sent) p50.push_back(c.p50_ms);
-      if (c.write_mib_s > 0) wr.push_back(c.write_mib_s);
-      if (c.read_mib_s > 0) rd.push_back(c.read_mib_s);
+      uint32_t k = speed_class(c);
+      if (c.write_mib_s > 0) wr[k].push_back(c.write_mib_s);
+      if (c.read_mib_s > 0) rd[k].push_back(c.read_mib_s);
     }
-  double m50 = median(p50), mwr = median(wr), mrd = median(rd);
+  double m50 = median(p50);
+  struct ClassMedian {
+    size_t n = 0;
+    double m = 0;
+  };
+  auto medians = [](const std::map<uint32_t, std::vector<double>>& by) {
+    std::map<uint32_t, ClassMedian> out;
+    for (const auto& [k, v] : by) out[k] = {v.size(), median(v)};
+    return out;
+  };
+  std::map<uint32_t, ClassMedian> mwr = medians(wr), mrd = medians(rd);
+  double size_mib = double(rule.bulk_bytes) / double(1 << 20);
   std::vector<std::vector<MeshMark>> marks;
   marks.reserve(rows.size());
   for (const MeshRow& r : rows) {
@@ -163,21 +192,58 @@ std::vector<std::vector<MeshMark>> mark_outliers(const std::vector<MeshRow>& row
             fmt::format("p50 {:.3f} ms > {:g} x median {:.3f} ms", c.p50_ms, rule.factor, m50));
         mark.slow = true;
       }
-      auto slow_bulk = [&](double v, double med, const char* dir) {
-        if (v > 0 && med > 0 && v * rule.factor < med) {
-          why.push_back(
-              fmt::format("{} {:.1f} MiB/s < median {:.1f} / {:g}", dir, v, med, rule.factor));
-          mark.throttled = true;
-        }
+      uint32_t k = speed_class(c);
+      const MeshNi* here = ni(c.local);
+      const MeshNi* there = ni(c.peer);
+      // `sent`: the NI that sends this direction's data, `got` the one that receives it.
+      auto slow_bulk = [&](double v, const std::map<uint32_t, ClassMedian>& by, const MeshNi* sent,
+                           const MeshNi* got, const char* dir) {
+        auto it = by.find(k);
+        if (v <= 0 || it == by.end() || it->second.n < 2) return;
+        double med = it->second.m;
+        if (med <= 0 || v * rule.factor >= med) return;
+        if (1000.0 * (size_mib / v - size_mib / med) < rule.throttled_min_excess_ms) return;
+        double carried = std::max(sent ? sent->tx_mib_s : 0.0, got ? got->rx_mib_s : 0.0);
+        if (carried * rule.factor >= med) return;
+        std::string of = k ? fmt::format(" of the {} Mbit/s paths", k) : std::string();
+        std::string load =
+            carried > 0 ? fmt::format("; its NIs carried at most {:.1f} MiB/s", carried) : "";
+        why.push_back(fmt::format("{} {:.1f} MiB/s < median {:.1f}{} / {:g}{}", dir, v, med, of,
+                                  rule.factor, load));
+        mark.throttled = true;
       };
-      if (wr.size() >= 2) slow_bulk(c.write_mib_s, mwr, "write");
-      if (rd.size() >= 2) slow_bulk(c.read_mib_s, mrd, "read");
+      slow_bulk(c.write_mib_s, mwr, here, there, "write");
+      slow_bulk(c.read_mib_s, mrd, there, here, "read");
       std::string text;
       for (const std::string& w : why) text += (text.empty() ? "" : "; ") + w;
       mark.reason = std::move(text);
     }
   }
   return marks;
+}
+
+void MeshNiLoad::sample(TimePoint t, uint64_t tx_bytes, uint64_t rx_bytes) {
+  if (have_last_ && t > last_t_ && tx_bytes >= last_tx_ && rx_bytes >= last_rx_) {
+    double s = std::chrono::duration<double>(t - last_t_).count();
+    double mib = double(1 << 20);
+    rates_.push_back(
+        {t, double(tx_bytes - last_tx_) / mib / s, double(rx_bytes - last_rx_) / mib / s});
+    if (rates_.size() > MeshWindow::kMaxSamples) rates_.pop_front();
+  }
+  have_last_ = true;
+  last_t_ = t;
+  last_tx_ = tx_bytes;
+  last_rx_ = rx_bytes;
+}
+
+std::pair<double, double> MeshNiLoad::peak(TimePoint now) {
+  while (!rates_.empty() && now - rates_.front().t > window_) rates_.pop_front();
+  double tx = 0, rx = 0;
+  for (const Rate& r : rates_) {
+    tx = std::max(tx, r.tx);
+    rx = std::max(rx, r.rx);
+  }
+  return {tx, rx};
 }
 
 void MeshWindow::add(TimePoint t, Kind k, double v) {
@@ -271,7 +337,8 @@ MeshSyncRep MeshMgsCore::sync(MeshSyncReq req, TimePoint now, int64_t wall_ms) {
       std::chrono::duration_cast<std::chrono::milliseconds>(sync_interval()).count());
   for (size_t i : mesh_targets(live_.size(), it->second, peers_, rep.epoch))
     rep.targets.push_back(live_[i]);
-  board_.update(MeshRow{std::move(req.name), 0, std::move(req.cells)}, now, wall_ms);
+  board_.update(MeshRow{std::move(req.name), 0, std::move(req.cells), std::move(req.nis)}, now,
+                wall_ms);
   return rep;
 }
 

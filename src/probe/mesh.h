@@ -15,10 +15,12 @@
 //               cell carries both ends' MTUs and whether the peer is on the local NI's
 //               own link; mtu_outliers() names an NI whose MTU differs from the one most
 //               NIs on its link have (TCP's MSS hides a mismatch from every other figure).
+//   NI loads    each node's row also carries its NIs: the link's speed (configured, or the
+//               kernel's) and the most each carried either way in one sample interval of
+//               the window (MeshNiLoad).
 //   outliers    mark_outliers(): a cell whose p50 is more than `factor` x the median p50
-//               of all cells and at least `min_excess_ms` above it, whose loss exceeds
-//               `loss_ratio`, or whose bulk throughput is below the median's 1/`factor`
-//               in either direction, is marked with the reason.
+//               of all cells and at least `min_excess_ms` above it, or whose loss exceeds
+//               `loss_ratio`, is marked with the reason; THROTTLED below.
 //   MeshBoard   the MGS's store: the newest row of each node, stamped; rows older than
 //               `expiry` are dropped (a node that stopped reporting is not shown as fine).
 //   MeshMgsCore the MGS's side: live nodes, a sync answered with targets, the board.
@@ -54,8 +56,10 @@ std::vector<size_t> mesh_targets(size_t n, size_t self, size_t k, uint64_t epoch
 struct MeshOutlierRule {
   double factor = 3.0;
   double min_excess_ms = 1.0;
+  double throttled_min_excess_ms = 10.0;
   double loss_ratio = 0.01;
-  uint32_t min_sent = 5;  // loss is judged over at least this many probes
+  uint32_t min_sent = 5;          // loss is judged over at least this many probes
+  size_t bulk_bytes = 128 << 10;  // a bulk probe's size (mesh.bulk_bytes)
 
   static MeshOutlierRule from(const Config& cfg);
 };
@@ -68,6 +72,24 @@ struct MeshMark {
   bool any() const { return slow || lossy || throttled; }
 };
 // Marks for every cell of `rows`, in the same order (rows, then cells).
+//
+// THROTTLED, per direction (write: the prober's NI sends, the peer's receives; read: back):
+// a cell's best bulk figure v is judged against the median m of that direction's figures
+// over the cells of its class -- the paths whose slower end has the same link speed (the
+// rows' MeshNi; unknown speeds are a class of their own), so a cluster of 10 and 100 Gbit/s
+// links is not a list of its slower paths. It is throttled when all three hold:
+//   v x factor < m                   it carries a fraction of what its kind carries;
+//   size/v - size/m >= throttled_min_excess_ms
+//                                    and the difference is more than a busy host's delay:
+//                                    a 128 KiB probe on a fast link is mostly scheduling,
+//                                    and a host whose cores the load takes answers it ms late
+//                                    (18-27 MiB/s against a median of 80-90, eight daemons
+//                                    on two cores) -- a link that negotiated down to 100
+//                                    Mbit/s or a shaper at 20 takes 10-50 ms more;
+//   max(v, the sending NI's tx, the receiving NI's rx) x factor < m
+//                                    and neither end carried more than that in the window:
+//                                    a link busy with load leaves a probe what is over, but
+//                                    has shown what it carries.
 std::vector<std::vector<MeshMark>> mark_outliers(const std::vector<MeshRow>& rows,
                                                  const MeshOutlierRule& rule);
 
@@ -127,6 +149,28 @@ class MeshWindow {
   void add(TimePoint t, Kind k, double v);
   Duration window_;
   std::deque<Sample> samples_;
+};
+
+// The most an NI carried each way between two consecutive samples of its byte counters
+// within the window (MiB/s). Counters that went back (the interface was recreated) start
+// over.
+class MeshNiLoad {
+ public:
+  explicit MeshNiLoad(Duration window) : window_(window) {}
+  void sample(TimePoint t, uint64_t tx_bytes, uint64_t rx_bytes);
+  // {tx, rx} MiB/s: the peaks of the samples within the window of `now`; 0 before two.
+  std::pair<double, double> peak(TimePoint now);
+
+ private:
+  struct Rate {
+    TimePoint t;
+    double tx, rx;
+  };
+  Duration window_;
+  bool have_last_ = false;
+  TimePoint last_t_{};
+  uint64_t last_tx_ = 0, last_rx_ = 0;
+  std::deque<Rate> rates_;
 };
 
 class MeshBoard {

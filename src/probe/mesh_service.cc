@@ -55,6 +55,27 @@ MeshLinkEnd mesh_link_end(const Nid& local, const Nid& peer) {
   return e;
 }
 
+MeshNiNow mesh_ni_now(const Nid& nid, uint32_t configured_mbit, uint64_t own_tx, uint64_t own_rx) {
+  MeshNiNow n;
+  n.speed_mbit = configured_mbit;
+  n.tx_bytes = own_tx;
+  n.rx_bytes = own_rx;
+  auto ifn = LinkMonitor::interface_of(nid.addr);
+  if (!ifn.ok()) return n;
+  if (n.speed_mbit == 0) {
+    auto speed = LinkMonitor::speed_of(*ifn);
+    if (speed.ok()) n.speed_mbit = *speed;
+  }
+  auto lo = LinkMonitor::is_loopback(*ifn);
+  if (!lo.ok() || *lo) return n;
+  auto c = LinkMonitor::counters_of(*ifn);
+  if (c.ok()) {
+    n.tx_bytes = c->tx_bytes;
+    n.rx_bytes = c->rx_bytes;
+  }
+  return n;
+}
+
 void serve_mesh_probe(RpcEngine& engine, size_t max_bulk) {
   BulkData pattern = make_bulk(make_ping_pattern(max_bulk));
   engine.handle(
@@ -84,6 +105,8 @@ MeshOptions MeshOptions::from(const Config& cfg) {
   o.window = std::chrono::seconds(cfg.mesh.window);
   o.probe_timeout = RpcOptions::from(cfg).attempt_timeout();
   o.max_bulk = static_cast<size_t>(cfg.max_bulk());
+  for (const NetConfig& n : cfg.nets)
+    if (n.speed_mbit > 0) o.speeds_mbit[n.nid] = static_cast<uint32_t>(n.speed_mbit);
   return o;
 }
 
@@ -162,7 +185,28 @@ void MeshService::tick(TimePoint now) {
     }
     if (d.bulk) probe_bulk(d.key, d.local, d.peer);
   }
+  sample_nis(now);
   if (sync) send_sync(now);
+}
+
+void MeshService::sample_nis(TimePoint now) {
+  {
+    MutexLock lk(mu_);
+    if (now < next_ni_sample_) return;
+    next_ni_sample_ = now + opts_.interval;
+  }
+  std::vector<std::pair<Nid, MeshNiNow>> seen;
+  for (const NiInfo& i : net_.nis()) {
+    auto it = opts_.speeds_mbit.find(i.nid);
+    seen.emplace_back(i.nid, mesh_ni_now(i.nid, it == opts_.speeds_mbit.end() ? 0 : it->second,
+                                         i.send_bytes, i.recv_bytes));
+  }
+  MutexLock lk(mu_);
+  for (const auto& [nid, n] : seen) {
+    NiState& st = nis_.try_emplace(nid, opts_.window).first->second;
+    st.speed_mbit = n.speed_mbit;
+    st.load.sample(now, n.tx_bytes, n.rx_bytes);
+  }
 }
 
 void MeshService::probe_small(const PathKey& k, const Nid& local, const Nid& peer) {
@@ -238,7 +282,9 @@ void MeshService::send_sync(TimePoint now) {
   req.name = opts_.name;
   {
     MutexLock lk(mu_);
-    req.cells = row_locked(now).cells;
+    MeshRow row = row_locked(now);
+    req.cells = std::move(row.cells);
+    req.nis = std::move(row.nis);
   }
   // The next sync: when the MGS says (never before report_interval); a node the MGS does
   // not know yet (it registers in a moment) asks again within a second.
@@ -337,6 +383,10 @@ MeshRow MeshService::row_locked(TimePoint now) {
     c.peer_mtu = p.peer_mtu;
     c.on_link = p.on_link;
     row.cells.push_back(std::move(c));
+  }
+  for (auto& [nid, st] : nis_) {
+    auto [tx, rx] = st.load.peak(now);
+    row.nis.push_back({nid, st.speed_mbit, tx, rx});
   }
   return row;
 }

@@ -53,7 +53,8 @@ struct MeshOptions {
   double mgs_sync_rate = 500;  // the MGS: syncs per second it takes at most
   Duration window = std::chrono::seconds(90);
   Duration probe_timeout = std::chrono::seconds(10);
-  size_t max_bulk = 2 << 20;  // what this node serves in a read
+  size_t max_bulk = 2 << 20;            // what this node serves in a read
+  std::map<Nid, uint32_t> speeds_mbit;  // net.speed_mbit where set (0 or absent: the kernel's)
 
   static MeshOptions from(const Config& cfg);
 };
@@ -62,6 +63,16 @@ struct MeshOptions {
 // the probed NI's interface), an empty payload a write (its bulk is dropped), 4 bytes LE N
 // ask for N bytes back (a read), at most `max_bulk`.
 void serve_mesh_probe(RpcEngine& engine, size_t max_bulk);
+
+// A local NI's link now: its speed (configured, else the kernel's; 0: not known) and the
+// bytes it sent and received -- the kernel's counters of its interface, which count all
+// traffic, unless the interface is loopback or not found (every address on it shares
+// them): then `own_tx`/`own_rx`, pfsnet's own through the NI. A few system calls.
+struct MeshNiNow {
+  uint32_t speed_mbit = 0;
+  uint64_t tx_bytes = 0, rx_bytes = 0;
+};
+MeshNiNow mesh_ni_now(const Nid& nid, uint32_t configured_mbit, uint64_t own_tx, uint64_t own_rx);
 
 // The local end of a path now: its interface's MTU (0: not known), and whether the kernel
 // sends to the peer straight out of that interface, with no gateway (the peer is on the
@@ -112,6 +123,11 @@ class MeshService {
     bool on_link = false;                  // the peer on the local NI's own link
   };
   using PathKey = std::pair<uint64_t, uint64_t>;
+  struct NiState {
+    explicit NiState(Duration window) : load(window) {}
+    MeshNiLoad load;
+    uint32_t speed_mbit = 0;
+  };
 
   RpcResponse serve_sync(RpcRequest& r);
   RpcResponse serve_matrix(RpcRequest& r);
@@ -122,6 +138,8 @@ class MeshService {
   void set_targets(const std::vector<NodeEvent>& targets, uint64_t epoch, TimePoint now)
       REQUIRES(mu_);
   void send_sync(TimePoint now);
+  // Every `interval`: the local NIs' speeds and byte counters.
+  void sample_nis(TimePoint now);
   void probe_small(const PathKey& k, const Nid& local, const Nid& peer);
   void probe_bulk(const PathKey& k, const Nid& local, const Nid& peer);
   MeshRow row_locked(TimePoint now) REQUIRES(mu_);
@@ -136,6 +154,8 @@ class MeshService {
 
   mutable Mutex mu_;
   std::map<PathKey, PathState> paths_ GUARDED_BY(mu_);
+  std::map<Nid, NiState> nis_ GUARDED_BY(mu_);
+  TimePoint next_ni_sample_ GUARDED_BY(mu_){};
   std::vector<NodeEvent> targets_ GUARDED_BY(mu_);
   uint64_t epoch_ GUARDED_BY(mu_) = 0;
   TimePoint next_sync_ GUARDED_BY(mu_){};

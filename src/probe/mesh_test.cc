@@ -6,6 +6,8 @@
 #include <cstring>
 #include <set>
 
+#include "wire/byte_codec.h"
+
 namespace pfsnet {
 namespace {
 
@@ -102,7 +104,7 @@ TEST(MeshOutliersTest, NamesTheSlowTheLossyAndTheThrottledAndNothingElse) {
   rows[1].from = "b";
   rows[1].cells = {cell("a", 0.11, 10, 0, 910, 905), cell("c", 4.0, 10, 0, 890, 880)};
   rows[2].from = "c";
-  rows[2].cells = {cell("a", 0.10, 20, 2, 930, 940), cell("b", 0.13, 10, 0, 40, 900)};
+  rows[2].cells = {cell("a", 0.10, 20, 2, 930, 940), cell("b", 0.13, 10, 0, 4, 900)};
   MeshOutlierRule rule;
   auto marks = mark_outliers(rows, rule);
   ASSERT_EQ(marks.size(), 3u);
@@ -112,7 +114,7 @@ TEST(MeshOutliersTest, NamesTheSlowTheLossyAndTheThrottledAndNothingElse) {
   EXPECT_NE(marks[1][1].reason.find("p50 4.000 ms > 3 x median"), std::string::npos)
       << marks[1][1].reason;
   EXPECT_EQ(marks[2][0].reason, "lost 2 of 20 probes");
-  EXPECT_NE(marks[2][1].reason.find("write 40.0 MiB/s < median"), std::string::npos)
+  EXPECT_NE(marks[2][1].reason.find("write 4.0 MiB/s < median"), std::string::npos)
       << marks[2][1].reason;
   // Fewer probes than min_sent: a loss is not judged yet.
   rows[2].cells[0] = cell("a", 0.10, 2, 1);
@@ -120,6 +122,121 @@ TEST(MeshOutliersTest, NamesTheSlowTheLossyAndTheThrottledAndNothingElse) {
   // Less than min_excess_ms above the median is not slow, whatever the factor.
   rows[1].cells[1].p50_ms = 0.9;
   EXPECT_EQ(mark_outliers(rows, rule)[1][1].reason, "");
+}
+
+// Rows of n nodes "n0".. each probing the next on one NI per node ("198.18.0.<i+1>@tcp"),
+// every cell at `mib_s` both ways; each node's NI reported at `speed` Mbit/s.
+std::vector<MeshRow> ring(size_t n, double mib_s, uint32_t speed, size_t first = 0) {
+  std::vector<MeshRow> rows(n);
+  auto nid = [&](size_t i) {
+    return *Nid::parse("198.18.0." + std::to_string(first + (i % n) + 1) + "@tcp");
+  };
+  for (size_t i = 0; i < n; ++i) {
+    rows[i].from = "n" + std::to_string(first + i);
+    MeshCell c = cell("n" + std::to_string(first + (i + 1) % n), 0.1, 10, 0, mib_s, mib_s);
+    c.local = nid(i);
+    c.peer = nid(i + 1);
+    rows[i].cells = {c};
+    rows[i].nis = {MeshNi{nid(i), speed, 0, 0}};
+  }
+  return rows;
+}
+
+TEST(MeshOutliersTest, APathIsJudgedAmongThePathsOfItsSpeed) {
+  // Five nodes on 10 Gbit/s links probing each other at 900 MiB/s, five on 100 Mbit/s at 11.
+  std::vector<MeshRow> rows = ring(5, 900, 10000);
+  for (MeshRow& r : ring(5, 11, 100, 5)) rows.push_back(r);
+  MeshOutlierRule rule;
+  auto count = [&](const std::vector<MeshRow>& v) {
+    int n = 0;
+    for (const auto& row : mark_outliers(v, rule))
+      for (const MeshMark& m : row) n += m.throttled;
+    return n;
+  };
+  EXPECT_EQ(count(rows), 0);
+  // Against the median of all paths (no speeds known: one class) the slower links read as
+  // five THROTTLED paths.
+  std::vector<MeshRow> unknown = rows;
+  for (MeshRow& r : unknown) r.nis[0].speed_mbit = 0;
+  EXPECT_EQ(count(unknown), 5);
+  // A 100 Mbit/s path at 2 MiB/s is throttled among its kind, named with its class.
+  rows[7].cells[0].write_mib_s = 2;
+  auto marks = mark_outliers(rows, rule);
+  EXPECT_TRUE(marks[7][0].throttled);
+  EXPECT_NE(marks[7][0].reason.find("write 2.0 MiB/s < median 11.0 of the 100 Mbit/s paths / 3"),
+            std::string::npos)
+      << marks[7][0].reason;
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (i != 7) {
+      EXPECT_FALSE(marks[i][0].any()) << i << ": " << marks[i][0].reason;
+    }
+  // A path's class is its slower end's: n4 (10 Gbit/s) -> n0 is a 10 Gbit/s path, but
+  // n4 -> n5 (100 Mbit/s) would be judged among the 100 Mbit/s ones.
+  rows[4].cells[0].peer = rows[5].nis[0].nid;
+  rows[4].cells[0].write_mib_s = rows[4].cells[0].read_mib_s = 11;
+  marks = mark_outliers(rows, rule);
+  EXPECT_FALSE(marks[4][0].any()) << marks[4][0].reason;
+}
+
+TEST(MeshOutliersTest, ABusyHostsLateAnswerIsNotAThrottle) {
+  // Eight daemons on two cores: a 128 KiB probe measured 18-27 MiB/s where the median was
+  // 80-90 -- 3-5 ms later than the median's, the scheduling of a busy host.
+  std::vector<MeshRow> rows = ring(6, 90, 10000);
+  rows[2].cells[0].read_mib_s = 18;
+  MeshOutlierRule rule;
+  auto marks = mark_outliers(rows, rule);
+  EXPECT_FALSE(marks[2][0].any()) << marks[2][0].reason;
+  // A shaper at 20 Mbit/s (2.4 MiB/s) takes 50 ms more: throttled.
+  rows[2].cells[0].read_mib_s = 2.4;
+  EXPECT_TRUE(mark_outliers(rows, rule)[2][0].throttled);
+  // The floor is a key: at 0 the factor alone judges, as before.
+  rows[2].cells[0].read_mib_s = 18;
+  rule.throttled_min_excess_ms = 0;
+  EXPECT_TRUE(mark_outliers(rows, rule)[2][0].throttled);
+}
+
+TEST(MeshOutliersTest, ABusyLinkIsNotAThrottledOne) {
+  // A path whose probe gets 3 MiB/s of a 1 Gbit/s class at 100: throttled -- unless one of
+  // its ends carried more than a third of the median in the window (the load took the
+  // rest), which shows the link carries it.
+  std::vector<MeshRow> rows = ring(6, 100, 1000);
+  rows[1].cells[0].write_mib_s = 3;  // n1 -> n2: n1's NI sends, n2's receives
+  MeshOutlierRule rule;
+  rows[2].nis[0].rx_mib_s = 95;
+  auto marks = mark_outliers(rows, rule);
+  EXPECT_FALSE(marks[1][0].any()) << marks[1][0].reason;
+  rows[2].nis[0].rx_mib_s = 0;
+  rows[1].nis[0].tx_mib_s = 95;
+  EXPECT_FALSE(mark_outliers(rows, rule)[1][0].any());
+  // The other direction's load does not explain it: n1 receiving, n2 sending.
+  rows[1].nis[0] = {rows[1].nis[0].nid, 1000, 0, 95};
+  rows[2].nis[0] = {rows[2].nis[0].nid, 1000, 95, 2.9};
+  marks = mark_outliers(rows, rule);
+  EXPECT_TRUE(marks[1][0].throttled);
+  EXPECT_NE(marks[1][0].reason.find("its NIs carried at most 2.9 MiB/s"), std::string::npos)
+      << marks[1][0].reason;
+}
+
+TEST(MeshNiLoadTest, ThePeakOfTheWindowEachWay) {
+  ManualClock clock;
+  MeshNiLoad l(seconds(10));
+  EXPECT_EQ(l.peak(clock.now()), std::make_pair(0.0, 0.0));
+  l.sample(clock.now(), 0, 0);
+  EXPECT_EQ(l.peak(clock.now()), std::make_pair(0.0, 0.0)) << "one sample is no rate";
+  clock.advance(seconds(1));
+  l.sample(clock.now(), 50 << 20, 10 << 20);  // 50 MiB/s out, 10 in
+  clock.advance(seconds(2));
+  l.sample(clock.now(), 60 << 20, 50 << 20);  // 5 out, 20 in
+  EXPECT_EQ(l.peak(clock.now()), std::make_pair(50.0, 20.0));
+  clock.advance(seconds(9));  // the first interval (ended at 1 s) is out of the window
+  EXPECT_EQ(l.peak(clock.now()), std::make_pair(5.0, 20.0));
+  // Counters that went back (the interface was made again) start over: no rate from them.
+  l.sample(clock.now(), 1 << 20, 1 << 20);
+  EXPECT_EQ(l.peak(clock.now()), std::make_pair(5.0, 20.0));
+  clock.advance(seconds(1));
+  l.sample(clock.now(), 3 << 20, 1 << 20);
+  clock.advance(seconds(10));
+  EXPECT_EQ(l.peak(clock.now()), std::make_pair(2.0, 0.0));
 }
 
 TEST(MeshBoardTest, KeepsTheNewestRowOfEachNodeAndDropsStaleOnes) {
@@ -152,10 +269,13 @@ TEST(MeshProtocolTest, RoundTripsAndRefusesMalformedMessages) {
   req.cells[0].local_mtu = 9000;
   req.cells[0].peer_mtu = 1500;
   req.cells[0].on_link = true;
+  req.nis = {MeshNi{*Nid::parse("198.18.0.7@tcp"), 10000, 812.5, 3.25},
+             MeshNi{*Nid::parse("198.18.1.7@tcp1"), 0, 0, 0}};
   auto back = decode_mesh_sync_req(encode(req).span());
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_EQ(back->name, req.name);
   EXPECT_EQ(back->cells, req.cells);
+  EXPECT_EQ(back->nis, req.nis);
 
   MeshSyncRep rep;
   rep.epoch = 42;
@@ -174,7 +294,7 @@ TEST(MeshProtocolTest, RoundTripsAndRefusesMalformedMessages) {
   m.epoch = 9;
   m.total = 5;
   m.offset = 2;
-  m.rows = {MeshRow{"a", 123, req.cells}, MeshRow{"b", 456, {}}};
+  m.rows = {MeshRow{"a", 123, req.cells, req.nis}, MeshRow{"b", 456, {}, {}}};
   auto mb = decode_mesh_matrix(encode(m).span());
   ASSERT_TRUE(mb.ok());
   EXPECT_EQ(mb->rows, m.rows);
@@ -202,8 +322,22 @@ TEST(MeshProtocolTest, RoundTripsAndRefusesMalformedMessages) {
   // on_link is one bit: any other byte is refused.
   Buffer ok = encode(MeshSyncReq{"x", {cell("y", 0.1)}});
   std::vector<uint8_t> flag(ok.data(), ok.data() + ok.size());
-  flag.back() = 2;
+  flag[flag.size() - 5] = 2;  // before the NI count
   EXPECT_FALSE(decode_mesh_sync_req(flag).ok());
+  // An NI's figure that is not a number; more NIs than a node has.
+  MeshSyncReq nan_ni{"x", {}, {MeshNi{*Nid::parse("198.18.0.7@tcp"), 100, std::nan(""), 0}}};
+  EXPECT_FALSE(decode_mesh_sync_req(encode(nan_ni).span()).ok());
+  ByteWriter many;
+  many.str("x");
+  many.u32(0);
+  many.u32(static_cast<uint32_t>(kMaxMeshNis + 1));
+  for (size_t i = 0; i <= kMaxMeshNis; ++i) {
+    many.u64(Nid::parse("198.18.0.7@tcp")->pack());
+    many.u32(0);
+    many.f64(0);
+    many.f64(0);
+  }
+  EXPECT_FALSE(decode_mesh_sync_req(many.take().span()).ok());
 }
 
 TEST(MeshProtocolTest, TheSmallProbeAsksTheProbedNisMtu) {

@@ -2,8 +2,10 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <linux/ethtool.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <linux/sockios.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -190,6 +193,52 @@ Result<uint32_t> LinkMonitor::mtu_of(const std::string& ifname) {
   if (!req.ok()) return req.status();
   if (req->ifr_mtu <= 0) return Status(Code::kNotFound, ifname + ": no MTU");
   return static_cast<uint32_t>(req->ifr_mtu);
+}
+
+Result<uint32_t> LinkMonitor::speed_of(const std::string& ifname) {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return Status(Code::kInternal, std::string("socket: ") + std::strerror(errno));
+  ethtool_cmd cmd{};
+  cmd.cmd = ETHTOOL_GSET;
+  ifreq req{};
+  std::strncpy(req.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+  req.ifr_data = reinterpret_cast<char*>(&cmd);
+  int r = ::ioctl(s, SIOCETHTOOL, &req);
+  int e = errno;
+  ::close(s);
+  if (r < 0) return Status(Code::kNotFound, ifname + ": no speed: " + std::strerror(e));
+  uint32_t mbit = ethtool_cmd_speed(&cmd);
+  if (mbit == 0 || mbit == static_cast<uint32_t>(SPEED_UNKNOWN))
+    return Status(Code::kNotFound, ifname + ": speed not known");
+  return mbit;
+}
+
+Result<bool> LinkMonitor::is_loopback(const std::string& ifname) {
+  auto req = if_ioctl(ifname, SIOCGIFFLAGS);
+  if (!req.ok()) return req.status();
+  return (req->ifr_flags & IFF_LOOPBACK) != 0;
+}
+
+Result<LinkMonitor::Counters> LinkMonitor::counters_of(const std::string& ifname) {
+  FILE* f = std::fopen("/proc/net/dev", "re");
+  if (!f) return Status(Code::kNotFound, std::string("/proc/net/dev: ") + std::strerror(errno));
+  char line[512];
+  Result<Counters> out = Status(Code::kNotFound, ifname + ": not in /proc/net/dev");
+  while (std::fgets(line, sizeof line, f)) {
+    // "  eth0: RX bytes packets errs drop fifo frame compressed multicast TX bytes ..."
+    char* colon = std::strchr(line, ':');
+    if (!colon) continue;
+    char* name = line;
+    while (*name == ' ') ++name;
+    if (std::string(name, colon) != ifname) continue;
+    unsigned long long v[9];
+    if (std::sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                    &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) == 9)
+      out = Counters{v[8], v[0]};
+    break;
+  }
+  std::fclose(f);
+  return out;
 }
 
 }  // namespace pfsnet

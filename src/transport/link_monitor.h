@@ -36,6 +36,16 @@ class LinkMonitor {
   static Result<bool> link_up(const std::string& ifname);
   // Its MTU now (bytes of an IP packet).
   static Result<uint32_t> mtu_of(const std::string& ifname);
+  // Its speed as the kernel (ethtool) reports it, Mbit/s; kNotFound when the driver does
+  // not know one (loopback, TUN).
+  static Result<uint32_t> speed_of(const std::string& ifname);
+  // Whether it is a loopback interface (whose counters every address on it shares).
+  static Result<bool> is_loopback(const std::string& ifname);
+  // The bytes it sent and received, as /proc/net/dev of this network namespace says.
+  struct Counters {
+    uint64_t tx_bytes = 0, rx_bytes = 0;
+  };
+  static Result<Counters> counters_of(const std::string& ifname);
   // Where the kernel sends a packet from `src` to `dst` (IPv4, host byte order), as
   // `ip route get DST from SRC` says: the interface, and the gateway ("" when direct).
   struct Route {
