@@ -100,6 +100,8 @@ Result<json> health(const NodeParts& node) {
     }
   }
   drop_consequences(problems);
+  // A link at capacity is busy, not faulty: what its load explains is left out.
+  drop_saturated(problems, saturated_nis(rows));
   if (!mgs_error.empty())
     problems.insert(
         problems.begin(),

@@ -222,4 +222,54 @@ void drop_consequences(std::vector<Problem>& v) {
   });
 }
 
+std::map<std::string, std::string> saturated_nis(const std::vector<MeshRow>& rows) {
+  std::map<std::string, std::string> out;
+  for (const MeshRow& r : rows)
+    for (const MeshNi& n : r.nis) {
+      if (n.speed_mbit == 0) continue;
+      double capacity = double(n.speed_mbit) * 1e6 / 8 / double(1 << 20);  // MiB/s
+      if (std::max(n.tx_mib_s, n.rx_mib_s) >= kSaturatedShare * capacity)
+        out[n.nid.to_string()] = r.from;
+    }
+  return out;
+}
+
+void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::string>& saturated) {
+  if (saturated.empty()) return;
+  auto net_of = [](const std::string& nid) {
+    size_t at = nid.find('@');
+    return at == std::string::npos ? std::string() : nid.substr(at + 1);
+  };
+  std::set<std::pair<std::string, std::string>> busy_ends;  // (node, network)
+  for (const auto& [nid, node] : saturated) busy_ends.insert({node, net_of(nid)});
+  auto words = [](const std::string& subject) {
+    std::vector<std::string> out;
+    std::istringstream in(subject);
+    std::string w;
+    while (in >> w) {
+      while (!w.empty() && w.front() == '(') w.erase(w.begin());
+      while (!w.empty() && w.back() == ')') w.pop_back();
+      out.push_back(w);
+    }
+    return out;
+  };
+  std::erase_if(v, [&](const Problem& p) {
+    if (p.cause != "SLOW" && p.cause != "LOSSY" && p.cause != "THROTTLED") return false;
+    for (const std::string& w : words(p.subject))
+      if (saturated.count(w)) return true;
+    if (p.kind != "peer_ni") return false;
+    // Seen so only from busy ends of its network: each seer's own link is full.
+    std::istringstream seers(p.seen_by);
+    std::string who;
+    bool any = false;
+    while (std::getline(seers, who, ',')) {
+      while (!who.empty() && who.front() == ' ') who.erase(who.begin());
+      if (who.empty()) continue;
+      if (!busy_ends.count({who, net_of(p.subject)})) return false;
+      any = true;
+    }
+    return any;
+  });
+}
+
 }  // namespace pfsnet

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "membership/protocol.h"  // MeshRow
+
 namespace pfsnet {
 
 // A problem as `pfsnet health` lists it (admin/problems.h builds them).
@@ -110,5 +112,18 @@ void merge_cluster_problems(std::vector<Problem>& into, const std::vector<NodePr
 //                                   its node: the node's traffic moved to its other NIs,
 //                                   whose bulk probes then share them
 void drop_consequences(std::vector<Problem>& v);
+
+// An NI whose link is at capacity: the probe mesh's rows say it carried at least
+// kSaturatedShare of its speed (known: configured or the kernel's) one way in one interval
+// of the window. Its small RPCs wait behind the bulk its queues hold, and a shaper's full
+// queue drops -- load, not a fault.
+inline constexpr double kSaturatedShare = 0.7;
+// The NIDs (text) of the saturated NIs, with their nodes.
+std::map<std::string, std::string> saturated_nis(const std::vector<MeshRow>& rows);
+
+// Leaves out the SLOW, LOSSY and THROTTLED problems that a saturated NI explains: those
+// naming it (as the subject, or one end of a path), and the peer NIs on its network that
+// only nodes with a saturated NI there see so.
+void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::string>& saturated);
 
 }  // namespace pfsnet

@@ -148,5 +148,37 @@ TEST(ClusterHealthMerge, PeersOnlyAFaultyNisNodeCallsFaultyAreLeftOut) {
                                             "n4 -> n5 (198.18.2.4@tcp1 -> 198.18.2.5@tcp1)"}));
 }
 
+TEST(ClusterHealthMerge, WhatALinkAtCapacityExplainsIsLeftOut) {
+  // n4's 50 Mbit/s link carried 5.9 MiB/s (at least 70% of 5.96) in the window; n5's
+  // 10 Gbit/s link 300 MiB/s (a quarter); n6's speed is not known.
+  std::vector<MeshRow> rows(3);
+  rows[0].from = "n4";
+  rows[0].nis = {MeshNi{*Nid::parse("198.18.1.4@tcp"), 50, 0.2, 5.9},
+                 MeshNi{*Nid::parse("198.18.2.4@tcp1"), 50, 0.1, 0.5}};
+  rows[1].from = "n5";
+  rows[1].nis = {MeshNi{*Nid::parse("198.18.1.5@tcp"), 10000, 300, 1}};
+  rows[2].from = "n6";
+  rows[2].nis = {MeshNi{*Nid::parse("198.18.1.6@tcp"), 0, 900, 900}};
+  auto busy = saturated_nis(rows);
+  EXPECT_EQ(busy, (std::map<std::string, std::string>{{"198.18.1.4@tcp", "n4"}}));
+  std::vector<Problem> v = {
+      prob("peer_ni", "198.18.1.4@tcp", "SLOW", "n1, n2"),  // its queue: load
+      prob("path", "n1 -> n4 (198.18.1.1@tcp -> 198.18.1.4@tcp)", "SLOW", "n1"),
+      prob("peer_ni", "198.18.1.4@tcp", "LOSSY", "n1"),      // its shaper's full queue
+      prob("peer_ni", "198.18.1.1@tcp", "SLOW", "n4"),       // n4's own full link
+      prob("peer_ni", "198.18.1.1@tcp", "SLOW", "n4, n2"),   // n2 sees it too: not n4's
+      prob("peer_ni", "198.18.2.1@tcp1", "SLOW", "n4"),      // n4's other link is not full
+      prob("peer_ni", "198.18.1.4@tcp", "UNHEALTHY", "n1"),  // errors are not load
+      prob("peer_ni", "198.18.1.5@tcp", "SLOW", "n1"),       // a quarter of 10 Gbit/s
+      prob("ni", "198.18.1.4@tcp (n4)", "MTU", "n1"),
+  };
+  drop_saturated(v, busy);
+  std::vector<std::string> left;
+  for (const Problem& p : v) left.push_back(p.subject + " " + p.cause + " " + p.seen_by);
+  EXPECT_EQ(left, (std::vector<std::string>{"198.18.1.1@tcp SLOW n4, n2", "198.18.2.1@tcp1 SLOW n4",
+                                            "198.18.1.4@tcp UNHEALTHY n1", "198.18.1.5@tcp SLOW n1",
+                                            "198.18.1.4@tcp (n4) MTU n1"}));
+}
+
 }  // namespace
 }  // namespace pfsnet

@@ -153,16 +153,14 @@ std::vector<std::vector<MeshMark>> mark_outliers(const std::vector<MeshRow>& row
     uint32_t b = ni(c.peer) ? ni(c.peer)->speed_mbit : 0;
     return a == 0 ? b : b == 0 ? a : std::min(a, b);
   };
-  std::vector<double> p50;
-  std::map<uint32_t, std::vector<double>> wr, rd;  // by class
+  std::map<uint32_t, std::vector<double>> p50, wr, rd;  // by class
   for (const MeshRow& r : rows)
     for (const MeshCell& c : r.cells) {
-      if (c.rtt_count >= rule.min_sent) p50.push_back(c.p50_ms);
       uint32_t k = speed_class(c);
+      if (c.rtt_count >= rule.min_sent) p50[k].push_back(c.p50_ms);
       if (c.write_mib_s > 0) wr[k].push_back(c.write_mib_s);
       if (c.read_mib_s > 0) rd[k].push_back(c.read_mib_s);
     }
-  double m50 = median(p50);
   struct ClassMedian {
     size_t n = 0;
     double m = 0;
@@ -172,7 +170,7 @@ std::vector<std::vector<MeshMark>> mark_outliers(const std::vector<MeshRow>& row
     for (const auto& [k, v] : by) out[k] = {v.size(), median(v)};
     return out;
   };
-  std::map<uint32_t, ClassMedian> mwr = medians(wr), mrd = medians(rd);
+  std::map<uint32_t, ClassMedian> m50 = medians(p50), mwr = medians(wr), mrd = medians(rd);
   double size_mib = double(rule.bulk_bytes) / double(1 << 20);
   std::vector<std::vector<MeshMark>> marks;
   marks.reserve(rows.size());
@@ -186,13 +184,16 @@ std::vector<std::vector<MeshMark>> mark_outliers(const std::vector<MeshRow>& row
         why.push_back(fmt::format("lost {} of {} probes", c.lost, c.sent));
         mark.lossy = true;
       }
-      if (c.rtt_count >= rule.min_sent && p50.size() >= 2 && c.p50_ms > rule.factor * m50 &&
-          c.p50_ms - m50 >= rule.min_excess_ms) {
-        why.push_back(
-            fmt::format("p50 {:.3f} ms > {:g} x median {:.3f} ms", c.p50_ms, rule.factor, m50));
+      uint32_t k = speed_class(c);
+      std::string of = k ? fmt::format(" of the {} Mbit/s paths", k) : std::string();
+      auto lat = m50.find(k);
+      if (c.rtt_count >= rule.min_sent && lat != m50.end() && lat->second.n >= 2 &&
+          c.p50_ms > rule.factor * lat->second.m &&
+          c.p50_ms - lat->second.m >= rule.min_excess_ms) {
+        why.push_back(fmt::format("p50 {:.3f} ms > {:g} x median {:.3f} ms{}", c.p50_ms,
+                                  rule.factor, lat->second.m, of));
         mark.slow = true;
       }
-      uint32_t k = speed_class(c);
       const MeshNi* here = ni(c.local);
       const MeshNi* there = ni(c.peer);
       // `sent`: the NI that sends this direction's data, `got` the one that receives it.
@@ -205,7 +206,6 @@ std::vector<std::vector<MeshMark>> mark_outliers(const std::vector<MeshRow>& row
         if (1000.0 * (size_mib / v - size_mib / med) < rule.throttled_min_excess_ms) return;
         double carried = std::max(sent ? sent->tx_mib_s : 0.0, got ? got->rx_mib_s : 0.0);
         if (carried * rule.factor >= med) return;
-        std::string of = k ? fmt::format(" of the {} Mbit/s paths", k) : std::string();
         std::string load =
             carried > 0 ? fmt::format("; its NIs carried at most {:.1f} MiB/s", carried) : "";
         why.push_back(fmt::format("{} {:.1f} MiB/s < median {:.1f}{} / {:g}{}", dir, v, med, of,

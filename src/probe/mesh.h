@@ -19,8 +19,9 @@
 //               kernel's) and the most each carried either way in one sample interval of
 //               the window (MeshNiLoad).
 //   outliers    mark_outliers(): a cell whose p50 is more than `factor` x the median p50
-//               of all cells and at least `min_excess_ms` above it, or whose loss exceeds
-//               `loss_ratio`, is marked with the reason; THROTTLED below.
+//               of the cells of its speed class (below) and at least `min_excess_ms` above
+//               it, or whose loss exceeds `loss_ratio`, is marked with the reason;
+//               THROTTLED below.
 //   MeshBoard   the MGS's store: the newest row of each node, stamped; rows older than
 //               `expiry` are dropped (a node that stopped reporting is not shown as fine).
 //   MeshMgsCore the MGS's side: live nodes, a sync answered with targets, the board.

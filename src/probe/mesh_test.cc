@@ -145,20 +145,33 @@ std::vector<MeshRow> ring(size_t n, double mib_s, uint32_t speed, size_t first =
 TEST(MeshOutliersTest, APathIsJudgedAmongThePathsOfItsSpeed) {
   // Five nodes on 10 Gbit/s links probing each other at 900 MiB/s, five on 100 Mbit/s at 11.
   std::vector<MeshRow> rows = ring(5, 900, 10000);
-  for (MeshRow& r : ring(5, 11, 100, 5)) rows.push_back(r);
+  // Their small probes wait 20 ms behind the bulk their links' queues hold.
+  for (MeshRow& r : ring(5, 11, 100, 5)) {
+    r.cells[0].p50_ms = 20;
+    rows.push_back(r);
+  }
   MeshOutlierRule rule;
-  auto count = [&](const std::vector<MeshRow>& v) {
+  auto count = [&](const std::vector<MeshRow>& v, bool MeshMark::*what) {
     int n = 0;
     for (const auto& row : mark_outliers(v, rule))
-      for (const MeshMark& m : row) n += m.throttled;
+      for (const MeshMark& m : row) n += m.*what;
     return n;
   };
-  EXPECT_EQ(count(rows), 0);
+  EXPECT_EQ(count(rows, &MeshMark::throttled), 0);
+  EXPECT_EQ(count(rows, &MeshMark::slow), 0);
   // Against the median of all paths (no speeds known: one class) the slower links read as
-  // five THROTTLED paths.
+  // five THROTTLED and SLOW paths.
   std::vector<MeshRow> unknown = rows;
   for (MeshRow& r : unknown) r.nis[0].speed_mbit = 0;
-  EXPECT_EQ(count(unknown), 5);
+  EXPECT_EQ(count(unknown, &MeshMark::throttled), 5);
+  EXPECT_EQ(count(unknown, &MeshMark::slow), 0) << "the median of ten is the slow half's";
+  unknown.pop_back();
+  EXPECT_EQ(count(unknown, &MeshMark::slow), 4);
+  // Within its class a path 3 x slower than its kind is SLOW.
+  rows[6].cells[0].p50_ms = 70;
+  auto slow = mark_outliers(rows, rule);
+  EXPECT_EQ(slow[6][0].reason, "p50 70.000 ms > 3 x median 20.000 ms of the 100 Mbit/s paths");
+  rows[6].cells[0].p50_ms = 20;
   // A 100 Mbit/s path at 2 MiB/s is throttled among its kind, named with its class.
   rows[7].cells[0].write_mib_s = 2;
   auto marks = mark_outliers(rows, rule);
