@@ -1,6 +1,7 @@
 #include "admin/node_commands.h"
 
 #include <memory>
+#include <set>
 
 #include "admin/stats_json.h"
 #include "admin/views.h"
@@ -100,8 +101,21 @@ Result<json> health(const NodeParts& node) {
     }
   }
   drop_consequences(problems);
+  // Nodes that cannot reach each other on a network: one partition, not a line per pair.
+  std::set<std::string> culprits;
+  if (table)
+    for (const StatusNode& n : table->nodes)
+      if (n.state != NodeState::kUp)
+        for (const Nid& x : n.nids) culprits.insert(x.to_string());
+  for (const Problem& p : problems)
+    if (p.kind == "ni" && p.cause == "DOWN")
+      culprits.insert(p.subject.substr(0, p.subject.find(' ')));
+  fold_partitions(problems, rows, culprits, MeshOutlierRule::from(node.cfg.get()).min_sent);
   // A link at capacity is busy, not faulty: what its load explains is left out.
   drop_saturated(problems, saturated_nis(rows));
+  // One node alone finding fault with a peer others reach fine: the observer's problem.
+  attribute_to_observers(problems, rows, marks, MeshOutlierRule::from(node.cfg.get()).min_sent);
+  sort_problems(problems);
   if (!mgs_error.empty())
     problems.insert(
         problems.begin(),

@@ -11,8 +11,8 @@ namespace pfsnet {
 namespace {
 
 int severity(const std::string& cause) {
-  static const char* order[] = {"DEAD", "DOWN",      "SUSPECT",   "LOSSY",  "SLOW",
-                                "MTU",  "THROTTLED", "UNHEALTHY", "SERVER", "SETTINGS"};
+  static const char* order[] = {"DEAD", "DOWN",      "PARTITION", "SUSPECT", "LOSSY",   "SLOW",
+                                "MTU",  "THROTTLED", "UNHEALTHY", "SERVER",  "SETTINGS"};
   constexpr int n = sizeof order / sizeof order[0];
   for (int i = 0; i < n; ++i)
     if (cause == order[i]) return i;

@@ -45,7 +45,7 @@ struct ProblemInputs {
 };
 
 std::vector<Problem> find_problems(const ProblemInputs& in);
-// Severest first (DEAD, DOWN, SUSPECT, LOSSY, SLOW, MTU, THROTTLED, UNHEALTHY, SERVER,
+// Severest first (DEAD, DOWN, PARTITION, SUSPECT, LOSSY, SLOW, MTU, THROTTLED, UNHEALTHY, SERVER,
 // SETTINGS), then oldest first.
 void sort_problems(std::vector<Problem>& v);
 

@@ -1,5 +1,7 @@
 #include "probe/cluster_health.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
 #include <sstream>
@@ -270,6 +272,188 @@ void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::st
     }
     return any;
   });
+}
+
+void attribute_to_observers(std::vector<Problem>& v, const std::vector<MeshRow>& rows,
+                            const std::vector<std::vector<MeshMark>>& marks,
+                            uint32_t min_answered) {
+  auto net_of = [](const std::string& nid) {
+    size_t at = nid.find('@');
+    return at == std::string::npos ? std::string() : nid.substr(at + 1);
+  };
+  // Per probed NI: the nodes whose probes reach it fine, and those whose cells stand out.
+  std::map<std::string, std::set<std::string>> fine, marked;
+  // Per (node, network): the node's own NI there, from its cells.
+  std::map<std::pair<std::string, std::string>, std::string> own_ni;
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t j = 0; j < rows[i].cells.size(); ++j) {
+      const MeshCell& c = rows[i].cells[j];
+      std::string peer = c.peer.to_string();
+      std::string local = c.local.to_string();
+      own_ni.try_emplace({rows[i].from, net_of(local)}, local);
+      bool bad = i < marks.size() && j < marks[i].size() && marks[i][j].any();
+      if (bad)
+        marked[peer].insert(rows[i].from);
+      else if (c.rtt_count >= min_answered)
+        fine[peer].insert(rows[i].from);
+    }
+  // Who else finds fault with an NI in the list itself.
+  std::map<std::string, std::set<std::string>> blamed_by;
+  for (const Problem& p : v)
+    if (p.kind == "peer_ni") {
+      std::istringstream seers(p.seen_by);
+      std::string who;
+      while (std::getline(seers, who, ',')) {
+        while (!who.empty() && who.front() == ' ') who.erase(who.begin());
+        if (!who.empty()) blamed_by[p.subject].insert(who);
+      }
+    }
+  struct Mine {
+    size_t at;  // index of the observer's entry in `out`
+    std::vector<std::string> peers;
+    std::set<std::string> fine_by;
+  };
+  std::vector<Problem> out;
+  std::map<std::tuple<std::string, std::string, std::string>, Mine> mine;  // observer, net, cause
+  for (Problem& p : v) {
+    bool single = p.seen_by.find(',') == std::string::npos && !p.seen_by.empty();
+    if (p.kind != "peer_ni" || (p.cause != "SLOW" && p.cause != "UNHEALTHY") || !single) {
+      out.push_back(std::move(p));
+      continue;
+    }
+    const std::string& x = p.seen_by;
+    std::set<std::string> ok;
+    for (const std::string& n : fine[p.subject])
+      if (n != x) ok.insert(n);
+    bool others_blame = false;
+    for (const std::string& n : marked[p.subject]) others_blame |= n != x;
+    for (const std::string& n : blamed_by[p.subject]) others_blame |= n != x;
+    auto ni = own_ni.find({x, net_of(p.subject)});
+    if (ok.size() < kFineViews || others_blame || ni == own_ni.end()) {
+      out.push_back(std::move(p));
+      continue;
+    }
+    auto key = std::make_tuple(x, net_of(p.subject), p.cause);
+    auto it = mine.find(key);
+    if (it == mine.end()) {
+      it = mine.emplace(key, Mine{out.size(), {}, {}}).first;
+      out.push_back(
+          Problem{"ni", ni->second + " (" + x + ")", p.cause, x, p.since_unix_ms, "", ""});
+    }
+    Problem& q = out[it->second.at];
+    if (p.since_unix_ms && (!q.since_unix_ms || p.since_unix_ms < q.since_unix_ms))
+      q.since_unix_ms = p.since_unix_ms;
+    it->second.peers.push_back(p.subject + " (" + p.evidence + ")");
+    it->second.fine_by.insert(ok.begin(), ok.end());
+  }
+  for (const auto& [key, m] : mine) {
+    std::string peers, by;
+    for (const std::string& s : m.peers) peers += (peers.empty() ? "" : "; ") + s;
+    for (const std::string& s : m.fine_by) by += (by.empty() ? "" : ",") + s;
+    out[m.at].evidence = std::get<0>(key) + " alone sees " + std::to_string(m.peers.size()) +
+                         " peer NI(s) " + std::get<2>(key) + ", which " + by +
+                         " reach fine: the trouble is at its end -- " + peers;
+  }
+  v = std::move(out);
+}
+
+void fold_partitions(std::vector<Problem>& v, const std::vector<MeshRow>& rows,
+                     const std::set<std::string>& culprits, uint32_t min_sent) {
+  auto net_of = [](const std::string& nid) {
+    size_t at = nid.find('@');
+    return at == std::string::npos ? std::string() : nid.substr(at + 1);
+  };
+  struct Net {
+    std::map<std::string, std::string> parent;  // union-find over node names
+    std::vector<std::pair<std::string, std::string>> cut;
+    std::map<std::string, std::string> node_of;  // NID -> node
+  };
+  std::map<std::string, Net> nets;
+  auto find = [](Net& n, std::string x) {
+    while (n.parent[x] != x) x = n.parent[x] = n.parent[n.parent[x]];
+    return x;
+  };
+  for (const MeshRow& r : rows)
+    for (const MeshCell& c : r.cells) {
+      std::string local = c.local.to_string(), peer = c.peer.to_string();
+      if (culprits.count(local) || culprits.count(peer)) continue;
+      Net& n = nets[net_of(local)];
+      n.node_of[local] = r.from;
+      n.node_of[peer] = c.to;
+      for (const std::string& x : {r.from, c.to}) n.parent.try_emplace(x, x);
+      if (c.rtt_count > 0)
+        n.parent[find(n, r.from)] = find(n, c.to);
+      else if (c.sent >= min_sent)
+        n.cut.push_back({r.from, c.to});
+    }
+  for (auto& [name, n] : nets) {
+    std::set<std::pair<std::string, std::string>> crossing;
+    std::set<std::string> seers;
+    for (const auto& [a, b] : n.cut)
+      if (find(n, a) != find(n, b)) {
+        crossing.insert({std::min(a, b), std::max(a, b)});
+        seers.insert(a);
+      }
+    if (crossing.empty()) continue;
+    std::map<std::string, std::vector<std::string>> sides;
+    for (const auto& [node, _] : n.parent) sides[find(n, node)].push_back(node);
+    std::vector<std::vector<std::string>> ordered;
+    for (auto& [_, members] : sides) ordered.push_back(members);
+    std::sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
+      return a.size() != b.size() ? a.size() > b.size() : a < b;
+    });
+    std::string text, by;
+    for (const auto& side : ordered) {
+      std::string s;
+      for (const std::string& m : side) s += (s.empty() ? "" : ",") + m;
+      text += (text.empty() ? "" : " | ") + s;
+    }
+    for (const std::string& w : seers) by += (by.empty() ? "" : ",") + w;
+    // What it explains: problems across it, and the mesh's culprits on this network.
+    auto side_of = [&](const std::string& node) {
+      return n.parent.count(node) ? find(n, node) : std::string();
+    };
+    auto across = [&](const std::string& a, const std::string& b) {
+      std::string sa = side_of(a), sb = side_of(b);
+      return !sa.empty() && !sb.empty() && sa != sb;
+    };
+    std::erase_if(v, [&](const Problem& p) {
+      if (p.cause != "UNHEALTHY" && p.cause != "LOSSY" && p.cause != "SLOW" &&
+          p.cause != "THROTTLED")
+        return false;
+      std::istringstream in(p.subject);
+      std::string first;
+      in >> first;
+      if (p.kind == "peer_ni") {
+        if (net_of(p.subject) != name || !n.node_of.count(p.subject)) return false;
+        std::istringstream seen(p.seen_by);
+        std::string who;
+        bool any = false;
+        while (std::getline(seen, who, ',')) {
+          while (!who.empty() && who.front() == ' ') who.erase(who.begin());
+          if (who.empty()) continue;
+          if (!across(who, n.node_of[p.subject])) return false;
+          any = true;
+        }
+        return any;
+      }
+      if (p.kind == "path") {  // "a -> b (NID -> NID)"
+        std::string arrow, b, nid;
+        in >> arrow >> b >> nid;
+        if (!nid.empty() && nid.front() == '(') nid.erase(nid.begin());
+        return net_of(nid) == name && across(first, b);
+      }
+      if (p.kind == "ni" && p.subject.find(" (") != std::string::npos)  // the mesh's culprit
+        return net_of(first) == name && n.node_of.count(first) &&
+               !side_of(n.node_of[first]).empty() && p.cause != "THROTTLED";
+      return false;
+    });
+    v.push_back(Problem{"network", name, "PARTITION", by, 0,
+                        fmt::format("{} is split in {}: {} -- {} probed path(s) between the "
+                                    "sides answered none of their probes",
+                                    name, ordered.size(), text, crossing.size()),
+                        ""});
+  }
 }
 
 }  // namespace pfsnet

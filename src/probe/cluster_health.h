@@ -19,19 +19,23 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "membership/protocol.h"  // MeshRow
+#include "probe/mesh.h"           // MeshMark
 
 namespace pfsnet {
 
 // A problem as `pfsnet health` lists it (admin/problems.h builds them).
 struct Problem {
-  std::string kind;     // "node", "ni", "peer_ni", "server", "settings", "path"
-  std::string subject;  // the node's name, the NID, or the peer the settings are about
-  std::string cause;    // DEAD SUSPECT DOWN LOSSY SLOW MTU THROTTLED UNHEALTHY SERVER SETTINGS
+  std::string kind;     // "node", "ni", "peer_ni", "server", "settings", "path", "network"
+  std::string subject;  // the node's name, the NID, the peer the settings are about, or
+                        // the network ("tcp1")
+  std::string cause;    // DEAD SUSPECT DOWN PARTITION LOSSY SLOW MTU THROTTLED UNHEALTHY SERVER
+                        // SETTINGS
   std::string seen_by;  // the node(s) whose view this is, ", "-separated
   int64_t since_unix_ms = 0;  // 0: not known
   std::string evidence;
@@ -125,5 +129,28 @@ std::map<std::string, std::string> saturated_nis(const std::vector<MeshRow>& row
 // naming it (as the subject, or one end of a path), and the peer NIs on its network that
 // only nodes with a saturated NI there see so.
 void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::string>& saturated);
+
+// What the list is for (issue 34 item 6): a peer NI that one node alone calls SLOW or
+// UNHEALTHY while at least kFineViews other nodes' mesh probes reach it fine (answered, at
+// least `min_answered` of them, their cells not marked) and nobody else finds fault with it
+// is that observer's problem, not the peer's: it is listed once per observer and network as
+// the observer's NI on that network (kind "ni", "NID (node)"), with the peers it sees so and
+// the nodes that reach them fine. `marks` are mark_outliers(rows). LOSSY stays the peer's:
+// the mesh's few small probes over TCP hide a loss its retransmits repair, so their being
+// answered is no evidence against it.
+inline constexpr size_t kFineViews = 2;
+
+// Partitions (issue 34 item 3): on a network, nodes that reach each other (a mesh cell
+// answered, either way) form a side; two sides with a probed path between them that
+// answered none of at least `min_sent` probes are a partition. It is listed once per
+// network (kind "network", subject the network, cause PARTITION, its sides), seen by the
+// nodes whose probes crossed it, and what it explains is left out: the UNHEALTHY, LOSSY,
+// SLOW and THROTTLED peer NIs and paths across it, and the mesh's culprit NIs on that network
+// of its sides. NIs in `culprits` (down, or of a dead or suspect node: named already) take
+// no part. Ends when a probe across it is answered.
+void fold_partitions(std::vector<Problem>& v, const std::vector<MeshRow>& rows,
+                     const std::set<std::string>& culprits, uint32_t min_sent);
+void attribute_to_observers(std::vector<Problem>& v, const std::vector<MeshRow>& rows,
+                            const std::vector<std::vector<MeshMark>>& marks, uint32_t min_answered);
 
 }  // namespace pfsnet

@@ -180,5 +180,120 @@ TEST(ClusterHealthMerge, WhatALinkAtCapacityExplainsIsLeftOut) {
                                             "198.18.1.4@tcp (n4) MTU n1"}));
 }
 
+// A mesh of n1..n4 on @tcp where every node probes every other: answered, unmarked.
+std::vector<MeshRow> full_mesh(std::vector<std::vector<MeshMark>>* marks) {
+  std::vector<MeshRow> rows;
+  for (int i = 1; i <= 4; ++i) {
+    MeshRow r;
+    r.from = "n" + std::to_string(i);
+    for (int j = 1; j <= 4; ++j) {
+      if (j == i) continue;
+      MeshCell c;
+      c.to = "n" + std::to_string(j);
+      c.local = *Nid::parse("198.18.1." + std::to_string(i) + "@tcp");
+      c.peer = *Nid::parse("198.18.1." + std::to_string(j) + "@tcp");
+      c.sent = c.rtt_count = 10;
+      c.p50_ms = 0.2;
+      r.cells.push_back(c);
+    }
+    rows.push_back(r);
+  }
+  marks->assign(rows.size(), std::vector<MeshMark>(3));
+  return rows;
+}
+
+TEST(ClusterHealthMerge, APeerOnlyOneNodeFindsFaultWithIsThatNodesProblem) {
+  std::vector<std::vector<MeshMark>> marks;
+  std::vector<MeshRow> rows = full_mesh(&marks);
+  std::vector<Problem> v = {
+      prob("peer_ni", "198.18.1.2@tcp", "SLOW", "n1", 5000),
+      prob("peer_ni", "198.18.1.3@tcp", "SLOW", "n1", 4000),
+      prob("peer_ni", "198.18.1.4@tcp", "LOSSY", "n1"),  // loss stays the peer's
+      prob("node", "n9", "DEAD", "n1"),
+  };
+  attribute_to_observers(v, rows, marks, 5);
+  ASSERT_EQ(v.size(), 3u);  // the observer's line takes the place of its first peer's
+  EXPECT_EQ(v[1].subject, "198.18.1.4@tcp");
+  EXPECT_EQ(v[2].subject, "n9");
+  const Problem& mine = v[0];
+  EXPECT_EQ(mine.kind, "ni");
+  EXPECT_EQ(mine.subject, "198.18.1.1@tcp (n1)");
+  EXPECT_EQ(mine.cause, "SLOW");
+  EXPECT_EQ(mine.seen_by, "n1");
+  EXPECT_EQ(mine.since_unix_ms, 4000);
+  EXPECT_EQ(mine.evidence,
+            "n1 alone sees 2 peer NI(s) SLOW, which n2,n3,n4 reach fine: the trouble is at its "
+            "end -- 198.18.1.2@tcp (evidence of 198.18.1.2@tcp); 198.18.1.3@tcp (evidence of "
+            "198.18.1.3@tcp)");
+
+  // It stays the peer's when another node finds fault with it too (in the list, or its
+  // mesh cell stands out), when fewer than two others reach it, or when several see it.
+  auto stays = [&](std::vector<Problem> w, const std::vector<std::vector<MeshMark>>& m) {
+    std::vector<Problem> before = w;
+    attribute_to_observers(w, rows, m, 5);
+    return w == before;
+  };
+  EXPECT_TRUE(stays({prob("peer_ni", "198.18.1.2@tcp", "SLOW", "n1"),
+                     prob("peer_ni", "198.18.1.2@tcp", "UNHEALTHY", "n3")},
+                    marks));
+  std::vector<std::vector<MeshMark>> one_marked = marks;
+  one_marked[3][0].slow = true;  // n4 -> n1... its first cell is to n1; n4 -> n2 is [3][1]
+  one_marked[3][1].slow = true;
+  EXPECT_TRUE(stays({prob("peer_ni", "198.18.1.2@tcp", "SLOW", "n1")}, one_marked));
+  EXPECT_TRUE(stays({prob("peer_ni", "198.18.1.2@tcp", "SLOW", "n1, n3")}, marks));
+  std::vector<MeshRow> few = rows;
+  for (MeshRow& r : few)
+    for (MeshCell& c : r.cells) c.rtt_count = 2;  // too few answers to vouch for anything
+  std::vector<Problem> w = {prob("peer_ni", "198.18.1.2@tcp", "UNHEALTHY", "n1")};
+  attribute_to_observers(w, few, marks, 5);
+  EXPECT_EQ(w[0].kind, "peer_ni");
+}
+
+TEST(ClusterHealthMerge, NodesThatCannotReachEachOtherAreOnePartition) {
+  std::vector<std::vector<MeshMark>> marks;
+  std::vector<MeshRow> rows = full_mesh(&marks);
+  // n3 and n4 on @tcp lose every probe to and from n1 and n2 (a switch split in two).
+  auto side = [](const std::string& n) { return n == "n1" || n == "n2" ? 0 : 1; };
+  for (MeshRow& r : rows)
+    for (MeshCell& c : r.cells)
+      if (side(r.from) != side(c.to)) c.rtt_count = 0;
+  std::vector<Problem> v = {
+      prob("peer_ni", "198.18.1.3@tcp", "UNHEALTHY", "n1"),
+      prob("peer_ni", "198.18.1.1@tcp", "UNHEALTHY", "n3, n4"),
+      prob("path", "n1 -> n4 (198.18.1.1@tcp -> 198.18.1.4@tcp)", "LOSSY", "n1"),
+      prob("ni", "198.18.1.4@tcp (n4)", "LOSSY", "n1,n2,n3"),
+      prob("peer_ni", "198.18.1.2@tcp", "SLOW", "n1"),    // within a side: not the split's
+      prob("peer_ni", "198.18.2.3@tcp1", "LOSSY", "n1"),  // another network
+      prob("ni", "198.18.1.4@tcp (n4)", "MTU", "n1"),     // not a consequence
+  };
+  fold_partitions(v, rows, {}, 5);
+  std::vector<std::string> left;
+  for (const Problem& p : v) left.push_back(p.kind + " " + p.subject + " " + p.cause);
+  EXPECT_EQ(left, (std::vector<std::string>{
+                      "peer_ni 198.18.1.2@tcp SLOW", "peer_ni 198.18.2.3@tcp1 LOSSY",
+                      "ni 198.18.1.4@tcp (n4) MTU", "network tcp PARTITION"}));
+  EXPECT_EQ(v.back().evidence,
+            "tcp is split in 2: n1,n2 | n3,n4 -- 4 probed path(s) between the sides answered "
+            "none of their probes");
+  EXPECT_EQ(v.back().seen_by, "n1,n2,n3,n4");
+  // One probe across answered: the sides reach each other again, no partition.
+  rows[0].cells[1].rtt_count = 1;  // n1 -> n3
+  std::vector<Problem> w = {prob("peer_ni", "198.18.1.3@tcp", "UNHEALTHY", "n1")};
+  fold_partitions(w, rows, {}, 5);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].cause, "UNHEALTHY");
+  // A dead node's NIs take no part: it is named DEAD already, not a side.
+  rows = full_mesh(&marks);
+  for (MeshRow& r : rows)
+    for (MeshCell& c : r.cells)
+      if (r.from == "n4" || c.to == "n4") c.rtt_count = 0;
+  w = {};
+  fold_partitions(w, rows, {"198.18.1.4@tcp"}, 5);
+  EXPECT_TRUE(w.empty());
+  fold_partitions(w, rows, {}, 5);  // not known dead: n4 alone is cut off
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].evidence.find("n1,n2,n3 | n4"), std::string::npos) << w[0].evidence;
+}
+
 }  // namespace
 }  // namespace pfsnet
