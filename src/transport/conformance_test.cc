@@ -342,7 +342,11 @@ TEST_P(ConformanceTest, BulkOfTwoMebibytes) {
   ASSERT_TRUE(c);
   Completions done;
   c->send(frame(1, 100, 2 << 20, &done));
-  ASSERT_TRUE(until([&] { return frames_at_b() == 1; }));
+  // The sender's completion too: over the fabric it comes after the peer has read the bulk
+  // (RMA) and said so, which may be after the frame arrived -- and `done` must outlive it
+  // (the test once ended first, and the transport's close completed the frame on a
+  // destroyed Completions).
+  ASSERT_TRUE(until([&] { return frames_at_b() == 1 && done.oks() == 1; }));
   MutexLock lk(eb_.mu);
   EXPECT_TRUE(same(eb_.frames[0].bulk, pattern(2 << 20, 2)));
 }
