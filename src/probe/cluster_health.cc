@@ -256,7 +256,8 @@ void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::st
     return out;
   };
   std::erase_if(v, [&](const Problem& p) {
-    if (p.cause != "SLOW" && p.cause != "LOSSY" && p.cause != "THROTTLED") return false;
+    if (p.cause != "SLOW" && p.cause != "LOSSY" && p.cause != "THROTTLED" && p.cause != "UNHEALTHY")
+      return false;
     for (const std::string& w : words(p.subject))
       if (saturated.count(w)) return true;
     if (p.kind != "peer_ni") return false;

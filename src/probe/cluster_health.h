@@ -125,9 +125,12 @@ inline constexpr double kSaturatedShare = 0.7;
 // The NIDs (text) of the saturated NIs, with their nodes.
 std::map<std::string, std::string> saturated_nis(const std::vector<MeshRow>& rows);
 
-// Leaves out the SLOW, LOSSY and THROTTLED problems that a saturated NI explains: those
-// naming it (as the subject, or one end of a path), and the peer NIs on its network that
-// only nodes with a saturated NI there see so.
+// Leaves out the SLOW, LOSSY, THROTTLED and UNHEALTHY problems that a saturated NI
+// explains: those naming it (as the subject, or one end of a path), and the peer NIs on its
+// network that only nodes with a saturated NI there see so. UNHEALTHY too: a link that
+// carried 70% of its speed works, and what failed on it (a connect whose SYNs a full
+// shaper dropped, a send that timed out in its queue) is its load's -- seen in the quiet
+// run as PEER_NI_UNREACHABLE and PEER_NI_CONNECT_ERROR on a full 50 Mbit/s link.
 void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::string>& saturated);
 
 // What the list is for (issue 34 item 6): a peer NI that one node alone calls SLOW or

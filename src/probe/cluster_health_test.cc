@@ -168,7 +168,8 @@ TEST(ClusterHealthMerge, WhatALinkAtCapacityExplainsIsLeftOut) {
       prob("peer_ni", "198.18.1.1@tcp", "SLOW", "n4"),       // n4's own full link
       prob("peer_ni", "198.18.1.1@tcp", "SLOW", "n4, n2"),   // n2 sees it too: not n4's
       prob("peer_ni", "198.18.2.1@tcp1", "SLOW", "n4"),      // n4's other link is not full
-      prob("peer_ni", "198.18.1.4@tcp", "UNHEALTHY", "n1"),  // errors are not load
+      prob("peer_ni", "198.18.1.4@tcp", "UNHEALTHY", "n1"),  // its full queue's timeouts
+      prob("peer_ni", "198.18.1.6@tcp", "UNHEALTHY", "n1"),  // n6's speed is not known
       prob("peer_ni", "198.18.1.5@tcp", "SLOW", "n1"),       // a quarter of 10 Gbit/s
       prob("ni", "198.18.1.4@tcp (n4)", "MTU", "n1"),
   };
@@ -176,7 +177,7 @@ TEST(ClusterHealthMerge, WhatALinkAtCapacityExplainsIsLeftOut) {
   std::vector<std::string> left;
   for (const Problem& p : v) left.push_back(p.subject + " " + p.cause + " " + p.seen_by);
   EXPECT_EQ(left, (std::vector<std::string>{"198.18.1.1@tcp SLOW n4, n2", "198.18.2.1@tcp1 SLOW n4",
-                                            "198.18.1.4@tcp UNHEALTHY n1", "198.18.1.5@tcp SLOW n1",
+                                            "198.18.1.6@tcp UNHEALTHY n1", "198.18.1.5@tcp SLOW n1",
                                             "198.18.1.4@tcp (n4) MTU n1"}));
 }
 
