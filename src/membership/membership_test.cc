@@ -374,6 +374,46 @@ TEST_F(MgsTest, ReportedNodeIsSuspectAtOnceAndDeadWhenTheMgsCannotReachItEither)
   EXPECT_EQ(state(s), NodeState::kUp);
 }
 
+// A server stopped (SIGSTOP) and resumed finds every deadline it had passed at once: its
+// connects and sends "failed". Its report of the peers it could not reach is its stall's,
+// not theirs: the MGS, which had lost the server itself, acts on none of it until the
+// server has been back one period.
+TEST_F(MgsTest, AReportFromANodeTheMgsHadLostIsNotActedOn) {
+  uint32_t s1 = add("oss1", kRoleServer, "10.0.0.3@tcp");
+  uint32_t s2 = add("oss2", kRoleServer, "10.0.0.4@tcp");
+  uint32_t c1 = add("c1", kRoleClient, "10.0.0.5@tcp");
+  mgs_.take_changes();
+  clock_.advance(10s);
+  ping(s2);
+  ping(c1);
+  clock_.advance(1s);  // oss1 missed its ping: suspect
+  mgs_.tick(clock_.now());
+  ASSERT_EQ(state(s1), NodeState::kSuspect);
+  ReportReq r{s1,
+              7,
+              {{nid("10.0.0.4@tcp").pack(), HealthKind::kPeerNiConnectError},
+               {nid("10.0.0.5@tcp").pack(), HealthKind::kPeerNiUnreachable}}};
+  EXPECT_EQ(mgs_.on_report(r, clock_.now()).status, PingStatus::kOk);
+  EXPECT_EQ(state(s1), NodeState::kUp);  // the report is a sign of life
+  EXPECT_EQ(state(s2), NodeState::kUp);
+  EXPECT_EQ(state(c1), NodeState::kUp);
+  EXPECT_TRUE(mgs_.take_verifications().empty());
+  // Back for less than a period (10 s): its reports are still its stall's.
+  clock_.advance(9s);
+  ping(s2);
+  ping(c1);
+  mgs_.on_report(r, clock_.now());
+  EXPECT_EQ(state(s2), NodeState::kUp);
+  EXPECT_EQ(mgs_.counters().reports_of_the_lost, 2u);
+  EXPECT_EQ(mgs_.counters().unreachable_reports, 0u);
+  // Back a period: believed enough to verify, as from any node.
+  clock_.advance(1s);
+  ping(s1);
+  mgs_.on_report(r, clock_.now());
+  EXPECT_EQ(state(s2), NodeState::kSuspect);
+  EXPECT_EQ(mgs_.take_verifications().size(), 2u);
+}
+
 TEST_F(MgsTest, ReportIsNotBelievedWhenTheNodeAnswersOrWasHeardSince) {
   uint32_t s = add("oss1", kRoleServer, "10.0.0.3@tcp");
   uint32_t c1 = add("c1", kRoleClient, "10.0.0.5@tcp");

@@ -257,8 +257,24 @@ PingRep MgsCore::on_report(const ReportReq& r, TimePoint now) {
     return rep;
   }
   NodeRecord& reporter = nodes_[r.id];
+  // A reporter the MGS had lost itself (suspect or dead), or that came back from that within
+  // one of its periods, was stopped or cut off: the connects and sends it found failed are
+  // its own stall's (deadlines that passed while it stood still), not its peers'.
+  bool was_lost = reporter.state != NodeState::kUp ||
+                  (reporter.last_change > reporter.registered &&
+                   now - reporter.last_change < opts_.period(reporter.roles));
   heard(reporter, now, false);  // a report is a sign of life too
   if (!opts_.unreachable_reports) return rep;
+  if (was_lost) {
+    if (!r.peers.empty()) {
+      ++counters_.reports_of_the_lost;
+      PFS_LOG_INFO(
+          "membership: {} reports {} peer(s) unreachable just after it was lost itself; "
+          "not acted on",
+          reporter.name, r.peers.size());
+    }
+    return rep;
+  }
   for (const Unreachable& u : r.peers) {
     auto it = by_nid_.find(u.nid);
     if (it == by_nid_.end() || it->second == r.id) continue;

@@ -105,7 +105,9 @@ class MgsCore {
   void notification_done(uint64_t token, bool ok, TimePoint now);
 
   // A node's report of peers it cannot reach: each known node that is up or suspect, not
-  // the reporter and not already being verified, becomes suspect and is to be verified.
+  // the reporter and not already being verified, becomes suspect and is to be verified --
+  // unless the reporter was suspect or dead itself, or came back from that within one of
+  // its periods (a stopped node's deadlines all pass at once when it resumes).
   // An unknown reporter is told to register again (kUnknown) and changes nothing.
   PingRep on_report(const ReportReq& r, TimePoint now);
   struct Verify {
@@ -131,7 +133,8 @@ class MgsCore {
     uint64_t notifications_sent = 0, notification_failures = 0, notification_retries = 0;
     uint64_t notifications_dropped = 0, events_delivered = 0;
     uint64_t unreachable_reports = 0, verifications = 0, verified_dead = 0, verified_alive = 0;
-    uint64_t resyncs = 0;  // subscribers told again of what they missed
+    uint64_t reports_of_the_lost = 0;  // reports not acted on: the reporter was lost itself
+    uint64_t resyncs = 0;              // subscribers told again of what they missed
   };
   const Counters& counters() const { return counters_; }
 

@@ -38,8 +38,10 @@ std::string SlownessEvidence::text() const {
   return s;
 }
 
-bool queue_stands(double srtt_ms, double min_rtt_ms) {
-  return min_rtt_ms > 0 && srtt_ms - min_rtt_ms >= std::max(2.0, 0.25 * min_rtt_ms);
+bool queue_stands(double srtt_ms, double min_rtt_ms, double host_excess_ms) {
+  double excess = srtt_ms - min_rtt_ms;
+  return min_rtt_ms > 0 && excess >= std::max(2.0, 0.25 * min_rtt_ms) &&
+         (host_excess_ms < 0 || excess >= 3 * host_excess_ms);
 }
 
 double lower_median(std::vector<double>& v) {

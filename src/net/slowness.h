@@ -90,8 +90,12 @@ struct SlownessSample {
 };
 
 // Whether a smoothed RTT of `srtt_ms` over a minimum of `min_rtt_ms` is a queue standing on
-// the path: above it by 2 ms and by a quarter of it.
-bool queue_stands(double srtt_ms, double min_rtt_ms);
+// the path: above it by 2 ms and by a quarter of it -- and, when `host_excess_ms` (the
+// median excess of the node's other paths this second) is known, by 3 times that: a host
+// whose cores the load takes answers every path's ACKs ms late, which is no queue on one
+// path (seen: eight daemons on two cores put 2-5 ms on every path, and a path dropping 5%
+// at random then read as congested).
+bool queue_stands(double srtt_ms, double min_rtt_ms, double host_excess_ms = -1);
 
 // The figures behind a judgement.
 struct SlownessEvidence {

@@ -145,6 +145,48 @@ TEST(SlownessBoardTest, DropsAtAFullQueueAreNotLossy) {
   EXPECT_EQ(d.changes[0].second.cause, SlowCause::kLossy);
 }
 
+// On a host whose cores the load takes, every path's ACKs come 2-5 ms late: a path that
+// drops 5% at random is LOSSY all the same, while a shaper's queue (far above the others)
+// is still congestion.
+TEST(SlownessBoardTest, ALoadedHostsDelayOnEveryPathIsNoQueue) {
+  Drive d;
+  size_t lossy = d.add("198.18.0.1@tcp", "198.18.0.2@tcp");
+  std::vector<size_t> others;
+  for (const char* p : {"198.18.0.3@tcp", "198.18.0.4@tcp", "198.18.0.5@tcp"})
+    others.push_back(d.add("198.18.0.1@tcp", p));
+  d.run(60);
+  std::map<size_t, Drive::Second> busy;
+  for (size_t o : others) busy[o] = {.srtt_ms = 3.0, .min_rtt_ms = 0.01};
+  busy[lossy] = {.segs = 2000, .loss = 0.05, .srtt_ms = 3.5, .min_rtt_ms = 0.01};
+  d.run(15, busy);
+  EXPECT_TRUE(d.degraded("198.18.0.2@tcp"));
+  ASSERT_FALSE(d.changes.empty());
+  EXPECT_EQ(d.changes[0].second.cause, SlowCause::kLossy);
+  // A shaper: 50 ms of queue where the host's other paths have 0.04 ms.
+  Drive t;
+  size_t shaped = t.add("198.18.0.1@tcp", "198.18.0.2@tcp");
+  for (const char* p : {"198.18.0.3@tcp", "198.18.0.4@tcp", "198.18.0.5@tcp"})
+    t.add("198.18.0.1@tcp", p);
+  t.run(60);
+  t.run(30, {{shaped, {.segs = 2000, .loss = 0.03, .srtt_ms = 50, .min_rtt_ms = 0.01}}});
+  EXPECT_FALSE(t.degraded("198.18.0.2@tcp"));
+}
+
+// A link down for a while: what TCP sent then was all retransmissions. That is an outage
+// (DOWN, UNHEALTHY elsewhere), not random loss: the path is not LOSSY when it is back.
+TEST(SlownessBoardTest, AnOutagesRetransmissionsAreNotLoss) {
+  Drive d;
+  size_t p = d.add("198.18.0.1@tcp", "198.18.0.2@tcp");
+  d.run(60);
+  d.run(5, {{p, {.rpcs = 0, .bytes = 0, .segs = 4, .loss = 1.0}}});
+  d.run(30);
+  EXPECT_FALSE(d.degraded("198.18.0.2@tcp"));
+  EXPECT_TRUE(d.changes.empty());
+  // Loss of a part, second after second, is.
+  d.run(15, {{p, {.segs = 2000, .loss = 0.05}}});
+  EXPECT_TRUE(d.degraded("198.18.0.2@tcp"));
+}
+
 // A path called SLOW while it carried little, healed and then busy again (the load that
 // hid its latency before): its busy seconds at a healthy latency end the state; busy
 // seconds still slow are the bulk's or the path's -- they end nothing.

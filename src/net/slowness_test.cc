@@ -111,6 +111,9 @@ TEST(SlownessTest, RetransmitsWhileAQueueStandsAreCongestionNotLoss) {
   EXPECT_FALSE(queue_stands(55.0, 50.0));  // a 50 ms path: 5 ms above is jitter
   EXPECT_TRUE(queue_stands(70.0, 50.0));   // ... 20 ms above is a queue
   EXPECT_FALSE(queue_stands(5.0, 0));      // no minimum known: no verdict
+  // Against the host's own delay: a loaded host's every path 3 ms late is no queue on one.
+  EXPECT_FALSE(queue_stands(3.2, 0.01, 2.5));
+  EXPECT_TRUE(queue_stands(11.7, 0.006, 2.5));  // the tbf stands out from it
   SlownessTracker t;
   ManualClock clock;
   uint64_t segs = 0, retrans = 0;

@@ -272,6 +272,14 @@ MeshCell MeshWindow::cell(TimePoint now) {
         break;
     }
   }
+  // Losses end on fresh evidence: once kAnsweredAfterLoss small probes in a row have been
+  // answered since the last loss, the path answers again (an outage is over) and its
+  // losses no longer stand. (Loss a path keeps -- TCP's retransmits hide packet loss from
+  // these few probes, so theirs is an outage's -- comes back with the next one.)
+  size_t answered_since = 0;
+  for (auto it = samples_.rbegin(); it != samples_.rend() && it->kind != Kind::kLost; ++it)
+    answered_since += it->kind == Kind::kRtt;
+  if (answered_since >= kAnsweredAfterLoss) c.lost = 0;
   c.rtt_count = static_cast<uint32_t>(rtt.size());
   if (!rtt.empty()) {
     std::sort(rtt.begin(), rtt.end());

@@ -129,6 +129,9 @@ class MeshWindow {
   static constexpr size_t kMaxSamples = 1024;
   // A direction's bulk figure needs this many of its probes in the window (0 before).
   static constexpr size_t kMinBulkSamples = 2;
+  // The window's lost probes stand until this many small probes in a row were answered
+  // after the last of them (the cell's `lost` is then 0: the outage is over).
+  static constexpr size_t kAnsweredAfterLoss = 5;
   explicit MeshWindow(Duration window) : window_(window) {}
 
   void rtt(TimePoint t, double ms) { add(t, Kind::kRtt, ms); }

@@ -74,6 +74,25 @@ TEST(MeshWindowTest, CellOfTheWindow) {
   EXPECT_EQ(c.p50_ms, 0);
 }
 
+TEST(MeshWindowTest, LossesEndWhenThePathAnswersAgain) {
+  ManualClock clock;
+  MeshWindow w(seconds(90));
+  TimePoint t = clock.now();
+  for (int i = 0; i < 20; ++i) w.rtt(t + seconds(i), 0.2);
+  for (int i = 20; i < 30; ++i) w.lost(t + seconds(i));  // an outage of 10 s
+  EXPECT_EQ(w.cell(t + seconds(30)).lost, 10u);
+  for (int i = 30; i < 34; ++i) w.rtt(t + seconds(i), 0.2);
+  w.bulk(t + seconds(34), true, 100);  // a bulk answer is not a small one
+  EXPECT_EQ(w.cell(t + seconds(35)).lost, 10u) << "four answers: not over yet";
+  w.rtt(t + seconds(35), 0.2);
+  MeshCell c = w.cell(t + seconds(36));
+  EXPECT_EQ(c.lost, 0u) << "five in a row: the outage is over, long before it leaves the window";
+  EXPECT_EQ(c.sent, 36u);
+  // A loss again: every loss of the window stands again until five more answers.
+  w.lost(t + seconds(36));
+  EXPECT_EQ(w.cell(t + seconds(37)).lost, 11u);
+}
+
 TEST(MeshWindowTest, HoldsAtMostItsCapacity) {
   ManualClock clock;
   MeshWindow w(seconds(3600));
