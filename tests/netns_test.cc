@@ -1231,7 +1231,9 @@ TEST(NetnsTest, ASplitNetworkIsOnePartitionAndEndsWhenHealed) {
 //   DEAD (killed, restarted)    the restart's registration and the next table: 15 s
 //   DEAD/SUSPECT (SIGCONT)      its next ping to the MGS: 15 s
 //   DOWN (link up again)        the link monitor at once; other nodes' failed sends to it
-//                               heal with their next recovery ping: 15 s
+//                               heal with their next recovery ping -- but the retransmits
+//                               that cross the heal may make a peer call it LOSSY, which
+//                               ends as LOSSY does: 30 s
 //   THROTTLED/SLOW (tbf gone)   the mesh's window: 20 s + two syncs + a look: 30 s
 //   LOSSY (drops gone)          200 clean segments, or the window's lost probes: 30 s
 //   MTU (set back)              the next small probe and sync: 15 s
@@ -1318,7 +1320,7 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
       {"link down",
        ni,
        {"DOWN"},
-       15,
+       30,
        [&] {
          return c.ip_in(kS1, {"link", "set", dev, "down"});
        },

@@ -26,7 +26,10 @@ struct TcpKernelInfo {
   uint32_t snd_mss = 0, pmtu = 0;                      // bytes
   uint32_t lost = 0, unacked = 0, retransmitting = 0;  // segments now
   uint64_t total_retrans = 0;                          // segments retransmitted
-  uint64_t segs_out = 0;                               // segments sent, retransmits included
+  // Of them, those the peer said it had already (D-SACK: a tail-loss probe or a timeout
+  // that fired while the ACK was only late) -- retransmitted, never lost.
+  uint64_t dsack_dups = 0;
+  uint64_t segs_out = 0;  // segments sent, retransmits included
   uint64_t bytes_sent = 0, bytes_retrans = 0;
   uint64_t delivery_rate = 0;  // bytes/s, the kernel's latest estimate
   uint64_t busy_us = 0, rwnd_limited_us = 0, sndbuf_limited_us = 0;
@@ -42,15 +45,18 @@ struct TcpKernelInfo {
 // included (read as each closed): totals that survive reconnects.
 struct TcpTotals {
   uint64_t segs_out = 0, retrans = 0, bytes_sent = 0, bytes_retrans = 0;
+  uint64_t spurious = 0;  // retransmits the peer had already (dsack_dups)
   void add(const TcpKernelInfo& k) {
     segs_out += k.segs_out;
     retrans += k.total_retrans;
+    spurious += k.dsack_dups;
     bytes_sent += k.bytes_sent;
     bytes_retrans += k.bytes_retrans;
   }
   void add(const TcpTotals& t) {
     segs_out += t.segs_out;
     retrans += t.retrans;
+    spurious += t.spurious;
     bytes_sent += t.bytes_sent;
     bytes_retrans += t.bytes_retrans;
   }

@@ -2,6 +2,7 @@
 
 #include <pfsnet/msg_types.h>
 
+#include <algorithm>
 #include <map>
 
 #include "base/log.h"
@@ -65,7 +66,9 @@ void HealthMonitor::second(TimePoint now) {
     f.bytes = s.bytes;
     f.tcp = s.tcp;
     f.segs_out = s.tcp_total.segs_out;
-    f.retrans = s.tcp_total.retrans;
+    // Lost ones only: a retransmit the peer had already (D-SACK) was a late ACK, not loss
+    // -- on a busy host tail-loss probes fire on every path.
+    f.retrans = s.tcp_total.retrans - std::min(s.tcp_total.spurious, s.tcp_total.retrans);
     f.srtt_ms = s.srtt_ms;
     f.min_rtt_ms = s.min_rtt_ms;
     if (auto it = lat.find({s.local.pack(), s.peer.pack()}); it != lat.end()) {

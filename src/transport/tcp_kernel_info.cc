@@ -23,6 +23,7 @@ std::optional<TcpKernelInfo> read_tcp_kernel_info(int fd, bool with_buffers) {
   k.unacked = t.tcpi_unacked;
   k.retransmitting = t.tcpi_retrans;
   k.total_retrans = t.tcpi_total_retrans;
+  k.dsack_dups = t.tcpi_dsack_dups;
   k.segs_out = t.tcpi_segs_out;
   k.bytes_sent = t.tcpi_bytes_sent;
   k.bytes_retrans = t.tcpi_bytes_retrans;
