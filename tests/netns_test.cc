@@ -1378,7 +1378,7 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
          return c.ip_in(kS1, {"link", "set", dev, "mtu", "1500"});
        }},
   };
-  int total_false = 0;
+  int total_false = 0, named_all = 0;
   for (Fault& f : all) {
     ASSERT_TRUE(f.inject()) << f.name;
     int false_alarms = 0;
@@ -1417,12 +1417,15 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
     EXPECT_LE(cleared, f.bound) << f.name << ": the last listed: " << last.dump();
     EXPECT_EQ(false_alarms, 0) << f.name;
     total_false += false_alarms;
+    named_all += named >= 0;
     std::printf(
         "%-9s named after %5.1f s, %d false alarm(s), gone %5.1f s after the heal "
         "(bound %g s)%s%s\n",
         f.name, named, false_alarms, cleared, f.bound,
         last.empty() ? "" : "; last: ", last.empty() ? "" : last.dump().substr(0, 300).c_str());
   }
+  std::printf("%d of %zu fault classes named alone; %d false alarm(s) in all\n", named_all,
+              all.size(), total_false);
   for (auto& l : loads) l->kill(SIGKILL);
 }
 

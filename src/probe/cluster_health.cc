@@ -387,7 +387,9 @@ void fold_partitions(std::vector<Problem>& v, const std::vector<MeshRow>& rows,
       else if (c.sent >= min_sent)
         n.cut.push_back({r.from, c.to});
     }
-  for (auto& [name, n] : nets) {
+  for (auto& entry : nets) {  // (not a structured binding: the lambdas below capture them)
+    const std::string& name = entry.first;
+    Net& n = entry.second;
     std::set<std::pair<std::string, std::string>> crossing;
     std::set<std::string> seers;
     for (const auto& [a, b] : n.cut)
