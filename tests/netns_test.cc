@@ -1115,6 +1115,22 @@ TEST(NetnsTest, HealthOnAnotherNodeNamesSixFaultsInjectedFromOutside) {
 namespace pfsnet::testing {
 namespace {
 
+// The health tests' settings: the mesh at 5x its default rates with a 20 s window, and a
+// 10 s transaction timeout, so that a fault is named and ends in seconds.
+constexpr const char* kFastHealth =
+    "[lnet]\ntransaction_timeout = 10\n"
+    "[mesh]\ninterval = 1\nbulk_interval = 5\nreport_interval = 2\nwindow = 20\n";
+
+// `pfsnet health` on node i: its problems, the settings advice left out (not a fault).
+json faults_at(BridgedCluster& c, size_t i) {
+  json h = c.cli(i, {"health"});
+  json out = json::array();
+  if (!h.is_object()) return out;
+  for (const json& p : h.value("problems", json::array()))
+    if (p["kind"] != "settings") out.push_back(p);
+  return out;
+}
+
 // Issue 34, item 3: nodes that cannot reach each other are one partition. Six nodes on two
 // bridged networks; s1 and s2 drop every packet on network 2 (tcp1) from and to the others
 // (nftables in their namespaces), so tcp1 is split into {c1, c2, mgs, s3} and {s1, s2}
@@ -1128,20 +1144,11 @@ TEST(NetnsTest, ASplitNetworkIsOnePartitionAndEndsWhenHealed) {
                                                    {"c2", "client"}, {"s1", "server"},
                                                    {"s2", "server"}, {"s3", "server"}};
   enum { kMgs, kC1, kC2, kS1, kS2, kS3 };
-  BridgedCluster c(nodes,
-                   "[lnet]\ntransaction_timeout = 10\n"
-                   "[mesh]\ninterval = 1\nbulk_interval = 5\nreport_interval = 2\nwindow = 20\n");
+  BridgedCluster c(nodes, kFastHealth);
   if (!c.skip().empty()) GTEST_SKIP() << c.skip();
   if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
   ASSERT_TRUE(c.ok());
-  auto faults = [&]() {
-    json h = c.cli(kC2, {"health"});
-    json out = json::array();
-    if (!h.is_object()) return out;
-    for (const json& p : h.value("problems", json::array()))
-      if (p["kind"] != "settings") out.push_back(p);  // settings advice is not a fault
-    return out;
-  };
+  auto faults = [&] { return faults_at(c, kC2); };
   json ps;
   double healthy = poll_until(
       [&] {
@@ -1246,20 +1253,11 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
       {"mgs", "mgs"},   {"c1", "client"}, {"c2", "client"}, {"s1", "server"},
       {"s2", "server"}, {"s3", "server"}, {"s4", "server"}};
   enum { kMgs, kC1, kC2, kS1 };
-  BridgedCluster c(nodes,
-                   "[lnet]\ntransaction_timeout = 10\n"
-                   "[mesh]\ninterval = 1\nbulk_interval = 5\nreport_interval = 2\nwindow = 20\n");
+  BridgedCluster c(nodes, kFastHealth);
   if (!c.skip().empty()) GTEST_SKIP() << c.skip();
   if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
   ASSERT_TRUE(c.ok());
-  auto faults = [&]() {
-    json h = c.cli(kC2, {"health"});
-    json out = json::array();
-    if (!h.is_object()) return out;
-    for (const json& p : h.value("problems", json::array()))
-      if (p["kind"] != "settings") out.push_back(p);  // settings advice is not a fault
-    return out;
-  };
+  auto faults = [&] { return faults_at(c, kC2); };
   json ps;
   ASSERT_GE(poll_until(
                 [&] {
@@ -1383,14 +1381,16 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
     ASSERT_TRUE(f.inject()) << f.name;
     int false_alarms = 0;
     json last;
+    // A look at c2's list, counting (and printing the first few of) what is not about s1.
+    auto look = [&] {
+      ps = faults();
+      for (const json& p : ps)
+        if (!about_s1(p) && false_alarms++ < 3)
+          std::printf("  %s: not about s1: %s\n", f.name, p.dump().c_str());
+    };
     double named = poll_until(
         [&] {
-          ps = faults();
-          for (const json& p : ps)
-            if (!about_s1(p)) {
-              if (false_alarms++ < 3)
-                std::printf("  %s: not about s1: %s\n", f.name, p.dump().c_str());
-            }
+          look();
           for (const json& p : ps) {
             std::string subj = p["subject"];
             bool names = subj == f.subject || subj.rfind(f.subject + " (", 0) == 0;
@@ -1403,12 +1403,7 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
     ASSERT_TRUE(f.heal()) << f.name;
     double cleared = poll_until(
         [&] {
-          ps = faults();
-          for (const json& p : ps)
-            if (!about_s1(p)) {
-              if (false_alarms++ < 3)
-                std::printf("  %s: not about s1: %s\n", f.name, p.dump().c_str());
-            }
+          look();
           if (!ps.empty()) last = ps;
           return ps.empty();
         },

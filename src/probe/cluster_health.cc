@@ -12,6 +12,31 @@
 namespace pfsnet {
 namespace {
 
+// "tcp1" of "198.18.2.3@tcp1" ("" when it has no network).
+std::string net_of(const std::string& nid) {
+  size_t at = nid.find('@');
+  return at == std::string::npos ? std::string() : nid.substr(at + 1);
+}
+
+// The nodes of a seen_by list ("a, b" or "a,b").
+std::vector<std::string> seers_of(const std::string& seen_by) {
+  std::vector<std::string> out;
+  std::istringstream in(seen_by);
+  std::string who;
+  while (std::getline(in, who, ',')) {
+    while (!who.empty() && who.front() == ' ') who.erase(who.begin());
+    if (!who.empty()) out.push_back(who);
+  }
+  return out;
+}
+
+// Whether every seer of `seen_by` (one at least) passes `pred`.
+template <typename Pred>
+bool all_seers(const std::string& seen_by, Pred pred) {
+  std::vector<std::string> v = seers_of(seen_by);
+  return !v.empty() && std::all_of(v.begin(), v.end(), pred);
+}
+
 void write_problems(ByteWriter& w, const std::vector<Problem>& v) {
   size_t n = std::min(v.size(), kMaxReportedProblems);
   w.u32(static_cast<uint32_t>(n));
@@ -172,10 +197,6 @@ void drop_consequences(std::vector<Problem>& v) {
   auto consequence = [](const std::string& cause) {
     return cause == "UNHEALTHY" || cause == "SLOW" || cause == "LOSSY" || cause == "THROTTLED";
   };
-  auto net_of = [](const std::string& nid) {
-    size_t at = nid.find('@');
-    return at == std::string::npos ? std::string() : nid.substr(at + 1);
-  };
   std::set<std::string> down;
   std::set<std::pair<std::string, std::string>> faulty_ends;  // (node, network)
   for (const Problem& p : v) {
@@ -238,10 +259,6 @@ std::map<std::string, std::string> saturated_nis(const std::vector<MeshRow>& row
 
 void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::string>& saturated) {
   if (saturated.empty()) return;
-  auto net_of = [](const std::string& nid) {
-    size_t at = nid.find('@');
-    return at == std::string::npos ? std::string() : nid.substr(at + 1);
-  };
   std::set<std::pair<std::string, std::string>> busy_ends;  // (node, network)
   for (const auto& [nid, node] : saturated) busy_ends.insert({node, net_of(nid)});
   auto words = [](const std::string& subject) {
@@ -260,28 +277,16 @@ void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::st
       return false;
     for (const std::string& w : words(p.subject))
       if (saturated.count(w)) return true;
-    if (p.kind != "peer_ni") return false;
     // Seen so only from busy ends of its network: each seer's own link is full.
-    std::istringstream seers(p.seen_by);
-    std::string who;
-    bool any = false;
-    while (std::getline(seers, who, ',')) {
-      while (!who.empty() && who.front() == ' ') who.erase(who.begin());
-      if (who.empty()) continue;
-      if (!busy_ends.count({who, net_of(p.subject)})) return false;
-      any = true;
-    }
-    return any;
+    return p.kind == "peer_ni" && all_seers(p.seen_by, [&](const std::string& who) {
+             return busy_ends.count({who, net_of(p.subject)}) != 0;
+           });
   });
 }
 
 void attribute_to_observers(std::vector<Problem>& v, const std::vector<MeshRow>& rows,
                             const std::vector<std::vector<MeshMark>>& marks,
                             uint32_t min_answered) {
-  auto net_of = [](const std::string& nid) {
-    size_t at = nid.find('@');
-    return at == std::string::npos ? std::string() : nid.substr(at + 1);
-  };
   // Per probed NI: the nodes whose probes reach it fine, and those whose cells stand out.
   std::map<std::string, std::set<std::string>> fine, marked;
   // Per (node, network): the node's own NI there, from its cells.
@@ -301,14 +306,8 @@ void attribute_to_observers(std::vector<Problem>& v, const std::vector<MeshRow>&
   // Who else finds fault with an NI in the list itself.
   std::map<std::string, std::set<std::string>> blamed_by;
   for (const Problem& p : v)
-    if (p.kind == "peer_ni") {
-      std::istringstream seers(p.seen_by);
-      std::string who;
-      while (std::getline(seers, who, ',')) {
-        while (!who.empty() && who.front() == ' ') who.erase(who.begin());
-        if (!who.empty()) blamed_by[p.subject].insert(who);
-      }
-    }
+    if (p.kind == "peer_ni")
+      for (const std::string& who : seers_of(p.seen_by)) blamed_by[p.subject].insert(who);
   struct Mine {
     size_t at;  // index of the observer's entry in `out`
     std::vector<std::string> peers;
@@ -360,10 +359,6 @@ void attribute_to_observers(std::vector<Problem>& v, const std::vector<MeshRow>&
 
 void fold_partitions(std::vector<Problem>& v, const std::vector<MeshRow>& rows,
                      const std::set<std::string>& culprits, uint32_t min_sent) {
-  auto net_of = [](const std::string& nid) {
-    size_t at = nid.find('@');
-    return at == std::string::npos ? std::string() : nid.substr(at + 1);
-  };
   struct Net {
     std::map<std::string, std::string> parent;  // union-find over node names
     std::vector<std::pair<std::string, std::string>> cut;
@@ -429,16 +424,8 @@ void fold_partitions(std::vector<Problem>& v, const std::vector<MeshRow>& rows,
       in >> first;
       if (p.kind == "peer_ni") {
         if (net_of(p.subject) != name || !n.node_of.count(p.subject)) return false;
-        std::istringstream seen(p.seen_by);
-        std::string who;
-        bool any = false;
-        while (std::getline(seen, who, ',')) {
-          while (!who.empty() && who.front() == ' ') who.erase(who.begin());
-          if (who.empty()) continue;
-          if (!across(who, n.node_of[p.subject])) return false;
-          any = true;
-        }
-        return any;
+        const std::string& of = n.node_of[p.subject];
+        return all_seers(p.seen_by, [&](const std::string& who) { return across(who, of); });
       }
       if (p.kind == "path") {  // "a -> b (NID -> NID)"
         std::string arrow, b, nid;
