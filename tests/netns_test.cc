@@ -2,7 +2,6 @@
 // 198.18.1.0/24 on net tcp and 198.18.2.0/24 on net tcp1), a pfsnetd in each with one NI
 // per rail. The test creates and removes everything; it needs root (skipped otherwise).
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <cstdio>
 #include <functional>
@@ -1280,7 +1279,6 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
         "100000", "--size", "16384", "--interval", "0.02", "--timeout", "10"}));
   const std::string s1 = c.name(kS1), ni = BridgedCluster::nid(kS1, 0);
   const std::string dev = c.ifname(kS1, 0);
-  const std::string starve = "/sys/fs/cgroup/cpu/pfsnet_starve_" + std::to_string(getpid());
   // About s1: naming it or its addresses, or s1's own view (after a stop, its timers).
   auto about_s1 = [&](const json& p) {
     std::string t = p["subject"].get<std::string>() + " " + p.value("evidence", "") + " " +
@@ -1348,22 +1346,6 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
        },
        [&] {
          return c.exec_in(kS1, {"nft", "delete", "table", "inet", "pfsloss"});
-       }},
-      {"CPU 1%",
-       ni,
-       {"SERVER", "SLOW"},
-       30,
-       [&] {  // every thread of s1's daemon in a cgroup with 1% of one core (cgroup v1 cpu)
-         if (access("/sys/fs/cgroup/cpu/cgroup.procs", W_OK) != 0) return false;
-         ::mkdir(starve.c_str(), 0755);
-         write_file(starve + "/cpu.cfs_period_us", "100000\n");
-         write_file(starve + "/cpu.cfs_quota_us", "1000\n");
-         write_file(starve + "/cgroup.procs", std::to_string(c.daemon(kS1).pid()) + "\n");
-         return true;
-       },
-       [&] {
-         write_file("/sys/fs/cgroup/cpu/cgroup.procs", std::to_string(c.daemon(kS1).pid()) + "\n");
-         return ::rmdir(starve.c_str()) == 0;
        }},
       {"MTU 9000",
        ni,

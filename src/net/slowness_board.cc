@@ -27,18 +27,13 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
     bool queueing = false;  // a path of it has a queue standing
   };
   std::map<uint64_t, Sum> sums;
-  // The host's own delay this second: the median smoothed-RTT excess of its TCP paths.
-  // A path's queue must stand out from it (queue_stands) -- judged against the others'.
+  // The host's own delay this second: the median smoothed-RTT excess of its TCP paths (once
+  // a second, not per path). A path's queue must stand out from it (queue_stands); with
+  // fewer than 3 paths there is no telling the host's delay from one path's queue.
   std::vector<double> excess;
   for (const PathFigures& f : paths)
     if (f.tcp && f.min_rtt_ms > 0) excess.push_back(f.srtt_ms - f.min_rtt_ms);
-  auto host_excess = [&](const PathFigures& f) {
-    if (excess.size() < 3) return -1.0;  // too few others to say what is the host's
-    std::vector<double> others = excess;
-    auto me = std::find(others.begin(), others.end(), f.srtt_ms - f.min_rtt_ms);
-    if (me != others.end()) others.erase(me);
-    return lower_median(others);
-  };
+  const double host_excess = excess.size() < 3 ? -1.0 : lower_median(excess);
   for (const PathFigures& f : paths) {
     uint64_t peer = f.peer.pack();
     PathState& ps = paths_[{f.local.pack(), peer}];
@@ -60,7 +55,7 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
     s.rpcs += f.rpcs;
     s.latency_ms += f.latency_ms;
     s.exec_ms += f.exec_ms;
-    s.queueing = s.queueing || (f.tcp && queue_stands(f.srtt_ms, f.min_rtt_ms, host_excess(f)));
+    s.queueing = s.queueing || (f.tcp && queue_stands(f.srtt_ms, f.min_rtt_ms, host_excess));
     if (f.tcp) {
       // Totals never go down; the first reading is the start, not a delta.
       if (ps.have_tcp && f.segs_out >= ps.segs_out && f.retrans >= ps.retrans) {
