@@ -74,11 +74,12 @@ Result<json> health(const NodeParts& node) {
   // The probe mesh's outliers, over the whole cluster (the MGS's rows).
   std::vector<MeshRow> rows;
   std::vector<std::vector<MeshMark>> marks;
+  const MeshOutlierRule rule = MeshOutlierRule::from(node.cfg.get());
   if (node.mesh && mgs_error.empty()) {
     auto m = node.mesh->matrix(std::chrono::seconds(5));
     if (m.ok()) {
       rows = std::move(m->rows);
-      marks = mark_outliers(rows, MeshOutlierRule::from(node.cfg.get()));
+      marks = mark_outliers(rows, rule);
       in.mesh = &rows;
       in.mesh_marks = &marks;
     }
@@ -110,11 +111,11 @@ Result<json> health(const NodeParts& node) {
   for (const Problem& p : problems)
     if (p.kind == "ni" && p.cause == "DOWN")
       culprits.insert(p.subject.substr(0, p.subject.find(' ')));
-  fold_partitions(problems, rows, culprits, MeshOutlierRule::from(node.cfg.get()).min_sent);
+  fold_partitions(problems, rows, culprits, rule.min_sent);
   // A link at capacity is busy, not faulty: what its load explains is left out.
   drop_saturated(problems, saturated_nis(rows));
   // One node alone finding fault with a peer others reach fine: the observer's problem.
-  attribute_to_observers(problems, rows, marks, MeshOutlierRule::from(node.cfg.get()).min_sent);
+  attribute_to_observers(problems, rows, marks, rule.min_sent);
   sort_problems(problems);
   if (!mgs_error.empty())
     problems.insert(

@@ -18,6 +18,19 @@ std::string net_of(const std::string& nid) {
   return at == std::string::npos ? std::string() : nid.substr(at + 1);
 }
 
+// The words of a subject ("NID", "NID (node)", "a -> b (NID -> NID)"), parentheses off.
+std::vector<std::string> subject_words(const std::string& subject) {
+  std::vector<std::string> out;
+  std::istringstream in(subject);
+  std::string w;
+  while (in >> w) {
+    while (!w.empty() && w.front() == '(') w.erase(w.begin());
+    while (!w.empty() && w.back() == ')') w.pop_back();
+    out.push_back(w);
+  }
+  return out;
+}
+
 // The nodes of a seen_by list ("a, b" or "a,b").
 std::vector<std::string> seers_of(const std::string& seen_by) {
   std::vector<std::string> out;
@@ -214,16 +227,8 @@ void drop_consequences(std::vector<Problem>& v) {
   }
   // Whether a word of the subject ("NID", "NID (node)", "a -> b (NID -> NID)") is a down NI.
   auto names_down = [&](const std::string& subject) {
-    size_t i = 0;
-    while (i < subject.size()) {
-      size_t end = subject.find(' ', i);
-      if (end == std::string::npos) end = subject.size();
-      std::string word = subject.substr(i, end - i);
-      while (!word.empty() && (word.front() == '(')) word.erase(word.begin());
-      while (!word.empty() && (word.back() == ')')) word.pop_back();
-      if (down.count(word)) return true;
-      i = end + 1;
-    }
+    for (const std::string& w : subject_words(subject))
+      if (down.count(w)) return true;
     return false;
   };
   std::set<std::string> faulty_nodes;
@@ -261,21 +266,10 @@ void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::st
   if (saturated.empty()) return;
   std::set<std::pair<std::string, std::string>> busy_ends;  // (node, network)
   for (const auto& [nid, node] : saturated) busy_ends.insert({node, net_of(nid)});
-  auto words = [](const std::string& subject) {
-    std::vector<std::string> out;
-    std::istringstream in(subject);
-    std::string w;
-    while (in >> w) {
-      while (!w.empty() && w.front() == '(') w.erase(w.begin());
-      while (!w.empty() && w.back() == ')') w.pop_back();
-      out.push_back(w);
-    }
-    return out;
-  };
   std::erase_if(v, [&](const Problem& p) {
     if (p.cause != "SLOW" && p.cause != "LOSSY" && p.cause != "THROTTLED" && p.cause != "UNHEALTHY")
       return false;
-    for (const std::string& w : words(p.subject))
+    for (const std::string& w : subject_words(p.subject))
       if (saturated.count(w)) return true;
     // Seen so only from busy ends of its network: each seer's own link is full.
     return p.kind == "peer_ni" && all_seers(p.seen_by, [&](const std::string& who) {
