@@ -2,6 +2,7 @@
 // 198.18.1.0/24 on net tcp and 198.18.2.0/24 on net tcp1), a pfsnetd in each with one NI
 // per rail. The test creates and removes everything; it needs root (skipped otherwise).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <functional>
@@ -1228,7 +1229,8 @@ TEST(NetnsTest, ASplitNetworkIsOnePartitionAndEndsWhenHealed) {
 }
 
 // Issue 34, item 1's second half: each fault class alone, on one server (s1) -- killed,
-// stopped, its link set down, shaped, dropping 5% at random, at another MTU -- healed in
+// stopped, its link set down, shaped, dropping 5% at random, starved of CPU (a cgroup
+// quota of 1% of a core), at another MTU -- healed in
 // between, under load. `pfsnet health` on c2 (which talks to none of the servers) names it
 // with the right cause within 60 s, lists nothing that is not about s1 the whole time, and
 // lists nothing within each cause's bound once it is healed (the same server every time: a
@@ -1242,6 +1244,9 @@ TEST(NetnsTest, ASplitNetworkIsOnePartitionAndEndsWhenHealed) {
 //                               ends as LOSSY does: 30 s
 //   THROTTLED/SLOW (tbf gone)   the mesh's window: 20 s + two syncs + a look: 30 s
 //   LOSSY (drops gone)          200 clean segments, or the window's lost probes: 30 s
+//   CPU (quota lifted)          s1's own five fed seconds and a report; what it explained
+//                               meanwhile (its peers' SLOW views, the mesh's late probes)
+//                               ends as SLOW does: 30 s
 //   MTU (set back)              the next small probe and sync: 15 s
 // Prints time to name, false alarms and time to clear for each.
 TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
@@ -1279,6 +1284,7 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
         "100000", "--size", "16384", "--interval", "0.02", "--timeout", "10"}));
   const std::string s1 = c.name(kS1), ni = BridgedCluster::nid(kS1, 0);
   const std::string dev = c.ifname(kS1, 0);
+  const std::string starve = "/sys/fs/cgroup/cpu/pfsnet_starve_" + std::to_string(getpid());
   // About s1: naming it or its addresses, or s1's own view (after a stop, its timers).
   auto about_s1 = [&](const json& p) {
     std::string t = p["subject"].get<std::string>() + " " + p.value("evidence", "") + " " +
@@ -1293,6 +1299,27 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
     std::set<std::string> causes;  // with one of these
     double bound;                  // seconds from the heal to an empty list
     std::function<bool()> inject, heal;
+  };
+  // Every thread of s1's daemon in a cgroup with `quota_us` of one core per `period_us`
+  // (cgroup v1 cpu), then back in the root cgroup.
+  auto cpu_fault = [&](const char* name, int period_us, int quota_us) {
+    return Fault{name,
+                 s1,
+                 {"CPU"},
+                 30,
+                 [&, period_us, quota_us] {
+                   if (access("/sys/fs/cgroup/cpu/cgroup.procs", W_OK) != 0) return false;
+                   ::mkdir(starve.c_str(), 0755);
+                   write_file(starve + "/cpu.cfs_period_us", std::to_string(period_us) + "\n");
+                   write_file(starve + "/cpu.cfs_quota_us", std::to_string(quota_us) + "\n");
+                   write_file(starve + "/cgroup.procs", std::to_string(c.daemon(kS1).pid()) + "\n");
+                   return true;
+                 },
+                 [&] {
+                   write_file("/sys/fs/cgroup/cpu/cgroup.procs",
+                              std::to_string(c.daemon(kS1).pid()) + "\n");
+                   return ::rmdir(starve.c_str()) == 0;
+                 }};
   };
   std::vector<Fault> all = {
       {"killed",
@@ -1347,6 +1374,8 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
        [&] {
          return c.exec_in(kS1, {"nft", "delete", "table", "inet", "pfsloss"});
        }},
+      cpu_fault("CPU 1%", 100000, 1000),        // 1 ms every 100 ms
+      cpu_fault("CPU 10ms/s", 1000000, 10000),  // 10 ms every second: long stalls
       {"MTU 9000",
        ni,
        {"MTU"},

@@ -155,6 +155,11 @@ struct HealthConfig {
   // intervals while there are any -- so `pfsnet health` on any node lists every node's
   // (restart).
   double report_interval = 5;
+  // A node starved of CPU (base/cpu_wait.h): its threads waited this long on average each
+  // time they were woken, and 100 ms a second in all, for three seconds in a row; 0: never
+  // judged. An idle host waits 0.05 ms, eight busy daemons on two cores 0.11 ms, a cgroup
+  // quota of 1% 2-4 ms (restart).
+  double cpu_starved_ms = 1.0;
 };
 
 // The probe mesh ([mesh], src/probe/mesh.h): every node probes `peers` others (the MGS

@@ -1,5 +1,6 @@
 #include "admin/node_commands.h"
 
+#include <map>
 #include <memory>
 #include <set>
 
@@ -7,6 +8,7 @@
 #include "admin/views.h"
 #include "base/json_fields.h"
 #include "base/mutex.h"
+#include "rpc/health_monitor.h"
 #include "selftest/selftest.h"
 
 namespace pfsnet {
@@ -53,11 +55,26 @@ Result<json> diag_rpc(const NodeParts& node, const json& req) {
   return j;
 }
 
+// What this node knows of itself: its NIs, its peer NIs, its settings, its CPU.
+ProblemInputs own_inputs(const NodeParts& node) {
+  ProblemInputs in;
+  in.node = node.cfg.read([](const Config& c) { return c.node.name; });
+  in.nis = node.net.nis();
+  in.peers = node.net.peers();
+  if (node.tune) in.settings = node.tune->status().active;
+  if (node.health) {
+    HealthMonitor::CpuState cpu = node.health->cpu();
+    in.cpu_starved = cpu.starved;
+    in.cpu_since_unix_ms = cpu.since_unix_ms;
+    in.cpu_evidence = std::move(cpu.evidence);
+  }
+  return in;
+}
+
 // The problems this node sees, with the MGS's dead and suspect nodes (admin/problems.h).
 // An MGS that cannot be asked is a problem of its own.
 Result<json> health(const NodeParts& node) {
-  ProblemInputs in;
-  in.node = node.cfg.get().node.name;
+  ProblemInputs in = own_inputs(node);
   std::optional<StatusTable> table;
   std::string mgs_error;
   if (node.membership && (node.membership->is_mgs() || node.membership->has_agent())) {
@@ -68,9 +85,6 @@ Result<json> health(const NodeParts& node) {
       mgs_error = t.status().message();
   }
   in.table = table ? &*table : nullptr;
-  in.nis = node.net.nis();
-  in.peers = node.net.peers();
-  if (node.tune) in.settings = node.tune->status().active;
   // The probe mesh's outliers, over the whole cluster (the MGS's rows).
   std::vector<MeshRow> rows;
   std::vector<std::vector<MeshMark>> marks;
@@ -114,6 +128,13 @@ Result<json> health(const NodeParts& node) {
   fold_partitions(problems, rows, culprits, rule.min_sent);
   // A link at capacity is busy, not faulty: what its load explains is left out.
   drop_saturated(problems, saturated_nis(rows));
+  // A node starved of CPU answers late on every path: what that explains is left out.
+  std::map<std::string, std::vector<std::string>> nids_of;
+  if (table)
+    for (const StatusNode& n : table->nodes)
+      for (const Nid& x : n.nids) nids_of[n.name].push_back(x.to_string());
+  for (const NiInfo& i : in.nis) nids_of[in.node].push_back(i.nid.to_string());
+  drop_starved(problems, nids_of);
   // One node alone finding fault with a peer others reach fine: the observer's problem.
   attribute_to_observers(problems, rows, marks, rule.min_sent);
   sort_problems(problems);
@@ -273,12 +294,7 @@ Result<TuneRequest> parse_tune_request(const json& req) {
 }
 
 std::vector<Problem> local_problems(const NodeParts& node) {
-  ProblemInputs in;
-  in.node = node.cfg.read([](const Config& c) { return c.node.name; });
-  in.nis = node.net.nis();
-  in.peers = node.net.peers();
-  if (node.tune) in.settings = node.tune->status().active;
-  return find_problems(in);
+  return find_problems(own_inputs(node));
 }
 
 void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
@@ -359,12 +375,8 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   }
   // This node's own problems; on the MGS with its table's DEAD and SUSPECT nodes (another
   // node's table is not asked for on a scrape).
-  ProblemInputs in;
-  in.node = node.cfg.get().node.name;
+  ProblemInputs in = own_inputs(node);
   if (m.membership && m.membership->table) in.table = &*m.membership->table;
-  in.nis = m.nis;
-  in.peers = m.peers;
-  if (m.tune) in.settings = m.tune->active;
   m.problems = find_problems(in);
   if (node.cluster_health) {
     ClusterHealthService::Counters hc = node.cluster_health->counters();
@@ -379,6 +391,10 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
       s.degraded_seconds[static_cast<size_t>(c)] = node.health->degraded_seconds(c);
     }
     s.probes = node.health->probes_sent();
+    s.cpu_wait_seconds = node.health->cpu_wait_seconds();
+    s.cpu_starved_events = node.health->cpu_starved_total();
+    s.cpu_starved_seconds = node.health->cpu_starved_seconds();
+    s.cpu_starved = node.health->cpu().starved;
     m.slowness = s;
   }
   if (node.mesh) {

@@ -11,8 +11,8 @@ namespace pfsnet {
 namespace {
 
 int severity(const std::string& cause) {
-  static const char* order[] = {"DEAD", "DOWN",      "PARTITION", "SUSPECT", "LOSSY",   "SLOW",
-                                "MTU",  "THROTTLED", "UNHEALTHY", "SERVER",  "SETTINGS"};
+  static const char* order[] = {"DEAD", "DOWN", "PARTITION", "SUSPECT",   "CPU",    "LOSSY",
+                                "SLOW", "MTU",  "THROTTLED", "UNHEALTHY", "SERVER", "SETTINGS"};
   constexpr int n = sizeof order / sizeof order[0];
   for (int i = 0; i < n; ++i)
     if (cause == order[i]) return i;
@@ -57,6 +57,7 @@ std::vector<Problem> find_problems(const ProblemInputs& in) {
                       n.heard_by_report ? "a server's report" : "its ping",
                       in.table->mgs.to_string()));
     }
+  if (in.cpu_starved) add("node", in.node, "CPU", in.cpu_since_unix_ms, in.cpu_evidence);
   for (const NiInfo& i : in.nis) {
     std::string nid = i.nid.to_string();
     if (!i.up)

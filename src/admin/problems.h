@@ -6,6 +6,7 @@
 //   this node's NIs         DOWN (link down), UNHEALTHY (health below 1000: errors),
 //                           SLOW, LOSSY (slowness, net/slowness_board.h)
 //   this node's peer NIs    UNHEALTHY, SLOW, LOSSY; SERVER (the peer's execution time)
+//   this node's CPU         CPU (kind "node": its threads wait for a processor)
 //   the tuning check        SETTINGS (the settings do not fit the measured path)
 //   other nodes' own lists  any of the above (probe/cluster_health.h: each node sends its
 //                           own to the MGS; merge_cluster_problems folds them in)
@@ -39,14 +40,18 @@ struct ProblemInputs {
   const StatusTable* table = nullptr;  // the MGS's table (null: not asked or not reachable)
   std::vector<NiInfo> nis, peers;
   std::vector<TuneProblem> settings;  // the tuning check's active problems
+  // This node starved of CPU (rpc/health_monitor.h): since, and the figures.
+  bool cpu_starved = false;
+  int64_t cpu_since_unix_ms = 0;
+  std::string cpu_evidence;
   // The probe mesh's rows (the MGS's: every node's) and their outlier marks; null: none.
   const std::vector<MeshRow>* mesh = nullptr;
   const std::vector<std::vector<MeshMark>>* mesh_marks = nullptr;
 };
 
 std::vector<Problem> find_problems(const ProblemInputs& in);
-// Severest first (DEAD, DOWN, PARTITION, SUSPECT, LOSSY, SLOW, MTU, THROTTLED, UNHEALTHY, SERVER,
-// SETTINGS), then oldest first.
+// Severest first (DEAD, DOWN, PARTITION, SUSPECT, CPU, LOSSY, SLOW, MTU, THROTTLED, UNHEALTHY,
+// SERVER, SETTINGS), then oldest first.
 void sort_problems(std::vector<Problem>& v);
 
 }  // namespace pfsnet

@@ -70,6 +70,34 @@ TEST(ProblemsTest, EachCulpritOnceWithItsCauseSeverestFirst) {
       EXPECT_NE(x.subject, healthy);
 }
 
+TEST(ProblemsTest, ANodeStarvedOfCpuIsItsOwnProblemAfterTheDeadAndDown) {
+  ProblemInputs in;
+  in.node = "oss3";
+  NiInfo slow = ni("198.18.0.2@tcp");
+  slow.peer = slow.nid;
+  slow.degraded = "SLOW";
+  in.peers = {slow};
+  in.cpu_starved = true;
+  in.cpu_since_unix_ms = 4000;
+  in.cpu_evidence = "its threads waited 400 ms a second for a CPU";
+  NiInfo down = ni("198.18.0.9@tcp");
+  down.up = false;
+  in.nis = {down};
+  std::vector<Problem> p = find_problems(in);
+  sort_problems(p);
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].cause, "DOWN");
+  EXPECT_EQ(p[1].kind, "node");
+  EXPECT_EQ(p[1].subject, "oss3");
+  EXPECT_EQ(p[1].cause, "CPU");
+  EXPECT_EQ(p[1].seen_by, "oss3");
+  EXPECT_EQ(p[1].since_unix_ms, 4000);
+  EXPECT_EQ(p[1].evidence, in.cpu_evidence);
+  EXPECT_EQ(p[2].cause, "SLOW");
+  in.cpu_starved = false;
+  EXPECT_EQ(find_problems(in).size(), 2u);
+}
+
 TEST(ProblemsTest, WithoutTheTableAnUnhealthyPeerIsListedAsSuch) {
   ProblemInputs in;
   in.node = "client1";

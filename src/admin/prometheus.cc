@@ -345,6 +345,17 @@ std::string prometheus_text(const MetricsSnapshot& m) {
     text.family("pfsnet_health_probes_total", "counter",
                 "Probes sent to degraded peer NIs (which carry no traffic to recover by).");
     text.sample("pfsnet_health_probes_total", "", double(m.slowness->probes));
+    text.family("pfsnet_cpu_wait_seconds_total", "counter",
+                "Seconds this node's threads waited for a CPU (runnable, not run), summed.");
+    text.sample("pfsnet_cpu_wait_seconds_total", "", m.slowness->cpu_wait_seconds);
+    text.family("pfsnet_cpu_starved", "gauge", "1 while this node is starved of CPU.");
+    text.sample("pfsnet_cpu_starved", "", m.slowness->cpu_starved ? 1.0 : 0.0);
+    text.family("pfsnet_cpu_starved_events_total", "counter",
+                "Times this node was called starved of CPU.");
+    text.sample("pfsnet_cpu_starved_events_total", "", double(m.slowness->cpu_starved_events));
+    text.family("pfsnet_cpu_starved_seconds_total", "counter",
+                "Seconds this node stayed starved of CPU, summed over the states that ended.");
+    text.sample("pfsnet_cpu_starved_seconds_total", "", m.slowness->cpu_starved_seconds);
   }
 
   if (m.mesh) {

@@ -58,6 +58,12 @@ struct MetricsSnapshot {
     std::array<uint64_t, 4> degraded{};
     std::array<double, 4> degraded_seconds{};  // summed over the states that ended
     uint64_t probes = 0;
+    // This node's CPU (base/cpu_wait.h): seconds its threads waited for one, times it was
+    // called starved, seconds it stayed so (the states that ended), and whether it is now.
+    double cpu_wait_seconds = 0;
+    uint64_t cpu_starved_events = 0;
+    double cpu_starved_seconds = 0;
+    bool cpu_starved = false;
   };
   std::optional<Slowness> slowness;
   std::vector<Problem> problems;  // this node's (pfsnet health without the MGS's table)

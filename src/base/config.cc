@@ -263,6 +263,7 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"degraded_penalty", int_key(&cfg.health.degraded_penalty, 0, 1000)},
       {"quiet_bytes", int_key(&cfg.health.quiet_bytes, 1, int64_t{1} << 40)},
       {"report_interval", number_key(&cfg.health.report_interval, 0.1, 3600)},
+      {"cpu_starved_ms", number_key(&cfg.health.cpu_starved_ms, 0, 60000)},
   };
   const std::map<std::string, Reader, std::less<>> mesh_keys = {
       {"enabled", bool_key(&cfg.mesh.enabled)},
@@ -532,6 +533,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"health.degraded_penalty", i(c.health.degraded_penalty)},
       {"health.quiet_bytes", i(c.health.quiet_bytes)},
       {"health.report_interval", num(c.health.report_interval)},
+      {"health.cpu_starved_ms", num(c.health.cpu_starved_ms)},
       {"mesh.enabled", c.mesh.enabled ? "true" : "false"},
       {"mesh.peers", i(c.mesh.peers)},
       {"mesh.interval", num(c.mesh.interval)},

@@ -262,20 +262,48 @@ std::map<std::string, std::string> saturated_nis(const std::vector<MeshRow>& row
   return out;
 }
 
-void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::string>& saturated) {
-  if (saturated.empty()) return;
-  std::set<std::pair<std::string, std::string>> busy_ends;  // (node, network)
-  for (const auto& [nid, node] : saturated) busy_ends.insert({node, net_of(nid)});
+namespace {
+
+// Leaves out the problems with one of `causes` that the culprit NIs (NID -> node) explain:
+// those naming one (as the subject, or one end of a path), and the peer NIs whose every
+// seer is explained on that network (`seer_explained(node, network)`).
+template <typename SeerExplained>
+void drop_explained(std::vector<Problem>& v, const std::map<std::string, std::string>& culprits,
+                    const std::set<std::string>& causes, SeerExplained seer_explained) {
+  if (culprits.empty()) return;
   std::erase_if(v, [&](const Problem& p) {
-    if (p.cause != "SLOW" && p.cause != "LOSSY" && p.cause != "THROTTLED" && p.cause != "UNHEALTHY")
-      return false;
+    if (!causes.count(p.cause)) return false;
     for (const std::string& w : subject_words(p.subject))
-      if (saturated.count(w)) return true;
-    // Seen so only from busy ends of its network: each seer's own link is full.
+      if (culprits.count(w)) return true;
     return p.kind == "peer_ni" && all_seers(p.seen_by, [&](const std::string& who) {
-             return busy_ends.count({who, net_of(p.subject)}) != 0;
+             return seer_explained(who, net_of(p.subject));
            });
   });
+}
+
+}  // namespace
+
+void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::string>& saturated) {
+  std::set<std::pair<std::string, std::string>> busy_ends;  // (node, network)
+  for (const auto& [nid, node] : saturated) busy_ends.insert({node, net_of(nid)});
+  // Seen so only from busy ends of its network: each seer's own link is full.
+  drop_explained(v, saturated, {"SLOW", "LOSSY", "THROTTLED", "UNHEALTHY"},
+                 [&](const std::string& who, const std::string& net) {
+                   return busy_ends.count({who, net}) != 0;
+                 });
+}
+
+void drop_starved(std::vector<Problem>& v,
+                  const std::map<std::string, std::vector<std::string>>& nids_of) {
+  std::map<std::string, std::string> culprits;  // NID -> node
+  std::set<std::string> starved;
+  for (const Problem& p : v)
+    if (p.kind == "node" && p.cause == "CPU") starved.insert(p.subject);
+  for (const std::string& node : starved)
+    if (auto it = nids_of.find(node); it != nids_of.end())
+      for (const std::string& nid : it->second) culprits[nid] = node;
+  drop_explained(v, culprits, {"SLOW", "LOSSY", "THROTTLED", "UNHEALTHY", "SERVER"},
+                 [&](const std::string& who, const std::string&) { return starved.count(who); });
 }
 
 void attribute_to_observers(std::vector<Problem>& v, const std::vector<MeshRow>& rows,
@@ -316,6 +344,9 @@ void attribute_to_observers(std::vector<Problem>& v, const std::vector<MeshRow>&
       continue;
     }
     const std::string& x = p.seen_by;
+    // The observer's own probes reach it fine too: its view is older than its probes (a
+    // fault that has healed, still in its window). Left out.
+    if (fine[p.subject].count(x) && fine[p.subject].size() > kFineViews) continue;
     std::set<std::string> ok;
     for (const std::string& n : fine[p.subject])
       if (n != x) ok.insert(n);

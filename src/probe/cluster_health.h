@@ -133,6 +133,15 @@ std::map<std::string, std::string> saturated_nis(const std::vector<MeshRow>& row
 // run as PEER_NI_UNREACHABLE and PEER_NI_CONNECT_ERROR on a full 50 Mbit/s link.
 void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::string>& saturated);
 
+// A node starved of CPU (kind "node", cause CPU, its own finding: base/cpu_wait.h) answers
+// late on every path: its peers see its NIs SLOW or its execution SERVER, the mesh its paths
+// SLOW, THROTTLED or LOSSY (probes that timed out), and it sees its peers slow, since it
+// reads their replies late. Those are left out -- the SLOW, LOSSY, THROTTLED, UNHEALTHY and
+// SERVER problems naming its NIs (`nids_of`: the NIDs of each node), and the peer NIs only
+// starved nodes see so -- and the CPU line stays.
+void drop_starved(std::vector<Problem>& v,
+                  const std::map<std::string, std::vector<std::string>>& nids_of);
+
 // What the list is for (issue 34 item 6): a peer NI that one node alone calls SLOW or
 // UNHEALTHY while at least kFineViews other nodes' mesh probes reach it fine (answered, at
 // least `min_answered` of them, their cells not marked) and nobody else finds fault with it
@@ -140,7 +149,9 @@ void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::st
 // the observer's NI on that network (kind "ni", "NID (node)"), with the peers it sees so and
 // the nodes that reach them fine. `marks` are mark_outliers(rows). LOSSY stays the peer's:
 // the mesh's few small probes over TCP hide a loss its retransmits repair, so their being
-// answered is no evidence against it.
+// answered is no evidence against it. When the observer's own probes reach the peer fine
+// too, its view is older than they are (a fault healed, still in its window: seen after a
+// starved server got its CPU back) and is left out.
 inline constexpr size_t kFineViews = 2;
 
 // Partitions (issue 34 item 3): on a network, nodes that reach each other (a mesh cell

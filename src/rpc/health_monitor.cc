@@ -24,6 +24,8 @@ HealthMonitorOptions HealthMonitorOptions::from(const Config& cfg) {
   o.board.quiet_bytes = static_cast<uint64_t>(cfg.health.quiet_bytes);
   o.penalty = static_cast<int>(cfg.health.degraded_penalty);
   o.probe_timeout = RpcOptions::from(cfg).attempt_timeout();
+  o.cpu.wait_per_slice = std::chrono::duration_cast<Duration>(
+      std::chrono::duration<double, std::milli>(cfg.health.cpu_starved_ms));
   return o;
 }
 
@@ -33,10 +35,11 @@ HealthMonitor::HealthMonitor(Net& net, RpcEngine& rpc, RpcStats* stats, HealthMo
       stats_(stats),
       opts_(o),
       board_(o.board),
-      probe_bulk_(std::make_shared<const Buffer>(make_ping_pattern(kProbeBulk))) {}
+      probe_bulk_(std::make_shared<const Buffer>(make_ping_pattern(kProbeBulk))),
+      cpu_judge_(o.cpu) {}
 
 void HealthMonitor::run(TimePoint now) {
-  if (!opts_.enabled) return;
+  if (!opts_.enabled && opts_.cpu.wait_per_slice <= Duration::zero()) return;
   if (!started_) {
     started_ = true;
     next_ = now + std::chrono::seconds(1);
@@ -45,7 +48,62 @@ void HealthMonitor::run(TimePoint now) {
   if (now < next_) return;
   next_ += std::chrono::seconds(1);
   if (next_ <= now) next_ = now + std::chrono::seconds(1);  // fell behind: no catching up
-  second(now);
+  if (opts_.cpu.wait_per_slice > Duration::zero()) judge_cpu(now);
+  if (opts_.enabled) second(now);
+}
+
+HealthMonitor::CpuState HealthMonitor::cpu() const {
+  MutexLock lk(mu_);
+  return cpu_state_;
+}
+
+void HealthMonitor::judge_cpu(TimePoint now) {
+  const double waited_before = cpu_judge_.total_wait_s();
+  const CpuStarvation::Change change = cpu_judge_.sample(now, read_cpu_wait());
+  cpu_wait_ms_.fetch_add(
+      static_cast<uint64_t>((cpu_judge_.total_wait_s() - waited_before) * 1000.0 + 0.5));
+  // The cgroup's last 10 s (its quota, when it is the cause, is what an operator changes).
+  cgroups_.push_back(read_cgroup_cpu());
+  if (cgroups_.size() > 11) cgroups_.pop_front();
+  if (!cpu_judge_.starved() && change != CpuStarvation::Change::kEnded) return;
+  auto figures = [](const CpuWaitFigures& f, const char* when) {
+    return fmt::format(
+        "its threads waited {:.0f} ms a second for a CPU, {:.1f} ms each time one was woken "
+        "({})",
+        f.wait_ms_per_s, f.wait_per_slice_ms, when);
+  };
+  if (change == CpuStarvation::Change::kEnded) {
+    const double lasted_s = std::chrono::duration<double>(cpu_judge_.lasted()).count();
+    cpu_starved_ms_.fetch_add(static_cast<uint64_t>(lasted_s * 1000.0));
+    PFS_LOG_INFO("this node is no longer starved of CPU (for {:.0f} s): {}", lasted_s,
+                 figures(cpu_judge_.last(), "its last second"));
+    MutexLock lk(mu_);
+    cpu_state_ = CpuState{};
+    return;
+  }
+  std::string evidence = figures(cpu_judge_.mean(), "last 10 s");
+  const std::optional<CgroupCpu>&a = cgroups_.front(), &b = cgroups_.back();
+  if (a && b && a->path == b->path) {
+    if (int64_t periods = b->periods - a->periods; periods > 0)
+      evidence += fmt::format("; its cgroup {} ran out of its quota in {} of {} periods", b->path,
+                              b->throttled - a->throttled, periods);
+    if (b->quota_us > 0 && b->period_us > 0)
+      evidence += fmt::format(" (cpu quota {:.1f} ms per {:.0f} ms)", double(b->quota_us) / 1000,
+                              double(b->period_us) / 1000);
+  }
+  MutexLock lk(mu_);
+  if (change == CpuStarvation::Change::kStarted) {
+    cpu_starved_.fetch_add(1);
+    PFS_LOG_WARN("this node is starved of CPU: {}", evidence);
+    const auto ago =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - cpu_judge_.since());
+    cpu_state_.since_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   net_.clock().wall_now().time_since_epoch())
+                                   .count() -
+                               ago.count();
+  }
+  cpu_state_.starved = true;
+  cpu_state_.evidence = std::move(evidence);
 }
 
 void HealthMonitor::second(TimePoint now) {
