@@ -615,6 +615,12 @@ TEST(ClusterHealthTest, ANodesOwnProblemIsInEveryNodesHealthAndLeavesWithIt) {
       5000ms))
       << c.d(3).process().output() << "\nn6 saw: " << h.dump() << "\nn3 sees: "
       << run({PFSNET_BIN, "--socket", c.d(3).socket(), "health", "--json"}, 20000ms).second;
+  // The end says how long it was listed, and /metrics sums it by cause.
+  std::string log = c.d(3).process().output();
+  size_t end = log.find("health: problem ended: peer_ni " + n4 + " UNHEALTHY");
+  ASSERT_NE(end, std::string::npos);
+  std::string line = log.substr(end, log.find('\n', end) - end);
+  EXPECT_NE(line.find("(listed for "), std::string::npos) << line;
 }
 
 }  // namespace

@@ -380,7 +380,7 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   m.problems = find_problems(in);
   if (node.cluster_health) {
     ClusterHealthService::Counters hc = node.cluster_health->counters();
-    m.health_events = MetricsSnapshot::HealthEvents{hc.started, hc.ended};
+    m.health_events = MetricsSnapshot::HealthEvents{hc.started, hc.ended, hc.lasted_seconds};
   }
   m.workers = node.rpc.worker_stats();
   m.replay = node.rpc.replay_stats();

@@ -418,6 +418,10 @@ std::string prometheus_text(const MetricsSnapshot& m) {
       for (const auto& [cause, n] : *counts)
         text.sample(name, "cause=\"" + cause + "\"", double(n));
     }
+    text.family("pfsnet_health_problem_seconds_total", "counter",
+                "Seconds this node's problems that ended were listed, summed, by cause.");
+    for (const auto& [cause, secs] : m.health_events->lasted_seconds)
+      text.sample("pfsnet_health_problem_seconds_total", "cause=\"" + cause + "\"", secs);
   }
 
   // What `pfsnet health` lists from this node's view: 1 while it holds, with its start.

@@ -71,6 +71,7 @@ struct MetricsSnapshot {
   // health reporter does not run).
   struct HealthEvents {
     std::map<std::string, uint64_t> started, ended;
+    std::map<std::string, double> lasted_seconds;  // of the ended ones, summed
   };
   std::optional<HealthEvents> health_events;
   // The probe mesh (absent: none runs): this node's row and its counters.

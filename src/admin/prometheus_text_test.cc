@@ -273,8 +273,19 @@ TEST(PrometheusTextTest, SlownessFamilies) {
   s.degraded[static_cast<size_t>(SlowCause::kLossy)] = 2;
   s.degraded_seconds[static_cast<size_t>(SlowCause::kLossy)] = 62.5;
   s.probes = 14;
+  s.cpu_wait_seconds = 3.25;
+  s.cpu_starved_events = 1;
+  s.cpu_starved_seconds = 13;
+  s.cpu_starved = true;
   m.slowness = s;
+  m.health_events = MetricsSnapshot::HealthEvents{{{"CPU", 2}}, {{"CPU", 1}}, {{"CPU", 13.5}}};
   t = prometheus_text(m);
+  EXPECT_NE(t.find("pfsnet_cpu_wait_seconds_total 3.25\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("pfsnet_cpu_starved 1\n"), std::string::npos);
+  EXPECT_NE(t.find("pfsnet_cpu_starved_events_total 1\n"), std::string::npos);
+  EXPECT_NE(t.find("pfsnet_cpu_starved_seconds_total 13\n"), std::string::npos);
+  EXPECT_NE(t.find("pfsnet_health_problems_ended_total{cause=\"CPU\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("pfsnet_health_problem_seconds_total{cause=\"CPU\"} 13.5\n"), std::string::npos);
   EXPECT_EQ(family_block(t, "pfsnet_health_degraded_events_total"),
             "# HELP pfsnet_health_degraded_events_total Times an NI was called degraded, by "
             "cause.\n"
@@ -334,7 +345,8 @@ TEST(PrometheusTextTest, EveryFamilyHasHelpAndTypeOnce) {
   ms.counters.mgs = MgsCore::Counters{};
   ms.counters.agent = MembershipCounters::Agent{};
   m.membership = ms;
-  m.health_events = MetricsSnapshot::HealthEvents{{{"LOSSY", 2}}, {{"LOSSY", 1}}};
+  m.health_events =
+      MetricsSnapshot::HealthEvents{{{"LOSSY", 2}}, {{"LOSSY", 1}}, {{"LOSSY", 30.0}}};
   std::istringstream in(prometheus_text(m));
   std::set<std::string> help, type;
   std::string line;

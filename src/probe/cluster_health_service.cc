@@ -46,16 +46,23 @@ ClusterHealthService::ClusterHealthService(const Config& cfg, RpcEngine& rpc,
 }
 
 void ClusterHealthService::set_local(std::vector<Problem> problems) {
+  const TimePoint now = clock_.now();
   MutexLock lk(mu_);
   for (const Problem& p : problems)
     if (!has(local_, p)) {
       PFS_LOG_WARN("health: problem started: {}", describe(p));
       ++counters_.started[p.cause];
+      began_[{p.kind, p.subject, p.cause}] = now;
     }
   for (const Problem& p : local_)
     if (!has(problems, p)) {
-      PFS_LOG_INFO("health: problem ended: {}", describe(p));
+      auto it = began_.find({p.kind, p.subject, p.cause});
+      double lasted =
+          it == began_.end() ? 0 : std::chrono::duration<double>(now - it->second).count();
+      if (it != began_.end()) began_.erase(it);
+      PFS_LOG_INFO("health: problem ended: {} (listed for {:.0f} s)", describe(p), lasted);
       ++counters_.ended[p.cause];
+      counters_.lasted_seconds[p.cause] += lasted;
     }
   local_ = std::move(problems);
 }

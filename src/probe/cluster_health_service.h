@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/mutex.h"
@@ -46,6 +47,8 @@ class ClusterHealthService {
     uint64_t reports_sent = 0, report_failures = 0, reports_received = 0;
     // This node's own problems that started and ended (health events), by cause.
     std::map<std::string, uint64_t> started, ended;
+    // Seconds the ended ones were listed, summed, by cause.
+    std::map<std::string, double> lasted_seconds;
   };
   Counters counters() const;
 
@@ -66,6 +69,8 @@ class ClusterHealthService {
   bool in_flight_ GUARDED_BY(mu_) = false;
   std::optional<HealthBoard> board_ GUARDED_BY(mu_);  // the MGS's
   Counters counters_ GUARDED_BY(mu_);
+  // When each problem of local_ was first listed: (kind, subject, cause).
+  std::map<std::tuple<std::string, std::string, std::string>, TimePoint> began_ GUARDED_BY(mu_);
 };
 
 }  // namespace pfsnet
