@@ -342,20 +342,25 @@ std::string prometheus_text(const MetricsSnapshot& m) {
       text.sample("pfsnet_health_degraded_seconds_total",
                   std::string("cause=\"") + slow_cause_name(c) + "\"",
                   m.slowness->degraded_seconds[static_cast<size_t>(c)]);
-    text.family("pfsnet_health_probes_total", "counter",
-                "Probes sent to degraded peer NIs (which carry no traffic to recover by).");
-    text.sample("pfsnet_health_probes_total", "", double(m.slowness->probes));
-    text.family("pfsnet_cpu_wait_seconds_total", "counter",
-                "Seconds this node's threads waited for a CPU (runnable, not run), summed.");
-    text.sample("pfsnet_cpu_wait_seconds_total", "", m.slowness->cpu_wait_seconds);
-    text.family("pfsnet_cpu_starved", "gauge", "1 while this node is starved of CPU.");
-    text.sample("pfsnet_cpu_starved", "", m.slowness->cpu_starved ? 1.0 : 0.0);
-    text.family("pfsnet_cpu_starved_events_total", "counter",
-                "Times this node was called starved of CPU.");
-    text.sample("pfsnet_cpu_starved_events_total", "", double(m.slowness->cpu_starved_events));
-    text.family("pfsnet_cpu_starved_seconds_total", "counter",
-                "Seconds this node stayed starved of CPU, summed over the states that ended.");
-    text.sample("pfsnet_cpu_starved_seconds_total", "", m.slowness->cpu_starved_seconds);
+    // One sample each: the probes, and this node's CPU.
+    const MetricsSnapshot::Slowness& sl = *m.slowness;
+    for (const auto& [name, type, help, value] :
+         {std::tuple{"pfsnet_health_probes_total", "counter",
+                     "Probes sent to degraded peer NIs (which carry no traffic to recover by).",
+                     double(sl.probes)},
+          std::tuple{"pfsnet_cpu_wait_seconds_total", "counter",
+                     "Seconds this node's threads waited for a CPU (runnable, not run), summed.",
+                     sl.cpu_wait_seconds},
+          std::tuple{"pfsnet_cpu_starved", "gauge", "1 while this node is starved of CPU.",
+                     sl.cpu_starved ? 1.0 : 0.0},
+          std::tuple{"pfsnet_cpu_starved_events_total", "counter",
+                     "Times this node was called starved of CPU.", double(sl.cpu_starved_events)},
+          std::tuple{"pfsnet_cpu_starved_seconds_total", "counter",
+                     "Seconds this node stayed starved of CPU, summed over the states that ended.",
+                     sl.cpu_starved_seconds}}) {
+      text.family(name, type, help);
+      text.sample(name, "", value);
+    }
   }
 
   if (m.mesh) {
