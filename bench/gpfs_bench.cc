@@ -1,4 +1,4 @@
-// The GPFS paper's benchmark (seed 001, Tables 1-2) on this machine: real pfsnetd daemons
+// The GPFS paper's benchmark (the GPFS 1.4 paper, Tables 1-2) on this machine: real pfsnetd daemons
 // on loopback -- one block server, 32 client nodes -- driven by `pfsnet bench gpfs`'s
 // admin command (storage/iobench.h) from the first client.
 //   paper    the server's link emulated at 1040 Mbit/s (130 MB/s, shared by all clients,

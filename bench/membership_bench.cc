@@ -106,7 +106,8 @@ double end_to_end_pings_per_s(double seconds, int window) {
 int main() {
   (void)init_logging("warn");
   // 10,000 clients and 200 servers at the default intervals (50 s, 10 s). Baseline: the
-  // old pinger of seed 002, every client pinging every target: 2,000,000 pings per 25 s.
+  // old pinger of Lustre's scalable pinger, every client pinging every target: 2,000,000 pings per
+  // 25 s.
   SimOptions small;
   small.clients = 10000;
   small.servers = 200;

@@ -1,7 +1,7 @@
-// The WAN study (seed 003) on a real path: two network namespaces joined by
-// pfsnet_delay_line (tools/delay_line), so kernel TCP at both ends sees the round trip
-// (default 50 ms: 25 ms each way), the rate and the tail-drop queue. A pfsnetd in each
-// namespace, 1 MiB RPCs from the client to the server; every pfsnet figure runs as long as
+// The WAN study (the LNET WAN study, docs/sources.md) on a real path: two network namespaces joined
+// by pfsnet_delay_line (tools/delay_line), so kernel TCP at both ends sees the round trip (default
+// 50 ms: 25 ms each way), the rate and the tail-drop queue. A pfsnetd in each namespace, 1 MiB RPCs
+// from the client to the server; every pfsnet figure runs as long as
 // (--iperf-seconds), and stands beside, what one iperf3 stream (kernel autotuning) moved on
 // the same line in the same run.
 // Per rate (default 1000 and 4000 Mbit/s):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Refuses an include of a module from a module below it (ARCHITECTURE.md "Layers").
+# Refuses an include of a module from a module below it (docs/architecture.md "Layers").
 # Each module lists the modules it may include; anything else under src/ is an error.
 set -euo pipefail
 root=${1:-$(dirname "$0")/..}

@@ -1,4 +1,4 @@
-// Config: the pfsnetd TOML configuration (INTERFACES.md "Configuration"). Every key has
+// Config: the pfsnetd TOML configuration (docs/interfaces.md "Configuration"). Every key has
 // a default; an unknown key, a wrong type or an out-of-range value is an error naming
 // the file, the line and the key.
 // Thread safety: a plain value; the daemon swaps whole Configs.

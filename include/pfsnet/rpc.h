@@ -15,7 +15,7 @@
 
 namespace pfsnet {
 
-// Timings of one RPC, from the client's point of view (ARCHITECTURE.md "RPC statistics").
+// Timings of one RPC, from the client's point of view (docs/architecture.md "RPC statistics").
 struct RpcTimes {
   TimePoint submit;            // call() entered
   TimePoint write_start;       // request's first byte handed to the socket

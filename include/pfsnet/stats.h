@@ -22,7 +22,7 @@ enum class NodeStat : uint8_t {
   kLatencyMixed,
 };
 inline constexpr int kNumNodeStats = 7;
-// "channel_wait", "send_time_tcp", ... (the JSON names of INTERFACES.md).
+// "channel_wait", "send_time_tcp", ... (the JSON names of docs/interfaces.md).
 std::string_view node_stat_name(NodeStat s);
 bool node_stat_is_verbs(NodeStat s);
 

@@ -1,6 +1,6 @@
 // Status and Result<T>: network failures are expected outcomes and travel as values.
 // A Status carries a Code telling the caller what to do and, where the failure is a
-// network health event, the LNet health error kind (seed 004).
+// network health event, the LNet health error kind (LNet health, docs/sources.md).
 // Thread safety: plain values; copy freely.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The admin commands of a pfsnet node (INTERFACES.md "Command line"): what pfsnetd serves
+// The admin commands of a pfsnet node (docs/interfaces.md "Command line"): what pfsnetd serves
 // on its admin socket and, read-only, over HTTP. Each handler turns a request into calls
 // on the node's parts and their typed answers into the JSON the CLI prints; the JSON
 // shapes live in views.h.

@@ -1,4 +1,4 @@
-// The JSON of `pfsnet diag rpc --json` (INTERFACES.md), built from a StatsReport, and the
+// The JSON of `pfsnet diag rpc --json` (docs/interfaces.md), built from a StatsReport, and the
 // parsing of its arguments. Shared by the admin socket and, later, the HTTP API.
 // Thread safety: pure functions.
 #pragma once

@@ -1,5 +1,5 @@
 // JSON views of the node's typed snapshots, as the admin socket, the HTTP API and the
-// CLI's --json carry them (INTERFACES.md). Only shapes here: no I/O, no locks.
+// CLI's --json carry them (docs/interfaces.md). Only shapes here: no I/O, no locks.
 // Thread safety: pure functions.
 #pragma once
 

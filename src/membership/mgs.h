@@ -1,11 +1,10 @@
-// MgsCore: the MGS side of the scalable pinger (seed 002), as pure logic on an injected
-// clock so that a test or a simulation drives it exactly: the table of nodes, their
-// states (up; suspect after one missed period; dead after ping_miss_limit periods), and
-// the notifications of state changes to those who care -- clients of a server that died
-// or came back, servers of a client that died or came back -- coalesced per subscriber
-// (one notification carries every change it has not heard yet, each in its newest
-// state), at most `notify_rate` per second and `notify_window` in flight, retried with
-// back-off.
+// MgsCore: the MGS side of the scalable pinger (Lustre's scalable pinger, docs/sources.md), as pure
+// logic on an injected clock so that a test or a simulation drives it exactly: the table of nodes,
+// their states (up; suspect after one missed period; dead after ping_miss_limit periods), and the
+// notifications of state changes to those who care -- clients of a server that died or came back,
+// servers of a client that died or came back -- coalesced per subscriber (one notification carries
+// every change it has not heard yet, each in its newest state), at most `notify_rate` per second
+// and `notify_window` in flight, retried with back-off.
 //
 // Beyond the design note: a server's ping carries the NIDs of clients that sent it RPCs
 // since its last ping; such a client counts as heard from (heard_reports). And a node that

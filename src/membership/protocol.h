@@ -1,4 +1,4 @@
-// The membership protocol (seed 002, the scalable pinger): message types, their
+// The membership protocol (Lustre's scalable pinger, the scalable pinger): message types, their
 // payloads and a small bounds-checked little-endian codec. Every node registers with the
 // MGS and pings it on its period; the MGS notifies subscribers of state changes.
 //

@@ -1,4 +1,4 @@
-// Health: the LNet health of one NI, local or peer (seed 004, as current LNet). Pure logic
+// Health: the LNet health of one NI, local or peer (LNet health, as current LNet). Pure logic
 // on the time the caller passes: no clock is read here, so tests drive it exactly.
 //
 // The value is kMaxHealth (1000) when healthy. A failure lowers it by `sensitivity`, a

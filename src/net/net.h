@@ -10,7 +10,7 @@
 // credits, then round-robin. A node with both kinds of NI thus uses RDMA while that path
 // is healthy, TCP when it fails, and RDMA again once it has recovered.
 //
-// Credits (seed 003, and LNet's o2iblnd): every connection has a window of
+// Credits (the LNET WAN study, and LNet's o2iblnd): every connection has a window of
 // `peer_credits` messages (requests and replies; control frames are free). The receiver
 // returns a credit when the layer above has consumed the message (RxCredit is released),
 // piggybacked on its next frame or, when `credit_high_water` are owed and nothing is going
@@ -22,7 +22,7 @@
 // before anything else looks at it, and one that fails goes up as NetRx::on_corrupt --
 // never as a message -- counted and blamed on the peer NI as PEER_NI_CORRUPT.
 //
-// Health (seed 004, as current LNet): every local NI and peer NI has a health value, 1000
+// Health (LNet health, as current LNet): every local NI and peer NI has a health value, 1000
 // when healthy. A failure lowers the NI it is blamed on by health_sensitivity (local kinds:
 // the local NI; peer kinds, remote timeouts included: the peer NI); a
 // success raises it by as much. An NI below 1000 is in recovery: recovery_due() names

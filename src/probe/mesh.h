@@ -1,4 +1,4 @@
-// The probe mesh (Pingmesh-style, ARCHITECTURE.md "Probing"): every node probes a few
+// The probe mesh (Pingmesh-style, docs/architecture.md "Probing"): every node probes a few
 // peers on every path to them, all the time and cheaply, so that figures between nodes
 // exist when no application talks, and the MGS gathers every node's row so that one
 // command shows the whole cluster. This header is the pure part:

@@ -1,6 +1,6 @@
-// Fabric errors into health (seed 004), over the real fabric transport (libfabric's tcp
-// provider on loopback): each error of the table in transport/fabric_health.h is injected
-// at the transport seam -- as a connection-manager error while connecting, or as a
+// Fabric errors into health (LNet health, docs/sources.md), over the real fabric transport
+// (libfabric's tcp provider on loopback): each error of the table in transport/fabric_health.h is
+// injected at the transport seam -- as a connection-manager error while connecting, or as a
 // completion error of a data frame on an open connection -- and the test checks the
 // health kind counted, the NI it lowers (peer NI, or the local NI taken out of
 // selection), and that the RPC is resent and answered.

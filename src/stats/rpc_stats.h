@@ -1,4 +1,5 @@
-// RpcStats: GPFS RPC performance statistics (seed 000, ARCHITECTURE.md "RPC statistics").
+// RpcStats: GPFS RPC performance statistics (docs/sources.md; docs/architecture.md "RPC
+// statistics").
 //
 // The RPC path records one RawStatRecord per reply received and one RawExecRecord per
 // request executed; both go into bounded raw buffers without locks or allocation (a full

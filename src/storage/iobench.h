@@ -1,4 +1,4 @@
-// The GPFS paper's benchmark (seed 001, "pfsnet bench gpfs"): N client nodes x T threads,
+// The GPFS paper's benchmark (the GPFS 1.4 paper, "pfsnet bench gpfs"): N client nodes x T threads,
 // each thread issuing R sequential requests of S bytes to its own segment of one shared
 // striped file -- thread g of the job (node i, thread t: g = i x T + t) owns bytes
 // [g x R x S, (g + 1) x R x S) -- after a barrier; the job time runs from the first

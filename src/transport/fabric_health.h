@@ -1,6 +1,6 @@
-// What a fabric error says about health (seed 004): the connection manager's events and
-// the completion errors of posted operations, as libfabric reports them (an errno), mapped
-// to the LNet health kinds. Used by the fabric transport where it reads its event and
+// What a fabric error says about health (LNet health, docs/sources.md): the connection manager's
+// events and the completion errors of posted operations, as libfabric reports them (an errno),
+// mapped to the LNet health kinds. Used by the fabric transport where it reads its event and
 // completion queues; the table is in the README ("Fabric errors and health").
 //
 //   where        rdma_cm event / verbs status          libfabric err         kind

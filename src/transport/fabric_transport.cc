@@ -497,7 +497,7 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
              " on " + describe() + " failed: " + what);
   }
 
-  // A fabric error (seed 004's table, fabric_health.h): the connection closes with the
+  // A fabric error (LNet health's table, fabric_health.h): the connection closes with the
   // health kind it implies; a local device gone first takes the NI out of selection, so
   // what the close fails is resent elsewhere.
   void fail(FabricSite site, int err, const std::string& what) {

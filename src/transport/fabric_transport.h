@@ -76,7 +76,7 @@ class FabricTransport final : public Transport {
   bool progress() override;
   void stop() override;
 
-  // Fault injection at the transport seam (seed 004's errors, without the hardware): the
+  // Fault injection at the transport seam (LNet health's errors, without the hardware): the
   // next connection attempt (kConnect) or the next data frame sent on an open connection
   // (kCompletion; the frame is not sent) fails with libfabric error `err` (an errno), as
   // if the provider had reported it, and goes through the same mapping to health

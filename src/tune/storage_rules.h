@@ -1,4 +1,4 @@
-// The GPFS paper's tuning rules for the block service (seed 001, "Performance Impact of
+// The GPFS paper's tuning rules for the block service (the GPFS 1.4 paper, "Performance Impact of
 // Small I/O Requests" and Appendix A), as advice with one-line reasons like the credit
 // advice (tune.h):
 //

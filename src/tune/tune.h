@@ -1,5 +1,5 @@
-// Tuning (seed 003; ARCHITECTURE.md "Probing, self-test and tuning"): what the path to
-// each peer needs, whether the settings give it, and an auto-tuner.
+// Tuning (the LNET WAN study; docs/architecture.md "Probing, self-test and tuning"): what the path
+// to each peer needs, whether the settings give it, and an auto-tuner.
 //
 // The study's rule: bulk RPCs of `size` over a path of round trip RTT and bandwidth B
 // fill it only with more than BDP / size in flight (BDP = B x RTT; pfsnet's writes carry

@@ -1,4 +1,4 @@
-// The TCP window of each path, as the kernel sees it (seed 003: the BDP rule applies to
+// The TCP window of each path, as the kernel sees it (the LNET WAN study: the BDP rule applies to
 // TCP's buffers as much as to RPCs in flight). Two judgements, pure functions of numbers:
 //
 // WindowWatch: from two readings of each connection's TCP_INFO an interval apart, whether
