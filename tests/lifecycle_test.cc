@@ -2,9 +2,14 @@
 // under load.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "cluster.h"
 #include "rpc/ping.h"
@@ -140,6 +145,81 @@ TEST(LifecycleTest, ARestartedClientsRequestsRunAgainUnderItsNewIncarnation) {
   EXPECT_EQ(rc["clients"], 2) << rc.dump();
   EXPECT_EQ(rc["replayed"], 0) << rc.dump();
   EXPECT_EQ(rc["finished_copies"], 0) << rc.dump();
+}
+
+// Issue 38: a server restarted again and again under load never answers "no handler"
+// (NOT_FOUND, a permanent error its client does not resend): a libpfsnet server
+// (pfsnet_soak's serve mode) registers its handlers before it listens, so from its first
+// connection it serves every type it ever will. Two client threads keep calling its
+// SOAK_READ while it is killed and started 20 times; each incarnation must serve some of
+// them, and no call may fail with NOT_FOUND (what fails while it is down is a connect error
+// or a timeout, which a client resends or retries).
+TEST(LifecycleTest, AServerRestartedUnderLoadNeverAnswersNoHandler) {
+  constexpr char kKey[] = "lifecycle-restart-cluster-key-01";
+  constexpr uint32_t kSoakRead = kMsgFirstUser + 72;  // tests/soak.cc
+  TempDir dir;
+  std::string key = dir.file("cluster.key"), cfg = dir.file("server.toml");
+  write_file(key, kKey, 0600);
+  const Nid server = loopback_nid(2);
+  write_file(cfg, "[node]\nname = \"restarted\"\ncluster_key_file = \"" + key +
+                      "\"\n[lnet]\ntransaction_timeout = 5\n[[net]]\nnid = \"" +
+                      server.to_string() + "\"\n");
+  ClientNode client(loopback_nid(1), kKey, 8, 8, 5s);
+  ASSERT_TRUE(client.start_status().ok()) << client.start_status().to_string();
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> served{0};
+  std::mutex mu;
+  std::map<std::string, uint64_t> failures;  // code name -> count
+  std::string not_found_example;
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 2; ++t)
+    callers.emplace_back([&, t] {
+      for (uint32_t i = 0; !stop.load() && i < 1000000; ++i) {
+        Buffer req(16);
+        std::memset(req.data(), 0, 16);
+        const uint32_t size = 4096, seed = i * 2 + static_cast<uint32_t>(t);
+        std::memcpy(req.data() + 8, &size, 4);
+        std::memcpy(req.data() + 12, &seed, 4);
+        CallOptions o;
+        o.timeout = 2s;
+        RpcReply r = client.rpc().call(server, kSoakRead, std::move(req), nullptr, o);
+        if (r.status.ok()) {
+          served.fetch_add(1);
+          continue;
+        }
+        std::lock_guard lk(mu);
+        ++failures[std::string(code_name(r.status.code()))];
+        if (r.status.code() == Code::kNotFound && not_found_example.empty())
+          not_found_example = r.status.message();
+      }
+    });
+  int incarnations = 0;
+  for (int round = 0; round < 20; ++round) {
+    Process p({SOAK_BIN, "serve", "--config", cfg});
+    if (!p.wait_for_output("soak server ready", 10000ms)) {
+      ADD_FAILURE() << "round " << round << ": the server did not start: " << p.output();
+      break;
+    }
+    // Until this incarnation has served a few calls (bounded), then it is killed.
+    const uint64_t before = served.load();
+    for (int i = 0; i < 500 && served.load() < before + 20; ++i)
+      std::this_thread::sleep_for(10ms);  // a bounded poll of the callers' count
+    incarnations += served.load() >= before + 20;
+    p.kill(SIGKILL);
+    p.wait_exit(5000ms);
+  }
+  stop = true;
+  for (auto& c : callers) c.join();
+  std::string summary;
+  for (const auto& [k, v] : failures) summary += k + " " + std::to_string(v) + "; ";
+  std::printf("20 restarts: %llu calls served, failed: %s%d incarnations served calls\n",
+              static_cast<unsigned long long>(served.load()), summary.c_str(), incarnations);
+  EXPECT_EQ(failures.count("NOT_FOUND"), 0u) << not_found_example;
+  // Nor any other permanent answer: only what a server that is down gives.
+  for (const auto& [code, n] : failures)
+    EXPECT_TRUE(code == "UNREACHABLE" || code == "CLOSED" || code == "TIMEOUT")
+        << code << " x" << n;
+  EXPECT_EQ(incarnations, 20);
 }
 
 }  // namespace

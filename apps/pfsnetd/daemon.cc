@@ -82,9 +82,14 @@ Status Daemon::start() {
   if (!init_.ok()) return init_;
   Status s = check_lnds(cfg_.get());
   if (!s.ok()) return s;
-  s = net_->start();
-  if (!s.ok()) return s;
+  // Every handler was registered when the daemon was built, and the block targets open
+  // before the NIs listen: from its first connection the daemon serves every message type
+  // it ever will (a block request that came before the targets were open was told NOT_FOUND,
+  // "no block targets here", which its client does not resend). The services that need the
+  // network (membership, mesh, netverify) start once it listens.
   s = storage_->start();
+  if (!s.ok()) return s;
+  s = net_->start();
   if (!s.ok()) return s;
   timers_->start(std::chrono::milliseconds(100));
   watch_links();
@@ -125,8 +130,8 @@ Status Daemon::start() {
   }
   std::string nids;
   for (const Nid& n : net_->local_nids()) nids += (nids.empty() ? "" : " ") + n.to_string();
-  PFS_LOG_INFO("pfsnetd started: node {} NIDs {} admin socket {}", cfg.node.name, nids,
-               cfg.node.admin_socket);
+  PFS_LOG_INFO("pfsnetd started: node {} NIDs {} admin socket {}; ready: every service serves",
+               cfg.node.name, nids, cfg.node.admin_socket);
   return Status::Ok();
 }
 

@@ -26,9 +26,19 @@ namespace pfsnet {
 
 class Node {
  public:
-  // Listens on every [[net]] NI of `cfg` (at least one), authenticating peers with
-  // `cluster_key` (at least 16 bytes; load_cluster_key reads a key file). Errors: no NI,
-  // a short key, an address that cannot be bound.
+  // Builds a node on every [[net]] NI of `cfg` (at least one), authenticating peers with
+  // `cluster_key` (at least 16 bytes; load_cluster_key reads a key file), without
+  // listening yet: register the handlers, then listen(). A node serves a message type from
+  // its first connection on, so no peer is ever told "no handler" for one it serves while
+  // it starts (a permanent NOT_FOUND its client would not resend). Errors: no NI, a short
+  // key, a bad [tls] setting.
+  static Result<std::unique_ptr<Node>> create(const Config& cfg, std::string cluster_key);
+  // Listens on every NI and starts the node's timers; until then calls fail and peers'
+  // connects are refused (PEER_NI_CONNECT_ERROR: resent within their deadline). Errors: an
+  // address that cannot be bound; a stopped node. Idempotent.
+  Status listen();
+  // create() and listen() in one, for a node that serves only PING or registers its
+  // handlers before any peer knows of it.
   static Result<std::unique_ptr<Node>> start(const Config& cfg, std::string cluster_key);
   // Stops: pending RPCs fail with kCancelled, connections close. Idempotent.
   void stop();
@@ -36,7 +46,8 @@ class Node {
 
   // Serves `type` (kMsgFirstUser and up for an application's own). A request runs once
   // however often the network delivers it, unless `exec` is kRepeatable (see
-  // Execution). REQUIRES: before traffic of that type arrives.
+  // Execution). REQUIRES: before listen() (or, after it, before any peer can send that
+  // type: the handler table is not guarded against a request being served).
   void handle(uint32_t type, std::string name, Handler h, HandlerMode mode,
               Execution exec = Execution::kOnce);
 

@@ -1,5 +1,7 @@
 #include <pfsnet/node.h>
 
+#include <atomic>
+
 #include "net/net.h"
 #include "rpc/node_timers.h"
 #include "rpc/ping.h"
@@ -22,10 +24,18 @@ struct Node::Impl {
   std::unique_ptr<RpcEngine> rpc;
   std::unique_ptr<HealthMonitor> health;  // outlives rpc's shutdown: its probes use it
   std::unique_ptr<NodeTimers> timers;
+  std::atomic<bool> listening{false};
   bool stopped = false;
 };
 
 Result<std::unique_ptr<Node>> Node::start(const Config& cfg, std::string cluster_key) {
+  auto n = create(cfg, std::move(cluster_key));
+  if (!n.ok()) return n.status();
+  if (Status s = (*n)->listen(); !s.ok()) return s;
+  return n;
+}
+
+Result<std::unique_ptr<Node>> Node::create(const Config& cfg, std::string cluster_key) {
   if (cfg.nets.empty()) return Status(Code::kInvalidArgument, "no [[net]]: a node needs an NI");
   if (cluster_key.size() < 16)
     return Status(Code::kInvalidArgument, "the cluster key must be at least 16 bytes");
@@ -58,9 +68,16 @@ Result<std::unique_ptr<Node>> Node::start(const Config& cfg, std::string cluster
   n.timers =
       std::make_unique<NodeTimers>(*n.net, *n.rpc, n.stats.get(), n.pinger.get(), n.health.get());
   serve_ping(*n.rpc, static_cast<size_t>(cfg.max_bulk()));
-  if (Status s = n.net->start(); !s.ok()) return s;
-  n.timers->start(std::chrono::milliseconds(100));
   return std::unique_ptr<Node>(new Node(std::move(impl)));
+}
+
+Status Node::listen() {
+  if (impl_->stopped) return Status(Code::kCancelled, "the node was stopped");
+  if (impl_->listening) return Status::Ok();
+  if (Status s = impl_->net->start(); !s.ok()) return s;
+  impl_->listening = true;
+  impl_->timers->start(std::chrono::milliseconds(100));
+  return Status::Ok();
 }
 
 Node::Node(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -70,7 +87,7 @@ Node::~Node() { stop(); }
 void Node::stop() {
   if (impl_->stopped) return;
   impl_->stopped = true;
-  impl_->timers->stop();
+  if (impl_->listening) impl_->timers->stop();
   impl_->rpc->shutdown();
   impl_->net->shutdown();
   impl_->hold_timers->stop();
@@ -80,13 +97,24 @@ void Node::handle(uint32_t type, std::string name, Handler h, HandlerMode mode, 
   impl_->rpc->handle(type, std::move(name), std::move(h), mode, exec);
 }
 
+namespace {
+// A call before listen(): its deadline would not be kept (the node's timers run from then).
+RpcReply not_listening() {
+  RpcReply r;
+  r.status = Status(Code::kInvalidArgument, "the node is not listening yet: call listen() first");
+  return r;
+}
+}  // namespace
+
 RpcReply Node::call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk,
                     CallOptions opts) {
+  if (!impl_->listening.load()) return not_listening();
   return impl_->rpc->call(dst, type, std::move(payload), std::move(bulk), opts);
 }
 
 void Node::call_async(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk,
                       std::function<void(RpcReply&&)> done, CallOptions opts) {
+  if (!impl_->listening.load()) return done(not_listening());
   impl_->rpc->call_async(dst, type, std::move(payload), std::move(bulk), std::move(done), opts);
 }
 

@@ -58,6 +58,45 @@ TEST(NodeTest, CallsServesAndKeepsStatistics) {
   EXPECT_EQ(r.status.code(), Code::kCancelled);
 }
 
+// Issue 38: an application registers its handlers before its node listens, so a peer is
+// never told "no handler" (NOT_FOUND, permanent) for a type the node serves: before
+// listen() its connects are refused (retryable), after it every handler serves.
+TEST(NodeTest, HandlersRegisteredBeforeListeningServeFromTheFirstConnection) {
+  auto a = Node::start(config("127.0.5.5"), kKey);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  auto b = Node::create(config("127.0.5.6"), kKey);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  Nid bn = (*b)->nids()[0];
+  constexpr uint32_t kEcho = kMsgFirstUser + 3;
+  (*b)->handle(
+      kEcho, "ECHO",
+      [](RpcRequest& req) {
+        RpcResponse resp;
+        resp.payload = Buffer::copy_of(req.payload.span());
+        return resp;
+      },
+      HandlerMode::kInline);
+  // Not listening yet: refused, a retryable error -- never NOT_FOUND.
+  RpcReply r = (*a)->call(bn, kEcho, Buffer::copy_of("x"), nullptr, CallOptions{2s});
+  EXPECT_FALSE(r.status.ok());
+  EXPECT_NE(r.status.code(), Code::kNotFound) << r.status.to_string();
+  EXPECT_EQ(r.status.health_kind(), HealthKind::kPeerNiConnectError) << r.status.to_string();
+  // The node's own calls fail clearly until it listens (its deadlines run from then).
+  r = (*b)->call((*a)->nids()[0], kMsgPing, Buffer(), nullptr, CallOptions{2s});
+  EXPECT_EQ(r.status.code(), Code::kInvalidArgument) << r.status.to_string();
+  ASSERT_TRUE((*b)->listen().ok());
+  ASSERT_TRUE((*b)->listen().ok());  // idempotent
+  r = (*a)->call(bn, kEcho, Buffer::copy_of("served"), nullptr, CallOptions{5s});
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(std::string(r.payload.view()), "served");
+  (*b)->stop();
+  EXPECT_EQ((*b)->listen().code(), Code::kCancelled);
+  // A node created and stopped without listening stops cleanly.
+  auto c = Node::create(config("127.0.5.7"), kKey);
+  ASSERT_TRUE(c.ok());
+  (*c)->stop();
+}
+
 TEST(NodeTest, BadStartsAreClearErrors) {
   Config none;
   EXPECT_EQ(Node::start(none, kKey).status().code(), Code::kInvalidArgument);
