@@ -4,9 +4,11 @@
 // were acknowledged.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -258,6 +260,63 @@ TEST(StorageTest, AServerKilledInTheMiddleOfWritesLosesNoneThatWereAcknowledged)
     ++checked;
   }
   EXPECT_GE(checked, 6);
+}
+
+// Issue 38: a block server restarted under load never tells a client "no block targets
+// here" (NOT_FOUND: a permanent answer its client does not resend). pfsnetd opens its
+// targets before its NIs listen -- its log says so, in that order, every time -- and a
+// client writing all along sees only what a server that is down gives.
+TEST(StorageTest, ARestartedBlockServerNeverAnswersNotFoundWhileItStarts) {
+  TempDir dir;
+  std::string key = TwoDaemons::write_key(dir);
+  auto s1 = std::make_unique<Daemon>(dir, 2, key, server_opts(dir, "s1", 1));
+  Daemon c1(dir, 4, key, client_opts());
+  ASSERT_TRUE(s1->ready() && c1.ready());
+  const std::string servers = s1->nid().to_string();
+  std::string local = dir.file("block");
+  write_file(local, random_bytes(64 << 10, 7));
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0};
+  std::mutex mu;
+  std::vector<std::string> permanent;  // outputs of puts that failed NOT_FOUND
+  int failed = 0;
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 2; ++t)
+    writers.emplace_back([&, t] {
+      for (int i = 0; !stop.load() && i < 100000; ++i) {
+        auto [rc, out] = put(c1, "restart" + std::to_string(t), local, servers, 0);
+        if (rc == 0) {
+          ok.fetch_add(1);
+          continue;
+        }
+        std::lock_guard lk(mu);
+        ++failed;
+        if (out.find("NOT_FOUND") != std::string::npos ||
+            out.find("no block targets") != std::string::npos)
+          permanent.push_back(out);
+      }
+    });
+  for (int round = 0; round < 8; ++round) {
+    const int before = ok.load();
+    for (int i = 0; i < 1000 && ok.load() < before + 2; ++i)
+      std::this_thread::sleep_for(10ms);  // a bounded poll of the writers' count
+    EXPECT_GE(ok.load(), before + 2) << "round " << round << ": no write went through";
+    s1->process().kill(SIGKILL);
+    EXPECT_GE(s1->process().wait_exit(5000ms), 0);
+    s1 = std::make_unique<Daemon>(dir, 2, key, server_opts(dir, "s1", 1));
+    ASSERT_TRUE(s1->ready()) << "round " << round;
+    std::string log = s1->process().output();
+    size_t targets = log.find("block server:"), listening = log.find(" up (port");
+    ASSERT_NE(targets, std::string::npos) << log;
+    ASSERT_NE(listening, std::string::npos) << log;
+    EXPECT_LT(targets, listening) << "its targets must open before it listens:\n" << log;
+    EXPECT_NE(log.find("ready: every service serves"), std::string::npos) << log;
+  }
+  stop = true;
+  for (auto& w : writers) w.join();
+  std::printf("8 restarts: %d writes went through, %d failed, %zu of them NOT_FOUND\n", ok.load(),
+              failed, permanent.size());
+  EXPECT_TRUE(permanent.empty()) << permanent.front();
 }
 
 std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
