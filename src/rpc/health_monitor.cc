@@ -62,9 +62,15 @@ void HealthMonitor::judge_cpu(TimePoint now) {
   const CpuStarvation::Change change = cpu_judge_.sample(now, read_cpu_wait());
   cpu_wait_ms_.fetch_add(
       static_cast<uint64_t>((cpu_judge_.total_wait_s() - waited_before) * 1000.0 + 0.5));
-  // The cgroup's last 10 s (its quota, when it is the cause, is what an operator changes).
-  cgroups_.push_back(read_cgroup_cpu());
-  if (cgroups_.size() > 11) cgroups_.pop_front();
+  // The cgroup's figures of the last 10 s (its quota, when it is the cause, is what an
+  // operator changes) -- read only while the threads wait at all, not every second.
+  const double min_ms = std::chrono::duration<double, std::milli>(opts_.cpu.min_wait_per_s).count();
+  if (cpu_judge_.starved() || cpu_judge_.last().wait_ms_per_s >= min_ms / 3) {
+    cgroups_.push_back(read_cgroup_cpu());
+    if (cgroups_.size() > 11) cgroups_.pop_front();
+  } else {
+    cgroups_.clear();
+  }
   if (!cpu_judge_.starved() && change != CpuStarvation::Change::kEnded) return;
   auto figures = [](const CpuWaitFigures& f, const char* when) {
     return fmt::format(
@@ -82,14 +88,15 @@ void HealthMonitor::judge_cpu(TimePoint now) {
     return;
   }
   std::string evidence = figures(cpu_judge_.mean(), "last 10 s");
-  const std::optional<CgroupCpu>&a = cgroups_.front(), &b = cgroups_.back();
-  if (a && b && a->path == b->path) {
-    if (int64_t periods = b->periods - a->periods; periods > 0)
-      evidence += fmt::format("; its cgroup {} ran out of its quota in {} of {} periods", b->path,
-                              b->throttled - a->throttled, periods);
-    if (b->quota_us > 0 && b->period_us > 0)
-      evidence += fmt::format(" (cpu quota {:.1f} ms per {:.0f} ms)", double(b->quota_us) / 1000,
-                              double(b->period_us) / 1000);
+  if (!cgroups_.empty() && cgroups_.front() && cgroups_.back() &&
+      cgroups_.front()->path == cgroups_.back()->path) {
+    const CgroupCpu &a = *cgroups_.front(), &b = *cgroups_.back();
+    if (int64_t periods = b.periods - a.periods; periods > 0)
+      evidence += fmt::format("; its cgroup {} ran out of its quota in {} of {} periods", b.path,
+                              b.throttled - a.throttled, periods);
+    if (b.quota_us > 0 && b.period_us > 0)
+      evidence += fmt::format(" (cpu quota {:.1f} ms per {:.0f} ms)", double(b.quota_us) / 1000,
+                              double(b.period_us) / 1000);
   }
   MutexLock lk(mu_);
   if (change == CpuStarvation::Change::kStarted) {
