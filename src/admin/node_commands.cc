@@ -55,12 +55,14 @@ Result<json> diag_rpc(const NodeParts& node, const json& req) {
   return j;
 }
 
-// What this node knows of itself: its NIs, its peer NIs, its settings, its CPU.
-ProblemInputs own_inputs(const NodeParts& node) {
+// What this node knows of itself: its NIs and peer NIs (`nis`, `peers`: as the caller took
+// them), its settings, its CPU.
+ProblemInputs own_inputs(const NodeParts& node, std::vector<NiInfo> nis,
+                         std::vector<NiInfo> peers) {
   ProblemInputs in;
   in.node = node.cfg.read([](const Config& c) { return c.node.name; });
-  in.nis = node.net.nis();
-  in.peers = node.net.peers();
+  in.nis = std::move(nis);
+  in.peers = std::move(peers);
   if (node.tune) in.settings = node.tune->status().active;
   if (node.health) {
     HealthMonitor::CpuState cpu = node.health->cpu();
@@ -74,7 +76,7 @@ ProblemInputs own_inputs(const NodeParts& node) {
 // The problems this node sees, with the MGS's dead and suspect nodes (admin/problems.h).
 // An MGS that cannot be asked is a problem of its own.
 Result<json> health(const NodeParts& node) {
-  ProblemInputs in = own_inputs(node);
+  ProblemInputs in = own_inputs(node, node.net.nis(), node.net.peers());
   std::optional<StatusTable> table;
   std::string mgs_error;
   if (node.membership && (node.membership->is_mgs() || node.membership->has_agent())) {
@@ -294,7 +296,7 @@ Result<TuneRequest> parse_tune_request(const json& req) {
 }
 
 std::vector<Problem> local_problems(const NodeParts& node) {
-  return find_problems(own_inputs(node));
+  return find_problems(own_inputs(node, node.net.nis(), node.net.peers()));
 }
 
 void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
@@ -375,7 +377,8 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   }
   // This node's own problems; on the MGS with its table's DEAD and SUSPECT nodes (another
   // node's table is not asked for on a scrape).
-  ProblemInputs in = own_inputs(node);
+  // The NIs and peers this snapshot took already: not walked a second time per scrape.
+  ProblemInputs in = own_inputs(node, m.nis, m.peers);
   if (m.membership && m.membership->table) in.table = &*m.membership->table;
   m.problems = find_problems(in);
   if (node.cluster_health) {
