@@ -374,6 +374,47 @@ TEST_F(MgsTest, ReportedNodeIsSuspectAtOnceAndDeadWhenTheMgsCannotReachItEither)
   EXPECT_EQ(state(s), NodeState::kUp);
 }
 
+// CI's sequence: a dead server registers again, and before the MGS sends the news another
+// server reports it unreachable (its old connection's error), which makes it suspect until
+// the MGS's own ping answers. The clients must still be told it is up: a suspect is up
+// until verified, and its return to up is no news of its own.
+TEST_F(MgsTest, AServerBackButSuspectWhenTheNewsGoesOutIsAnnouncedUp) {
+  uint32_t s = add("oss1", kRoleServer, "10.0.0.3@tcp");
+  uint32_t s2 = add("oss2", kRoleServer, "10.0.0.4@tcp");
+  uint32_t c1 = add("c1", kRoleClient, "10.0.0.5@tcp");
+  mgs_.take_changes();
+  for (int i = 0; i < 4; ++i) {  // oss1 falls silent: dead after 3 periods and the grace
+    clock_.advance(10s);
+    ping(s2);
+    ping(c1);
+    mgs_.tick(clock_.now());
+  }
+  ASSERT_EQ(state(s), NodeState::kDead);
+  auto out = mgs_.take_notifications(clock_.now());
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].req.events.at(0).state, NodeState::kDead);
+  mgs_.notification_done(out[0].token, true, clock_.now());
+  clock_.advance(1s);
+  mgs_.on_register(RegisterReq{"oss1", kRoleServer, {nid("10.0.0.3@tcp")}, 8}, clock_.now());
+  ASSERT_EQ(state(s), NodeState::kUp);
+  ReportReq r{s2, 7, {{nid("10.0.0.3@tcp").pack(), HealthKind::kPeerNiConnectError}}};
+  mgs_.on_report(r, clock_.now());
+  ASSERT_EQ(state(s), NodeState::kSuspect);
+  out = mgs_.take_notifications(clock_.now());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].to, c1);
+  ASSERT_EQ(out[0].req.events.size(), 1u);
+  EXPECT_EQ(out[0].req.events[0].name, "oss1");
+  EXPECT_EQ(out[0].req.events[0].state, NodeState::kUp);
+  mgs_.notification_done(out[0].token, true, clock_.now());
+  // The MGS's ping answers: up again, and nothing more to send.
+  auto v = mgs_.take_verifications();
+  ASSERT_EQ(v.size(), 1u);
+  mgs_.verification_done(v[0].token, true, clock_.now());
+  EXPECT_EQ(state(s), NodeState::kUp);
+  EXPECT_TRUE(mgs_.take_notifications(clock_.now()).empty());
+}
+
 // A server stopped (SIGSTOP) and resumed finds every deadline it had passed at once: its
 // connects and sends "failed". Its report of the peers it could not reach is its stall's,
 // not theirs: the MGS, which had lost the server itself, acts on none of it until the

@@ -200,6 +200,9 @@ std::vector<MgsCore::Outgoing> MgsCore::take_notifications(TimePoint now) {
     size_t bytes = 12, taken = 0;
     for (; taken < sub.pending.size(); ++taken) {
       NodeEvent e = event_of(nodes_[sub.pending[taken]]);
+      // A suspect is up until verified, and its return to up is no news of its own: sent as
+      // suspect, the news that it came back would be lost (subscribers act on up and dead).
+      if (e.state == NodeState::kSuspect) e.state = NodeState::kUp;
       bytes += encoded_size(e);
       if (bytes > 60000 && taken > 0) break;
       o.req.events.push_back(std::move(e));
