@@ -32,6 +32,7 @@ struct TcpKernelInfo {
   uint64_t segs_out = 0;  // segments sent, retransmits included
   uint64_t bytes_sent = 0, bytes_retrans = 0;
   uint64_t delivery_rate = 0;  // bytes/s, the kernel's latest estimate
+  uint64_t pacing_rate = 0;    // bytes/s, what the congestion control paces sends at
   uint64_t busy_us = 0, rwnd_limited_us = 0, sndbuf_limited_us = 0;
   // The window: what the peer last advertised it can receive (bytes), and this socket's
   // buffers in force (SO_SNDBUF, SO_RCVBUF: the kernel's doubled figures, autotuned
@@ -46,6 +47,9 @@ struct TcpKernelInfo {
 struct TcpTotals {
   uint64_t segs_out = 0, retrans = 0, bytes_sent = 0, bytes_retrans = 0;
   uint64_t spurious = 0;  // retransmits the peer had already (dsack_dups)
+  // What the open connections' congestion control paces sends at now, summed (bytes/s);
+  // not a total over time: add() leaves it alone, the reader sets it.
+  uint64_t pacing_rate = 0;
   void add(const TcpKernelInfo& k) {
     segs_out += k.segs_out;
     retrans += k.total_retrans;

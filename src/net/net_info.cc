@@ -55,6 +55,7 @@ std::optional<TcpTotals> tcp_totals(const TcpTotals& closed,
     if (!k) continue;
     if (!t) t.emplace();
     t->add(*k);
+    t->pacing_rate += k->pacing_rate;
     if (busiest && (!*busiest || k->bytes_sent > (*busiest)->bytes_sent)) *busiest = k;
     if (rtt && (most == 0 || k->bytes_sent > most)) {
       most = std::max<uint64_t>(1, k->bytes_sent);

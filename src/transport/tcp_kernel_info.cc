@@ -28,6 +28,7 @@ std::optional<TcpKernelInfo> read_tcp_kernel_info(int fd, bool with_buffers) {
   k.bytes_sent = t.tcpi_bytes_sent;
   k.bytes_retrans = t.tcpi_bytes_retrans;
   k.delivery_rate = t.tcpi_delivery_rate;
+  k.pacing_rate = t.tcpi_pacing_rate;
   k.min_rtt_us = t.tcpi_min_rtt;
   k.busy_us = t.tcpi_busy_time;
   k.rwnd_limited_us = t.tcpi_rwnd_limited;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/log.h"
 #include "base/mutex.h"
 #include "rpc/call_batch.h"
 #include "rpc/ping.h"
@@ -409,45 +410,72 @@ TrainRate train_rate(std::vector<uint64_t> stamps, uint32_t size, double rtt_ms)
   return tr;
 }
 
+bool paced(const TrainRate& t) {
+  return t.pacing > 0 && !t.window_limited && t.rate >= 0.9 * t.pacing && t.rate <= 1.1 * t.pacing;
+}
+
 bool trains_settled(const std::vector<TrainRate>& trains) {
-  if (trains.size() < 3) return false;
   double lo = 0, hi = 0;
-  for (size_t i = trains.size() - 3; i < trains.size(); ++i) {
-    const TrainRate& t = trains[i];
-    if (t.rate <= 0 || t.window_limited) return false;
-    lo = lo == 0 ? t.rate : std::min(lo, t.rate);
-    hi = std::max(hi, t.rate);
+  int n = 0;
+  for (auto it = trains.rbegin(); it != trains.rend() && n < 3; ++it) {
+    if (it->lost) continue;
+    if (it->rate <= 0 || it->window_limited || paced(*it)) return false;
+    lo = lo == 0 ? it->rate : std::min(lo, it->rate);
+    hi = std::max(hi, it->rate);
+    ++n;
   }
-  return hi <= 1.1 * lo;
+  return n == 3 && hi <= 1.1 * lo;
 }
 
 ProbeEstimate estimate_bandwidth(const std::vector<TrainRate>& trains) {
   ProbeEstimate e;
-  std::vector<double> late, all, held;
+  std::vector<double> late, all, held, lost;
+  double bound = 0;  // the best lower bound of the link
   for (size_t i = 0; i < trains.size(); ++i) {
     const TrainRate& t = trains[i];
+    if (t.lost) ++e.lost;
     if (t.rate <= 0) continue;
-    if (t.window_limited) {
+    if (t.lost) {
+      lost.push_back(t.rate);
+      if (t.pacing > 0 && t.rate <= 1.1 * t.pacing) {
+        ++e.bounds;
+        bound = std::max(bound, t.rate);
+      }
+    } else if (t.window_limited) {
       held.push_back(t.rate);
-      continue;
+    } else if (paced(t)) {
+      ++e.paced;
+      ++e.bounds;
+      bound = std::max(bound, t.rate);
+    } else {
+      all.push_back(t.rate);
+      if (2 * i >= trains.size()) late.push_back(t.rate);
     }
-    all.push_back(t.rate);
-    if (2 * i >= trains.size()) late.push_back(t.rate);
   }
   e.clean = static_cast<int>(all.size());
-  std::vector<double>& use = late.empty() ? all : late;
-  if (!use.empty()) {
-    std::sort(use.begin(), use.end());
-    e.bandwidth = use[use.size() / 2];
-  } else if (!held.empty()) {
+  auto median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  if (!late.empty())
+    e.bandwidth = median(late);
+  else if (!all.empty())
+    e.bandwidth = median(all);
+  e.bandwidth = std::max(e.bandwidth, bound);
+  if (e.bandwidth > 0) return e;
+  if (!held.empty()) {
     e.window_limited = true;
     e.bandwidth = *std::max_element(held.begin(), held.end());
+  } else if (!lost.empty()) {
+    e.every_train_lost = true;
+    e.bandwidth = median(lost);
   }
   return e;
 }
 
 Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, int train,
-                               int max_trains, Duration timeout) {
+                               int max_trains, Duration timeout,
+                               const std::function<ProbeTcp()>& tcp) {
   if (train < 2 || max_trains < 1 || size == 0)
     return Status(Code::kInvalidArgument, "a probe needs a train of 2 or more RPCs of data");
   ProbeResult pr;
@@ -464,7 +492,10 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
   }
   BulkData data = make_bulk(Buffer(size));
   std::vector<TrainRate> trains;
-  for (int t = 0; t < max_trains && !trains_settled(trains); ++t) {
+  int unlost = 0;
+  for (int t = 0; !trains_settled(trains); ++t) {
+    if (t >= max_trains && (unlost >= 3 || t >= 3 * max_trains)) break;
+    ProbeTcp before = tcp ? tcp() : ProbeTcp{};
     CallBatch batch(rpc);
     for (int i = 0; i < train; ++i) batch.add(peer, kMsgTuneProbe, Buffer(), data, co);
     // Every RPC ends within its timeout; the margin covers the callbacks.
@@ -480,7 +511,18 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
       for (int k = 0; k < 8; ++k) ns |= uint64_t(r.payload.data()[k]) << (8 * k);
       stamps.push_back(ns);
     }
-    trains.push_back(train_rate(std::move(stamps), size, pr.rtt_ms));
+    TrainRate tr = train_rate(std::move(stamps), size, pr.rtt_ms);
+    if (tcp) {
+      ProbeTcp after = tcp();
+      tr.lost = after.retransmits > before.retransmits;
+      tr.pacing = std::max(before.pacing_rate, after.pacing_rate);
+    }
+    if (!tr.lost) ++unlost;
+    PFS_LOG_DEBUG("tune: probe of {}: train {} read {:.1f} MiB/s (paced at {:.1f}){}{}{}",
+                  peer.to_string(), t + 1, tr.rate / (1 << 20), tr.pacing / (1 << 20),
+                  tr.window_limited ? ", held by the window" : "", tr.lost ? ", lost a packet" : "",
+                  paced(tr) ? ", paced by the sender" : "");
+    trains.push_back(tr);
   }
   ProbeEstimate e = estimate_bandwidth(trains);
   if (e.bandwidth <= 0)
@@ -488,8 +530,12 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
                                        ": every train arrived at once; no rate can be measured");
   pr.trains = static_cast<int>(trains.size());
   pr.clean = e.clean;
+  pr.lost = e.lost;
+  pr.paced = e.paced;
+  pr.bounds = e.bounds;
   pr.bandwidth = e.bandwidth;
   pr.window_limited = e.window_limited;
+  pr.every_train_lost = e.every_train_lost;
   return pr;
 }
 

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -204,44 +205,81 @@ struct ProbeResult {
   int train = 0;         // RPCs per train
   uint32_t size = 0;
   int trains = 0;  // trains sent
-  int clean = 0;   // of them not held back by the TCP window
+  int clean = 0;   // of them not held back by the TCP window, and none lost a packet
+  int lost = 0;    // of them during which TCP retransmitted a segment to the peer
+  int paced = 0;   // of them spaced by the sender's pacing (paced())
+  int bounds = 0;  // of them read as a lower bound of the link (ProbeEstimate::bounds)
   // No train went through in one go: each waited a round trip for TCP's window (its
   // congestion window or the peer's receive window was smaller than the train), so
   // `bandwidth` is what the window let through -- a lower bound of the link's rate.
   bool window_limited = false;
+  // Every train lost a packet: `bandwidth` is the median of them, a rough figure.
+  bool every_train_lost = false;
 };
 
 // One train's arrival stamps (ns, any order): the bottleneck rate (K - 1) x size over the
 // first-to-last span, and whether the train was held back by the window instead of paced
 // by the bottleneck -- a gap between two arrivals longer than half the round trip and
 // three times the median gap (a burst, a wait for acknowledgements, the next burst).
+// Set by probe_peer from the kernel's figures of the paths to the peer:
+// - `lost`: TCP retransmitted a segment while the train ran. A segment lost mid-train
+//   stalls the rest a round trip (the rate reads low: a lower bound of the link's); one
+//   lost ahead of the first arrival releases the train at once from the receive queue (the
+//   rate reads high, above the pacing).
+// - `pacing`: the rate (bytes/s) the sender's congestion control paced the connections at,
+//   the higher of before and after the train; 0: unknown. BBR paces every send, so no
+//   train arrives faster than its pacing (a faster reading is a burst released at once),
+//   and a train that reads within 10% of it was spaced by the pacing, not the link: the
+//   link carries at least that (paced()). BBR's estimate, which sets the pacing, is the
+//   data delivered per round trip, and a probe delivers one train per round trip: in
+//   start-up BBR paces at 2.89 times that (8 MiB / 50 ms x 2.89: 462 MiB/s), after it at
+//   about the train's own volume per round trip (160 MiB/s) whatever the link -- seen on
+//   the delay line at 0.1% loss, where trains that lost nothing read 154 MiB/s on a
+//   455 MiB/s path at a pacing rate of 154.
 struct TrainRate {
   double rate = 0;  // bytes/s; 0: every RPC arrived at once
   bool window_limited = false;
+  bool lost = false;
+  double pacing = 0;
 };
+bool paced(const TrainRate& t);
 TrainRate train_rate(std::vector<uint64_t> stamps, uint32_t size, double rtt_ms);
 
-// Whether a probe may stop: its last three trains went through clean at rates within 10%
-// of each other (TCP's windows have stopped growing).
+// Whether a probe may stop: its last three trains that lost nothing went through clean at
+// rates within 10% of each other (TCP's windows have stopped growing).
 bool trains_settled(const std::vector<TrainRate>& trains);
 
 // The path's rate from a probe's trains, in order: the median of the clean trains of the
 // later half (the first run while TCP's windows grow -- slow start, receive autotuning --
 // and come in low; a burst released by a loss's retransmission comes in high, once), else
-// of every clean one. No clean train: the best held one, a lower bound (window_limited).
+// of every clean one (not held, not lost, not paced); and at least the best lower bound
+// of the link: a paced train, or one that lost a packet and read no faster than its
+// pacing. No such train: the best held one, a lower bound (window_limited); every train
+// lost (pacing unknown): the median of them, a rough figure (every_train_lost).
 struct ProbeEstimate {
   double bandwidth = 0;  // bytes/s; 0: no train had a rate
   int clean = 0;
+  int lost = 0;
+  int paced = 0;
+  int bounds = 0;  // trains that gave a lower bound (paced, or lost under their pacing)
   bool window_limited = false;
+  bool every_train_lost = false;
 };
 ProbeEstimate estimate_bandwidth(const std::vector<TrainRate>& trains);
 
 // Probes `peer`: three empty PINGs, then trains of `train` RPCs of `size` bytes each,
-// back to back, until trains_settled or `max_trains` of them; the bandwidth is
-// estimate_bandwidth's.
+// back to back, until trains_settled or `max_trains` of them -- up to three times as many
+// while fewer than three lost nothing; the bandwidth is estimate_bandwidth's.
+// `tcp` (may be empty) reads the kernel's figures of the paths to the peer, before and
+// after each train (TrainRate's lost and paced).
 // `train` must fit in max_rpcs_in_flight and peer_credits (or the train waits for credits
 // and understates the rate). Bounded by `timeout` per RPC.
+struct ProbeTcp {
+  uint64_t retransmits = 0;  // segments TCP retransmitted to the peer so far
+  double pacing_rate = 0;    // bytes/s the open connections are paced at now; 0: unknown
+};
 Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, int train,
-                               int max_trains, Duration timeout);
+                               int max_trains, Duration timeout,
+                               const std::function<ProbeTcp()>& tcp = {});
 
 }  // namespace pfsnet
