@@ -18,10 +18,12 @@
 // dropped each way), at the last rate:
 //   wan_<R>m_loss_<P>pct_tuned_write_vs_iperf3   as tuned above, on the lossy line
 //   wan_<R>m_loss_<P>pct_tuned_conns4_write_vs_iperf3   and with lnet.conns_per_peer = 4
+// With --only conns (not in a full run): writes at 16..128 RPCs in flight over 1 and 4
+// connections per path, with the delay line's queue drops in each.
 // Needs root (namespaces, TUN devices) and iperf3.
 // Usage: wan_bench --pfsnetd PATH --delay-line PATH [--rates 1000,4000] [--losses F,F]
 //                  [--delay-ms D] [--step-seconds S] [--iperf-seconds S]
-//                  [--only sweep|default|tuned|autotune|loss]
+//                  [--only sweep|default|tuned|autotune|loss|conns]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -155,6 +157,38 @@ std::string fig(double rate, const char* what) {
   return "wan_" + std::to_string(static_cast<long>(rate)) + "m_" + what;
 }
 
+// RPCs in flight against connections per path: writes at concurrency 16..128 with
+// lnet.conns_per_peer 1 and 4 (credits out of the way), and the delay line's queue drops
+// while each ran.
+void conns_sweep(const Options& o, DelayPath& path, double rate, double iperf_mib) {
+  json conc = json::array({16, 24, 32, 40, 48, 64, 96, 128});
+  for (int conns : {1, 4}) {
+    std::fprintf(stderr, "  conns_per_peer %d (peer_credits 256, max_rpcs_in_flight 256)\n", conns);
+    for (const json& c : conc) {
+      Pair p(o, path,
+             "[lnet]\ncredits = 2048\npeer_credits = 256\nconns_per_peer = " +
+                 std::to_string(conns) + "\n[rpc]\nmax_rpcs_in_flight = 256\n");
+      auto drops = [&path] {
+        json c = json::parse(path.counters());
+        return c["a_to_b"]["queue_drops"].get<uint64_t>();
+      };
+      uint64_t before = drops();
+      json r = p.selftest("write", json::array({c}), o.step_s, iperf_mib * 8 * 1.048576);
+      const json& st = r["steps"][0];
+      uint64_t dropped = drops() - before;
+      std::fprintf(stderr, "  %6d in flight: %7.1f MiB/s (%.2f of iperf3), %llu queue drops\n",
+                   c.get<int>(), st["mib_s"].get<double>(), st["mib_s"].get<double>() / iperf_mib,
+                   (unsigned long long)dropped);
+      std::printf(
+          "{\"sweep\": \"rate_mbit=%.0f conns_per_peer=%d\", \"concurrency\": %d, \"mib_s\": "
+          "%.1f, \"vs_iperf3\": %.3f, \"queue_drops\": %llu}\n",
+          rate, conns, c.get<int>(), st["mib_s"].get<double>(),
+          st["mib_s"].get<double>() / iperf_mib, (unsigned long long)dropped);
+      std::fflush(stdout);
+    }
+  }
+}
+
 void sweeps(const Options& o, const DelayPath& path, double rate, double iperf_mib) {
   json conc = json::array();
   for (int c = 1; c <= 256; c *= 2) conc.push_back(c);
@@ -197,12 +231,14 @@ DelayPathOptions path_options(const Options& o, double rate, double loss) {
 
 // Writes after one `pfsnet tune --probe --apply` on both ends (`settings` in both
 // daemons' files): MiB/s.
-double tuned_write(const Options& o, const DelayPath& path, double link,
+double tuned_write(const Options& o, DelayPath& path, double link,
                    const std::string& settings = "") {
   Pair p(o, path, settings);
   p.tune();
-  return p.selftest("write", json::array({256}), o.iperf_s, link)["steps"][0]["mib_s"]
-      .get<double>();
+  double mib =
+      p.selftest("write", json::array({256}), o.iperf_s, link)["steps"][0]["mib_s"].get<double>();
+  std::fprintf(stderr, "  delay line counters so far: %s\n", path.counters().c_str());
+  return mib;
 }
 
 void one_loss(const Options& o, double rate, double loss) {
@@ -228,6 +264,7 @@ void one_rate(const Options& o, double rate, bool first) {
   double link = up * 8 * 1.048576;  // Mbit/s, the selftest's theory line
   auto want = [&](const char* what) { return o.only.empty() || o.only == what; };
   if (first && want("sweep")) sweeps(o, path, rate, up);
+  if (o.only == "conns") conns_sweep(o, path, rate, up);
   if (want("default")) {
     Pair p(o, path, "");
     json s = p.selftest("write", json::array({64}), o.iperf_s, link)["steps"][0];
@@ -284,7 +321,10 @@ int main(int argc, char** argv) {
   app.add_option("--delay-ms", o.delay_ms, "one-way delay (default 25)");
   app.add_option("--step-seconds", o.step_s, "seconds per sweep step (default 2)");
   app.add_option("--iperf-seconds", o.iperf_s, "seconds of each iperf3 baseline (default 10)");
-  app.add_option("--only", o.only, "sweep, default, tuned, autotune or loss");
+  app.add_option(
+      "--only", o.only,
+      "sweep, default, tuned, autotune, loss or conns (a sweep of RPCs in flight with 1 and 4 "
+      "connections per path; only when asked for)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (geteuid() != 0) pfsnet::fail("needs root: network namespaces and TUN devices");
