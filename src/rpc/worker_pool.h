@@ -1,8 +1,10 @@
 // WorkerPool: a fixed set of threads running queued jobs in FIFO order, for RPC handlers
 // that may block. It counts what an operator needs to tell a busy server from a slow
 // network: jobs waiting, threads busy, and how long jobs waited for a thread (on the
-// injected clock). Threads: submit() and stats() from any thread; stop() joins (not from
-// a worker).
+// injected clock). With no threads it runs each job at once on the caller's thread: the
+// deterministic in-process cluster (rpc/sim_cluster.h), where everything runs on the
+// thread that pumps the in-memory transport. Threads: submit() and stats() from any
+// thread; stop() joins (not from a worker).
 #pragma once
 
 #include <pfsnet/clock.h>
@@ -34,6 +36,15 @@ class WorkerPool {
   // Returns false (and drops the job) after stop().
   bool submit(std::function<void()> job) {
     TimePoint now = clock_.now();
+    if (size_ == 0) {
+      {
+        MutexLock lk(mu_);
+        if (stopping_) return false;
+        ++stats_.jobs;
+      }
+      job();
+      return true;
+    }
     MutexLock lk(mu_);
     if (stopping_) return false;
     jobs_.push_back({std::move(job), now});

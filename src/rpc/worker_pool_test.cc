@@ -54,5 +54,20 @@ TEST(WorkerPoolTest, CountsTheQueueTheBusyThreadsAndTheWaitOnTheInjectedClock) {
   EXPECT_FALSE(pool.submit([] {}));
 }
 
+// No threads: each job runs at once on the caller's thread (the in-process cluster).
+TEST(WorkerPoolTest, WithoutThreadsAJobRunsAtOnceOnTheCallersThread) {
+  ManualClock clock;
+  WorkerPool pool(0, clock);
+  std::thread::id ran_on;
+  ASSERT_TRUE(pool.submit([&] { ran_on = std::this_thread::get_id(); }));
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  WorkerStats s = pool.stats();
+  EXPECT_EQ(s.threads, 0);
+  EXPECT_EQ(s.jobs, 1u);
+  EXPECT_EQ(s.queued, 0u);
+  pool.stop();
+  EXPECT_FALSE(pool.submit([] {}));
+}
+
 }  // namespace
 }  // namespace pfsnet

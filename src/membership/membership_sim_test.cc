@@ -1,0 +1,141 @@
+// The membership service on the in-process cluster (rpc/sim_cluster.h): an MGS, two
+// servers and two clients running the real MembershipService, Net and RpcEngine over the
+// in-memory transport, on manual time in 100 ms steps. Servers ping every 1 s, clients
+// every 2 s; dead after 2 missed periods (+ a quarter period of grace). What the daemon
+// tests assert with wall-clock bounds a loaded host can miss, asserted here exactly.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "membership/service.h"
+#include "rpc/ping.h"
+#include "rpc/sim_cluster.h"
+
+namespace pfsnet {
+namespace {
+
+using namespace std::chrono_literals;
+
+Nid nid_of(int host) { return *Nid::parse("10.0.0." + std::to_string(host) + "@tcp"); }
+
+class InProcessMembershipTest : public ::testing::Test {
+ protected:
+  // n2 is the MGS; n3 and n4 servers; n5 and n6 clients.
+  void SetUp() override {
+    for (int h : {2, 3, 4, 5, 6}) start(h);
+    ASSERT_TRUE(c_.run_until([&] { return up_in_table() == 5; }, 5s));
+  }
+  static const char* role(int host) { return host == 2 ? "mgs" : host <= 4 ? "server" : "client"; }
+  static std::string name(int host) { return "n" + std::to_string(host); }
+
+  void start(int host) {
+    Config cfg;
+    cfg.node.name = name(host);
+    cfg.node.roles = {role(host)};
+    cfg.node.mgs = {nid_of(2)};
+    NetConfig nc;
+    nc.nid = nid_of(host);
+    cfg.nets = {nc};
+    cfg.membership.server_ping_interval = 1;
+    cfg.membership.client_ping_interval = 2;
+    cfg.membership.ping_miss_limit = 2;
+    SimNode* n = c_.add(name(host), {nid_of(host)}, NetOptions::from(cfg), RpcOptions::from(cfg));
+    ASSERT_NE(n, nullptr);
+    MembershipService& m = n->attach<MembershipService>(cfg, n->net, n->rpc, c_.clock());
+    n->on_tick([&m](TimePoint now) { m.tick(now); });
+    services_[host] = &m;
+  }
+  // Nodes the MGS's table lists up.
+  size_t up_in_table() {
+    auto t = services_[2]->status(1s);  // the MGS answers from its own table
+    if (!t.ok()) return 0;
+    size_t up = 0;
+    for (const StatusNode& n : t->nodes) up += n.state == NodeState::kUp;
+    return up;
+  }
+  // Whether client `host` refuses RPCs to server `server` as dead.
+  bool dead_to(int host, int server) { return c_.find(name(host))->net.peer_dead(nid_of(server)); }
+  // A PING from `from` to `to`: its status once it ends (within the step).
+  Status ping(int from, int to) {
+    std::optional<Status> got;
+    CallOptions co;
+    co.timeout = 5s;
+    c_.find(name(from))
+        ->rpc.call_async(
+            nid_of(to), kMsgPing, Buffer(), nullptr, [&got](RpcReply&& r) { got = r.status; }, co);
+    EXPECT_TRUE(c_.run_until([&] { return got.has_value(); }, 6s));
+    return got.value_or(Status(Code::kTimeout, "no reply"));
+  }
+
+  SimCluster c_;
+  std::map<int, MembershipService*> services_;
+};
+
+TEST_F(InProcessMembershipTest, ClientsHearOfADeadServerWithinItsDeadTimeAndOfItsReturnAtOnce) {
+  ASSERT_TRUE(ping(5, 3).ok());
+  ASSERT_TRUE(ping(6, 3).ok());
+  c_.kill("n3");
+  // Its last ping was at most one period (1 s) before the kill: dead 2.25 s after it, told
+  // in the MGS's same round. Never before 1.25 s.
+  auto told = c_.run_until([&] { return dead_to(5, 3) && dead_to(6, 3); }, 10s);
+  ASSERT_TRUE(told.has_value());
+  EXPECT_GE(*told, 1200ms);
+  EXPECT_LE(*told, 2400ms);
+  // Servers are not told of a server.
+  EXPECT_FALSE(dead_to(4, 3));
+  // New RPCs to it fail at once, with the MGS's verdict.
+  Status s = ping(5, 3);
+  EXPECT_EQ(s.code(), Code::kPeerDead) << s.to_string();
+  EXPECT_NE(s.message().find("declared dead by the MGS"), std::string::npos) << s.to_string();
+  // It comes back: it registers on its first round, the MGS tells the clients in its next.
+  start(3);
+  auto back = c_.run_until([&] { return !dead_to(5, 3) && !dead_to(6, 3); }, 10s);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_LE(*back, 300ms);
+  EXPECT_TRUE(ping(5, 3).ok());
+  EXPECT_EQ(up_in_table(), 5u);
+  std::printf(
+      "dead server told to every client %.1f s after the kill, its return %.1f s after "
+      "its start (manual time)\n",
+      std::chrono::duration<double>(*told).count(), std::chrono::duration<double>(*back).count());
+}
+
+TEST_F(InProcessMembershipTest, ServersHearOfADeadClientAndClientsDoNot) {
+  c_.run_for(3s);  // the clients have been heard by the servers' reports or their own pings
+  c_.kill("n6");
+  // Clients ping every 2 s: dead 4.5 s after the last one, never before 2.5 s.
+  auto told = c_.run_until(
+      [&] {
+        auto t = services_[2]->status(1s);
+        if (!t.ok()) return false;
+        for (const StatusNode& n : t->nodes)
+          if (n.name == "n6") return n.state == NodeState::kDead;
+        return false;
+      },
+      10s);
+  ASSERT_TRUE(told.has_value());
+  EXPECT_GE(*told, 2400ms);
+  EXPECT_LE(*told, 4600ms);
+  EXPECT_FALSE(dead_to(5, 6));  // a client is not told of a client
+}
+
+// The same run twice gives the same times: nothing depends on the host.
+TEST(InProcessMembershipRepeat, TwoRunsOfTheSameClusterAgreeToTheStep) {
+  auto one_run = [] {
+    struct Run : InProcessMembershipTest {
+      void TestBody() override {}
+      std::optional<Duration> go() {
+        SetUp();
+        c_.kill("n4");
+        return c_.run_until([&] { return dead_to(5, 4) && dead_to(6, 4); }, 10s);
+      }
+    } r;
+    return r.go();
+  };
+  auto a = one_run(), b = one_run();
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace pfsnet
