@@ -119,6 +119,60 @@ TEST_F(InProcessMembershipTest, ServersHearOfADeadClientAndClientsDoNot) {
   EXPECT_FALSE(dead_to(5, 6));  // a client is not told of a client
 }
 
+// The state of `name` in the MGS's table ("" when not listed).
+std::string state_in(MembershipService& mgs, const std::string& name) {
+  auto t = mgs.status(std::chrono::seconds(1));
+  if (!t.ok()) return "";
+  for (const StatusNode& n : t->nodes)
+    if (n.name == name) return node_state_name(n.state);
+  return "";
+}
+
+// A server cut off from the MGS alone (its cable to the MGS pulled, every other link up):
+// the MGS, which no longer hears it, declares it dead and tells the clients; when the cut
+// heals its pings get through and the clients hear it is back.
+TEST_F(InProcessMembershipTest, AServerCutOffFromTheMgsIsDeadToItAndBackWhenTheCutHeals) {
+  c_.cut("n3", "n2");
+  auto told = c_.run_until([&] { return dead_to(5, 3) && dead_to(6, 3); }, 10s);
+  ASSERT_TRUE(told.has_value());
+  EXPECT_GE(*told, 1200ms);
+  EXPECT_LE(*told, 2400ms);
+  EXPECT_EQ(state_in(*services_[2], "n3"), "dead");
+  c_.run_for(5s);  // the cut lasts: it stays dead, nothing else changes
+  EXPECT_EQ(state_in(*services_[2], "n3"), "dead");
+  EXPECT_EQ(up_in_table(), 4u);
+  c_.heal("n3", "n2");
+  auto back = c_.run_until([&] { return !dead_to(5, 3) && !dead_to(6, 3); }, 10s);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_LE(*back, 1100ms);  // its next ping, at most a period away, and the MGS's round
+  EXPECT_EQ(up_in_table(), 5u);
+  EXPECT_TRUE(ping(5, 3).ok());
+}
+
+// One client cannot reach a server that the MGS still reaches: the client's RPCs time out
+// and it reports the server unreachable, the MGS pings the server itself, which answers,
+// and the report is not believed: no one is told the server is dead.
+TEST_F(InProcessMembershipTest, OneClientsCutLinkDoesNotKillTheServerForEveryone) {
+  c_.cut("n5", "n3");
+  Status s = ping(5, 3);
+  EXPECT_FALSE(s.ok()) << s.to_string();
+  bool ever_dead = false;
+  auto verified = c_.run_until(
+      [&] {
+        ever_dead = ever_dead || dead_to(6, 3) || state_in(*services_[2], "n3") == "dead";
+        return services_[2]->counters().mgs->verified_alive >= 1;
+      },
+      15s);
+  ASSERT_TRUE(verified.has_value()) << "the MGS never verified the report";
+  c_.run_for(5s);
+  ever_dead = ever_dead || dead_to(6, 3) || state_in(*services_[2], "n3") == "dead";
+  EXPECT_FALSE(ever_dead);
+  EXPECT_EQ(state_in(*services_[2], "n3"), "up");
+  EXPECT_EQ(services_[2]->counters().mgs->verified_dead, 0u);
+  c_.heal("n5", "n3");
+  EXPECT_TRUE(ping(5, 3).ok());
+}
+
 // The same run twice gives the same times: nothing depends on the host.
 TEST(InProcessMembershipRepeat, TwoRunsOfTheSameClusterAgreeToTheStep) {
   auto one_run = [] {

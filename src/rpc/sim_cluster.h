@@ -9,7 +9,9 @@
 // manual time", which no load on the host can make it miss.
 //
 // kill() is a process gone: its engine and net shut down, its connections close at the
-// peers, its NIDs refuse connects. A restart is add() again with the same NIDs.
+// peers, its NIDs refuse connects. A restart is add() again with the same NIDs. cut()
+// silences the links between two nodes (a pulled cable: frames and connects wait, neither
+// fails) until heal().
 // Threads: one, the test's. A service's synchronous calls (RpcEngine::call) would wait for
 // a pump that never comes: drive services through their asynchronous paths.
 #pragma once
@@ -36,7 +38,8 @@ class SimNode {
  public:
   SimNode(MemHub& hub, Clock& clock, std::vector<Nid> nids, NetOptions no, RpcOptions ro,
           const std::string& cluster_key)
-      : net(std::move(no), nids, clock,
+      : nids(nids),
+        net(std::move(no), nids, clock,
             [&hub, &clock, nids, cluster_key](TransportEvents& ev) {
               TransportOptions to;
               to.cluster_key = cluster_key;
@@ -71,6 +74,7 @@ class SimNode {
     for (auto& fn : ticks_) fn(now);
   }
 
+  const std::vector<Nid> nids;
   Net net;
   RpcEngine rpc;
   RecoveryPinger pinger;
@@ -119,9 +123,21 @@ class SimCluster {
     it->second->rpc.shutdown();
     it->second->net.shutdown();
     settle();
+    for (const Nid& n : it->second->nids) hub_.drop_held_from(n);
     nodes_.erase(it);
     settle();
   }
+
+  // Cuts (or heals) every link between nodes `a` and `b`: frames and connects between them
+  // wait, both ways, until healed (MemHub::set_cut). Other links are untouched.
+  void cut(const std::string& a, const std::string& b, bool cut = true) {
+    SimNode *x = find(a), *y = find(b);
+    if (!x || !y) return;
+    for (const Nid& m : x->nids)
+      for (const Nid& n : y->nids) hub_.set_cut(m, n, cut);
+    settle();
+  }
+  void heal(const std::string& a, const std::string& b) { cut(a, b, false); }
 
   // Runs queued events until none is left. False when they never run out (a livelock:
   // events that keep queueing more), after a bound far beyond any real round.

@@ -18,9 +18,54 @@ void MemHub::set_stalled(bool stalled) {
   held_.clear();
 }
 
-void MemHub::enqueue_frame(std::function<void()> fn) {
+std::pair<uint64_t, uint64_t> MemHub::link_of(const Nid& a, const Nid& b) {
+  return std::minmax(a.pack(), b.pack());
+}
+
+bool MemHub::is_cut(const Nid& a, const Nid& b) const {
+  return !cut_.empty() && cut_.count(link_of(a, b)) > 0;
+}
+
+void MemHub::set_cut(const Nid& a, const Nid& b, bool cut) {
   MutexLock lk(mu_);
-  (stalled_ ? held_ : events_).push_back(std::move(fn));
+  auto link = link_of(a, b);
+  if (cut) {
+    cut_.insert(link);
+    return;
+  }
+  cut_.erase(link);
+  std::deque<CutHeld> still;
+  for (CutHeld& h : cut_held_) {
+    if (h.link == link)
+      (stalled_ ? held_ : events_).push_back(std::move(h.fn));
+    else
+      still.push_back(std::move(h));
+  }
+  cut_held_ = std::move(still);
+}
+
+void MemHub::drop_held_from(const Nid& from) {
+  std::deque<CutHeld> dropped;  // destroyed outside the lock
+  MutexLock lk(mu_);
+  std::deque<CutHeld> still;
+  for (CutHeld& h : cut_held_) (h.from == from.pack() ? dropped : still).push_back(std::move(h));
+  cut_held_ = std::move(still);
+}
+
+void MemHub::enqueue_connect(const Nid& from, const Nid& to, std::function<void()> fn) {
+  MutexLock lk(mu_);
+  if (is_cut(from, to))
+    cut_held_.push_back({link_of(from, to), from.pack(), std::move(fn)});
+  else
+    events_.push_back(std::move(fn));
+}
+
+void MemHub::enqueue_frame(const Nid& from, const Nid& to, std::function<void()> fn) {
+  MutexLock lk(mu_);
+  if (is_cut(from, to))
+    cut_held_.push_back({link_of(from, to), from.pack(), std::move(fn)});
+  else
+    (stalled_ ? held_ : events_).push_back(std::move(fn));
 }
 
 void MemHub::run_at(TimePoint t, std::function<void()> fn) {
@@ -75,7 +120,7 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
   void send(std::unique_ptr<OutFrame> f) override {
     auto self = shared_from_this();
     std::shared_ptr<OutFrame> frame(std::move(f));
-    owner_.hub_.enqueue_frame([self, frame] { self->deliver(*frame); });
+    owner_.hub_.enqueue_frame(local_, peer_nids_.at(0), [self, frame] { self->deliver(*frame); });
   }
 
   void close(const Status& why) override {
@@ -158,7 +203,7 @@ void MemTransport::connect_bulk(const Nid& local, const Nid& remote, uint16_t, C
 }
 
 void MemTransport::open(const Nid& local, const Nid& remote, bool bulk, ConnectCallback cb) {
-  hub_.enqueue([this, local, remote, bulk, cb = std::move(cb)] {
+  hub_.enqueue_connect(local, remote, [this, local, remote, bulk, cb = std::move(cb)] {
     MemTransport* server = nullptr;
     uint64_t id = 0;
     {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "base/mutex.h"
 #include "transport/timer_queue.h"
@@ -31,8 +32,18 @@ class MemHub final : public TimerQueue {
   // While stalled, frames handed to connections stay in flight (neither delivered nor
   // completed), as on a link that went silent; unstalling releases them in order.
   void set_stalled(bool stalled);
-  // A frame delivery: held while stalled.
-  void enqueue_frame(std::function<void()> fn);
+  // The same for the link between NIDs `a` and `b` alone (both ways): its frames stay in
+  // flight and connects between them wait, as behind a pulled cable or a firewall that
+  // drops everything; healing releases them in order (TCP's retransmissions getting
+  // through). Other links are untouched.
+  void set_cut(const Nid& a, const Nid& b, bool cut);
+  // A frame delivery from `from` to `to`: held while stalled or while their link is cut.
+  void enqueue_frame(const Nid& from, const Nid& to, std::function<void()> fn);
+  // A connect from `from` to `to`: held while their link is cut.
+  void enqueue_connect(const Nid& from, const Nid& to, std::function<void()> fn);
+  // Drops what `from` sent that a cut holds (its frames, its connects): before the
+  // transport of `from` goes, as a process that dies takes its unsent data with it.
+  void drop_held_from(const Nid& from);
   // TimerQueue: `fn` runs from pump() once the transports' clock has passed `t`.
   void run_at(TimePoint t, std::function<void()> fn) override;
   void set_clock(Clock* c) {
@@ -45,6 +56,15 @@ class MemHub final : public TimerQueue {
   mutable Mutex mu_;
   std::deque<std::function<void()>> events_;
   std::deque<std::function<void()>> held_;
+  static std::pair<uint64_t, uint64_t> link_of(const Nid& a, const Nid& b);
+  bool is_cut(const Nid& a, const Nid& b) const REQUIRES(mu_);
+  std::set<std::pair<uint64_t, uint64_t>> cut_ GUARDED_BY(mu_);
+  struct CutHeld {
+    std::pair<uint64_t, uint64_t> link;
+    uint64_t from;
+    std::function<void()> fn;
+  };
+  std::deque<CutHeld> cut_held_ GUARDED_BY(mu_);
   std::multimap<TimePoint, std::function<void()>> timed_;
   Clock* clock_ GUARDED_BY(mu_) = nullptr;
   bool stalled_ GUARDED_BY(mu_) = false;
