@@ -5,6 +5,7 @@
 // tests assert with wall-clock bounds a loaded host can miss, asserted here exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "membership/service.h"
@@ -20,19 +21,23 @@ Nid nid_of(int host) { return *Nid::parse("10.0.0." + std::to_string(host) + "@t
 
 class InProcessMembershipTest : public ::testing::Test {
  protected:
-  // n2 is the MGS; n3 and n4 servers; n5 and n6 clients.
+  // n2 is the MGS (and n7 the second, where a test adds it); n3 and n4 servers; n5 and n6
+  // clients.
   void SetUp() override {
-    for (int h : {2, 3, 4, 5, 6}) start(h);
-    ASSERT_TRUE(c_.run_until([&] { return up_in_table() == 5; }, 5s));
+    for (int h : hosts_) start(h);
+    ASSERT_TRUE(c_.run_until([&] { return up_in_table() == hosts_.size(); }, 5s));
   }
-  static const char* role(int host) { return host == 2 ? "mgs" : host <= 4 ? "server" : "client"; }
+  const char* role(int host) const {
+    if (std::find(mgs_.begin(), mgs_.end(), host) != mgs_.end()) return "mgs";
+    return host <= 4 ? "server" : "client";
+  }
   static std::string name(int host) { return "n" + std::to_string(host); }
 
   void start(int host) {
     Config cfg;
     cfg.node.name = name(host);
     cfg.node.roles = {role(host)};
-    cfg.node.mgs = {nid_of(2)};
+    for (int m : mgs_) cfg.node.mgs.push_back(nid_of(m));
     NetConfig nc;
     nc.nid = nid_of(host);
     cfg.nets = {nc};
@@ -46,8 +51,8 @@ class InProcessMembershipTest : public ::testing::Test {
     services_[host] = &m;
   }
   // Nodes the MGS's table lists up.
-  size_t up_in_table() {
-    auto t = services_[2]->status(1s);  // the MGS answers from its own table
+  size_t up_in_table(int mgs = 2) {
+    auto t = services_[mgs]->status(1s);  // the MGS answers from its own table
     if (!t.ok()) return 0;
     size_t up = 0;
     for (const StatusNode& n : t->nodes) up += n.state == NodeState::kUp;
@@ -67,8 +72,17 @@ class InProcessMembershipTest : public ::testing::Test {
     return got.value_or(Status(Code::kTimeout, "no reply"));
   }
 
+  std::vector<int> mgs_ = {2}, hosts_ = {2, 3, 4, 5, 6};
   SimCluster c_;
   std::map<int, MembershipService*> services_;
+};
+
+class InProcessTwoMgsTest : public InProcessMembershipTest {
+ protected:
+  InProcessTwoMgsTest() {
+    mgs_ = {2, 7};
+    hosts_ = {2, 3, 4, 5, 6, 7};
+  }
 };
 
 TEST_F(InProcessMembershipTest, ClientsHearOfADeadServerWithinItsDeadTimeAndOfItsReturnAtOnce) {
@@ -171,6 +185,36 @@ TEST_F(InProcessMembershipTest, OneClientsCutLinkDoesNotKillTheServerForEveryone
   EXPECT_EQ(services_[2]->counters().mgs->verified_dead, 0u);
   c_.heal("n5", "n3");
   EXPECT_TRUE(ping(5, 3).ok());
+}
+
+// A restarted MGS (same NID, empty table) answers the old nodes' pings "unknown"; each
+// registers again at its next ping: servers within their period (1 s), clients within
+// theirs (2 s).
+TEST_F(InProcessMembershipTest, ARestartedMgsRebuildsItsTableWithinAClientPeriod) {
+  c_.kill("n2");
+  start(2);
+  auto rebuilt = c_.run_until([&] { return up_in_table() == 5; }, 10s);
+  ASSERT_TRUE(rebuilt.has_value());
+  EXPECT_LE(*rebuilt, 2200ms);  // a client period, a step for the ping, one to see it
+  std::printf("restarted MGS: every node registered again %.1f s after the restart\n",
+              std::chrono::duration<double>(*rebuilt).count());
+}
+
+// The first MGS dies: each node's next request to it fails (its connection closed, its
+// NID refuses), and the node registers with the second at once.
+TEST_F(InProcessTwoMgsTest, NodesFailOverToTheSecondMgsWithinAClientPeriod) {
+  c_.kill("n2");
+  auto moved = c_.run_until(
+      [&] {
+        for (int h : {3, 4, 5, 6})
+          if (services_[h]->current_mgs() != nid_of(7)) return false;
+        return up_in_table(7) == 5;  // n3-n7: n2 is gone
+      },
+      10s);
+  ASSERT_TRUE(moved.has_value());
+  EXPECT_LE(*moved, 2200ms);  // a client period, a step for the ping, one to see it
+  std::printf("MGS failover: every node registered with the second MGS %.1f s after the kill\n",
+              std::chrono::duration<double>(*moved).count());
 }
 
 // The same run twice gives the same times: nothing depends on the host.
