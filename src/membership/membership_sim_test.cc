@@ -5,10 +5,10 @@
 // tests assert with wall-clock bounds a loaded host can miss, asserted here exactly.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdio>
 
 #include "membership/service.h"
+#include "membership/sim_members.h"
 #include "rpc/ping.h"
 #include "rpc/sim_cluster.h"
 
@@ -16,8 +16,6 @@ namespace pfsnet {
 namespace {
 
 using namespace std::chrono_literals;
-
-Nid nid_of(int host) { return *Nid::parse("10.0.0." + std::to_string(host) + "@tcp"); }
 
 class InProcessMembershipTest : public ::testing::Test {
  protected:
@@ -27,61 +25,32 @@ class InProcessMembershipTest : public ::testing::Test {
     for (int h : hosts_) start(h);
     ASSERT_TRUE(c_.run_until([&] { return up_in_table() == hosts_.size(); }, 5s));
   }
-  const char* role(int host) const {
-    if (std::find(mgs_.begin(), mgs_.end(), host) != mgs_.end()) return "mgs";
-    return host <= 4 ? "server" : "client";
-  }
-  static std::string name(int host) { return "n" + std::to_string(host); }
-
-  void start(int host) {
-    Config cfg;
-    cfg.node.name = name(host);
-    cfg.node.roles = {role(host)};
-    for (int m : mgs_) cfg.node.mgs.push_back(nid_of(m));
-    NetConfig nc;
-    nc.nid = nid_of(host);
-    cfg.nets = {nc};
-    cfg.membership.server_ping_interval = 1;
-    cfg.membership.client_ping_interval = 2;
-    cfg.membership.ping_miss_limit = 2;
-    SimNode* n = c_.add(name(host), {nid_of(host)}, NetOptions::from(cfg), RpcOptions::from(cfg));
-    ASSERT_NE(n, nullptr);
-    MembershipService& m = n->attach<MembershipService>(cfg, n->net, n->rpc, c_.clock());
-    n->on_tick([&m](TimePoint now) { m.tick(now); });
-    services_[host] = &m;
-  }
-  // Nodes the MGS's table lists up.
-  size_t up_in_table(int mgs = 2) {
-    auto t = services_[mgs]->status(1s);  // the MGS answers from its own table
-    if (!t.ok()) return 0;
-    size_t up = 0;
-    for (const StatusNode& n : t->nodes) up += n.state == NodeState::kUp;
-    return up;
-  }
-  // Whether client `host` refuses RPCs to server `server` as dead.
-  bool dead_to(int host, int server) { return c_.find(name(host))->net.peer_dead(nid_of(server)); }
+  void start(int host) { ASSERT_NE(m_.start(host), nullptr); }
+  static Nid nid_of(int host) { return SimMembers::nid(host); }
+  size_t up_in_table(int mgs = 2) { return m_.up_in_table(mgs); }
+  bool dead_to(int host, int server) { return m_.dead_to(host, server); }
   // A PING from `from` to `to`: its status once it ends (within the step).
   Status ping(int from, int to) {
     std::optional<Status> got;
     CallOptions co;
     co.timeout = 5s;
-    c_.find(name(from))
+    c_.find(SimMembers::name(from))
         ->rpc.call_async(
             nid_of(to), kMsgPing, Buffer(), nullptr, [&got](RpcReply&& r) { got = r.status; }, co);
     EXPECT_TRUE(c_.run_until([&] { return got.has_value(); }, 6s));
     return got.value_or(Status(Code::kTimeout, "no reply"));
   }
 
-  std::vector<int> mgs_ = {2}, hosts_ = {2, 3, 4, 5, 6};
+  std::vector<int> hosts_ = {2, 3, 4, 5, 6};
   SimCluster c_;
-  std::map<int, MembershipService*> services_;
+  SimMembers m_{c_};
 };
 
 class InProcessTwoMgsTest : public InProcessMembershipTest {
  protected:
   InProcessTwoMgsTest() {
-    mgs_ = {2, 7};
     hosts_ = {2, 3, 4, 5, 6, 7};
+    m_.set_mgs({2, 7});
   }
 };
 
@@ -118,28 +87,11 @@ TEST_F(InProcessMembershipTest, ServersHearOfADeadClientAndClientsDoNot) {
   c_.run_for(3s);  // the clients have been heard by the servers' reports or their own pings
   c_.kill("n6");
   // Clients ping every 2 s: dead 4.5 s after the last one, never before 2.5 s.
-  auto told = c_.run_until(
-      [&] {
-        auto t = services_[2]->status(1s);
-        if (!t.ok()) return false;
-        for (const StatusNode& n : t->nodes)
-          if (n.name == "n6") return n.state == NodeState::kDead;
-        return false;
-      },
-      10s);
+  auto told = c_.run_until([&] { return m_.state_in(2, "n6") == "dead"; }, 10s);
   ASSERT_TRUE(told.has_value());
   EXPECT_GE(*told, 2400ms);
   EXPECT_LE(*told, 4600ms);
   EXPECT_FALSE(dead_to(5, 6));  // a client is not told of a client
-}
-
-// The state of `name` in the MGS's table ("" when not listed).
-std::string state_in(MembershipService& mgs, const std::string& name) {
-  auto t = mgs.status(std::chrono::seconds(1));
-  if (!t.ok()) return "";
-  for (const StatusNode& n : t->nodes)
-    if (n.name == name) return node_state_name(n.state);
-  return "";
 }
 
 // A server cut off from the MGS alone (its cable to the MGS pulled, every other link up):
@@ -151,9 +103,9 @@ TEST_F(InProcessMembershipTest, AServerCutOffFromTheMgsIsDeadToItAndBackWhenTheC
   ASSERT_TRUE(told.has_value());
   EXPECT_GE(*told, 1200ms);
   EXPECT_LE(*told, 2400ms);
-  EXPECT_EQ(state_in(*services_[2], "n3"), "dead");
+  EXPECT_EQ(m_.state_in(2, "n3"), "dead");
   c_.run_for(5s);  // the cut lasts: it stays dead, nothing else changes
-  EXPECT_EQ(state_in(*services_[2], "n3"), "dead");
+  EXPECT_EQ(m_.state_in(2, "n3"), "dead");
   EXPECT_EQ(up_in_table(), 4u);
   c_.heal("n3", "n2");
   auto back = c_.run_until([&] { return !dead_to(5, 3) && !dead_to(6, 3); }, 10s);
@@ -173,16 +125,16 @@ TEST_F(InProcessMembershipTest, OneClientsCutLinkDoesNotKillTheServerForEveryone
   bool ever_dead = false;
   auto verified = c_.run_until(
       [&] {
-        ever_dead = ever_dead || dead_to(6, 3) || state_in(*services_[2], "n3") == "dead";
-        return services_[2]->counters().mgs->verified_alive >= 1;
+        ever_dead = ever_dead || dead_to(6, 3) || m_.state_in(2, "n3") == "dead";
+        return m_.at(2).counters().mgs->verified_alive >= 1;
       },
       15s);
   ASSERT_TRUE(verified.has_value()) << "the MGS never verified the report";
   c_.run_for(5s);
-  ever_dead = ever_dead || dead_to(6, 3) || state_in(*services_[2], "n3") == "dead";
+  ever_dead = ever_dead || dead_to(6, 3) || m_.state_in(2, "n3") == "dead";
   EXPECT_FALSE(ever_dead);
-  EXPECT_EQ(state_in(*services_[2], "n3"), "up");
-  EXPECT_EQ(services_[2]->counters().mgs->verified_dead, 0u);
+  EXPECT_EQ(m_.state_in(2, "n3"), "up");
+  EXPECT_EQ(m_.at(2).counters().mgs->verified_dead, 0u);
   c_.heal("n5", "n3");
   EXPECT_TRUE(ping(5, 3).ok());
 }
@@ -207,7 +159,7 @@ TEST_F(InProcessTwoMgsTest, NodesFailOverToTheSecondMgsWithinAClientPeriod) {
   auto moved = c_.run_until(
       [&] {
         for (int h : {3, 4, 5, 6})
-          if (services_[h]->current_mgs() != nid_of(7)) return false;
+          if (m_.at(h).current_mgs() != nid_of(7)) return false;
         return up_in_table(7) == 5;  // n3-n7: n2 is gone
       },
       10s);

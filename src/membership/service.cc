@@ -174,6 +174,20 @@ StatusTable MembershipService::table_locked(uint32_t offset, uint32_t limit) con
   return t;
 }
 
+uint64_t MembershipService::table_generation() {
+  MutexLock lk(mu_);
+  return mgs_ ? mgs_->generation() : 0;
+}
+
+std::vector<std::string> MembershipService::dead_nodes() {
+  std::vector<std::string> v;
+  MutexLock lk(mu_);
+  if (!mgs_) return v;
+  for (const NodeRecord& n : mgs_->nodes())
+    if (!n.name.empty() && n.state == NodeState::kDead) v.push_back(n.name);
+  return v;
+}
+
 // ---- node side ----
 
 RpcResponse MembershipService::serve_notify(RpcRequest& r) {

@@ -55,6 +55,10 @@ class MembershipService {
   MembershipCounters counters();
   // The MGS this node's agent talks to now; none without an agent.
   std::optional<Nid> current_mgs();
+  // On the MGS: its table's generation (every change bumps it) and the nodes it calls
+  // DEAD; 0 and none elsewhere.
+  uint64_t table_generation();
+  std::vector<std::string> dead_nodes();
 
  private:
   RpcResponse serve_register(RpcRequest& r);

@@ -67,7 +67,24 @@ void ClusterHealthService::set_local(std::vector<Problem> problems) {
   local_ = std::move(problems);
 }
 
+void ClusterHealthService::forget_the_dead() {
+  {
+    MutexLock lk(mu_);
+    if (!board_) return;
+  }
+  uint64_t g = membership_.table_generation();
+  {
+    MutexLock lk(mu_);
+    if (g == seen_generation_) return;
+  }
+  std::vector<std::string> dead = membership_.dead_nodes();
+  MutexLock lk(mu_);
+  seen_generation_ = g;
+  for (const std::string& n : dead) board_->forget(n);
+}
+
 void ClusterHealthService::tick(TimePoint now) {
+  forget_the_dead();
   HealthReport rep;
   rep.node = name_;
   {

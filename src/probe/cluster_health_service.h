@@ -4,8 +4,9 @@
 // differs from the last one the MGS took, and a list that is not empty every 6 intervals
 // anyway, so a restarted or new MGS learns it again (a healthy node sends nothing). Each
 // change of the list is logged (a problem started or ended). The MGS keeps the lists
-// (HealthBoard, dropped when not renewed within 3 refreshes, or when the MGS calls the node
-// DEAD) and serves them (HEALTH_CLUSTER); cluster() fetches them from any node.
+// (HealthBoard, dropped when not renewed within 3 refreshes, or at the MGS's next tick
+// once its table calls the node DEAD: a dead node's last list is no one's view any more)
+// and serves them (HEALTH_CLUSTER); cluster() fetches them from any node.
 //
 // Threads: set_local/tick from the daemon's health ticker; handlers on I/O threads;
 // cluster() from admin sessions; state under one mutex.
@@ -54,6 +55,9 @@ class ClusterHealthService {
 
  private:
   RpcResponse serve_report(RpcRequest& r);
+  // On the MGS: the lists of the nodes its table calls DEAD leave the board (looked at
+  // again only when the table changed).
+  void forget_the_dead();
   RpcResponse serve_cluster(RpcRequest& r);
 
   std::string name_;
@@ -68,6 +72,7 @@ class ClusterHealthService {
   TimePoint next_refresh_ GUARDED_BY(mu_){};
   bool in_flight_ GUARDED_BY(mu_) = false;
   std::optional<HealthBoard> board_ GUARDED_BY(mu_);  // the MGS's
+  uint64_t seen_generation_ GUARDED_BY(mu_) = 0;      // of the MGS's table, last looked at
   Counters counters_ GUARDED_BY(mu_);
   // When each problem of local_ was first listed: (kind, subject, cause).
   std::map<std::tuple<std::string, std::string, std::string>, TimePoint> began_ GUARDED_BY(mu_);

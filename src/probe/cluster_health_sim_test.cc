@@ -1,0 +1,100 @@
+// ClusterHealthService on the in-process cluster (rpc/sim_cluster.h, membership/
+// sim_members.h): an MGS, two servers and two clients with the real membership and
+// cluster-health services over the in-memory transport, on manual time in 100 ms steps,
+// reports every 0.5 s. What reaches the MGS's board, when, and when it leaves it.
+#include <gtest/gtest.h>
+
+#include "membership/sim_members.h"
+#include "probe/cluster_health_service.h"
+#include "rpc/sim_cluster.h"
+
+namespace pfsnet {
+namespace {
+
+using namespace std::chrono_literals;
+
+class InProcessClusterHealthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_.configure = [](Config& cfg) { cfg.health.report_interval = 0.5; };
+    for (int h : {2, 3, 4, 5, 6}) start(h);
+    ASSERT_TRUE(c_.run_until([&] { return m_.up_in_table(2) == 5; }, 5s));
+  }
+  void start(int host) {
+    ASSERT_NE(m_.start(host,
+                       [this, host](SimNode& n, const Config& cfg, MembershipService& ms) {
+                         auto& ch = n.attach<ClusterHealthService>(cfg, n.rpc, ms, c_.clock());
+                         n.on_tick([&ch](TimePoint now) { ch.tick(now); });
+                         health_[host] = &ch;
+                       }),
+              nullptr);
+  }
+  // What the MGS's board holds for `node` (nothing when it holds no list).
+  std::vector<Problem> on_board(const std::string& node) {
+    auto all = health_[2]->cluster(1s);  // the MGS answers from its own board
+    if (!all.ok()) return {};
+    for (const NodeProblems& np : *all)
+      if (np.node == node) return np.problems;
+    return {};
+  }
+  static Problem unhealthy_peer(int host) {
+    return Problem{
+        "peer_ni", SimMembers::nid(host).to_string(), "UNHEALTHY", "", 0, "PEER_NI_UNREACHABLE",
+        ""};
+  }
+
+  SimCluster c_;
+  SimMembers m_{c_};
+  std::map<int, ClusterHealthService*> health_;
+};
+
+TEST_F(InProcessClusterHealthTest, ANodesListReachesTheMgsAtItsNextRoundAndLeavesWithIt) {
+  health_[3]->set_local({unhealthy_peer(4)});
+  auto listed = c_.run_until([&] { return on_board("n3").size() == 1; }, 5s);
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_LE(*listed, 100ms);  // sent in the node's next tick, taken in the same step
+  EXPECT_EQ(on_board("n3")[0].subject, "10.0.0.4@tcp");
+  EXPECT_EQ(health_[3]->counters().started.at("UNHEALTHY"), 1u);
+  // Unchanged, it is sent again only every 6 intervals (3 s), and stays.
+  uint64_t sent = health_[3]->counters().reports_sent;
+  c_.run_for(2s);
+  EXPECT_EQ(health_[3]->counters().reports_sent, sent);
+  EXPECT_EQ(on_board("n3").size(), 1u);
+  // The problem ends: the empty list goes at once and the MGS drops the node's entry.
+  health_[3]->set_local({});
+  auto gone = c_.run_until([&] { return on_board("n3").empty(); }, 5s);
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_LE(*gone, 100ms);
+  EXPECT_EQ(health_[3]->counters().ended.at("UNHEALTHY"), 1u);
+  // A healthy node sends nothing at all.
+  uint64_t quiet = health_[4]->counters().reports_sent;
+  c_.run_for(10s);
+  EXPECT_EQ(health_[4]->counters().reports_sent, quiet);
+}
+
+// A restarted MGS has an empty board; a node whose list is not empty sends it again within
+// 6 intervals (3 s), so the new MGS learns it without anyone asking.
+TEST_F(InProcessClusterHealthTest, ARestartedMgsLearnsTheListsAgainWithinTheirRefresh) {
+  health_[5]->set_local({unhealthy_peer(3)});
+  ASSERT_TRUE(c_.run_until([&] { return on_board("n5").size() == 1; }, 5s));
+  c_.kill("n2");
+  start(2);
+  auto back = c_.run_until([&] { return on_board("n5").size() == 1; }, 10s);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_LE(*back, 3100ms);
+}
+
+// A node that dies holding a list: the MGS drops its list when it declares it dead, not
+// after the three refreshes a silent node's list is kept (9 s).
+TEST_F(InProcessClusterHealthTest, ADeadNodesListLeavesWithItsDeath) {
+  health_[4]->set_local({unhealthy_peer(3)});
+  ASSERT_TRUE(c_.run_until([&] { return on_board("n4").size() == 1; }, 5s));
+  c_.kill("n4");
+  auto gone = c_.run_until([&] { return on_board("n4").empty(); }, 15s);
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_EQ(m_.state_in(2, "n4"), "dead");
+  EXPECT_LE(*gone, 2400ms);  // its dead time, as the membership tests have it
+}
+
+}  // namespace
+}  // namespace pfsnet
