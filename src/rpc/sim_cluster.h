@@ -11,7 +11,8 @@
 // kill() is a process gone: its engine and net shut down, its connections close at the
 // peers, its NIDs refuse connects. A restart is add() again with the same NIDs. cut()
 // silences the links between two nodes (a pulled cable: frames and connects wait, neither
-// fails) until heal().
+// fails) until heal(); set_delay() gives them a round trip. Net's fault rules work as in
+// the daemon (the same link-emulation decorator holds their delays).
 // Threads: one, the test's. A service's synchronous calls (RpcEngine::call) would wait for
 // a pump that never comes: drive services through their asynchronous paths.
 #pragma once
@@ -30,6 +31,7 @@
 #include "rpc/ping.h"
 #include "rpc/recovery_pinger.h"
 #include "rpc/rpc_engine.h"
+#include "transport/emulating_transport.h"
 #include "transport/mem_transport.h"
 
 namespace pfsnet {
@@ -40,10 +42,19 @@ class SimNode {
           const std::string& cluster_key)
       : nids(nids),
         net(std::move(no), nids, clock,
-            [&hub, &clock, nids, cluster_key](TransportEvents& ev) {
+            [this, &hub, &clock, nids, cluster_key](TransportEvents& ev) {
               TransportOptions to;
               to.cluster_key = cluster_key;
-              return std::make_unique<MemTransport>(hub, to, nids, clock, ev);
+              // Net's fault delays are held by the link-emulation decorator, as in the
+              // daemon's transport stack; the links' own delays are the hub's.
+              auto hold = [this](const Connection& c, const OutFrame& f) {
+                return net.fault_hold(c, f);
+              };
+              return std::make_unique<EmulatingTransport>(
+                  std::vector<EmulationRule>{}, hold, clock, hub, ev,
+                  [&hub, &clock, nids, to](TransportEvents& inner) {
+                    return std::make_unique<MemTransport>(hub, to, nids, clock, inner);
+                  });
             }),
         rpc(net, inline_handlers(ro)),
         pinger(net, rpc, ro.default_timeout),
@@ -138,6 +149,18 @@ class SimCluster {
     settle();
   }
   void heal(const std::string& a, const std::string& b) { cut(a, b, false); }
+  // Every frame between nodes `a` and `b` (both ways) arrives `one_way` after it was sent:
+  // a round trip of twice that (MemHub::set_delay). Zero takes the delay away. Time moves
+  // in steps: use steps shorter than the delay.
+  void set_delay(const std::string& a, const std::string& b, Duration one_way) {
+    SimNode *x = find(a), *y = find(b);
+    if (!x || !y) return;
+    for (const Nid& m : x->nids)
+      for (const Nid& n : y->nids) {
+        hub_.set_delay(m, n, one_way);
+        hub_.set_delay(n, m, one_way);
+      }
+  }
 
   // Runs queued events until none is left. False when they never run out (a livelock:
   // events that keep queueing more), after a bound far beyond any real round.

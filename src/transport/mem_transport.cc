@@ -60,12 +60,34 @@ void MemHub::enqueue_connect(const Nid& from, const Nid& to, std::function<void(
     events_.push_back(std::move(fn));
 }
 
+void MemHub::set_delay(const Nid& from, const Nid& to, Duration one_way) {
+  MutexLock lk(mu_);
+  if (one_way > Duration::zero())
+    delay_[{from.pack(), to.pack()}] = one_way;
+  else
+    delay_.erase({from.pack(), to.pack()});
+}
+
+bool MemHub::delayed(const Nid& from, const Nid& to) const {
+  MutexLock lk(mu_);
+  return delay_.count({from.pack(), to.pack()}) > 0;
+}
+
 void MemHub::enqueue_frame(const Nid& from, const Nid& to, std::function<void()> fn) {
   MutexLock lk(mu_);
-  if (is_cut(from, to))
+  if (is_cut(from, to)) {
     cut_held_.push_back({link_of(from, to), from.pack(), std::move(fn)});
-  else
-    (stalled_ ? held_ : events_).push_back(std::move(fn));
+    return;
+  }
+  std::pair<uint64_t, uint64_t> dir{from.pack(), to.pack()};
+  auto d = delay_.find(dir);
+  if (d != delay_.end() && clock_) {
+    TimePoint& last = last_arrival_[dir];
+    last = std::max(last, clock_->now() + d->second);
+    timed_.emplace(last, std::move(fn));
+    return;
+  }
+  (stalled_ ? held_ : events_).push_back(std::move(fn));
 }
 
 void MemHub::run_at(TimePoint t, std::function<void()> fn) {
@@ -120,7 +142,12 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
   void send(std::unique_ptr<OutFrame> f) override {
     auto self = shared_from_this();
     std::shared_ptr<OutFrame> frame(std::move(f));
-    owner_.hub_.enqueue_frame(local_, peer_nids_.at(0), [self, frame] { self->deliver(*frame); });
+    // On a delayed link the frame was written when sent, and its delay is the link's;
+    // else it is written when the hub delivers it.
+    std::optional<TimePoint> sent;
+    if (owner_.hub_.delayed(local_, peer_nids_.at(0))) sent = owner_.clock_.now();
+    owner_.hub_.enqueue_frame(local_, peer_nids_.at(0),
+                              [self, frame, sent] { self->deliver(*frame, sent); });
   }
 
   void close(const Status& why) override {
@@ -141,7 +168,8 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
     }
   }
 
-  void deliver(OutFrame& f) {
+  // `sent`: when it was handed to a delayed link (the delay lies between); none: now.
+  void deliver(OutFrame& f, std::optional<TimePoint> sent) {
     auto other = other_.lock();
     if (!open_ || !other || !other->open_) {
       if (f.done)
@@ -149,7 +177,7 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
             Status(Code::kClosed, "connection " + describe() + " closed", close_kind_), TxTimes{});
       return;
     }
-    TimePoint start = owner_.clock_.now();
+    TimePoint start = sent.value_or(owner_.clock_.now());
     InFrame in;
     in.hdr = f.hdr;
     in.hdr.credits = f.credits_set ? f.hdr.credits : take_credits_to_return();
@@ -158,7 +186,7 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
     in.payload = Buffer::copy_of(f.payload.span());
     if (f.bulk) in.bulk = Buffer::copy_of(f.bulk->span().first(f.bulk_size()));
     TimePoint now = owner_.clock_.now();
-    in.times = RxTimes{start, now};
+    in.times = RxTimes{sent ? now : start, now};
     if (f.done) f.done->on_tx_done(Status::Ok(), TxTimes{start, now});
     other->owner_.events_.on_frame(*other, std::move(in));
   }

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "base/mutex.h"
@@ -39,6 +40,10 @@ class MemHub final : public TimerQueue {
   void set_cut(const Nid& a, const Nid& b, bool cut);
   // A frame delivery from `from` to `to`: held while stalled or while their link is cut.
   void enqueue_frame(const Nid& from, const Nid& to, std::function<void()> fn);
+  // Frames from `from` to `to` arrive `one_way` after they were sent (in order; zero: at
+  // once): a link's delay, seen by TCP's round trip and the RPC statistics alike.
+  void set_delay(const Nid& from, const Nid& to, Duration one_way);
+  bool delayed(const Nid& from, const Nid& to) const;
   // A connect from `from` to `to`: held while their link is cut.
   void enqueue_connect(const Nid& from, const Nid& to, std::function<void()> fn);
   // Drops what `from` sent that a cut holds (its frames, its connects): before the
@@ -65,6 +70,9 @@ class MemHub final : public TimerQueue {
     std::function<void()> fn;
   };
   std::deque<CutHeld> cut_held_ GUARDED_BY(mu_);
+  // Per direction (from, to): its delay, and when its last frame arrives (none overtakes).
+  std::map<std::pair<uint64_t, uint64_t>, Duration> delay_ GUARDED_BY(mu_);
+  std::map<std::pair<uint64_t, uint64_t>, TimePoint> last_arrival_ GUARDED_BY(mu_);
   std::multimap<TimePoint, std::function<void()>> timed_;
   Clock* clock_ GUARDED_BY(mu_) = nullptr;
   bool stalled_ GUARDED_BY(mu_) = false;

@@ -1,0 +1,111 @@
+// The in-process cluster itself: handlers on the test's thread, round trips of the delays
+// set, cut links that hold and heal, killed nodes that refuse, and a run that repeats.
+#include "rpc/sim_cluster.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace pfsnet {
+namespace {
+
+using namespace std::chrono_literals;
+
+Nid nid(int host) { return *Nid::parse("10.0.0." + std::to_string(host) + "@tcp"); }
+constexpr uint32_t kEcho = 10;
+
+class SimClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int h : {1, 2, 3}) {
+      SimNode* n = c_.add("n" + std::to_string(h), {nid(h)}, NetOptions{}, opts());
+      ASSERT_NE(n, nullptr);
+      n->rpc.handle(
+          kEcho,
+          [this](RpcRequest& r) {
+            handler_thread_ = std::this_thread::get_id();
+            RpcResponse resp;
+            resp.payload = std::move(r.payload);
+            return resp;
+          },
+          HandlerMode::kWorker);
+    }
+  }
+  static RpcOptions opts() {
+    RpcOptions o;
+    o.default_timeout = 5s;
+    o.workers = 4;  // SimNode runs every handler on the pumping thread whatever this says
+    return o;
+  }
+  // A call from `from` to `to`, stepped until it ends: its reply, and the manual time it took.
+  std::pair<RpcReply, Duration> call(int from, int to, Duration step = 1ms) {
+    std::optional<RpcReply> got;
+    c_.find("n" + std::to_string(from))
+        ->rpc.call_async(nid(to), kEcho, Buffer::copy_of("hello"), nullptr,
+                         [&got](RpcReply&& r) { got = std::move(r); });
+    auto took = c_.run_until([&] { return got.has_value(); }, 10s, step);
+    EXPECT_TRUE(took.has_value());
+    RpcReply r;
+    if (got) r = std::move(*got);
+    return {std::move(r), took.value_or(Duration::zero())};
+  }
+
+  SimCluster c_;
+  std::thread::id handler_thread_;
+};
+
+TEST_F(SimClusterTest, HandlersRunOnTheTestsThreadAndADelayIsTheRoundTrip) {
+  auto [r, took] = call(1, 2);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(handler_thread_, std::this_thread::get_id());
+  EXPECT_LE(took, 1ms);  // no delay: within the step
+  c_.set_delay("n1", "n2", 25ms);
+  std::tie(r, took) = call(1, 2);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_GE(r.round_trip(), 50ms);
+  EXPECT_LE(r.round_trip(), 52ms);  // each way to the 1 ms step
+  EXPECT_LE(took, 52ms);
+  // Only that link: n1 to n3 is as fast as before.
+  std::tie(r, took) = call(1, 3);
+  EXPECT_LE(took, 1ms);
+  c_.set_delay("n1", "n2", Duration::zero());
+  std::tie(r, took) = call(1, 2);
+  EXPECT_LE(took, 1ms);
+}
+
+TEST_F(SimClusterTest, ACutLinkHoldsUntilHealedAndACallAcrossItEndsAtItsDeadline) {
+  ASSERT_TRUE(call(1, 2).first.status.ok());  // connected
+  c_.cut("n1", "n2");
+  auto [r, took] = call(1, 2, 100ms);
+  EXPECT_FALSE(r.status.ok());
+  EXPECT_GE(took, 5s);  // its deadline, not sooner: nothing fails on a silent link
+  EXPECT_LE(took, 5100ms);
+  EXPECT_TRUE(call(1, 3).first.status.ok());  // the other links carry on
+  c_.heal("n1", "n2");
+  EXPECT_TRUE(call(1, 2, 100ms).first.status.ok());
+}
+
+TEST_F(SimClusterTest, AKilledNodeRefusesAndARestartedOneAnswers) {
+  ASSERT_TRUE(call(1, 2).first.status.ok());
+  c_.kill("n2");
+  EXPECT_EQ(c_.find("n2"), nullptr);
+  auto [r, took] = call(1, 2, 100ms);
+  EXPECT_FALSE(r.status.ok());
+  EXPECT_LT(took, 5s) << r.status.to_string();  // refused, not timed out
+  SimNode* n = c_.add("n2", {nid(2)}, NetOptions{}, opts());
+  ASSERT_NE(n, nullptr);
+  n->rpc.handle(
+      kEcho,
+      [](RpcRequest& q) {
+        RpcResponse resp;
+        resp.payload = std::move(q.payload);
+        return resp;
+      },
+      HandlerMode::kInline);
+  EXPECT_TRUE(call(1, 2, 100ms).first.status.ok());
+  // A NID taken by a live node cannot be added twice.
+  EXPECT_EQ(c_.add("again", {nid(2)}, NetOptions{}, opts()), nullptr);
+}
+
+}  // namespace
+}  // namespace pfsnet
