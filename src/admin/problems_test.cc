@@ -98,6 +98,39 @@ TEST(ProblemsTest, ANodeStarvedOfCpuIsItsOwnProblemAfterTheDeadAndDown) {
   EXPECT_EQ(find_problems(in).size(), 2u);
 }
 
+// A node suspect only on another node's report, while the MGS's own ping checks it, is not
+// listed -- nor is what follows from it (this node's unhealthy view of its NI) -- until the
+// MGS's verdict; suspect because the MGS stopped hearing it, it is.
+TEST(ProblemsTest, ASuspectTheMgsIsStillCheckingIsNotListedYet) {
+  StatusTable t;
+  t.mgs = nid("198.18.0.1@tcp");
+  StatusNode checked{2,    "oss1", 2,    NodeState::kSuspect, {nid("198.18.0.2@tcp")}, 0, 0,
+                     5000, 100,    false};
+  checked.verifying = true;
+  StatusNode silent{3,    "oss2", 2,    NodeState::kSuspect, {nid("198.18.0.3@tcp")}, 0, 0,
+                    6000, 10600,  false};
+  t.nodes = {checked, silent};
+  ProblemInputs in;
+  in.node = "client1";
+  in.table = &t;
+  NiInfo to_checked = ni("198.18.0.2@tcp");
+  to_checked.peer = to_checked.nid;
+  to_checked.health = 800;
+  to_checked.errors[static_cast<size_t>(HealthKind::kPeerNiUnreachable)] = 1;
+  in.peers = {to_checked};
+  auto v = find_problems(in);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].subject, "oss2");
+  EXPECT_EQ(v[0].cause, "SUSPECT");
+  // Once the MGS's ping goes unanswered it is DEAD, and listed.
+  t.nodes[0].state = NodeState::kDead;
+  t.nodes[0].verifying = false;
+  v = find_problems(in);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].subject, "oss1");
+  EXPECT_EQ(v[0].cause, "DEAD");
+}
+
 TEST(ProblemsTest, WithoutTheTableAnUnhealthyPeerIsListedAsSuch) {
   ProblemInputs in;
   in.node = "client1";

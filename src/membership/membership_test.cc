@@ -73,6 +73,7 @@ TEST(MembershipProtocol, StatusTableRoundTripsAndRefusesGarbage) {
   a.last_change_unix_ms = 1700000000999;
   a.last_heard_ago_ms = 15000;
   a.heard_by_report = true;
+  a.verifying = true;
   StatusNode b{5, "c1", kRoleClient, NodeState::kUp, {nid("10.0.0.5@tcp")}};
   t.nodes = {a, b};
   Buffer buf = encode(t);
@@ -87,8 +88,13 @@ TEST(MembershipProtocol, StatusTableRoundTripsAndRefusesGarbage) {
     EXPECT_FALSE(decode_status_rep(buf.span().first(n)).ok()) << n;
   Buffer bad =
       Buffer::copy_of(std::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()));
-  bad.data()[buf.size() - 1] = 2;  // the last node's heard-by-report flag
+  bad.data()[buf.size() - 1] = 4;  // the last node's flags: bits 0 and 1 only
   EXPECT_FALSE(decode_status_rep(bad.span()).ok());
+  bad.data()[buf.size() - 1] = 2;  // verifying alone is a flag like any
+  auto v = decode_status_rep(bad.span());
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->nodes[1].verifying);
+  EXPECT_FALSE(v->nodes[1].heard_by_report);
 }
 
 class MgsTest : public ::testing::Test {

@@ -219,7 +219,7 @@ Buffer encode(const StatusTable& m) {
     w.u64(static_cast<uint64_t>(e.registered_unix_ms));
     w.u64(static_cast<uint64_t>(e.last_change_unix_ms));
     w.u64(e.last_heard_ago_ms);
-    w.u8(e.heard_by_report ? 1 : 0);
+    w.u8((e.heard_by_report ? 1 : 0) | (e.verifying ? 2 : 0));
   }
   return w.take();
 }
@@ -366,8 +366,9 @@ Result<StatusTable> decode_status_rep(std::span<const uint8_t> b) {
     s.last_change_unix_ms = static_cast<int64_t>(r.u64());
     s.last_heard_ago_ms = r.u64();
     uint8_t f = r.u8();
-    if (f > 1) return Status(Code::kProtocol, "MGS_STATUS reply: bad flag");
-    s.heard_by_report = f == 1;
+    if (f > 3) return Status(Code::kProtocol, "MGS_STATUS reply: bad flag");
+    s.heard_by_report = (f & 1) != 0;
+    s.verifying = (f & 2) != 0;
     m.nodes.push_back(std::move(s));
   }
   return finish_decode(r, std::move(m), "MGS_STATUS reply");

@@ -112,6 +112,10 @@ struct StatusNode {
   int64_t last_heard_unix_ms = 0, registered_unix_ms = 0, last_change_unix_ms = 0;
   uint64_t last_heard_ago_ms = 0;  // at the time the MGS answered
   bool heard_by_report = false;    // last heard through a server's report, not a ping
+  // Suspect on another node's report of it less than a second ago, the MGS's own ping out to
+  // check it: one node's word, not yet the MGS's verdict (a live node answers well within
+  // the second; one that does not is listed SUSPECT from then on, DEAD at the verdict).
+  bool verifying = false;
   bool operator==(const StatusNode&) const = default;
 };
 

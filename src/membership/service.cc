@@ -161,6 +161,10 @@ StatusTable MembershipService::table_locked(uint32_t offset, uint32_t limit) con
     s.last_heard_ago_ms = static_cast<uint64_t>(std::max<int64_t>(
         0, std::chrono::duration_cast<std::chrono::milliseconds>(now - n.last_heard).count()));
     s.heard_by_report = n.heard_by_report;
+    // Reported and being checked, for the first second: a live node answers the MGS's ping
+    // well within it, so until then one node's report is all there is.
+    s.verifying = n.verifying && n.state == NodeState::kSuspect &&
+                  now - n.reported_at < std::chrono::seconds(1);
     t.nodes.push_back(std::move(s));
   }
   const MgsCore::Counters& c = mgs_->counters();
