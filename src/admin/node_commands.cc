@@ -109,7 +109,7 @@ Result<json> health(const NodeParts& node) {
       std::vector<std::string> down;
       if (table)
         for (const StatusNode& n : table->nodes)
-          if (n.state != NodeState::kUp)
+          if (down_in_table(n))
             for (const Nid& x : n.nids) down.push_back(x.to_string());
       merge_cluster_problems(problems, *others, in.node, down);
       sort_problems(problems);
@@ -122,7 +122,7 @@ Result<json> health(const NodeParts& node) {
   std::set<std::string> culprits;
   if (table)
     for (const StatusNode& n : table->nodes)
-      if (n.state != NodeState::kUp)
+      if (down_in_table(n))
         for (const Nid& x : n.nids) culprits.insert(x.to_string());
   for (const Problem& p : problems)
     if (p.kind == "ni" && p.cause == "DOWN")

@@ -45,17 +45,14 @@ std::vector<Problem> find_problems(const ProblemInputs& in) {
     out.push_back({std::move(kind), std::move(subject), std::move(cause), in.node, since,
                    std::move(evidence), ""});
   };
-  // Nodes the MGS calls dead or suspect; their NIDs, whose own troubles follow from it. A
-  // node suspect on another node's report made less than a second ago (the MGS's own ping
-  // out to check it) is not listed yet: one node's word is not the MGS's verdict, and a live
-  // node answers that ping within the second; what follows from it waits too. During a
-  // split network every report of a node across the split made it SUSPECT for a moment.
+  // Nodes the MGS calls dead or suspect (down_in_table: not one on a report it is still
+  // checking -- during a split network every report across the split made a node SUSPECT
+  // for a moment); their NIDs, whose own troubles follow from it.
   std::set<Nid> culprit_nids;
   if (in.table)
     for (const StatusNode& n : in.table->nodes) {
-      if (n.state == NodeState::kUp) continue;
+      if (!down_in_table(n)) continue;
       for (const Nid& x : n.nids) culprit_nids.insert(x);
-      if (n.verifying) continue;
       add("node", n.name, n.state == NodeState::kDead ? "DEAD" : "SUSPECT", n.last_change_unix_ms,
           fmt::format("last heard {:.1f} s ago (by {}), as the MGS {} says",
                       double(n.last_heard_ago_ms) / 1000.0,

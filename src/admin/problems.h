@@ -49,6 +49,11 @@ struct ProblemInputs {
   const std::vector<std::vector<MeshMark>>* mesh_marks = nullptr;
 };
 
+// Whether the MGS's table has `n` down (DEAD or SUSPECT) for `pfsnet health`: a node suspect
+// on a report less than a second old, the MGS's own ping out to check it, counts as up --
+// one node's word is not the MGS's verdict, and a live node answers within the second.
+inline bool down_in_table(const StatusNode& n) { return n.state != NodeState::kUp && !n.verifying; }
+
 std::vector<Problem> find_problems(const ProblemInputs& in);
 // Severest first (DEAD, DOWN, PARTITION, SUSPECT, CPU, LOSSY, SLOW, MTU, THROTTLED, UNHEALTHY,
 // SERVER, SETTINGS), then oldest first.

@@ -98,9 +98,9 @@ TEST(ProblemsTest, ANodeStarvedOfCpuIsItsOwnProblemAfterTheDeadAndDown) {
   EXPECT_EQ(find_problems(in).size(), 2u);
 }
 
-// A node suspect only on another node's report, while the MGS's own ping checks it, is not
-// listed -- nor is what follows from it (this node's unhealthy view of its NI) -- until the
-// MGS's verdict; suspect because the MGS stopped hearing it, it is.
+// A node suspect on a fresh report, while the MGS's own ping checks it, counts as up: it is
+// not listed, and this node's own unhealthy view of its NI stays this node's problem until
+// the MGS's verdict; suspect because the MGS stopped hearing it, it is listed.
 TEST(ProblemsTest, ASuspectTheMgsIsStillCheckingIsNotListedYet) {
   StatusTable t;
   t.mgs = nid("198.18.0.1@tcp");
@@ -119,16 +119,19 @@ TEST(ProblemsTest, ASuspectTheMgsIsStillCheckingIsNotListedYet) {
   to_checked.errors[static_cast<size_t>(HealthKind::kPeerNiUnreachable)] = 1;
   in.peers = {to_checked};
   auto v = find_problems(in);
-  ASSERT_EQ(v.size(), 1u);
+  ASSERT_EQ(v.size(), 2u);
   EXPECT_EQ(v[0].subject, "oss2");
   EXPECT_EQ(v[0].cause, "SUSPECT");
-  // Once the MGS's ping goes unanswered it is DEAD, and listed.
+  EXPECT_EQ(v[1].subject, "198.18.0.2@tcp");
+  EXPECT_EQ(v[1].cause, "UNHEALTHY");
+  // Once the MGS's ping goes unanswered it is DEAD, listed, and the view follows from it.
   t.nodes[0].state = NodeState::kDead;
   t.nodes[0].verifying = false;
   v = find_problems(in);
   ASSERT_EQ(v.size(), 2u);
   EXPECT_EQ(v[0].subject, "oss1");
   EXPECT_EQ(v[0].cause, "DEAD");
+  EXPECT_EQ(v[1].subject, "oss2");
 }
 
 TEST(ProblemsTest, WithoutTheTableAnUnhealthyPeerIsListedAsSuch) {
