@@ -21,7 +21,7 @@ class SimClusterTest : public ::testing::Test {
       SimNode* n = c_.add("n" + std::to_string(h), {nid(h)}, NetOptions{}, opts());
       ASSERT_NE(n, nullptr);
       n->rpc.handle(
-          kEcho,
+          kEcho, "ECHO",
           [this](RpcRequest& r) {
             handler_thread_ = std::this_thread::get_id();
             RpcResponse resp;
@@ -95,7 +95,7 @@ TEST_F(SimClusterTest, AKilledNodeRefusesAndARestartedOneAnswers) {
   SimNode* n = c_.add("n2", {nid(2)}, NetOptions{}, opts());
   ASSERT_NE(n, nullptr);
   n->rpc.handle(
-      kEcho,
+      kEcho, "ECHO",
       [](RpcRequest& q) {
         RpcResponse resp;
         resp.payload = std::move(q.payload);
