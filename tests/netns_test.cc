@@ -539,31 +539,41 @@ TEST(NetnsTest, TcpInfoShowsTheRetransmitsOfALossyRail) {
     ASSERT_EQ(load->wait_exit(60000ms), 0) << load->output();
   }
   json p = net.cli(0, {"peers", "-v"});
-  std::map<std::string, json> tcp;  // peer NID -> its path's kernel figures
+  // Peer NID -> its path's kernel totals, closed connections included: a segment lost
+  // several times over may outlast an attempt, and the remote timeout then closes the
+  // lossy rail's connection (CI saw it 55 ms before this look); its figures stay.
+  std::map<std::string, json> total, open;
   for (const json& n : p["peers"])
-    for (const json& path : n.value("paths", json::array()))
-      if (path.contains("tcp")) tcp[n["nid"]] = path["tcp"];
-  ASSERT_TRUE(tcp.count(net.nid(1, 0)) && tcp.count(net.nid(1, 1))) << p.dump();
-  const json& lossy = tcp[net.nid(1, 0)];
-  const json& clean = tcp[net.nid(1, 1)];
+    for (const json& path : n.value("paths", json::array())) {
+      if (path.contains("tcp_total")) total[n["nid"]] = path["tcp_total"];
+      if (path.contains("tcp")) open[n["nid"]] = path["tcp"];
+    }
+  ASSERT_TRUE(total.count(net.nid(1, 0)) && total.count(net.nid(1, 1))) << p.dump();
+  ASSERT_TRUE(open.count(net.nid(1, 1))) << p.dump();
+  auto ratio = [](const json& t) {
+    return double(t["retransmits"].get<uint64_t>()) /
+           double(std::max<uint64_t>(1, t["segments_out"].get<uint64_t>()));
+  };
+  const json& lossy = total[net.nid(1, 0)];
+  const json& clean = total[net.nid(1, 1)];
   EXPECT_GT(lossy["segments_out"].get<uint64_t>(), 200u) << lossy.dump();
   EXPECT_GT(lossy["retransmits"].get<uint64_t>(), 0u) << lossy.dump();
-  EXPECT_GT(lossy["retransmit_ratio"].get<double>(), 0.005) << lossy.dump();
+  EXPECT_GT(ratio(lossy), 0.005) << lossy.dump();
   // A clean rail on a busy machine may still send a tail-loss probe or two (CI saw 1 of
   // 9389 segments); it stays far below the lossy one.
-  EXPECT_LT(clean["retransmit_ratio"].get<double>(), 0.002) << clean.dump();
-  EXPECT_LT(clean["retransmit_ratio"].get<double>(), lossy["retransmit_ratio"].get<double>() / 10)
-      << clean.dump();
-  EXPECT_GT(clean["rtt_ms"].get<double>(), 0.0) << clean.dump();
-  EXPECT_GT(clean["pmtu"].get<unsigned>(), 0u) << clean.dump();
+  EXPECT_LT(ratio(clean), 0.002) << clean.dump();
+  EXPECT_LT(ratio(clean), ratio(lossy) / 10) << clean.dump();
+  const json& clean_now = open[net.nid(1, 1)];
+  EXPECT_GT(clean_now["rtt_ms"].get<double>(), 0.0) << clean_now.dump();
+  EXPECT_GT(clean_now["pmtu"].get<unsigned>(), 0u) << clean_now.dump();
   // The human view says it too.
   auto [rc, out] = run({PFSNET_BIN, "--socket", net.socket(0), "peers", "-v"});
   EXPECT_EQ(rc, 0);
-  EXPECT_NE(out.find("tcp: retransmits"), std::string::npos) << out;
+  EXPECT_NE(out.find("tcp: over all its connections, retransmits"), std::string::npos) << out;
   std::printf("5%% drop: %llu of %llu segments retransmitted (%.2f%%), clean rail %llu of %llu\n",
               static_cast<unsigned long long>(lossy["retransmits"].get<uint64_t>()),
               static_cast<unsigned long long>(lossy["segments_out"].get<uint64_t>()),
-              100 * lossy["retransmit_ratio"].get<double>(),
+              100 * ratio(lossy),
               static_cast<unsigned long long>(clean["retransmits"].get<uint64_t>()),
               static_cast<unsigned long long>(clean["segments_out"].get<uint64_t>()));
 }

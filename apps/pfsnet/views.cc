@@ -8,6 +8,30 @@ namespace pfsnet::cli {
 
 namespace {
 
+// The kernel's figures of one TCP connection (peers -v).
+void print_tcp(const json& t) {
+  std::printf("      tcp: rtt %s ms (var %s, min %s), cwnd %u x %u B, pmtu %u\n",
+              fmt_ms(t["rtt_ms"].get<double>()).c_str(),
+              fmt_ms(t["rttvar_ms"].get<double>()).c_str(),
+              fmt_ms(t["min_rtt_ms"].get<double>()).c_str(), t["cwnd"].get<unsigned>(),
+              t["mss"].get<unsigned>(), t["pmtu"].get<unsigned>());
+  std::printf("      tcp: retransmits %llu of %llu segments (%.3f%%), lost %u, delivery %s/s\n",
+              t["retransmits"].get<unsigned long long>(),
+              t["segments_out"].get<unsigned long long>(),
+              100.0 * t["retransmit_ratio"].get<double>(), t["lost"].get<unsigned>(),
+              human_bytes(t["delivery_rate_bytes_s"].get<uint64_t>()).c_str());
+  std::printf("      tcp: buffers send %s, receive %s; the peer's window %s\n",
+              human_bytes(t["sndbuf_bytes"].get<uint64_t>()).c_str(),
+              human_bytes(t["rcvbuf_bytes"].get<uint64_t>()).c_str(),
+              human_bytes(t["peer_window_bytes"].get<uint64_t>()).c_str());
+  std::printf(
+      "      tcp: busy %s ms, of it limited by the peer's window %s ms, by the send "
+      "buffer %s ms\n",
+      fmt_ms(t["busy_ms"].get<double>()).c_str(),
+      fmt_ms(t["rwnd_limited_ms"].get<double>()).c_str(),
+      fmt_ms(t["sndbuf_limited_ms"].get<double>()).c_str());
+}
+
 // An aligned table within 100 columns; -v adds the errors by kind, timeouts, drops,
 // connections and (peers) every NID the peer announced.
 void print_ni_table(const json& list, const char* title, bool verbose) {
@@ -65,29 +89,9 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
                     p["recv_count"].get<unsigned long long>(),
                     human_bytes(p["recv_bytes"].get<uint64_t>()).c_str(),
                     p["connections"].get<int>());
-        if (!p.contains("tcp")) continue;
-        // What TCP hides: its retransmissions and losses, its own RTT and window.
-        const json& t = p["tcp"];
-        std::printf("      tcp: rtt %s ms (var %s, min %s), cwnd %u x %u B, pmtu %u\n",
-                    fmt_ms(t["rtt_ms"].get<double>()).c_str(),
-                    fmt_ms(t["rttvar_ms"].get<double>()).c_str(),
-                    fmt_ms(t["min_rtt_ms"].get<double>()).c_str(), t["cwnd"].get<unsigned>(),
-                    t["mss"].get<unsigned>(), t["pmtu"].get<unsigned>());
-        std::printf(
-            "      tcp: retransmits %llu of %llu segments (%.3f%%), lost %u, delivery %s/s\n",
-            t["retransmits"].get<unsigned long long>(), t["segments_out"].get<unsigned long long>(),
-            100.0 * t["retransmit_ratio"].get<double>(), t["lost"].get<unsigned>(),
-            human_bytes(t["delivery_rate_bytes_s"].get<uint64_t>()).c_str());
-        std::printf("      tcp: buffers send %s, receive %s; the peer's window %s\n",
-                    human_bytes(t["sndbuf_bytes"].get<uint64_t>()).c_str(),
-                    human_bytes(t["rcvbuf_bytes"].get<uint64_t>()).c_str(),
-                    human_bytes(t["peer_window_bytes"].get<uint64_t>()).c_str());
-        std::printf(
-            "      tcp: busy %s ms, of it limited by the peer's window %s ms, by the send "
-            "buffer %s ms\n",
-            fmt_ms(t["busy_ms"].get<double>()).c_str(),
-            fmt_ms(t["rwnd_limited_ms"].get<double>()).c_str(),
-            fmt_ms(t["sndbuf_limited_ms"].get<double>()).c_str());
+        // What TCP hides: its retransmissions and losses, its own RTT and window (of the
+        // open connection that sent the most), and the totals, closed connections included.
+        if (p.contains("tcp")) print_tcp(p["tcp"]);
         if (p.contains("tcp_total")) {
           const json& tt = p["tcp_total"];
           uint64_t segs = tt["segments_out"].get<uint64_t>(),

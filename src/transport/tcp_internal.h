@@ -273,9 +273,10 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
 
   bool is_open() const override { return state_.load() == kOpen; }
   // The descriptor stays open while this object lives (do_close only shuts it down), so
-  // any thread holding the connection may ask.
+  // any thread holding the connection may ask -- also once it is closed, when Net adds its
+  // last figures to the path's totals.
   std::optional<TcpKernelInfo> kernel_tcp_info(bool with_buffers) const override {
-    if (!is_open()) return std::nullopt;
+    if (state_.load() == kHandshake) return std::nullopt;
     return read_tcp_kernel_info(fd_.load(std::memory_order_acquire), with_buffers);
   }
   void post(std::function<void()> fn) override { asio::post(io_, std::move(fn)); }

@@ -125,6 +125,10 @@ TEST_F(TcpPairTest, ConnectSendBulkAndCredits) {
   ca->send(frame(100, 1, 0, &late));
   ASSERT_TRUE(late.wait());
   EXPECT_EQ(late.status.code(), Code::kClosed);
+  // The kernel's figures outlive the close (Net adds them to the path's totals then).
+  std::optional<TcpKernelInfo> k = ca->kernel_tcp_info(false);
+  ASSERT_TRUE(k.has_value());
+  EXPECT_GT(k->bytes_sent, uint64_t{3} << 20);
 }
 
 TEST_F(TcpPairTest, ABulkConnectionIsOneAtBothEnds) {
