@@ -109,7 +109,7 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
     if (p.m.probe_short && !p.lossy)
       why +=
           "; the probe's trains were smaller than that BDP and never filled the pipe (TCP's "
-          "sender may have held them back), so its rate may be low: twice the BDP";
+          "sender may have held them back), so its rate may be low: headroom over the BDP";
     if (p.lossy)
       why +=
           fmt("; the path retransmits %.4f%% of its TCP segments: a lost one holds the data behind "

@@ -85,8 +85,14 @@ inline constexpr double kLossyHeadroom = 3;
 inline constexpr int64_t kLossyConnsPerPeer = 4;
 // A path whose probe never filled the pipe (PeerMeasure::probe_short) gets this x BDP in
 // flight: at 4 Gbit/s and 50 ms trains of 8 x 1 MiB measured 290-480 MiB/s from one probe
-// to the next (BBR leaves startup early on an application-limited flow).
-inline constexpr double kShortProbeHeadroom = 2;
+// to the next (BBR leaves startup early on an application-limited flow). Not more: RPCs
+// beyond what the path holds wait in its bottleneck's queue, and one no deeper than the
+// BDP overflows. On the delay line (4 Gbit/s, 50 ms, a queue of 25 MB), 8 s per step, one
+// connection: 24 RPCs of 1 MiB in flight moved 0.93 of one iperf3 stream, 32 0.99, 40
+// 0.98 -- with no drop -- and 48 0.81 with 17,078 queue drops; 2 x BDP (50 RPCs) moved
+// 1.02 in one run and 0.83 in the next. A rate read 0.63 of the link (299 MiB/s) asks
+// for the BDP itself then (25 RPCs: 0.93); the link's own (478), 40 RPCs.
+inline constexpr double kShortProbeHeadroom = 1.6;
 
 struct PeerAdvice {
   PeerMeasure m;

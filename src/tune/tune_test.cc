@@ -431,7 +431,7 @@ TEST(TuneAdviceTest, APathThatLosesPacketsGetsThreeTimesItsBdpInFlight) {
   EXPECT_EQ(clean.recommended.conns_per_peer, 1);
 }
 
-TEST(TuneAdviceTest, AProbeThatNeverFilledThePipeGetsTwiceItsBdp) {
+TEST(TuneAdviceTest, AProbeThatNeverFilledThePipeGetsHeadroomOverItsBdp) {
   PeerMeasure m;
   m.peer = "198.18.60.2@tcp";
   m.rtt_ms = 50;
@@ -439,9 +439,14 @@ TEST(TuneAdviceTest, AProbeThatNeverFilledThePipeGetsTwiceItsBdp) {
   m.rpc_bytes = 1 << 20;
   m.probe_short = true;
   Advice a = advise({m}, TuneSettings{}, TuneConfig{}, 1);
-  EXPECT_EQ(a.recommended.max_rpcs_in_flight, 31);  // ceil(2 x 15) + 1
-  EXPECT_NE(a.why_rpcs.find("ceil(2 x BDP/size)+1 = 31"), std::string::npos) << a.why_rpcs;
+  EXPECT_EQ(a.recommended.max_rpcs_in_flight, 25);  // ceil(1.6 x 15) + 1
+  EXPECT_NE(a.why_rpcs.find("ceil(1.6 x BDP/size)+1 = 25"), std::string::npos) << a.why_rpcs;
   EXPECT_NE(a.why_rpcs.find("never filled the pipe"), std::string::npos) << a.why_rpcs;
+  // The link's 478 MiB/s read by clean trains: 40, where 2 x BDP (50) overflowed the
+  // delay line's queue of one BDP.
+  PeerMeasure fast = m;
+  fast.bandwidth = 478.0 * (1 << 20);
+  EXPECT_EQ(advise({fast}, TuneSettings{}, TuneConfig{}, 1).recommended.max_rpcs_in_flight, 40);
   // Losing packets too: the larger headroom.
   m.retrans_ratio = 1e-3;
   EXPECT_EQ(advise({m}, TuneSettings{}, TuneConfig{}, 1).recommended.max_rpcs_in_flight, 46);
