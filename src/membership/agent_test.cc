@@ -1,0 +1,198 @@
+// The membership agent on a manual clock: its schedule, skip rule, failover and reports;
+// and the simulation at small scale.
+#include "membership/agent.h"
+
+#include <gtest/gtest.h>
+
+#include "membership/simulation.h"
+
+namespace pfsnet {
+namespace {
+
+using namespace std::chrono_literals;
+
+Nid nid(const char* s) { return *Nid::parse(s); }
+
+class AgentTest : public ::testing::Test {
+ protected:
+  static AgentOptions opts(uint8_t roles) {
+    AgentOptions o;
+    o.name = "n";
+    o.roles = roles;
+    o.nids = {nid("10.0.0.5@tcp")};
+    o.mgs = {nid("10.0.0.2@tcp"), nid("10.0.0.12@tcp")};
+    o.client_interval = 50s;
+    o.server_interval = 10s;
+    o.instance = 3;
+    return o;
+  }
+  static std::vector<uint64_t> none() { return {}; }
+  ManualClock clock_;
+};
+
+TEST_F(AgentTest, RegistersThenPingsEveryPeriodRainOrShine) {
+  AgentCore a(opts(kRoleServer));
+  auto s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->kind, AgentCore::Kind::kRegister);
+  EXPECT_FALSE(a.due(clock_.now(), TimePoint{}, none));  // one request at a time
+  a.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  EXPECT_EQ(a.id(), 4u);
+  clock_.advance(9999ms);
+  EXPECT_FALSE(a.due(clock_.now(), TimePoint{}, none));
+  clock_.advance(1ms);
+  s = a.due(clock_.now(), TimePoint{}, [] { return std::vector<uint64_t>{77}; });
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->kind, AgentCore::Kind::kPing);
+  auto p = decode_ping_req(s->payload.span());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->id, 4u);
+  EXPECT_EQ(p->heard, std::vector<uint64_t>{77});  // a server reports whom it heard
+  a.on_ping_reply(PingRep{PingStatus::kOk, 2, 1}, clock_.now() + 300ms);
+  clock_.advance(10s);  // the period runs from the ping, not from its reply
+  EXPECT_TRUE(a.due(clock_.now(), TimePoint{}, none));
+}
+
+TEST_F(AgentTest, UnknownReRegistersAndSilenceFailsOver) {
+  AgentCore a(opts(kRoleClient));
+  ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
+  a.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  clock_.advance(50s);
+  ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
+  a.on_ping_reply(PingRep{PingStatus::kUnknown, 1, 2}, clock_.now());
+  auto s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->kind, AgentCore::Kind::kRegister);
+  EXPECT_EQ(s->mgs, nid("10.0.0.2@tcp"));
+  a.on_failure(clock_.now());
+  s = a.due(clock_.now(), TimePoint{}, none);  // straight to the next MGS
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->mgs, nid("10.0.0.12@tcp"));
+  a.on_failure(clock_.now());
+  EXPECT_FALSE(a.due(clock_.now(), TimePoint{}, none));  // a whole round failed: wait 1 s
+  clock_.advance(1s);
+  s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->mgs, nid("10.0.0.2@tcp"));
+  EXPECT_EQ(a.counters().failovers, 2u);
+}
+
+TEST_F(AgentTest, ClientThatTalkedToAServerRecentlySkipsItsPing) {
+  AgentCore a(opts(kRoleClient));
+  ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
+  a.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  clock_.advance(50s);
+  // Skip window: 50 - 2 x 10 = 30 s.
+  EXPECT_FALSE(a.due(clock_.now(), clock_.now() - 30s, none));
+  EXPECT_EQ(a.counters().skipped, 1u);
+  clock_.advance(50s);
+  EXPECT_TRUE(a.due(clock_.now(), clock_.now() - 31s, none));  // too long ago: ping
+  EXPECT_EQ(a.counters().pings, 1u);
+  a.on_ping_reply(PingRep{PingStatus::kOk, 1, 1}, clock_.now());
+  // Busy all the time: two skips in a row at most (ping_miss_limit - 1), then a ping.
+  for (int i = 0; i < 2; ++i) {
+    clock_.advance(50s);
+    EXPECT_FALSE(a.due(clock_.now(), clock_.now(), none));
+  }
+  clock_.advance(50s);
+  EXPECT_TRUE(a.due(clock_.now(), clock_.now(), none));
+  EXPECT_EQ(a.counters().skipped, 3u);
+  // Without heard reports the client always pings.
+  AgentOptions o = opts(kRoleClient);
+  o.heard_reports = false;
+  AgentCore b(o);
+  ASSERT_TRUE(b.due(clock_.now(), TimePoint{}, none));
+  b.on_register_reply(RegisterRep{5, 1, 1, {}}, clock_.now());
+  clock_.advance(50s);
+  EXPECT_TRUE(b.due(clock_.now(), clock_.now(), none));
+}
+
+TEST_F(AgentTest, ReportsPeersThatFailWhileSilentOncePerHoldoff) {
+  AgentCore a(opts(kRoleClient));
+  using S = AgentCore::PeerSample;
+  uint64_t oss1 = nid("10.0.0.3@tcp").pack(), oss2 = nid("10.0.0.4@tcp").pack();
+  // Not registered yet: nothing to report with.
+  EXPECT_FALSE(a.report_due(clock_.now(), {S{oss1, 3, 0, 0}}));
+  a.due(clock_.now(), TimePoint{}, none);
+  a.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  // oss1's connects are refused; oss2 timed out but answered since: only oss1.
+  clock_.advance(1s);
+  auto s = a.report_due(clock_.now(), {S{oss1, 6, 0, 0}, S{oss2, 0, 1, 5}});
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->kind, AgentCore::Kind::kReport);
+  EXPECT_EQ(s->mgs, nid("10.0.0.2@tcp"));
+  auto r = decode_report_req(s->payload.span());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->id, 4u);
+  EXPECT_EQ(r->instance, 3u);
+  ASSERT_EQ(r->peers.size(), 1u);
+  EXPECT_EQ(r->peers[0], (Unreachable{oss1, HealthKind::kPeerNiConnectError}));
+  // Still failing: not again within the hold-off (10 s); nothing new: nothing.
+  clock_.advance(1s);
+  EXPECT_FALSE(a.report_due(clock_.now(), {S{oss1, 9, 0, 0}, S{oss2, 0, 1, 5}}));
+  // oss2 times out and is silent now: reported, as unreachable.
+  s = a.report_due(clock_.now(), {S{oss1, 9, 0, 0}, S{oss2, 0, 2, 5}});
+  ASSERT_TRUE(s);
+  r = decode_report_req(s->payload.span());
+  ASSERT_EQ(r->peers.size(), 1u);
+  EXPECT_EQ(r->peers[0], (Unreachable{oss2, HealthKind::kPeerNiUnreachable}));
+  clock_.advance(9s);
+  s = a.report_due(clock_.now(), {S{oss1, 12, 0, 0}, S{oss2, 0, 2, 5}});
+  ASSERT_TRUE(s);  // 11 s after oss1's first report
+  EXPECT_EQ(decode_report_req(s->payload.span())->peers.size(), 1u);
+  EXPECT_EQ(a.counters().reports, 3u);
+  // Off: never.
+  AgentOptions o = opts(kRoleClient);
+  o.unreachable_reports = false;
+  AgentCore off(o);
+  off.due(clock_.now(), TimePoint{}, none);
+  off.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  EXPECT_FALSE(off.report_due(clock_.now(), {S{oss1, 3, 0, 0}}));
+}
+
+TEST(MembershipSimTest, PingRateDetectionAndNotificationAtSmallScale) {
+  SimOptions o;
+  o.clients = 2000;
+  o.servers = 40;
+  MembershipSim sim(o);
+  sim.run_for(60s);  // everyone registered (start within one client period)
+  uint64_t before = sim.mgs_pings();
+  sim.run_for(100s);
+  double rate = double(sim.mgs_pings() - before) / 100.0;
+  // Each client every 50 s, each server every 10 s: 2000/50 + 40/10 = 44 pings/s.
+  EXPECT_NEAR(rate, 44.0, 2.0);
+  sim.kill_server(7);
+  double killed = std::chrono::duration<double>(sim.now()).count();
+  sim.run_for(40s);
+  ASSERT_GT(sim.declared_dead_s(), 0);
+  double detect = sim.declared_dead_s() - killed;
+  EXPECT_GE(detect, 20.0);  // its last ping was at most one period (10 s) before the kill
+  EXPECT_LE(detect, 30.0 + 0.5 + 0.1);
+  EXPECT_EQ(sim.clients_told(), 2000u);  // every client, and no server
+  EXPECT_LT(sim.last_client_told_s() - sim.declared_dead_s(), 2.0);
+  EXPECT_LT(sim.mgs().memory_bytes() / 2040, 1024u);
+}
+
+TEST(MembershipSimTest, HeardFromReportsCutTheMgsLoadOfAnActiveCluster) {
+  SimOptions o;
+  o.clients = 2000;
+  o.servers = 40;
+  o.heard_reports = true;
+  o.activity = 5s;  // every client talks to some server every 5 s
+  MembershipSim sim(o);
+  sim.run_for(200s);  // past the start-up phases: skips come in runs of periods
+  uint64_t before = sim.mgs_pings();
+  sim.run_for(300s);
+  double rate = double(sim.mgs_pings() - before) / 300.0;
+  // Servers 4/s; a busy client pings every third period only (two skips at most):
+  // 2000 / 150 + 4 = 17.3/s against 44/s.
+  EXPECT_NEAR(rate, 17.3, 2.0);
+  EXPECT_GT(sim.client_pings_skipped(), 2000u);
+  // No client is lost for it: all up.
+  size_t up = 0;
+  for (const NodeRecord& n : sim.mgs().nodes()) up += n.state == NodeState::kUp;
+  EXPECT_EQ(up, 2040u);
+}
+
+}  // namespace
+}  // namespace pfsnet
