@@ -1,0 +1,120 @@
+// The RPC engine tests' fixture: two nodes (Net, RpcEngine, pinger, timers) over the
+// in-memory transport on a manual clock, the server serving echo, slow, throwing and
+// blocking types (rpc_engine_test.cc, rpc_engine_faults_test.cc).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "rpc/node_timers.h"
+#include "rpc/ping.h"
+#include "rpc/rpc_engine.h"
+#include "rpc/test_gate.h"
+#include "transport/mem_transport.h"
+
+namespace pfsnet::rpc_test {
+
+using namespace std::chrono_literals;
+
+inline Nid nid(const char* s) { return *Nid::parse(s); }
+
+struct Node {
+  // retry_count 0: these tests see each failure as it happens; the resend tests set it.
+  Node(MemHub& hub, Clock& clock, Nid n, int64_t max_in_flight = 8, int peer_credits = 8,
+       int64_t retry_count = 0)
+      : net(opts(peer_credits), {n}, clock,
+            [&hub, &clock, n](TransportEvents& ev) {
+              TransportOptions to;
+              to.cluster_key = "0123456789abcdef";
+              return std::make_unique<MemTransport>(hub, to, std::vector<Nid>{n}, clock, ev);
+            }),
+        rpc(net, rpc_opts(max_in_flight, retry_count)),
+        pinger(net, rpc, 10s),
+        timers(net, rpc, nullptr, &pinger) {
+    EXPECT_TRUE(net.start().ok());
+  }
+  static RpcOptions rpc_opts(int64_t max_in_flight, int64_t retry_count) {
+    RpcOptions o;
+    o.max_rpcs_in_flight = max_in_flight;
+    o.workers = 2;
+    o.default_timeout = 10s;
+    o.max_bulk = 2 << 20;
+    o.retry_count = retry_count;
+    return o;
+  }
+  static NetOptions opts(int peer_credits) {
+    NetOptions o;
+    o.peer_credits = peer_credits;
+    return o;
+  }
+  // The engine's last callbacks (recovery pings it cancels) run before the pinger goes.
+  ~Node() { rpc.shutdown(); }
+  Net net;
+  RpcEngine rpc;
+  RecoveryPinger pinger;
+  NodeTimers timers;  // driven by the tests: timers.tick(now)
+};
+
+struct Replies {
+  std::vector<RpcReply> got;
+  RpcEngine::Callback cb() {
+    return [this](RpcReply&& r) { got.push_back(std::move(r)); };
+  }
+};
+
+constexpr uint32_t kEcho = 10, kSlow = 11, kThrow = 12, kBlock = 13;
+
+class RpcTest : public ::testing::Test {
+ protected:
+  RpcTest() : client_(hub_, clock_, a_, 2), server_(hub_, clock_, b_) {
+    client_.rpc.define_type(kBlock, "BLOCK");
+    serve_ping(server_.rpc, 2 << 20);
+    server_.rpc.handle(
+        kEcho, "ECHO",
+        [](RpcRequest& r) {
+          RpcResponse resp;
+          resp.payload = std::move(r.payload);
+          return resp;
+        },
+        HandlerMode::kInline);
+    server_.rpc.handle(
+        kSlow, "SLOW",
+        [this](RpcRequest&) {
+          clock_.advance(3ms);  // execution takes exactly 3 ms
+          return RpcResponse{};
+        },
+        HandlerMode::kInline);
+    server_.rpc.handle(
+        kThrow, "THROW",
+        [](RpcRequest&) -> RpcResponse { throw std::runtime_error("disk on fire"); },
+        HandlerMode::kInline);
+    server_.rpc.handle(
+        kBlock, "BLOCK",
+        [this](RpcRequest&) {
+          release_.wait();
+          return RpcResponse{};
+        },
+        HandlerMode::kWorker);
+  }
+  ~RpcTest() override { release_.open(); }
+
+  // Pumps the hub until `done` (workers answer on their own threads); bounded in count
+  // and in time.
+  template <class Pred>
+  void pump_until(Pred done) {
+    auto limit = std::chrono::steady_clock::now() + 10s;
+    for (int i = 0; i < 10'000'000 && !done() && std::chrono::steady_clock::now() < limit; ++i) {
+      hub_.pump();
+      std::this_thread::yield();
+    }
+  }
+
+  Gate release_;  // outlives the nodes' workers
+  ManualClock clock_;
+  MemHub hub_;
+  Nid a_ = nid("10.0.0.1@tcp"), b_ = nid("10.0.0.2@tcp");
+  Node client_, server_;
+};
+
+}  // namespace pfsnet::rpc_test
