@@ -1,3 +1,7 @@
+// RpcEngine, the client side: calls take a max_rpcs_in_flight slot of their target (or
+// queue for one), go on the wire, are resent while their budget allows and complete once;
+// run-time limits and counters. What comes back is in rpc_replies.cc, the server side in
+// rpc_serve.cc, a call's state in rpc_call.h.
 #include "rpc/rpc_engine.h"
 
 #include <pfsnet/msg_types.h>
@@ -9,6 +13,7 @@
 
 #include "base/log.h"
 #include "base/mutex.h"
+#include "rpc/rpc_call.h"
 
 namespace pfsnet {
 namespace {
@@ -24,64 +29,6 @@ bool retryable(const Status& s) {
          s.code() == Code::kUnreachable || s.code() == Code::kRejected;
 }
 }  // namespace
-
-// One RPC, owned by shared pointers: the engine's tables hold it while it is on the wire
-// (pending_) or waiting for a slot (a target's queue), and it holds itself (tx_keep)
-// while a write of it is outstanding in the net. A failed attempt is resent (same xid)
-// while the budget allows; at most one attempt's write is outstanding at a time (a
-// resend starts after the previous write completed or failed).
-//
-// An error is delivered at once. A reply is delivered once both it and the completion of
-// the write on the wire are in (the write times go into the statistics): whichever of
-// on_reply and on_tx_done comes second delivers, decided under mu_ (reply_in, sent).
-struct RpcEngine::Call final : TxCompletion {
-  RpcEngine* eng = nullptr;
-  uint64_t xid = 0;
-  Nid dst;
-  uint32_t type = 0;
-  TimePoint deadline;                               // the whole RPC's
-  TimePoint attempt_deadline GUARDED_BY(eng->mu_);  // this attempt's
-  Duration attempt_timeout{0};
-  uint8_t flags = 0;
-  size_t reply_bulk = 0;  // CallOptions::reply_bulk
-  bool urgent = false;    // CallOptions::urgent: no max_rpcs_in_flight slot
-  Buffer payload;         // kept for resends; each attempt sends a copy
-  BulkData bulk;
-  std::optional<std::pair<Nid, Nid>> pin;  // recovery pings: this path only, no resend
-  Callback cb;
-
-  RpcReply reply;
-  std::atomic<bool> resolved{false};           // the outcome is decided (a reply, or an error)
-  std::atomic<bool> delivered{false};          // the callback ran (or is running)
-  CallPtr tx_keep GUARDED_BY(eng->mu_);        // this call, while a write of it is outstanding
-  bool sent GUARDED_BY(eng->mu_) = false;      // the current attempt's write completed
-  bool reply_in GUARDED_BY(eng->mu_) = false;  // a reply arrived (resolved by it)
-  // The current attempt's reply arrived damaged (or said its request did) before its write
-  // completed: why, to resend with then; OK when not.
-  Status damaged GUARDED_BY(eng->mu_);
-  bool reply_verbs GUARDED_BY(eng->mu_) = false;  // ... from a verbs (RDMA) NI
-  bool on_wire GUARDED_BY(eng->mu_) = false;
-  bool queued GUARDED_BY(eng->mu_) = false;
-  bool holds_slot GUARDED_BY(eng->mu_) = false;
-  // The target it queued in (null: urgent); targets live as long as the engine.
-  Target* target GUARDED_BY(eng->mu_) = nullptr;
-  int attempts GUARDED_BY(eng->mu_) = 1;
-  // The current attempt's write: times (copied into the reply when it is delivered), path
-  // and connection.
-  TxTimes tx_times GUARDED_BY(eng->mu_);
-
-  void on_tx_done(const Status& s, const TxTimes& t) override { eng->on_tx_done(*this, s, t); }
-};
-
-// Reached only through RpcEngine::targets_, under the engine's mu_ (which clang cannot
-// name from here: a Target holds no pointer to its engine).
-struct RpcEngine::Target {
-  Nid dst;
-  int64_t in_flight = 0;
-  int64_t limit = 0;  // its own max_rpcs_in_flight; 0: the engine's
-  std::deque<CallPtr> queue;
-  RpcCounters counters;  // its RPCs that completed, and those that waited for a slot
-};
 
 RpcOptions RpcOptions::from(const Config& cfg) {
   RpcOptions ro;
@@ -128,53 +75,6 @@ RpcEngine::~RpcEngine() {
   shutdown();
   // No callback may reach this engine once it is gone.
   net_.shutdown();
-}
-
-void RpcEngine::define_type(uint32_t type, std::string name) {
-  assert(msg_type_name(type).empty() || msg_type_name(type) == name);
-  types_[type].name = std::move(name);
-}
-
-void RpcEngine::handle(uint32_t type, std::string name, Handler h, HandlerMode mode,
-                       Execution exec) {
-  define_type(type, std::move(name));
-  TypeInfo& t = types_[type];
-  assert(!t.handler && !t.async);
-  t.handler = std::move(h);
-  t.mode = mode;
-  t.once = exec == Execution::kOnce;
-}
-
-void RpcEngine::handle_async(uint32_t type, std::string name, AsyncHandler h, Execution exec,
-                             AsyncCredit credit) {
-  define_type(type, std::move(name));
-  TypeInfo& t = types_[type];
-  assert(!t.handler && !t.async);
-  t.async = std::move(h);
-  t.once = exec == Execution::kOnce;
-  t.hold_credit = credit == AsyncCredit::kHeld;
-}
-
-void RpcEngine::handle(uint32_t type, Handler h, HandlerMode mode, Execution exec) {
-  assert(!msg_type_name(type).empty());
-  handle(type, std::string(msg_type_name(type)), std::move(h), mode, exec);
-}
-
-ReplyCacheStats RpcEngine::replay_stats() const {
-  MutexLock lk(replay_mu_);
-  return replay_.stats();
-}
-
-std::string RpcEngine::type_name(uint32_t type) const {
-  auto it = types_.find(type);
-  if (it != types_.end() && !it->second.name.empty()) return it->second.name;
-  return "type-" + std::to_string(type);
-}
-
-uint32_t RpcEngine::type_by_name(std::string_view name) const {
-  for (const auto& [type, info] : types_)
-    if (info.name == name) return type;
-  return 0;
 }
 
 size_t RpcEngine::pending() const {
@@ -566,172 +466,6 @@ void RpcEngine::set_max_rpcs_in_flight(int64_t n) {
       while (CallPtr c = grant_slot_locked(*t)) start.push_back(std::move(c));
   }
   for (const CallPtr& c : start) send_call(c);
-}
-
-void RpcEngine::on_corrupt(const Nid& from, const FrameHeader& hdr, RxCredit credit) {
-  credit.release();
-  if (hdr.kind == FrameKind::kRequest) {
-    RpcResponse r;
-    r.status = Status(Code::kCorrupt,
-                      "request " + type_name(hdr.msg_type) + " xid " + std::to_string(hdr.xid) +
-                          " from " + from.to_string() + " failed its data checksum; not run",
-                      HealthKind::kPeerNiCorrupt);
-    send_reply(from, hdr, clock_.now(), std::move(r), false);
-    return;
-  }
-  resend_damaged(hdr.xid, Status(Code::kCorrupt,
-                                 "the reply to RPC " + type_name(hdr.msg_type) + " from " +
-                                     from.to_string() + " failed its data checksum",
-                                 HealthKind::kPeerNiCorrupt));
-}
-
-void RpcEngine::resend_damaged(uint64_t xid, const Status& s) {
-  CallPtr c;
-  TxTimes path;
-  int attempt = 0;
-  {
-    MutexLock lk(mu_);
-    auto it = pending_.find(xid);
-    if (it == pending_.end()) return;  // answered, timed out or cancelled already
-    c = it->second;
-    if (!c->sent) {  // its write completes later: on_tx_done resends
-      c->damaged = s;
-      return;
-    }
-    path = c->tx_times;
-    attempt = c->attempts;
-  }
-  if (try_resend(c, s, path, attempt) == Resend::kGiveUp) resolve_error(c, final_error(*c, s));
-}
-
-void RpcEngine::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
-  if (f.hdr.status == static_cast<uint16_t>(Code::kCorrupt)) {
-    // The request arrived damaged and did not run: it goes again.
-    credit.release();
-    resend_damaged(f.hdr.xid, Status(Code::kCorrupt, std::string(f.payload.view()),
-                                     HealthKind::kPeerNiCorrupt));
-    return;
-  }
-  CallPtr c;
-  {
-    MutexLock lk(mu_);
-    auto it = pending_.find(f.hdr.xid);
-    if (it != pending_.end()) {
-      c = std::move(it->second);
-      pending_.erase(it);
-      c->on_wire = false;
-    }
-  }
-  if (!c || c->resolved.exchange(true)) {
-    late_replies_.fetch_add(1);
-    return;  // timed out or cancelled already; the credit returns as `credit` goes
-  }
-  RpcReply& r = c->reply;
-  // The message as the caller sees it: a data checksum (net/net.h) is not counted.
-  r.bytes_received = kHeaderSize + f.payload.size() + f.hdr.bulk_len;
-  if (f.hdr.status != 0) {
-    Code code = f.hdr.status <= static_cast<uint16_t>(Code::kCorrupt)
-                    ? static_cast<Code>(f.hdr.status)
-                    : Code::kProtocol;
-    HealthKind hk =
-        f.hdr.health < kNumHealthKinds ? static_cast<HealthKind>(f.hdr.health) : HealthKind::kNone;
-    r.status = Status(code, std::string(f.payload.view()), hk);
-  } else {
-    r.payload = std::move(f.payload);
-    r.bulk = std::move(f.bulk);
-  }
-  r.exec_time = Duration(static_cast<int64_t>(std::min<uint64_t>(f.hdr.exec_ns, INT64_MAX)));
-  r.times.reply_first_byte = f.times.first_byte;
-  r.times.reply_complete = f.times.complete;
-  credit.release();
-  finish_slot(*c);
-  bool write_done;
-  {
-    MutexLock lk(mu_);
-    c->reply_in = true;
-    c->reply_verbs = from.is_verbs();
-    write_done = c->sent;
-  }
-  if (write_done) complete(c);
-}
-
-void RpcEngine::on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) {
-  struct Hit {
-    CallPtr c;
-    TxTimes path;
-    int attempt;
-  };
-  std::vector<Hit> dead;
-  {
-    MutexLock lk(mu_);
-    for (auto& [xid, c] : pending_)
-      if (c->sent && c->tx_times.conn_id == conn_id) dead.push_back({c, c->tx_times, c->attempts});
-  }
-  for (auto& [c, path, attempt] : dead) {
-    Status s(Code::kClosed,
-             "connection to " + peer_nid.to_string() + " closed before the reply: " + why.message(),
-             why.health_kind());
-    if (try_resend(c, s, path, attempt) == Resend::kGiveUp) resolve_error(c, final_error(*c, s));
-  }
-}
-
-size_t RpcEngine::fail_calls_to(const std::vector<Nid>& nids, const Status& s) {
-  std::vector<CallPtr> dead;
-  auto hit = [&](const Nid& d) { return std::find(nids.begin(), nids.end(), d) != nids.end(); };
-  {
-    MutexLock lk(mu_);
-    for (auto& [xid, c] : pending_)
-      if (hit(c->dst)) dead.push_back(c);
-    for (auto& [k, t] : targets_)
-      for (const CallPtr& c : t->queue)
-        if (hit(c->dst)) dead.push_back(c);
-  }
-  for (const CallPtr& c : dead) resolve_error(c, s);
-  return dead.size();
-}
-
-size_t RpcEngine::expire(TimePoint now) {
-  {
-    MutexLock lk(replay_mu_);
-    if (now - replay_swept_ >= std::chrono::seconds(10)) {
-      replay_.expire(now);
-      replay_swept_ = now;
-    }
-  }
-  std::vector<std::pair<CallPtr, bool>> dead;  // (call, still queued for a slot)
-  struct Remote {
-    CallPtr c;
-    TxTimes path;
-    int attempt;
-  };
-  std::vector<Remote> remote;  // written, no reply by the attempt deadline
-  {
-    MutexLock lk(mu_);
-    for (auto& [xid, c] : pending_)
-      if (c->sent && c->attempt_deadline <= now)
-        remote.push_back({c, c->tx_times, c->attempts});
-      else if (c->deadline <= now)
-        dead.emplace_back(c, false);
-    for (auto& [k, t] : targets_)
-      for (const CallPtr& c : t->queue)
-        if (c->deadline <= now) dead.emplace_back(c, true);
-  }
-  for (auto& [c, queued] : dead)
-    resolve_error(
-        c, Status(Code::kTimeout, "RPC " + type_name(c->type) + " to " + c->dst.to_string() +
-                                      (queued ? " timed out waiting for a slot (max_rpcs_in_flight)"
-                                              : " timed out (no reply)")));
-  for (auto& [c, path, attempt] : remote) {
-    std::string what = "no reply to RPC " + type_name(c->type) + " (xid " + std::to_string(c->xid) +
-                       ") by its attempt deadline";
-    if (!c->resolved.load()) net_.report_remote_timeout(path, what);
-    Status s(Code::kTimeout,
-             "RPC " + type_name(c->type) + " to " + c->dst.to_string() +
-                 " timed out (no reply; remote timeout)",
-             HealthKind::kPeerNiUnreachable);
-    if (try_resend(c, s, path, attempt) == Resend::kGiveUp) resolve_error(c, final_error(*c, s));
-  }
-  return dead.size() + remote.size();
 }
 
 void RpcEngine::shutdown() {

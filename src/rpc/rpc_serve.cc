@@ -1,6 +1,8 @@
 // RpcEngine, the server side: requests are served by their type's handler (inline on the
 // I/O thread or on a worker) and answered on the path they came in on; a reply whose send
 // fails is sent again on the best path left.
+#include <pfsnet/msg_types.h>
+
 #include "base/log.h"
 #include "rpc/rpc_engine.h"
 
@@ -226,6 +228,55 @@ void RpcEngine::send_reply_frame(const Nid& to, uint64_t local_nid,
     net_.send_via(*local, to, std::move(f), deadline, resend, false);
   else
     net_.send(to, std::move(f), deadline, resend);
+}
+
+// ---- message types and their handlers ----
+
+void RpcEngine::define_type(uint32_t type, std::string name) {
+  assert(msg_type_name(type).empty() || msg_type_name(type) == name);
+  types_[type].name = std::move(name);
+}
+
+void RpcEngine::handle(uint32_t type, std::string name, Handler h, HandlerMode mode,
+                       Execution exec) {
+  define_type(type, std::move(name));
+  TypeInfo& t = types_[type];
+  assert(!t.handler && !t.async);
+  t.handler = std::move(h);
+  t.mode = mode;
+  t.once = exec == Execution::kOnce;
+}
+
+void RpcEngine::handle_async(uint32_t type, std::string name, AsyncHandler h, Execution exec,
+                             AsyncCredit credit) {
+  define_type(type, std::move(name));
+  TypeInfo& t = types_[type];
+  assert(!t.handler && !t.async);
+  t.async = std::move(h);
+  t.once = exec == Execution::kOnce;
+  t.hold_credit = credit == AsyncCredit::kHeld;
+}
+
+void RpcEngine::handle(uint32_t type, Handler h, HandlerMode mode, Execution exec) {
+  assert(!msg_type_name(type).empty());
+  handle(type, std::string(msg_type_name(type)), std::move(h), mode, exec);
+}
+
+ReplyCacheStats RpcEngine::replay_stats() const {
+  MutexLock lk(replay_mu_);
+  return replay_.stats();
+}
+
+std::string RpcEngine::type_name(uint32_t type) const {
+  auto it = types_.find(type);
+  if (it != types_.end() && !it->second.name.empty()) return it->second.name;
+  return "type-" + std::to_string(type);
+}
+
+uint32_t RpcEngine::type_by_name(std::string_view name) const {
+  for (const auto& [type, info] : types_)
+    if (info.name == name) return type;
+  return 0;
 }
 
 }  // namespace pfsnet

@@ -1,0 +1,72 @@
+// The inside of RpcEngine's client side, shared by rpc_engine.cc (calls: slots, sends,
+// resends, completion) and rpc_replies.cc (what comes back: replies, damaged frames,
+// closed connections, deadlines). Not installed.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <optional>
+
+#include "rpc/rpc_engine.h"
+
+namespace pfsnet {
+
+// One RPC, owned by shared pointers: the engine's tables hold it while it is on the wire
+// (pending_) or waiting for a slot (a target's queue), and it holds itself (tx_keep)
+// while a write of it is outstanding in the net. A failed attempt is resent (same xid)
+// while the budget allows; at most one attempt's write is outstanding at a time (a
+// resend starts after the previous write completed or failed).
+//
+// An error is delivered at once. A reply is delivered once both it and the completion of
+// the write on the wire are in (the write times go into the statistics): whichever of
+// on_reply and on_tx_done comes second delivers, decided under mu_ (reply_in, sent).
+struct RpcEngine::Call final : TxCompletion {
+  RpcEngine* eng = nullptr;
+  uint64_t xid = 0;
+  Nid dst;
+  uint32_t type = 0;
+  TimePoint deadline;                               // the whole RPC's
+  TimePoint attempt_deadline GUARDED_BY(eng->mu_);  // this attempt's
+  Duration attempt_timeout{0};
+  uint8_t flags = 0;
+  size_t reply_bulk = 0;  // CallOptions::reply_bulk
+  bool urgent = false;    // CallOptions::urgent: no max_rpcs_in_flight slot
+  Buffer payload;         // kept for resends; each attempt sends a copy
+  BulkData bulk;
+  std::optional<std::pair<Nid, Nid>> pin;  // recovery pings: this path only, no resend
+  Callback cb;
+
+  RpcReply reply;
+  std::atomic<bool> resolved{false};           // the outcome is decided (a reply, or an error)
+  std::atomic<bool> delivered{false};          // the callback ran (or is running)
+  CallPtr tx_keep GUARDED_BY(eng->mu_);        // this call, while a write of it is outstanding
+  bool sent GUARDED_BY(eng->mu_) = false;      // the current attempt's write completed
+  bool reply_in GUARDED_BY(eng->mu_) = false;  // a reply arrived (resolved by it)
+  // The current attempt's reply arrived damaged (or said its request did) before its write
+  // completed: why, to resend with then; OK when not.
+  Status damaged GUARDED_BY(eng->mu_);
+  bool reply_verbs GUARDED_BY(eng->mu_) = false;  // ... from a verbs (RDMA) NI
+  bool on_wire GUARDED_BY(eng->mu_) = false;
+  bool queued GUARDED_BY(eng->mu_) = false;
+  bool holds_slot GUARDED_BY(eng->mu_) = false;
+  // The target it queued in (null: urgent); targets live as long as the engine.
+  Target* target GUARDED_BY(eng->mu_) = nullptr;
+  int attempts GUARDED_BY(eng->mu_) = 1;
+  // The current attempt's write: times (copied into the reply when it is delivered), path
+  // and connection.
+  TxTimes tx_times GUARDED_BY(eng->mu_);
+
+  void on_tx_done(const Status& s, const TxTimes& t) override { eng->on_tx_done(*this, s, t); }
+};
+
+// Reached only through RpcEngine::targets_, under the engine's mu_ (which clang cannot
+// name from here: a Target holds no pointer to its engine).
+struct RpcEngine::Target {
+  Nid dst;
+  int64_t in_flight = 0;
+  int64_t limit = 0;  // its own max_rpcs_in_flight; 0: the engine's
+  std::deque<CallPtr> queue;
+  RpcCounters counters;  // its RPCs that completed, and those that waited for a slot
+};
+
+}  // namespace pfsnet
