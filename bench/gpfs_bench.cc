@@ -35,6 +35,7 @@
 #include <string>
 
 #include "admin/admin_client.h"
+#include "admin/iobench_views.h"
 #include "daemons.h"
 #include "figure.h"
 #include "storage/iobench.h"

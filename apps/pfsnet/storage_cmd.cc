@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "admin/admin_client.h"
+#include "admin/iobench_views.h"
 #include "cli.h"
 #include "storage/iobench.h"
 

@@ -121,10 +121,4 @@ struct IobenchSpec {
 Result<nlohmann::json> run_iobench(RpcEngine& rpc, const IobenchSpec& spec,
                                    const std::function<void(const nlohmann::json&)>& progress);
 
-// The paper's table layout, one table per operation: a row per node count, a column per
-// thread count, MB/s (10^6 B/s, as the paper) in each cell.
-std::string iobench_tables(const nlohmann::json& result);
-// An SVG chart: MB/s against nodes, a line per thread count, per operation.
-std::string iobench_svg(const nlohmann::json& result);
-
 }  // namespace pfsnet
