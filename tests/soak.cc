@@ -21,6 +21,8 @@
 // out at the end (lost), every server's memory and descriptors stayed within bounds, and every
 // server answers at the end. It prints the totals; exit 0 on pass, 1 on failure, 77 when it cannot
 // run (not root, no netns). Needs root (network namespaces, tc, nftables).
+#include "soak.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pfsnet/node.h>
@@ -45,120 +47,6 @@ namespace pfsnet::testing {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-
-constexpr uint32_t kSoakWrite = kMsgFirstUser + 71;
-constexpr uint32_t kSoakRead = kMsgFirstUser + 72;
-constexpr int kTimeoutS = 4;  // transaction_timeout everywhere: 3 attempts within it
-constexpr size_t kMaxBulk = 256 << 10;
-
-// The bytes of SOAK_READ's reply: a pattern of `seed`.
-Buffer soak_pattern(size_t n, uint32_t seed) {
-  Buffer b(n);
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    b.data()[i] = static_cast<uint8_t>(x >> 24);
-  }
-  return b;
-}
-
-uint64_t get_u64(const Buffer& b, size_t at) {
-  uint64_t v = 0;
-  if (b.size() >= at + 8) std::memcpy(&v, b.data() + at, 8);
-  return v;
-}
-uint32_t get_u32(const Buffer& b, size_t at) {
-  uint32_t v = 0;
-  if (b.size() >= at + 4) std::memcpy(&v, b.data() + at, 4);
-  return v;
-}
-
-// ---- serve mode ----
-
-// Which request ids ran, in a window of the newest 2^22 (the client numbers its requests
-// in order; a resend comes within seconds, millions of ids later it cannot).
-class RanOnce {
- public:
-  // False when `id` ran before (a duplicate).
-  bool first_run(uint64_t id) {
-    std::lock_guard lk(mu_);
-    if (id + kWindow <= max_) return true;  // older than the window: cannot be told
-    while (max_ < id) {
-      ++max_;
-      bits_[max_ % kWindow] = false;
-    }
-    bool ran = bits_[id % kWindow];
-    bits_[id % kWindow] = true;
-    return !ran;
-  }
-
- private:
-  static constexpr uint64_t kWindow = uint64_t(1) << 22;
-  std::mutex mu_;
-  std::vector<bool> bits_ = std::vector<bool>(kWindow);
-  uint64_t max_ = 0;
-};
-
-int serve(const std::string& config_path) {
-  (void)init_logging("warn");
-  auto cfg = load_config(config_path);
-  if (!cfg.ok()) {
-    std::fprintf(stderr, "soak serve: %s\n", cfg.status().to_string().c_str());
-    return 2;
-  }
-  auto key = load_cluster_key(cfg->node.cluster_key_file);
-  if (!key.ok()) {
-    std::fprintf(stderr, "soak serve: %s\n", key.status().to_string().c_str());
-    return 2;
-  }
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  // Handlers first, then listen: a restarted server never answers "no handler" (issue 38).
-  auto node = Node::create(*cfg, *key);
-  if (!node.ok()) {
-    std::fprintf(stderr, "soak serve: %s\n", node.status().to_string().c_str());
-    return 1;
-  }
-  RanOnce ran;
-  (*node)->handle(
-      kSoakWrite, "SOAK_WRITE",
-      [&ran](RpcRequest& req) {
-        RpcResponse r;
-        uint64_t id = get_u64(req.payload, 0);
-        if (!ran.first_run(id)) {
-          std::printf("DUPLICATE %llu from %s\n", static_cast<unsigned long long>(id),
-                      req.from.to_string().c_str());
-          std::fflush(stdout);
-        }
-        r.payload = Buffer::copy_of(req.payload.span());
-        r.bulk = make_bulk(Buffer::copy_of(req.bulk.span()));
-        return r;
-      },
-      HandlerMode::kInline, Execution::kOnce);
-  (*node)->handle(
-      kSoakRead, "SOAK_READ",
-      [](RpcRequest& req) {
-        RpcResponse r;
-        uint32_t size = std::min<uint32_t>(get_u32(req.payload, 8), kMaxBulk);
-        r.payload = Buffer::copy_of(req.payload.span());
-        r.bulk = make_bulk(soak_pattern(size, get_u32(req.payload, 12)));
-        return r;
-      },
-      HandlerMode::kInline, Execution::kRepeatable);
-  if (Status s = (*node)->listen(); !s.ok()) {
-    std::fprintf(stderr, "soak serve: %s\n", s.to_string().c_str());
-    return 1;
-  }
-  std::printf("soak server ready\n");
-  std::fflush(stdout);
-  int sig = 0;
-  sigwait(&set, &sig);
-  (*node)->stop();
-  return 0;
-}
 
 // ---- the driver ----
 
@@ -656,7 +544,7 @@ int main(int argc, char** argv) {
     std::string config;
     app.add_option("--config", config)->required();
     CLI11_PARSE(app, argc - 1, argv + 1);
-    return pfsnet::testing::serve(config);
+    return pfsnet::testing::soak_serve(config);
   }
   CLI::App app{"pfsnet_soak: a cluster under mixed load and random faults, checked RPC by RPC"};
   int seconds = 60, threads = 8;
