@@ -64,6 +64,7 @@
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
+#include "tcp_baseline.h"
 #include "transport/fabric_transport.h"
 #include "transport/tcp_transport.h"
 #include "transport/tls.h"
@@ -90,186 +91,9 @@ constexpr uint16_t kRmaStreamPort = 7992;
 constexpr uint16_t kTcpPort = 7990;
 constexpr char kKey[] = "pfsnet-bench-cluster-key-0000001";
 
-// ---------------------------------------------------------------- raw TCP baseline
-
-int tcp_socket() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return fd;
-}
-
-sockaddr_in addr_of(const char* ip, uint16_t port) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  inet_pton(AF_INET, ip, &sa.sin_addr);
-  return sa;
-}
-
-bool read_full(int fd, void* p, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = read(fd, static_cast<char*>(p) + got, n - got);
-    if (r <= 0) return false;
-    got += static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool write_full(int fd, const void* p, size_t n) {
-  size_t off = 0;
-  while (off < n) {
-    ssize_t r = write(fd, static_cast<const char*>(p) + off, n - off);
-    if (r <= 0) return false;
-    off += static_cast<size_t>(r);
-  }
-  return true;
-}
-
-// Forked server: per connection, the first byte picks the mode: 'E' echo, 'S' sink,
-// 'R' source of 1 MiB writes.
-pid_t start_tcp_server() {
-  int lfd = tcp_socket();
-  int one = 1;
-  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in sa = addr_of(kServerAddr, kTcpPort);
-  if (bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || listen(lfd, 16) != 0) {
-    std::perror("bench: tcp server bind");
-    std::exit(1);
-  }
-  pid_t pid = fork();
-  if (pid != 0) {
-    close(lfd);
-    return pid;
-  }
-  for (;;) {
-    int fd = accept(lfd, nullptr, nullptr);
-    if (fd < 0) continue;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    char mode = 0;
-    if (!read_full(fd, &mode, 1)) {
-      close(fd);
-      continue;
-    }
-    std::vector<char> buf(1 << 20);
-    if (mode == 'E') {
-      for (;;) {
-        ssize_t n = read(fd, buf.data(), buf.size());
-        if (n <= 0 || !write_full(fd, buf.data(), static_cast<size_t>(n))) break;
-      }
-    } else if (mode == 'S') {
-      while (read(fd, buf.data(), buf.size()) > 0) {
-      }
-    } else if (mode == 'R') {
-      while (write_full(fd, buf.data(), buf.size())) {
-      }
-    }
-    close(fd);
-  }
-}
-
-int tcp_connect(char mode) {
-  int fd = tcp_socket();
-  sockaddr_in ca = addr_of(kClientAddr, 0);
-  bind(fd, reinterpret_cast<sockaddr*>(&ca), sizeof(ca));
-  sockaddr_in sa = addr_of(kServerAddr, kTcpPort);
-  for (int i = 0; i < 100; ++i) {
-    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
-      write_full(fd, &mode, 1);
-      return fd;
-    }
-    std::this_thread::sleep_for(10ms);  // the forked server may not listen yet
-  }
-  std::perror("bench: tcp connect");
-  std::exit(1);
-}
-
 double median_us(std::vector<double>& v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-double tcp_pingpong_p50(int iters) {
-  int fd = tcp_connect('E');
-  char msg[64] = {};
-  std::vector<double> t;
-  for (int i = 0; i < iters + iters / 10; ++i) {
-    auto s = SteadyClock::now();
-    write_full(fd, msg, 64);
-    read_full(fd, msg, 64);
-    if (i >= iters / 10)
-      t.push_back(std::chrono::duration<double, std::micro>(SteadyClock::now() - s).count());
-  }
-  close(fd);
-  return median_us(t);
-}
-
-// fi_pingpong (fabtests) with the tcp provider and MSG endpoints, 64-byte messages: the
-// round trip, twice its "usec/xfer" (two transfers per iteration). An average, not a p50.
-double fi_pingpong_rtt_us(int iters) {
-  std::string common = "fi_pingpong -p tcp -e msg -S 64 -I " + std::to_string(iters);
-  std::string server = common + " -B " + std::to_string(kFiPingpongPort);
-  FILE* srv = popen((server + " 2>&1").c_str(), "r");
-  std::this_thread::sleep_for(300ms);  // the server's listen; the client retries below too
-  std::string out;
-  for (int attempt = 0; attempt < 10 && out.find("usec/xfer") == std::string::npos; ++attempt) {
-    std::string client = common + " -P " + std::to_string(kFiPingpongPort) + " " + kServerO2ibAddr;
-    FILE* cl = popen((client + " 2>&1").c_str(), "r");
-    out.clear();
-    char buf[512];
-    while (cl && fgets(buf, sizeof(buf), cl)) out += buf;
-    if (cl) pclose(cl);
-    if (out.find("usec/xfer") == std::string::npos) std::this_thread::sleep_for(200ms);
-  }
-  if (srv) pclose(srv);
-  // The last line: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec.
-  auto end = out.find_last_not_of('\n');
-  auto start = out.rfind('\n', end);
-  std::istringstream last(out.substr(start == std::string::npos ? 0 : start + 1));
-  std::string col[8];
-  for (auto& c : col) last >> c;
-  if (out.find("usec/xfer") == std::string::npos || col[6].empty()) {
-    std::fprintf(stderr, "bench: fi_pingpong failed: %s\n", out.c_str());
-    return 0;
-  }
-  return 2 * std::stod(col[6]);
-}
-
-double tcp_echo_rate(double seconds) {
-  int fd = tcp_connect('E');
-  std::vector<char> out(64 * 64, 'x'), in(1 << 16);
-  write_full(fd, out.data(), out.size());  // 64 in flight
-  uint64_t bytes = 0;
-  auto start = SteadyClock::now();
-  auto end = start + std::chrono::duration_cast<SteadyClock::duration>(
-                         std::chrono::duration<double>(seconds));
-  size_t pending = 0;  // partial message bytes
-  while (SteadyClock::now() < end) {
-    ssize_t n = read(fd, in.data(), in.size());
-    if (n <= 0) break;
-    bytes += static_cast<uint64_t>(n);
-    pending += static_cast<size_t>(n);
-    size_t msgs = pending / 64;
-    pending %= 64;
-    if (msgs) write_full(fd, out.data(), msgs * 64);
-  }
-  double secs = std::chrono::duration<double>(SteadyClock::now() - start).count();
-  close(fd);
-  return double(bytes / 64) / secs;
-}
-
-double tcp_stream_mib_s(double seconds) {
-  int fd = tcp_connect('S');
-  std::vector<char> buf(1 << 20, 'x');
-  uint64_t bytes = 0;
-  auto start = SteadyClock::now();
-  auto end = start + std::chrono::duration_cast<SteadyClock::duration>(
-                         std::chrono::duration<double>(seconds));
-  while (SteadyClock::now() < end && write_full(fd, buf.data(), buf.size())) bytes += buf.size();
-  double secs = std::chrono::duration<double>(SteadyClock::now() - start).count();
-  close(fd);
-  return double(bytes) / (1 << 20) / secs;
 }
 
 // ---------------------------------------------------------------- pfsnet
@@ -519,7 +343,8 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   (void)init_logging("warn");
 
-  pid_t tcp = start_tcp_server();
+  const bench::TcpBaseline tcp_base{kServerAddr, kClientAddr, kTcpPort};
+  pid_t tcp = tcp_base.start_server();
   PfsnetServer server;
   start_pfsnetd(server, pfsnetd);
   Client client(kClientAddr);
@@ -569,13 +394,13 @@ int main(int argc, char** argv) {
         read ? size_t(1) << 20 : 0);
   };
   measure(
-      "rpc_rtt_64b_p50", "us", [&] { return tcp_pingpong_p50(10000); },
+      "rpc_rtt_64b_p50", "us", [&] { return tcp_base.pingpong_p50_us(10000); },
       [&] { return rpc_rtt_p50(client, 10000); });
   if (want("rpc_rtt_64b_p50_nospin")) {
     // The same without the caller's spin: every reply then wakes the sleeping caller.
     Client nospin("127.0.0.63", std::chrono::microseconds(0));
     measure(
-        "rpc_rtt_64b_p50_nospin", "us", [&] { return tcp_pingpong_p50(10000); },
+        "rpc_rtt_64b_p50_nospin", "us", [&] { return tcp_base.pingpong_p50_us(10000); },
         [&] { return rpc_rtt_p50(nospin, 10000); });
   }
   if (want("fabric_rpc_rtt_64b_p50") || want("fabric_vs_sockets_rtt_64b_p50") ||
@@ -585,7 +410,8 @@ int main(int argc, char** argv) {
     // endpoint type, beside the sockets LND, and its 1 MiB bulk beside raw TCP streaming.
     Client fab(kClientO2ibAddr, RpcOptions{}.spin, true, true);
     measure(
-        "fabric_rpc_rtt_64b_p50", "us", [&] { return fi_pingpong_rtt_us(20000); },
+        "fabric_rpc_rtt_64b_p50", "us",
+        [&] { return bench::fi_pingpong_rtt_us(20000, kServerO2ibAddr, kFiPingpongPort); },
         [&] { return rpc_rtt_p50(fab, 10000); });
     measure(
         "fabric_vs_sockets_rtt_64b_p50", "us", [&] { return rpc_rtt_p50(client, 10000); },
@@ -601,8 +427,8 @@ int main(int argc, char** argv) {
       };
     };
     measure(
-        "fabric_provider_rma_vs_tcp_stream_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
-        rma_stream(bench::RmaOp::kRead));
+        "fabric_provider_rma_vs_tcp_stream_1m", "MiB/s",
+        [&] { return tcp_base.stream_mib_s(seconds); }, rma_stream(bench::RmaOp::kRead));
     // Five pairs at least: the bar (0.85) is on these two.
     measure(
         "fabric_bulk_write_1m", "MiB/s", rma_stream(bench::RmaOp::kRead),
@@ -612,7 +438,7 @@ int main(int argc, char** argv) {
         [&] { return bulk_mib_s(fab, true); }, 5);
   }
   measure(
-      "rpc_rate_64b", "RPC/s", [&] { return tcp_echo_rate(seconds); },
+      "rpc_rate_64b", "RPC/s", [&] { return tcp_base.echo_rate(seconds); },
       [&] {
         return closed_loop(64, seconds, [&](RpcEngine::Callback cb) {
           client.rpc->call_async(client.server, kMsgPing, Buffer(), small, std::move(cb));
@@ -634,10 +460,10 @@ int main(int argc, char** argv) {
         });
       });
   measure(
-      "bulk_write_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
+      "bulk_write_1m", "MiB/s", [&] { return tcp_base.stream_mib_s(seconds); },
       [&] { return bulk_mib_s(client, false); });
   measure(
-      "bulk_read_1m", "MiB/s", [&] { return tcp_stream_mib_s(seconds); },
+      "bulk_read_1m", "MiB/s", [&] { return tcp_base.stream_mib_s(seconds); },
       [&] { return bulk_mib_s(client, true); });
   if (want("bulk_write_1m_checksum")) {
     // What integrity costs: the client's 1 MiB writes sealed with their CRC-32C (checked

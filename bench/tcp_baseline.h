@@ -1,0 +1,33 @@
+// pfsnet_bench's baselines from outside pfsnet, in the same run: raw TCP between two loopback
+// addresses (a forked server; a connection's first byte picks echo, sink or source) and
+// fabtests' fi_pingpong.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+namespace pfsnet::bench {
+
+struct TcpBaseline {
+  std::string server, client;  // IPv4 addresses
+  uint16_t port = 0;
+
+  // Forks the server, listening on server:port; its pid.
+  pid_t start_server() const;
+  // A connection from `client` in `mode` ('E' echo, 'S' sink, 'R' source of 1 MiB writes).
+  int connect_mode(char mode) const;
+  // The p50 round trip of 64-byte messages, one at a time (us).
+  double pingpong_p50_us(int iters) const;
+  // 64-byte messages echoed per second, 64 in flight.
+  double echo_rate(double seconds) const;
+  // MiB/s written to the sink.
+  double stream_mib_s(double seconds) const;
+};
+
+// fi_pingpong (fabtests) with the tcp provider and MSG endpoints, 64-byte messages, the
+// server on `server_addr`:`port`: the round trip (us), twice its "usec/xfer". 0 when it fails.
+double fi_pingpong_rtt_us(int iters, const std::string& server_addr, uint16_t port);
+
+}  // namespace pfsnet::bench
