@@ -69,10 +69,10 @@ void FabConn::set_peer_params(const ConnParams& p) {
 
 void FabConn::on_connected_event() {
   state_.store(kHandshake);
-  if (!outgoing_) return;
-  hs_mine_ = client_hello(announced_nids(local_, t_.node_nids()));
-  send_hs(FrameKind::kHello, encode_hello(hs_mine_));
-  hs_step_ = 1;
+  std::vector<Nid> mine = announced_nids(local_, t_.node_nids());
+  hs_ = outgoing_ ? HandshakeMachine::client(t_.opts_.cluster_key, std::move(mine), 0)
+                  : HandshakeMachine::server(t_.opts_.cluster_key, std::move(mine));
+  if (auto out = hs_->start().send) send_hs(out->kind, std::move(out->payload));
 }
 
 void FabConn::fail(FabricSite site, int err, const std::string& what) {
@@ -185,67 +185,44 @@ void FabConn::send_hs(FrameKind kind, Buffer payload, bool close_after) {
 }
 
 Status FabConn::handshake_step(InFrame&& f) {
-  if (f.hdr.kind == FrameKind::kReject) {
-    std::string why(f.payload.view());
-    PFS_LOG_ERROR("connection {} refused by the peer: {}", describe(), why);
-    do_close(Status(Code::kRejected, "refused by " + describe() + ": " + why,
-                    HealthKind::kPeerNiConnectionRejected));
-    return Status::Ok();
-  }
-  if (outgoing_ && hs_step_ == 1) {
-    if (f.hdr.kind != FrameKind::kHello) return Status(Code::kProtocol, "expected HELLO");
-    auto sh = decode_hello(f.payload.span());
-    if (!sh.ok()) return sh.status();
-    if (!server_proof_ok(t_.opts_.cluster_key, hs_mine_, *sh)) {
-      PFS_LOG_ERROR("refusing connection to {}: it does not hold our cluster key", describe());
-      fail_connect_ =
-          Status(Code::kRejected, describe() + " does not hold the cluster key (wrong cluster key)",
-                 HealthKind::kPeerNiConnectionRejected);
-      send_hs(FrameKind::kReject, Buffer::copy_of(std::string_view("wrong cluster key")), true);
-      hs_step_ = 3;
+  if (!hs_) return Status(Code::kProtocol, "a frame before the connection");
+  HandshakeMachine::Step st = hs_->on_frame(f.hdr.kind, f.payload.span());
+  // A server knows its peer from the client's HELLO on: its frames go there.
+  if (!outgoing_ && peer_nids_.empty() && !hs_->peer_nids().empty())
+    set_peer_nids({hs_->peer_nids().front()});
+  using State = HandshakeMachine::State;
+  switch (st.state) {
+    case State::kRunning:
+      if (st.send) send_hs(st.send->kind, std::move(st.send->payload));
       return Status::Ok();
-    }
-    Mac mine = client_proof(t_.opts_.cluster_key, hs_mine_, *sh);
-    hs_peer_ = std::move(*sh);
-    send_hs(FrameKind::kAuth, Buffer::copy_of(std::span<const uint8_t>(mine)));
-    hs_step_ = 2;
-    return Status::Ok();
-  }
-  if (outgoing_ && hs_step_ == 2) {
-    if (f.hdr.kind != FrameKind::kAuth) return Status(Code::kProtocol, "expected AUTH");
-    established(hs_peer_.nids);
-    return Status::Ok();
-  }
-  if (!outgoing_ && hs_step_ == 0) {
-    if (f.hdr.kind != FrameKind::kHello) return Status(Code::kProtocol, "expected HELLO");
-    auto ch = decode_hello(f.payload.span());
-    if (!ch.ok()) return ch.status();
-    hs_peer_ = *ch;
-    set_peer_nids({ch->nids.front()});
-    hs_mine_ = server_hello(t_.opts_.cluster_key, *ch, announced_nids(local_, t_.node_nids()));
-    send_hs(FrameKind::kHello, encode_hello(hs_mine_));
-    hs_step_ = 1;
-    return Status::Ok();
-  }
-  if (!outgoing_ && hs_step_ == 1) {
-    if (f.hdr.kind != FrameKind::kAuth || f.payload.size() != sizeof(Mac))
-      return Status(Code::kProtocol, "expected AUTH");
-    Mac theirs;
-    std::memcpy(theirs.data(), f.payload.data(), theirs.size());
-    if (!client_proof_ok(t_.opts_.cluster_key, hs_peer_, hs_mine_, theirs)) {
-      PFS_LOG_ERROR_LIMITED(
-          "refusing connection from " + hs_peer_.nids.front().to_string() + ": wrong cluster key",
-          "refusing connection from {}: wrong cluster key", hs_peer_.nids.front().to_string());
-      fail_connect_ = Status(Code::kRejected, "wrong cluster key");
-      send_hs(FrameKind::kReject, Buffer::copy_of(std::string_view("wrong cluster key")), true);
-      hs_step_ = 3;
+    case State::kEstablished:
+      if (st.send) send_hs(st.send->kind, std::move(st.send->payload));
+      established(hs_->peer_nids());
       return Status::Ok();
-    }
-    send_hs(FrameKind::kAuth, Buffer());
-    established(hs_peer_.nids);
-    return Status::Ok();
+    case State::kRefusedByPeer:
+      PFS_LOG_ERROR("connection {} refused by the peer: {}", describe(), hs_->why());
+      do_close(Status(Code::kRejected, "refused by " + describe() + ": " + hs_->why(),
+                      HealthKind::kPeerNiConnectionRejected));
+      return Status::Ok();
+    case State::kRefused:
+      // The peer's proof failed: REJECT, then close once it is sent.
+      if (outgoing_) {
+        PFS_LOG_ERROR("refusing connection to {}: it does not hold our cluster key", describe());
+        fail_connect_ = Status(Code::kRejected,
+                               describe() + " does not hold the cluster key (wrong cluster key)",
+                               HealthKind::kPeerNiConnectionRejected);
+      } else {
+        std::string from = hs_->peer_nids().front().to_string();
+        PFS_LOG_ERROR_LIMITED("refusing connection from " + from + ": wrong cluster key",
+                              "refusing connection from {}: wrong cluster key", from);
+        fail_connect_ = Status(Code::kRejected, "wrong cluster key");
+      }
+      if (st.send) send_hs(st.send->kind, std::move(st.send->payload), true);
+      return Status::Ok();
+    case State::kFailed:
+      break;
   }
-  return Status(Code::kProtocol, "a frame after the handshake failed");
+  return Status(Code::kProtocol, hs_->why());
 }
 
 void FabConn::established(std::vector<Nid> peer_nids) {

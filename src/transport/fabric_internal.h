@@ -332,7 +332,7 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   void stop_sending_locked(const Status& why, std::vector<Done>* done) REQUIRES(tx_mu_);
   // Handshake frames go like any other, before the connection opens.
   void send_hs(FrameKind kind, Buffer payload, bool close_after = false);
-  // The handshake of wire/handshake.h, one frame at a time.
+  // The handshake (wire/handshake.h's machine), one frame at a time.
   Status handshake_step(InFrame&& f);
   void established(std::vector<Nid> peer_nids);
 
@@ -431,8 +431,7 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   // I/O thread
   std::deque<PendingRx> rxq_;
   uint64_t rx_front_seq_ = 0;
-  int hs_step_ = 0;
-  Hello hs_mine_, hs_peer_;  // this end's HELLO and the peer's
+  std::optional<HandshakeMachine> hs_;  // from FI_CONNECTED on
   TimePoint deadline_{};
   ConnectCallback cb_;
   Status closing_why_;

@@ -1,7 +1,10 @@
 #include "transport/mem_transport.h"
 
+#include <optional>
+
 #include "base/log.h"
 #include "base/mutex.h"
+#include "wire/handshake.h"
 
 namespace pfsnet {
 
@@ -246,20 +249,38 @@ void MemTransport::open(const Nid& local, const Nid& remote, bool bulk, ConnectC
                 HealthKind::kPeerNiConnectError));
       return;
     }
-    if (server->opts_.cluster_key != opts_.cluster_key) {
-      PFS_LOG_ERROR("refusing connection to {}: it does not hold our cluster key",
-                    remote.to_string());
-      PFS_LOG_ERROR("refusing connection from {}: wrong cluster key", local.to_string());
-      cb(Status(Code::kRejected,
-                remote.to_string() + " does not hold the cluster key (wrong cluster key)",
-                HealthKind::kPeerNiConnectionRejected));
+    // The two ends' handshake machines (wire/handshake.h) against each other, the frames
+    // handed across here: the exchange every transport runs, keys proven both ways.
+    HandshakeMachine hc = HandshakeMachine::client(
+        opts_.cluster_key, announced_nids(local, node_nids_), bulk ? kHelloBulk : uint8_t{0});
+    HandshakeMachine hs = HandshakeMachine::server(server->opts_.cluster_key,
+                                                   announced_nids(remote, server->node_nids_));
+    std::optional<HandshakeMachine::Out> out = hc.start().send;
+    for (int i = 0; i < 4 && out; ++i) {
+      HandshakeMachine& to = i % 2 == 0 ? hs : hc;
+      out = to.on_frame(out->kind, out->payload.span()).send;
+    }
+    using State = HandshakeMachine::State;
+    if (hc.state() != State::kEstablished || hs.state() != State::kEstablished) {
+      if (hc.state() == State::kRefused)
+        PFS_LOG_ERROR("refusing connection to {}: it does not hold our cluster key",
+                      remote.to_string());
+      if (hs.state() == State::kRefused)
+        PFS_LOG_ERROR("refusing connection from {}: wrong cluster key", local.to_string());
+      bool refused = hc.state() == State::kRefused || hc.state() == State::kRefusedByPeer;
+      cb(refused ? Status(Code::kRejected,
+                          hc.state() == State::kRefused
+                              ? remote.to_string() +
+                                    " does not hold the cluster key (wrong cluster key)"
+                              : "refused by " + remote.to_string() + ": " + hc.why(),
+                          HealthKind::kPeerNiConnectionRejected)
+                 : Status(Code::kProtocol,
+                          "handshake with " + remote.to_string() + ": " +
+                              (hc.why().empty() ? hs.why() : hc.why()),
+                          HealthKind::kPeerNiConnectError));
       return;
     }
-    std::vector<Nid> mine = {local}, theirs = {remote};
-    for (const Nid& n : node_nids_)
-      if (n != local) mine.push_back(n);
-    for (const Nid& n : server->node_nids_)
-      if (n != remote) theirs.push_back(n);
+    std::vector<Nid> mine = hs.peer_nids(), theirs = hc.peer_nids();
     auto a = std::make_shared<Conn>(*this, local, theirs, true, id, bulk);
     auto b = std::make_shared<Conn>(*server, remote, mine, false, id + 1, bulk);
     a->other_ = b;

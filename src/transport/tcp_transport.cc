@@ -201,44 +201,45 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
       c->start_tls(opts_.tls, false);
       co_await c->tls_handshake();
     }
-    auto hello = co_await read_frame(*c);
-    if (!hello.ok()) throw std::runtime_error(hello.status().message());
-    if (hello->hdr.kind != FrameKind::kHello) throw std::runtime_error("expected HELLO");
-    auto ch = decode_hello(hello->payload.span());
-    if (!ch.ok()) throw std::runtime_error(ch.status().message());
-    Hello sh = server_hello(opts_.cluster_key, *ch, announced_nids(c->local_nid(), node_nids_));
-    Nid peer = ch->nids.front();
-    c->set_bulk((ch->flags & kHelloBulk) != 0);
-    co_await write_frame(*c, FrameKind::kHello, c->local_nid(), peer, encode_hello(sh));
-    auto auth = co_await read_frame(*c);
-    if (!auth.ok()) throw std::runtime_error(auth.status().message());
-    if (auth->hdr.kind == FrameKind::kReject) {
-      PFS_LOG_ERROR("connection from {} ({}) refused by the peer: {}", nids_string(ch->nids), from,
-                    std::string(auth->payload.view()));
-      c->do_close(Status(Code::kRejected, "refused by peer"));
-      co_return;
+    // The handshake (wire/handshake.h's machine): the client's HELLO, then its proof.
+    HandshakeMachine hs =
+        HandshakeMachine::server(opts_.cluster_key, announced_nids(c->local_nid(), node_nids_));
+    using State = HandshakeMachine::State;
+    for (int i = 0; i < 2 && hs.state() == State::kRunning; ++i) {
+      auto f = co_await read_frame(*c);
+      if (!f.ok()) throw std::runtime_error(f.status().message());
+      HandshakeMachine::Step st = hs.on_frame(f->hdr.kind, f->payload.span());
+      Nid peer = hs.peer_nids().empty() ? Nid() : hs.peer_nids().front();
+      if (st.send)
+        co_await write_frame(*c, st.send->kind, c->local_nid(), peer, std::move(st.send->payload));
     }
-    if (auth->hdr.kind != FrameKind::kAuth || auth->payload.size() != sizeof(Mac))
-      throw std::runtime_error("expected AUTH");
-    Mac theirs;
-    std::memcpy(theirs.data(), auth->payload.data(), theirs.size());
-    if (!client_proof_ok(opts_.cluster_key, *ch, sh, theirs)) {
-      PFS_LOG_ERROR_LIMITED(
-          "refusing connection from " + nids_string(ch->nids) + ": wrong cluster key",
-          "refusing connection from {} ({}): wrong cluster key", nids_string(ch->nids), from);
-      co_await write_frame(*c, FrameKind::kReject, c->local_nid(), peer,
-                           Buffer::copy_of(std::string_view("wrong cluster key")));
-      timer.cancel();
-      c->do_close(Status(Code::kRejected, "wrong cluster key"));
-      co_return;
+    switch (hs.state()) {
+      case State::kEstablished:
+        timer.cancel();
+        c->set_bulk((hs.client_flags() & kHelloBulk) != 0);
+        if (c->tls())
+          PFS_LOG_INFO("connection from {} ({}): {}", nids_string(hs.peer_nids()), from,
+                       c->tls()->describe());
+        established(c, hs.peer_nids());
+        co_return;
+      case State::kRefusedByPeer:
+        PFS_LOG_ERROR("connection from {} ({}) refused by the peer: {}",
+                      nids_string(hs.peer_nids()), from, hs.why());
+        c->do_close(Status(Code::kRejected, "refused by peer"));
+        co_return;
+      case State::kRefused:  // its REJECT is sent
+        PFS_LOG_ERROR_LIMITED(
+            "refusing connection from " + nids_string(hs.peer_nids()) + ": wrong cluster key",
+            "refusing connection from {} ({}): wrong cluster key", nids_string(hs.peer_nids()),
+            from);
+        timer.cancel();
+        c->do_close(Status(Code::kRejected, "wrong cluster key"));
+        co_return;
+      case State::kRunning:
+      case State::kFailed:
+        break;
     }
-    co_await write_frame(*c, FrameKind::kAuth, c->local_nid(), peer, Buffer());
-    timer.cancel();
-    if (c->tls())
-      PFS_LOG_INFO("connection from {} ({}): {}", nids_string(ch->nids), from,
-                   c->tls()->describe());
-    established(c, ch->nids);
-    co_return;
+    throw std::runtime_error(hs.why());
   } catch (const std::exception& e) {
     fail = Status(Code::kProtocol, e.what());
   }
@@ -312,44 +313,42 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
       c->start_tls(opts_.tls, true);
       co_await c->tls_handshake();
     }
-    Hello ch = client_hello(announced_nids(c->local_nid(), node_nids_),
-                            c->bulk() ? kHelloBulk : uint8_t{0});
-    co_await write_frame(*c, FrameKind::kHello, c->local_nid(), remote, encode_hello(ch));
-    // A REJECT from the server ends the handshake: true when `f` is one.
-    auto refused = [&](const HsFrame& f) {
-      if (f.hdr.kind != FrameKind::kReject) return false;
-      std::string why(f.payload.view());
-      PFS_LOG_ERROR("connection to {} refused by the peer: {}", target, why);
-      finish(Status(Code::kRejected, "refused by " + target + ": " + why,
-                    HealthKind::kPeerNiConnectionRejected));
-      return true;
-    };
-    auto r = co_await read_frame(*c);
-    if (!r.ok()) throw std::runtime_error(r.status().message());
-    if (refused(*r)) co_return;
-    if (r->hdr.kind != FrameKind::kHello) throw std::runtime_error("expected HELLO");
-    auto sh = decode_hello(r->payload.span());
-    if (!sh.ok()) throw std::runtime_error(sh.status().message());
-    if (!server_proof_ok(opts_.cluster_key, ch, *sh)) {
-      PFS_LOG_ERROR("refusing connection to {}: it does not hold our cluster key", target);
-      co_await write_frame(*c, FrameKind::kReject, c->local_nid(), remote,
-                           Buffer::copy_of(std::string_view("wrong cluster key")));
-      finish(Status(Code::kRejected, target + " does not hold the cluster key (wrong cluster key)",
-                    HealthKind::kPeerNiConnectionRejected));
-      co_return;
+    // The handshake (wire/handshake.h's machine): HELLO, the server's proof, ours.
+    HandshakeMachine hs =
+        HandshakeMachine::client(opts_.cluster_key, announced_nids(c->local_nid(), node_nids_),
+                                 c->bulk() ? kHelloBulk : uint8_t{0});
+    using State = HandshakeMachine::State;
+    HandshakeMachine::Step st = hs.start();
+    for (int i = 0; i < 3 && st.send; ++i) {
+      co_await write_frame(*c, st.send->kind, c->local_nid(), remote, std::move(st.send->payload));
+      if (hs.state() != State::kRunning) break;
+      auto r = co_await read_frame(*c);
+      if (!r.ok()) throw std::runtime_error(r.status().message());
+      st = hs.on_frame(r->hdr.kind, r->payload.span());
     }
-    Mac mine = client_proof(opts_.cluster_key, ch, *sh);
-    co_await write_frame(*c, FrameKind::kAuth, c->local_nid(), remote,
-                         Buffer::copy_of(std::span<const uint8_t>(mine)));
-    auto ok = co_await read_frame(*c);
-    if (!ok.ok()) throw std::runtime_error(ok.status().message());
-    if (refused(*ok)) co_return;
-    if (ok->hdr.kind != FrameKind::kAuth) throw std::runtime_error("expected AUTH");
-    timer.cancel();
-    if (c->tls()) PFS_LOG_INFO("connection to {}: {}", target, c->tls()->describe());
-    established(c, sh->nids);
-    cb(ConnectionPtr(c));
-    co_return;
+    switch (hs.state()) {
+      case State::kEstablished:
+        timer.cancel();
+        if (c->tls()) PFS_LOG_INFO("connection to {}: {}", target, c->tls()->describe());
+        established(c, hs.peer_nids());
+        cb(ConnectionPtr(c));
+        co_return;
+      case State::kRefusedByPeer:
+        PFS_LOG_ERROR("connection to {} refused by the peer: {}", target, hs.why());
+        finish(Status(Code::kRejected, "refused by " + target + ": " + hs.why(),
+                      HealthKind::kPeerNiConnectionRejected));
+        co_return;
+      case State::kRefused:  // its REJECT is sent
+        PFS_LOG_ERROR("refusing connection to {}: it does not hold our cluster key", target);
+        finish(Status(Code::kRejected,
+                      target + " does not hold the cluster key (wrong cluster key)",
+                      HealthKind::kPeerNiConnectionRejected));
+        co_return;
+      case State::kRunning:
+      case State::kFailed:
+        break;
+    }
+    throw std::runtime_error(hs.why().empty() ? "the handshake did not end" : hs.why());
   } catch (const tcp_detail::TlsRefused& e) {
     fail = Status(Code::kRejected,
                   "TLS handshake with " + target + " refused: " + std::string(e.what()) +

@@ -115,4 +115,75 @@ bool client_proof_ok(std::string_view key, const Hello& client, const Hello& ser
   return mac_equal(proof, client_proof(key, client, server));
 }
 
+HandshakeMachine::HandshakeMachine(std::string key, std::vector<Nid> my_nids, bool client,
+                                   uint8_t flags)
+    : key_(std::move(key)), client_(client) {
+  mine_.nids = std::move(my_nids);
+  mine_.flags = client ? flags : 0;
+}
+
+HandshakeMachine HandshakeMachine::client(std::string key, std::vector<Nid> my_nids,
+                                          uint8_t flags) {
+  return HandshakeMachine(std::move(key), std::move(my_nids), true, flags);
+}
+
+HandshakeMachine HandshakeMachine::server(std::string key, std::vector<Nid> my_nids) {
+  return HandshakeMachine(std::move(key), std::move(my_nids), false, 0);
+}
+
+HandshakeMachine::Step HandshakeMachine::done(State s, std::string why, std::optional<Out> send) {
+  state_ = s;
+  why_ = std::move(why);
+  return Step{std::move(send), s};
+}
+
+HandshakeMachine::Step HandshakeMachine::start() {
+  if (!client_ || step_ != 0 || state_ != State::kRunning) return Step{};
+  mine_ = client_hello(std::move(mine_.nids), mine_.flags);
+  return Step{Out{FrameKind::kHello, encode_hello(mine_)}, State::kRunning};
+}
+
+HandshakeMachine::Step HandshakeMachine::on_frame(FrameKind kind,
+                                                  std::span<const uint8_t> payload) {
+  if (state_ != State::kRunning) return done(State::kFailed, "a frame after the handshake ended");
+  int step = step_++;
+  if (kind == FrameKind::kReject)
+    return done(State::kRefusedByPeer,
+                std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
+  static const std::string kWrongKey = "wrong cluster key";
+  auto reject = [&] {
+    return done(State::kRefused, kWrongKey,
+                Out{FrameKind::kReject, Buffer::copy_of(std::string_view(kWrongKey))});
+  };
+  if (client_ && step == 0) {  // the server's HELLO with its proof
+    if (kind != FrameKind::kHello) return done(State::kFailed, "expected HELLO");
+    auto sh = decode_hello(payload);
+    if (!sh.ok()) return done(State::kFailed, sh.status().message());
+    peer_ = std::move(*sh);
+    if (!server_proof_ok(key_, mine_, peer_)) return reject();
+    Mac proof = client_proof(key_, mine_, peer_);
+    return Step{Out{FrameKind::kAuth, Buffer::copy_of(std::span<const uint8_t>(proof))},
+                State::kRunning};
+  }
+  if (client_ && step == 1) {  // the server's acceptance
+    if (kind != FrameKind::kAuth) return done(State::kFailed, "expected AUTH");
+    return done(State::kEstablished, "");
+  }
+  if (!client_ && step == 0) {  // the client's HELLO
+    if (kind != FrameKind::kHello) return done(State::kFailed, "expected HELLO");
+    auto ch = decode_hello(payload);
+    if (!ch.ok()) return done(State::kFailed, ch.status().message());
+    peer_ = std::move(*ch);
+    mine_ = server_hello(key_, peer_, std::move(mine_.nids));
+    return Step{Out{FrameKind::kHello, encode_hello(mine_)}, State::kRunning};
+  }
+  // The server, step 1: the client's proof.
+  if (kind != FrameKind::kAuth || payload.size() != sizeof(Mac))
+    return done(State::kFailed, "expected AUTH");
+  Mac theirs;
+  std::memcpy(theirs.data(), payload.data(), theirs.size());
+  if (!client_proof_ok(key_, peer_, mine_, theirs)) return reject();
+  return done(State::kEstablished, "", Out{FrameKind::kAuth, Buffer()});
+}
+
 }  // namespace pfsnet

@@ -17,9 +17,12 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "wire/frame.h"
 
 namespace pfsnet {
 
@@ -62,5 +65,56 @@ bool server_proof_ok(std::string_view key, const Hello& client, const Hello& ser
 Mac client_proof(std::string_view key, const Hello& client, const Hello& server);
 bool client_proof_ok(std::string_view key, const Hello& client, const Hello& server,
                      const Mac& proof);
+
+// The exchange above as one machine without I/O: a transport sends what start() and
+// on_frame() return and feeds it every frame it reads until the machine is done. TCP (over
+// its sockets, TLS beneath), the fabric (one message at a time) and the in-memory transport
+// (the two ends' machines against each other) all run this one.
+class HandshakeMachine {
+ public:
+  enum class State {
+    kRunning,        // waiting for the peer's next frame
+    kEstablished,    // both proofs verified: peer_nids() are the peer's
+    kRefusedByPeer,  // the peer sent REJECT; why(): its reason
+    kRefused,        // the peer's proof failed: the REJECT to send is in the step; close after
+    kFailed,         // a frame out of place or malformed; why(): what
+  };
+  struct Out {
+    FrameKind kind;
+    Buffer payload;
+  };
+  struct Step {
+    std::optional<Out> send;  // to send now (a REJECT too, before closing)
+    State state = State::kRunning;
+  };
+
+  // `my_nids`: what this end announces (announced_nids); `flags`: the client's kHello* bits.
+  static HandshakeMachine client(std::string key, std::vector<Nid> my_nids, uint8_t flags);
+  static HandshakeMachine server(std::string key, std::vector<Nid> my_nids);
+
+  // The client's HELLO (a server sends nothing first: an empty step).
+  Step start();
+  // A frame from the peer.
+  Step on_frame(FrameKind kind, std::span<const uint8_t> payload);
+
+  State state() const { return state_; }
+  bool is_client() const { return client_; }
+  // The peer's NIDs: from its HELLO on (a server knows them after the first frame).
+  const std::vector<Nid>& peer_nids() const { return peer_.nids; }
+  // The client's kHello* bits (a server knows them after the first frame).
+  uint8_t client_flags() const { return client_ ? mine_.flags : peer_.flags; }
+  const std::string& why() const { return why_; }
+
+ private:
+  HandshakeMachine(std::string key, std::vector<Nid> my_nids, bool client, uint8_t flags);
+  Step done(State s, std::string why, std::optional<Out> send = std::nullopt);
+
+  std::string key_;
+  bool client_;
+  int step_ = 0;  // frames of the peer's taken
+  Hello mine_, peer_;
+  State state_ = State::kRunning;
+  std::string why_;
+};
 
 }  // namespace pfsnet

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <optional>
+
 namespace pfsnet {
 namespace {
 
@@ -77,6 +80,125 @@ TEST(HandshakeTest, TheExchangeProvesTheKeyBothWays) {
   flipped.flags = 0;
   EXPECT_FALSE(server_proof_ok(key, flipped, bsh));
   EXPECT_FALSE(client_proof_ok(key, flipped, bsh, client_proof(key, bulk, bsh)));
+}
+
+// The machine every transport runs, end against end: the frames go back and forth
+// until both are done (at most four frames; each step is bounded).
+struct Ends {
+  HandshakeMachine c, s;
+  std::vector<FrameKind> wire;  // every frame sent, in order
+  // Runs the exchange; `tamper` may change a frame on its way (index in `wire`).
+  void run(const std::function<void(size_t, HandshakeMachine::Out&)>& tamper = {}) {
+    std::optional<HandshakeMachine::Out> out = c.start().send;
+    bool to_server = true;
+    for (int i = 0; i < 8 && out; ++i) {
+      if (tamper) tamper(wire.size(), *out);
+      wire.push_back(out->kind);
+      HandshakeMachine& m = to_server ? s : c;
+      out = m.on_frame(out->kind, out->payload.span()).send;
+      to_server = !to_server;
+    }
+  }
+};
+
+TEST(HandshakeMachineTest, BothEndsEstablishWithEachOthersNidsAndTheClientsFlags) {
+  Nid c1 = *Nid::parse("127.0.0.2@tcp"), c2 = *Nid::parse("127.0.1.2@tcp1");
+  Nid s1 = *Nid::parse("127.0.0.3@tcp");
+  Ends e{HandshakeMachine::client("k0123456789abcdef", {c1, c2}, kHelloBulk),
+         HandshakeMachine::server("k0123456789abcdef", {s1}),
+         {}};
+  EXPECT_TRUE(e.s.start().send == std::nullopt);  // the client speaks first
+  e.run();
+  EXPECT_EQ(e.wire, (std::vector<FrameKind>{FrameKind::kHello, FrameKind::kHello, FrameKind::kAuth,
+                                            FrameKind::kAuth}));
+  EXPECT_EQ(e.c.state(), HandshakeMachine::State::kEstablished);
+  EXPECT_EQ(e.s.state(), HandshakeMachine::State::kEstablished);
+  EXPECT_EQ(e.c.peer_nids(), (std::vector<Nid>{s1}));
+  EXPECT_EQ(e.s.peer_nids(), (std::vector<Nid>{c1, c2}));
+  EXPECT_EQ(e.s.client_flags(), kHelloBulk);
+  // Anything after the end is refused, and changes nothing at the other end.
+  auto late = e.s.on_frame(FrameKind::kAuth, {});
+  EXPECT_EQ(late.state, HandshakeMachine::State::kFailed);
+  EXPECT_FALSE(late.send);
+}
+
+TEST(HandshakeMachineTest, AWrongKeyIsRefusedByWhicheverEndChecksItFirst) {
+  Nid c1 = *Nid::parse("127.0.0.2@tcp"), s1 = *Nid::parse("127.0.0.3@tcp");
+  // The client checks the server's proof first: it sends REJECT, the server hears why.
+  Ends e{HandshakeMachine::client("k0123456789abcdef", {c1}, 0),
+         HandshakeMachine::server("other-key-0123456", {s1}),
+         {}};
+  e.run();
+  EXPECT_EQ(e.wire,
+            (std::vector<FrameKind>{FrameKind::kHello, FrameKind::kHello, FrameKind::kReject}));
+  EXPECT_EQ(e.c.state(), HandshakeMachine::State::kRefused);
+  EXPECT_EQ(e.c.why(), "wrong cluster key");
+  EXPECT_EQ(e.s.state(), HandshakeMachine::State::kRefusedByPeer);
+  EXPECT_EQ(e.s.why(), "wrong cluster key");
+  // A client's proof changed on the way: the server refuses it.
+  Ends t{HandshakeMachine::client("k0123456789abcdef", {c1}, 0),
+         HandshakeMachine::server("k0123456789abcdef", {s1}),
+         {}};
+  t.run([](size_t i, HandshakeMachine::Out& o) {
+    if (i == 2) o.payload.data()[0] ^= 1;
+  });
+  EXPECT_EQ(t.s.state(), HandshakeMachine::State::kRefused);
+  EXPECT_EQ(t.c.state(), HandshakeMachine::State::kRefusedByPeer);
+  // The client's flags changed on the way (a bulk connection passed off as the path's
+  // first): the client finds the server's proof wrong.
+  Ends f{HandshakeMachine::client("k0123456789abcdef", {c1}, kHelloBulk),
+         HandshakeMachine::server("k0123456789abcdef", {s1}),
+         {}};
+  f.run([](size_t i, HandshakeMachine::Out& o) {
+    if (i == 0) o.payload.data()[o.payload.size() - 1] = 0;
+  });
+  EXPECT_EQ(f.c.state(), HandshakeMachine::State::kRefused);
+}
+
+TEST(HandshakeMachineTest, FramesOutOfPlaceOrMalformedFailTheHandshake) {
+  Nid c1 = *Nid::parse("127.0.0.2@tcp"), s1 = *Nid::parse("127.0.0.3@tcp");
+  auto server = [&] { return HandshakeMachine::server("k0123456789abcdef", {s1}); };
+  auto client = [&] { return HandshakeMachine::client("k0123456789abcdef", {c1}, 0); };
+  {
+    auto s = server();
+    auto st = s.on_frame(FrameKind::kAuth, {});
+    EXPECT_EQ(st.state, HandshakeMachine::State::kFailed);
+    EXPECT_EQ(s.why(), "expected HELLO");
+  }
+  {
+    auto s = server();
+    uint8_t junk[10] = {};
+    EXPECT_EQ(s.on_frame(FrameKind::kHello, junk).state, HandshakeMachine::State::kFailed);
+    EXPECT_NE(s.why().find("malformed HELLO"), std::string::npos) << s.why();
+  }
+  {
+    auto s = server();
+    auto c = client();
+    auto hello = c.start().send;
+    ASSERT_TRUE(hello);
+    EXPECT_EQ(s.on_frame(hello->kind, hello->payload.span()).state,
+              HandshakeMachine::State::kRunning);
+    Mac short_proof{};
+    EXPECT_EQ(s.on_frame(FrameKind::kAuth, std::span<const uint8_t>(short_proof).first(8)).state,
+              HandshakeMachine::State::kFailed);
+    EXPECT_EQ(s.why(), "expected AUTH");
+  }
+  {
+    auto c = client();
+    (void)c.start();
+    EXPECT_EQ(c.on_frame(FrameKind::kRequest, {}).state, HandshakeMachine::State::kFailed);
+    EXPECT_EQ(c.why(), "expected HELLO");
+  }
+  {
+    auto c = client();
+    (void)c.start();
+    std::string why = "this node requires TLS";
+    auto st = c.on_frame(
+        FrameKind::kReject,
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(why.data()), why.size()));
+    EXPECT_EQ(st.state, HandshakeMachine::State::kRefusedByPeer);
+    EXPECT_EQ(c.why(), why);
+  }
 }
 
 }  // namespace
