@@ -108,13 +108,12 @@ void Net::shutdown() {
       p->tx_conn.reset();
       p->tx_state = nullptr;
       p->bulk.clear();
+      // A connection's close after this changes nothing.
+      for (auto& c : p->conns)
+        if (auto cs = conn_state(*c)) cs->closed.store(true, std::memory_order_release);
       p->conns.clear();
     }
     ni->blocked.clear();
-  }
-  {
-    MutexLock lk(conns_mu_);
-    conns_.clear();
   }
   for (TxMsg* m : dead) fail(m, Status(Code::kCancelled, "shutting down"));
 }
@@ -126,9 +125,8 @@ Net::LocalNi* Net::local_ni(const Nid& nid) const {
 }
 
 std::shared_ptr<Net::ConnState> Net::conn_state(const Connection& c) const {
-  MutexLock lk(conns_mu_);
-  auto it = conns_.find(&c);
-  return it == conns_.end() ? nullptr : it->second;
+  auto cs = std::static_pointer_cast<ConnState>(c.upper());
+  return cs && !cs->closed.load(std::memory_order_acquire) ? cs : nullptr;
 }
 
 // ---- health ----

@@ -378,6 +378,8 @@ class Net final : public TransportEvents {
   void on_corrupt(Connection& c, ConnState& cs, const InFrame& f);
   void fail(TxMsg* m, const Status& s);
   void finish_failures(Failed& failed);
+  // The state on_connected gave `c` (its Connection::upper), null once it closed: no
+  // lookup, no lock.
   std::shared_ptr<ConnState> conn_state(const Connection& c) const;
 
   // Health changes (a failure, a success) on an NI or peer NI.
@@ -396,8 +398,6 @@ class Net final : public TransportEvents {
   std::unique_ptr<PeerTable> table_;
   FaultInjector faults_;
 
-  mutable Mutex conns_mu_;
-  std::unordered_map<const Connection*, std::shared_ptr<ConnState>> conns_ GUARDED_BY(conns_mu_);
   Mutex recovery_mu_;
   std::vector<PeerNi*> recovering_ GUARDED_BY(recovery_mu_);  // peer NIs below full health
   mutable Mutex dead_mu_;

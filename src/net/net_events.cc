@@ -40,10 +40,7 @@ void Net::on_connected(const ConnectionPtr& c) {
   // back at once on a credit frame (a few bytes a message of 64 KiB or more), or the
   // sender's NI credits would wait for the next expire() turn.
   cs->high_water = c->bulk() ? 1 : high_water_.load();
-  {
-    MutexLock lk(conns_mu_);
-    conns_[c.get()] = cs;
-  }
+  c->set_upper(cs);  // before the connection is in the path: every reader finds it
   Out out;
   {
     MutexLock lk(ni->mu);
@@ -146,14 +143,8 @@ void Net::on_corrupt(Connection& c, ConnState& cs, const InFrame& f) {
 }
 
 void Net::on_closed(Connection& c, const Status& why) {
-  std::shared_ptr<ConnState> cs;
-  {
-    MutexLock lk(conns_mu_);
-    auto it = conns_.find(&c);
-    if (it == conns_.end()) return;
-    cs = std::move(it->second);
-    conns_.erase(it);
-  }
+  std::shared_ptr<ConnState> cs = conn_state(c);
+  if (!cs || cs->closed.exchange(true, std::memory_order_acq_rel)) return;
   LocalNi& ni = *cs->ni;
   Out out;
   ConnectionPtr keep;  // c may be freed when it leaves conns

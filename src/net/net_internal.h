@@ -10,7 +10,7 @@
 //     connection state of the NI (queues, connections, windows). No lock is shared by the
 //     peers of different NIs, and none by every peer: a send takes the table's lock
 //     shared and its NI's lock.
-//   ConnState::tx_mu, Health's, FaultInjector's, Net::conns_mu_, Net::recovery_mu_,
+//   ConnState::tx_mu, Health's, FaultInjector's, Net::recovery_mu_,
 //     Net::dead_mu_ (leaves: nothing is taken under them)
 // Peer NIs, peers and paths are never freed before the Net, so their pointers stay valid
 // once the table's lock is dropped.
@@ -52,7 +52,9 @@ struct Net::Peer {
 };
 
 // Net's own state of one connection (the transport carries none of it).
+// Held by its connection (Connection::upper) and by what is in flight on it.
 struct Net::ConnState {
+  std::atomic<bool> closed{false};  // on_closed took it (or the Net shut down)
   LocalNi* ni = nullptr;
   Path* path = nullptr;
   std::weak_ptr<Connection> conn;

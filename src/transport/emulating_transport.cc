@@ -202,10 +202,10 @@ Status EmulatingTransport::listen(const Nid& local, uint16_t port) {
 }
 
 ConnectCallback EmulatingTransport::outer_callback(ConnectCallback cb) {
-  return [this, cb = std::move(cb)](Result<ConnectionPtr> r) {
+  return [cb = std::move(cb)](Result<ConnectionPtr> r) {
     if (!r.ok()) return cb(r.status());
     // The inner transport reported on_connected first: the outer connection exists.
-    if (std::shared_ptr<Conn> o = outer_of(**r)) return cb(ConnectionPtr(o));
+    if (Conn* o = outer_of(**r)) return cb(ConnectionPtr(o->shared_from_this()));
     cb(Status(Code::kClosed, "connection closed as it opened"));
   };
 }
@@ -240,11 +240,8 @@ void EmulatingTransport::stop() {
   for (auto& [inner, c] : conns) c->fail_held(Status(Code::kCancelled, "transport stopped"));
 }
 
-std::shared_ptr<EmulatingTransport::Conn> EmulatingTransport::outer_of(
-    const Connection& inner) const {
-  MutexLock lk(conns_mu_);
-  auto it = conns_.find(&inner);
-  return it == conns_.end() ? nullptr : it->second;
+EmulatingTransport::Conn* EmulatingTransport::outer_of(const Connection& inner) {
+  return static_cast<Conn*>(inner.upper().get());
 }
 
 void EmulatingTransport::on_connected(const ConnectionPtr& c) {
@@ -273,11 +270,15 @@ void EmulatingTransport::on_connected(const ConnectionPtr& c) {
     MutexLock lk(conns_mu_);
     conns_[c.get()] = outer;
   }
+  // The inner connection points at its outer one for its frames (not owning it: conns_
+  // does, until the inner one closes -- after its last frame -- or the transport stops,
+  // after its I/O threads).
+  c->set_upper(std::shared_ptr<void>(outer.get(), [](void*) {}));
   events_.on_connected(outer);
 }
 
 void EmulatingTransport::on_frame(Connection& c, InFrame&& f) {
-  if (std::shared_ptr<Conn> o = outer_of(c)) o->receive(std::move(f));
+  if (Conn* o = outer_of(c)) o->receive(std::move(f));
 }
 
 void EmulatingTransport::on_closed(Connection& c, const Status& why) {

@@ -68,7 +68,8 @@ class EmulatingTransport final : public Transport, private TransportEvents {
     events_.on_local_ni_down(local, why);
   }
 
-  std::shared_ptr<Conn> outer_of(const Connection& inner) const;
+  // The outer connection of `inner` (its Connection::upper, set in on_connected).
+  static Conn* outer_of(const Connection& inner);
   // `cb` told of the outer connection of what the inner transport connected.
   ConnectCallback outer_callback(ConnectCallback cb);
 
@@ -82,8 +83,8 @@ class EmulatingTransport final : public Transport, private TransportEvents {
   static constexpr uint64_t kSharedOut = UINT64_MAX, kSharedIn = UINT64_MAX - 1;
   std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<LinkPipe>> pipes_ GUARDED_BY(mu_);
   mutable Mutex conns_mu_;
-  std::unordered_map<const Connection*, std::shared_ptr<Conn>> conns_
-      GUARDED_BY(conns_mu_);  // inner -> outer
+  // inner -> outer: owns the outer connections (not read per frame: Connection::upper is).
+  std::unordered_map<const Connection*, std::shared_ptr<Conn>> conns_ GUARDED_BY(conns_mu_);
   std::unique_ptr<Transport> inner_;
 };
 

@@ -110,6 +110,13 @@ class Connection {
            (peer_nids_.empty() ? std::string("?") : peer_nids_[0].to_string());
   }
 
+  // The upper layer's state of this connection (LNet's `private`): set once, in
+  // TransportEvents::on_connected, before the connection is used anywhere else; read with
+  // every frame, so the upper layer looks nothing up per frame. It lives as long as the
+  // connection (so it must not own the connection).
+  void set_upper(std::shared_ptr<void> s) { upper_ = std::move(s); }
+  const std::shared_ptr<void>& upper() const { return upper_; }
+
   // Credits: the receiver returns credits for frames it has consumed. They ride on the
   // next frame written in the other direction (hdr.credits), or on a kCredit frame.
   void add_credits_to_return(uint32_t n) { credits_to_return_.fetch_add(n); }
@@ -133,6 +140,7 @@ class Connection {
   uint64_t id_ = 0;
 
  private:
+  std::shared_ptr<void> upper_;
   std::atomic<uint32_t> credits_to_return_{0};
   std::atomic<bool> credit_flush_pending_{false};
 };
