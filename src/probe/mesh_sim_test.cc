@@ -1,0 +1,137 @@
+// MeshService on the in-process cluster (rpc/sim_cluster.h, membership/sim_members.h): an
+// MGS, two servers and two clients with the real membership and mesh services over the
+// in-memory transport, on manual time in 1 ms steps, every link 1 ms each way. Small probes
+// only (bulk figures need real time). What the MGS's matrix holds, when a slow link is named
+// and when it is not any more.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "membership/sim_members.h"
+#include "probe/mesh.h"
+#include "probe/mesh_service.h"
+#include "rpc/sim_cluster.h"
+
+namespace pfsnet {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kStep = 1ms;
+
+class InProcessMeshTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_.configure = [](Config& cfg) {
+      cfg.mesh.peers = 3;
+      cfg.mesh.interval = 0.2;
+      cfg.mesh.bulk_interval = 0;
+      cfg.mesh.report_interval = 0.5;
+      cfg.mesh.window = 4;
+    };
+    for (int h : kHosts) start(h);
+    for (int a : kHosts)
+      for (int b : kHosts)
+        if (a < b) c_.set_delay(SimMembers::name(a), SimMembers::name(b), 1ms);
+    ASSERT_TRUE(c_.run_until([&] { return m_.up_in_table(2) == 5; }, 5s, kStep));
+  }
+  void start(int host) {
+    ASSERT_NE(m_.start(host,
+                       [this, host](SimNode& n, const Config& cfg, MembershipService& ms) {
+                         auto& mesh = n.attach<MeshService>(MeshOptions::from(cfg), n.net, n.rpc,
+                                                            nullptr, ms, c_.clock());
+                         n.on_tick([&mesh](TimePoint now) { mesh.tick(now); });
+                         mesh_[host] = &mesh;
+                       }),
+              nullptr);
+  }
+  // The MGS's matrix (it answers from its own board).
+  std::vector<MeshRow> rows() {
+    auto m = mesh_[2]->matrix(1s);
+    return m.ok() ? m->rows : std::vector<MeshRow>{};
+  }
+  // Every node's row, 3 cells each, each with `answered` small probes answered or more.
+  bool complete(uint64_t answered) {
+    std::vector<MeshRow> r = rows();
+    if (r.size() != kHosts.size()) return false;
+    for (const MeshRow& row : r) {
+      if (row.cells.size() != 3) return false;
+      for (const MeshCell& x : row.cells)
+        if (x.rtt_count < answered) return false;
+    }
+    return true;
+  }
+  // The cells marked SLOW, as "from->to".
+  std::set<std::string> slow() {
+    std::vector<MeshRow> r = rows();
+    std::vector<std::vector<MeshMark>> marks = mark_outliers(r, MeshOutlierRule{});
+    std::set<std::string> out;
+    for (size_t i = 0; i < r.size(); ++i)
+      for (size_t k = 0; k < r[i].cells.size(); ++k)
+        if (marks[i][k].slow) out.insert(r[i].from + "->" + r[i].cells[k].to);
+    return out;
+  }
+
+  static constexpr std::array<int, 5> kHosts = {2, 3, 4, 5, 6};
+  SimCluster c_;
+  SimMembers m_{c_};
+  std::map<int, MeshService*> mesh_;
+};
+
+TEST_F(InProcessMeshTest, EveryNodeProbesThreeAndIsProbedByThreeAndTheMgsHoldsEveryRow) {
+  auto t = c_.run_until([&] { return complete(3); }, 10s, kStep);
+  ASSERT_TRUE(t) << "the MGS never held every row";
+  EXPECT_LE(*t, 3s);
+  std::printf("every row at the MGS, 3 answered probes a cell, after %.3f s\n",
+              std::chrono::duration<double>(*t).count());
+  std::map<std::string, int> probed_by;
+  for (const MeshRow& row : rows()) {
+    std::set<std::string> to;
+    for (const MeshCell& x : row.cells) {
+      to.insert(x.to);
+      ++probed_by[x.to];
+      EXPECT_EQ(x.lost, 0u) << row.from << "->" << x.to;
+      // 1 ms each way: the round trip is 2 ms, to the step.
+      EXPECT_NEAR(x.p50_ms, 2.0, 0.01) << row.from << "->" << x.to;
+    }
+    EXPECT_EQ(to.size(), 3u) << row.from;
+    EXPECT_FALSE(to.count(row.from)) << row.from;
+  }
+  for (int h : kHosts) EXPECT_EQ(probed_by[SimMembers::name(h)], 3) << h;
+  EXPECT_TRUE(slow().empty());
+}
+
+TEST_F(InProcessMeshTest, ASlowLinkIsNamedWithinAWindowAndNotOnceItIsFast) {
+  ASSERT_TRUE(c_.run_until([&] { return complete(3); }, 10s, kStep));
+  // Find a pair one of them probes, and slow that link to 10 ms each way.
+  std::string from, to;
+  for (const MeshRow& row : rows())
+    if (row.from != "n2" && !row.cells.empty() && row.cells[0].to != "n2") {
+      from = row.from;
+      to = row.cells[0].to;
+      break;
+    }
+  ASSERT_FALSE(from.empty());
+  c_.set_delay(from, to, 10ms);
+  auto named = c_.run_until([&] { return slow().count(from + "->" + to) > 0; }, 10s, kStep);
+  ASSERT_TRUE(named) << from << "->" << to << " never named";
+  // Named once its probes' p50 moves (half the window's probes), and reported.
+  EXPECT_LE(*named, 3s);
+  // Only paths over that link (either direction) are named.
+  for (const std::string& s : slow())
+    EXPECT_TRUE(s == from + "->" + to || s == to + "->" + from) << s;
+  c_.set_delay(from, to, 1ms);
+  auto cleared = c_.run_until([&] { return slow().empty(); }, 10s, kStep);
+  ASSERT_TRUE(cleared) << "still named: " << *slow().begin();
+  // Cleared once the slow probes are a minority of the 4 s window, and reported.
+  EXPECT_LE(*cleared, 4500ms);
+  std::printf("%s->%s at 10 ms each way: named after %.3f s, cleared %.3f s after it healed\n",
+              from.c_str(), to.c_str(), std::chrono::duration<double>(*named).count(),
+              std::chrono::duration<double>(*cleared).count());
+}
+
+}  // namespace
+}  // namespace pfsnet
