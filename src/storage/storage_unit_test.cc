@@ -465,13 +465,30 @@ TEST(TokenTableTest, GrantsTheLargestRangeNoOtherNodeHoldsAndRevokesOnlyWhatItTa
   m = decode_token_range(encode_token_range({"f", 0, 4096}).span(), true);
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->want_end, 0u);
-  for (const char* bad : {R"({"file":"f","start":0,"end":4096,"want_end":100})",
-                          R"({"file":"f","start":0,"end":4096,"want_end":"x"})",
-                          R"({"file":"f","start":0,"end":4096,"want_end":4611686018427387905})"}) {
-    auto e = decode_token_range(Buffer::copy_of(std::string_view(bad)).span(), true);
-    ASSERT_FALSE(e.ok()) << bad;
+  const uint64_t kMax = uint64_t(1) << 62;
+  for (const TokenRangeMsg& bad :
+       {TokenRangeMsg{"f", 0, 4096, 100}, TokenRangeMsg{"f", 0, 4096, kMax + 1},
+        TokenRangeMsg{"f", 4096, 4096, 0}, TokenRangeMsg{"f", 0, kMax + 1, 0},
+        TokenRangeMsg{"a/b", 0, 4096, 0}, TokenRangeMsg{"", 0, 4096, 0}}) {
+    auto e = decode_token_range(encode_token_range(bad).span(), true);
+    ASSERT_FALSE(e.ok()) << bad.file << " " << bad.start << " " << bad.end << " " << bad.want_end;
     EXPECT_EQ(e.status().code(), Code::kProtocol);
   }
+  // A release names the file only; its range is not read.
+  auto rel = decode_token_range(encode_token_range({"f", 0, 0, 0}).span(), false);
+  ASSERT_TRUE(rel.ok());
+  EXPECT_EQ(rel->file, "f");
+  EXPECT_FALSE(decode_token_range(encode_token_range({"f", 0, 0, 0}).span(), true).ok());
+  // Short, long or not this codec at all (the JSON of before): malformed.
+  Buffer good = encode_token_range({"f", 0, 4096, 0});
+  EXPECT_FALSE(decode_token_range(good.span().first(good.size() - 1), true).ok());
+  std::string longer(good.view());
+  longer += 'x';
+  EXPECT_FALSE(decode_token_range(Buffer::copy_of(std::string_view(longer)).span(), true).ok());
+  EXPECT_FALSE(
+      decode_token_range(
+          Buffer::copy_of(std::string_view(R"({"file":"f","start":0,"end":4096})")).span(), true)
+          .ok());
 }
 
 }  // namespace

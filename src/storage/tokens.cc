@@ -2,15 +2,11 @@
 
 #include <pfsnet/msg_types.h>
 
-#include <nlohmann/json.hpp>
-
-#include "base/json_fields.h"
 #include "base/log.h"
 #include "storage/block_store.h"
+#include "wire/byte_codec.h"
 
 namespace pfsnet {
-
-using nlohmann::json;
 
 // ------------------------------------------------------------------ ranges
 
@@ -141,33 +137,28 @@ bool spans(const Result<TokenRangeMsg>& m, const std::string& file, uint64_t sta
 }  // namespace
 
 Buffer encode_token_range(const TokenRangeMsg& m) {
-  json j{{"file", m.file}, {"start", m.start}, {"end", m.end}};
-  if (m.want_end != 0) j["want_end"] = m.want_end;
-  return Buffer::copy_of(std::string_view(j.dump()));
+  ByteWriter w;
+  w.str(m.file);
+  w.u64(m.start);
+  w.u64(m.end);
+  w.u64(m.want_end);
+  return w.take();
 }
 
 Result<TokenRangeMsg> decode_token_range(std::span<const uint8_t> b, bool need_range) {
   auto bad = [](const std::string& why) { return Status(Code::kProtocol, "TOKEN: " + why); };
-  json j = json::parse(b.begin(), b.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  ByteReader r(b);
   TokenRangeMsg m;
-  if (!j.contains("file") || !j["file"].is_string()) return bad("file: a name");
-  m.file = j["file"].get<std::string>();
+  m.file = r.str();
+  m.start = r.u64();
+  m.end = r.u64();
+  m.want_end = r.u64();
+  if (!r.done()) return bad("malformed (a file name and three 8-byte offsets)");
   if (Status s = check_file_name(m.file); !s.ok()) return bad(s.message());
   if (!need_range) return m;
-  if (!j.contains("start") || !j.contains("end"))
-    return bad("start and end: 0 <= start < end <= 2^62");
-  auto start = json_int(j, "start", 0, 0, int64_t(kMaxOffset));
-  auto end = json_int(j, "end", 0, 1, int64_t(kMaxOffset));
-  if (!start.ok() || !end.ok() || *start >= *end)
-    return bad("start and end: 0 <= start < end <= 2^62");
-  m.start = static_cast<uint64_t>(*start);
-  m.end = static_cast<uint64_t>(*end);
-  if (j.contains("want_end")) {
-    auto want = json_int(j, "want_end", 0, *end, int64_t(kMaxOffset));
-    if (!want.ok()) return bad("want_end: end <= want_end <= 2^62");
-    m.want_end = static_cast<uint64_t>(*want);
-  }
+  if (m.start >= m.end || m.end > kMaxOffset) return bad("start and end: 0 <= start < end <= 2^62");
+  if (m.want_end != 0 && (m.want_end < m.end || m.want_end > kMaxOffset))
+    return bad("want_end: end <= want_end <= 2^62");
   return m;
 }
 
@@ -391,8 +382,8 @@ void TokenService::release(const Nid& manager, const std::string& file) {
   co.timeout = timeout_;
   co.urgent = true;
   rpc_.call_async(
-      manager, kMsgTokenRelease, Buffer::copy_of(std::string_view(json{{"file", file}}.dump())),
-      nullptr, [](RpcReply&&) {}, co);
+      manager, kMsgTokenRelease, encode_token_range({file, 0, 0, 0}), nullptr, [](RpcReply&&) {},
+      co);
 }
 
 void TokenService::add_holder(TokenHolder* h) {

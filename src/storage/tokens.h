@@ -111,9 +111,10 @@ class TokenHolder {
   virtual Result<uint64_t> release_range(uint64_t start, uint64_t end, uint64_t want_end) = 0;
 };
 
-// A TOKEN_* request's fields. decode_token_range: from a peer, each checked (kProtocol:
-// not JSON, a bad file name, without `need_range` nothing else; with it 0 <= start < end
-// <= 2^62, and want_end, when there, end <= want_end <= 2^62).
+// A TOKEN_* request's fields, in the binary field codec (wire/byte_codec.h): the file's
+// name, then start, end and want_end (8 bytes each). decode_token_range: from a peer, each
+// checked (kProtocol: malformed, a bad file name, without `need_range` nothing else; with it
+// 0 <= start < end <= 2^62, and want_end, when not 0, end <= want_end <= 2^62).
 struct TokenRangeMsg {
   std::string file;
   uint64_t start = 0, end = 0;
