@@ -27,13 +27,14 @@
 // once (AsyncCredit::kReturned): a node's 16 writers' waiting acquires once held all its
 // credits to the manager, and its answer to the revocation they waited for could not go.
 //
-//   TOKEN_ACQUIRE  client -> manager: JSON {"file", "start", "end"[, "want_end"]}; the
-//                  reply, when granted, {"file", "start", "end"}: the range granted
-//   TOKEN_REVOKE   manager -> holder: {"file", "start", "end"[, "want_end"]}; the reply
-//                  once released, {"file", "start", "end"}: the range released, from the
-//                  required start to at least the required end, at most the desired one
-//   TOKEN_RELEASE  client -> manager: {"file"}: all its tokens on it (at close)
-// Ranges are [start, end) in bytes, whole blocks as the clients ask.
+//   TOKEN_ACQUIRE  client -> manager: {file, start, end, want_end (0: none)}; the
+//                  reply, when granted, {file, start, end}: the range granted
+//   TOKEN_REVOKE   manager -> holder: {file, start, end, want_end}; the reply once
+//                  released, {file, start, end}: the range released, from the required
+//                  start to at least the required end, at most the desired one
+//   TOKEN_RELEASE  client -> manager: {file} (the offsets 0): all its tokens on it (at close)
+// Each message is a TokenRangeMsg (below) in the binary field codec. Ranges are
+// [start, end) in bytes, whole blocks as the clients ask.
 //
 // Thread safety: TokenTable is a plain value (its user locks). TokenService: any thread;
 // its handlers answer later (revocations are RPCs), a holder's side of a revocation runs on
