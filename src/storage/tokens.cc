@@ -123,9 +123,40 @@ namespace {
 
 constexpr uint64_t kMaxOffset = kTokenMaxOffset;
 
-Buffer encode_range(const std::string& file, uint64_t start, uint64_t end, uint64_t want = 0) {
-  return encode_token_range({file, start, end, want});
+// The TOKEN_* methods (rpc/rpc_method.h); the messages are in tokens.h.
+Result<TokenRangeMsg> decode_range(std::span<const uint8_t> b) {
+  return decode_token_range(b, true);
 }
+Result<TokenRangeMsg> decode_file(std::span<const uint8_t> b) {
+  return decode_token_range(b, false);
+}
+struct NoReply {};
+Buffer encode_none(const NoReply&) { return Buffer(); }
+Result<NoReply> decode_none(std::span<const uint8_t> b) {
+  if (!b.empty()) return Status(Code::kProtocol, "TOKEN_RELEASE: its reply carries nothing");
+  return NoReply{};
+}
+const RpcMethod<TokenRangeMsg, TokenRangeMsg> kAcquire{.type = kMsgTokenAcquire,
+                                                       .name = "TOKEN_ACQUIRE",
+                                                       .exec = Execution::kOnce,
+                                                       .encode_request = encode_token_range,
+                                                       .decode_request = decode_range,
+                                                       .encode_reply = encode_token_range,
+                                                       .decode_reply = decode_range};
+const RpcMethod<TokenRangeMsg, TokenRangeMsg> kRevoke{.type = kMsgTokenRevoke,
+                                                      .name = "TOKEN_REVOKE",
+                                                      .exec = Execution::kOnce,
+                                                      .encode_request = encode_token_range,
+                                                      .decode_request = decode_range,
+                                                      .encode_reply = encode_token_range,
+                                                      .decode_reply = decode_range};
+const RpcMethod<TokenRangeMsg, NoReply> kRelease{.type = kMsgTokenRelease,
+                                                 .name = "TOKEN_RELEASE",
+                                                 .exec = Execution::kOnce,
+                                                 .encode_request = encode_token_range,
+                                                 .decode_request = decode_file,
+                                                 .encode_reply = encode_none,
+                                                 .decode_reply = decode_none};
 
 // An answer naming the range [start, e) of `file` with end <= e <= most: a grant (at least
 // the range asked for, within the one desired), or what a holder released.
@@ -167,7 +198,7 @@ Result<TokenRangeMsg> decode_token_range(std::span<const uint8_t> b, bool need_r
 struct TokenService::Pending {
   Nid who;
   TokenRangeMsg want;
-  Responder reply;
+  TypedResponder<TokenRangeMsg> reply;
   size_t revoking = 0;  // revocations of its round not yet answered (under mu_)
 };
 
@@ -176,25 +207,26 @@ TokenService::TokenService(RpcEngine& rpc, const Clock& clock, Duration timeout)
   // Neither holds its sender's credit while it waits: an acquire waits for revocations
   // answered by the very nodes whose acquires wait, a revocation for block writes' replies
   // from the very server that waits for it (see AsyncCredit).
-  rpc_.handle_async(
-      kMsgTokenAcquire, "TOKEN_ACQUIRE",
-      [this](RpcRequest& req, Responder r) { on_acquire(req, std::move(r)); }, Execution::kOnce,
+  serve_async(
+      rpc_, kAcquire,
+      [this](TokenRangeMsg&& m, RpcRequest& req, TypedResponder<TokenRangeMsg> r) {
+        on_acquire(std::move(m), req.from, std::move(r));
+      },
       AsyncCredit::kReturned);
-  rpc_.handle_async(
-      kMsgTokenRevoke, "TOKEN_REVOKE",
-      [this](RpcRequest& req, Responder r) { on_revoke(req, std::move(r)); }, Execution::kOnce,
+  serve_async(
+      rpc_, kRevoke,
+      [this](TokenRangeMsg&& m, RpcRequest&, TypedResponder<TokenRangeMsg> r) {
+        on_revoke(std::move(m), std::move(r));
+      },
       AsyncCredit::kReturned);
-  rpc_.handle_async(kMsgTokenRelease, "TOKEN_RELEASE", [this](RpcRequest& req, Responder r) {
-    auto m = decode_token_range(req.payload.span(), false);
-    RpcResponse resp;
-    if (!m.ok()) {
-      resp.status = m.status();
-    } else {
-      MutexLock lk(mu_);
-      table_.drop(m->file, req.from);
-    }
-    r.reply(std::move(resp));
-  });
+  serve_async(rpc_, kRelease,
+              [this](TokenRangeMsg&& m, RpcRequest& req, TypedResponder<NoReply> r) {
+                {
+                  MutexLock lk(mu_);
+                  table_.drop(m.file, req.from);
+                }
+                r.reply(NoReply{});
+              });
 }
 
 TokenService::~TokenService() { stop(); }
@@ -210,19 +242,17 @@ void TokenService::stop() {
   revokers_.stop();
 }
 
-void TokenService::on_acquire(RpcRequest& req, Responder r) {
-  auto m = decode_token_range(req.payload.span(), true);
-  if (!m.ok()) return r.reply(RpcResponse{m.status(), {}, {}});
+void TokenService::on_acquire(TokenRangeMsg m, const Nid& from, TypedResponder<TokenRangeMsg> r) {
   auto p = std::make_shared<Pending>();
-  p->who = req.from;
-  p->want = *m;
+  p->who = from;
+  p->want = m;
   p->reply = std::move(r);
   {
     MutexLock lk(mu_);
-    if (stopped_) return p->reply.reply(RpcResponse{Status(Code::kCancelled, "stopping"), {}, {}});
-    queue_[m->file].push_back(p);
+    if (stopped_) return p->reply.fail(Status(Code::kCancelled, "stopping"));
+    queue_[m.file].push_back(p);
   }
-  next(m->file);
+  next(m.file);
 }
 
 void TokenService::next(const std::string& file) {
@@ -265,11 +295,7 @@ void TokenService::next(const std::string& file) {
     }
     if (pending.empty()) queue_.erase(q);
   }
-  for (auto& [p, g] : grants) {
-    RpcResponse reply;
-    reply.payload = encode_range(file, g.start, g.end);
-    p->reply.reply(std::move(reply));
-  }
+  for (auto& [p, g] : grants) p->reply.reply(TokenRangeMsg{file, g.start, g.end, 0});
   for (auto& [p, holders] : rounds) revoke_round(file, p, holders);
 }
 
@@ -282,11 +308,10 @@ void TokenService::revoke_round(const std::string& file, const std::shared_ptr<P
   co.timeout = timeout_;
   co.urgent = true;  // the requester's writes wait on it: never behind I/O for a slot
   for (const Nid& h : holders) {
-    rpc_.call_async(
-        h, kMsgTokenRevoke, encode_range(file, start, end, p->want.want_end), nullptr,
-        [this, file, h, p, start, end, most](RpcReply&& r) {
-          auto released = decode_token_range(r.payload.span(), true);
-          Status s = r.status;
+    call_async(
+        rpc_, kRevoke, h, TokenRangeMsg{file, start, end, p->want.want_end},
+        [this, file, h, p, start, end, most](Result<TokenRangeMsg> released) {
+          Status s = released.ok() ? Status::Ok() : released.status();
           if (s.ok() && !spans(released, file, start, end, most))
             s = Status(Code::kProtocol, "its answer is not a range from " + std::to_string(start) +
                                             " to between " + std::to_string(end) + " and " +
@@ -312,15 +337,13 @@ void TokenService::revoke_round(const std::string& file, const std::shared_ptr<P
   }
 }
 
-void TokenService::on_revoke(RpcRequest& req, Responder r) {
-  auto m = decode_token_range(req.payload.span(), true);
-  if (!m.ok()) return r.reply(RpcResponse{m.status(), {}, {}});
-  auto reply = std::make_shared<Responder>(std::move(r));
+void TokenService::on_revoke(TokenRangeMsg m, TypedResponder<TokenRangeMsg> r) {
+  auto reply = std::make_shared<TypedResponder<TokenRangeMsg>>(std::move(r));
   {
     MutexLock lk(mu_);
     ++busy_;
   }
-  bool queued = revokers_.submit([this, m = *m, reply] {
+  bool queued = revokers_.submit([this, m, reply] {
     std::vector<TokenHolder*> hs;
     {
       MutexLock lk(mu_);
@@ -337,15 +360,16 @@ void TokenService::on_revoke(RpcRequest& req, Responder r) {
       if (!e.ok() && s.ok()) s = e.status();
       if (e.ok()) released = std::min(released, *e);
     }
-    RpcResponse resp{s, {}, {}};
-    if (s.ok()) resp.payload = encode_range(m.file, m.start, released);
-    reply->reply(std::move(resp));
+    if (s.ok())
+      reply->reply(TokenRangeMsg{m.file, m.start, released, 0});
+    else
+      reply->fail(s);
     MutexLock lk(mu_);
     --busy_;
     cv_.notify_all();
   });
   if (!queued) {
-    reply->reply(RpcResponse{Status(Code::kCancelled, "stopping"), {}, {}});
+    reply->fail(Status(Code::kCancelled, "stopping"));
     MutexLock lk(mu_);
     --busy_;
     cv_.notify_all();
@@ -360,15 +384,14 @@ Result<TokenRange> TokenService::acquire(const Nid& manager, const std::string& 
   // Not behind this node's own queued writes: a revocation may wait for them, and they
   // for the slots an acquire would hold.
   co.urgent = true;
-  RpcReply r =
-      rpc_.call(manager, kMsgTokenAcquire, encode_range(file, start, end, want_end), nullptr, co);
+  Result<TokenRangeMsg> g =
+      call(rpc_, kAcquire, manager, TokenRangeMsg{file, start, end, want_end}, co);
   auto failed = [&](Code c, const std::string& why) {
     return Status(c, "write token for " + file + " [" + std::to_string(start) + ", " +
                          std::to_string(end) + ") from " + manager.to_string() + ": " + why);
   };
-  if (!r.status.ok()) return failed(r.status.code(), r.status.message());
+  if (!g.ok()) return failed(g.status().code(), g.status().message());
   // The range granted: at least the one asked for, within the one desired.
-  auto g = decode_token_range(r.payload.span(), true);
   const uint64_t most = std::max(end, want_end);
   if (!spans(g, file, start, end, most))
     return failed(Code::kProtocol, "the grant is not of the range asked for");
@@ -381,9 +404,8 @@ void TokenService::release(const Nid& manager, const std::string& file) {
   CallOptions co;
   co.timeout = timeout_;
   co.urgent = true;
-  rpc_.call_async(
-      manager, kMsgTokenRelease, encode_token_range({file, 0, 0, 0}), nullptr, [](RpcReply&&) {},
-      co);
+  call_async(
+      rpc_, kRelease, manager, TokenRangeMsg{file, 0, 0, 0}, [](Result<NoReply>) {}, co);
 }
 
 void TokenService::add_holder(TokenHolder* h) {

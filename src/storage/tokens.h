@@ -54,6 +54,7 @@
 
 #include "base/mutex.h"
 #include "rpc/rpc_engine.h"
+#include "rpc/rpc_method.h"
 #include "rpc/worker_pool.h"
 
 namespace pfsnet {
@@ -149,13 +150,13 @@ class TokenService {
 
  private:
   struct Pending;
-  void on_acquire(RpcRequest& req, Responder r);
+  void on_acquire(TokenRangeMsg m, const Nid& from, TypedResponder<TokenRangeMsg> r);
   // Works on `file`'s queue: grants each request no earlier waiting one overlaps, or
   // revokes what conflicts and comes back when every holder answered.
   void next(const std::string& file) EXCLUDES(mu_);
   void revoke_round(const std::string& file, const std::shared_ptr<Pending>& p,
                     const std::vector<Nid>& holders) EXCLUDES(mu_);
-  void on_revoke(RpcRequest& req, Responder r);
+  void on_revoke(TokenRangeMsg m, TypedResponder<TokenRangeMsg> r);
 
   RpcEngine& rpc_;
   const Duration timeout_;
