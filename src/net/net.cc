@@ -124,8 +124,8 @@ Net::LocalNi* Net::local_ni(const Nid& nid) const {
   return nullptr;
 }
 
-std::shared_ptr<Net::ConnState> Net::conn_state(const Connection& c) const {
-  auto cs = std::static_pointer_cast<ConnState>(c.upper());
+Net::ConnState* Net::conn_state(const Connection& c) const {
+  auto* cs = static_cast<ConnState*>(c.upper().get());
   return cs && !cs->closed.load(std::memory_order_acquire) ? cs : nullptr;
 }
 

@@ -379,8 +379,8 @@ class Net final : public TransportEvents {
   void fail(TxMsg* m, const Status& s);
   void finish_failures(Failed& failed);
   // The state on_connected gave `c` (its Connection::upper), null once it closed: no
-  // lookup, no lock.
-  std::shared_ptr<ConnState> conn_state(const Connection& c) const;
+  // lookup, no lock, no reference taken -- `c` owns it, so it lives while `c` is held.
+  ConnState* conn_state(const Connection& c) const;
 
   // Health changes (a failure, a success) on an NI or peer NI.
   void lower(Health& h, PeerNi* pni);

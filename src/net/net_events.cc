@@ -58,7 +58,7 @@ void Net::on_connected(const ConnectionPtr& c) {
 }
 
 void Net::on_frame(Connection& c, InFrame&& f) {
-  std::shared_ptr<ConnState> cs = conn_state(c);
+  ConnState* cs = conn_state(c);
   if (!cs) return;
   LocalNi& ni = *cs->ni;
   if (f.hdr.credits) {
@@ -143,7 +143,7 @@ void Net::on_corrupt(Connection& c, ConnState& cs, const InFrame& f) {
 }
 
 void Net::on_closed(Connection& c, const Status& why) {
-  std::shared_ptr<ConnState> cs = conn_state(c);
+  ConnState* cs = conn_state(c);
   if (!cs || cs->closed.exchange(true, std::memory_order_acq_rel)) return;
   LocalNi& ni = *cs->ni;
   Out out;
@@ -164,7 +164,8 @@ void Net::on_closed(Connection& c, const Status& why) {
       p->conns.erase(it);
     }
     detach_locked(*p, &c);
-    auto bulk = std::find(p->bulk.begin(), p->bulk.end(), cs);
+    auto bulk = std::find_if(p->bulk.begin(), p->bulk.end(),
+                             [&](const std::shared_ptr<ConnState>& b) { return b.get() == cs; });
     if (bulk != p->bulk.end()) p->bulk.erase(bulk);
     if (!p->queue.empty() && !p->tx_conn) start_connect_locked(*p);
     drain_locked(*p, &out);
@@ -190,9 +191,9 @@ void Net::detach_locked(Path& p, Connection* c) {
     if (other.get() == c || !other->is_open() || other->bulk() ||
         !better_tx(*other, p.tx_conn.get()))
       continue;
-    if (auto cs = conn_state(*other)) {
+    if (conn_state(*other)) {
       p.tx_conn = other;
-      p.tx_state = std::move(cs);
+      p.tx_state = std::static_pointer_cast<ConnState>(other->upper());
     }
   }
   if (!p.tx_conn && !p.queue.empty()) start_connect_locked(p);
