@@ -1,7 +1,5 @@
 #include "transport/mem_transport.h"
 
-#include <optional>
-
 #include "base/log.h"
 #include "base/mutex.h"
 #include "wire/handshake.h"
@@ -255,11 +253,7 @@ void MemTransport::open(const Nid& local, const Nid& remote, bool bulk, ConnectC
         opts_.cluster_key, announced_nids(local, node_nids_), bulk ? kHelloBulk : uint8_t{0});
     HandshakeMachine hs = HandshakeMachine::server(server->opts_.cluster_key,
                                                    announced_nids(remote, server->node_nids_));
-    std::optional<HandshakeMachine::Out> out = hc.start().send;
-    for (int i = 0; i < 4 && out; ++i) {
-      HandshakeMachine& to = i % 2 == 0 ? hs : hc;
-      out = to.on_frame(out->kind, out->payload.span()).send;
-    }
+    run_handshake(hc, hs);
     using State = HandshakeMachine::State;
     if (hc.state() != State::kEstablished || hs.state() != State::kEstablished) {
       if (hc.state() == State::kRefused)

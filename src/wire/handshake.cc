@@ -186,4 +186,14 @@ HandshakeMachine::Step HandshakeMachine::on_frame(FrameKind kind,
   return done(State::kEstablished, "", Out{FrameKind::kAuth, Buffer()});
 }
 
+void run_handshake(HandshakeMachine& client, HandshakeMachine& server,
+                   const std::function<void(HandshakeMachine::Out&)>& on_wire) {
+  std::optional<HandshakeMachine::Out> out = client.start().send;
+  for (int i = 0; i < 4 && out; ++i) {
+    if (on_wire) on_wire(*out);
+    HandshakeMachine& to = i % 2 == 0 ? server : client;
+    out = to.on_frame(out->kind, out->payload.span()).send;
+  }
+}
+
 }  // namespace pfsnet

@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -116,5 +117,11 @@ class HandshakeMachine {
   State state_ = State::kRunning;
   std::string why_;
 };
+
+// Runs `client` against `server` where both ends are in one process (the in-memory
+// transport): each frame one end sends goes to the other until neither sends (four frames
+// at most). `on_wire` sees each frame on its way, in order, and may change it.
+void run_handshake(HandshakeMachine& client, HandshakeMachine& server,
+                   const std::function<void(HandshakeMachine::Out&)>& on_wire = {});
 
 }  // namespace pfsnet
