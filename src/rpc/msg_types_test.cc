@@ -45,5 +45,24 @@ TEST(MsgTypesTest, AnEngineNamesEveryRegisteredType) {
   EXPECT_EQ(rpc.type_name(kMsgFirstUser + 7), "type-1031");
 }
 
+// The pattern is filled and checked a period at a time: every byte must still be
+// ping_pattern(i), across period boundaries, and one wrong byte anywhere must be caught.
+TEST(PingPatternTest, FilledAndCheckedByteForByteAcrossPeriods) {
+  const size_t n = (size_t{1} << 18) + 4099;  // two periods of 2^17 and a ragged tail
+  Buffer b = make_ping_pattern(n);
+  ASSERT_EQ(b.size(), n);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(b.data()[i], ping_pattern(i)) << "byte " << i;
+  EXPECT_TRUE(check_ping_pattern(b.span()));
+  EXPECT_TRUE(check_ping_pattern(b.span().subspan(0, 0)));
+  for (size_t at : {size_t{0}, size_t{511}, (size_t{1} << 17) - 1, size_t{1} << 17, n - 1}) {
+    b.data()[at] ^= 0x40;
+    EXPECT_FALSE(check_ping_pattern(b.span())) << "a flipped byte at " << at << " was not seen";
+    b.data()[at] ^= 0x40;
+  }
+  // A prefix checks; the same bytes shifted by one do not.
+  EXPECT_TRUE(check_ping_pattern(b.span().subspan(0, 1000)));
+  EXPECT_FALSE(check_ping_pattern(b.span().subspan(1, 1000)));
+}
+
 }  // namespace
 }  // namespace pfsnet

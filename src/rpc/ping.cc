@@ -1,16 +1,43 @@
 #include "rpc/ping.h"
 
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
 namespace pfsnet {
+
+namespace {
+
+// ping_pattern(i) depends on i mod 256 (i * 131) and on bits 9..16 of i (i >> 9): it repeats
+// every 2^17 bytes. One period, built once, lets fills and checks run as memcpy and memcmp:
+// the byte-at-a-time check took a third of a self-test server's CPU at 450 MiB/s.
+constexpr size_t kPatternPeriod = size_t{1} << 17;
+static_assert(kPatternPeriod % 256 == 0 && (kPatternPeriod >> 9) % 256 == 0);
+
+const uint8_t* pattern_period() {
+  static const std::vector<uint8_t> period = [] {
+    std::vector<uint8_t> v(kPatternPeriod);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = ping_pattern(i);
+    return v;
+  }();
+  return period.data();
+}
+
+}  // namespace
 
 Buffer make_ping_pattern(size_t n) {
   Buffer b(n);
-  for (size_t i = 0; i < n; ++i) b.data()[i] = ping_pattern(i);
+  const uint8_t* period = pattern_period();
+  for (size_t at = 0; at < n; at += kPatternPeriod)
+    std::memcpy(b.data() + at, period, std::min(kPatternPeriod, n - at));
   return b;
 }
 
 bool check_ping_pattern(std::span<const uint8_t> data) {
-  for (size_t i = 0; i < data.size(); ++i)
-    if (data[i] != ping_pattern(i)) return false;
+  const uint8_t* period = pattern_period();
+  for (size_t at = 0; at < data.size(); at += kPatternPeriod)
+    if (std::memcmp(data.data() + at, period, std::min(kPatternPeriod, data.size() - at)) != 0)
+      return false;
   return true;
 }
 
