@@ -312,8 +312,13 @@ void Net::enqueue_locked(Path& p, TxMsg* m, Out* out) {
 bool Net::to_bulk_locked(Path& p, const TxMsg& m) {
   if (m.bytes < kBulkConnMinBytes || !p.tx_conn) return false;
   // The peer's bulk connections serve this end too, whatever its own conns_per_peer.
+  open_bulk_locked(p);
+  return !p.bulk.empty();
+}
+
+void Net::open_bulk_locked(Path& p) {
   int64_t want = conns_per_peer();
-  if (want <= 1 || !transport_->has_bulk_connections(p.ni->nid)) return !p.bulk.empty();
+  if (want <= 1 || !transport_->has_bulk_connections(p.ni->nid)) return;
   TimePoint now = clock_.now();
   while (static_cast<int64_t>(p.bulk.size()) + p.bulk_connecting < want && now >= p.bulk_retry &&
          !shut_.load() && p.ni->up.load()) {
@@ -324,7 +329,6 @@ bool Net::to_bulk_locked(Path& p, const TxMsg& m) {
         p.ni->nid, p.pni->nid, p.ni->port,
         [this, pp](Result<ConnectionPtr> r) { on_bulk_connect_result(pp, std::move(r)); });
   }
-  return !p.bulk.empty();
 }
 
 void Net::on_bulk_connect_result(Path* p, Result<ConnectionPtr> r) {
@@ -456,6 +460,9 @@ void Net::on_connect_result(Path* p, Result<ConnectionPtr> r) {
         for (TxMsg* m : take_queued_locked(*p)) failed.emplace_back(m, r.status());
       }
     } else {
+      // As socklnd opens every connection of a peer at once: the bulk connections are up
+      // (and past their handshakes) before the first bulk message wants one.
+      open_bulk_locked(*p);
       drain_locked(*p, &out);
     }
   }

@@ -358,6 +358,8 @@ class Net final : public TransportEvents {
   void start_connect_locked(Path& p) REQUIRES(p.ni->mu);
   // Whether `m` goes on one of p's bulk connections; opens them up to conns_per_peer.
   bool to_bulk_locked(Path& p, const TxMsg& m) REQUIRES(p.ni->mu);
+  // Opens p's bulk connections up to conns_per_peer (TCP; none while one failed lately).
+  void open_bulk_locked(Path& p) REQUIRES(p.ni->mu);
   void on_bulk_connect_result(Path* p, Result<ConnectionPtr> r);
   // Hands `m` to connection `conn` (state `cs`) of `p`: its window and the NI's credits
   // taken, listed as unfinished, queued in `out`.

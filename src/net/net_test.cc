@@ -93,14 +93,18 @@ TEST_F(NetTest, ConnsPerPeerSpreadsLargeMessagesAndKeepsSmallOnesApart) {
   o.conns_per_peer = 3;
   Node a(hub_, clock_, a_, o), b(hub_, clock_, b_, opts(256, 4));
   TxLog tx;
+  // Two small messages: the first connection's credits go back at its high water (2).
   a.net.send(b_, msg(1), clock_.now() + 10s, &tx);
+  a.net.send(b_, msg(3), clock_.now() + 10s, &tx);
   hub_.pump();
-  // The first large message goes on the path's connection and opens three bulk ones.
-  a.net.send(b_, large(2), clock_.now() + 10s, &tx);
-  hub_.pump();
-  ASSERT_EQ(b.rx.got.size(), 2u);
+  // As socklnd does, the path's connection opens its three bulk ones with it: they are up
+  // before the first large message, which goes on one of them.
   EXPECT_EQ(a.net.peers()[0].connections, 4);
   EXPECT_EQ(b.net.peers()[0].connections, 4);
+  a.net.send(b_, large(2), clock_.now() + 10s, &tx);
+  hub_.pump();
+  ASSERT_EQ(b.rx.got.size(), 3u);
+  EXPECT_EQ(a.net.peers()[0].connections, 4);
   for (auto& r : b.rx.got) r.credit.release();
   b.rx.got.clear();
   hub_.pump();
@@ -134,7 +138,7 @@ TEST_F(NetTest, ConnsPerPeerSpreadsLargeMessagesAndKeepsSmallOnesApart) {
   for (auto& r : b.rx.got) r.credit.release();
   hub_.pump();
   EXPECT_EQ(a.net.nis()[0].credits, 256);
-  ASSERT_EQ(tx.results.size(), 22u);
+  ASSERT_EQ(tx.results.size(), 23u);
   for (auto& s : tx.results) EXPECT_TRUE(s.ok()) << s.to_string();
 }
 
