@@ -176,9 +176,13 @@ void conns_sweep(const Options& o, DelayPath& path, double rate, double iperf_mi
       json r = p.selftest("write", json::array({c}), o.step_s, iperf_mib * 8 * 1.048576);
       const json& st = r["steps"][0];
       uint64_t dropped = drops() - before;
-      std::fprintf(stderr, "  %6d in flight: %7.1f MiB/s (%.2f of iperf3), %llu queue drops\n",
+      // The first second shows the ramp (connections, slow start); the rest the line.
+      const json& tl = st["timeline_mib_s"];
+      std::fprintf(stderr,
+                   "  %6d in flight: %7.1f MiB/s (%.2f of iperf3; first second %.0f), %llu queue "
+                   "drops\n",
                    c.get<int>(), st["mib_s"].get<double>(), st["mib_s"].get<double>() / iperf_mib,
-                   (unsigned long long)dropped);
+                   tl.empty() ? 0.0 : tl[0].get<double>(), (unsigned long long)dropped);
       std::printf(
           "{\"sweep\": \"rate_mbit=%.0f conns_per_peer=%d\", \"concurrency\": %d, \"mib_s\": "
           "%.1f, \"vs_iperf3\": %.3f, \"queue_drops\": %llu}\n",
@@ -235,10 +239,17 @@ double tuned_write(const Options& o, DelayPath& path, double link,
                    const std::string& settings = "") {
   Pair p(o, path, settings);
   p.tune();
-  double mib =
-      p.selftest("write", json::array({256}), o.iperf_s, link)["steps"][0]["mib_s"].get<double>();
+  auto drops = [&path] {
+    return json::parse(path.counters())["a_to_b"]["queue_drops"].get<uint64_t>();
+  };
+  uint64_t before = drops();
+  json st = p.selftest("write", json::array({256}), o.iperf_s, link)["steps"][0];
+  std::string line;
+  for (const json& v : st["timeline_mib_s"]) line += std::to_string(v.get<int>()) + " ";
+  std::fprintf(stderr, "  MiB/s in each second: %s(%llu queue drops)\n", line.c_str(),
+               static_cast<unsigned long long>(drops() - before));
   std::fprintf(stderr, "  delay line counters so far: %s\n", path.counters().c_str());
-  return mib;
+  return st["mib_s"].get<double>();
 }
 
 void one_loss(const Options& o, double rate, double loss) {
