@@ -163,9 +163,9 @@ TEST(LongPathTest, TheKernelSeesTheRoundTripAndAFixedBufferCapsTheWindow) {
   }
 }
 
-// lnet.conns_per_peer set at run time: the client's next writes open 4 bulk connections
-// beside the first, over kernel TCP on the long path, and both ends see 5; the writes
-// run over them as before.
+// lnet.conns_per_peer set at run time: the connected path opens 4 bulk connections beside
+// the first at once (before any write: no cold stream under the first one), over kernel
+// TCP on the long path, and both ends see 5; the writes run over them as before.
 TEST(LongPathTest, ConnsPerPeerOpensBulkConnectionsAtRunTime) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root";
   LongPath lp(1000, "[lnet]\npeer_credits = 32\ncredits = 256\n");
@@ -180,6 +180,8 @@ TEST(LongPathTest, ConnsPerPeerOpensBulkConnectionsAtRunTime) {
   lp.cli(0, {"ping", lp.nid(1), "--count", "1"});
   EXPECT_EQ(connections(0), 1);
   lp.cli(0, {"config", "set", "lnet.conns_per_peer=4", "rpc.max_rpcs_in_flight=32"});
+  EXPECT_TRUE(eventually([&] { return connections(0) == 5 && connections(1) == 5; }, 20000ms))
+      << "no bulk connection opened before a write: " << connections(0);
   auto w = lp.writes(16, 2);
   double mib_s = LongPath::mib_s(*w);
   EXPECT_GT(mib_s, 0);

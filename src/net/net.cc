@@ -331,6 +331,17 @@ void Net::open_bulk_locked(Path& p) {
   }
 }
 
+void Net::set_conns_per_peer(int64_t n) {
+  conns_per_peer_.store(n, std::memory_order_relaxed);
+  // Only paths this end connected: the other end's own raise opens the other ones (both
+  // ends opening at once would double the streams, each cold), and a node that only
+  // accepted -- a server -- opens its own as its first large message finds none.
+  for (Path* p : table_->all_paths()) {
+    MutexLock lk(p->ni->mu);
+    if (p->tx_conn && p->tx_conn->outgoing()) open_bulk_locked(*p);
+  }
+}
+
 void Net::on_bulk_connect_result(Path* p, Result<ConnectionPtr> r) {
   Out out;
   {

@@ -262,9 +262,11 @@ class Net final : public TransportEvents {
   // lnet.checksum at run time: whether the messages this node sends from now on carry
   // their data's CRC. Frames that carry one are checked whatever this says.
   void set_checksum(bool on) { checksum_.store(on, std::memory_order_relaxed); }
-  // lnet.conns_per_peer at run time: TCP paths open bulk connections up to `n` as their
-  // large messages need them (1: none; connections open already stay).
-  void set_conns_per_peer(int64_t n) { conns_per_peer_.store(n, std::memory_order_relaxed); }
+  // lnet.conns_per_peer at run time: every TCP path this end connected opens bulk
+  // connections up to `n` at once, as a path does when it connects (1: none; connections
+  // open already stay). Paths the peer connected open theirs at their next large message
+  // if the peer has not.
+  void set_conns_per_peer(int64_t n);
   int64_t conns_per_peer() const { return conns_per_peer_.load(std::memory_order_relaxed); }
   bool checksum() const { return checksum_.load(std::memory_order_relaxed); }
 

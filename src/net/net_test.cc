@@ -88,6 +88,31 @@ std::unique_ptr<OutFrame> large(uint64_t xid) {
   return f;
 }
 
+// Raised at run time (tune --apply, config set), conns_per_peer opens the bulk connections
+// of every connected path at once, not at its next large message (a cold stream then).
+TEST_F(NetTest, ConnsPerPeerRaisedAtRunTimeOpensBulkConnectionsAtOnce) {
+  Node a(hub_, clock_, a_, opts(256, 4)), b(hub_, clock_, b_, opts(256, 4));
+  TxLog tx;
+  a.net.send(b_, msg(1), clock_.now() + 10s, &tx);
+  hub_.pump();
+  EXPECT_EQ(a.net.peers()[0].connections, 1);
+  a.net.set_conns_per_peer(3);
+  hub_.pump();
+  EXPECT_EQ(a.net.peers()[0].connections, 4);
+  EXPECT_EQ(b.net.peers()[0].connections, 4);
+  // Lowered, the open ones stay; raised again, only the missing ones open.
+  a.net.set_conns_per_peer(1);
+  a.net.set_conns_per_peer(3);
+  hub_.pump();
+  EXPECT_EQ(a.net.peers()[0].connections, 4);
+  // The end that accepted the path opens none of its own at once (A's serve it too).
+  b.net.set_conns_per_peer(6);
+  hub_.pump();
+  EXPECT_EQ(b.net.peers()[0].connections, 4);
+  ASSERT_EQ(tx.results.size(), 1u);
+  EXPECT_TRUE(tx.results[0].ok());
+}
+
 TEST_F(NetTest, ConnsPerPeerSpreadsLargeMessagesAndKeepsSmallOnesApart) {
   NetOptions o = opts(256, 4);
   o.conns_per_peer = 3;
