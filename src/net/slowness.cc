@@ -22,19 +22,22 @@ const char* slow_cause_name(SlowCause c) {
 }
 
 std::string SlownessEvidence::text() const {
-  std::string s = fmt::format("latency {:.3f} ms", latency_ms);
+  std::string s;
+  auto sep = [&s] { return s.empty() ? "" : ", "; };
+  if (latency_judged) s = fmt::format("latency {:.3f} ms", latency_ms);
   if (baseline_ms > 0)
     s += fmt::format(" (baseline {:.3f} ms, x{:.1f}", baseline_ms, latency_ms / baseline_ms);
   if (peers_ms > 0) s += fmt::format("{}peers {:.3f} ms", baseline_ms > 0 ? "; " : " (", peers_ms);
   if (baseline_ms > 0 || peers_ms > 0) s += ")";
   if (exec_baseline_ms > 0)
-    s +=
-        fmt::format(", server execution {:.3f} ms (baseline {:.3f} ms)", exec_ms, exec_baseline_ms);
+    s += fmt::format("{}server execution {:.3f} ms (baseline {:.3f} ms)", sep(), exec_ms,
+                     exec_baseline_ms);
   if (segs > 0)
-    s += fmt::format(", TCP retransmitted {} of {} segments ({:.2f}%)", retrans, segs, loss * 100);
+    s += fmt::format("{}TCP retransmitted {} of {} segments ({:.2f}%)", sep(), retrans, segs,
+                     loss * 100);
   if (congestion_retrans > 0)
     s += fmt::format(" and {} more while a queue stood (congestion, not loss)", congestion_retrans);
-  s += fmt::format(", over {} s", samples);
+  s += fmt::format("{}over {} s", sep(), std::max(samples, tcp_seconds));
   return s;
 }
 
@@ -117,8 +120,10 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
     (t.queueing ? e.congestion_retrans : e.retrans) += t.retrans;
   }
   e.loss = e.segs ? double(e.retrans) / double(e.segs) : 0;
+  e.tcp_seconds = static_cast<int>(tcp_.size());
   e.samples = static_cast<int>(window_.size());
   bool judged_latency = e.samples >= opts_.min_samples;
+  e.latency_judged = judged_latency;
   if (judged_latency) {
     // Scratch for the medians: no allocation once grown to the window.
     thread_local std::vector<double> lat, exec;

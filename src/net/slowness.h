@@ -104,8 +104,12 @@ struct SlownessEvidence {
   uint64_t segs = 0, retrans = 0;   // over the window (retrans: random loss only)
   uint64_t congestion_retrans = 0;  // retransmitted while a queue stood: not counted
   double loss = 0;                  // retrans / segs
-  int samples = 0;
-  std::string text() const;  // "latency 4.200 ms (baseline 0.300 ms, x14.0), ..."
+  int samples = 0;                  // latency samples in the window
+  bool latency_judged = false;      // enough of them: latency_ms and the references hold
+  int tcp_seconds = 0;              // seconds of TCP counters behind segs and retrans
+  // "latency 4.200 ms (baseline 0.300 ms, x14.0), ..., over 10 s"; the latency part only
+  // when it was judged (a path with TCP counters and too few small RPCs has none).
+  std::string text() const;
 };
 
 class SlownessTracker {

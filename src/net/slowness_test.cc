@@ -177,6 +177,12 @@ TEST(SlownessTest, ALossyPathWithoutSmallRpcsEndsOnItsSegments) {
   f.run(60, 0.2, 0.1, 1000, 0.0, 0, /*count=*/0);
   f.run(10, 0.2, 0.1, 1000, 0.05, 0, /*count=*/0);
   ASSERT_TRUE(f.t.degraded());
+  // Its evidence is TCP's alone, over the seconds the counters cover: no latency of 0 ms
+  // "over 0 s", as a bulk-only path once printed.
+  std::string text = f.changes[0].second.evidence.text();
+  EXPECT_EQ(text.find("latency"), std::string::npos) << text;
+  EXPECT_EQ(text.rfind("TCP retransmitted", 0), 0u) << text;
+  EXPECT_NE(text.find(", over 10 s"), std::string::npos) << text;
   f.run(120, 0.2, 0.1, 5, 0.0, 0, /*count=*/0);
   EXPECT_FALSE(f.t.degraded());
   ASSERT_EQ(f.changes.size(), 2u);
