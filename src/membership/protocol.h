@@ -14,7 +14,6 @@
 #pragma once
 
 #include <pfsnet/buffer.h>
-#include <pfsnet/msg_types.h>
 #include <pfsnet/nid.h>
 #include <pfsnet/status.h>
 
@@ -23,6 +22,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "rpc/msg_types.h"
 
 namespace pfsnet {
 

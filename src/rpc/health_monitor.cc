@@ -1,11 +1,10 @@
 #include "rpc/health_monitor.h"
 
-#include <pfsnet/msg_types.h>
-
 #include <algorithm>
 #include <map>
 
 #include "base/log.h"
+#include "rpc/msg_types.h"
 #include "rpc/ping.h"
 
 namespace pfsnet {

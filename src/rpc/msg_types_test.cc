@@ -1,8 +1,9 @@
 // The registry of message types: no id or name twice, all below the applications' range;
 // an engine names every registered type, and each service serves its types under the
 // registered names.
+#include "rpc/msg_types.h"
+
 #include <gtest/gtest.h>
-#include <pfsnet/msg_types.h>
 
 #include <set>
 #include <string>

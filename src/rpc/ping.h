@@ -4,12 +4,11 @@
 // Thread safety: pure functions; the handler is inline and non-blocking.
 #pragma once
 
-#include <pfsnet/msg_types.h>
-
 #include <cstdint>
 #include <optional>
 #include <span>
 
+#include "rpc/msg_types.h"
 #include "rpc/rpc_engine.h"
 
 namespace pfsnet {

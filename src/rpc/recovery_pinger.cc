@@ -1,8 +1,7 @@
 #include "rpc/recovery_pinger.h"
 
-#include <pfsnet/msg_types.h>
-
 #include "base/log.h"
+#include "rpc/msg_types.h"
 
 namespace pfsnet {
 

@@ -4,8 +4,6 @@
 // rpc_serve.cc, a call's state in rpc_call.h.
 #include "rpc/rpc_engine.h"
 
-#include <pfsnet/msg_types.h>
-
 #include <algorithm>
 #include <cassert>
 #include <deque>
@@ -13,6 +11,7 @@
 
 #include "base/log.h"
 #include "base/mutex.h"
+#include "rpc/msg_types.h"
 #include "rpc/rpc_call.h"
 
 namespace pfsnet {

@@ -1,10 +1,9 @@
 // RpcEngine, the client side's receiving end: replies matched to their calls (delivered
 // once both the reply and the write's completion are in), damaged frames resent, calls
 // on a closed connection resent or failed, deadlines (rpc_call.h).
-#include <pfsnet/msg_types.h>
-
 #include "base/log.h"
 #include "base/mutex.h"
+#include "rpc/msg_types.h"
 #include "rpc/rpc_call.h"
 #include "rpc/rpc_engine.h"
 

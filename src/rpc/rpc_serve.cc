@@ -1,9 +1,8 @@
 // RpcEngine, the server side: requests are served by their type's handler (inline on the
 // I/O thread or on a worker) and answered on the path they came in on; a reply whose send
 // fails is sent again on the best path left.
-#include <pfsnet/msg_types.h>
-
 #include "base/log.h"
+#include "rpc/msg_types.h"
 #include "rpc/rpc_engine.h"
 
 namespace pfsnet {

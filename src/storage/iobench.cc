@@ -1,6 +1,5 @@
 #include "storage/iobench.h"
 
-#include <pfsnet/msg_types.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include "base/json_fields.h"
 #include "base/log.h"
 #include "rpc/call_batch.h"
+#include "rpc/msg_types.h"
 #include "storage/block_store.h"
 
 namespace pfsnet {

@@ -10,12 +10,13 @@
 #pragma once
 
 #include <pfsnet/buffer.h>
-#include <pfsnet/msg_types.h>
 #include <pfsnet/status.h>
 
 #include <cstdint>
 #include <span>
 #include <string>
+
+#include "rpc/msg_types.h"
 
 namespace pfsnet {
 

@@ -1,8 +1,7 @@
 #include "storage/tokens.h"
 
-#include <pfsnet/msg_types.h>
-
 #include "base/log.h"
+#include "rpc/msg_types.h"
 #include "storage/block_store.h"
 #include "wire/byte_codec.h"
 

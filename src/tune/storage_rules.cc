@@ -1,11 +1,12 @@
 #include "tune/storage_rules.h"
 
 #include <fmt/format.h>
-#include <pfsnet/msg_types.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+
+#include "rpc/msg_types.h"
 
 namespace pfsnet {
 

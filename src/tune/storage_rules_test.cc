@@ -2,7 +2,8 @@
 #include "tune/storage_rules.h"
 
 #include <gtest/gtest.h>
-#include <pfsnet/msg_types.h>
+
+#include "rpc/msg_types.h"
 
 namespace pfsnet {
 namespace {

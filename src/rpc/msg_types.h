@@ -1,0 +1,92 @@
+// The message types of pfsnet's own services: every id and name in one table, so two
+// services can never share an id (msg_types_test checks the table) and every node names
+// the types alike in statistics and errors. PING and BRW_* are public
+// (<pfsnet/msg_types.h>); the rest are internal. Ids from kMsgFirstUser up are the
+// applications' own (RpcEngine::handle / define_type).
+// Thread safety: constants.
+#pragma once
+
+#include <pfsnet/msg_types.h>
+
+#include <cstdint>
+#include <string_view>
+
+namespace pfsnet {
+
+// membership/protocol.h: the scalable pinger.
+inline constexpr uint32_t kMsgMgsRegister = 16;
+inline constexpr uint32_t kMsgMgsPing = 17;
+inline constexpr uint32_t kMsgMgsNotify = 18;
+inline constexpr uint32_t kMsgMgsStatus = 19;
+inline constexpr uint32_t kMsgMgsReport = 22;
+// probe/mesh_service.h: the probe mesh (rows to the MGS, the matrix from it, the probes).
+inline constexpr uint32_t kMsgMeshSync = 23;
+inline constexpr uint32_t kMsgMeshMatrix = 24;
+inline constexpr uint32_t kMsgMeshProbe = 25;
+// probe/netverify_service.h: what a node says of itself, and reverse MTU probes.
+inline constexpr uint32_t kMsgNetverifyInfo = 26;
+inline constexpr uint32_t kMsgNetverifyMtuSend = 27;
+// probe/cluster_health_service.h: a node's own problems to the MGS, and every node's back.
+inline constexpr uint32_t kMsgHealthReport = 28;
+inline constexpr uint32_t kMsgHealthCluster = 29;
+// selftest/selftest.h: one client's share of a self-test step.
+inline constexpr uint32_t kMsgSelftestRun = 20;
+// tune/tune.h: the packet-train probe.
+inline constexpr uint32_t kMsgTuneProbe = 21;
+
+// storage/block_service.h: the block server. The last two are not sent: the block server
+// records its buffer waits and its targets' transfer times under them, beside its
+// messages' execution times, so `diag rpc message` shows them with the same intervals.
+inline constexpr uint32_t kMsgBlockInfo = 30;
+inline constexpr uint32_t kMsgBlockWrite = 31;
+inline constexpr uint32_t kMsgBlockRead = 32;
+inline constexpr uint32_t kMsgBlockBufferWait = 33;
+inline constexpr uint32_t kMsgBlockDisk = 34;
+inline constexpr uint32_t kMsgIobench = 35;  // pfsnet bench gpfs: a client's share of a cell
+// storage/tokens.h: byte-range write tokens.
+inline constexpr uint32_t kMsgTokenAcquire = 36;
+inline constexpr uint32_t kMsgTokenRevoke = 37;
+inline constexpr uint32_t kMsgTokenRelease = 38;
+
+struct MsgType {
+  uint32_t id;
+  std::string_view name;
+};
+
+inline constexpr MsgType kMsgTypes[] = {
+    {kMsgPing, "PING"},
+    {kMsgBrwWrite, "BRW_WRITE"},
+    {kMsgBrwRead, "BRW_READ"},
+    {kMsgMgsRegister, "MGS_REGISTER"},
+    {kMsgMgsPing, "MGS_PING"},
+    {kMsgMgsNotify, "MGS_NOTIFY"},
+    {kMsgMgsStatus, "MGS_STATUS"},
+    {kMsgMgsReport, "MGS_REPORT"},
+    {kMsgMeshSync, "MESH_SYNC"},
+    {kMsgMeshMatrix, "MESH_MATRIX"},
+    {kMsgMeshProbe, "MESH_PROBE"},
+    {kMsgNetverifyInfo, "NETVERIFY_INFO"},
+    {kMsgNetverifyMtuSend, "NETVERIFY_MTU_SEND"},
+    {kMsgHealthReport, "HEALTH_REPORT"},
+    {kMsgHealthCluster, "HEALTH_CLUSTER"},
+    {kMsgSelftestRun, "SELFTEST_RUN"},
+    {kMsgTuneProbe, "TUNE_PROBE"},
+    {kMsgBlockInfo, "BLOCK_INFO"},
+    {kMsgBlockWrite, "BLOCK_WRITE"},
+    {kMsgBlockRead, "BLOCK_READ"},
+    {kMsgBlockBufferWait, "BLOCK_BUFFER_WAIT"},
+    {kMsgBlockDisk, "BLOCK_DISK"},
+    {kMsgIobench, "IOBENCH"},
+    {kMsgTokenAcquire, "TOKEN_ACQUIRE"},
+    {kMsgTokenRevoke, "TOKEN_REVOKE"},
+    {kMsgTokenRelease, "TOKEN_RELEASE"},
+};
+
+// The registered name of `id`; empty when it is not one of pfsnet's own.
+constexpr std::string_view msg_type_name(uint32_t id) {
+  for (const MsgType& t : kMsgTypes)
+    if (t.id == id) return t.name;
+  return {};
+}
+
+}  // namespace pfsnet
