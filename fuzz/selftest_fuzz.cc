@@ -19,10 +19,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const uint8_t> in(data + 1, size - 1);
   if (data[0] % 3 == 2) {  // a client's result, as the node running the sweep reads it
     auto c = decode_client_result(in);
-    if (c.ok())
+    if (c.ok()) {
       FUZZ_CHECK(c->latencies_ms.size() <= 2000 && c->timeline.size() <= 3700 && c->seconds >= 0 &&
                  c->rtt_ms >= 0);
-    else
+      Buffer e = encode_client_result(*c);  // ... and survives its encoding
+      auto again = decode_client_result(e.span());
+      FUZZ_CHECK(again.ok() && again->rpcs == c->rpcs && again->timeline == c->timeline &&
+                 again->latencies_ms == c->latencies_ms && again->first_error == c->first_error);
+    } else
       FUZZ_CHECK(!c.status().message().empty());
     return 0;
   }
@@ -72,13 +76,19 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
   std::string spec = R"({"from":["127.0.0.2@tcp"],"to":["127.0.0.3@tcp","127.0.0.4@tcp"],)"
                      R"("test":"brw","mode":"write","size":65536,"concurrency":[1,2,4,8],)"
                      R"("distribute":"1:N","duration":1.5,"link_mbit":1000})";
-  std::string result = R"({"rpcs":1200,"errors":1,"bytes":1258291200,"seconds":1.5,)"
-                       R"("rtt_ms":0.25,"lat_ms":[0.5,0.75,1.25],"timeline":[1048576,2097152],)"
-                       R"("first_error":"TIMEOUT"})";
+  ClientResult result;
+  result.rpcs = 1200;
+  result.errors = 1;
+  result.bytes = 1258291200;
+  result.seconds = 1.5;
+  result.rtt_ms = 0.25;
+  result.latencies_ms = {0.5, 0.75, 1.25};
+  result.timeline = {1048576, 2097152};
+  result.first_error = "TIMEOUT";
   auto text = [](const std::string& t) {
     return std::span(reinterpret_cast<const uint8_t*>(t.data()), t.size());
   };
-  return {tagged(0, r.encode()), tagged(1, text(spec)), tagged(2, text(result))};
+  return {tagged(0, r.encode()), tagged(1, text(spec)), tagged(2, encode_client_result(result))};
 }
 
 }  // namespace pfsnet::fuzz

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/mutex.h"
 #include "rpc/ping.h"
+#include "wire/byte_codec.h"
 
 namespace pfsnet {
 
@@ -29,7 +30,7 @@ double percentile(std::vector<double>& v, double q) {
 double round3(double v) { return std::round(v * 1000) / 1000; }
 
 // One client's load, on the worker that serves SELFTEST_RUN.
-json run_load(RpcEngine& rpc, Clock& clock, const LoadRequest& req) {
+Result<ClientResult> run_load(RpcEngine& rpc, Clock& clock, const LoadRequest& req) {
   const std::vector<Nid>* targets = &req.targets;
   const std::string &test = req.test, &mode = req.mode;
   uint32_t size = req.size;
@@ -43,7 +44,7 @@ json run_load(RpcEngine& rpc, Clock& clock, const LoadRequest& req) {
     for (int i = 0; i < 3; ++i) {
       RpcReply r = rpc.call(t, kMsgPing, Buffer(), nullptr, quick);
       if (!r.status.ok())
-        return json{{"error", "PING " + t.to_string() + ": " + r.status.to_string()}};
+        return Status(Code::kRemoteError, "PING " + t.to_string() + ": " + r.status.to_string());
       double ms = to_ms(r.round_trip());
       rtt = rtt == 0 ? ms : std::min(rtt, ms);
     }
@@ -130,108 +131,100 @@ json run_load(RpcEngine& rpc, Clock& clock, const LoadRequest& req) {
   res.seconds = std::chrono::duration<double>(std::max(st->last_done, deadline) - start).count();
   int left = st->inflight;
   lk.unlock();
-  if (left > 0) return json{{"error", std::to_string(left) + " RPCs did not finish"}};
-  return json{{"rpcs", res.rpcs},         {"errors", res.errors},
-              {"bytes", res.bytes},       {"seconds", res.seconds},
-              {"rtt_ms", res.rtt_ms},     {"lat_ms", res.latencies_ms},
-              {"timeline", res.timeline}, {"first_error", res.first_error}};
+  if (left > 0) return Status(Code::kRemoteError, std::to_string(left) + " RPCs did not finish");
+  return res;
 }
 
 }  // namespace
 
+// SELFTEST_RUN's request: u32 count and u64 packed NIDs of the targets, test and mode
+// (strings), u32 size, u32 concurrency, f64 duration (wire/byte_codec.h).
 Buffer LoadRequest::encode() const {
-  json t = json::array();
-  for (const Nid& n : targets) t.push_back(n.to_string());
-  json j = {{"targets", t},
-            {"test", test},
-            {"mode", mode},
-            {"size", size},
-            {"concurrency", concurrency},
-            {"duration_s", duration_s}};
-  return Buffer::copy_of(std::string_view(j.dump()));
+  ByteWriter w;
+  w.u32(static_cast<uint32_t>(targets.size()));
+  for (const Nid& n : targets) w.u64(n.pack());
+  w.str(test);
+  w.str(mode);
+  w.u32(size);
+  w.u32(static_cast<uint32_t>(concurrency));
+  w.f64(duration_s);
+  return w.take();
 }
 
 Result<LoadRequest> decode_load_request(std::span<const uint8_t> payload, uint32_t max_bulk) {
   auto bad = [](const std::string& why) { return Status(Code::kProtocol, "SELFTEST_RUN: " + why); };
-  json j = json::parse(payload.begin(), payload.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-  LoadRequest r;
-  auto targets = json_nids(j.value("targets", json()), "targets");
-  if (!targets.ok()) return bad(targets.status().message());
-  if (targets->size() > LoadRequest::kMaxTargets)
-    return bad("more than " + std::to_string(LoadRequest::kMaxTargets) + " targets");
-  r.targets = std::move(*targets);
-  auto text = [&](const char* key, std::string* out) {
-    auto it = j.find(key);
-    if (it == j.end()) return true;
-    if (!it->is_string()) return false;
-    *out = it->get<std::string>();
-    return true;
-  };
-  if (!text("test", &r.test) || (r.test != "ping" && r.test != "brw"))
-    return bad("test must be ping or brw");
-  if (!text("mode", &r.mode) || (r.mode != "write" && r.mode != "read"))
-    return bad("mode must be write or read");
-  auto number = [&](const char* key, double lo, double hi, double* out) {
-    auto it = j.find(key);
-    if (it == j.end()) return true;
-    if (!it->is_number()) return false;
-    double v = it->get<double>();
-    if (!(v >= lo && v <= hi)) return false;
-    *out = v;
-    return true;
-  };
-  double size = r.size, conc = r.concurrency, dur = r.duration_s;
-  if (!number("size", 0, max_bulk, &size) || size != std::floor(size))
-    return bad("size must be a whole number of bytes, 0.." + std::to_string(max_bulk));
-  if (!number("concurrency", 1, 4096, &conc) || conc != std::floor(conc))
-    return bad("concurrency must be 1..4096");
-  if (!number("duration_s", 0, 3600, &dur) || !(dur > 0))
-    return bad("duration_s must be more than 0, at most 3600");
-  r.size = static_cast<uint32_t>(size);
-  r.concurrency = static_cast<int>(conc);
-  r.duration_s = dur;
-  return r;
+  ByteReader r(payload);
+  LoadRequest q;
+  size_t n = r.u32();
+  if (!r.ok() || n == 0 || n > LoadRequest::kMaxTargets)
+    return bad("targets: 1 to " + std::to_string(LoadRequest::kMaxTargets) + " NIDs");
+  for (size_t i = 0; i < n; ++i) {
+    auto nid = Nid::unpack(r.u64());
+    if (!r.ok()) return bad("targets: fewer NIDs than their count");
+    if (!nid.ok()) return bad("targets: " + nid.status().message());
+    q.targets.push_back(*nid);
+  }
+  q.test = r.str();
+  q.mode = r.str();
+  uint32_t size = r.u32(), conc = r.u32();
+  double dur = r.f64();
+  if (!r.done()) return bad("malformed (targets, test, mode, size, concurrency, duration_s)");
+  if (q.test != "ping" && q.test != "brw") return bad("test must be ping or brw");
+  if (q.mode != "write" && q.mode != "read") return bad("mode must be write or read");
+  if (size > max_bulk) return bad("size must be 0.." + std::to_string(max_bulk) + " bytes");
+  if (conc < 1 || conc > 4096) return bad("concurrency must be 1..4096");
+  if (!(dur > 0 && dur <= 3600)) return bad("duration_s must be more than 0, at most 3600");
+  q.size = size;
+  q.concurrency = static_cast<int>(conc);
+  q.duration_s = dur;
+  return q;
+}
+
+// SELFTEST_RUN's reply: u64 rpcs, errors, bytes; f64 seconds, rtt_ms; counted f64
+// latencies; counted u64 timeline; the first error (a string, cut at 255 bytes). A
+// client's failure is the reply's status, not a payload.
+Buffer encode_client_result(const ClientResult& c) {
+  ByteWriter w;
+  w.u64(c.rpcs);
+  w.u64(c.errors);
+  w.u64(c.bytes);
+  w.f64(c.seconds);
+  w.f64(c.rtt_ms);
+  w.u32(static_cast<uint32_t>(std::min(c.latencies_ms.size(), kMaxSamples)));
+  for (size_t i = 0; i < c.latencies_ms.size() && i < kMaxSamples; ++i) w.f64(c.latencies_ms[i]);
+  w.u32(static_cast<uint32_t>(std::min(c.timeline.size(), kMaxTimeline)));
+  for (size_t i = 0; i < c.timeline.size() && i < kMaxTimeline; ++i) w.u64(c.timeline[i]);
+  w.str(c.first_error);
+  return w.take();
 }
 
 Result<ClientResult> decode_client_result(std::span<const uint8_t> payload) {
-  json j = json::parse(payload.begin(), payload.end(), nullptr, /*allow_exceptions=*/false);
   auto bad = [](const std::string& why) {
     return Status(Code::kProtocol, "malformed client result: " + why);
   };
-  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-  if (auto e = j.find("error"); e != j.end()) {
-    std::string why = e->is_string() ? e->get<std::string>() : e->dump();
-    return Status(Code::kRemoteError, why.empty() ? "an error it did not describe" : why);
+  constexpr uint64_t kMaxCount = uint64_t(1) << 62;
+  ByteReader r(payload);
+  ClientResult c;
+  c.rpcs = r.u64();
+  c.errors = r.u64();
+  c.bytes = r.u64();
+  if (c.rpcs > kMaxCount || c.errors > kMaxCount || c.bytes > kMaxCount)
+    return bad("counts must be at most 2^62");
+  c.seconds = r.f64();
+  c.rtt_ms = r.f64();
+  // Each count is checked before its items are read (a short buffer then fails at done()).
+  size_t n = r.u32();
+  if (n > kMaxSamples) return bad("at most 2000 latencies");
+  for (size_t i = 0; i < n && r.ok(); ++i) c.latencies_ms.push_back(r.f64());
+  n = r.u32();
+  if (n > kMaxTimeline) return bad("at most 3700 seconds of timeline");
+  for (size_t i = 0; i < n && r.ok(); ++i) {
+    c.timeline.push_back(r.u64());
+    if (c.timeline.back() > kMaxCount) return bad("timeline counts must be at most 2^62");
   }
-  constexpr int64_t kMaxCount = int64_t(1) << 62;
-  ClientResult r;
-  for (auto [key, out] : {std::pair{"rpcs", &r.rpcs}, {"errors", &r.errors}, {"bytes", &r.bytes}}) {
-    auto v = json_int(j, key, 0, 0, kMaxCount);
-    if (!v.ok()) return bad(v.status().message());
-    *out = static_cast<uint64_t>(*v);
-  }
-  for (auto [key, out] : {std::pair{"seconds", &r.seconds}, {"rtt_ms", &r.rtt_ms}}) {
-    auto v = json_number(j, key, 0, 0, 1e9);
-    if (!v.ok()) return bad(v.status().message());
-    *out = *v;
-  }
-  const json lat = j.value("lat_ms", json::array()), tl = j.value("timeline", json::array());
-  if (!lat.is_array() || lat.size() > kMaxSamples) return bad("lat_ms: at most 2000 numbers");
-  if (!tl.is_array() || tl.size() > kMaxTimeline) return bad("timeline: at most 3700 counts");
-  for (const json& x : lat) {
-    if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < 0)
-      return bad("lat_ms: numbers >= 0");
-    r.latencies_ms.push_back(x.get<double>());
-  }
-  for (const json& x : tl) {
-    auto v = json_int_value(x, "timeline", 0, kMaxCount);
-    if (!v.ok()) return bad(v.status().message());
-    r.timeline.push_back(static_cast<uint64_t>(*v));
-  }
-  auto fe = j.find("first_error");
-  if (fe != j.end() && fe->is_string()) r.first_error = fe->get<std::string>();
-  return r;
+  c.first_error = r.str();
+  if (!r.done()) return bad("its fields (figures finite and >= 0) do not add up to its bytes");
+  return c;
 }
 
 Result<SelftestSpec> SelftestSpec::from_json(const json& j) {
@@ -309,12 +302,12 @@ void serve_selftest(RpcEngine& rpc, Clock& clock) {
         }
         PFS_LOG_INFO("selftest: {} from {}: {} in flight for {} s", req->test, r.from.to_string(),
                      req->concurrency, req->duration_s);
-        std::string out = run_load(rpc, clock, *req).dump();
-        if (out.size() > kMaxPayload) {
-          resp.status = Status(Code::kInternal, "SELFTEST_RUN: result too large");
+        Result<ClientResult> res = run_load(rpc, clock, *req);
+        if (!res.ok()) {
+          resp.status = res.status();
           return resp;
         }
-        resp.payload = Buffer::copy_of(std::string_view(out));
+        resp.payload = encode_client_result(*res);
         return resp;
       },
       HandlerMode::kWorker);
@@ -354,8 +347,11 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
         // to itself (which link emulation would also delay).
         locals.emplace_back([col, i, req, &rpc] {
           RpcReply r;
-          std::string out = run_load(rpc, rpc.net().clock(), req).dump();
-          r.payload = Buffer::copy_of(std::string_view(out));
+          Result<ClientResult> res = run_load(rpc, rpc.net().clock(), req);
+          if (res.ok())
+            r.payload = encode_client_result(*res);
+          else
+            r.status = res.status();
           MutexLock lk(col->mu);
           col->replies[i] = std::move(r);
           ++col->done;

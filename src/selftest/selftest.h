@@ -55,15 +55,17 @@ struct LoadRequest {
   int concurrency = 1;         // 1..4096 (as SelftestSpec)
   double duration_s = 1;       // (0, 3600] seconds
 
-  Buffer encode() const;  // JSON text
+  Buffer encode() const;  // the byte codec (wire/byte_codec.h), as every internal message
 };
-// Decodes a SELFTEST_RUN payload from a peer: JSON of the fields above, each checked (a
-// peer's request could otherwise ask this node for any load); errors are kProtocol.
+// Decodes a SELFTEST_RUN payload from a peer: the fields above, each checked (a peer's
+// request could otherwise ask this node for any load; size at most `max_bulk`); errors
+// are kProtocol and name the field.
 Result<LoadRequest> decode_load_request(std::span<const uint8_t> payload, uint32_t max_bulk);
 
-// SELFTEST_RUN's reply from a client: its result, each field checked (counts 0..2^62,
-// times finite and >= 0, at most 2,000 latencies and 3,700 seconds of timeline); a reply
-// that reports an error is kRemoteError with its message, a malformed one kProtocol.
+// SELFTEST_RUN's reply from a client: its result (a client that failed answers with an
+// error status instead). Decoded with each field checked (counts 0..2^62, times finite
+// and >= 0, at most 2,000 latencies and 3,700 seconds of timeline); malformed: kProtocol.
+Buffer encode_client_result(const ClientResult& c);
 Result<ClientResult> decode_client_result(std::span<const uint8_t> payload);
 
 // Serves SELFTEST_RUN on `rpc` (register before traffic).
