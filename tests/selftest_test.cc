@@ -140,6 +140,9 @@ TEST(SelftestTest, BadRequestsAreRefusedClearly) {
   bad({"--from", a, "--to", b, "--test", "bogus"}, "test");
   // A server that is not there: the client's RTT probe fails and says so.
   bad({"--from", a, "--to", loopback(9) + "@tcp", "--duration", "0.2"}, "PING");
+  // ... and the same from a client driven over SELFTEST_RUN: its error status names it.
+  bad({"--from", b, "--to", loopback(9) + "@tcp", "--duration", "0.2"}, "selftest on " + b);
+  bad({"--from", b, "--to", loopback(9) + "@tcp", "--duration", "0.2"}, "PING");
 }
 
 }  // namespace
