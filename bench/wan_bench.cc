@@ -157,6 +157,11 @@ std::string fig(double rate, const char* what) {
   return "wan_" + std::to_string(static_cast<long>(rate)) + "m_" + what;
 }
 
+// Packets the line's queue has dropped from side 0 to side 1 (the writes' direction).
+uint64_t queue_drops(DelayPath& path) {
+  return json::parse(path.counters())["a_to_b"]["queue_drops"].get<uint64_t>();
+}
+
 // RPCs in flight against connections per path: writes at concurrency 16..128 with
 // lnet.conns_per_peer 1 and 4 (credits out of the way), and the delay line's queue drops
 // while each ran.
@@ -168,14 +173,10 @@ void conns_sweep(const Options& o, DelayPath& path, double rate, double iperf_mi
       Pair p(o, path,
              "[lnet]\ncredits = 2048\npeer_credits = 256\nconns_per_peer = " +
                  std::to_string(conns) + "\n[rpc]\nmax_rpcs_in_flight = 256\n");
-      auto drops = [&path] {
-        json c = json::parse(path.counters());
-        return c["a_to_b"]["queue_drops"].get<uint64_t>();
-      };
-      uint64_t before = drops();
+      uint64_t before = queue_drops(path);
       json r = p.selftest("write", json::array({c}), o.step_s, iperf_mib * 8 * 1.048576);
       const json& st = r["steps"][0];
-      uint64_t dropped = drops() - before;
+      uint64_t dropped = queue_drops(path) - before;
       // The first second shows the ramp (connections, slow start); the rest the line.
       const json& tl = st["timeline_mib_s"];
       std::fprintf(stderr,
@@ -239,15 +240,12 @@ double tuned_write(const Options& o, DelayPath& path, double link,
                    const std::string& settings = "") {
   Pair p(o, path, settings);
   p.tune();
-  auto drops = [&path] {
-    return json::parse(path.counters())["a_to_b"]["queue_drops"].get<uint64_t>();
-  };
-  uint64_t before = drops();
+  uint64_t before = queue_drops(path);
   json st = p.selftest("write", json::array({256}), o.iperf_s, link)["steps"][0];
   std::string line;
   for (const json& v : st["timeline_mib_s"]) line += std::to_string(v.get<int>()) + " ";
   std::fprintf(stderr, "  MiB/s in each second: %s(%llu queue drops)\n", line.c_str(),
-               static_cast<unsigned long long>(drops() - before));
+               static_cast<unsigned long long>(queue_drops(path) - before));
   std::fprintf(stderr, "  delay line counters so far: %s\n", path.counters().c_str());
   return st["mib_s"].get<double>();
 }
