@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "base/mutex.h"
+#include "membership/methods.h"
 #include "rpc/ping.h"
 
 namespace pfsnet {
@@ -19,12 +20,6 @@ std::string nids_text(const std::vector<Nid>& v) {
   std::string s;
   for (const Nid& n : v) s += (s.empty() ? "" : " ") + n.to_string();
   return s;
-}
-
-RpcResponse error(Code c, std::string msg) {
-  RpcResponse r;
-  r.status = Status(c, std::move(msg));
-  return r;
 }
 }  // namespace
 
@@ -41,15 +36,22 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
     RegisterRep self =
         mgs_->on_register(RegisterReq{cfg.node.name, roles_, nids, instance_}, clock_.now());
     self_id_ = self.id;
-    rpc_.handle(
-        kMsgMgsRegister, [this](RpcRequest& r) { return serve_register(r); }, HandlerMode::kInline);
-    rpc_.handle(
-        kMsgMgsPing, [this](RpcRequest& r) { return serve_ping(r); }, HandlerMode::kInline);
-    rpc_.handle(
-        kMsgMgsStatus, [this](RpcRequest& r) { return serve_status(r); }, HandlerMode::kWorker,
-        Execution::kRepeatable);
-    rpc_.handle(
-        kMsgMgsReport, [this](RpcRequest& r) { return serve_report(r); }, HandlerMode::kInline);
+    serve(rpc_, kMgsRegisterRpc, [this](RegisterReq&& q, RpcRequest&) -> Result<RegisterRep> {
+      MutexLock lk(mu_);
+      return mgs_->on_register(q, clock_.now());
+    });
+    serve(rpc_, kMgsPingRpc, [this](PingReq&& q, RpcRequest&) -> Result<PingRep> {
+      MutexLock lk(mu_);
+      return mgs_->on_ping(q, clock_.now());
+    });
+    serve(rpc_, kMgsReportRpc, [this](ReportReq&& q, RpcRequest&) -> Result<PingRep> {
+      MutexLock lk(mu_);
+      return mgs_->on_report(q, clock_.now());
+    });
+    serve(rpc_, kMgsStatusRpc, [this](PageReq&& q, RpcRequest&) -> Result<StatusTable> {
+      MutexLock lk(mu_);
+      return table_locked(q.offset, std::min<uint32_t>(q.limit, kMaxStatusPage));
+    });
   }
   std::vector<Nid> others;  // an MGS does not ping itself
   for (const Nid& m : cfg.node.mgs)
@@ -69,8 +71,14 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
     request_timeout_ = std::min<Duration>(tt, o.period());
     agent_ = std::make_unique<AgentCore>(o);
   }
-  rpc_.handle(
-      kMsgMgsNotify, [this](RpcRequest& r) { return serve_notify(r); }, HandlerMode::kWorker);
+  serve(rpc_, kMgsNotifyRpc, [this](NotifyReq&& q, RpcRequest& r) -> Result<Empty> {
+    if (agent_) {
+      MutexLock lk(mu_);
+      agent_->apply(q.events);
+    }
+    act_on(q.events, r.from.to_string());
+    return Empty{};
+  });
 }
 
 MembershipService::~MembershipService() { stop(); }
@@ -82,33 +90,6 @@ void MembershipService::start() {
 void MembershipService::stop() { ticker_.stop(); }
 
 // ---- MGS side ----
-
-RpcResponse MembershipService::serve_register(RpcRequest& r) {
-  auto req = decode_register_req(r.payload.span());
-  if (!req.ok()) return error(Code::kProtocol, req.status().message());
-  RpcResponse resp;
-  MutexLock lk(mu_);
-  resp.payload = encode(mgs_->on_register(*req, clock_.now()));
-  return resp;
-}
-
-RpcResponse MembershipService::serve_ping(RpcRequest& r) {
-  auto req = decode_ping_req(r.payload.span());
-  if (!req.ok()) return error(Code::kProtocol, req.status().message());
-  RpcResponse resp;
-  MutexLock lk(mu_);
-  resp.payload = encode(mgs_->on_ping(*req, clock_.now()));
-  return resp;
-}
-
-RpcResponse MembershipService::serve_report(RpcRequest& r) {
-  auto req = decode_report_req(r.payload.span());
-  if (!req.ok()) return error(Code::kProtocol, req.status().message());
-  RpcResponse resp;
-  MutexLock lk(mu_);
-  resp.payload = encode(mgs_->on_report(*req, clock_.now()));
-  return resp;
-}
 
 void MembershipService::send_verifications(std::vector<MgsCore::Verify> vs) {
   for (MgsCore::Verify& v : vs) {
@@ -124,19 +105,6 @@ void MembershipService::send_verifications(std::vector<MgsCore::Verify> vs) {
         },
         co);
   }
-}
-
-RpcResponse MembershipService::serve_status(RpcRequest& r) {
-  auto req = decode_page_req(r.payload.span());
-  if (!req.ok()) return error(Code::kProtocol, req.status().message());
-  Buffer page;
-  {
-    MutexLock lk(mu_);
-    page = encode(table_locked(req->offset, std::min<uint32_t>(req->limit, kMaxStatusPage)));
-  }
-  RpcResponse resp;
-  resp.bulk = make_bulk(std::move(page));
-  return resp;
 }
 
 StatusTable MembershipService::table_locked(uint32_t offset, uint32_t limit) const {
@@ -193,17 +161,6 @@ std::vector<std::string> MembershipService::dead_nodes() {
 }
 
 // ---- node side ----
-
-RpcResponse MembershipService::serve_notify(RpcRequest& r) {
-  auto req = decode_notify_req(r.payload.span());
-  if (!req.ok()) return error(Code::kProtocol, req.status().message());
-  if (agent_) {
-    MutexLock lk(mu_);
-    agent_->apply(req->events);
-  }
-  act_on(req->events, r.from.to_string());
-  return RpcResponse{};
-}
 
 void MembershipService::act_on(const std::vector<NodeEvent>& events, const std::string& source) {
   for (const NodeEvent& e : events) {
@@ -269,37 +226,37 @@ void MembershipService::send_agent_request(TimePoint now) {
     });
   }
   if (!s) return;
-  AgentCore::Kind kind = s->kind;
   CallOptions co;
   co.timeout = request_timeout_;
-  rpc_.call_async(
-      s->mgs, kind == AgentCore::Kind::kRegister ? kMsgMgsRegister : kMsgMgsPing,
-      std::move(s->payload), nullptr,
-      [this, kind](RpcReply&& r) {
-        TimePoint t = clock_.now();
-        MutexLock lk(mu_);
-        if (!r.status.ok()) {
-          PFS_LOG_DEBUG("membership: {} failed: {}",
-                        kind == AgentCore::Kind::kRegister ? "registration" : "ping",
-                        r.status.to_string());
-          agent_->on_failure(t);
-          return;
-        }
-        if (kind == AgentCore::Kind::kRegister) {
-          auto rep = decode_register_rep(r.payload.span());
-          if (rep.ok())
+  // The agent hands over its request encoded; the reply comes back decoded, or the error.
+  if (s->kind == AgentCore::Kind::kRegister)
+    call_encoded_async(
+        rpc_, kMgsRegisterRpc, s->mgs, std::move(s->payload),
+        [this](Result<RegisterRep> rep) {
+          TimePoint t = clock_.now();
+          MutexLock lk(mu_);
+          if (rep.ok()) {
             agent_->on_register_reply(*rep, t);
-          else
+          } else {
+            PFS_LOG_DEBUG("membership: registration failed: {}", rep.status().to_string());
             agent_->on_failure(t);
-        } else {
-          auto rep = decode_ping_rep(r.payload.span());
-          if (rep.ok())
+          }
+        },
+        co);
+  else
+    call_encoded_async(
+        rpc_, kMgsPingRpc, s->mgs, std::move(s->payload),
+        [this](Result<PingRep> rep) {
+          TimePoint t = clock_.now();
+          MutexLock lk(mu_);
+          if (rep.ok()) {
             agent_->on_ping_reply(*rep, t);
-          else
+          } else {
+            PFS_LOG_DEBUG("membership: ping failed: {}", rep.status().to_string());
             agent_->on_failure(t);
-        }
-      },
-      co);
+          }
+        },
+        co);
 }
 
 void MembershipService::tick(TimePoint now) {
@@ -347,11 +304,11 @@ void MembershipService::send_report(TimePoint now) {
   PFS_LOG_INFO("membership: telling MGS {} of peers we cannot reach", s->mgs.to_string());
   CallOptions co;
   co.timeout = request_timeout_;
-  rpc_.call_async(
-      s->mgs, kMsgMgsReport, std::move(s->payload), nullptr,
-      [](RpcReply&& r) {
-        if (!r.status.ok())
-          PFS_LOG_DEBUG("membership: report to the MGS failed: {}", r.status.to_string());
+  call_encoded_async(
+      rpc_, kMgsReportRpc, s->mgs, std::move(s->payload),
+      [](Result<PingRep> rep) {
+        if (!rep.ok())
+          PFS_LOG_DEBUG("membership: report to the MGS failed: {}", rep.status().to_string());
       },
       co);
 }
@@ -361,18 +318,18 @@ void MembershipService::send_notifications(std::vector<MgsCore::Outgoing> outs) 
     CallOptions co;
     co.timeout = notify_timeout_;
     uint64_t token = o.token;
-    rpc_.call_async(
-        o.nids[0], kMsgMgsNotify, encode(o.req), nullptr,
-        [this, token, to = o.nids[0]](RpcReply&& r) {
-          if (!r.status.ok())  // retried (or given up, which says so); shown, at most 1 in 10 s
+    call_async(
+        rpc_, kMgsNotifyRpc, o.nids[0], o.req,
+        [this, token, to = o.nids[0]](Result<Empty> r) {
+          if (!r.ok())  // retried (or given up, which says so); shown, at most 1 in 10 s
             PFS_LOG_LIMITED(spdlog::level::info, "membership: notify failed",
                             "membership: notifying {} failed: {}", to.to_string(),
-                            r.status.to_string());
+                            r.status().to_string());
           std::vector<MgsCore::Outgoing> more;
           {
             MutexLock lk(mu_);
             TimePoint now = clock_.now();
-            mgs_->notification_done(token, r.status.ok(), now);
+            mgs_->notification_done(token, r.ok(), now);
             more = mgs_->take_notifications(now);  // the window has room again
           }
           send_notifications(std::move(more));
@@ -396,14 +353,11 @@ Result<StatusTable> MembershipService::status(Duration timeout) {
   for (uint32_t offset = 0;;) {
     CallOptions co;
     co.timeout = timeout;
-    RpcReply r = rpc_.call(mgs, kMsgMgsStatus, encode(StatusReq{offset, 2000}), nullptr, co);
-    if (!r.status.ok())
-      return Status(r.status.code(), "asking MGS " + mgs.to_string() + ": " + r.status.message(),
-                    r.status.health_kind());
-    auto page = decode_status_rep(r.bulk.span());
+    Result<StatusTable> page = call(rpc_, kMgsStatusRpc, mgs, StatusReq{offset, 2000}, co);
     if (!page.ok())
-      return Status(Code::kProtocol, "MGS " + mgs.to_string() +
-                                         " sent a malformed table: " + page.status().message());
+      return Status(page.status().code(),
+                    "asking MGS " + mgs.to_string() + ": " + page.status().message(),
+                    page.status().health_kind());
     size_t got = page->nodes.size();
     if (offset == 0) {
       all = std::move(*page);

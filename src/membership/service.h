@@ -61,11 +61,6 @@ class MembershipService {
   std::vector<std::string> dead_nodes();
 
  private:
-  RpcResponse serve_register(RpcRequest& r);
-  RpcResponse serve_ping(RpcRequest& r);
-  RpcResponse serve_status(RpcRequest& r);
-  RpcResponse serve_notify(RpcRequest& r);
-  RpcResponse serve_report(RpcRequest& r);
   // The MGS's own pings of reported nodes.
   void send_verifications(std::vector<MgsCore::Verify> vs);
   // Peers we cannot reach, told to the MGS (sampled from the net's counters once a second).

@@ -4,7 +4,8 @@
 #include <set>
 
 #include "base/log.h"
-#include "wire/le.h"
+#include "membership/protocol.h"
+#include "rpc/rpc_method.h"
 
 namespace pfsnet {
 namespace {
@@ -22,6 +23,25 @@ bool has(const std::vector<Problem>& v, const Problem& p) {
 constexpr int kRefreshIntervals = 6;  // a list is sent at least every 6 intervals
 constexpr int kKeepRefreshes = 3;     // and dropped by the MGS after 3 refreshes unheard
 
+// A node's problems, told to the MGS.
+const RpcMethod<HealthReport, Empty> kReportRpc{.type = kMsgHealthReport,
+                                                .name = "HEALTH_REPORT",
+                                                .exec = Execution::kOnce,
+                                                .encode_request = encode_health_report,
+                                                .decode_request = decode_health_report,
+                                                .encode_reply = encode_empty,
+                                                .decode_reply = decode_empty};
+// A page of the cluster's problems, in the reply's bulk, built on a worker.
+const RpcMethod<PageReq, HealthPage> kClusterRpc{.type = kMsgHealthCluster,
+                                                 .name = "HEALTH_CLUSTER",
+                                                 .exec = Execution::kRepeatable,
+                                                 .encode_request = encode,
+                                                 .decode_request = decode_page_req,
+                                                 .encode_reply = encode_health_page,
+                                                 .decode_reply = decode_health_page,
+                                                 .mode = HandlerMode::kWorker,
+                                                 .reply_in = ReplyIn::kBulk};
+
 }  // namespace
 
 ClusterHealthService::ClusterHealthService(const Config& cfg, RpcEngine& rpc,
@@ -37,11 +57,19 @@ ClusterHealthService::ClusterHealthService(const Config& cfg, RpcEngine& rpc,
       MutexLock lk(mu_);
       board_.emplace(interval_ * kRefreshIntervals * kKeepRefreshes);
     }
-    rpc_.handle(
-        kMsgHealthReport, [this](RpcRequest& r) { return serve_report(r); }, HandlerMode::kInline);
-    rpc_.handle(
-        kMsgHealthCluster, [this](RpcRequest& r) { return serve_cluster(r); }, HandlerMode::kWorker,
-        Execution::kRepeatable);
+    serve(rpc_, kReportRpc, [this](HealthReport&& rep, RpcRequest&) -> Result<Empty> {
+      TimePoint now = clock_.now();
+      MutexLock lk(mu_);
+      board_->expire(now);
+      board_->report(std::move(rep), now, clock_.wall_now().time_since_epoch().count() / 1000000);
+      ++counters_.reports_received;
+      return Empty{};
+    });
+    serve(rpc_, kClusterRpc, [this](PageReq&& q, RpcRequest&) -> Result<HealthPage> {
+      MutexLock lk(mu_);
+      board_->expire(clock_.now());
+      return board_->page(q.offset, q.limit);
+    });
   }
 }
 
@@ -111,12 +139,12 @@ void ClusterHealthService::tick(TimePoint now) {
   auto sent = std::make_shared<std::vector<Problem>>(rep.problems);
   CallOptions co;
   co.timeout = std::max<Duration>(interval_, std::chrono::seconds(1));
-  rpc_.call_async(
-      *mgs, kMsgHealthReport, encode_health_report(rep), nullptr,
-      [this, sent, now](RpcReply&& r) {
+  call_async(
+      rpc_, kReportRpc, *mgs, rep,
+      [this, sent, now](Result<Empty> r) {
         MutexLock lk(mu_);
         in_flight_ = false;
-        if (r.status.ok()) {
+        if (r.ok()) {
           acked_ = std::move(*sent);
           next_refresh_ = now + interval_ * kRefreshIntervals;
           ++counters_.reports_sent;
@@ -125,35 +153,6 @@ void ClusterHealthService::tick(TimePoint now) {
         }
       },
       co);
-}
-
-RpcResponse ClusterHealthService::serve_report(RpcRequest& r) {
-  RpcResponse out;
-  auto rep = decode_health_report(r.payload.span());
-  if (!rep.ok()) {
-    out.status = rep.status();
-    return out;
-  }
-  TimePoint now = clock_.now();
-  MutexLock lk(mu_);
-  board_->expire(now);
-  board_->report(std::move(*rep), now, clock_.wall_now().time_since_epoch().count() / 1000000);
-  ++counters_.reports_received;
-  return out;
-}
-
-RpcResponse ClusterHealthService::serve_cluster(RpcRequest& r) {
-  RpcResponse out;
-  if (r.payload.size() != 8) {
-    out.status = Status(Code::kProtocol, "malformed HEALTH_CLUSTER request");
-    return out;
-  }
-  uint32_t offset = le::get<uint32_t>(r.payload.data());
-  uint32_t limit = le::get<uint32_t>(r.payload.data() + 4);
-  MutexLock lk(mu_);
-  board_->expire(clock_.now());
-  out.bulk = make_bulk(encode_health_page(board_->page(offset, limit)));
-  return out;
 }
 
 Result<std::vector<NodeProblems>> ClusterHealthService::cluster(Duration timeout) {
@@ -168,18 +167,12 @@ Result<std::vector<NodeProblems>> ClusterHealthService::cluster(Duration timeout
   if (!mgs) return Status(Code::kNotFound, "no MGS configured (node.mgs is empty)");
   std::vector<NodeProblems> all;
   for (uint32_t offset = 0;;) {
-    Buffer req(8);
-    le::put<uint32_t>(req.data(), offset);
-    le::put<uint32_t>(req.data() + 4, kMaxHealthPage);
     CallOptions co;
     co.timeout = timeout;
-    RpcReply r = rpc_.call(*mgs, kMsgHealthCluster, std::move(req), nullptr, co);
-    if (!r.status.ok())
-      return Status(r.status.code(), "asking MGS " + mgs->to_string() + ": " + r.status.message());
-    auto page = decode_health_page(r.bulk.span());
+    Result<HealthPage> page = call(rpc_, kClusterRpc, *mgs, PageReq{offset, kMaxHealthPage}, co);
     if (!page.ok())
-      return Status(Code::kProtocol, "MGS " + mgs->to_string() +
-                                         " sent malformed problems: " + page.status().message());
+      return Status(page.status().code(),
+                    "asking MGS " + mgs->to_string() + ": " + page.status().message());
     size_t got = page->nodes.size();
     for (NodeProblems& n : page->nodes) all.push_back(std::move(n));
     offset += static_cast<uint32_t>(got);

@@ -54,11 +54,9 @@ class ClusterHealthService {
   Counters counters() const;
 
  private:
-  RpcResponse serve_report(RpcRequest& r);
   // On the MGS: the lists of the nodes its table calls DEAD leave the board (looked at
   // again only when the table changed).
   void forget_the_dead();
-  RpcResponse serve_cluster(RpcRequest& r);
 
   std::string name_;
   RpcEngine& rpc_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "membership/methods.h"
 #include "net/net_internal.h"  // same_net
 #include "rpc/ping.h"
 #include "transport/link_monitor.h"
@@ -13,12 +14,6 @@ namespace {
 
 Duration seconds(double s) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
-}
-
-RpcResponse refuse(Code c, std::string msg) {
-  RpcResponse r;
-  r.status = Status(c, std::move(msg));
-  return r;
 }
 
 // Where in [0, period) the probes of path `k` fall: spread by a hash of the path.
@@ -124,11 +119,12 @@ MeshService::MeshService(MeshOptions o, Net& net, RpcEngine& rpc, RpcStats* stat
     MutexLock lk(mu_);
     mgs_ = std::make_unique<MeshMgsCore>(opts_.peers, opts_.rotate_interval_s,
                                          opts_.report_interval, opts_.mgs_sync_rate);
-    rpc_.handle(
-        kMsgMeshSync, [this](RpcRequest& r) { return serve_sync(r); }, HandlerMode::kInline);
-    rpc_.handle(
-        kMsgMeshMatrix, [this](RpcRequest& r) { return serve_matrix(r); }, HandlerMode::kWorker,
-        Execution::kRepeatable);
+    serve(rpc_, kMeshSyncRpc, [this](MeshSyncReq&& q, RpcRequest&) -> Result<MeshSyncRep> {
+      MutexLock lk(mu_);
+      return sync_locked(std::move(q), clock_.now());
+    });
+    serve(rpc_, kMeshMatrixRpc,
+          [this](PageReq&& q, RpcRequest&) -> Result<MeshMatrix> { return matrix_page(q); });
   }
 }
 
@@ -314,12 +310,10 @@ void MeshService::send_sync(TimePoint now) {
   }
   CallOptions o;
   o.timeout = opts_.probe_timeout;
-  rpc_.call_async(
-      *mgs, kMsgMeshSync, encode(req), nullptr,
-      [this, next, mgs = *mgs](RpcReply&& r) {
+  call_async(
+      rpc_, kMeshSyncRpc, *mgs, req,
+      [this, next, mgs = *mgs](Result<MeshSyncRep> rep) {
         TimePoint now = clock_.now();
-        Result<MeshSyncRep> rep =
-            r.status.ok() ? decode_mesh_sync_rep(r.payload.span()) : Result<MeshSyncRep>(r.status);
         MutexLock lk(mu_);
         sync_out_ = false;
         if (!rep.ok()) {  // the MGS did not answer: try again an interval later
@@ -418,32 +412,17 @@ MeshSyncRep MeshService::sync_locked(MeshSyncReq req, TimePoint now) {
   return rep;
 }
 
-RpcResponse MeshService::serve_sync(RpcRequest& r) {
-  auto req = decode_mesh_sync_req(r.payload.span());
-  if (!req.ok()) return refuse(Code::kProtocol, req.status().message());
-  RpcResponse resp;
-  MutexLock lk(mu_);
-  resp.payload = encode(sync_locked(std::move(*req), clock_.now()));
-  return resp;
-}
-
-RpcResponse MeshService::serve_matrix(RpcRequest& r) {
-  auto req = decode_page_req(r.payload.span());
-  if (!req.ok()) return refuse(Code::kProtocol, req.status().message());
+MeshMatrix MeshService::matrix_page(const PageReq& req) {
   MeshMatrix m;
-  {
-    MutexLock lk(mu_);
-    std::vector<MeshRow> rows = mgs_->rows(clock_.now());
-    m.epoch = epoch_;
-    m.total = static_cast<uint32_t>(rows.size());
-    m.offset = std::min<uint32_t>(req->offset, m.total);
-    uint32_t end =
-        m.offset + std::min<uint32_t>(std::min(req->limit, kMaxMeshPage), m.total - m.offset);
-    for (uint32_t i = m.offset; i < end; ++i) m.rows.push_back(std::move(rows[i]));
-  }
-  RpcResponse resp;
-  resp.bulk = make_bulk(encode(m));
-  return resp;
+  MutexLock lk(mu_);
+  std::vector<MeshRow> rows = mgs_->rows(clock_.now());
+  m.epoch = epoch_;
+  m.total = static_cast<uint32_t>(rows.size());
+  m.offset = std::min<uint32_t>(req.offset, m.total);
+  uint32_t end =
+      m.offset + std::min<uint32_t>(std::min(req.limit, kMaxMeshPage), m.total - m.offset);
+  for (uint32_t i = m.offset; i < end; ++i) m.rows.push_back(std::move(rows[i]));
+  return m;
 }
 
 Result<MeshMatrix> MeshService::matrix(Duration timeout) {
@@ -463,15 +442,11 @@ Result<MeshMatrix> MeshService::matrix(Duration timeout) {
   for (uint32_t offset = 0;;) {
     CallOptions co;
     co.timeout = timeout;
-    RpcReply r =
-        rpc_.call(*mgs, kMsgMeshMatrix, encode(PageReq{offset, kMaxMeshPage}), nullptr, co);
-    if (!r.status.ok())
-      return Status(r.status.code(), "asking MGS " + mgs->to_string() + ": " + r.status.message(),
-                    r.status.health_kind());
-    auto page = decode_mesh_matrix(r.bulk.span());
+    Result<MeshMatrix> page = call(rpc_, kMeshMatrixRpc, *mgs, PageReq{offset, kMaxMeshPage}, co);
     if (!page.ok())
-      return Status(Code::kProtocol, "MGS " + mgs->to_string() +
-                                         " sent a malformed mesh: " + page.status().message());
+      return Status(page.status().code(),
+                    "asking MGS " + mgs->to_string() + ": " + page.status().message(),
+                    page.status().health_kind());
     all.epoch = page->epoch;
     all.total = page->total;
     size_t got = page->rows.size();

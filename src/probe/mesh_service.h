@@ -129,8 +129,8 @@ class MeshService {
     uint32_t speed_mbit = 0;
   };
 
-  RpcResponse serve_sync(RpcRequest& r);
-  RpcResponse serve_matrix(RpcRequest& r);
+  // A page of the MGS's rows (MESH_MATRIX).
+  MeshMatrix matrix_page(const PageReq& req);
   // The MGS's answer to a sync: stores the row, names the targets.
   MeshSyncRep sync_locked(MeshSyncReq req, TimePoint now) REQUIRES(mu_);
   // The MGS's live nodes, from its table every 5 s.

@@ -18,6 +18,7 @@
 #include "base/mutex.h"
 #include "rpc/call_batch.h"
 #include "rpc/ping.h"
+#include "rpc/rpc_method.h"
 #include "transport/link_monitor.h"
 #include "tune/window.h"
 #include "wire/le.h"
@@ -186,75 +187,78 @@ NvPath path_to(const Nid& peer) {
 
 bool same_net(const Nid& a, const Nid& b) { return a.type == b.type && a.net_num == b.net_num; }
 
+// NETVERIFY_INFO's request names the NID it was sent to: the route back is from that
+// address.
+Buffer encode_asked(const Nid& n) {
+  Buffer b(8);
+  le::put<uint64_t>(b.data(), n.pack());
+  return b;
+}
+Result<Nid> decode_asked(std::span<const uint8_t> b) {
+  if (b.size() != 8) return Status(Code::kProtocol, "malformed NETVERIFY_INFO request");
+  return Nid::unpack(le::get<uint64_t>(b.data()));
+}
+// What a node says of itself: name, clock, credits, TCP settings, NIs, the route back.
+const RpcMethod<Nid, NvInfo> kInfoRpc{.type = kMsgNetverifyInfo,
+                                      .name = "NETVERIFY_INFO",
+                                      .exec = Execution::kRepeatable,
+                                      .encode_request = encode_asked,
+                                      .decode_request = decode_asked,
+                                      .encode_reply = encode_nv_info,
+                                      .decode_reply = decode_nv_info,
+                                      .mode = HandlerMode::kWorker};
+// Datagrams of the sizes asked, sent back to the asker's UDP port (the reverse MTU).
+const RpcMethod<NvMtuSendReq, NvMtuSendRep> kMtuSendRpc{.type = kMsgNetverifyMtuSend,
+                                                        .name = "NETVERIFY_MTU_SEND",
+                                                        .exec = Execution::kRepeatable,
+                                                        .encode_request = encode_nv_mtu_send_req,
+                                                        .decode_request = decode_nv_mtu_send_req,
+                                                        .encode_reply = encode_nv_mtu_send_rep,
+                                                        .decode_reply = decode_nv_mtu_send_rep,
+                                                        .mode = HandlerMode::kWorker};
+
 }  // namespace
 
 NetverifyService::NetverifyService(Net& net, RpcEngine& rpc, LiveConfig& cfg, Clock& clock,
                                    MembershipService* membership)
     : net_(net), rpc_(rpc), cfg_(cfg), clock_(clock), membership_(membership) {
-  rpc_.handle(
-      kMsgNetverifyInfo,
-      [this](RpcRequest& req) {
-        Config c = cfg_.get();
-        NvInfo v;
-        v.name = c.node.name;
-        v.wall_unix_ns = clock_.wall_now().time_since_epoch().count();
-        v.peer_credits = c.lnet.peer_credits;
-        v.credits = c.lnet.credits;
-        v.max_rpcs_in_flight = c.rpc.max_rpcs_in_flight;
-        v.max_bulk = c.max_bulk();
-        v.tcp = nv_tcp(c);
-        for (const NetConfig& n : c.nets) v.nis.push_back(ni_of(n.nid));
-        RpcResponse r;
-        // The request names the NID it was sent to: the route back is from that address.
-        auto asked = req.payload.size() == 8 ? Nid::unpack(le::get<uint64_t>(req.payload.data()))
-                                             : Result<Nid>(Status(Code::kProtocol, "bad"));
-        if (!asked.ok()) {
-          r.status = Status(Code::kProtocol, "malformed NETVERIFY_INFO request");
-          return r;
-        }
-        auto route = LinkMonitor::route_to(req.from.addr, asked->addr);
-        if (route.ok()) {
-          v.route_if = route->ifname;
-          v.route_gateway = route->gateway;
-        }
-        r.payload = encode_nv_info(v);
-        return r;
-      },
-      HandlerMode::kWorker, Execution::kRepeatable);
-  rpc_.handle(
-      kMsgNetverifyMtuSend,
-      [this](RpcRequest& req) {
-        RpcResponse r;
-        auto q = decode_nv_mtu_send_req(req.payload.span());
-        if (!q.ok()) {
-          r.status = q.status();
-          return r;
-        }
-        std::vector<Nid> mine = net_.local_nids();
-        if (std::find(mine.begin(), mine.end(), q->from) == mine.end()) {
-          r.status = Status(Code::kInvalidArgument, q->from.to_string() + " is not an NI here");
-          return r;
-        }
-        UdpSocket s;
-        Status st = s.open(q->from.addr, 0);
-        if (!st.ok()) {
-          r.status = st;
-          return r;
-        }
-        // Only to the address that asked, over the authenticated connection.
-        sockaddr_in to = sock_addr(req.from.addr, q->port);
-        NvMtuSendRep rep;
-        for (uint32_t size : q->sizes) {
-          NvDatagram d{NvKind::kReverse, q->token, size, {}, {}, {}};
-          std::vector<uint8_t> bytes = encode_nv_datagram(d);
-          int err = 0;
-          for (int i = 0; i < 3; ++i) err = UdpSocket::send_to(s.fd(), bytes, to);
-          (err == EMSGSIZE ? rep.too_big : rep.sent).push_back(size);
-        }
-        r.payload = encode_nv_mtu_send_rep(rep);
-        return r;
-      },
-      HandlerMode::kWorker, Execution::kRepeatable);
+  serve(rpc_, kInfoRpc, [this](Nid&& asked, RpcRequest& req) -> Result<NvInfo> {
+    Config c = cfg_.get();
+    NvInfo v;
+    v.name = c.node.name;
+    v.wall_unix_ns = clock_.wall_now().time_since_epoch().count();
+    v.peer_credits = c.lnet.peer_credits;
+    v.credits = c.lnet.credits;
+    v.max_rpcs_in_flight = c.rpc.max_rpcs_in_flight;
+    v.max_bulk = c.max_bulk();
+    v.tcp = nv_tcp(c);
+    for (const NetConfig& n : c.nets) v.nis.push_back(ni_of(n.nid));
+    auto route = LinkMonitor::route_to(req.from.addr, asked.addr);
+    if (route.ok()) {
+      v.route_if = route->ifname;
+      v.route_gateway = route->gateway;
+    }
+    return v;
+  });
+  serve(rpc_, kMtuSendRpc, [this](NvMtuSendReq&& q, RpcRequest& req) -> Result<NvMtuSendRep> {
+    std::vector<Nid> mine = net_.local_nids();
+    if (std::find(mine.begin(), mine.end(), q.from) == mine.end())
+      return Status(Code::kInvalidArgument, q.from.to_string() + " is not an NI here");
+    UdpSocket s;
+    Status st = s.open(q.from.addr, 0);
+    if (!st.ok()) return st;
+    // Only to the address that asked, over the authenticated connection.
+    sockaddr_in to = sock_addr(req.from.addr, q.port);
+    NvMtuSendRep rep;
+    for (uint32_t size : q.sizes) {
+      NvDatagram d{NvKind::kReverse, q.token, size, {}, {}, {}};
+      std::vector<uint8_t> bytes = encode_nv_datagram(d);
+      int err = 0;
+      for (int i = 0; i < 3; ++i) err = UdpSocket::send_to(s.fd(), bytes, to);
+      (err == EMSGSIZE ? rep.too_big : rep.sent).push_back(size);
+    }
+    return rep;
+  });
 }
 
 NetverifyService::~NetverifyService() { stop(); }
@@ -341,17 +345,10 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
   std::vector<NvClockSample> samples;
   for (int i = 0; i < 3; ++i) {
     int64_t t0 = clock_.wall_now().time_since_epoch().count();
-    Buffer asked(8);
-    le::put<uint64_t>(asked.data(), peer.pack());
-    RpcReply r = rpc_.call(peer, kMsgNetverifyInfo, std::move(asked), nullptr, co);
+    Result<NvInfo> info = call(rpc_, kInfoRpc, peer, peer, co);
     int64_t t3 = clock_.wall_now().time_since_epoch().count();
-    if (!r.status.ok()) {
-      p.handshake = Status(r.status.code(), "NETVERIFY_INFO: " + r.status.message());
-      return p;
-    }
-    auto info = decode_nv_info(r.payload.span());
     if (!info.ok()) {
-      p.handshake = info.status();
+      p.handshake = Status(info.status().code(), "NETVERIFY_INFO: " + info.status().message());
       return p;
     }
     samples.push_back({t0, info->wall_unix_ns, t3});
@@ -420,9 +417,7 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
     q.port = s.port();
     q.token = next_token_.fetch_add(1) ^ (uint64_t(peer.addr) << 32);
     q.sizes = nv_mtu_ladder(peer_mtu ? peer_mtu : 1500, p.local_mtu);
-    RpcReply r = rpc_.call(peer, kMsgNetverifyMtuSend, encode_nv_mtu_send_req(q), nullptr, co);
-    auto rep =
-        r.status.ok() ? decode_nv_mtu_send_rep(r.payload.span()) : Result<NvMtuSendRep>(r.status);
+    Result<NvMtuSendRep> rep = call(rpc_, kMtuSendRpc, peer, q, co);
     if (!rep.ok()) {
       p.rev.error = "NETVERIFY_MTU_SEND: " + rep.status().message();
     } else {
@@ -464,10 +459,7 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
     };
     // The receive backlog's drops at each end, around the trains.
     auto peer_drops = [&]() -> std::optional<uint64_t> {
-      Buffer asked(8);
-      le::put<uint64_t>(asked.data(), peer.pack());
-      RpcReply r = rpc_.call(peer, kMsgNetverifyInfo, std::move(asked), nullptr, co);
-      auto info = r.status.ok() ? decode_nv_info(r.payload.span()) : Result<NvInfo>(r.status);
+      Result<NvInfo> info = call(rpc_, kInfoRpc, peer, peer, co);
       // A peer of an earlier version reports no backlog.
       if (!info.ok() || info->tcp.netdev_max_backlog == 0) return std::nullopt;
       return info->tcp.backlog_drops;

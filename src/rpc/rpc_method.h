@@ -17,6 +17,10 @@
 
 namespace pfsnet {
 
+// Where a method's encoded reply travels: in the reply message's payload, or in its bulk
+// (a page of a table, larger than a message's payload may be).
+enum class ReplyIn { kPayload, kBulk };
+
 template <class Req, class Rep>
 struct RpcMethod {
   uint32_t type;
@@ -26,7 +30,30 @@ struct RpcMethod {
   Result<Req> (*decode_request)(std::span<const uint8_t>);
   Buffer (*encode_reply)(const Rep&);
   Result<Rep> (*decode_reply)(std::span<const uint8_t>);
+  // Where serve() runs its handler: on the I/O thread (must not block) or a worker.
+  HandlerMode mode = HandlerMode::kInline;
+  ReplyIn reply_in = ReplyIn::kPayload;
 };
+
+// A request or a reply that carries nothing; anything in it is malformed.
+struct Empty {};
+inline Buffer encode_empty(const Empty&) { return Buffer(); }
+inline Result<Empty> decode_empty(std::span<const uint8_t> b) {
+  if (!b.empty())
+    return Status(Code::kProtocol, "carries " + std::to_string(b.size()) + " bytes, expected none");
+  return Empty{};
+}
+
+// The response of `m` that carries `rep`.
+template <class Req, class Rep>
+RpcResponse method_response(const RpcMethod<Req, Rep>& m, const Rep& rep) {
+  RpcResponse resp;
+  if (m.reply_in == ReplyIn::kBulk)
+    resp.bulk = make_bulk(m.encode_reply(rep));
+  else
+    resp.payload = m.encode_reply(rep);
+  return resp;
+}
 
 // The answer to one request of a typed method, now or later, once (unanswered when it
 // goes: the caller hears kCancelled, as with Responder).
@@ -34,10 +61,14 @@ template <class Rep>
 class TypedResponder {
  public:
   TypedResponder() = default;
-  TypedResponder(Responder r, Buffer (*encode)(const Rep&)) : r_(std::move(r)), encode_(encode) {}
+  TypedResponder(Responder r, Buffer (*encode)(const Rep&), ReplyIn in = ReplyIn::kPayload)
+      : r_(std::move(r)), encode_(encode), in_(in) {}
   void reply(const Rep& rep) {
     RpcResponse resp;
-    resp.payload = encode_(rep);
+    if (in_ == ReplyIn::kBulk)
+      resp.bulk = make_bulk(encode_(rep));
+    else
+      resp.payload = encode_(rep);
     r_.reply(std::move(resp));
   }
   void fail(Status s) { r_.reply(RpcResponse{std::move(s), {}, {}}); }
@@ -45,6 +76,7 @@ class TypedResponder {
  private:
   Responder r_;
   Buffer (*encode_)(const Rep&) = nullptr;
+  ReplyIn in_ = ReplyIn::kPayload;
 };
 
 // Serves `m` on `rpc` with `fn`, which gets the decoded request and answers through the
@@ -58,9 +90,26 @@ void serve_async(RpcEngine& rpc, const RpcMethod<Req, Rep>& m, Fn fn,
       [m, fn = std::move(fn)](RpcRequest& req, Responder r) {
         Result<Req> q = m.decode_request(req.payload.span());
         if (!q.ok()) return r.reply(RpcResponse{q.status(), {}, {}});
-        fn(std::move(*q), req, TypedResponder<Rep>(std::move(r), m.encode_reply));
+        fn(std::move(*q), req, TypedResponder<Rep>(std::move(r), m.encode_reply, m.reply_in));
       },
       m.exec, credit);
+}
+
+// Serves `m` on `rpc` with `fn`, which answers at once, on the thread `m.mode` names
+// (register before traffic starts). `fn(Req&&, RpcRequest&) -> Result<Rep>`; an error is
+// the caller's status.
+template <class Req, class Rep, class Fn>
+void serve(RpcEngine& rpc, const RpcMethod<Req, Rep>& m, Fn fn) {
+  rpc.handle(
+      m.type, m.name,
+      [m, fn = std::move(fn)](RpcRequest& req) -> RpcResponse {
+        Result<Req> q = m.decode_request(req.payload.span());
+        if (!q.ok()) return RpcResponse{q.status(), {}, {}};
+        Result<Rep> rep = fn(std::move(*q), req);
+        if (!rep.ok()) return RpcResponse{rep.status(), {}, {}};
+        return method_response(m, *rep);
+      },
+      m.mode, m.exec);
 }
 
 // The reply of `m` as its type, or the call's error; a reply that does not decode is
@@ -68,7 +117,7 @@ void serve_async(RpcEngine& rpc, const RpcMethod<Req, Rep>& m, Fn fn,
 template <class Req, class Rep>
 Result<Rep> decode_method_reply(const RpcMethod<Req, Rep>& m, const RpcReply& r) {
   if (!r.status.ok()) return r.status;
-  Result<Rep> rep = m.decode_reply(r.payload.span());
+  Result<Rep> rep = m.decode_reply(m.reply_in == ReplyIn::kBulk ? r.bulk.span() : r.payload.span());
   if (!rep.ok())
     return Status(Code::kProtocol,
                   std::string("malformed ") + m.name + " reply: " + rep.status().message());
@@ -82,13 +131,21 @@ Result<Rep> call(RpcEngine& rpc, const RpcMethod<Req, Rep>& m, const Nid& dst, c
   return decode_method_reply(m, rpc.call(dst, m.type, m.encode_request(req), nullptr, co));
 }
 
+// Calls `m` on `dst` with a request already encoded by `m.encode_request` (a pure core
+// that hands over wire payloads); `done(Result<Rep>)` gets the reply or the error, once.
+template <class Req, class Rep, class Fn>
+void call_encoded_async(RpcEngine& rpc, const RpcMethod<Req, Rep>& m, const Nid& dst,
+                        Buffer encoded, Fn done, const CallOptions& co) {
+  rpc.call_async(
+      dst, m.type, std::move(encoded), nullptr,
+      [m, done = std::move(done)](RpcReply&& r) mutable { done(decode_method_reply(m, r)); }, co);
+}
+
 // Calls `m` on `dst`; `done(Result<Rep>)` gets the reply or the error, once.
 template <class Req, class Rep, class Fn>
 void call_async(RpcEngine& rpc, const RpcMethod<Req, Rep>& m, const Nid& dst, const Req& req,
                 Fn done, const CallOptions& co) {
-  rpc.call_async(
-      dst, m.type, m.encode_request(req), nullptr,
-      [m, done = std::move(done)](RpcReply&& r) { done(decode_method_reply(m, r)); }, co);
+  call_encoded_async(rpc, m, dst, m.encode_request(req), std::move(done), co);
 }
 
 }  // namespace pfsnet

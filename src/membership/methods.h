@@ -1,0 +1,71 @@
+// The membership and probe-mesh RPC methods (protocol.h has their messages and codec),
+// each declared once: the MGS serves them, every node calls them.
+// Thread safety: constants.
+#pragma once
+
+#include "membership/protocol.h"
+#include "rpc/rpc_method.h"
+
+namespace pfsnet {
+
+inline const RpcMethod<RegisterReq, RegisterRep> kMgsRegisterRpc{
+    .type = kMsgMgsRegister,
+    .name = "MGS_REGISTER",
+    .exec = Execution::kOnce,
+    .encode_request = encode,
+    .decode_request = decode_register_req,
+    .encode_reply = encode,
+    .decode_reply = decode_register_rep};
+inline const RpcMethod<PingReq, PingRep> kMgsPingRpc{.type = kMsgMgsPing,
+                                                     .name = "MGS_PING",
+                                                     .exec = Execution::kOnce,
+                                                     .encode_request = encode,
+                                                     .decode_request = decode_ping_req,
+                                                     .encode_reply = encode,
+                                                     .decode_reply = decode_ping_rep};
+inline const RpcMethod<ReportReq, PingRep> kMgsReportRpc{.type = kMsgMgsReport,
+                                                         .name = "MGS_REPORT",
+                                                         .exec = Execution::kOnce,
+                                                         .encode_request = encode,
+                                                         .decode_request = decode_report_req,
+                                                         .encode_reply = encode,
+                                                         .decode_reply = decode_ping_rep};
+// A page of the MGS's table, in the reply's bulk, built on a worker.
+inline const RpcMethod<PageReq, StatusTable> kMgsStatusRpc{.type = kMsgMgsStatus,
+                                                           .name = "MGS_STATUS",
+                                                           .exec = Execution::kRepeatable,
+                                                           .encode_request = encode,
+                                                           .decode_request = decode_page_req,
+                                                           .encode_reply = encode,
+                                                           .decode_reply = decode_status_rep,
+                                                           .mode = HandlerMode::kWorker,
+                                                           .reply_in = ReplyIn::kBulk};
+// State changes, acted on by a worker (act_on may close connections).
+inline const RpcMethod<NotifyReq, Empty> kMgsNotifyRpc{.type = kMsgMgsNotify,
+                                                       .name = "MGS_NOTIFY",
+                                                       .exec = Execution::kOnce,
+                                                       .encode_request = encode,
+                                                       .decode_request = decode_notify_req,
+                                                       .encode_reply = encode_empty,
+                                                       .decode_reply = decode_empty,
+                                                       .mode = HandlerMode::kWorker};
+inline const RpcMethod<MeshSyncReq, MeshSyncRep> kMeshSyncRpc{
+    .type = kMsgMeshSync,
+    .name = "MESH_SYNC",
+    .exec = Execution::kOnce,
+    .encode_request = encode,
+    .decode_request = decode_mesh_sync_req,
+    .encode_reply = encode,
+    .decode_reply = decode_mesh_sync_rep};
+// A page of the mesh's rows, in the reply's bulk, built on a worker.
+inline const RpcMethod<PageReq, MeshMatrix> kMeshMatrixRpc{.type = kMsgMeshMatrix,
+                                                           .name = "MESH_MATRIX",
+                                                           .exec = Execution::kRepeatable,
+                                                           .encode_request = encode,
+                                                           .decode_request = decode_page_req,
+                                                           .encode_reply = encode,
+                                                           .decode_reply = decode_mesh_matrix,
+                                                           .mode = HandlerMode::kWorker,
+                                                           .reply_in = ReplyIn::kBulk};
+
+}  // namespace pfsnet
