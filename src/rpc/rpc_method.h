@@ -63,7 +63,9 @@ class TypedResponder {
   TypedResponder() = default;
   TypedResponder(Responder r, Buffer (*encode)(const Rep&), ReplyIn in = ReplyIn::kPayload)
       : r_(std::move(r)), encode_(encode), in_(in) {}
+  // Once: a responder answered already, or made empty, does nothing.
   void reply(const Rep& rep) {
+    if (answered()) return;
     RpcResponse resp;
     if (in_ == ReplyIn::kBulk)
       resp.bulk = make_bulk(encode_(rep));
@@ -72,6 +74,7 @@ class TypedResponder {
     r_.reply(std::move(resp));
   }
   void fail(Status s) { r_.reply(RpcResponse{std::move(s), {}, {}}); }
+  bool answered() const { return r_.answered(); }
 
  private:
   Responder r_;

@@ -11,6 +11,7 @@
 #include "rpc/call_batch.h"
 #include "rpc/msg_types.h"
 #include "storage/block_store.h"
+#include "wire/byte_codec.h"
 
 namespace pfsnet {
 
@@ -30,109 +31,129 @@ double process_cpu_s() {
 
 int64_t unix_ns(WallTime t) { return t.time_since_epoch().count(); }
 
-Buffer json_buffer(const json& j) { return Buffer::copy_of(std::string_view(j.dump())); }
-
-Result<json> json_of(std::span<const uint8_t> payload, const char* what) {
-  json j = json::parse(payload.begin(), payload.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return Status(Code::kProtocol, std::string(what) + ": not a JSON object");
-  return j;
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------ messages
 
+// On the wire (wire/byte_codec.h): phase (u8: 1 prepare, 2 go, 3 cpu), job (u64); a
+// prepare then: file, servers (u32 count, packed NIDs), op (u8: 1 write, 2 read), threads
+// (u32), requests (u64), size (u32), first_segment (u64), verify and direct (u8: 0 or 1).
+namespace {
+constexpr const char* kPhases[] = {"prepare", "go", "cpu"};
+constexpr const char* kOps[] = {"write", "read"};
+template <size_t N>
+uint8_t code_of(const char* const (&names)[N], const std::string& s) {
+  for (size_t i = 0; i < N; ++i)
+    if (s == names[i]) return static_cast<uint8_t>(i + 1);
+  return 0;
+}
+}  // namespace
+
 Buffer IobenchRequest::encode() const {
-  json s = json::array();
-  for (const Nid& n : servers) s.push_back(n.to_string());
-  return json_buffer({{"phase", phase},
-                      {"job", job},
-                      {"file", file},
-                      {"servers", s},
-                      {"op", op},
-                      {"threads", threads},
-                      {"requests", requests},
-                      {"size", size},
-                      {"first_segment", first_segment},
-                      {"verify", verify},
-                      {"direct", direct}});
+  ByteWriter w;
+  w.u8(code_of(kPhases, phase));
+  w.u64(job);
+  if (phase != "prepare") return w.take();
+  w.str(file);
+  w.u32(static_cast<uint32_t>(servers.size()));
+  for (const Nid& n : servers) w.u64(n.pack());
+  w.u8(code_of(kOps, op));
+  w.u32(static_cast<uint32_t>(threads));
+  w.u64(requests);
+  w.u32(size);
+  w.u64(first_segment);
+  w.u8(verify ? 1 : 0);
+  w.u8(direct ? 1 : 0);
+  return w.take();
 }
 
 Result<IobenchRequest> decode_iobench_request(std::span<const uint8_t> payload) {
   auto bad = [](const std::string& why) { return Status(Code::kProtocol, "IOBENCH: " + why); };
-  auto j = json_of(payload, "IOBENCH");
-  if (!j.ok()) return j.status();
+  ByteReader r(payload);
   IobenchRequest q;
-  q.phase = j->value("phase", json("")).is_string() ? j->value("phase", "") : "";
-  if (q.phase != "prepare" && q.phase != "go" && q.phase != "cpu")
-    return bad("phase must be prepare, go or cpu");
-  auto job = json_int(*j, "job", 0, 0, INT64_MAX);
-  if (!job.ok()) return bad(job.status().message());
-  q.job = static_cast<uint64_t>(*job);
-  if (q.phase != "prepare") return q;
-  if (!(*j)["file"].is_string()) return bad("file: a name");
-  q.file = (*j)["file"].get<std::string>();
+  uint8_t phase = r.u8();
+  q.job = r.u64();
+  if (!r.ok()) return bad("malformed request");
+  if (phase < 1 || phase > 3) return bad("phase must be prepare, go or cpu");
+  q.phase = kPhases[phase - 1];
+  if (q.phase != "prepare") return finish_decode(r, std::move(q), "IOBENCH request");
+  q.file = r.str();
+  size_t n = r.count(8);
+  for (size_t i = 0; i < n && r.ok(); ++i) {
+    auto nid = Nid::unpack(r.u64());
+    if (!nid.ok()) return bad("servers: " + nid.status().message());
+    q.servers.push_back(*nid);
+  }
+  uint8_t op = r.u8();
+  uint32_t threads = r.u32();
+  q.requests = r.u64();
+  q.size = r.u32();
+  q.first_segment = r.u64();
+  uint8_t verify = r.u8(), direct = r.u8();
+  if (!r.done()) return bad("malformed request");
   if (Status s = check_file_name(q.file); !s.ok()) return bad(s.message());
-  auto servers = json_nids((*j)["servers"], "servers");
-  if (!servers.ok()) return bad(servers.status().message());
-  if (servers->size() > IobenchRequest::kMaxServers) return bad("too many servers");
-  q.servers = std::move(*servers);
-  q.op = (*j)["op"].is_string() ? (*j)["op"].get<std::string>() : "";
-  if (q.op != "write" && q.op != "read") return bad("op must be write or read");
-  auto need = [&](const char* key, int64_t lo, int64_t hi) -> Result<int64_t> {
-    if (!j->contains(key)) return Status(Code::kInvalidArgument, std::string(key) + " missing");
-    return json_int(*j, key, lo, lo, hi);
-  };
-  auto threads = need("threads", 1, IobenchRequest::kMaxThreads);
-  auto requests = need("requests", 1, int64_t(1) << 40);
-  auto size = need("size", 1, kMaxRequestSize);
-  auto first = need("first_segment", 0, int64_t(1) << 40);
-  for (const auto* r : {&threads, &requests, &size, &first})
-    if (!r->ok()) return bad(r->status().message());
-  q.threads = static_cast<int>(*threads);
-  q.requests = static_cast<uint64_t>(*requests);
-  q.size = static_cast<uint32_t>(*size);
-  q.first_segment = static_cast<uint64_t>(*first);
+  if (q.servers.empty()) return bad("servers: none");
+  if (q.servers.size() > IobenchRequest::kMaxServers) return bad("too many servers");
+  if (op < 1 || op > 2) return bad("op must be write or read");
+  q.op = kOps[op - 1];
+  if (threads < 1 || threads > IobenchRequest::kMaxThreads)
+    return bad("threads must be 1.." + std::to_string(IobenchRequest::kMaxThreads));
+  q.threads = static_cast<int>(threads);
+  if (q.requests < 1 || q.requests > (uint64_t(1) << 40)) return bad("requests must be 1..2^40");
+  if (q.size < 1 || q.size > kMaxRequestSize)
+    return bad("size must be 1.." + std::to_string(kMaxRequestSize));
+  if (q.first_segment > (uint64_t(1) << 40)) return bad("first_segment must be 0..2^40");
   // The whole job's bytes must stay far below 2^64.
   if (q.first_segment + uint64_t(q.threads) > (uint64_t(1) << 50) / q.size / q.requests)
     return bad("the job's segments pass 1 PiB");
-  if (j->contains("verify") && !(*j)["verify"].is_boolean()) return bad("verify: true or false");
-  q.verify = j->value("verify", false);
-  if (j->contains("direct") && !(*j)["direct"].is_boolean()) return bad("direct: true or false");
-  q.direct = j->value("direct", false);
+  if (verify > 1 || direct > 1) return bad("verify and direct: 0 or 1");
+  q.verify = verify == 1;
+  q.direct = direct == 1;
   return q;
 }
 
+// A client's share of a cell (prepare, then go), or a CPU reading. A prepare is answered
+// when the client's threads wait at the barrier, a go when they have run.
+const RpcMethod<IobenchRequest, IobenchNodeResult> kIobenchRpc{
+    .type = kMsgIobench,
+    .name = "IOBENCH",
+    .exec = Execution::kOnce,
+    .encode_request = [](const IobenchRequest& q) { return q.encode(); },
+    .decode_request = decode_iobench_request,
+    .encode_reply = encode_iobench_result,
+    .decode_reply = decode_iobench_result};
+
+// bytes, errors (u64), first_error (a string, at most 255 bytes), start and end (i64, ns
+// since the epoch), cpu_s (f64).
 Buffer encode_iobench_result(const IobenchNodeResult& r) {
-  return json_buffer({{"bytes", r.bytes},
-                      {"errors", r.errors},
-                      {"first_error", r.first_error},
-                      {"start_unix_ns", r.start_unix_ns},
-                      {"end_unix_ns", r.end_unix_ns},
-                      {"cpu_s", r.cpu_s}});
+  ByteWriter w;
+  w.u64(r.bytes);
+  w.u64(r.errors);
+  w.str(r.first_error);
+  w.i64(r.start_unix_ns);
+  w.i64(r.end_unix_ns);
+  w.f64(r.cpu_s);
+  return w.take();
 }
 
 Result<IobenchNodeResult> decode_iobench_result(std::span<const uint8_t> payload) {
-  auto j = json_of(payload, "IOBENCH reply");
-  if (!j.ok()) return j.status();
+  ByteReader rd(payload);
   IobenchNodeResult r;
-  auto bytes = json_int(*j, "bytes", 0, 0, int64_t(1) << 62);
-  auto errors = json_int(*j, "errors", 0, 0, int64_t(1) << 62);
-  auto start = json_int(*j, "start_unix_ns", 0, 0, INT64_MAX);
-  auto end = json_int(*j, "end_unix_ns", 0, 0, INT64_MAX);
-  auto cpu = json_number(*j, "cpu_s", 0, 0, 1e9);
-  for (const auto* x : {&bytes, &errors, &start, &end})
-    if (!x->ok()) return Status(Code::kProtocol, "IOBENCH reply: " + x->status().message());
-  if (!cpu.ok()) return Status(Code::kProtocol, "IOBENCH reply: " + cpu.status().message());
-  if (*end < *start) return Status(Code::kProtocol, "IOBENCH reply: ends before it starts");
-  r.bytes = static_cast<uint64_t>(*bytes);
-  r.errors = static_cast<uint64_t>(*errors);
-  r.start_unix_ns = *start;
-  r.end_unix_ns = *end;
-  r.cpu_s = *cpu;
-  if (j->contains("first_error") && (*j)["first_error"].is_string())
-    r.first_error = (*j)["first_error"].get<std::string>().substr(0, 1024);
+  r.bytes = rd.u64();
+  r.errors = rd.u64();
+  r.first_error = rd.str();
+  r.start_unix_ns = rd.i64();
+  r.end_unix_ns = rd.i64();
+  r.cpu_s = rd.f64();
+  if (!rd.done()) return Status(Code::kProtocol, "malformed IOBENCH reply");
+  auto bad = [](const char* why) {
+    return Status(Code::kProtocol, std::string("IOBENCH reply: ") + why);
+  };
+  if (r.bytes > (uint64_t(1) << 62) || r.errors > (uint64_t(1) << 62))
+    return bad("counts out of range");
+  if (r.start_unix_ns < 0 || r.end_unix_ns < 0) return bad("times before 1970");
+  if (r.end_unix_ns < r.start_unix_ns) return bad("ends before it starts");
+  if (r.cpu_s > 1e9) return bad("cpu_s out of range");
   return r;
 }
 
@@ -146,7 +167,7 @@ struct IobenchService::Job {
   bool go GUARDED_BY(mu) = false;
   bool cancelled GUARDED_BY(mu) = false;
   bool done GUARDED_BY(mu) = false;
-  Responder go_reply GUARDED_BY(mu);
+  TypedResponder<IobenchNodeResult> go_reply GUARDED_BY(mu);
   IobenchNodeResult result GUARDED_BY(mu);
 
   void fail(const std::string& why) REQUIRES(mu) {
@@ -207,8 +228,10 @@ IobenchService::IobenchService(RpcEngine& rpc, Clock& clock,
                                std::function<StripedFileOptions()> options,
                                Duration barrier_timeout)
     : rpc_(rpc), clock_(clock), options_(std::move(options)), barrier_timeout_(barrier_timeout) {
-  rpc_.handle_async(kMsgIobench, "IOBENCH",
-                    [this](RpcRequest& req, Responder r) { handle(req, std::move(r)); });
+  serve_async(rpc_, kIobenchRpc,
+              [this](IobenchRequest&& q, RpcRequest&, TypedResponder<IobenchNodeResult> r) {
+                handle(std::move(q), std::move(r));
+              });
 }
 
 IobenchService::~IobenchService() { stop(); }
@@ -247,54 +270,46 @@ void IobenchService::reap_finished() {
   for (std::thread& t : threads) t.join();
 }
 
-void IobenchService::handle(RpcRequest& req, Responder r) {
-  auto q = decode_iobench_request(req.payload.span());
-  RpcResponse resp;
-  if (!q.ok()) {
-    resp.status = q.status();
-    return r.reply(std::move(resp));
-  }
-  if (q->phase == "cpu") {
+void IobenchService::handle(IobenchRequest&& q, TypedResponder<IobenchNodeResult> r) {
+  if (q.phase == "cpu") {
     IobenchNodeResult c;
     c.cpu_s = process_cpu_s();
-    resp.payload = encode_iobench_result(c);
-    return r.reply(std::move(resp));
+    return r.reply(c);
   }
-  if (q->phase == "go") return go(q->job, std::move(r));
-  prepare(*q, std::move(r));
+  if (q.phase == "go") return go(q.job, std::move(r));
+  prepare(q, std::move(r));
 }
 
-void IobenchService::prepare(const IobenchRequest& q, Responder r) {
+void IobenchService::prepare(const IobenchRequest& q, TypedResponder<IobenchNodeResult> r) {
   reap_finished();
   auto job = std::make_shared<Job>();
   job->q = q;
   {
     MutexLock lk(mu_);
-    RpcResponse resp;
-    if (stopped_) resp.status = Status(Code::kCancelled, "node stopping");
+    Status refused;
+    if (stopped_) refused = Status(Code::kCancelled, "node stopping");
     if (jobs_.count(q.job))
-      resp.status = Status(Code::kInvalidArgument, "job " + std::to_string(q.job) + " exists");
-    if (!resp.status.ok()) {
+      refused = Status(Code::kInvalidArgument, "job " + std::to_string(q.job) + " exists");
+    if (!refused.ok()) {
       lk.unlock();
-      return r.reply(std::move(resp));
+      return r.fail(std::move(refused));
     }
     jobs_[q.job] = job;
   }
   // The job's own thread: opens the file (RPCs: not on this RPC thread), runs the threads,
   // answers prepare and later go, then hands itself to be joined.
-  auto prepared = std::make_shared<Responder>(std::move(r));
+  auto prepared = std::make_shared<TypedResponder<IobenchNodeResult>>(std::move(r));
   auto body = [this, job, prepared] {
     StripedFileOptions fo = options_();
     fo.direct_writes = job->q.direct;
     auto opened = StripedFile::open(rpc_, job->q.file, job->q.servers, fo);
-    RpcResponse ready;
     if (opened.ok()) {
       job->file = std::move(*opened);
       TimePoint until = Steady::now() + barrier_timeout_;
       std::vector<std::thread> threads;
       for (int t = 0; t < job->q.threads; ++t)
         threads.emplace_back([this, job, t, until] { job->run(t, until, clock_); });
-      prepared->reply(std::move(ready));
+      prepared->reply(IobenchNodeResult{});  // ready
       double cpu0 = 0;
       {
         MutexLock lk(job->mu);
@@ -306,20 +321,19 @@ void IobenchService::prepare(const IobenchRequest& q, Responder r) {
       }
       for (std::thread& t : threads) t.join();
       Status closed = job->file->close();
-      Responder answer;
-      RpcResponse resp;
+      TypedResponder<IobenchNodeResult> answer;
+      IobenchNodeResult result;
       {
         MutexLock lk(job->mu);
         if (!closed.ok()) job->fail(closed.message());
         job->result.cpu_s = process_cpu_s() - cpu0;
         job->done = true;
-        resp.payload = encode_iobench_result(job->result);
+        result = job->result;
         answer = std::move(job->go_reply);
       }
-      answer.reply(std::move(resp));  // no go (the barrier timed out): nobody to answer
+      answer.reply(result);  // no go (the barrier timed out): nobody to answer
     } else {
-      ready.status = opened.status();
-      prepared->reply(std::move(ready));
+      prepared->fail(opened.status());
     }
     MutexLock lk(mu_);
     jobs_.erase(job->q.job);
@@ -337,24 +351,20 @@ void IobenchService::prepare(const IobenchRequest& q, Responder r) {
   running_.emplace_back(std::move(body));
 }
 
-void IobenchService::go(uint64_t id, Responder r) {
+void IobenchService::go(uint64_t id, TypedResponder<IobenchNodeResult> r) {
   std::shared_ptr<Job> job;
   {
     MutexLock lk(mu_);
     auto it = jobs_.find(id);
     if (it != jobs_.end()) job = it->second;
   }
-  RpcResponse resp;
-  if (!job) {
-    resp.status = Status(Code::kNotFound, "no job " + std::to_string(id) + " prepared here");
-    return r.reply(std::move(resp));
-  }
+  if (!job)
+    return r.fail(Status(Code::kNotFound, "no job " + std::to_string(id) + " prepared here"));
   MutexLock lk(job->mu);
   if (job->go || job->done || job->cancelled) {
-    resp.status = Status(Code::kInvalidArgument,
-                         "job " + std::to_string(id) + " has started or ended already");
     lk.unlock();
-    return r.reply(std::move(resp));
+    return r.fail(Status(Code::kInvalidArgument,
+                         "job " + std::to_string(id) + " has started or ended already"));
   }
   job->go = true;
   job->go_reply = std::move(r);
@@ -433,23 +443,28 @@ uint64_t IobenchSpec::requests_for(int n, int t) const {
 
 namespace {
 
-// One RPC to each of `to` at once; every reply, in order.
-std::vector<RpcReply> call_all(RpcEngine& rpc, const std::vector<Nid>& to,
-                               const std::function<Buffer(size_t)>& payload, Duration timeout) {
+// One IOBENCH to each of `to` at once; every reply, in order.
+std::vector<Result<IobenchNodeResult>> call_all(
+    RpcEngine& rpc, const std::vector<Nid>& to,
+    const std::function<IobenchRequest(size_t)>& request, Duration timeout) {
   CallBatch batch(rpc);
   CallOptions co;
   co.timeout = timeout;
-  for (size_t i = 0; i < to.size(); ++i) batch.add(to[i], kMsgIobench, payload(i), nullptr, co);
+  for (size_t i = 0; i < to.size(); ++i)
+    batch.add(to[i], kIobenchRpc.type, kIobenchRpc.encode_request(request(i)), nullptr, co);
   // Every call ends by its own deadline; the margin covers the callbacks.
   batch.wait(timeout + std::chrono::seconds(30));
-  return batch.take();
+  std::vector<Result<IobenchNodeResult>> out;
+  for (const RpcReply& r : batch.take()) out.push_back(decode_method_reply(kIobenchRpc, r));
+  return out;
 }
 
-Status first_error(const std::vector<RpcReply>& rs, const std::vector<Nid>& to, const char* what) {
+Status first_error(const std::vector<Result<IobenchNodeResult>>& rs, const std::vector<Nid>& to,
+                   const char* what) {
   for (size_t i = 0; i < rs.size(); ++i)
-    if (!rs[i].status.ok())
-      return Status(rs[i].status.code(),
-                    std::string(what) + " on " + to[i].to_string() + ": " + rs[i].status.message());
+    if (!rs[i].ok())
+      return Status(rs[i].status().code(), std::string(what) + " on " + to[i].to_string() + ": " +
+                                               rs[i].status().message());
   return Status::Ok();
 }
 
@@ -457,14 +472,10 @@ Result<double> servers_cpu(RpcEngine& rpc, const std::vector<Nid>& servers) {
   IobenchRequest q;
   q.phase = "cpu";
   auto rs = call_all(
-      rpc, servers, [&](size_t) { return q.encode(); }, std::chrono::seconds(10));
+      rpc, servers, [&](size_t) { return q; }, std::chrono::seconds(10));
   if (Status s = first_error(rs, servers, "cpu reading"); !s.ok()) return s;
   double cpu = 0;
-  for (size_t i = 0; i < rs.size(); ++i) {
-    auto r = decode_iobench_result(rs[i].payload.span());
-    if (!r.ok()) return r.status();
-    cpu += r->cpu_s;
-  }
+  for (const Result<IobenchNodeResult>& r : rs) cpu += r->cpu_s;
   return cpu;
 }
 
@@ -496,7 +507,7 @@ Result<json> run_iobench(RpcEngine& rpc, const IobenchSpec& spec,
             rpc, clients,
             [&](size_t i) {
               q.first_segment = uint64_t(i) * uint64_t(t);
-              return q.encode();
+              return q;
             },
             std::chrono::seconds(30));
         if (Status s = first_error(ready, clients, "prepare"); !s.ok()) return s;
@@ -507,7 +518,7 @@ Result<json> run_iobench(RpcEngine& rpc, const IobenchSpec& spec,
         g.job = q.job;
         auto t0 = Steady::now();
         auto done = call_all(
-            rpc, clients, [&](size_t) { return g.encode(); }, timeout);
+            rpc, clients, [&](size_t) { return g; }, timeout);
         double span_s = std::chrono::duration<double>(Steady::now() - t0).count();
         if (Status s = first_error(done, clients, "run"); !s.ok()) return s;
         auto cpu1 = servers_cpu(rpc, spec.servers);
@@ -517,9 +528,7 @@ Result<json> run_iobench(RpcEngine& rpc, const IobenchSpec& spec,
         double client_cpu = 0;
         std::string first;
         for (size_t i = 0; i < done.size(); ++i) {
-          auto r = decode_iobench_result(done[i].payload.span());
-          if (!r.ok())
-            return Status(r.status().code(), clients[i].to_string() + ": " + r.status().message());
+          const Result<IobenchNodeResult>& r = done[i];
           bytes += r->bytes;
           errors += r->errors;
           if (first.empty() && !r->first_error.empty())

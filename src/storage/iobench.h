@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "base/mutex.h"
-#include "rpc/rpc_engine.h"
+#include "rpc/rpc_method.h"
 #include "storage/striped_file.h"
 
 namespace pfsnet {
@@ -50,7 +50,7 @@ struct IobenchRequest {
   bool verify = false;         // prepare, read: check the offsets the writes left
   bool direct = false;         // prepare, write: O_DIRECT's writes (direct_writes)
 
-  Buffer encode() const;  // JSON text
+  Buffer encode() const;  // wire/byte_codec.h fields
 };
 // Decodes a peer's IOBENCH request; every field checked (kProtocol).
 Result<IobenchRequest> decode_iobench_request(std::span<const uint8_t> payload);
@@ -79,9 +79,9 @@ class IobenchService {
 
  private:
   struct Job;
-  void handle(RpcRequest& req, Responder r);
-  void prepare(const IobenchRequest& q, Responder r);
-  void go(uint64_t id, Responder r);
+  void handle(IobenchRequest&& q, TypedResponder<IobenchNodeResult> r);
+  void prepare(const IobenchRequest& q, TypedResponder<IobenchNodeResult> r);
+  void go(uint64_t id, TypedResponder<IobenchNodeResult> r);
   void reap_finished() EXCLUDES(mu_);
 
   RpcEngine& rpc_;

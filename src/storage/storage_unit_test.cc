@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
 #include <filesystem>
 #include <random>
 
@@ -291,43 +292,73 @@ TEST(IobenchTest, MessagesAndSpecsAreChecked) {
   EXPECT_EQ(d->threads, 4);
   EXPECT_EQ(d->first_segment, 8u);
   EXPECT_TRUE(d->direct);
-  auto bad = [](const std::string& text) {
-    auto r = decode_iobench_request(
-        std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  EXPECT_EQ(d->file, "bench");
+  EXPECT_EQ(d->servers, q.servers);
+  EXPECT_EQ(d->requests, 10u);
+  auto refused = [](const Buffer& b) {
+    auto r = decode_iobench_request(b.span());
     return !r.ok() && r.status().code() == Code::kProtocol;
   };
-  std::string ok_tail = R"("servers":["127.0.0.1@tcp"],"op":"write","threads":1,"requests":1,)"
-                        R"("size":4096,"first_segment":0})";
-  EXPECT_FALSE(bad(R"({"phase":"prepare","job":1,"file":"f",)" + ok_tail));
-  EXPECT_TRUE(bad(R"({"phase":"prepare","job":1,"direct":1,"file":"f",)" + ok_tail));
-  EXPECT_TRUE(bad("not json"));
-  EXPECT_TRUE(bad(R"({"phase":"erase","job":1})"));
-  EXPECT_TRUE(bad(R"({"phase":"prepare","job":1,"file":"../f",)" + ok_tail));
-  EXPECT_TRUE(bad(R"({"phase":"prepare","job":-1,"file":"f",)" + ok_tail));
-  EXPECT_TRUE(bad(R"({"phase":"prepare","job":1,"file":"f","servers":[],"op":"write",)"
-                  R"("threads":1,"requests":1,"size":4096,"first_segment":0})"));
-  EXPECT_TRUE(bad(R"({"phase":"prepare","job":1,"file":"f","servers":["127.0.0.1@tcp"],)"
-                  R"("op":"write","threads":100000,"requests":1,"size":4096,"first_segment":0})"));
-  // A count left out.
-  EXPECT_TRUE(bad(R"({"phase":"prepare","job":1,"file":"f","servers":["127.0.0.1@tcp"],)"
-                  R"("op":"write","requests":1,"size":4096,"first_segment":0})"));
+  auto refused_with = [&](auto change) {
+    IobenchRequest x = q;
+    change(x);
+    return refused(x.encode());
+  };
+  EXPECT_FALSE(refused(q.encode()));
+  EXPECT_TRUE(refused_with([](IobenchRequest& x) { x.phase = "erase"; }));
+  EXPECT_TRUE(refused_with([](IobenchRequest& x) { x.file = "../f"; }));
+  EXPECT_TRUE(refused_with([](IobenchRequest& x) { x.servers.clear(); }));
+  EXPECT_TRUE(refused_with([](IobenchRequest& x) { x.op = "erase"; }));
+  EXPECT_TRUE(refused_with([](IobenchRequest& x) { x.threads = 0; }));
+  EXPECT_TRUE(refused_with([](IobenchRequest& x) { x.threads = 100000; }));
+  EXPECT_TRUE(refused_with([](IobenchRequest& x) { x.requests = 0; }));
+  EXPECT_TRUE(refused_with([](IobenchRequest& x) { x.size = 0; }));
   // Segments past 1 PiB.
-  EXPECT_TRUE(bad(R"({"phase":"prepare","job":1,"file":"f","servers":["127.0.0.1@tcp"],)"
-                  R"("op":"write","threads":1,"requests":1099511627776,"size":67108864,)"
-                  R"("first_segment":0})"));
+  EXPECT_TRUE(refused_with([](IobenchRequest& x) {
+    x.requests = uint64_t(1) << 40;
+    x.size = 64 << 20;
+  }));
+  // A flag that is neither 0 nor 1 (the last byte), a field cut short, a byte too many.
+  Buffer flag = q.encode();
+  flag.data()[flag.size() - 1] = 2;
+  EXPECT_TRUE(refused(flag));
+  Buffer whole = q.encode();
+  for (size_t n = 0; n < whole.size(); ++n)
+    EXPECT_TRUE(
+        refused(Buffer::copy_of(std::string_view(reinterpret_cast<const char*>(whole.data()), n))))
+        << n << " bytes";
+  std::string longer(reinterpret_cast<const char*>(whole.data()), whole.size());
+  EXPECT_TRUE(refused(Buffer::copy_of(std::string_view(longer + "x"))));
+  // A go carries its job only.
+  IobenchRequest go;
+  go.phase = "go";
+  go.job = 7;
+  auto g = decode_iobench_request(go.encode().span());
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->phase, "go");
+  EXPECT_EQ(g->job, 7u);
+  EXPECT_EQ(go.encode().size(), 9u);
+  EXPECT_TRUE(refused(Buffer::copy_of(std::string_view("not json"))));
+
   IobenchNodeResult res;
   res.bytes = 100;
   res.start_unix_ns = 5;
   res.end_unix_ns = 9;
   res.cpu_s = 0.5;
+  res.first_error = "read 7: mismatch";
   auto back = decode_iobench_result(encode_iobench_result(res).span());
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->bytes, 100u);
   EXPECT_DOUBLE_EQ(back->cpu_s, 0.5);
-  std::string rev = R"({"bytes":1,"start_unix_ns":9,"end_unix_ns":5})";
-  EXPECT_FALSE(
-      decode_iobench_result(std::span(reinterpret_cast<const uint8_t*>(rev.data()), rev.size()))
-          .ok());
+  EXPECT_EQ(back->first_error, "read 7: mismatch");
+  IobenchNodeResult rev = res;
+  rev.start_unix_ns = 9;
+  rev.end_unix_ns = 5;
+  EXPECT_EQ(decode_iobench_result(encode_iobench_result(rev).span()).status().code(),
+            Code::kProtocol);
+  IobenchNodeResult nan = res;
+  nan.cpu_s = std::nan("");
+  EXPECT_FALSE(decode_iobench_result(encode_iobench_result(nan).span()).ok());
 
   nlohmann::json spec = {{"clients", {"127.0.0.2@tcp", "127.0.0.3@tcp"}},
                          {"servers", {"127.0.0.1@tcp"}},
