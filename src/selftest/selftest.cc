@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/mutex.h"
 #include "rpc/ping.h"
+#include "rpc/rpc_method.h"
 #include "wire/byte_codec.h"
 
 namespace pfsnet {
@@ -151,6 +152,16 @@ Buffer LoadRequest::encode() const {
   return w.take();
 }
 
+namespace {
+// A load's size against the node's max_bulk (known to the node, not to the codec).
+Status check_load_size(uint32_t size, uint32_t max_bulk) {
+  if (size > max_bulk)
+    return Status(Code::kProtocol,
+                  "SELFTEST_RUN: size must be 0.." + std::to_string(max_bulk) + " bytes");
+  return Status::Ok();
+}
+}  // namespace
+
 Result<LoadRequest> decode_load_request(std::span<const uint8_t> payload, uint32_t max_bulk) {
   auto bad = [](const std::string& why) { return Status(Code::kProtocol, "SELFTEST_RUN: " + why); };
   ByteReader r(payload);
@@ -171,7 +182,7 @@ Result<LoadRequest> decode_load_request(std::span<const uint8_t> payload, uint32
   if (!r.done()) return bad("malformed (targets, test, mode, size, concurrency, duration_s)");
   if (q.test != "ping" && q.test != "brw") return bad("test must be ping or brw");
   if (q.mode != "write" && q.mode != "read") return bad("mode must be write or read");
-  if (size > max_bulk) return bad("size must be 0.." + std::to_string(max_bulk) + " bytes");
+  if (Status st = check_load_size(size, max_bulk); !st.ok()) return st;
   if (conc < 1 || conc > 4096) return bad("concurrency must be 1..4096");
   if (!(dur > 0 && dur <= 3600)) return bad("duration_s must be more than 0, at most 3600");
   q.size = size;
@@ -290,27 +301,27 @@ json SelftestSpec::to_json() const {
           {"link_mbit", link_mbit}};
 }
 
+namespace {
+// One client's share of a self-test, run for its duration on a worker of the client.
+const RpcMethod<LoadRequest, ClientResult> kRunRpc{
+    .type = kMsgSelftestRun,
+    .name = "SELFTEST_RUN",
+    .exec = Execution::kOnce,
+    .encode_request = [](const LoadRequest& q) { return q.encode(); },
+    // The size is checked against the serving node's max_bulk by the handler.
+    .decode_request = [](std::span<const uint8_t> b) { return decode_load_request(b, UINT32_MAX); },
+    .encode_reply = encode_client_result,
+    .decode_reply = decode_client_result,
+    .mode = HandlerMode::kWorker};
+}  // namespace
+
 void serve_selftest(RpcEngine& rpc, Clock& clock) {
-  rpc.handle(
-      kMsgSelftestRun,
-      [&rpc, &clock](RpcRequest& r) {
-        RpcResponse resp;
-        auto req = decode_load_request(r.payload.span(), rpc.max_bulk());
-        if (!req.ok()) {
-          resp.status = req.status();
-          return resp;
-        }
-        PFS_LOG_INFO("selftest: {} from {}: {} in flight for {} s", req->test, r.from.to_string(),
-                     req->concurrency, req->duration_s);
-        Result<ClientResult> res = run_load(rpc, clock, *req);
-        if (!res.ok()) {
-          resp.status = res.status();
-          return resp;
-        }
-        resp.payload = encode_client_result(*res);
-        return resp;
-      },
-      HandlerMode::kWorker);
+  serve(rpc, kRunRpc, [&rpc, &clock](LoadRequest&& q, RpcRequest& r) -> Result<ClientResult> {
+    if (Status st = check_load_size(q.size, rpc.max_bulk()); !st.ok()) return st;
+    PFS_LOG_INFO("selftest: {} from {}: {} in flight for {} s", q.test, r.from.to_string(),
+                 q.concurrency, q.duration_s);
+    return run_load(rpc, clock, q);
+  });
 }
 
 Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
@@ -318,10 +329,10 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
   size_t nc = spec.clients.size(), ns = spec.servers.size();
   for (int conc : spec.concurrency) {
     struct Collect {
-      explicit Collect(size_t n) : replies(n) {}
+      explicit Collect(size_t n) : replies(n, Status(Code::kTimeout, "no reply")) {}
       Mutex mu;
       CondVar cv;
-      std::vector<RpcReply> replies GUARDED_BY(mu);
+      std::vector<Result<ClientResult>> replies GUARDED_BY(mu);
       size_t done GUARDED_BY(mu) = 0;
     };
     auto col = std::make_shared<Collect>(nc);
@@ -346,22 +357,17 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
         // This node is one of the clients: run its share here, not through a connection
         // to itself (which link emulation would also delay).
         locals.emplace_back([col, i, req, &rpc] {
-          RpcReply r;
           Result<ClientResult> res = run_load(rpc, rpc.net().clock(), req);
-          if (res.ok())
-            r.payload = encode_client_result(*res);
-          else
-            r.status = res.status();
           MutexLock lk(col->mu);
-          col->replies[i] = std::move(r);
+          col->replies[i] = std::move(res);
           ++col->done;
           col->cv.notify_all();
         });
         continue;
       }
-      rpc.call_async(
-          spec.clients[i], kMsgSelftestRun, req.encode(), nullptr,
-          [col, i](RpcReply&& r) {
+      call_async(
+          rpc, kRunRpc, spec.clients[i], req,
+          [col, i](Result<ClientResult> r) {
             MutexLock lk(col->mu);
             col->replies[i] = std::move(r);
             ++col->done;
@@ -370,7 +376,7 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
           co);
     }
     for (auto& t : locals) t.join();  // bounded: run_load ends by its own deadline
-    std::vector<RpcReply> replies;
+    std::vector<Result<ClientResult>> replies;
     {
       MutexLock lk(col->mu);
       col->cv.wait_for(lk, co.timeout + std::chrono::seconds(5),
@@ -386,11 +392,7 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
     std::vector<double> timeline;  // MiB completed in each second, all clients
     json per_client = json::array();
     for (size_t i = 0; i < nc; ++i) {
-      RpcReply& r = replies[i];
-      if (!r.status.ok())
-        return Status(r.status.code(),
-                      "selftest on " + spec.clients[i].to_string() + ": " + r.status.message());
-      auto c = decode_client_result(r.payload.span());
+      const Result<ClientResult>& c = replies[i];
       if (!c.ok())
         return Status(c.status().code(),
                       "selftest on " + spec.clients[i].to_string() + ": " + c.status().message());
