@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "storage/methods.h"
 #include "storage/protocol.h"
 
 namespace pfsnet {
@@ -31,19 +32,10 @@ struct BlockService::Op {
 
 BlockService::BlockService(BlockServiceOptions opts, RpcEngine& rpc, RpcStats* stats, Clock& clock)
     : opts_(std::move(opts)), rpc_(rpc), stats_(stats), clock_(clock) {
-  rpc_.handle_async(
-      kMsgBlockInfo, "BLOCK_INFO",
-      [this](RpcRequest&, Responder resp) {
-        RpcResponse r;
-        if (!serving()) {
-          r.status = Status(Code::kNotFound, "no block targets here");
-        } else {
-          r.payload = encode_block_info(
-              {opts_.block_size, static_cast<uint32_t>(opts_.targets.size()), opts_.capacity});
-        }
-        resp.reply(std::move(r));
-      },
-      Execution::kRepeatable);
+  serve(rpc_, kBlockInfoRpc, [this](Empty&&, RpcRequest&) -> Result<BlockInfo> {
+    if (!serving()) return Status(Code::kNotFound, "no block targets here");
+    return BlockInfo{opts_.block_size, static_cast<uint32_t>(opts_.targets.size()), opts_.capacity};
+  });
   rpc_.handle_async(kMsgBlockWrite, "BLOCK_WRITE", [this](RpcRequest& req, Responder resp) {
     on_io(kMsgBlockWrite, req, std::move(resp));
   });

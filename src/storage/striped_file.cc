@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "rpc/call_batch.h"
 #include "storage/block_store.h"
+#include "storage/methods.h"
 #include "storage/protocol.h"
 
 namespace pfsnet {
@@ -30,11 +31,10 @@ Result<std::unique_ptr<StripedFile>> StripedFile::open(RpcEngine& rpc, const std
   CallOptions co;
   co.timeout = std::min<Duration>(opts.timeout, std::chrono::seconds(10));
   for (const Nid& s : servers) {
-    RpcReply r = rpc.call(s, kMsgBlockInfo, Buffer(), nullptr, co);
-    if (!r.status.ok())
-      return Status(r.status.code(), "block server " + s.to_string() + ": " + r.status.message());
-    auto info = decode_block_info(r.payload.span());
-    if (!info.ok()) return Status(Code::kProtocol, s.to_string() + ": " + info.status().message());
+    Result<BlockInfo> info = call(rpc, kBlockInfoRpc, s, Empty{}, co);
+    if (!info.ok())
+      return Status(info.status().code(),
+                    "block server " + s.to_string() + ": " + info.status().message());
     if (info->targets == 0)
       return Status(Code::kInvalidArgument, "block server " + s.to_string() + " has no targets");
     if (block_size && info->block_size != block_size)

@@ -129,12 +129,6 @@ Result<TokenRangeMsg> decode_range(std::span<const uint8_t> b) {
 Result<TokenRangeMsg> decode_file(std::span<const uint8_t> b) {
   return decode_token_range(b, false);
 }
-struct NoReply {};
-Buffer encode_none(const NoReply&) { return Buffer(); }
-Result<NoReply> decode_none(std::span<const uint8_t> b) {
-  if (!b.empty()) return Status(Code::kProtocol, "TOKEN_RELEASE: its reply carries nothing");
-  return NoReply{};
-}
 const RpcMethod<TokenRangeMsg, TokenRangeMsg> kAcquire{.type = kMsgTokenAcquire,
                                                        .name = "TOKEN_ACQUIRE",
                                                        .exec = Execution::kOnce,
@@ -149,13 +143,13 @@ const RpcMethod<TokenRangeMsg, TokenRangeMsg> kRevoke{.type = kMsgTokenRevoke,
                                                       .decode_request = decode_range,
                                                       .encode_reply = encode_token_range,
                                                       .decode_reply = decode_range};
-const RpcMethod<TokenRangeMsg, NoReply> kRelease{.type = kMsgTokenRelease,
-                                                 .name = "TOKEN_RELEASE",
-                                                 .exec = Execution::kOnce,
-                                                 .encode_request = encode_token_range,
-                                                 .decode_request = decode_file,
-                                                 .encode_reply = encode_none,
-                                                 .decode_reply = decode_none};
+const RpcMethod<TokenRangeMsg, Empty> kRelease{.type = kMsgTokenRelease,
+                                               .name = "TOKEN_RELEASE",
+                                               .exec = Execution::kOnce,
+                                               .encode_request = encode_token_range,
+                                               .decode_request = decode_file,
+                                               .encode_reply = encode_empty,
+                                               .decode_reply = decode_empty};
 
 // An answer naming the range [start, e) of `file` with end <= e <= most: a grant (at least
 // the range asked for, within the one desired), or what a holder released.
@@ -218,14 +212,13 @@ TokenService::TokenService(RpcEngine& rpc, const Clock& clock, Duration timeout)
         on_revoke(std::move(m), std::move(r));
       },
       AsyncCredit::kReturned);
-  serve_async(rpc_, kRelease,
-              [this](TokenRangeMsg&& m, RpcRequest& req, TypedResponder<NoReply> r) {
-                {
-                  MutexLock lk(mu_);
-                  table_.drop(m.file, req.from);
-                }
-                r.reply(NoReply{});
-              });
+  serve_async(rpc_, kRelease, [this](TokenRangeMsg&& m, RpcRequest& req, TypedResponder<Empty> r) {
+    {
+      MutexLock lk(mu_);
+      table_.drop(m.file, req.from);
+    }
+    r.reply(Empty{});
+  });
 }
 
 TokenService::~TokenService() { stop(); }
@@ -404,7 +397,7 @@ void TokenService::release(const Nid& manager, const std::string& file) {
   co.timeout = timeout_;
   co.urgent = true;
   call_async(
-      rpc_, kRelease, manager, TokenRangeMsg{file, 0, 0, 0}, [](Result<NoReply>) {}, co);
+      rpc_, kRelease, manager, TokenRangeMsg{file, 0, 0, 0}, [](Result<Empty>) {}, co);
 }
 
 void TokenService::add_holder(TokenHolder* h) {
