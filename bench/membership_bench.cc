@@ -9,8 +9,10 @@
 
 #include "base/log.h"
 #include "figure.h"
+#include "membership/methods.h"
 #include "membership/service.h"
 #include "membership/simulation.h"
+#include "rpc/node_core.h"
 #include "transport/tcp_transport.h"
 
 using namespace pfsnet;
@@ -40,31 +42,38 @@ double end_to_end_pings_per_s(double seconds, int window) {
   cfg.nets = {NetConfig{mgs_nid, 7988}};
   cfg.lnet.peer_credits = 256;
   cfg.lnet.credits = 1024;
-  TransportOptions to;
-  to.cluster_key = "membership-bench-cluster-key-0001";
-  auto tcp = [&](Nid n) {
-    return [&clock, to, n](TransportEvents& ev) -> std::unique_ptr<Transport> {
-      return std::make_unique<TcpTransport>(to, std::vector<Nid>{n}, clock, ev);
+  // Two node cores over plain TCP, no driver, statistics or health monitor: the MGS's
+  // service is the only work.
+  auto core = [&](Nid n) {
+    NodeCoreOptions o;
+    o.cfg = cfg;
+    o.cfg.nets = {NetConfig{n, 7988}};
+    o.clock = &clock;
+    o.stats = false;
+    o.health = false;
+    RpcOptions ro;
+    ro.max_rpcs_in_flight = window;
+    ro.workers = 1;
+    ro.spin = std::chrono::microseconds(0);
+    o.rpc = ro;
+    o.make_transport = [n](TransportEvents& ev, NodeCore& c) -> std::unique_ptr<Transport> {
+      TransportOptions to;
+      to.cluster_key = "membership-bench-cluster-key-0001";
+      return std::make_unique<TcpTransport>(to, std::vector<Nid>{n}, c.clock(), ev);
     };
+    return std::make_unique<NodeCore>(std::move(o));
   };
-  RpcOptions ro;
-  ro.max_rpcs_in_flight = window;
-  ro.workers = 1;
-  ro.spin = std::chrono::microseconds(0);
-  Net mnet(NetOptions::from(cfg), {mgs_nid}, clock, tcp(mgs_nid));
-  RpcEngine mrpc(mnet, ro);
-  MembershipService svc(cfg, mnet, mrpc, clock);
-  Net cnet(NetOptions::from(cfg), {cli_nid}, clock, tcp(cli_nid));
-  RpcEngine crpc(cnet, ro);
-  if (!mnet.start().ok() || !cnet.start().ok()) return 0;
+  auto mgs = core(mgs_nid);
+  MembershipService svc(cfg, mgs->net(), mgs->rpc(), clock);
+  auto cli = core(cli_nid);
+  RpcEngine& crpc = cli->rpc();
+  if (!mgs->start(Duration::zero()).ok() || !cli->start(Duration::zero()).ok()) return 0;
   std::vector<Buffer> pings;
   for (uint32_t i = 0; i < 10000; ++i) {
     Nid n;
     n.addr = (10u << 24) + i + 1;
-    RpcReply r = crpc.call(mgs_nid, kMsgMgsRegister,
-                           encode(RegisterReq{"c" + std::to_string(i), kRoleClient, {n}, 5}));
-    auto rep =
-        r.status.ok() ? decode_register_rep(r.payload.span()) : Result<RegisterRep>(r.status);
+    Result<RegisterRep> rep = call(crpc, kMgsRegisterRpc, mgs_nid,
+                                   RegisterReq{"c" + std::to_string(i), kRoleClient, {n}, 5}, {});
     if (!rep.ok()) return 0;
     pings.push_back(encode(PingReq{rep->id, 5, {}}));
   }
@@ -98,8 +107,8 @@ double end_to_end_pings_per_s(double seconds, int window) {
     std::unique_lock lk(mu);
     cv.wait_for(lk, 10s, [&] { return outstanding.load() == 0; });
   }
-  crpc.shutdown();
-  mrpc.shutdown();
+  cli->stop();
+  mgs->stop();
   return bad.load() ? 0 : double(n) / secs;
 }
 

@@ -22,6 +22,7 @@
 #include "figure.h"
 #include "net/net.h"
 #include "probe/mesh_service.h"
+#include "rpc/node_core.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
 #include "transport/tcp_transport.h"
@@ -40,25 +41,25 @@ double cpu_seconds() {
   return tv(u.ru_utime) + tv(u.ru_stime);
 }
 
+// A node's core with a node's defaults over plain TCP, serving MESH_PROBE; no driver,
+// statistics or health monitor: only the probes cost CPU.
 struct Endpoint {
-  MonotonicClock clock;
   Nid me;
-  std::unique_ptr<Net> net;
-  std::unique_ptr<RpcEngine> rpc;
+  std::unique_ptr<NodeCore> core;
+  RpcEngine* rpc = nullptr;
   explicit Endpoint(const char* nid) : me(*Nid::parse(nid)) {
-    Config cfg;  // a node's defaults
-    TransportOptions to = transport_options(cfg, kKey).value();
-    net = std::make_unique<Net>(
-        NetOptions::from(cfg), std::vector<Nid>{me}, clock, [this, to](TransportEvents& ev) {
-          return std::make_unique<TcpTransport>(to, std::vector<Nid>{me}, clock, ev);
-        });
-    if (!net->start().ok()) std::exit(1);
-    rpc = std::make_unique<RpcEngine>(*net, RpcOptions::from(cfg), nullptr);
-    serve_mesh_probe(*rpc, static_cast<size_t>(cfg.max_bulk()));
-  }
-  ~Endpoint() {
-    rpc->shutdown();
-    net->shutdown();
+    NodeCoreOptions o;
+    o.cfg.nets.push_back(NetConfig{me});
+    o.stats = false;
+    o.health = false;
+    o.make_transport = [me = me](TransportEvents& ev, NodeCore& c) {
+      TransportOptions to = transport_options(c.config(), kKey).value();
+      return std::make_unique<TcpTransport>(to, std::vector<Nid>{me}, c.clock(), ev);
+    };
+    core = std::make_unique<NodeCore>(std::move(o));
+    if (!core->start(Duration::zero()).ok()) std::exit(1);
+    rpc = &core->rpc();
+    serve_mesh_probe(*rpc, static_cast<size_t>(core->config().max_bulk()));
   }
 };
 

@@ -60,7 +60,7 @@
 #include "fabric_rma_stream.h"
 #include "figure.h"
 #include "net/net.h"
-#include "rpc/node_timers.h"
+#include "rpc/node_core.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
@@ -139,15 +139,14 @@ void start_pfsnetd(PfsnetServer& s, const std::string& pfsnetd, bool tls = false
 }
 
 struct Client {
-  MonotonicClock clock;
   Nid me;
   Nid server = *Nid::parse(std::string(kServerAddr) + "@tcp");
-  std::unique_ptr<RpcStats> stats;
-  std::unique_ptr<Net> net;
-  std::unique_ptr<RpcEngine> rpc;
-  std::unique_ptr<NodeTimers> timers;  // declared last: stopped first
+  std::unique_ptr<NodeCore> core;
+  RpcStats* stats = nullptr;
+  Net* net = nullptr;
+  RpcEngine* rpc = nullptr;
   // `spin`: how long a blocking call spins before sleeping (RpcOptions::spin).
-  // `with_stats`: record GPFS RPC statistics (processed every second by a ticker).
+  // `with_stats`: record GPFS RPC statistics (processed every second by the driver).
   // `o2ib`: over the fabric LND (libfabric's tcp provider) to the server's @o2ib NI.
   // `tls`: TLS 1.3 keyed from the cluster key, to the TLS server (kServerTlsAddr).
   explicit Client(const char* addr, std::chrono::microseconds spin = RpcOptions{}.spin,
@@ -155,32 +154,36 @@ struct Client {
       : me(*Nid::parse(std::string(addr) + (o2ib ? "@o2ib" : "@tcp"))) {
     if (o2ib) server = *Nid::parse(std::string(kServerO2ibAddr) + "@o2ib");
     if (tls) server = *Nid::parse(std::string(kServerTlsAddr) + "@tcp");
-    if (with_stats) stats = std::make_unique<RpcStats>(StatsConfig{}, clock, o2ib);
-    NetOptions o;
-    o.credits = 256;
-    o.peer_credits = 64;
-    net = std::make_unique<Net>(
-        o, std::vector<Nid>{me}, clock,
-        [this, o2ib, tls](TransportEvents& ev) -> std::unique_ptr<Transport> {
-          TransportOptions to;
-          to.cluster_key = kKey;
-          if (tls) to.tls = TlsContext::create(TlsConfig{true, "", "", ""}, kKey).value();
-          if (!o2ib) return std::make_unique<TcpTransport>(to, std::vector<Nid>{me}, clock, ev);
-          // The fabric LND polls like a node with the default config (as the server, pfsnetd,
-          // does): while an RMA is under way that is what moves its data (rma_poll). The
-          // sockets LND's client does not: with the caller spinning for its reply too, two
-          // pollers on this 2-core machine would slow its round trip down by half.
-          to.busy_poll = std::chrono::microseconds(LnetConfig{}.busy_poll_us);
-          FabricOptions fo;
-          fo.provider = "tcp";
-          return std::make_unique<FabricTransport>(to, fo, std::vector<Nid>{me}, clock, ev);
-        });
-    if (!net->start().ok()) std::exit(1);
+    NodeCoreOptions o;
+    o.cfg.nets.push_back(NetConfig{me});
+    o.stats = with_stats;
+    o.health = false;
+    o.net = NetOptions{};
+    o.net->credits = 256;
+    o.net->peer_credits = 64;
     RpcOptions ro{64, 1, 30s, 2 << 20};
     ro.spin = spin;
-    rpc = std::make_unique<RpcEngine>(*net, ro, stats.get());
-    timers = std::make_unique<NodeTimers>(*net, *rpc, stats.get(), nullptr);
-    timers->start(100ms);
+    o.rpc = ro;
+    o.make_transport = [me = me, o2ib, tls](TransportEvents& ev,
+                                            NodeCore& c) -> std::unique_ptr<Transport> {
+      TransportOptions to;
+      to.cluster_key = kKey;
+      if (tls) to.tls = TlsContext::create(TlsConfig{true, "", "", ""}, kKey).value();
+      if (!o2ib) return std::make_unique<TcpTransport>(to, std::vector<Nid>{me}, c.clock(), ev);
+      // The fabric LND polls like a node with the default config (as the server, pfsnetd,
+      // does): while an RMA is under way that is what moves its data (rma_poll). The
+      // sockets LND's client does not: with the caller spinning for its reply too, two
+      // pollers on this 2-core machine would slow its round trip down by half.
+      to.busy_poll = std::chrono::microseconds(LnetConfig{}.busy_poll_us);
+      FabricOptions fo;
+      fo.provider = "tcp";
+      return std::make_unique<FabricTransport>(to, fo, std::vector<Nid>{me}, c.clock(), ev);
+    };
+    core = std::make_unique<NodeCore>(std::move(o));
+    if (!core->start(100ms).ok()) std::exit(1);
+    stats = core->stats();
+    net = &core->net();
+    rpc = &core->rpc();
     for (int i = 0; i < 50; ++i)
       if (rpc->call(server, kMsgPing, Buffer()).status.ok())
         return;
@@ -511,7 +514,7 @@ int main(int argc, char** argv) {
   }
   if (want("rpc_rate_stats_on_vs_off")) {
     // Small-RPC rate of the same client with statistics recording on and off.
-    RpcStats* stats = client.stats.get();
+    RpcStats* stats = client.stats;
     auto rate = [&](RpcStats* s) {
       client.rpc->set_stats(s);
       // Short slices, many of them, alternating: drift of the machine cancels out.

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "fuzz.h"
 #include "net/net.h"
+#include "rpc/node_core.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
 #include "selftest/selftest.h"
@@ -23,23 +24,30 @@ using nlohmann::json;
 
 namespace {
 
-// One node's RpcEngine (for message type names), built once and never torn down.
+// One node's core (for its engine's message type names), built once and never torn down.
 struct Parts {
   ManualClock clock;
   MemHub hub;
   Nid nid = *Nid::parse("127.0.0.2@tcp");
-  Net net{NetOptions{}, {nid}, clock, [this](TransportEvents& ev) {
-            TransportOptions to;
-            to.cluster_key = "fuzz-cluster-key";
-            return std::make_unique<MemTransport>(hub, to, std::vector<Nid>{nid}, clock, ev);
-          }};
-  RpcEngine rpc{net, RpcOptions{}};
+  NodeCore core{[this] {
+    NodeCoreOptions o;
+    o.cfg.nets.push_back(NetConfig{nid});
+    o.clock = &clock;
+    o.stats = false;
+    o.health = false;
+    o.make_transport = [this](TransportEvents& ev, NodeCore& c) {
+      TransportOptions to;
+      to.cluster_key = "fuzz-cluster-key";
+      return std::make_unique<MemTransport>(hub, to, std::vector<Nid>{nid}, c.clock(), ev);
+    };
+    return o;
+  }()};
+  RpcEngine& rpc = core.rpc();
   Config base;
   AdminCommands cmds;
 
   Parts() {
     (void)init_logging("error");  // fault rules log each add and removal
-    serve_ping(rpc, 2 << 20);
     base = *parse_config("[node]\nname = \"n\"\n[[net]]\nnid = \"127.0.0.2@tcp\"\n", "fuzz");
     using E = const AdminEmit&;
     cmds.add("fault_add", [this](const json& r, E) -> Result<json> {

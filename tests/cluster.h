@@ -24,9 +24,8 @@
 #include <vector>
 
 #include "net/net.h"
-#include "rpc/node_timers.h"
+#include "rpc/node_core.h"
 #include "rpc/rpc_engine.h"
-#include "transport/tcp_transport.h"
 
 namespace pfsnet::testing {
 
@@ -339,46 +338,35 @@ struct TwoDaemons {
   Daemon a, b;
 };
 
-// The test process as a cluster node: real TCP transport, real sockets.
+// The test process as a cluster node: the node core pfsnetd runs (rpc/node_core.h) over
+// real TCP sockets, without a health monitor.
 class ClientNode {
  public:
   ClientNode(Nid nid, std::string key, int peer_credits = 8, int64_t max_in_flight = 8,
              Duration timeout = 30s)
-      : net_(make_opts(peer_credits), {nid}, clock_,
-             [nid, key](TransportEvents& ev) -> std::unique_ptr<Transport> {
-               TransportOptions to;
-               to.cluster_key = key;
-               return std::make_unique<TcpTransport>(to, std::vector<Nid>{nid}, clock(), ev);
-             }),
-        rpc_(net_, RpcOptions{max_in_flight, 1, timeout, 2 << 20}),
-        pinger_(net_, rpc_, timeout / 3),
-        timers_(net_, rpc_, nullptr, &pinger_) {
-    start_status_ = net_.start();
-    timers_.start(50ms);
+      : core_(options(nid, std::move(key), peer_credits, max_in_flight, timeout)) {
+    start_status_ = core_.start(50ms);
   }
-  ~ClientNode() {
-    timers_.stop();
-    rpc_.shutdown();
-  }
-  static MonotonicClock& clock() {
-    static MonotonicClock c;
-    return c;
-  }
+  ~ClientNode() { core_.stop(); }
   Status start_status() const { return start_status_; }
-  RpcEngine& rpc() { return rpc_; }
-  Net& net() { return net_; }
+  RpcEngine& rpc() { return core_.rpc(); }
+  Net& net() { return core_.net(); }
 
  private:
-  static NetOptions make_opts(int peer_credits) {
-    NetOptions o;
-    o.peer_credits = peer_credits;
+  static NodeCoreOptions options(Nid nid, std::string key, int peer_credits, int64_t max_in_flight,
+                                 Duration timeout) {
+    NodeCoreOptions o;
+    o.cfg.nets.push_back(NetConfig{nid});
+    o.cfg.lnet.peer_credits = peer_credits;
+    o.cfg.lnet.transaction_timeout =
+        std::chrono::duration_cast<std::chrono::seconds>(timeout).count();
+    o.cfg.rpc.max_rpcs_in_flight = max_in_flight;
+    o.cfg.rpc.workers = 1;
+    o.transport.cluster_key = std::move(key);
+    o.health = false;
     return o;
   }
-  MonotonicClock& clock_ = clock();
-  Net net_;
-  RpcEngine rpc_;
-  RecoveryPinger pinger_;
-  NodeTimers timers_;
+  NodeCore core_;
   Status start_status_;
 };
 

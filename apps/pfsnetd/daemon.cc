@@ -8,46 +8,38 @@
 
 namespace pfsnet {
 
-Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
-  std::vector<Nid> nids;
-  bool verbs = false;
-  for (const NetConfig& n : cfg.nets) {
-    nids.push_back(n.nid);
-    verbs = verbs || n.nid.is_verbs();
-  }
-  stats_ = std::make_unique<RpcStats>(cfg.stats, clock_, verbs);
-  // A bad [tls] setting fails start(); the net is built plaintext meanwhile and never runs.
+namespace {
+// The core as the config says; a bad [tls] setting is kept in `init` (start() returns
+// it) and the core built plaintext meanwhile, never to run.
+std::unique_ptr<NodeCore> make_core(const Config& cfg, std::string cluster_key, Status& init) {
   auto opts = transport_options(cfg, std::move(cluster_key));
-  init_ = opts.status();
-  TransportOptions to = opts.ok() ? *opts : TransportOptions{};
-  // The NIs' LNDs under the decorator that holds frames: link emulation and fault delays.
-  hold_timers_ = std::make_unique<ThreadTimerQueue>(clock_);
-  net_ = std::make_unique<Net>(
-      NetOptions::from(cfg), nids, clock_, [this, cfg, to, nids](TransportEvents& ev) {
-        return make_node_transport(
-            cfg, to, nids, clock_, *hold_timers_,
-            [this](const Connection& c, const OutFrame& f) { return net_->fault_hold(c, f); }, ev);
-      });
-  RpcOptions ro = RpcOptions::from(cfg);
-  rpc_ = std::make_unique<RpcEngine>(*net_, ro, stats_.get());
-  pinger_ = std::make_unique<RecoveryPinger>(*net_, *rpc_, ro.attempt_timeout());
-  health_ =
-      std::make_unique<HealthMonitor>(*net_, *rpc_, stats_.get(), HealthMonitorOptions::from(cfg));
-  timers_ = std::make_unique<NodeTimers>(*net_, *rpc_, stats_.get(), pinger_.get(), health_.get());
-  serve_ping(*rpc_, static_cast<size_t>(cfg.max_bulk()));
-  membership_ = std::make_unique<MembershipService>(cfg, *net_, *rpc_, clock_);
-  mesh_ = std::make_unique<MeshService>(MeshOptions::from(cfg), *net_, *rpc_, stats_.get(),
-                                        *membership_, clock_);
-  cluster_health_ = std::make_unique<ClusterHealthService>(cfg, *rpc_, *membership_, clock_);
-  netverify_ = std::make_unique<NetverifyService>(*net_, *rpc_, cfg_, clock_, membership_.get());
-  serve_selftest(*rpc_, clock_);
-  serve_tune_probe(*rpc_, clock_);
-  tune_ = std::make_unique<TuneService>(*net_, *rpc_, *stats_, cfg_, clock_);
-  storage_ =
-      std::make_unique<BlockService>(BlockServiceOptions::from(cfg), *rpc_, stats_.get(), clock_);
-  tokens_ = std::make_unique<TokenService>(*rpc_, clock_,
+  init = opts.status();
+  NodeCoreOptions o;
+  o.cfg = cfg;
+  o.transport = opts.ok() ? *opts : TransportOptions{};
+  return std::make_unique<NodeCore>(std::move(o));
+}
+}  // namespace
+
+Daemon::Daemon(Config cfg, std::string cluster_key)
+    : cfg_(cfg),
+      core_(make_core(cfg, std::move(cluster_key), init_)),
+      clock_(core_->clock()),
+      stats_(*core_->stats()),
+      net_(core_->net()),
+      rpc_(core_->rpc()) {
+  membership_ = std::make_unique<MembershipService>(cfg, net_, rpc_, clock_);
+  mesh_ = std::make_unique<MeshService>(MeshOptions::from(cfg), net_, rpc_, &stats_, *membership_,
+                                        clock_);
+  cluster_health_ = std::make_unique<ClusterHealthService>(cfg, rpc_, *membership_, clock_);
+  netverify_ = std::make_unique<NetverifyService>(net_, rpc_, cfg_, clock_, membership_.get());
+  serve_selftest(rpc_, clock_);
+  serve_tune_probe(rpc_, clock_);
+  tune_ = std::make_unique<TuneService>(net_, rpc_, stats_, cfg_, clock_);
+  storage_ = std::make_unique<BlockService>(BlockServiceOptions::from(cfg), rpc_, &stats_, clock_);
+  tokens_ = std::make_unique<TokenService>(rpc_, clock_,
                                            std::chrono::seconds(cfg.lnet.transaction_timeout));
-  iobench_ = std::make_unique<IobenchService>(*rpc_, clock_, [this] {
+  iobench_ = std::make_unique<IobenchService>(rpc_, clock_, [this] {
     Config c = cfg_.get();
     StripedFileOptions o = StripedFileOptions::from(c);
     if (c.storage.tokens) o.tokens = tokens_.get();
@@ -55,22 +47,22 @@ Daemon::Daemon(Config cfg, std::string cluster_key) : cfg_(cfg) {
   });
   // What a change of the run-time keys does (config set, SIGHUP, tune --apply, auto-tune).
   cfg_.on_apply([this](const Config& before, const Config& after) {
-    stats_->set_config(after.stats);
+    stats_.set_config(after.stats);
     (void)init_logging(after.node.log_level);
     if (after.lnet.credits != before.lnet.credits ||
         after.lnet.peer_credits != before.lnet.peer_credits)
-      net_->set_credits(after.lnet.credits, after.lnet.peer_credits);
+      net_.set_credits(after.lnet.credits, after.lnet.peer_credits);
     if (after.rpc.max_rpcs_in_flight != before.rpc.max_rpcs_in_flight)
-      rpc_->set_max_rpcs_in_flight(after.rpc.max_rpcs_in_flight);
+      rpc_.set_max_rpcs_in_flight(after.rpc.max_rpcs_in_flight);
     if (after.rpc.peer_rpcs_in_flight != before.rpc.peer_rpcs_in_flight)
-      rpc_->set_peer_rpcs_in_flight(RpcOptions::from(after).peer_rpcs_in_flight);
-    net_->set_checksum(after.lnet.checksum);
-    net_->set_socket_buffers(static_cast<int>(after.lnet.tx_buffer_size),
-                             static_cast<int>(after.lnet.rx_buffer_size));
-    net_->set_conns_per_peer(after.lnet.conns_per_peer);
+      rpc_.set_peer_rpcs_in_flight(RpcOptions::from(after).peer_rpcs_in_flight);
+    net_.set_checksum(after.lnet.checksum);
+    net_.set_socket_buffers(static_cast<int>(after.lnet.tx_buffer_size),
+                            static_cast<int>(after.lnet.rx_buffer_size));
+    net_.set_conns_per_peer(after.lnet.conns_per_peer);
   });
   parts_ = std::make_unique<NodeParts>(NodeParts{
-      *net_, *rpc_, *stats_, cfg_, clock_, membership_.get(), tune_.get(), health_.get(),
+      net_, rpc_, stats_, cfg_, clock_, membership_.get(), tune_.get(), core_->health(),
       mesh_.get(), netverify_.get(), cluster_health_.get(), storage_.get(), tokens_.get()});
   add_node_commands(commands_, *parts_);
   admin_ = std::make_unique<AdminServer>(commands_);
@@ -89,9 +81,8 @@ Status Daemon::start() {
   // network (membership, mesh, netverify) start once it listens.
   s = storage_->start();
   if (!s.ok()) return s;
-  s = net_->start();
+  s = core_->start(std::chrono::milliseconds(100));
   if (!s.ok()) return s;
-  timers_->start(std::chrono::milliseconds(100));
   watch_links();
   membership_->start();
   mesh_->start();
@@ -129,14 +120,14 @@ Status Daemon::start() {
     if (!s.ok()) return s;
   }
   std::string nids;
-  for (const Nid& n : net_->local_nids()) nids += (nids.empty() ? "" : " ") + n.to_string();
+  for (const Nid& n : net_.local_nids()) nids += (nids.empty() ? "" : " ") + n.to_string();
   PFS_LOG_INFO("pfsnetd started: node {} NIDs {} admin socket {}; ready: every service serves",
                cfg.node.name, nids, cfg.node.admin_socket);
   return Status::Ok();
 }
 
 void Daemon::watch_links() {
-  for (const Nid& n : net_->local_nids()) {
+  for (const Nid& n : net_.local_nids()) {
     auto ifname = LinkMonitor::interface_of(n.addr);
     if (!ifname.ok()) {
       PFS_LOG_WARN("NI {}: no interface holds {}; its link state is not followed", n.to_string(),
@@ -147,12 +138,12 @@ void Daemon::watch_links() {
     auto up = LinkMonitor::link_up(*ifname);
     PFS_LOG_INFO("NI {} is on interface {} (link {})", n.to_string(), *ifname,
                  up.ok() ? (*up ? "up" : "down") : "unknown");
-    if (up.ok() && !*up) net_->set_link_state(n, false, /*penalize=*/false);
+    if (up.ok() && !*up) net_.set_link_state(n, false, /*penalize=*/false);
   }
   Status s = links_.start([this](const std::string& ifname, bool up) {
     auto it = ni_ifaces_.find(ifname);
     if (it == ni_ifaces_.end()) return;
-    for (const Nid& n : it->second) net_->set_link_state(n, up);
+    for (const Nid& n : it->second) net_.set_link_state(n, up);
   });
   if (!s.ok())
     PFS_LOG_WARN("link monitor not started: {}; link events are not followed", s.message());
@@ -163,7 +154,6 @@ void Daemon::stop() {
   stopped_ = true;
   tune_ticker_.stop();
   health_ticker_.stop();
-  timers_->stop();
   links_.stop();
   membership_->stop();
   mesh_->stop();
@@ -171,11 +161,9 @@ void Daemon::stop() {
   iobench_->stop();  // its jobs end after the request under way
   tokens_->stop();
   storage_->stop();  // requests waiting for a buffer get kCancelled while the engine runs
-  rpc_->shutdown();  // pending RPCs fail now, so admin sessions end
+  core_->stop();     // pending RPCs fail now, so admin sessions end
   if (http_) http_->stop();
   admin_->stop();
-  net_->shutdown();
-  hold_timers_->stop();
 }
 
 Status Daemon::reload(const std::string& path) {

@@ -1,7 +1,7 @@
-// Daemon: one pfsnet node as pfsnetd runs it. Wiring only: it builds the node's parts
-// (statistics, Net over TCP, the RPC engine and its services, membership, the probe mesh,
-// tuning), hands
-// them to the admin command table and the HTTP routes, and follows the NIs' links.
+// Daemon: one pfsnet node as pfsnetd runs it. Wiring only: it builds the node's core
+// (rpc/node_core.h) and its services on it (membership, the probe mesh, cluster health,
+// netverify, tuning, storage, self-test), hands them to the admin command table and the
+// HTTP routes, and follows the NIs' links.
 // Threads: start() and stop() from the main thread; the parts have their own.
 #pragma once
 
@@ -20,15 +20,11 @@
 #include "net/net.h"
 #include "probe/mesh_service.h"
 #include "probe/netverify_service.h"
-#include "rpc/node_timers.h"
-#include "rpc/recovery_pinger.h"
-#include "rpc/rpc_engine.h"
-#include "stats/rpc_stats.h"
+#include "rpc/node_core.h"
 #include "storage/block_service.h"
 #include "storage/iobench.h"
 #include "storage/tokens.h"
 #include "transport/link_monitor.h"
-#include "transport/timer_queue.h"
 #include "tune/tune_service.h"
 
 namespace pfsnet {
@@ -54,14 +50,12 @@ class Daemon {
 
   LiveConfig cfg_;
   Status init_;  // what building the transport options found wrong (start() returns it)
-  MonotonicClock clock_;
-  std::unique_ptr<RpcStats> stats_;
-  std::unique_ptr<ThreadTimerQueue> hold_timers_;  // outlives net_: it releases held frames
-  std::unique_ptr<Net> net_;
-  std::unique_ptr<RecoveryPinger> pinger_;  // outlives rpc_: its pings' callbacks use it
-  std::unique_ptr<RpcEngine> rpc_;
-  std::unique_ptr<HealthMonitor> health_;  // outlives rpc_'s shutdown: its probes use it
-  std::unique_ptr<NodeTimers> timers_;
+  // Clock, statistics, Net, the RPC engine, pinger, health monitor and their driver.
+  std::unique_ptr<NodeCore> core_;
+  Clock& clock_;
+  RpcStats& stats_;
+  Net& net_;
+  RpcEngine& rpc_;
   std::unique_ptr<MembershipService> membership_;
   std::unique_ptr<MeshService> mesh_;  // its probes' callbacks use it: stopped with rpc_
   std::unique_ptr<NetverifyService> netverify_;

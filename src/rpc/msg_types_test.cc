@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "rpc/node_core.h"
 #include "rpc/ping.h"
 #include "transport/mem_transport.h"
 
@@ -32,13 +33,16 @@ TEST(MsgTypesTest, AnEngineNamesEveryRegisteredType) {
   ManualClock clock;
   MemHub hub;
   Nid n = *Nid::parse("10.0.0.1@tcp");
-  Net net(NetOptions{}, {n}, clock, [&](TransportEvents& ev) {
+  NodeCoreOptions o;
+  o.cfg.nets.push_back(NetConfig{n});
+  o.clock = &clock;
+  o.make_transport = [&](TransportEvents& ev, NodeCore& core) {
     TransportOptions to;
     to.cluster_key = "0123456789abcdef";
-    return std::make_unique<MemTransport>(hub, to, std::vector<Nid>{n}, clock, ev);
-  });
-  RpcEngine rpc(net, RpcOptions{});
-  serve_ping(rpc, 1 << 20);
+    return std::make_unique<MemTransport>(hub, to, std::vector<Nid>{n}, core.clock(), ev);
+  };
+  NodeCore core(std::move(o));  // serves PING, as every node
+  RpcEngine& rpc = core.rpc();
   for (const MsgType& t : kMsgTypes) {
     EXPECT_EQ(rpc.type_name(t.id), t.name);
     EXPECT_EQ(rpc.type_by_name(t.name), t.id);

@@ -204,7 +204,6 @@ TEST(RpcIntegrityTest, DamagedRequestsAndRepliesAreResentNeverDelivered) {
         return RpcResponse{};
       },
       HandlerMode::kInline);
-  serve_ping(server.rpc, 2 << 20);
   Node client(hub, clock, a, 8, 8, /*retry_count=*/2);
   FaultRule damage;
   damage.action = FaultRule::Action::kCorrupt;

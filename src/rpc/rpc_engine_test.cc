@@ -247,10 +247,10 @@ TEST_F(RpcTest, DeadlinesFailRpcsExactly) {
   // target-less call that waits in the net queue for a connection that is never pumped.
   hub_.pump();
   clock_.advance(1999ms);
-  EXPECT_EQ(client_.timers.tick(clock_.now()), 0u);
+  EXPECT_EQ(client_.core.tick(clock_.now()), 0u);
   EXPECT_TRUE(r.got.empty());
   clock_.advance(1ms);
-  EXPECT_EQ(client_.timers.tick(clock_.now()), 1u);
+  EXPECT_EQ(client_.core.tick(clock_.now()), 1u);
   ASSERT_EQ(r.got.size(), 1u);
   EXPECT_EQ(r.got[0].status.code(), Code::kTimeout);
   EXPECT_EQ(r.got[0].status.message(),
@@ -283,7 +283,7 @@ TEST_F(RpcTest, SendQueuedForAConnectionTimesOutBlamingThePeer) {
   client_.rpc.call_async(c, kEcho, Buffer(), nullptr, r.cb(), CallOptions{1s});
   // Nothing pumped: the request waits in the net queue for its connection.
   clock_.advance(1s);
-  client_.timers.tick(clock_.now());
+  client_.core.tick(clock_.now());
   ASSERT_EQ(r.got.size(), 1u);
   EXPECT_EQ(r.got[0].status.code(), Code::kTimeout);
   // It never left (a local timeout), but what it waited for was the peer's side of a

@@ -7,7 +7,7 @@
 
 #include <thread>
 
-#include "rpc/node_timers.h"
+#include "rpc/node_core.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
 #include "rpc/test_gate.h"
@@ -19,41 +19,47 @@ using namespace std::chrono_literals;
 
 inline Nid nid(const char* s) { return *Nid::parse(s); }
 
+// A node core over the in-memory transport, ticked by the test (no driver thread), without
+// statistics or a health monitor.
 struct Node {
   // retry_count 0: these tests see each failure as it happens; the resend tests set it.
   Node(MemHub& hub, Clock& clock, Nid n, int64_t max_in_flight = 8, int peer_credits = 8,
        int64_t retry_count = 0)
-      : net(opts(peer_credits), {n}, clock,
-            [&hub, &clock, n](TransportEvents& ev) {
-              TransportOptions to;
-              to.cluster_key = "0123456789abcdef";
-              return std::make_unique<MemTransport>(hub, to, std::vector<Nid>{n}, clock, ev);
-            }),
-        rpc(net, rpc_opts(max_in_flight, retry_count)),
-        pinger(net, rpc, 10s),
-        timers(net, rpc, nullptr, &pinger) {
-    EXPECT_TRUE(net.start().ok());
+      : core(options(hub, clock, n, max_in_flight, peer_credits, retry_count)),
+        net(core.net()),
+        rpc(core.rpc()),
+        pinger(core.pinger()) {
+    EXPECT_TRUE(core.start(Duration::zero()).ok());
   }
-  static RpcOptions rpc_opts(int64_t max_in_flight, int64_t retry_count) {
-    RpcOptions o;
-    o.max_rpcs_in_flight = max_in_flight;
-    o.workers = 2;
-    o.default_timeout = 10s;
-    o.max_bulk = 2 << 20;
-    o.retry_count = retry_count;
-    return o;
-  }
-  static NetOptions opts(int peer_credits) {
-    NetOptions o;
-    o.peer_credits = peer_credits;
+  static NodeCoreOptions options(MemHub& hub, Clock& clock, Nid n, int64_t max_in_flight,
+                                 int peer_credits, int64_t retry_count) {
+    NodeCoreOptions o;
+    o.cfg.nets.push_back(NetConfig{n});
+    o.clock = &clock;
+    o.make_transport = [&hub, n](TransportEvents& ev, NodeCore& core) {
+      TransportOptions to;
+      to.cluster_key = "0123456789abcdef";
+      return std::make_unique<MemTransport>(hub, to, std::vector<Nid>{n}, core.clock(), ev);
+    };
+    o.stats = false;
+    o.health = false;
+    o.net = NetOptions{};
+    o.net->peer_credits = peer_credits;
+    RpcOptions ro;
+    ro.max_rpcs_in_flight = max_in_flight;
+    ro.workers = 2;
+    ro.default_timeout = 10s;
+    ro.max_bulk = 2 << 20;
+    ro.retry_count = retry_count;
+    o.rpc = ro;
     return o;
   }
   // The engine's last callbacks (recovery pings it cancels) run before the pinger goes.
-  ~Node() { rpc.shutdown(); }
-  Net net;
-  RpcEngine rpc;
-  RecoveryPinger pinger;
-  NodeTimers timers;  // driven by the tests: timers.tick(now)
+  ~Node() { core.stop(); }
+  NodeCore core;  // driven by the tests: core.tick(now)
+  Net& net;
+  RpcEngine& rpc;
+  RecoveryPinger& pinger;
 };
 
 struct Replies {
@@ -69,7 +75,6 @@ class RpcTest : public ::testing::Test {
  protected:
   RpcTest() : client_(hub_, clock_, a_, 2), server_(hub_, clock_, b_) {
     client_.rpc.define_type(kBlock, "BLOCK");
-    serve_ping(server_.rpc, 2 << 20);
     server_.rpc.handle(
         kEcho, "ECHO",
         [](RpcRequest& r) {

@@ -1,7 +1,7 @@
 // SimCluster: the deterministic in-process cluster for service tests (the models: seastar's
 // rpc_test_env, capnp's TestNetwork, KJ's manual timer). Each node is a Net over the
-// in-memory transport, an RpcEngine whose handlers all run on the pumping thread (no
-// workers), a RecoveryPinger and NodeTimers, serving PING; every node shares one ManualClock and
+// in-memory transport, a node core (rpc/node_core.h) whose engine runs every handler on the
+// pumping thread (no workers), serving PING; every node shares one ManualClock and
 // one MemHub. A service attaches to a node (built on its net, engine and the clock) and gives a
 // tick function. Time moves only in run_for() and run_until(): the clock advances one step, every
 // node's timers and ticks run, then the hub is pumped until nothing is left. Nothing runs on
@@ -27,9 +27,7 @@
 #include <vector>
 
 #include "net/net.h"
-#include "rpc/node_timers.h"
-#include "rpc/ping.h"
-#include "rpc/recovery_pinger.h"
+#include "rpc/node_core.h"
 #include "rpc/rpc_engine.h"
 #include "transport/emulating_transport.h"
 #include "transport/mem_transport.h"
@@ -41,33 +39,16 @@ class SimNode {
   SimNode(MemHub& hub, Clock& clock, std::vector<Nid> nids, NetOptions no, RpcOptions ro,
           const std::string& cluster_key)
       : nids(nids),
-        net(std::move(no), nids, clock,
-            [this, &hub, &clock, nids, cluster_key](TransportEvents& ev) {
-              TransportOptions to;
-              to.cluster_key = cluster_key;
-              // Net's fault delays are held by the link-emulation decorator, as in the
-              // daemon's transport stack; the links' own delays are the hub's.
-              auto hold = [this](const Connection& c, const OutFrame& f) {
-                return net.fault_hold(c, f);
-              };
-              return std::make_unique<EmulatingTransport>(
-                  std::vector<EmulationRule>{}, hold, clock, hub, ev,
-                  [&hub, &clock, nids, to](TransportEvents& inner) {
-                    return std::make_unique<MemTransport>(hub, to, nids, clock, inner);
-                  });
-            }),
-        rpc(net, inline_handlers(ro)),
-        pinger(net, rpc, ro.default_timeout),
-        timers(net, rpc, nullptr, &pinger) {
-    serve_ping(rpc, ro.max_bulk);  // as every node serves it
-  }
+        core(options(hub, clock, nids, std::move(no), ro, cluster_key)),
+        net(core.net()),
+        rpc(core.rpc()),
+        pinger(core.pinger()) {}
   SimNode(const SimNode&) = delete;
   SimNode& operator=(const SimNode&) = delete;
-  // The services first (last attached, first gone), then the engine and the net.
+  // The services first (last attached, first gone), then the core.
   ~SimNode() {
     while (!parts_.empty()) parts_.pop_back();
-    rpc.shutdown();
-    net.shutdown();
+    core.stop();
   }
 
   // A service of this node, constructed from `args` (typically its config, net, rpc and
@@ -81,20 +62,44 @@ class SimNode {
   // `fn(now)` runs at every step after the node's timers: a service's periodic round.
   void on_tick(std::function<void(TimePoint)> fn) { ticks_.push_back(std::move(fn)); }
   void tick(TimePoint now) {
-    timers.tick(now);
+    core.tick(now);
     for (auto& fn : ticks_) fn(now);
   }
 
   const std::vector<Nid> nids;
-  Net net;
-  RpcEngine rpc;
-  RecoveryPinger pinger;
-  NodeTimers timers;
+  NodeCore core;  // no driver thread, no statistics or health monitor: ticked by the cluster
+  Net& net;
+  RpcEngine& rpc;
+  RecoveryPinger& pinger;
 
  private:
-  static RpcOptions inline_handlers(RpcOptions ro) {
-    ro.workers = 0;
-    return ro;
+  static NodeCoreOptions options(MemHub& hub, Clock& clock, const std::vector<Nid>& nids,
+                                 NetOptions no, RpcOptions ro, const std::string& cluster_key) {
+    NodeCoreOptions o;
+    for (const Nid& n : nids) o.cfg.nets.push_back(NetConfig{n});
+    o.clock = &clock;
+    o.stats = false;
+    o.health = false;
+    o.net = std::move(no);
+    ro.workers = 0;  // every handler on the pumping thread
+    o.rpc = ro;
+    // Net's fault delays are held by the link-emulation decorator, as in the daemon's
+    // transport stack; the links' own delays are the hub's.
+    o.make_transport = [&hub, nids, cluster_key](TransportEvents& ev, NodeCore& core) {
+      TransportOptions to;
+      to.cluster_key = cluster_key;
+      Clock& c = core.clock();
+      return std::make_unique<EmulatingTransport>(
+          std::vector<EmulationRule>{},
+          [&core](const Connection& conn, const OutFrame& f) {
+            return core.net().fault_hold(conn, f);
+          },
+          c, hub, ev,
+          [&hub, &c, nids, to](TransportEvents& inner) {
+            return std::make_unique<MemTransport>(hub, to, nids, c, inner);
+          });
+    };
+    return o;
   }
   std::vector<std::shared_ptr<void>> parts_;
   std::vector<std::function<void(TimePoint)>> ticks_;
@@ -116,7 +121,7 @@ class SimCluster {
   SimNode* add(const std::string& name, std::vector<Nid> nids, NetOptions no = {},
                RpcOptions ro = {}) {
     auto n = std::make_unique<SimNode>(hub_, clock_, std::move(nids), std::move(no), ro, key_);
-    if (!n->net.start().ok()) return nullptr;
+    if (!n->core.start(Duration::zero()).ok()) return nullptr;
     SimNode* p = n.get();
     nodes_[name] = std::move(n);
     settle();
@@ -131,8 +136,7 @@ class SimCluster {
   void kill(const std::string& name) {
     auto it = nodes_.find(name);
     if (it == nodes_.end()) return;
-    it->second->rpc.shutdown();
-    it->second->net.shutdown();
+    it->second->core.stop();
     settle();
     for (const Nid& n : it->second->nids) hub_.drop_held_from(n);
     nodes_.erase(it);

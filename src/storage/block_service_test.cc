@@ -14,9 +14,7 @@
 #include <random>
 #include <thread>
 
-#include "net/net.h"
-#include "rpc/node_timers.h"
-#include "rpc/recovery_pinger.h"
+#include "rpc/node_core.h"
 #include "storage/device_layout.h"
 #include "storage/disk_model.h"
 #include "storage/iobench.h"
@@ -24,53 +22,35 @@
 #include "storage/protocol.h"
 #include "storage/striped_file.h"
 #include "storage/tokens.h"
-#include "transport/lnd_switch.h"
 
 namespace pfsnet {
 namespace {
 
 using namespace std::chrono_literals;
 
-// A node's network and RPC engine over TCP on a loopback address, as pfsnetd wires them.
+// A node's core over TCP on a loopback address, as pfsnetd builds it (no statistics, no
+// health monitor).
 struct TcpNode {
-  explicit TcpNode(const std::string& addr, uint16_t port, int peer_credits = 8) {
-    cfg.nets.push_back(NetConfig{*Nid::parse(addr + "@tcp"), port});
-    cfg.lnet.peer_credits = peer_credits;
-    cfg.lnet.transaction_timeout = 10;
-    auto to = transport_options(cfg, "0123456789abcdef0123");
+  explicit TcpNode(const std::string& addr, uint16_t port, int peer_credits = 8)
+      : core(options(addr, port, peer_credits)), rpc(&core.rpc()), clock(core.clock()) {}
+  static NodeCoreOptions options(const std::string& addr, uint16_t port, int peer_credits) {
+    NodeCoreOptions o;
+    o.cfg.nets.push_back(NetConfig{*Nid::parse(addr + "@tcp"), port});
+    o.cfg.lnet.peer_credits = peer_credits;
+    o.cfg.lnet.transaction_timeout = 10;
+    auto to = transport_options(o.cfg, "0123456789abcdef0123");
     EXPECT_TRUE(to.ok());
-    holds = std::make_unique<ThreadTimerQueue>(clock);
-    net = std::make_unique<Net>(
-        NetOptions::from(cfg), std::vector<Nid>{cfg.nets[0].nid}, clock,
-        [this, o = *to](TransportEvents& ev) {
-          return make_node_transport(
-              cfg, o, {cfg.nets[0].nid}, clock, *holds,
-              [this](const Connection& c, const OutFrame& f) { return net->fault_hold(c, f); }, ev);
-        });
-    rpc = std::make_unique<RpcEngine>(*net, RpcOptions::from(cfg));
-    pinger = std::make_unique<RecoveryPinger>(*net, *rpc, 3s);
-    timers = std::make_unique<NodeTimers>(*net, *rpc, nullptr, pinger.get());
+    if (to.ok()) o.transport = *to;
+    o.stats = false;
+    o.health = false;
+    return o;
   }
-  Status start() {
-    Status s = net->start();
-    if (s.ok()) timers->start(50ms);
-    return s;
-  }
-  void shutdown() {
-    timers->stop();
-    rpc->shutdown();
-    net->shutdown();
-    holds->stop();
-  }
-  ~TcpNode() { shutdown(); }
-  Nid nid() const { return cfg.nets[0].nid; }
-  Config cfg;
-  MonotonicClock clock;
-  std::unique_ptr<ThreadTimerQueue> holds;
-  std::unique_ptr<Net> net;
-  std::unique_ptr<RpcEngine> rpc;
-  std::unique_ptr<RecoveryPinger> pinger;
-  std::unique_ptr<NodeTimers> timers;
+  Status start() { return core.start(50ms); }
+  void shutdown() { core.stop(); }
+  Nid nid() const { return core.config().nets[0].nid; }
+  NodeCore core;
+  RpcEngine* rpc;
+  Clock& clock;
 };
 
 uint16_t test_port() { return static_cast<uint16_t>(20000 + getpid() % 20000); }

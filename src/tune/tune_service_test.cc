@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "rpc/node_core.h"
 #include "rpc/ping.h"
 #include "transport/mem_transport.h"
 
@@ -16,21 +17,28 @@ using namespace std::chrono_literals;
 
 Nid nid(const char* s) { return *Nid::parse(s); }
 
+// A node core over the in-memory transport, with statistics, never ticked.
 struct Node {
   Node(MemHub& hub, Clock& clock, Nid n, const Config& cfg)
-      : stats(cfg.stats, clock, false),
-        net(NetOptions::from(cfg), {n}, clock,
-            [&hub, &clock, n](TransportEvents& ev) {
-              TransportOptions to;
-              to.cluster_key = "0123456789abcdef";
-              return std::make_unique<MemTransport>(hub, to, std::vector<Nid>{n}, clock, ev);
-            }),
-        rpc(net, RpcOptions::from(cfg), &stats) {
-    EXPECT_TRUE(net.start().ok());
+      : core(options(hub, clock, n, cfg)), stats(*core.stats()), net(core.net()), rpc(core.rpc()) {
+    EXPECT_TRUE(core.start(Duration::zero()).ok());
   }
-  RpcStats stats;
-  Net net;
-  RpcEngine rpc;
+  static NodeCoreOptions options(MemHub& hub, Clock& clock, Nid n, const Config& cfg) {
+    NodeCoreOptions o;
+    o.cfg = cfg;
+    o.clock = &clock;
+    o.health = false;
+    o.make_transport = [&hub, n](TransportEvents& ev, NodeCore& core) {
+      TransportOptions to;
+      to.cluster_key = "0123456789abcdef";
+      return std::make_unique<MemTransport>(hub, to, std::vector<Nid>{n}, core.clock(), ev);
+    };
+    return o;
+  }
+  NodeCore core;
+  RpcStats& stats;
+  Net& net;
+  RpcEngine& rpc;
 };
 
 Config config(const char* self, bool auto_tune) {
@@ -52,7 +60,6 @@ class TuneServiceTest : public ::testing::Test {
         server_(hub_, clock_, b_, config("10.0.0.2@tcp", false)),
         svc_(client_.net, client_.rpc, client_.stats, live_, clock_) {
     hub_.set_clock(&clock_);
-    serve_ping(server_.rpc, 1 << 20);
     live_.on_apply([this](const Config& before, const Config& after) {
       if (after.rpc.max_rpcs_in_flight != before.rpc.max_rpcs_in_flight)
         client_.rpc.set_max_rpcs_in_flight(after.rpc.max_rpcs_in_flight);
@@ -89,7 +96,6 @@ class TuneServiceTest : public ::testing::Test {
 // max_rpcs_in_flight; a peer whose RPCs never waited keeps the node's value.
 TEST_F(TuneServiceTest, AutoTuneDoublesTheWindowOfThePeerWhoseRpcsWaitForSlots) {
   Node other(hub_, clock_, c_, config("10.0.0.3@tcp", false));
-  serve_ping(other.rpc, 1 << 20);
   svc_.reset(clock_.now());
   burst(2);  // both targets exist from the first interval: their baselines
   burst_to(c_, 2);

@@ -1,0 +1,58 @@
+#include "rpc/node_core.h"
+
+#include "rpc/ping.h"
+#include "transport/lnd_switch.h"
+
+namespace pfsnet {
+
+NodeCore::NodeCore(NodeCoreOptions o)
+    : cfg_(std::move(o.cfg)), clock_(o.clock ? o.clock : &own_clock_) {
+  std::vector<Nid> nids;
+  bool verbs = false;
+  for (const NetConfig& n : cfg_.nets) {
+    nids.push_back(n.nid);
+    verbs = verbs || n.nid.is_verbs();
+  }
+  if (o.stats) stats_ = std::make_unique<RpcStats>(cfg_.stats, *clock_, verbs);
+  auto make = std::move(o.make_transport);
+  if (!make) {
+    holds_ = std::make_unique<ThreadTimerQueue>(*clock_);
+    make = [to = std::move(o.transport), nids](TransportEvents& ev, NodeCore& core) {
+      return make_node_transport(
+          core.cfg_, to, nids, core.clock(), *core.holds_,
+          [&core](const Connection& c, const OutFrame& f) { return core.net().fault_hold(c, f); },
+          ev);
+    };
+  }
+  net_ = std::make_unique<Net>(
+      o.net ? *o.net : NetOptions::from(cfg_), nids, *clock_,
+      [this, make = std::move(make)](TransportEvents& ev) { return make(ev, *this); });
+  RpcOptions ro = o.rpc ? *o.rpc : RpcOptions::from(cfg_);
+  rpc_ = std::make_unique<RpcEngine>(*net_, ro, stats_.get());
+  pinger_ = std::make_unique<RecoveryPinger>(*net_, *rpc_, ro.attempt_timeout());
+  if (o.health)
+    health_ = std::make_unique<HealthMonitor>(*net_, *rpc_, stats_.get(),
+                                              HealthMonitorOptions::from(cfg_));
+  timers_ = std::make_unique<NodeTimers>(*net_, *rpc_, stats_.get(), pinger_.get(), health_.get());
+  serve_ping(*rpc_, ro.max_bulk);
+}
+
+Status NodeCore::start(Duration tick) {
+  if (stopped_) return Status(Code::kCancelled, "the node was stopped");
+  if (started_) return Status::Ok();
+  if (Status s = net_->start(); !s.ok()) return s;
+  started_ = true;
+  if (tick > Duration::zero()) timers_->start(tick);
+  return Status::Ok();
+}
+
+void NodeCore::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  timers_->stop();
+  rpc_->shutdown();  // pending RPCs fail now
+  net_->shutdown();
+  if (holds_) holds_->stop();
+}
+
+}  // namespace pfsnet

@@ -1,0 +1,90 @@
+// NodeCore: one node's core, built one way by every user -- pfsnet::Node, pfsnetd, the
+// test nodes and the benches. It owns, in this order: the clock (or uses the caller's),
+// the RPC statistics, the timer queue that holds frames (link emulation, fault delays),
+// Net over the NIs' transports, the recovery pinger, the RPC engine serving PING, the
+// health monitor, and NodeTimers, the one periodic driver of their deadlines. start()
+// makes the NIs listen and starts the driver; stop() stops the driver, fails pending RPCs,
+// closes the NIs and drops held frames, in that order, once. Services (membership, mesh,
+// cluster health, tune, storage, self-test) are built on it: net(), rpc(), clock(),
+// stats(), and are stopped by their owner before the core.
+// Threads: build, start() and stop() from the owner's thread; the parts are as documented
+// in their headers.
+#pragma once
+
+#include <pfsnet/clock.h>
+#include <pfsnet/config.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "net/net.h"
+#include "rpc/health_monitor.h"
+#include "rpc/node_timers.h"
+#include "rpc/recovery_pinger.h"
+#include "rpc/rpc_engine.h"
+#include "stats/rpc_stats.h"
+#include "transport/timer_queue.h"
+#include "transport/transport.h"
+
+namespace pfsnet {
+
+class NodeCore;
+
+struct NodeCoreOptions {
+  Config cfg;                  // nets, lnet, rpc, stats, health: read once, here
+  TransportOptions transport;  // the cluster key and TLS (transport_options(cfg, key))
+  Clock* clock = nullptr;      // null: the core's own MonotonicClock
+  // The NIs' transport, given the core being built (its clock(); its net(), once built,
+  // for Net::fault_hold); null: the LNDs `cfg` names (make_node_transport), under the
+  // decorator that holds frames on the core's own timer thread.
+  std::function<std::unique_ptr<Transport>(TransportEvents&, NodeCore&)> make_transport;
+  bool stats = true;   // RpcStats: pfsnet diag rpc, latency for the health monitor
+  bool health = true;  // HealthMonitor: slowness, CPU starvation
+  // What a test or a benchmark sets that no config key says (an engine without workers,
+  // a spinning caller); empty: NetOptions::from(cfg), RpcOptions::from(cfg).
+  std::optional<NetOptions> net;
+  std::optional<RpcOptions> rpc;
+};
+
+class NodeCore {
+ public:
+  explicit NodeCore(NodeCoreOptions o);
+  ~NodeCore() { stop(); }
+  NodeCore(const NodeCore&) = delete;
+  NodeCore& operator=(const NodeCore&) = delete;
+
+  // The NIs listen; the driver ticks every `tick` of real time (zero: never -- the caller
+  // calls tick(), as a test on a manual clock does).
+  Status start(Duration tick = std::chrono::milliseconds(100));
+  // One round of the driver at `now` (NodeTimers::tick).
+  size_t tick(TimePoint now) { return timers_->tick(now); }
+  // Idempotent.
+  void stop();
+  bool started() const { return started_.load(); }
+
+  const Config& config() const { return cfg_; }
+  Clock& clock() { return *clock_; }
+  RpcStats* stats() { return stats_.get(); }
+  Net& net() { return *net_; }
+  RpcEngine& rpc() { return *rpc_; }
+  RecoveryPinger& pinger() { return *pinger_; }
+  HealthMonitor* health() { return health_.get(); }
+
+ private:
+  Config cfg_;
+  MonotonicClock own_clock_;
+  Clock* clock_;
+  std::unique_ptr<RpcStats> stats_;
+  std::unique_ptr<ThreadTimerQueue> holds_;  // outlives net_: it releases held frames
+  std::unique_ptr<Net> net_;
+  std::unique_ptr<RecoveryPinger> pinger_;  // outlives rpc_: its pings' callbacks use it
+  std::unique_ptr<RpcEngine> rpc_;
+  std::unique_ptr<HealthMonitor> health_;  // outlives rpc_'s shutdown: its probes use it
+  std::unique_ptr<NodeTimers> timers_;
+  std::atomic<bool> started_{false};
+  bool stopped_ = false;
+};
+
+}  // namespace pfsnet
