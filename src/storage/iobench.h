@@ -16,6 +16,8 @@
 // the same cell checks. A write ends when the node's flush returns: the figure counts data
 // the servers acknowledged, not data in the pagepool.
 //
+// iobench.cc has the messages, the spec and the coordinator; iobench_service.cc a client
+// node's side.
 // Threads: IobenchService answers on RPC threads and runs jobs on threads of its own
 // (joined by stop or its destructor); run_iobench blocks its caller for the whole matrix.
 #pragma once
@@ -64,6 +66,10 @@ struct IobenchNodeResult {
 };
 Buffer encode_iobench_result(const IobenchNodeResult& r);
 Result<IobenchNodeResult> decode_iobench_result(std::span<const uint8_t> payload);
+
+// A client's share of a cell (prepare, then go), or a CPU reading. A prepare is answered
+// when the client's threads wait at the barrier, a go when they have run.
+extern const RpcMethod<IobenchRequest, IobenchNodeResult> kIobenchRpc;
 
 // Serves IOBENCH on `rpc` for this node. `options` gives the striped files' options (the
 // node's pagepool and prefetch depth, read at each prepare). A prepared job that gets no

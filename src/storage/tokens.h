@@ -36,7 +36,8 @@
 // Each message is a TokenRangeMsg (below) in the binary field codec. Ranges are
 // [start, end) in bytes, whole blocks as the clients ask.
 //
-// Thread safety: TokenTable is a plain value (its user locks). TokenService: any thread;
+// The ranges and the manager's table are pure (storage/token_table.h).
+// Thread safety: TokenService: any thread;
 // its handlers answer later (revocations are RPCs), a holder's side of a revocation runs on
 // its own worker threads.
 #pragma once
@@ -56,52 +57,9 @@
 #include "rpc/rpc_engine.h"
 #include "rpc/rpc_method.h"
 #include "rpc/worker_pool.h"
+#include "storage/token_table.h"
 
 namespace pfsnet {
-
-struct TokenRange {
-  uint64_t start = 0, end = 0;  // [start, end)
-  bool overlaps(uint64_t s, uint64_t e) const { return start < e && s < end; }
-  bool operator==(const TokenRange&) const = default;
-};
-
-// Disjoint, sorted half-open ranges [start, end); ranges that touch are merged. A holder's
-// write tokens, in the manager's table and in the client's file alike. Empty ranges are
-// ignored. A plain value.
-class RangeSet {
- public:
-  void add(uint64_t start, uint64_t end);             // merged with every range it touches
-  void remove(uint64_t start, uint64_t end);          // the ranges it cuts keep their other parts
-  bool covers(uint64_t start, uint64_t end) const;    // one range holds all of it
-  bool overlaps(uint64_t start, uint64_t end) const;  // some range shares a byte with it
-  // The first byte at or past `at` that a range holds; nullopt when there is none.
-  std::optional<uint64_t> first_at_or_after(uint64_t at) const;
-  bool empty() const { return r_.empty(); }
-  std::vector<TokenRange> ranges() const;
-
- private:
-  std::map<uint64_t, uint64_t> r_;  // start -> end
-};
-
-// The manager's table: per file, per holder, its ranges.
-class TokenTable {
- public:
-  // Holders other than `who` with a token on `file` overlapping [start, end).
-  std::vector<Nid> conflicts(const std::string& file, const Nid& who, uint64_t start,
-                             uint64_t end) const;
-  // The most of [end, want_end) no holder other than `who` has a token in: the end of the
-  // desired range that can be granted with a required range ending at `end`.
-  uint64_t grantable_end(const std::string& file, const Nid& who, uint64_t end,
-                         uint64_t want_end) const;
-  void grant(const std::string& file, const Nid& who, uint64_t start, uint64_t end);
-  // Takes [start, end) out of `who`'s tokens on `file` (splitting a range that covers it).
-  void revoke(const std::string& file, const Nid& who, uint64_t start, uint64_t end);
-  void drop(const std::string& file, const Nid& who);
-  std::vector<TokenRange> held(const std::string& file, const Nid& who) const;
-
- private:
-  std::map<std::string, std::map<uint64_t, RangeSet>> files_;  // file -> holder (packed NID)
-};
 
 // What a client needs of a file for its tokens: give back [start, end) and of [end,
 // want_end) what it does not use (blocking until released); returns the end of the range
