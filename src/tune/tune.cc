@@ -54,9 +54,10 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
     double size = m.rpc_bytes > 0 ? m.rpc_bytes : kMiB;
     bool flagged = false;
     bool rate_known = m.bandwidth > 0 && !(m.bandwidth_lower_bound && m.window_limited);
+    // Loss is the path's, whatever else is known of it (its connections are spread).
+    p.lossy = m.retrans_ratio >= kLossyRetransRatio;
     if (m.rtt_ms > 0 && rate_known) {
       p.bdp_bytes = m.bandwidth * m.rtt_ms / 1000.0;
-      p.lossy = m.retrans_ratio >= kLossyRetransRatio;
       double headroom =
           std::max(p.lossy ? kLossyHeadroom : 1.0, m.probe_short ? kShortProbeHeadroom : 1.0);
       p.rpcs_needed = rpcs_for(p.bdp_bytes * headroom, size);

@@ -100,8 +100,10 @@ struct PeerAdvice {
   double bdp_bytes = 0;     // 0: RTT or bandwidth unknown
   int64_t rpcs_needed = 0;  // 0: unknown
   double ceiling = 0;       // bytes/s the current max_rpcs_in_flight allows; 0: unknown
-  bool lossy = false;       // m.retrans_ratio >= kLossyRetransRatio: rpcs_needed has headroom
-  double headroom = 1;      // rpcs_needed covers this x BDP (lossy, PeerMeasure::probe_short)
+  // m.retrans_ratio >= kLossyRetransRatio, whatever else is known: the node's bulk goes
+  // over kLossyConnsPerPeer connections, and with a BDP rpcs_needed has headroom.
+  bool lossy = false;
+  double headroom = 1;  // rpcs_needed covers this x BDP (lossy, PeerMeasure::probe_short)
 };
 
 struct TuneProblem {

@@ -167,6 +167,14 @@ void TuneService::autotune_step(TimePoint now) {
       PFS_LOG_INFO("auto-tune: {}: {}", key, ch->why);
     }
   }
+  // A path that loses packets (the last check found TCP retransmitting kLossyRetransRatio
+  // of its segments or more) spreads its bulk over more connections, as the advice says:
+  // a lost segment then holds back one stream of several. Auto-tune never takes it back (a
+  // lossy path that went quiet may lose again).
+  if (last_advice_ && last_advice_->recommended.conns_per_peer > cur.conns_per_peer) {
+    next.conns_per_peer = last_advice_->recommended.conns_per_peer;
+    why.push_back(last_advice_->why_conns);
+  }
   // The node's credits: raised while sends wait for them (a server's replies), and never
   // below the most RPCs in flight any peer may have.
   int64_t most = next.max_rpcs_in_flight;
@@ -198,9 +206,11 @@ void TuneService::autotune_step(TimePoint now) {
   std::string own;
   for (const auto& [peer, n] : next.peer_rpcs_in_flight)
     own += (own.empty() ? "" : ", ") + peer + " " + std::to_string(n);
-  PFS_LOG_INFO("auto-tune: {} (now max_rpcs_in_flight {}{}{}, peer_credits {}, credits {})", all,
-               next.max_rpcs_in_flight, own.empty() ? "" : "; own: ", own, next.peer_credits,
-               next.credits);
+  PFS_LOG_INFO(
+      "auto-tune: {} (now max_rpcs_in_flight {}{}{}, peer_credits {}, credits {}, conns_per_peer "
+      "{})",
+      all, next.max_rpcs_in_flight, own.empty() ? "" : "; own: ", own, next.peer_credits,
+      next.credits, next.conns_per_peer);
 }
 
 std::vector<PeerMeasure> TuneService::measure_peers(const std::vector<Nid>& only, TimePoint now) {

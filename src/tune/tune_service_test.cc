@@ -151,6 +151,42 @@ TEST_F(TuneServiceTest, AutoTuneDoesNotGrowAPathHeldBackByTcpsWindow) {
   EXPECT_EQ(st.autotune_changes, 0u);
 }
 
+// A path whose TCP connection retransmits 0.01% of its segments gets its bulk spread over
+// kLossyConnsPerPeer connections by auto-tune, at the first check that sees it; a clean
+// one keeps one connection.
+TEST_F(TuneServiceTest, AutoTuneSpreadsALossyPathOverMoreConnections) {
+  ASSERT_TRUE(live_.set({"tune.check_interval=1"}).ok());
+  TcpKernelInfo k;
+  k.rtt_us = k.min_rtt_us = 50000;
+  uint64_t lost_per_s = 0;
+  svc_.set_tcp_reader([&] {
+    k.segs_out += 100'000;
+    k.total_retrans += lost_per_s;
+    return std::vector<ConnTcpSample>{{"a -> b", b_.to_string(), k}};
+  });
+  svc_.reset(clock_.now());
+  for (int i = 0; i < 3; ++i) {  // clean: nothing changes
+    burst(2);
+    clock_.advance(1s);
+    svc_.round(clock_.now());
+  }
+  EXPECT_EQ(live_.get().lnet.conns_per_peer, 1);
+  lost_per_s = 30;  // 30 of 100,000 a second: 0.01% of all sent by the next check
+  for (int i = 0; i < 2; ++i) {
+    burst(2);
+    clock_.advance(1s);
+    svc_.round(clock_.now());
+  }
+  EXPECT_EQ(live_.get().lnet.conns_per_peer, kLossyConnsPerPeer);
+  EXPECT_GE(svc_.status().autotune_changes, 1u);
+  // The loss ends: the connections stay spread.
+  lost_per_s = 0;
+  burst(2);
+  clock_.advance(1s);
+  svc_.round(clock_.now());
+  EXPECT_EQ(live_.get().lnet.conns_per_peer, kLossyConnsPerPeer);
+}
+
 TEST_F(TuneServiceTest, AutoTuneOffKeepsTheSettings) {
   ASSERT_TRUE(live_.set({"tune.auto=false"}).ok());
   svc_.reset(clock_.now());
