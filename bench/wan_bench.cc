@@ -18,6 +18,8 @@
 // dropped each way), at the last rate:
 //   wan_<R>m_loss_<P>pct_tuned_write_vs_iperf3   as tuned above, on the lossy line
 //   wan_<R>m_loss_<P>pct_tuned_conns4_write_vs_iperf3   and with lnet.conns_per_peer = 4
+//   wan_<R>m_loss_<P>pct_autotune_last10s_write_vs_iperf3   tune.auto alone, from the
+//                                      defaults: the last 10 s of 20
 // With --only conns (not in a full run): writes at 16..128 RPCs in flight over 1 and 4
 // connections per path, with the delay line's queue drops in each.
 // Needs root (namespaces, TUN devices) and iperf3.
@@ -262,6 +264,31 @@ void one_loss(const Options& o, double rate, double loss) {
   std::snprintf(name, sizeof name, "wan_%ldm_loss_%gpct_tuned_conns4_write_vs_iperf3", long(rate),
                 100 * loss);
   print_figure(name, tuned_write(o, path, rate, "[lnet]\nconns_per_peer = 4\n"), up, "MiB/s");
+  // Auto-tune alone, from the defaults: the last 10 of 20 s, once it has seen the loss.
+  {
+    Pair p(o, path, "[tune]\nauto = true\n");
+    json st = p.selftest("write", json::array({256}), 20, rate)["steps"][0];
+    std::vector<double> tl = st["timeline_mib_s"].get<std::vector<double>>();
+    std::string line;
+    double late = 0;
+    size_t counted = 0;
+    for (size_t i = 0; i < tl.size(); ++i) {
+      line += std::to_string(static_cast<int>(tl[i])) + " ";
+      if (i >= 10 && i < 20) late += tl[i], ++counted;  // whole seconds 11..20
+    }
+    late /= double(std::max<size_t>(1, counted));
+    std::string now;  // what auto-tune left
+    json shown = p.ask(0, {{"cmd", "config_show"}});
+    for (const json& e : shown["config"])
+      if (e["key"] == "lnet.conns_per_peer" || e["key"] == "rpc.peer_rpcs_in_flight" ||
+          e["key"] == "lnet.peer_credits")
+        now += " " + e["key"].get<std::string>() + "=" + e["value"].get<std::string>();
+    std::fprintf(stderr, "  auto-tune, MiB/s in each second: %s(now%s)\n", line.c_str(),
+                 now.c_str());
+    std::snprintf(name, sizeof name, "wan_%ldm_loss_%gpct_autotune_last10s_write_vs_iperf3",
+                  long(rate), 100 * loss);
+    print_figure(name, late, up, "MiB/s");
+  }
   std::fprintf(stderr, "  delay line counters: %s\n", path.counters().c_str());
 }
 

@@ -540,4 +540,23 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
   return pr;
 }
 
+std::optional<TuneChange> lossy_floor(const Advice& last, const std::string& peer, int64_t limit,
+                                      int64_t most) {
+  for (const PeerAdvice& p : last.peers) {
+    if (p.m.peer != peer || !p.lossy || p.rpcs_needed <= 0) continue;
+    int64_t floor = std::min(p.rpcs_needed, most);
+    if (floor <= limit) return std::nullopt;
+    TuneChange c;
+    c.to = last.current;
+    c.to.max_rpcs_in_flight = floor;
+    c.why =
+        fmt("max_rpcs_in_flight %lld -> %lld: the path loses packets (TCP retransmits %.4f%% "
+            "of its segments) and needs %.0f x its BDP of %s in flight",
+            (long long)limit, (long long)floor, 100 * p.m.retrans_ratio, p.headroom,
+            bytes_text(p.bdp_bytes).c_str());
+    return c;
+  }
+  return std::nullopt;
+}
+
 }  // namespace pfsnet

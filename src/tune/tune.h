@@ -175,6 +175,15 @@ struct TuneChange {
   std::string why;
 };
 
+// Auto-tune's floor for a path the last check (`last`) found losing packets: the advice's
+// kLossyHeadroom x BDP in flight for `peer`, at most `most`; a lost segment holds its
+// stream a round trip, and RPCs beyond the BDP keep the pipe full meanwhile. The tuner's
+// own steps stop short of it (the round trip a retransmission stretches looks like a
+// queue), so a peer whose `limit` is below it is raised to it. nullopt: not lossy, its
+// BDP unknown, or `limit` already covers it.
+std::optional<TuneChange> lossy_floor(const Advice& last, const std::string& peer, int64_t limit,
+                                      int64_t most);
+
 // Grows RPCs in flight while throughput grows and RPCs are waiting for slots; backs off
 // when latency climbs without throughput for two intervals in a row (RPCs queue in the
 // network: Little's law gives how many, rps x (round trip - base round trip)); raises peer_credits

@@ -143,10 +143,15 @@ void TuneService::autotune_step(TimePoint now) {
     TuneSettings mine = cur;
     mine.max_rpcs_in_flight = t.limit;
     auto ch = pt.tuner.step(iv, mine);
+    std::string peer = net_.peer_of(t.dst).value_or(t.dst).to_string();
+    // A lossy path: at least what the last check's advice says it needs.
+    if (last_advice_)
+      if (auto floor = lossy_floor(*last_advice_, peer, t.limit, tc.max_rpcs_in_flight);
+          floor && (!ch || ch->to.max_rpcs_in_flight < floor->to.max_rpcs_in_flight))
+        ch = std::move(floor);
     if (!ch) continue;
     // A path TCP's window holds back carries no more for more RPCs: they would wait in
     // the socket, not on the wire (the last check's finding).
-    std::string peer = net_.peer_of(t.dst).value_or(t.dst).to_string();
     auto held = std::find_if(window_findings_.begin(), window_findings_.end(),
                              [&](const WindowFinding& f) { return f.peer == peer; });
     if (ch->to.max_rpcs_in_flight > t.limit && held != window_findings_.end()) {

@@ -429,6 +429,23 @@ TEST(TuneAdviceTest, APathThatLosesPacketsGetsThreeTimesItsBdpInFlight) {
   EXPECT_EQ(lossy.recommended.conns_per_peer, 4);
   EXPECT_NE(lossy.why_conns.find("over 4 connections"), std::string::npos) << lossy.why_conns;
   EXPECT_EQ(clean.recommended.conns_per_peer, 1);
+
+  // Auto-tune's floor: a lossy peer below 3 x BDP is raised to it (at most the bound);
+  // one at or above it, a clean peer, or another peer is left to the tuner.
+  auto up = lossy_floor(lossy, m.peer, 32, 256);
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->to.max_rpcs_in_flight, 76);
+  EXPECT_NE(up->why.find("max_rpcs_in_flight 32 -> 76: the path loses packets (TCP retransmits "
+                         "0.0100% of its segments) and needs 3 x its BDP"),
+            std::string::npos)
+      << up->why;
+  auto bounded = lossy_floor(lossy, m.peer, 32, 64);
+  ASSERT_TRUE(bounded);
+  EXPECT_EQ(bounded->to.max_rpcs_in_flight, 64) << "the bound";
+  EXPECT_FALSE(lossy_floor(lossy, m.peer, 64, 40)) << "the bound is below what it has";
+  EXPECT_FALSE(lossy_floor(lossy, m.peer, 76, 256));
+  EXPECT_FALSE(lossy_floor(lossy, "198.18.60.3@tcp", 8, 256));
+  EXPECT_FALSE(lossy_floor(clean, m.peer, 8, 256));
 }
 
 TEST(TuneAdviceTest, AProbeThatNeverFilledThePipeGetsHeadroomOverItsBdp) {
