@@ -130,10 +130,9 @@ MeshService::MeshService(MeshOptions o, Net& net, RpcEngine& rpc, RpcStats* stat
 
 MeshService::~MeshService() { stop(); }
 
-void MeshService::start(TimerQueue& queue) {
+void MeshService::start() {
   if (!opts_.enabled) return;
-  ticker_.start(queue, clock_, std::chrono::milliseconds(100),
-                [this](TimePoint now) { tick(now); });
+  ticker_.start(std::chrono::milliseconds(100), [this] { tick(clock_.now()); });
 }
 
 void MeshService::stop() { ticker_.stop(); }

@@ -78,7 +78,6 @@ class SimNode {
     NodeCoreOptions o;
     for (const Nid& n : nids) o.cfg.nets.push_back(NetConfig{n});
     o.clock = &clock;
-    o.timer_queue = &hub;  // on the manual clock
     o.stats = false;
     o.health = false;
     o.net = std::move(no);

@@ -30,9 +30,8 @@ struct BlockService::Op {
   Status status;
 };
 
-BlockService::BlockService(BlockServiceOptions opts, RpcEngine& rpc, RpcStats* stats, Clock& clock,
-                           TimerQueue& timers)
-    : opts_(std::move(opts)), rpc_(rpc), stats_(stats), clock_(clock), timers_(timers) {
+BlockService::BlockService(BlockServiceOptions opts, RpcEngine& rpc, RpcStats* stats, Clock& clock)
+    : opts_(std::move(opts)), rpc_(rpc), stats_(stats), clock_(clock) {
   serve(rpc_, kBlockInfoRpc, [this](Empty&&, RpcRequest&) -> Result<BlockInfo> {
     if (!serving()) return Status(Code::kNotFound, "no block targets here");
     return BlockInfo{opts_.block_size, static_cast<uint32_t>(opts_.targets.size()), opts_.capacity};
@@ -66,10 +65,7 @@ Status BlockService::start() {
   }
   buffers_ = BlockBuffers::make(opts_.buffers, opts_.block_size, clock_);
   io_ = std::make_unique<WorkerPool>(opts_.threads, clock_);
-  {
-    MutexLock lk(held_->mu);
-    held_->svc = this;
-  }
+  timers_ = std::make_unique<ThreadTimerQueue>(clock_);
   serving_ = true;
   std::string where;
   for (const auto& s : stores_) where += (where.empty() ? "" : ", ") + s->describe();
@@ -85,8 +81,7 @@ void BlockService::stop() {
   if (!serving_.exchange(false)) return;
   buffers_->stop();  // waiters are answered kCancelled
   io_->stop();       // transfers under way finish
-  MutexLock lk(held_->mu);
-  held_->svc = nullptr;  // replies held for the emulated disk are dropped: kCancelled
+  timers_->stop();   // replies held for the emulated disk are dropped: kCancelled
 }
 
 void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
@@ -175,10 +170,7 @@ void BlockService::run(const std::shared_ptr<Op>& op) {
     t.busy = disks_[io.target].busy();
   }
   if (done > clock_.now()) {
-    timers_.run_at(done, [held = held_, op] {
-      MutexLock lk(held->mu);
-      if (held->svc) held->svc->finish(op);
-    });
+    timers_->run_at(done, [this, op] { finish(op); });
   } else {
     finish(op);
   }
