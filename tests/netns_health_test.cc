@@ -284,11 +284,7 @@ TEST(NetnsTest, ASplitNetworkIsOnePartitionAndEndsWhenHealed) {
 // problem that outlived its fault would be named in the next one). The bounds (mesh at
 // interval 1, report_interval 2, window 20; transaction_timeout 10):
 //   DEAD (killed, restarted)    the restart's registration and the next table: 15 s
-//   DEAD/SUSPECT (SIGCONT)      its next ping to the MGS; but the node comes back to a
-//                               backlog (the load's RPCs, its peers' resends), and the
-//                               probes it sends meanwhile stand out in its mesh window as a
-//                               starved node's do, ending as SLOW does: 30 s (one run saw a
-//                               SLOW path of its own listed 22.1 s after the SIGCONT)
+//   DEAD/SUSPECT (SIGCONT)      its next ping to the MGS: 15 s
 //   DOWN (link up again)        the link monitor at once; other nodes' failed sends to it
 //                               heal with their next recovery ping -- but the retransmits
 //                               that cross the heal may make a peer call it LOSSY, which
@@ -385,7 +381,7 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
       {"stopped",
        s1,
        {"DEAD", "SUSPECT"},
-       30,
+       15,
        [&] { return c.daemon(kS1).stop(); },
        [&] {
          c.daemon(kS1).kill(SIGCONT);
