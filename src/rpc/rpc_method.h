@@ -44,14 +44,13 @@ inline Result<Empty> decode_empty(std::span<const uint8_t> b) {
   return Empty{};
 }
 
-// The response of `m` that carries `rep`.
-template <class Req, class Rep>
-RpcResponse method_response(const RpcMethod<Req, Rep>& m, const Rep& rep) {
+// The response that carries an encoded reply where `in` says.
+inline RpcResponse reply_response(Buffer encoded, ReplyIn in) {
   RpcResponse resp;
-  if (m.reply_in == ReplyIn::kBulk)
-    resp.bulk = make_bulk(m.encode_reply(rep));
+  if (in == ReplyIn::kBulk)
+    resp.bulk = make_bulk(std::move(encoded));
   else
-    resp.payload = m.encode_reply(rep);
+    resp.payload = std::move(encoded);
   return resp;
 }
 
@@ -65,13 +64,7 @@ class TypedResponder {
       : r_(std::move(r)), encode_(encode), in_(in) {}
   // Once: a responder answered already, or made empty, does nothing.
   void reply(const Rep& rep) {
-    if (answered()) return;
-    RpcResponse resp;
-    if (in_ == ReplyIn::kBulk)
-      resp.bulk = make_bulk(encode_(rep));
-    else
-      resp.payload = encode_(rep);
-    r_.reply(std::move(resp));
+    if (!answered()) r_.reply(reply_response(encode_(rep), in_));
   }
   void fail(Status s) { r_.reply(RpcResponse{std::move(s), {}, {}}); }
   bool answered() const { return r_.answered(); }
@@ -110,7 +103,7 @@ void serve(RpcEngine& rpc, const RpcMethod<Req, Rep>& m, Fn fn) {
         if (!q.ok()) return RpcResponse{q.status(), {}, {}};
         Result<Rep> rep = fn(std::move(*q), req);
         if (!rep.ok()) return RpcResponse{rep.status(), {}, {}};
-        return method_response(m, *rep);
+        return reply_response(m.encode_reply(*rep), m.reply_in);
       },
       m.mode, m.exec);
 }
