@@ -274,7 +274,10 @@ void one_loss(const Options& o, double rate, double loss) {
     size_t counted = 0;
     for (size_t i = 0; i < tl.size(); ++i) {
       line += std::to_string(static_cast<int>(tl[i])) + " ";
-      if (i >= 10 && i < 20) late += tl[i], ++counted;  // whole seconds 11..20
+      if (i >= 10 && i < 20) {  // whole seconds 11..20
+        late += tl[i];
+        ++counted;
+      }
     }
     late /= double(std::max<size_t>(1, counted));
     std::string now;  // what auto-tune left
