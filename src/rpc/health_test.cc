@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "rpc/health_monitor.h"
-#include "rpc/node_timers.h"
+#include "rpc/node_core.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
@@ -18,34 +18,46 @@ using namespace std::chrono_literals;
 
 Nid nid(const char* s) { return *Nid::parse(s); }
 
+// A node core over the in-memory transport under the link-emulation decorator (it holds
+// fault delays), ticked by the test; with RPC statistics when `stats`, never a health
+// monitor (the tests that want one build it on the node's parts).
 struct Node {
   Node(MemHub& hub, Clock& clock, std::vector<Nid> nids, NetOptions o, RpcOptions ro,
-       RpcStats* stats = nullptr)
-      : net(std::move(o), nids, clock,
-            [this, &hub, &clock, nids](TransportEvents& ev) {
-              TransportOptions to;
-              to.cluster_key = "0123456789abcdef";
-              // Fault delays are held by the link-emulation decorator.
-              return std::make_unique<EmulatingTransport>(
-                  std::vector<EmulationRule>{},
-                  [this](const Connection& c, const OutFrame& f) { return net.fault_hold(c, f); },
-                  clock, hub, ev,
-                  [&hub, &clock, nids, to](TransportEvents& inner) {
-                    return std::make_unique<MemTransport>(hub, to, nids, clock, inner);
-                  });
-            }),
-        rpc(net, ro, stats),
-        pinger(net, rpc, ro.attempt_timeout()),
-        timers(net, rpc, nullptr, &pinger) {
-    EXPECT_TRUE(net.start().ok());
-    serve_ping(rpc, 1 << 20);
+       bool stats = false)
+      : core(options(hub, clock, std::move(nids), std::move(o), std::move(ro), stats)),
+        net(core.net()),
+        rpc(core.rpc()),
+        pinger(core.pinger()) {
+    EXPECT_TRUE(core.start(Duration::zero()).ok());
   }
-  // The engine's last callbacks (recovery pings it cancels) run before the pinger goes.
-  ~Node() { rpc.shutdown(); }
-  Net net;
-  RpcEngine rpc;
-  RecoveryPinger pinger;
-  NodeTimers timers;
+  static NodeCoreOptions options(MemHub& hub, Clock& clock, std::vector<Nid> nids, NetOptions o,
+                                 RpcOptions ro, bool stats) {
+    NodeCoreOptions c;
+    for (const Nid& n : nids) c.cfg.nets.push_back(NetConfig{n});
+    c.clock = &clock;
+    c.stats = stats;
+    c.health = false;
+    c.net = std::move(o);
+    c.rpc = std::move(ro);
+    c.make_transport = [&hub, nids](TransportEvents& ev, NodeCore& core) {
+      TransportOptions to;
+      to.cluster_key = "0123456789abcdef";
+      return std::make_unique<EmulatingTransport>(
+          std::vector<EmulationRule>{},
+          [&core](const Connection& c, const OutFrame& f) { return core.net().fault_hold(c, f); },
+          core.clock(), hub, ev,
+          [&hub, &core, nids, to](TransportEvents& inner) {
+            return std::make_unique<MemTransport>(hub, to, nids, core.clock(), inner);
+          });
+    };
+    return c;
+  }
+  // One round of the node's timers (as the daemon's driver) at `now`.
+  void tick(TimePoint now) { core.tick(now); }
+  NodeCore core;
+  Net& net;
+  RpcEngine& rpc;
+  RecoveryPinger& pinger;
 };
 
 struct Replies {
@@ -88,9 +100,9 @@ RpcOptions rpc_opts() {
 class TwoNodes : public ::testing::Test {
  protected:
   TwoNodes(std::vector<Nid> client_nids, std::vector<Nid> server_nids)
-      : stats_(StatsConfig{}, clock_, true),
-        client_(hub_, clock_, std::move(client_nids), net_opts(), rpc_opts(), &stats_),
-        server_(hub_, clock_, std::move(server_nids), net_opts(), rpc_opts()) {}
+      : client_(hub_, clock_, std::move(client_nids), net_opts(), rpc_opts(), true),
+        server_(hub_, clock_, std::move(server_nids), net_opts(), rpc_opts()),
+        stats_(*client_.core.stats()) {}
 
   // One PING to `dst`, pumped to completion.
   RpcReply ping(const Nid& dst) {
@@ -104,16 +116,16 @@ class TwoNodes : public ::testing::Test {
   void run_for(Duration d) {
     for (Duration t{0}; t < d; t += 100ms) {
       clock_.advance(100ms);
-      client_.timers.tick(clock_.now());
-      server_.timers.tick(clock_.now());
+      client_.tick(clock_.now());
+      server_.tick(clock_.now());
       hub_.pump();
     }
   }
 
   ManualClock clock_;
   MemHub hub_;
-  RpcStats stats_;
   Node client_, server_;
+  RpcStats& stats_;  // the client's
 };
 
 class HealthTest : public TwoNodes {
@@ -310,9 +322,8 @@ TEST_F(HealthTest, ASlowRailIsDegradedLeftAndTakenBackWhenFastAgain) {
     for (int step = 0; step < seconds * 100; ++step) {
       if (step % 10 == 0) client_.rpc.call_async(b1_, kMsgPing, Buffer(), nullptr, got.cb());
       clock_.advance(10ms);
-      client_.timers.tick(clock_.now());
-      server_.timers.tick(clock_.now());
-      stats_.tick();
+      client_.tick(clock_.now());
+      server_.tick(clock_.now());
       monitor.run(clock_.now());
       hub_.pump();
     }
