@@ -145,9 +145,14 @@ class Pair {
                  t["settings"]["max_rpcs_in_flight"]["recommended"].get<long long>(),
                  t["settings"]["peer_credits"]["recommended"].get<long long>(),
                  t["settings"]["credits"]["recommended"].get<long long>());
-    std::fprintf(stderr, "    bandwidth from %s; retransmits %.4f%%\n",
+    std::fprintf(stderr,
+                 "    bandwidth from %s; retransmits %.4f%% (the probe's: %lld of %lld segments) "
+                 "-> conns_per_peer %lld\n",
                  peer["bandwidth_source"].get<std::string>().c_str(),
-                 100 * peer["retransmit_ratio"].get<double>());
+                 100 * peer["retransmit_ratio"].get<double>(),
+                 peer["probe_retransmits"].get<long long>(),
+                 peer["probe_segments"].get<long long>(),
+                 t["settings"]["conns_per_peer"]["recommended"].get<long long>());
   }
 
  private:

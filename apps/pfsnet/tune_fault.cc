@@ -26,6 +26,13 @@ void print_tune(const json& r) {
                 p["bandwidth_source"].get<std::string>().empty()
                     ? "nowhere (no traffic; try --probe)"
                     : p["bandwidth_source"].get<std::string>().c_str());
+    if (p.value("probe_segments", 0) > 0)
+      std::printf(
+          "  %s: the probe carried %lld TCP segments, %lld retransmitted; the path "
+          "retransmits %.4f%% of its segments%s\n",
+          p["peer"].get<std::string>().c_str(), p["probe_segments"].get<long long>(),
+          p["probe_retransmits"].get<long long>(), 100 * p["retransmit_ratio"].get<double>(),
+          p["lossy"].get<bool>() ? " (lossy)" : "");
   }
   for (const auto& [peer, err] : r["probe_errors"].items())
     std::printf("  probe of %s failed: %s\n", peer.c_str(), err.get<std::string>().c_str());

@@ -154,6 +154,8 @@ json tune_report_json(const TuneReport& r) {
                      {"rpcs_needed", p.rpcs_needed},
                      {"rpcs_now", p.rpcs_now},
                      {"retransmit_ratio", std::round(p.m.retrans_ratio * 1e6) / 1e6},
+                     {"probe_segments", p.m.probe_segments},
+                     {"probe_retransmits", p.m.probe_retransmits},
                      {"lossy", p.lossy},
                      {"ceiling_mib_s", round3(p.ceiling / kMiB)}});
   auto setting = [](int64_t now, int64_t rec, const std::string& why) {

@@ -117,6 +117,13 @@ Advice advise(std::vector<PeerMeasure> peers, const TuneSettings& cur, const Tun
               "it in the stream for a round trip, and RPCs beyond the BDP keep the pipe full "
               "meanwhile",
               100 * p.m.retrans_ratio);
+    else if (p.m.probe_segments > 0 && p.m.probe_retransmits == 0)
+      why += fmt("; the probe carried %llu TCP segments and TCP retransmitted none (%s)",
+                 (unsigned long long)p.m.probe_segments,
+                 p.m.probe_segments >= kLossCheckSegments
+                     ? "a loss of 1 in 10,000 would have shown, 95 times in 100"
+                     : "too few to rule out a loss of 1 in 10,000; auto-tune and pfsnet tune read "
+                       "TCP's retransmits again once traffic flows");
     return why;
   };
 
@@ -474,8 +481,30 @@ ProbeEstimate estimate_bandwidth(const std::vector<TrainRate>& trains) {
   return e;
 }
 
-Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, int train,
-                               int max_trains, Duration timeout,
+Result<LossCheck> check_loss(const std::function<Status()>& run_train,
+                             const std::function<ProbeTcp()>& tcp, Clock& clock, ProbeTcp start) {
+  LossCheck lc;
+  TimePoint t0 = clock.now();
+  auto read = [&] {
+    ProbeTcp now = tcp();
+    lc.segments = now.segments - std::min(now.segments, start.segments);
+    lc.retransmits = now.retransmits - std::min(now.retransmits, start.retransmits);
+  };
+  read();
+  while (lc.retransmits == 0 && lc.segments < kLossCheckSegments) {
+    if (lc.trains >= kLossCheckTrains || clock.now() - t0 >= kLossCheckTime) {
+      lc.cut_short = true;
+      break;
+    }
+    if (Status s = run_train(); !s.ok()) return s;
+    ++lc.trains;
+    read();
+  }
+  return lc;
+}
+
+Result<ProbeResult> probe_peer(RpcEngine& rpc, Clock& clock, const Nid& peer, uint32_t size,
+                               int train, int max_trains, Duration timeout,
                                const std::function<ProbeTcp()>& tcp) {
   if (train < 2 || max_trains < 1 || size == 0)
     return Status(Code::kInvalidArgument, "a probe needs a train of 2 or more RPCs of data");
@@ -492,17 +521,15 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
     pr.rtt_ms = i == 0 ? ms : std::min(pr.rtt_ms, ms);
   }
   BulkData data = make_bulk(Buffer(size));
-  std::vector<TrainRate> trains;
-  int unlost = 0;
-  for (int t = 0; !trains_settled(trains); ++t) {
-    if (t >= max_trains && (unlost >= 3 || t >= 3 * max_trains)) break;
-    ProbeTcp before = tcp ? tcp() : ProbeTcp{};
+  // One train: `train` RPCs back to back; the server's arrival stamps in `stamps`.
+  std::vector<uint64_t> stamps;
+  auto run_train = [&]() -> Status {
+    stamps.clear();
     CallBatch batch(rpc);
     for (int i = 0; i < train; ++i) batch.add(peer, kMsgTuneProbe, Buffer(), data, co);
     // Every RPC ends within its timeout; the margin covers the callbacks.
     if (!batch.wait(timeout + std::chrono::seconds(5)))
       return Status(Code::kTimeout, "probe of " + peer.to_string() + ": the train did not finish");
-    std::vector<uint64_t> stamps;
     for (const RpcReply& r : batch.take()) {
       if (!r.status.ok() || r.payload.size() != 8) {
         Status e = r.status.ok() ? Status(Code::kProtocol, "malformed TUNE_PROBE reply") : r.status;
@@ -512,6 +539,15 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
       for (int k = 0; k < 8; ++k) ns |= uint64_t(r.payload.data()[k]) << (8 * k);
       stamps.push_back(ns);
     }
+    return Status::Ok();
+  };
+  ProbeTcp start = tcp ? tcp() : ProbeTcp{};
+  std::vector<TrainRate> trains;
+  int unlost = 0;
+  for (int t = 0; !trains_settled(trains); ++t) {
+    if (t >= max_trains && (unlost >= 3 || t >= 3 * max_trains)) break;
+    ProbeTcp before = tcp ? tcp() : ProbeTcp{};
+    if (Status s = run_train(); !s.ok()) return s;
     TrainRate tr = train_rate(std::move(stamps), size, pr.rtt_ms);
     if (tcp) {
       ProbeTcp after = tcp();
@@ -537,6 +573,26 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, const Nid& peer, uint32_t size, i
   pr.bandwidth = e.bandwidth;
   pr.window_limited = e.window_limited;
   pr.every_train_lost = e.every_train_lost;
+  if (tcp) {
+    bool short_path = pr.bandwidth * pr.rtt_ms / 1000.0 > double(train) * double(size);
+    LossCheck lc;
+    if (short_path && e.lost == 0) {
+      auto r = check_loss(run_train, tcp, clock, start);
+      if (!r.ok()) return r.status();
+      lc = *r;
+      PFS_LOG_INFO(
+          "tune: probe of {}: loss check: {} more trains; {} of {} segments retransmitted{}",
+          peer.to_string(), lc.trains, lc.retransmits, lc.segments,
+          lc.cut_short ? " (cut short)" : "");
+    } else {
+      ProbeTcp now = tcp();
+      lc.segments = now.segments - std::min(now.segments, start.segments);
+      lc.retransmits = now.retransmits - std::min(now.retransmits, start.retransmits);
+    }
+    pr.segments = lc.segments;
+    pr.retransmits = lc.retransmits;
+    pr.loss_trains = lc.trains;
+  }
   return pr;
 }
 

@@ -278,6 +278,8 @@ std::vector<PeerMeasure> TuneService::measure_peers(const std::vector<Nid>& only
         m.bandwidth_source = "probe (every one of " + std::to_string(p.trains) + " trains of " +
                              std::to_string(p.train) + " x " + std::to_string(p.size) +
                              " B lost a packet: a rough figure)";
+      m.probe_segments = p.segments;
+      m.probe_retransmits = p.retransmits;
       // A train smaller than the BDP found never filled the pipe.
       m.probe_short = p.bandwidth * p.rtt_ms / 1000.0 > double(p.train) * double(p.size);
       if (m.probe_short) m.bandwidth_source += ", smaller than the BDP: may be low";
@@ -412,11 +414,12 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
             for (const PathInfo& path : p.paths)
               if (path.tcp_total) {
                 pt.retransmits += path.tcp_total->retrans;
+                pt.segments += path.tcp_total->segs_out;
                 pt.pacing_rate += double(path.tcp_total->pacing_rate);
               }
         return pt;
       };
-      auto r = probe_peer(rpc_, t, static_cast<uint32_t>(size), train, kMaxProbeTrains,
+      auto r = probe_peer(rpc_, clock_, t, static_cast<uint32_t>(size), train, kMaxProbeTrains,
                           std::chrono::seconds(10), tcp);
       if (!r.ok()) {
         rep.probe_errors[t.to_string()] = r.status().message();
@@ -428,8 +431,8 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
       // carry twice as much per round trip and may show more; the higher estimate stands.
       // Only then: on a clean path, larger trains overfill the queues they cross.
       if (r->lost >= 3 && r->bounds > 0 && max_bulk >= 2 * size) {
-        auto big = probe_peer(rpc_, t, static_cast<uint32_t>(max_bulk), train, kMaxProbeTrains,
-                              std::chrono::seconds(10), tcp);
+        auto big = probe_peer(rpc_, clock_, t, static_cast<uint32_t>(max_bulk), train,
+                              kMaxProbeTrains, std::chrono::seconds(10), tcp);
         if (big.ok() && big->bandwidth > r->bandwidth) r = std::move(big);
       }
       std::string key = net_.peer_of(t).value_or(t).to_string();

@@ -469,5 +469,104 @@ TEST(TuneAdviceTest, AProbeThatNeverFilledThePipeGetsHeadroomOverItsBdp) {
   EXPECT_EQ(advise({m}, TuneSettings{}, TuneConfig{}, 1).recommended.max_rpcs_in_flight, 46);
 }
 
+// The loss check on a scripted path: each train carries 1,000 segments and takes 100 ms
+// of the manual clock; TCP retransmits once the path has carried `loss_at` segments.
+struct ScriptedPath {
+  ManualClock clock;
+  ProbeTcp now;
+  uint64_t loss_at = 0;  // 0: never
+  Duration per_train = std::chrono::milliseconds(100);
+  int trains = 0;
+  int fail_at = 0;  // the train that fails (1-based); 0: none
+  bool lost = false;
+  Status train() {
+    if (++trains == fail_at) return Status(Code::kTimeout, "the train did not finish");
+    now.segments += 1000;
+    if (loss_at > 0 && now.segments >= loss_at && !lost) {
+      ++now.retransmits;
+      lost = true;
+    }
+    clock.advance(per_train);
+    return Status::Ok();
+  }
+  Result<LossCheck> check(ProbeTcp start) {
+    return check_loss([this] { return train(); }, [this] { return now; }, clock, start);
+  }
+};
+
+TEST(LossCheckTest, ACleanPathCarriesEnoughSegmentsToSeeOneLossInTenThousand) {
+  ScriptedPath p;
+  p.now = {0, 9000, 0};  // the trains before it carried 9,000 segments and lost none
+  auto r = p.check({0, 0, 0});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->trains, 21);  // 9,000 + 21 x 1,000 = 30,000
+  EXPECT_EQ(r->segments, kLossCheckSegments);
+  EXPECT_EQ(r->retransmits, 0u);
+  EXPECT_FALSE(r->cut_short);
+}
+
+TEST(LossCheckTest, ItStopsAtTheFirstRetransmit) {
+  ScriptedPath p;
+  p.now = {5, 100000, 0};  // another connection's old retransmits do not count
+  p.loss_at = 112000;
+  auto r = p.check(p.now);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->trains, 12);
+  EXPECT_EQ(r->segments, 12000u);
+  EXPECT_EQ(r->retransmits, 1u);
+  EXPECT_FALSE(r->cut_short);
+}
+
+TEST(LossCheckTest, ASlowPathIsCutShortAtItsTimeAndSaysSo) {
+  ScriptedPath p;
+  p.per_train = std::chrono::milliseconds(250);
+  auto r = p.check({});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->trains, 12);  // 12 x 250 ms = kLossCheckTime
+  EXPECT_EQ(r->segments, 12000u);
+  EXPECT_TRUE(r->cut_short);
+  // Trains that take no time at all are bounded by their count.
+  ScriptedPath instant;
+  instant.per_train = Duration::zero();
+  instant.now.segments = 0;
+  auto b = check_loss(
+      [&] {
+        ++instant.trains;
+        return Status::Ok();
+      },
+      [&] { return instant.now; }, instant.clock, {});
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->trains, kLossCheckTrains);
+  EXPECT_TRUE(b->cut_short);
+}
+
+TEST(LossCheckTest, AFailedTrainEndsTheCheckWithItsError) {
+  ScriptedPath p;
+  p.fail_at = 3;
+  auto r = p.check({});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kTimeout);
+  EXPECT_EQ(p.trains, 3);
+}
+
+TEST(TuneAdviceTest, TheAdviceSaysWhatTheProbesLossCheckRuledOut) {
+  PeerMeasure m;
+  m.peer = "198.18.60.2@tcp";
+  m.rtt_ms = 50;
+  m.bandwidth = 478.0 * (1 << 20);
+  m.rpc_bytes = 1 << 20;
+  m.probe_short = true;
+  m.probe_segments = 30012;
+  Advice a = advise({m}, TuneSettings{}, TuneConfig{}, 1);
+  EXPECT_NE(a.why_rpcs.find("the probe carried 30012 TCP segments and TCP retransmitted none (a "
+                            "loss of 1 in 10,000 would have shown"),
+            std::string::npos)
+      << a.why_rpcs;
+  m.probe_segments = 9400;
+  a = advise({m}, TuneSettings{}, TuneConfig{}, 1);
+  EXPECT_NE(a.why_rpcs.find("too few to rule out a loss of 1 in 10,000"), std::string::npos)
+      << a.why_rpcs;
+}
+
 }  // namespace
 }  // namespace pfsnet
