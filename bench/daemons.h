@@ -8,12 +8,14 @@
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -85,6 +87,28 @@ class BenchDaemons {
 
   std::string socket(const std::string& name) const { return dir_ + "/" + name + ".sock"; }
   size_t size() const { return pids_.size(); }
+
+  // CPU seconds (user + system) daemon `name` has used so far (/proc/PID/stat); 0 when
+  // it cannot be read.
+  double cpu_seconds(const std::string& name) const {
+    for (size_t i = 0; i < names_.size(); ++i) {
+      if (names_[i] != name) continue;
+      std::ifstream f("/proc/" + std::to_string(pids_[i]) + "/stat");
+      std::string line;
+      std::getline(f, line);
+      size_t close = line.rfind(')');  // the command may hold spaces; the fields follow it
+      if (close == std::string::npos) return 0;
+      std::istringstream rest(line.substr(close + 2));
+      std::string field;
+      unsigned long long utime = 0, stime = 0;
+      for (int k = 3; k <= 15 && rest >> field; ++k) {  // fields 14 and 15 (man 5 proc)
+        if (k == 14) utime = std::stoull(field);
+        if (k == 15) stime = std::stoull(field);
+      }
+      return double(utime + stime) / double(sysconf(_SC_CLK_TCK));
+    }
+    return 0;
+  }
 
  private:
   std::string pfsnetd_, dir_;

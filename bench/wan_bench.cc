@@ -9,6 +9,9 @@
 //                                      RPCs in flight
 //   wan_<R>m_tuned_write_vs_iperf3     after one `pfsnet tune --probe --apply` on both ends
 //   wan_<R>m_tuned_read_vs_iperf3      the same, reads (baseline: iperf3 -R)
+//   wan_<R>m_tuned_write_cpu_s_per_gib_vs_iperf3   CPU seconds both daemons spent per GiB
+//                                      of those writes, beside iperf3's (both ends; lower
+//                                      is better)
 //   wan_<R>m_tuned_conns4_write_vs_iperf3  the same with lnet.conns_per_peer = 4
 //   wan_<R>m_autotune_seconds_to_90pct tune.auto on both ends, 256 asked for: the first
 //                                      second that moves 90% of iperf3; baseline: 10 s
@@ -24,7 +27,7 @@
 // connections per path, with the delay line's queue drops in each.
 // Needs root (namespaces, TUN devices) and iperf3.
 // Usage: wan_bench --pfsnetd PATH --delay-line PATH [--rates 1000,4000] [--losses F,F]
-//                  [--delay-ms D] [--step-seconds S] [--iperf-seconds S]
+//                  [--delay-ms D] [--step-seconds S] [--iperf-seconds S] [--node-config TOML]
 //                  [--only sweep|default|tuned|autotune|loss|conns]
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -46,6 +49,7 @@ using namespace std::chrono_literals;
 
 struct Options {
   std::string pfsnetd, delay_line, only;
+  std::string node_config;  // [node] keys for every daemon (--node-config)
   std::vector<double> rates = {1000, 4000};
   std::vector<double> losses = {0.0001, 0.001};
   double delay_ms = 25, step_s = 2, iperf_s = 10;
@@ -73,8 +77,13 @@ std::string capture(std::vector<std::string> argv) {
   return out;
 }
 
-// One iperf3 stream from side 0 to side 1 (reverse: 1 to 0) for `seconds`: MiB/s received.
-double iperf3(const DelayPath& path, bool reverse, double seconds) {
+// One iperf3 stream from side 0 to side 1 (reverse: 1 to 0) for `seconds`: MiB/s received,
+// and the CPU both ends spent per GiB moved (iperf3's own host_total and remote_total).
+struct Stream {
+  double mib_s = 0;
+  double cpu_s_per_gib = 0;
+};
+Stream iperf3_stream(const DelayPath& path, bool reverse, double seconds) {
   pid_t server = -1;
   std::vector<std::string> s =
       path.in_ns(1, {"iperf3", "-s", "-1", "-B", path.addr(1), "--logfile", "/dev/null"});
@@ -97,7 +106,17 @@ double iperf3(const DelayPath& path, bool reverse, double seconds) {
   kill(server, SIGTERM);
   waitpid(server, &st, 0);
   if (r.is_discarded() || r.contains("error")) fail("iperf3 failed: " + r.dump());
-  return r["end"]["sum_received"]["bits_per_second"].get<double>() / 8 / (1 << 20);
+  Stream out;
+  out.mib_s = r["end"]["sum_received"]["bits_per_second"].get<double>() / 8 / (1 << 20);
+  const json& cpu = r["end"]["cpu_utilization_percent"];
+  double cpu_s = (cpu["host_total"].get<double>() + cpu["remote_total"].get<double>()) / 100 *
+                 r["end"]["sum_received"]["seconds"].get<double>();
+  double gib = out.mib_s * r["end"]["sum_received"]["seconds"].get<double>() / 1024;
+  if (gib > 0) out.cpu_s_per_gib = cpu_s / gib;
+  return out;
+}
+double iperf3(const DelayPath& path, bool reverse, double seconds) {
+  return iperf3_stream(path, reverse, seconds).mib_s;
 }
 
 // Two daemons, client (side 0) and server (side 1), one in each namespace.
@@ -106,13 +125,15 @@ class Pair {
   Pair(const Options& o, const DelayPath& path, const std::string& settings)
       : path_(path), d_(o.pfsnetd, "wan") {
     for (int i = 0; i < 2; ++i)
-      d_.start(name(i), "", "[[net]]\nnid = \"" + nid(i) + "\"\n" + settings,
+      d_.start(name(i), o.node_config, "[[net]]\nnid = \"" + nid(i) + "\"\n" + settings,
                {"ip", "netns", "exec", path.ns(i)});
     d_.wait_ready();
     ask(0, {{"cmd", "ping"}, {"nid", nid(1)}, {"count", 1}});  // connected
   }
   static std::string name(int i) { return i == 0 ? "client" : "server"; }
   std::string nid(int i) const { return path_.addr(i) + "@tcp"; }
+  // CPU seconds both daemons have used so far.
+  double cpu_seconds() const { return d_.cpu_seconds(name(0)) + d_.cpu_seconds(name(1)); }
 
   json ask(int i, const json& req) const {
     auto r = admin_request(d_.socket(name(i)), req, std::chrono::milliseconds(600000));
@@ -303,8 +324,12 @@ void one_loss(const Options& o, double rate, double loss) {
 void one_rate(const Options& o, double rate, bool first) {
   DelayPath path(path_options(o, rate, 0));
   if (!path.ok()) fail(path.error());
-  double up = iperf3(path, false, o.iperf_s), down = iperf3(path, true, o.iperf_s);
-  std::fprintf(stderr, "  iperf3, one stream: %.1f MiB/s written, %.1f MiB/s read\n", up, down);
+  Stream up_stream = iperf3_stream(path, false, o.iperf_s);
+  double up = up_stream.mib_s, down = iperf3(path, true, o.iperf_s);
+  std::fprintf(stderr,
+               "  iperf3, one stream: %.1f MiB/s written (%.2f CPU s per GiB, both ends), %.1f "
+               "MiB/s read\n",
+               up, up_stream.cpu_s_per_gib, down);
   double link = up * 8 * 1.048576;  // Mbit/s, the selftest's theory line
   auto want = [&](const char* what) { return o.only.empty() || o.only == what; };
   if (first && want("sweep")) sweeps(o, path, rate, up);
@@ -319,9 +344,17 @@ void one_rate(const Options& o, double rate, bool first) {
     {
       Pair p(o, path, "");
       p.tune();
+      double cpu0 = p.cpu_seconds();
       json w = p.selftest("write", json::array({256}), o.iperf_s, link)["steps"][0];
+      double cpu = p.cpu_seconds() - cpu0;
       print_figure(fig(rate, "tuned_write_vs_iperf3").c_str(), w["mib_s"].get<double>(), up,
                    "MiB/s");
+      // What both ends spent per GiB written, against iperf3's (lower is better). The
+      // daemons' CPU over the selftest's span includes its set-up and their periodic work.
+      double gib = w["mib_s"].get<double>() * o.iperf_s / 1024;
+      if (gib > 0 && up_stream.cpu_s_per_gib > 0)
+        print_figure(fig(rate, "tuned_write_cpu_s_per_gib_vs_iperf3").c_str(), cpu / gib,
+                     up_stream.cpu_s_per_gib, "CPU s/GiB");
       json r = p.selftest("read", json::array({256}), o.iperf_s, link)["steps"][0];
       print_figure(fig(rate, "tuned_read_vs_iperf3").c_str(), r["mib_s"].get<double>(), down,
                    "MiB/s");
@@ -363,6 +396,9 @@ int main(int argc, char** argv) {
   app.add_option("--losses", o.losses, "packet loss fractions (default 0.0001,0.001)")
       ->delimiter(',');
   app.add_option("--delay-ms", o.delay_ms, "one-way delay (default 25)");
+  app.add_option("--node-config", o.node_config,
+                 "config lines for every daemon, right after its [node] header (a table they "
+                 "open must not be one a step writes too: [lnet] in --only loss or conns)");
   app.add_option("--step-seconds", o.step_s, "seconds per sweep step (default 2)");
   app.add_option("--iperf-seconds", o.iperf_s, "seconds of each iperf3 baseline (default 10)");
   app.add_option(
