@@ -294,6 +294,7 @@ void TcpConnection::io_write_batch(size_t skip) {
 }
 
 void TcpConnection::read_more() {
+  tl_waiting_for_bulk = false;
   if (tls_) {
     tls_read_more();
     return;
@@ -400,20 +401,59 @@ bool TcpConnection::dispatch_buffered(TimePoint now) {
 }
 
 void TcpConnection::read_large(InFrame f, size_t have_payload, size_t have_bulk) {
-  auto self = shared_from_this();
   auto frame = std::make_shared<InFrame>(std::move(f));
   if (tls_) {
     tls_read_large(frame, have_payload + have_bulk, false);
     return;
   }
-  std::array<asio::mutable_buffer, 2> bufs = {
-      asio::buffer(frame->payload.data() + have_payload, frame->payload.size() - have_payload),
-      asio::buffer(frame->bulk.data() + have_bulk, frame->bulk.size() - have_bulk)};
-  asio::async_read(sock_, bufs, transfer_all_unbounded, [self, frame](std::error_code ec, size_t) {
-    if (ec || self->state_.load() == kClosed) {
-      self->fail_read(ec ? ec : asio::error::operation_aborted);
+  read_large_rest(frame, have_payload + have_bulk, false);
+}
+
+void TcpConnection::read_large_rest(std::shared_ptr<InFrame> frame, size_t have, bool waited) {
+  auto self = shared_from_this();
+  size_t plen = frame->payload.size(), total = plen + frame->bulk.size();
+  for (int round = 0; round < 64 && have < total; ++round) {  // bounded per turn
+    iovec v[2];
+    size_t n = 0;
+    if (have < plen) {
+      v[n++] = {frame->payload.data() + have, plen - have};
+      v[n++] = {frame->bulk.data(), frame->bulk.size()};
+    } else {
+      v[n++] = {frame->bulk.data() + (have - plen), total - have};
+    }
+    msghdr msg{};
+    msg.msg_iov = v;
+    msg.msg_iovlen = n;
+    ssize_t got = ::recvmsg(sock_.native_handle(), &msg, MSG_DONTWAIT);
+    if (got > 0) {
+      have += static_cast<size_t>(got);
+      continue;
+    }
+    if (got == 0) {
+      fail_read(asio::error::eof);
       return;
     }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      fail_read(std::error_code(errno, asio::error::get_system_category()));
+      return;
+    }
+    tl_waiting_for_bulk = true;
+    sock_.async_wait(tcp::socket::wait_read, [self, frame, have](std::error_code ec) {
+      if (ec || self->state_.load() == kClosed) {
+        self->fail_read(ec ? ec : asio::error::operation_aborted);
+        return;
+      }
+      self->read_large_rest(frame, have, true);
+    });
+    return;
+  }
+  if (have < total) {  // the round limit: the rest on a later turn
+    asio::post(io_, [self, frame, have] { self->read_large_rest(frame, have, true); });
+    return;
+  }
+  auto finish = [self, frame] {
+    if (self->state_.load() == kClosed) return;
     frame->times.complete = self->t_.clock_.now();
     bool ok;
     {
@@ -421,7 +461,14 @@ void TcpConnection::read_large(InFrame f, size_t have_payload, size_t have_bulk)
       ok = self->deliver(std::move(*frame));
     }
     if (ok) self->read_more();
-  });
+  };
+  // Whole at once, from inside the read of its header: delivered on a later turn, so
+  // reading does not recurse.
+  if (waited) {
+    finish();
+  } else {
+    asio::post(io_, finish);
+  }
 }
 
 void TcpConnection::tls_read_large(std::shared_ptr<InFrame> frame, size_t have, bool waited) {

@@ -38,12 +38,21 @@ struct TlsRefused : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Set on an I/O thread when the last thing it did was to wait for more of a large frame
+// (TcpConnection::read_large_rest); cleared when it waits for a new frame.
+inline thread_local bool tl_waiting_for_bulk = false;
+
 // An I/O thread's loop. With `busy_poll` > 0 the thread, once it has run what was ready,
 // keeps polling (ready handlers, then a non-blocking epoll_wait) that long before it
 // blocks: a frame that comes within it is handled without waking a sleeping thread, which
 // on a VM costs more than a whole loopback round trip (waking an idle vCPU). It costs at
-// most `busy_poll` of CPU per burst of work. Returns when the context stops or runs out
-// of work.
+// most `busy_poll` of CPU per burst of work -- except where it buys nothing: after a read
+// that left a large frame waiting for the rest of its bytes (tl_waiting_for_bulk), the
+// thread sleeps at once. The frame is complete only when its last byte comes, and on a
+// long fast path the next segment comes within the poll every time, so polling there kept
+// the thread spinning the whole transfer (at 4 Gbit/s and 50 ms: 1.79 CPU s per GiB
+// written over both daemons, against 1.38 without polling).
+// Returns when the context stops or runs out of work.
 inline void run_io(asio::io_context& ctx, std::chrono::microseconds busy_poll) {
   if (busy_poll.count() <= 0) {
     ctx.run();
@@ -54,7 +63,8 @@ inline void run_io(asio::io_context& ctx, std::chrono::microseconds busy_poll) {
     bool ran;
     do {
       ran = ctx.poll() > 0;
-    } while (!ran && !ctx.stopped() && std::chrono::steady_clock::now() < until);
+    } while (!ran && !tl_waiting_for_bulk && !ctx.stopped() &&
+             std::chrono::steady_clock::now() < until);
     if (!ran) ctx.run_one();
   }
 }
@@ -332,6 +342,18 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   bool dispatch_buffered(TimePoint now);
 
   void read_large(InFrame f, size_t have_payload, size_t have_bulk);
+
+  // Plain TCP: reads the rest of a large frame (`have` of its payload and bulk are here)
+  // straight into its buffers, non-blocking, waiting for the socket between reads -- and
+  // then the I/O thread does not busy-poll (tl_waiting_for_bulk, run_io). Done at once
+  // (`waited` false), it finishes on a posted turn, so reading does not recurse.
+  //
+  // (Tried and left: SO_RCVLOWAT at 64 or 256 KiB while it waits, so the kernel wakes the
+  // thread per batch of segments, not per segment. It cut the CPU per byte by a third but
+  // the delay line's writes fell to 0.32-0.39 of iperf3, the probe reading 109-146 MiB/s
+  // on a 477 MiB/s line. Not understood; a candidate: above the mark the receiver no
+  // longer acks at once (__tcp_ack_snd_check), and BBR's rate follows the ACKs.)
+  void read_large_rest(std::shared_ptr<InFrame> frame, size_t have, bool waited);
 
   // TLS: reads the rest of a large frame (`have` of its payload and bulk are here). Done
   // at once, it finishes on a posted turn, so reading does not recurse.

@@ -241,23 +241,45 @@ Buffer recv_hs(int fd, FrameHeader* out) {
   return p;
 }
 
+// The client's half of the handshake by hand, on a raw socket to `to`:`port` from `self`.
+// Returns whether the server accepted it.
+bool raw_handshake(int fd, const Nid& self) {
+  Hello ch;
+  ch.nonce = random_nonce();
+  ch.nids = {self};
+  send_hs(fd, FrameKind::kHello, encode_hello(ch));
+  FrameHeader h;
+  Buffer p = recv_hs(fd, &h);
+  auto sh = decode_hello(p.span());
+  if (!sh.ok()) return false;
+  Mac m = handshake_mac(kKey, 'C', ch.nonce, sh->nonce, sh->nids, ch.nids, ch.flags);
+  send_hs(fd, FrameKind::kAuth, Buffer::copy_of(std::span<const uint8_t>(m)));
+  recv_hs(fd, &h);
+  return h.kind == FrameKind::kAuth;
+}
+
+// A request frame as bytes on the wire: header, payload, bulk.
+std::vector<uint8_t> wire_frame(uint64_t xid, const Buffer& payload, const Buffer& bulk) {
+  FrameHeader h;
+  h.kind = FrameKind::kRequest;
+  h.xid = xid;
+  h.msg_type = 3;
+  h.payload_len = static_cast<uint32_t>(payload.size());
+  h.bulk_len = static_cast<uint32_t>(bulk.size());
+  EncodedHeader e;
+  encode_header(h, &e);
+  std::vector<uint8_t> out(e.begin(), e.end());
+  out.insert(out.end(), payload.data(), payload.data() + payload.size());
+  out.insert(out.end(), bulk.data(), bulk.data() + bulk.size());
+  return out;
+}
+
 TEST_F(TcpPairTest, MalformedFrameClosesOnlyThatConnection) {
   TcpTransport tb(opts(), {b_}, real_, eb_);
   ASSERT_TRUE(tb.listen(b_, port_ + 4).ok());
   int fd = raw_connect(b_, port_ + 4);
   ASSERT_GE(fd, 0);
-  Hello ch;
-  ch.nonce = random_nonce();
-  ch.nids = {a_};
-  send_hs(fd, FrameKind::kHello, encode_hello(ch));
-  FrameHeader h;
-  Buffer p = recv_hs(fd, &h);
-  auto sh = decode_hello(p.span());
-  ASSERT_TRUE(sh.ok());
-  Mac m = handshake_mac(kKey, 'C', ch.nonce, sh->nonce, sh->nids, ch.nids, ch.flags);
-  send_hs(fd, FrameKind::kAuth, Buffer::copy_of(std::span<const uint8_t>(m)));
-  recv_hs(fd, &h);
-  ASSERT_EQ(h.kind, FrameKind::kAuth);
+  ASSERT_TRUE(raw_handshake(fd, a_));
   ASSERT_TRUE(eb_.wait([&] { return eb_.conns.size() == 1; }));
 
   // A header claiming a 1 GiB bulk: refused before any allocation, connection closed.
@@ -287,6 +309,58 @@ TEST_F(TcpPairTest, MalformedFrameClosesOnlyThatConnection) {
   ta.connect(a_, b_, port_ + 4, cr.cb());
   ASSERT_TRUE(cr.wait());
   EXPECT_TRUE(cr.status.ok()) << cr.status.to_string();
+}
+
+// A large frame (read straight into its buffers, waiting for the socket between reads)
+// that arrives in pieces is delivered once, whole, after its last byte; the reading goes
+// on with the next frame; a peer that closes in the middle of one delivers nothing of it.
+TEST_F(TcpPairTest, ALargeFrameArrivingInPiecesIsDeliveredWholeOnlyAfterItsLastByte) {
+  TcpTransport tb(opts(), {b_}, real_, eb_);
+  ASSERT_TRUE(tb.listen(b_, port_ + 5).ok());
+  int fd = raw_connect(b_, port_ + 5);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(raw_handshake(fd, a_));
+  ASSERT_TRUE(eb_.wait([&] { return eb_.conns.size() == 1; }));
+
+  Buffer payload = pattern(100, 1), bulk = pattern((1 << 20) + 3, 2);
+  std::vector<uint8_t> big = wire_frame(7, payload, bulk);
+  // The header and half the payload first, then 8 pieces of ~128 KiB.
+  size_t at = kHeaderSize + 50;
+  ASSERT_TRUE(write_all(fd, big.data(), at));
+  for (int piece = 0; at < big.size(); ++piece) {
+    size_t n = std::min<size_t>(big.size() - at, 131072);
+    {
+      std::lock_guard lk(eb_.mu_);
+      ASSERT_TRUE(eb_.frames.empty()) << "delivered before its last byte (piece " << piece << ")";
+    }
+    ASSERT_TRUE(write_all(fd, big.data() + at, n));
+    at += n;
+  }
+  ASSERT_TRUE(eb_.wait([&] { return eb_.frames.size() == 1; }));
+  {
+    std::lock_guard lk(eb_.mu_);
+    EXPECT_EQ(eb_.frames[0].hdr.xid, 7u);
+    EXPECT_TRUE(same(eb_.frames[0].payload, payload));
+    EXPECT_TRUE(same(eb_.frames[0].bulk, bulk));
+  }
+  // The next frame, a small one, is read as usual.
+  Buffer small = pattern(64, 3);
+  std::vector<uint8_t> next = wire_frame(8, small, Buffer());
+  ASSERT_TRUE(write_all(fd, next.data(), next.size()));
+  ASSERT_TRUE(eb_.wait([&] { return eb_.frames.size() == 2; }));
+  {
+    std::lock_guard lk(eb_.mu_);
+    EXPECT_EQ(eb_.frames[1].hdr.xid, 8u);
+    EXPECT_TRUE(same(eb_.frames[1].payload, small));
+  }
+  // Half of another large frame, then the peer closes: nothing more is delivered.
+  std::vector<uint8_t> cut = wire_frame(9, payload, bulk);
+  ASSERT_TRUE(write_all(fd, cut.data(), cut.size() / 2));
+  close(fd);
+  ASSERT_TRUE(eb_.wait([&] { return eb_.closed.size() == 1; }));
+  std::lock_guard lk(eb_.mu_);
+  EXPECT_EQ(eb_.frames.size(), 2u);
+  EXPECT_EQ(eb_.closed[0].code(), Code::kClosed) << eb_.closed[0].to_string();
 }
 
 TEST(MemTransportTest, DeliversOnPumpAndChecksKeys) {
