@@ -82,6 +82,7 @@ std::string capture(std::vector<std::string> argv) {
 struct Stream {
   double mib_s = 0;
   double cpu_s_per_gib = 0;
+  std::string seconds;  // MiB/s in each of its intervals, as "470 466 ..."
 };
 Stream iperf3_stream(const DelayPath& path, bool reverse, double seconds) {
   pid_t server = -1;
@@ -113,6 +114,10 @@ Stream iperf3_stream(const DelayPath& path, bool reverse, double seconds) {
                  r["end"]["sum_received"]["seconds"].get<double>();
   double gib = out.mib_s * r["end"]["sum_received"]["seconds"].get<double>() / 1024;
   if (gib > 0) out.cpu_s_per_gib = cpu_s / gib;
+  for (const json& i : r["intervals"])
+    out.seconds += std::to_string(static_cast<int>(i["sum"]["bits_per_second"].get<double>() / 8 /
+                                                   (1 << 20))) +
+                   " ";
   return out;
 }
 double iperf3(const DelayPath& path, bool reverse, double seconds) {
@@ -327,9 +332,9 @@ void one_rate(const Options& o, double rate, bool first) {
   Stream up_stream = iperf3_stream(path, false, o.iperf_s);
   double up = up_stream.mib_s, down = iperf3(path, true, o.iperf_s);
   std::fprintf(stderr,
-               "  iperf3, one stream: %.1f MiB/s written (%.2f CPU s per GiB, both ends), %.1f "
-               "MiB/s read\n",
-               up, up_stream.cpu_s_per_gib, down);
+               "  iperf3, one stream: %.1f MiB/s written (%.2f CPU s per GiB, both ends; in each "
+               "second: %s), %.1f MiB/s read\n",
+               up, up_stream.cpu_s_per_gib, up_stream.seconds.c_str(), down);
   double link = up * 8 * 1.048576;  // Mbit/s, the selftest's theory line
   auto want = [&](const char* what) { return o.only.empty() || o.only == what; };
   if (first && want("sweep")) sweeps(o, path, rate, up);
@@ -347,6 +352,9 @@ void one_rate(const Options& o, double rate, bool first) {
       double cpu0 = p.cpu_seconds();
       json w = p.selftest("write", json::array({256}), o.iperf_s, link)["steps"][0];
       double cpu = p.cpu_seconds() - cpu0;
+      std::string line;
+      for (const json& v : w["timeline_mib_s"]) line += std::to_string(v.get<int>()) + " ";
+      std::fprintf(stderr, "  one connection, MiB/s in each second: %s\n", line.c_str());
       print_figure(fig(rate, "tuned_write_vs_iperf3").c_str(), w["mib_s"].get<double>(), up,
                    "MiB/s");
       // What both ends spent per GiB written, against iperf3's (lower is better). The
