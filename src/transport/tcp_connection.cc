@@ -401,42 +401,53 @@ bool TcpConnection::dispatch_buffered(TimePoint now) {
 }
 
 void TcpConnection::read_large(InFrame f, size_t have_payload, size_t have_bulk) {
-  auto frame = std::make_shared<InFrame>(std::move(f));
+  read_large_rest(std::make_shared<InFrame>(std::move(f)), have_payload + have_bulk, false);
+}
+
+ssize_t TcpConnection::read_into(InFrame& f, size_t have) {
+  size_t plen = f.payload.size(), total = plen + f.bulk.size();
   if (tls_) {
-    tls_read_large(frame, have_payload + have_bulk, false);
-    return;
+    uint8_t* dst = have < plen ? f.payload.data() + have : f.bulk.data() + (have - plen);
+    TlsIo r = tls_->read(dst, have < plen ? plen - have : total - have);
+    if (r.n > 0) return static_cast<ssize_t>(r.n);
+    if (r.want == TlsIo::Want::kRead) return 0;
+    if (state_.load() != kClosed) do_close(tls_failure(r, "read from"));
+    return -1;
   }
-  read_large_rest(frame, have_payload + have_bulk, false);
+  iovec v[2];
+  size_t n = 0;
+  if (have < plen) {
+    v[n++] = {f.payload.data() + have, plen - have};
+    v[n++] = {f.bulk.data(), f.bulk.size()};
+  } else {
+    v[n++] = {f.bulk.data() + (have - plen), total - have};
+  }
+  msghdr msg{};
+  msg.msg_iov = v;
+  msg.msg_iovlen = n;
+  for (int i = 0; i < 8; ++i) {  // EINTR: again, a bounded number of times
+    ssize_t got = ::recvmsg(sock_.native_handle(), &msg, MSG_DONTWAIT);
+    if (got > 0) return got;
+    if (got == 0) {
+      fail_read(asio::error::eof);
+      return -1;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    if (errno != EINTR) break;
+  }
+  fail_read(std::error_code(errno, asio::error::get_system_category()));
+  return -1;
 }
 
 void TcpConnection::read_large_rest(std::shared_ptr<InFrame> frame, size_t have, bool waited) {
   auto self = shared_from_this();
-  size_t plen = frame->payload.size(), total = plen + frame->bulk.size();
+  size_t total = frame->payload.size() + frame->bulk.size();
   for (int round = 0; round < 64 && have < total; ++round) {  // bounded per turn
-    iovec v[2];
-    size_t n = 0;
-    if (have < plen) {
-      v[n++] = {frame->payload.data() + have, plen - have};
-      v[n++] = {frame->bulk.data(), frame->bulk.size()};
-    } else {
-      v[n++] = {frame->bulk.data() + (have - plen), total - have};
-    }
-    msghdr msg{};
-    msg.msg_iov = v;
-    msg.msg_iovlen = n;
-    ssize_t got = ::recvmsg(sock_.native_handle(), &msg, MSG_DONTWAIT);
+    ssize_t got = read_into(*frame, have);
+    if (got < 0) return;  // closed
     if (got > 0) {
       have += static_cast<size_t>(got);
       continue;
-    }
-    if (got == 0) {
-      fail_read(asio::error::eof);
-      return;
-    }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      fail_read(std::error_code(errno, asio::error::get_system_category()));
-      return;
     }
     tl_waiting_for_bulk = true;
     sock_.async_wait(tcp::socket::wait_read, [self, frame, have](std::error_code ec) {
@@ -464,45 +475,6 @@ void TcpConnection::read_large_rest(std::shared_ptr<InFrame> frame, size_t have,
   };
   // Whole at once, from inside the read of its header: delivered on a later turn, so
   // reading does not recurse.
-  if (waited) {
-    finish();
-  } else {
-    asio::post(io_, finish);
-  }
-}
-
-void TcpConnection::tls_read_large(std::shared_ptr<InFrame> frame, size_t have, bool waited) {
-  auto self = shared_from_this();
-  size_t plen = frame->payload.size(), total = plen + frame->bulk.size();
-  while (have < total) {
-    uint8_t* dst = have < plen ? frame->payload.data() + have : frame->bulk.data() + (have - plen);
-    size_t room = have < plen ? plen - have : total - have;
-    TlsIo r = tls_->read(dst, room);
-    have += r.n;
-    if (r.n > 0) continue;
-    if (r.want == TlsIo::Want::kRead) {
-      sock_.async_wait(tcp::socket::wait_read, [self, frame, have](std::error_code ec) {
-        if (ec || self->state_.load() == kClosed) {
-          self->fail_read(ec ? ec : asio::error::operation_aborted);
-          return;
-        }
-        self->tls_read_large(frame, have, true);
-      });
-      return;
-    }
-    if (state_.load() != kClosed) do_close(tls_failure(r, "read from"));
-    return;
-  }
-  auto finish = [self, frame] {
-    if (self->state_.load() == kClosed) return;
-    frame->times.complete = self->t_.clock_.now();
-    bool ok;
-    {
-      DeferScope defer;
-      ok = self->deliver(std::move(*frame));
-    }
-    if (ok) self->read_more();
-  };
   if (waited) {
     finish();
   } else {

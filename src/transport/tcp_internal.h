@@ -343,21 +343,22 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
 
   void read_large(InFrame f, size_t have_payload, size_t have_bulk);
 
-  // Plain TCP: reads the rest of a large frame (`have` of its payload and bulk are here)
-  // straight into its buffers, non-blocking, waiting for the socket between reads -- and
-  // then the I/O thread does not busy-poll (tl_waiting_for_bulk, run_io). Done at once
+  // Reads the rest of a large frame (`have` of its payload and bulk are here) straight
+  // into its buffers, through read_into, waiting for the socket between reads -- and then
+  // the I/O thread does not busy-poll (tl_waiting_for_bulk, run_io). Done at once
   // (`waited` false), it finishes on a posted turn, so reading does not recurse.
   //
   // (Tried and left: SO_RCVLOWAT at 64 or 256 KiB while it waits, so the kernel wakes the
-  // thread per batch of segments, not per segment. It cut the CPU per byte by a third but
-  // the delay line's writes fell to 0.32-0.39 of iperf3, the probe reading 109-146 MiB/s
-  // on a 477 MiB/s line. Not understood; a candidate: above the mark the receiver no
-  // longer acks at once (__tcp_ack_snd_check), and BBR's rate follows the ACKs.)
+  // thread per batch of segments, not per segment. It cut the CPU per GiB by about a
+  // quarter (1.23 s against 1.71) but the delay line's writes fell to 0.32-0.39 of iperf3,
+  // the probe reading 109-146 MiB/s on a 477 MiB/s line. Not understood; a candidate:
+  // above the mark the receiver no longer acks at once (__tcp_ack_snd_check), and BBR's
+  // rate follows the ACKs.)
   void read_large_rest(std::shared_ptr<InFrame> frame, size_t have, bool waited);
-
-  // TLS: reads the rest of a large frame (`have` of its payload and bulk are here). Done
-  // at once, it finishes on a posted turn, so reading does not recurse.
-  void tls_read_large(std::shared_ptr<InFrame> frame, size_t have, bool waited);
+  // One non-blocking read into the frame's rest, from the socket or through TLS: the
+  // bytes read; 0: none until the socket is readable again; -1: the connection failed
+  // (closed here).
+  ssize_t read_into(InFrame& f, size_t have);
 
   bool deliver(InFrame&& f);
 
