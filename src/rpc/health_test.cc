@@ -7,9 +7,8 @@
 #include "rpc/node_core.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
+#include "rpc/sim_cluster.h"
 #include "stats/rpc_stats.h"
-#include "transport/emulating_transport.h"
-#include "transport/mem_transport.h"
 
 namespace pfsnet {
 namespace {
@@ -32,24 +31,9 @@ struct Node {
   }
   static NodeCoreOptions options(MemHub& hub, Clock& clock, std::vector<Nid> nids, NetOptions o,
                                  RpcOptions ro, bool stats) {
-    NodeCoreOptions c;
-    for (const Nid& n : nids) c.cfg.nets.push_back(NetConfig{n});
-    c.clock = &clock;
+    NodeCoreOptions c =
+        mem_node_options(hub, clock, nids, std::move(o), std::move(ro), "0123456789abcdef");
     c.stats = stats;
-    c.health = false;
-    c.net = std::move(o);
-    c.rpc = std::move(ro);
-    c.make_transport = [&hub, nids](TransportEvents& ev, NodeCore& core) {
-      TransportOptions to;
-      to.cluster_key = "0123456789abcdef";
-      return std::make_unique<EmulatingTransport>(
-          std::vector<EmulationRule>{},
-          [&core](const Connection& c, const OutFrame& f) { return core.net().fault_hold(c, f); },
-          core.clock(), hub, ev,
-          [&hub, &core, nids, to](TransportEvents& inner) {
-            return std::make_unique<MemTransport>(hub, to, nids, core.clock(), inner);
-          });
-    };
     return c;
   }
   // One round of the node's timers (as the daemon's driver) at `now`.

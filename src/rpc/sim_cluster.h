@@ -34,6 +34,36 @@
 
 namespace pfsnet {
 
+// A node core's options over the in-memory transport on `hub`, under the link-emulation
+// decorator that holds Net's fault delays (as in the daemon's transport stack; the links'
+// own delays are the hub's), on `clock`, without statistics or a health monitor.
+inline NodeCoreOptions mem_node_options(MemHub& hub, Clock& clock, const std::vector<Nid>& nids,
+                                        NetOptions no, RpcOptions ro,
+                                        const std::string& cluster_key) {
+  NodeCoreOptions o;
+  for (const Nid& n : nids) o.cfg.nets.push_back(NetConfig{n});
+  o.clock = &clock;
+  o.stats = false;
+  o.health = false;
+  o.net = std::move(no);
+  o.rpc = std::move(ro);
+  o.make_transport = [&hub, nids, cluster_key](TransportEvents& ev, NodeCore& core) {
+    TransportOptions to;
+    to.cluster_key = cluster_key;
+    Clock& c = core.clock();
+    return std::make_unique<EmulatingTransport>(
+        std::vector<EmulationRule>{},
+        [&core](const Connection& conn, const OutFrame& f) {
+          return core.net().fault_hold(conn, f);
+        },
+        c, hub, ev,
+        [&hub, &c, nids, to](TransportEvents& inner) {
+          return std::make_unique<MemTransport>(hub, to, nids, c, inner);
+        });
+  };
+  return o;
+}
+
 class SimNode {
  public:
   SimNode(MemHub& hub, Clock& clock, std::vector<Nid> nids, NetOptions no, RpcOptions ro,
@@ -75,31 +105,8 @@ class SimNode {
  private:
   static NodeCoreOptions options(MemHub& hub, Clock& clock, const std::vector<Nid>& nids,
                                  NetOptions no, RpcOptions ro, const std::string& cluster_key) {
-    NodeCoreOptions o;
-    for (const Nid& n : nids) o.cfg.nets.push_back(NetConfig{n});
-    o.clock = &clock;
-    o.stats = false;
-    o.health = false;
-    o.net = std::move(no);
     ro.workers = 0;  // every handler on the pumping thread
-    o.rpc = ro;
-    // Net's fault delays are held by the link-emulation decorator, as in the daemon's
-    // transport stack; the links' own delays are the hub's.
-    o.make_transport = [&hub, nids, cluster_key](TransportEvents& ev, NodeCore& core) {
-      TransportOptions to;
-      to.cluster_key = cluster_key;
-      Clock& c = core.clock();
-      return std::make_unique<EmulatingTransport>(
-          std::vector<EmulationRule>{},
-          [&core](const Connection& conn, const OutFrame& f) {
-            return core.net().fault_hold(conn, f);
-          },
-          c, hub, ev,
-          [&hub, &c, nids, to](TransportEvents& inner) {
-            return std::make_unique<MemTransport>(hub, to, nids, c, inner);
-          });
-    };
-    return o;
+    return mem_node_options(hub, clock, nids, std::move(no), ro, cluster_key);
   }
   std::vector<std::shared_ptr<void>> parts_;
   std::vector<std::function<void(TimePoint)>> ticks_;
