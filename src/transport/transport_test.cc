@@ -59,13 +59,22 @@ using test::pattern;
 using test::Recorder;
 using test::same;
 
-// TCP transport pair on loopback: A = 127.0.0.11, B = 127.0.0.12.
+// An address on loopback of this process's own (127.X.Y.host, X and Y from the PID): ctest
+// runs the cases in parallel, and the ports below come from the PID too -- with one
+// address for all, two processes with adjacent PIDs met at one port.
+Nid own(int host) {
+  int pid = static_cast<int>(getpid());
+  return *Nid::parse("127." + std::to_string(20 + pid % 200) + "." +
+                     std::to_string((pid / 200) % 250) + "." + std::to_string(host) + "@tcp");
+}
+
+// TCP transport pair on loopback: A = own(11), B = own(12).
 class TcpPairTest : public ::testing::Test {
  protected:
   ManualClock clock_;
   MonotonicClock real_;
   Recorder ea_, eb_;
-  Nid a_ = nid("127.0.0.11@tcp"), b_ = nid("127.0.0.12@tcp");
+  Nid a_ = own(11), b_ = own(12);
   uint16_t port_ = static_cast<uint16_t>(20000 + getpid() % 20000);
 };
 
@@ -175,7 +184,7 @@ TEST_F(TcpPairTest, WrongClusterKeyIsRefused) {
 TEST_F(TcpPairTest, ConnectRefusedMapsToHealthKind) {
   TcpTransport ta(opts(), {a_}, real_, ea_);
   ConnectResult cr;
-  ta.connect(a_, nid("127.0.0.13@tcp"), port_ + 2, cr.cb());  // nobody listens
+  ta.connect(a_, own(13), port_ + 2, cr.cb());  // nobody listens
   ASSERT_TRUE(cr.wait());
   EXPECT_EQ(cr.status.code(), Code::kUnreachable);
   EXPECT_EQ(cr.status.health_kind(), HealthKind::kPeerNiConnectError);
@@ -258,6 +267,19 @@ bool raw_handshake(int fd, const Nid& self) {
   return h.kind == FrameKind::kAuth;
 }
 
+// `tb` listening at `to`:`port`, and a raw client from `self` past the handshake (`eb`
+// has seen the connection): its socket, or -1 when a step failed.
+int raw_client(TcpTransport& tb, Recorder& eb, const Nid& self, const Nid& to, uint16_t port) {
+  if (!tb.listen(to, port).ok()) return -1;
+  int fd = raw_connect(to, port);
+  if (fd < 0) return -1;
+  if (!raw_handshake(fd, self) || !eb.wait([&] { return eb.conns.size() == 1; })) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // A request frame as bytes on the wire: header, payload, bulk.
 std::vector<uint8_t> wire_frame(uint64_t xid, const Buffer& payload, const Buffer& bulk) {
   FrameHeader h;
@@ -276,11 +298,8 @@ std::vector<uint8_t> wire_frame(uint64_t xid, const Buffer& payload, const Buffe
 
 TEST_F(TcpPairTest, MalformedFrameClosesOnlyThatConnection) {
   TcpTransport tb(opts(), {b_}, real_, eb_);
-  ASSERT_TRUE(tb.listen(b_, port_ + 4).ok());
-  int fd = raw_connect(b_, port_ + 4);
+  int fd = raw_client(tb, eb_, a_, b_, port_ + 4);
   ASSERT_GE(fd, 0);
-  ASSERT_TRUE(raw_handshake(fd, a_));
-  ASSERT_TRUE(eb_.wait([&] { return eb_.conns.size() == 1; }));
 
   // A header claiming a 1 GiB bulk: refused before any allocation, connection closed.
   FrameHeader evil;
@@ -316,11 +335,8 @@ TEST_F(TcpPairTest, MalformedFrameClosesOnlyThatConnection) {
 // on with the next frame; a peer that closes in the middle of one delivers nothing of it.
 TEST_F(TcpPairTest, ALargeFrameArrivingInPiecesIsDeliveredWholeOnlyAfterItsLastByte) {
   TcpTransport tb(opts(), {b_}, real_, eb_);
-  ASSERT_TRUE(tb.listen(b_, port_ + 5).ok());
-  int fd = raw_connect(b_, port_ + 5);
+  int fd = raw_client(tb, eb_, a_, b_, port_ + 5);
   ASSERT_GE(fd, 0);
-  ASSERT_TRUE(raw_handshake(fd, a_));
-  ASSERT_TRUE(eb_.wait([&] { return eb_.conns.size() == 1; }));
 
   Buffer payload = pattern(100, 1), bulk = pattern((1 << 20) + 3, 2);
   std::vector<uint8_t> big = wire_frame(7, payload, bulk);
