@@ -481,15 +481,19 @@ ProbeEstimate estimate_bandwidth(const std::vector<TrainRate>& trains) {
   return e;
 }
 
+namespace {
+// The segments and retransmits of `now` since `start`.
+void count_since(const ProbeTcp& start, const ProbeTcp& now, LossCheck* lc) {
+  lc->segments = now.segments - std::min(now.segments, start.segments);
+  lc->retransmits = now.retransmits - std::min(now.retransmits, start.retransmits);
+}
+}  // namespace
+
 Result<LossCheck> check_loss(const std::function<Status()>& run_train,
                              const std::function<ProbeTcp()>& tcp, Clock& clock, ProbeTcp start) {
   LossCheck lc;
   TimePoint t0 = clock.now();
-  auto read = [&] {
-    ProbeTcp now = tcp();
-    lc.segments = now.segments - std::min(now.segments, start.segments);
-    lc.retransmits = now.retransmits - std::min(now.retransmits, start.retransmits);
-  };
+  auto read = [&] { count_since(start, tcp(), &lc); };
   read();
   while (lc.retransmits == 0 && lc.segments < kLossCheckSegments) {
     if (lc.trains >= kLossCheckTrains || clock.now() - t0 >= kLossCheckTime) {
@@ -574,9 +578,8 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, Clock& clock, const Nid& peer, ui
   pr.window_limited = e.window_limited;
   pr.every_train_lost = e.every_train_lost;
   if (tcp) {
-    bool short_path = pr.bandwidth * pr.rtt_ms / 1000.0 > double(train) * double(size);
     LossCheck lc;
-    if (short_path && e.lost == 0) {
+    if (pr.train_short_of_bdp() && e.lost == 0) {
       auto r = check_loss(run_train, tcp, clock, start);
       if (!r.ok()) return r.status();
       lc = *r;
@@ -585,9 +588,7 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, Clock& clock, const Nid& peer, ui
           peer.to_string(), lc.trains, lc.retransmits, lc.segments,
           lc.cut_short ? " (cut short)" : "");
     } else {
-      ProbeTcp now = tcp();
-      lc.segments = now.segments - std::min(now.segments, start.segments);
-      lc.retransmits = now.retransmits - std::min(now.retransmits, start.retransmits);
+      count_since(start, tcp(), &lc);
     }
     pr.segments = lc.segments;
     pr.retransmits = lc.retransmits;

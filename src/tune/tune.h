@@ -233,6 +233,10 @@ struct ProbeResult {
   // how many of them were retransmits: 0, 0 when the kernel's figures are not known.
   uint64_t segments = 0, retransmits = 0;
   int loss_trains = 0;  // trains of the loss check (check_loss), not in the rate
+  // A train is smaller than the BDP found: the trains never filled the pipe.
+  bool train_short_of_bdp() const {
+    return bandwidth * rtt_ms / 1000.0 > double(train) * double(size);
+  }
   // No train went through in one go: each waited a round trip for TCP's window (its
   // congestion window or the peer's receive window was smaller than the train), so
   // `bandwidth` is what the window let through -- a lower bound of the link's rate.

@@ -281,7 +281,7 @@ std::vector<PeerMeasure> TuneService::measure_peers(const std::vector<Nid>& only
       m.probe_segments = p.segments;
       m.probe_retransmits = p.retransmits;
       // A train smaller than the BDP found never filled the pipe.
-      m.probe_short = p.bandwidth * p.rtt_ms / 1000.0 > double(p.train) * double(p.size);
+      m.probe_short = p.train_short_of_bdp();
       if (m.probe_short) m.bandwidth_source += ", smaller than the BDP: may be low";
       if (p.window_limited) {
         m.bandwidth_source = "probe (every one of " + std::to_string(p.trains) + " trains of " +
