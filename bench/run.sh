@@ -6,7 +6,7 @@
 # cost at 100,000 peer NIs), mesh_bench (the probe mesh's cost per node at the defaults and
 # the MGS's at 100,000 nodes) and wan_bench (the WAN study on a real 50 ms path through
 # kernel TCP, at 1 and 4 Gbit/s beside iperf3: sweep tables on stderr and as {"sweep": ...}
-# lines, about 5 minutes; needs root and iperf3) and gpfs_bench (the GPFS
+# lines, about 9 minutes; needs root and iperf3) and gpfs_bench (the GPFS
 # paper's Tables 1-2 with 1 server and 32 client daemons, and the block service with an
 # in-memory target against raw TCP; about 9 minutes: each cell moves 1 GiB).
 set -euo pipefail

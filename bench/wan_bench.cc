@@ -52,7 +52,12 @@ struct Options {
   std::string node_config;  // [node] keys for every daemon (--node-config)
   std::vector<double> rates = {1000, 4000};
   std::vector<double> losses = {0.0001, 0.001};
-  double delay_ms = 25, step_s = 2, iperf_s = 10;
+  // 20 s: BBR drops each flow's window to 4 packets for 200 ms when its min_rtt is 10 s
+  // old (PROBE_RTT). A fresh iperf3 stream reaches that in its 11th-12th second (328 MiB/s
+  // there, 472 around it), while the daemons' connections, opened by the pings and the
+  // probe before the write, reach it within the first 10 s: 10 s windows held it on
+  // pfsnet's side only. 20 s windows hold one on each side.
+  double delay_ms = 25, step_s = 2, iperf_s = 20;
 };
 
 // Thrown on a failure and caught in main, so the daemons, the delay line and the
@@ -408,7 +413,9 @@ int main(int argc, char** argv) {
                  "config lines for every daemon, right after its [node] header (a table they "
                  "open must not be one a step writes too: [lnet] in --only loss or conns)");
   app.add_option("--step-seconds", o.step_s, "seconds per sweep step (default 2)");
-  app.add_option("--iperf-seconds", o.iperf_s, "seconds of each iperf3 baseline (default 10)");
+  app.add_option(
+      "--iperf-seconds", o.iperf_s,
+      "seconds of each iperf3 baseline and of each pfsnet figure beside it (default 20)");
   app.add_option(
       "--only", o.only,
       "sweep, default, tuned, autotune, loss or conns (a sweep of RPCs in flight with 1 and 4 "
