@@ -13,6 +13,7 @@
 //                                      of those writes, beside iperf3's (both ends; lower
 //                                      is better)
 //   wan_<R>m_tuned_conns4_write_vs_iperf3  the same with lnet.conns_per_peer = 4
+//   wan_<R>m_tuned_conns4_read_vs_iperf3   and reads after them
 //   wan_<R>m_autotune_seconds_to_90pct tune.auto on both ends, 256 asked for: the first
 //                                      second that moves 90% of iperf3; baseline: 10 s
 //   sweep rows (first rate only)       peer_credits 8, 32, 64 x concurrency 1..256: MiB/s
@@ -273,19 +274,24 @@ DelayPathOptions path_options(const Options& o, double rate, double loss) {
 }
 
 // Writes after one `pfsnet tune --probe --apply` on both ends (`settings` in both
-// daemons' files): MiB/s.
-double tuned_write(const Options& o, DelayPath& path, double link,
-                   const std::string& settings = "") {
+// daemons' files): MiB/s; and, with `read`, reads after them (*read, MiB/s).
+double tuned_write(const Options& o, DelayPath& path, double link, const std::string& settings = "",
+                   double* read = nullptr) {
   Pair p(o, path, settings);
   p.tune();
-  uint64_t before = queue_drops(path);
-  json st = p.selftest("write", json::array({256}), o.iperf_s, link)["steps"][0];
-  std::string line;
-  for (const json& v : st["timeline_mib_s"]) line += std::to_string(v.get<int>()) + " ";
-  std::fprintf(stderr, "  MiB/s in each second: %s(%llu queue drops)\n", line.c_str(),
-               static_cast<unsigned long long>(queue_drops(path) - before));
+  double mib_s = 0;
+  for (const char* mode : {"write", "read"}) {
+    if (mode[0] == 'r' && !read) break;
+    uint64_t before = queue_drops(path);
+    json st = p.selftest(mode, json::array({256}), o.iperf_s, link)["steps"][0];
+    std::string line;
+    for (const json& v : st["timeline_mib_s"]) line += std::to_string(v.get<int>()) + " ";
+    std::fprintf(stderr, "  %s, MiB/s in each second: %s(%llu queue drops)\n", mode, line.c_str(),
+                 static_cast<unsigned long long>(queue_drops(path) - before));
+    (mode[0] == 'r' ? *read : mib_s) = st["mib_s"].get<double>();
+  }
   std::fprintf(stderr, "  delay line counters so far: %s\n", path.counters().c_str());
-  return st["mib_s"].get<double>();
+  return mib_s;
 }
 
 void one_loss(const Options& o, double rate, double loss) {
@@ -372,8 +378,10 @@ void one_rate(const Options& o, double rate, bool first) {
       print_figure(fig(rate, "tuned_read_vs_iperf3").c_str(), r["mib_s"].get<double>(), down,
                    "MiB/s");
     }
+    double read = 0;
     print_figure(fig(rate, "tuned_conns4_write_vs_iperf3").c_str(),
-                 tuned_write(o, path, link, "[lnet]\nconns_per_peer = 4\n"), up, "MiB/s");
+                 tuned_write(o, path, link, "[lnet]\nconns_per_peer = 4\n", &read), up, "MiB/s");
+    print_figure(fig(rate, "tuned_conns4_read_vs_iperf3").c_str(), read, down, "MiB/s");
   }
   if (want("autotune")) {
     Pair p(o, path, "[tune]\nauto = true\n");

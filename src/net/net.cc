@@ -559,13 +559,11 @@ void Net::set_credits(int64_t credits, int64_t peer_credits) {
     std::vector<Path*> paths = table_->ni_paths(*ni);
     MutexLock lk(ni->mu);
     ni->tx_credits += dc;
-    for (Path* p : paths)
-      for (auto& c : p->conns) {
-        auto cs = conn_state(*c);
-        if (!cs) continue;
-        cs->tx_credits += dp;
-        if (!c->bulk()) cs->high_water = hw;
-      }
+    for (Path* p : paths) {
+      for (auto& c : p->conns)
+        if (auto cs = conn_state(*c)) cs->tx_credits += dp;
+      set_small_high_water_locked(*p);
+    }
     for (Path* p : paths) drain_locked(*p, &out);
     drain_ni_locked(*ni, &out);
   }

@@ -52,9 +52,24 @@ void Net::on_connected(const ConnectionPtr& c) {
       p->tx_conn = c;
       p->tx_state = cs;
     }
+    set_small_high_water_locked(*p);
     drain_locked(*p, &out);
   }
   transmit(out);
+}
+
+// While a path has bulk connections, the messages of one direction travel on them and
+// their replies on the first connection: nothing goes back on the first connection to
+// carry the replies' credits, which would return only at half the window. At 40 RPCs in
+// flight and peer_credits 40 the replying end then waited for credits on more than half
+// its replies (5,144 of 9,282 in 20 s at 4 Gbit/s, 50 ms), holding the RPCs in flight
+// short of the line. So each credit there goes back at once too; one that a message on
+// the way back takes first (the credit flush is posted to the I/O thread) costs no frame.
+void Net::set_small_high_water_locked(Path& p) {
+  uint32_t hw = p.bulk.empty() ? high_water_.load() : 1;
+  for (auto& c : p.conns)
+    if (!c->bulk())
+      if (auto cs = conn_state(*c)) cs->high_water.store(hw, std::memory_order_relaxed);
 }
 
 void Net::on_frame(Connection& c, InFrame&& f) {
@@ -167,6 +182,7 @@ void Net::on_closed(Connection& c, const Status& why) {
     auto bulk = std::find_if(p->bulk.begin(), p->bulk.end(),
                              [&](const std::shared_ptr<ConnState>& b) { return b.get() == cs; });
     if (bulk != p->bulk.end()) p->bulk.erase(bulk);
+    set_small_high_water_locked(*p);
     if (!p->queue.empty() && !p->tx_conn) start_connect_locked(*p);
     drain_locked(*p, &out);
     drain_ni_locked(ni, &out);

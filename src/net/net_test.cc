@@ -167,6 +167,57 @@ TEST_F(NetTest, ConnsPerPeerSpreadsLargeMessagesAndKeepsSmallOnesApart) {
   for (auto& s : tx.results) EXPECT_TRUE(s.ok()) << s.to_string();
 }
 
+// With bulk connections, large requests travel on them and their small replies on the
+// first connection, where nothing goes back to carry the replies' credits: each returns
+// at once, or the replying end would keep half its window owed (measured: it waited for
+// credits on more than half its replies at 40 in flight over a 50 ms path).
+TEST_F(NetTest, WithBulkConnectionsTheFirstConnectionsCreditsReturnAtOnce) {
+  NetOptions o = opts(256, 8);
+  o.conns_per_peer = 3;
+  Node a(hub_, clock_, a_, o), b(hub_, clock_, b_, opts(256, 8));
+  TxLog tx;
+  a.net.send(b_, msg(1), clock_.now() + 10s, &tx);
+  hub_.pump();
+  ASSERT_EQ(b.net.peers()[0].connections, 4);
+  ASSERT_EQ(b.rx.got.size(), 1u);
+  b.rx.got.clear();  // consumed
+  hub_.pump();
+  a.net.expire(clock_.now());  // what the opening left owed goes back
+  b.net.expire(clock_.now());
+  hub_.pump();
+  ASSERT_EQ(b.net.peers()[0].credits, 8);
+  // B replies on the first connection; A consumes each reply and sends nothing back on it.
+  for (int i = 0; i < 3; ++i) b.net.send(a_, msg(10 + i), clock_.now() + 10s, &tx);
+  hub_.pump();
+  ASSERT_EQ(a.rx.got.size(), 3u);
+  EXPECT_EQ(b.net.peers()[0].credits, 5);
+  a.rx.got[0].credit.release();
+  hub_.pump();
+  EXPECT_EQ(b.net.peers()[0].credits, 6) << "below the high water (4), yet returned";
+  a.rx.got.clear();
+  hub_.pump();
+  EXPECT_EQ(b.net.peers()[0].credits, 8);
+  // A run-time change of the window keeps it so.
+  a.net.set_credits(256, 16);
+  b.net.set_credits(256, 16);
+  b.net.send(a_, msg(20), clock_.now() + 10s, &tx);
+  hub_.pump();
+  ASSERT_EQ(a.rx.got.size(), 1u);
+  a.rx.got.clear();
+  hub_.pump();
+  EXPECT_EQ(b.net.peers()[0].credits, 16);
+  // Without bulk connections the first connection returns at its high water: a reply
+  // would carry the credit.
+  Node c(hub_, clock_, c_, opts(256, 8));
+  c.net.send(a_, msg(30), clock_.now() + 10s, &tx);
+  hub_.pump();
+  ASSERT_EQ(a.rx.got.size(), 1u);
+  a.rx.got.clear();
+  hub_.pump();
+  EXPECT_EQ(c.net.peers()[0].credits, 7);
+  for (auto& s : tx.results) EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
 TEST_F(NetTest, OneConnectionPerPeerCarriesEverythingByDefault) {
   TxLog tx;  // outlives the nodes: the queued sends fail into it as they stop
   Node a(hub_, clock_, a_, opts(256, 4)), b(hub_, clock_, b_, opts(256, 4));
