@@ -61,6 +61,10 @@ struct CallOptions {
   // (a token request or revocation), so that it never waits behind that I/O for a slot
   // -- Lustre serves lock callbacks apart from I/O for the same reason.
   bool urgent = false;
+  // On the path's first connection, never one of its bulk connections (lnet.conns_per_peer):
+  // for a bandwidth probe, whose train must share one TCP stream -- spread over several, its
+  // RPCs arrive a connection's share of the link apart, and the train reads too fast.
+  bool one_stream = false;
 };
 
 struct RpcRequest {

@@ -310,7 +310,7 @@ void Net::enqueue_locked(Path& p, TxMsg* m, Out* out) {
 }
 
 bool Net::to_bulk_locked(Path& p, const TxMsg& m) {
-  if (m.bytes < kBulkConnMinBytes || !p.tx_conn) return false;
+  if (m.bytes < kBulkConnMinBytes || m.frame->one_stream || !p.tx_conn) return false;
   // The peer's bulk connections serve this end too, whatever its own conns_per_peer.
   open_bulk_locked(p);
   return !p.bulk.empty();

@@ -218,6 +218,42 @@ TEST_F(NetTest, WithBulkConnectionsTheFirstConnectionsCreditsReturnAtOnce) {
   for (auto& s : tx.results) EXPECT_TRUE(s.ok()) << s.to_string();
 }
 
+// A bandwidth probe's train shares one TCP stream: one_stream keeps large messages on the
+// first connection, within its window, while the bulk connections stand idle.
+TEST_F(NetTest, AOneStreamMessageStaysOnTheFirstConnection) {
+  NetOptions o = opts(256, 4);
+  o.conns_per_peer = 3;
+  Node a(hub_, clock_, a_, o), b(hub_, clock_, b_, opts(256, 4));
+  TxLog tx;
+  a.net.send(b_, msg(1), clock_.now() + 10s, &tx);
+  hub_.pump();
+  ASSERT_EQ(a.net.peers()[0].connections, 4);
+  b.rx.got.clear();
+  hub_.pump();
+  a.net.expire(clock_.now());
+  b.net.expire(clock_.now());
+  hub_.pump();
+  // B consumes nothing: the first connection's window (4) bounds what arrives.
+  for (int i = 0; i < 6; ++i) {
+    auto f = large(10 + i);
+    f->one_stream = true;
+    a.net.send(b_, std::move(f), clock_.now() + 10s, &tx);
+  }
+  hub_.pump();
+  EXPECT_EQ(b.rx.got.size(), 4u);
+  EXPECT_EQ(a.net.peers()[0].queued, 2);
+  EXPECT_EQ(a.net.peers()[0].credits, 0);
+  // Large messages without it go on the bulk connections meanwhile.
+  for (int i = 0; i < 3; ++i) a.net.send(b_, large(20 + i), clock_.now() + 10s, &tx);
+  hub_.pump();
+  EXPECT_EQ(b.rx.got.size(), 7u);
+  for (auto& r : b.rx.got) r.credit.release();
+  hub_.pump();
+  EXPECT_EQ(b.rx.got.size(), 9u);
+  ASSERT_EQ(tx.results.size(), 10u);
+  for (auto& s : tx.results) EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
 TEST_F(NetTest, OneConnectionPerPeerCarriesEverythingByDefault) {
   TxLog tx;  // outlives the nodes: the queued sends fail into it as they stop
   Node a(hub_, clock_, a_, opts(256, 4)), b(hub_, clock_, b_, opts(256, 4));

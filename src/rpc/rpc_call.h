@@ -29,9 +29,10 @@ struct RpcEngine::Call final : TxCompletion {
   TimePoint attempt_deadline GUARDED_BY(eng->mu_);  // this attempt's
   Duration attempt_timeout{0};
   uint8_t flags = 0;
-  size_t reply_bulk = 0;  // CallOptions::reply_bulk
-  bool urgent = false;    // CallOptions::urgent: no max_rpcs_in_flight slot
-  Buffer payload;         // kept for resends; each attempt sends a copy
+  size_t reply_bulk = 0;    // CallOptions::reply_bulk
+  bool urgent = false;      // CallOptions::urgent: no max_rpcs_in_flight slot
+  bool one_stream = false;  // CallOptions::one_stream
+  Buffer payload;           // kept for resends; each attempt sends a copy
   BulkData bulk;
   std::optional<std::pair<Nid, Nid>> pin;  // recovery pings: this path only, no resend
   Callback cb;

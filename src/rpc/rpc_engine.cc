@@ -102,6 +102,7 @@ RpcEngine::CallPtr RpcEngine::start_call(const Nid& dst, uint32_t type, Buffer p
   c->pin = o.via;
   c->reply_bulk = o.reply_bulk;  // the transport bounds it by the frame limits
   c->urgent = o.urgent;
+  c->one_stream = o.one_stream;
   c->attempt_timeout =
       c->pin ? total
              : std::max<Duration>(std::chrono::milliseconds(1), total / (opts_.retry_count + 1));
@@ -245,6 +246,7 @@ void RpcEngine::send_call(const CallPtr& c) {
   f->payload = Buffer::copy_of(c->payload.span());
   f->bulk = c->bulk;
   f->reply_sink = c->reply_bulk;
+  f->one_stream = c->one_stream;
   // The attempt's deadline runs from when it goes on the wire (not from a wait for a
   // max_rpcs_in_flight slot), within the RPC's own deadline.
   TimePoint deadline;

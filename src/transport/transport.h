@@ -64,6 +64,8 @@ struct OutFrame {
   // may offer registered memory of that size with the request, for the server to write
   // the reply's bulk into (o2iblnd's GET); others ignore it.
   size_t reply_sink = 0;
+  // Not on a bulk connection of the path (Net; CallOptions::one_stream).
+  bool one_stream = false;
 
   size_t bulk_size() const { return bulk ? std::min(bulk->size(), bulk_limit) : 0; }
 };
