@@ -279,17 +279,17 @@ double tuned_write(const Options& o, DelayPath& path, double link, const std::st
                    double* read = nullptr) {
   Pair p(o, path, settings);
   p.tune();
-  double mib_s = 0;
-  for (const char* mode : {"write", "read"}) {
-    if (mode[0] == 'r' && !read) break;
+  auto run = [&](const char* mode) {
     uint64_t before = queue_drops(path);
     json st = p.selftest(mode, json::array({256}), o.iperf_s, link)["steps"][0];
     std::string line;
     for (const json& v : st["timeline_mib_s"]) line += std::to_string(v.get<int>()) + " ";
     std::fprintf(stderr, "  %s, MiB/s in each second: %s(%llu queue drops)\n", mode, line.c_str(),
                  static_cast<unsigned long long>(queue_drops(path) - before));
-    (mode[0] == 'r' ? *read : mib_s) = st["mib_s"].get<double>();
-  }
+    return st["mib_s"].get<double>();
+  };
+  double mib_s = run("write");
+  if (read) *read = run("read");
   std::fprintf(stderr, "  delay line counters so far: %s\n", path.counters().c_str());
   return mib_s;
 }

@@ -562,7 +562,7 @@ void Net::set_credits(int64_t credits, int64_t peer_credits) {
     for (Path* p : paths) {
       for (auto& c : p->conns)
         if (auto cs = conn_state(*c)) cs->tx_credits += dp;
-      set_small_high_water_locked(*p);
+      set_high_water_locked(*p);
     }
     for (Path* p : paths) drain_locked(*p, &out);
     drain_ni_locked(*ni, &out);

@@ -373,9 +373,9 @@ class Net final : public TransportEvents {
   static std::vector<TxMsg*> take_queued_locked(Path& p) REQUIRES(p.ni->mu);
   // `c` (closing) no longer carries new messages of `p`.
   void detach_locked(Path& p, Connection* c) REQUIRES(p.ni->mu);
-  // Sets the credit high water of p's first connections: high_water_, or 1 while the path
-  // has bulk connections (see the definition).
-  void set_small_high_water_locked(Path& p) REQUIRES(p.ni->mu);
+  // Sets the credit high water of p's connections: high_water_, or 1 while the path has
+  // bulk connections (see the definition).
+  void set_high_water_locked(Path& p) REQUIRES(p.ni->mu);
   // Whether `c` should carry the path's sends instead of `current` (null: none). Of two
   // connections of a path (both ends connected at once, e.g. both NIs came back up), both
   // ends send on the one the lower NID opened, so credits ride on the replies both ways.

@@ -36,10 +36,7 @@ void Net::on_connected(const ConnectionPtr& c) {
   cs->path = p;
   cs->conn = c;
   cs->conn_id = c->id();
-  // A bulk connection carries nothing the other way to take its credits back: each goes
-  // back at once on a credit frame (a few bytes a message of 64 KiB or more), or the
-  // sender's NI credits would wait for the next expire() turn.
-  cs->high_water = c->bulk() ? 1 : high_water_.load();
+  cs->high_water = high_water_.load();  // set_high_water_locked below sets it for the path
   c->set_upper(cs);  // before the connection is in the path: every reader finds it
   Out out;
   {
@@ -52,24 +49,26 @@ void Net::on_connected(const ConnectionPtr& c) {
       p->tx_conn = c;
       p->tx_state = cs;
     }
-    set_small_high_water_locked(*p);
+    set_high_water_locked(*p);
     drain_locked(*p, &out);
   }
   transmit(out);
 }
 
-// While a path has bulk connections, the messages of one direction travel on them and
-// their replies on the first connection: nothing goes back on the first connection to
-// carry the replies' credits, which would return only at half the window. At 40 RPCs in
-// flight and peer_credits 40 the replying end then waited for credits on more than half
-// its replies (5,144 of 9,282 in 20 s at 4 Gbit/s, 50 ms), holding the RPCs in flight
-// short of the line. So each credit there goes back at once too; one that a message on
-// the way back takes first (the credit flush is posted to the I/O thread) costs no frame.
-void Net::set_small_high_water_locked(Path& p) {
+// While a path has bulk connections, the large messages of one direction travel on them
+// and their replies on the first connection: neither kind of connection carries much the
+// other way to take its credits back. A bulk connection's credits would wait for the next
+// expire() turn, holding the sender's NI credits; the first connection's would return
+// only at half the window -- at 40 RPCs in flight and peer_credits 40 the replying end
+// waited for credits on 5,144 of its 9,282 replies in 20 s (4 Gbit/s, 50 ms), holding the
+// RPCs in flight short of the line. So on such a path every credit goes back at once; one
+// that a message on the way back takes first (the flush is posted to the I/O thread)
+// costs no frame. A path of one connection returns at half the window: its replies carry
+// the credits.
+void Net::set_high_water_locked(Path& p) {
   uint32_t hw = p.bulk.empty() ? high_water_.load() : 1;
   for (auto& c : p.conns)
-    if (!c->bulk())
-      if (auto cs = conn_state(*c)) cs->high_water.store(hw, std::memory_order_relaxed);
+    if (auto cs = conn_state(*c)) cs->high_water.store(hw, std::memory_order_relaxed);
 }
 
 void Net::on_frame(Connection& c, InFrame&& f) {
@@ -182,7 +181,7 @@ void Net::on_closed(Connection& c, const Status& why) {
     auto bulk = std::find_if(p->bulk.begin(), p->bulk.end(),
                              [&](const std::shared_ptr<ConnState>& b) { return b.get() == cs; });
     if (bulk != p->bulk.end()) p->bulk.erase(bulk);
-    set_small_high_water_locked(*p);
+    set_high_water_locked(*p);
     if (!p->queue.empty() && !p->tx_conn) start_connect_locked(*p);
     drain_locked(*p, &out);
     drain_ni_locked(ni, &out);
