@@ -36,6 +36,12 @@ void print_tune(const json& r) {
   }
   for (const auto& [peer, err] : r["probe_errors"].items())
     std::printf("  probe of %s failed: %s\n", peer.c_str(), err.get<std::string>().c_str());
+  if (r.contains("warmed_bytes"))
+    for (const auto& [peer, bytes] : r["warmed_bytes"].items())
+      std::printf(
+          "  %s: %.0f MiB sent over its bulk connections after the probe, to open them and "
+          "bring their windows up\n",
+          peer.c_str(), bytes.get<double>() / (1 << 20));
   std::printf("\n%-20s %8s %12s  %s\n", "setting", "now", "recommended", "why");
   auto value = [](const json& v) { return v.is_null() ? std::string("-") : v.dump(); };
   bool own_changed = false;

@@ -192,6 +192,7 @@ json tune_report_json(const TuneReport& r) {
                                    r.advice.why_conns)}}},
       {"problems", problems},
       {"probe_errors", errors},
+      {"warmed_bytes", r.warmed_bytes},
       {"auto", r.auto_tune}};
   if (r.applied) out["applied"] = config_changes_json(*r.applied);
   return out;

@@ -601,6 +601,25 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, Clock& clock, const Nid& peer, ui
   return pr;
 }
 
+Status warm_streams(RpcEngine& rpc, const Nid& peer, uint32_t size, int rpcs, Duration timeout) {
+  if (rpcs < 1 || size == 0)
+    return Status(Code::kInvalidArgument, "warming a path needs 1 or more RPCs of data");
+  BulkData data = make_bulk(Buffer(size));
+  CallOptions co;
+  co.timeout = timeout;
+  CallBatch batch(rpc);
+  for (int i = 0; i < rpcs; ++i) batch.add(peer, kMsgTuneProbe, Buffer(), data, co);
+  // Every RPC ends within its timeout; the margin covers the callbacks.
+  if (!batch.wait(timeout + std::chrono::seconds(5)))
+    return Status(Code::kTimeout,
+                  "warming the connections to " + peer.to_string() + ": the batch did not finish");
+  for (const RpcReply& r : batch.take())
+    if (!r.status.ok())
+      return Status(r.status.code(),
+                    "warming the connections to " + peer.to_string() + ": " + r.status.message());
+  return Status::Ok();
+}
+
 std::optional<TuneChange> lossy_floor(const Advice& last, const std::string& peer, int64_t limit,
                                       int64_t most) {
   for (const PeerAdvice& p : last.peers) {

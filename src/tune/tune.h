@@ -313,6 +313,16 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, Clock& clock, const Nid& peer, ui
                                int train, int max_trains, Duration timeout,
                                const std::function<ProbeTcp()>& tcp = {});
 
+// After a probe, on a path with bulk connections (lnet.conns_per_peer > 1): the probe's
+// trains share one stream, and a path opens its bulk connections only at its first large
+// message, so the work after `pfsnet tune --probe` began on cold streams in TCP's slow
+// start (1 Gbit/s, 50 ms, four connections: 80 MiB/s in its first second, where a warm
+// stream moves 112). One batch of `rpcs` RPCs of `size` bytes, spread over the bulk
+// connections as work is and not measured, opens them (its first RPCs go on the first
+// connection meanwhile) and brings each one's window up to its share of the path. Bounded
+// by `timeout` per RPC.
+Status warm_streams(RpcEngine& rpc, const Nid& peer, uint32_t size, int rpcs, Duration timeout);
+
 // The loss check: a loss of 1 segment in 10,000 (the study's 0.01%) costs a long path most
 // of its throughput with the advice of a clean one, and a probe's ~80 MiB of trains is only
 // ~9,400 segments of a 9000-byte MTU: it sees no loss at all about 4 times in 10. So a

@@ -392,6 +392,7 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
   TuneReport rep;
   rep.current = settings();
   rep.auto_tune = tc.auto_tune;
+  std::vector<Nid> probed;  // the targets whose probe succeeded
   if (req.probe) {
     std::vector<Nid> targets = req.peers;
     if (targets.empty())
@@ -435,6 +436,7 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
                               kMaxProbeTrains, std::chrono::seconds(10), tcp);
         if (big.ok() && big->bandwidth > r->bandwidth) r = std::move(big);
       }
+      probed.push_back(t);
       std::string key = net_.peer_of(t).value_or(t).to_string();
       MutexLock lk(mu_);
       probes_[key] = *r;
@@ -465,6 +467,27 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
         "tune: applied the recommended settings (max_rpcs_in_flight {}{}, peer_credits {}, "
         "credits {}, conns_per_peer {})",
         s.max_rpcs_in_flight, own, s.peer_credits, s.credits, s.conns_per_peer);
+  }
+  // With the settings now in force: the probed paths' bulk connections opened and warm.
+  if (net_.conns_per_peer() > 1) {
+    TuneSettings now = settings();
+    for (const Nid& t : probed) {
+      std::string key = net_.peer_of(t).value_or(t).to_string();
+      auto own = now.peer_rpcs_in_flight.find(key);
+      int64_t inflight =
+          own != now.peer_rpcs_in_flight.end() ? own->second : now.max_rpcs_in_flight;
+      // The path full for about four of its round trips (a max_rpcs_in_flight advised for
+      // it carries about its BDP): the first opens the connections, the rest fill them.
+      int rpcs = static_cast<int>(std::clamp<int64_t>(4 * inflight, 8, 1024));
+      Status w = warm_streams(rpc_, t, static_cast<uint32_t>(size), rpcs, std::chrono::seconds(10));
+      if (!w.ok()) {
+        rep.probe_errors[t.to_string()] = w.message();
+        continue;
+      }
+      rep.warmed_bytes[key] = int64_t(rpcs) * size;
+      PFS_LOG_INFO("tune: warmed the {} bulk connections to {} with {} RPCs of {} B",
+                   net_.conns_per_peer(), key, rpcs, size);
+    }
   }
   return rep;
 }

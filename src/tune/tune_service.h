@@ -47,6 +47,8 @@ struct TuneReport {
   Advice advice;
   TuneSettings current;
   std::map<std::string, std::string> probe_errors;  // peer NID -> why its probe failed
+  // peer NID -> bytes sent over its bulk connections after the probe (warm_streams)
+  std::map<std::string, int64_t> warmed_bytes;
   bool auto_tune = false;
   std::optional<std::vector<ConfigChange>> applied;  // set when the request applied
 };
