@@ -164,6 +164,16 @@ class Pair {
                    {"duration", duration},
                    {"link_mbit", link_mbit}});
   }
+  // What auto-tune left in the client's settings: " key=value" for each it may change.
+  std::string autotuned() const {
+    std::string now;
+    json shown = ask(0, {{"cmd", "config_show"}});
+    for (const json& e : shown["config"])
+      if (e["key"] == "lnet.conns_per_peer" || e["key"] == "rpc.peer_rpcs_in_flight" ||
+          e["key"] == "lnet.peer_credits")
+        now += " " + e["key"].get<std::string>() + "=" + e["value"].get<std::string>();
+    return now;
+  }
   // `pfsnet tune --probe --apply` on both ends; prints what the client's found.
   void tune() const {
     json t = ask(0, {{"cmd", "tune"}, {"probe", true}, {"apply", true}});
@@ -322,14 +332,8 @@ void one_loss(const Options& o, double rate, double loss) {
       }
     }
     late /= double(std::max<size_t>(1, counted));
-    std::string now;  // what auto-tune left
-    json shown = p.ask(0, {{"cmd", "config_show"}});
-    for (const json& e : shown["config"])
-      if (e["key"] == "lnet.conns_per_peer" || e["key"] == "rpc.peer_rpcs_in_flight" ||
-          e["key"] == "lnet.peer_credits")
-        now += " " + e["key"].get<std::string>() + "=" + e["value"].get<std::string>();
     std::fprintf(stderr, "  auto-tune, MiB/s in each second: %s(now%s)\n", line.c_str(),
-                 now.c_str());
+                 p.autotuned().c_str());
     std::snprintf(name, sizeof name, "wan_%ldm_loss_%gpct_autotune_last10s_write_vs_iperf3",
                   long(rate), 100 * loss);
     print_figure(name, late, up, "MiB/s");
@@ -385,11 +389,14 @@ void one_rate(const Options& o, double rate, bool first) {
   }
   if (want("autotune")) {
     Pair p(o, path, "[tune]\nauto = true\n");
+    uint64_t before = queue_drops(path);
     json s = p.selftest("write", json::array({256}), 20, link)["steps"][0];
     std::vector<double> tl = s["timeline_mib_s"].get<std::vector<double>>();
     std::string line;
     for (double v : tl) line += std::to_string(static_cast<int>(v)) + " ";
-    std::fprintf(stderr, "  auto-tune, MiB/s in each second: %s\n", line.c_str());
+    std::fprintf(stderr, "  auto-tune, MiB/s in each second: %s(%llu queue drops; now%s)\n",
+                 line.c_str(), static_cast<unsigned long long>(queue_drops(path) - before),
+                 p.autotuned().c_str());
     double secs = 0;
     for (size_t i = 0; i < tl.size(); ++i)
       if (tl[i] >= 0.9 * up) {

@@ -189,10 +189,10 @@ TEST(LongPathTest, ConnsPerPeerOpensBulkConnectionsAtRunTime) {
   EXPECT_EQ(connections(1), 5);
 }
 
-// `pfsnet tune --probe` with lnet.conns_per_peer = 4: its trains measure one stream, then
-// it opens the path's bulk connections and sends work over them, so the work that follows
-// does not start on cold streams. Before, the path kept its one connection until the
-// first large write, and those writes began in TCP's slow start.
+// `pfsnet tune --probe` with lnet.conns_per_peer = 4: its trains measure the first
+// connection, then it sends work over the path's four bulk connections, so the work that
+// follows does not start on cold streams. Before, the bulk connections carried nothing
+// until the first large write, which began in TCP's slow start.
 TEST(LongPathTest, TheProbeOpensAndWarmsTheBulkConnections) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root";
   LongPath lp(1000, "[lnet]\npeer_credits = 32\ncredits = 256\nconns_per_peer = 4\n");
@@ -205,8 +205,8 @@ TEST(LongPathTest, TheProbeOpensAndWarmsTheBulkConnections) {
   ASSERT_EQ(warmed.size(), 1u) << t.dump();
   int64_t bytes = warmed.begin()->get<int64_t>();
   EXPECT_GE(bytes, 8 << 20) << t.dump();
-  // Both ends have the four bulk connections beside the first, and the warm-up went over
-  // them: what the path's other connections sent beside its busiest (the probe's stream).
+  // The warm-up went over the four bulk connections: what the path's connections sent
+  // beside its busiest (the first, the probe's stream).
   json all = lp.cli(0, {"peers", "-v"});
   json path;
   for (const json& p : all["peers"])
@@ -215,7 +215,7 @@ TEST(LongPathTest, TheProbeOpensAndWarmsTheBulkConnections) {
   EXPECT_EQ(path["connections"].get<int>(), 5) << path.dump();
   int64_t others =
       path["tcp_total"]["bytes_sent"].get<int64_t>() - path["tcp"]["bytes_sent"].get<int64_t>();
-  EXPECT_GE(others, bytes / 2) << path.dump();
+  EXPECT_GE(others, bytes) << path.dump();
 }
 
 }  // namespace

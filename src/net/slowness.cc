@@ -96,10 +96,16 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
   have_tcp_ = true;
   last_segs_ = s.segs_out;
   last_retrans_ = s.retrans;
-  tcp_.push_back({d.first, d.second, s.queueing});
+  // A drop's retransmit comes a round trip or more after it, when the queue that dropped
+  // it may have drained: a second right after one that saw a queue still carries its drops
+  // (auto-tune overfilling a clean 50 ms path: the queue showed in one second's RTT, and
+  // the next second's retransmits were named random loss).
+  bool queued = s.queueing || queued_last_;
+  queued_last_ = s.queueing;
+  tcp_.push_back({d.first, d.second, queued});
   while (tcp_.size() > static_cast<size_t>(opts_.window)) tcp_.pop_front();
   clean_segs_ += d.first;
-  if (!s.queueing) clean_retrans_ += d.second;
+  if (!queued) clean_retrans_ += d.second;
   // A busy second's latency counts only for health, while degraded for a latency cause,
   // when it is already below the clearing threshold against the (frozen) baseline.
   bool counts = s.count > 0;

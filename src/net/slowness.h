@@ -159,6 +159,7 @@ class SlownessTracker {
   std::deque<TcpDelta> tcp_;  // per-sample deltas
   uint64_t last_segs_ = 0, last_retrans_ = 0;
   bool have_tcp_ = false;
+  bool queued_last_ = false;  // the last sample saw a queue standing
   std::deque<Minute> minutes_;
   TimePoint start_{};
   bool started_ = false;

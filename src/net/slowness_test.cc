@@ -139,6 +139,31 @@ TEST(SlownessTest, RetransmitsWhileAQueueStandsAreCongestionNotLoss) {
   EXPECT_EQ(t.cause(), SlowCause::kLossy);
 }
 
+// A drop's retransmit comes a round trip or more after it, when the queue that dropped it
+// may have drained: retransmits in the second right after a queued one are still that
+// queue's; in the second after that they are loss.
+TEST(SlownessTest, RetransmitsJustAfterAQueueAreStillCongestion) {
+  SlownessTracker t;
+  ManualClock clock;
+  uint64_t segs = 0, retrans = 0;
+  auto second = [&](uint64_t lost, bool queueing) {
+    segs += 1000;
+    retrans += lost;
+    clock.advance(1s);
+    SlownessSample smp{100, 0.2, 0.1, segs, retrans};
+    smp.queueing = queueing;
+    t.add(smp, clock.now());
+  };
+  second(0, false);
+  second(5, true);    // the queue overflows
+  second(40, false);  // its drops retransmitted, the queue gone
+  EXPECT_EQ(t.evidence().congestion_retrans, 45u);
+  EXPECT_EQ(t.evidence().retrans, 0u);
+  second(7, false);  // a second on: loss
+  EXPECT_EQ(t.evidence().congestion_retrans, 45u);
+  EXPECT_EQ(t.evidence().retrans, 7u);
+}
+
 TEST(SlownessTest, ALossySubjectRecoversOnlyOnSegmentsNotOnLatencyAlone) {
   Feed f;
   f.run(60, 0.2, 0.1, 1000, 0.0);

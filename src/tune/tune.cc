@@ -279,6 +279,22 @@ std::vector<TuneWatch::Event> TuneWatch::update(const Advice& a) {
 
 // ---- AutoTuner ----
 
+void LossCounter::add(uint64_t retrans, uint64_t segs, bool queued) {
+  bool count = seen_ && retrans >= last_retrans_ && segs >= last_segs_;
+  if (count && !queued && !queued_last_) {
+    retrans_ += retrans - last_retrans_;
+    segs_ += segs - last_segs_;
+  }
+  seen_ = true;
+  queued_last_ = queued;
+  last_retrans_ = retrans;
+  last_segs_ = segs;
+}
+
+bool queue_on_path(const TcpKernelInfo& k) {
+  return k.unacked > 0 && k.min_rtt_us > 0 && k.rtt_us > 1.1 * k.min_rtt_us + 1000;
+}
+
 double AutoTuner::base_round_trip_ms() const {
   if (recent_rtt_.empty()) return 0;
   return *std::min_element(recent_rtt_.begin(), recent_rtt_.end());
@@ -601,22 +617,25 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, Clock& clock, const Nid& peer, ui
   return pr;
 }
 
-Status warm_streams(RpcEngine& rpc, const Nid& peer, uint32_t size, int rpcs, Duration timeout) {
-  if (rpcs < 1 || size == 0)
+Status warm_streams(RpcEngine& rpc, const Nid& peer, uint32_t size, int wave, int waves,
+                    Duration timeout) {
+  if (wave < 1 || waves < 1 || size == 0)
     return Status(Code::kInvalidArgument, "warming a path needs 1 or more RPCs of data");
   BulkData data = make_bulk(Buffer(size));
   CallOptions co;
   co.timeout = timeout;
-  CallBatch batch(rpc);
-  for (int i = 0; i < rpcs; ++i) batch.add(peer, kMsgTuneProbe, Buffer(), data, co);
-  // Every RPC ends within its timeout; the margin covers the callbacks.
-  if (!batch.wait(timeout + std::chrono::seconds(5)))
-    return Status(Code::kTimeout,
-                  "warming the connections to " + peer.to_string() + ": the batch did not finish");
-  for (const RpcReply& r : batch.take())
-    if (!r.status.ok())
-      return Status(r.status.code(),
-                    "warming the connections to " + peer.to_string() + ": " + r.status.message());
+  for (int w = 0; w < waves; ++w) {
+    CallBatch batch(rpc);
+    for (int i = 0; i < wave; ++i) batch.add(peer, kMsgTuneProbe, Buffer(), data, co);
+    // Every RPC ends within its timeout; the margin covers the callbacks.
+    if (!batch.wait(timeout + std::chrono::seconds(5)))
+      return Status(Code::kTimeout,
+                    "warming the connections to " + peer.to_string() + ": a wave did not finish");
+    for (const RpcReply& r : batch.take())
+      if (!r.status.ok())
+        return Status(r.status.code(),
+                      "warming the connections to " + peer.to_string() + ": " + r.status.message());
+  }
   return Status::Ok();
 }
 

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <pfsnet/config.h>
+#include <pfsnet/ni_info.h>
 
 #include <cstdint>
 #include <deque>
@@ -194,6 +195,39 @@ std::optional<TuneChange> lossy_floor(const Advice& last, const std::string& pee
 // change of max_rpcs_in_flight the next intervals are skipped, so the peer has raised its credits
 // to match before the next judgement (two are skipped). Growth doubles until the pipe first
 // overflows, then adds a quarter (for 60 intervals); after a back-off it waits 5 intervals.
+// A path's loss as TCP's retransmits show it, over the seconds in which no queue stood on
+// it. A load beyond what the pipe holds stands in a queue (a router's, the delay line's)
+// and overflows it: those retransmits are congestion -- this node's own, as often as not
+// -- and counted as loss they made a clean path lossy (auto-tune on the delay line at
+// 1 Gbit/s, 50 ms: 16 RPCs of 1 MiB overflowed its 6 MiB queue, TCP retransmitted 4.9% of
+// its segments, and the clean path got four connections and 3.5 x its BDP in flight --
+// 33,406 queue drops in 20 s). A second counts when neither it nor the one before saw a
+// queue (a drop's retransmit comes a round trip or more after it, when the queue may have
+// drained). The first reading, and one after the totals went down (a connection closed),
+// is a baseline.
+class LossCounter {
+ public:
+  // One second: the kernel's totals over the path's connections now, and whether a queue
+  // stood on the path during it.
+  void add(uint64_t retrans, uint64_t segs, bool queued);
+  uint64_t retrans() const { return retrans_; }  // over the seconds that counted
+  uint64_t segs() const { return segs_; }
+  double ratio() const { return segs_ ? double(retrans_) / double(segs_) : 0; }
+
+ private:
+  bool seen_ = false;
+  bool queued_last_ = false;
+  uint64_t last_retrans_ = 0, last_segs_ = 0;
+  uint64_t retrans_ = 0, segs_ = 0;
+};
+
+// Whether a connection's figures show a queue on its path: it has data in flight (an idle
+// one's smoothed RTT is old) and its smoothed RTT stands above its minimum by a tenth and
+// 1 ms. Tighter than the health monitor's queue_stands (a quarter and 2 ms): at 1 Gbit/s,
+// 50 ms the queue that overflowed read 60.9 ms in the second its first drops were
+// retransmitted.
+bool queue_on_path(const TcpKernelInfo& k);
+
 class AutoTuner {
  public:
   explicit AutoTuner(TuneConfig bounds) : bounds_(bounds) {}
@@ -314,14 +348,16 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, Clock& clock, const Nid& peer, ui
                                const std::function<ProbeTcp()>& tcp = {});
 
 // After a probe, on a path with bulk connections (lnet.conns_per_peer > 1): the probe's
-// trains share one stream, and a path opens its bulk connections only at its first large
-// message, so the work after `pfsnet tune --probe` began on cold streams in TCP's slow
-// start (1 Gbit/s, 50 ms, four connections: 80 MiB/s in its first second, where a warm
-// stream moves 112). One batch of `rpcs` RPCs of `size` bytes, spread over the bulk
-// connections as work is and not measured, opens them (its first RPCs go on the first
-// connection meanwhile) and brings each one's window up to its share of the path. Bounded
-// by `timeout` per RPC.
-Status warm_streams(RpcEngine& rpc, const Nid& peer, uint32_t size, int rpcs, Duration timeout);
+// trains share the first connection, so the bulk connections (open since the path was)
+// had carried nothing, and the work after `pfsnet tune --probe` began on them cold, in
+// TCP's slow start (1 Gbit/s, 50 ms, four connections: 79-81 MiB/s in its first second,
+// where a warm stream moves 112). `waves` batches of `wave` RPCs of `size` bytes, one
+// after the other, spread over the bulk connections as work is and not measured, bring
+// each one's window up to its share of the path. A wave of the probe's train per
+// connection keeps what is in flight near the pipe (a batch of 4 x max_rpcs_in_flight would
+// put 3 x the BDP in flight on a lossy path). Bounded by `timeout` per RPC.
+Status warm_streams(RpcEngine& rpc, const Nid& peer, uint32_t size, int wave, int waves,
+                    Duration timeout);
 
 // The loss check: a loss of 1 segment in 10,000 (the study's 0.01%) costs a long path most
 // of its throughput with the advice of a clean one, and a probe's ~80 MiB of trains is only

@@ -110,6 +110,22 @@ void TuneService::sample_traffic(TimePoint now) {
       auto it = traffic_.find(peer->to_string());
       if (it != traffic_.end()) it->second.queued_at = now;
     }
+  sample_loss();
+}
+
+void TuneService::sample_loss() {
+  struct Totals {
+    uint64_t retrans = 0, segs = 0;
+    bool queue = false;
+  };
+  std::map<std::string, Totals> tcp;
+  for (const ConnTcpSample& c : tcp_samples()) {
+    Totals& t = tcp[c.peer];
+    t.retrans += c.k.total_retrans;
+    t.segs += c.k.segs_out;
+    t.queue = t.queue || queue_on_path(c.k);
+  }
+  for (const auto& [peer, t] : tcp) loss_[peer].add(t.retrans, t.segs, t.queue);
 }
 
 void TuneService::autotune_step(TimePoint now) {
@@ -280,6 +296,8 @@ std::vector<PeerMeasure> TuneService::measure_peers(const std::vector<Nid>& only
                              " B lost a packet: a rough figure)";
       m.probe_segments = p.segments;
       m.probe_retransmits = p.retransmits;
+      // Its trains fit the pipe: what they lost is the path's loss.
+      if (p.segments > 0) m.retrans_ratio = double(p.retransmits) / double(p.segments);
       // A train smaller than the BDP found never filled the pipe.
       m.probe_short = p.train_short_of_bdp();
       if (m.probe_short) m.bandwidth_source += ", smaller than the BDP: may be low";
@@ -298,7 +316,8 @@ std::vector<PeerMeasure> TuneService::measure_peers(const std::vector<Nid>& only
       m.bandwidth_source = "traffic (peak second of the last 10 min: a lower bound)";
       m.bandwidth_lower_bound = true;
     }
-    if (auto r = tcp_retrans_.find(m.peer); r != tcp_retrans_.end()) m.retrans_ratio = r->second;
+    if (auto r = tcp_retrans_.find(m.peer); r != tcp_retrans_.end())
+      m.retrans_ratio = std::max(m.retrans_ratio, r->second);
     out.push_back(std::move(m));
   }
   return out;
@@ -337,18 +356,15 @@ void TuneService::note_tcp(const std::vector<ConnTcpSample>& samples) {
   tcp_rtt_ms_.clear();
   tcp_retrans_.clear();
   tcp_mss_.clear();
-  std::map<std::string, std::pair<uint64_t, uint64_t>> segs;  // peer -> (retransmitted, sent)
   for (const ConnTcpSample& s : samples) {
-    segs[s.peer].first += s.k.total_retrans;
-    segs[s.peer].second += s.k.segs_out;
     double& mss = tcp_mss_[s.peer];
     mss = std::max(mss, double(s.k.snd_mss));
     double ms = s.k.min_rtt_us / 1000.0;
     auto [it, fresh] = tcp_rtt_ms_.emplace(s.peer, ms);
     if (!fresh && ms > 0 && (it->second == 0 || ms < it->second)) it->second = ms;
   }
-  for (const auto& [peer, rs] : segs)
-    if (rs.second > 0) tcp_retrans_[peer] = double(rs.first) / double(rs.second);
+  for (const auto& [peer, l] : loss_)
+    if (l.segs() > 0) tcp_retrans_[peer] = l.ratio();
   host_ = read_host_tcp();
 }
 
@@ -393,6 +409,7 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
   rep.current = settings();
   rep.auto_tune = tc.auto_tune;
   std::vector<Nid> probed;  // the targets whose probe succeeded
+  int train = 0;            // RPCs per train of their probe
   if (req.probe) {
     std::vector<Nid> targets = req.peers;
     if (targets.empty())
@@ -401,7 +418,7 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
     if (targets.empty())
       return Status(Code::kInvalidArgument, "no connected peer to probe: name one with --peer NID");
     // The train fits in the window, so it measures the path and not the credits.
-    int train = static_cast<int>(std::clamp<int64_t>(
+    train = static_cast<int>(std::clamp<int64_t>(
         std::min(rep.current.max_rpcs_in_flight, rep.current.peer_credits), 2, 8));
     for (const Nid& t : targets) {
       // The kernel's figures of the paths to the peer (every connection of each): a train
@@ -468,27 +485,22 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
         "credits {}, conns_per_peer {})",
         s.max_rpcs_in_flight, own, s.peer_credits, s.credits, s.conns_per_peer);
   }
-  // With the settings now in force: the probed paths' bulk connections opened and warm.
-  if (net_.conns_per_peer() > 1) {
-    TuneSettings now = settings();
+  // With the settings now in force: the probed paths' bulk connections opened and warm,
+  // in two waves of the probe's train per connection.
+  if (int64_t conns = net_.conns_per_peer(); conns > 1)
     for (const Nid& t : probed) {
+      int wave = static_cast<int>(train * std::min<int64_t>(conns, 16));
+      Status w =
+          warm_streams(rpc_, t, static_cast<uint32_t>(size), wave, 2, std::chrono::seconds(10));
       std::string key = net_.peer_of(t).value_or(t).to_string();
-      auto own = now.peer_rpcs_in_flight.find(key);
-      int64_t inflight =
-          own != now.peer_rpcs_in_flight.end() ? own->second : now.max_rpcs_in_flight;
-      // The path full for about four of its round trips (a max_rpcs_in_flight advised for
-      // it carries about its BDP): the first opens the connections, the rest fill them.
-      int rpcs = static_cast<int>(std::clamp<int64_t>(4 * inflight, 8, 1024));
-      Status w = warm_streams(rpc_, t, static_cast<uint32_t>(size), rpcs, std::chrono::seconds(10));
       if (!w.ok()) {
         rep.probe_errors[t.to_string()] = w.message();
         continue;
       }
-      rep.warmed_bytes[key] = int64_t(rpcs) * size;
-      PFS_LOG_INFO("tune: warmed the {} bulk connections to {} with {} RPCs of {} B",
-                   net_.conns_per_peer(), key, rpcs, size);
+      rep.warmed_bytes[key] = 2 * int64_t(wave) * size;
+      PFS_LOG_INFO("tune: warmed the {} bulk connections to {}: 2 waves of {} RPCs of {} B", conns,
+                   key, wave, size);
     }
-  }
   return rep;
 }
 

@@ -98,6 +98,9 @@ class TuneService {
   // Peer nodes with a connection open.
   size_t active_peers() const;
   void sample_traffic(TimePoint now) REQUIRES(mu_);
+  // Each second: the paths' retransmits into loss_, but for the seconds in which a queue
+  // stood on the path (congestion, not loss).
+  void sample_loss() REQUIRES(mu_);
   void autotune_step(TimePoint now) REQUIRES(mu_);
   void check(const TuneConfig& tc, TimePoint now) REQUIRES(mu_);
   // Every path's TCP connection, read from the kernel now (a system call each).
@@ -139,8 +142,11 @@ class TuneService {
   // TCP's windows must cover TCP's round trip (an emulated delay above the socket is not
   // one).
   std::map<std::string, double> tcp_rtt_ms_ GUARDED_BY(mu_);
-  // Peer node -> its TCP connections' retransmitted / sent segments at the last reading.
+  // Peer node -> its TCP connections' retransmitted / sent segments over the seconds in
+  // which no queue stood on the path (loss_), at the last reading.
   std::map<std::string, double> tcp_retrans_ GUARDED_BY(mu_);
+  // Peer node -> its paths' loss, read each second.
+  std::map<std::string, LossCounter> loss_ GUARDED_BY(mu_);
   // Peer node -> the largest segment (MSS) of its TCP connections at the last reading.
   std::map<std::string, double> tcp_mss_ GUARDED_BY(mu_);
 };

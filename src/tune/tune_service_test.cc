@@ -186,6 +186,39 @@ TEST_F(TuneServiceTest, AutoTuneSpreadsALossyPathOverMoreConnections) {
   EXPECT_EQ(live_.get().lnet.conns_per_peer, kLossyConnsPerPeer);
 }
 
+// Retransmits while a queue stands on the path (the connection's smoothed RTT well above
+// its minimum, data in flight) are congestion -- auto-tune's own, overfilling a clean
+// path -- not the path's loss: 0.03% retransmitted then leaves the path one connection;
+// the same loss with no queue makes it lossy (from the second such second: the first may
+// still carry the queue's retransmits).
+TEST_F(TuneServiceTest, RetransmitsWhileAQueueStandsDoNotMakeAPathLossy) {
+  ASSERT_TRUE(live_.set({"tune.check_interval=1"}).ok());
+  TcpKernelInfo k;
+  k.rtt_us = k.min_rtt_us = 50000;
+  k.unacked = 700;
+  uint64_t lost_per_read = 0;
+  svc_.set_tcp_reader([&] {
+    k.segs_out += 100'000;
+    k.total_retrans += lost_per_read;
+    return std::vector<ConnTcpSample>{{"a -> b", b_.to_string(), k}};
+  });
+  svc_.reset(clock_.now());
+  auto second = [&](uint32_t srtt_us) {
+    k.rtt_us = srtt_us;
+    burst(2);
+    clock_.advance(1s);
+    svc_.round(clock_.now());
+  };
+  for (int i = 0; i < 3; ++i) second(50'500);  // no queue
+  lost_per_read = 30;
+  for (int i = 0; i < 4; ++i) second(95'000);  // a queue stands
+  EXPECT_EQ(live_.get().lnet.conns_per_peer, 1);
+  second(50'500);  // the queue gone: its retransmits may come yet
+  EXPECT_EQ(live_.get().lnet.conns_per_peer, 1);
+  second(50'500);
+  EXPECT_EQ(live_.get().lnet.conns_per_peer, kLossyConnsPerPeer);
+}
+
 TEST_F(TuneServiceTest, AutoTuneOffKeepsTheSettings) {
   ASSERT_TRUE(live_.set({"tune.auto=false"}).ok());
   svc_.reset(clock_.now());

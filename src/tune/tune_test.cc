@@ -568,5 +568,48 @@ TEST(TuneAdviceTest, TheAdviceSaysWhatTheProbesLossCheckRuledOut) {
       << a.why_rpcs;
 }
 
+// Retransmits count as the path's loss only over seconds without a queue, nor one just
+// before (a drop's retransmit comes a round trip or more later); the
+// first reading and one after the totals went down are baselines.
+TEST(LossCounterTest, RetransmitsWhileAQueueStoodAreNotLoss) {
+  LossCounter l;
+  l.add(500, 1'000'000, false);  // history before the first reading: a baseline
+  EXPECT_EQ(l.segs(), 0u);
+  l.add(501, 1'100'000, false);  // clean second: counted
+  EXPECT_EQ(l.retrans(), 1u);
+  EXPECT_EQ(l.segs(), 100'000u);
+  l.add(4'501, 1'200'000, true);   // a queue overflowed: not counted
+  l.add(6'501, 1'300'000, false);  // its retransmits, a second later: not counted either
+  EXPECT_EQ(l.retrans(), 1u);
+  EXPECT_EQ(l.segs(), 100'000u);
+  l.add(6'502, 1'400'000, false);  // clean again
+  EXPECT_EQ(l.retrans(), 2u);
+  EXPECT_EQ(l.segs(), 200'000u);
+  EXPECT_DOUBLE_EQ(l.ratio(), 1e-5);
+  l.add(3, 50'000, false);  // a connection closed: its totals went; a new baseline
+  EXPECT_EQ(l.retrans(), 2u);
+  l.add(5, 150'000, false);
+  EXPECT_EQ(l.retrans(), 4u);
+  EXPECT_EQ(l.segs(), 300'000u);
+}
+
+// A queue on the path shows in a connection that has data in flight, its smoothed RTT a
+// tenth and 1 ms above its minimum.
+TEST(LossCounterTest, AQueueShowsInASendingConnectionsRtt) {
+  TcpKernelInfo k;
+  k.min_rtt_us = 50'000;
+  k.rtt_us = 60'900;  // the overflowing queue's second at 1 Gbit/s, 50 ms
+  k.unacked = 880;
+  EXPECT_TRUE(queue_on_path(k));
+  k.rtt_us = 55'500;  // pacing jitter
+  EXPECT_FALSE(queue_on_path(k));
+  k.rtt_us = 98'000;
+  k.unacked = 0;  // idle: its RTT is old
+  EXPECT_FALSE(queue_on_path(k));
+  k.unacked = 1;
+  k.min_rtt_us = 0;  // no minimum yet
+  EXPECT_FALSE(queue_on_path(k));
+}
+
 }  // namespace
 }  // namespace pfsnet
