@@ -65,8 +65,10 @@ void TuneService::round(TimePoint now) {
   MutexLock lk(mu_);
   autotune_.set_bounds(tc);
   if (now - last_sample_ >= std::chrono::milliseconds(990)) sample_traffic(now);
-  // The check first: auto-tune reads its findings (a path TCP's window holds back).
-  if (now - last_check_ >= std::chrono::seconds(tc.check_interval)) {
+  // The check first: auto-tune reads its findings (a path TCP's window holds back). A path
+  // newly found losing packets is checked at once, not at the next interval: auto-tune
+  // spreads it and keeps its RPCs in flight up from then on.
+  if (now - last_check_ >= std::chrono::seconds(tc.check_interval) || new_loss()) {
     check(tc, now);
   }
   if (now - last_step_ >= std::chrono::duration<double>(tc.interval * 0.99)) {
@@ -111,6 +113,18 @@ void TuneService::sample_traffic(TimePoint now) {
       if (it != traffic_.end()) it->second.queued_at = now;
     }
   sample_loss();
+}
+
+bool TuneService::new_loss() {
+  for (const auto& [peer, l] : loss_) {
+    if (l.segs() < kLossCheckSegments || l.ratio() < kLossyRetransRatio) continue;
+    if (!loss_checked_.insert(peer).second) continue;  // once a peer
+    bool known = last_advice_ &&
+                 std::any_of(last_advice_->peers.begin(), last_advice_->peers.end(),
+                             [&](const PeerAdvice& p) { return p.m.peer == peer && p.lossy; });
+    if (!known) return true;
+  }
+  return false;
 }
 
 void TuneService::sample_loss() {

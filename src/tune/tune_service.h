@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,9 @@ class TuneService {
   // Each second: the paths' retransmits into loss_, but for the seconds in which a queue
   // stood on the path (congestion, not loss).
   void sample_loss() REQUIRES(mu_);
+  // Whether a peer's loss_ now shows loss (over kLossCheckSegments counted or more) that
+  // the last advice does not know of: true once per peer.
+  bool new_loss() REQUIRES(mu_);
   void autotune_step(TimePoint now) REQUIRES(mu_);
   void check(const TuneConfig& tc, TimePoint now) REQUIRES(mu_);
   // Every path's TCP connection, read from the kernel now (a system call each).
@@ -147,6 +151,7 @@ class TuneService {
   std::map<std::string, double> tcp_retrans_ GUARDED_BY(mu_);
   // Peer node -> its paths' loss, read each second.
   std::map<std::string, LossCounter> loss_ GUARDED_BY(mu_);
+  std::set<std::string> loss_checked_ GUARDED_BY(mu_);  // peers new_loss() has told
   // Peer node -> the largest segment (MSS) of its TCP connections at the last reading.
   std::map<std::string, double> tcp_mss_ GUARDED_BY(mu_);
 };

@@ -219,6 +219,30 @@ TEST_F(TuneServiceTest, RetransmitsWhileAQueueStandsDoNotMakeAPathLossy) {
   EXPECT_EQ(live_.get().lnet.conns_per_peer, kLossyConnsPerPeer);
 }
 
+// Loss found between two checks (tune.check_interval, 10 s) is acted on at once: once
+// 30,000 counted segments show it, the check runs and auto-tune spreads the path -- the
+// seconds until the next check ran on one connection before.
+TEST_F(TuneServiceTest, LossFoundBetweenChecksIsActedOnAtOnce) {
+  TcpKernelInfo k;
+  k.rtt_us = k.min_rtt_us = 50000;
+  svc_.set_tcp_reader([&] {
+    k.segs_out += 10'000;
+    k.total_retrans += 1;  // 0.01%
+    return std::vector<ConnTcpSample>{{"a -> b", b_.to_string(), k}};
+  });
+  svc_.reset(clock_.now());
+  for (int i = 0; i < 3; ++i) {  // a baseline, then 20,000 segments counted
+    burst(2);
+    clock_.advance(1s);
+    svc_.round(clock_.now());
+  }
+  EXPECT_EQ(live_.get().lnet.conns_per_peer, 1);
+  burst(2);
+  clock_.advance(1s);
+  svc_.round(clock_.now());  // 30,000: checked now, 6 s before the interval
+  EXPECT_EQ(live_.get().lnet.conns_per_peer, kLossyConnsPerPeer);
+}
+
 TEST_F(TuneServiceTest, AutoTuneOffKeepsTheSettings) {
   ASSERT_TRUE(live_.set({"tune.auto=false"}).ok());
   svc_.reset(clock_.now());
