@@ -29,7 +29,7 @@
 // Needs root (namespaces, TUN devices) and iperf3.
 // Usage: wan_bench --pfsnetd PATH --delay-line PATH [--rates 1000,4000] [--losses F,F]
 //                  [--delay-ms D] [--step-seconds S] [--iperf-seconds S] [--node-config TOML]
-//                  [--only sweep|default|tuned|autotune|loss|conns]
+//                  [--only sweep|default|tuned|autotune|loss|conns|lossconns]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -309,6 +309,10 @@ void one_loss(const Options& o, double rate, double loss) {
   if (!path.ok()) fail(path.error());
   double up = iperf3(path, false, o.iperf_s);
   std::fprintf(stderr, "  iperf3, one stream: %.1f MiB/s written\n", up);
+  if (o.only == "lossconns") {  // the connections sweep on the lossy line
+    conns_sweep(o, path, rate, up);
+    return;
+  }
   char name[96];
   std::snprintf(name, sizeof name, "wan_%ldm_loss_%gpct_tuned_write_vs_iperf3", long(rate),
                 100 * loss);
@@ -433,14 +437,14 @@ int main(int argc, char** argv) {
       "seconds of each iperf3 baseline and of each pfsnet figure beside it (default 20)");
   app.add_option(
       "--only", o.only,
-      "sweep, default, tuned, autotune, loss or conns (a sweep of RPCs in flight with 1 and 4 "
-      "connections per path; only when asked for)");
+      "sweep, default, tuned, autotune, loss, conns (a sweep of RPCs in flight with 1 and 4 "
+      "connections per path; only when asked for) or lossconns (that sweep on the lossy line)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (geteuid() != 0) pfsnet::fail("needs root: network namespaces and TUN devices");
-    if (o.only != "loss")
+    if (o.only != "loss" && o.only != "lossconns")
       for (size_t i = 0; i < o.rates.size(); ++i) pfsnet::one_rate(o, o.rates[i], i == 0);
-    if (o.only.empty() || o.only == "loss")
+    if (o.only.empty() || o.only == "loss" || o.only == "lossconns")
       for (double loss : o.losses) pfsnet::one_loss(o, o.rates.back(), loss);
   } catch (const pfsnet::Failure& e) {
     std::fprintf(stderr, "wan_bench: %s\n", e.what());

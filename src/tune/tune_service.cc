@@ -116,7 +116,10 @@ void TuneService::sample_traffic(TimePoint now) {
 }
 
 bool TuneService::new_loss() {
-  for (const auto& [peer, l] : loss_) {
+  for (const auto& entry : loss_) {
+    // Not a structured binding: clang 14 cannot capture one in the lambda below.
+    const std::string& peer = entry.first;
+    const LossCounter& l = entry.second;
     if (l.segs() < kLossCheckSegments || l.ratio() < kLossyRetransRatio) continue;
     if (!loss_checked_.insert(peer).second) continue;  // once a peer
     bool known = last_advice_ &&
