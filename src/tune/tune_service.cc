@@ -502,8 +502,8 @@ Result<TuneReport> TuneService::tune(const TuneRequest& req) {
         "credits {}, conns_per_peer {})",
         s.max_rpcs_in_flight, own, s.peer_credits, s.credits, s.conns_per_peer);
   }
-  // With the settings now in force: the probed paths' bulk connections opened and warm,
-  // in two waves of the probe's train per connection.
+  // With the settings now in force: the probed paths' bulk connections warm (they carried
+  // nothing yet), in two waves of the probe's train per connection.
   if (int64_t conns = net_.conns_per_peer(); conns > 1)
     for (const Nid& t : probed) {
       int wave = static_cast<int>(train * std::min<int64_t>(conns, 16));
