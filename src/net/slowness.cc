@@ -41,6 +41,10 @@ std::string SlownessEvidence::text() const {
   return s;
 }
 
+bool queue_on_path(const TcpKernelInfo& k) {
+  return k.unacked > 0 && k.min_rtt_us > 0 && k.rtt_us > 1.1 * k.min_rtt_us + 1000;
+}
+
 bool queue_stands(double srtt_ms, double min_rtt_ms, double host_excess_ms) {
   double excess = srtt_ms - min_rtt_ms;
   return min_rtt_ms > 0 && excess >= std::max(2.0, 0.25 * min_rtt_ms) &&

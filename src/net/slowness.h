@@ -49,6 +49,7 @@
 #pragma once
 
 #include <pfsnet/clock.h>
+#include <pfsnet/ni_info.h>
 
 #include <cstdint>
 #include <deque>
@@ -96,6 +97,15 @@ struct SlownessSample {
 // path (seen: eight daemons on two cores put 2-5 ms on every path, and a path dropping 5%
 // at random then read as congested).
 bool queue_stands(double srtt_ms, double min_rtt_ms, double host_excess_ms = -1);
+
+// The tuning's judgement of a queue (tune's LossCounter): a connection with data in flight
+// (an idle one's smoothed RTT is old) whose smoothed RTT stands above its minimum by a
+// tenth and 1 ms. Tighter than queue_stands, and per connection: it decides which
+// retransmits tuning may take for the path's loss, where a missed queue makes a clean path
+// lossy (at 1 Gbit/s, 50 ms the queue that overflowed read 60.9 ms over 50.1 in the second
+// its first drops were retransmitted); health keeps queue_stands, whose verdicts name
+// problems to an operator.
+bool queue_on_path(const TcpKernelInfo& k);
 
 // The figures behind a judgement.
 struct SlownessEvidence {

@@ -277,7 +277,7 @@ std::vector<TuneWatch::Event> TuneWatch::update(const Advice& a) {
   return ev;
 }
 
-// ---- AutoTuner ----
+// ---- loss ----
 
 void LossCounter::add(uint64_t retrans, uint64_t segs, bool queued) {
   bool count = seen_ && retrans >= last_retrans_ && segs >= last_segs_;
@@ -291,9 +291,7 @@ void LossCounter::add(uint64_t retrans, uint64_t segs, bool queued) {
   last_segs_ = segs;
 }
 
-bool queue_on_path(const TcpKernelInfo& k) {
-  return k.unacked > 0 && k.min_rtt_us > 0 && k.rtt_us > 1.1 * k.min_rtt_us + 1000;
-}
+// ---- AutoTuner ----
 
 double AutoTuner::base_round_trip_ms() const {
   if (recent_rtt_.empty()) return 0;
@@ -503,6 +501,22 @@ void count_since(const ProbeTcp& start, const ProbeTcp& now, LossCheck* lc) {
   lc->segments = now.segments - std::min(now.segments, start.segments);
   lc->retransmits = now.retransmits - std::min(now.retransmits, start.retransmits);
 }
+
+// A train: `n` TUNE_PROBE RPCs carrying `data` to `peer`, back to back, each within
+// co.timeout. Their replies in order, or the first failure as "<what>: ...".
+Result<std::vector<RpcReply>> send_train(RpcEngine& rpc, const Nid& peer, int n,
+                                         const BulkData& data, const CallOptions& co,
+                                         const std::string& what) {
+  CallBatch batch(rpc);
+  for (int i = 0; i < n; ++i) batch.add(peer, kMsgTuneProbe, Buffer(), data, co);
+  // Every RPC ends within its timeout; the margin covers the callbacks.
+  if (!batch.wait(co.timeout + std::chrono::seconds(5)))
+    return Status(Code::kTimeout, what + ": the train did not finish");
+  std::vector<RpcReply> replies = batch.take();
+  for (const RpcReply& r : replies)
+    if (!r.status.ok()) return Status(r.status.code(), what + ": " + r.status.message());
+  return replies;
+}
 }  // namespace
 
 Result<LossCheck> check_loss(const std::function<Status()>& run_train,
@@ -549,16 +563,12 @@ Result<ProbeResult> probe_peer(RpcEngine& rpc, Clock& clock, const Nid& peer, ui
   std::vector<uint64_t> stamps;
   auto run_train = [&]() -> Status {
     stamps.clear();
-    CallBatch batch(rpc);
-    for (int i = 0; i < train; ++i) batch.add(peer, kMsgTuneProbe, Buffer(), data, co);
-    // Every RPC ends within its timeout; the margin covers the callbacks.
-    if (!batch.wait(timeout + std::chrono::seconds(5)))
-      return Status(Code::kTimeout, "probe of " + peer.to_string() + ": the train did not finish");
-    for (const RpcReply& r : batch.take()) {
-      if (!r.status.ok() || r.payload.size() != 8) {
-        Status e = r.status.ok() ? Status(Code::kProtocol, "malformed TUNE_PROBE reply") : r.status;
-        return Status(e.code(), "probe of " + peer.to_string() + ": " + e.message());
-      }
+    auto replies = send_train(rpc, peer, train, data, co, "probe of " + peer.to_string());
+    if (!replies.ok()) return replies.status();
+    for (const RpcReply& r : *replies) {
+      if (r.payload.size() != 8)
+        return Status(Code::kProtocol,
+                      "probe of " + peer.to_string() + ": malformed TUNE_PROBE reply");
       uint64_t ns = 0;
       for (int k = 0; k < 8; ++k) ns |= uint64_t(r.payload.data()[k]) << (8 * k);
       stamps.push_back(ns);
@@ -624,18 +634,11 @@ Status warm_streams(RpcEngine& rpc, const Nid& peer, uint32_t size, int wave, in
   BulkData data = make_bulk(Buffer(size));
   CallOptions co;
   co.timeout = timeout;
-  for (int w = 0; w < waves; ++w) {
-    CallBatch batch(rpc);
-    for (int i = 0; i < wave; ++i) batch.add(peer, kMsgTuneProbe, Buffer(), data, co);
-    // Every RPC ends within its timeout; the margin covers the callbacks.
-    if (!batch.wait(timeout + std::chrono::seconds(5)))
-      return Status(Code::kTimeout,
-                    "warming the connections to " + peer.to_string() + ": a wave did not finish");
-    for (const RpcReply& r : batch.take())
-      if (!r.status.ok())
-        return Status(r.status.code(),
-                      "warming the connections to " + peer.to_string() + ": " + r.status.message());
-  }
+  for (int w = 0; w < waves; ++w)
+    if (auto r =
+            send_train(rpc, peer, wave, data, co, "warming the connections to " + peer.to_string());
+        !r.ok())
+      return r.status();
   return Status::Ok();
 }
 

@@ -27,7 +27,6 @@
 #pragma once
 
 #include <pfsnet/config.h>
-#include <pfsnet/ni_info.h>
 
 #include <cstdint>
 #include <deque>
@@ -188,13 +187,6 @@ struct TuneChange {
 std::optional<TuneChange> lossy_floor(const Advice& last, const std::string& peer, int64_t limit,
                                       int64_t most);
 
-// Grows RPCs in flight while throughput grows and RPCs are waiting for slots; backs off
-// when latency climbs without throughput for two intervals in a row (RPCs queue in the
-// network: Little's law gives how many, rps x (round trip - base round trip)); raises peer_credits
-// when sends wait for credits (a server's replies) and keeps it >= max_rpcs_in_flight. After a
-// change of max_rpcs_in_flight the next intervals are skipped, so the peer has raised its credits
-// to match before the next judgement (two are skipped). Growth doubles until the pipe first
-// overflows, then adds a quarter (for 60 intervals); after a back-off it waits 5 intervals.
 // A path's loss as TCP's retransmits show it, over the seconds in which no queue stood on
 // it. A load beyond what the pipe holds stands in a queue (a router's, the delay line's)
 // and overflows it: those retransmits are congestion -- this node's own, as often as not
@@ -221,13 +213,13 @@ class LossCounter {
   uint64_t retrans_ = 0, segs_ = 0;
 };
 
-// Whether a connection's figures show a queue on its path: it has data in flight (an idle
-// one's smoothed RTT is old) and its smoothed RTT stands above its minimum by a tenth and
-// 1 ms. Tighter than the health monitor's queue_stands (a quarter and 2 ms): at 1 Gbit/s,
-// 50 ms the queue that overflowed read 60.9 ms in the second its first drops were
-// retransmitted.
-bool queue_on_path(const TcpKernelInfo& k);
-
+// Grows RPCs in flight while throughput grows and RPCs are waiting for slots; backs off
+// when latency climbs without throughput for two intervals in a row (RPCs queue in the
+// network: Little's law gives how many, rps x (round trip - base round trip)); raises peer_credits
+// when sends wait for credits (a server's replies) and keeps it >= max_rpcs_in_flight. After a
+// change of max_rpcs_in_flight the next intervals are skipped, so the peer has raised its credits
+// to match before the next judgement (two are skipped). Growth doubles until the pipe first
+// overflows, then adds a quarter (for 60 intervals); after a back-off it waits 5 intervals.
 class AutoTuner {
  public:
   explicit AutoTuner(TuneConfig bounds) : bounds_(bounds) {}

@@ -4,6 +4,7 @@
 
 #include "base/log.h"
 #include "base/mutex.h"
+#include "net/slowness.h"
 #include "tune/text.h"
 
 namespace pfsnet {

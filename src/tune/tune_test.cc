@@ -593,23 +593,5 @@ TEST(LossCounterTest, RetransmitsWhileAQueueStoodAreNotLoss) {
   EXPECT_EQ(l.segs(), 300'000u);
 }
 
-// A queue on the path shows in a connection that has data in flight, its smoothed RTT a
-// tenth and 1 ms above its minimum.
-TEST(LossCounterTest, AQueueShowsInASendingConnectionsRtt) {
-  TcpKernelInfo k;
-  k.min_rtt_us = 50'000;
-  k.rtt_us = 60'900;  // the overflowing queue's second at 1 Gbit/s, 50 ms
-  k.unacked = 880;
-  EXPECT_TRUE(queue_on_path(k));
-  k.rtt_us = 55'500;  // pacing jitter
-  EXPECT_FALSE(queue_on_path(k));
-  k.rtt_us = 98'000;
-  k.unacked = 0;  // idle: its RTT is old
-  EXPECT_FALSE(queue_on_path(k));
-  k.unacked = 1;
-  k.min_rtt_us = 0;  // no minimum yet
-  EXPECT_FALSE(queue_on_path(k));
-}
-
 }  // namespace
 }  // namespace pfsnet
