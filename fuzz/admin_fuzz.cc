@@ -33,6 +33,7 @@ struct Parts {
     NodeCoreOptions o;
     o.cfg.nets.push_back(NetConfig{nid});
     o.clock = &clock;
+    o.timer_queue = &hub;  // on the manual clock
     o.stats = false;
     o.health = false;
     o.make_transport = [this](TransportEvents& ev, NodeCore& c) {

@@ -3,6 +3,8 @@
 // creates and removes everything; it needs root (skipped otherwise).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "bridged_cluster.h"
 
 namespace pfsnet::testing::netns {
@@ -434,6 +436,13 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
          return c.ip_in(kS1, {"link", "set", dev, "mtu", "1500"});
        }},
   };
+  // PFSNET_FAULTS="CPU 1%,CPU 10ms/s": only the classes named (to study one).
+  if (const char* only = std::getenv("PFSNET_FAULTS"); only && *only) {
+    const std::string list = std::string(",") + only + ",";
+    std::erase_if(all, [&](const Fault& f) {
+      return list.find("," + std::string(f.name) + ",") == std::string::npos;
+    });
+  }
   int total_false = 0, named_all = 0;
   for (Fault& f : all) {
     ASSERT_TRUE(f.inject()) << f.name;

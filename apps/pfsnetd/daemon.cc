@@ -36,7 +36,8 @@ Daemon::Daemon(Config cfg, std::string cluster_key)
   serve_selftest(rpc_, clock_);
   serve_tune_probe(rpc_, clock_);
   tune_ = std::make_unique<TuneService>(net_, rpc_, stats_, cfg_, clock_);
-  storage_ = std::make_unique<BlockService>(BlockServiceOptions::from(cfg), rpc_, &stats_, clock_);
+  storage_ = std::make_unique<BlockService>(BlockServiceOptions::from(cfg), rpc_, &stats_, clock_,
+                                            core_->timer_queue());
   tokens_ = std::make_unique<TokenService>(rpc_, clock_,
                                            std::chrono::seconds(cfg.lnet.transaction_timeout));
   iobench_ = std::make_unique<IobenchService>(rpc_, clock_, [this] {
@@ -84,17 +85,25 @@ Status Daemon::start() {
   s = core_->start(std::chrono::milliseconds(100));
   if (!s.ok()) return s;
   watch_links();
-  membership_->start();
-  mesh_->start();
+  membership_->start(core_->timer_queue());
+  mesh_->start(core_->timer_queue());
   netverify_->start();
   if (membership_->is_mgs() || membership_->has_agent())
-    health_ticker_.start(Periodic::Period(cfg_.get().health.report_interval), [this] {
-      cluster_health_->set_local(local_problems(*parts_));
-      cluster_health_->tick(clock_.now());
-    });
+    health_ticker_.start(core_->timer_queue(), clock_,
+                         std::chrono::duration_cast<Duration>(
+                             std::chrono::duration<double>(cfg_.get().health.report_interval)),
+                         [this](TimePoint now) {
+                           cluster_health_->set_local(local_problems(*parts_));
+                           cluster_health_->tick(now);
+                         });
   tune_->reset(clock_.now());
-  tune_ticker_.start([this] { return Periodic::Period(tune_->round_period()); },
-                     [this] { tune_->round(clock_.now()); });
+  tune_ticker_.start(
+      core_->timer_queue(), clock_,
+      [this] {
+        return std::chrono::duration_cast<Duration>(
+            std::chrono::duration<double>(tune_->round_period()));
+      },
+      [this](TimePoint now) { tune_->round(now); });
   Config cfg = cfg_.get();
   s = admin_->start(cfg.node.admin_socket);
   if (!s.ok()) return s;

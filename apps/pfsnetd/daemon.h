@@ -15,7 +15,6 @@
 #include "admin/http_server.h"
 #include "admin/node_commands.h"
 #include "base/live_config.h"
-#include "base/periodic.h"
 #include "membership/service.h"
 #include "net/net.h"
 #include "probe/mesh_service.h"
@@ -60,7 +59,7 @@ class Daemon {
   std::unique_ptr<MeshService> mesh_;  // its probes' callbacks use it: stopped with rpc_
   std::unique_ptr<NetverifyService> netverify_;
   std::unique_ptr<ClusterHealthService> cluster_health_;
-  Periodic health_ticker_;  // this node's own problems to cluster_health_
+  Repeating health_ticker_;  // this node's own problems to cluster_health_
   std::unique_ptr<TuneService> tune_;
   std::unique_ptr<BlockService> storage_;    // after rpc_: its replies go through it
   std::unique_ptr<TokenService> tokens_;     // likewise
@@ -69,7 +68,7 @@ class Daemon {
   std::unique_ptr<NodeParts> parts_;
   std::unique_ptr<AdminServer> admin_;
   std::unique_ptr<HttpServer> http_;
-  Periodic tune_ticker_;
+  Repeating tune_ticker_;
   LinkMonitor links_;
   std::map<std::string, std::vector<Nid>> ni_ifaces_;  // interface -> local NIs on it
   bool stopped_ = false;

@@ -83,8 +83,9 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
 
 MembershipService::~MembershipService() { stop(); }
 
-void MembershipService::start() {
-  ticker_.start(std::chrono::milliseconds(100), [this] { tick(clock_.now()); });
+void MembershipService::start(TimerQueue& queue) {
+  ticker_.start(queue, clock_, std::chrono::milliseconds(100),
+                [this](TimePoint now) { tick(now); });
 }
 
 void MembershipService::stop() { ticker_.stop(); }

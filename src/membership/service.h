@@ -5,7 +5,8 @@
 // server and refuses new ones until the server is back; a server closes its connections
 // to a dead client. Servers report the clients they heard from (from the net's receive
 // counters, sampled per ping: nothing on the RPC path).
-// Threads: a thread of its own ticks every 100 ms; handlers run on I/O threads; all
+// Threads: its round runs every 100 ms on the node's timer queue; handlers run on I/O
+// threads; all
 // core state is under one mutex.
 #pragma once
 
@@ -18,10 +19,10 @@
 #include <unordered_map>
 
 #include "base/mutex.h"
-#include "base/periodic.h"
 #include "membership/agent.h"
 #include "membership/mgs.h"
 #include "rpc/rpc_engine.h"
+#include "transport/timer_queue.h"
 
 namespace pfsnet {
 
@@ -42,9 +43,10 @@ class MembershipService {
   MembershipService(const Config& cfg, Net& net, RpcEngine& rpc, Clock& clock);
   ~MembershipService();
 
-  void start();
+  // Rounds every 100 ms on `queue` (the node's) until stop().
+  void start(TimerQueue& queue);
   void stop();
-  // One round: MGS states and notifications, the agent's ping. Called by the thread.
+  // One round: MGS states and notifications, the agent's ping.
   void tick(TimePoint now);
 
   bool is_mgs() const { return mgs_ != nullptr; }
@@ -98,7 +100,7 @@ class MembershipService {
   TimePoint next_contact_sample_ GUARDED_BY(mu_){};
   TimePoint next_report_sample_ GUARDED_BY(mu_){};
 
-  Periodic ticker_;
+  Repeating ticker_;
 };
 
 }  // namespace pfsnet

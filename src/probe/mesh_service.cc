@@ -130,9 +130,10 @@ MeshService::MeshService(MeshOptions o, Net& net, RpcEngine& rpc, RpcStats* stat
 
 MeshService::~MeshService() { stop(); }
 
-void MeshService::start() {
+void MeshService::start(TimerQueue& queue) {
   if (!opts_.enabled) return;
-  ticker_.start(std::chrono::milliseconds(100), [this] { tick(clock_.now()); });
+  ticker_.start(queue, clock_, std::chrono::milliseconds(100),
+                [this](TimePoint now) { tick(now); });
 }
 
 void MeshService::stop() { ticker_.stop(); }

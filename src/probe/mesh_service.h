@@ -17,7 +17,8 @@
 //                nodes in name order (mesh_targets; the epoch is the wall clock over
 //                rotate_interval), refreshed every 5 s; serves MESH_MATRIX pages.
 //
-// Threads: a thread of its own ticks every 100 ms; handlers run on I/O threads; probe
+// Threads: its round runs every 100 ms on the node's timer queue; handlers run on I/O
+// threads; probe
 // outcomes on I/O threads; state under one mutex. The service must outlive the probes it
 // sends (it is destroyed after the engine is shut down).
 #pragma once
@@ -32,12 +33,12 @@
 #include <vector>
 
 #include "base/mutex.h"
-#include "base/periodic.h"
 #include "membership/service.h"
 #include "net/net.h"
 #include "probe/mesh.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
+#include "transport/timer_queue.h"
 
 namespace pfsnet {
 
@@ -91,7 +92,8 @@ class MeshService {
               MembershipService& membership, Clock& clock);
   ~MeshService();
 
-  void start();
+  // Rounds every 100 ms on `queue` (the node's) until stop(); nothing when disabled.
+  void start(TimerQueue& queue);
   void stop();
   // One round: the probes due, the sync with the MGS when due; on the MGS, the node list.
   void tick(TimePoint now);
@@ -164,7 +166,7 @@ class MeshService {
   TimePoint next_refresh_ GUARDED_BY(mu_){};
 
   std::atomic<uint64_t> probes_{0}, lost_{0}, bulk_bytes_{0}, syncs_{0}, sync_failures_{0};
-  Periodic ticker_;
+  Repeating ticker_;
 };
 
 }  // namespace pfsnet

@@ -36,6 +36,7 @@ TEST(MsgTypesTest, AnEngineNamesEveryRegisteredType) {
   NodeCoreOptions o;
   o.cfg.nets.push_back(NetConfig{n});
   o.clock = &clock;
+  o.timer_queue = &hub;  // on the manual clock
   o.make_transport = [&](TransportEvents& ev, NodeCore& core) {
     TransportOptions to;
     to.cluster_key = "0123456789abcdef";

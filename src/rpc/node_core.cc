@@ -14,12 +14,13 @@ NodeCore::NodeCore(NodeCoreOptions o)
     verbs = verbs || n.nid.is_verbs();
   }
   if (o.stats) stats_ = std::make_unique<RpcStats>(cfg_.stats, *clock_, verbs);
+  if (!o.timer_queue) own_queue_ = std::make_unique<ThreadTimerQueue>(*clock_);
+  queue_ = o.timer_queue ? o.timer_queue : own_queue_.get();
   auto make = std::move(o.make_transport);
   if (!make) {
-    holds_ = std::make_unique<ThreadTimerQueue>(*clock_);
     make = [to = std::move(o.transport), nids](TransportEvents& ev, NodeCore& core) {
       return make_node_transport(
-          core.cfg_, to, nids, core.clock(), *core.holds_,
+          core.cfg_, to, nids, core.clock(), core.timer_queue(),
           [&core](const Connection& c, const OutFrame& f) { return core.net().fault_hold(c, f); },
           ev);
     };
@@ -42,17 +43,18 @@ Status NodeCore::start(Duration tick) {
   if (started_) return Status::Ok();
   if (Status s = net_->start(); !s.ok()) return s;
   started_ = true;
-  if (tick > Duration::zero()) timers_->start(tick);
+  if (tick > Duration::zero())
+    driver_.start(*queue_, *clock_, tick, [this](TimePoint now) { timers_->tick(now); });
   return Status::Ok();
 }
 
 void NodeCore::stop() {
   if (stopped_) return;
   stopped_ = true;
-  timers_->stop();
+  driver_.stop();
   rpc_->shutdown();  // pending RPCs fail now
   net_->shutdown();
-  if (holds_) holds_->stop();
+  if (own_queue_) own_queue_->stop();
 }
 
 }  // namespace pfsnet

@@ -1,12 +1,15 @@
 // NodeCore: one node's core, built one way by every user -- pfsnet::Node, pfsnetd, the
 // test nodes and the benches. It owns, in this order: the clock (or uses the caller's),
-// the RPC statistics, the timer queue that holds frames (link emulation, fault delays),
+// the RPC statistics, the timer queue,
 // Net over the NIs' transports, the recovery pinger, the RPC engine serving PING, the
-// health monitor, and NodeTimers, the one periodic driver of their deadlines. start()
-// makes the NIs listen and starts the driver; stop() stops the driver, fails pending RPCs,
-// closes the NIs and drops held frames, in that order, once. Services (membership, mesh,
-// cluster health, tune, storage, self-test) are built on it: net(), rpc(), clock(),
-// stats(), and are stopped by their owner before the core.
+// health monitor, and NodeTimers, the one periodic driver of their deadlines. Everything
+// timed runs on the node's one timer queue (timer_queue(): a thread of the core's own, or
+// the caller's -- a MemHub on a manual clock): held frames, the driver's rounds, and the
+// services' rounds (transport/timer_queue.h's Repeating) and delays. start() makes the NIs
+// listen and starts the driver; stop() stops the driver, fails pending RPCs, closes the
+// NIs and stops the queue, in that order, once. Services (membership, mesh, cluster health,
+// tune, storage, self-test) are built on it: net(), rpc(), clock(), stats(),
+// timer_queue(), and are stopped by their owner before the core.
 // Threads: build, start() and stop() from the owner's thread; the parts are as documented
 // in their headers.
 #pragma once
@@ -36,9 +39,12 @@ struct NodeCoreOptions {
   Config cfg;                  // nets, lnet, rpc, stats, health: read once, here
   TransportOptions transport;  // the cluster key and TLS (transport_options(cfg, key))
   Clock* clock = nullptr;      // null: the core's own MonotonicClock
+  // null: a ThreadTimerQueue of the core's own (REQUIRES a clock that follows
+  // steady_clock); a test on a manual clock gives its MemHub.
+  TimerQueue* timer_queue = nullptr;
   // The NIs' transport, given the core being built (its clock(); its net(), once built,
   // for Net::fault_hold); null: the LNDs `cfg` names (make_node_transport), under the
-  // decorator that holds frames on the core's own timer thread.
+  // decorator that holds frames on the node's timer queue.
   std::function<std::unique_ptr<Transport>(TransportEvents&, NodeCore&)> make_transport;
   bool stats = true;   // RpcStats: pfsnet diag rpc, latency for the health monitor
   bool health = true;  // HealthMonitor: slowness, CPU starvation
@@ -71,18 +77,21 @@ class NodeCore {
   RpcEngine& rpc() { return *rpc_; }
   RecoveryPinger& pinger() { return *pinger_; }
   HealthMonitor* health() { return health_.get(); }
+  TimerQueue& timer_queue() { return *queue_; }
 
  private:
   Config cfg_;
   MonotonicClock own_clock_;
   Clock* clock_;
   std::unique_ptr<RpcStats> stats_;
-  std::unique_ptr<ThreadTimerQueue> holds_;  // outlives net_: it releases held frames
+  std::unique_ptr<ThreadTimerQueue> own_queue_;  // outlives net_: it releases held frames
+  TimerQueue* queue_;
   std::unique_ptr<Net> net_;
   std::unique_ptr<RecoveryPinger> pinger_;  // outlives rpc_: its pings' callbacks use it
   std::unique_ptr<RpcEngine> rpc_;
   std::unique_ptr<HealthMonitor> health_;  // outlives rpc_'s shutdown: its probes use it
   std::unique_ptr<NodeTimers> timers_;
+  Repeating driver_;  // timers_->tick on the queue
   std::atomic<bool> started_{false};
   bool stopped_ = false;
 };

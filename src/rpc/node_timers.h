@@ -4,15 +4,13 @@
 // RecoveryPinger::run (recovery pings due), HealthMonitor::run (slowness, once a second)
 // and log_held_lines (counts of repeated log lines
 // held back). None of them drives another.
-// Threads: tick() from one thread at a time (the driver's own once started); start() and
-// stop() from the owner's thread. The parts must outlive the driver's thread (stop() it
-// before shutting them down).
+// Threads: tick() from one thread at a time (NodeCore runs it on the node's timer queue;
+// a test on a manual clock calls it). The parts must outlive the rounds.
 #pragma once
 
 #include <pfsnet/clock.h>
 
 #include "base/log.h"
-#include "base/periodic.h"
 #include "net/net.h"
 #include "rpc/health_monitor.h"
 #include "rpc/recovery_pinger.h"
@@ -27,7 +25,6 @@ class NodeTimers {
   NodeTimers(Net& net, RpcEngine& rpc, RpcStats* stats, RecoveryPinger* pinger,
              HealthMonitor* health = nullptr)
       : net_(net), rpc_(rpc), stats_(stats), pinger_(pinger), health_(health) {}
-  ~NodeTimers() { stop(); }
 
   // One round at `now`. Returns how many RPCs the RPC expiry failed or resent.
   size_t tick(TimePoint now) {
@@ -39,11 +36,6 @@ class NodeTimers {
     log_held_lines();
     return n;
   }
-  // tick(clock.now()) every `period` of real time on a thread of its own, until stop().
-  void start(Duration period) {
-    ticker_.start(std::chrono::duration<double>(period), [this] { tick(net_.clock().now()); });
-  }
-  void stop() { ticker_.stop(); }
 
  private:
   Net& net_;
@@ -51,7 +43,6 @@ class NodeTimers {
   RpcStats* stats_;
   RecoveryPinger* pinger_;
   HealthMonitor* health_;
-  Periodic ticker_;
 };
 
 }  // namespace pfsnet

@@ -43,6 +43,7 @@ inline NodeCoreOptions mem_node_options(MemHub& hub, Clock& clock, const std::ve
   NodeCoreOptions o;
   for (const Nid& n : nids) o.cfg.nets.push_back(NetConfig{n});
   o.clock = &clock;
+  o.timer_queue = &hub;  // on the manual clock
   o.stats = false;
   o.health = false;
   o.net = std::move(no);

@@ -30,8 +30,9 @@ struct BlockService::Op {
   Status status;
 };
 
-BlockService::BlockService(BlockServiceOptions opts, RpcEngine& rpc, RpcStats* stats, Clock& clock)
-    : opts_(std::move(opts)), rpc_(rpc), stats_(stats), clock_(clock) {
+BlockService::BlockService(BlockServiceOptions opts, RpcEngine& rpc, RpcStats* stats, Clock& clock,
+                           TimerQueue& timers)
+    : opts_(std::move(opts)), rpc_(rpc), stats_(stats), clock_(clock), timers_(timers) {
   serve(rpc_, kBlockInfoRpc, [this](Empty&&, RpcRequest&) -> Result<BlockInfo> {
     if (!serving()) return Status(Code::kNotFound, "no block targets here");
     return BlockInfo{opts_.block_size, static_cast<uint32_t>(opts_.targets.size()), opts_.capacity};
@@ -65,7 +66,10 @@ Status BlockService::start() {
   }
   buffers_ = BlockBuffers::make(opts_.buffers, opts_.block_size, clock_);
   io_ = std::make_unique<WorkerPool>(opts_.threads, clock_);
-  timers_ = std::make_unique<ThreadTimerQueue>(clock_);
+  {
+    MutexLock lk(held_->mu);
+    held_->svc = this;
+  }
   serving_ = true;
   std::string where;
   for (const auto& s : stores_) where += (where.empty() ? "" : ", ") + s->describe();
@@ -81,7 +85,8 @@ void BlockService::stop() {
   if (!serving_.exchange(false)) return;
   buffers_->stop();  // waiters are answered kCancelled
   io_->stop();       // transfers under way finish
-  timers_->stop();   // replies held for the emulated disk are dropped: kCancelled
+  MutexLock lk(held_->mu);
+  held_->svc = nullptr;  // replies held for the emulated disk are dropped: kCancelled
 }
 
 void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
@@ -170,7 +175,10 @@ void BlockService::run(const std::shared_ptr<Op>& op) {
     t.busy = disks_[io.target].busy();
   }
   if (done > clock_.now()) {
-    timers_->run_at(done, [this, op] { finish(op); });
+    timers_.run_at(done, [held = held_, op] {
+      MutexLock lk(held->mu);
+      if (held->svc) held->svc->finish(op);
+    });
   } else {
     finish(op);
   }

@@ -13,7 +13,8 @@
 // buffers' use and waits and the targets' totals (admin `storage`, /metrics).
 //
 // Threads: handlers run on I/O threads and never block; the I/O on `threads` storage
-// threads; stats() from any thread. stop() before the engine shuts down.
+// threads; replies held for the emulated disk on the node's timer queue; stats() from any
+// thread. stop() before the engine shuts down.
 #pragma once
 
 #include <pfsnet/clock.h>
@@ -63,8 +64,10 @@ struct BlockServiceStats {
 class BlockService {
  public:
   // Registers the block messages on `rpc` (before traffic); until start() they are
-  // refused with kNotFound ("no block targets here"). `stats` (optional) outlives it.
-  BlockService(BlockServiceOptions opts, RpcEngine& rpc, RpcStats* stats, Clock& clock);
+  // refused with kNotFound ("no block targets here"). `stats` (optional) outlives it;
+  // `timers` (the node's timer queue) holds the replies the emulated disk delays.
+  BlockService(BlockServiceOptions opts, RpcEngine& rpc, RpcStats* stats, Clock& clock,
+               TimerQueue& timers);
   ~BlockService();
 
   // Opens the targets and starts the storage threads. Errors: a target that cannot be
@@ -91,7 +94,14 @@ class BlockService {
   std::atomic<bool> serving_{false};
   std::shared_ptr<BlockBuffers> buffers_;
   std::unique_ptr<WorkerPool> io_;
-  std::unique_ptr<ThreadTimerQueue> timers_;
+  TimerQueue& timers_;
+  // What a held reply finds when its time comes: the service, or null once stopped (the
+  // reply is then dropped: kCancelled). stop() waits for one being sent.
+  struct Held {
+    Mutex mu;
+    BlockService* svc GUARDED_BY(mu) = nullptr;
+  };
+  std::shared_ptr<Held> held_ = std::make_shared<Held>();
   std::vector<std::unique_ptr<BlockStore>> stores_;
   mutable Mutex mu_;
   std::vector<DiskModel> disks_ GUARDED_BY(mu_);

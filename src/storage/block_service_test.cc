@@ -77,9 +77,9 @@ class BlockServiceTest : public ::testing::Test {
     o.threads = 2;
     o.targets = {"mem", "mem"};
     o.capacity = 64 << 20;
-    svc1_ = std::make_unique<BlockService>(o, *s1_.rpc, nullptr, s1_.clock);
+    svc1_ = std::make_unique<BlockService>(o, *s1_.rpc, nullptr, s1_.clock, s1_.core.timer_queue());
     o.targets = {"mem"};
-    svc2_ = std::make_unique<BlockService>(o, *s2_.rpc, nullptr, s2_.clock);
+    svc2_ = std::make_unique<BlockService>(o, *s2_.rpc, nullptr, s2_.clock, s2_.core.timer_queue());
     for (TcpNode* n : {&s1_, &c1_, &c2_})
       tokens_.push_back(std::make_unique<TokenService>(*n->rpc, n->clock, 10s));
     for (TcpNode* n : {&s1_, &s2_, &c1_, &c2_}) ASSERT_TRUE(n->start().ok());
@@ -420,7 +420,7 @@ TEST_F(BlockServiceTest, RequestsWaitForBuffersInsteadOfFailing) {
   o.capacity = 64 << 20;
   o.disk_bytes_per_s = 4 * 1024 * 1024;
   TcpNode s("127.0.9.6", test_port());
-  BlockService svc(o, *s.rpc, nullptr, s.clock);
+  BlockService svc(o, *s.rpc, nullptr, s.clock, s.core.timer_queue());
   ASSERT_TRUE(s.start().ok());
   ASSERT_TRUE(svc.start().ok());
   std::vector<std::unique_ptr<StripedFile>> files;
@@ -466,7 +466,7 @@ TEST_F(BlockServiceTest, TheEmulatedDiskSetsTheRate) {
   o.targets = {"mem"};
   o.disk_bytes_per_s = 20 * 1024 * 1024;
   TcpNode s("127.0.9.5", test_port());
-  BlockService svc(o, *s.rpc, nullptr, s.clock);
+  BlockService svc(o, *s.rpc, nullptr, s.clock, s.core.timer_queue());
   ASSERT_TRUE(s.start().ok());
   ASSERT_TRUE(svc.start().ok());
   auto f = StripedFile::open(*c1_.rpc, "slow", {s.nid()}, fopts(4 << 20));

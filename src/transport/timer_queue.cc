@@ -17,11 +17,14 @@ void ThreadTimerQueue::run_at(TimePoint t, std::function<void()> fn) {
 }
 
 void ThreadTimerQueue::stop() {
+  // Dropped outside the lock: what a function holds may, going, queue something (a
+  // reply it held, answered kCancelled, sent through a decorator that holds frames here).
+  std::multimap<TimePoint, std::function<void()>> dropped;
   {
     MutexLock lk(mu_);
     if (stop_ && !thread_.joinable()) return;
     stop_ = true;
-    due_.clear();
+    dropped.swap(due_);
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
@@ -47,6 +50,33 @@ void ThreadTimerQueue::loop() {
     fn();
     lk.lock();
   }
+}
+
+void Repeating::start(TimerQueue& queue, Clock& clock, std::function<Duration()> period,
+                      std::function<void(TimePoint)> fn) {
+  stop();
+  st_ = std::make_shared<State>();
+  st_->queue = &queue;
+  st_->clock = &clock;
+  st_->period = std::move(period);
+  st_->fn = std::move(fn);
+  arm(st_, clock.now() + st_->period());
+}
+
+void Repeating::arm(const std::shared_ptr<State>& st, TimePoint at) {
+  st->queue->run_at(at, [st] {
+    MutexLock lk(st->mu);
+    if (st->stopped) return;
+    st->fn(st->clock->now());
+    // The next round a period after this one ended: a slow round delays, never piles up.
+    arm(st, st->clock->now() + st->period());
+  });
+}
+
+void Repeating::stop() {
+  if (!st_) return;
+  MutexLock lk(st_->mu);
+  st_->stopped = true;
 }
 
 }  // namespace pfsnet

@@ -27,6 +27,7 @@ struct Node {
     NodeCoreOptions o;
     o.cfg = cfg;
     o.clock = &clock;
+    o.timer_queue = &hub;  // on the manual clock
     o.health = false;
     o.make_transport = [&hub, n](TransportEvents& ev, NodeCore& core) {
       TransportOptions to;
