@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -61,6 +64,37 @@ TEST(LifecycleTest, SighupAppliesRunTimeKeysAndRefusesABrokenFile) {
   EXPECT_TRUE(a.process().wait_for_output(
       "key 'stats.rpcPerfNumberSecondIntervals': value 0 is out of range"));
   EXPECT_EQ(config_value(a.socket(), "stats.rpcPerfNumberSecondIntervals"), "7");
+  a.process().kill(SIGTERM);
+  EXPECT_EQ(a.process().wait_exit(10s), 0);
+}
+
+// A daemon's threads, from outside (/proc/PID/task/*/comm): each named for what it does,
+// and one timer queue keeps every deadline and round of the node (membership, the mesh,
+// cluster health, tune, held frames, the disk's replies) -- not a thread per service.
+TEST(LifecycleTest, EveryThreadIsNamedAndOneKeepsTheNodesTime) {
+  TempDir dir;
+  std::string key = dir.file("cluster.key");
+  ASSERT_EQ(run({PFSNET_BIN, "keygen", key}).first, 0);
+  Daemon a(dir, 2, key);
+  ASSERT_TRUE(a.ready());
+  const std::set<std::string> known = {"pfsnetd",        "pfs-timers", "pfs-tcp-io",
+                                       "pfs-rpc-worker", "pfs-disk",   "pfs-revoke",
+                                       "pfs-links",      "pfs-admin",  "pfs-netverify"};
+  std::map<std::string, int> names;
+  const std::string tasks = "/proc/" + std::to_string(a.process().pid()) + "/task";
+  for (const auto& t : std::filesystem::directory_iterator(tasks)) {
+    std::string comm = read_file(t.path().string() + "/comm");
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    ++names[comm];
+  }
+  std::string all;
+  for (const auto& [name, n] : names) all += name + " x" + std::to_string(n) + " ";
+  std::printf("threads: %s\n", all.c_str());
+  EXPECT_EQ(names["pfs-timers"], 1) << all;
+  EXPECT_GE(names["pfs-tcp-io"], 1) << all;
+  EXPECT_GE(names["pfs-rpc-worker"], 1) << all;
+  for (const auto& entry : names)
+    EXPECT_TRUE(known.count(entry.first)) << entry.first << ": " << all;
   a.process().kill(SIGTERM);
   EXPECT_EQ(a.process().wait_exit(10s), 0);
 }

@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "base/mutex.h"
+#include "base/thread_name.h"
 
 namespace pfsnet {
 namespace {
@@ -66,7 +67,10 @@ Status AdminServer::start(const std::string& path) {
   }
   chmod(path.c_str(), 0600);
   if (pipe2(wake_, O_CLOEXEC) != 0) return Status(Code::kInternal, "pipe failed");
-  acceptor_ = std::thread([this] { accept_loop(); });
+  acceptor_ = std::thread([this] {
+    name_this_thread("pfs-admin");
+    accept_loop();
+  });
   return Status::Ok();
 }
 

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include "base/log.h"
+#include "base/thread_name.h"
 
 namespace pfsnet {
 
@@ -71,7 +72,10 @@ Status HttpServer::start(const std::string& address, const std::string& token) {
   if (!server_->bind_to_port(host.c_str(), port))
     return Status(Code::kInvalidArgument,
                   "cannot serve HTTP on " + address + " (address in use or not local)");
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    name_this_thread("pfs-http");  // httplib's workers, started from it, inherit the name
+    server_->listen_after_bind();
+  });
   PFS_LOG_INFO("HTTP on http://{}/metrics and /api/v1{}", address,
                token.empty() ? "" : " (token required)");
   return Status::Ok();

@@ -16,6 +16,7 @@
 
 #include "base/log.h"
 #include "base/mutex.h"
+#include "base/thread_name.h"
 #include "rpc/call_batch.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_method.h"
@@ -275,7 +276,11 @@ void NetverifyService::start() {
     }
     fds_.push_back(s.release());
   }
-  if (!fds_.empty()) responder_ = std::thread([this] { respond(); });
+  if (!fds_.empty())
+    responder_ = std::thread([this] {
+      name_this_thread("pfs-netverify");
+      respond();
+    });
 }
 
 void NetverifyService::stop() {

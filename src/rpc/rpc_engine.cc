@@ -58,7 +58,7 @@ RpcEngine::RpcEngine(Net& net, RpcOptions opts, RpcStats* stats)
       opts_(opts),
       stats_(stats),
       clock_(net.clock()),
-      workers_(opts.workers, net.clock()),
+      workers_(opts.workers, net.clock(), "pfs-rpc-worker"),
       incarnation_(opts.incarnation ? opts.incarnation : random_incarnation()),
       replay_(opts.replay) {
   for (const MsgType& t : kMsgTypes) types_[t.id].name = std::string(t.name);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "base/thread_name.h"
 
 namespace pfsnet {
 
@@ -28,8 +29,14 @@ struct WorkerStats {
 
 class WorkerPool {
  public:
-  WorkerPool(int threads, const Clock& clock) : clock_(clock), size_(threads) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+  // `name`: its threads' (base/thread_name.h).
+  WorkerPool(int threads, const Clock& clock, std::string name = "pfs-worker")
+      : clock_(clock), size_(threads) {
+    for (int i = 0; i < threads; ++i)
+      threads_.emplace_back([this, name] {
+        name_this_thread(name);
+        run();
+      });
   }
   ~WorkerPool() { stop(); }
 

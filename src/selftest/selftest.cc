@@ -8,6 +8,7 @@
 #include "base/json_fields.h"
 #include "base/log.h"
 #include "base/mutex.h"
+#include "base/thread_name.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_method.h"
 #include "wire/byte_codec.h"
@@ -357,6 +358,7 @@ Result<json> run_selftest(RpcEngine& rpc, const SelftestSpec& spec) {
         // This node is one of the clients: run its share here, not through a connection
         // to itself (which link emulation would also delay).
         locals.emplace_back([col, i, req, &rpc] {
+          name_this_thread("pfs-selftest");
           Result<ClientResult> res = run_load(rpc, rpc.net().clock(), req);
           MutexLock lk(col->mu);
           col->replies[i] = std::move(res);

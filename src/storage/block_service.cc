@@ -65,7 +65,7 @@ Status BlockService::start() {
     }
   }
   buffers_ = BlockBuffers::make(opts_.buffers, opts_.block_size, clock_);
-  io_ = std::make_unique<WorkerPool>(opts_.threads, clock_);
+  io_ = std::make_unique<WorkerPool>(opts_.threads, clock_, "pfs-disk");
   {
     MutexLock lk(held_->mu);
     held_->svc = this;

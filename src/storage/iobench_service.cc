@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "base/thread_name.h"
 #include "storage/iobench.h"
 
 namespace pfsnet {
@@ -175,7 +176,10 @@ void IobenchService::prepare(const IobenchRequest& q, TypedResponder<IobenchNode
       TimePoint until = Steady::now() + barrier_timeout_;
       std::vector<std::thread> threads;
       for (int t = 0; t < job->q.threads; ++t)
-        threads.emplace_back([this, job, t, until] { job->run(t, until, clock_); });
+        threads.emplace_back([this, job, t, until] {
+          name_this_thread("pfs-iobench");
+          job->run(t, until, clock_);
+        });
       prepared->reply(IobenchNodeResult{});  // ready
       double cpu0 = 0;
       {

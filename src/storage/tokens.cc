@@ -87,7 +87,7 @@ struct TokenService::Pending {
 };
 
 TokenService::TokenService(RpcEngine& rpc, const Clock& clock, Duration timeout)
-    : rpc_(rpc), timeout_(timeout), revokers_(4, clock) {
+    : rpc_(rpc), timeout_(timeout), revokers_(4, clock, "pfs-revoke") {
   // Neither holds its sender's credit while it waits: an acquire waits for revocations
   // answered by the very nodes whose acquires wait, a revocation for block writes' replies
   // from the very server that waits for it (see AsyncCredit).

@@ -28,6 +28,7 @@
 
 #include "base/log.h"
 #include "base/mutex.h"
+#include "base/thread_name.h"
 #include "transport/fabric_health.h"
 #include "transport/fabric_internal.h"
 #include "transport/reg_cache.h"
@@ -101,7 +102,10 @@ FabricTransport::Impl::Impl(TransportOptions opts, FabricOptions fopts, std::vec
   ev.events = EPOLLIN;
   ev.data.fd = evfd_;
   epoll_ctl(epfd_, EPOLL_CTL_ADD, evfd_, &ev);
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    name_this_thread("pfs-fabric");
+    loop();
+  });
 }
 
 void FabricTransport::Impl::post(std::function<void()> fn) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "base/thread_name.h"
 
 namespace pfsnet {
 
@@ -38,7 +39,10 @@ Status LinkMonitor::start(Callback cb) {
     return Status(Code::kInternal, std::string("netlink bind: ") + std::strerror(e));
   }
   stop_ = false;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("pfs-links");
+    run();
+  });
   return Status::Ok();
 }
 

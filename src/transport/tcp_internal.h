@@ -21,6 +21,7 @@
 
 #include "base/log.h"
 #include "base/mutex.h"
+#include "base/thread_name.h"
 #include "transport/tcp_kernel_info.h"
 #include "transport/tcp_transport.h"
 #include "transport/tls.h"
@@ -137,6 +138,7 @@ class TcpTransport::Impl {
     for (int i = 0; i < n; ++i) {
       exit_futures_.push_back(exited_[i].get_future());
       threads_.emplace_back([this, i] {
+        name_this_thread("pfs-tcp-io");
         tcp_detail::run_io(*ctx_[i], opts_.busy_poll);
         exited_[i].set_value();
       });

@@ -1,11 +1,15 @@
 #include "transport/timer_queue.h"
 
 #include "base/mutex.h"
+#include "base/thread_name.h"
 
 namespace pfsnet {
 
 ThreadTimerQueue::ThreadTimerQueue(Clock& clock) : clock_(clock) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    name_this_thread("pfs-timers");
+    loop();
+  });
 }
 
 void ThreadTimerQueue::run_at(TimePoint t, std::function<void()> fn) {
