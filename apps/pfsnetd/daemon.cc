@@ -65,6 +65,16 @@ Daemon::Daemon(Config cfg, std::string cluster_key)
   parts_ = std::make_unique<NodeParts>(NodeParts{
       net_, rpc_, stats_, cfg_, clock_, membership_.get(), tune_.get(), core_->health(),
       mesh_.get(), netverify_.get(), cluster_health_.get(), storage_.get(), tokens_.get()});
+  cluster_health_->report_from([this] { return local_problems(*parts_); });
+  // Opened, started and stopped (in reverse) by the core, in this order. The block
+  // targets open before the NIs listen: from its first connection the daemon serves every
+  // message type it ever will (a block request that came before the targets were open was
+  // told NOT_FOUND, "no block targets here", which its client does not resend). Every
+  // handler was registered above, as each service was built.
+  for (NodePart* p : std::initializer_list<NodePart*>{
+           storage_.get(), membership_.get(), mesh_.get(), netverify_.get(), cluster_health_.get(),
+           tune_.get(), tokens_.get(), iobench_.get()})
+    core_->add_part(*p);
   add_node_commands(commands_, *parts_);
   admin_ = std::make_unique<AdminServer>(commands_);
 }
@@ -75,35 +85,9 @@ Status Daemon::start() {
   if (!init_.ok()) return init_;
   Status s = check_lnds(cfg_.get());
   if (!s.ok()) return s;
-  // Every handler was registered when the daemon was built, and the block targets open
-  // before the NIs listen: from its first connection the daemon serves every message type
-  // it ever will (a block request that came before the targets were open was told NOT_FOUND,
-  // "no block targets here", which its client does not resend). The services that need the
-  // network (membership, mesh, netverify) start once it listens.
-  s = storage_->start();
-  if (!s.ok()) return s;
-  s = core_->start(std::chrono::milliseconds(100));
+  s = core_->start(std::chrono::milliseconds(100));  // the parts too
   if (!s.ok()) return s;
   watch_links();
-  membership_->start(core_->timer_queue());
-  mesh_->start(core_->timer_queue());
-  netverify_->start();
-  if (membership_->is_mgs() || membership_->has_agent())
-    health_ticker_.start(core_->timer_queue(), clock_,
-                         std::chrono::duration_cast<Duration>(
-                             std::chrono::duration<double>(cfg_.get().health.report_interval)),
-                         [this](TimePoint now) {
-                           cluster_health_->set_local(local_problems(*parts_));
-                           cluster_health_->tick(now);
-                         });
-  tune_->reset(clock_.now());
-  tune_ticker_.start(
-      core_->timer_queue(), clock_,
-      [this] {
-        return std::chrono::duration_cast<Duration>(
-            std::chrono::duration<double>(tune_->round_period()));
-      },
-      [this](TimePoint now) { tune_->round(now); });
   Config cfg = cfg_.get();
   s = admin_->start(cfg.node.admin_socket);
   if (!s.ok()) return s;
@@ -161,16 +145,11 @@ void Daemon::watch_links() {
 void Daemon::stop() {
   if (stopped_) return;
   stopped_ = true;
-  tune_ticker_.stop();
-  health_ticker_.stop();
   links_.stop();
-  membership_->stop();
-  mesh_->stop();
-  netverify_->stop();
-  iobench_->stop();  // its jobs end after the request under way
-  tokens_->stop();
-  storage_->stop();  // requests waiting for a buffer get kCancelled while the engine runs
-  core_->stop();     // pending RPCs fail now, so admin sessions end
+  // The parts in reverse (iobench's jobs end after the request under way; block requests
+  // waiting for a buffer get kCancelled while the engine runs), then pending RPCs fail, so
+  // admin sessions end.
+  core_->stop();
   if (http_) http_->stop();
   admin_->stop();
 }

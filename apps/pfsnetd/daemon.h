@@ -59,7 +59,6 @@ class Daemon {
   std::unique_ptr<MeshService> mesh_;  // its probes' callbacks use it: stopped with rpc_
   std::unique_ptr<NetverifyService> netverify_;
   std::unique_ptr<ClusterHealthService> cluster_health_;
-  Repeating health_ticker_;  // this node's own problems to cluster_health_
   std::unique_ptr<TuneService> tune_;
   std::unique_ptr<BlockService> storage_;    // after rpc_: its replies go through it
   std::unique_ptr<TokenService> tokens_;     // likewise
@@ -68,7 +67,6 @@ class Daemon {
   std::unique_ptr<NodeParts> parts_;
   std::unique_ptr<AdminServer> admin_;
   std::unique_ptr<HttpServer> http_;
-  Repeating tune_ticker_;
   LinkMonitor links_;
   std::map<std::string, std::vector<Nid>> ni_ifaces_;  // interface -> local NIs on it
   bool stopped_ = false;

@@ -83,9 +83,10 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
 
 MembershipService::~MembershipService() { stop(); }
 
-void MembershipService::start(TimerQueue& queue) {
+Status MembershipService::start(TimerQueue& queue) {
   ticker_.start(queue, clock_, std::chrono::milliseconds(100),
                 [this](TimePoint now) { tick(now); });
+  return Status::Ok();
 }
 
 void MembershipService::stop() { ticker_.stop(); }

@@ -21,6 +21,7 @@
 #include "base/mutex.h"
 #include "membership/agent.h"
 #include "membership/mgs.h"
+#include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
 #include "transport/timer_queue.h"
 
@@ -37,15 +38,16 @@ struct MembershipCounters {
   std::optional<MgsCore::Counters> mgs;
 };
 
-class MembershipService {
+class MembershipService final : public NodePart {
  public:
   // Registers the message handlers: construct before traffic starts.
   MembershipService(const Config& cfg, Net& net, RpcEngine& rpc, Clock& clock);
-  ~MembershipService();
+  ~MembershipService() override;
 
+  const char* part_name() const override { return "membership"; }
   // Rounds every 100 ms on `queue` (the node's) until stop().
-  void start(TimerQueue& queue);
-  void stop();
+  Status start(TimerQueue& queue) override;
+  void stop() override;
   // One round: MGS states and notifications, the agent's ping.
   void tick(TimePoint now);
 

@@ -111,6 +111,15 @@ void ClusterHealthService::forget_the_dead() {
   for (const std::string& n : dead) board_->forget(n);
 }
 
+Status ClusterHealthService::start(TimerQueue& queue) {
+  if (!local_of_ || (!membership_.is_mgs() && !membership_.has_agent())) return Status::Ok();
+  ticker_.start(queue, clock_, interval_, [this](TimePoint now) {
+    set_local(local_of_());
+    tick(now);
+  });
+  return Status::Ok();
+}
+
 void ClusterHealthService::tick(TimePoint now) {
   forget_the_dead();
   HealthReport rep;

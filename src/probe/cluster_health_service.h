@@ -1,6 +1,6 @@
 // ClusterHealthService: every node's own problems at the MGS (probe/cluster_health.h is the
-// pure part). On every node with an MGS, set_local() takes the node's own list (the daemon
-// computes it every health.report_interval); tick() sends it (HEALTH_REPORT) when it
+// pure part). On every node with an MGS, set_local() takes the node's own list (every
+// health.report_interval, from report_from()'s function); tick() sends it (HEALTH_REPORT) when it
 // differs from the last one the MGS took, and a list that is not empty every 6 intervals
 // anyway, so a restarted or new MGS learns it again (a healthy node sends nothing). Each
 // change of the list is logged (a problem started or ended). The MGS keeps the lists
@@ -8,13 +8,15 @@
 // once its table calls the node DEAD: a dead node's last list is no one's view any more)
 // and serves them (HEALTH_CLUSTER); cluster() fetches them from any node.
 //
-// Threads: set_local/tick from the daemon's health ticker; handlers on I/O threads;
+// Threads: set_local/tick from its rounds on the node's timer queue (start), or a test's
+// thread; handlers on I/O threads;
 // cluster() from admin sessions; state under one mutex.
 #pragma once
 
 #include <pfsnet/clock.h>
 #include <pfsnet/config.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -24,16 +26,25 @@
 #include "base/mutex.h"
 #include "membership/service.h"
 #include "probe/cluster_health.h"
+#include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
 
 namespace pfsnet {
 
-class ClusterHealthService {
+class ClusterHealthService final : public NodePart {
  public:
   // Registers the MGS's handlers when this node is one (construct before traffic). All
   // must outlive the service.
   ClusterHealthService(const Config& cfg, RpcEngine& rpc, MembershipService& membership,
                        Clock& clock);
+
+  const char* part_name() const override { return "cluster-health"; }
+  // Where start()'s rounds take this node's own problems. REQUIRES: before start().
+  void report_from(std::function<std::vector<Problem>()> local) { local_of_ = std::move(local); }
+  // On a node with an MGS (or the MGS), every report_interval on `queue` (the node's):
+  // set_local(local()), then tick(). Nothing without report_from().
+  Status start(TimerQueue& queue) override;
+  void stop() override { ticker_.stop(); }
 
   // This node's own problems now; logs what started and what ended since the last call.
   void set_local(std::vector<Problem> problems);
@@ -63,6 +74,8 @@ class ClusterHealthService {
   MembershipService& membership_;
   Clock& clock_;
   Duration interval_;
+  std::function<std::vector<Problem>()> local_of_;
+  Repeating ticker_;
 
   mutable Mutex mu_;
   std::vector<Problem> local_ GUARDED_BY(mu_);

@@ -130,10 +130,11 @@ MeshService::MeshService(MeshOptions o, Net& net, RpcEngine& rpc, RpcStats* stat
 
 MeshService::~MeshService() { stop(); }
 
-void MeshService::start(TimerQueue& queue) {
-  if (!opts_.enabled) return;
+Status MeshService::start(TimerQueue& queue) {
+  if (!opts_.enabled) return Status::Ok();
   ticker_.start(queue, clock_, std::chrono::milliseconds(100),
                 [this](TimePoint now) { tick(now); });
+  return Status::Ok();
 }
 
 void MeshService::stop() { ticker_.stop(); }

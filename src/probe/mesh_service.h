@@ -36,6 +36,7 @@
 #include "membership/service.h"
 #include "net/net.h"
 #include "probe/mesh.h"
+#include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
 #include "transport/timer_queue.h"
@@ -84,17 +85,18 @@ struct MeshLinkEnd {
 };
 MeshLinkEnd mesh_link_end(const Nid& local, const Nid& peer);
 
-class MeshService {
+class MeshService final : public NodePart {
  public:
   // Registers the handlers (MESH_SYNC and MESH_MATRIX only on the MGS): construct before
   // traffic starts. `stats` may be null. All must outlive the service.
   MeshService(MeshOptions o, Net& net, RpcEngine& rpc, RpcStats* stats,
               MembershipService& membership, Clock& clock);
-  ~MeshService();
+  ~MeshService() override;
 
+  const char* part_name() const override { return "mesh"; }
   // Rounds every 100 ms on `queue` (the node's) until stop(); nothing when disabled.
-  void start(TimerQueue& queue);
-  void stop();
+  Status start(TimerQueue& queue) override;
+  void stop() override;
   // One round: the probes due, the sync with the MGS when due; on the MGS, the node list.
   void tick(TimePoint now);
 

@@ -264,7 +264,7 @@ NetverifyService::NetverifyService(Net& net, RpcEngine& rpc, LiveConfig& cfg, Cl
 
 NetverifyService::~NetverifyService() { stop(); }
 
-void NetverifyService::start() {
+Status NetverifyService::start(TimerQueue&) {
   Config c = cfg_.get();
   for (const NetConfig& n : c.nets) {
     UdpSocket s;
@@ -281,6 +281,7 @@ void NetverifyService::start() {
       name_this_thread("pfs-netverify");
       respond();
     });
+  return Status::Ok();
 }
 
 void NetverifyService::stop() {

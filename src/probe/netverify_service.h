@@ -22,6 +22,7 @@
 #include "membership/service.h"
 #include "net/net.h"
 #include "probe/netverify.h"
+#include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
 
 namespace pfsnet {
@@ -50,21 +51,22 @@ struct NetverifyReport {
   NvLimits limits;
 };
 
-class NetverifyService {
+class NetverifyService final : public NodePart {
  public:
   // Serves NETVERIFY_INFO and NETVERIFY_MTU_SEND on `rpc` from now on. Everything must
   // outlive the service; `membership` may be null (then nodes must be named by NID).
   NetverifyService(Net& net, RpcEngine& rpc, LiveConfig& cfg, Clock& clock,
                    MembershipService* membership);
-  ~NetverifyService();
+  ~NetverifyService() override;
   NetverifyService(const NetverifyService&) = delete;
   NetverifyService& operator=(const NetverifyService&) = delete;
 
-  // Starts answering datagrams on each NI's address and port. An
-  // NI whose UDP port cannot be bound is logged and left out (its forward MTU probes then
-  // fail at the asker).
-  void start();
-  void stop();
+  const char* part_name() const override { return "netverify"; }
+  // Starts answering datagrams on each NI's address and port (on a thread of its own: it
+  // answers, it does not keep time). An NI whose UDP port cannot be bound is logged and
+  // left out (its forward MTU probes then fail at the asker).
+  Status start(TimerQueue& queue) override;
+  void stop() override;
 
   Result<NetverifyReport> run(const NetverifyRequest& req);
 

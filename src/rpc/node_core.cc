@@ -41,16 +41,22 @@ NodeCore::NodeCore(NodeCoreOptions o)
 Status NodeCore::start(Duration tick) {
   if (stopped_) return Status(Code::kCancelled, "the node was stopped");
   if (started_) return Status::Ok();
+  for (; opened_ < parts_.size(); ++opened_)
+    if (Status s = parts_[opened_]->open(); !s.ok()) return s;
   if (Status s = net_->start(); !s.ok()) return s;
   started_ = true;
   if (tick > Duration::zero())
     driver_.start(*queue_, *clock_, tick, [this](TimePoint now) { timers_->tick(now); });
+  for (NodePart* p : parts_)
+    if (Status s = p->start(*queue_); !s.ok())
+      return Status(s.code(), std::string(p->part_name()) + ": " + s.message());
   return Status::Ok();
 }
 
 void NodeCore::stop() {
   if (stopped_) return;
   stopped_ = true;
+  for (size_t i = opened_; i-- > 0;) parts_[i]->stop();
   driver_.stop();
   rpc_->shutdown();  // pending RPCs fail now
   net_->shutdown();

@@ -1,15 +1,15 @@
 // NodeCore: one node's core, built one way by every user -- pfsnet::Node, pfsnetd, the
 // test nodes and the benches. It owns, in this order: the clock (or uses the caller's),
-// the RPC statistics, the timer queue,
-// Net over the NIs' transports, the recovery pinger, the RPC engine serving PING, the
-// health monitor, and NodeTimers, the one periodic driver of their deadlines. Everything
-// timed runs on the node's one timer queue (timer_queue(): a thread of the core's own, or
-// the caller's -- a MemHub on a manual clock): held frames, the driver's rounds, and the
-// services' rounds (transport/timer_queue.h's Repeating) and delays. start() makes the NIs
-// listen and starts the driver; stop() stops the driver, fails pending RPCs, closes the
-// NIs and stops the queue, in that order, once. Services (membership, mesh, cluster health,
-// tune, storage, self-test) are built on it: net(), rpc(), clock(), stats(),
-// timer_queue(), and are stopped by their owner before the core.
+// the RPC statistics, the timer queue, Net over the NIs' transports, the recovery pinger,
+// the RPC engine serving PING, the health monitor, and NodeTimers, the one periodic driver
+// of their deadlines. Everything timed runs on the node's one timer queue (timer_queue():
+// a thread of the core's own, or the caller's -- a MemHub on a manual clock): held frames,
+// the driver's rounds, and the services' rounds (transport/timer_queue.h's Repeating) and
+// delays. Services (membership, mesh, netverify, cluster health, tune, storage, tokens,
+// the I/O benchmark) are built on it -- net(), rpc(), clock(), stats(), timer_queue() --
+// and added as parts (rpc/node_part.h). start() opens the parts, makes the NIs listen,
+// starts the driver and starts the parts; stop() stops the parts (in reverse), the driver,
+// fails pending RPCs, closes the NIs and stops the queue, in that order, once.
 // Threads: build, start() and stop() from the owner's thread; the parts are as documented
 // in their headers.
 #pragma once
@@ -21,9 +21,11 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "net/net.h"
 #include "rpc/health_monitor.h"
+#include "rpc/node_part.h"
 #include "rpc/node_timers.h"
 #include "rpc/recovery_pinger.h"
 #include "rpc/rpc_engine.h"
@@ -61,11 +63,17 @@ class NodeCore {
   NodeCore(const NodeCore&) = delete;
   NodeCore& operator=(const NodeCore&) = delete;
 
-  // The NIs listen; the driver ticks every `tick` of real time (zero: never -- the caller
-  // calls tick(), as a test on a manual clock does).
+  // A part to open before the NIs listen, start once they do and stop before the core
+  // does, in the order added (stopped in reverse). REQUIRES: before start(); the part
+  // outlives the core's stop().
+  void add_part(NodePart& part) { parts_.push_back(&part); }
+  // Opens the parts; the NIs listen; the driver ticks every `tick` of real time (zero:
+  // never -- the caller calls tick(), as a test on a manual clock does); starts the parts.
+  // The first error is returned (stop() undoes what was done).
   Status start(Duration tick = std::chrono::milliseconds(100));
   // One round of the driver at `now` (NodeTimers::tick).
   size_t tick(TimePoint now) { return timers_->tick(now); }
+  // Stops the parts (reverse order), then the driver, pending RPCs, the NIs and the queue.
   // Idempotent.
   void stop();
   bool started() const { return started_.load(); }
@@ -92,6 +100,8 @@ class NodeCore {
   std::unique_ptr<HealthMonitor> health_;  // outlives rpc_'s shutdown: its probes use it
   std::unique_ptr<NodeTimers> timers_;
   Repeating driver_;  // timers_->tick on the queue
+  std::vector<NodePart*> parts_;
+  size_t opened_ = 0;  // parts_[0, opened_) were opened: stop() stops them
   std::atomic<bool> started_{false};
   bool stopped_ = false;
 };

@@ -49,7 +49,7 @@ BlockService::BlockService(BlockServiceOptions opts, RpcEngine& rpc, RpcStats* s
 
 BlockService::~BlockService() { stop(); }
 
-Status BlockService::start() {
+Status BlockService::open() {
   if (opts_.targets.empty() || serving()) return Status::Ok();
   for (const std::string& t : opts_.targets) {
     auto s = open_block_store(t, opts_.block_size, opts_.capacity);

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
 #include "rpc/worker_pool.h"
 #include "stats/rpc_stats.h"
@@ -61,20 +62,22 @@ struct BlockServiceStats {
   std::vector<TargetStats> targets;
 };
 
-class BlockService {
+class BlockService final : public NodePart {
  public:
-  // Registers the block messages on `rpc` (before traffic); until start() they are
+  // Registers the block messages on `rpc` (before traffic); until open() they are
   // refused with kNotFound ("no block targets here"). `stats` (optional) outlives it;
   // `timers` (the node's timer queue) holds the replies the emulated disk delays.
   BlockService(BlockServiceOptions opts, RpcEngine& rpc, RpcStats* stats, Clock& clock,
                TimerQueue& timers);
-  ~BlockService();
+  ~BlockService() override;
 
-  // Opens the targets and starts the storage threads. Errors: a target that cannot be
-  // opened. Nothing to do without targets.
-  Status start();
+  const char* part_name() const override { return "storage"; }
+  // Opens the targets and starts the storage threads -- before the NIs listen, so a block
+  // request is never told "no block targets here" by a node that has them. Errors: a target
+  // that cannot be opened. Nothing to do without targets.
+  Status open() override;
   // Requests waiting get kCancelled; transfers under way finish. Idempotent.
-  void stop();
+  void stop() override;
   bool serving() const { return serving_.load(); }
   BlockServiceStats stats() const;
 

@@ -83,8 +83,8 @@ class BlockServiceTest : public ::testing::Test {
     for (TcpNode* n : {&s1_, &c1_, &c2_})
       tokens_.push_back(std::make_unique<TokenService>(*n->rpc, n->clock, 10s));
     for (TcpNode* n : {&s1_, &s2_, &c1_, &c2_}) ASSERT_TRUE(n->start().ok());
-    ASSERT_TRUE(svc1_->start().ok());
-    ASSERT_TRUE(svc2_->start().ok());
+    ASSERT_TRUE(svc1_->open().ok());
+    ASSERT_TRUE(svc2_->open().ok());
   }
   void TearDown() override {
     svc1_->stop();
@@ -422,7 +422,7 @@ TEST_F(BlockServiceTest, RequestsWaitForBuffersInsteadOfFailing) {
   TcpNode s("127.0.9.6", test_port());
   BlockService svc(o, *s.rpc, nullptr, s.clock, s.core.timer_queue());
   ASSERT_TRUE(s.start().ok());
-  ASSERT_TRUE(svc.start().ok());
+  ASSERT_TRUE(svc.open().ok());
   std::vector<std::unique_ptr<StripedFile>> files;
   for (TcpNode* c : {&c1_, &c2_}) {
     auto f = StripedFile::open(*c->rpc, std::string("w") + std::to_string(files.size()), {s.nid()},
@@ -468,7 +468,7 @@ TEST_F(BlockServiceTest, TheEmulatedDiskSetsTheRate) {
   TcpNode s("127.0.9.5", test_port());
   BlockService svc(o, *s.rpc, nullptr, s.clock, s.core.timer_queue());
   ASSERT_TRUE(s.start().ok());
-  ASSERT_TRUE(svc.start().ok());
+  ASSERT_TRUE(svc.open().ok());
   auto f = StripedFile::open(*c1_.rpc, "slow", {s.nid()}, fopts(4 << 20));
   ASSERT_TRUE(f.ok());
   auto t0 = std::chrono::steady_clock::now();

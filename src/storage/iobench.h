@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "rpc/node_part.h"
 #include "rpc/rpc_method.h"
 #include "storage/striped_file.h"
 
@@ -74,14 +75,15 @@ extern const RpcMethod<IobenchRequest, IobenchNodeResult> kIobenchRpc;
 // Serves IOBENCH on `rpc` for this node. `options` gives the striped files' options (the
 // node's pagepool and prefetch depth, read at each prepare). A prepared job that gets no
 // `go` within `barrier_timeout` is dropped, its threads ended.
-class IobenchService {
+class IobenchService final : public NodePart {
  public:
   // `clock` gives the threads' start and end times (wall_now).
   IobenchService(RpcEngine& rpc, Clock& clock, std::function<StripedFileOptions()> options,
                  Duration barrier_timeout = std::chrono::seconds(60));
-  ~IobenchService();
+  ~IobenchService() override;
+  const char* part_name() const override { return "iobench"; }
   // Ends every job (their threads see the barrier or their file fail) and joins them.
-  void stop();
+  void stop() override;
 
  private:
   struct Job;

@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
 #include "rpc/rpc_method.h"
 #include "rpc/worker_pool.h"
@@ -89,12 +90,14 @@ struct TokenStats {
   uint64_t acquired = 0, revoked = 0;                          // as a client
 };
 
-class TokenService {
+class TokenService final : public NodePart {
  public:
   // Serves the three TOKEN_* messages on `rpc` (register before traffic).
   TokenService(RpcEngine& rpc, const Clock& clock, Duration timeout);
-  ~TokenService();
-  void stop();
+  ~TokenService() override;
+  const char* part_name() const override { return "tokens"; }
+  // Queued acquires are answered kCancelled; revocations under way finish.
+  void stop() override;
 
   // Client side. Blocks until the manager grants [start, end) of `file` to this node, and
   // of [end, want_end) what no other node holds; returns the range granted.

@@ -54,6 +54,17 @@ double TuneService::round_period() const {
   return cfg_.read([](const Config& c) { return std::min(1.0, c.tune.interval); });
 }
 
+Status TuneService::start(TimerQueue& queue) {
+  reset(clock_.now());
+  ticker_.start(
+      queue, clock_,
+      [this] {
+        return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(round_period()));
+      },
+      [this](TimePoint now) { round(now); });
+  return Status::Ok();
+}
+
 void TuneService::reset(TimePoint now) {
   MutexLock lk(mu_);
   last_sample_ = last_step_ = last_check_ = now;

@@ -30,6 +30,7 @@
 #include "base/live_config.h"
 #include "base/mutex.h"
 #include "net/net.h"
+#include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
 #include "tune/tune.h"
@@ -62,10 +63,15 @@ struct TuneStatus {
   std::optional<Advice> last_advice;
 };
 
-class TuneService {
+class TuneService final : public NodePart {
  public:
   // Everything must outlive the service.
   TuneService(Net& net, RpcEngine& rpc, RpcStats& stats, LiveConfig& cfg, Clock& clock);
+
+  const char* part_name() const override { return "tune"; }
+  // reset(now), then round() every round_period() on `queue` (the node's) until stop().
+  Status start(TimerQueue& queue) override;
+  void stop() override { ticker_.stop(); }
 
   // Takes the counters' baseline at `now`.
   void reset(TimePoint now);
@@ -121,6 +127,7 @@ class TuneService {
   RpcStats& stats_;
   LiveConfig& cfg_;
   Clock& clock_;
+  Repeating ticker_;      // round() on the node's queue
   TcpReader tcp_reader_;  // empty: Net::peers(true)
 
   mutable Mutex mu_;                                            // guards everything below
