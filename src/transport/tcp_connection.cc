@@ -1,5 +1,6 @@
 // TcpConnection (tcp_internal.h): one socket -- TLS set-up and the handshake's reads and
-// writes, the batched write path (plain and TLS), the read path, close.
+// writes, then framing over its byte stream (tcp_stream.h: the socket, or TLS over it): the
+// batched write path, the read path, close.
 #include "transport/tcp_internal.h"
 
 namespace pfsnet::tcp_detail {
@@ -158,44 +159,25 @@ void TcpConnection::complete_batch(const Status& s) {
 void TcpConnection::write_direct() {
   for (int round = 0; round < 4; ++round) {
     if (!fill_batch()) return;
-    ssize_t n;
-    Status failed;
-    if (tls_) {
-      n = tls_write_batch(&failed);
-    } else {
-      struct iovec vec[3 * kMaxBatchFrames];
-      for (size_t i = 0; i < iov_.size(); ++i) {
-        vec[i].iov_base = const_cast<void*>(iov_[i].data());
-        vec[i].iov_len = iov_[i].size();
-      }
-      msghdr msg{};
-      msg.msg_iov = vec;
-      msg.msg_iovlen = iov_.size();
-      n = ::sendmsg(sock_.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        int err = errno;
-        failed = Status(Code::kClosed,
-                        "write to " + describe() + " failed: " + std::string(std::strerror(err)),
-                        health_kind_for_errno(err));
-      }
-    }
-    if (n == static_cast<ssize_t>(batch_bytes_)) {
-      complete_batch(Status::Ok());
-      continue;
-    }
-    if (!failed.ok()) {
-      complete_batch(failed);
-      close(failed);
+    StreamIo r = stream_->write(iov_);
+    if (!r.failed.ok()) {
+      Status s = write_failure(r.failed);
+      complete_batch(s);
+      close(s);  // on the I/O thread: this may be a sender's
       MutexLock lk(tx_mu_);
       writing_ = false;
       return;
     }
-    size_t written = n > 0 ? static_cast<size_t>(n) : 0;
+    if (r.n == batch_bytes_) {
+      complete_batch(Status::Ok());
+      continue;
+    }
+    skip_written(r.n);
     if (io_.get_executor().running_in_this_thread()) {
-      io_write_batch(written);
+      write_rest();
     } else {
       auto self = shared_from_this();
-      asio::post(io_, [self, written] { self->io_write_batch(written); });
+      asio::post(io_, [self] { self->write_rest(); });
     }
     return;
   }
@@ -203,62 +185,50 @@ void TcpConnection::write_direct() {
   asio::post(io_, [self] { self->write_direct(); });
 }
 
-ssize_t TcpConnection::tls_write_batch(Status* failed) {
-  tls_wbuf_.resize(batch_bytes_);
-  size_t off = 0;
-  for (const auto& b : iov_) {
-    std::memcpy(tls_wbuf_.data() + off, b.data(), b.size());
-    off += b.size();
-  }
-  TlsIo last;
-  size_t put = tls_put(0, &last);
-  if (put < batch_bytes_ && last.want != TlsIo::Want::kWrite) {
-    *failed = tls_failure(last, "write to");
-    return -1;
-  }
-  return put > 0 ? static_cast<ssize_t>(put) : -1;
+Status TcpConnection::write_failure(const Status& s) const {
+  if (s.message() == "closed by peer") return s;
+  return Status(Code::kClosed, "write to " + describe() + " failed: " + s.message(),
+                s.health_kind());
 }
 
-size_t TcpConnection::tls_put(size_t off, TlsIo* last) {
-  while (off < batch_bytes_) {
-    *last = tls_->write(tls_wbuf_.data() + off, batch_bytes_ - off);
-    if (last->n == 0) break;
-    off += last->n;
+void TcpConnection::skip_written(size_t n) {
+  size_t i = 0;
+  while (i < iov_.size() && n >= iov_[i].iov_len) n -= iov_[i++].iov_len;
+  if (i < iov_.size() && n) {
+    iov_[i].iov_base = static_cast<uint8_t*>(iov_[i].iov_base) + n;
+    iov_[i].iov_len -= n;
   }
-  return off;
+  iov_.erase(iov_.begin(), iov_.begin() + static_cast<long>(i));
 }
 
-Status TcpConnection::tls_failure(const TlsIo& r, const char* what) const {
-  if (r.want == TlsIo::Want::kClosed) return Status(Code::kClosed, "closed by peer");
-  HealthKind kind = r.bad_mac          ? HealthKind::kPeerNiCorrupt
-                    : r.sys_errno != 0 ? health_kind_for_errno(r.sys_errno)
-                                       : HealthKind::kPeerNiConnectError;
-  return Status(Code::kClosed, std::string(what) + " " + describe() + " failed: TLS: " + r.error,
-                kind);
-}
-
-void TcpConnection::tls_write_rest(size_t off) {
+void TcpConnection::write_rest() {
   auto self = shared_from_this();
-  TlsIo r;
-  off = tls_put(off, &r);
-  if (off < batch_bytes_) {
-    if (r.want == TlsIo::Want::kWrite) {
-      sock_.async_wait(tcp::socket::wait_write, [self, off](std::error_code ec) {
+  for (int round = 0; round < 64; ++round) {  // bounded per turn
+    StreamIo r = stream_->write(iov_);
+    if (!r.failed.ok()) {
+      fail_batch(write_failure(r.failed));
+      return;
+    }
+    skip_written(r.n);
+    if (iov_.empty()) {
+      complete_batch(Status::Ok());
+      write_direct();
+      return;
+    }
+    if (r.n == 0) {
+      sock_.async_wait(tcp::socket::wait_write, [self](std::error_code ec) {
         if (!ec) {
-          self->tls_write_rest(off);
+          self->write_rest();
           return;
         }
-        Status s(Code::kClosed, "write to " + self->describe() + " failed: " + ec.message(),
-                 health_kind_for_errno(ec.value()));
-        self->fail_batch(s);
+        self->fail_batch(Status(Code::kClosed,
+                                "write to " + self->describe() + " failed: " + ec.message(),
+                                health_kind_for_errno(ec.value())));
       });
       return;
     }
-    fail_batch(tls_failure(r, "write to"));
-    return;
   }
-  complete_batch(Status::Ok());
-  write_direct();
+  asio::post(io_, [self] { self->write_rest(); });
 }
 
 void TcpConnection::fail_batch(const Status& s) {
@@ -268,81 +238,48 @@ void TcpConnection::fail_batch(const Status& s) {
   writing_ = false;
 }
 
-void TcpConnection::io_write_batch(size_t skip) {
-  if (tls_) {
-    tls_write_rest(skip);
-    return;
-  }
-  size_t i = 0;
-  while (i < iov_.size() && skip >= iov_[i].size()) skip -= iov_[i++].size();
-  if (i < iov_.size() && skip) {
-    iov_[i] = asio::const_buffer(static_cast<const uint8_t*>(iov_[i].data()) + skip,
-                                 iov_[i].size() - skip);
-  }
-  iov_.erase(iov_.begin(), iov_.begin() + static_cast<long>(i));
-  auto self = shared_from_this();
-  asio::async_write(sock_, iov_, transfer_all_unbounded, [self](std::error_code ec, size_t) {
-    if (ec) {
-      self->fail_batch(Status(Code::kClosed,
-                              "write to " + self->describe() + " failed: " + ec.message(),
-                              health_kind_for_errno(ec.value())));
-      return;
-    }
-    self->complete_batch(Status::Ok());
-    self->write_direct();
-  });
-}
-
 void TcpConnection::read_more() {
   tl_waiting_for_bulk = false;
-  if (tls_) {
-    tls_read_more();
-    return;
-  }
   auto self = shared_from_this();
-  sock_.async_read_some(asio::buffer(rbuf_.data() + rlen_, rbuf_.size() - rlen_),
-                        [self](std::error_code ec, size_t n) { self->on_read(ec, n); });
-}
-
-void TcpConnection::fail_read(const std::error_code& ec) {
-  if (state_.load() == kClosed) return;
-  if (ec == asio::error::eof) {
-    do_close(Status(Code::kClosed, "closed by peer"));
-  } else {
-    do_close(Status(Code::kClosed, ec.message(), health_kind_for_errno(ec.value())));
-  }
-}
-
-void TcpConnection::on_read(std::error_code ec, size_t n) {
-  if (ec || state_.load() == kClosed) {
-    fail_read(ec ? ec : asio::error::operation_aborted);
-    return;
-  }
-  if (took(n)) read_more();
-}
-
-void TcpConnection::tls_read_more() {
-  auto self = shared_from_this();
-  for (int i = 0; i < 64; ++i) {
+  for (int round = 0; round < 64; ++round) {  // bounded per turn
     if (state_.load() == kClosed) return;
-    TlsIo r = tls_->read(rbuf_.data() + rlen_, rbuf_.size() - rlen_);
+    iovec v{rbuf_.data() + rlen_, rbuf_.size() - rlen_};
+    StreamIo r = stream_->read({&v, 1});
+    if (!r.failed.ok()) {
+      fail_read(r.failed);
+      return;
+    }
     if (r.n == 0) {
-      if (r.want == TlsIo::Want::kRead) {
-        sock_.async_wait(tcp::socket::wait_read, [self](std::error_code ec) {
-          if (ec || self->state_.load() == kClosed) {
-            self->fail_read(ec ? ec : asio::error::operation_aborted);
-            return;
-          }
-          self->tls_read_more();
-        });
-        return;
-      }
-      if (state_.load() != kClosed) do_close(tls_failure(r, "read from"));
+      sock_.async_wait(tcp::socket::wait_read, [self](std::error_code ec) {
+        if (ec || self->state_.load() == kClosed) {
+          self->fail_read(ec ? ec : asio::error::operation_aborted);
+          return;
+        }
+        self->read_more();
+      });
       return;
     }
     if (!took(r.n)) return;
   }
-  asio::post(io_, [self] { self->tls_read_more(); });
+  asio::post(io_, [self] { self->read_more(); });
+}
+
+void TcpConnection::fail_read(const std::error_code& ec) {
+  if (ec == asio::error::eof) {
+    fail_read(Status(Code::kClosed, "closed by peer"));
+  } else {
+    fail_read(Status(Code::kClosed, ec.message(), health_kind_for_errno(ec.value())));
+  }
+}
+
+void TcpConnection::fail_read(const Status& s) {
+  if (state_.load() == kClosed) return;
+  if (s.message() == "closed by peer") {
+    do_close(s);
+    return;
+  }
+  do_close(Status(Code::kClosed, "read from " + describe() + " failed: " + s.message(),
+                  s.health_kind()));
 }
 
 bool TcpConnection::took(size_t n) {
@@ -406,14 +343,6 @@ void TcpConnection::read_large(InFrame f, size_t have_payload, size_t have_bulk)
 
 ssize_t TcpConnection::read_into(InFrame& f, size_t have) {
   size_t plen = f.payload.size(), total = plen + f.bulk.size();
-  if (tls_) {
-    uint8_t* dst = have < plen ? f.payload.data() + have : f.bulk.data() + (have - plen);
-    TlsIo r = tls_->read(dst, have < plen ? plen - have : total - have);
-    if (r.n > 0) return static_cast<ssize_t>(r.n);
-    if (r.want == TlsIo::Want::kRead) return 0;
-    if (state_.load() != kClosed) do_close(tls_failure(r, "read from"));
-    return -1;
-  }
   iovec v[2];
   size_t n = 0;
   if (have < plen) {
@@ -422,21 +351,12 @@ ssize_t TcpConnection::read_into(InFrame& f, size_t have) {
   } else {
     v[n++] = {f.bulk.data() + (have - plen), total - have};
   }
-  msghdr msg{};
-  msg.msg_iov = v;
-  msg.msg_iovlen = n;
-  for (int i = 0; i < 8; ++i) {  // EINTR: again, a bounded number of times
-    ssize_t got = ::recvmsg(sock_.native_handle(), &msg, MSG_DONTWAIT);
-    if (got > 0) return got;
-    if (got == 0) {
-      fail_read(asio::error::eof);
-      return -1;
-    }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    if (errno != EINTR) break;
+  StreamIo r = stream_->read({v, n});
+  if (!r.failed.ok()) {
+    fail_read(r.failed);
+    return -1;
   }
-  fail_read(std::error_code(errno, asio::error::get_system_category()));
-  return -1;
+  return static_cast<ssize_t>(r.n);
 }
 
 void TcpConnection::read_large_rest(std::shared_ptr<InFrame> frame, size_t have, bool waited) {

@@ -23,6 +23,7 @@
 #include "base/mutex.h"
 #include "base/thread_name.h"
 #include "transport/tcp_kernel_info.h"
+#include "transport/tcp_stream.h"
 #include "transport/tcp_transport.h"
 #include "transport/tls.h"
 #include "wire/handshake.h"
@@ -261,6 +262,10 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   void flush_deferred() { write_direct(); }
 
   void mark_open() {
+    if (tls_)
+      stream_ = std::make_unique<TlsStream>(*tls_);
+    else
+      stream_ = std::make_unique<PlainStream>(sock_.native_handle());
     fd_.store(sock_.native_handle(), std::memory_order_release);
     state_.store(kOpen);
   }
@@ -291,49 +296,41 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   bool fill_batch();
 
   void push_iov(const void* p, size_t n) {
-    iov_.push_back(asio::const_buffer(p, n));
+    iov_.push_back(iovec{const_cast<void*>(p), n});
     batch_bytes_ += n;
   }
 
   void complete_batch(const Status& s);
 
-  // On the sender's thread (or the I/O thread): non-blocking sendmsg of the queued frames,
-  // completed here -- no completion is posted, so the I/O thread's loop runs no extra
-  // turn (an epoll_wait) per batch. What the socket does not take whole continues as an
-  // asynchronous write on the I/O thread; after a few rounds the I/O thread takes over, so
-  // one busy sender does not write forever on another's thread.
+  // On the sender's thread (or the I/O thread): the queued frames written to the stream
+  // without blocking, completed here -- no completion is posted, so the I/O thread's loop
+  // runs no extra turn (an epoll_wait) per batch. What the socket does not take whole
+  // continues on the I/O thread (write_rest); after a few rounds the I/O thread takes over,
+  // so one busy sender does not write forever on another's thread.
   void write_direct();
 
-  // TLS: the batch in one buffer (records are cut from it; per-frame writes would make a
-  // record of every small frame), written as far as the socket takes it. Returns the
-  // bytes written, -1 (EAGAIN) when none, or sets *failed.
-  ssize_t tls_write_batch(Status* failed);
+  // "write to <connection> failed: <the stream's reason>" ("closed by peer" as it is).
+  Status write_failure(const Status& s) const;
 
-  // TLS: writes tls_wbuf_ from `off` until it is all written or a call does not move a
-  // byte (*last says why: kWrite, the socket is full). Returns the new offset.
-  size_t tls_put(size_t off, TlsIo* last);
+  // Drops the first `n` bytes of the batch from iov_ (written).
+  void skip_written(size_t n);
 
-  Status tls_failure(const TlsIo& r, const char* what) const;
-
-  // TLS, on the I/O thread: write the rest of tls_wbuf_ from `off`, waiting for the socket.
-  void tls_write_rest(size_t off);
+  // On the I/O thread: the rest of the batch, waiting for the socket between writes.
+  void write_rest();
 
   void fail_batch(const Status& s);
 
-  // On the I/O thread: write the current batch, skipping `skip` bytes already written.
-  void io_write_batch(size_t skip);
-
   // ---- read path (I/O thread) ----
 
+  // Reads what the stream has into rbuf_ and delivers the frames it completes, a bounded
+  // number of reads per turn; waits for the socket only when the stream asks (TLS may
+  // hold decrypted bytes the socket no longer shows).
   void read_more();
 
+  // Closes the connection for a failed read: "closed by peer", or "read from
+  // <connection> failed: <reason>".
   void fail_read(const std::error_code& ec);
-
-  void on_read(std::error_code ec, size_t n);
-
-  // TLS: reads what OpenSSL has (it may hold decrypted bytes the socket no longer shows)
-  // and waits for the socket only when it asks; a bounded number of reads per turn.
-  void tls_read_more();
+  void fail_read(const Status& s);
 
   // `n` more bytes are in rbuf_: delivers the frames they complete. Returns whether to
   // read on.
@@ -357,9 +354,8 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   // above the mark the receiver no longer acks at once (__tcp_ack_snd_check), and BBR's
   // rate follows the ACKs.)
   void read_large_rest(std::shared_ptr<InFrame> frame, size_t have, bool waited);
-  // One non-blocking read into the frame's rest, from the socket or through TLS: the
-  // bytes read; 0: none until the socket is readable again; -1: the connection failed
-  // (closed here).
+  // One non-blocking read of the stream into the frame's rest: the bytes read; 0: none
+  // until the socket is readable again; -1: the connection failed (closed here).
   ssize_t read_into(InFrame& f, size_t have);
 
   bool deliver(InFrame&& f);
@@ -381,12 +377,13 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   // Owned by the current writer.
   std::vector<std::unique_ptr<OutFrame>> batch_;
   std::vector<EncodedHeader> headers_;
-  std::vector<asio::const_buffer> iov_;
+  std::vector<iovec> iov_;
   size_t batch_bytes_ = 0;
   TimePoint write_start_;
-  std::vector<uint8_t> tls_wbuf_;  // TLS: the batch in one piece
 
   std::unique_ptr<TlsSession> tls_;  // set before the connection opens; null: plaintext
+  // The socket, or tls_ over it: set by mark_open, before any frame is read or written.
+  std::unique_ptr<ByteStream> stream_;
 
   // rx (I/O thread)
   Buffer rbuf_;

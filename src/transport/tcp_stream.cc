@@ -1,0 +1,97 @@
+#include "transport/tcp_stream.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "transport/tcp_transport.h"
+
+namespace pfsnet::tcp_detail {
+
+namespace {
+
+Status errno_failure(int err) {
+  return Status(Code::kClosed, std::strerror(err), health_kind_for_errno(err));
+}
+
+}  // namespace
+
+StreamIo PlainStream::read(std::span<const iovec> into) {
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(into.data());
+  msg.msg_iovlen = into.size();
+  for (int i = 0; i < 8; ++i) {  // EINTR: again, a bounded number of times
+    ssize_t got = ::recvmsg(fd_, &msg, MSG_DONTWAIT);
+    if (got > 0) return StreamIo{static_cast<size_t>(got), Status::Ok()};
+    if (got == 0) return StreamIo{0, Status(Code::kClosed, "closed by peer")};
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return StreamIo{};
+    if (errno != EINTR) break;
+  }
+  return StreamIo{0, errno_failure(errno)};
+}
+
+StreamIo PlainStream::write(std::span<const iovec> from) {
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(from.data());
+  msg.msg_iovlen = from.size();
+  for (int i = 0; i < 8; ++i) {
+    ssize_t n = ::sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0) return StreamIo{static_cast<size_t>(n), Status::Ok()};
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return StreamIo{};
+    if (errno != EINTR) break;
+  }
+  return StreamIo{0, errno_failure(errno)};
+}
+
+Status tls_stream_failure(const TlsIo& r) {
+  if (r.want == TlsIo::Want::kClosed) return Status(Code::kClosed, "closed by peer");
+  HealthKind kind = r.bad_mac          ? HealthKind::kPeerNiCorrupt
+                    : r.sys_errno != 0 ? health_kind_for_errno(r.sys_errno)
+                                       : HealthKind::kPeerNiConnectError;
+  return Status(Code::kClosed, "TLS: " + r.error, kind);
+}
+
+StreamIo TlsStream::read(std::span<const iovec> into) {
+  // The first buffer with room (OpenSSL reads into one); the caller reads on for the rest.
+  for (const iovec& v : into) {
+    if (v.iov_len == 0) continue;
+    TlsIo r = tls_.read(v.iov_base, v.iov_len);
+    if (r.n > 0) return StreamIo{r.n, Status::Ok()};
+    if (r.want == TlsIo::Want::kRead) return StreamIo{};
+    return StreamIo{0, tls_stream_failure(r)};
+  }
+  return StreamIo{};
+}
+
+StreamIo TlsStream::write(std::span<const iovec> from) {
+  if (pending_off_ >= pending_.size()) {
+    size_t total = 0;
+    for (const iovec& v : from) total += v.iov_len;
+    pending_.resize(total);
+    pending_off_ = 0;
+    size_t off = 0;
+    for (const iovec& v : from) {
+      std::memcpy(pending_.data() + off, v.iov_base, v.iov_len);
+      off += v.iov_len;
+    }
+  }
+  size_t put = 0;
+  while (pending_off_ < pending_.size()) {
+    TlsIo r = tls_.write(pending_.data() + pending_off_, pending_.size() - pending_off_);
+    if (r.n == 0) {
+      if (r.want == TlsIo::Want::kWrite) break;
+      return StreamIo{put, tls_stream_failure(r)};
+    }
+    pending_off_ += r.n;
+    put += r.n;
+  }
+  if (pending_off_ >= pending_.size()) {
+    pending_.clear();
+    pending_off_ = 0;
+  }
+  return StreamIo{put, Status::Ok()};
+}
+
+}  // namespace pfsnet::tcp_detail

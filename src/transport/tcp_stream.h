@@ -1,0 +1,67 @@
+// The byte stream beneath TCP framing: the socket itself (PlainStream), or TLS over it
+// (TlsStream, tls.h). A stream only moves bytes, never blocking; framing, batching and the
+// waits for the socket are the connection's (TcpConnection), written once for both.
+// Threads: one reader and one writer at a time, as the connection's read and write paths
+// are (TLS serialises the two inside its session).
+#pragma once
+
+#include <pfsnet/status.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "transport/tls.h"
+
+namespace pfsnet::tcp_detail {
+
+// What one call did: moved `n` bytes; or, with `n` zero and `failed` ok, wants the socket
+// readable (read) or writable (write) first; or the connection is over (`failed`: "closed
+// by peer", or the reason with its health kind).
+struct StreamIo {
+  size_t n = 0;
+  Status failed;
+};
+
+class ByteStream {
+ public:
+  virtual ~ByteStream() = default;
+  // Into the buffers, in order; at least one byte of room.
+  virtual StreamIo read(std::span<const iovec> into) = 0;
+  // From the buffers, in order, as far as the socket takes them. After a short write the
+  // next call carries the rest of the same bytes (TLS must be given them again).
+  virtual StreamIo write(std::span<const iovec> from) = 0;
+};
+
+// recvmsg/sendmsg on the socket, MSG_DONTWAIT.
+class PlainStream final : public ByteStream {
+ public:
+  explicit PlainStream(int fd) : fd_(fd) {}
+  StreamIo read(std::span<const iovec> into) override;
+  StreamIo write(std::span<const iovec> from) override;
+
+ private:
+  int fd_;
+};
+
+// Through the connection's TLS session. A write gathers its buffers into one (records are
+// cut from it: a record per small frame would cost a record's overhead each) and keeps
+// what the socket did not take until the next call.
+class TlsStream final : public ByteStream {
+ public:
+  explicit TlsStream(TlsSession& tls) : tls_(tls) {}
+  StreamIo read(std::span<const iovec> into) override;
+  StreamIo write(std::span<const iovec> from) override;
+
+ private:
+  TlsSession& tls_;
+  std::vector<uint8_t> pending_;  // the write's bytes, from pending_off_ not yet taken
+  size_t pending_off_ = 0;
+};
+
+// The stream's failure for a TLS call that moved nothing and wants no socket.
+Status tls_stream_failure(const TlsIo& r);
+
+}  // namespace pfsnet::tcp_detail
