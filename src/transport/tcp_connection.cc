@@ -249,7 +249,10 @@ void TcpConnection::read_more() {
       fail_read(r.failed);
       return;
     }
-    if (r.n == 0) {
+    if (r.n > 0 && !took(r.n)) return;
+    if (r.n == 0 || r.drained) {
+      // Only this I/O thread waits on the socket: bytes that come between the read and the
+      // wait make it ready at its next epoll_wait, after the wait is queued.
       sock_.async_wait(tcp::socket::wait_read, [self](std::error_code ec) {
         if (ec || self->state_.load() == kClosed) {
           self->fail_read(ec ? ec : asio::error::operation_aborted);
@@ -259,7 +262,6 @@ void TcpConnection::read_more() {
       });
       return;
     }
-    if (!took(r.n)) return;
   }
   asio::post(io_, [self] { self->read_more(); });
 }

@@ -24,7 +24,11 @@ StreamIo PlainStream::read(std::span<const iovec> into) {
   msg.msg_iovlen = into.size();
   for (int i = 0; i < 8; ++i) {  // EINTR: again, a bounded number of times
     ssize_t got = ::recvmsg(fd_, &msg, MSG_DONTWAIT);
-    if (got > 0) return StreamIo{static_cast<size_t>(got), Status::Ok()};
+    if (got > 0) {
+      size_t room = 0;
+      for (const iovec& v : into) room += v.iov_len;
+      return StreamIo{static_cast<size_t>(got), Status::Ok(), static_cast<size_t>(got) < room};
+    }
     if (got == 0) return StreamIo{0, Status(Code::kClosed, "closed by peer")};
     if (errno == EAGAIN || errno == EWOULDBLOCK) return StreamIo{};
     if (errno != EINTR) break;

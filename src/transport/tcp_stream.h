@@ -23,6 +23,11 @@ namespace pfsnet::tcp_detail {
 struct StreamIo {
   size_t n = 0;
   Status failed;
+  // A read that took less than it had room for, from the socket itself: the socket had no
+  // more, so the next read would only find it empty -- wait for it first. (asio's own reads
+  // do so: one system call per message, not a second that fails. TLS never says so: its
+  // session may hold decrypted bytes the socket no longer shows.)
+  bool drained = false;
 };
 
 class ByteStream {
