@@ -161,7 +161,7 @@ void TcpConnection::write_direct() {
     if (!fill_batch()) return;
     StreamIo r = stream_->write(iov_);
     if (!r.failed.ok()) {
-      Status s = write_failure(r.failed);
+      Status s = failure("write to", r);
       complete_batch(s);
       close(s);  // on the I/O thread: this may be a sender's
       MutexLock lk(tx_mu_);
@@ -185,10 +185,11 @@ void TcpConnection::write_direct() {
   asio::post(io_, [self] { self->write_direct(); });
 }
 
-Status TcpConnection::write_failure(const Status& s) const {
-  if (s.message() == "closed by peer") return s;
-  return Status(Code::kClosed, "write to " + describe() + " failed: " + s.message(),
-                s.health_kind());
+Status TcpConnection::failure(const char* what, const StreamIo& r) const {
+  if (r.by_peer) return r.failed;
+  return Status(Code::kClosed,
+                std::string(what) + " " + describe() + " failed: " + r.failed.message(),
+                r.failed.health_kind());
 }
 
 void TcpConnection::skip_written(size_t n) {
@@ -206,7 +207,7 @@ void TcpConnection::write_rest() {
   for (int round = 0; round < 64; ++round) {  // bounded per turn
     StreamIo r = stream_->write(iov_);
     if (!r.failed.ok()) {
-      fail_batch(write_failure(r.failed));
+      fail_batch(failure("write to", r));
       return;
     }
     skip_written(r.n);
@@ -246,42 +247,39 @@ void TcpConnection::read_more() {
     iovec v{rbuf_.data() + rlen_, rbuf_.size() - rlen_};
     StreamIo r = stream_->read({&v, 1});
     if (!r.failed.ok()) {
-      fail_read(r.failed);
+      fail_read(failure("read from", r));
       return;
     }
     if (r.n > 0 && !took(r.n)) return;
     if (r.n == 0 || r.drained) {
-      // Only this I/O thread waits on the socket: bytes that come between the read and the
-      // wait make it ready at its next epoll_wait, after the wait is queued.
-      sock_.async_wait(tcp::socket::wait_read, [self](std::error_code ec) {
-        if (ec || self->state_.load() == kClosed) {
-          self->fail_read(ec ? ec : asio::error::operation_aborted);
-          return;
-        }
-        self->read_more();
-      });
+      when_readable([self] { self->read_more(); });
       return;
     }
   }
   asio::post(io_, [self] { self->read_more(); });
 }
 
-void TcpConnection::fail_read(const std::error_code& ec) {
-  if (ec == asio::error::eof) {
-    fail_read(Status(Code::kClosed, "closed by peer"));
-  } else {
-    fail_read(Status(Code::kClosed, ec.message(), health_kind_for_errno(ec.value())));
-  }
+void TcpConnection::fail_read(const Status& s) {
+  if (state_.load() != kClosed) do_close(s);
 }
 
-void TcpConnection::fail_read(const Status& s) {
-  if (state_.load() == kClosed) return;
-  if (s.message() == "closed by peer") {
-    do_close(s);
-    return;
-  }
-  do_close(Status(Code::kClosed, "read from " + describe() + " failed: " + s.message(),
-                  s.health_kind()));
+template <class Then>
+void TcpConnection::when_readable(Then then) {
+  // Only this I/O thread waits on the socket: bytes that come between the last read and
+  // the wait make it ready at its next epoll_wait, after the wait is queued.
+  sock_.async_wait(tcp::socket::wait_read, [self = shared_from_this(),
+                                            then = std::move(then)](std::error_code ec) {
+    if (ec == asio::error::eof) {
+      self->fail_read(Status(Code::kClosed, "closed by peer"));
+    } else if (ec || self->state_.load() == kClosed) {
+      if (!ec) ec = asio::error::operation_aborted;
+      self->fail_read(Status(Code::kClosed,
+                             "read from " + self->describe() + " failed: " + ec.message(),
+                             health_kind_for_errno(ec.value())));
+    } else {
+      then();
+    }
+  });
 }
 
 bool TcpConnection::took(size_t n) {
@@ -355,7 +353,7 @@ ssize_t TcpConnection::read_into(InFrame& f, size_t have) {
   }
   StreamIo r = stream_->read({v, n});
   if (!r.failed.ok()) {
-    fail_read(r.failed);
+    fail_read(failure("read from", r));
     return -1;
   }
   return static_cast<ssize_t>(r.n);
@@ -372,13 +370,7 @@ void TcpConnection::read_large_rest(std::shared_ptr<InFrame> frame, size_t have,
       continue;
     }
     tl_waiting_for_bulk = true;
-    sock_.async_wait(tcp::socket::wait_read, [self, frame, have](std::error_code ec) {
-      if (ec || self->state_.load() == kClosed) {
-        self->fail_read(ec ? ec : asio::error::operation_aborted);
-        return;
-      }
-      self->read_large_rest(frame, have, true);
-    });
+    when_readable([self, frame, have] { self->read_large_rest(frame, have, true); });
     return;
   }
   if (have < total) {  // the round limit: the rest on a later turn

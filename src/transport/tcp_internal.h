@@ -75,12 +75,6 @@ constexpr size_t kReadBufferSize = 64 * 1024;
 constexpr size_t kMaxBatchFrames = 128;
 constexpr uint32_t kHandshakeMaxPayload = 4096;
 
-// asio's transfer_all() caps every read or write system call at 64 KiB; a 1 MiB bulk
-// would take 16 calls. This condition lets each call move as much as the socket takes.
-inline size_t transfer_all_unbounded(const std::error_code& ec, size_t) {
-  return ec ? 0 : size_t(64) << 20;
-}
-
 class TcpConnection;
 
 // Frames delivered from one read between flushes of the writes they caused. A read of a
@@ -309,8 +303,9 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   // so one busy sender does not write forever on another's thread.
   void write_direct();
 
-  // "write to <connection> failed: <the stream's reason>" ("closed by peer" as it is).
-  Status write_failure(const Status& s) const;
+  // "<what> <connection> failed: <the stream's reason>"; the peer's close as it is
+  // ("closed by peer").
+  Status failure(const char* what, const StreamIo& r) const;
 
   // Drops the first `n` bytes of the batch from iov_ (written).
   void skip_written(size_t n);
@@ -327,10 +322,13 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   // hold decrypted bytes the socket no longer shows).
   void read_more();
 
-  // Closes the connection for a failed read: "closed by peer", or "read from
-  // <connection> failed: <reason>".
-  void fail_read(const std::error_code& ec);
+  // Closes the connection for a failed read (unless closed already).
   void fail_read(const Status& s);
+
+  // Runs `then` on the I/O thread once the socket is readable; closes the connection
+  // instead when the wait fails or it was closed meanwhile.
+  template <class Then>
+  void when_readable(Then then);
 
   // `n` more bytes are in rbuf_: delivers the frames they complete. Returns whether to
   // read on.

@@ -12,8 +12,19 @@ namespace pfsnet::tcp_detail {
 
 namespace {
 
-Status errno_failure(int err) {
-  return Status(Code::kClosed, std::strerror(err), health_kind_for_errno(err));
+StreamIo errno_failure(size_t n, int err) {
+  return StreamIo{n, Status(Code::kClosed, std::strerror(err), health_kind_for_errno(err))};
+}
+
+StreamIo peer_closed() { return StreamIo{0, Status(Code::kClosed, "closed by peer"), true}; }
+
+// The failure of a TLS call that moved nothing and wants no socket, after `n` bytes.
+StreamIo tls_failure(size_t n, const TlsIo& r) {
+  if (r.want == TlsIo::Want::kClosed) return peer_closed();
+  HealthKind kind = r.bad_mac          ? HealthKind::kPeerNiCorrupt
+                    : r.sys_errno != 0 ? health_kind_for_errno(r.sys_errno)
+                                       : HealthKind::kPeerNiConnectError;
+  return StreamIo{n, Status(Code::kClosed, "TLS: " + r.error, kind)};
 }
 
 }  // namespace
@@ -29,11 +40,11 @@ StreamIo PlainStream::read(std::span<const iovec> into) {
       for (const iovec& v : into) room += v.iov_len;
       return StreamIo{static_cast<size_t>(got), Status::Ok(), static_cast<size_t>(got) < room};
     }
-    if (got == 0) return StreamIo{0, Status(Code::kClosed, "closed by peer")};
+    if (got == 0) return peer_closed();
     if (errno == EAGAIN || errno == EWOULDBLOCK) return StreamIo{};
     if (errno != EINTR) break;
   }
-  return StreamIo{0, errno_failure(errno)};
+  return errno_failure(0, errno);
 }
 
 StreamIo PlainStream::write(std::span<const iovec> from) {
@@ -46,15 +57,7 @@ StreamIo PlainStream::write(std::span<const iovec> from) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return StreamIo{};
     if (errno != EINTR) break;
   }
-  return StreamIo{0, errno_failure(errno)};
-}
-
-Status tls_stream_failure(const TlsIo& r) {
-  if (r.want == TlsIo::Want::kClosed) return Status(Code::kClosed, "closed by peer");
-  HealthKind kind = r.bad_mac          ? HealthKind::kPeerNiCorrupt
-                    : r.sys_errno != 0 ? health_kind_for_errno(r.sys_errno)
-                                       : HealthKind::kPeerNiConnectError;
-  return Status(Code::kClosed, "TLS: " + r.error, kind);
+  return errno_failure(0, errno);
 }
 
 StreamIo TlsStream::read(std::span<const iovec> into) {
@@ -64,7 +67,7 @@ StreamIo TlsStream::read(std::span<const iovec> into) {
     TlsIo r = tls_.read(v.iov_base, v.iov_len);
     if (r.n > 0) return StreamIo{r.n, Status::Ok()};
     if (r.want == TlsIo::Want::kRead) return StreamIo{};
-    return StreamIo{0, tls_stream_failure(r)};
+    return tls_failure(0, r);
   }
   return StreamIo{};
 }
@@ -86,7 +89,7 @@ StreamIo TlsStream::write(std::span<const iovec> from) {
     TlsIo r = tls_.write(pending_.data() + pending_off_, pending_.size() - pending_off_);
     if (r.n == 0) {
       if (r.want == TlsIo::Want::kWrite) break;
-      return StreamIo{put, tls_stream_failure(r)};
+      return tls_failure(put, r);
     }
     pending_off_ += r.n;
     put += r.n;

@@ -23,6 +23,7 @@ namespace pfsnet::tcp_detail {
 struct StreamIo {
   size_t n = 0;
   Status failed;
+  bool by_peer = false;  // `failed` is the peer's orderly close
   // A read that took less than it had room for, from the socket itself: the socket had no
   // more, so the next read would only find it empty -- wait for it first. (asio's own reads
   // do so: one system call per message, not a second that fails. TLS never says so: its
@@ -65,8 +66,5 @@ class TlsStream final : public ByteStream {
   std::vector<uint8_t> pending_;  // the write's bytes, from pending_off_ not yet taken
   size_t pending_off_ = 0;
 };
-
-// The stream's failure for a TLS call that moved nothing and wants no socket.
-Status tls_stream_failure(const TlsIo& r);
 
 }  // namespace pfsnet::tcp_detail

@@ -52,7 +52,6 @@ namespace {
 
 using tcp_detail::endpoint_of;
 using tcp_detail::kHandshakeMaxPayload;
-using tcp_detail::transfer_all_unbounded;
 
 // Handshake frame I/O (through TLS when the connection has it).
 asio::awaitable<void> write_frame(TcpConnection& c, FrameKind kind, const Nid& src, const Nid& dst,
