@@ -191,15 +191,26 @@ int64_t RpcEngine::limit_locked(const Target& t) const {
   return t.limit > 0 ? t.limit : opts_.max_rpcs_in_flight;
 }
 
-RpcEngine::CallPtr RpcEngine::grant_slot_locked(Target& t) {
-  if (shut_ || t.queue.empty() || t.in_flight >= limit_locked(t)) return nullptr;
+RpcEngine::Armed RpcEngine::grant_slot_locked(Target& t, std::optional<TimePoint> now) {
+  if (shut_ || t.queue.empty() || t.in_flight >= limit_locked(t)) return {};
   CallPtr c = std::move(t.queue.front());
   t.queue.pop_front();
   c->queued = false;
   ++t.in_flight;
   c->holds_slot = true;
   on_wire_locked(c);
-  return c;
+  return arm_locked(c, now ? *now : clock_.now());
+}
+
+RpcEngine::Armed RpcEngine::arm_locked(const CallPtr& c, TimePoint now) {
+  // The attempt's deadline runs from when it goes on the wire (not from a wait for a
+  // max_rpcs_in_flight slot), within the RPC's own deadline.
+  c->attempt_deadline = std::min(c->deadline, now + c->attempt_timeout);
+  c->tx_keep = c;  // until on_tx_done
+  // Every xid below the oldest on the wire is finished here: the server may forget it.
+  uint64_t oldest = pending_.empty() ? c->xid : std::min(c->xid, pending_.begin()->first);
+  return {c, c->attempt_deadline,
+          static_cast<uint32_t>(std::min<uint64_t>(c->xid - oldest, UINT32_MAX))};
 }
 
 void RpcEngine::on_wire_locked(const CallPtr& c) {
@@ -209,19 +220,20 @@ void RpcEngine::on_wire_locked(const CallPtr& c) {
 }
 
 void RpcEngine::submit(const CallPtr& c) {
-  CallPtr start;
+  Armed start;
   bool queued = false;
+  const TimePoint now = c->reply.times.submit;  // read just now, by start_call
   {
     MutexLock lk(mu_);
     if (!shut_ && c->urgent) {  // on the wire at once, holding no slot
       on_wire_locked(c);
-      start = c;
+      start = arm_locked(c, now);
     } else if (!shut_) {
       Target& t = target_locked(c->dst);
       c->target = &t;
       t.queue.push_back(c);
       c->queued = true;
-      start = grant_slot_locked(t);
+      start = grant_slot_locked(t, now);
       queued = c->queued;  // read here: once unlocked, a finishing call may send it
       if (queued) {
         slot_waits_.fetch_add(1, std::memory_order_relaxed);
@@ -229,14 +241,15 @@ void RpcEngine::submit(const CallPtr& c) {
       }
     }
   }
-  if (start) {
+  if (start.c) {
     send_call(start);
   } else if (!queued) {  // shut down: never sent
     resolve_error(c, Status(Code::kCancelled, "RPC engine is shut down"));
   }
 }
 
-void RpcEngine::send_call(const CallPtr& c) {
+void RpcEngine::send_call(const Armed& a) {
+  const CallPtr& c = a.c;
   auto f = std::make_unique<OutFrame>();
   f->hdr.kind = FrameKind::kRequest;
   f->hdr.msg_type = c->type;
@@ -247,22 +260,11 @@ void RpcEngine::send_call(const CallPtr& c) {
   f->bulk = c->bulk;
   f->reply_sink = c->reply_bulk;
   f->one_stream = c->one_stream;
-  // The attempt's deadline runs from when it goes on the wire (not from a wait for a
-  // max_rpcs_in_flight slot), within the RPC's own deadline.
-  TimePoint deadline;
-  {
-    MutexLock lk(mu_);
-    c->attempt_deadline = std::min(c->deadline, clock_.now() + c->attempt_timeout);
-    deadline = c->attempt_deadline;
-    // Every xid below the oldest on the wire is finished here: the server may forget it.
-    uint64_t oldest = pending_.empty() ? c->xid : std::min(c->xid, pending_.begin()->first);
-    f->hdr.done_lag = static_cast<uint32_t>(std::min<uint64_t>(c->xid - oldest, UINT32_MAX));
-    c->tx_keep = c;  // until on_tx_done
-  }
+  f->hdr.done_lag = a.done_lag;
   if (c->pin)
-    net_.send_via(c->pin->first, c->pin->second, std::move(f), deadline, c.get(), true);
+    net_.send_via(c->pin->first, c->pin->second, std::move(f), a.deadline, c.get(), true);
   else
-    net_.send(c->dst, std::move(f), deadline, c.get());
+    net_.send(c->dst, std::move(f), a.deadline, c.get());
 }
 
 void RpcEngine::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
@@ -270,6 +272,7 @@ void RpcEngine::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
   bool reply_in;
   Status damaged;
   int attempt;
+  std::optional<Delivery> d;
   {
     MutexLock lk(mu_);
     call.tx_keep.swap(c);  // takes the reference over: no count up and down
@@ -278,12 +281,13 @@ void RpcEngine::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
       c->sent = true;
     }
     reply_in = c->reply_in;
+    if (reply_in) d = complete_locked(*c);  // the reply came before this write's completion
     damaged = c->damaged;
     c->damaged = Status::Ok();
     attempt = c->attempts;  // the write that ended is the current attempt's (one at a time)
   }
   if (reply_in) {
-    complete(c);  // the reply came before this write's completion
+    if (d) complete(c, *d);
   } else if (!s.ok() || !damaged.ok()) {
     const Status& why = s.ok() ? damaged : s;
     if (try_resend(c, why, t, attempt) == Resend::kGiveUp) resolve_error(c, final_error(*c, why));
@@ -294,6 +298,7 @@ RpcEngine::Resend RpcEngine::try_resend(const CallPtr& c, const Status& s,
                                         const TxTimes& failed_path, int seen_attempt) {
   TimePoint now = clock_.now();
   [[maybe_unused]] int attempt = 0;
+  Armed a;
   {
     MutexLock lk(mu_);
     if (c->attempts != seen_attempt && !c->resolved.load()) return Resend::kStale;
@@ -303,11 +308,12 @@ RpcEngine::Resend RpcEngine::try_resend(const CallPtr& c, const Status& s,
     attempt = ++c->attempts;
     c->sent = false;
     c->damaged = Status::Ok();
+    a = arm_locked(c, now);
   }
   net_.note_resend(failed_path);
   PFS_LOG_DEBUG("resending RPC {} to {} (xid {}, attempt {}): {}", type_name(c->type),
                 c->dst.to_string(), c->xid, attempt, s.to_string());
-  send_call(c);
+  send_call(a);
   return Resend::kSent;
 }
 
@@ -326,6 +332,7 @@ Status RpcEngine::final_error(const Call& c, const Status& s) {
 
 void RpcEngine::resolve_error(const CallPtr& c, const Status& s) {
   if (c->resolved.exchange(true)) return;
+  Armed next;
   {
     MutexLock lk(mu_);
     if (c->on_wire) {
@@ -337,32 +344,30 @@ void RpcEngine::resolve_error(const CallPtr& c, const Status& s) {
       auto& q = c->target->queue;  // a queued call has its target
       q.erase(std::remove(q.begin(), q.end(), c), q.end());
     }
+    next = finish_slot_locked(*c);
   }
   c->reply.status = s;
-  finish_slot(*c);
+  if (next.c) send_call(next);
   if (c->delivered.exchange(true)) return;
   if (c->cb) c->cb(std::move(c->reply));
 }
 
-void RpcEngine::complete(const CallPtr& c) {
-  if (c->delivered.exchange(true)) return;
-  RpcTimes& t = c->reply.times;
-  uint64_t sent_on, sent_to;
-  bool received_verbs;
-  {
-    MutexLock lk(mu_);
-    t.write_start = c->tx_times.write_start;
-    t.write_done = c->tx_times.write_done;
-    sent_on = c->tx_times.local_nid;
-    sent_to = c->tx_times.peer_nid;
-    received_verbs = c->reply_verbs;
-    if (c->reply.status.ok() && c->target) {
-      RpcCounters& n = c->target->counters;
-      ++n.completed;
-      n.round_trip_ns += static_cast<uint64_t>(std::max<int64_t>(0, c->reply.round_trip().count()));
-      n.bytes += c->reply.bytes_sent + c->reply.bytes_received;
-    }
+std::optional<RpcEngine::Delivery> RpcEngine::complete_locked(Call& c) {
+  if (c.delivered.exchange(true)) return std::nullopt;
+  RpcTimes& t = c.reply.times;
+  t.write_start = c.tx_times.write_start;
+  t.write_done = c.tx_times.write_done;
+  if (c.reply.status.ok() && c.target) {
+    RpcCounters& n = c.target->counters;
+    ++n.completed;
+    n.round_trip_ns += static_cast<uint64_t>(std::max<int64_t>(0, c.reply.round_trip().count()));
+    n.bytes += c.reply.bytes_sent + c.reply.bytes_received;
   }
+  return Delivery{c.tx_times.local_nid, c.tx_times.peer_nid, c.reply_verbs};
+}
+
+void RpcEngine::complete(const CallPtr& c, const Delivery& d) {
+  const RpcTimes& t = c->reply.times;
   if (c->reply.status.ok()) {
     completed_.fetch_add(1, std::memory_order_relaxed);
     round_trip_ns_.fetch_add(
@@ -378,31 +383,26 @@ void RpcEngine::complete(const CallPtr& c) {
     r.receive_ns = (t.reply_complete - t.reply_first_byte).count();
     r.latency_ns = c->reply.latency().count();
     r.node = c->dst.pack();
-    r.local_ni = sent_on;
-    r.peer_ni = sent_to;
+    r.local_ni = d.sent_on;
+    r.peer_ni = d.sent_to;
     r.exec_ns = c->reply.exec_time.count();
     r.bytes_sent = static_cast<uint32_t>(c->reply.bytes_sent);
     r.bytes_received = static_cast<uint32_t>(c->reply.bytes_received);
     // By the kinds of the two paths: a peer with tcp and o2ib NIs may answer on the other.
-    auto local = Nid::unpack(sent_on);
+    auto local = Nid::unpack(d.sent_on);
     r.sent_verbs = local.ok() && local->is_verbs();
-    r.received_verbs = received_verbs;
+    r.received_verbs = d.received_verbs;
     stats->record(r);
   }
   if (c->cb) c->cb(std::move(c->reply));
 }
 
-void RpcEngine::finish_slot(Call& c) {
-  CallPtr next;
-  {
-    MutexLock lk(mu_);
-    if (!c.holds_slot) return;
-    c.holds_slot = false;
-    Target& t = *c.target;  // set when it queued, before it could hold a slot
-    --t.in_flight;
-    next = grant_slot_locked(t);
-  }
-  if (next) send_call(next);
+RpcEngine::Armed RpcEngine::finish_slot_locked(Call& c) {
+  if (!c.holds_slot) return {};
+  c.holds_slot = false;
+  Target& t = *c.target;  // set when it queued, before it could hold a slot
+  --t.in_flight;
+  return grant_slot_locked(t);
 }
 
 std::vector<Nid> RpcEngine::waiting_targets() const {
@@ -444,7 +444,7 @@ std::vector<RpcEngine::TargetInfo> RpcEngine::targets() const {
 }
 
 void RpcEngine::set_peer_rpcs_in_flight(const std::vector<std::pair<Nid, int64_t>>& limits) {
-  std::vector<CallPtr> start;
+  std::vector<Armed> start;
   {
     MutexLock lk(mu_);
     peer_limits_.clear();
@@ -452,21 +452,23 @@ void RpcEngine::set_peer_rpcs_in_flight(const std::vector<std::pair<Nid, int64_t
     for (auto& [key, t] : targets_) {
       auto own = peer_limits_.find(key);
       t->limit = own != peer_limits_.end() ? own->second : 0;
-      while (CallPtr c = grant_slot_locked(*t)) start.push_back(std::move(c));
+      for (Armed a = grant_slot_locked(*t); a.c; a = grant_slot_locked(*t))
+        start.push_back(std::move(a));
     }
   }
-  for (const CallPtr& c : start) send_call(c);
+  for (const Armed& a : start) send_call(a);
 }
 
 void RpcEngine::set_max_rpcs_in_flight(int64_t n) {
-  std::vector<CallPtr> start;
+  std::vector<Armed> start;
   {
     MutexLock lk(mu_);
     opts_.max_rpcs_in_flight = std::max<int64_t>(1, n);
     for (auto& [k, t] : targets_)
-      while (CallPtr c = grant_slot_locked(*t)) start.push_back(std::move(c));
+      for (Armed a = grant_slot_locked(*t); a.c; a = grant_slot_locked(*t))
+        start.push_back(std::move(a));
   }
-  for (const CallPtr& c : start) send_call(c);
+  for (const Armed& a : start) send_call(a);
 }
 
 void RpcEngine::shutdown() {

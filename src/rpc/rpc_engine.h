@@ -184,13 +184,31 @@ class RpcEngine final : public NetRx {
   CallPtr start_call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, Callback cb,
                      CallOptions o);
   void submit(const CallPtr& c);
-  void send_call(const CallPtr& c);
+  // An attempt of a call ready to go on the wire: its deadline and done_lag were decided
+  // under mu_ as it was armed (arm_locked), so sending it takes no lock.
+  struct Armed {
+    CallPtr c;
+    TimePoint deadline;
+    uint32_t done_lag = 0;
+  };
+  // Arms the current attempt of `c` (on the wire, xid given) at `now`: its attempt
+  // deadline, the done_lag its request carries, and tx_keep until its write completes.
+  Armed arm_locked(const CallPtr& c, TimePoint now) REQUIRES(mu_);
+  void send_call(const Armed& a);
   // The net is done with a write of `c` (Call::on_tx_done).
   void on_tx_done(Call& c, const Status& s, const TxTimes& t);
   // Fails `c` with `s` unless it is resolved already; its callback runs at once.
   void resolve_error(const CallPtr& c, const Status& s);
-  // Delivers `c`'s reply (statistics record, counters, callback); once.
-  void complete(const CallPtr& c);
+  // Delivers `c`'s reply once both it and its write's completion are in: the part under
+  // mu_ (the write's times into the reply, the target's counters) and, after unlocking,
+  // the rest (statistics record, counters, callback). Once.
+  struct Delivery {
+    uint64_t sent_on = 0, sent_to = 0;  // the write's path (packed NIDs)
+    bool received_verbs = false;        // the reply came from a verbs (RDMA) NI
+  };
+  // Nothing when `c` was delivered already.
+  std::optional<Delivery> complete_locked(Call& c) REQUIRES(mu_);
+  void complete(const CallPtr& c, const Delivery& d);
   // Sends `c` again after a failed attempt when its budget allows.
   // What became of a failed attempt: sent again; not to be resent (the caller fails the
   // RPC); or no longer current -- another thread (the deadline timer, a connection's close,
@@ -204,17 +222,21 @@ class RpcEngine final : public NetRx {
   // The target RPCs to `dst` queue in, made on first use with its limit.
   Target& target_locked(const Nid& dst) REQUIRES(mu_);
   int64_t limit_locked(const Target& t) const REQUIRES(mu_);
-  // The slot grant: the first call queued for `t` goes on the wire (xid, pending_) when
-  // `t` is below its max_rpcs_in_flight. Returns it (to be sent after unlocking), or null.
-  CallPtr grant_slot_locked(Target& t) REQUIRES(mu_);
+  // The slot grant: the first call queued for `t` goes on the wire (xid, pending_, armed at
+  // `now`, the clock's reading when not given) when `t` is below its max_rpcs_in_flight. Returns it
+  // (to be sent after unlocking), or one with a null call.
+  Armed grant_slot_locked(Target& t, std::optional<TimePoint> now = std::nullopt) REQUIRES(mu_);
   // Gives `c` its xid and files it as awaiting its reply (slot granted, or urgent).
   void on_wire_locked(const CallPtr& c) REQUIRES(mu_);
-  // `c` left the wire: its slot goes to the next queued call.
-  void finish_slot(Call& c);
+  // `c` left the wire: its slot goes to the next queued call (returned armed, to be sent
+  // after unlocking; null call when none).
+  Armed finish_slot_locked(Call& c) REQUIRES(mu_);
   void serve(const Nid& from, InFrame&& f, RxCredit credit);
   struct TypeInfo;
   void serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit, bool saved);
   void on_reply(const Nid& from, InFrame&& f, RxCredit credit);
+  // `f` is the reply of `c`, resolved by it: its status, data and times into c's reply.
+  void take_reply(Call& c, const Nid& from, InFrame& f) REQUIRES(mu_);
   // The reply to `xid` was damaged on the way (`s`): the RPC is sent again once its write
   // has completed.
   void resend_damaged(uint64_t xid, const Status& s);
@@ -224,8 +246,9 @@ class RpcEngine final : public NetRx {
   void send_reply(const Nid& to, const FrameHeader& req, TimePoint received, RpcResponse&& r,
                   bool counted, bool saved = false);
   // Sends `reply` to `to` back on the NI `local` (packed; 0: any), resent on the best path
-  // left when that send fails.
-  void send_reply_frame(const Nid& to, uint64_t local, std::shared_ptr<const SavedReply> reply);
+  // left when that send fails; its deadline runs from `now`.
+  void send_reply_frame(const Nid& to, uint64_t local, std::shared_ptr<const SavedReply> reply,
+                        TimePoint now);
   // A request of an incarnation: runs (true) unless the reply cache has seen it, in which
   // case it is answered or dropped here (false).
   bool admit(const Nid& from, const FrameHeader& h);

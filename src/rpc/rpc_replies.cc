@@ -53,7 +53,11 @@ void RpcEngine::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
                                      HealthKind::kPeerNiCorrupt));
     return;
   }
+  // One critical section: the call found and resolved by its reply, its slot passed on,
+  // and -- when its write completed already -- its delivery's part under the lock.
   CallPtr c;
+  Armed next;
+  std::optional<Delivery> d;
   {
     MutexLock lk(mu_);
     auto it = pending_.find(f.hdr.xid);
@@ -62,12 +66,21 @@ void RpcEngine::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
       pending_.erase(it);
       c->on_wire = false;
     }
+    if (!c || c->resolved.exchange(true)) {
+      late_replies_.fetch_add(1);
+      return;  // timed out or cancelled already; the credit returns as `credit` goes
+    }
+    take_reply(*c, from, f);
+    next = finish_slot_locked(*c);
+    if (c->sent) d = complete_locked(*c);
   }
-  if (!c || c->resolved.exchange(true)) {
-    late_replies_.fetch_add(1);
-    return;  // timed out or cancelled already; the credit returns as `credit` goes
-  }
-  RpcReply& r = c->reply;
+  credit.release();
+  if (next.c) send_call(next);
+  if (d) complete(c, *d);
+}
+
+void RpcEngine::take_reply(Call& c, const Nid& from, InFrame& f) {
+  RpcReply& r = c.reply;
   // The message as the caller sees it: a data checksum (net/net.h) is not counted.
   r.bytes_received = kHeaderSize + f.payload.size() + f.hdr.bulk_len;
   if (f.hdr.status != 0) {
@@ -84,16 +97,8 @@ void RpcEngine::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
   r.exec_time = Duration(static_cast<int64_t>(std::min<uint64_t>(f.hdr.exec_ns, INT64_MAX)));
   r.times.reply_first_byte = f.times.first_byte;
   r.times.reply_complete = f.times.complete;
-  credit.release();
-  finish_slot(*c);
-  bool write_done;
-  {
-    MutexLock lk(mu_);
-    c->reply_in = true;
-    c->reply_verbs = from.is_verbs();
-    write_done = c->sent;
-  }
-  if (write_done) complete(c);
+  c.reply_in = true;
+  c.reply_verbs = from.is_verbs();
 }
 
 void RpcEngine::on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) {

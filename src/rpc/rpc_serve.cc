@@ -154,7 +154,7 @@ bool RpcEngine::admit(const Nid& from, const FrameHeader& h) {
     case Admit::kSaved:
       PFS_LOG_DEBUG("request {} xid {} from {} ran already: its reply sent again",
                     type_name(h.msg_type), h.xid, from.to_string());
-      send_reply_frame(from, h.dst_nid, std::move(a.reply));
+      send_reply_frame(from, h.dst_nid, std::move(a.reply), clock_.now());
       return false;
     case Admit::kNotKept: {
       RpcResponse r;
@@ -213,13 +213,13 @@ void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
       }
     }
   }
-  send_reply_frame(dest, local, std::move(reply));
+  send_reply_frame(dest, local, std::move(reply), now);
 }
 
 void RpcEngine::send_reply_frame(const Nid& to, uint64_t local_nid,
-                                 std::shared_ptr<const SavedReply> reply) {
+                                 std::shared_ptr<const SavedReply> reply, TimePoint now) {
   // The reply goes back on the path the request came in on while that NI is up.
-  TimePoint deadline = clock_.now() + opts_.default_timeout;
+  TimePoint deadline = now + opts_.default_timeout;
   std::unique_ptr<OutFrame> f = frame_of(*reply);
   auto* resend = new ReplyResend(net_, to, std::move(reply), deadline);
   auto local = Nid::unpack(local_nid);
