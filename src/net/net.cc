@@ -8,6 +8,7 @@
 #include "net/net_internal.h"
 #include "net/peer_table.h"
 #include "wire/data_crc.h"
+#include "wire/le.h"
 
 namespace pfsnet {
 
@@ -26,8 +27,11 @@ void damage(OutFrame& f) {
     Buffer copy = Buffer::copy_of(bulk_span(f));
     copy.data()[n / 2] ^= 0x20;
     f.bulk = make_bulk(std::move(copy));
-  } else if (!f.payload.empty()) {
-    f.payload.data()[f.payload.size() / 2] ^= 0x20;
+  } else if (f.payload_len() > 0) {
+    Buffer copy = f.wire_payload();  // the payload is shared: damage a copy of it
+    copy.data()[copy.size() / 2] ^= 0x20;
+    f.payload = std::move(copy);
+    f.sealed = false;
   }
 }
 
@@ -254,7 +258,8 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
   fr.hdr.dst_nid = p->pni->nid.pack();
   if (checksum_.load(std::memory_order_relaxed) && !(fr.hdr.flags & kFlagDataCrc) &&
       (fr.hdr.kind == FrameKind::kRequest || fr.hdr.kind == FrameKind::kReply)) {
-    fr.payload = seal_payload(fr.payload.span(), bulk_span(fr));
+    le::put<uint32_t>(fr.seal, data_crc(fr.payload.span(), bulk_span(fr)));
+    fr.sealed = true;
     fr.hdr.flags |= kFlagDataCrc;
     m->bytes += kDataCrcSize;
   }
@@ -447,8 +452,7 @@ void Net::drain_ni_locked(LocalNi& ni, Out* out) {
 }
 
 void Net::transmit(Out& out) {
-  for (auto& [conn, m] : out) conn->send(std::move(m->frame));
-  out.clear();
+  out.take_each([](Connection& conn, TxMsg* m) { conn.send(std::move(m->frame)); });
 }
 
 void Net::start_connect_locked(Path& p) {

@@ -342,7 +342,32 @@ class Net final : public TransportEvents {
   };
 
  private:
-  using Out = std::vector<std::pair<ConnectionPtr, TxMsg*>>;
+  // Frames handed to connections under an NI's lock, sent once it is unlocked: nearly
+  // always one, which stays inline (no allocation per send).
+  class Out {
+   public:
+    void emplace_back(ConnectionPtr c, TxMsg* m) {
+      if (n_++ == 0)
+        first_ = {std::move(c), m};
+      else
+        rest_.emplace_back(std::move(c), m);
+    }
+    // Calls fn(connection, message) in the order they were handed over, then empties.
+    template <class Fn>
+    void take_each(Fn&& fn) {
+      if (n_ == 0) return;
+      fn(*first_.first, first_.second);
+      for (auto& [c, m] : rest_) fn(*c, m);
+      first_ = {};
+      rest_.clear();
+      n_ = 0;
+    }
+
+   private:
+    size_t n_ = 0;
+    std::pair<ConnectionPtr, TxMsg*> first_;
+    std::vector<std::pair<ConnectionPtr, TxMsg*>> rest_;
+  };
   using Failed = std::vector<std::pair<TxMsg*, Status>>;
   LocalNi* local_ni(const Nid& nid) const;
   // Picks the path for a message to `peer`'s node: never a local NI that is down; the

@@ -45,6 +45,7 @@
 #include <unordered_map>
 
 #include "wire/frame.h"
+#include "wire/payload.h"
 
 namespace pfsnet {
 
@@ -57,7 +58,7 @@ struct ReplyCacheOptions {
 // A reply as first sent, kept to be sent again (by the cache, and when its send fails).
 struct SavedReply {
   FrameHeader hdr;
-  Buffer payload;
+  Payload payload;  // shared with the frames that send it
   BulkData bulk;
   size_t bulk_limit = SIZE_MAX;
   size_t bytes() const;

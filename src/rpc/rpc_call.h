@@ -32,7 +32,7 @@ struct RpcEngine::Call final : TxCompletion {
   size_t reply_bulk = 0;    // CallOptions::reply_bulk
   bool urgent = false;      // CallOptions::urgent: no max_rpcs_in_flight slot
   bool one_stream = false;  // CallOptions::one_stream
-  Buffer payload;           // kept for resends; each attempt sends a copy
+  Payload payload;          // every attempt sends it (shared, never copied)
   BulkData bulk;
   std::optional<std::pair<Nid, Nid>> pin;  // recovery pings: this path only, no resend
   Callback cb;

@@ -256,7 +256,7 @@ void RpcEngine::send_call(const Armed& a) {
   f->hdr.flags = c->flags;
   f->hdr.xid = c->xid;
   f->hdr.incarnation = incarnation_;
-  f->payload = Buffer::copy_of(c->payload.span());
+  f->payload = c->payload;
   f->bulk = c->bulk;
   f->reply_sink = c->reply_bulk;
   f->one_stream = c->one_stream;

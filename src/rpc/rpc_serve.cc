@@ -12,11 +12,11 @@ namespace {
 // How many more times a reply whose send failed is sent (within its deadline).
 constexpr int kReplyResends = 2;
 
-// A frame of `r` to send: the payload copied (the transport consumes it), the bulk shared.
+// A frame of `r` to send: payload and bulk shared with it.
 std::unique_ptr<OutFrame> frame_of(const SavedReply& r) {
   auto f = std::make_unique<OutFrame>();
   f->hdr = r.hdr;
-  f->payload = Buffer::copy_of(r.payload.span());
+  f->payload = r.payload;
   f->bulk = r.bulk;
   f->bulk_limit = r.bulk_limit;
   return f;

@@ -55,7 +55,7 @@ class EmulatingTransport::Conn final : public Connection,
     TimePoint t = hold_ ? hold_(*this, *f) : TimePoint{};
     if (pipe_) {
       TimePoint now = clock_.now();
-      TimePoint arrival = pipe_->schedule(kHeaderSize + f->payload.size() + f->bulk_size(), now);
+      TimePoint arrival = pipe_->schedule(kHeaderSize + f->payload_len() + f->bulk_size(), now);
       if (f->done) f->done = new LinkCompletion(f->done, now, arrival - pipe_->delay());
       t = std::max(t, arrival);
     }

@@ -129,7 +129,7 @@ std::optional<Status> FabConn::post_item(TxItem& it, uint32_t i) {
   if (it.frame) {
     OutFrame& f = *it.frame;
     FrameHeader hdr = f.hdr;
-    hdr.payload_len = static_cast<uint32_t>(f.payload.size());
+    hdr.payload_len = static_cast<uint32_t>(f.payload_len());
     hdr.bulk_len = static_cast<uint32_t>(f.bulk_size());
     if (!f.credits_set) {
       net_credits = take_credits_to_return();
@@ -143,7 +143,7 @@ std::optional<Status> FabConn::post_item(TxItem& it, uint32_t i) {
     size_t tail = offer ? kRmaDescSize : 0;
     if (in_sink) fh.flags |= kBulkInSink;
     if (offer) fh.flags |= kSinkOffered;
-    size_t whole = kFabricHeaderSize + kHeaderSize + f.payload.size() + bulk + tail;
+    size_t whole = kFabricHeaderSize + kHeaderSize + f.payload_len() + bulk + tail;
     EncodedHeader eh;
     encode_header(hdr, &eh);
     std::memcpy(b + len, eh.data(), kHeaderSize);
@@ -152,11 +152,17 @@ std::optional<Status> FabConn::post_item(TxItem& it, uint32_t i) {
       fh.type = FabricMsg::kFrame;
       if (!f.payload.empty()) std::memcpy(b + len, f.payload.data(), f.payload.size());
       len += f.payload.size();
+      if (f.sealed) std::memcpy(b + len, f.seal, kDataCrcSize);
+      len += f.sealed ? kDataCrcSize : 0;
       if (bulk) std::memcpy(b + len, f.bulk->data(), bulk);
       len += bulk;
     } else {
       fh.type = FabricMsg::kFrameRma;
       fh.cookie = next_cookie_++;
+      if (f.sealed) {  // the payload goes in one piece, seal included (one copy, rare)
+        f.payload = f.wire_payload();
+        f.sealed = false;
+      }
       bool payload_rma =
           len + f.payload.size() + 2 * kRmaDescSize + tail > send_limit_ && !f.payload.empty();
       const void* part[2] = {payload_rma ? f.payload.data() : nullptr,

@@ -182,9 +182,9 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
     InFrame in;
     in.hdr = f.hdr;
     in.hdr.credits = f.credits_set ? f.hdr.credits : take_credits_to_return();
-    in.hdr.payload_len = static_cast<uint32_t>(f.payload.size());
+    in.hdr.payload_len = static_cast<uint32_t>(f.payload_len());
     in.hdr.bulk_len = static_cast<uint32_t>(f.bulk_size());
-    in.payload = Buffer::copy_of(f.payload.span());
+    in.payload = f.wire_payload();
     if (f.bulk) in.bulk = Buffer::copy_of(f.bulk->span().first(f.bulk_size()));
     TimePoint now = owner_.clock_.now();
     in.times = RxTimes{sent ? now : start, now};

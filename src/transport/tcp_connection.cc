@@ -121,7 +121,8 @@ bool TcpConnection::fill_batch() {
     if (txq_.empty() || tx_closed_) {
       writing_ = false;
       raced.swap(txq_);
-      Status s = closed_status_locked();
+      // Only frames that raced the close need its status (a string: not on every write).
+      Status s = raced.empty() ? Status::Ok() : closed_status_locked();
       lk.unlock();
       // Completions may send again (on this connection, too): never under tx_mu_.
       for (auto& f : raced) fail_frame(*f, s);
@@ -138,11 +139,12 @@ bool TcpConnection::fill_batch() {
   for (size_t i = 0; i < batch_.size(); ++i) {
     OutFrame& f = *batch_[i];
     if (!f.credits_set) f.hdr.credits = take_credits_to_return();
-    f.hdr.payload_len = static_cast<uint32_t>(f.payload.size());
+    f.hdr.payload_len = static_cast<uint32_t>(f.payload_len());
     f.hdr.bulk_len = static_cast<uint32_t>(f.bulk_size());
     encode_header(f.hdr, &headers_[i]);
     push_iov(headers_[i].data(), kHeaderSize);
     if (!f.payload.empty()) push_iov(f.payload.data(), f.payload.size());
+    if (f.sealed) push_iov(f.seal, kDataCrcSize);
     if (f.bulk_size()) push_iov(f.bulk->data(), f.bulk_size());
   }
   write_start_ = t_.clock_.now();

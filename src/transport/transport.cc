@@ -1,9 +1,18 @@
 #include "transport/transport.h"
 
+#include <cstring>
+
 #include "base/log.h"
 #include "transport/tls.h"
 
 namespace pfsnet {
+
+Buffer OutFrame::wire_payload() const {
+  Buffer b(payload_len());
+  if (!payload.empty()) std::memcpy(b.data(), payload.data(), payload.size());
+  if (sealed) std::memcpy(b.data() + payload.size(), seal, kDataCrcSize);
+  return b;
+}
 
 void Connection::return_credit(const std::shared_ptr<Connection>& c, uint32_t high_water) {
   if (c->credits_to_return_.fetch_add(1) + 1 >= high_water) flush_credits(c);

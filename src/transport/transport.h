@@ -21,11 +21,14 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "transport/link_pipe.h"
 #include "wire/frame.h"
+#include "wire/payload.h"
 
 namespace pfsnet {
 
@@ -53,7 +56,13 @@ class TxCompletion {
 
 struct OutFrame {
   FrameHeader hdr;  // hdr.credits is filled by the transport when the frame is encoded
-  Buffer payload;
+  Payload payload;
+  // The data checksum (wire/data_crc.h, flag kFlagDataCrc) when `sealed`: the transport
+  // writes it right after the payload, counted in the payload's length on the wire --
+  // which is then the sealed payload a receiver checks -- so the payload is never copied
+  // to be sealed.
+  uint8_t seal[kDataCrcSize] = {};
+  bool sealed = false;
   BulkData bulk;                 // may be null; kept alive until the frame is written
   size_t bulk_limit = SIZE_MAX;  // send only the first bulk_limit bytes of `bulk`
   TxCompletion* done = nullptr;  // optional; must outlive the frame's completion
@@ -68,6 +77,11 @@ struct OutFrame {
   bool one_stream = false;
 
   size_t bulk_size() const { return bulk ? std::min(bulk->size(), bulk_limit) : 0; }
+  // The payload's length on the wire: with the seal when sealed.
+  size_t payload_len() const { return payload.size() + (sealed ? kDataCrcSize : 0); }
+  // The payload as the wire carries it (sealed: a copy with the seal appended), for a
+  // transport that needs it in one piece.
+  Buffer wire_payload() const;
 };
 
 struct InFrame {
