@@ -1,4 +1,4 @@
-// The inside of RpcEngine's client side, shared by rpc_engine.cc (calls: slots, sends,
+// The inside of RpcClient, shared by rpc_client.cc (calls: slots, sends,
 // resends, completion) and rpc_replies.cc (what comes back: replies, damaged frames,
 // closed connections, deadlines). Not installed.
 #pragma once
@@ -7,7 +7,7 @@
 #include <deque>
 #include <optional>
 
-#include "rpc/rpc_engine.h"
+#include "rpc/rpc_client.h"
 
 namespace pfsnet {
 
@@ -20,8 +20,8 @@ namespace pfsnet {
 // An error is delivered at once. A reply is delivered once both it and the completion of
 // the write on the wire are in (the write times go into the statistics): whichever of
 // on_reply and on_tx_done comes second delivers, decided under mu_ (reply_in, sent).
-struct RpcEngine::Call final : TxCompletion {
-  RpcEngine* eng = nullptr;
+struct RpcClient::Call final : TxCompletion {
+  RpcClient* eng = nullptr;
   uint64_t xid = 0;
   Nid dst;
   uint32_t type = 0;
@@ -60,9 +60,9 @@ struct RpcEngine::Call final : TxCompletion {
   void on_tx_done(const Status& s, const TxTimes& t) override { eng->on_tx_done(*this, s, t); }
 };
 
-// Reached only through RpcEngine::targets_, under the engine's mu_ (which clang cannot
+// Reached only through RpcClient::targets_, under the client's mu_ (which clang cannot
 // name from here: a Target holds no pointer to its engine).
-struct RpcEngine::Target {
+struct RpcClient::Target {
   Nid dst;
   int64_t in_flight = 0;
   int64_t limit = 0;  // its own max_rpcs_in_flight; 0: the engine's

@@ -1,72 +1,19 @@
-// RpcEngine, the client side: calls take a max_rpcs_in_flight slot of their target (or
-// queue for one), go on the wire, are resent while their budget allows and complete once;
-// run-time limits and counters. What comes back is in rpc_replies.cc, the server side in
-// rpc_serve.cc, a call's state in rpc_call.h.
+// RpcEngine (rpc_engine.h): the client side (rpc_client.h) and the server side
+// (rpc_server.h) of one node's RPCs behind one receiver of the net.
 #include "rpc/rpc_engine.h"
 
-#include <algorithm>
 #include <cassert>
-#include <deque>
-#include <random>
 
-#include "base/log.h"
-#include "base/mutex.h"
 #include "rpc/msg_types.h"
-#include "rpc/rpc_call.h"
 
 namespace pfsnet {
-namespace {
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-bool retryable(const Status& s) {
-  if (s.health_kind() != HealthKind::kNone) return true;
-  return s.code() == Code::kClosed || s.code() == Code::kTimeout ||
-         s.code() == Code::kUnreachable || s.code() == Code::kRejected;
-}
-}  // namespace
-
-RpcOptions RpcOptions::from(const Config& cfg) {
-  RpcOptions ro;
-  ro.max_rpcs_in_flight = cfg.rpc.max_rpcs_in_flight;
-  for (const auto& [nid, n] : cfg.rpc.peer_rpcs_in_flight)
-    if (auto parsed = Nid::parse(nid); parsed.ok()) ro.peer_rpcs_in_flight.emplace_back(*parsed, n);
-  ro.default_timeout = std::chrono::seconds(cfg.lnet.transaction_timeout);
-  ro.max_bulk = static_cast<uint32_t>(cfg.max_bulk());
-  ro.retry_count = cfg.lnet.retry_count;
-  ro.workers = static_cast<int>(cfg.rpc.workers);
-  ro.replay.max_entries = static_cast<size_t>(cfg.rpc.reply_cache_entries);
-  ro.replay.max_bytes = static_cast<size_t>(cfg.rpc.reply_cache_bytes);
-  ro.replay.idle = std::chrono::seconds(cfg.rpc.reply_cache_idle);
-  return ro;
-}
-
-namespace {
-uint64_t random_incarnation() {
-  std::random_device rd;
-  uint64_t v = 0;
-  while (v == 0) v = (uint64_t(rd()) << 32) ^ rd();
-  return v;
-}
-}  // namespace
 
 RpcEngine::RpcEngine(Net& net, RpcOptions opts, RpcStats* stats)
     : net_(net),
-      opts_(opts),
+      max_bulk_(opts.max_bulk),
       stats_(stats),
-      clock_(net.clock()),
-      workers_(opts.workers, net.clock(), "pfs-rpc-worker"),
-      incarnation_(opts.incarnation ? opts.incarnation : random_incarnation()),
-      replay_(opts.replay) {
-  for (const MsgType& t : kMsgTypes) types_[t.id].name = std::string(t.name);
-  {
-    MutexLock lk(mu_);
-    for (const auto& [nid, n] : opts_.peer_rpcs_in_flight)
-      peer_limits_[nid.pack()] = std::max<int64_t>(1, n);
-  }
+      server_(net, opts, stats_, names_),
+      client_(net, opts, stats_, names_) {
   net_.set_rx(this);
 }
 
@@ -76,415 +23,59 @@ RpcEngine::~RpcEngine() {
   net_.shutdown();
 }
 
-size_t RpcEngine::pending() const {
-  MutexLock lk(mu_);
-  size_t n = pending_.size();
-  for (auto& [k, t] : targets_) n += t->queue.size();
-  return n;
+void RpcEngine::define_type(uint32_t type, std::string name) {
+  names_.define(type, std::move(name));
 }
 
-std::pair<int64_t, size_t> RpcEngine::target_load(const Nid& dst) const {
-  MutexLock lk(mu_);
-  auto it = targets_.find(dst.pack());
-  if (it == targets_.end()) return {0, 0};
-  return {it->second->in_flight, it->second->queue.size()};
+void RpcEngine::handle(uint32_t type, std::string name, Handler h, HandlerMode mode,
+                       Execution exec) {
+  server_.handle(type, std::move(name), std::move(h), mode, exec);
 }
 
-RpcEngine::CallPtr RpcEngine::start_call(const Nid& dst, uint32_t type, Buffer payload,
-                                         BulkData bulk, Callback cb, CallOptions o) {
-  auto c = std::make_shared<Call>();
-  c->eng = this;
-  c->dst = dst;
-  c->type = type;
-  c->reply.times.submit = clock_.now();
-  Duration total = o.timeout.count() > 0 ? o.timeout : opts_.default_timeout;
-  c->deadline = c->reply.times.submit + total;
-  c->pin = o.via;
-  c->reply_bulk = o.reply_bulk;  // the transport bounds it by the frame limits
-  c->urgent = o.urgent;
-  c->one_stream = o.one_stream;
-  c->attempt_timeout =
-      c->pin ? total
-             : std::max<Duration>(std::chrono::milliseconds(1), total / (opts_.retry_count + 1));
-  c->payload = std::move(payload);
-  c->bulk = std::move(bulk);
-  c->reply.bytes_sent = kHeaderSize + c->payload.size() + (c->bulk ? c->bulk->size() : 0);
-  c->cb = std::move(cb);
-  submit(c);
-  return c;
+void RpcEngine::handle(uint32_t type, Handler h, HandlerMode mode, Execution exec) {
+  assert(!msg_type_name(type).empty());
+  handle(type, std::string(msg_type_name(type)), std::move(h), mode, exec);
 }
 
-void RpcEngine::call_async(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk,
-                           Callback cb, CallOptions o) {
-  (void)start_call(dst, type, std::move(payload), std::move(bulk), std::move(cb), o);
+void RpcEngine::handle_async(uint32_t type, std::string name, AsyncHandler h, Execution exec,
+                             AsyncCredit credit) {
+  server_.handle_async(type, std::move(name), std::move(h), exec, credit);
 }
 
-RpcReply RpcEngine::call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk,
-                         CallOptions o) {
-  // The waiter lives on this stack: the callback fills it and signals under w.m, and this
-  // function takes w.m before it returns, so the callback is done with it by then.
-  struct Waiter {
-    Mutex m;
-    CondVar cv;
-    bool done GUARDED_BY(m) = false;
-    std::atomic<bool> ready{false};  // set after `out` is filled, for the spinning caller
-    RpcReply out GUARDED_BY(m);
-  } w;
-  std::weak_ptr<Call> weak = start_call(
-      dst, type, std::move(payload), std::move(bulk),
-      [&w](RpcReply&& r) {
-        MutexLock lk(w.m);
-        w.out = std::move(r);
-        w.done = true;
-        w.ready.store(true, std::memory_order_release);
-        w.cv.notify_one();
-      },
-      o);
-  TimePoint deadline = clock_.now() + (o.timeout.count() > 0 ? o.timeout : opts_.default_timeout);
-  // Spin briefly before sleeping: a reply that comes within opts_.spin then costs no
-  // thread wake-up (a third of a loopback round trip on a 2-core VM). Only one caller
-  // spins at a time, so blocking callers never eat the cores. The spinner drives the
-  // transport's progress meanwhile (Net::progress): over RDMA it takes the reply from the
-  // completion queue itself instead of waiting for the I/O thread to be scheduled.
-  if (opts_.spin.count() > 0 && spinners_.fetch_add(1) == 0) {
-    auto until = std::chrono::steady_clock::now() + opts_.spin;
-    for (int i = 0; !w.ready.load(std::memory_order_acquire); ++i) {
-      if ((i & 15) == 15 && std::chrono::steady_clock::now() >= until) break;
-      if (!net_.progress()) cpu_relax();
-    }
-    spinners_.fetch_sub(1);
-  } else if (opts_.spin.count() > 0) {
-    spinners_.fetch_sub(1);
-  }
-  MutexLock lk(w.m);
-  while (!w.done) {
-    // Wait in real time for what the clock says is left; a manual clock is advanced by
-    // the test, which then runs the timers.
-    Duration left = std::max(Duration(std::chrono::milliseconds(1)), deadline - clock_.now());
-    if (w.cv.wait_for(lk, std::min<Duration>(left, std::chrono::milliseconds(200)),
-                      [&]() REQUIRES(w.m) { return w.done; }))
-      break;
-    if (clock_.now() >= deadline) {
-      lk.unlock();
-      if (CallPtr c = weak.lock())
-        resolve_error(c, final_error(*c, Status(Code::kTimeout, "RPC " + type_name(type) + " to " +
-                                                                    dst.to_string() +
-                                                                    " timed out (no reply)")));
-      lk.lock();
-    }
-  }
-  return std::move(w.out);
-}
+std::string RpcEngine::type_name(uint32_t type) const { return names_.name(type); }
 
-RpcEngine::Target& RpcEngine::target_locked(const Nid& dst) {
-  auto& t = targets_[dst.pack()];
-  if (!t) {
-    t = std::make_unique<Target>();
-    t->dst = dst;
-    auto own = peer_limits_.find(dst.pack());
-    if (own != peer_limits_.end()) t->limit = own->second;
-  }
-  return *t;
-}
+uint32_t RpcEngine::type_by_name(std::string_view name) const { return names_.by_name(name); }
 
-int64_t RpcEngine::limit_locked(const Target& t) const {
-  return t.limit > 0 ? t.limit : opts_.max_rpcs_in_flight;
-}
-
-RpcEngine::Armed RpcEngine::grant_slot_locked(Target& t, std::optional<TimePoint> now) {
-  if (shut_ || t.queue.empty() || t.in_flight >= limit_locked(t)) return {};
-  CallPtr c = std::move(t.queue.front());
-  t.queue.pop_front();
-  c->queued = false;
-  ++t.in_flight;
-  c->holds_slot = true;
-  on_wire_locked(c);
-  return arm_locked(c, now ? *now : clock_.now());
-}
-
-RpcEngine::Armed RpcEngine::arm_locked(const CallPtr& c, TimePoint now) {
-  // The attempt's deadline runs from when it goes on the wire (not from a wait for a
-  // max_rpcs_in_flight slot), within the RPC's own deadline.
-  c->attempt_deadline = std::min(c->deadline, now + c->attempt_timeout);
-  c->tx_keep = c;  // until on_tx_done
-  // Every xid below the oldest on the wire is finished here: the server may forget it.
-  uint64_t oldest = pending_.empty() ? c->xid : std::min(c->xid, pending_.begin()->first);
-  return {c, c->attempt_deadline,
-          static_cast<uint32_t>(std::min<uint64_t>(c->xid - oldest, UINT32_MAX))};
-}
-
-void RpcEngine::on_wire_locked(const CallPtr& c) {
-  c->xid = next_xid_++;
-  pending_[c->xid] = c;
-  c->on_wire = true;
-}
-
-void RpcEngine::submit(const CallPtr& c) {
-  Armed start;
-  bool queued = false;
-  const TimePoint now = c->reply.times.submit;  // read just now, by start_call
-  {
-    MutexLock lk(mu_);
-    if (!shut_ && c->urgent) {  // on the wire at once, holding no slot
-      on_wire_locked(c);
-      start = arm_locked(c, now);
-    } else if (!shut_) {
-      Target& t = target_locked(c->dst);
-      c->target = &t;
-      t.queue.push_back(c);
-      c->queued = true;
-      start = grant_slot_locked(t, now);
-      queued = c->queued;  // read here: once unlocked, a finishing call may send it
-      if (queued) {
-        slot_waits_.fetch_add(1, std::memory_order_relaxed);
-        ++t.counters.slot_waits;
-      }
-    }
-  }
-  if (start.c) {
-    send_call(start);
-  } else if (!queued) {  // shut down: never sent
-    resolve_error(c, Status(Code::kCancelled, "RPC engine is shut down"));
-  }
-}
-
-void RpcEngine::send_call(const Armed& a) {
-  const CallPtr& c = a.c;
-  auto f = std::make_unique<OutFrame>();
-  f->hdr.kind = FrameKind::kRequest;
-  f->hdr.msg_type = c->type;
-  f->hdr.flags = c->flags;
-  f->hdr.xid = c->xid;
-  f->hdr.incarnation = incarnation_;
-  f->payload = c->payload;
-  f->bulk = c->bulk;
-  f->reply_sink = c->reply_bulk;
-  f->one_stream = c->one_stream;
-  f->hdr.done_lag = a.done_lag;
-  if (c->pin)
-    net_.send_via(c->pin->first, c->pin->second, std::move(f), a.deadline, c.get(), true);
-  else
-    net_.send(c->dst, std::move(f), a.deadline, c.get());
-}
-
-void RpcEngine::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
-  CallPtr c;
-  bool reply_in;
-  Status damaged;
-  int attempt;
-  std::optional<Delivery> d;
-  {
-    MutexLock lk(mu_);
-    call.tx_keep.swap(c);  // takes the reference over: no count up and down
-    if (s.ok()) {
-      c->tx_times = t;
-      c->sent = true;
-    }
-    reply_in = c->reply_in;
-    if (reply_in) d = complete_locked(*c);  // the reply came before this write's completion
-    damaged = c->damaged;
-    c->damaged = Status::Ok();
-    attempt = c->attempts;  // the write that ended is the current attempt's (one at a time)
-  }
-  if (reply_in) {
-    if (d) complete(c, *d);
-  } else if (!s.ok() || !damaged.ok()) {
-    const Status& why = s.ok() ? damaged : s;
-    if (try_resend(c, why, t, attempt) == Resend::kGiveUp) resolve_error(c, final_error(*c, why));
-  }
-}
-
-RpcEngine::Resend RpcEngine::try_resend(const CallPtr& c, const Status& s,
-                                        const TxTimes& failed_path, int seen_attempt) {
-  TimePoint now = clock_.now();
-  [[maybe_unused]] int attempt = 0;
-  Armed a;
-  {
-    MutexLock lk(mu_);
-    if (c->attempts != seen_attempt && !c->resolved.load()) return Resend::kStale;
-    if (shut_ || c->resolved.load() || !c->on_wire || c->pin || !retryable(s) ||
-        c->attempts > opts_.retry_count || now >= c->deadline)
-      return Resend::kGiveUp;
-    attempt = ++c->attempts;
-    c->sent = false;
-    c->damaged = Status::Ok();
-    a = arm_locked(c, now);
-  }
-  net_.note_resend(failed_path);
-  PFS_LOG_DEBUG("resending RPC {} to {} (xid {}, attempt {}): {}", type_name(c->type),
-                c->dst.to_string(), c->xid, attempt, s.to_string());
-  send_call(a);
-  return Resend::kSent;
-}
-
-Status RpcEngine::final_error(const Call& c, const Status& s) {
-  int attempts;
-  {
-    MutexLock lk(mu_);
-    attempts = c.attempts;
-  }
-  if (attempts <= 1) return s;
-  return Status(s.code(),
-                "RPC " + type_name(c.type) + " to " + c.dst.to_string() + " failed after " +
-                    std::to_string(attempts) + " attempts; last: " + s.message(),
-                s.health_kind());
-}
-
-void RpcEngine::resolve_error(const CallPtr& c, const Status& s) {
-  if (c->resolved.exchange(true)) return;
-  Armed next;
-  {
-    MutexLock lk(mu_);
-    if (c->on_wire) {
-      pending_.erase(c->xid);
-      c->on_wire = false;
-    }
-    if (c->queued) {
-      c->queued = false;
-      auto& q = c->target->queue;  // a queued call has its target
-      q.erase(std::remove(q.begin(), q.end(), c), q.end());
-    }
-    next = finish_slot_locked(*c);
-  }
-  c->reply.status = s;
-  if (next.c) send_call(next);
-  if (c->delivered.exchange(true)) return;
-  if (c->cb) c->cb(std::move(c->reply));
-}
-
-std::optional<RpcEngine::Delivery> RpcEngine::complete_locked(Call& c) {
-  if (c.delivered.exchange(true)) return std::nullopt;
-  RpcTimes& t = c.reply.times;
-  t.write_start = c.tx_times.write_start;
-  t.write_done = c.tx_times.write_done;
-  if (c.reply.status.ok() && c.target) {
-    RpcCounters& n = c.target->counters;
-    ++n.completed;
-    n.round_trip_ns += static_cast<uint64_t>(std::max<int64_t>(0, c.reply.round_trip().count()));
-    n.bytes += c.reply.bytes_sent + c.reply.bytes_received;
-  }
-  return Delivery{c.tx_times.local_nid, c.tx_times.peer_nid, c.reply_verbs};
-}
-
-void RpcEngine::complete(const CallPtr& c, const Delivery& d) {
-  const RpcTimes& t = c->reply.times;
-  if (c->reply.status.ok()) {
-    completed_.fetch_add(1, std::memory_order_relaxed);
-    round_trip_ns_.fetch_add(
-        static_cast<uint64_t>(std::max<int64_t>(0, c->reply.round_trip().count())),
-        std::memory_order_relaxed);
-    bytes_.fetch_add(c->reply.bytes_sent + c->reply.bytes_received, std::memory_order_relaxed);
-  }
-  if (RpcStats* stats = stats_.load(std::memory_order_acquire)) {
-    // GPFS raw statistics record, saved as the reply is completely received.
-    RawStatRecord r;
-    r.channel_wait_ns = (t.write_start - t.submit).count();
-    r.send_ns = (t.write_done - t.write_start).count();
-    r.receive_ns = (t.reply_complete - t.reply_first_byte).count();
-    r.latency_ns = c->reply.latency().count();
-    r.node = c->dst.pack();
-    r.local_ni = d.sent_on;
-    r.peer_ni = d.sent_to;
-    r.exec_ns = c->reply.exec_time.count();
-    r.bytes_sent = static_cast<uint32_t>(c->reply.bytes_sent);
-    r.bytes_received = static_cast<uint32_t>(c->reply.bytes_received);
-    // By the kinds of the two paths: a peer with tcp and o2ib NIs may answer on the other.
-    auto local = Nid::unpack(d.sent_on);
-    r.sent_verbs = local.ok() && local->is_verbs();
-    r.received_verbs = d.received_verbs;
-    stats->record(r);
-  }
-  if (c->cb) c->cb(std::move(c->reply));
-}
-
-RpcEngine::Armed RpcEngine::finish_slot_locked(Call& c) {
-  if (!c.holds_slot) return {};
-  c.holds_slot = false;
-  Target& t = *c.target;  // set when it queued, before it could hold a slot
-  --t.in_flight;
-  return grant_slot_locked(t);
-}
-
-std::vector<Nid> RpcEngine::waiting_targets() const {
-  std::vector<Nid> v;
-  MutexLock lk(mu_);
-  for (const auto& [key, t] : targets_)
-    if (!t->queue.empty())
-      if (auto n = Nid::unpack(key); n.ok()) v.push_back(*n);
-  return v;
-}
-
-RpcCounters RpcEngine::counters() const {
-  RpcCounters c;
-  c.completed = completed_.load(std::memory_order_relaxed);
-  c.round_trip_ns = round_trip_ns_.load(std::memory_order_relaxed);
-  c.bytes = bytes_.load(std::memory_order_relaxed);
-  c.slot_waits = slot_waits_.load(std::memory_order_relaxed);
-  return c;
-}
-
-int64_t RpcEngine::max_rpcs_in_flight() const {
-  MutexLock lk(mu_);
-  return opts_.max_rpcs_in_flight;
-}
-
-int64_t RpcEngine::max_rpcs_in_flight(const Nid& dst) const {
-  MutexLock lk(mu_);
-  auto own = peer_limits_.find(dst.pack());
-  return own != peer_limits_.end() ? own->second : opts_.max_rpcs_in_flight;
-}
-
-std::vector<RpcEngine::TargetInfo> RpcEngine::targets() const {
-  std::vector<TargetInfo> v;
-  MutexLock lk(mu_);
-  for (const auto& [key, t] : targets_)
-    v.push_back(
-        {t->dst, limit_locked(*t), t->limit > 0, t->in_flight, t->queue.size(), t->counters});
-  return v;
-}
-
-void RpcEngine::set_peer_rpcs_in_flight(const std::vector<std::pair<Nid, int64_t>>& limits) {
-  std::vector<Armed> start;
-  {
-    MutexLock lk(mu_);
-    peer_limits_.clear();
-    for (const auto& [nid, n] : limits) peer_limits_[nid.pack()] = std::max<int64_t>(1, n);
-    for (auto& [key, t] : targets_) {
-      auto own = peer_limits_.find(key);
-      t->limit = own != peer_limits_.end() ? own->second : 0;
-      for (Armed a = grant_slot_locked(*t); a.c; a = grant_slot_locked(*t))
-        start.push_back(std::move(a));
-    }
-  }
-  for (const Armed& a : start) send_call(a);
-}
-
-void RpcEngine::set_max_rpcs_in_flight(int64_t n) {
-  std::vector<Armed> start;
-  {
-    MutexLock lk(mu_);
-    opts_.max_rpcs_in_flight = std::max<int64_t>(1, n);
-    for (auto& [k, t] : targets_)
-      for (Armed a = grant_slot_locked(*t); a.c; a = grant_slot_locked(*t))
-        start.push_back(std::move(a));
-  }
-  for (const Armed& a : start) send_call(a);
+size_t RpcEngine::expire(TimePoint now) {
+  server_.expire(now);
+  return client_.expire(now);
 }
 
 void RpcEngine::shutdown() {
-  std::vector<CallPtr> dead;
-  {
-    MutexLock lk(mu_);
-    if (shut_) return;
-    shut_ = true;
-    for (auto& [xid, c] : pending_) dead.push_back(c);
-    for (auto& [k, t] : targets_)
-      for (const CallPtr& c : t->queue) dead.push_back(c);
+  if (client_.shutdown()) server_.stop();  // once, as the workers are stopped once
+}
+
+void RpcEngine::on_message(const Nid& from, InFrame&& f, RxCredit credit) {
+  if (f.hdr.kind == FrameKind::kReply)
+    client_.on_reply(from, std::move(f), std::move(credit));
+  else
+    server_.serve(from, std::move(f), std::move(credit));
+}
+
+void RpcEngine::on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) {
+  client_.on_connection_closed(conn_id, peer_nid, why);
+}
+
+void RpcEngine::on_corrupt(const Nid& from, const FrameHeader& hdr, RxCredit credit) {
+  if (hdr.kind == FrameKind::kRequest) {
+    server_.refuse_corrupt(from, hdr, std::move(credit));
+    return;
   }
-  for (const CallPtr& c : dead)
-    resolve_error(c, Status(Code::kCancelled, "RPC " + type_name(c->type) + " to " +
-                                                  c->dst.to_string() + " cancelled at shutdown"));
-  workers_.stop();
+  credit.release();
+  client_.resend_damaged(hdr.xid, Status(Code::kCorrupt,
+                                         "the reply to RPC " + type_name(hdr.msg_type) + " from " +
+                                             from.to_string() + " failed its data checksum",
+                                         HealthKind::kPeerNiCorrupt));
 }
 
 }  // namespace pfsnet

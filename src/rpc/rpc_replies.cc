@@ -1,32 +1,15 @@
-// RpcEngine, the client side's receiving end: replies matched to their calls (delivered
+// RpcClient (rpc_client.h), what comes back: replies matched to their calls (delivered
 // once both the reply and the write's completion are in), damaged frames resent, calls
 // on a closed connection resent or failed, deadlines (rpc_call.h).
 #include "base/log.h"
 #include "base/mutex.h"
 #include "rpc/msg_types.h"
 #include "rpc/rpc_call.h"
-#include "rpc/rpc_engine.h"
+#include "rpc/rpc_client.h"
 
 namespace pfsnet {
 
-void RpcEngine::on_corrupt(const Nid& from, const FrameHeader& hdr, RxCredit credit) {
-  credit.release();
-  if (hdr.kind == FrameKind::kRequest) {
-    RpcResponse r;
-    r.status = Status(Code::kCorrupt,
-                      "request " + type_name(hdr.msg_type) + " xid " + std::to_string(hdr.xid) +
-                          " from " + from.to_string() + " failed its data checksum; not run",
-                      HealthKind::kPeerNiCorrupt);
-    send_reply(from, hdr, clock_.now(), std::move(r), false);
-    return;
-  }
-  resend_damaged(hdr.xid, Status(Code::kCorrupt,
-                                 "the reply to RPC " + type_name(hdr.msg_type) + " from " +
-                                     from.to_string() + " failed its data checksum",
-                                 HealthKind::kPeerNiCorrupt));
-}
-
-void RpcEngine::resend_damaged(uint64_t xid, const Status& s) {
+void RpcClient::resend_damaged(uint64_t xid, const Status& s) {
   CallPtr c;
   TxTimes path;
   int attempt = 0;
@@ -45,7 +28,7 @@ void RpcEngine::resend_damaged(uint64_t xid, const Status& s) {
   if (try_resend(c, s, path, attempt) == Resend::kGiveUp) resolve_error(c, final_error(*c, s));
 }
 
-void RpcEngine::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
+void RpcClient::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
   if (f.hdr.status == static_cast<uint16_t>(Code::kCorrupt)) {
     // The request arrived damaged and did not run: it goes again.
     credit.release();
@@ -79,7 +62,7 @@ void RpcEngine::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
   if (d) complete(c, *d);
 }
 
-void RpcEngine::take_reply(Call& c, const Nid& from, InFrame& f) {
+void RpcClient::take_reply(Call& c, const Nid& from, InFrame& f) {
   RpcReply& r = c.reply;
   // The message as the caller sees it: a data checksum (net/net.h) is not counted.
   r.bytes_received = kHeaderSize + f.payload.size() + f.hdr.bulk_len;
@@ -101,7 +84,7 @@ void RpcEngine::take_reply(Call& c, const Nid& from, InFrame& f) {
   c.reply_verbs = from.is_verbs();
 }
 
-void RpcEngine::on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) {
+void RpcClient::on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) {
   struct Hit {
     CallPtr c;
     TxTimes path;
@@ -121,7 +104,7 @@ void RpcEngine::on_connection_closed(uint64_t conn_id, const Nid& peer_nid, cons
   }
 }
 
-size_t RpcEngine::fail_calls_to(const std::vector<Nid>& nids, const Status& s) {
+size_t RpcClient::fail_calls_to(const std::vector<Nid>& nids, const Status& s) {
   std::vector<CallPtr> dead;
   auto hit = [&](const Nid& d) { return std::find(nids.begin(), nids.end(), d) != nids.end(); };
   {
@@ -136,14 +119,7 @@ size_t RpcEngine::fail_calls_to(const std::vector<Nid>& nids, const Status& s) {
   return dead.size();
 }
 
-size_t RpcEngine::expire(TimePoint now) {
-  {
-    MutexLock lk(replay_mu_);
-    if (now - replay_swept_ >= std::chrono::seconds(10)) {
-      replay_.expire(now);
-      replay_swept_ = now;
-    }
-  }
+size_t RpcClient::expire(TimePoint now) {
   std::vector<std::pair<CallPtr, bool>> dead;  // (call, still queued for a slot)
   struct Remote {
     CallPtr c;

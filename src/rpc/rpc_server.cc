@@ -1,9 +1,12 @@
-// RpcEngine, the server side: requests are served by their type's handler (inline on the
+// RpcServer (rpc_server.h): requests are served by their type's handler (inline on the
 // I/O thread or on a worker) and answered on the path they came in on; a reply whose send
 // fails is sent again on the best path left.
+#include "rpc/rpc_server.h"
+
+#include <cassert>
+
 #include "base/log.h"
 #include "rpc/msg_types.h"
-#include "rpc/rpc_engine.h"
 
 namespace pfsnet {
 
@@ -57,15 +60,17 @@ class ReplyResend final : public TxCompletion {
 
 }  // namespace
 
-void RpcEngine::on_message(const Nid& from, InFrame&& f, RxCredit credit) {
-  if (f.hdr.kind == FrameKind::kReply) {
-    on_reply(from, std::move(f), std::move(credit));
-  } else {
-    serve(from, std::move(f), std::move(credit));
-  }
-}
+RpcServer::RpcServer(Net& net, const RpcOptions& opts, const std::atomic<RpcStats*>& stats,
+                     TypeNames& names)
+    : net_(net),
+      opts_(opts),
+      stats_(stats),
+      names_(names),
+      clock_(net.clock()),
+      workers_(opts.workers, net.clock(), "pfs-rpc-worker"),
+      replay_(opts.replay) {}
 
-void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
+void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
   auto it = types_.find(f.hdr.msg_type);
   if (it == types_.end() || (!it->second.handler && !it->second.async)) {
     credit.release();
@@ -92,7 +97,8 @@ void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
       resp = t.handler(req);
     } catch (const std::exception& e) {
       resp = RpcResponse{};
-      resp.status = Status(Code::kRemoteError, "handler for " + t.name + " failed: " + e.what());
+      resp.status = Status(Code::kRemoteError,
+                           "handler for " + type_name(fr.hdr.msg_type) + " failed: " + e.what());
     }
     req = RpcRequest{};
     cr.release();  // before the reply, so the credit rides on it
@@ -115,7 +121,7 @@ void RpcEngine::serve(const Nid& from, InFrame&& f, RxCredit credit) {
   }
 }
 
-void RpcEngine::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit,
+void RpcServer::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit,
                             bool saved) {
   // The credit rides on the reply: released just before it is sent (or now, kReturned).
   if (!t.hold_credit) credit.release();
@@ -132,11 +138,11 @@ void RpcEngine::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxC
   } catch (const std::exception& e) {
     // The Responder went with the call; if the handler had not kept it, it answered
     // kCancelled already.
-    PFS_LOG_WARN("async handler for {} failed: {}", t.name, e.what());
+    PFS_LOG_WARN("async handler for {} failed: {}", type_name(hdr.msg_type), e.what());
   }
 }
 
-bool RpcEngine::admit(const Nid& from, const FrameHeader& h) {
+bool RpcServer::admit(const Nid& from, const FrameHeader& h) {
   Admission a;
   {
     MutexLock lk(replay_mu_);
@@ -170,7 +176,7 @@ bool RpcEngine::admit(const Nid& from, const FrameHeader& h) {
   return true;
 }
 
-void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint received,
+void RpcServer::send_reply(const Nid& to, const FrameHeader& req, TimePoint received,
                            RpcResponse&& r, bool counted, bool saved) {
   auto reply = std::make_shared<SavedReply>();
   reply->hdr.kind = FrameKind::kReply;
@@ -216,7 +222,7 @@ void RpcEngine::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
   send_reply_frame(dest, local, std::move(reply), now);
 }
 
-void RpcEngine::send_reply_frame(const Nid& to, uint64_t local_nid,
+void RpcServer::send_reply_frame(const Nid& to, uint64_t local_nid,
                                  std::shared_ptr<const SavedReply> reply, TimePoint now) {
   // The reply goes back on the path the request came in on while that NI is up.
   TimePoint deadline = now + opts_.default_timeout;
@@ -231,14 +237,9 @@ void RpcEngine::send_reply_frame(const Nid& to, uint64_t local_nid,
 
 // ---- message types and their handlers ----
 
-void RpcEngine::define_type(uint32_t type, std::string name) {
-  assert(msg_type_name(type).empty() || msg_type_name(type) == name);
-  types_[type].name = std::move(name);
-}
-
-void RpcEngine::handle(uint32_t type, std::string name, Handler h, HandlerMode mode,
+void RpcServer::handle(uint32_t type, std::string name, Handler h, HandlerMode mode,
                        Execution exec) {
-  define_type(type, std::move(name));
+  names_.define(type, std::move(name));
   TypeInfo& t = types_[type];
   assert(!t.handler && !t.async);
   t.handler = std::move(h);
@@ -246,9 +247,9 @@ void RpcEngine::handle(uint32_t type, std::string name, Handler h, HandlerMode m
   t.once = exec == Execution::kOnce;
 }
 
-void RpcEngine::handle_async(uint32_t type, std::string name, AsyncHandler h, Execution exec,
+void RpcServer::handle_async(uint32_t type, std::string name, AsyncHandler h, Execution exec,
                              AsyncCredit credit) {
-  define_type(type, std::move(name));
+  names_.define(type, std::move(name));
   TypeInfo& t = types_[type];
   assert(!t.handler && !t.async);
   t.async = std::move(h);
@@ -256,26 +257,27 @@ void RpcEngine::handle_async(uint32_t type, std::string name, AsyncHandler h, Ex
   t.hold_credit = credit == AsyncCredit::kHeld;
 }
 
-void RpcEngine::handle(uint32_t type, Handler h, HandlerMode mode, Execution exec) {
-  assert(!msg_type_name(type).empty());
-  handle(type, std::string(msg_type_name(type)), std::move(h), mode, exec);
+void RpcServer::refuse_corrupt(const Nid& from, const FrameHeader& hdr, RxCredit credit) {
+  credit.release();
+  RpcResponse r;
+  r.status = Status(Code::kCorrupt,
+                    "request " + type_name(hdr.msg_type) + " xid " + std::to_string(hdr.xid) +
+                        " from " + from.to_string() + " failed its data checksum; not run",
+                    HealthKind::kPeerNiCorrupt);
+  send_reply(from, hdr, clock_.now(), std::move(r), false);
 }
 
-ReplyCacheStats RpcEngine::replay_stats() const {
+void RpcServer::expire(TimePoint now) {
+  MutexLock lk(replay_mu_);
+  if (now - replay_swept_ >= std::chrono::seconds(10)) {
+    replay_.expire(now);
+    replay_swept_ = now;
+  }
+}
+
+ReplyCacheStats RpcServer::replay_stats() const {
   MutexLock lk(replay_mu_);
   return replay_.stats();
-}
-
-std::string RpcEngine::type_name(uint32_t type) const {
-  auto it = types_.find(type);
-  if (it != types_.end() && !it->second.name.empty()) return it->second.name;
-  return "type-" + std::to_string(type);
-}
-
-uint32_t RpcEngine::type_by_name(std::string_view name) const {
-  for (const auto& [type, info] : types_)
-    if (info.name == name) return type;
-  return 0;
 }
 
 }  // namespace pfsnet

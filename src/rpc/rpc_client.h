@@ -1,0 +1,162 @@
+// RpcClient: the calling side of an RpcEngine (rpc_engine.h has the whole contract).
+// Calls take a max_rpcs_in_flight slot of their target (or queue for one), go on the wire
+// with an xid, are resent while their budget allows and complete once: with the reply,
+// or an error. Not installed.
+//
+// Locks: one, mu_, the client's own -- the server side never takes it. It guards the xid
+// table, the targets and the state of every call, and is taken three times per RPC: as
+// the call is submitted (slot, xid, attempt armed), as its write completes and as its
+// reply comes in (found, slot passed on, delivered once both are in).
+//
+// Files: rpc_client.cc (calls: slots, sends, resends, completion, run-time limits),
+// rpc_replies.cc (what comes back: replies, damaged frames, closed connections, deadlines),
+// rpc_call.h (a call's state).
+#pragma once
+
+#include <pfsnet/clock.h>
+#include <pfsnet/rpc.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "base/mutex.h"
+#include "net/net.h"
+#include "rpc/rpc_options.h"
+#include "stats/rpc_stats.h"
+
+namespace pfsnet {
+
+class RpcClient {
+ public:
+  using Callback = std::function<void(RpcReply&&)>;
+
+  // `stats` (the engine's, switched at run time) and `names` outlive the client.
+  RpcClient(Net& net, const RpcOptions& opts, const std::atomic<RpcStats*>& stats,
+            const TypeNames& names);
+  ~RpcClient();
+
+  RpcReply call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, CallOptions opts);
+  void call_async(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, Callback cb,
+                  CallOptions opts);
+
+  // RpcEngine::expire's part for calls; returns how many it failed or resent.
+  size_t expire(TimePoint now);
+  // Fails every pending and queued call with kCancelled; new calls fail at once. True for
+  // the call that shut it down (once).
+  bool shutdown();
+
+  void set_max_rpcs_in_flight(int64_t n);
+  void set_peer_rpcs_in_flight(const std::vector<std::pair<Nid, int64_t>>& limits);
+  size_t fail_calls_to(const std::vector<Nid>& nids, const Status& s);
+
+  RpcCounters counters() const;
+  int64_t max_rpcs_in_flight() const;
+  int64_t max_rpcs_in_flight(const Nid& dst) const;
+  struct TargetInfo {
+    Nid dst;
+    int64_t limit = 0;  // its max_rpcs_in_flight
+    bool own_limit = false;
+    int64_t in_flight = 0;
+    size_t queued = 0;
+    RpcCounters counters;
+  };
+  std::vector<TargetInfo> targets() const;
+  size_t pending() const;
+  std::pair<int64_t, size_t> target_load(const Nid& dst) const;
+  std::vector<Nid> waiting_targets() const;
+  uint64_t late_replies() const { return late_replies_.load(); }
+  uint64_t incarnation() const { return incarnation_; }
+
+  // What comes back (from the engine's NetRx).
+  void on_reply(const Nid& from, InFrame&& f, RxCredit credit);
+  // A reply that failed its data checksum (`s` says so): its RPC goes again.
+  void resend_damaged(uint64_t xid, const Status& s);
+  void on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why);
+
+  struct Call;
+  struct Target;
+  using CallPtr = std::shared_ptr<Call>;
+
+ private:
+  std::string type_name(uint32_t type) const { return names_.name(type); }
+  CallPtr start_call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, Callback cb,
+                     CallOptions o);
+  void submit(const CallPtr& c);
+  // An attempt of a call ready to go on the wire: its deadline and done_lag were decided
+  // under mu_ as it was armed (arm_locked), so sending it takes no lock.
+  struct Armed {
+    CallPtr c;
+    TimePoint deadline;
+    uint32_t done_lag = 0;
+  };
+  // Arms the current attempt of `c` (on the wire, xid given) at `now`: its attempt
+  // deadline, the done_lag its request carries, and tx_keep until its write completes.
+  Armed arm_locked(const CallPtr& c, TimePoint now) REQUIRES(mu_);
+  void send_call(const Armed& a);
+  // The net is done with a write of `c` (Call::on_tx_done).
+  void on_tx_done(Call& c, const Status& s, const TxTimes& t);
+  // Fails `c` with `s` unless it is resolved already; its callback runs at once.
+  void resolve_error(const CallPtr& c, const Status& s);
+  // Delivers `c`'s reply once both it and its write's completion are in: the part under
+  // mu_ (the write's times into the reply, the target's counters) and, after unlocking,
+  // the rest (statistics record, counters, callback). Once.
+  struct Delivery {
+    uint64_t sent_on = 0, sent_to = 0;  // the write's path (packed NIDs)
+    bool received_verbs = false;        // the reply came from a verbs (RDMA) NI
+  };
+  // Nothing when `c` was delivered already.
+  std::optional<Delivery> complete_locked(Call& c) REQUIRES(mu_);
+  void complete(const CallPtr& c, const Delivery& d);
+  // What became of a failed attempt: sent again; not to be resent (the caller fails the
+  // RPC); or no longer current -- another thread (the deadline timer, a connection's close,
+  // the write's completion) already acted on attempt `attempt`, so this caller does nothing.
+  // Without that check two threads could resend one attempt: two writes of one call out at
+  // once, where tx_keep keeps the call for one only.
+  enum class Resend { kSent, kGiveUp, kStale };
+  Resend try_resend(const CallPtr& c, const Status& s, const TxTimes& failed_path, int attempt);
+  // The error a call ends with once it cannot be resent.
+  Status final_error(const Call& c, const Status& s);
+  // The target RPCs to `dst` queue in, made on first use with its limit.
+  Target& target_locked(const Nid& dst) REQUIRES(mu_);
+  int64_t limit_locked(const Target& t) const REQUIRES(mu_);
+  // The slot grant: the first call queued for `t` goes on the wire (xid, pending_, armed at
+  // `now`, the clock's reading when not given) when `t` is below its max_rpcs_in_flight.
+  // Returns it (to be sent after unlocking), or one with a null call.
+  Armed grant_slot_locked(Target& t, std::optional<TimePoint> now = std::nullopt) REQUIRES(mu_);
+  // Gives `c` its xid and files it as awaiting its reply (slot granted, or urgent).
+  void on_wire_locked(const CallPtr& c) REQUIRES(mu_);
+  // `c` left the wire: its slot goes to the next queued call (returned armed, to be sent
+  // after unlocking; null call when none).
+  Armed finish_slot_locked(Call& c) REQUIRES(mu_);
+  // `f` is the reply of `c`, resolved by it: its status, data and times into c's reply.
+  void take_reply(Call& c, const Nid& from, InFrame& f) REQUIRES(mu_);
+
+  Net& net_;
+  const RpcOptions opts_;  // max_rpcs_in_flight: the live value is max_in_flight_
+  const std::atomic<RpcStats*>& stats_;
+  const TypeNames& names_;
+  Clock& clock_;
+  const uint64_t incarnation_;
+
+  mutable Mutex mu_;
+  int64_t max_in_flight_ GUARDED_BY(mu_);
+  // xid -> call on the wire; ordered, so the oldest is at hand (a request's done_lag).
+  std::map<uint64_t, CallPtr> pending_ GUARDED_BY(mu_);
+  // Packed NID -> target; a Target is reached only through this map, under mu_.
+  std::unordered_map<uint64_t, std::unique_ptr<Target>> targets_ GUARDED_BY(mu_);
+  // Packed NID -> its own max_rpcs_in_flight (targets made later take theirs from here).
+  std::unordered_map<uint64_t, int64_t> peer_limits_ GUARDED_BY(mu_);
+  uint64_t next_xid_ GUARDED_BY(mu_) = 1;
+  bool shut_ GUARDED_BY(mu_) = false;
+  std::atomic<uint64_t> late_replies_{0};
+  std::atomic<int> spinners_{0};
+  std::atomic<uint64_t> completed_{0}, round_trip_ns_{0}, bytes_{0}, slot_waits_{0};
+};
+
+}  // namespace pfsnet

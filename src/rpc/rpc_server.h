@@ -1,0 +1,87 @@
+// RpcServer: the serving side of an RpcEngine (rpc_engine.h has the whole contract).
+// Requests are served by their type's handler -- inline on the I/O thread, on the worker
+// pool, or answered later through a Responder -- run once however often the network
+// delivers them (the reply cache), and answered on the path they came in on; a reply
+// whose send fails is sent again on the best path left. Not installed.
+//
+// Locks: the reply cache's (replay_mu_) and the worker pool's; never the client side's.
+// Handlers are registered before traffic starts and only read after.
+#pragma once
+
+#include <pfsnet/rpc.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "base/mutex.h"
+#include "net/net.h"
+#include "rpc/reply_cache.h"
+#include "rpc/rpc_options.h"
+#include "rpc/worker_pool.h"
+#include "stats/rpc_stats.h"
+
+namespace pfsnet {
+
+class RpcServer {
+ public:
+  // `stats` (the engine's, switched at run time) and `names` outlive the server.
+  RpcServer(Net& net, const RpcOptions& opts, const std::atomic<RpcStats*>& stats,
+            TypeNames& names);
+
+  // As RpcEngine::handle / handle_async. REQUIRES: before any traffic; `type` not served.
+  void handle(uint32_t type, std::string name, Handler h, HandlerMode mode, Execution exec);
+  void handle_async(uint32_t type, std::string name, AsyncHandler h, Execution exec,
+                    AsyncCredit credit);
+
+  // A request from `from` (the engine's NetRx).
+  void serve(const Nid& from, InFrame&& f, RxCredit credit);
+  // A request that failed its data checksum: a CORRUPT error reply, not run, not recorded.
+  void refuse_corrupt(const Nid& from, const FrameHeader& hdr, RxCredit credit);
+  // Forgets idle client incarnations (every 10 s of `now`).
+  void expire(TimePoint now);
+  // Stops the workers (a request after it is answered kCancelled).
+  void stop() { workers_.stop(); }
+
+  WorkerStats worker_stats() const { return workers_.stats(); }
+  ReplyCacheStats replay_stats() const;
+
+ private:
+  struct TypeInfo {
+    Handler handler;
+    AsyncHandler async;  // instead of handler
+    HandlerMode mode = HandlerMode::kInline;
+    bool once = true;         // Execution::kOnce
+    bool hold_credit = true;  // AsyncCredit::kHeld
+  };
+  std::string type_name(uint32_t type) const { return names_.name(type); }
+  void serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit, bool saved);
+  // A request of an incarnation: runs (true) unless the reply cache has seen it, in which
+  // case it is answered or dropped here (false).
+  bool admit(const Nid& from, const FrameHeader& h);
+  // `counted`: a handler ran, so its execution time goes into the statistics. `saved`:
+  // the request was admitted by the reply cache, which keeps the reply and may name a
+  // later path for it.
+  void send_reply(const Nid& to, const FrameHeader& req, TimePoint received, RpcResponse&& r,
+                  bool counted, bool saved = false);
+  // Sends `reply` to `to` back on the NI `local` (packed; 0: any), resent on the best path
+  // left when that send fails; its deadline runs from `now`.
+  void send_reply_frame(const Nid& to, uint64_t local, std::shared_ptr<const SavedReply> reply,
+                        TimePoint now);
+
+  Net& net_;
+  const RpcOptions opts_;
+  const std::atomic<RpcStats*>& stats_;
+  TypeNames& names_;
+  Clock& clock_;
+  WorkerPool workers_;
+  std::unordered_map<uint32_t, TypeInfo> types_;
+
+  // The memory of requests run (exactly-once).
+  mutable Mutex replay_mu_;
+  ReplyCache replay_ GUARDED_BY(replay_mu_);
+  TimePoint replay_swept_ GUARDED_BY(replay_mu_);  // idle incarnations: every 10 s
+};
+
+}  // namespace pfsnet
