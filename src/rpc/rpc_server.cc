@@ -237,23 +237,25 @@ void RpcServer::send_reply_frame(const Nid& to, uint64_t local_nid,
 
 // ---- message types and their handlers ----
 
-void RpcServer::handle(uint32_t type, std::string name, Handler h, HandlerMode mode,
-                       Execution exec) {
+RpcServer::TypeInfo& RpcServer::add_type(uint32_t type, std::string name, Execution exec) {
   names_.define(type, std::move(name));
   TypeInfo& t = types_[type];
   assert(!t.handler && !t.async);
+  t.once = exec == Execution::kOnce;
+  return t;
+}
+
+void RpcServer::handle(uint32_t type, std::string name, Handler h, HandlerMode mode,
+                       Execution exec) {
+  TypeInfo& t = add_type(type, std::move(name), exec);
   t.handler = std::move(h);
   t.mode = mode;
-  t.once = exec == Execution::kOnce;
 }
 
 void RpcServer::handle_async(uint32_t type, std::string name, AsyncHandler h, Execution exec,
                              AsyncCredit credit) {
-  names_.define(type, std::move(name));
-  TypeInfo& t = types_[type];
-  assert(!t.handler && !t.async);
+  TypeInfo& t = add_type(type, std::move(name), exec);
   t.async = std::move(h);
-  t.once = exec == Execution::kOnce;
   t.hold_credit = credit == AsyncCredit::kHeld;
 }
 

@@ -56,6 +56,8 @@ class RpcServer {
     bool hold_credit = true;  // AsyncCredit::kHeld
   };
   std::string type_name(uint32_t type) const { return names_.name(type); }
+  // Names `type` and files it as served, once run or repeatable as `exec` says.
+  TypeInfo& add_type(uint32_t type, std::string name, Execution exec);
   void serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit, bool saved);
   // A request of an incarnation: runs (true) unless the reply cache has seen it, in which
   // case it is answered or dropped here (false).
