@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Checks the lock annotations: builds everything with clang -Wthread-safety -Werror in
-# build-clang/ (a member read without its lock, a REQUIRES function called without it,
-# is a compile error), after proving on a small snippet that the check catches a
-# guarded member read without its lock.
+# Checks the lock annotations: builds everything with clang -Wthread-safety -Werror (a
+# member read without its lock, a REQUIRES function called without it, is a compile
+# error), after proving on a small snippet that the check catches a guarded member read
+# without its lock. The build is the ThreadSanitizer build (build-tsan/, clang, benchmarks
+# included): one clang build serves both, and `./scripts/test.sh --tsan` after this one
+# only runs the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v clang++ >/dev/null || { echo "check-thread-safety: clang++ missing (apt-get install clang)" >&2; exit 1; }
@@ -24,7 +26,5 @@ if clang++ -std=c++20 -Isrc -Wthread-safety -Werror -fsyntax-only "$tmp/bad.cc" 
 fi
 grep -q "requires holding mutex 'mu'" "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
 
-CXX=clang++ cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPFSNET_THREAD_SAFETY=ON \
-  -DPFSNET_BUILD_BENCH=ON >/dev/null
-cmake --build build-clang -j "$(nproc)"
+./scripts/test.sh --tsan --build-only
 echo "check-thread-safety: ok"

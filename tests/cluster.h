@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/sanitizers.h"
 #include "net/net.h"
 #include "rpc/node_core.h"
 #include "rpc/rpc_engine.h"
@@ -32,7 +33,7 @@ namespace pfsnet::testing {
 // Under a sanitizer the daemons' CPU, not an emulated link, bounds throughput (about
 // 40 MiB/s of 64 KiB writes on this 2-core VM): a test asserts the shape of a performance
 // result in the optimised build; the sanitized one checks that everything runs.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if PFSNET_UNDER_ASAN || PFSNET_UNDER_TSAN
 inline constexpr bool kSanitized = true;
 #else
 inline constexpr bool kSanitized = false;

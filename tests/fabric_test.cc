@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "base/sanitizers.h"
 #include "cluster.h"
 #include "rpc/ping.h"
 
@@ -35,7 +36,7 @@ std::vector<uint32_t> bulk_sizes(size_t n) {
 
 // Under ThreadSanitizer every byte copied and checked costs ~20x: fewer RPCs (the same
 // sizes from the start of the list) so that they finish well within their deadline.
-#if defined(__SANITIZE_THREAD__)
+#if PFSNET_UNDER_TSAN
 constexpr size_t kManyRpcs = 1500;
 #else
 constexpr size_t kManyRpcs = 10000;

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "base/sanitizers.h"
 #include "bridged_cluster.h"
 
 namespace pfsnet::testing::netns {
@@ -27,7 +28,7 @@ namespace {
 // against a 4 ms median before any fault). The code it runs is covered there by the mesh,
 // cluster-health and other netns tests.
 TEST(NetnsTest, HealthOnAnotherNodeNamesSixFaultsInjectedFromOutside) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if PFSNET_UNDER_ASAN || PFSNET_UNDER_TSAN
   GTEST_SKIP() << "timing-bound: ten sanitized daemons overload this host";
 #endif
   const std::vector<BridgedCluster::Node> nodes = {
@@ -186,7 +187,7 @@ TEST(NetnsTest, HealthOnAnotherNodeNamesSixFaultsInjectedFromOutside) {
 // while tcp carries on. `pfsnet health` on c2 lists one problem -- the partition, with its
 // sides -- and not the peer NIs, paths and mesh culprits it explains; healed, nothing.
 TEST(NetnsTest, ASplitNetworkIsOnePartitionAndEndsWhenHealed) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if PFSNET_UNDER_ASAN || PFSNET_UNDER_TSAN
   GTEST_SKIP() << "timing-bound: six sanitized daemons probing at 5x overload this host";
 #endif
   const std::vector<BridgedCluster::Node> nodes = {{"mgs", "mgs"},   {"c1", "client"},
@@ -299,7 +300,7 @@ TEST(NetnsTest, ASplitNetworkIsOnePartitionAndEndsWhenHealed) {
 //   MTU (set back)              the next small probe and sync: 15 s
 // Prints time to name, false alarms and time to clear for each.
 TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if PFSNET_UNDER_ASAN || PFSNET_UNDER_TSAN
   GTEST_SKIP() << "timing-bound: seven sanitized daemons probing at 5x overload this host";
 #endif
   const std::vector<BridgedCluster::Node> nodes = {
@@ -502,7 +503,7 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
 // scripts/quiet_cluster.sh for 600 s or PFSNET_QUIET_SECONDS. Its figures, before and
 // after each rule that made it true, are in the README.
 TEST(NetnsTest, AQuietClusterUnderLoadListsNothing) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if PFSNET_UNDER_ASAN || PFSNET_UNDER_TSAN
   GTEST_SKIP() << "timing-bound: eight sanitized daemons under load overload this host";
 #endif
   const char* env = std::getenv("PFSNET_QUIET_SECONDS");
