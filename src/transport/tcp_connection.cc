@@ -9,6 +9,7 @@ void TcpConnection::start_tls(std::shared_ptr<const TlsContext> ctx, bool client
   std::error_code ec;
   sock_.native_non_blocking(true, ec);
   tls_ = std::make_unique<TlsSession>(std::move(ctx), sock_.native_handle(), client);
+  stream_ = std::make_unique<TlsStream>(*tls_);
 }
 
 asio::awaitable<void> TcpConnection::tls_wait(const TlsIo& r) {
@@ -34,33 +35,54 @@ asio::awaitable<void> TcpConnection::tls_handshake() {
   throw std::runtime_error("TLS handshake did not finish");
 }
 
+namespace {
+
+// A failed stream call in the handshake: thrown, as the handshake's other failures are.
+void throw_if_failed(const StreamIo& r) {
+  if (r.failed.ok()) return;
+  if (r.by_peer) throw std::runtime_error("connection closed by peer during the handshake");
+  if (r.tls_refused) throw TlsRefused(r.failed.message());  // e.g. TLS 1.3's late "unknown ca"
+  throw std::runtime_error(r.failed.message());
+}
+
+}  // namespace
+
 asio::awaitable<void> TcpConnection::hs_read(asio::mutable_buffer b) {
-  if (!tls_) {
-    co_await asio::async_read(sock_, b, asio::use_awaitable);
-    co_return;
-  }
+  ByteStream& s = open_stream();
+  auto* p = static_cast<uint8_t*>(b.data());
   size_t got = 0;
   while (got < b.size()) {
-    TlsIo r = tls_->read(static_cast<uint8_t*>(b.data()) + got, b.size() - got);
+    iovec v{p + got, b.size() - got};
+    StreamIo r = s.read({&v, 1});
+    throw_if_failed(r);
     got += r.n;
-    if (r.n == 0) co_await tls_wait(r);
+    if (got < b.size() && (r.n == 0 || r.drained))
+      co_await sock_.async_wait(tcp::socket::wait_read, asio::use_awaitable);
   }
 }
 
 asio::awaitable<void> TcpConnection::hs_write(std::span<const asio::const_buffer> bufs) {
-  if (!tls_) {
-    co_await asio::async_write(sock_, bufs, asio::use_awaitable);
-    co_return;
+  ByteStream& s = open_stream();
+  std::vector<iovec> rest;
+  size_t left = 0;
+  for (const auto& b : bufs) {
+    if (b.size() == 0) continue;
+    rest.push_back(iovec{const_cast<void*>(b.data()), b.size()});
+    left += b.size();
   }
-  std::vector<uint8_t> all;
-  for (const auto& b : bufs)
-    all.insert(all.end(), static_cast<const uint8_t*>(b.data()),
-               static_cast<const uint8_t*>(b.data()) + b.size());
-  size_t put = 0;
-  while (put < all.size()) {
-    TlsIo r = tls_->write(all.data() + put, all.size() - put);
-    put += r.n;
-    if (r.n == 0) co_await tls_wait(r);
+  size_t first = 0;  // rest[first..] is what is left, its first entry advanced in place
+  while (left > 0) {
+    StreamIo r = s.write(std::span<const iovec>(rest).subspan(first));
+    throw_if_failed(r);
+    left -= r.n;
+    for (size_t n = r.n; n > 0;) {  // past what was taken (TLS: it keeps the rest itself)
+      size_t k = std::min(n, rest[first].iov_len);
+      rest[first].iov_base = static_cast<uint8_t*>(rest[first].iov_base) + k;
+      rest[first].iov_len -= k;
+      n -= k;
+      if (rest[first].iov_len == 0) ++first;
+    }
+    if (left > 0) co_await sock_.async_wait(tcp::socket::wait_write, asio::use_awaitable);
   }
 }
 

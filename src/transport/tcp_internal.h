@@ -222,7 +222,9 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   // Waits for what a TLS call wants of the socket; throws on an error or the end.
   asio::awaitable<void> tls_wait(const TlsIo& r);
   asio::awaitable<void> tls_handshake();
-  // The handshake's frame I/O: through TLS when it is on.
+  // The handshake's frame I/O, through the byte stream as the data path's is (the socket,
+  // or TLS once start_tls ran): all of `b` read, all of `bufs` written, waiting for the
+  // socket between calls. A failure throws (the handshake's timer bounds every wait).
   asio::awaitable<void> hs_read(asio::mutable_buffer b);
   asio::awaitable<void> hs_write(std::span<const asio::const_buffer> bufs);
   void set_peer_nids(std::vector<Nid> n) { peer_nids_ = std::move(n); }
@@ -256,10 +258,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   void flush_deferred() { write_direct(); }
 
   void mark_open() {
-    if (tls_)
-      stream_ = std::make_unique<TlsStream>(*tls_);
-    else
-      stream_ = std::make_unique<PlainStream>(sock_.native_handle());
+    open_stream();
     fd_.store(sock_.native_handle(), std::memory_order_release);
     state_.store(kOpen);
   }
@@ -380,8 +379,13 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   TimePoint write_start_;
 
   std::unique_ptr<TlsSession> tls_;  // set before the connection opens; null: plaintext
-  // The socket, or tls_ over it: set by mark_open, before any frame is read or written.
+  // The socket, or tls_ over it: set by the handshake's first frame I/O, by start_tls, or by
+  // mark_open, before any frame is read or written.
   std::unique_ptr<ByteStream> stream_;
+  ByteStream& open_stream() {
+    if (!stream_) stream_ = std::make_unique<PlainStream>(sock_.native_handle());
+    return *stream_;
+  }
 
   // rx (I/O thread)
   Buffer rbuf_;

@@ -13,10 +13,13 @@ namespace pfsnet::tcp_detail {
 namespace {
 
 StreamIo errno_failure(size_t n, int err) {
-  return StreamIo{n, Status(Code::kClosed, std::strerror(err), health_kind_for_errno(err))};
+  return StreamIo{.n = n,
+                  .failed = Status(Code::kClosed, std::strerror(err), health_kind_for_errno(err))};
 }
 
-StreamIo peer_closed() { return StreamIo{0, Status(Code::kClosed, "closed by peer"), true}; }
+StreamIo peer_closed() {
+  return StreamIo{.failed = Status(Code::kClosed, "closed by peer"), .by_peer = true};
+}
 
 // The failure of a TLS call that moved nothing and wants no socket, after `n` bytes.
 StreamIo tls_failure(size_t n, const TlsIo& r) {
@@ -24,7 +27,9 @@ StreamIo tls_failure(size_t n, const TlsIo& r) {
   HealthKind kind = r.bad_mac          ? HealthKind::kPeerNiCorrupt
                     : r.sys_errno != 0 ? health_kind_for_errno(r.sys_errno)
                                        : HealthKind::kPeerNiConnectError;
-  return StreamIo{n, Status(Code::kClosed, "TLS: " + r.error, kind)};
+  return StreamIo{.n = n,
+                  .failed = Status(Code::kClosed, "TLS: " + r.error, kind),
+                  .tls_refused = r.sys_errno == 0};
 }
 
 }  // namespace
@@ -38,7 +43,7 @@ StreamIo PlainStream::read(std::span<const iovec> into) {
     if (got > 0) {
       size_t room = 0;
       for (const iovec& v : into) room += v.iov_len;
-      return StreamIo{static_cast<size_t>(got), Status::Ok(), static_cast<size_t>(got) < room};
+      return StreamIo{.n = static_cast<size_t>(got), .drained = static_cast<size_t>(got) < room};
     }
     if (got == 0) return peer_closed();
     if (errno == EAGAIN || errno == EWOULDBLOCK) return StreamIo{};
@@ -53,7 +58,7 @@ StreamIo PlainStream::write(std::span<const iovec> from) {
   msg.msg_iovlen = from.size();
   for (int i = 0; i < 8; ++i) {
     ssize_t n = ::sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n >= 0) return StreamIo{static_cast<size_t>(n), Status::Ok()};
+    if (n >= 0) return StreamIo{.n = static_cast<size_t>(n)};
     if (errno == EAGAIN || errno == EWOULDBLOCK) return StreamIo{};
     if (errno != EINTR) break;
   }
@@ -65,7 +70,7 @@ StreamIo TlsStream::read(std::span<const iovec> into) {
   for (const iovec& v : into) {
     if (v.iov_len == 0) continue;
     TlsIo r = tls_.read(v.iov_base, v.iov_len);
-    if (r.n > 0) return StreamIo{r.n, Status::Ok()};
+    if (r.n > 0) return StreamIo{.n = r.n};
     if (r.want == TlsIo::Want::kRead) return StreamIo{};
     return tls_failure(0, r);
   }

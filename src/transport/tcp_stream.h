@@ -19,7 +19,8 @@ namespace pfsnet::tcp_detail {
 
 // What one call did: moved `n` bytes; or, with `n` zero and `failed` ok, wants the socket
 // readable (read) or writable (write) first; or the connection is over (`failed`: "closed
-// by peer", or the reason with its health kind).
+// by peer", or the reason with its health kind). Built by field name (StreamIo{.n = 5,
+// .drained = true}): its flags are bools, and a positional one lands in the wrong field.
 struct StreamIo {
   size_t n = 0;
   Status failed;
@@ -29,6 +30,7 @@ struct StreamIo {
   // do so: one system call per message, not a second that fails. TLS never says so: its
   // session may hold decrypted bytes the socket no longer shows.)
   bool drained = false;
+  bool tls_refused = false;  // `failed` is TLS's own (an alert, a bad record), not the socket's
 };
 
 class ByteStream {
