@@ -64,25 +64,13 @@ asio::awaitable<void> TcpConnection::hs_read(asio::mutable_buffer b) {
 asio::awaitable<void> TcpConnection::hs_write(std::span<const asio::const_buffer> bufs) {
   ByteStream& s = open_stream();
   std::vector<iovec> rest;
-  size_t left = 0;
-  for (const auto& b : bufs) {
-    if (b.size() == 0) continue;
-    rest.push_back(iovec{const_cast<void*>(b.data()), b.size()});
-    left += b.size();
-  }
-  size_t first = 0;  // rest[first..] is what is left, its first entry advanced in place
-  while (left > 0) {
-    StreamIo r = s.write(std::span<const iovec>(rest).subspan(first));
+  for (const auto& b : bufs)
+    if (b.size() != 0) rest.push_back(iovec{const_cast<void*>(b.data()), b.size()});
+  while (!rest.empty()) {
+    StreamIo r = s.write(rest);
     throw_if_failed(r);
-    left -= r.n;
-    for (size_t n = r.n; n > 0;) {  // past what was taken (TLS: it keeps the rest itself)
-      size_t k = std::min(n, rest[first].iov_len);
-      rest[first].iov_base = static_cast<uint8_t*>(rest[first].iov_base) + k;
-      rest[first].iov_len -= k;
-      n -= k;
-      if (rest[first].iov_len == 0) ++first;
-    }
-    if (left > 0) co_await sock_.async_wait(tcp::socket::wait_write, asio::use_awaitable);
+    skip_written(rest, r.n);
+    if (!rest.empty()) co_await sock_.async_wait(tcp::socket::wait_write, asio::use_awaitable);
   }
 }
 
@@ -196,7 +184,7 @@ void TcpConnection::write_direct() {
       complete_batch(Status::Ok());
       continue;
     }
-    skip_written(r.n);
+    skip_written(iov_, r.n);
     if (io_.get_executor().running_in_this_thread()) {
       write_rest();
     } else {
@@ -216,16 +204,6 @@ Status TcpConnection::failure(const char* what, const StreamIo& r) const {
                 r.failed.health_kind());
 }
 
-void TcpConnection::skip_written(size_t n) {
-  size_t i = 0;
-  while (i < iov_.size() && n >= iov_[i].iov_len) n -= iov_[i++].iov_len;
-  if (i < iov_.size() && n) {
-    iov_[i].iov_base = static_cast<uint8_t*>(iov_[i].iov_base) + n;
-    iov_[i].iov_len -= n;
-  }
-  iov_.erase(iov_.begin(), iov_.begin() + static_cast<long>(i));
-}
-
 void TcpConnection::write_rest() {
   auto self = shared_from_this();
   for (int round = 0; round < 64; ++round) {  // bounded per turn
@@ -234,7 +212,7 @@ void TcpConnection::write_rest() {
       fail_batch(failure("write to", r));
       return;
     }
-    skip_written(r.n);
+    skip_written(iov_, r.n);
     if (iov_.empty()) {
       complete_batch(Status::Ok());
       write_direct();

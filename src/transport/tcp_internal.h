@@ -306,9 +306,6 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   // ("closed by peer").
   Status failure(const char* what, const StreamIo& r) const;
 
-  // Drops the first `n` bytes of the batch from iov_ (written).
-  void skip_written(size_t n);
-
   // On the I/O thread: the rest of the batch, waiting for the socket between writes.
   void write_rest();
 

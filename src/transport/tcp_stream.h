@@ -33,6 +33,18 @@ struct StreamIo {
   bool tls_refused = false;  // `failed` is TLS's own (an alert, a bad record), not the socket's
 };
 
+// Drops the first `n` bytes of `iov` (a write took them): whole buffers go, a partly taken
+// one is advanced in place.
+inline void skip_written(std::vector<iovec>& iov, size_t n) {
+  size_t i = 0;
+  while (i < iov.size() && n >= iov[i].iov_len) n -= iov[i++].iov_len;
+  if (i < iov.size() && n) {
+    iov[i].iov_base = static_cast<uint8_t*>(iov[i].iov_base) + n;
+    iov[i].iov_len -= n;
+  }
+  iov.erase(iov.begin(), iov.begin() + static_cast<long>(i));
+}
+
 class ByteStream {
  public:
   virtual ~ByteStream() = default;

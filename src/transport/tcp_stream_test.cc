@@ -70,5 +70,19 @@ TEST_F(PlainStreamTest, ThePeersCloseIsByPeer) {
   EXPECT_FALSE(r.drained);
 }
 
+TEST(SkipWrittenTest, WholeBuffersGoAndAPartOneIsAdvanced) {
+  char a[3], b[5], c[2];
+  std::vector<iovec> iov = {{a, 3}, {b, 5}, {c, 2}};
+  skip_written(iov, 5);  // a, and 2 of b
+  ASSERT_EQ(iov.size(), 2u);
+  EXPECT_EQ(iov[0].iov_base, b + 2);
+  EXPECT_EQ(iov[0].iov_len, 3u);
+  EXPECT_EQ(iov[1].iov_base, c);
+  skip_written(iov, 0);
+  EXPECT_EQ(iov.size(), 2u);
+  skip_written(iov, 5);  // the rest exactly
+  EXPECT_TRUE(iov.empty());
+}
+
 }  // namespace
 }  // namespace pfsnet::tcp_detail
