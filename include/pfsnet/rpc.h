@@ -51,6 +51,12 @@ struct RpcCounters {
 
 struct CallOptions {
   Duration timeout{0};  // 0: the engine's default (transaction_timeout)
+  // One attempt's deadline (an attempt unanswered by then is a remote timeout: its
+  // connection is closed and the request resent). 0: timeout / (retry_count + 1). A call
+  // the server may rightly hold longer -- a token request waiting for revocations, a
+  // revocation waiting for writes to be acknowledged -- gives its whole timeout, so a slow
+  // answer is not taken for a lost one (Lustre's lock enqueues have early replies instead).
+  Duration attempt_timeout{0};
   // Recovery pings: exactly this path (local NID -> peer NID), and no resend.
   std::optional<std::pair<Nid, Nid>> via;
   // The most bulk the reply may carry (a read), or 0. Over RDMA the server then writes the

@@ -28,7 +28,8 @@ size_t CallBatch::add(const Nid& dst, uint32_t type, Buffer payload, BulkData bu
 
 bool CallBatch::wait(Duration d) {
   MutexLock lk(st_->mu);
-  return st_->cv.wait_for(lk, d, [&]() REQUIRES(st_->mu) { return st_->left == 0; });
+  return rpc_.waiter().wait_until(lk, st_->cv, rpc_.clock().now() + d,
+                                  [&]() REQUIRES(st_->mu) { return st_->left == 0; });
 }
 
 std::vector<RpcReply> CallBatch::take() {

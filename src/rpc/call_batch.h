@@ -21,7 +21,8 @@ class CallBatch {
 
   // Sends one call; its reply is take()[the index returned].
   size_t add(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, const CallOptions& co);
-  // Until every call added has ended, at most `d`. False: some had not.
+  // Until every call added has ended, at most `d` on the engine's clock, waiting as the
+  // engine's blocking callers do (RpcEngine::waiter). False: some had not.
   bool wait(Duration d);
   // Every reply in the order added, moved out (once, after wait()); a call that had not
   // ended: kTimeout.

@@ -45,6 +45,7 @@ RpcClient::RpcClient(Net& net, const RpcOptions& opts, const std::atomic<RpcStat
       stats_(stats),
       names_(names),
       clock_(net.clock()),
+      waiter_(opts.waiter ? *opts.waiter : cv_waiter_),
       incarnation_(opts.incarnation ? opts.incarnation : random_incarnation()) {
   MutexLock lk(mu_);
   max_in_flight_ = opts_.max_rpcs_in_flight;
@@ -83,7 +84,9 @@ RpcClient::CallPtr RpcClient::start_call(const Nid& dst, uint32_t type, Buffer p
   c->one_stream = o.one_stream;
   c->attempt_timeout =
       c->pin ? total
-             : std::max<Duration>(std::chrono::milliseconds(1), total / (opts_.retry_count + 1));
+      : o.attempt_timeout.count() > 0
+          ? std::min(total, o.attempt_timeout)
+          : std::max<Duration>(std::chrono::milliseconds(1), total / (opts_.retry_count + 1));
   c->payload = std::move(payload);
   c->bulk = std::move(bulk);
   c->reply.bytes_sent = kHeaderSize + c->payload.size() + (c->bulk ? c->bulk->size() : 0);
@@ -99,9 +102,9 @@ void RpcClient::call_async(const Nid& dst, uint32_t type, Buffer payload, BulkDa
 
 RpcReply RpcClient::call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk,
                          CallOptions o) {
-  // The waiter lives on this stack: the callback fills it and signals under w.m, and this
-  // function takes w.m before it returns, so the callback is done with it by then.
-  struct Waiter {
+  // The reply's slot lives on this stack: the callback fills it and signals under w.m, and
+  // this function takes w.m before it returns, so the callback is done with it by then.
+  struct Slot {
     Mutex m;
     CondVar cv;
     bool done GUARDED_BY(m) = false;
@@ -135,21 +138,16 @@ RpcReply RpcClient::call(const Nid& dst, uint32_t type, Buffer payload, BulkData
     spinners_.fetch_sub(1);
   }
   MutexLock lk(w.m);
-  while (!w.done) {
-    // Wait in real time for what the clock says is left; a manual clock is advanced by
-    // the test, which then runs the timers.
-    Duration left = std::max(Duration(std::chrono::milliseconds(1)), deadline - clock_.now());
-    if (w.cv.wait_for(lk, std::min<Duration>(left, std::chrono::milliseconds(200)),
-                      [&]() REQUIRES(w.m) { return w.done; }))
-      break;
-    if (clock_.now() >= deadline) {
-      lk.unlock();
-      if (CallPtr c = weak.lock())
-        resolve_error(c, final_error(*c, Status(Code::kTimeout, "RPC " + type_name(type) + " to " +
-                                                                    dst.to_string() +
-                                                                    " timed out (no reply)")));
-      lk.lock();
-    }
+  if (!waiter_.wait_until(lk, w.cv, deadline, [&]() REQUIRES(w.m) { return w.done; })) {
+    lk.unlock();
+    if (CallPtr c = weak.lock())
+      resolve_error(c, final_error(*c, Status(Code::kTimeout, "RPC " + type_name(type) + " to " +
+                                                                  dst.to_string() +
+                                                                  " timed out (no reply)")));
+    lk.lock();
+    // Resolved now, by this thread or by the one that took the reply meanwhile: its
+    // callback is done or about to be.
+    w.cv.wait(lk, [&]() REQUIRES(w.m) { return w.done; });
   }
   return std::move(w.out);
 }

@@ -42,6 +42,8 @@ class RpcClient {
   ~RpcClient();
 
   RpcReply call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, CallOptions opts);
+  // How call() waits; blocking callers above the engine wait the same way.
+  Waiter& waiter() { return waiter_; }
   void call_async(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, Callback cb,
                   CallOptions opts);
 
@@ -142,6 +144,8 @@ class RpcClient {
   const std::atomic<RpcStats*>& stats_;
   const TypeNames& names_;
   Clock& clock_;
+  CondVarWaiter cv_waiter_{clock_};
+  Waiter& waiter_;  // opts_.waiter, else cv_waiter_
   const uint64_t incarnation_;
 
   mutable Mutex mu_;

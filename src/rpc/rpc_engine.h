@@ -147,6 +147,10 @@ class RpcEngine final : public NetRx {
   std::vector<Nid> waiting_targets() const { return client_.waiting_targets(); }
   uint64_t late_replies() const { return client_.late_replies(); }
   Net& net() { return net_; }
+  Clock& clock() { return net_.clock(); }
+  // How a caller that blocks for this engine's completions waits (RpcOptions::waiter):
+  // call() does, and so must any wait above the engine that a reply ends.
+  Waiter& waiter() { return client_.waiter(); }
 
   // NetRx.
   void on_message(const Nid& from, InFrame&& f, RxCredit credit) override;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "rpc/reply_cache.h"
+#include "rpc/waiter.h"
 
 namespace pfsnet {
 
@@ -39,6 +40,9 @@ struct RpcOptions {
   // Targets with a max_rpcs_in_flight of their own (rpc.peer_rpcs_in_flight), by the NID
   // RPCs are addressed to.
   std::vector<std::pair<Nid, int64_t>> peer_rpcs_in_flight;
+  // How blocking callers wait for completions (rpc/waiter.h); it outlives the engine.
+  // Null: a condition variable on the net's clock. The in-process cluster gives its own.
+  Waiter* waiter = nullptr;
 
   // max_rpcs_in_flight (and per peer), the default timeout (transaction_timeout), max_bulk
   // (2 x maxBlockSize) and retry_count of a node's config.

@@ -13,8 +13,12 @@
 // silences the links between two nodes (a pulled cable: frames and connects wait, neither
 // fails) until heal(); set_delay() gives them a round trip. Net's fault rules work as in
 // the daemon (the same link-emulation decorator holds their delays).
-// Threads: one, the test's. A service's synchronous calls (RpcEngine::call) would wait for
-// a pump that never comes: drive services through their asynchronous paths.
+// A blocking wait of the test's thread -- a synchronous call (RpcEngine::call), a striped
+// file's write waiting for pagepool room -- runs the cluster itself (every node's engine has
+// the cluster's waiter, rpc/waiter.h): what is queued, else a step of the clock, until it
+// ends or its deadline passes. A blocking wait inside an event (a handler, a callback, a
+// tick) is refused: it fails at once, with an error in the log (KJ's rule).
+// Threads: one, the test's.
 #pragma once
 
 #include <pfsnet/clock.h>
@@ -26,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "base/log.h"
 #include "net/net.h"
 #include "rpc/node_core.h"
 #include "rpc/rpc_engine.h"
@@ -107,6 +112,7 @@ class SimNode {
   static NodeCoreOptions options(MemHub& hub, Clock& clock, const std::vector<Nid>& nids,
                                  NetOptions no, RpcOptions ro, const std::string& cluster_key) {
     ro.workers = 0;  // every handler on the pumping thread
+    ro.spin = {};    // a reply comes only when the waiter runs the cluster
     return mem_node_options(hub, clock, nids, std::move(no), ro, cluster_key);
   }
   std::vector<std::shared_ptr<void>> parts_;
@@ -128,6 +134,7 @@ class SimCluster {
   // taken by a live node).
   SimNode* add(const std::string& name, std::vector<Nid> nids, NetOptions no = {},
                RpcOptions ro = {}) {
+    ro.waiter = &waiter_;
     auto n = std::make_unique<SimNode>(hub_, clock_, std::move(nids), std::move(no), ro, key_);
     if (!n->core.start(Duration::zero()).ok()) return nullptr;
     SimNode* p = n.get();
@@ -177,6 +184,7 @@ class SimCluster {
   // Runs queued events until none is left. False when they never run out (a livelock:
   // events that keep queueing more), after a bound far beyond any real round.
   bool settle() {
+    Running r(*this);
     for (int round = 0; round < 1000; ++round)
       if (hub_.pump() == 0) return true;
     return false;
@@ -201,18 +209,68 @@ class SimCluster {
 
   ManualClock& clock() { return clock_; }
   MemHub& hub() { return hub_; }
+  // The step a blocking wait moves the clock by when nothing is queued (10 ms).
+  void set_wait_step(Duration d) { wait_step_ = d; }
 
  private:
   bool one_step(Duration step) {
     clock_.advance(step);
     TimePoint now = clock_.now();
-    for (auto& [name, n] : nodes_) n->tick(now);
+    {
+      Running r(*this);
+      for (auto& [name, n] : nodes_) n->tick(now);
+    }
     return settle();
   }
+  // Marks events running (settle, ticks): a blocking wait then is refused.
+  struct Running {
+    explicit Running(SimCluster& c) : c(c), was(c.running_) { c.running_ = true; }
+    ~Running() { c.running_ = was; }
+    SimCluster& c;
+    bool was;
+  };
+  // The waiter of every node's engine: runs the cluster for a blocking wait of the test's
+  // thread. Each round: the events queued, else one step of the clock (not past the
+  // deadline), then the condition again.
+  class StepWaiter final : public Waiter {
+   public:
+    explicit StepWaiter(SimCluster& c) : c_(c) {}
+    // `lk` is held on entry and on return, let go while the cluster runs (the analysis
+    // cannot follow a scoped lock passed in).
+    bool wait_until(MutexLock& lk, CondVar&, TimePoint deadline,
+                    const std::function<bool()>& pred) override NO_THREAD_SAFETY_ANALYSIS {
+      if (!pred() && c_.running_) {
+        PFS_LOG_ERROR(
+            "a blocking wait inside an event of the simulated cluster (a handler, callback or "
+            "tick): refused -- use the asynchronous call");
+        return false;
+      }
+      while (!pred()) {
+        TimePoint now = c_.clock_.now();
+        if (now >= deadline) return false;
+        lk.unlock();
+        bool ok;
+        {
+          Running r(c_);
+          ok = c_.hub_.pump() > 0;
+        }
+        if (!ok) ok = c_.one_step(std::min<Duration>(c_.wait_step_, deadline - now));
+        lk.lock();
+        if (!ok) return pred();  // a step did not settle: a livelock
+      }
+      return true;
+    }
+
+   private:
+    SimCluster& c_;
+  };
 
   std::string key_;
   ManualClock clock_;
   MemHub hub_;
+  bool running_ = false;
+  Duration wait_step_ = std::chrono::milliseconds(10);
+  StepWaiter waiter_{*this};
   std::map<std::string, std::unique_ptr<SimNode>> nodes_;
 };
 

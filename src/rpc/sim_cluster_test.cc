@@ -1,5 +1,6 @@
 // The in-process cluster itself: handlers on the test's thread, round trips of the delays
-// set, cut links that hold and heal, killed nodes that refuse, and a run that repeats.
+// set, cut links that hold and heal, killed nodes that refuse, and a blocking call of the
+// test's thread that runs the cluster (and is refused inside a handler).
 #include "rpc/sim_cluster.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +13,7 @@ namespace {
 using namespace std::chrono_literals;
 
 Nid nid(int host) { return *Nid::parse("10.0.0." + std::to_string(host) + "@tcp"); }
-constexpr uint32_t kEcho = 10;
+constexpr uint32_t kEcho = 10, kRelay = 11;
 
 class SimClusterTest : public ::testing::Test {
  protected:
@@ -29,6 +30,16 @@ class SimClusterTest : public ::testing::Test {
             return resp;
           },
           HandlerMode::kWorker);
+      // A handler that blocks for a call of its own (refused on the cluster).
+      n->rpc.handle(
+          kRelay, "RELAY",
+          [n](RpcRequest&) {
+            RpcReply inner = n->rpc.call(nid(2), kEcho, Buffer::copy_of("x"));
+            RpcResponse resp;
+            resp.status = inner.status.ok() ? Status::Ok() : Status(Code::kInternal, "refused");
+            return resp;
+          },
+          HandlerMode::kInline);
     }
   }
   static RpcOptions opts() {
@@ -105,6 +116,35 @@ TEST_F(SimClusterTest, AKilledNodeRefusesAndARestartedOneAnswers) {
   EXPECT_TRUE(call(1, 2, 100ms).first.status.ok());
   // A NID taken by a live node cannot be added twice.
   EXPECT_EQ(c_.add("again", {nid(2)}, NetOptions{}, opts()), nullptr);
+}
+
+// A blocking call (RpcEngine::call) of the test's thread runs the cluster until it ends:
+// the round trip of a 25 ms link passes on the manual clock, a call across a cut link ends
+// at its deadline to the step. Inside a handler the same call is refused at once (the
+// handler runs within the cluster's events: waiting there could never end).
+TEST_F(SimClusterTest, ABlockingCallRunsTheClusterAndIsRefusedInsideAHandler) {
+  c_.set_delay("n1", "n2", 25ms);
+  SimNode& n1 = *c_.find("n1");
+  TimePoint t0 = c_.clock().now();
+  RpcReply r = n1.rpc.call(nid(2), kEcho, Buffer::copy_of("hello"));
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(r.payload.data()), r.payload.size()),
+            "hello");
+  EXPECT_GE(c_.clock().now() - t0, 50ms);
+  EXPECT_LE(c_.clock().now() - t0, 70ms);  // the 10 ms steps of a wait
+  c_.cut("n1", "n3");
+  t0 = c_.clock().now();
+  CallOptions co;
+  co.timeout = 2s;
+  r = n1.rpc.call(nid(3), kEcho, Buffer::copy_of("hello"), nullptr, co);
+  EXPECT_EQ(r.status.code(), Code::kTimeout) << r.status.to_string();
+  EXPECT_EQ(c_.clock().now() - t0, 2s);
+  c_.heal("n1", "n3");
+  // n3's RELAY handler calls n2 synchronously: refused, and the refusal is its answer.
+  t0 = c_.clock().now();
+  r = n1.rpc.call(nid(3), kRelay, Buffer());
+  EXPECT_EQ(r.status.code(), Code::kInternal) << r.status.to_string();
+  EXPECT_LT(c_.clock().now() - t0, 1s) << "the handler's wait was not refused at once";
 }
 
 }  // namespace
