@@ -77,9 +77,8 @@ TEST(LifecycleTest, EveryThreadIsNamedAndOneKeepsTheNodesTime) {
   ASSERT_EQ(run({PFSNET_BIN, "keygen", key}).first, 0);
   Daemon a(dir, 2, key);
   ASSERT_TRUE(a.ready());
-  const std::set<std::string> known = {"pfsnetd",        "pfs-timers", "pfs-tcp-io",
-                                       "pfs-rpc-worker", "pfs-disk",   "pfs-revoke",
-                                       "pfs-links",      "pfs-admin",  "pfs-netverify"};
+  const std::set<std::string> known = {"pfsnetd",  "pfs-timers", "pfs-tcp-io",    "pfs-rpc-worker",
+                                       "pfs-disk", "pfs-links",  "pfs-netverify", "pfs-admin"};
   std::map<std::string, int> names;
   const std::string tasks = "/proc/" + std::to_string(a.process().pid()) + "/task";
   for (const auto& t : std::filesystem::directory_iterator(tasks)) {

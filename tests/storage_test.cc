@@ -429,6 +429,12 @@ TEST(StorageTest, TheGpfsBenchmarkAtSmallScaleHasThePapersShape) {
       {PFSNET_BIN, "--socket", c1.socket(), "bench", "gpfs", "--servers", server.nid().to_string(),
        "--clients", clients, "--threads", "1,2", "--cell-size", "24M", "--json", "--plot", plot},
       120000ms);
+  if (rc != 0)  // a daemon that went away: its last words (a sanitizer's report)
+    for (Daemon* d : {&server, &c1, &c2}) {
+      std::string o = d->process().output();
+      std::printf("--- %s's output (its end):\n%s\n", d->nid().to_string().c_str(),
+                  o.substr(o.size() > 20000 ? o.size() - 20000 : 0).c_str());
+    }
   ASSERT_EQ(rc, 0) << out;
   json r = last_json_line(out);
   ASSERT_EQ(r["cells"].size(), 8u) << r.dump();  // 2 node counts x 2 thread counts x 2 ops

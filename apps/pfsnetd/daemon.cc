@@ -38,8 +38,8 @@ Daemon::Daemon(Config cfg, std::string cluster_key)
   tune_ = std::make_unique<TuneService>(net_, rpc_, stats_, cfg_, clock_);
   storage_ = std::make_unique<BlockService>(BlockServiceOptions::from(cfg), rpc_, &stats_, clock_,
                                             core_->timer_queue());
-  tokens_ = std::make_unique<TokenService>(rpc_, clock_,
-                                           std::chrono::seconds(cfg.lnet.transaction_timeout));
+  tokens_ =
+      std::make_unique<TokenService>(rpc_, std::chrono::seconds(cfg.lnet.transaction_timeout));
   iobench_ = std::make_unique<IobenchService>(rpc_, clock_, [this] {
     Config c = cfg_.get();
     StripedFileOptions o = StripedFileOptions::from(c);

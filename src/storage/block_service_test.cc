@@ -1,15 +1,14 @@
 // The block service and a striped file end to end over real TCP on loopback, inside this
-// process: tokens serialising overlapping writes, holders, reads of what another client
-// wrote, direct writes, buffers, the emulated disk, bad requests.
+// process, with the I/O and worker threads of a daemon: tokens serialising overlapping
+// writes of two threads (revocations answered from the I/O thread that sees the last write
+// end), reads of what another client wrote, direct writes, buffers, the emulated disk, bad
+// requests. The tokens' rules, exactly and on manual time: tokens_sim_test.cc.
 #include "storage/block_service.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <array>
-#include <condition_variable>
 #include <filesystem>
-#include <future>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -81,7 +80,7 @@ class BlockServiceTest : public ::testing::Test {
     o.targets = {"mem"};
     svc2_ = std::make_unique<BlockService>(o, *s2_.rpc, nullptr, s2_.clock, s2_.core.timer_queue());
     for (TcpNode* n : {&s1_, &c1_, &c2_})
-      tokens_.push_back(std::make_unique<TokenService>(*n->rpc, n->clock, 10s));
+      tokens_.push_back(std::make_unique<TokenService>(*n->rpc, 10s));
     for (TcpNode* n : {&s1_, &s2_, &c1_, &c2_}) ASSERT_TRUE(n->start().ok());
     ASSERT_TRUE(svc1_->open().ok());
     ASSERT_TRUE(svc2_->open().ok());
@@ -180,129 +179,6 @@ TEST_F(BlockServiceTest, OverlappingWritesAreSerialisedByTokensDisjointOnesRunFr
       c1_.rpc->call(s1_.nid(), kMsgTokenAcquire,
                     Buffer::copy_of(std::string_view(R"({"file":"tok","start":9,"end":9})")));
   EXPECT_EQ(r.status.code(), Code::kProtocol) << r.status.to_string();
-}
-
-// A holder that answers a revocation when the test lets it, giving back what the test says.
-class GatedHolder final : public TokenHolder {
- public:
-  explicit GatedHolder(std::string file) : file_(std::move(file)) {}
-  const std::string& token_file() const override { return file_; }
-  Result<uint64_t> release_range(uint64_t start, uint64_t end, uint64_t want_end) override {
-    std::unique_lock lk(mu_);
-    asked_.push_back({start, end, want_end});
-    cv_.notify_all();
-    if (!cv_.wait_for(lk, 10s, [&] { return open_; })) return Status(Code::kTimeout, "gate");
-    return std::min(std::max(end, want_end), release_end_);
-  }
-  void open(uint64_t release_end) {
-    std::lock_guard lk(mu_);
-    open_ = true;
-    release_end_ = release_end;
-    cv_.notify_all();
-  }
-  bool wait_asked(size_t n) {
-    std::unique_lock lk(mu_);
-    return cv_.wait_for(lk, 10s, [&] { return asked_.size() >= n; });
-  }
-  std::vector<std::array<uint64_t, 3>> asked() {
-    std::lock_guard lk(mu_);
-    return asked_;
-  }
-
- private:
-  const std::string file_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-  uint64_t release_end_ = 0;
-  std::vector<std::array<uint64_t, 3>> asked_;
-};
-
-// The holder decides how much of the desired range it gives up (GPFS's rule), the manager
-// grants what it gave, and a request waiting for a revocation holds up neither a request
-// of another range nor anything but its holder's own requests (a grant to the holder then
-// could be undone by its answer). An answer outside the range asked for drops the holder.
-TEST_F(BlockServiceTest, TheHolderDecidesWhatItGivesUpAndOthersAreNotHeldUp) {
-  TokenService &manager = *tokens_[0], &t1 = *tokens_[1], &t2 = *tokens_[2];
-  constexpr uint64_t B = kBlock, kEnd = kTokenMaxOffset;
-  GatedHolder h1("g");
-  t1.add_holder(&h1);
-  struct Unregister {
-    TokenService& t;
-    TokenHolder* h;
-    ~Unregister() { t.remove_holder(h); }  // on every way out, before h1 goes
-  } unregister{t1, &h1};
-  auto g = t1.acquire(s1_.nid(), "g", 0, B, 20 * B);
-  ASSERT_TRUE(g.ok()) << g.status().to_string();
-  EXPECT_EQ(*g, (TokenRange{0, 20 * B}));
-  // c2 needs block 10 and would like the rest: c1 is asked, and answers when let.
-  auto taking = std::async(std::launch::async,
-                           [&] { return t2.acquire(s1_.nid(), "g", 10 * B, 11 * B, kEnd); });
-  ASSERT_TRUE(h1.wait_asked(1));
-  EXPECT_EQ(h1.asked()[0], (std::array<uint64_t, 3>{10 * B, 11 * B, kEnd}));
-  // Meanwhile c1's own next request waits; c2's request of a range nobody holds does not.
-  auto own =
-      std::async(std::launch::async, [&] { return t1.acquire(s1_.nid(), "g", 40 * B, 41 * B); });
-  auto free = t2.acquire(s1_.nid(), "g", 30 * B, 31 * B);
-  ASSERT_TRUE(free.ok()) << free.status().to_string();
-  EXPECT_EQ(*free, (TokenRange{30 * B, 31 * B}));
-  EXPECT_EQ(own.wait_for(200ms), std::future_status::timeout) << "granted while being revoked";
-  // c1 keeps from block 15 on (as a writer of its there would): c2 gets [10, 15) blocks.
-  h1.open(15 * B);
-  auto took = taking.get();
-  ASSERT_TRUE(took.ok()) << took.status().to_string();
-  EXPECT_EQ(*took, (TokenRange{10 * B, 15 * B}));
-  auto mine = own.get();
-  ASSERT_TRUE(mine.ok()) << mine.status().to_string();
-  EXPECT_EQ(*mine, (TokenRange{40 * B, 41 * B}));
-  auto st = manager.stats();
-  EXPECT_EQ(st.revocations, 1u);
-  EXPECT_EQ(st.holders_dropped, 0u);
-  // c2 again, inside what c1 kept: c1 answers 15, below the required end -- out of
-  // range, so c1 loses its tokens on the file, and c2 is granted.
-  auto bad = t2.acquire(s1_.nid(), "g", 16 * B, 17 * B);
-  ASSERT_TRUE(bad.ok()) << bad.status().to_string();
-  EXPECT_EQ(*bad, (TokenRange{16 * B, 17 * B}));
-  EXPECT_EQ(manager.stats().holders_dropped, 1u);
-  EXPECT_EQ(manager.stats().revocations, 2u);
-  // c1 holds nothing now: c2 takes its old first blocks without a revocation.
-  auto after = t2.acquire(s1_.nid(), "g", 0, B, 10 * B);
-  ASSERT_TRUE(after.ok());
-  EXPECT_EQ(*after, (TokenRange{0, 10 * B}));
-  EXPECT_EQ(manager.stats().revocations, 2u);
-}
-
-// A striped file gives up, of a range another node takes, only what it does not use: a
-// writer of its that left off past the required range keeps going there without a new
-// token, and the taker gets the rest in one.
-TEST_F(BlockServiceTest, AWriterKeepsTheRangeItGoesOnInWhenAnotherTakesPartOfItsToken) {
-  TokenService &manager = *tokens_[0], &t1 = *tokens_[1], &t2 = *tokens_[2];
-  auto files = open_both("keep", t1, t2);
-  auto &f1 = files.first, &f2 = files.second;
-  ASSERT_TRUE(f1.ok() && f2.ok());
-  // c1: two sequential runs, blocks 0-3 and 20-23 (one token: its first write's, the rest
-  // of the file).
-  for (int i : {0, 1, 2, 3, 20, 21, 22, 23})
-    ASSERT_TRUE((*f1)->write(i * kBlock, pattern(kBlock, i)).ok());
-  ASSERT_TRUE((*f1)->flush().ok());
-  EXPECT_EQ((*f1)->stats().tokens_acquired, 1u);
-  // c2 writes blocks 10 on: c1 gives up [10, 24) -- not from 24, where its writer goes on.
-  for (int i = 10; i < 24; ++i) ASSERT_TRUE((*f2)->write(i * kBlock, pattern(kBlock, i)).ok());
-  EXPECT_EQ((*f2)->stats().tokens_acquired, 1u);
-  EXPECT_EQ((*f1)->stats().tokens_revoked, 1u);
-  EXPECT_EQ(manager.stats().revocations, 1u);
-  for (int i = 24; i < 28; ++i) ASSERT_TRUE((*f1)->write(i * kBlock, pattern(kBlock, i)).ok());
-  EXPECT_EQ((*f1)->stats().tokens_acquired, 1u) << "c1 lost the range its writer went on in";
-  ASSERT_TRUE((*f1)->close().ok());
-  ASSERT_TRUE((*f2)->close().ok());
-  // Each block is its last writer's.
-  auto check = StripedFile::open(*c1_.rpc, "keep", {s1_.nid(), s2_.nid()}, fopts());
-  ASSERT_TRUE(check.ok());
-  for (int i : {0, 3, 10, 20, 23, 24, 27}) {
-    std::vector<uint8_t> got(kBlock);
-    ASSERT_TRUE((*check)->read(i * kBlock, got).ok());
-    EXPECT_EQ(got, pattern(kBlock, i)) << "block " << i;
-  }
 }
 
 TEST_F(BlockServiceTest, WhatOneClientWritesAnotherReadsBackByteForByte) {

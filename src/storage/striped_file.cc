@@ -11,8 +11,6 @@
 
 namespace pfsnet {
 
-using Steady = std::chrono::steady_clock;
-
 StripedFileOptions StripedFileOptions::from(const Config& cfg) {
   StripedFileOptions o;
   o.pagepool = static_cast<uint64_t>(cfg.storage.pagepool);
@@ -64,7 +62,23 @@ StripedFile::~StripedFile() { (void)close(); }
 
 Duration StripedFile::rpc_timeout() const { return opts_.timeout; }
 
+TimePoint StripedFile::deadline(int factor) const {
+  return rpc_.clock().now() + factor * rpc_timeout();
+}
+
+bool StripedFile::wait_locked(MutexLock& lk, TimePoint until, const std::function<bool()>& pred) {
+  return rpc_.waiter().wait_until(lk, cv_, until, pred);
+}
+
 Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
+  std::vector<Release> ended;
+  Status s = write_call(offset, data, ended);
+  answer(ended);
+  return s;
+}
+
+Status StripedFile::write_call(uint64_t offset, std::span<const uint8_t> data,
+                               std::vector<Release>& ended) {
   const uint32_t bs = layout_.block_size();
   std::vector<Extent> ext = layout_.map(offset, data.size());
   MutexLock lk(mu_);
@@ -99,12 +113,14 @@ Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
   struct Done {
     StripedFile* f;
     TokenRange r;
+    std::vector<Release>& ended;
     ~Done() NO_THREAD_SAFETY_ANALYSIS {  // runs with mu_ held: lk outlives it
       auto it = std::find(f->active_.begin(), f->active_.end(), r);
       if (it != f->active_.end()) f->active_.erase(it);
+      f->take_ended_locked(ended);
       f->cv_.notify_all();
     }
-  } done{this, mine};
+  } done{this, mine, ended};
   ++st_.writes;
   st_.bytes_written += data.size();
   if (opts_.direct_writes) {
@@ -123,13 +139,13 @@ Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
     for (const Extent& e : ext)
       if (--writing_[e.file_block] == 0) writing_.erase(e.file_block);
     cv_.notify_all();
-    return st;
+    return st;  // ended releases: taken by `done`, answered by write()
   }
-  auto until = Steady::now() + 2 * rpc_timeout();
+  const TimePoint until = deadline(2);
   for (const Extent& e : ext) {
     // Room in the pagepool, and no earlier write to this block under way (order).
     bool waited = false;
-    bool ok = cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) {
+    bool ok = wait_locked(lk, until, [&]() REQUIRES(mu_) {
       bool room = dirty_bytes_ == 0 || dirty_bytes_ + e.length <= opts_.pagepool;
       waited = waited || !room;
       return room && writing_.find(e.file_block) == writing_.end();
@@ -155,6 +171,7 @@ Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
     rpc_.call_async(
         server, kMsgBlockWrite, encode_block_io(io), std::move(bulk),
         [this, fb = e.file_block, len = e.length, server](RpcReply&& r) {
+          std::vector<Release> ended;
           MutexLock g(mu_);
           dirty_bytes_ -= len;
           if (--writing_[fb] == 0) writing_.erase(fb);
@@ -162,7 +179,10 @@ Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
             write_error_ =
                 Status(r.status.code(), "write of block " + std::to_string(fb) + " to " +
                                             server.to_string() + ": " + r.status.message());
+          take_ended_locked(ended);
           cv_.notify_all();
+          g.unlock();  // the file may be gone from here on
+          answer(ended);
         },
         co);
     lk.lock();
@@ -170,45 +190,77 @@ Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
   return Status::Ok();
 }
 
-Result<uint64_t> StripedFile::release_range(uint64_t start, uint64_t end, uint64_t want_end) {
+void StripedFile::release_range(uint64_t start, uint64_t end, uint64_t want_end, Released done) {
   const uint32_t bs = layout_.block_size();
-  MutexLock lk(mu_);
-  // Of [end, want_end) it keeps from the first block at or past `end` it uses: a write
-  // call under way, a block being written, or where a writer left off (it goes on there).
-  uint64_t keep = std::max(end, want_end);
-  auto use = [&](uint64_t at) {
-    if (at >= end) keep = std::min(keep, std::max(end, at / bs * bs));
-  };
-  for (const TokenRange& a : active_) use(a.start);
-  if (auto w = writing_.lower_bound((end + bs - 1) / bs); w != writing_.end()) use(w->first * bs);
-  for (uint64_t c : cursors_) use(c);
-  end = keep;
-  tokens_.remove(start, end);
-  ++revoke_epoch_;
-  ++st_.tokens_revoked;
-  // The writes there, started or under way, end first: acknowledged by the servers.
-  const uint64_t first = start / bs, last = (end + bs - 1) / bs;  // blocks [first, last)
-  auto until = Steady::now() + 2 * rpc_timeout();
-  bool ok = cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) {
-    for (const TokenRange& a : active_)
-      if (a.overlaps(start, end)) return false;
-    auto w = writing_.lower_bound(first);
-    return w == writing_.end() || w->first >= last;
-  });
-  if (!ok)
-    return Status(Code::kTimeout, "token of " + name_ + ": writes still under way after " +
-                                      std::to_string(to_ms(2 * rpc_timeout()) / 1000) + " s");
-  // Another node writes there next: a cached block would be stale.
-  for (auto c = cache_.lower_bound(first); c != cache_.end() && c->first < last;) {
-    if (c->second.state == Block::kLoading) {
-      c->second.stale = true;
-      ++c;
-    } else {
-      cached_bytes_ -= bs;
-      c = cache_.erase(c);
-    }
+  std::vector<Release> ended, cut_short;
+  {
+    MutexLock lk(mu_);
+    // Of [end, want_end) it keeps from the first block at or past `end` it uses: a write
+    // call under way, a block being written, or where a writer left off (it goes on there).
+    uint64_t keep = std::max(end, want_end);
+    auto use = [&](uint64_t at) {
+      if (at >= end) keep = std::min(keep, std::max(end, at / bs * bs));
+    };
+    for (const TokenRange& a : active_) use(a.start);
+    if (auto w = writing_.lower_bound((end + bs - 1) / bs); w != writing_.end()) use(w->first * bs);
+    for (uint64_t c : cursors_) use(c);
+    end = keep;
+    tokens_.remove(start, end);
+    ++revoke_epoch_;
+    ++st_.tokens_revoked;
+    // No write starts there now (the token is gone); the answer waits for those under way
+    // to be acknowledged by the servers. A write's error comes at its flush, as without
+    // tokens.
+    releasing_.push_back(Release{start, end, std::move(done)});
+    take_ended_locked(ended);
+    if (closed_) cut_short.swap(releasing_);
   }
-  return end;  // a write's error comes at its flush, as without tokens
+  answer(ended);
+  cancel(cut_short);
+}
+
+bool StripedFile::writing_in_locked(uint64_t start, uint64_t end) const {
+  const uint32_t bs = layout_.block_size();
+  for (const TokenRange& a : active_)
+    if (a.overlaps(start, end)) return true;
+  auto w = writing_.lower_bound(start / bs);
+  return w != writing_.end() && w->first < (end + bs - 1) / bs;
+}
+
+void StripedFile::take_ended_locked(std::vector<Release>& out) {
+  const uint32_t bs = layout_.block_size();
+  for (auto r = releasing_.begin(); r != releasing_.end();) {
+    if (writing_in_locked(r->start, r->end)) {
+      ++r;
+      continue;
+    }
+    // Another node writes there next: a cached block would be stale.
+    const uint64_t first = r->start / bs, last = (r->end + bs - 1) / bs;  // blocks
+    for (auto c = cache_.lower_bound(first); c != cache_.end() && c->first < last;) {
+      if (c->second.state == Block::kLoading) {
+        c->second.stale = true;
+        ++c;
+      } else {
+        cached_bytes_ -= bs;
+        c = cache_.erase(c);
+      }
+    }
+    out.push_back(std::move(*r));
+    r = releasing_.erase(r);
+  }
+}
+
+void StripedFile::answer(std::vector<Release>& ended) {
+  for (Release& r : ended) r.done(r.end);
+  ended.clear();
+}
+
+void StripedFile::cancel(std::vector<Release>& cut_short) const {
+  for (Release& r : cut_short)
+    r.done(Status(Code::kCancelled, "file " + name_ +
+                                        " closed with a write still under way in the range "
+                                        "it gave back"));
+  cut_short.clear();
 }
 
 namespace {
@@ -226,9 +278,9 @@ class Lent final : public BufferPool {
     --out_;
     cv_.notify_all();
   }
-  bool wait_returned(Duration d) EXCLUDES(mu_) {
+  bool wait_returned(Waiter& w, TimePoint until) EXCLUDES(mu_) {
     MutexLock l(mu_);
-    return cv_.wait_for(l, d, [&]() REQUIRES(mu_) { return out_ == 0; });
+    return w.wait_until(l, cv_, until, [&]() REQUIRES(mu_) { return out_ == 0; });
   }
 
  private:
@@ -240,7 +292,7 @@ class Lent final : public BufferPool {
 }  // namespace
 
 Status StripedFile::send_direct(const std::vector<Extent>& ext, std::span<const uint8_t> data) {
-  auto until = Steady::now() + 2 * rpc_timeout();
+  const TimePoint until = deadline(2);
   auto lent = std::make_shared<Lent>();
   CallBatch batch(rpc_);
   CallOptions co;
@@ -257,7 +309,7 @@ Status StripedFile::send_direct(const std::vector<Extent>& ext, std::span<const 
   }
   // Each RPC ends within its timeout, with a reply or an error.
   Status st;
-  if (!batch.wait(until - Steady::now()))
+  if (!batch.wait(until - rpc_.clock().now()))
     st = Status(Code::kTimeout, "write of " + name_ + ": unanswered after " +
                                     std::to_string(to_ms(2 * rpc_timeout()) / 1000) + " s");
   std::vector<RpcReply> rs = batch.take();
@@ -269,7 +321,7 @@ Status StripedFile::send_direct(const std::vector<Extent>& ext, std::span<const 
                                            ": " + rs[i].status.message());
   // After an error a write may still be on its way out of a connection: the caller's
   // memory is not its own again until it is out (or the connection gone).
-  if (!lent->wait_returned(rpc_timeout())) {
+  if (!lent->wait_returned(rpc_.waiter(), deadline())) {
     PFS_LOG_ERROR(
         "direct write of {}: a connection still holds the caller's data {} s after "
         "the RPC ended",
@@ -293,16 +345,14 @@ void StripedFile::drop_cached_locked(uint64_t fb) {
 
 Status StripedFile::flush() {
   MutexLock lk(mu_);
-  auto until = Steady::now() + 2 * rpc_timeout();
-  if (!cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) { return writing_.empty(); }))
+  if (!wait_locked(lk, deadline(2), [&]() REQUIRES(mu_) { return writing_.empty(); }))
     return Status(Code::kTimeout, "flush of " + name_ + ": writes still unacknowledged");
   return std::exchange(write_error_, Status::Ok());
 }
 
 Status StripedFile::wait_writes_locked(MutexLock& lk, const std::vector<uint64_t>& blocks,
                                        const char* op) {
-  auto until = Steady::now() + 2 * rpc_timeout();
-  bool ok = cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) {
+  bool ok = wait_locked(lk, deadline(2), [&]() REQUIRES(mu_) {
     for (uint64_t b : blocks)
       if (writing_.count(b)) return false;
     return true;
@@ -410,12 +460,12 @@ Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
   lk.unlock();
   fetch(to_fetch);
   lk.lock();
-  auto until = Steady::now() + 2 * rpc_timeout();
+  const TimePoint until = deadline(2);
   for (const Extent& e : ext) {
     // Bounded: a block evicted or made stale while this thread waited is fetched again.
     for (int tries = 0;; ++tries) {
       auto it = cache_.find(e.file_block);
-      bool ok = cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) {
+      bool ok = wait_locked(lk, until, [&]() REQUIRES(mu_) {
         it = cache_.find(e.file_block);
         return it == cache_.end() || it->second.state != Block::kLoading;
       });
@@ -455,14 +505,17 @@ Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
 Status StripedFile::close() {
   Status s = flush();
   bool was_closed;
+  std::vector<Release> ended, cut_short;
   {
     MutexLock lk(mu_);
-    auto until = Steady::now() + 2 * rpc_timeout();
-    if (!cv_.wait_for(lk, until - Steady::now(), [&]() REQUIRES(mu_) { return loading_ == 0; }) &&
-        s.ok())
+    if (!wait_locked(lk, deadline(2), [&]() REQUIRES(mu_) { return loading_ == 0; }) && s.ok())
       s = Status(Code::kTimeout, "close of " + name_ + ": reads still under way");
     was_closed = std::exchange(closed_, true);
+    take_ended_locked(ended);
+    cut_short.swap(releasing_);  // a write call of another thread still under way there
   }
+  answer(ended);
+  cancel(cut_short);
   if (opts_.tokens && !was_closed) {
     opts_.tokens->remove_holder(this);
     opts_.tokens->release(manager(), name_);

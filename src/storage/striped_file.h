@@ -26,12 +26,16 @@
 // its cached copy is gone (evicted, or the file opened after them).
 //
 // Threads: every function from any thread; replies come on I/O threads. Every wait has a
-// deadline (the RPC timeout, x2 for a wait on another's writes).
+// deadline on the engine's clock (the RPC timeout, x2 for a wait on another's writes) and
+// waits as the engine's waiter does (rpc/waiter.h): on the deterministic in-process
+// cluster a blocking call runs the cluster until it ends. A revocation never blocks
+// (release_range answers once the writes there are acknowledged).
 #pragma once
 
 #include <pfsnet/config.h>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -93,10 +97,12 @@ class StripedFile final : public TokenHolder {
   StripedFileStats stats() const;
 
   // TokenHolder: the manager takes [start, end) back, and of [end, want_end) what this
-  // file does not use -- no new write starts there, the writes under way there are
-  // acknowledged, its cached blocks there are dropped.
+  // file does not use -- no new write starts there at once; `done` is answered once the
+  // writes under way there are acknowledged (by the thread that sees the last one end),
+  // and its cached blocks there are dropped then. A file closed with a write call still
+  // under way there answers kCancelled (its manager then drops its tokens).
   const std::string& token_file() const override { return name_; }
-  Result<uint64_t> release_range(uint64_t start, uint64_t end, uint64_t want_end) override
+  void release_range(uint64_t start, uint64_t end, uint64_t want_end, Released done) override
       EXCLUDES(mu_);
 
  private:
@@ -107,8 +113,28 @@ class StripedFile final : public TokenHolder {
     uint64_t used = 0;   // LRU tick
     bool stale = false;  // written while loading: dropped when it arrives
   };
+  // A range given back whose writes have not all ended yet (release_range).
+  struct Release {
+    uint64_t start = 0, end = 0;
+    Released done;
+  };
   Duration rpc_timeout() const;
   TimePoint deadline(int factor = 1) const;
+  // Until `pred` holds or `until` passes, by the engine's waiter (rpc/waiter.h).
+  bool wait_locked(MutexLock& lk, TimePoint until, const std::function<bool()>& pred) REQUIRES(mu_);
+  // Whether a write call or a block write of [start, end) is under way.
+  bool writing_in_locked(uint64_t start, uint64_t end) const REQUIRES(mu_);
+  // Moves the releases whose writes have all ended into `out`, their cached blocks dropped:
+  // answer them (answer()) once mu_ is let go. Called wherever a write ends.
+  void take_ended_locked(std::vector<Release>& out) REQUIRES(mu_);
+  // Static: a write's completion answers after letting go of mu_, when the file may be
+  // gone already (its flush or close saw the last write end).
+  static void answer(std::vector<Release>& ended);
+  // Releases of a closed file whose writes are still under way: kCancelled (the manager
+  // then drops this node's tokens on the file).
+  void cancel(std::vector<Release>& cut_short) const EXCLUDES(mu_);
+  Status write_call(uint64_t offset, std::span<const uint8_t> data, std::vector<Release>& ended)
+      EXCLUDES(mu_);
   // Makes room for file block `fb` and adds it to `fetch` unless it is cached or loading.
   // Returns false when the pagepool has no room (only for read-ahead; a demanded block
   // always goes).
@@ -146,6 +172,7 @@ class StripedFile final : public TokenHolder {
   RangeSet tokens_ GUARDED_BY(mu_);                 // held write tokens
   std::vector<TokenRange> active_ GUARDED_BY(mu_);  // write calls under way
   uint64_t revoke_epoch_ GUARDED_BY(mu_) = 0;       // +1 per revocation
+  std::vector<Release> releasing_ GUARDED_BY(mu_);  // given back, writes still under way
   // Where the last write calls ended (a sequential writer goes on there), newest last.
   static constexpr size_t kCursors = 64;
   std::deque<uint64_t> cursors_ GUARDED_BY(mu_);

@@ -86,8 +86,7 @@ struct TokenService::Pending {
   size_t revoking = 0;  // revocations of its round not yet answered (under mu_)
 };
 
-TokenService::TokenService(RpcEngine& rpc, const Clock& clock, Duration timeout)
-    : rpc_(rpc), timeout_(timeout), revokers_(4, clock, "pfs-revoke") {
+TokenService::TokenService(RpcEngine& rpc, Duration timeout) : rpc_(rpc), timeout_(timeout) {
   // Neither holds its sender's credit while it waits: an acquire waits for revocations
   // answered by the very nodes whose acquires wait, a revocation for block writes' replies
   // from the very server that waits for it (see AsyncCredit).
@@ -122,7 +121,6 @@ void TokenService::stop() {
     queued.swap(queue_);
   }
   queued.clear();  // their Responders answer kCancelled
-  revokers_.stop();
 }
 
 void TokenService::on_acquire(TokenRangeMsg m, const Nid& from, TypedResponder<TokenRangeMsg> r) {
@@ -189,7 +187,8 @@ void TokenService::revoke_round(const std::string& file, const std::shared_ptr<P
   const uint64_t most = std::max(end, p->want.want_end);
   CallOptions co;
   co.timeout = timeout_;
-  co.urgent = true;  // the requester's writes wait on it: never behind I/O for a slot
+  co.attempt_timeout = timeout_;  // the holder answers once its writes there are acknowledged
+  co.urgent = true;               // the requester's writes wait on it: never behind I/O for a slot
   for (const Nid& h : holders) {
     call_async(
         rpc_, kRevoke, h, TokenRangeMsg{file, start, end, p->want.want_end},
@@ -221,54 +220,69 @@ void TokenService::revoke_round(const std::string& file, const std::shared_ptr<P
 }
 
 void TokenService::on_revoke(TokenRangeMsg m, TypedResponder<TokenRangeMsg> r) {
-  auto reply = std::make_shared<TypedResponder<TokenRangeMsg>>(std::move(r));
+  // Every holder of the file gives back what it does not use; the answer is the least of
+  // theirs, once all have answered (none: what no open file of it uses, all of it).
+  struct Gather {
+    Mutex mu;
+    size_t left GUARDED_BY(mu) = 0;
+    Status status GUARDED_BY(mu);
+    uint64_t released GUARDED_BY(mu) = 0;
+    TypedResponder<TokenRangeMsg> reply;  // answered once, by the last holder's answer
+  };
+  auto g = std::make_shared<Gather>();
+  g->reply = std::move(r);
+  std::vector<TokenHolder*> hs;
   {
     MutexLock lk(mu_);
-    ++busy_;
+    for (TokenHolder* h : holders_)
+      if (h->token_file() == m.file) hs.push_back(h);
+    ++st_.revoked;
+    ++busy_;  // remove_holder waits until its holder has been handed the range
   }
-  bool queued = revokers_.submit([this, m, reply] {
-    std::vector<TokenHolder*> hs;
-    {
-      MutexLock lk(mu_);
-      for (TokenHolder* h : holders_)
-        if (h->token_file() == m.file) hs.push_back(h);
-      ++st_.revoked;
-    }
-    // Holders stay registered until closed, and close waits for no revocation: a holder
-    // is used here only while registered -- see remove_holder.
-    Status s;
-    uint64_t released = std::max(m.end, m.want_end);  // what no open file of it uses
-    for (TokenHolder* h : hs) {
-      auto e = h->release_range(m.start, m.end, m.want_end);
-      if (!e.ok() && s.ok()) s = e.status();
-      if (e.ok()) released = std::min(released, *e);
-    }
+  {
+    MutexLock lk(g->mu);
+    g->left = hs.size() + 1;  // +1: this function, until every holder has been asked
+    g->released = std::max(m.end, m.want_end);
+  }
+  auto answer = [g, m](Result<uint64_t> e) {
+    MutexLock lk(g->mu);
+    if (!e.ok() && g->status.ok()) g->status = e.status();
+    if (e.ok()) g->released = std::min(g->released, *e);
+    if (--g->left > 0) return;
+    Status s = g->status;
+    uint64_t released = g->released;
+    lk.unlock();
     if (s.ok())
-      reply->reply(TokenRangeMsg{m.file, m.start, released, 0});
+      g->reply.reply(TokenRangeMsg{m.file, m.start, released, 0});
     else
-      reply->fail(s);
-    MutexLock lk(mu_);
-    --busy_;
-    cv_.notify_all();
-  });
-  if (!queued) {
-    reply->fail(Status(Code::kCancelled, "stopping"));
+      g->reply.fail(s);
+  };
+  // Holders stay registered until closed; one is used here only while registered (see
+  // remove_holder), and answers when its writes there are acknowledged.
+  for (TokenHolder* h : hs) h->release_range(m.start, m.end, m.want_end, answer);
+  {
     MutexLock lk(mu_);
     --busy_;
     cv_.notify_all();
   }
+  answer(std::max(m.end, m.want_end));
 }
 
-Result<TokenRange> TokenService::acquire(const Nid& manager, const std::string& file,
-                                         uint64_t start, uint64_t end, uint64_t want_end) {
+CallOptions TokenService::acquire_options() const {
   CallOptions co;
-  // The manager may first revoke from others, each within the RPC timeout.
+  // The manager may first revoke from others, each within the RPC timeout: a slow answer
+  // is not a lost one (one attempt).
   co.timeout = 3 * timeout_;
+  co.attempt_timeout = co.timeout;
   // Not behind this node's own queued writes: a revocation may wait for them, and they
   // for the slots an acquire would hold.
   co.urgent = true;
-  Result<TokenRangeMsg> g =
-      call(rpc_, kAcquire, manager, TokenRangeMsg{file, start, end, want_end}, co);
+  return co;
+}
+
+Result<TokenRange> TokenService::granted(const Nid& manager, const std::string& file,
+                                         uint64_t start, uint64_t end, uint64_t want_end,
+                                         const Result<TokenRangeMsg>& g) {
   auto failed = [&](Code c, const std::string& why) {
     return Status(c, "write token for " + file + " [" + std::to_string(start) + ", " +
                          std::to_string(end) + ") from " + manager.to_string() + ": " + why);
@@ -281,6 +295,24 @@ Result<TokenRange> TokenService::acquire(const Nid& manager, const std::string& 
   MutexLock lk(mu_);
   ++st_.acquired;
   return TokenRange{g->start, g->end};
+}
+
+Result<TokenRange> TokenService::acquire(const Nid& manager, const std::string& file,
+                                         uint64_t start, uint64_t end, uint64_t want_end) {
+  return granted(
+      manager, file, start, end, want_end,
+      call(rpc_, kAcquire, manager, TokenRangeMsg{file, start, end, want_end}, acquire_options()));
+}
+
+void TokenService::acquire_async(const Nid& manager, const std::string& file, uint64_t start,
+                                 uint64_t end, uint64_t want_end,
+                                 std::function<void(Result<TokenRange>)> done) {
+  call_async(
+      rpc_, kAcquire, manager, TokenRangeMsg{file, start, end, want_end},
+      [this, manager, file, start, end, want_end, done = std::move(done)](Result<TokenRangeMsg> g) {
+        done(granted(manager, file, start, end, want_end, g));
+      },
+      acquire_options());
 }
 
 void TokenService::release(const Nid& manager, const std::string& file) {
@@ -299,8 +331,9 @@ void TokenService::add_holder(TokenHolder* h) {
 void TokenService::remove_holder(TokenHolder* h) {
   MutexLock lk(mu_);
   holders_.erase(h);
-  // A revocation that took it before it went finishes first.
-  cv_.wait_for(lk, 3 * timeout_, [&]() REQUIRES(mu_) { return busy_ == 0; });
+  // A revocation that took it before it went has handed it the range first (never long:
+  // release_range does not block).
+  cv_.wait_for(lk, timeout_, [&]() REQUIRES(mu_) { return busy_ == 0; });
 }
 
 TokenStats TokenService::stats() const {

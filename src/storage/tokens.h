@@ -37,9 +37,11 @@
 // [start, end) in bytes, whole blocks as the clients ask.
 //
 // The ranges and the manager's table are pure (storage/token_table.h).
-// Thread safety: TokenService: any thread;
-// its handlers answer later (revocations are RPCs), a holder's side of a revocation runs on
-// its own worker threads.
+// Thread safety: TokenService: any thread. Nothing in it blocks but acquire(): the
+// manager's handlers answer later (revocations are RPCs), and a holder answers a
+// revocation when its writes are acknowledged (TokenHolder), on the thread that sees them
+// end -- so it runs on the deterministic in-process cluster as in a daemon, with no thread
+// of its own.
 #pragma once
 
 #include <pfsnet/nid.h>
@@ -57,19 +59,22 @@
 #include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
 #include "rpc/rpc_method.h"
-#include "rpc/worker_pool.h"
 #include "storage/token_table.h"
 
 namespace pfsnet {
 
 // What a client needs of a file for its tokens: give back [start, end) and of [end,
-// want_end) what it does not use (blocking until released); returns the end of the range
-// it gave back, in [end, want_end] (want_end <= end: just [start, end)).
+// want_end) what it does not use, then call `done` with the end of the range it gave back,
+// in [end, want_end] (want_end <= end: just [start, end)), or an error. It may answer at
+// once or later (once its writes there are acknowledged), from any thread, without holding
+// a lock of its own; it never blocks the caller. `done` dropped unanswered (a holder gone)
+// fails the revocation.
 class TokenHolder {
  public:
+  using Released = std::function<void(Result<uint64_t>)>;
   virtual ~TokenHolder() = default;
   virtual const std::string& token_file() const = 0;
-  virtual Result<uint64_t> release_range(uint64_t start, uint64_t end, uint64_t want_end) = 0;
+  virtual void release_range(uint64_t start, uint64_t end, uint64_t want_end, Released done) = 0;
 };
 
 // A TOKEN_* request's fields, in the binary field codec (wire/byte_codec.h): the file's
@@ -93,7 +98,8 @@ struct TokenStats {
 class TokenService final : public NodePart {
  public:
   // Serves the three TOKEN_* messages on `rpc` (register before traffic).
-  TokenService(RpcEngine& rpc, const Clock& clock, Duration timeout);
+  // `timeout`: a revocation's (each holder's answer).
+  TokenService(RpcEngine& rpc, Duration timeout);
   ~TokenService() override;
   const char* part_name() const override { return "tokens"; }
   // Queued acquires are answered kCancelled; revocations under way finish.
@@ -103,6 +109,10 @@ class TokenService final : public NodePart {
   // of [end, want_end) what no other node holds; returns the range granted.
   Result<TokenRange> acquire(const Nid& manager, const std::string& file, uint64_t start,
                              uint64_t end, uint64_t want_end = 0);
+  // The same without blocking: `done` gets what acquire() returns, on the thread that
+  // sees the reply.
+  void acquire_async(const Nid& manager, const std::string& file, uint64_t start, uint64_t end,
+                     uint64_t want_end, std::function<void(Result<TokenRange>)> done);
   void release(const Nid& manager, const std::string& file);  // best effort
   void add_holder(TokenHolder* h) EXCLUDES(mu_);
   void remove_holder(TokenHolder* h) EXCLUDES(mu_);
@@ -118,10 +128,14 @@ class TokenService final : public NodePart {
   void revoke_round(const std::string& file, const std::shared_ptr<Pending>& p,
                     const std::vector<Nid>& holders) EXCLUDES(mu_);
   void on_revoke(TokenRangeMsg m, TypedResponder<TokenRangeMsg> r);
+  // acquire's reply, checked: at least the range asked for, within the one desired.
+  Result<TokenRange> granted(const Nid& manager, const std::string& file, uint64_t start,
+                             uint64_t end, uint64_t want_end, const Result<TokenRangeMsg>& g)
+      EXCLUDES(mu_);
+  CallOptions acquire_options() const;
 
   RpcEngine& rpc_;
   const Duration timeout_;
-  WorkerPool revokers_;  // a holder's side of revocations (they wait for writes)
   mutable Mutex mu_;
   TokenTable table_ GUARDED_BY(mu_);
   std::set<TokenHolder*> holders_ GUARDED_BY(mu_);
@@ -131,7 +145,7 @@ class TokenService final : public NodePart {
   bool stopped_ GUARDED_BY(mu_) = false;
   TokenStats st_ GUARDED_BY(mu_);
   CondVar cv_;
-  int busy_ GUARDED_BY(mu_) = 0;  // revocations taken by a worker, not yet answered
+  int busy_ GUARDED_BY(mu_) = 0;  // revocations handing the range to their holders now
 };
 
 }  // namespace pfsnet
