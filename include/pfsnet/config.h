@@ -183,7 +183,7 @@ struct MeshConfig {
   double report_interval = 15;
   int64_t mgs_sync_rate = 500;
   double outlier_factor = 3.0;
-  double outlier_min_excess_ms = 1.0;
+  double outlier_min_excess_ms = 5.0;
   double throttled_min_excess_ms = 10.0;
   double loss_ratio = 0.01;
   int64_t window = 90;

@@ -56,7 +56,7 @@ std::vector<size_t> mesh_targets(size_t n, size_t self, size_t k, uint64_t epoch
 
 struct MeshOutlierRule {
   double factor = 3.0;
-  double min_excess_ms = 1.0;
+  double min_excess_ms = 5.0;  // as health.slow_min_excess_ms: below it is a busy host
   double throttled_min_excess_ms = 10.0;
   double loss_ratio = 0.01;
   uint32_t min_sent = 5;          // loss is judged over at least this many probes
