@@ -6,7 +6,13 @@
 //                           with TCP_NODELAY. Median of many round trips.
 //   rpc_rtt_64b_p50_nospin  the same with RpcOptions::spin = 0 (the caller sleeps at once).
 //   rpc_rate_64b     RPC/s  64 RPCs in flight (closed loop, async), one client process, one
-//                           pfsnetd; baseline: a plain TCP echo with 64 messages in flight.
+//                           pfsnetd; baseline: a plain TCP echo with 64 messages in flight
+//                           whose two ends poll their sockets (never sleep): the kernel's
+//                           cost per message, as pfsnet's busy I/O threads see it.
+//   tcp_echo_polling_vs_sleeping  msg/s  that echo beside the same echo sleeping in read():
+//                           how much of a sleeping echo is the host's wake-up latency (the
+//                           sleeping echo, once rpc_rate_64b's baseline, read 0.8 M msg/s on
+//                           one day and 4 M on another on the same VM).
 //   rpc_rate_64b_once_vs_repeatable  RPC/s  64 B BRW_WRITEs (exactly-once: recorded in
 //                           the server's reply cache); baseline: 64 B PINGs (repeatable).
 //   bulk_write_1m    MiB/s  1 MiB writes (bulk with the request), 8 in flight; baseline: a
@@ -441,7 +447,10 @@ int main(int argc, char** argv) {
         [&] { return bulk_mib_s(fab, true); }, 5);
   }
   measure(
-      "rpc_rate_64b", "RPC/s", [&] { return tcp_base.echo_rate(seconds); },
+      "tcp_echo_polling_vs_sleeping", "msg/s", [&] { return tcp_base.echo_rate(seconds, false); },
+      [&] { return tcp_base.echo_rate(seconds, true); });
+  measure(
+      "rpc_rate_64b", "RPC/s", [&] { return tcp_base.echo_rate(seconds, true); },
       [&] {
         return closed_loop(64, seconds, [&](RpcEngine::Callback cb) {
           client.rpc->call_async(client.server, kMsgPing, Buffer(), small, std::move(cb));

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -64,8 +65,8 @@ double median_us(std::vector<double>& v) {
 
 }  // namespace
 
-// Forked server: per connection, the first byte picks the mode: 'E' echo, 'S' sink,
-// 'R' source of 1 MiB writes.
+// Forked server: per connection, the first byte picks the mode: 'E' echo, 'P' echo that
+// polls its socket, 'S' sink, 'R' source of 1 MiB writes.
 pid_t TcpBaseline::start_server() const {
   int lfd = tcp_socket();
   int one = 1;
@@ -90,9 +91,12 @@ pid_t TcpBaseline::start_server() const {
       continue;
     }
     std::vector<char> buf(1 << 20);
-    if (mode == 'E') {
+    if (mode == 'E' || mode == 'P') {
+      // 'P' polls: it never sleeps in read (see echo_rate).
+      const int flags = mode == 'P' ? MSG_DONTWAIT : 0;
       for (;;) {
-        ssize_t n = read(fd, buf.data(), buf.size());
+        ssize_t n = recv(fd, buf.data(), buf.size(), flags);
+        if (n < 0 && errno == EAGAIN) continue;
         if (n <= 0 || !write_full(fd, buf.data(), static_cast<size_t>(n))) break;
       }
     } else if (mode == 'S') {
@@ -168,8 +172,9 @@ double fi_pingpong_rtt_us(int iters, const std::string& server_addr, uint16_t po
   return 2 * std::stod(col[6]);
 }
 
-double TcpBaseline::echo_rate(double seconds) const {
-  int fd = connect_mode('E');
+double TcpBaseline::echo_rate(double seconds, bool poll) const {
+  int fd = connect_mode(poll ? 'P' : 'E');
+  const int flags = poll ? MSG_DONTWAIT : 0;
   std::vector<char> out(64 * 64, 'x'), in(1 << 16);
   write_full(fd, out.data(), out.size());  // 64 in flight
   uint64_t bytes = 0;
@@ -178,7 +183,8 @@ double TcpBaseline::echo_rate(double seconds) const {
                          std::chrono::duration<double>(seconds));
   size_t pending = 0;  // partial message bytes
   while (SteadyClock::now() < end) {
-    ssize_t n = read(fd, in.data(), in.size());
+    ssize_t n = recv(fd, in.data(), in.size(), flags);
+    if (n < 0 && errno == EAGAIN) continue;
     if (n <= 0) break;
     bytes += static_cast<uint64_t>(n);
     pending += static_cast<size_t>(n);

@@ -16,12 +16,18 @@ struct TcpBaseline {
 
   // Forks the server, listening on server:port; its pid.
   pid_t start_server() const;
-  // A connection from `client` in `mode` ('E' echo, 'S' sink, 'R' source of 1 MiB writes).
+  // A connection from `client` in `mode` ('E' echo, 'P' polling echo, 'S' sink, 'R' source
+  // of 1 MiB writes).
   int connect_mode(char mode) const;
   // The p50 round trip of 64-byte messages, one at a time (us).
   double pingpong_p50_us(int iters) const;
-  // 64-byte messages echoed per second, 64 in flight.
-  double echo_rate(double seconds) const;
+  // 64-byte messages echoed per second, 64 in flight. With `poll` both ends poll their
+  // sockets instead of sleeping in read(): the messages then cost what the kernel's TCP
+  // path costs, whatever the host's wake-up latency. Without, 64 messages in flight travel
+  // as one 4 KiB batch and each end sleeps for each: the figure is mostly two wake-ups per
+  // batch, which a VM's idle state moves fivefold (0.8 M msg/s on one day on this machine,
+  // 4 M on another).
+  double echo_rate(double seconds, bool poll) const;
   // MiB/s written to the sink.
   double stream_mib_s(double seconds) const;
 };
