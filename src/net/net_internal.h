@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/free_list.h"
 #include "base/mutex.h"
 #include "net/net.h"
 
@@ -83,6 +84,7 @@ struct Net::TxMsg final : TxCompletion {
   uint64_t conn_id = 0;
 
   void on_tx_done(const Status& s, const TxTimes& t) override;
+  PFSNET_THREAD_FREE_LIST(TxMsg)
 };
 
 inline bool same_net(const Nid& a, const Nid& b) {

@@ -5,6 +5,7 @@
 
 #include <cassert>
 
+#include "base/free_list.h"
 #include "base/log.h"
 #include "rpc/msg_types.h"
 
@@ -29,15 +30,16 @@ std::unique_ptr<OutFrame> frame_of(const SavedReply& r) {
 // closed, a send error, a fault rule) on the best path left, as LNet resends any message
 // whose send failed: Net demerited the failed path, so selection takes another -- a reply
 // to a request that came in over RDMA may so leave over TCP, which the client records as
-// latency mixed. It shares the reply as first sent (the reply cache may hold it too) and
-// holds the Net only, which outlives the engine.
+// latency mixed. It shares the reply as first sent when the reply cache holds it too, else
+// keeps it (its payload and bulk are shared with the frame either way), and holds the Net
+// only, which outlives the engine.
 class ReplyResend final : public TxCompletion {
  public:
-  ReplyResend(Net& net, const Nid& to, std::shared_ptr<const SavedReply> reply, TimePoint deadline)
+  ReplyResend(Net& net, const Nid& to, RpcServer::ReplyRef reply, TimePoint deadline)
       : net_(net), to_(to), reply_(std::move(reply)), deadline_(deadline) {}
 
   void on_tx_done(const Status& s, const TxTimes& t) override {
-    uint64_t xid = reply_->hdr.xid;
+    uint64_t xid = reply_.get().hdr.xid;
     if (s.ok() || left_ == 0 || s.code() == Code::kCancelled || net_.clock().now() >= deadline_) {
       if (!s.ok()) PFS_LOG_WARN("reply {} to {} not sent: {}", xid, to_.to_string(), s.message());
       delete this;
@@ -47,15 +49,19 @@ class ReplyResend final : public TxCompletion {
     PFS_LOG_INFO("reply {} to {} failed on {} ({}); sending it again", xid, to_.to_string(),
                  Nid::unpack(t.local_nid).ok() ? Nid::unpack(t.local_nid)->to_string() : "?",
                  s.message());
-    net_.send(to_, frame_of(*reply_), deadline_, this);  // may complete at once: nothing after it
+    net_.send(to_, frame_of(reply_.get()), deadline_,
+              this);  // may complete at once: nothing after it
   }
 
  private:
   Net& net_;
   const Nid to_;
-  const std::shared_ptr<const SavedReply> reply_;
+  const RpcServer::ReplyRef reply_;
   const TimePoint deadline_;
   int left_ = kReplyResends;
+
+ public:
+  PFSNET_THREAD_FREE_LIST(ReplyResend)
 };
 
 }  // namespace
@@ -160,7 +166,7 @@ bool RpcServer::admit(const Nid& from, const FrameHeader& h) {
     case Admit::kSaved:
       PFS_LOG_DEBUG("request {} xid {} from {} ran already: its reply sent again",
                     type_name(h.msg_type), h.xid, from.to_string());
-      send_reply_frame(from, h.dst_nid, std::move(a.reply), clock_.now());
+      send_reply_frame(from, h.dst_nid, ReplyRef{std::move(a.reply), {}}, clock_.now());
       return false;
     case Admit::kNotKept: {
       RpcResponse r;
@@ -178,7 +184,8 @@ bool RpcServer::admit(const Nid& from, const FrameHeader& h) {
 
 void RpcServer::send_reply(const Nid& to, const FrameHeader& req, TimePoint received,
                            RpcResponse&& r, bool counted, bool saved) {
-  auto reply = std::make_shared<SavedReply>();
+  ReplyRef ref;
+  SavedReply* reply = &ref.own;
   reply->hdr.kind = FrameKind::kReply;
   reply->hdr.xid = req.xid;
   reply->hdr.msg_type = req.msg_type;
@@ -206,10 +213,12 @@ void RpcServer::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
   Nid dest = to;
   uint64_t local = req.dst_nid;
   if (saved) {
+    // The reply cache keeps it: shared from here on.
+    ref.shared = std::make_shared<const SavedReply>(std::move(ref.own));
     std::optional<ReplyPath> p;
     {
       MutexLock lk(replay_mu_);
-      p = replay_.finish(req.incarnation, req.xid, reply);
+      p = replay_.finish(req.incarnation, req.xid, ref.shared);
     }
     // A copy came by another path while it ran: the client waits there now.
     if (p) {
@@ -219,14 +228,13 @@ void RpcServer::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
       }
     }
   }
-  send_reply_frame(dest, local, std::move(reply), now);
+  send_reply_frame(dest, local, std::move(ref), now);
 }
 
-void RpcServer::send_reply_frame(const Nid& to, uint64_t local_nid,
-                                 std::shared_ptr<const SavedReply> reply, TimePoint now) {
+void RpcServer::send_reply_frame(const Nid& to, uint64_t local_nid, ReplyRef reply, TimePoint now) {
   // The reply goes back on the path the request came in on while that NI is up.
   TimePoint deadline = now + opts_.default_timeout;
-  std::unique_ptr<OutFrame> f = frame_of(*reply);
+  std::unique_ptr<OutFrame> f = frame_of(reply.get());
   auto* resend = new ReplyResend(net_, to, std::move(reply), deadline);
   auto local = Nid::unpack(local_nid);
   if (local.ok())

@@ -44,6 +44,14 @@ class RpcServer {
   // Stops the workers (a request after it is answered kCancelled).
   void stop() { workers_.stop(); }
 
+  // A reply as sent and, when its send fails, resent: shared with the reply cache when it
+  // keeps it, else owned (one allocation less per reply of a repeatable request).
+  struct ReplyRef {
+    std::shared_ptr<const SavedReply> shared;
+    SavedReply own;
+    const SavedReply& get() const { return shared ? *shared : own; }
+  };
+
   WorkerStats worker_stats() const { return workers_.stats(); }
   ReplyCacheStats replay_stats() const;
 
@@ -69,8 +77,7 @@ class RpcServer {
                   bool counted, bool saved = false);
   // Sends `reply` to `to` back on the NI `local` (packed; 0: any), resent on the best path
   // left when that send fails; its deadline runs from `now`.
-  void send_reply_frame(const Nid& to, uint64_t local, std::shared_ptr<const SavedReply> reply,
-                        TimePoint now);
+  void send_reply_frame(const Nid& to, uint64_t local, ReplyRef reply, TimePoint now);
 
   Net& net_;
   const RpcOptions opts_;

@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/free_list.h"
 #include "transport/link_pipe.h"
 #include "wire/frame.h"
 #include "wire/payload.h"
@@ -55,6 +56,7 @@ class TxCompletion {
 };
 
 struct OutFrame {
+  PFSNET_THREAD_FREE_LIST(OutFrame)
   FrameHeader hdr;  // hdr.credits is filled by the transport when the frame is encoded
   Payload payload;
   // The data checksum (wire/data_crc.h, flag kFlagDataCrc) when `sealed`: the transport
