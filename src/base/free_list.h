@@ -41,6 +41,9 @@ class ThreadFreeList {
     ++l.count;
   }
 
+  // How many blocks the calling thread's list holds (for tests).
+  static size_t cached() { return list_.count; }
+
  private:
   static constexpr bool kPassThrough = PFSNET_UNDER_ASAN || PFSNET_UNDER_TSAN;
   static_assert(sizeof(T) >= sizeof(void*));
