@@ -47,6 +47,7 @@ class ThreadFreeList {
  private:
   static constexpr bool kPassThrough = PFSNET_UNDER_ASAN || PFSNET_UNDER_TSAN;
   static_assert(sizeof(T) >= sizeof(void*));
+  static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
   struct Node {
     Node* next;
   };
@@ -75,6 +76,29 @@ class ThreadFreeList {
     (void)drain;
   }
   static inline thread_local List list_;
+};
+
+// An allocator over ThreadFreeList for the containers and shared objects of a hot path
+// (std::map nodes, std::allocate_shared): single objects come from the list of their
+// type, arrays from ::operator new.
+template <class T>
+struct FreeListAllocator {
+  using value_type = T;
+  FreeListAllocator() = default;
+  template <class U>
+  FreeListAllocator(const FreeListAllocator<U>&) {}  // NOLINT(google-explicit-constructor)
+  T* allocate(size_t n) {
+    if (n == 1) return static_cast<T*>(ThreadFreeList<T>::allocate(sizeof(T)));
+    return static_cast<T*>(::operator new(n * sizeof(T)));
+  }
+  void deallocate(T* p, size_t n) noexcept {
+    if (n == 1) return ThreadFreeList<T>::release(p, sizeof(T));
+    ::operator delete(p);
+  }
+  template <class U>
+  bool operator==(const FreeListAllocator<U>&) const {
+    return true;
+  }
 };
 
 }  // namespace pfsnet

@@ -71,7 +71,7 @@ std::pair<int64_t, size_t> RpcClient::target_load(const Nid& dst) const {
 
 RpcClient::CallPtr RpcClient::start_call(const Nid& dst, uint32_t type, Buffer payload,
                                          BulkData bulk, Callback cb, CallOptions o) {
-  auto c = std::make_shared<Call>();
+  auto c = std::allocate_shared<Call>(FreeListAllocator<Call>());
   c->eng = this;
   c->dst = dst;
   c->type = type;

@@ -100,8 +100,10 @@ __attribute__((target("sse4.2"))) uint64_t three_way(const uint8_t*& p, size_t& 
 
 __attribute__((target("sse4.2"))) uint32_t hardware(const uint8_t* p, size_t n, uint32_t c) {
   uint64_t c64 = c;
-  c64 = three_way(p, n, c64, kLong, kShiftLong);
-  c64 = three_way(p, n, c64, kShort, kShiftShort);
+  if (n >= 3 * kShort) {  // a frame header or a small payload: one stream is all there is
+    c64 = three_way(p, n, c64, kLong, kShiftLong);
+    c64 = three_way(p, n, c64, kShort, kShiftShort);
+  }
   for (; n >= 8; n -= 8, p += 8) {
     uint64_t w;
     std::memcpy(&w, p, 8);
