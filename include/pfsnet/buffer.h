@@ -27,13 +27,27 @@ class BufferPool {
 
 inline constexpr std::align_val_t kBufferPage{4096};
 
+namespace detail {
+// Buffers of up to kSmallBuffer bytes (a frame's small payload, a data checksum, a 64 B
+// bulk) take a block of that size from the calling thread's free list, and give it back
+// to the freeing thread's (every frame made and freed two of them through malloc).
+// take_small_block() is null when the library is built under a sanitizer, which must see
+// every allocation at its size.
+inline constexpr size_t kSmallBuffer = 256;
+uint8_t* take_small_block();
+void give_small_block(uint8_t* p) noexcept;
+}  // namespace detail
+
 // Frees a Buffer's memory: back to its pool for pooled, else to the heap as allocated.
 struct BufferFree {
   std::shared_ptr<BufferPool> pool;
   bool page_aligned = false;
+  bool small = false;  // a detail::take_small_block() block
   void operator()(uint8_t* p) const {
     if (pool)
       pool->give_back(p);
+    else if (small)
+      detail::give_small_block(p);
     else if (page_aligned)
       ::operator delete[](p, kBufferPage);
     else
@@ -44,8 +58,7 @@ struct BufferFree {
 class Buffer {
  public:
   Buffer() = default;
-  explicit Buffer(size_t n)
-      : data_(n ? std::make_unique_for_overwrite<uint8_t[]>(n).release() : nullptr), size_(n) {}
+  explicit Buffer(size_t n) : data_(allocate(n)), size_(n) {}
   // The same starting on a 4 KiB boundary (a received block, for O_DIRECT).
   static Buffer page_aligned(size_t n) {
     Buffer b;
@@ -85,6 +98,15 @@ class Buffer {
   void shrink_to(size_t n) { size_ = std::min(n, size_); }
 
  private:
+  static std::unique_ptr<uint8_t[], BufferFree> allocate(size_t n) {
+    if (n == 0) return nullptr;
+    if (n <= detail::kSmallBuffer)
+      if (uint8_t* p = detail::take_small_block())
+        return std::unique_ptr<uint8_t[], BufferFree>(p, BufferFree{nullptr, false, true});
+    return std::unique_ptr<uint8_t[], BufferFree>(
+        std::make_unique_for_overwrite<uint8_t[]>(n).release());
+  }
+
   std::unique_ptr<uint8_t[], BufferFree> data_;
   size_t size_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "base/free_list.h"
 
 #include <gtest/gtest.h>
+#include <pfsnet/buffer.h>
 
 #include <memory>
 #include <thread>
@@ -79,6 +80,25 @@ TEST(ThreadFreeListTest, AnotherSizeAndAnotherThreadAreServedToo) {
     delete q;
   });
   t.join();
+}
+
+TEST(ThreadFreeListTest, SmallBuffersTakeBlocksAndLargeOnesDoNot) {
+  // A small Buffer's block goes back to the thread's list and is the next small Buffer's.
+  void* first = nullptr;
+  {
+    Buffer b = Buffer::copy_of(std::string_view("sixty-four bytes or so"));
+    EXPECT_EQ(b.view(), "sixty-four bytes or so");
+    first = b.data();
+  }
+  Buffer again(detail::kSmallBuffer);
+  again.data()[detail::kSmallBuffer - 1] = 1;  // the whole block is its own
+  if (kPools) {
+    EXPECT_EQ(static_cast<void*>(again.data()), first);
+  }
+  // One byte more is an ordinary allocation, never that block.
+  Buffer large(detail::kSmallBuffer + 1);
+  EXPECT_NE(static_cast<void*>(large.data()), first);
+  large.data()[detail::kSmallBuffer] = 2;
 }
 
 }  // namespace
