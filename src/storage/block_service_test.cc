@@ -149,8 +149,14 @@ TEST_F(BlockServiceTest, OverlappingWritesAreSerialisedByTokensDisjointOnesRunFr
   // Overlapping: both write the same 8 blocks in one call each, at once, 6 rounds.
   for (int round = 0; round < 6; ++round) {
     auto pa = pattern(kRange, 1000 + round), pb = pattern(kRange, 2000 + round);
-    std::thread a([&] { EXPECT_TRUE((*f1)->write(0, pa).ok()); });
-    std::thread b([&] { EXPECT_TRUE((*f2)->write(0, pb).ok()); });
+    std::thread a([&] {
+      Status s = (*f1)->write(0, pa);
+      EXPECT_TRUE(s.ok()) << s.to_string();
+    });
+    std::thread b([&] {
+      Status s = (*f2)->write(0, pb);
+      EXPECT_TRUE(s.ok()) << s.to_string();
+    });
     a.join();
     b.join();
     ASSERT_TRUE((*f1)->flush().ok() && (*f2)->flush().ok());

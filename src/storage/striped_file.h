@@ -38,6 +38,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,10 @@ class StripedFile final : public TokenHolder {
   RangeSet tokens_ GUARDED_BY(mu_);                 // held write tokens
   std::vector<TokenRange> active_ GUARDED_BY(mu_);  // write calls under way
   uint64_t revoke_epoch_ GUARDED_BY(mu_) = 0;       // +1 per revocation
+  // Draws the back-off of a writer whose token was taken back before it could use it;
+  // seeded from this node's NIDs and the file's name (distinct nodes draw differently,
+  // the in-process cluster the same every run).
+  std::minstd_rand backoff_rng_ GUARDED_BY(mu_);
   std::vector<Release> releasing_ GUARDED_BY(mu_);  // given back, writes still under way
   // Where the last write calls ended (a sequential writer goes on there), newest last.
   static constexpr size_t kCursors = 64;
