@@ -49,8 +49,8 @@ class ReplyResend final : public TxCompletion {
     PFS_LOG_INFO("reply {} to {} failed on {} ({}); sending it again", xid, to_.to_string(),
                  Nid::unpack(t.local_nid).ok() ? Nid::unpack(t.local_nid)->to_string() : "?",
                  s.message());
-    net_.send(to_, frame_of(reply_.get()), deadline_,
-              this);  // may complete at once: nothing after it
+    // May complete at once: nothing after it.
+    net_.send(to_, frame_of(reply_.get()), deadline_, this);
   }
 
  private:
