@@ -19,6 +19,7 @@
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,6 +63,14 @@ class TempDir {
 inline void write_file(const std::string& path, const std::string& text, mode_t mode = 0644) {
   std::ofstream(path) << text;
   chmod(path.c_str(), mode);
+}
+
+// The whole of a file ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 // The iproute2 `ip` binary ("" when missing).

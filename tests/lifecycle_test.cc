@@ -31,13 +31,6 @@ std::string config_value(const std::string& socket, const std::string& key) {
   return "missing";
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 TEST(LifecycleTest, SighupAppliesRunTimeKeysAndRefusesABrokenFile) {
   TempDir dir;
   std::string key = dir.file("cluster.key");

@@ -21,13 +21,6 @@ using nlohmann::json;
 
 constexpr char kPrometheus[] = "/usr/bin/prometheus";
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 TEST(PrometheusTest, ScrapesPfsnetd) {
   if (access(kPrometheus, X_OK) != 0)
     GTEST_SKIP() << "the prometheus package is not installed (scripts/install-deps.sh installs it)";

@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "base/test_nid.h"
+
 namespace pfsnet {
 namespace {
-
-Nid nid(const char* s) { return *Nid::parse(s); }
 
 NiInfo ni(const char* n) {
   NiInfo i;

@@ -4,14 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include "base/test_nid.h"
 #include "membership/simulation.h"
 
 namespace pfsnet {
 namespace {
 
 using namespace std::chrono_literals;
-
-Nid nid(const char* s) { return *Nid::parse(s); }
 
 class AgentTest : public ::testing::Test {
  protected:

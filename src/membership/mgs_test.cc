@@ -5,12 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include "base/test_nid.h"
+
 namespace pfsnet {
 namespace {
 
 using namespace std::chrono_literals;
-
-Nid nid(const char* s) { return *Nid::parse(s); }
 
 TEST(MembershipProtocol, RoundTripsAndRefusesGarbage) {
   RegisterReq r{"oss01", kRoleServer, {nid("10.0.0.4@tcp"), nid("10.1.0.4@tcp1")}, 42};

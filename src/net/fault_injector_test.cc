@@ -3,13 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include "base/test_nid.h"
+
 namespace pfsnet {
 namespace {
 
 using namespace std::chrono_literals;
 using Kind = FaultInjector::Verdict::Kind;
-
-Nid nid(const char* s) { return *Nid::parse(s); }
 
 TEST(FaultInjectorTest, RateDropsEveryNthMatchingMessage) {
   ManualClock clock;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/test_nid.h"
 #include "transport/mem_transport.h"
 #include "wire/data_crc.h"
 
@@ -10,8 +11,6 @@ namespace pfsnet {
 namespace {
 
 using namespace std::chrono_literals;
-
-Nid nid(const char* s) { return *Nid::parse(s); }
 
 struct Received {
   Nid from;

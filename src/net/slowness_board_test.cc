@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <map>
 
+#include "base/test_nid.h"
+
 namespace pfsnet {
 namespace {
 
 using namespace std::chrono_literals;
-
-Nid nid(const char* s) { return *Nid::parse(s); }
 
 // Drives a board one second at a time with figures per path, on a manual clock.
 struct Drive {

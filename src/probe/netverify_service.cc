@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/mutex.h"
 #include "base/thread_name.h"
+#include "net/net_internal.h"  // same_net
 #include "rpc/call_batch.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_method.h"
@@ -185,8 +186,6 @@ NvPath path_to(const Nid& peer) {
   p.peer = peer;
   return p;
 }
-
-bool same_net(const Nid& a, const Nid& b) { return a.type == b.type && a.net_num == b.net_num; }
 
 // NETVERIFY_INFO's request names the NID it was sent to: the route back is from that
 // address.

@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "base/test_nid.h"
+
 namespace pfsnet {
 namespace {
-
-Nid nid(const char* s) { return *Nid::parse(s); }
 
 const NvCheck& check(const std::vector<NvCheck>& v, const std::string& name) {
   for (const NvCheck& c : v)

@@ -3,6 +3,7 @@
 // schedule, fault rules, and the errors a caller gets when every attempt fails.
 #include <gtest/gtest.h>
 
+#include "base/test_nid.h"
 #include "rpc/health_monitor.h"
 #include "rpc/node_core.h"
 #include "rpc/ping.h"
@@ -14,8 +15,6 @@ namespace pfsnet {
 namespace {
 
 using namespace std::chrono_literals;
-
-Nid nid(const char* s) { return *Nid::parse(s); }
 
 // A node core over the in-memory transport under the link-emulation decorator (it holds
 // fault delays), ticked by the test; with RPC statistics when `stats`, never a health

@@ -15,7 +15,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-Nid nid(int host) { return *Nid::parse("10.0.1." + std::to_string(host) + "@tcp"); }
+Nid node_nid(int host) { return *Nid::parse("10.0.1." + std::to_string(host) + "@tcp"); }
 
 // Records what the core did to it (and whether the core was started at the time) in one
 // log shared by every part; its round runs every 100 ms on the queue it was given.
@@ -54,8 +54,8 @@ class NodeCorePartsTest : public ::testing::Test {
  protected:
   NodeCorePartsTest() {
     hub_.set_clock(&clock_);
-    core_ = std::make_unique<NodeCore>(
-        mem_node_options(hub_, clock_, {nid(1)}, NetOptions{}, RpcOptions{}, "parts-key-0123"));
+    core_ = std::make_unique<NodeCore>(mem_node_options(hub_, clock_, {node_nid(1)}, NetOptions{},
+                                                        RpcOptions{}, "parts-key-0123"));
     raw_ = core_.get();
     for (const char* n : {"a", "b", "c"})
       parts_.push_back(std::make_unique<Recorder>(n, log_, raw_, clock_));

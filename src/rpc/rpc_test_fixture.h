@@ -7,6 +7,7 @@
 
 #include <thread>
 
+#include "base/test_nid.h"
 #include "rpc/node_core.h"
 #include "rpc/ping.h"
 #include "rpc/rpc_engine.h"
@@ -16,8 +17,6 @@
 namespace pfsnet::rpc_test {
 
 using namespace std::chrono_literals;
-
-inline Nid nid(const char* s) { return *Nid::parse(s); }
 
 // A node core over the in-memory transport, ticked by the test (no driver thread), without
 // statistics or a health monitor.

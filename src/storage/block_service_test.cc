@@ -20,6 +20,7 @@
 #include "storage/layout.h"
 #include "storage/protocol.h"
 #include "storage/striped_file.h"
+#include "storage/test_pattern.h"
 #include "storage/tokens.h"
 
 namespace pfsnet {
@@ -53,13 +54,6 @@ struct TcpNode {
 };
 
 uint16_t test_port() { return static_cast<uint16_t>(20000 + getpid() % 20000); }
-
-std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 g(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(g());
-  return v;
-}
 
 class BlockServiceTest : public ::testing::Test {
  protected:
@@ -128,10 +122,12 @@ TEST_F(BlockServiceTest, OverlappingWritesAreSerialisedByTokensDisjointOnesRunFr
   // Disjoint: c1 the first 8 blocks, c2 the next 8, at once, a block per call.
   {
     std::thread a([&] {
-      for (int i = 0; i < 8; ++i) EXPECT_TRUE((*f1)->write(i * kBlock, pattern(kBlock, i)).ok());
+      for (int i = 0; i < 8; ++i)
+        EXPECT_TRUE((*f1)->write(i * kBlock, test_pattern(kBlock, i)).ok());
     });
     std::thread b([&] {
-      for (int i = 8; i < 16; ++i) EXPECT_TRUE((*f2)->write(i * kBlock, pattern(kBlock, i)).ok());
+      for (int i = 8; i < 16; ++i)
+        EXPECT_TRUE((*f2)->write(i * kBlock, test_pattern(kBlock, i)).ok());
     });
     a.join();
     b.join();
@@ -148,7 +144,7 @@ TEST_F(BlockServiceTest, OverlappingWritesAreSerialisedByTokensDisjointOnesRunFr
   EXPECT_EQ(manager.stats().holders_dropped, 0u);
   // Overlapping: both write the same 8 blocks in one call each, at once, 6 rounds.
   for (int round = 0; round < 6; ++round) {
-    auto pa = pattern(kRange, 1000 + round), pb = pattern(kRange, 2000 + round);
+    auto pa = test_pattern(kRange, 1000 + round), pb = test_pattern(kRange, 2000 + round);
     std::thread a([&] {
       Status s = (*f1)->write(0, pa);
       EXPECT_TRUE(s.ok()) << s.to_string();
@@ -169,7 +165,7 @@ TEST_F(BlockServiceTest, OverlappingWritesAreSerialisedByTokensDisjointOnesRunFr
   EXPECT_GE(manager.stats().revocations, 1u);
   EXPECT_GE((*f1)->stats().tokens_revoked + (*f2)->stats().tokens_revoked, 1u);
   // Coherence: c1 writes and reads block 20 (cached), c2 writes it, c1 reads c2's data.
-  auto mine = pattern(kBlock, 7), theirs = pattern(kBlock, 8);
+  auto mine = test_pattern(kBlock, 7), theirs = test_pattern(kBlock, 8);
   ASSERT_TRUE((*f1)->write(20 * kBlock, mine).ok());
   std::vector<uint8_t> got(kBlock);
   ASSERT_TRUE((*f1)->read(20 * kBlock, got).ok());
@@ -199,12 +195,12 @@ TEST_F(BlockServiceTest, WhatOneClientWritesAnotherReadsBackByteForByte) {
   uint64_t pos = 100;
   for (int i = 0; pos < want.size(); ++i) {
     size_t n = std::min<size_t>(want.size() - pos, 30'000 + i * 9'999);
-    auto p = pattern(n, i);
+    auto p = test_pattern(n, i);
     ASSERT_TRUE((*f)->write(pos, p).ok());
     std::copy(p.begin(), p.end(), want.begin() + pos);
     pos += n;
   }
-  auto over = pattern(2 * kBlock + 5, 99);
+  auto over = test_pattern(2 * kBlock + 5, 99);
   ASSERT_TRUE((*f)->write(kBlock - 3, over).ok());
   std::copy(over.begin(), over.end(), want.begin() + kBlock - 3);
   ASSERT_TRUE((*f)->close().ok());
@@ -238,7 +234,7 @@ TEST_F(BlockServiceTest, WhatOneClientWritesAnotherReadsBackByteForByte) {
 TEST_F(BlockServiceTest, AReaderSeesItsOwnWritesAndWriteErrorsComeAtFlush) {
   auto f = StripedFile::open(*c1_.rpc, "own", {s1_.nid()}, fopts());
   ASSERT_TRUE(f.ok());
-  auto p = pattern(kBlock, 5);
+  auto p = test_pattern(kBlock, 5);
   std::vector<uint8_t> got(kBlock);
   ASSERT_TRUE((*f)->read(0, got).ok());  // cached zeros ...
   EXPECT_EQ(got, std::vector<uint8_t>(kBlock, 0));
@@ -265,7 +261,7 @@ TEST_F(BlockServiceTest, DirectWritesAreAcknowledgedOnReturnAndLeaveTheCallersMe
   auto reader = StripedFile::open(*c2_.rpc, "direct", {s1_.nid(), s2_.nid()}, fopts());
   ASSERT_TRUE(f.ok() && reader.ok());
   // Unaligned and across blocks and servers.
-  auto p = pattern(3 * kBlock + 1234, 21);
+  auto p = test_pattern(3 * kBlock + 1234, 21);
   std::vector<uint8_t> mine = p;
   ASSERT_TRUE((*f)->write(777, mine).ok());
   std::fill(mine.begin(), mine.end(), uint8_t(0xEE));  // the caller's buffer is its own again
@@ -312,7 +308,7 @@ TEST_F(BlockServiceTest, RequestsWaitForBuffersInsteadOfFailing) {
     ASSERT_TRUE(f.ok());
     files.push_back(std::move(*f));
   }
-  auto p = pattern(32 * kBlock, 7);
+  auto p = test_pattern(32 * kBlock, 7);
   std::vector<std::thread> th;
   std::vector<Status> res(2);
   for (int i = 0; i < 2; ++i)
@@ -354,7 +350,7 @@ TEST_F(BlockServiceTest, TheEmulatedDiskSetsTheRate) {
   auto f = StripedFile::open(*c1_.rpc, "slow", {s.nid()}, fopts(4 << 20));
   ASSERT_TRUE(f.ok());
   auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE((*f)->write(0, pattern(2 << 20, 1)).ok());
+  ASSERT_TRUE((*f)->write(0, test_pattern(2 << 20, 1)).ok());
   ASSERT_TRUE((*f)->flush().ok());
   auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_EQ(svc.stats().targets[0].busy, 100ms);

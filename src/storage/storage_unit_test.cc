@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <random>
 
+#include "base/test_nid.h"
 #include "storage/block_service.h"
 #include "storage/device_layout.h"
 #include "storage/disk_model.h"
@@ -21,8 +22,6 @@ namespace pfsnet {
 namespace {
 
 using namespace std::chrono_literals;
-
-Nid nid(const char* s) { return *Nid::parse(s); }
 
 TEST(StripeLayoutTest, BlocksGoRoundRobinAndRangesSplitAtBlocks) {
   auto l = StripeLayout::make(

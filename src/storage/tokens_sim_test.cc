@@ -16,6 +16,7 @@
 #include "rpc/sim_cluster.h"
 #include "storage/block_service.h"
 #include "storage/striped_file.h"
+#include "storage/test_pattern.h"
 #include "storage/tokens.h"
 
 namespace pfsnet {
@@ -26,13 +27,6 @@ using namespace std::chrono_literals;
 constexpr uint32_t kBlock = 64 << 10;
 constexpr uint64_t B = kBlock, kEnd = kTokenMaxOffset;
 constexpr Duration kTimeout = 10s;  // RPC and revocation timeout
-
-std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 g(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(g());
-  return v;
-}
 
 class TokenSimTest : public ::testing::Test {
  protected:
@@ -99,10 +93,10 @@ TEST_F(TokenSimTest, AHolderGivesARangeBackOnlyOnceItsWritesThereAreAcknowledged
   auto f1 = open("c1", "turns");
   auto f2 = open("c2", "turns");
   ASSERT_TRUE(f1 && f2);
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(f1->write(i * B, pattern(kBlock, i)).ok());
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(f1->write(i * B, test_pattern(kBlock, i)).ok());
   // c1 holds the whole file (a first write asks for the rest): its write-behind is out.
   const TimePoint t0 = sim_.clock().now();
-  const auto theirs = pattern(8 * kBlock, 100);
+  const auto theirs = test_pattern(8 * kBlock, 100);
   ASSERT_TRUE(f2->write(0, theirs).ok());
   const Duration took = sim_.clock().now() - t0;
   EXPECT_GE(took, 400ms) << "c2 wrote before c1's writes were acknowledged";
@@ -121,7 +115,7 @@ TEST_F(TokenSimTest, AHolderGivesARangeBackOnlyOnceItsWritesThereAreAcknowledged
   // Coherence: c1 reads block 3 (c2's, cached now), writes it again -- taking the token
   // back from c2 -- and c2, which wrote it last, reads c1's bytes.
   std::vector<uint8_t> got(kBlock);
-  const auto mine = pattern(kBlock, 7);
+  const auto mine = test_pattern(kBlock, 7);
   ASSERT_TRUE(f2->read(3 * B, got).ok());
   ASSERT_TRUE(f1->write(3 * B, mine).ok());
   ASSERT_TRUE(f1->flush().ok());
@@ -221,20 +215,21 @@ TEST_F(TokenSimTest, AWriterKeepsTheRangeItGoesOnInWhenAnotherTakesPartOfItsToke
   ASSERT_TRUE(f1 && f2);
   // c1: two sequential runs, blocks 0-3 and 20-23 (one token: its first write's, the rest
   // of the file).
-  for (int i : {0, 1, 2, 3, 20, 21, 22, 23}) ASSERT_TRUE(f1->write(i * B, pattern(kBlock, i)).ok());
+  for (int i : {0, 1, 2, 3, 20, 21, 22, 23})
+    ASSERT_TRUE(f1->write(i * B, test_pattern(kBlock, i)).ok());
   ASSERT_TRUE(f1->flush().ok());
   EXPECT_EQ(f1->stats().tokens_acquired, 1u);
   // c2 writes blocks 10 on: c1 gives up [10, 24) -- not from 24, where its writer goes on.
-  for (int i = 10; i < 24; ++i) ASSERT_TRUE(f2->write(i * B, pattern(kBlock, i)).ok());
+  for (int i = 10; i < 24; ++i) ASSERT_TRUE(f2->write(i * B, test_pattern(kBlock, i)).ok());
   EXPECT_EQ(f2->stats().tokens_acquired, 1u);
   EXPECT_EQ(f1->stats().tokens_revoked, 1u);
   EXPECT_EQ(tokens("s1").stats().revocations, 1u);
-  for (int i = 24; i < 28; ++i) ASSERT_TRUE(f1->write(i * B, pattern(kBlock, i)).ok());
+  for (int i = 24; i < 28; ++i) ASSERT_TRUE(f1->write(i * B, test_pattern(kBlock, i)).ok());
   EXPECT_EQ(f1->stats().tokens_acquired, 1u) << "c1 lost the range its writer went on in";
   ASSERT_TRUE(f1->close().ok());
   ASSERT_TRUE(f2->close().ok());
   for (int i : {0, 3, 10, 20, 23, 24, 27})
-    EXPECT_EQ(read_block("keep", i), pattern(kBlock, i)) << "block " << i;
+    EXPECT_EQ(read_block("keep", i), test_pattern(kBlock, i)) << "block " << i;
 }
 
 // A holder cut off from the manager does not answer: after the revocation's timeout (10 s
@@ -246,13 +241,13 @@ TEST_F(TokenSimTest, AHolderThatDoesNotAnswerLosesItsTokensAfterTheTimeout) {
   auto f2 = open("c2", "cut");
   auto other = open("c2", "other");
   ASSERT_TRUE(f1 && f2 && other);
-  ASSERT_TRUE(f1->write(0, pattern(kBlock, 1)).ok());
+  ASSERT_TRUE(f1->write(0, test_pattern(kBlock, 1)).ok());
   ASSERT_TRUE(f1->flush().ok());
   sim_.cut("c1", "s1");
   const TimePoint t0 = sim_.clock().now();
-  ASSERT_TRUE(other->write(0, pattern(kBlock, 2)).ok());
+  ASSERT_TRUE(other->write(0, test_pattern(kBlock, 2)).ok());
   EXPECT_LT(sim_.clock().now() - t0, 100ms) << "another file's writer waited";
-  const auto theirs = pattern(kBlock, 3);
+  const auto theirs = test_pattern(kBlock, 3);
   ASSERT_TRUE(f2->write(0, theirs).ok());
   const Duration took = sim_.clock().now() - t0;
   EXPECT_GE(took, kTimeout);
@@ -279,7 +274,7 @@ TEST_F(TokenSimTest, AWriteWaitsForPagepoolRoomAsLongAsTheSlowServerTakesAndNoLo
   o.timeout = kTimeout;
   auto f = StripedFile::open(sim_.find("c1")->rpc, "behind", {nid("s1"), nid("s2")}, o);
   ASSERT_TRUE(f.ok()) << f.status().to_string();
-  const auto data = pattern(8 * kBlock, 5);
+  const auto data = test_pattern(8 * kBlock, 5);
   const TimePoint t0 = sim_.clock().now();
   ASSERT_TRUE((*f)->write(0, data).ok());
   const Duration wrote = sim_.clock().now() - t0;

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "base/mutex.h"
+#include "base/test_nid.h"
 #include "transport/emulating_transport.h"
 #include "transport/fabric_transport.h"
 #include "transport/mem_transport.h"
@@ -30,9 +31,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr char kKey[] = "conformance-suite-cluster-key";
-
-Nid nid(const std::string& s) { return *Nid::parse(s); }
+constexpr char kConformanceKey[] = "conformance-suite-cluster-key";
 
 // Events of one side; every access under mu.
 struct Events : TransportEvents {
@@ -219,8 +218,8 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
   }
 
   // A connects to B (both of `key`); returns A's connection or null.
-  ConnectionPtr connect(const std::string& key_b = kKey) {
-    ta_ = make(a_, {a_}, kKey, ea_);
+  ConnectionPtr connect(const std::string& key_b = kConformanceKey) {
+    ta_ = make(a_, {a_}, kConformanceKey, ea_);
     tb_ = make(b_, {b_, nid("127.0.4.1@tcp1")}, key_b, eb_);
     EXPECT_TRUE(tb_->listen(b_, port_).ok());
     Connected c;

@@ -13,12 +13,12 @@
 namespace pfsnet {
 namespace {
 
-struct FakeFabric : FakeRegistrations {
+struct CacheFabric : FakeRegistrations {
   RegCache::Hooks hooks() { return FakeRegistrations::hooks<RegCache::Hooks>(); }
 };
 
 TEST(RegCacheTest, OneBufferSentAgainAndAgainIsRegisteredOnce) {
-  FakeFabric f;
+  CacheFabric f;
   RegCache c(f.hooks(), 8);
   BulkData b = make_bulk(Buffer(1 << 20));
   void* first = nullptr;
@@ -35,7 +35,7 @@ TEST(RegCacheTest, OneBufferSentAgainAndAgainIsRegisteredOnce) {
 }
 
 TEST(RegCacheTest, AFreedBufferIsNeverMatchedAgainEvenAtTheSameAddress) {
-  FakeFabric f;
+  CacheFabric f;
   RegCache c(f.hooks(), 8);
   const Buffer* old_addr;
   {
@@ -62,7 +62,7 @@ TEST(RegCacheTest, AFreedBufferIsNeverMatchedAgainEvenAtTheSameAddress) {
 }
 
 TEST(RegCacheTest, StaleEntriesAreSweptWithTheirRegistrations) {
-  FakeFabric f;
+  CacheFabric f;
   RegCache c(f.hooks(), 100);
   {
     std::vector<BulkData> gone;
@@ -79,7 +79,7 @@ TEST(RegCacheTest, StaleEntriesAreSweptWithTheirRegistrations) {
 }
 
 TEST(RegCacheTest, EvictionKeepsARegistrationInUseOpenUntilItsLastUser) {
-  FakeFabric f;
+  CacheFabric f;
   RegCache c(f.hooks(), 2);
   BulkData a = make_bulk(Buffer(10)), b = make_bulk(Buffer(10)), d = make_bulk(Buffer(10));
   RegCache::Ref in_flight = c.get(a);
@@ -98,7 +98,7 @@ TEST(RegCacheTest, EvictionKeepsARegistrationInUseOpenUntilItsLastUser) {
 }
 
 TEST(RegCacheTest, OneOffRegistrationsCloseWithTheirLastUser) {
-  FakeFabric f;
+  CacheFabric f;
   RegCache c(f.hooks(), 2);
   uint8_t mem[64];
   RegCache::Ref r = c.register_once(mem, sizeof mem);
@@ -109,7 +109,7 @@ TEST(RegCacheTest, OneOffRegistrationsCloseWithTheirLastUser) {
 }
 
 TEST(RegCacheTest, AFailedRegistrationCachesNothing) {
-  FakeFabric f;
+  CacheFabric f;
   RegCache c(f.hooks(), 2);
   f.fail = true;
   BulkData b = make_bulk(Buffer(10));

@@ -13,14 +13,14 @@
 namespace pfsnet {
 namespace {
 
-struct FakeFabric : FakeRegistrations {
+struct PoolFabric : FakeRegistrations {
   RegPool::Hooks hooks() { return FakeRegistrations::hooks<RegPool::Hooks>(); }
 };
 
 constexpr size_t kMiB = 1 << 20;
 
 TEST(RegPoolTest, SteadyTrafficReusesOneRegisteredChunk) {
-  FakeFabric f;
+  PoolFabric f;
   auto pool = RegPool::make(f.hooks(), 4 * kMiB, 8 * kMiB);
   uint8_t* first = nullptr;
   void* handle = nullptr;
@@ -47,7 +47,7 @@ TEST(RegPoolTest, SteadyTrafficReusesOneRegisteredChunk) {
 }
 
 TEST(RegPoolTest, SizeClassesArePowersOfTwoFromTheMinimum) {
-  FakeFabric f;
+  PoolFabric f;
   auto pool = RegPool::make(f.hooks(), 4 * kMiB, 64 * kMiB);
   auto a = pool->take(100);                 // 64 KiB class
   auto b = pool->take(RegPool::kMinChunk);  // 64 KiB class: a second chunk (a is out)
@@ -66,7 +66,7 @@ TEST(RegPoolTest, SizeClassesArePowersOfTwoFromTheMinimum) {
 }
 
 TEST(RegPoolTest, IdleMemoryBeyondTheCapIsUnregisteredAndFreed) {
-  FakeFabric f;
+  PoolFabric f;
   auto pool = RegPool::make(f.hooks(), 4 * kMiB, 2 * kMiB);
   {
     std::vector<RegPool::Sink> held;
@@ -81,7 +81,7 @@ TEST(RegPoolTest, IdleMemoryBeyondTheCapIsUnregisteredAndFreed) {
 }
 
 TEST(RegPoolTest, ARetiredSinkIsUnregisteredWhenItComesBackNotReused) {
-  FakeFabric f;
+  PoolFabric f;
   auto pool = RegPool::make(f.hooks(), 4 * kMiB, 8 * kMiB);
   void* first;
   {
@@ -98,7 +98,7 @@ TEST(RegPoolTest, ARetiredSinkIsUnregisteredWhenItComesBackNotReused) {
 }
 
 TEST(RegPoolTest, CloseFreesIdleChunksNowAndHeldOnesWhenTheyComeBack) {
-  FakeFabric f;
+  PoolFabric f;
   auto pool = RegPool::make(f.hooks(), 4 * kMiB, 64 * kMiB);
   auto held = pool->take(kMiB);
   {
@@ -117,7 +117,7 @@ TEST(RegPoolTest, CloseFreesIdleChunksNowAndHeldOnesWhenTheyComeBack) {
 }
 
 TEST(RegPoolTest, ASinkOutlivesEveryOtherOwnerOfThePool) {
-  FakeFabric f;
+  PoolFabric f;
   auto domain = std::make_shared<int>(1);  // what the hooks capture (the fabric domain)
   std::weak_ptr<int> alive = domain;
   RegPool::Hooks h = f.hooks();
@@ -134,7 +134,7 @@ TEST(RegPoolTest, ASinkOutlivesEveryOtherOwnerOfThePool) {
 }
 
 TEST(RegPoolTest, AFailedRegistrationTakesNothing) {
-  FakeFabric f;
+  PoolFabric f;
   f.fail = true;
   auto pool = RegPool::make(f.hooks(), 4 * kMiB, 64 * kMiB);
   EXPECT_FALSE(pool->take(kMiB));

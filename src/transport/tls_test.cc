@@ -20,6 +20,7 @@
 #include <mutex>
 #include <thread>
 
+#include "base/test_nid.h"
 #include "transport/tcp_transport.h"
 #include "transport/test_frames.h"
 
@@ -28,12 +29,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr char kKey[] = "0123456789abcdef-tls-test-key";
-
-Nid nid(const char* s) { return *Nid::parse(s); }
+constexpr char kTlsKey[] = "0123456789abcdef-tls-test-key";
 
 using test::ConnectResult;
-using Events = test::Recorder;
+using test::Recorder;
 
 // A TCP relay on loopback: accepts one connection on `from`, connects it to `to`, and
 // copies bytes both ways, keeping a copy. With tamper_at(N) it flips a byte of the
@@ -117,7 +116,7 @@ class Relay {
   std::thread thread_;
 };
 
-TransportOptions opts(bool tls, const TlsConfig* certs = nullptr, std::string key = kKey) {
+TransportOptions opts(bool tls, const TlsConfig* certs = nullptr, std::string key = kTlsKey) {
   TransportOptions o;
   o.cluster_key = key;
   o.handshake_timeout = 3s;
@@ -148,7 +147,7 @@ class TlsTest : public ::testing::Test {
     port_ = static_cast<uint16_t>(30000 + (getpid() * 11 + n_ * 3) % 20000);
   }
   MonotonicClock clock_;
-  Events ea_, eb_;
+  Recorder ea_, eb_;
   Nid a_ = nid("127.0.4.2@tcp"), b_ = nid("127.0.4.3@tcp"), relay_ = nid("127.0.4.4@tcp");
   int n_;
   uint16_t port_;
@@ -295,11 +294,11 @@ TEST_F(TlsTest, CertificatesOfTheClusterCaAreAcceptedAndOthersRefused) {
 
   // Files that are missing or do not belong together are named at startup.
   TlsConfig missing{true, ours.dir + "/nope.pem", ours.key, ours.ca};
-  auto r = TlsContext::create(missing, kKey);
+  auto r = TlsContext::create(missing, kTlsKey);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("tls.cert_file"), std::string::npos);
   TlsConfig mismatched{true, ours.cert, theirs.key, ours.ca};
-  r = TlsContext::create(mismatched, kKey);
+  r = TlsContext::create(mismatched, kTlsKey);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("does not match"), std::string::npos);
   std::system(("rm -rf " + ours.dir + " " + theirs.dir).c_str());
@@ -311,7 +310,7 @@ TEST(TlsSessionTest, DescribesItsCipherAndWhereRecordsAreMade) {
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
   TlsConfig tc;
   tc.enabled = true;
-  auto ctx = TlsContext::create(tc, kKey);
+  auto ctx = TlsContext::create(tc, kTlsKey);
   ASSERT_TRUE(ctx.ok());
   TlsSession client(*ctx, sv[0], true), server(*ctx, sv[1], false);
   bool c_done = false, s_done = false;

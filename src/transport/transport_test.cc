@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "base/test_nid.h"
 #include "transport/emulating_transport.h"
 #include "transport/mem_transport.h"
 #include "transport/tcp_internal.h"
@@ -42,8 +43,6 @@ class TxWaiter : public TxCompletion {
   Status status;
   TxTimes times;
 };
-
-Nid nid(const char* s) { return *Nid::parse(s); }
 
 TransportOptions opts(std::string key = kKey) {
   TransportOptions o;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "base/test_nid.h"
 #include "rpc/node_core.h"
 #include "rpc/ping.h"
 #include "transport/mem_transport.h"
@@ -14,8 +15,6 @@ namespace pfsnet {
 namespace {
 
 using namespace std::chrono_literals;
-
-Nid nid(const char* s) { return *Nid::parse(s); }
 
 // A node core over the in-memory transport, with statistics, never ticked.
 struct Node {

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tune/text.h"
+
 namespace pfsnet {
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
+using tune_text::kMiB;
 constexpr double k5Gbit = 5e9 / 8;  // bytes/s
 
 PeerMeasure wan(double rtt_ms = 50.4, double bw = k5Gbit) {

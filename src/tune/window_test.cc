@@ -5,12 +5,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tune/text.h"
 #include "tune/tune.h"
 
 namespace pfsnet {
 namespace {
 
-constexpr double kMiB = 1 << 20;
+using tune_text::kMiB;
 
 // A connection's counters after `busy_s` seconds busy, `rwnd_s` and `sndbuf_s` of them held
 // back, `sent` bytes sent; RTT 50 ms, the peer advertising 256 KiB, a 512 KiB send buffer.

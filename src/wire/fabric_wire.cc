@@ -10,7 +10,7 @@ namespace {
 using le::get;
 using le::put;
 
-Status bad(const std::string& why) {
+Status bad_fabric_msg(const std::string& why) {
   return Status(Code::kProtocol, "malformed fabric message: " + why);
 }
 
@@ -27,9 +27,9 @@ void encode_fabric_header(const FabricHeader& h, uint8_t* out) {
 
 Result<FabricHeader> decode_fabric_header(std::span<const uint8_t> msg) {
   if (msg.size() < kFabricHeaderSize)
-    return bad("truncated header (" + std::to_string(msg.size()) + " bytes)");
+    return bad_fabric_msg("truncated header (" + std::to_string(msg.size()) + " bytes)");
   const uint8_t* p = msg.data();
-  if (p[0] < 1 || p[0] > 4) return bad("unknown type " + std::to_string(p[0]));
+  if (p[0] < 1 || p[0] > 4) return bad_fabric_msg("unknown type " + std::to_string(p[0]));
   FabricHeader h;
   h.type = static_cast<FabricMsg>(p[0]);
   h.flags = p[1];
@@ -37,10 +37,10 @@ Result<FabricHeader> decode_fabric_header(std::span<const uint8_t> msg) {
   h.body_len = get<uint32_t>(p + 4);
   h.cookie = get<uint64_t>(p + 8);
   if (h.body_len != msg.size() - kFabricHeaderSize)
-    return bad("body of " + std::to_string(h.body_len) + " bytes in a message of " +
-               std::to_string(msg.size()));
+    return bad_fabric_msg("body of " + std::to_string(h.body_len) + " bytes in a message of " +
+                          std::to_string(msg.size()));
   if ((h.type == FabricMsg::kRmaDone || h.type == FabricMsg::kNoop) && h.body_len != 0)
-    return bad("a body on a message that has none");
+    return bad_fabric_msg("a body on a message that has none");
   return h;
 }
 
@@ -52,22 +52,22 @@ void encode_rma_desc(const RmaDesc& d, uint8_t* out) {
 }
 
 Result<RmaDesc> decode_rma_desc(std::span<const uint8_t> bytes, uint64_t max_len) {
-  if (bytes.size() < kRmaDescSize) return bad("truncated RMA descriptor");
+  if (bytes.size() < kRmaDescSize) return bad_fabric_msg("truncated RMA descriptor");
   RmaDesc d{get<uint64_t>(bytes.data()), get<uint64_t>(bytes.data() + 8),
             get<uint64_t>(bytes.data() + 16)};
   if (d.len == 0 || d.len > max_len)
-    return bad("RMA region of " + std::to_string(d.len) + " bytes (limit " +
-               std::to_string(max_len) + ")");
+    return bad_fabric_msg("RMA region of " + std::to_string(d.len) + " bytes (limit " +
+                          std::to_string(max_len) + ")");
   return d;
 }
 
 Result<FrameMsg> decode_frame_msg(const FabricHeader& fh, std::span<const uint8_t> body,
                                   const FrameLimits& limits) {
   if (fh.type != FabricMsg::kFrame && fh.type != FabricMsg::kFrameRma)
-    return bad("not a frame message");
+    return bad_fabric_msg("not a frame message");
   const bool rma = fh.type == FabricMsg::kFrameRma;
   const uint8_t known = kSinkOffered | kBulkInSink | (rma ? kRmaPayload | kRmaBulk : 0);
-  if (fh.flags & ~known) return bad("unknown flags " + std::to_string(fh.flags));
+  if (fh.flags & ~known) return bad_fabric_msg("unknown flags " + std::to_string(fh.flags));
   auto hdr = decode_header(body, limits);
   if (!hdr.ok()) return hdr.status();
   FrameMsg m;
@@ -76,20 +76,20 @@ Result<FrameMsg> decode_frame_msg(const FabricHeader& fh, std::span<const uint8_
   bool payload_rma = fh.flags & kRmaPayload, bulk_rma = fh.flags & kRmaBulk;
   bool sink = fh.flags & kSinkOffered;
   if (sink && m.hdr.kind != FrameKind::kRequest)
-    return bad("a reply sink offered by a non-request");
+    return bad_fabric_msg("a reply sink offered by a non-request");
   if (m.bulk_in_sink && m.hdr.kind != FrameKind::kReply)
-    return bad("bulk in a sink for a non-reply");
+    return bad_fabric_msg("bulk in a sink for a non-reply");
   if (m.bulk_in_sink && (bulk_rma || m.hdr.bulk_len == 0))
-    return bad("bulk in a sink and in the message");
-  if (rma && !payload_rma && !bulk_rma) return bad("an RMA frame with nothing to read");
-  if (payload_rma && m.hdr.payload_len == 0) return bad("an empty payload to read");
+    return bad_fabric_msg("bulk in a sink and in the message");
+  if (rma && !payload_rma && !bulk_rma) return bad_fabric_msg("an RMA frame with nothing to read");
+  if (payload_rma && m.hdr.payload_len == 0) return bad_fabric_msg("an empty payload to read");
   if (bulk_rma != (rma && m.hdr.bulk_len > 0 && !m.bulk_in_sink))
-    return bad("the bulk's place does not match its length");
+    return bad_fabric_msg("the bulk's place does not match its length");
   size_t inline_payload = payload_rma ? 0 : m.hdr.payload_len;
   size_t inline_bulk = rma || m.bulk_in_sink ? 0 : m.hdr.bulk_len;
   size_t descs = size_t(payload_rma) + size_t(bulk_rma) + size_t(sink);
   if (body.size() != kHeaderSize + inline_payload + inline_bulk + descs * kRmaDescSize)
-    return bad("frame lengths do not match the message");
+    return bad_fabric_msg("frame lengths do not match the message");
   body = body.subspan(kHeaderSize);
   m.payload = body.first(inline_payload);
   m.bulk = body.subspan(inline_payload, inline_bulk);
@@ -97,7 +97,7 @@ Result<FrameMsg> decode_frame_msg(const FabricHeader& fh, std::span<const uint8_
   auto desc = [&](uint64_t len, bool exact) -> Result<RmaDesc> {
     auto d = decode_rma_desc(body.first(kRmaDescSize), len);
     body = body.subspan(kRmaDescSize);
-    if (d.ok() && exact && d->len != len) return bad("RMA region of the wrong length");
+    if (d.ok() && exact && d->len != len) return bad_fabric_msg("RMA region of the wrong length");
     return d;
   };
   if (payload_rma) {
