@@ -15,6 +15,7 @@
 #include "transport/tcp_internal.h"
 #include "transport/tcp_transport.h"
 #include "transport/test_frames.h"
+#include "transport/test_raw_client.h"
 #include "wire/handshake.h"
 
 namespace pfsnet {
@@ -54,18 +55,14 @@ TransportOptions opts(std::string key = kKey) {
 
 using test::ConnectResult;
 using test::frame;
+using test::own;
 using test::pattern;
+using test::raw_client;
+using test::raw_connect;
 using test::Recorder;
 using test::same;
-
-// An address on loopback of this process's own (127.X.Y.host, X and Y from the PID): ctest
-// runs the cases in parallel, and the ports below come from the PID too -- with one
-// address for all, two processes with adjacent PIDs met at one port.
-Nid own(int host) {
-  int pid = static_cast<int>(getpid());
-  return *Nid::parse("127." + std::to_string(20 + pid % 200) + "." +
-                     std::to_string((pid / 200) % 250) + "." + std::to_string(host) + "@tcp");
-}
+using test::wire_frame;
+using test::write_all;
 
 // TCP transport pair on loopback: A = own(11), B = own(12).
 class TcpPairTest : public ::testing::Test {
@@ -198,106 +195,9 @@ TEST_F(TcpPairTest, BindToMissingAddressIsAddrError) {
   EXPECT_EQ(cr.status.health_kind(), HealthKind::kPeerNiAddrError) << cr.status.to_string();
 }
 
-// A raw client that completes the handshake by hand, then sends garbage.
-int raw_connect(const Nid& to, uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  sa.sin_addr.s_addr = htonl(to.addr);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool write_all(int fd, const void* p, size_t n) {
-  return ::send(fd, p, n, MSG_NOSIGNAL) == static_cast<ssize_t>(n);
-}
-
-bool read_all(int fd, void* p, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = ::recv(fd, static_cast<uint8_t*>(p) + got, n - got, 0);
-    if (r <= 0) return false;
-    got += r;
-  }
-  return true;
-}
-
-void send_hs(int fd, FrameKind kind, const Buffer& payload) {
-  FrameHeader h;
-  h.kind = kind;
-  h.payload_len = static_cast<uint32_t>(payload.size());
-  EncodedHeader e;
-  encode_header(h, &e);
-  ASSERT_TRUE(write_all(fd, e.data(), e.size()));
-  ASSERT_TRUE(write_all(fd, payload.data(), payload.size()));
-}
-
-Buffer recv_hs(int fd, FrameHeader* out) {
-  EncodedHeader e;
-  if (!read_all(fd, e.data(), e.size())) return Buffer();
-  auto h = decode_header(e, FrameLimits{});
-  if (!h.ok()) return Buffer();
-  *out = *h;
-  Buffer p(h->payload_len);
-  if (!read_all(fd, p.data(), p.size())) return Buffer();
-  return p;
-}
-
-// The client's half of the handshake by hand, on a raw socket to `to`:`port` from `self`.
-// Returns whether the server accepted it.
-bool raw_handshake(int fd, const Nid& self) {
-  Hello ch;
-  ch.nonce = random_nonce();
-  ch.nids = {self};
-  send_hs(fd, FrameKind::kHello, encode_hello(ch));
-  FrameHeader h;
-  Buffer p = recv_hs(fd, &h);
-  auto sh = decode_hello(p.span());
-  if (!sh.ok()) return false;
-  Mac m = handshake_mac(kKey, 'C', ch.nonce, sh->nonce, sh->nids, ch.nids, ch.flags);
-  send_hs(fd, FrameKind::kAuth, Buffer::copy_of(std::span<const uint8_t>(m)));
-  recv_hs(fd, &h);
-  return h.kind == FrameKind::kAuth;
-}
-
-// `tb` listening at `to`:`port`, and a raw client from `self` past the handshake (`eb`
-// has seen the connection): its socket, or -1 when a step failed.
-int raw_client(TcpTransport& tb, Recorder& eb, const Nid& self, const Nid& to, uint16_t port) {
-  if (!tb.listen(to, port).ok()) return -1;
-  int fd = raw_connect(to, port);
-  if (fd < 0) return -1;
-  if (!raw_handshake(fd, self) || !eb.wait([&] { return eb.conns.size() == 1; })) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// A request frame as bytes on the wire: header, payload, bulk.
-std::vector<uint8_t> wire_frame(uint64_t xid, const Buffer& payload, const Buffer& bulk) {
-  FrameHeader h;
-  h.kind = FrameKind::kRequest;
-  h.xid = xid;
-  h.msg_type = 3;
-  h.payload_len = static_cast<uint32_t>(payload.size());
-  h.bulk_len = static_cast<uint32_t>(bulk.size());
-  EncodedHeader e;
-  encode_header(h, &e);
-  std::vector<uint8_t> out(e.begin(), e.end());
-  out.insert(out.end(), payload.data(), payload.data() + payload.size());
-  out.insert(out.end(), bulk.data(), bulk.data() + bulk.size());
-  return out;
-}
-
 TEST_F(TcpPairTest, MalformedFrameClosesOnlyThatConnection) {
   TcpTransport tb(opts(), {b_}, real_, eb_);
-  int fd = raw_client(tb, eb_, a_, b_, port_ + 4);
+  int fd = raw_client(tb, eb_, a_, b_, port_ + 4, kKey);
   ASSERT_GE(fd, 0);
 
   // A header claiming a 1 GiB bulk: refused before any allocation, connection closed.
@@ -334,7 +234,7 @@ TEST_F(TcpPairTest, MalformedFrameClosesOnlyThatConnection) {
 // on with the next frame; a peer that closes in the middle of one delivers nothing of it.
 TEST_F(TcpPairTest, ALargeFrameArrivingInPiecesIsDeliveredWholeOnlyAfterItsLastByte) {
   TcpTransport tb(opts(), {b_}, real_, eb_);
-  int fd = raw_client(tb, eb_, a_, b_, port_ + 5);
+  int fd = raw_client(tb, eb_, a_, b_, port_ + 5, kKey);
   ASSERT_GE(fd, 0);
 
   Buffer payload = pattern(100, 1), bulk = pattern((1 << 20) + 3, 2);
