@@ -94,6 +94,43 @@ TEST_F(FabricTest, TenThousandRpcsEveryByteVerified) {
   EXPECT_EQ(p.send_bytes + p.recv_bytes, bytes.load() + 2 * kRpcs * kDataCrcSize) << why;
 }
 
+// Blocking callers take their replies off the socket themselves (RpcOptions::receive_here):
+// four of them, each with its own sizes, while async calls share the connection -- every
+// reply reaches its own caller with every byte, whichever thread read it.
+TEST_F(FabricTest, BlockingCallersOnFourThreadsBesideAsyncCallsGetEveryByte) {
+  Daemon server(dir_, 2, key_);
+  ASSERT_TRUE(server.ready()) << server.process().output();
+  ClientNode client(loopback_nid(1), kKey, 8, 16, 120s);
+  const size_t kCalls = kManyRpcs / 20;  // per thread
+  std::vector<uint32_t> sizes = bulk_sizes(4 * kCalls);
+  std::atomic<size_t> ok{0};
+  Completions async_done;
+  std::vector<std::thread> callers;
+  for (size_t t = 0; t < 4; ++t) {
+    callers.emplace_back([&, t] {
+      for (size_t i = 0; i < kCalls; ++i) {
+        uint32_t n = sizes[t * kCalls + i];
+        if (i % 4 == 0)  // an async read beside each fourth blocking call
+          client.rpc().call_async(server.nid(), kMsgPing, ping_payload(n), nullptr,
+                                  [&](RpcReply&& r) { async_done.add(std::move(r)); });
+        bool echo = i % 2 == 0;
+        RpcReply r = client.rpc().call(server.nid(), kMsgPing,
+                                       ping_payload(echo ? std::nullopt : std::optional(n)),
+                                       echo && n ? make_bulk(make_ping_pattern(n)) : nullptr);
+        if (r.status.ok() && r.bulk.size() == n && check_ping_pattern(r.bulk.span()))
+          ok.fetch_add(1);
+        else
+          ADD_FAILURE() << "caller " << t << " call " << i << " (" << n
+                        << " bytes): " << r.status.to_string() << ", " << r.bulk.size();
+      }
+    });
+  }
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(ok.load(), 4 * kCalls);
+  ASSERT_TRUE(async_done.wait_for(kCalls, 60s));
+  for (auto& r : async_done.take()) EXPECT_TRUE(r.status.ok()) << r.status.to_string();
+}
+
 TEST_F(FabricTest, KilledPeerFailsEveryOutstandingRpcBeforeItsDeadline) {
   Daemon server(dir_, 2, key_);
   ASSERT_TRUE(server.ready());

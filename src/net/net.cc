@@ -192,6 +192,22 @@ Net::Path* Net::select(const PeerNi& dst) {
   return best;
 }
 
+Connection::Here Net::receive_here(const Nid& dst, const std::atomic<bool>& done, Duration max_wait,
+                                   int wake_fd) {
+  if (shut_.load()) return Connection::Here::kNo;
+  PeerNi* pni = table_->find(dst);
+  if (!pni) return Connection::Here::kNo;
+  thread_local std::vector<Path*> paths;
+  table_->peer_paths(*pni, &paths);
+  if (paths.size() != 1) return Connection::Here::kNo;
+  ConnectionPtr c;
+  {
+    MutexLock lk(paths[0]->ni->mu);
+    c = paths[0]->tx_conn;
+  }
+  return c ? c->receive_here(done, max_wait, wake_fd) : Connection::Here::kNo;
+}
+
 // ---- sending ----
 
 void Net::send(const Nid& dst, std::unique_ptr<OutFrame> f, TimePoint deadline,

@@ -200,6 +200,12 @@ class Net final : public TransportEvents {
   // Runs the transport's ready completions on this thread (Transport::progress): for a
   // caller that waits for a reply. Returns whether there was any. Any thread.
   bool progress() { return !shut_.load() && transport_->progress(); }
+  // A caller waiting for a reply from `dst` receives it on this thread
+  // (Connection::receive_here): from the connection small messages to `dst` go on, when
+  // one path leads there (with several, the reply may come on any: kNo, the caller waits
+  // as usual). Any thread but an I/O thread.
+  Connection::Here receive_here(const Nid& dst, const std::atomic<bool>& done, Duration max_wait,
+                                int wake_fd);
   // SO_SNDBUF/SO_RCVBUF of the TCP connections made from now on (0: the kernel's
   // autotuning); open ones keep theirs (lnet.tx_buffer_size, rx_buffer_size). Any thread.
   void set_socket_buffers(int tx_bytes, int rx_bytes) {

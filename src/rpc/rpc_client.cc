@@ -4,10 +4,14 @@
 // rpc_call.h.
 #include "rpc/rpc_client.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cassert>
 #include <deque>
 #include <random>
+#include <thread>
 
 #include "base/log.h"
 #include "base/mutex.h"
@@ -20,6 +24,19 @@ inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+
+// This thread's eventfd for waits on a socket (Net::receive_here): made at its first
+// blocking call, closed at its exit; -1 when none can be made (the caller sleeps instead).
+int thread_wake_fd() {
+  struct Fd {
+    int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  thread_local Fd f;
+  return f.fd;
 }
 
 bool retryable(const Status& s) {
@@ -110,6 +127,11 @@ RpcReply RpcClient::call(const Nid& dst, uint32_t type, Buffer payload, BulkData
     bool done GUARDED_BY(m) = false;
     std::atomic<bool> ready{false};  // set after `out` is filled, for the spinning caller
     RpcReply out GUARDED_BY(m);
+    // While the caller waits on its socket (receive_here): its eventfd, written when the
+    // reply comes on another thread (`signaled`), instead of notifying cv.
+    int wake_fd GUARDED_BY(m) = -1;
+    bool signaled GUARDED_BY(m) = false;
+    std::thread::id caller = std::this_thread::get_id();
   } w;
   std::weak_ptr<Call> weak = start_call(
       dst, type, std::move(payload), std::move(bulk),
@@ -118,7 +140,13 @@ RpcReply RpcClient::call(const Nid& dst, uint32_t type, Buffer payload, BulkData
         w.out = std::move(r);
         w.done = true;
         w.ready.store(true, std::memory_order_release);
-        w.cv.notify_one();
+        if (w.wake_fd < 0) {
+          w.cv.notify_one();
+        } else if (std::this_thread::get_id() != w.caller) {
+          uint64_t one = 1;
+          (void)!::write(w.wake_fd, &one, sizeof(one));
+          w.signaled = true;
+        }
       },
       o);
   TimePoint deadline = clock_.now() + (o.timeout.count() > 0 ? o.timeout : opts_.default_timeout);
@@ -136,6 +164,25 @@ RpcReply RpcClient::call(const Nid& dst, uint32_t type, Buffer payload, BulkData
     spinners_.fetch_sub(1);
   } else if (opts_.spin.count() > 0) {
     spinners_.fetch_sub(1);
+  }
+  // Then on the socket, where the reply comes: one wake-up, this thread's (TCP; in the
+  // in-process cluster the waiter runs the events instead).
+  int wake_fd = opts_.receive_here && &waiter_ == &cv_waiter_ ? thread_wake_fd() : -1;
+  if (wake_fd >= 0 && !w.ready.load(std::memory_order_acquire)) {
+    {
+      MutexLock lk(w.m);
+      if (!w.done) w.wake_fd = wake_fd;
+    }
+    Duration left = deadline - clock_.now();
+    if (left > Duration::zero()) (void)net_.receive_here(dst, w.ready, left, wake_fd);
+    bool drain;
+    {
+      MutexLock lk(w.m);
+      w.wake_fd = -1;
+      drain = w.signaled;
+    }
+    uint64_t n;
+    if (drain) (void)!::read(wake_fd, &n, sizeof(n));
   }
   MutexLock lk(w.m);
   if (!waiter_.wait_until(lk, w.cv, deadline, [&]() REQUIRES(w.m) { return w.done; })) {

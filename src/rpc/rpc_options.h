@@ -28,6 +28,10 @@ struct RpcOptions {
   // A blocking call() spins this long for its reply before sleeping (one caller at a
   // time); a reply within it costs no thread wake-up. 0 disables spinning.
   std::chrono::microseconds spin{100};
+  // Then it waits on its connection's socket and takes the reply itself (Net::receive_here:
+  // TCP, one path to the target), so the reply wakes only the caller, not the I/O thread
+  // and then the caller. False: it sleeps until the I/O thread hands the reply over.
+  bool receive_here = true;
   // Exactly-once execution (rpc/reply_cache.h): what the server keeps per client
   // incarnation, and this engine's own incarnation as a client (0: a random one).
   ReplyCacheOptions replay;

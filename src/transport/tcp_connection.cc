@@ -1,6 +1,8 @@
 // TcpConnection (tcp_internal.h): one socket -- TLS set-up and the handshake's reads and
 // writes, then framing over its byte stream (tcp_stream.h: the socket, or TLS over it): the
 // batched write path, the read path, close.
+#include <poll.h>
+
 #include "transport/tcp_internal.h"
 
 namespace pfsnet::tcp_detail {
@@ -241,9 +243,29 @@ void TcpConnection::fail_batch(const Status& s) {
   writing_ = false;
 }
 
+bool TcpConnection::take_rx_io() {
+  uint32_t s = rx_.load(std::memory_order_acquire);
+  for (;;) {
+    if (s & kRxIo) return true;  // this thread's already (a turn of its own chain)
+    uint32_t want = (s & kRxCaller) ? (s | kRxParked) : (s | kRxIo);
+    if (rx_.compare_exchange_weak(s, want, std::memory_order_acq_rel, std::memory_order_acquire))
+      return !(s & kRxCaller);
+  }
+}
+
 void TcpConnection::read_more() {
-  tl_waiting_for_bulk = false;
+  if (rx_large_) return;  // a large frame's rest is being read: it reads on when done
   auto self = shared_from_this();
+  if (!take_rx_io()) {  // a caller reads: it reads what came before it leaves; then the wait
+    arm_read();
+    return;
+  }
+  tl_waiting_for_bulk = false;
+  if (rx_resume_) {  // a caller left a large frame in rbuf_
+    rx_resume_ = false;
+    DeferScope defer;
+    if (!dispatch_buffered(t_.clock_.now())) return;
+  }
   for (int round = 0; round < 64; ++round) {  // bounded per turn
     if (state_.load() == kClosed) return;
     iovec v{rbuf_.data() + rlen_, rbuf_.size() - rlen_};
@@ -254,11 +276,100 @@ void TcpConnection::read_more() {
     }
     if (r.n > 0 && !took(r.n)) return;
     if (r.n == 0 || r.drained) {
-      when_readable([self] { self->read_more(); });
+      // Waiting for the socket: a caller may read meanwhile.
+      rx_.fetch_and(~kRxIo, std::memory_order_acq_rel);
+      arm_read();
       return;
     }
   }
   asio::post(io_, [self] { self->read_more(); });
+}
+
+void TcpConnection::arm_read() {
+  if (rx_armed_) return;  // one wait at a time (a caller's hand-back may find one queued)
+  rx_armed_ = true;
+  when_readable([self = shared_from_this()] {
+    self->rx_armed_ = false;
+    self->read_more();
+  });
+}
+
+Connection::Here TcpConnection::receive_here(const std::atomic<bool>& done, Duration max_wait,
+                                             int wake_fd) {
+  if (tls_ || state_.load() != kOpen) return Here::kNo;  // TLS: the I/O thread's alone
+  uint32_t none = 0;
+  if (!rx_.compare_exchange_strong(none, kRxCaller, std::memory_order_acq_rel,
+                                   std::memory_order_relaxed))
+    return Here::kNo;  // the I/O thread (or another caller) reads it now
+  auto self = shared_from_this();
+  if (rx_resume_) {  // a large frame waits in rbuf_ for the I/O thread: its turn first
+    rx_.store(0, std::memory_order_release);
+    asio::post(io_, [self] { self->read_more(); });
+    return Here::kNo;
+  }
+  const int fd = fd_.load(std::memory_order_acquire);
+  const auto until = std::chrono::steady_clock::now() + max_wait;
+  Here out = Here::kNo;
+  std::optional<Status> failed;
+  bool hand_back = false;
+  for (int turn = 0; turn < 100000; ++turn) {  // bounded: each turn is a wake-up or a second
+    if (done.load(std::memory_order_acquire)) {
+      out = Here::kDone;
+      break;
+    }
+    auto left = until - std::chrono::steady_clock::now();
+    if (left <= Duration::zero()) {
+      out = Here::kTimedOut;
+      break;
+    }
+    auto slice = std::min<Duration>(left, std::chrono::seconds(1));
+    timespec ts{static_cast<time_t>(slice.count() / 1000000000),
+                static_cast<long>(slice.count() % 1000000000)};
+    pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    int n = ::ppoll(p, 2, &ts, nullptr);
+    if (n < 0 && errno != EINTR) break;
+    if (p[1].revents) {
+      out = Here::kWoken;
+      break;
+    }
+    if (p[0].revents && !read_here(&failed)) {
+      hand_back = true;
+      break;
+    }
+  }
+  // Leaving. The I/O thread marked kRxParked when the socket turned readable meanwhile
+  // and waits again, for bytes that come after: what came before is read here first.
+  for (int round = 0; !hand_back; ++round) {
+    uint32_t mine = kRxCaller;
+    if (rx_.compare_exchange_strong(mine, 0, std::memory_order_acq_rel)) break;
+    rx_.fetch_and(~kRxParked, std::memory_order_acq_rel);
+    if (round == 8 || !read_here(&failed)) hand_back = true;  // a busy connection: its I/O thread's
+  }
+  if (hand_back) {
+    rx_.store(0, std::memory_order_release);
+    if (failed) {
+      asio::post(io_, [self, s = *failed] { self->fail_read(s); });
+    } else {
+      asio::post(io_, [self] { self->read_more(); });
+    }
+  }
+  if (out == Here::kNo && done.load(std::memory_order_acquire)) out = Here::kDone;
+  return out;
+}
+
+bool TcpConnection::read_here(std::optional<Status>* failed) {
+  for (int round = 0; round < 16; ++round) {  // then the I/O thread reads on
+    if (state_.load() == kClosed) return false;
+    iovec v{rbuf_.data() + rlen_, rbuf_.size() - rlen_};
+    StreamIo r = stream_->read({&v, 1});
+    if (!r.failed.ok()) {
+      *failed = failure("read from", r);
+      return false;
+    }
+    if (r.n > 0 && !took(r.n, true)) return false;
+    if (r.n == 0 || r.drained) return true;
+  }
+  return false;
 }
 
 void TcpConnection::fail_read(const Status& s) {
@@ -267,8 +378,9 @@ void TcpConnection::fail_read(const Status& s) {
 
 template <class Then>
 void TcpConnection::when_readable(Then then) {
-  // Only this I/O thread waits on the socket: bytes that come between the last read and
-  // the wait make it ready at its next epoll_wait, after the wait is queued.
+  // Only this I/O thread waits on the socket through asio (a caller in receive_here
+  // polls it): bytes that come between the last read and the wait make it ready at its
+  // next epoll_wait, after the wait is queued.
   sock_.async_wait(tcp::socket::wait_read, [self = shared_from_this(),
                                             then = std::move(then)](std::error_code ec) {
     if (ec == asio::error::eof) {
@@ -284,16 +396,16 @@ void TcpConnection::when_readable(Then then) {
   });
 }
 
-bool TcpConnection::took(size_t n) {
+bool TcpConnection::took(size_t n, bool here) {
   TimePoint now = t_.clock_.now();
   if (rlen_ == 0) partial_first_byte_ = now;
   rlen_ += n;
 
   DeferScope defer;
-  return dispatch_buffered(now);
+  return dispatch_buffered(now, here);
 }
 
-bool TcpConnection::dispatch_buffered(TimePoint now) {
+bool TcpConnection::dispatch_buffered(TimePoint now, bool here) {
   size_t pos = 0;
   TimePoint first_byte = partial_first_byte_;
   while (rlen_ - pos >= kHeaderSize) {
@@ -318,6 +430,10 @@ bool TcpConnection::dispatch_buffered(TimePoint now) {
       continue;
     }
     if (kHeaderSize + body <= rbuf_.size() / 2) break;  // small: wait for more in rbuf_
+    if (here) {  // a large frame is the I/O thread's: left in rbuf_ for it
+      rx_resume_ = true;
+      break;
+    }
     // Large frame: copy what is here, read the rest straight into its buffers.
     f.payload = Buffer(h->payload_len);
     f.bulk = Buffer::page_aligned(h->bulk_len);  // a block store may take it as it is
@@ -336,10 +452,11 @@ bool TcpConnection::dispatch_buffered(TimePoint now) {
     rlen_ -= pos;
     partial_first_byte_ = now;
   }
-  return state_.load() != kClosed;
+  return !rx_resume_ && state_.load() != kClosed;
 }
 
 void TcpConnection::read_large(InFrame f, size_t have_payload, size_t have_bulk) {
+  rx_large_ = true;  // until it is delivered (or the connection closes)
   read_large_rest(std::make_shared<InFrame>(std::move(f)), have_payload + have_bulk, false);
 }
 
@@ -381,6 +498,7 @@ void TcpConnection::read_large_rest(std::shared_ptr<InFrame> frame, size_t have,
   }
   auto finish = [self, frame] {
     if (self->state_.load() == kClosed) return;
+    self->rx_large_ = false;
     frame->times.complete = self->t_.clock_.now();
     bool ok;
     {

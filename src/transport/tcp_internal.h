@@ -16,6 +16,7 @@
 #include <deque>
 #include <future>
 #include <map>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -264,6 +265,12 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   }
 
   void start_reading() { read_more(); }
+  // Tests: whether a caller reads the connection now (receive_here).
+  bool read_by_caller() const { return (rx_.load() & kRxCaller) != 0; }
+
+  // A waiting caller reads the connection itself (Connection::receive_here): plaintext
+  // only, and only while the I/O thread is not reading it.
+  Here receive_here(const std::atomic<bool>& done, Duration max_wait, int wake_fd) override;
 
   void do_close(const Status& why);
 
@@ -311,12 +318,32 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
 
   void fail_batch(const Status& s);
 
-  // ---- read path (I/O thread) ----
+  // ---- read path: the I/O thread, or a caller waiting for its reply (receive_here) ----
+  //
+  // One reader at a time owns rbuf_ and the stream's read side, and delivers in order:
+  // rx_ says who. The I/O thread takes kRxIo when it reads and gives it up only when it
+  // waits for the socket (not while a large frame's rest is read: rx_large_). A caller
+  // takes kRxCaller only from nobody. The I/O thread that finds a caller reading marks
+  // kRxParked and waits for the socket again (edge-triggered: for bytes that come after);
+  // the caller, leaving, reads what came before while it finds the mark. It hands reading
+  // back with a posted turn when it stopped with work left for the I/O thread (a large
+  // frame, bytes buffered: rx_resume_; a failure; a busy connection). The owner's acquire
+  // and release on rx_ order its reads of rbuf_ after the previous owner's.
+  static constexpr uint32_t kRxIo = 1, kRxCaller = 2, kRxParked = 4;
+  // The I/O thread's claim: true when it may read (it had it, or took it); false when a
+  // caller reads, marked kRxParked.
+  bool take_rx_io();
+  // Queues read_more's wait for the socket, unless it is queued. I/O thread.
+  void arm_read();
 
   // Reads what the stream has into rbuf_ and delivers the frames it completes, a bounded
   // number of reads per turn; waits for the socket only when the stream asks (TLS may
-  // hold decrypted bytes the socket no longer shows).
+  // hold decrypted bytes the socket no longer shows). I/O thread.
   void read_more();
+
+  // receive_here's reads once the socket is readable: false when the caller must stop and
+  // hand back (a failure, in *failed; a large frame; closed; a busy connection).
+  bool read_here(std::optional<Status>* failed);
 
   // Closes the connection for a failed read (unless closed already).
   void fail_read(const Status& s);
@@ -328,11 +355,13 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
 
   // `n` more bytes are in rbuf_: delivers the frames they complete. Returns whether to
   // read on.
-  bool took(size_t n);
+  bool took(size_t n, bool here = false);
 
   // Delivers every complete frame in rbuf_. Returns false when reading must not
   // continue from rbuf_ (closed, or a large frame's remainder is being read directly).
-  bool dispatch_buffered(TimePoint now);
+  // `here` (a caller reads): a large frame is left in rbuf_ for the I/O thread
+  // (rx_resume_), and false returned.
+  bool dispatch_buffered(TimePoint now, bool here = false);
 
   void read_large(InFrame f, size_t have_payload, size_t have_bulk);
 
@@ -384,10 +413,14 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
     return *stream_;
   }
 
-  // rx (I/O thread)
+  // rx: the reader's (rx_), or the I/O thread's alone (rx_armed_, rx_large_)
+  std::atomic<uint32_t> rx_{0};
   Buffer rbuf_;
   size_t rlen_ = 0;
   TimePoint partial_first_byte_;
+  bool rx_resume_ = false;  // rbuf_ starts with a large frame a caller left undelivered
+  bool rx_armed_ = false;   // read_more's wait for the socket is queued
+  bool rx_large_ = false;   // a large frame's rest is being read (read_large_rest)
 
   friend class TcpTransport::Impl;
 };

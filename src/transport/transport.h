@@ -113,6 +113,22 @@ class Connection {
     (void)with_buffers;
     return std::nullopt;
   }
+  // Receive by the waiter: a thread that blocks for a reply coming on this connection
+  // waits on the socket itself and reads and delivers what comes (on_frame on this thread,
+  // in order with the I/O thread's), so its reply costs one thread wake-up -- its own --
+  // not two (the I/O thread's, then the caller's). Returns kDone once `done` holds (a
+  // frame this thread delivered set it), kWoken when `wake_fd` (an eventfd) became
+  // readable (the reply came another way), kTimedOut after `max_wait`, kNo at once or
+  // later when it cannot or can no longer (another thread reads the connection, a large
+  // frame or a failure is the I/O thread's to handle, TLS, closed, a transport without
+  // such a path): then the caller waits as usual. Any thread but an I/O thread.
+  enum class Here { kNo, kDone, kWoken, kTimedOut };
+  virtual Here receive_here(const std::atomic<bool>& done, Duration max_wait, int wake_fd) {
+    (void)done;
+    (void)max_wait;
+    (void)wake_fd;
+    return Here::kNo;
+  }
 
   const Nid& local_nid() const { return local_; }
   // The NIDs the peer announced in the handshake; [0] is the NI at the other end.
@@ -241,7 +257,8 @@ class Transport {
   // an I/O thread to wake and hand them over. Callbacks then run on the calling thread,
   // still one at a time with the I/O thread's. Returns whether it did any work: false at
   // once when another thread is at it, from inside a callback, after stop(), or when the
-  // transport has no such path (sockets: the kernel wakes its I/O thread). Any thread.
+  // transport has no such path (sockets: their waiter reads the socket itself,
+  // Connection::receive_here). Any thread.
   virtual bool progress() { return false; }
   // TCP connections made or accepted from now on get these SO_SNDBUF and SO_RCVBUF (0:
   // not set, kernel autotuning); open connections keep theirs. Transports without TCP
