@@ -68,6 +68,15 @@ class ReceiveHereTest : public ::testing::Test {
     tb_.reset();
   }
 
+  // Once the I/O thread has read what came and waits for the socket (the frame a test waits
+  // for is delivered a moment before it gives the socket up): a caller may take it.
+  void until_idle() {
+    auto limit = std::chrono::steady_clock::now() + 5s;
+    while (!conn_->read_by_nobody() && std::chrono::steady_clock::now() < limit)
+      std::this_thread::yield();
+    ASSERT_TRUE(conn_->read_by_nobody());
+  }
+
   // A caller on a thread of its own in receive_here (up to 10 s), once it reads the socket.
   struct Caller {
     std::future<Here> result;
@@ -79,6 +88,7 @@ class ReceiveHereTest : public ::testing::Test {
     }
   };
   void start(Caller& c) {
+    until_idle();
     std::packaged_task<Here()> task([this] { return conn_->receive_here(ev_.done, 10s, wake_); });
     c.result = task.get_future();
     c.thread = std::thread(std::move(task));
@@ -109,6 +119,7 @@ class ReceiveHereTest : public ::testing::Test {
 TEST_F(ReceiveHereTest, ACallerTakesWhatComesWhileItWaitsAndHandsBackALargeFrame) {
   // Nothing comes: the caller's time runs out, and it leaves the socket to the I/O thread.
   ev_.expect(1);
+  until_idle();
   EXPECT_EQ(conn_->receive_here(ev_.done, 30ms, wake_), Here::kTimedOut);
   EXPECT_FALSE(conn_->read_by_caller());
 

@@ -265,8 +265,9 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   }
 
   void start_reading() { read_more(); }
-  // Tests: whether a caller reads the connection now (receive_here).
+  // Tests: whether a caller reads the connection now (receive_here); whether nobody does.
   bool read_by_caller() const { return (rx_.load() & kRxCaller) != 0; }
+  bool read_by_nobody() const { return rx_.load() == 0; }
 
   // A waiting caller reads the connection itself (Connection::receive_here): plaintext
   // only, and only while the I/O thread is not reading it.
