@@ -556,13 +556,14 @@ TEST_P(ConformanceTest, AWaiterThatDrivesProgressTakesFramesItself) {
   }
 }
 
-// Receive by the waiter (Connection::receive_here): plain TCP delivers on the waiting
-// thread what comes while it waits, in order with its I/O thread, and an eventfd ends the
-// wait; the others (TLS, the hub, the fabric's queues, a decorator) say they cannot.
+// Receive by the waiter (Connection::receive_here): plain TCP (under the decorator too)
+// delivers on the waiting thread what comes while it waits, in order with its I/O thread,
+// and an eventfd ends the wait; TLS, the hub and the fabric's queues say they cannot.
 TEST_P(ConformanceTest, AWaiterThatReceivesHereTakesFramesOffItsSocket) {
   ConnectionPtr c = connect(), b = b_side();
   ASSERT_TRUE(c && b);
-  const bool here = GetParam() == Kind::kTcp || GetParam() == Kind::kTcpBusyPoll;
+  const bool here = GetParam() == Kind::kTcp || GetParam() == Kind::kTcpBusyPoll ||
+                    GetParam() == Kind::kTcpEmulated;
   const int wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), kRounds = emulated() ? 10 : 200;
   ASSERT_GE(wake, 0);
   std::atomic<int> waiting{0};  // the sender's cue: frame i once the waiter waits for it

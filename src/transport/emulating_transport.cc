@@ -87,6 +87,12 @@ class EmulatingTransport::Conn final : public Connection,
   std::optional<TcpKernelInfo> kernel_tcp_info(bool with_buffers) const override {
     return inner_->kernel_tcp_info(with_buffers);
   }
+  // Frames received pass straight up (receive()) unless a shared link's inbound pipe
+  // paces them: then they are the pipe's to deliver, and the caller waits as usual.
+  Here receive_here(const std::atomic<bool>& done, Duration max_wait, int wake_fd) override {
+    if (in_pipe_) return Here::kNo;
+    return inner_->receive_here(done, max_wait, wake_fd);
+  }
 
   // A frame received: up at once, or through the NI's inbound pipe (a shared link), in
   // arrival order.
