@@ -1,0 +1,133 @@
+#include "membership/etcd_leadership.h"
+
+#include "base/log.h"
+#include "base/thread_name.h"
+
+namespace pfsnet {
+
+EtcdLeadership::EtcdLeadership(std::unique_ptr<EtcdClient> etcd, LeaseOptions o, std::string key,
+                               std::string self, Clock& clock)
+    : etcd_(std::move(etcd)),
+      key_(std::move(key)),
+      self_(std::move(self)),
+      clock_(clock),
+      core_(o, self_) {
+  worker_ = std::thread([this] { run(); });
+}
+
+EtcdLeadership::~EtcdLeadership() { stop(false); }
+
+void EtcdLeadership::tick() {
+  MutexLock lk(mu_);
+  if (stopping_ || job_) return;
+  const TimePoint now = clock_.now();
+  switch (core_.next(now)) {
+    case LeaderLease::Call::kNone:
+      return;
+    case LeaderLease::Call::kGrant:
+      job_ = [this, ttl = core_.options().ttl] {
+        TimePoint sent = clock_.now();
+        auto g = etcd_->grant(ttl);
+        MutexLock l(mu_);
+        if (!g.ok()) {
+          PFS_LOG_WARN_LIMITED("etcd.grant", "MGS leadership: lease grant failed: {}",
+                               g.status().to_string());
+          core_.failed(LeaderLease::Call::kGrant, clock_.now());
+        } else {
+          core_.granted(g->lease, g->ttl, sent);
+        }
+      };
+      break;
+    case LeaderLease::Call::kCampaign:
+      job_ = [this, lease = core_.lease(), was = core_.view(now)] {
+        TimePoint sent = clock_.now();
+        auto c = etcd_->campaign(key_, self_, lease);
+        MutexLock l(mu_);
+        if (!c.ok()) {
+          PFS_LOG_WARN_LIMITED("etcd.campaign", "MGS leadership: campaign failed: {}",
+                               c.status().to_string());
+          core_.failed(LeaderLease::Call::kCampaign, clock_.now());
+          return;
+        }
+        core_.campaigned(*c, sent);
+        auto v = core_.view(clock_.now());
+        if (v.role != was.role || v.epoch != was.epoch) {
+          if (v.role == LeaderLease::Role::kLeader) {
+            PFS_LOG_WARN("MGS leadership: {} leads, epoch {} (etcd {})", self_, v.epoch,
+                         etcd_->endpoint());
+          } else if (v.role == LeaderLease::Role::kFollower) {
+            PFS_LOG_INFO("MGS leadership: {} follows {}, epoch {}", self_, v.leader, v.epoch);
+          }
+        }
+      };
+      break;
+    case LeaderLease::Call::kKeepAlive:
+      job_ = [this, lease = core_.lease(), leading = core_.leading(now)] {
+        TimePoint sent = clock_.now();
+        auto t = etcd_->keepalive(lease);
+        MutexLock l(mu_);
+        if (!t.ok()) {
+          PFS_LOG_WARN_LIMITED("etcd.keepalive", "MGS leadership: keep-alive failed: {}",
+                               t.status().to_string());
+          core_.failed(LeaderLease::Call::kKeepAlive, clock_.now());
+          return;
+        }
+        if (*t <= Duration::zero() && leading)
+          PFS_LOG_WARN("MGS leadership: {} lost its lease: leads no more", self_);
+        core_.kept_alive(*t, sent);
+      };
+      break;
+  }
+  cv_.notify_one();
+}
+
+LeaderLease::View EtcdLeadership::view() {
+  MutexLock lk(mu_);
+  return core_.view(clock_.now());
+}
+
+LeaderLease::Counters EtcdLeadership::counters() {
+  MutexLock lk(mu_);
+  return core_.counters();
+}
+
+void EtcdLeadership::stop(bool resign) {
+  {
+    MutexLock lk(mu_);
+    if (stopping_ && !worker_.joinable()) return;
+    stopping_ = true;
+    job_ = nullptr;  // a call not started yet is not made
+    if (resign && core_.lease() != 0) {
+      job_ = [this, lease = core_.lease()] {
+        {
+          MutexLock l(mu_);
+          core_.resigned();  // leads no more from this instant, whatever etcd answers
+        }
+        Status s = etcd_->revoke(lease);
+        if (!s.ok()) PFS_LOG_WARN("MGS leadership: revoking the lease failed: {}", s.to_string());
+      };
+    }
+    cv_.notify_one();
+  }
+  if (worker_.joinable()) worker_.join();
+}
+
+void EtcdLeadership::run() {
+  name_this_thread("pfs-etcd");
+  for (;;) {
+    std::function<void()> job;
+    {
+      MutexLock lk(mu_);
+      // Idle until a job or the stop; no timing here (the owner's tick decides when).
+      cv_.wait(lk, [&]() REQUIRES(mu_) { return job_ != nullptr || stopping_; });
+      if (!job_) return;  // stopping, nothing left
+      job = std::move(job_);
+      job_ = nullptr;
+    }
+    job();
+    MutexLock lk(mu_);
+    if (stopping_ && !job_) return;
+  }
+}
+
+}  // namespace pfsnet

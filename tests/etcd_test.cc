@@ -1,0 +1,300 @@
+// MGS leadership against a real etcd (Debian's etcd-server, started here on a loopback
+// address of this test's own): EtcdClient's calls and their errors, and EtcdLeadership --
+// two MGSs, one leads with the leader key's revision as its epoch and the other follows
+// it; a resigning leader hands over at once with a higher epoch; and with etcd stopped
+// (SIGSTOP) the leader stops serving by its lease's safe end, so that at no sampled moment
+// do two lead, and after SIGCONT one leads again.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "cluster.h"
+#include "membership/etcd_client.h"
+#include "membership/etcd_leadership.h"
+
+namespace pfsnet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Role = LeaderLease::Role;
+
+constexpr const char* kEtcd = "/usr/bin/etcd";
+
+// One etcd member on loopback(host), client port 2379, peer port 2380, its data in a
+// fresh directory removed at the end.
+class Etcd {
+ public:
+  explicit Etcd(int host) : addr_(loopback(host)) {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("pfsnet-etcd-" + std::to_string(getpid()) + "-" + std::to_string(host));
+    std::filesystem::remove_all(dir_);
+    const std::string client = "http://" + addr_ + ":2379", peer = "http://" + addr_ + ":2380";
+    proc_ = std::make_unique<Process>(
+        std::vector<std::string>{kEtcd, "--name", "t", "--data-dir", dir_.string(),
+                                 "--listen-client-urls", client, "--advertise-client-urls", client,
+                                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                                 "--initial-cluster", "t=" + peer, "--log-level", "warn"});
+  }
+  ~Etcd() {
+    proc_->kill(SIGCONT);
+    proc_->kill(SIGKILL);
+    proc_->wait_exit(5000ms);
+    std::filesystem::remove_all(dir_);
+  }
+  std::string endpoint() const { return "http://" + addr_ + ":2379"; }
+  Process& process() { return *proc_; }
+  // Serving: a lease can be granted.
+  bool ready() {
+    auto c = EtcdClient::create({endpoint()}, 1s);
+    return eventually([&] { return (*c)->grant(2s).ok(); }, 20000ms);
+  }
+
+ private:
+  std::string addr_;
+  std::filesystem::path dir_;
+  std::unique_ptr<Process> proc_;
+};
+
+std::unique_ptr<EtcdClient> etcd_client(const std::string& ep, Duration timeout = 1s) {
+  auto c = EtcdClient::create({ep}, timeout);
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+TEST(EtcdTest, ClientCallsAndTheirErrors) {
+  if (access(kEtcd, X_OK) != 0) GTEST_SKIP() << "needs etcd-server (scripts/install-deps.sh)";
+  // Endpoints that are not http://HOST:PORT are refused before any call.
+  for (const char* bad : {"", "https://127.0.0.1:2379", "127.0.0.1", "http://:2379", "http://h:0",
+                          "http://h:70000", "http://h:12x"})
+    EXPECT_FALSE(EtcdClient::create({bad}, 1s).ok()) << bad;
+  EXPECT_FALSE(EtcdClient::create({}, 1s).ok());
+  EXPECT_EQ(base64_decode(base64_encode("pfsnet/mgs/leader")), "pfsnet/mgs/leader");
+  EXPECT_EQ(base64_decode(base64_encode("ab")), "ab");
+  EXPECT_FALSE(base64_decode("abc").has_value());
+
+  Etcd etcd(40);
+  ASSERT_TRUE(etcd.ready()) << etcd.process().output();
+  // Nothing listens on the first endpoint: the client goes on to the second.
+  auto two = EtcdClient::create({"http://" + loopback(41) + ":2379", etcd.endpoint()}, 1s);
+  ASSERT_TRUE(two.ok());
+  auto g = (*two)->grant(3s);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ(g->ttl, 3s);
+  EXPECT_EQ((*two)->endpoint(), loopback(40) + ":2379");
+  auto c = etcd_client(etcd.endpoint());
+  ASSERT_TRUE(c);
+  auto won = c->campaign("k", "mgs-a", g->lease);
+  ASSERT_TRUE(won.ok()) << won.status().to_string();
+  EXPECT_TRUE(won->won);
+  EXPECT_GT(won->epoch, 0u);
+  auto g2 = c->grant(3s);
+  ASSERT_TRUE(g2.ok());
+  auto lost = c->campaign("k", "mgs-b", g2->lease);
+  ASSERT_TRUE(lost.ok());
+  EXPECT_FALSE(lost->won);
+  EXPECT_EQ(lost->leader, "mgs-a");
+  EXPECT_EQ(lost->epoch, won->epoch);
+  EXPECT_EQ(lost->leader_lease, g->lease);
+  auto ttl = c->keepalive(g->lease);
+  ASSERT_TRUE(ttl.ok());
+  EXPECT_EQ(*ttl, 3s);
+  // Revoked: the key goes with the lease, the next campaign wins with a higher revision.
+  ASSERT_TRUE(c->revoke(g->lease).ok());
+  auto gone = c->keepalive(g->lease);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(*gone, Duration::zero());
+  auto next = c->campaign("k", "mgs-b", g2->lease);
+  ASSERT_TRUE(next.ok());
+  EXPECT_TRUE(next->won);
+  EXPECT_GT(next->epoch, won->epoch);
+  // A put on a lease that does not exist: etcd's error, reported as such.
+  ASSERT_TRUE(c->revoke(g2->lease).ok());
+  auto bad = c->campaign("k2", "mgs-c", g2->lease);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kRemoteError) << bad.status().to_string();
+  // Unreachable: kUnreachable within the timeout, not a hang.
+  auto none = etcd_client("http://" + loopback(41) + ":2379", 500ms);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = none->grant(2s);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnreachable) << r.status().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+}
+
+// Two MGSs' leadership, ticked every 20 ms, their views sampled at each tick.
+struct TwoMgs {
+  MonotonicClock clock;
+  LeaseOptions o;
+  std::unique_ptr<EtcdLeadership> a, b;
+  std::string stalled;  // its ticks stop, as a daemon's round would in a long stall
+  int both = 0;         // samples at which both led
+  TwoMgs(const std::string& ep) {
+    o.ttl = 3s;
+    o.keepalive = 500ms;
+    o.margin = 300ms;
+    o.retry = 200ms;
+    a = std::make_unique<EtcdLeadership>(etcd_client(ep, 500ms), o, "pfsnet/mgs/leader", "mgs-a",
+                                         clock);
+    b = std::make_unique<EtcdLeadership>(etcd_client(ep, 500ms), o, "pfsnet/mgs/leader", "mgs-b",
+                                         clock);
+  }
+  // Ticks until `pred` holds (bounded: `limit`), counting samples with two leaders.
+  template <class Pred>
+  bool run_until(Pred pred, std::chrono::milliseconds limit) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    for (int i = 0; i < 100000 && std::chrono::steady_clock::now() < end; ++i) {
+      if (a && stalled != "mgs-a") a->tick();
+      if (b && stalled != "mgs-b") b->tick();
+      auto va = a ? a->view() : LeaderLease::View{};
+      auto vb = b ? b->view() : LeaderLease::View{};
+      if (va.role == Role::kLeader && vb.role == Role::kLeader) ++both;
+      if (pred(va, vb)) return true;
+      std::this_thread::sleep_for(20ms);  // the ticks' period, as a daemon's round
+    }
+    return false;
+  }
+};
+
+TEST(EtcdTest, OneMgsLeadsTheOtherFollowsAndAResignHandsOverWithAHigherEpoch) {
+  if (access(kEtcd, X_OK) != 0) GTEST_SKIP() << "needs etcd-server (scripts/install-deps.sh)";
+  Etcd etcd(42);
+  ASSERT_TRUE(etcd.ready()) << etcd.process().output();
+  TwoMgs p(etcd.endpoint());
+  LeaderLease::View first;
+  ASSERT_TRUE(p.run_until(
+      [&](auto& va, auto& vb) {
+        bool one = (va.role == Role::kLeader) != (vb.role == Role::kLeader);
+        auto& l = va.role == Role::kLeader ? va : vb;
+        auto& f = va.role == Role::kLeader ? vb : va;
+        if (one && f.role == Role::kFollower && f.leader == l.leader && f.epoch == l.epoch) {
+          first = l;
+          return true;
+        }
+        return false;
+      },
+      20000ms));
+  EXPECT_GT(first.epoch, 0u);
+  // The leader resigns (a clean stop): the other leads, with a higher epoch, without
+  // waiting for the resigned one's lease to run out.
+  auto& leader = first.leader == "mgs-a" ? p.a : p.b;
+  const std::string other = first.leader == "mgs-a" ? "mgs-b" : "mgs-a";
+  leader->stop(true);
+  EXPECT_EQ(leader->view().role, Role::kNone);
+  leader.reset();
+  // The key went with the revoked lease at once: a campaign now finds it free or the
+  // other MGS's, never the resigned one's (whose lease would have held it for the TTL).
+  auto probe = etcd_client(etcd.endpoint());
+  auto g = probe->grant(3s);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto seen = probe->campaign("pfsnet/mgs/leader", "probe", g->lease);
+  ASSERT_TRUE(seen.ok()) << seen.status().to_string();
+  EXPECT_NE(seen->leader, first.leader);
+  ASSERT_TRUE(probe->revoke(g->lease).ok());
+  auto t0 = std::chrono::steady_clock::now();
+  LeaderLease::View second;
+  ASSERT_TRUE(p.run_until(
+      [&](auto& va, auto& vb) {
+        auto& v = va.role == Role::kLeader ? va : vb;
+        if (v.role == Role::kLeader) second = v;
+        return v.role == Role::kLeader;
+      },
+      20000ms));
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(second.leader, other);
+  EXPECT_GT(second.epoch, first.epoch);
+  EXPECT_EQ(p.both, 0);
+  std::printf("handover after a resign: %.2f s (epoch %llu -> %llu)\n", took,
+              static_cast<unsigned long long>(first.epoch),
+              static_cast<unsigned long long>(second.epoch));
+}
+
+TEST(EtcdTest, ALeaderThatStallsIsReplacedOnlyAfterItHasStoppedServing) {
+  if (access(kEtcd, X_OK) != 0) GTEST_SKIP() << "needs etcd-server (scripts/install-deps.sh)";
+  Etcd etcd(44);
+  ASSERT_TRUE(etcd.ready()) << etcd.process().output();
+  TwoMgs p(etcd.endpoint());
+  LeaderLease::View first;
+  ASSERT_TRUE(p.run_until(
+      [&](auto& va, auto& vb) {
+        first = va.role == Role::kLeader ? va : vb;
+        return first.role == Role::kLeader;
+      },
+      20000ms));
+  // The leader stalls: no more keep-alives. It serves until its lease's safe end; the
+  // other takes the key once etcd expires the lease, later -- never both at one sample.
+  const bool a_led = first.leader == "mgs-a";
+  auto& stuck = a_led ? p.a : p.b;
+  p.stalled = first.leader;
+  const TimePoint stalled = p.clock.now();
+  LeaderLease::View second;
+  ASSERT_TRUE(p.run_until(
+      [&](auto& va, auto& vb) {
+        second = a_led ? vb : va;
+        return second.role == Role::kLeader;
+      },
+      20000ms));
+  const TimePoint took_over = p.clock.now();
+  EXPECT_EQ(p.both, 0);
+  EXPECT_GT(second.epoch, first.epoch);
+  EXPECT_EQ(stuck->view().role, Role::kNone);
+  EXPECT_LE(first.serve_until, took_over) << "the other led while the stalled one could serve";
+  // The stalled one resumes: it learns of the new leader and follows it.
+  p.stalled.clear();
+  ASSERT_TRUE(p.run_until(
+      [&](auto& va, auto& vb) {
+        auto& v = a_led ? va : vb;
+        return v.role == Role::kFollower && v.epoch == second.epoch;
+      },
+      20000ms));
+  EXPECT_EQ(p.both, 0);
+  std::printf("a stalled leader replaced after %.2f s (TTL 3 s), epoch %llu -> %llu\n",
+              std::chrono::duration<double>(took_over - stalled).count(),
+              static_cast<unsigned long long>(first.epoch),
+              static_cast<unsigned long long>(second.epoch));
+}
+
+TEST(EtcdTest, WithEtcdStoppedTheLeaderStopsServingByItsLeasesEndAndOneLeadsAfter) {
+  if (access(kEtcd, X_OK) != 0) GTEST_SKIP() << "needs etcd-server (scripts/install-deps.sh)";
+  Etcd etcd(43);
+  ASSERT_TRUE(etcd.ready()) << etcd.process().output();
+  TwoMgs p(etcd.endpoint());
+  LeaderLease::View first;
+  ASSERT_TRUE(p.run_until(
+      [&](auto& va, auto& vb) {
+        first = va.role == Role::kLeader ? va : vb;
+        return first.role == Role::kLeader;
+      },
+      20000ms));
+  // etcd stops answering. A leader serves on to its lease's safe end, which no
+  // keep-alive sent after the stop can move: every leader view sampled from now on ends
+  // by the stop + TTL - margin.
+  ASSERT_TRUE(etcd.process().stop());
+  const TimePoint stopped = p.clock.now();
+  TimePoint latest = TimePoint::min();
+  ASSERT_TRUE(p.run_until(
+      [&](auto& va, auto& vb) {
+        for (auto* v : {&va, &vb})
+          if (v->role == Role::kLeader) latest = std::max(latest, v->serve_until);
+        return va.role != Role::kLeader && vb.role != Role::kLeader;
+      },
+      10000ms));
+  double fenced = std::chrono::duration<double>(p.clock.now() - stopped).count();
+  EXPECT_LE(latest, stopped + p.o.ttl - p.o.margin);
+  etcd.process().kill(SIGCONT);
+  LeaderLease::View after;
+  ASSERT_TRUE(p.run_until(
+      [&](auto& va, auto& vb) {
+        after = va.role == Role::kLeader ? va : vb;
+        return after.role == Role::kLeader;
+      },
+      30000ms));
+  EXPECT_GE(after.epoch, first.epoch);
+  EXPECT_EQ(p.both, 0);
+  std::printf("etcd stopped: the leader stopped serving after %.2f s; epoch %llu -> %llu\n", fenced,
+              static_cast<unsigned long long>(first.epoch),
+              static_cast<unsigned long long>(after.epoch));
+}
+
+}  // namespace
+}  // namespace pfsnet::testing
