@@ -134,6 +134,12 @@ struct MembershipConfig {
   // verify_timeout seconds (beyond the design note; on by default).
   bool unreachable_reports = true;
   int64_t verify_timeout = 5;
+  // MGS leadership through etcd (issue 36): with endpoints ("http://HOST:PORT"), the MGS
+  // daemons campaign for a lease of etcd_lease seconds on etcd_key; the leader serves with
+  // an epoch, the others answer with the leader's NID and epoch. Empty: one MGS, no etcd.
+  std::vector<std::string> etcd;
+  int64_t etcd_lease = 5;
+  std::string etcd_key = "pfsnet/mgs/leader";
 };
 
 // Health that sees slowness ([health]): a peer NI (or local NI) whose latency stays well

@@ -256,6 +256,21 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"notify_rate", int_key(&cfg.membership.notify_rate, 1, 10'000'000)},
       {"unreachable_reports", bool_key(&cfg.membership.unreachable_reports)},
       {"verify_timeout", int_key(&cfg.membership.verify_timeout, 1, 600)},
+      {"etcd",
+       [&](const Ctx& c, const toml::node& n, std::string_view key) {
+         cfg.membership.etcd.clear();
+         return string_array(c, n, key, [&](const std::string& s, const toml::node& e) {
+           std::string hp = s.rfind("http://", 0) == 0 ? s.substr(7) : "";
+           while (!hp.empty() && hp.back() == '/') hp.pop_back();
+           auto colon = hp.rfind(':');
+           if (hp.empty() || colon == std::string::npos || colon == 0 || !validate_http(&hp).ok())
+             return err(c, e.source(), key, "'" + s + "' is not http://HOST:PORT");
+           cfg.membership.etcd.push_back(s);
+           return Status::Ok();
+         });
+       }},
+      {"etcd_lease", int_key(&cfg.membership.etcd_lease, 2, 60)},
+      {"etcd_key", string_key(&cfg.membership.etcd_key, false)},
   };
   const std::map<std::string, Reader, std::less<>> health_keys = {
       {"slowness", bool_key(&cfg.health.slowness)},

@@ -196,6 +196,29 @@ TEST(ConfigTest, BadValuesAreErrors) {
   EXPECT_NE(error_of("[lnet\ncredits=1").find("test.toml:1: syntax error"), std::string::npos);
 }
 
+TEST(ConfigTest, EtcdEndpointsAreHttpHostPortAndTheLeaseIsBounded) {
+  auto cfg = parse_config(
+      "[membership]\netcd = [\"http://127.0.0.1:2379\", \"http://etcd2:2379/\"]\n"
+      "etcd_lease = 3\netcd_key = \"c1/mgs\"\n",
+      "test.toml");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
+  EXPECT_EQ(cfg->membership.etcd.size(), 2u);
+  EXPECT_EQ(cfg->membership.etcd_lease, 3);
+  EXPECT_EQ(cfg->membership.etcd_key, "c1/mgs");
+  auto none = parse_config("", "test.toml");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->membership.etcd.empty());
+  EXPECT_EQ(none->membership.etcd_key, "pfsnet/mgs/leader");
+  for (const char* bad : {"127.0.0.1:2379", "https://h:2379", "http://h", "http://:2379",
+                          "http://h:0", "http://h:99999"})
+    EXPECT_NE(error_of(std::string("[membership]\netcd = [\"") + bad + "\"]\n")
+                  .find("is not http://HOST:PORT"),
+              std::string::npos)
+        << bad;
+  EXPECT_NE(error_of("[membership]\netcd_lease = 1\n").find("etcd_lease"), std::string::npos);
+  EXPECT_NE(error_of("[membership]\netcd_key = \"\"\n").find("etcd_key"), std::string::npos);
+}
+
 TEST(ConfigTest, FabricKeysApplyToO2ibNetsOnly) {
   auto r = parse_config(R"(
 [[net]]

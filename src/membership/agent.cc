@@ -1,12 +1,50 @@
 #include "membership/agent.h"
 
+#include <algorithm>
+
 #include "base/log.h"
 
 namespace pfsnet {
 
 AgentCore::AgentCore(AgentOptions o) : opts_(std::move(o)) {}
 
+bool AgentCore::from_leader(const Leadership& l, TimePoint now) {
+  in_flight_ = false;
+  if (l.epoch < epoch_) {
+    ++counters_.stale;
+    PFS_LOG_WARN("membership: MGS {} answered for epoch {}, older than {}: not the leader",
+                 current_mgs().to_string(), l.epoch, epoch_);
+    on_failure(now);
+    return false;
+  }
+  epoch_ = l.epoch;
+  if (!l.not_leader) return true;
+  ++counters_.redirects;
+  registered_ = false;
+  auto leader = Nid::unpack(l.leader);
+  if (l.leader == 0 || !leader.ok()) {
+    on_failure(now);  // it knows no leader: the next MGS may
+    return false;
+  }
+  auto it = std::find(opts_.mgs.begin(), opts_.mgs.end(), *leader);
+  size_t at = static_cast<size_t>(it - opts_.mgs.begin());
+  if (it == opts_.mgs.end()) opts_.mgs.push_back(*leader);  // not configured here: followed
+  if (at == mgs_index_) {
+    // It names itself but does not lead (a restarted MGS whose old lease still holds the
+    // key): ask again in a second.
+    next_ = now + std::chrono::seconds(1);
+    return false;
+  }
+  PFS_LOG_INFO("membership: MGS {} does not lead; the leader is {} (epoch {})",
+               current_mgs().to_string(), leader->to_string(), l.epoch);
+  mgs_index_ = at;
+  failures_in_a_row_ = 0;
+  next_ = now;
+  return false;
+}
+
 void AgentCore::on_register_reply(const RegisterRep& r, TimePoint now) {
+  if (!from_leader(r.lead, now)) return;
   in_flight_ = false;
   failures_in_a_row_ = 0;
   registered_ = true;
@@ -19,6 +57,7 @@ void AgentCore::on_register_reply(const RegisterRep& r, TimePoint now) {
 }
 
 void AgentCore::on_ping_reply(const PingRep& r, TimePoint now) {
+  if (!from_leader(r.lead, now)) return;
   in_flight_ = false;
   failures_in_a_row_ = 0;
   if (r.status == PingStatus::kUnknown) {

@@ -72,8 +72,13 @@ class AgentCore {
   // from zero. Reports go at once (no in-flight rule): they carry news, not liveness.
   std::optional<Send> report_due(TimePoint now, const std::vector<PeerSample>& samples);
 
+  // Answers. With MGS leadership in etcd, an answer from an MGS that does not lead names
+  // the leader (its NID, its epoch): the agent registers there next. An answer with an
+  // epoch older than one it has seen is an MGS that lost its lead: it counts as a failure.
   void on_register_reply(const RegisterRep& r, TimePoint now);
   void on_ping_reply(const PingRep& r, TimePoint now);
+  // The highest leader epoch heard (0 without etcd): notifications of older ones are stale.
+  uint64_t epoch() const { return epoch_; }
   // The request failed (no answer within its timeout): fail over to the next MGS.
   void on_failure(TimePoint now);
   // Keeps the set of server NIDs current from notifications.
@@ -90,12 +95,18 @@ class AgentCore {
 
   struct Counters {
     uint64_t registers = 0, pings = 0, skipped = 0, failovers = 0, unknown = 0, reports = 0;
+    uint64_t redirects = 0, stale = 0;  // "not the leader" answers; answers of old epochs
   };
   const Counters& counters() const { return counters_; }
 
  private:
+  // Whether an answer is the leader's own, at the newest epoch; if not, acts on it (goes to
+  // the leader it names, or on as after a failure) and returns false.
+  bool from_leader(const Leadership& l, TimePoint now);
+
   AgentOptions opts_;
   size_t mgs_index_ = 0;
+  uint64_t epoch_ = 0;
   bool registered_ = false;
   bool in_flight_ = false;
   uint32_t id_ = 0;

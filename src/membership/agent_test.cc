@@ -76,6 +76,70 @@ TEST_F(AgentTest, UnknownReRegistersAndSilenceFailsOver) {
   EXPECT_EQ(a.counters().failovers, 2u);
 }
 
+// MGS leadership in etcd: an MGS that does not lead sends the agent to the leader it
+// names (configured or not); one that names itself is asked again a second later; one
+// that knows no leader is failed over from; an answer of an older epoch is an MGS that
+// lost its lead, and counts as a failure.
+TEST_F(AgentTest, FollowsTheLeaderAnMgsNamesAndNeverGoesBackToAnOlderEpoch) {
+  AgentCore a(opts(kRoleServer));
+  const Nid m0 = nid("10.0.0.2@tcp"), m1 = nid("10.0.0.12@tcp"), m2 = nid("10.0.0.22@tcp");
+  ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
+  RegisterRep redirect;
+  redirect.lead = Leadership{7, true, m1.pack()};
+  a.on_register_reply(redirect, clock_.now());
+  EXPECT_FALSE(a.registered());
+  EXPECT_EQ(a.current_mgs(), m1);
+  EXPECT_EQ(a.epoch(), 7u);
+  auto s = a.due(clock_.now(), TimePoint{}, none);  // at once, at the leader
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->kind, AgentCore::Kind::kRegister);
+  EXPECT_EQ(s->mgs, m1);
+  RegisterRep ok{4, 1, 1, {}};
+  ok.lead.epoch = 7;
+  a.on_register_reply(ok, clock_.now());
+  EXPECT_TRUE(a.registered());
+  // The leader changes to an MGS not in the configured list: followed there.
+  clock_.advance(10s);
+  ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
+  PingRep moved;
+  moved.lead = Leadership{9, true, m2.pack()};
+  a.on_ping_reply(moved, clock_.now());
+  EXPECT_EQ(a.current_mgs(), m2);
+  EXPECT_EQ(a.epoch(), 9u);
+  EXPECT_FALSE(a.registered());
+  // m2 answers for epoch 8 (it led once, before 9): not believed.
+  s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  RegisterRep old{5, 1, 1, {}};
+  old.lead.epoch = 8;
+  a.on_register_reply(old, clock_.now());
+  EXPECT_FALSE(a.registered());
+  EXPECT_EQ(a.counters().stale, 1u);
+  EXPECT_EQ(a.epoch(), 9u);
+  EXPECT_NE(a.current_mgs(), m2);  // failed over
+  // One that knows no leader: failed over from too.
+  Nid before = a.current_mgs();
+  s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  RegisterRep none_known;
+  none_known.lead = Leadership{9, true, 0};
+  a.on_register_reply(none_known, clock_.now());
+  EXPECT_NE(a.current_mgs(), before);
+  // One that names itself but does not lead: asked again after a second.
+  Nid cur = a.current_mgs();
+  clock_.advance(5s);
+  s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  RegisterRep self;
+  self.lead = Leadership{9, true, cur.pack()};
+  a.on_register_reply(self, clock_.now());
+  EXPECT_EQ(a.current_mgs(), cur);
+  EXPECT_FALSE(a.due(clock_.now() + 999ms, TimePoint{}, none));
+  EXPECT_TRUE(a.due(clock_.now() + 1s, TimePoint{}, none));
+  EXPECT_EQ(a.counters().redirects, 4u);
+  (void)m0;
+}
+
 TEST_F(AgentTest, ClientThatTalkedToAServerRecentlySkipsItsPing) {
   AgentCore a(opts(kRoleClient));
   ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));

@@ -36,7 +36,36 @@ TEST(MembershipProtocol, RoundTripsAndRefusesGarbage) {
   auto nb = decode_notify_req(encode(nr).span());
   ASSERT_TRUE(nb.ok());
   EXPECT_EQ(nb->events[0].state, NodeState::kDead);
-  EXPECT_EQ(encoded_size(nr.events[0]), encode(nr).size() - 12);
+  EXPECT_EQ(encoded_size(nr.events[0]), encode(nr).size() - 20);
+}
+
+TEST(MembershipProtocol, LeadershipRoundTripsOnEveryAnswerAndRefusesGarbage) {
+  const uint64_t leader = nid("10.0.0.2@tcp").pack();
+  RegisterRep rr;
+  rr.lead = Leadership{41, true, leader};
+  auto r = decode_register_rep(encode(rr).span());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->lead, rr.lead);
+  PingRep pr;
+  pr.generation = 3;
+  pr.lead = Leadership{42, false, 0};
+  auto p = decode_ping_rep(encode(pr).span());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->lead, pr.lead);
+  EXPECT_EQ(p->generation, 3u);
+  NotifyReq nr{5, {}, 43};
+  auto n = decode_notify_req(encode(nr).span());
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->epoch, 43u);
+  // The flag is 0 or 1, and a leader NID must unpack.
+  Buffer b = encode(pr);
+  b.data()[b.size() - 9] = 2;
+  EXPECT_FALSE(decode_ping_rep(b.span()).ok());
+  Buffer c = encode(pr);
+  for (size_t i = 1; i <= 8; ++i) c.data()[c.size() - i] = 0xff;
+  EXPECT_FALSE(decode_ping_rep(c.span()).ok());
+  for (size_t k = 0; k < encode(pr).size(); ++k)
+    EXPECT_FALSE(decode_ping_rep(encode(pr).span().first(k)).ok()) << k;
 }
 
 TEST(MembershipProtocol, ReportRoundTripsAndRefusesGarbage) {

@@ -42,6 +42,11 @@ class Writer : public ByteWriter {
     u8(static_cast<uint8_t>(e.state));
     nids(e.nids);
   }
+  void lead(const Leadership& l) {
+    u64(l.epoch);
+    u8(l.not_leader ? 1 : 0);
+    u64(l.leader);
+  }
 };
 
 class Reader : public ByteReader {
@@ -57,6 +62,15 @@ class Reader : public ByteReader {
     e.state = static_cast<NodeState>(st);
     e.nids = nids();
     return e;
+  }
+  Leadership lead() {
+    Leadership l;
+    l.epoch = u64();
+    uint8_t nl = u8();
+    l.leader = u64();
+    if (nl > 1 || (l.leader != 0 && !Nid::unpack(l.leader).ok())) fail();
+    l.not_leader = nl == 1;
+    return l;
   }
   MeshCell cell() {
     MeshCell c;
@@ -154,6 +168,7 @@ Buffer encode(const RegisterRep& m) {
   w.u64(m.generation);
   w.u32(static_cast<uint32_t>(m.servers.size()));
   for (const NodeEvent& e : m.servers) w.event(e);
+  w.lead(m.lead);
   return w.take();
 }
 
@@ -171,6 +186,7 @@ Buffer encode(const PingRep& m) {
   w.u8(static_cast<uint8_t>(m.status));
   w.u64(m.generation);
   w.u64(m.mgs_instance);
+  w.lead(m.lead);
   return w.take();
 }
 
@@ -191,6 +207,7 @@ Buffer encode(const NotifyReq& m) {
   w.u64(m.generation);
   w.u32(static_cast<uint32_t>(m.events.size()));
   for (const NodeEvent& e : m.events) w.event(e);
+  w.u64(m.epoch);
   return w.take();
 }
 
@@ -284,6 +301,7 @@ Result<RegisterRep> decode_register_rep(std::span<const uint8_t> b) {
   m.generation = r.u64();
   size_t n = r.count(9);
   for (size_t i = 0; i < n && r.ok(); ++i) m.servers.push_back(r.event());
+  m.lead = r.lead();
   return finish_decode(r, std::move(m), "MGS_REGISTER reply");
 }
 
@@ -306,6 +324,7 @@ Result<PingRep> decode_ping_rep(std::span<const uint8_t> b) {
   m.status = static_cast<PingStatus>(st);
   m.generation = r.u64();
   m.mgs_instance = r.u64();
+  m.lead = r.lead();
   return finish_decode(r, m, "MGS_PING reply");
 }
 
@@ -334,6 +353,7 @@ Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b) {
   m.generation = r.u64();
   size_t n = r.count(9);
   for (size_t i = 0; i < n && r.ok(); ++i) m.events.push_back(r.event());
+  m.epoch = r.u64();
   return finish_decode(r, std::move(m), "MGS_NOTIFY");
 }
 

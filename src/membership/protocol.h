@@ -56,11 +56,22 @@ struct NodeEvent {
   std::vector<Nid> nids;
 };
 
+// Leadership (issue 36), on every MGS answer: with etcd, the leader's epoch (the leader
+// key's create revision in etcd; 0 without etcd) and, from an MGS that does not lead, the
+// leader it knows of (a packed NID; 0: none known -- no leader now, or etcd unreachable).
+struct Leadership {
+  uint64_t epoch = 0;
+  bool not_leader = false;
+  uint64_t leader = 0;
+  bool operator==(const Leadership&) const = default;
+};
+
 struct RegisterRep {
   uint32_t id = 0;
   uint64_t mgs_instance = 0;
   uint64_t generation = 0;
   std::vector<NodeEvent> servers;  // every server the MGS knows, for the client's use
+  Leadership lead;                 // not_leader: nothing else is set
 };
 
 struct PingReq {
@@ -74,6 +85,7 @@ struct PingRep {
   PingStatus status = PingStatus::kOk;
   uint64_t generation = 0;
   uint64_t mgs_instance = 0;
+  Leadership lead;  // not_leader: status and the rest are not the leader's
 };
 
 // A node tells the MGS of peers it cannot reach: their NIDs failed to connect or timed
@@ -94,6 +106,7 @@ inline constexpr size_t kMaxReportPeers = 4096;
 struct NotifyReq {
   uint64_t generation = 0;
   std::vector<NodeEvent> events;
+  uint64_t epoch = 0;  // the sending leader's (0 without etcd): a node drops older ones
 };
 
 // A page of a table the MGS holds: MGS_STATUS's nodes, MESH_MATRIX's rows.

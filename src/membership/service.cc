@@ -36,20 +36,55 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
     RegisterRep self =
         mgs_->on_register(RegisterReq{cfg.node.name, roles_, nids, instance_}, clock_.now());
     self_id_ = self.id;
+    if (!cfg.membership.etcd.empty() && !nids.empty()) {
+      // The leader key's value: this MGS's first NID, where nodes are sent.
+      auto etcd = EtcdClient::create(cfg.membership.etcd, std::chrono::seconds(1));
+      if (etcd.ok()) {
+        LeaseOptions lo;
+        lo.ttl = std::chrono::seconds(cfg.membership.etcd_lease);
+        lo.keepalive = lo.ttl / 3;
+        lo.margin = std::min<Duration>(lo.ttl / 5, std::chrono::seconds(1));
+        lo.retry = std::chrono::milliseconds(500);
+        leadership_ = std::make_unique<EtcdLeadership>(
+            std::move(*etcd), lo, cfg.membership.etcd_key, nids[0].to_string(), clock_);
+      } else {
+        leadership_error_ = etcd.status();
+      }
+    }
     serve(rpc_, kMgsRegisterRpc, [this](RegisterReq&& q, RpcRequest&) -> Result<RegisterRep> {
       MutexLock lk(mu_);
-      return mgs_->on_register(q, clock_.now());
+      Leadership l = leadership_locked();
+      RegisterRep r;
+      if (!l.not_leader) r = mgs_->on_register(q, clock_.now());
+      r.lead = l;
+      return r;
     });
     serve(rpc_, kMgsPingRpc, [this](PingReq&& q, RpcRequest&) -> Result<PingRep> {
       MutexLock lk(mu_);
-      return mgs_->on_ping(q, clock_.now());
+      Leadership l = leadership_locked();
+      PingRep r;
+      if (!l.not_leader) r = mgs_->on_ping(q, clock_.now());
+      r.lead = l;
+      return r;
     });
     serve(rpc_, kMgsReportRpc, [this](ReportReq&& q, RpcRequest&) -> Result<PingRep> {
       MutexLock lk(mu_);
-      return mgs_->on_report(q, clock_.now());
+      Leadership l = leadership_locked();
+      PingRep r;
+      if (!l.not_leader) r = mgs_->on_report(q, clock_.now());
+      r.lead = l;
+      return r;
     });
     serve(rpc_, kMgsStatusRpc, [this](PageReq&& q, RpcRequest&) -> Result<StatusTable> {
       MutexLock lk(mu_);
+      Leadership l = leadership_locked();
+      if (l.not_leader) {
+        auto leader = Nid::unpack(l.leader);
+        return Status(Code::kRejected,
+                      "this MGS does not lead (leader: " +
+                          (leader.ok() ? leader->to_string() : std::string("none known")) +
+                          ", epoch " + std::to_string(l.epoch) + ")");
+      }
       return table_locked(q.offset, std::min<uint32_t>(q.limit, kMaxStatusPage));
     });
   }
@@ -74,6 +109,11 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
   serve(rpc_, kMgsNotifyRpc, [this](NotifyReq&& q, RpcRequest& r) -> Result<Empty> {
     if (agent_) {
       MutexLock lk(mu_);
+      if (q.epoch < agent_->epoch()) {  // from an MGS that led before the one we follow
+        PFS_LOG_WARN("membership: a notification from {} of epoch {} (now {}) dropped",
+                     r.from.to_string(), q.epoch, agent_->epoch());
+        return Empty{};
+      }
       agent_->apply(q.events);
     }
     act_on(q.events, r.from.to_string());
@@ -84,12 +124,42 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
 MembershipService::~MembershipService() { stop(); }
 
 Status MembershipService::start(TimerQueue& queue) {
+  if (!leadership_error_.ok()) return leadership_error_;
   ticker_.start(queue, clock_, std::chrono::milliseconds(100),
                 [this](TimePoint now) { tick(now); });
   return Status::Ok();
 }
 
-void MembershipService::stop() { ticker_.stop(); }
+void MembershipService::stop() {
+  ticker_.stop();
+  if (leadership_) leadership_->stop(true);  // the next MGS leads at once, not after a TTL
+}
+
+Leadership MembershipService::leadership_locked() {
+  Leadership l;
+  if (!leadership_) return l;
+  LeaderLease::View v = leadership_->view();
+  l.epoch = v.epoch;
+  if (v.role == LeaderLease::Role::kLeader) {
+    if (table_epoch_ != v.epoch) {
+      // Leading at a new epoch: whatever this MGS's table held is from before; nodes
+      // register again when their pings find them unknown.
+      table_epoch_ = v.epoch;
+      std::vector<Nid> nids;
+      for (const NetConfig& n : cfg_.nets) nids.push_back(n.nid);
+      *mgs_ = MgsCore(MgsOptions::from(cfg_), instance_);
+      self_id_ =
+          mgs_->on_register(RegisterReq{cfg_.node.name, roles_, nids, instance_}, clock_.now()).id;
+    }
+    return l;
+  }
+  l.not_leader = true;
+  auto leader = v.role == LeaderLease::Role::kFollower ? Nid::parse(v.leader)
+                                                       : Result<Nid>(Status(Code::kNotFound, ""));
+  if (leader.ok() && !(!cfg_.nets.empty() && *leader == cfg_.nets[0].nid))
+    l.leader = leader->pack();
+  return l;
+}
 
 // ---- MGS side ----
 
@@ -262,7 +332,13 @@ void MembershipService::send_agent_request(TimePoint now) {
 }
 
 void MembershipService::tick(TimePoint now) {
-  if (mgs_) {
+  bool leads = true;
+  if (leadership_) {
+    leadership_->tick();
+    MutexLock lk(mu_);
+    leads = !leadership_locked().not_leader;
+  }
+  if (mgs_ && leads) {
     std::vector<MgsCore::Outgoing> outs;
     std::vector<NodeEvent> changes;
     std::vector<MgsCore::Verify> verifies;
@@ -273,6 +349,7 @@ void MembershipService::tick(TimePoint now) {
       changes = mgs_->take_changes();
       outs = mgs_->take_notifications(now);
       verifies = mgs_->take_verifications();
+      for (MgsCore::Outgoing& o : outs) o.req.epoch = table_epoch_;
     }
     act_on(changes, "(local)");
     send_notifications(std::move(outs));
@@ -388,6 +465,7 @@ MembershipCounters MembershipService::counters() {
     out.agent =
         MembershipCounters::Agent{agent_->current_mgs(), agent_->registered(), agent_->counters()};
   if (mgs_) out.mgs = mgs_->counters();
+  if (leadership_) out.leadership = {leadership_->view(), leadership_->counters()};
   return out;
 }
 

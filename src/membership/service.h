@@ -20,6 +20,7 @@
 
 #include "base/mutex.h"
 #include "membership/agent.h"
+#include "membership/etcd_leadership.h"
 #include "membership/mgs.h"
 #include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
@@ -29,6 +30,12 @@ namespace pfsnet {
 
 // This node's side of membership: its agent and, on the MGS, the core's counters.
 struct MembershipCounters {
+  // An MGS with leadership in etcd: what it knows of it.
+  struct Leader {
+    LeaderLease::View view;
+    LeaderLease::Counters counters;
+  };
+  std::optional<Leader> leadership;
   struct Agent {
     Nid mgs;  // the MGS it talks to now
     bool registered = false;
@@ -45,7 +52,8 @@ class MembershipService final : public NodePart {
   ~MembershipService() override;
 
   const char* part_name() const override { return "membership"; }
-  // Rounds every 100 ms on `queue` (the node's) until stop().
+  // Rounds every 100 ms on `queue` (the node's) until stop(). An MGS with etcd endpoints
+  // that are not http://HOST:PORT: an error, and nothing starts.
   Status start(TimerQueue& queue) override;
   void stop() override;
   // One round: MGS states and notifications, the agent's ping.
@@ -79,6 +87,9 @@ class MembershipService final : public NodePart {
   TimePoint last_server_contact(TimePoint now) REQUIRES(mu_);
   // The table slice [offset, offset+limit).
   StatusTable table_locked(uint32_t offset, uint32_t limit) const REQUIRES(mu_);
+  // This MGS's leadership for its answers: epoch, and whether (and whom) it follows. On a
+  // leader at a new epoch, the table starts afresh (every node registers again).
+  Leadership leadership_locked() REQUIRES(mu_);
 
   Config cfg_;
   Net& net_;
@@ -96,6 +107,10 @@ class MembershipService final : public NodePart {
   uint32_t self_id_ GUARDED_BY(mu_) = 0;  // the MGS's own record
   uint64_t instance_ GUARDED_BY(mu_) = 0;
   std::unique_ptr<AgentCore> agent_ PT_GUARDED_BY(mu_);
+  // MGS leadership in etcd ([membership] etcd): set by the constructor (locks its own).
+  std::unique_ptr<EtcdLeadership> leadership_;
+  Status leadership_error_;                   // a bad endpoint: start() fails with it
+  uint64_t table_epoch_ GUARDED_BY(mu_) = 0;  // the epoch mgs_'s table is of
   // Peer NID -> receive count at the last look: for heard-from reports, for server contact.
   std::unordered_map<uint64_t, uint64_t> rx_seen_ GUARDED_BY(mu_), contact_seen_ GUARDED_BY(mu_);
   TimePoint server_contact_ GUARDED_BY(mu_){};
