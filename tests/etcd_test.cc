@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <map>
 
 #include "cluster.h"
 #include "membership/etcd_client.h"
@@ -17,6 +18,7 @@ namespace pfsnet::testing {
 namespace {
 
 using namespace std::chrono_literals;
+using nlohmann::json;
 using Role = LeaderLease::Role;
 
 constexpr const char* kEtcd = "/usr/bin/etcd";
@@ -294,6 +296,105 @@ TEST(EtcdTest, WithEtcdStoppedTheLeaderStopsServingByItsLeasesEndAndOneLeadsAfte
   std::printf("etcd stopped: the leader stopped serving after %.2f s; epoch %llu -> %llu\n", fenced,
               static_cast<unsigned long long>(first.epoch),
               static_cast<unsigned long long>(after.epoch));
+}
+
+// Real daemons: two MGSs with leadership in etcd (lease 2 s), a server and a client, all
+// configured with both MGSs; the client pings the server all along. One MGS leads, the
+// other answers with its NID, and every node registers with the leader. The leader is
+// killed: the other leads with a higher epoch, every node is up in its table, and not one
+// of the client's pings to the server failed.
+TEST(EtcdTest, KillingTheLeaderMgsMovesEveryNodeToTheNextLeaderAndNoApplicationRpcFails) {
+  if (access(kEtcd, X_OK) != 0) GTEST_SKIP() << "needs etcd-server (scripts/install-deps.sh)";
+  Etcd etcd(45);
+  ASSERT_TRUE(etcd.ready()) << etcd.process().output();
+  TempDir dir;
+  const std::string key = TwoDaemons::write_key(dir);
+  const std::string mgs_list = "\"" + loopback(2) + "@tcp\", \"" + loopback(7) + "@tcp\"";
+  std::map<int, std::unique_ptr<Daemon>> d;
+  auto start = [&](int host, const std::string& role) {
+    DaemonOptions o;
+    o.transaction_timeout = 2;
+    o.node_extra = "roles = [\"" + role + "\"]\nmgs = [" + mgs_list + "]\n";
+    o.extra =
+        "[membership]\nserver_ping_interval = 1\nclient_ping_interval = 2\nping_miss_limit = "
+        "2\netcd = [\"" +
+        etcd.endpoint() + "\"]\netcd_lease = 2\n";
+    d[host] = std::make_unique<Daemon>(dir, host, key, o);
+    return d[host]->ready();
+  };
+  ASSERT_TRUE(start(2, "mgs"));
+  ASSERT_TRUE(start(7, "mgs"));
+  ASSERT_TRUE(start(3, "server"));
+  ASSERT_TRUE(start(5, "client"));
+  auto status = [&](int host) {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", d[host]->socket(), "status", "--json"}, 20000ms);
+    return rc == 0 ? last_json_line(out) : json::object();
+  };
+  auto all_up_at = [&](const json& t, const std::string& mgs, std::vector<std::string> names) {
+    if (!t.is_object() || t.value("mgs", "") != mgs) return false;
+    for (const std::string& n : names) {
+      bool up = false;
+      for (const json& row : t.value("nodes", json::array()))
+        up |= row["name"] == n && row["state"] == "up";
+      if (!up) return false;
+    }
+    return true;
+  };
+  // One leads; every node is up in its table, as seen from the client.
+  json t;
+  std::string leader;
+  ASSERT_TRUE(eventually(
+      [&] {
+        t = status(5);
+        leader = t.value("mgs", "");
+        return (leader == loopback(2) + "@tcp" || leader == loopback(7) + "@tcp") &&
+               all_up_at(t, leader, {"n2", "n3", "n5", "n7"});
+      },
+      20000ms))
+      << t.dump();
+  const int lead_host = leader == loopback(2) + "@tcp" ? 2 : 7, other = lead_host == 2 ? 7 : 2;
+  json lt = status(lead_host)["local"]["leadership"];
+  json ot = status(other)["local"]["leadership"];
+  EXPECT_EQ(lt.value("role", ""), "leader") << lt.dump();
+  EXPECT_EQ(ot.value("role", ""), "follower") << ot.dump();
+  EXPECT_EQ(ot.value("leader", ""), leader);
+  const uint64_t epoch = lt.value("epoch", uint64_t{0});
+  EXPECT_GT(epoch, 0u);
+  EXPECT_EQ(ot.value("epoch", uint64_t{0}), epoch);
+  // The client pings the server every 20 ms across the kill.
+  Process pings({PFSNET_BIN, "--socket", d[5]->socket(), "ping", loopback(3) + "@tcp", "--count",
+                 "400", "--interval", "0.02", "--timeout", "5", "--json"});
+  const int64_t killed = unix_ms(MonotonicClock().wall_now());
+  d[lead_host]->process().kill(SIGKILL);
+  d[lead_host]->process().wait_exit(5000ms);
+  const std::string next = loopback(other) + "@tcp";
+  ASSERT_TRUE(eventually(
+      [&] {
+        return all_up_at(t = status(5), next, {"n3", "n5", other == 2 ? "n2" : "n7"});
+      },
+      30000ms))
+      << t.dump();
+  // The new leader's own record of the registrations: the failover's length, printed
+  // (the lease's 2 s, a campaign period, then a ping period or two).
+  int64_t last = 0;
+  for (const json& row : t.value("nodes", json::array()))
+    if (row["name"] != "n2" && row["name"] != "n7")
+      last = std::max(last, row.value("registered_unix_ms", int64_t{0}));
+  json nt = status(other)["local"]["leadership"];
+  EXPECT_EQ(nt.value("role", ""), "leader") << nt.dump();
+  EXPECT_GT(nt.value("epoch", uint64_t{0}), epoch);
+  json agent = status(5)["local"]["agent"];
+  EXPECT_EQ(agent.value("epoch", uint64_t{0}), nt.value("epoch", uint64_t{0})) << agent.dump();
+  ASSERT_TRUE(pings.wait_eof(60000ms));
+  json p = last_json_line(pings.output());
+  EXPECT_EQ(p.value("failed", -1), 0) << p.dump();
+  EXPECT_EQ(p.value("ok", 0), 400) << p.dump();
+  std::printf(
+      "leader MGS killed: %s leads at epoch %llu (was %llu); server and client registered "
+      "with it %.2f s after the kill; the client's 400 pings: %d failed\n",
+      next.c_str(), static_cast<unsigned long long>(nt.value("epoch", uint64_t{0})),
+      static_cast<unsigned long long>(epoch), double(last - killed) / 1000.0,
+      p.value("failed", -1));
 }
 
 }  // namespace

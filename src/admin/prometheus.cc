@@ -180,6 +180,15 @@ void membership_metrics(PromText& text, const MetricsSnapshot::Membership& m) {
       text.sample(n, "", double(v));
     }
   }
+  if (m.counters.leadership) {
+    const LeaderLease::View& v = m.counters.leadership->view;
+    text.family("pfsnet_membership_leader", "gauge",
+                "1 while this MGS leads (MGS leadership in etcd), 0 while it does not.");
+    text.sample("pfsnet_membership_leader", "", v.role == LeaderLease::Role::kLeader ? 1 : 0);
+    text.family("pfsnet_membership_epoch", "gauge",
+                "The newest MGS leader epoch this MGS knows (the leader key's revision).");
+    text.sample("pfsnet_membership_epoch", "", double(v.epoch));
+  }
   if (m.counters.agent) {
     const MembershipCounters::Agent& a = *m.counters.agent;
     text.family("pfsnet_membership_registered", "gauge",

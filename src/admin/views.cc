@@ -241,7 +241,18 @@ json membership_counters_json(const MembershipCounters& m) {
                   {"pings", c.pings},
                   {"skipped", c.skipped},
                   {"failovers", c.failovers},
-                  {"unknown", c.unknown}};
+                  {"unknown", c.unknown},
+                  {"epoch", m.agent->epoch},
+                  {"redirects", c.redirects},
+                  {"stale", c.stale}};
+  }
+  if (m.leadership) {
+    const LeaderLease::View& v = m.leadership->view;
+    const LeaderLease::Counters& c = m.leadership->counters;
+    j["leadership"] = {
+        {"role", role_name(v.role)},  {"epoch", v.epoch},         {"leader", v.leader},
+        {"grants", c.grants},         {"campaigns", c.campaigns}, {"won", c.won},
+        {"keepalives", c.keepalives}, {"failures", c.failures},   {"lease_lost", c.lease_lost}};
   }
   if (m.mgs) {
     const MgsCore::Counters& c = *m.mgs;

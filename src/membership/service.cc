@@ -420,7 +420,15 @@ void MembershipService::send_notifications(std::vector<MgsCore::Outgoing> outs) 
 Result<StatusTable> MembershipService::status(Duration timeout) {
   if (mgs_) {
     MutexLock lk(mu_);
-    return table_locked(0, UINT32_MAX);
+    Leadership l = leadership_locked();
+    if (!l.not_leader) return table_locked(0, UINT32_MAX);
+    // An MGS that does not lead has no table to show: the leader's, through its agent.
+    if (!agent_) {
+      auto leader = Nid::unpack(l.leader);
+      return Status(Code::kRejected,
+                    "this MGS does not lead (leader: " +
+                        (leader.ok() ? leader->to_string() : std::string("none known")) + ")");
+    }
   }
   if (!agent_) return Status(Code::kNotFound, "no MGS configured (node.mgs is empty)");
   Nid mgs;
@@ -462,8 +470,8 @@ MembershipCounters MembershipService::counters() {
   MutexLock lk(mu_);
   MembershipCounters out;
   if (agent_)
-    out.agent =
-        MembershipCounters::Agent{agent_->current_mgs(), agent_->registered(), agent_->counters()};
+    out.agent = MembershipCounters::Agent{agent_->current_mgs(), agent_->registered(),
+                                          agent_->epoch(), agent_->counters()};
   if (mgs_) out.mgs = mgs_->counters();
   if (leadership_) out.leadership = {leadership_->view(), leadership_->counters()};
   return out;

@@ -39,6 +39,7 @@ struct MembershipCounters {
   struct Agent {
     Nid mgs;  // the MGS it talks to now
     bool registered = false;
+    uint64_t epoch = 0;  // the newest leader epoch it heard (0 without etcd)
     AgentCore::Counters counters;
   };
   std::optional<Agent> agent;
