@@ -58,14 +58,20 @@ class Etcd {
   std::unique_ptr<Process> proc_;
 };
 
+class EtcdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(kEtcd, X_OK) != 0) GTEST_SKIP() << "needs etcd-server (scripts/install-deps.sh)";
+  }
+};
+
 std::unique_ptr<EtcdClient> etcd_client(const std::string& ep, Duration timeout = 1s) {
   auto c = EtcdClient::create({ep}, timeout);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return c.ok() ? std::move(*c) : nullptr;
 }
 
-TEST(EtcdTest, ClientCallsAndTheirErrors) {
-  if (access(kEtcd, X_OK) != 0) GTEST_SKIP() << "needs etcd-server (scripts/install-deps.sh)";
+TEST_F(EtcdTest, ClientCallsAndTheirErrors) {
   // Endpoints that are not http://HOST:PORT are refused before any call.
   for (const char* bad : {"", "https://127.0.0.1:2379", "127.0.0.1", "http://:2379", "http://h:0",
                           "http://h:70000", "http://h:12x"})
@@ -141,6 +147,17 @@ struct TwoMgs {
     b = std::make_unique<EtcdLeadership>(etcd_client(ep, 500ms), o, "pfsnet/mgs/leader", "mgs-b",
                                          clock);
   }
+  // Ticks until one of them leads (bounded: `limit`): its view (role kNone if none did).
+  LeaderLease::View leader_within(std::chrono::milliseconds limit) {
+    LeaderLease::View l;
+    run_until(
+        [&](auto& va, auto& vb) {
+          l = va.role == Role::kLeader ? va : vb;
+          return l.role == Role::kLeader;
+        },
+        limit);
+    return l;
+  }
   // Ticks until `pred` holds (bounded: `limit`), counting samples with two leaders.
   template <class Pred>
   bool run_until(Pred pred, std::chrono::milliseconds limit) {
@@ -158,8 +175,7 @@ struct TwoMgs {
   }
 };
 
-TEST(EtcdTest, OneMgsLeadsTheOtherFollowsAndAResignHandsOverWithAHigherEpoch) {
-  if (access(kEtcd, X_OK) != 0) GTEST_SKIP() << "needs etcd-server (scripts/install-deps.sh)";
+TEST_F(EtcdTest, OneMgsLeadsTheOtherFollowsAndAResignHandsOverWithAHigherEpoch) {
   Etcd etcd(42);
   ASSERT_TRUE(etcd.ready()) << etcd.process().output();
   TwoMgs p(etcd.endpoint());
@@ -194,14 +210,8 @@ TEST(EtcdTest, OneMgsLeadsTheOtherFollowsAndAResignHandsOverWithAHigherEpoch) {
   EXPECT_NE(seen->leader, first.leader);
   ASSERT_TRUE(probe->revoke(g->lease).ok());
   auto t0 = std::chrono::steady_clock::now();
-  LeaderLease::View second;
-  ASSERT_TRUE(p.run_until(
-      [&](auto& va, auto& vb) {
-        auto& v = va.role == Role::kLeader ? va : vb;
-        if (v.role == Role::kLeader) second = v;
-        return v.role == Role::kLeader;
-      },
-      20000ms));
+  const LeaderLease::View second = p.leader_within(20000ms);
+  ASSERT_EQ(second.role, Role::kLeader);
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(second.leader, other);
   EXPECT_GT(second.epoch, first.epoch);
@@ -211,18 +221,12 @@ TEST(EtcdTest, OneMgsLeadsTheOtherFollowsAndAResignHandsOverWithAHigherEpoch) {
               static_cast<unsigned long long>(second.epoch));
 }
 
-TEST(EtcdTest, ALeaderThatStallsIsReplacedOnlyAfterItHasStoppedServing) {
-  if (access(kEtcd, X_OK) != 0) GTEST_SKIP() << "needs etcd-server (scripts/install-deps.sh)";
+TEST_F(EtcdTest, ALeaderThatStallsIsReplacedOnlyAfterItHasStoppedServing) {
   Etcd etcd(44);
   ASSERT_TRUE(etcd.ready()) << etcd.process().output();
   TwoMgs p(etcd.endpoint());
-  LeaderLease::View first;
-  ASSERT_TRUE(p.run_until(
-      [&](auto& va, auto& vb) {
-        first = va.role == Role::kLeader ? va : vb;
-        return first.role == Role::kLeader;
-      },
-      20000ms));
+  const LeaderLease::View first = p.leader_within(20000ms);
+  ASSERT_EQ(first.role, Role::kLeader);
   // The leader stalls: no more keep-alives. It serves until its lease's safe end; the
   // other takes the key once etcd expires the lease, later -- never both at one sample.
   const bool a_led = first.leader == "mgs-a";
@@ -256,18 +260,12 @@ TEST(EtcdTest, ALeaderThatStallsIsReplacedOnlyAfterItHasStoppedServing) {
               static_cast<unsigned long long>(second.epoch));
 }
 
-TEST(EtcdTest, WithEtcdStoppedTheLeaderStopsServingByItsLeasesEndAndOneLeadsAfter) {
-  if (access(kEtcd, X_OK) != 0) GTEST_SKIP() << "needs etcd-server (scripts/install-deps.sh)";
+TEST_F(EtcdTest, WithEtcdStoppedTheLeaderStopsServingByItsLeasesEndAndOneLeadsAfter) {
   Etcd etcd(43);
   ASSERT_TRUE(etcd.ready()) << etcd.process().output();
   TwoMgs p(etcd.endpoint());
-  LeaderLease::View first;
-  ASSERT_TRUE(p.run_until(
-      [&](auto& va, auto& vb) {
-        first = va.role == Role::kLeader ? va : vb;
-        return first.role == Role::kLeader;
-      },
-      20000ms));
+  const LeaderLease::View first = p.leader_within(20000ms);
+  ASSERT_EQ(first.role, Role::kLeader);
   // etcd stops answering. A leader serves on to its lease's safe end, which no
   // keep-alive sent after the stop can move: every leader view sampled from now on ends
   // by the stop + TTL - margin.
@@ -284,13 +282,8 @@ TEST(EtcdTest, WithEtcdStoppedTheLeaderStopsServingByItsLeasesEndAndOneLeadsAfte
   double fenced = std::chrono::duration<double>(p.clock.now() - stopped).count();
   EXPECT_LE(latest, stopped + p.o.ttl - p.o.margin);
   etcd.process().kill(SIGCONT);
-  LeaderLease::View after;
-  ASSERT_TRUE(p.run_until(
-      [&](auto& va, auto& vb) {
-        after = va.role == Role::kLeader ? va : vb;
-        return after.role == Role::kLeader;
-      },
-      30000ms));
+  const LeaderLease::View after = p.leader_within(30000ms);
+  ASSERT_EQ(after.role, Role::kLeader);
   EXPECT_GE(after.epoch, first.epoch);
   EXPECT_EQ(p.both, 0);
   std::printf("etcd stopped: the leader stopped serving after %.2f s; epoch %llu -> %llu\n", fenced,
@@ -303,8 +296,7 @@ TEST(EtcdTest, WithEtcdStoppedTheLeaderStopsServingByItsLeasesEndAndOneLeadsAfte
 // other answers with its NID, and every node registers with the leader. The leader is
 // killed: the other leads with a higher epoch, every node is up in its table, and not one
 // of the client's pings to the server failed.
-TEST(EtcdTest, KillingTheLeaderMgsMovesEveryNodeToTheNextLeaderAndNoApplicationRpcFails) {
-  if (access(kEtcd, X_OK) != 0) GTEST_SKIP() << "needs etcd-server (scripts/install-deps.sh)";
+TEST_F(EtcdTest, KillingTheLeaderMgsMovesEveryNodeToTheNextLeaderAndNoApplicationRpcFails) {
   Etcd etcd(45);
   ASSERT_TRUE(etcd.ready()) << etcd.process().output();
   TempDir dir;

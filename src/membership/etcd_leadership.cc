@@ -30,9 +30,7 @@ void EtcdLeadership::tick() {
         auto g = etcd_->grant(ttl);
         MutexLock l(mu_);
         if (!g.ok()) {
-          PFS_LOG_WARN_LIMITED("etcd.grant", "MGS leadership: lease grant failed: {}",
-                               g.status().to_string());
-          core_.failed(LeaderLease::Call::kGrant, clock_.now());
+          failed_locked(LeaderLease::Call::kGrant, "lease grant", g.status());
         } else {
           core_.granted(g->lease, g->ttl, sent);
         }
@@ -43,12 +41,7 @@ void EtcdLeadership::tick() {
         TimePoint sent = clock_.now();
         auto c = etcd_->campaign(key_, self_, lease);
         MutexLock l(mu_);
-        if (!c.ok()) {
-          PFS_LOG_WARN_LIMITED("etcd.campaign", "MGS leadership: campaign failed: {}",
-                               c.status().to_string());
-          core_.failed(LeaderLease::Call::kCampaign, clock_.now());
-          return;
-        }
+        if (!c.ok()) return failed_locked(LeaderLease::Call::kCampaign, "campaign", c.status());
         core_.campaigned(*c, sent);
         auto v = core_.view(clock_.now());
         if (v.role != was.role || v.epoch != was.epoch) {
@@ -66,12 +59,7 @@ void EtcdLeadership::tick() {
         TimePoint sent = clock_.now();
         auto t = etcd_->keepalive(lease);
         MutexLock l(mu_);
-        if (!t.ok()) {
-          PFS_LOG_WARN_LIMITED("etcd.keepalive", "MGS leadership: keep-alive failed: {}",
-                               t.status().to_string());
-          core_.failed(LeaderLease::Call::kKeepAlive, clock_.now());
-          return;
-        }
+        if (!t.ok()) return failed_locked(LeaderLease::Call::kKeepAlive, "keep-alive", t.status());
         if (*t <= Duration::zero() && leading)
           PFS_LOG_WARN("MGS leadership: {} lost its lease: leads no more", self_);
         core_.kept_alive(*t, sent);
@@ -79,6 +67,12 @@ void EtcdLeadership::tick() {
       break;
   }
   cv_.notify_one();
+}
+
+void EtcdLeadership::failed_locked(LeaderLease::Call c, const char* what, const Status& s) {
+  PFS_LOG_WARN_LIMITED(std::string("etcd.") + what, "MGS leadership: {} failed: {}", what,
+                       s.to_string());
+  core_.failed(c, clock_.now());
 }
 
 LeaderLease::View EtcdLeadership::view() {

@@ -39,6 +39,8 @@ class EtcdLeadership {
 
  private:
   void run();
+  // A call failed: logged (at most once in 10 s per kind), retried after the core's wait.
+  void failed_locked(LeaderLease::Call c, const char* what, const Status& s) REQUIRES(mu_);
 
   std::unique_ptr<EtcdClient> etcd_;  // the worker's alone
   const std::string key_, self_;
