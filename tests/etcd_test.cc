@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "cluster.h"
 #include "membership/etcd_client.h"
@@ -310,7 +311,9 @@ TEST_F(EtcdTest, KillingTheLeaderMgsMovesEveryNodeToTheNextLeaderAndNoApplicatio
     o.extra =
         "[membership]\nserver_ping_interval = 1\nclient_ping_interval = 2\nping_miss_limit = "
         "2\netcd = [\"" +
-        etcd.endpoint() + "\"]\netcd_lease = 2\n";
+        etcd.endpoint() +
+        "\"]\netcd_lease = 2\n[mesh]\npeers = 3\ninterval = 0.2\nbulk_interval = 1\n"
+        "bulk_bytes = 65536\nreport_interval = 0.5\nwindow = 4\n";
     d[host] = std::make_unique<Daemon>(dir, host, key, o);
     return d[host]->ready();
   };
@@ -353,6 +356,26 @@ TEST_F(EtcdTest, KillingTheLeaderMgsMovesEveryNodeToTheNextLeaderAndNoApplicatio
   const uint64_t epoch = lt.value("epoch", uint64_t{0});
   EXPECT_GT(epoch, 0u);
   EXPECT_EQ(ot.value("epoch", uint64_t{0}), epoch);
+  // The probe mesh's rows, as the leader gathered them: the following MGS's too (it sends
+  // its row to the leader like any node, not into a table of its own).
+  auto mesh_rows_from = [&](int host, const std::string& mgs, std::set<std::string> want) {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", d[host]->socket(), "mesh", "--json"}, 20000ms);
+    json m = rc == 0 ? last_json_line(out) : json::object();
+    if (!m.is_object() || m.value("mgs", "") != mgs) return false;
+    for (const json& r : m.value("rows", json::array())) want.erase(r.value("from", ""));
+    return want.empty();
+  };
+  EXPECT_TRUE(eventually(
+      [&] {
+        return mesh_rows_from(5, leader, {"n2", "n3", "n5", "n7"});
+      },
+      20000ms));
+  EXPECT_TRUE(eventually(
+      [&] {
+        return mesh_rows_from(other, leader, {"n2", "n3", "n5", "n7"});
+      },
+      20000ms))
+      << "the following MGS shows the leader's rows";
   // The client pings the server every 20 ms across the kill.
   Process pings({PFSNET_BIN, "--socket", d[5]->socket(), "ping", loopback(3) + "@tcp", "--count",
                  "400", "--interval", "0.02", "--timeout", "5", "--json"});
@@ -372,6 +395,11 @@ TEST_F(EtcdTest, KillingTheLeaderMgsMovesEveryNodeToTheNextLeaderAndNoApplicatio
   for (const json& row : t.value("nodes", json::array()))
     if (row["name"] != "n2" && row["name"] != "n7")
       last = std::max(last, row.value("registered_unix_ms", int64_t{0}));
+  EXPECT_TRUE(eventually(
+      [&] {
+        return mesh_rows_from(5, next, {"n3", "n5", other == 2 ? "n2" : "n7"});
+      },
+      20000ms));
   json nt = status(other)["local"]["leadership"];
   EXPECT_EQ(nt.value("role", ""), "leader") << nt.dump();
   EXPECT_GT(nt.value("epoch", uint64_t{0}), epoch);

@@ -369,7 +369,7 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   if (node.membership) {
     MetricsSnapshot::Membership ms;
     ms.counters = node.membership->counters();
-    if (node.membership->is_mgs()) {  // its own table: no RPC
+    if (node.membership->leads()) {  // its own table: no RPC
       auto t = node.membership->status(std::chrono::seconds(5));
       if (t.ok()) ms.table = std::move(*t);
     }

@@ -460,6 +460,13 @@ Result<StatusTable> MembershipService::status(Duration timeout) {
   return all;
 }
 
+bool MembershipService::leads() {
+  if (!mgs_) return false;
+  if (!leadership_) return true;
+  MutexLock lk(mu_);
+  return !leadership_locked().not_leader;
+}
+
 std::optional<Nid> MembershipService::current_mgs() {
   MutexLock lk(mu_);
   if (!agent_) return std::nullopt;

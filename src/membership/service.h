@@ -61,6 +61,11 @@ class MembershipService final : public NodePart {
   void tick(TimePoint now);
 
   bool is_mgs() const { return mgs_ != nullptr; }
+  // An MGS that holds the cluster's tables now: every MGS without etcd; with leadership in
+  // etcd, only the leader. Parts with MGS-side state of their own (the mesh's rows, the
+  // cluster-health board) keep it only while this holds, and otherwise send to the
+  // leader through current_mgs() like any node.
+  bool leads();
   bool has_agent() const { return agent_ != nullptr; }
   // The MGS's whole table. Asks the MGS (the current one, page by page, each page within
   // `timeout`) unless this node is it.

@@ -124,6 +124,7 @@ void ClusterHealthService::tick(TimePoint now) {
   forget_the_dead();
   HealthReport rep;
   rep.node = name_;
+  const bool leads = membership_.leads();  // an MGS that follows reports to the leader
   {
     MutexLock lk(mu_);
     // A node without problems sends only the change to none: the MGS keeps nothing for it,
@@ -131,7 +132,7 @@ void ClusterHealthService::tick(TimePoint now) {
     bool changed = !acked_ || !same_problems(*acked_, local_);
     if (in_flight_ || (!changed && (local_.empty() || now < next_refresh_))) return;
     rep.problems = local_;
-    if (board_) {  // this node is the MGS
+    if (board_ && leads) {  // this node is the MGS
       board_->expire(now);
       board_->report(rep, now, clock_.wall_now().time_since_epoch().count() / 1000000);
       acked_ = local_;
@@ -165,9 +166,10 @@ void ClusterHealthService::tick(TimePoint now) {
 }
 
 Result<std::vector<NodeProblems>> ClusterHealthService::cluster(Duration timeout) {
+  const bool leads = membership_.leads();
   {
     MutexLock lk(mu_);
-    if (board_) {
+    if (board_ && leads) {
       board_->expire(clock_.now());
       return board_->all();
     }

@@ -141,7 +141,7 @@ void MeshService::stop() { ticker_.stop(); }
 
 void MeshService::tick(TimePoint now) {
   if (!opts_.enabled) return;
-  if (membership_.is_mgs()) refresh_nodes(now);
+  if (membership_.leads()) refresh_nodes(now);
   struct Due {
     PathKey key;
     Nid local, peer;
@@ -292,7 +292,7 @@ void MeshService::send_sync(TimePoint now) {
     return t +
            std::max<Duration>(opts_.report_interval, std::chrono::milliseconds(rep.next_sync_ms));
   };
-  if (membership_.is_mgs()) {
+  if (membership_.leads()) {
     MutexLock lk(mu_);
     MeshSyncRep rep = sync_locked(std::move(req), now);
     if (rep.status == PingStatus::kOk) {
@@ -428,7 +428,7 @@ MeshMatrix MeshService::matrix_page(const PageReq& req) {
 }
 
 Result<MeshMatrix> MeshService::matrix(Duration timeout) {
-  if (membership_.is_mgs()) {
+  if (membership_.leads()) {
     MutexLock lk(mu_);
     MeshMatrix m;
     m.mgs = net_.local_nids().front();
