@@ -33,9 +33,10 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
   for (const NetConfig& n : cfg.nets) nids.push_back(n.nid);
   if (roles_ & kRoleMgs) {
     mgs_ = std::make_unique<MgsCore>(MgsOptions::from(cfg), instance_);
-    RegisterRep self =
-        mgs_->on_register(RegisterReq{cfg.node.name, roles_, nids, instance_}, clock_.now());
-    self_id_ = self.id;
+    {
+      MutexLock lk(mu_);
+      register_self_locked();
+    }
     if (!cfg.membership.etcd.empty() && !nids.empty()) {
       // The leader key's value: this MGS's first NID, where nodes are sent.
       auto etcd = EtcdClient::create(cfg.membership.etcd, std::chrono::seconds(1));
@@ -78,13 +79,7 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
     serve(rpc_, kMgsStatusRpc, [this](PageReq&& q, RpcRequest&) -> Result<StatusTable> {
       MutexLock lk(mu_);
       Leadership l = leadership_locked();
-      if (l.not_leader) {
-        auto leader = Nid::unpack(l.leader);
-        return Status(Code::kRejected,
-                      "this MGS does not lead (leader: " +
-                          (leader.ok() ? leader->to_string() : std::string("none known")) +
-                          ", epoch " + std::to_string(l.epoch) + ")");
-      }
+      if (l.not_leader) return not_leading(l);
       return table_locked(q.offset, std::min<uint32_t>(q.limit, kMaxStatusPage));
     });
   }
@@ -135,6 +130,21 @@ void MembershipService::stop() {
   if (leadership_) leadership_->stop(true);  // the next MGS leads at once, not after a TTL
 }
 
+void MembershipService::register_self_locked() {
+  std::vector<Nid> nids;
+  for (const NetConfig& n : cfg_.nets) nids.push_back(n.nid);
+  self_id_ =
+      mgs_->on_register(RegisterReq{cfg_.node.name, roles_, nids, instance_}, clock_.now()).id;
+}
+
+Status MembershipService::not_leading(const Leadership& l) {
+  auto leader = Nid::unpack(l.leader);
+  return Status(Code::kRejected,
+                "this MGS does not lead (leader: " +
+                    (leader.ok() ? leader->to_string() : std::string("none known")) + ", epoch " +
+                    std::to_string(l.epoch) + ")");
+}
+
 Leadership MembershipService::leadership_locked() {
   Leadership l;
   if (!leadership_) return l;
@@ -145,11 +155,8 @@ Leadership MembershipService::leadership_locked() {
       // Leading at a new epoch: whatever this MGS's table held is from before; nodes
       // register again when their pings find them unknown.
       table_epoch_ = v.epoch;
-      std::vector<Nid> nids;
-      for (const NetConfig& n : cfg_.nets) nids.push_back(n.nid);
       *mgs_ = MgsCore(MgsOptions::from(cfg_), instance_);
-      self_id_ =
-          mgs_->on_register(RegisterReq{cfg_.node.name, roles_, nids, instance_}, clock_.now()).id;
+      register_self_locked();
     }
     return l;
   }
@@ -423,12 +430,7 @@ Result<StatusTable> MembershipService::status(Duration timeout) {
     Leadership l = leadership_locked();
     if (!l.not_leader) return table_locked(0, UINT32_MAX);
     // An MGS that does not lead has no table to show: the leader's, through its agent.
-    if (!agent_) {
-      auto leader = Nid::unpack(l.leader);
-      return Status(Code::kRejected,
-                    "this MGS does not lead (leader: " +
-                        (leader.ok() ? leader->to_string() : std::string("none known")) + ")");
-    }
+    if (!agent_) return not_leading(l);
   }
   if (!agent_) return Status(Code::kNotFound, "no MGS configured (node.mgs is empty)");
   Nid mgs;

@@ -96,6 +96,10 @@ class MembershipService final : public NodePart {
   // This MGS's leadership for its answers: epoch, and whether (and whom) it follows. On a
   // leader at a new epoch, the table starts afresh (every node registers again).
   Leadership leadership_locked() REQUIRES(mu_);
+  // Puts this MGS itself in its table (at start, and afresh at a new epoch).
+  void register_self_locked() REQUIRES(mu_);
+  // The refusal of an MGS that does not lead, naming the leader it knows.
+  static Status not_leading(const Leadership& l);
 
   Config cfg_;
   Net& net_;
