@@ -36,10 +36,12 @@ Daemon::Daemon(Config cfg, std::string cluster_key)
   serve_selftest(rpc_, clock_);
   serve_tune_probe(rpc_, clock_);
   tune_ = std::make_unique<TuneService>(net_, rpc_, stats_, cfg_, clock_);
-  storage_ = std::make_unique<BlockService>(BlockServiceOptions::from(cfg), rpc_, &stats_, clock_,
-                                            core_->timer_queue());
+  BlockServiceOptions bo = BlockServiceOptions::from(cfg);
+  bo.fence = &membership_->fence();  // an evicted client's I/O refused
+  storage_ = std::make_unique<BlockService>(bo, rpc_, &stats_, clock_, core_->timer_queue());
   tokens_ =
       std::make_unique<TokenService>(rpc_, std::chrono::seconds(cfg.lnet.transaction_timeout));
+  tokens_->follow(membership_->fence());  // a dead client's tokens dropped at the verdict
   iobench_ = std::make_unique<IobenchService>(rpc_, clock_, [this] {
     Config c = cfg_.get();
     StripedFileOptions o = StripedFileOptions::from(c);

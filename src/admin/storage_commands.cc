@@ -58,7 +58,19 @@ json storage_json(const BlockServiceStats& s) {
             {"busy", s.threads.busy},
             {"queued", s.threads.queued},
             {"queued_max", s.threads.queued_max}}},
-          {"targets", targets}};
+          {"targets", targets},
+          {"evicted_refused", s.evicted_refused}};
+}
+
+// This node's byte-range tokens: as a manager and as a client.
+json tokens_json(const TokenStats& t) {
+  return {{"granted", t.granted},
+          {"revocations", t.revocations},
+          {"holders_dropped", t.holders_dropped},
+          {"holders_evicted", t.holders_evicted},
+          {"acquired", t.acquired},
+          {"revoked", t.revoked},
+          {"evictions", t.evictions}};
 }
 
 struct FileArgs {
@@ -244,7 +256,9 @@ void add_storage_commands(AdminCommands& cmds, const NodeParts& n) {
       [n](const json&, E) -> Result<json> {
         if (!n.storage || !n.storage->serving())
           return Status(Code::kNotFound, "no block targets on this node ([storage] targets)");
-        return storage_json(n.storage->stats());
+        json j = storage_json(n.storage->stats());
+        if (n.tokens) j["tokens"] = tokens_json(n.tokens->stats());
+        return j;
       },
       "storage");
   cmds.add("file_put", [n](const json& r, E) { return transfer(n, r, true); });

@@ -244,7 +244,8 @@ json membership_counters_json(const MembershipCounters& m) {
                   {"unknown", c.unknown},
                   {"epoch", m.agent->epoch},
                   {"redirects", c.redirects},
-                  {"stale", c.stale}};
+                  {"stale", c.stale},
+                  {"evictions", c.evictions}};
   }
   if (m.leadership) {
     const LeaderLease::View& v = m.leadership->view;
@@ -262,7 +263,8 @@ json membership_counters_json(const MembershipCounters& m) {
                 {"notifications_sent", c.notifications_sent},
                 {"notification_failures", c.notification_failures},
                 {"notifications_dropped", c.notifications_dropped},
-                {"resyncs", c.resyncs}};
+                {"resyncs", c.resyncs},
+                {"evicted_pings", c.evicted_pings}};
   }
   return j;
 }

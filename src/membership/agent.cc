@@ -47,7 +47,9 @@ void AgentCore::on_register_reply(const RegisterRep& r, TimePoint now) {
   if (!from_leader(r.lead, now)) return;
   in_flight_ = false;
   failures_in_a_row_ = 0;
+  if (r.evicted) return on_evicted();
   registered_ = true;
+  after_eviction_ = false;
   id_ = r.id;
   mgs_instance_ = r.mgs_instance;
   server_nids_.clear();
@@ -66,7 +68,25 @@ void AgentCore::on_ping_reply(const PingRep& r, TimePoint now) {
                  current_mgs().to_string());
     registered_ = false;
     next_ = now;
+  } else if (r.status == PingStatus::kEvicted) {
+    on_evicted();
   }
+}
+
+void AgentCore::on_evicted() {
+  ++counters_.evictions;
+  PFS_LOG_WARN(
+      "membership: MGS {} declared us dead: dropping our tokens and RPCs under way, then "
+      "registering again",
+      current_mgs().to_string());
+  registered_ = false;
+  evicted_ = true;
+}
+
+void AgentCore::eviction_handled(TimePoint now) {
+  evicted_ = false;
+  after_eviction_ = true;  // the next registration says so; the MGS takes us back
+  next_ = now;
 }
 
 void AgentCore::on_failure(TimePoint now) {

@@ -1,6 +1,8 @@
 // AgentCore: the node side of the scalable pinger, as pure logic on an injected clock.
 // It registers with the MGS, then pings it rain or shine every period (client or server
 // interval); a ping answered "unknown" (the MGS restarted, or forgot us) registers again;
+// a ping answered "evicted" (the MGS declared us dead) waits until the node has dropped
+// what it held (MembershipService), then registers again;
 // an MGS that does not answer is failed over to the next configured MGS NID, where the
 // node registers again. With heard_reports, a client that exchanged RPCs with a server
 // recently enough for that server's report to reach the MGS in time skips its own ping.
@@ -85,17 +87,24 @@ class AgentCore {
   void apply(const std::vector<NodeEvent>& events);
 
   bool registered() const { return registered_; }
+  // The MGS declared this node dead (a ping answered kEvicted, or a registration
+  // refused so): nothing is sent
+  // until eviction_handled() -- the node drops what it held first, then registers.
+  bool evicted() const { return evicted_; }
+  void eviction_handled(TimePoint now);
   bool in_flight() const { return in_flight_; }
   // When due() next has something to do (while no request is in flight).
   TimePoint next_due() const { return next_; }
   const Nid& current_mgs() const { return opts_.mgs[mgs_index_]; }
   uint32_t id() const { return id_; }
   bool is_server_nid(uint64_t packed) const { return server_nids_.count(packed) > 0; }
+  const std::unordered_set<uint64_t>& server_nids() const { return server_nids_; }
   const AgentOptions& options() const { return opts_; }
 
   struct Counters {
     uint64_t registers = 0, pings = 0, skipped = 0, failovers = 0, unknown = 0, reports = 0;
     uint64_t redirects = 0, stale = 0;  // "not the leader" answers; answers of old epochs
+    uint64_t evictions = 0;             // times the MGS said it had declared us dead
   };
   const Counters& counters() const { return counters_; }
 
@@ -103,12 +112,15 @@ class AgentCore {
   // Whether an answer is the leader's own, at the newest epoch; if not, acts on it (goes to
   // the leader it names, or on as after a failure) and returns false.
   bool from_leader(const Leadership& l, TimePoint now);
+  void on_evicted();
 
   AgentOptions opts_;
   size_t mgs_index_ = 0;
   uint64_t epoch_ = 0;
   bool registered_ = false;
   bool in_flight_ = false;
+  bool evicted_ = false;
+  bool after_eviction_ = false;  // dropped what it held since: the next registration says so
   uint32_t id_ = 0;
   uint64_t mgs_instance_ = 0;
   TimePoint next_{};  // next ping (or registration attempt)
@@ -126,12 +138,13 @@ class AgentCore {
 template <class Heard>
 std::optional<AgentCore::Send> AgentCore::due(TimePoint now, TimePoint last_server_contact,
                                               Heard&& heard) {
-  if (in_flight_ || opts_.mgs.empty() || now < next_) return std::nullopt;
+  if (in_flight_ || evicted_ || opts_.mgs.empty() || now < next_) return std::nullopt;
   if (!registered_) {
     in_flight_ = true;
     ++counters_.registers;
-    return Send{Kind::kRegister, current_mgs(),
-                encode(RegisterReq{opts_.name, opts_.roles, opts_.nids, opts_.instance})};
+    return Send{
+        Kind::kRegister, current_mgs(),
+        encode(RegisterReq{opts_.name, opts_.roles, opts_.nids, opts_.instance, after_eviction_})};
   }
   Duration period = opts_.period();
   if (opts_.heard_reports && opts_.roles == kRoleClient && last_server_contact != TimePoint{} &&

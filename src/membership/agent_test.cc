@@ -52,6 +52,48 @@ TEST_F(AgentTest, RegistersThenPingsEveryPeriodRainOrShine) {
   EXPECT_TRUE(a.due(clock_.now(), TimePoint{}, none));
 }
 
+// Evicted (a ping answered so, or a registration after a lost ping refused so): the agent
+// sends nothing until its node has dropped what it held, then registers saying so; and
+// once registered, the next eviction starts over.
+TEST_F(AgentTest, EvictedWaitsUntilHandledThenRegistersSayingSo) {
+  AgentCore a(opts(kRoleClient));
+  ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
+  a.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  clock_.advance(50s);
+  ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
+  a.on_ping_reply(PingRep{PingStatus::kEvicted, 1, 1}, clock_.now());
+  EXPECT_TRUE(a.evicted());
+  EXPECT_FALSE(a.registered());
+  clock_.advance(100s);
+  EXPECT_FALSE(a.due(clock_.now(), TimePoint{}, none)) << "registered before dropping its state";
+  a.eviction_handled(clock_.now());
+  auto s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->kind, AgentCore::Kind::kRegister);
+  auto r = decode_register_req(s->payload.span());
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->after_eviction);
+  a.on_register_reply(RegisterRep{4, 1, 2, {}}, clock_.now());
+  EXPECT_TRUE(a.registered());
+  // A ping lost, then a registration the MGS refuses: evicted as well.
+  clock_.advance(50s);
+  ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
+  a.on_failure(clock_.now());
+  s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  r = decode_register_req(s->payload.span());
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->after_eviction);
+  RegisterRep refused;
+  refused.id = 4;
+  refused.evicted = true;
+  a.on_register_reply(refused, clock_.now());
+  EXPECT_TRUE(a.evicted());
+  EXPECT_FALSE(a.registered());
+  EXPECT_FALSE(a.due(clock_.now(), TimePoint{}, none));
+  EXPECT_EQ(a.counters().evictions, 2u);
+}
+
 TEST_F(AgentTest, UnknownReRegistersAndSilenceFailsOver) {
   AgentCore a(opts(kRoleClient));
   ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));

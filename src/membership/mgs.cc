@@ -36,6 +36,17 @@ RegisterRep MgsCore::on_register(const RegisterReq& r, TimePoint now) {
   }
   NodeRecord& n = nodes_[id];
   bool fresh = n.name.empty();
+  if (!fresh && n.state == NodeState::kDead && n.instance == r.instance && !r.after_eviction) {
+    // Declared dead, and the same process (its registration lost with a timed-out ping):
+    // it holds tokens the managers dropped. It drops them, then registers again.
+    ++counters_.evicted_pings;
+    RegisterRep rep;
+    rep.id = id;
+    rep.mgs_instance = instance_;
+    rep.generation = generation_;
+    rep.evicted = true;
+    return rep;
+  }
   for (const Nid& old : n.nids) by_nid_.erase(old.pack());
   n.id = id;
   n.name = r.name;
@@ -103,13 +114,22 @@ PingRep MgsCore::on_ping(const PingReq& r, TimePoint now) {
     return rep;
   }
   NodeRecord& n = nodes_[r.id];
+  if (n.state == NodeState::kDead) {
+    // Declared dead: its tokens were dropped and its I/O is refused. It comes back only by
+    // registering again, once it has dropped what it held.
+    ++counters_.evicted_pings;
+    rep.status = PingStatus::kEvicted;
+    rep.generation = generation_;
+    return rep;
+  }
   heard(n, now, false);
   if (opts_.heard_reports && (n.roles & kRoleServer)) {
     for (uint64_t packed : r.heard) {
       auto it = by_nid_.find(packed);
       if (it == by_nid_.end()) continue;
       NodeRecord& c = nodes_[it->second];
-      if (!(c.roles & kRoleClient) || c.last_heard >= now) continue;
+      // A dead client a server hears from (its refused I/O) is not back: it registers.
+      if (!(c.roles & kRoleClient) || c.last_heard >= now || c.state == NodeState::kDead) continue;
       ++counters_.reported;
       heard(c, now, true);
     }
@@ -260,6 +280,11 @@ PingRep MgsCore::on_report(const ReportReq& r, TimePoint now) {
     return rep;
   }
   NodeRecord& reporter = nodes_[r.id];
+  if (reporter.state == NodeState::kDead) {
+    ++counters_.evicted_pings;
+    rep.status = PingStatus::kEvicted;
+    return rep;
+  }
   // A reporter the MGS had lost itself (suspect or dead), or that came back from that within
   // one of its periods, was stopped or cut off: the connects and sends it found failed are
   // its own stall's (deadlines that passed while it stood still), not its peers'.
@@ -319,7 +344,9 @@ void MgsCore::verification_done(uint64_t token, bool answered, TimePoint now) {
   verify_flying_.erase(it);
   n.verifying = false;
   n.verify_token = 0;
-  if (answered) {
+  if (answered && n.state == NodeState::kDead) {
+    // Declared dead meanwhile (its pings stopped): only its registration brings it back.
+  } else if (answered) {
     ++counters_.verified_alive;
     PFS_LOG_INFO("membership: {} answers the MGS's ping; the report of {} is not confirmed", n.name,
                  n.reported_by);

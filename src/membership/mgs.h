@@ -129,6 +129,7 @@ class MgsCore {
 
   struct Counters {
     uint64_t registers = 0, pings = 0, unknown_pings = 0, reported = 0;
+    uint64_t evicted_pings = 0;  // pings, reports, registrations of nodes it declared dead
     uint64_t notifications_sent = 0, notification_failures = 0, notification_retries = 0;
     uint64_t notifications_dropped = 0, events_delivered = 0;
     uint64_t unreachable_reports = 0, verifications = 0, verified_dead = 0, verified_alive = 0;

@@ -37,6 +37,29 @@ TEST(MembershipProtocol, RoundTripsAndRefusesGarbage) {
   ASSERT_TRUE(nb.ok());
   EXPECT_EQ(nb->events[0].state, NodeState::kDead);
   EXPECT_EQ(encoded_size(nr.events[0]), encode(nr).size() - 20);
+  // Eviction: the registration's flag and its answer's, each 0 or 1; the ping's status.
+  r.after_eviction = true;
+  auto ra = decode_register_req(encode(r).span());
+  ASSERT_TRUE(ra.ok());
+  EXPECT_TRUE(ra->after_eviction);
+  Buffer bad = encode(r);
+  bad.data()[bad.size() - 1] = 2;
+  EXPECT_FALSE(decode_register_req(bad.span()).ok());
+  RegisterRep rr;
+  rr.evicted = true;
+  auto rb = decode_register_rep(encode(rr).span());
+  ASSERT_TRUE(rb.ok());
+  EXPECT_TRUE(rb->evicted);
+  Buffer bad_rep = encode(rr);
+  bad_rep.data()[bad_rep.size() - 1] = 2;
+  EXPECT_FALSE(decode_register_rep(bad_rep.span()).ok());
+  PingRep evicted{PingStatus::kEvicted, 1, 1};
+  auto pe = decode_ping_rep(encode(evicted).span());
+  ASSERT_TRUE(pe.ok());
+  EXPECT_EQ(pe->status, PingStatus::kEvicted);
+  Buffer bad_ping = encode(evicted);
+  bad_ping.data()[0] = 3;
+  EXPECT_FALSE(decode_ping_rep(bad_ping.span()).ok());
 }
 
 TEST(MembershipProtocol, LeadershipRoundTripsOnEveryAnswerAndRefusesGarbage) {
@@ -142,6 +165,12 @@ class MgsTest : public ::testing::Test {
     EXPECT_EQ(mgs_.on_ping(PingReq{id, 7, std::move(heard)}, clock_.now()).status, PingStatus::kOk);
   }
   NodeState state(uint32_t id) { return mgs_.find(id)->state; }
+  // Node `id` registers again, having dropped what it held after its eviction.
+  void back(uint32_t id) {
+    const NodeRecord& n = *mgs_.find(id);
+    EXPECT_FALSE(
+        mgs_.on_register(RegisterReq{n.name, n.roles, n.nids, 7, true}, clock_.now()).evicted);
+  }
 
   ManualClock clock_;
   MgsCore mgs_;
@@ -182,8 +211,9 @@ TEST_F(MgsTest, ServerGoesSuspectThenDeadAndClientsAreToldOnce) {
     mgs_.notification_done(o.token, true, clock_.now());
   }
   EXPECT_TRUE(mgs_.take_notifications(clock_.now()).empty());
-  // It comes back: its ping makes it up, and the clients hear that too.
-  ping(s);
+  // It comes back (registers again: a dead node's pings are answered "evicted"), and the
+  // clients hear that too.
+  back(s);
   EXPECT_EQ(state(s), NodeState::kUp);
   out = mgs_.take_notifications(clock_.now());
   ASSERT_EQ(out.size(), 2u);
@@ -240,6 +270,54 @@ TEST_F(MgsTest, UnknownOrRestartedNodesAreToldToRegister) {
       c);
   EXPECT_EQ(mgs_.on_ping(PingReq{c, 8, {}}, clock_.now()).status, PingStatus::kOk);
   EXPECT_EQ(mgs_.counters().unknown_pings, 2u);
+}
+
+// Dead means evicted: a node the MGS declared dead is not brought back by its own pings or
+// reports (answered kEvicted), nor by a server's word that it heard from it, nor by a
+// registration of the same process that does not say it dropped what it held -- only by
+// one that does (or by a new process). Then it is up, and the servers are told.
+TEST_F(MgsTest, ADeadNodeIsEvictedUntilItRegistersAgainHavingDroppedWhatItHeld) {
+  uint32_t s = add("oss1", kRoleServer, "10.0.0.3@tcp");
+  uint32_t c = add("c1", kRoleClient, "10.0.0.5@tcp");
+  for (int i = 0; i < 16; ++i) {  // c1 silent past its dead time (150.5 s)
+    clock_.advance(10s);
+    ping(s);
+    mgs_.tick(clock_.now());
+  }
+  ASSERT_EQ(state(c), NodeState::kDead);
+  mgs_.take_changes();
+  for (auto& o : mgs_.take_notifications(clock_.now()))
+    mgs_.notification_done(o.token, true, clock_.now());
+  EXPECT_EQ(mgs_.on_ping(PingReq{c, 7, {}}, clock_.now()).status, PingStatus::kEvicted);
+  ping(s, {nid("10.0.0.5@tcp").pack()});  // oss1 heard from it (its refused I/O)
+  EXPECT_EQ(mgs_.on_report(ReportReq{c, 7, {}}, clock_.now()).status, PingStatus::kEvicted);
+  RegisterRep again =
+      mgs_.on_register(RegisterReq{"c1", kRoleClient, {nid("10.0.0.5@tcp")}, 7}, clock_.now());
+  EXPECT_TRUE(again.evicted);
+  EXPECT_EQ(again.id, c);
+  EXPECT_EQ(state(c), NodeState::kDead);
+  EXPECT_EQ(mgs_.counters().evicted_pings, 3u);
+  EXPECT_TRUE(mgs_.take_changes().empty());
+  EXPECT_TRUE(mgs_.take_notifications(clock_.now()).empty());
+  back(c);
+  EXPECT_EQ(state(c), NodeState::kUp);
+  auto out = mgs_.take_notifications(clock_.now());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].to, s);
+  EXPECT_EQ(out[0].req.events.at(0).name, "c1");
+  EXPECT_EQ(out[0].req.events.at(0).state, NodeState::kUp);
+  ping(c);
+  // A new process of a dead node holds nothing: it is taken back at once.
+  for (int i = 0; i < 16; ++i) {
+    clock_.advance(10s);
+    ping(s);
+    mgs_.tick(clock_.now());
+  }
+  ASSERT_EQ(state(c), NodeState::kDead);
+  EXPECT_FALSE(
+      mgs_.on_register(RegisterReq{"c1", kRoleClient, {nid("10.0.0.5@tcp")}, 8}, clock_.now())
+          .evicted);
+  EXPECT_EQ(state(c), NodeState::kUp);
 }
 
 TEST_F(MgsTest, NotificationsAreRateBoundedWindowedAndRetried) {
@@ -312,11 +390,11 @@ TEST_F(MgsTest, ASubscriberThatMissedNewsIsToldWhenItIsHeardAgain) {
   mgs_.tick(clock_.now());
   ASSERT_EQ(state(s1), NodeState::kDead);
   EXPECT_TRUE(deliver_all().empty());
-  ping(s1);
+  back(s1);
   ASSERT_EQ(state(s1), NodeState::kUp);
   EXPECT_TRUE(deliver_all().empty());
-  // c1 is heard again: it is told oss1 is up (changed while it was away), not oss2.
-  ping(c1);
+  // c1 is back: it is told oss1 is up (changed while it was away), not oss2.
+  back(c1);
   auto got = deliver_all();
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].name, "oss1");
@@ -399,10 +477,10 @@ TEST_F(MgsTest, ReportedNodeIsSuspectAtOnceAndDeadWhenTheMgsCannotReachItEither)
   EXPECT_EQ(mgs_.take_notifications(clock_.now()).size(), 2u);  // both clients are told
   EXPECT_EQ(mgs_.counters().unreachable_reports, 1u);
   EXPECT_EQ(mgs_.counters().verified_dead, 1u);
-  // Dead: further reports change nothing until it is heard again.
+  // Dead: further reports change nothing until it registers again.
   mgs_.on_report(r, clock_.now());
   EXPECT_TRUE(mgs_.take_verifications().empty());
-  ping(s);
+  back(s);
   EXPECT_EQ(state(s), NodeState::kUp);
 }
 

@@ -158,6 +158,7 @@ Buffer encode(const RegisterReq& m) {
   w.u8(m.roles);
   w.nids(m.nids);
   w.u64(m.instance);
+  w.u8(m.after_eviction ? 1 : 0);
   return w.take();
 }
 
@@ -169,6 +170,7 @@ Buffer encode(const RegisterRep& m) {
   w.u32(static_cast<uint32_t>(m.servers.size()));
   for (const NodeEvent& e : m.servers) w.event(e);
   w.lead(m.lead);
+  w.u8(m.evicted ? 1 : 0);
   return w.take();
 }
 
@@ -288,8 +290,11 @@ Result<RegisterReq> decode_register_req(std::span<const uint8_t> b) {
   m.roles = r.u8();
   m.nids = r.nids();
   m.instance = r.u64();
+  uint8_t after = r.u8();
   if (r.ok() && (m.name.empty() || m.nids.empty()))
     return Status(Code::kProtocol, "MGS_REGISTER without a name or NIDs");
+  if (r.ok() && after > 1) return Status(Code::kProtocol, "MGS_REGISTER: bad eviction flag");
+  m.after_eviction = after == 1;
   return finish_decode(r, std::move(m), "MGS_REGISTER");
 }
 
@@ -302,6 +307,10 @@ Result<RegisterRep> decode_register_rep(std::span<const uint8_t> b) {
   size_t n = r.count(9);
   for (size_t i = 0; i < n && r.ok(); ++i) m.servers.push_back(r.event());
   m.lead = r.lead();
+  uint8_t evicted = r.u8();
+  if (r.ok() && evicted > 1)
+    return Status(Code::kProtocol, "MGS_REGISTER reply: bad eviction flag");
+  m.evicted = evicted == 1;
   return finish_decode(r, std::move(m), "MGS_REGISTER reply");
 }
 
@@ -320,7 +329,7 @@ Result<PingRep> decode_ping_rep(std::span<const uint8_t> b) {
   Reader r(b);
   PingRep m;
   uint8_t st = r.u8();
-  if (st > 1) return Status(Code::kProtocol, "MGS_PING reply with an unknown status");
+  if (st > 2) return Status(Code::kProtocol, "MGS_PING reply with an unknown status");
   m.status = static_cast<PingStatus>(st);
   m.generation = r.u64();
   m.mgs_instance = r.u64();

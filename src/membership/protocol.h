@@ -45,6 +45,9 @@ struct RegisterReq {
   uint8_t roles = 0;
   std::vector<Nid> nids;
   uint64_t instance = 0;  // random per daemon start: a new value is a restart
+  // The node was told it had been declared dead and has dropped what it held since (its
+  // tokens, cached blocks, RPCs to servers): only then does the MGS take it back.
+  bool after_eviction = false;
 };
 
 // A node's state as the MGS announces it.
@@ -72,6 +75,9 @@ struct RegisterRep {
   uint64_t generation = 0;
   std::vector<NodeEvent> servers;  // every server the MGS knows, for the client's use
   Leadership lead;                 // not_leader: nothing else is set
+  // The MGS declared this node (this instance) dead and it did not say it has dropped what
+  // it held: not registered; it drops it and registers again with after_eviction.
+  bool evicted = false;
 };
 
 struct PingReq {
@@ -80,7 +86,12 @@ struct PingReq {
   std::vector<uint64_t> heard;  // servers: packed NIDs of clients heard this period
 };
 
-enum class PingStatus : uint8_t { kOk = 0, kUnknown = 1 };  // kUnknown: register again
+// kUnknown: the MGS does not know this node (it restarted, or a new leader): register again.
+// kEvicted: the MGS declared this node dead (issue 36): what it held is gone -- token
+// managers dropped its tokens, servers refuse its I/O -- so it drops its own state of that
+// (its tokens, cached blocks, RPCs under way) and only then registers again; until it does,
+// nothing it says (pings, reports, servers' word of it) brings it back.
+enum class PingStatus : uint8_t { kOk = 0, kUnknown = 1, kEvicted = 2 };
 struct PingRep {
   PingStatus status = PingStatus::kOk;
   uint64_t generation = 0;

@@ -134,7 +134,8 @@ void MembershipService::register_self_locked() {
   std::vector<Nid> nids;
   for (const NetConfig& n : cfg_.nets) nids.push_back(n.nid);
   self_id_ =
-      mgs_->on_register(RegisterReq{cfg_.node.name, roles_, nids, instance_}, clock_.now()).id;
+      mgs_->on_register(RegisterReq{cfg_.node.name, roles_, nids, instance_, true}, clock_.now())
+          .id;
 }
 
 Status MembershipService::not_leading(const Leadership& l) {
@@ -259,6 +260,10 @@ void MembershipService::act_on(const std::vector<NodeEvent>& events, const std::
             e.name, n);
       }
       if (client_news) {
+        // Evicted: token managers drop its tokens and the block service refuses its I/O
+        // until it registers again; what this node asked of it (revocations) ends now.
+        fence_.evict(e.nids, why);
+        rpc_.fail_calls_to(e.nids, Status(Code::kPeerDead, why));
         net_.drop_peer(e.nids[0], why);
         PFS_LOG_WARN(
             "membership: client {} declared dead by the MGS: its connections and state "
@@ -267,6 +272,7 @@ void MembershipService::act_on(const std::vector<NodeEvent>& events, const std::
       }
     } else if (e.state == NodeState::kUp) {
       if (net_.peer_dead(e.nids[0])) net_.set_peer_dead(e.nids[0], false, "");
+      if (client_news) fence_.readmit(e.nids);
       PFS_LOG_INFO("membership: {} {} is up (MGS {})", server_news ? "server" : "client", e.name,
                    source);
     }
@@ -290,6 +296,27 @@ TimePoint MembershipService::last_server_contact(TimePoint now) {
   for (uint64_t nid : peers_heard_since(contact_seen_))
     if (agent_->is_server_nid(nid)) server_contact_ = now;
   return server_contact_;
+}
+
+void MembershipService::evicted() {
+  std::vector<Nid> servers;
+  std::string why;
+  {
+    MutexLock lk(mu_);
+    for (uint64_t packed : agent_->server_nids())
+      if (auto n = Nid::unpack(packed); n.ok()) servers.push_back(*n);
+    why = "this node was declared dead by the MGS " + agent_->current_mgs().to_string() +
+          " (evicted): its tokens were dropped and the servers refused its I/O until it "
+          "registered again";
+  }
+  // What went to the servers before is of the evicted session: it ends here, not resent.
+  size_t failed = rpc_.fail_calls_to(servers, Status(Code::kPeerDead, why));
+  fence_.self_evicted(why);  // tokens and cached blocks dropped
+  PFS_LOG_WARN(
+      "membership: evicted: {} RPC(s) to {} server NID(s) failed, tokens dropped; registering",
+      failed, servers.size());
+  MutexLock lk(mu_);
+  agent_->eviction_handled(clock_.now());
 }
 
 void MembershipService::send_agent_request(TimePoint now) {
@@ -316,6 +343,10 @@ void MembershipService::send_agent_request(TimePoint now) {
           MutexLock lk(mu_);
           if (rep.ok()) {
             agent_->on_register_reply(*rep, t);
+            if (agent_->evicted()) {
+              lk.unlock();
+              evicted();
+            }
           } else {
             PFS_LOG_DEBUG("membership: registration failed: {}", rep.status().to_string());
             agent_->on_failure(t);
@@ -330,6 +361,10 @@ void MembershipService::send_agent_request(TimePoint now) {
           MutexLock lk(mu_);
           if (rep.ok()) {
             agent_->on_ping_reply(*rep, t);
+            if (agent_->evicted()) {
+              lk.unlock();
+              evicted();
+            }
           } else {
             PFS_LOG_DEBUG("membership: ping failed: {}", rep.status().to_string());
             agent_->on_failure(t);
@@ -351,7 +386,10 @@ void MembershipService::tick(TimePoint now) {
     std::vector<MgsCore::Verify> verifies;
     {
       MutexLock lk(mu_);
-      mgs_->on_ping(PingReq{self_id_, instance_, {}}, now);  // the MGS hears itself
+      // The MGS hears itself (and registers again if its own rounds stalled so long that it
+      // declared itself dead).
+      if (mgs_->on_ping(PingReq{self_id_, instance_, {}}, now).status != PingStatus::kOk)
+        register_self_locked();
       mgs_->tick(now);
       changes = mgs_->take_changes();
       outs = mgs_->take_notifications(now);

@@ -3,7 +3,9 @@
 // every node with `node.mgs` set it runs an AgentCore (register, ping, fail over) and
 // serves MGS_NOTIFY, acting on what it hears: a client fails the RPCs queued for a dead
 // server and refuses new ones until the server is back; a server closes its connections
-// to a dead client. Servers report the clients they heard from (from the net's receive
+// to a dead client and evicts it (fence(): its tokens dropped, its I/O refused until it
+// registers again); a node the MGS declared dead drops its tokens and its RPCs to servers
+// before it registers again. Servers report the clients they heard from (from the net's receive
 // counters, sampled per ping: nothing on the RPC path).
 // Threads: its round runs every 100 ms on the node's timer queue; handlers run on I/O
 // threads; all
@@ -22,6 +24,7 @@
 #include "membership/agent.h"
 #include "membership/etcd_leadership.h"
 #include "membership/mgs.h"
+#include "rpc/fence.h"
 #include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
 #include "transport/timer_queue.h"
@@ -60,6 +63,9 @@ class MembershipService final : public NodePart {
   // One round: MGS states and notifications, the agent's ping.
   void tick(TimePoint now);
 
+  // The MGS's verdicts for this node's services: clients declared dead (on a server), and
+  // this node's own eviction (rpc/fence.h).
+  Fence& fence() { return fence_; }
   bool is_mgs() const { return mgs_ != nullptr; }
   // An MGS that holds the cluster's tables now: every MGS without etcd; with leadership in
   // etcd, only the leader. Parts with MGS-side state of their own (the mesh's rows, the
@@ -85,6 +91,9 @@ class MembershipService final : public NodePart {
   void send_report(TimePoint now);
   void act_on(const std::vector<NodeEvent>& events, const std::string& source);
   void send_agent_request(TimePoint now);
+  // The MGS declared this node dead: its RPCs to servers fail, the fence tells the services
+  // (tokens, cached blocks dropped), then the agent registers again.
+  void evicted() EXCLUDES(mu_);
   void send_notifications(std::vector<MgsCore::Outgoing> outs);
   // Peer NIDs that sent us something since the last look through `seen` (their receive
   // counters moved): a server's heard-from report, a client's contact with servers.
@@ -127,6 +136,7 @@ class MembershipService final : public NodePart {
   TimePoint next_contact_sample_ GUARDED_BY(mu_){};
   TimePoint next_report_sample_ GUARDED_BY(mu_){};
 
+  Fence fence_;
   Repeating ticker_;
 };
 

@@ -155,6 +155,7 @@ void MembershipSim::handle(Event& e) {
         a.on_register_reply(*decode_register_rep(e.payload->span()), now);
       else
         a.on_ping_reply(*decode_ping_rep(e.payload->span()), now);
+      if (a.evicted()) a.eviction_handled(now);  // a simulated node holds nothing to drop
       wake(i);
       return;
     }

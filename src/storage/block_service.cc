@@ -96,6 +96,13 @@ void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
     resp.reply(std::move(r));
     return;
   }
+  if (auto why = opts_.fence ? opts_.fence->evicted(req.from) : std::nullopt) {
+    // Evicted: what it writes now would be under a token another node may hold since.
+    evicted_refused_.fetch_add(1, std::memory_order_relaxed);
+    r.status = Status(Code::kPeerDead, "refused: " + *why + "; register again first");
+    resp.reply(std::move(r));
+    return;
+  }
   auto io = decode_block_io(req.payload.span(), opts_.block_size);
   if (!io.ok()) {
     r.status = io.status();
@@ -204,6 +211,7 @@ BlockServiceStats BlockService::stats() const {
   s.serving = serving();
   s.block_size = opts_.block_size;
   s.disk_bytes_per_s = opts_.disk_bytes_per_s;
+  s.evicted_refused = evicted_refused_.load(std::memory_order_relaxed);
   if (buffers_) s.buffers = buffers_->stats();
   if (io_) s.threads = io_->stats();
   MutexLock lk(mu_);

@@ -20,10 +20,12 @@
 #include <pfsnet/clock.h>
 #include <pfsnet/config.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "rpc/fence.h"
 #include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
 #include "rpc/worker_pool.h"
@@ -43,6 +45,9 @@ struct BlockServiceOptions {
   int threads = 4;
   double disk_bytes_per_s = 0;  // per target; 0: the target's own speed
   uint64_t capacity = 1ull << 30;
+  // The MGS's verdicts (rpc/fence.h; outlives the service): I/O of a client declared dead
+  // is refused (kPeerDead) until it registered again. Null: none refused.
+  const Fence* fence = nullptr;
 
   static BlockServiceOptions from(const Config& cfg);
 };
@@ -60,6 +65,7 @@ struct BlockServiceStats {
   BlockBufferStats buffers;
   WorkerStats threads;
   std::vector<TargetStats> targets;
+  uint64_t evicted_refused = 0;  // requests of evicted clients refused
 };
 
 class BlockService final : public NodePart {
@@ -91,6 +97,7 @@ class BlockService final : public NodePart {
   void finish(const std::shared_ptr<Op>& op);
 
   const BlockServiceOptions opts_;
+  std::atomic<uint64_t> evicted_refused_{0};
   RpcEngine& rpc_;
   RpcStats* const stats_;
   Clock& clock_;

@@ -122,6 +122,7 @@ Status StripedFile::write_call(uint64_t offset, std::span<const uint8_t> data,
       tokens_.add(got->start, got->end);
     }
   }
+  const uint64_t lost = st_.tokens_lost;  // this node's evictions, when its token was checked
   // The writer goes on at the end of this call (until then its cursor marks it here).
   if (auto c = std::find(cursors_.begin(), cursors_.end(), offset); c != cursors_.end())
     cursors_.erase(c);
@@ -146,6 +147,7 @@ Status StripedFile::write_call(uint64_t offset, std::span<const uint8_t> data,
     std::vector<uint64_t> blocks;
     for (const Extent& e : ext) blocks.push_back(e.file_block);
     if (Status s = wait_writes_locked(lk, blocks, "write"); !s.ok()) return s;
+    if (Status s = not_evicted_locked(lost); !s.ok()) return s;
     for (const Extent& e : ext) {
       ++writing_[e.file_block];
       ++st_.block_writes;
@@ -175,6 +177,7 @@ Status StripedFile::write_call(uint64_t offset, std::span<const uint8_t> data,
                                         "write of block " +
                                         std::to_string(e.file_block) + " still under way after " +
                                         std::to_string(to_ms(2 * rpc_timeout()) / 1000) + " s");
+    if (Status s = not_evicted_locked(lost); !s.ok()) return s;
     // A cached copy of the block would be stale now; one on its way is dropped on arrival.
     drop_cached_locked(e.file_block);
     dirty_bytes_ += e.length;
@@ -268,6 +271,27 @@ void StripedFile::take_ended_locked(std::vector<Release>& out) {
   }
 }
 
+void StripedFile::lose_tokens(const Status& why) {
+  std::vector<Release> owed;
+  {
+    MutexLock lk(mu_);
+    tokens_ = RangeSet{};
+    ++revoke_epoch_;  // a writer granted a token before this asks again
+    ++st_.tokens_lost;
+    // Other nodes may have written anywhere since this node lost its tokens.
+    std::vector<uint64_t> cached;
+    for (const auto& [fb, b] : cache_) cached.push_back(fb);
+    for (uint64_t fb : cached) drop_cached_locked(fb);
+    if (write_error_.ok() && dirty_bytes_ > 0)
+      write_error_ =
+          Status(why.code(), "write of " + name_ + ": " + why.message() +
+                                 " (writes not acknowledged before are lost: redo them)");
+    owed.swap(releasing_);  // their manager dropped our tokens already
+    cv_.notify_all();
+  }
+  for (Release& r : owed) r.done(why);
+}
+
 void StripedFile::answer(std::vector<Release>& ended) {
   for (Release& r : ended) r.done(r.end);
   ended.clear();
@@ -348,6 +372,15 @@ Status StripedFile::send_direct(const std::vector<Extent>& ext, std::span<const 
                 "write of " + name_ + ": its data still held by a connection after the RPC ended");
   }
   return st;
+}
+
+Status StripedFile::not_evicted_locked(uint64_t lost) const {
+  // A revocation answers once the write calls under way there end (release_range); an
+  // eviction takes every token at once (lose_tokens): then nothing more of a call goes out.
+  if (st_.tokens_lost == lost) return Status::Ok();
+  return Status(Code::kPeerDead, "write of " + name_ +
+                                     ": its write token was lost while it waited (this node "
+                                     "was declared dead by the MGS); write it again");
 }
 
 void StripedFile::drop_cached_locked(uint64_t fb) {

@@ -73,6 +73,7 @@ struct StripedFileStats {
   uint64_t cache_hits = 0, prefetched = 0;     // blocks found ready; fetched ahead
   uint64_t pagepool_waits = 0;                 // writes that waited for pagepool room
   uint64_t tokens_acquired = 0, tokens_revoked = 0;
+  uint64_t tokens_lost = 0;  // every token at once, with this node's eviction
 };
 
 class StripedFile final : public TokenHolder {
@@ -105,6 +106,10 @@ class StripedFile final : public TokenHolder {
   const std::string& token_file() const override { return name_; }
   void release_range(uint64_t start, uint64_t end, uint64_t want_end, Released done) override
       EXCLUDES(mu_);
+  // TokenHolder: this node was evicted. Its tokens and cached blocks go; a write call
+  // under way sends nothing more (it fails), unacknowledged writes fail at flush; ranges
+  // being given back are answered with `why`.
+  void lose_tokens(const Status& why) override EXCLUDES(mu_);
 
  private:
   struct Block {
@@ -146,6 +151,8 @@ class StripedFile final : public TokenHolder {
   // A direct write's RPCs (options.direct_writes): returns once every block is answered
   // and nothing holds the caller's memory.
   Status send_direct(const std::vector<Extent>& ext, std::span<const uint8_t> data) EXCLUDES(mu_);
+  // kPeerDead once this node was evicted (lost every token) since st_.tokens_lost was `lost`.
+  Status not_evicted_locked(uint64_t lost) const REQUIRES(mu_);
   // Drops file block `fb`'s cached copy (one still loading is dropped when it arrives).
   void drop_cached_locked(uint64_t fb) REQUIRES(mu_);
   // Waits until no write of this file is under way to any of `blocks`.

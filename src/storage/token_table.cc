@@ -105,6 +105,15 @@ void TokenTable::drop(const std::string& file, const Nid& who) {
   if (f->second.empty()) files_.erase(f);
 }
 
+size_t TokenTable::drop_everywhere(const Nid& who) {
+  size_t n = 0;
+  for (auto f = files_.begin(); f != files_.end();) {
+    n += f->second.erase(who.pack());
+    f = f->second.empty() ? files_.erase(f) : std::next(f);
+  }
+  return n;
+}
+
 std::vector<TokenRange> TokenTable::held(const std::string& file, const Nid& who) const {
   auto f = files_.find(file);
   if (f == files_.end()) return {};

@@ -52,6 +52,8 @@ class TokenTable {
   // Takes [start, end) out of `who`'s tokens on `file` (splitting a range that covers it).
   void revoke(const std::string& file, const Nid& who, uint64_t start, uint64_t end);
   void drop(const std::string& file, const Nid& who);
+  // Drops `who`'s tokens on every file; returns how many files it held tokens on.
+  size_t drop_everywhere(const Nid& who);
   std::vector<TokenRange> held(const std::string& file, const Nid& who) const;
 
  private:

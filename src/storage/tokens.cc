@@ -1,5 +1,7 @@
 #include "storage/tokens.h"
 
+#include <algorithm>
+
 #include "base/log.h"
 #include "rpc/msg_types.h"
 #include "storage/block_store.h"
@@ -114,6 +116,10 @@ TokenService::TokenService(RpcEngine& rpc, Duration timeout) : rpc_(rpc), timeou
 TokenService::~TokenService() { stop(); }
 
 void TokenService::stop() {
+  if (Fence* f = fence_.load(); f && fence_sub_ >= 0) {
+    f->unsubscribe(fence_sub_);
+    fence_sub_ = -1;
+  }
   std::map<std::string, std::deque<std::shared_ptr<Pending>>> queued;
   {
     MutexLock lk(mu_);
@@ -136,6 +142,11 @@ void TokenService::on_acquire(TokenRangeMsg m, const Nid& from, TypedResponder<T
   next(m.file);
 }
 
+bool TokenService::evicted(const Nid& who) const {
+  Fence* f = fence_.load();
+  return f && f->evicted(who).has_value();
+}
+
 void TokenService::next(const std::string& file) {
   std::vector<std::pair<std::shared_ptr<Pending>, TokenRange>> grants;
   std::vector<std::pair<std::shared_ptr<Pending>, std::vector<Nid>>> rounds;
@@ -144,15 +155,18 @@ void TokenService::next(const std::string& file) {
     auto q = queue_.find(file);
     if (q == queue_.end()) return;
     auto& pending = q->second;
+    // Requests of evicted nodes wait for their readmission, holding up no one.
+    std::vector<bool> held;
+    for (const auto& p : pending) held.push_back(evicted(p->who));
     for (size_t i = 0; i < pending.size();) {
       const std::shared_ptr<Pending> p = pending[i];
       // Decided after every earlier request its required range overlaps (arrival order),
       // and not while a revocation from its own node is out (a grant then could be undone
       // by that revocation's answer).
-      bool wait = p->revoking > 0 || revoking_.count({file, p->who.pack()}) > 0;
+      bool wait = held[i] || p->revoking > 0 || revoking_.count({file, p->who.pack()}) > 0;
       for (size_t j = 0; j < i && !wait; ++j)
-        wait = TokenRange{pending[j]->want.start, pending[j]->want.end}.overlaps(p->want.start,
-                                                                                 p->want.end);
+        wait = !held[j] && TokenRange{pending[j]->want.start, pending[j]->want.end}.overlaps(
+                               p->want.start, p->want.end);
       if (wait) {
         ++i;
         continue;
@@ -167,12 +181,14 @@ void TokenService::next(const std::string& file) {
         continue;
       }
       uint64_t end = table_.grantable_end(file, p->who, p->want.end, p->want.want_end);
-      for (const auto& o : pending)  // not into what another waiting request needs
-        if (o != p && o->want.start >= p->want.end) end = std::min(end, o->want.start);
+      for (size_t j = 0; j < pending.size(); ++j)  // not into what another waiting one needs
+        if (pending[j] != p && !held[j] && pending[j]->want.start >= p->want.end)
+          end = std::min(end, pending[j]->want.start);
       table_.grant(file, p->who, p->want.start, end);
       ++st_.granted;
       grants.emplace_back(p, TokenRange{p->want.start, end});
       pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
     }
     if (pending.empty()) queue_.erase(q);
   }
@@ -321,6 +337,53 @@ void TokenService::release(const Nid& manager, const std::string& file) {
   co.urgent = true;
   call_async(
       rpc_, kRelease, manager, TokenRangeMsg{file, 0, 0, 0}, [](Result<Empty>) {}, co);
+}
+
+void TokenService::follow(Fence& fence) {
+  fence_.store(&fence);
+  fence_sub_ = fence.subscribe([this](const FenceEvent& e) { on_fence(e); });
+}
+
+void TokenService::on_fence(const FenceEvent& e) {
+  if (e.kind == FenceEvent::kSelfEvicted) {
+    std::vector<TokenHolder*> hs;
+    {
+      MutexLock lk(mu_);
+      hs.assign(holders_.begin(), holders_.end());
+      ++st_.evictions;
+      ++busy_;  // remove_holder waits until its holder has been told
+    }
+    for (TokenHolder* h : hs) h->lose_tokens(Status(Code::kPeerDead, e.why));
+    MutexLock lk(mu_);
+    --busy_;
+    cv_.notify_all();
+    return;
+  }
+  std::vector<std::shared_ptr<Pending>> failed;
+  std::vector<std::string> files;
+  {
+    MutexLock lk(mu_);
+    if (e.kind == FenceEvent::kEvicted) {
+      for (const Nid& n : e.nids) {
+        size_t had = table_.drop_everywhere(n);
+        st_.holders_evicted += had;
+        if (had > 0)
+          PFS_LOG_WARN("tokens: {} evicted: its tokens on {} file(s) dropped ({})", n.to_string(),
+                       had, e.why);
+      }
+      // Its requests queued before the verdict are of the evicted session.
+      for (auto& [file, q] : queue_)
+        for (auto it = q.begin(); it != q.end();) {
+          bool theirs = std::find(e.nids.begin(), e.nids.end(), (*it)->who) != e.nids.end();
+          if (theirs) failed.push_back(*it);
+          it = theirs ? q.erase(it) : std::next(it);
+        }
+      std::erase_if(queue_, [](const auto& f) { return f.second.empty(); });
+    }
+    for (const auto& [file, q] : queue_) files.push_back(file);
+  }
+  for (auto& p : failed) p->reply.fail(Status(Code::kPeerDead, e.why));
+  for (const std::string& f : files) next(f);  // what its tokens or its requests held up
 }
 
 void TokenService::add_holder(TokenHolder* h) {

@@ -46,6 +46,7 @@
 
 #include <pfsnet/nid.h>
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -56,6 +57,7 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "rpc/fence.h"
 #include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
 #include "rpc/rpc_method.h"
@@ -75,6 +77,11 @@ class TokenHolder {
   virtual ~TokenHolder() = default;
   virtual const std::string& token_file() const = 0;
   virtual void release_range(uint64_t start, uint64_t end, uint64_t want_end, Released done) = 0;
+  // This node was declared dead by the MGS (evicted): the managers dropped every token it
+  // held. It drops its own record of them and what they protected (cached blocks), so no
+  // write goes out under them; writes not yet acknowledged are the caller's to redo (their
+  // error comes at flush: `why`). Never blocks.
+  virtual void lose_tokens(const Status& why) = 0;
 };
 
 // A TOKEN_* request's fields, in the binary field codec (wire/byte_codec.h): the file's
@@ -92,7 +99,9 @@ Result<TokenRangeMsg> decode_token_range(std::span<const uint8_t> b, bool need_r
 
 struct TokenStats {
   uint64_t granted = 0, revocations = 0, holders_dropped = 0;  // as a manager
-  uint64_t acquired = 0, revoked = 0;                          // as a client
+  uint64_t holders_evicted = 0;  // as a manager: holders whose tokens went at the MGS's verdict
+  uint64_t acquired = 0, revoked = 0;  // as a client
+  uint64_t evictions = 0;              // as a client: times its tokens went with its eviction
 };
 
 class TokenService final : public NodePart {
@@ -114,6 +123,12 @@ class TokenService final : public NodePart {
   void acquire_async(const Nid& manager, const std::string& file, uint64_t start, uint64_t end,
                      uint64_t want_end, std::function<void(Result<TokenRange>)> done);
   void release(const Nid& manager, const std::string& file);  // best effort
+  // The MGS's verdicts (rpc/fence.h), from now until stop(): a client declared dead loses
+  // every token it holds here at once (its revocations under way end, its queued requests
+  // fail); a request of an evicted node waits until it is readmitted (it registered again,
+  // having dropped what it held); and when this node is evicted, every open file loses its
+  // tokens (TokenHolder::lose_tokens).
+  void follow(Fence& fence) EXCLUDES(mu_);
   void add_holder(TokenHolder* h) EXCLUDES(mu_);
   void remove_holder(TokenHolder* h) EXCLUDES(mu_);
 
@@ -133,6 +148,9 @@ class TokenService final : public NodePart {
                              uint64_t end, uint64_t want_end, const Result<TokenRangeMsg>& g)
       EXCLUDES(mu_);
   CallOptions acquire_options() const;
+  void on_fence(const FenceEvent& e) EXCLUDES(mu_);
+  // Whether a request of `who` waits for its node's readmission.
+  bool evicted(const Nid& who) const;
 
   RpcEngine& rpc_;
   const Duration timeout_;
@@ -146,6 +164,9 @@ class TokenService final : public NodePart {
   TokenStats st_ GUARDED_BY(mu_);
   CondVar cv_;
   int busy_ GUARDED_BY(mu_) = 0;  // revocations handing the range to their holders now
+  // follow()'s fence and subscription: set once, before traffic.
+  std::atomic<Fence*> fence_{nullptr};
+  int fence_sub_ = -1;
 };
 
 }  // namespace pfsnet

@@ -138,6 +138,7 @@ class GatedHolder final : public TokenHolder {
     else
       waiting_.push_back({std::max(end, want_end), std::move(done)});
   }
+  void lose_tokens(const Status&) override {}
   void open(uint64_t release_end) {
     open_ = true;
     release_end_ = release_end;
