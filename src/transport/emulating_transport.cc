@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <thread>
 
 #include "base/mutex.h"
 
@@ -148,18 +149,26 @@ class EmulatingTransport::Conn final : public Connection,
     }
   }
 
-  // Hands down the held frames whose time has come, in time order.
+  // Hands down the held frames whose time has come, in time order (on the timer's thread;
+  // closing waits for it to finish: the inner transport may be destroyed right after).
   void release() {
     std::vector<std::unique_ptr<OutFrame>> due;
     {
       MutexLock lk(mu_);
+      if (closed_) return;
       TimePoint now = clock_.now();
       while (!held_.empty() && held_.begin()->first <= now) {
         due.push_back(std::move(held_.begin()->second));
         held_.erase(held_.begin());
       }
+      if (due.empty()) return;
+      ++sending_;
+      sending_thread_ = std::this_thread::get_id();
     }
     for (auto& f : due) inner_->send(std::move(f));
+    MutexLock lk(mu_);
+    --sending_;
+    sent_cv_.notify_all();
   }
 
   // The connection closed (or the transport stopped): held frames fail, later ones too.
@@ -170,6 +179,11 @@ class EmulatingTransport::Conn final : public Connection,
       closed_ = true;
       held.swap(held_);
       inbound_.clear();
+      // A release handing frames down on another thread finishes first (bounded: a send
+      // on a closed connection fails at once).
+      if (sending_ > 0 && sending_thread_ != std::this_thread::get_id())
+        sent_cv_.wait_for(lk, std::chrono::seconds(2),
+                          [&]() REQUIRES(mu_) { return sending_ == 0; });
     }
     Status s(Code::kClosed, "connection " + describe() + " closed: " + why.message(),
              why.health_kind());
@@ -189,6 +203,9 @@ class EmulatingTransport::Conn final : public Connection,
   bool delivering_ GUARDED_BY(mu_) = false;
   TimePoint timer_at_ GUARDED_BY(mu_){};  // the delivery timer set, if any
   bool closed_ GUARDED_BY(mu_) = false;
+  int sending_ GUARDED_BY(mu_) = 0;  // releases handing frames to the inner connection now
+  std::thread::id sending_thread_ GUARDED_BY(mu_);
+  CondVar sent_cv_;
 };
 
 EmulatingTransport::EmulatingTransport(std::vector<EmulationRule> rules, HoldFn hold, Clock& clock,
