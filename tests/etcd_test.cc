@@ -141,6 +141,7 @@ struct TwoMgs {
   TwoMgs(const std::string& ep) {
     o.ttl = 3s;
     o.keepalive = 500ms;
+    o.campaign = 500ms;
     o.margin = 300ms;
     o.retry = 200ms;
     a = std::make_unique<EtcdLeadership>(etcd_client(ep, 500ms), o, "pfsnet/mgs/leader", "mgs-a",
@@ -295,8 +296,10 @@ TEST_F(EtcdTest, WithEtcdStoppedTheLeaderStopsServingByItsLeasesEndAndOneLeadsAf
 // Real daemons: two MGSs with leadership in etcd (lease 2 s), a server and a client, all
 // configured with both MGSs; the client pings the server all along. One MGS leads, the
 // other answers with its NID, and every node registers with the leader. The leader is
-// killed: the other leads with a higher epoch, every node is up in its table, and not one
-// of the client's pings to the server failed.
+// killed: the other leads with a higher epoch and the table the first left in etcd --
+// every node up in it from its first instant, within the lease plus one server ping period
+// of the kill, and no node registered again -- and not one of the client's pings to the
+// server failed.
 TEST_F(EtcdTest, KillingTheLeaderMgsMovesEveryNodeToTheNextLeaderAndNoApplicationRpcFails) {
   Etcd etcd(45);
   ASSERT_TRUE(etcd.ready()) << etcd.process().output();
@@ -376,6 +379,16 @@ TEST_F(EtcdTest, KillingTheLeaderMgsMovesEveryNodeToTheNextLeaderAndNoApplicatio
       },
       20000ms))
       << "the following MGS shows the leader's rows";
+  // The leader has written its table to etcd (every registration is in it).
+  EXPECT_TRUE(eventually(
+      [&] {
+        return status(lead_host)["local"]["leadership"]["table"].value("chunks_saved", 0) > 0;
+      },
+      20000ms));
+  auto registers = [&](int host) {
+    return status(host)["local"]["agent"].value("registers", uint64_t{0});
+  };
+  const uint64_t server_registers = registers(3), client_registers = registers(5);
   // The client pings the server every 20 ms across the kill.
   Process pings({PFSNET_BIN, "--socket", d[5]->socket(), "ping", loopback(3) + "@tcp", "--count",
                  "400", "--interval", "0.02", "--timeout", "5", "--json"});
@@ -389,12 +402,20 @@ TEST_F(EtcdTest, KillingTheLeaderMgsMovesEveryNodeToTheNextLeaderAndNoApplicatio
       },
       30000ms))
       << t.dump();
-  // The new leader's own record of the registrations: the failover's length, printed
-  // (the lease's 2 s, a campaign period, then a ping period or two).
-  int64_t last = 0;
+  // The new leader's table from the instant it led (its rows' registration time is the
+  // takeover): within the lease (2 s) plus one server ping period (1 s) of the kill -- the
+  // old lease ran out (at most 2 s), the follower's next campaign (every third of it) won,
+  // and it read the table before it served.
+  int64_t took_over = INT64_MAX;
   for (const json& row : t.value("nodes", json::array()))
-    if (row["name"] != "n2" && row["name"] != "n7")
-      last = std::max(last, row.value("registered_unix_ms", int64_t{0}));
+    if (row["name"] == "n3" || row["name"] == "n5")
+      took_over = std::min(took_over, row.value("registered_unix_ms", INT64_MAX));
+  EXPECT_LE(took_over - killed, 3000) << t.dump();
+  EXPECT_EQ(registers(3), server_registers) << "the server registered again";
+  EXPECT_EQ(registers(5), client_registers) << "the client registered again";
+  json tc = status(other)["local"]["leadership"]["table"];
+  EXPECT_EQ(tc.value("loads", 0), 1) << tc.dump();
+  EXPECT_GT(tc.value("chunks_loaded", 0), 0) << tc.dump();
   EXPECT_TRUE(eventually(
       [&] {
         return mesh_rows_from(5, next, {"n3", "n5", other == 2 ? "n2" : "n7"});
@@ -410,10 +431,11 @@ TEST_F(EtcdTest, KillingTheLeaderMgsMovesEveryNodeToTheNextLeaderAndNoApplicatio
   EXPECT_EQ(p.value("failed", -1), 0) << p.dump();
   EXPECT_EQ(p.value("ok", 0), 400) << p.dump();
   std::printf(
-      "leader MGS killed: %s leads at epoch %llu (was %llu); server and client registered "
-      "with it %.2f s after the kill; the client's 400 pings: %d failed\n",
+      "leader MGS killed: %s leads at epoch %llu (was %llu) with the table from etcd %.2f s "
+      "after the kill (lease 2 s + server period 1 s = 3 s); no node registered again; the "
+      "client's 400 pings: %d failed\n",
       next.c_str(), static_cast<unsigned long long>(nt.value("epoch", uint64_t{0})),
-      static_cast<unsigned long long>(epoch), double(last - killed) / 1000.0,
+      static_cast<unsigned long long>(epoch), double(took_over - killed) / 1000.0,
       p.value("failed", -1));
 }
 

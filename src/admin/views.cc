@@ -254,6 +254,12 @@ json membership_counters_json(const MembershipCounters& m) {
         {"role", role_name(v.role)},  {"epoch", v.epoch},         {"leader", v.leader},
         {"grants", c.grants},         {"campaigns", c.campaigns}, {"won", c.won},
         {"keepalives", c.keepalives}, {"failures", c.failures},   {"lease_lost", c.lease_lost}};
+    const EtcdLeadership::TableCounters& tc = m.leadership->table;
+    j["leadership"]["table"] = {{"loads", tc.loads},
+                                {"chunks_loaded", tc.chunks_loaded},
+                                {"saves", tc.saves},
+                                {"chunks_saved", tc.chunks_saved},
+                                {"save_failures", tc.save_failures}};
   }
   if (m.mgs) {
     const MgsCore::Counters& c = *m.mgs;

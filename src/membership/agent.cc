@@ -20,7 +20,8 @@ bool AgentCore::from_leader(const Leadership& l, TimePoint now) {
   epoch_ = l.epoch;
   if (!l.not_leader) return true;
   ++counters_.redirects;
-  registered_ = false;
+  // Pinged, not registered again, at the leader: it holds the table its predecessor left
+  // (ids and instances kept); a ping it does not know is answered "unknown".
   auto leader = Nid::unpack(l.leader);
   if (l.leader == 0 || !leader.ok()) {
     on_failure(now);  // it knows no leader: the next MGS may
@@ -92,7 +93,9 @@ void AgentCore::eviction_handled(TimePoint now) {
 void AgentCore::on_failure(TimePoint now) {
   in_flight_ = false;
   ++failures_in_a_row_;
-  registered_ = false;
+  // With leadership in etcd (an epoch heard) the next MGS leads with the same table: ping
+  // it. Without, it knows nothing of us: register.
+  if (epoch_ == 0) registered_ = false;
   if (opts_.mgs.size() > 1) {
     Nid from = current_mgs();
     mgs_index_ = (mgs_index_ + 1) % opts_.mgs.size();

@@ -123,7 +123,7 @@ Result<std::string> EtcdClient::post(const std::string& path, const std::string&
     };
     req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
       answer.append(d, n);
-      return answer.size() <= (1u << 20);
+      return answer.size() <= (4u << 20);
     };
     auto r = ep.http.send(req);
     // The gateway ends an error answer's chunked body with a gRPC trailer, which this
@@ -211,6 +211,54 @@ Result<LeaderLease::Campaign> EtcdClient::campaign(const std::string& key, const
   c.epoch = static_cast<uint64_t>(etcd_int(kv, "create_revision"));
   c.leader_lease = etcd_int(kv, "lease");
   return c;
+}
+
+Status EtcdClient::put_if_leader(const std::string& leader_key, uint64_t epoch,
+                                 const std::vector<std::pair<std::string, std::string>>& kvs) {
+  if (kvs.size() > 64) return Status(Code::kInvalidArgument, "etcd: more than 64 puts in one");
+  json puts = json::array();
+  for (const auto& [k, v] : kvs)
+    puts.push_back({{"requestPut", {{"key", base64_encode(k)}, {"value", base64_encode(v)}}}});
+  json txn = {{"compare", json::array({{{"key", base64_encode(leader_key)},
+                                        {"target", "CREATE"},
+                                        {"create_revision", std::to_string(epoch)}}})},
+              {"success", puts}};
+  auto r = post("/v3/kv/txn", txn.dump());
+  if (!r.ok()) return r.status();
+  auto j = etcd_json(*r);
+  if (!j.ok()) return j.status();
+  if (!j->value("succeeded", false))
+    return Status(Code::kRejected,
+                  "etcd: the leader key is not of epoch " + std::to_string(epoch) + " any more");
+  return Status::Ok();
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> EtcdClient::range_prefix(
+    const std::string& prefix) {
+  if (prefix.empty() || static_cast<unsigned char>(prefix.back()) == 0xff)
+    return Status(Code::kInvalidArgument, "etcd: a prefix must not be empty or end in 0xff");
+  std::string end = prefix;
+  end.back() = static_cast<char>(end.back() + 1);
+  std::vector<std::pair<std::string, std::string>> out;
+  std::string from = prefix;
+  for (int page = 0; page < 100000; ++page) {
+    json q = {{"key", base64_encode(from)}, {"range_end", base64_encode(end)}, {"limit", "16"}};
+    auto r = post("/v3/kv/range", q.dump());
+    if (!r.ok()) return r.status();
+    auto j = etcd_json(*r);
+    if (!j.ok()) return j.status();
+    const json kvs = j->value("kvs", json::array());
+    if (!kvs.is_array()) return Status(Code::kProtocol, "etcd: a range without kvs");
+    for (const json& kv : kvs) {
+      auto k = base64_decode(kv.value("key", ""));
+      auto v = base64_decode(kv.value("value", ""));
+      if (!k || !v) return Status(Code::kProtocol, "etcd: a key or value that is not base64");
+      out.emplace_back(std::move(*k), std::move(*v));
+    }
+    if (!j->value("more", false) || kvs.empty()) return out;
+    from = out.back().first + std::string(1, '\0');  // the next key after the last
+  }
+  return Status(Code::kProtocol, "etcd: a range without end");
 }
 
 }  // namespace pfsnet

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "membership/leader_lease.h"
@@ -41,6 +42,12 @@ class EtcdClient {
   // Creates `key` = `value` on `lease` if `key` does not exist; else reads it.
   Result<LeaderLease::Campaign> campaign(const std::string& key, const std::string& value,
                                          int64_t lease);
+  // Puts every (key, value) in one transaction (at most 64), only while `leader_key` was
+  // created at revision `epoch` (its holder still leads): kRejected otherwise.
+  Status put_if_leader(const std::string& leader_key, uint64_t epoch,
+                       const std::vector<std::pair<std::string, std::string>>& kvs);
+  // Every key under `prefix` and its value, in key order (page by page).
+  Result<std::vector<std::pair<std::string, std::string>>> range_prefix(const std::string& prefix);
   // The endpoint that answered last ("host:port").
   std::string endpoint() const;
 

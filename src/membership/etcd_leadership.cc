@@ -1,5 +1,7 @@
 #include "membership/etcd_leadership.h"
 
+#include <cstdio>
+
 #include "base/log.h"
 #include "base/thread_name.h"
 
@@ -10,6 +12,7 @@ EtcdLeadership::EtcdLeadership(std::unique_ptr<EtcdClient> etcd, LeaseOptions o,
     : etcd_(std::move(etcd)),
       key_(std::move(key)),
       self_(std::move(self)),
+      table_prefix_(key_ + "/table/"),
       clock_(clock),
       core_(o, self_) {
   worker_ = std::thread([this] { run(); });
@@ -23,7 +26,36 @@ void EtcdLeadership::tick() {
   const TimePoint now = clock_.now();
   switch (core_.next(now)) {
     case LeaderLease::Call::kNone:
-      return;
+      if (to_save_.empty() || !core_.leading(now)) return;
+      {
+        // Up to 64 chunks in one transaction, guarded by the leader key's epoch.
+        std::vector<std::pair<std::string, std::string>> kvs;
+        std::vector<std::pair<uint32_t, std::string>> taken;
+        while (!to_save_.empty() && kvs.size() < 64) {
+          auto it = to_save_.begin();
+          char name[16];
+          std::snprintf(name, sizeof name, "%08u", it->first);
+          kvs.emplace_back(table_prefix_ + name, it->second);
+          taken.emplace_back(it->first, std::move(it->second));
+          to_save_.erase(it);
+        }
+        job_ = [this, kvs = std::move(kvs), taken = std::move(taken),
+                epoch = save_epoch_]() mutable {
+          Status st = etcd_->put_if_leader(key_, epoch, kvs);
+          MutexLock l(mu_);
+          if (st.ok()) {
+            ++table_counters_.saves;
+            table_counters_.chunks_saved += taken.size();
+            return;
+          }
+          ++table_counters_.save_failures;
+          PFS_LOG_WARN_LIMITED("etcd.save", "MGS leadership: saving the table failed: {}",
+                               st.to_string());
+          if (save_epoch_ != epoch) return;  // another epoch's table now
+          for (auto& [c, v] : taken) to_save_.emplace(c, std::move(v));  // unless newer came
+        };
+      }
+      break;
     case LeaderLease::Call::kGrant:
       job_ = [this, ttl = core_.options().ttl] {
         TimePoint sent = clock_.now();
@@ -40,8 +72,33 @@ void EtcdLeadership::tick() {
       job_ = [this, lease = core_.lease(), was = core_.view(now)] {
         TimePoint sent = clock_.now();
         auto c = etcd_->campaign(key_, self_, lease);
+        std::optional<std::vector<std::string>> table;
+        if (c.ok() && c->leader == self_ && c->leader_lease == lease) {
+          // Won (now or before): it leads only with its predecessor's table in hand.
+          bool have;
+          {
+            MutexLock l(mu_);
+            have = loaded_epoch_ == c->epoch;
+          }
+          if (!have) {
+            auto kvs = etcd_->range_prefix(table_prefix_);
+            if (!kvs.ok()) {
+              MutexLock l(mu_);
+              return failed_locked(LeaderLease::Call::kCampaign, "reading the MGS table",
+                                   kvs.status());
+            }
+            table.emplace();
+            for (auto& [k, v] : *kvs) table->push_back(std::move(v));
+          }
+        }
         MutexLock l(mu_);
         if (!c.ok()) return failed_locked(LeaderLease::Call::kCampaign, "campaign", c.status());
+        if (table) {
+          ++table_counters_.loads;
+          table_counters_.chunks_loaded += table->size();
+          loaded_epoch_ = c->epoch;
+          loaded_ = std::move(table);
+        }
         core_.campaigned(*c, sent);
         auto v = core_.view(clock_.now());
         if (v.role != was.role || v.epoch != was.epoch) {
@@ -73,6 +130,26 @@ void EtcdLeadership::failed_locked(LeaderLease::Call c, const char* what, const 
   PFS_LOG_WARN_LIMITED(std::string("etcd.") + what, "MGS leadership: {} failed: {}", what,
                        s.to_string());
   core_.failed(c, clock_.now());
+}
+
+std::optional<std::vector<std::string>> EtcdLeadership::take_table(uint64_t epoch) {
+  MutexLock lk(mu_);
+  if (loaded_epoch_ != epoch || !loaded_) return std::nullopt;
+  return std::exchange(loaded_, std::nullopt);
+}
+
+void EtcdLeadership::save(uint64_t epoch, std::vector<std::pair<uint32_t, std::string>> chunks) {
+  MutexLock lk(mu_);
+  if (epoch != save_epoch_) {
+    to_save_.clear();
+    save_epoch_ = epoch;
+  }
+  for (auto& [c, v] : chunks) to_save_[c] = std::move(v);
+}
+
+EtcdLeadership::TableCounters EtcdLeadership::table_counters() {
+  MutexLock lk(mu_);
+  return table_counters_;
 }
 
 LeaderLease::View EtcdLeadership::view() {

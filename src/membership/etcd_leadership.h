@@ -12,9 +12,13 @@
 #include <pfsnet/clock.h>
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "base/mutex.h"
 #include "membership/etcd_client.h"
@@ -33,6 +37,17 @@ class EtcdLeadership {
   void tick();
   LeaderLease::View view();
   LeaderLease::Counters counters();
+  // State handed over (issue 36, item 2), under `key`/table/: a campaign this MGS wins is
+  // a lead only once it has read the table its predecessor left (take_table(): the
+  // chunks, once, for that epoch); while it leads, save() queues chunks (the newest of
+  // each), written by the worker when no lease call is due, only while the leader key is
+  // still of `epoch` (a deposed leader writes nothing).
+  std::optional<std::vector<std::string>> take_table(uint64_t epoch);
+  void save(uint64_t epoch, std::vector<std::pair<uint32_t, std::string>> chunks);
+  struct TableCounters {
+    uint64_t loads = 0, chunks_loaded = 0, saves = 0, chunks_saved = 0, save_failures = 0;
+  };
+  TableCounters table_counters();
   // Stops the worker (after its call in flight); with `resign`, revokes the lease first,
   // so that another MGS can lead at once rather than after the lease's TTL.
   void stop(bool resign);
@@ -44,11 +59,17 @@ class EtcdLeadership {
 
   std::unique_ptr<EtcdClient> etcd_;  // the worker's alone
   const std::string key_, self_;
+  const std::string table_prefix_;  // key_ + "/table/"
   Clock& clock_;
   Mutex mu_;
   CondVar cv_;
   LeaderLease core_ GUARDED_BY(mu_);
   std::function<void()> job_ GUARDED_BY(mu_);
+  uint64_t loaded_epoch_ GUARDED_BY(mu_) = 0;
+  std::optional<std::vector<std::string>> loaded_ GUARDED_BY(mu_);
+  uint64_t save_epoch_ GUARDED_BY(mu_) = 0;
+  std::map<uint32_t, std::string> to_save_ GUARDED_BY(mu_);
+  TableCounters table_counters_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   std::thread worker_;
 };

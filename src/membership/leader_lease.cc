@@ -49,7 +49,7 @@ void LeaderLease::granted(int64_t lease, Duration ttl, TimePoint sent) {
 void LeaderLease::campaigned(const Campaign& c, TimePoint sent) {
   outstanding_ = Call::kNone;
   ++n_.campaigns;
-  next_at_ = sent + o_.keepalive;
+  next_at_ = sent + o_.campaign;
   // Lost, but the key is on this MGS's lease: an earlier campaign of its own won and its
   // answer was lost on the way. It leads.
   bool mine = c.won || (lease_ != 0 && c.leader_lease == lease_);

@@ -32,9 +32,12 @@ namespace pfsnet {
 
 struct LeaseOptions {
   Duration ttl = std::chrono::seconds(5);
-  Duration keepalive = std::chrono::milliseconds(1500);  // and a follower's campaign period
-  Duration margin = std::chrono::milliseconds(500);      // clock rates; less than ttl
-  Duration retry = std::chrono::milliseconds(500);       // after a failed call
+  Duration keepalive = std::chrono::milliseconds(1500);
+  // A follower's campaign period: how soon after the leader's key goes it is taken (a
+  // campaign is one small transaction).
+  Duration campaign = std::chrono::milliseconds(1500);
+  Duration margin = std::chrono::milliseconds(500);  // clock rates; less than ttl
+  Duration retry = std::chrono::milliseconds(500);   // after a failed call
 };
 
 class LeaderLease {

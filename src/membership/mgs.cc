@@ -53,6 +53,7 @@ RegisterRep MgsCore::on_register(const RegisterReq& r, TimePoint now) {
   n.roles = r.roles;
   n.nids = r.nids;
   for (const Nid& x : n.nids) by_nid_[x.pack()] = id;
+  dirty_chunks_.insert(id / kTableChunkNodes);
   bool restarted = !fresh && n.instance != r.instance;
   n.instance = r.instance;
   n.registered = now;
@@ -144,6 +145,8 @@ void MgsCore::change(NodeRecord& n, NodeState s, TimePoint now) {
   n.last_change = now;
   ++generation_;
   changes_.push_back(event_of(n));
+  if (s == NodeState::kDead || old == NodeState::kDead)
+    dirty_chunks_.insert(n.id / kTableChunkNodes);
   if (s == NodeState::kSuspect || (s == NodeState::kUp && old == NodeState::kSuspect)) return;
   // Died, or came back from the dead: tell those who care. A dead node hears nothing
   // until it is back.
@@ -357,6 +360,58 @@ void MgsCore::verification_done(uint64_t token, bool answered, TimePoint now) {
                  n.reported_by);
     change(n, NodeState::kDead, now);
   }
+}
+
+std::vector<std::pair<uint32_t, Buffer>> MgsCore::take_dirty_chunks() {
+  std::vector<std::pair<uint32_t, Buffer>> out;
+  for (uint32_t c : dirty_chunks_) {
+    std::vector<TableRecord> recs;
+    const size_t end = std::min<size_t>(nodes_.size(), size_t(c + 1) * kTableChunkNodes);
+    for (size_t id = size_t(c) * kTableChunkNodes; id < end; ++id) {
+      const NodeRecord& n = nodes_[id];
+      if (n.name.empty()) continue;
+      TableRecord t{event_of(n), n.instance};
+      if (t.node.state == NodeState::kSuspect) t.node.state = NodeState::kUp;  // not a verdict
+      recs.push_back(std::move(t));
+    }
+    out.emplace_back(c, encode_table_chunk(recs));
+  }
+  dirty_chunks_.clear();
+  return out;
+}
+
+Status MgsCore::restore(const std::vector<std::string>& chunks, TimePoint now) {
+  std::vector<NodeRecord> nodes;
+  std::unordered_map<std::string, uint32_t> by_name;
+  std::unordered_map<uint64_t, uint32_t> by_nid;
+  for (const std::string& c : chunks) {
+    auto recs = decode_table_chunk(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(c.data()), c.size()));
+    if (!recs.ok()) return recs.status();
+    for (TableRecord& t : *recs) {
+      const uint32_t id = t.node.id;
+      if (id >= (1u << 24)) return Status(Code::kProtocol, "MGS table: node id out of range");
+      if (nodes.size() <= id) nodes.resize(id + 1);
+      NodeRecord& n = nodes[id];
+      if (!n.name.empty() || !by_name.emplace(t.node.name, id).second)
+        return Status(Code::kProtocol, "MGS table: node " + t.node.name + " twice");
+      n.id = id;
+      n.name = std::move(t.node.name);
+      n.roles = t.node.roles;
+      n.nids = std::move(t.node.nids);
+      n.instance = t.instance;
+      n.state = t.node.state == NodeState::kDead ? NodeState::kDead : NodeState::kUp;
+      n.last_heard = n.registered = n.last_change = now;
+      // A dead node missed what changed before this leader: told of everything on return.
+      if (n.state == NodeState::kDead) n.missed_since = TimePoint{};
+      for (const Nid& x : n.nids) by_nid[x.pack()] = id;
+    }
+  }
+  nodes_ = std::move(nodes);
+  by_name_ = std::move(by_name);
+  by_nid_ = std::move(by_nid);
+  ++generation_;
+  return Status::Ok();
 }
 
 size_t MgsCore::memory_bytes() const {

@@ -25,6 +25,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -120,6 +121,16 @@ class MgsCore {
   // answered and not heard from since it was reported, it is dead.
   void verification_done(uint64_t token, bool answered, TimePoint now);
 
+  // State handed over (issue 36, item 2). The chunks (kTableChunkNodes ids each) whose
+  // records changed since the last call -- a registration, a death, a return -- encoded
+  // (encode_table_chunk) for where the next leader finds them.
+  std::vector<std::pair<uint32_t, Buffer>> take_dirty_chunks();
+  // A new leader's table from the chunks its predecessor left: every node as it was
+  // (dead ones dead, the rest up and heard `now`: each gets a whole period to ping), so
+  // pings with their ids and instances are known and nobody registers again. Malformed
+  // chunks or duplicate ids or names: an error, and the table is left empty.
+  Status restore(const std::vector<std::string>& chunks, TimePoint now);
+
   const std::vector<NodeRecord>& nodes() const { return nodes_; }
   const NodeRecord* find(uint32_t id) const { return id < nodes_.size() ? &nodes_[id] : nullptr; }
   uint64_t generation() const { return generation_; }
@@ -150,7 +161,8 @@ class MgsCore {
   MgsOptions opts_;
   uint64_t instance_;
   uint64_t generation_ = 1;
-  std::vector<NodeRecord> nodes_;  // id = index
+  std::vector<NodeRecord> nodes_;    // id = index
+  std::set<uint32_t> dirty_chunks_;  // id / kTableChunkNodes of records changed
   std::unordered_map<std::string, uint32_t> by_name_;
   std::unordered_map<uint64_t, uint32_t> by_nid_;  // packed NID -> id
   std::vector<NodeEvent> changes_;

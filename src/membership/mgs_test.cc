@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "base/test_nid.h"
 
 namespace pfsnet {
@@ -318,6 +320,70 @@ TEST_F(MgsTest, ADeadNodeIsEvictedUntilItRegistersAgainHavingDroppedWhatItHeld) 
       mgs_.on_register(RegisterReq{"c1", kRoleClient, {nid("10.0.0.5@tcp")}, 8}, clock_.now())
           .evicted);
   EXPECT_EQ(state(c), NodeState::kUp);
+}
+
+// State handed over (issue 36, item 2): the chunks a leader leaves let the next one serve
+// the same table -- ids, instances, who is dead -- so pings are known and nobody
+// registers again; only the chunks a change touched are written again.
+TEST_F(MgsTest, TheNextLeaderServesTheSameTableFromTheChunksLeftForIt) {
+  std::vector<uint32_t> ids;
+  for (int i = 0; i < 2500; ++i)
+    ids.push_back(
+        add("c" + std::to_string(i), kRoleClient,
+            ("10.1." + std::to_string(i / 250) + "." + std::to_string(i % 250) + "@tcp").c_str()));
+  uint32_t s = add("oss1", kRoleServer, "10.0.0.3@tcp");
+  auto first = mgs_.take_dirty_chunks();
+  ASSERT_EQ(first.size(), 3u);  // ids 0-2500: three chunks of 1024
+  EXPECT_TRUE(mgs_.take_dirty_chunks().empty());
+  // c7 dies (the rest keep pinging): only its chunk is written again.
+  for (int i = 0; i < 16; ++i) {
+    clock_.advance(10s);
+    for (uint32_t id : ids)
+      if (id != ids[7]) ping(id);
+    ping(s);
+    mgs_.tick(clock_.now());
+  }
+  ASSERT_EQ(state(ids[7]), NodeState::kDead);
+  auto second = mgs_.take_dirty_chunks();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].first, 0u);
+  std::map<uint32_t, std::string> left;  // what etcd would hold
+  for (auto* v : {&first, &second})
+    for (auto& [c, b] : *v)
+      left[c] = std::string(reinterpret_cast<const char*>(b.data()), b.size());
+  std::vector<std::string> chunks;
+  for (auto& [c, b] : left) chunks.push_back(b);
+
+  MgsCore next(opts(), 2);
+  clock_.advance(3s);
+  ASSERT_TRUE(next.restore(chunks, clock_.now()).ok());
+  EXPECT_EQ(next.nodes().size(), mgs_.nodes().size());
+  EXPECT_EQ(next.find(ids[7])->state, NodeState::kDead);
+  EXPECT_EQ(next.find(s)->name, "oss1");
+  // Every live node's ping is known (same id and instance); the dead one is evicted.
+  for (uint32_t id : ids)
+    EXPECT_EQ(next.on_ping(PingReq{id, 7, {}}, clock_.now()).status,
+              id == ids[7] ? PingStatus::kEvicted : PingStatus::kOk)
+        << id;
+  EXPECT_EQ(next.counters().unknown_pings, 0u);
+  EXPECT_EQ(next.counters().registers, 0u);
+  // Each restored node has a whole period from the takeover: none dies of it.
+  clock_.advance(10499ms);
+  next.tick(clock_.now());
+  EXPECT_EQ(next.find(s)->state, NodeState::kUp);
+  clock_.advance(1ms);
+  next.tick(clock_.now());
+  EXPECT_EQ(next.find(s)->state, NodeState::kSuspect);  // oss1 did not ping the new leader
+  EXPECT_EQ(next.find(ids[0])->state, NodeState::kUp);
+  // A new node gets a fresh id; a name or a chunk twice, or garbage: refused, table empty.
+  EXPECT_EQ(
+      next.on_register(RegisterReq{"new", kRoleClient, {nid("10.2.0.1@tcp")}, 9}, clock_.now()).id,
+      mgs_.nodes().size());
+  MgsCore bad(opts(), 3);
+  chunks.push_back(chunks[0]);
+  EXPECT_FALSE(bad.restore(chunks, clock_.now()).ok());
+  EXPECT_FALSE(bad.restore({std::string("\x05\x00\x00\x00garbage")}, clock_.now()).ok());
+  EXPECT_TRUE(bad.nodes().empty());
 }
 
 TEST_F(MgsTest, NotificationsAreRateBoundedWindowedAndRetried) {

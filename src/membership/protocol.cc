@@ -356,6 +356,30 @@ Result<ReportReq> decode_report_req(std::span<const uint8_t> b) {
   return finish_decode(r, std::move(m), "MGS_REPORT");
 }
 
+Buffer encode_table_chunk(const std::vector<TableRecord>& records) {
+  Writer w;
+  w.u32(static_cast<uint32_t>(records.size()));
+  for (const TableRecord& t : records) {
+    w.event(t.node);
+    w.u64(t.instance);
+  }
+  return w.take();
+}
+
+Result<std::vector<TableRecord>> decode_table_chunk(std::span<const uint8_t> b) {
+  Reader r(b);
+  std::vector<TableRecord> v;
+  size_t n = r.count(18);
+  for (size_t i = 0; i < n && r.ok(); ++i) {
+    TableRecord t;
+    t.node = r.event();
+    t.instance = r.u64();
+    if (r.ok() && (t.node.name.empty() || t.node.nids.empty())) r.fail();
+    v.push_back(std::move(t));
+  }
+  return finish_decode(r, std::move(v), "MGS table chunk");
+}
+
 Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b) {
   Reader r(b);
   NotifyReq m;

@@ -120,6 +120,15 @@ struct NotifyReq {
   uint64_t epoch = 0;  // the sending leader's (0 without etcd): a node drops older ones
 };
 
+// One node of the MGS's table as the leader keeps it where the next leader finds it
+// (issue 36, item 2): who it is and whether it is dead; the rest (when last heard) the
+// next pings fill in. A chunk is the records of kTableChunkNodes consecutive ids.
+struct TableRecord {
+  NodeEvent node;  // id, name, roles, state (up or dead), NIDs
+  uint64_t instance = 0;
+};
+inline constexpr uint32_t kTableChunkNodes = 1024;
+
 // A page of a table the MGS holds: MGS_STATUS's nodes, MESH_MATRIX's rows.
 struct PageReq {
   uint32_t offset = 0;
@@ -226,6 +235,7 @@ Buffer encode(const PingReq& m);
 Buffer encode(const PingRep& m);
 Buffer encode(const ReportReq& m);
 Buffer encode(const NotifyReq& m);
+Buffer encode_table_chunk(const std::vector<TableRecord>& records);
 Buffer encode(const PageReq& m);
 Buffer encode(const StatusTable& m);
 Buffer encode(const MeshSyncReq& m);
@@ -238,6 +248,7 @@ Result<PingReq> decode_ping_req(std::span<const uint8_t> b);
 Result<PingRep> decode_ping_rep(std::span<const uint8_t> b);
 Result<ReportReq> decode_report_req(std::span<const uint8_t> b);
 Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b);
+Result<std::vector<TableRecord>> decode_table_chunk(std::span<const uint8_t> b);
 Result<PageReq> decode_page_req(std::span<const uint8_t> b);
 Result<StatusTable> decode_status_rep(std::span<const uint8_t> b);
 Result<MeshSyncReq> decode_mesh_sync_req(std::span<const uint8_t> b);

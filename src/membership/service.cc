@@ -44,6 +44,9 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
         LeaseOptions lo;
         lo.ttl = std::chrono::seconds(cfg.membership.etcd_lease);
         lo.keepalive = lo.ttl / 3;
+        // A dead leader's key goes when etcd expires its lease (checked every 500 ms); the
+        // follower takes it within a campaign period after.
+        lo.campaign = std::min<Duration>(lo.keepalive, std::chrono::milliseconds(200));
         lo.margin = std::min<Duration>(lo.ttl / 5, std::chrono::seconds(1));
         lo.retry = std::chrono::milliseconds(500);
         leadership_ = std::make_unique<EtcdLeadership>(
@@ -153,10 +156,22 @@ Leadership MembershipService::leadership_locked() {
   l.epoch = v.epoch;
   if (v.role == LeaderLease::Role::kLeader) {
     if (table_epoch_ != v.epoch) {
-      // Leading at a new epoch: whatever this MGS's table held is from before; nodes
-      // register again when their pings find them unknown.
+      // Leading at a new epoch: the table its predecessor left in etcd (read before the
+      // lead began), each node up and given a whole period to ping; nodes it does not
+      // hold (or a table that does not decode) register when their pings find them unknown.
       table_epoch_ = v.epoch;
       *mgs_ = MgsCore(MgsOptions::from(cfg_), instance_);
+      if (auto chunks = leadership_->take_table(v.epoch)) {
+        Status st = mgs_->restore(*chunks, clock_.now());
+        if (!st.ok()) {
+          PFS_LOG_WARN("membership: the MGS table in etcd is unusable ({}); starting empty",
+                       st.to_string());
+          *mgs_ = MgsCore(MgsOptions::from(cfg_), instance_);
+        } else {
+          PFS_LOG_WARN("membership: leading at epoch {} with the table from etcd: {} node(s)",
+                       v.epoch, mgs_->nodes().size());
+        }
+      }
       register_self_locked();
     }
     return l;
@@ -395,6 +410,13 @@ void MembershipService::tick(TimePoint now) {
       outs = mgs_->take_notifications(now);
       verifies = mgs_->take_verifications();
       for (MgsCore::Outgoing& o : outs) o.req.epoch = table_epoch_;
+      if (leadership_) {
+        // The table's changed chunks, for the next leader (written by the etcd worker).
+        std::vector<std::pair<uint32_t, std::string>> chunks;
+        for (auto& [c, b] : mgs_->take_dirty_chunks())
+          chunks.emplace_back(c, std::string(reinterpret_cast<const char*>(b.data()), b.size()));
+        if (!chunks.empty()) leadership_->save(table_epoch_, std::move(chunks));
+      }
     }
     act_on(changes, "(local)");
     send_notifications(std::move(outs));
@@ -520,7 +542,8 @@ MembershipCounters MembershipService::counters() {
     out.agent = MembershipCounters::Agent{agent_->current_mgs(), agent_->registered(),
                                           agent_->epoch(), agent_->counters()};
   if (mgs_) out.mgs = mgs_->counters();
-  if (leadership_) out.leadership = {leadership_->view(), leadership_->counters()};
+  if (leadership_)
+    out.leadership = {leadership_->view(), leadership_->counters(), leadership_->table_counters()};
   return out;
 }
 

@@ -37,6 +37,7 @@ struct MembershipCounters {
   struct Leader {
     LeaderLease::View view;
     LeaderLease::Counters counters;
+    EtcdLeadership::TableCounters table;  // the table handed over through etcd
   };
   std::optional<Leader> leadership;
   struct Agent {
