@@ -155,6 +155,35 @@ int main() {
                double(sim.mgs().memory_bytes()) / double(big.clients + big.servers), 1024,
                "bytes (baseline: target)");
 
+  // State handed over (issue 36, item 2): the leader keeps its table's changed chunks where
+  // the next finds them (etcd, in the daemon), and the next restores them and serves: the
+  // same 100,000 clients and 2,000 servers, the leader replaced at 160 s.
+  SimOptions hand = big;
+  hand.keep_table = true;
+  MembershipSim hs(hand);
+  hs.run_for(60s);  // every node registered (they start within a client period)
+  const uint64_t written0 = hs.table_bytes_written();
+  hs.run_for(100s);
+  const double write_rate = double(hs.table_bytes_written() - written0) / 100.0;
+  const MembershipSim::Failover f = hs.fail_over();
+  hs.run_for(big.server_interval);  // one server ping period
+  const double nodes = double(big.clients + big.servers);
+  print_figure("membership_failover_restore_ms_100k", f.restore_s * 1000,
+               std::chrono::duration<double, std::milli>(big.server_interval).count(),
+               "ms, the new leader reading its predecessor's table (baseline: one server period)");
+  print_figure("membership_failover_registrations_100k", double(hs.mgs().counters().registers),
+               nodes,
+               "registrations in the server period after (baseline: every node, as with "
+               "an empty table)");
+  print_figure("membership_failover_unknown_pings_100k", double(hs.mgs().counters().unknown_pings),
+               nodes, "pings answered unknown (baseline: every node)");
+  print_figure("membership_failover_table_errors_100k", double(hs.table_errors()), nodes,
+               "live nodes not up in the new table one server period after (baseline: all)");
+  print_figure("membership_table_bytes_per_node_100k", double(f.bytes) / nodes, 1024,
+               "bytes kept in etcd per node (baseline: target)");
+  print_figure("membership_table_write_bytes_per_s_100k", write_rate, double(f.bytes),
+               "bytes/s written to etcd in steady state (baseline: the whole table)");
+
   // Pings one core of the MGS handles: decode, the core, encode, over 100,000 nodes.
   MgsCore mgs(MgsOptions{}, 1);
   ManualClock clock;

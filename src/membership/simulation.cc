@@ -32,7 +32,8 @@ MembershipSim::MembershipSim(SimOptions o) : opts_(o), rng_(o.seed) {
   mo.heard_reports = o.heard_reports;
   mo.notify_rate = o.notify_rate;
   mo.notify_window = o.notify_window;
-  mgs_ = std::make_unique<MgsCore>(mo, 1);
+  mgs_opts_ = mo;
+  mgs_ = std::make_unique<MgsCore>(mo, mgs_instance_);
   Nid mgs_nid;
   mgs_nid.addr = (12u << 24) + 1;
   int n = o.servers + o.clients;
@@ -87,10 +88,41 @@ void MembershipSim::send_notifications() {
   std::vector<std::pair<uint64_t, std::pair<int, std::shared_ptr<Buffer>>>> out;
   {
     CpuTimer t(&mgs_cpu_);
+    // The sending MGS's instance in the token's top bits: an acknowledgement reaches only
+    // the MGS that sent the notification (a new leader's tokens start again).
     for (MgsCore::Outgoing& o : mgs_->take_notifications(clock_.now()))
-      out.push_back({o.token, {agent_of_id_[o.to], std::make_shared<Buffer>(encode(o.req))}});
+      out.push_back({o.token | (mgs_instance_ << 48),
+                     {agent_of_id_[o.to], std::make_shared<Buffer>(encode(o.req))}});
   }
   for (auto& [token, dest] : out) push(opts_.latency, Ev::kNotify, dest.first, dest.second, token);
+}
+
+MembershipSim::Failover MembershipSim::fail_over() {
+  Failover f;
+  std::vector<std::string> chunks;
+  for (const auto& [c, b] : table_) {
+    chunks.push_back(b);
+    f.bytes += b.size();
+  }
+  f.chunks = chunks.size();
+  auto next = std::make_unique<MgsCore>(mgs_opts_, ++mgs_instance_);
+  auto t0 = std::chrono::steady_clock::now();
+  Status st = next->restore(chunks, clock_.now());
+  f.restore_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  mgs_cpu_ += f.restore_s;
+  if (st.ok()) f.nodes = next->nodes().size();
+  mgs_ = std::move(next);
+  return f;
+}
+
+size_t MembershipSim::table_errors() const {
+  size_t bad = 0;
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    if (!alive_[i]) continue;
+    const NodeRecord* n = mgs_->find(agents_[i]->id());
+    bad += !n || n->name != agents_[i]->options().name || n->state != NodeState::kUp;
+  }
+  return bad;
 }
 
 void MembershipSim::kill_server(int i) {
@@ -163,6 +195,12 @@ void MembershipSim::handle(Event& e) {
       {
         CpuTimer t(&mgs_cpu_);
         mgs_->tick(now);
+        if (opts_.keep_table)
+          for (auto& [c, b] : mgs_->take_dirty_chunks()) {
+            ++chunks_written_;
+            bytes_written_ += b.size();
+            table_[c] = std::string(reinterpret_cast<const char*>(b.data()), b.size());
+          }
         for (const NodeEvent& ch : mgs_->take_changes())
           if (killed_ >= 0 && ch.state == NodeState::kDead &&
               ch.name == "oss" + std::to_string(killed_) && declared_s_ < 0)
@@ -189,7 +227,8 @@ void MembershipSim::handle(Event& e) {
       {
         CpuTimer t(&mgs_cpu_);
         ++mgs_messages_;
-        mgs_->notification_done(e.token, true, now);
+        if ((e.token >> 48) == mgs_instance_)
+          mgs_->notification_done(e.token & ((uint64_t(1) << 48) - 1), true, now);
       }
       send_notifications();  // the window has room again
       return;

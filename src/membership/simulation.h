@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <queue>
 #include <random>
+#include <string>
 #include <unordered_set>
 #include <vector>
 
@@ -31,6 +33,9 @@ struct SimOptions {
   Duration latency = std::chrono::microseconds(100);  // one way, every message
   int64_t notify_rate = 100000;
   size_t notify_window = 4096;
+  // The leader keeps its table where the next finds it (issue 36: etcd): the changed chunks
+  // taken every MGS round, as MembershipService does; fail_over() restores from them.
+  bool keep_table = false;
   uint64_t seed = 1;
 };
 
@@ -42,6 +47,18 @@ class MembershipSim {
   void run_for(Duration d);
   // Stops server `i`'s agent: it pings no more (a crash).
   void kill_server(int i);
+  // The leader MGS replaced at this instant by a new one (a new instance) that restores the
+  // table from the chunks kept (keep_table); notifications in flight are lost with the old.
+  struct Failover {
+    double restore_s = 0;  // wall time of the new leader's restore
+    size_t chunks = 0, bytes = 0, nodes = 0;
+  };
+  Failover fail_over();
+  // Nodes alive whose state in the MGS's table is not up, or that it does not hold.
+  size_t table_errors() const;
+  // What the leader has written of its table so far (keep_table).
+  uint64_t table_chunks_written() const { return chunks_written_; }
+  uint64_t table_bytes_written() const { return bytes_written_; }
 
   Duration now() const { return clock_.now() - start_; }
   const MgsCore& mgs() const { return *mgs_; }
@@ -77,6 +94,7 @@ class MembershipSim {
   static Nid nid_of(int i, bool server);
 
   SimOptions opts_;
+  MgsOptions mgs_opts_;
   ManualClock clock_;
   TimePoint start_;
   std::unique_ptr<MgsCore> mgs_;
@@ -94,6 +112,9 @@ class MembershipSim {
   int killed_ = -1;
   double declared_s_ = -1, told_last_s_ = -1;
   std::unordered_set<int> told_;
+  std::map<uint32_t, std::string> table_;  // chunk -> its encoding: what etcd holds
+  uint64_t chunks_written_ = 0, bytes_written_ = 0;
+  uint64_t mgs_instance_ = 1;
 };
 
 }  // namespace pfsnet
