@@ -8,8 +8,10 @@ namespace pfsnet::testing::netns {
 
 // A cluster of nodes on two networks, as in a machine room: a namespace per node with one
 // veth per network to a bridge (one per network) in a switch namespace; node i has
-// 198.18.1.(10+i)@tcp and 198.18.2.(10+i)@tcp1. Node 0 is the MGS. The test creates and
-// removes everything; it needs root (skipped otherwise).
+// 198.18.1.(10+i)@tcp and 198.18.2.(10+i)@tcp1. The nodes of role "mgs" are the MGSs every
+// node lists (node 0 in most tests); a node of role "etcd" runs an etcd member (client port
+// 2379 on both its addresses) instead of a pfsnetd. The test creates and removes
+// everything; it needs root (skipped otherwise).
 class BridgedCluster {
  public:
   struct Node {
@@ -67,19 +69,50 @@ class BridgedCluster {
     }
     if (!ok_) return;
     write_file(dir_.file("cluster.key"), "bridged-netns-test-cluster-key-01", 0600);
+    std::string mgs_list;
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      if (nodes_[i].role == "mgs")
+        mgs_list += (mgs_list.empty() ? "\"" : ", \"") + nid(i, 0) + "\"";
     for (size_t i = 0; i < nodes_.size() && ok_; ++i) {
       socket_.push_back(dir_.file(nodes_[i].name + ".sock"));
+      if (nodes_[i].role == "etcd") {
+        const std::string client = "http://" + addr(i, 0) + ":2379,http://" + addr(i, 1) + ":2379";
+        const std::string peer = "http://" + addr(i, 0) + ":2380";
+        daemon_.push_back(std::make_unique<Process>(
+            std::vector<std::string>{ip_,
+                                     "netns",
+                                     "exec",
+                                     ns_of(i),
+                                     "/usr/bin/etcd",
+                                     "--name",
+                                     "t",
+                                     "--data-dir",
+                                     dir_.file("etcd" + std::to_string(i)),
+                                     "--listen-client-urls",
+                                     client,
+                                     "--advertise-client-urls",
+                                     client,
+                                     "--listen-peer-urls",
+                                     peer,
+                                     "--initial-advertise-peer-urls",
+                                     peer,
+                                     "--initial-cluster",
+                                     "t=" + peer,
+                                     "--log-level",
+                                     "warn"}));
+        continue;
+      }
       std::string cfg = dir_.file(nodes_[i].name + ".toml");
       write_file(cfg, "[node]\nname = \"" + nodes_[i].name + "\"\ncluster_key_file = \"" +
                           dir_.file("cluster.key") + "\"\nadmin_socket = \"" + socket_[i] +
-                          "\"\nroles = [\"" + nodes_[i].role + "\"]\nmgs = [\"" + nid(0, 0) +
-                          "\"]\n[[net]]\nnid = \"" + nid(i, 0) + "\"\n" + speed(i) +
+                          "\"\nroles = [\"" + nodes_[i].role + "\"]\nmgs = [" + mgs_list +
+                          "]\n[[net]]\nnid = \"" + nid(i, 0) + "\"\n" + speed(i) +
                           "[[net]]\nnid = \"" + nid(i, 1) + "\"\n" + speed(i) + extra);
       daemon_.push_back(std::make_unique<Process>(
           std::vector<std::string>{ip_, "netns", "exec", ns_of(i), PFSNETD_BIN, "--config", cfg}));
     }
     for (size_t i = 0; i < daemon_.size() && ok_; ++i)
-      ok_ = daemon_[i]->wait_for_output("pfsnetd started", 15000ms);
+      if (nodes_[i].role != "etcd") ok_ = daemon_[i]->wait_for_output("pfsnetd started", 15000ms);
   }
 
   // Node i's daemon killed (by PID, reaped) and started again with its config.
