@@ -5,6 +5,7 @@
 // -- while everyone still reaches etcd. The test creates and removes everything.
 #include <gtest/gtest.h>
 
+#include "base/sanitizers.h"
 #include "bridged_cluster.h"
 
 namespace pfsnet::testing::netns {
@@ -16,6 +17,10 @@ namespace {
 // with every node up in it -- those the leader declared dead while cut off registered
 // again -- and the client follows the leader again.
 TEST(NetnsTest, ALeaderCutOffFromPartOfTheClusterIsTheOnlyLeaderAndOneTableRemains) {
+#if PFSNET_UNDER_ASAN || PFSNET_UNDER_TSAN
+  GTEST_SKIP() << "timing-bound: five sanitized daemons and etcd may stall a lease (the rule "
+                  "itself: LeaderLeaseTest, on manual time)";
+#endif
   if (access("/usr/bin/etcd", X_OK) != 0) GTEST_SKIP() << "needs etcd-server";
   if (access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs nftables";
   const std::vector<BridgedCluster::Node> nodes = {{"mgsa", "mgs"},  {"mgsb", "mgs"},
