@@ -293,6 +293,49 @@ TEST_F(EtcdTest, WithEtcdStoppedTheLeaderStopsServingByItsLeasesEndAndOneLeadsAf
               static_cast<unsigned long long>(after.epoch));
 }
 
+// The table handed over through a real etcd at 100,000 nodes' size: the leader's 100 chunks
+// of 30 KB go out in transactions under etcd's request limit and only while it leads; the
+// next leader reads every one back, page by page, before it leads -- and a deposed
+// leader's save is refused.
+TEST_F(EtcdTest, TheTableOfAHundredThousandNodesIsHandedOverWhole) {
+  Etcd etcd(46);
+  ASSERT_TRUE(etcd.ready()) << etcd.process().output();
+  TwoMgs p(etcd.endpoint());
+  p.b.reset();  // a alone first
+  const LeaderLease::View first = p.leader_within(20000ms);
+  ASSERT_EQ(first.role, Role::kLeader);
+  std::vector<std::pair<uint32_t, std::string>> chunks;
+  for (uint32_t c = 0; c < 100; ++c) {
+    std::string b(30000, '\0');
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<char>((c * 131 + i * 7) & 0xff);
+    chunks.emplace_back(c, std::move(b));
+  }
+  const auto saved = chunks;
+  p.a->save(first.epoch, std::move(chunks));
+  ASSERT_TRUE(
+      p.run_until([&](auto&, auto&) { return p.a->table_counters().chunks_saved == 100; }, 20000ms))
+      << p.a->table_counters().save_failures;
+  EXPECT_EQ(p.a->table_counters().save_failures, 0u);
+  EXPECT_GE(p.a->table_counters().saves, 4u) << "100 x 30 KB must not go in one request";
+  p.a->stop(true);
+  p.a.reset();
+  p.b = std::make_unique<EtcdLeadership>(etcd_client(etcd.endpoint(), 500ms), p.o,
+                                         "pfsnet/mgs/leader", "mgs-b", p.clock);
+  const LeaderLease::View second = p.leader_within(20000ms);
+  ASSERT_EQ(second.role, Role::kLeader);
+  EXPECT_GT(second.epoch, first.epoch);
+  auto table = p.b->take_table(second.epoch);
+  ASSERT_TRUE(table.has_value());
+  ASSERT_EQ(table->size(), 100u);
+  for (size_t c = 0; c < 100; ++c) EXPECT_EQ((*table)[c], saved[c].second) << c;
+  EXPECT_FALSE(p.b->take_table(second.epoch).has_value()) << "handed over once";
+  // The first leader's epoch is gone: a save under it is refused by etcd.
+  auto old = etcd_client(etcd.endpoint());
+  Status st =
+      old->put_if_leader("pfsnet/mgs/leader", first.epoch, {{"pfsnet/mgs/leader/table/x", "y"}});
+  EXPECT_EQ(st.code(), Code::kRejected) << st.to_string();
+}
+
 // Real daemons: two MGSs with leadership in etcd (lease 2 s), a server and a client, all
 // configured with both MGSs; the client pings the server all along. One MGS leads, the
 // other answers with its NID, and every node registers with the leader. The leader is

@@ -28,10 +28,14 @@ void EtcdLeadership::tick() {
     case LeaderLease::Call::kNone:
       if (to_save_.empty() || !core_.leading(now)) return;
       {
-        // Up to 64 chunks in one transaction, guarded by the leader key's epoch.
+        // Up to 64 chunks and 768 KiB (1 MiB in base64, under etcd's 1.5 MiB request
+        // limit) in one transaction, guarded by the leader key's epoch.
         std::vector<std::pair<std::string, std::string>> kvs;
         std::vector<std::pair<uint32_t, std::string>> taken;
-        while (!to_save_.empty() && kvs.size() < 64) {
+        size_t bytes = 0;
+        while (!to_save_.empty() && kvs.size() < 64 &&
+               (kvs.empty() || bytes + to_save_.begin()->second.size() <= (768u << 10))) {
+          bytes += to_save_.begin()->second.size();
           auto it = to_save_.begin();
           char name[16];
           std::snprintf(name, sizeof name, "%08u", it->first);
