@@ -1,0 +1,149 @@
+// The membership protocol's messages: round trips, and garbage refused (truncated, a byte
+// too many, counts larger than the bytes behind them, flags and states out of range).
+#include "membership/protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "base/test_nid.h"
+
+namespace pfsnet {
+namespace {
+
+TEST(MembershipProtocol, RoundTripsAndRefusesGarbage) {
+  RegisterReq r{"oss01", kRoleServer, {nid("10.0.0.4@tcp"), nid("10.1.0.4@tcp1")}, 42};
+  Buffer b = encode(r);
+  auto back = decode_register_req(b.span());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->name, "oss01");
+  EXPECT_EQ(back->nids.size(), 2u);
+  EXPECT_EQ(back->instance, 42u);
+  // Truncated at every length, and with a trailing byte: refused.
+  for (size_t n = 0; n < b.size(); ++n)
+    EXPECT_FALSE(decode_register_req(b.span().first(n)).ok()) << n;
+  Buffer longer(b.size() + 1);
+  std::memcpy(longer.data(), b.data(), b.size());
+  longer.data()[b.size()] = 0;
+  EXPECT_FALSE(decode_register_req(longer.span()).ok());
+  // A list count larger than the bytes behind it allocates nothing and fails.
+  PingReq p{7, 9, {1, 2, 3}};
+  Buffer pb = encode(p);
+  pb.data()[12] = 0xff;  // the count's low byte
+  EXPECT_FALSE(decode_ping_req(pb.span()).ok());
+  NotifyReq nr{5, {NodeEvent{3, "c1", kRoleClient, NodeState::kDead, {nid("10.0.0.9@tcp")}}}};
+  auto nb = decode_notify_req(encode(nr).span());
+  ASSERT_TRUE(nb.ok());
+  EXPECT_EQ(nb->events[0].state, NodeState::kDead);
+  EXPECT_EQ(encoded_size(nr.events[0]), encode(nr).size() - 20);
+  // Eviction: the registration's flag and its answer's, each 0 or 1; the ping's status.
+  r.after_eviction = true;
+  auto ra = decode_register_req(encode(r).span());
+  ASSERT_TRUE(ra.ok());
+  EXPECT_TRUE(ra->after_eviction);
+  Buffer bad = encode(r);
+  bad.data()[bad.size() - 1] = 2;
+  EXPECT_FALSE(decode_register_req(bad.span()).ok());
+  RegisterRep rr;
+  rr.evicted = true;
+  auto rb = decode_register_rep(encode(rr).span());
+  ASSERT_TRUE(rb.ok());
+  EXPECT_TRUE(rb->evicted);
+  Buffer bad_rep = encode(rr);
+  bad_rep.data()[bad_rep.size() - 1] = 2;
+  EXPECT_FALSE(decode_register_rep(bad_rep.span()).ok());
+  PingRep evicted{PingStatus::kEvicted, 1, 1};
+  auto pe = decode_ping_rep(encode(evicted).span());
+  ASSERT_TRUE(pe.ok());
+  EXPECT_EQ(pe->status, PingStatus::kEvicted);
+  Buffer bad_ping = encode(evicted);
+  bad_ping.data()[0] = 3;
+  EXPECT_FALSE(decode_ping_rep(bad_ping.span()).ok());
+}
+
+TEST(MembershipProtocol, LeadershipRoundTripsOnEveryAnswerAndRefusesGarbage) {
+  const uint64_t leader = nid("10.0.0.2@tcp").pack();
+  RegisterRep rr;
+  rr.lead = Leadership{41, true, leader};
+  auto r = decode_register_rep(encode(rr).span());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->lead, rr.lead);
+  PingRep pr;
+  pr.generation = 3;
+  pr.lead = Leadership{42, false, 0};
+  auto p = decode_ping_rep(encode(pr).span());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->lead, pr.lead);
+  EXPECT_EQ(p->generation, 3u);
+  NotifyReq nr{5, {}, 43};
+  auto n = decode_notify_req(encode(nr).span());
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->epoch, 43u);
+  // The flag is 0 or 1, and a leader NID must unpack.
+  Buffer b = encode(pr);
+  b.data()[b.size() - 9] = 2;
+  EXPECT_FALSE(decode_ping_rep(b.span()).ok());
+  Buffer c = encode(pr);
+  for (size_t i = 1; i <= 8; ++i) c.data()[c.size() - i] = 0xff;
+  EXPECT_FALSE(decode_ping_rep(c.span()).ok());
+  for (size_t k = 0; k < encode(pr).size(); ++k)
+    EXPECT_FALSE(decode_ping_rep(encode(pr).span().first(k)).ok()) << k;
+}
+
+TEST(MembershipProtocol, ReportRoundTripsAndRefusesGarbage) {
+  ReportReq r{4,
+              9,
+              {{nid("10.0.0.3@tcp").pack(), HealthKind::kPeerNiConnectError},
+               {nid("10.1.0.3@tcp1").pack(), HealthKind::kPeerNiUnreachable}}};
+  Buffer b = encode(r);
+  auto back = decode_report_req(b.span());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->id, 4u);
+  EXPECT_EQ(back->instance, 9u);
+  EXPECT_EQ(back->peers, r.peers);
+  for (size_t n = 0; n < b.size(); ++n)
+    EXPECT_FALSE(decode_report_req(b.span().first(n)).ok()) << n;
+  Buffer bad = Buffer::copy_of(std::string_view(reinterpret_cast<const char*>(b.data()), b.size()));
+  bad.data()[b.size() - 1] = kNumHealthKinds;  // the last peer's kind
+  EXPECT_FALSE(decode_report_req(bad.span()).ok());
+}
+
+TEST(MembershipProtocol, StatusTableRoundTripsAndRefusesGarbage) {
+  StatusTable t;
+  t.generation = 12;
+  t.total = 3;
+  t.offset = 1;
+  t.counters = {1, 2, 3, 4, 5, 6, 7};
+  StatusNode a{
+      4, "oss01", kRoleServer, NodeState::kSuspect, {nid("10.0.0.4@tcp"), nid("10.1.0.4@tcp1")}};
+  a.last_heard_unix_ms = 1700000001234;
+  a.registered_unix_ms = 1700000000000;
+  a.last_change_unix_ms = 1700000000999;
+  a.last_heard_ago_ms = 15000;
+  a.heard_by_report = true;
+  a.verifying = true;
+  StatusNode b{5, "c1", kRoleClient, NodeState::kUp, {nid("10.0.0.5@tcp")}};
+  t.nodes = {a, b};
+  Buffer buf = encode(t);
+  auto back = decode_status_rep(buf.span());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->generation, 12u);
+  EXPECT_EQ(back->total, 3u);
+  EXPECT_EQ(back->offset, 1u);
+  EXPECT_EQ(back->counters, t.counters);
+  EXPECT_EQ(back->nodes, t.nodes);
+  for (size_t n = 0; n < buf.size(); ++n)
+    EXPECT_FALSE(decode_status_rep(buf.span().first(n)).ok()) << n;
+  Buffer bad =
+      Buffer::copy_of(std::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()));
+  bad.data()[buf.size() - 1] = 4;  // the last node's flags: bits 0 and 1 only
+  EXPECT_FALSE(decode_status_rep(bad.span()).ok());
+  bad.data()[buf.size() - 1] = 2;  // verifying alone is a flag like any
+  auto v = decode_status_rep(bad.span());
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->nodes[1].verifying);
+  EXPECT_FALSE(v->nodes[1].heard_by_report);
+}
+
+}  // namespace
+}  // namespace pfsnet
