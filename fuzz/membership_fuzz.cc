@@ -20,7 +20,7 @@ void one(Decode decode, std::span<const uint8_t> in) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::span<const uint8_t> in(data + 1, size - 1);
-  switch (data[0] % 11) {
+  switch (data[0] % 13) {
     case 0:
       one(decode_register_req, in);
       break;
@@ -54,6 +54,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 10:  // MeshMatrix's `mgs` likewise
       one(decode_mesh_matrix, in);
       break;
+    case 11:
+      one(decode_relay_req, in);
+      break;
+    case 12:
+      one(decode_relay_rep, in);
+      break;
   }
   return 0;
 }
@@ -83,16 +89,18 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
   mm.total = 1;
   mm.rows = {row};
   return {tagged(0, encode(RegisterReq{"client1", kRoleClient, {a, b}, 42})),
-          tagged(1, encode(RegisterRep{1, 2, 3, {ev, ev}})),
-          tagged(2, encode(PingReq{1, 42, {a.pack(), b.pack()}})),
-          tagged(3, encode(PingRep{PingStatus::kUnknown, 5, 6})),
+          tagged(1, encode(RegisterRep{1, 2, 3})),
+          tagged(2, encode(PingReq{1, 42, {a.pack(), b.pack()}, {b.pack()}})),
+          tagged(3, encode(PingRep{PingStatus::kOk, 5, 6, {}, {b.pack()}})),
           tagged(4, encode(ReportReq{1, 42, {{a.pack(), HealthKind::kPeerNiUnreachable}}})),
           tagged(5, encode(NotifyReq{8, {ev}})),
           tagged(6, encode(PageReq{10, 100})),
           tagged(7, encode(st)),
           tagged(8, encode(sync)),
           tagged(9, encode(srep)),
-          tagged(10, encode(mm))};
+          tagged(10, encode(mm)),
+          tagged(11, encode(RelayReq{NotifyReq{8, {ev}, 2}, {a.pack(), b.pack()}})),
+          tagged(12, encode(RelayRep{{0, 3}}))};
 }
 
 }  // namespace pfsnet::fuzz

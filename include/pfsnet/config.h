@@ -129,6 +129,11 @@ struct MembershipConfig {
   bool heard_from_reports = true;
   // Most state-change notifications the MGS sends per second (its fan-out bound).
   int64_t notify_rate = 100000;
+  // While more than notify_relay_above nodes wait for news (a server's death, told to every
+  // client), the MGS sends it through servers: one MGS_RELAY carries it for up to this many
+  // clients (0 or 1: every client told by the MGS itself).
+  int64_t notify_relay_fanout = 256;
+  int64_t notify_relay_above = 1024;  // relays only while more nodes than this wait
   // Nodes tell the MGS of peers they cannot reach (refused connects, remote timeouts);
   // the MGS pings such a node itself and declares it dead when it does not answer within
   // verify_timeout seconds (beyond the design note; on by default).

@@ -254,6 +254,8 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"ping_miss_limit", int_key(&cfg.membership.ping_miss_limit, 1, 100)},
       {"heard_from_reports", bool_key(&cfg.membership.heard_from_reports)},
       {"notify_rate", int_key(&cfg.membership.notify_rate, 1, 10'000'000)},
+      {"notify_relay_fanout", int_key(&cfg.membership.notify_relay_fanout, 0, 4096)},
+      {"notify_relay_above", int_key(&cfg.membership.notify_relay_above, 0, 100'000'000)},
       {"unreachable_reports", bool_key(&cfg.membership.unreachable_reports)},
       {"verify_timeout", int_key(&cfg.membership.verify_timeout, 1, 600)},
       {"etcd",

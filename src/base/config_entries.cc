@@ -106,6 +106,8 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"membership.ping_miss_limit", i(c.membership.ping_miss_limit)},
       {"membership.heard_from_reports", c.membership.heard_from_reports ? "true" : "false"},
       {"membership.notify_rate", i(c.membership.notify_rate)},
+      {"membership.notify_relay_fanout", i(c.membership.notify_relay_fanout)},
+      {"membership.notify_relay_above", i(c.membership.notify_relay_above)},
       {"membership.unreachable_reports", c.membership.unreachable_reports ? "true" : "false"},
       {"membership.verify_timeout", i(c.membership.verify_timeout)},
       {"membership.etcd", list(c.membership.etcd)},

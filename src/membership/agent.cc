@@ -53,8 +53,6 @@ void AgentCore::on_register_reply(const RegisterRep& r, TimePoint now) {
   after_eviction_ = false;
   id_ = r.id;
   mgs_instance_ = r.mgs_instance;
-  server_nids_.clear();
-  apply(r.servers);
   next_ = now + opts_.period();
   PFS_LOG_INFO("membership: registered with MGS {} as node {}", current_mgs().to_string(), id_);
 }
@@ -63,6 +61,11 @@ void AgentCore::on_ping_reply(const PingRep& r, TimePoint now) {
   if (!from_leader(r.lead, now)) return;
   in_flight_ = false;
   failures_in_a_row_ = 0;
+  if (r.status == PingStatus::kOk) {
+    for (uint64_t n : asked_)
+      learn(n, std::find(r.servers.begin(), r.servers.end(), n) != r.servers.end());
+    asked_.clear();
+  }
   if (r.status == PingStatus::kUnknown) {
     ++counters_.unknown;
     PFS_LOG_INFO("membership: MGS {} does not know us (it restarted?); registering again",
@@ -134,8 +137,31 @@ std::optional<AgentCore::Send> AgentCore::report_due(TimePoint now,
 void AgentCore::apply(const std::vector<NodeEvent>& events) {
   for (const NodeEvent& e : events) {
     if (!(e.roles & kRoleServer)) continue;
-    for (const Nid& n : e.nids) server_nids_.insert(n.pack());
+    for (const Nid& n : e.nids) learn(n.pack(), true);
   }
+}
+
+AgentCore::Role AgentCore::role_of(uint64_t packed) const {
+  auto it = server_.find(packed);
+  if (it == server_.end()) return Role::kUnknown;
+  return it->second ? Role::kServer : Role::kOther;
+}
+
+void AgentCore::ask_role(uint64_t packed) {
+  if (server_.count(packed) || asks_.size() >= 4 * kMaxRoleAsks) return;
+  if (std::find(asks_.begin(), asks_.end(), packed) != asks_.end()) return;
+  if (std::find(asked_.begin(), asked_.end(), packed) != asked_.end()) return;
+  asks_.push_back(packed);
+}
+
+void AgentCore::learn(uint64_t packed, bool server) {
+  if (server_.size() >= kMaxKnownRoles && !server_.count(packed)) server_.clear();
+  server_[packed] = server;
+}
+
+void AgentCore::asks_back() {
+  asks_.insert(asks_.begin(), asked_.begin(), asked_.end());
+  asked_.clear();
 }
 
 }  // namespace pfsnet

@@ -9,15 +9,18 @@
 // With unreachable_reports, peers whose connects failed or timed out while they sent
 // nothing are reported to the MGS at once (MGS_REPORT), at most once per peer per
 // report_holdoff: the cluster view catches up with the best-informed node.
+// Which peers are servers a client learns by asking: the NIDs it heard from whose role it
+// does not know ride on its next ping, and the reply names the servers among them (no node
+// holds the whole server list; at 2,000 servers it was 46 KB a registration).
 // Thread safety: none; MembershipService serialises calls.
 #pragma once
 
 #include <pfsnet/clock.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "membership/protocol.h"
@@ -83,8 +86,14 @@ class AgentCore {
   uint64_t epoch() const { return epoch_; }
   // The request failed (no answer within its timeout): fail over to the next MGS.
   void on_failure(TimePoint now);
-  // Keeps the set of server NIDs current from notifications.
+  // Learns the servers' NIDs from notifications of servers.
   void apply(const std::vector<NodeEvent>& events);
+  // What the agent knows of a peer NID's role; ask_role() puts an unknown one on the next
+  // ping. At most kMaxKnownRoles are kept (then it starts again: a client talks to few).
+  enum class Role { kUnknown, kServer, kOther };
+  Role role_of(uint64_t packed) const;
+  void ask_role(uint64_t packed);
+  static constexpr size_t kMaxKnownRoles = 4096;
 
   bool registered() const { return registered_; }
   // The MGS declared this node dead (a ping answered kEvicted, or a registration
@@ -97,8 +106,6 @@ class AgentCore {
   TimePoint next_due() const { return next_; }
   const Nid& current_mgs() const { return opts_.mgs[mgs_index_]; }
   uint32_t id() const { return id_; }
-  bool is_server_nid(uint64_t packed) const { return server_nids_.count(packed) > 0; }
-  const std::unordered_set<uint64_t>& server_nids() const { return server_nids_; }
   const AgentOptions& options() const { return opts_; }
 
   struct Counters {
@@ -113,6 +120,8 @@ class AgentCore {
   // the leader it names, or on as after a failure) and returns false.
   bool from_leader(const Leadership& l, TimePoint now);
   void on_evicted();
+  void learn(uint64_t packed, bool server);
+  void asks_back();  // the ping that carried them got no answer of the leader's
 
   AgentOptions opts_;
   size_t mgs_index_ = 0;
@@ -126,7 +135,8 @@ class AgentCore {
   TimePoint next_{};  // next ping (or registration attempt)
   int failures_in_a_row_ = 0;
   int skipped_in_a_row_ = 0;
-  std::unordered_set<uint64_t> server_nids_;
+  std::unordered_map<uint64_t, bool> server_;  // packed NID -> a server's or not
+  std::vector<uint64_t> asks_, asked_;         // to ask on the next ping; asked, unanswered
   struct Seen {
     uint64_t connect_errors = 0, timeouts = 0, received = 0;
     TimePoint reported{};
@@ -159,6 +169,11 @@ std::optional<AgentCore::Send> AgentCore::due(TimePoint now, TimePoint last_serv
   ++counters_.pings;
   PingReq p{id_, opts_.instance, {}};
   if (opts_.heard_reports && (opts_.roles & kRoleServer)) p.heard = heard();
+  asks_back();
+  size_t n = std::min(asks_.size(), kMaxRoleAsks);
+  p.ask.assign(asks_.begin(), asks_.begin() + static_cast<long>(n));
+  asks_.erase(asks_.begin(), asks_.begin() + static_cast<long>(n));
+  asked_ = p.ask;
   next_ = now + period;  // rain or shine: the period runs from this ping
   return Send{Kind::kPing, current_mgs(), encode(p)};
 }

@@ -214,6 +214,46 @@ TEST_F(AgentTest, ClientThatTalkedToAServerRecentlySkipsItsPing) {
   EXPECT_TRUE(b.due(clock_.now(), clock_.now(), none));
 }
 
+// The roles of peers a client heard from ride on its next ping; the answer says which are
+// servers. A ping without the leader's answer asks them again on the next; a server's
+// notification teaches its NIDs too.
+TEST_F(AgentTest, LearnsWhichPeersAreServersByAskingOnItsPing) {
+  AgentCore a(opts(kRoleClient));
+  ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
+  a.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  const uint64_t oss = nid("10.0.0.3@tcp").pack(), peer = nid("10.0.0.7@tcp").pack();
+  a.ask_role(oss);
+  a.ask_role(peer);
+  a.ask_role(oss);  // once
+  EXPECT_EQ(a.role_of(oss), AgentCore::Role::kUnknown);
+  clock_.advance(50s);
+  auto s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(decode_ping_req(s->payload.span())->ask, (std::vector<uint64_t>{oss, peer}));
+  a.on_failure(clock_.now());  // unanswered (the next MGS, without etcd: registers there)
+  s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->kind, AgentCore::Kind::kRegister);
+  a.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  clock_.advance(50s);
+  s = a.due(clock_.now(), TimePoint{}, none);  // asked again
+  ASSERT_TRUE(s);
+  EXPECT_EQ(decode_ping_req(s->payload.span())->ask, (std::vector<uint64_t>{oss, peer}));
+  PingRep rep{PingStatus::kOk, 1, 1};
+  rep.servers = {oss};
+  a.on_ping_reply(rep, clock_.now());
+  EXPECT_EQ(a.role_of(oss), AgentCore::Role::kServer);
+  EXPECT_EQ(a.role_of(peer), AgentCore::Role::kOther);
+  a.ask_role(oss);  // known: not asked again
+  clock_.advance(50s);
+  s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(decode_ping_req(s->payload.span())->ask.empty());
+  const uint64_t oss9 = nid("10.0.0.9@tcp").pack();
+  a.apply({NodeEvent{9, "oss9", kRoleServer, NodeState::kUp, {nid("10.0.0.9@tcp")}}});
+  EXPECT_EQ(a.role_of(oss9), AgentCore::Role::kServer);
+}
+
 TEST_F(AgentTest, ReportsPeersThatFailWhileSilentOncePerHoldoff) {
   AgentCore a(opts(kRoleClient));
   using S = AgentCore::PeerSample;

@@ -187,5 +187,72 @@ TEST(InProcessMembershipRepeat, TwoRunsOfTheSameClusterAgreeToTheStep) {
   EXPECT_EQ(a, b);
 }
 
+// Heard-from reports without a server list (issue 36): client n5 talks to server n3 all
+// the time, client n6 only to client n5. n5 learns n3 is a server by asking on its ping
+// and then skips its pings (n3's reports keep it up); n6 learns n5 is not and never skips.
+// Client period 10 s, server 1 s: the skip window is 8 s.
+class InProcessHeardReportsTest : public InProcessMembershipTest {
+ protected:
+  InProcessHeardReportsTest() {
+    m_.configure = [](Config& c) {
+      c.membership.client_ping_interval = 10;
+      c.membership.heard_from_reports = true;
+    };
+  }
+  uint64_t skipped(int host) { return m_.at(host).counters().agent->counters.skipped; }
+};
+
+TEST_F(InProcessHeardReportsTest, AClientLearnsWhichPeersAreServersAndSkipsPingsOnlyForThem) {
+  for (int i = 0; i < 160; ++i) {  // 80 s in 500 ms steps
+    ASSERT_TRUE(ping(5, 3).ok());
+    ASSERT_TRUE(ping(6, 5).ok());
+    ASSERT_TRUE(c_.run_for(500ms));
+    ASSERT_EQ(m_.state_in(2, "n5"), "up") << i;
+    ASSERT_EQ(m_.state_in(2, "n6"), "up") << i;
+  }
+  EXPECT_GE(skipped(5), 4u);  // of 8 periods: two skips, then a ping of its own, ...
+  EXPECT_EQ(skipped(6), 0u);
+}
+
+// A server's death told through another server (MGS_RELAY): n2 the MGS, n3 and n4 servers,
+// n5-n10 clients; relays while more than 2 wait, 4 clients a relay. n4 cannot reach n5:
+// it answers that it missed n5, and the MGS tells n5 itself after its back-off.
+class InProcessRelayTest : public InProcessMembershipTest {
+ protected:
+  InProcessRelayTest() {
+    hosts_ = {2, 3, 4, 5, 6, 7, 8, 9, 10};
+    m_.configure = [](Config& c) {
+      c.membership.notify_relay_above = 2;
+      c.membership.notify_relay_fanout = 4;
+    };
+  }
+};
+
+TEST_F(InProcessRelayTest, ClientsAreToldThroughAServerAndOneItMissesIsToldByTheMgs) {
+  c_.cut("n4", "n5");
+  c_.kill("n3");
+  auto others = [&] {
+    for (int h = 6; h <= 10; ++h)
+      if (!dead_to(h, 3)) return false;
+    return true;
+  };
+  auto told = c_.run_until(others, 10s);
+  ASSERT_TRUE(told.has_value());
+  EXPECT_LE(*told, 2400ms);  // dead 2.25 s after its last ping at most: told in that round
+  EXPECT_FALSE(dead_to(5, 3));
+  MgsCore::Counters mc = *m_.at(2).counters().mgs;
+  EXPECT_EQ(mc.relays, 2u);   // 4 + 2
+  EXPECT_EQ(mc.relayed, 6u);  // every client
+  // n4's try of n5 times out (2.5 s), the MGS retries n5 after 1 s, by itself: 1 waits.
+  auto late = c_.run_until([&] { return dead_to(5, 3); }, 10s);
+  ASSERT_TRUE(late.has_value());
+  EXPECT_GE(*late, 2s);
+  mc = *m_.at(2).counters().mgs;
+  EXPECT_EQ(mc.relays, 2u);
+  EXPECT_EQ(mc.notification_retries, 1u);
+  EXPECT_EQ(mc.notification_failures, 1u);  // n5 alone: n4's relay itself answered
+  EXPECT_EQ(mc.notifications_dropped, 0u);
+}
+
 }  // namespace
 }  // namespace pfsnet

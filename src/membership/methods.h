@@ -49,6 +49,15 @@ inline const RpcMethod<NotifyReq, Empty> kMgsNotifyRpc{.type = kMsgMgsNotify,
                                                        .encode_reply = encode_empty,
                                                        .decode_reply = decode_empty,
                                                        .mode = HandlerMode::kWorker};
+// A notification a server passes on to many clients (MembershipService answers once every
+// client answered or its deadline passed).
+inline const RpcMethod<RelayReq, RelayRep> kMgsRelayRpc{.type = kMsgMgsRelay,
+                                                        .name = "MGS_RELAY",
+                                                        .exec = Execution::kOnce,
+                                                        .encode_request = encode,
+                                                        .decode_request = decode_relay_req,
+                                                        .encode_reply = encode,
+                                                        .decode_reply = decode_relay_rep};
 inline const RpcMethod<MeshSyncReq, MeshSyncRep> kMeshSyncRpc{
     .type = kMsgMeshSync,
     .name = "MESH_SYNC",

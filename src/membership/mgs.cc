@@ -13,6 +13,8 @@ MgsOptions MgsOptions::from(const Config& cfg) {
   o.miss_limit = cfg.membership.ping_miss_limit;
   o.heard_reports = cfg.membership.heard_from_reports;
   o.notify_rate = cfg.membership.notify_rate;
+  o.relay_fanout = static_cast<size_t>(cfg.membership.notify_relay_fanout);
+  o.relay_above = static_cast<size_t>(cfg.membership.notify_relay_above);
   o.unreachable_reports = cfg.membership.unreachable_reports;
   return o;
 }
@@ -53,6 +55,7 @@ RegisterRep MgsCore::on_register(const RegisterReq& r, TimePoint now) {
   n.roles = r.roles;
   n.nids = r.nids;
   for (const Nid& x : n.nids) by_nid_[x.pack()] = id;
+  relays_stale_ = true;
   dirty_chunks_.insert(id / kTableChunkNodes);
   bool restarted = !fresh && n.instance != r.instance;
   n.instance = r.instance;
@@ -71,8 +74,6 @@ RegisterRep MgsCore::on_register(const RegisterReq& r, TimePoint now) {
   rep.id = id;
   rep.mgs_instance = instance_;
   rep.generation = generation_;
-  for (const NodeRecord& s : nodes_)
-    if (!s.name.empty() && (s.roles & kRoleServer)) rep.servers.push_back(event_of(s));
   return rep;
 }
 
@@ -135,6 +136,11 @@ PingRep MgsCore::on_ping(const PingReq& r, TimePoint now) {
       heard(c, now, true);
     }
   }
+  for (uint64_t packed : r.ask) {
+    auto it = by_nid_.find(packed);
+    if (it != by_nid_.end() && (nodes_[it->second].roles & kRoleServer))
+      rep.servers.push_back(packed);
+  }
   rep.generation = generation_;
   return rep;
 }
@@ -143,6 +149,7 @@ void MgsCore::change(NodeRecord& n, NodeState s, TimePoint now) {
   NodeState old = n.state;
   n.state = s;
   n.last_change = now;
+  relays_stale_ = true;
   ++generation_;
   changes_.push_back(event_of(n));
   if (s == NodeState::kDead || old == NodeState::kDead)
@@ -200,13 +207,16 @@ std::vector<MgsCore::Outgoing> MgsCore::take_notifications(TimePoint now) {
   }
   last_refill_ = now;
   std::vector<Outgoing> out;
-  while (!ready_.empty() && tokens_ >= 1 && flying_.size() < opts_.notify_window) {
+  // Relays still filling: the news they carry (sorted ids) -> their place in `out`.
+  std::map<std::vector<uint32_t>, size_t> open;
+  const bool relaying = opts_.relay_fanout > 1 && ready_.size() > opts_.relay_above;
+  while (!ready_.empty()) {
     uint32_t id = ready_.front();
-    ready_.pop_front();
     NodeRecord& sub = nodes_[id];
-    sub.queued = false;
-    if (sub.pending.empty()) continue;
-    if (sub.state == NodeState::kDead) {
+    if (sub.pending.empty() || sub.state == NodeState::kDead) {
+      ready_.pop_front();
+      sub.queued = false;
+      if (sub.pending.empty()) continue;
       ++counters_.notifications_dropped;
       sub.pending.clear();
       sub.attempts = 0;
@@ -214,6 +224,27 @@ std::vector<MgsCore::Outgoing> MgsCore::take_notifications(TimePoint now) {
     }
     std::sort(sub.pending.begin(), sub.pending.end());
     sub.pending.erase(std::unique(sub.pending.begin(), sub.pending.end()), sub.pending.end());
+    const bool relayable = relaying && (sub.roles & kRoleClient) && !(sub.roles & kRoleServer);
+    if (relayable) {
+      if (auto it = open.find(sub.pending); it != open.end()) {
+        // The same news as a relay with room: one more client of it, no message of its own.
+        ready_.pop_front();
+        sub.queued = false;
+        Outgoing& o = out[it->second];
+        o.targets.push_back(sub.nids[0].pack());
+        flying_[o.token].push_back(id);
+        sub.sending = std::move(sub.pending);
+        sub.pending.clear();
+        sub.in_flight = true;
+        ++counters_.notifications_sent;
+        ++counters_.relayed;
+        if (o.targets.size() >= opts_.relay_fanout) open.erase(it);
+        continue;
+      }
+    }
+    if (tokens_ < 1 || flying_.size() >= opts_.notify_window) break;
+    ready_.pop_front();
+    sub.queued = false;
     Outgoing o;
     o.token = next_token_++;
     o.to = id;
@@ -232,8 +263,18 @@ std::vector<MgsCore::Outgoing> MgsCore::take_notifications(TimePoint now) {
     }
     sub.sending.assign(sub.pending.begin(), sub.pending.begin() + static_cast<long>(taken));
     sub.pending.erase(sub.pending.begin(), sub.pending.begin() + static_cast<long>(taken));
+    if (relayable && sub.pending.empty()) {
+      if (std::optional<uint32_t> r = pick_relay(sub.sending)) {
+        o.targets.push_back(sub.nids[0].pack());
+        o.to = *r;
+        o.nids = nodes_[*r].nids;
+        open[sub.sending] = out.size();
+        ++counters_.relays;
+        ++counters_.relayed;
+      }
+    }
     sub.in_flight = true;
-    flying_[o.token] = id;
+    flying_[o.token] = {id};
     tokens_ -= 1;
     ++counters_.notifications_sent;
     out.push_back(std::move(o));
@@ -241,11 +282,34 @@ std::vector<MgsCore::Outgoing> MgsCore::take_notifications(TimePoint now) {
   return out;
 }
 
-void MgsCore::notification_done(uint64_t token, bool ok, TimePoint now) {
+std::optional<uint32_t> MgsCore::pick_relay(const std::vector<uint32_t>& subjects) {
+  if (relays_stale_) {
+    relays_.clear();
+    for (const NodeRecord& n : nodes_)
+      if (!n.name.empty() && (n.roles & kRoleServer) && n.state == NodeState::kUp)
+        relays_.push_back(n.id);
+    relays_stale_ = false;
+  }
+  for (size_t k = 0; k < relays_.size(); ++k) {
+    uint32_t r = relays_[relay_next_++ % relays_.size()];
+    if (nodes_[r].state != NodeState::kUp || nodes_[r].nids.empty()) continue;
+    if (std::binary_search(subjects.begin(), subjects.end(), r)) continue;
+    return r;
+  }
+  return std::nullopt;
+}
+
+void MgsCore::notification_done(uint64_t token, bool ok, TimePoint now,
+                                const std::vector<uint32_t>& failed) {
   auto it = flying_.find(token);
   if (it == flying_.end()) return;
-  NodeRecord& sub = nodes_[it->second];
+  std::vector<uint32_t> subs = std::move(it->second);
   flying_.erase(it);
+  for (size_t k = 0; k < subs.size(); ++k)
+    done_one(nodes_[subs[k]], ok && !std::binary_search(failed.begin(), failed.end(), k), now);
+}
+
+void MgsCore::done_one(NodeRecord& sub, bool ok, TimePoint now) {
   sub.in_flight = false;
   if (ok) {
     counters_.events_delivered += sub.sending.size();

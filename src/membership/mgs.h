@@ -4,7 +4,11 @@
 // notifications of state changes to those who care -- clients of a server that died or came back,
 // servers of a client that died or came back -- coalesced per subscriber (one notification carries
 // every change it has not heard yet, each in its newest state), at most `notify_rate` per second
-// and `notify_window` in flight, retried with back-off.
+// and `notify_window` in flight, retried with back-off. While more than `relay_above`
+// subscribers wait (a server's death told to a million clients), clients that are to hear the
+// same news are told through servers: one MGS_RELAY to an up server carries it for up to
+// `relay_fanout` of them, and the server answers which it did not reach (each retried as
+// if notified alone).
 //
 // Beyond the design note: a server's ping carries the NIDs of clients that sent it RPCs
 // since its last ping; such a client counts as heard from (heard_reports). And a node that
@@ -43,7 +47,9 @@ struct MgsOptions {
   size_t notify_window = 4096;   // notifications in flight at once
   int notify_retries = 3;
   Duration notify_backoff = std::chrono::seconds(1);  // doubled on each retry
-  bool unreachable_reports = true;                    // act on MGS_REPORT
+  size_t relay_fanout = 256;        // clients per MGS_RELAY; 0 or 1: every client told directly
+  size_t relay_above = 1024;        // relays only while more subscribers than this wait
+  bool unreachable_reports = true;  // act on MGS_REPORT
 
   static MgsOptions from(const Config& cfg);
   Duration period(uint8_t roles) const {
@@ -96,13 +102,17 @@ class MgsCore {
   struct Outgoing {
     uint64_t token = 0;
     uint32_t to = 0;
-    std::vector<Nid> nids;  // the subscriber's NIDs
+    std::vector<Nid> nids;  // the subscriber's NIDs (a relay's: the relaying server's)
     NotifyReq req;
+    // Not empty: an MGS_RELAY -- `to` passes `req` on to these clients (packed NIDs).
+    std::vector<uint64_t> targets;
   };
-  // Notifications to send now, within the rate and the window.
+  // Notifications to send now, within the rate and the window (a relay counts once).
   std::vector<Outgoing> take_notifications(TimePoint now);
-  // The outcome of a notification from take_notifications.
-  void notification_done(uint64_t token, bool ok, TimePoint now);
+  // The outcome of a notification from take_notifications; of a relay, `failed` are the
+  // positions in its targets that the server did not reach (ascending).
+  void notification_done(uint64_t token, bool ok, TimePoint now,
+                         const std::vector<uint32_t>& failed = {});
 
   // A node's report of peers it cannot reach: each known node that is up or suspect, not
   // the reporter and not already being verified, becomes suspect and is to be verified --
@@ -146,6 +156,7 @@ class MgsCore {
     uint64_t unreachable_reports = 0, verifications = 0, verified_dead = 0, verified_alive = 0;
     uint64_t reports_of_the_lost = 0;  // reports not acted on: the reporter was lost itself
     uint64_t resyncs = 0;              // subscribers told again of what they missed
+    uint64_t relays = 0, relayed = 0;  // MGS_RELAYs sent; notifications they carried
   };
   const Counters& counters() const { return counters_; }
 
@@ -156,6 +167,9 @@ class MgsCore {
   // Queues for `subscriber` every node it cares about that changed since it missed some.
   void resync(NodeRecord& subscriber);
   static bool cares(const NodeRecord& subscriber, const NodeRecord& n);
+  void done_one(NodeRecord& sub, bool ok, TimePoint now);
+  // An up server to relay news of `subjects` (sorted ids; none of them): round robin.
+  std::optional<uint32_t> pick_relay(const std::vector<uint32_t>& subjects);
   NodeEvent event_of(const NodeRecord& n) const;
 
   MgsOptions opts_;
@@ -166,9 +180,12 @@ class MgsCore {
   std::unordered_map<std::string, uint32_t> by_name_;
   std::unordered_map<uint64_t, uint32_t> by_nid_;  // packed NID -> id
   std::vector<NodeEvent> changes_;
-  std::deque<uint32_t> ready_;                            // subscribers with something to send
-  std::multimap<TimePoint, uint32_t> retry_;              // subscribers waiting to retry
-  std::unordered_map<uint64_t, uint32_t> flying_;         // token -> subscriber
+  std::deque<uint32_t> ready_;                // subscribers with something to send
+  std::multimap<TimePoint, uint32_t> retry_;  // subscribers waiting to retry
+  std::unordered_map<uint64_t, std::vector<uint32_t>> flying_;  // token -> subscriber(s)
+  std::vector<uint32_t> relays_;                                // servers (ids), maybe stale
+  bool relays_stale_ = true;
+  size_t relay_next_ = 0;
   std::vector<uint32_t> to_verify_;                       // reported, their ping not sent yet
   std::unordered_map<uint64_t, uint32_t> verify_flying_;  // token -> reported node
   uint64_t next_token_ = 1;

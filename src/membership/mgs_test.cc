@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "base/test_nid.h"
@@ -126,6 +127,24 @@ TEST_F(MgsTest, HeardFromReportsKeepASilentClientUp) {
     mgs_.tick(clock_.now());
   }
   EXPECT_EQ(state(c), NodeState::kDead);
+}
+
+// A client's ping asks the roles of peers it heard from: the answer names the servers'
+// NIDs among them (a client, an MGS and a NID nobody registered are not).
+TEST_F(MgsTest, APingsAskedNidsAreAnsweredWithTheServersAmongThem) {
+  add("oss1", kRoleServer, "10.0.0.3@tcp");
+  add("oss2", kRoleServer | kRoleClient, "10.0.0.4@tcp");
+  add("mgs", kRoleMgs, "10.0.0.2@tcp");
+  uint32_t c1 = add("c1", kRoleClient, "10.0.0.5@tcp");
+  add("c2", kRoleClient, "10.0.0.6@tcp");
+  PingReq p{c1, 7, {}, {}};
+  for (const char* n :
+       {"10.0.0.3@tcp", "10.0.0.6@tcp", "10.0.0.4@tcp", "10.0.0.2@tcp", "10.0.0.99@tcp"})
+    p.ask.push_back(nid(n).pack());
+  PingRep r = mgs_.on_ping(p, clock_.now());
+  EXPECT_EQ(r.status, PingStatus::kOk);
+  EXPECT_EQ(r.servers,
+            (std::vector<uint64_t>{nid("10.0.0.3@tcp").pack(), nid("10.0.0.4@tcp").pack()}));
 }
 
 TEST_F(MgsTest, UnknownOrRestartedNodesAreToldToRegister) {
@@ -287,6 +306,72 @@ TEST_F(MgsTest, NotificationsAreRateBoundedWindowedAndRetried) {
   ASSERT_EQ(retry.size(), 1u);
   EXPECT_EQ(retry[0].to, first[0].to);
   EXPECT_EQ(mgs_.counters().notification_retries, 1u);
+}
+
+// Many clients to tell of the same news (more than relay_above wait): through servers, up to
+// relay_fanout clients a message, never through the server the news is of. A target the
+// relaying server did not reach is retried alone (directly, once few wait); a relay that
+// fails fails all of its targets, each retried.
+TEST(MgsRelayTest, ManyClientsAreToldThroughServersAndWhatARelayMissedIsRetried) {
+  MgsOptions o;
+  o.server_interval = 10s;
+  o.relay_above = 4;
+  o.relay_fanout = 3;
+  MgsCore mgs(o, 1);
+  ManualClock clock;
+  auto add = [&](const std::string& name, uint8_t roles, const std::string& n) {
+    return mgs.on_register(RegisterReq{name, roles, {nid(n.c_str())}, 7}, clock.now()).id;
+  };
+  uint32_t s1 = add("oss1", kRoleServer, "10.0.0.3@tcp");
+  uint32_t s2 = add("oss2", kRoleServer, "10.0.0.4@tcp");
+  std::vector<uint32_t> clients;
+  for (int i = 0; i < 10; ++i)
+    clients.push_back(
+        add("c" + std::to_string(i), kRoleClient, "10.0.1." + std::to_string(i + 1) + "@tcp"));
+  clock.advance(31s);
+  for (uint32_t id : clients) mgs.on_ping(PingReq{id, 7, {}}, clock.now());
+  mgs.on_ping(PingReq{s2, 7, {}}, clock.now());
+  mgs.tick(clock.now());
+  ASSERT_EQ(mgs.find(s1)->state, NodeState::kDead);
+  auto out = mgs.take_notifications(clock.now());
+  ASSERT_EQ(out.size(), 4u);  // 3 + 3 + 3 + 1
+  std::vector<uint64_t> told;
+  for (const auto& m : out) {
+    EXPECT_EQ(m.to, s2);  // the only server up that the news is not of
+    EXPECT_EQ(m.nids, mgs.find(s2)->nids);
+    ASSERT_EQ(m.req.events.size(), 1u);
+    EXPECT_EQ(m.req.events[0].name, "oss1");
+    EXPECT_LE(m.targets.size(), 3u);
+    told.insert(told.end(), m.targets.begin(), m.targets.end());
+  }
+  std::sort(told.begin(), told.end());
+  std::vector<uint64_t> want;
+  for (uint32_t id : clients) want.push_back(mgs.find(id)->nids[0].pack());
+  EXPECT_EQ(told, want);
+  EXPECT_EQ(mgs.counters().relays, 4u);
+  EXPECT_EQ(mgs.counters().relayed, 10u);
+  // The first relay missed its second target; the second relay failed whole.
+  const uint64_t missed = out[0].targets[1];
+  mgs.notification_done(out[0].token, true, clock.now(), {1});
+  mgs.notification_done(out[1].token, false, clock.now());
+  mgs.notification_done(out[2].token, true, clock.now());
+  mgs.notification_done(out[3].token, true, clock.now());
+  EXPECT_EQ(mgs.counters().events_delivered, 6u);
+  EXPECT_TRUE(mgs.take_notifications(clock.now()).empty());  // retries wait their back-off
+  clock.advance(1s);
+  auto again = mgs.take_notifications(clock.now());  // 4 wait: not more than relay_above
+  ASSERT_EQ(again.size(), 4u);
+  std::vector<uint64_t> retried;
+  for (const auto& m : again) {
+    EXPECT_TRUE(m.targets.empty());  // directly
+    retried.push_back(m.nids[0].pack());
+    mgs.notification_done(m.token, true, clock.now());
+  }
+  EXPECT_NE(std::find(retried.begin(), retried.end(), missed), retried.end());
+  for (uint64_t t : out[1].targets)
+    EXPECT_NE(std::find(retried.begin(), retried.end(), t), retried.end());
+  EXPECT_EQ(mgs.counters().events_delivered, 10u);
+  EXPECT_EQ(mgs.counters().notification_retries, 4u);
 }
 
 // A subscriber that misses news -- the MGS thought it dead, or gave up notifying it --

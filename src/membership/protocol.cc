@@ -167,8 +167,6 @@ Buffer encode(const RegisterRep& m) {
   w.u32(m.id);
   w.u64(m.mgs_instance);
   w.u64(m.generation);
-  w.u32(static_cast<uint32_t>(m.servers.size()));
-  for (const NodeEvent& e : m.servers) w.event(e);
   w.lead(m.lead);
   w.u8(m.evicted ? 1 : 0);
   return w.take();
@@ -180,6 +178,8 @@ Buffer encode(const PingReq& m) {
   w.u64(m.instance);
   w.u32(static_cast<uint32_t>(m.heard.size()));
   for (uint64_t n : m.heard) w.u64(n);
+  w.u32(static_cast<uint32_t>(m.ask.size()));
+  for (uint64_t n : m.ask) w.u64(n);
   return w.take();
 }
 
@@ -189,6 +189,8 @@ Buffer encode(const PingRep& m) {
   w.u64(m.generation);
   w.u64(m.mgs_instance);
   w.lead(m.lead);
+  w.u32(static_cast<uint32_t>(m.servers.size()));
+  for (uint64_t n : m.servers) w.u64(n);
   return w.take();
 }
 
@@ -204,12 +206,33 @@ Buffer encode(const ReportReq& m) {
   return w.take();
 }
 
-Buffer encode(const NotifyReq& m) {
-  Writer w;
+namespace {
+void write_notify(Writer& w, const NotifyReq& m) {
   w.u64(m.generation);
   w.u32(static_cast<uint32_t>(m.events.size()));
   for (const NodeEvent& e : m.events) w.event(e);
   w.u64(m.epoch);
+}
+}  // namespace
+
+Buffer encode(const NotifyReq& m) {
+  Writer w;
+  write_notify(w, m);
+  return w.take();
+}
+
+Buffer encode(const RelayReq& m) {
+  Writer w;
+  write_notify(w, m.notify);
+  w.u32(static_cast<uint32_t>(m.targets.size()));
+  for (uint64_t n : m.targets) w.u64(n);
+  return w.take();
+}
+
+Buffer encode(const RelayRep& m) {
+  Writer w;
+  w.u32(static_cast<uint32_t>(m.failed.size()));
+  for (uint32_t i : m.failed) w.u32(i);
   return w.take();
 }
 
@@ -304,8 +327,6 @@ Result<RegisterRep> decode_register_rep(std::span<const uint8_t> b) {
   m.id = r.u32();
   m.mgs_instance = r.u64();
   m.generation = r.u64();
-  size_t n = r.count(9);
-  for (size_t i = 0; i < n && r.ok(); ++i) m.servers.push_back(r.event());
   m.lead = r.lead();
   uint8_t evicted = r.u8();
   if (r.ok() && evicted > 1)
@@ -322,6 +343,9 @@ Result<PingReq> decode_ping_req(std::span<const uint8_t> b) {
   size_t n = r.count(8);
   m.heard.reserve(n);
   for (size_t i = 0; i < n && r.ok(); ++i) m.heard.push_back(r.u64());
+  size_t asks = r.count(8);
+  if (asks > kMaxRoleAsks) return Status(Code::kProtocol, "MGS_PING asks of too many NIDs");
+  for (size_t i = 0; i < asks && r.ok(); ++i) m.ask.push_back(r.u64());
   return finish_decode(r, std::move(m), "MGS_PING");
 }
 
@@ -334,7 +358,10 @@ Result<PingRep> decode_ping_rep(std::span<const uint8_t> b) {
   m.generation = r.u64();
   m.mgs_instance = r.u64();
   m.lead = r.lead();
-  return finish_decode(r, m, "MGS_PING reply");
+  size_t n = r.count(8);
+  if (n > kMaxRoleAsks) return Status(Code::kProtocol, "MGS_PING reply names too many servers");
+  for (size_t i = 0; i < n && r.ok(); ++i) m.servers.push_back(r.u64());
+  return finish_decode(r, std::move(m), "MGS_PING reply");
 }
 
 Result<ReportReq> decode_report_req(std::span<const uint8_t> b) {
@@ -380,14 +407,46 @@ Result<std::vector<TableRecord>> decode_table_chunk(std::span<const uint8_t> b) 
   return finish_decode(r, std::move(v), "MGS table chunk");
 }
 
-Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b) {
-  Reader r(b);
+namespace {
+NotifyReq read_notify(Reader& r) {
   NotifyReq m;
   m.generation = r.u64();
   size_t n = r.count(9);
   for (size_t i = 0; i < n && r.ok(); ++i) m.events.push_back(r.event());
   m.epoch = r.u64();
+  return m;
+}
+}  // namespace
+
+Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b) {
+  Reader r(b);
+  NotifyReq m = read_notify(r);
   return finish_decode(r, std::move(m), "MGS_NOTIFY");
+}
+
+Result<RelayReq> decode_relay_req(std::span<const uint8_t> b) {
+  Reader r(b);
+  RelayReq m;
+  m.notify = read_notify(r);
+  size_t n = r.count(8);
+  if (n > kMaxRelayTargets) return Status(Code::kProtocol, "MGS_RELAY names too many targets");
+  m.targets.reserve(n);
+  for (size_t i = 0; i < n && r.ok(); ++i) m.targets.push_back(r.u64());
+  if (r.ok() && m.targets.empty()) return Status(Code::kProtocol, "MGS_RELAY without targets");
+  return finish_decode(r, std::move(m), "MGS_RELAY");
+}
+
+Result<RelayRep> decode_relay_rep(std::span<const uint8_t> b) {
+  Reader r(b);
+  RelayRep m;
+  size_t n = r.count(4);
+  for (size_t i = 0; i < n && r.ok(); ++i) {
+    uint32_t k = r.u32();
+    if (r.ok() && !m.failed.empty() && k <= m.failed.back())
+      return Status(Code::kProtocol, "MGS_RELAY reply: failed targets out of order");
+    m.failed.push_back(k);
+  }
+  return finish_decode(r, std::move(m), "MGS_RELAY reply");
 }
 
 Result<PageReq> decode_page_req(std::span<const uint8_t> b) {

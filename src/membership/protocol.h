@@ -2,11 +2,13 @@
 // payloads and a small bounds-checked little-endian codec. Every node registers with the
 // MGS and pings it on its period; the MGS notifies subscribers of state changes.
 //
-//   MGS_REGISTER  node -> MGS  name, roles, NIDs, instance  -> id, MGS instance, servers
-//   MGS_PING      node -> MGS  id, instance, heard-from NIDs -> status, generation
+//   MGS_REGISTER  node -> MGS  name, roles, NIDs, instance  -> id, MGS instance
+//   MGS_PING      node -> MGS  id, instance, heard-from NIDs,  -> status, generation, the
+//                              NIDs whose role it asks          asked NIDs that are servers'
 //   MGS_NOTIFY    MGS -> node  generation, state changes     -> (empty)
 //   MGS_STATUS    any  -> MGS  offset, limit                  -> a page of the table (bulk)
 //   MGS_REPORT    node -> MGS  id, instance, unreachable NIDs  -> status, generation
+//   MGS_RELAY     MGS -> server  a notification, clients' NIDs -> those it did not reach
 //   MESH_SYNC     node -> MGS  name, its probe-mesh row        -> status, epoch, next, targets
 //   MESH_MATRIX   any  -> MGS  offset, limit (PageReq)        -> a page of the rows (bulk)
 //
@@ -73,8 +75,7 @@ struct RegisterRep {
   uint32_t id = 0;
   uint64_t mgs_instance = 0;
   uint64_t generation = 0;
-  std::vector<NodeEvent> servers;  // every server the MGS knows, for the client's use
-  Leadership lead;                 // not_leader: nothing else is set
+  Leadership lead;  // not_leader: nothing else is set
   // The MGS declared this node (this instance) dead and it did not say it has dropped what
   // it held: not registered; it drops it and registers again with after_eviction.
   bool evicted = false;
@@ -84,7 +85,12 @@ struct PingReq {
   uint32_t id = 0;
   uint64_t instance = 0;
   std::vector<uint64_t> heard;  // servers: packed NIDs of clients heard this period
+  // Clients: peers it talked to whose role it does not know (packed NIDs, at most
+  // kMaxRoleAsks): the reply says which are servers' (issue 36: no node is sent the whole
+  // server list -- at 2,000 servers that was 46 KB a registration).
+  std::vector<uint64_t> ask;
 };
+inline constexpr size_t kMaxRoleAsks = 64;
 
 // kUnknown: the MGS does not know this node (it restarted, or a new leader): register again.
 // kEvicted: the MGS declared this node dead (issue 36): what it held is gone -- token
@@ -96,7 +102,8 @@ struct PingRep {
   PingStatus status = PingStatus::kOk;
   uint64_t generation = 0;
   uint64_t mgs_instance = 0;
-  Leadership lead;  // not_leader: status and the rest are not the leader's
+  Leadership lead;                // not_leader: status and the rest are not the leader's
+  std::vector<uint64_t> servers;  // of the ping's `ask`, the NIDs of servers
 };
 
 // A node tells the MGS of peers it cannot reach: their NIDs failed to connect or timed
@@ -119,6 +126,19 @@ struct NotifyReq {
   std::vector<NodeEvent> events;
   uint64_t epoch = 0;  // the sending leader's (0 without etcd): a node drops older ones
 };
+
+// A notification for many clients at once (issue 36, item 5: a million clients): the MGS
+// sends it to a server, which passes `notify` on to every NID of `targets` (MGS_NOTIFY,
+// each with its own deadline) and answers with the positions in `targets` it did not
+// reach. One message of the MGS's reaches up to notify_relay_fanout clients.
+struct RelayReq {
+  NotifyReq notify;
+  std::vector<uint64_t> targets;  // packed NIDs, one per client
+};
+struct RelayRep {
+  std::vector<uint32_t> failed;  // indices into targets, ascending
+};
+inline constexpr size_t kMaxRelayTargets = 4096;
 
 // One node of the MGS's table as the leader keeps it where the next leader finds it
 // (issue 36, item 2): who it is and whether it is dead; the rest (when last heard) the
@@ -235,6 +255,8 @@ Buffer encode(const PingReq& m);
 Buffer encode(const PingRep& m);
 Buffer encode(const ReportReq& m);
 Buffer encode(const NotifyReq& m);
+Buffer encode(const RelayReq& m);
+Buffer encode(const RelayRep& m);
 Buffer encode_table_chunk(const std::vector<TableRecord>& records);
 Buffer encode(const PageReq& m);
 Buffer encode(const StatusTable& m);
@@ -248,6 +270,8 @@ Result<PingReq> decode_ping_req(std::span<const uint8_t> b);
 Result<PingRep> decode_ping_rep(std::span<const uint8_t> b);
 Result<ReportReq> decode_report_req(std::span<const uint8_t> b);
 Result<NotifyReq> decode_notify_req(std::span<const uint8_t> b);
+Result<RelayReq> decode_relay_req(std::span<const uint8_t> b);
+Result<RelayRep> decode_relay_rep(std::span<const uint8_t> b);
 Result<std::vector<TableRecord>> decode_table_chunk(std::span<const uint8_t> b);
 Result<PageReq> decode_page_req(std::span<const uint8_t> b);
 Result<StatusTable> decode_status_rep(std::span<const uint8_t> b);

@@ -61,6 +61,26 @@ TEST(MembershipProtocol, RoundTripsAndRefusesGarbage) {
   EXPECT_FALSE(decode_ping_rep(bad_ping.span()).ok());
 }
 
+// A client asks the roles of peers on its ping; the answer names the servers among them.
+// More than kMaxRoleAsks either way is refused.
+TEST(MembershipProtocol, RoleAsksRoundTripAndAreBounded) {
+  PingReq p{7, 9, {}, {11, 12, 13}};
+  auto pb = decode_ping_req(encode(p).span());
+  ASSERT_TRUE(pb.ok());
+  EXPECT_EQ(pb->ask, (std::vector<uint64_t>{11, 12, 13}));
+  PingRep r;
+  r.servers = {12};
+  auto rb = decode_ping_rep(encode(r).span());
+  ASSERT_TRUE(rb.ok());
+  EXPECT_EQ(rb->servers, std::vector<uint64_t>{12});
+  p.ask.assign(kMaxRoleAsks + 1, 5);
+  EXPECT_FALSE(decode_ping_req(encode(p).span()).ok());
+  r.servers.assign(kMaxRoleAsks + 1, 5);
+  EXPECT_FALSE(decode_ping_rep(encode(r).span()).ok());
+  // A registration's answer is small whatever the cluster: no server list.
+  EXPECT_LT(encode(RegisterRep{}).size(), 64u);
+}
+
 TEST(MembershipProtocol, LeadershipRoundTripsOnEveryAnswerAndRefusesGarbage) {
   const uint64_t leader = nid("10.0.0.2@tcp").pack();
   RegisterRep rr;

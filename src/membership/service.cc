@@ -117,6 +117,60 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
     act_on(q.events, r.from.to_string());
     return Empty{};
   });
+  serve_async(rpc_, kMgsRelayRpc,
+              [this](RelayReq&& q, RpcRequest& r, TypedResponder<RelayRep> resp) {
+                relay(std::move(q), r.from, std::move(resp));
+              });
+}
+
+namespace {
+// One MGS_RELAY under way on this server: its targets' answers, then the reply.
+struct RelayRound {
+  explicit RelayRound(TypedResponder<RelayRep> r, size_t n) : resp(std::move(r)), left(n) {}
+  void done(uint32_t k, bool ok) {
+    std::optional<RelayRep> rep;
+    {
+      MutexLock lk(mu);
+      if (!ok) failed.push_back(k);
+      if (--left > 0) return;
+      std::sort(failed.begin(), failed.end());
+      rep = RelayRep{std::move(failed)};
+    }
+    resp.reply(*rep);
+  }
+  Mutex mu;
+  TypedResponder<RelayRep> resp;  // answered once, by the last target's outcome
+  size_t left GUARDED_BY(mu);
+  std::vector<uint32_t> failed GUARDED_BY(mu);
+};
+}  // namespace
+
+void MembershipService::relay(RelayReq&& q, const Nid& from, TypedResponder<RelayRep> resp) {
+  if (agent_) {
+    MutexLock lk(mu_);
+    if (q.notify.epoch < agent_->epoch())  // from an MGS that led before the one we follow
+      return resp.fail(Status(Code::kRejected, "MGS_RELAY of epoch " +
+                                                   std::to_string(q.notify.epoch) +
+                                                   " refused: the leader's epoch is " +
+                                                   std::to_string(agent_->epoch())));
+  }
+  PFS_LOG_DEBUG("membership: relaying a notification of {} event(s) from {} to {} client(s)",
+                q.notify.events.size(), from.to_string(), q.targets.size());
+  (void)from;  // for the log only
+  auto round = std::make_shared<RelayRound>(std::move(resp), q.targets.size());
+  const Buffer payload = encode(q.notify);
+  CallOptions co;
+  co.timeout = notify_timeout_ / 2;  // the MGS waits notify_timeout_ for the whole round
+  for (uint32_t k = 0; k < q.targets.size(); ++k) {
+    Result<Nid> to = Nid::unpack(q.targets[k]);
+    if (!to.ok()) {
+      round->done(k, false);
+      continue;
+    }
+    call_encoded_async(
+        rpc_, kMgsNotifyRpc, *to, Buffer::copy_of(payload.span()),
+        [round, k](Result<Empty> r) { round->done(k, r.ok()); }, co);
+  }
 }
 
 MembershipService::~MembershipService() { stop(); }
@@ -308,18 +362,22 @@ std::vector<uint64_t> MembershipService::peers_heard_since(
 TimePoint MembershipService::last_server_contact(TimePoint now) {
   if (now < next_contact_sample_) return server_contact_;
   next_contact_sample_ = now + std::chrono::seconds(1);
-  for (uint64_t nid : peers_heard_since(contact_seen_))
-    if (agent_->is_server_nid(nid)) server_contact_ = now;
+  for (uint64_t nid : peers_heard_since(contact_seen_)) {
+    AgentCore::Role role = agent_->role_of(nid);
+    if (role == AgentCore::Role::kServer) server_contact_ = now;
+    if (role == AgentCore::Role::kUnknown) agent_->ask_role(nid);  // answered by the next ping
+  }
   return server_contact_;
 }
 
 void MembershipService::evicted() {
-  std::vector<Nid> servers;
+  std::vector<Nid> servers;  // every peer but the MGSs: a client's RPCs go to servers
   std::string why;
   {
     MutexLock lk(mu_);
-    for (uint64_t packed : agent_->server_nids())
-      if (auto n = Nid::unpack(packed); n.ok()) servers.push_back(*n);
+    const std::vector<Nid>& mgs = agent_->options().mgs;
+    for (const NiInfo& p : net_.peers())
+      if (std::find(mgs.begin(), mgs.end(), p.nid) == mgs.end()) servers.push_back(p.nid);
     why = "this node was declared dead by the MGS " + agent_->current_mgs().to_string() +
           " (evicted): its tokens were dropped and the servers refused its I/O until it "
           "registered again";
@@ -464,6 +522,21 @@ void MembershipService::send_notifications(std::vector<MgsCore::Outgoing> outs) 
     CallOptions co;
     co.timeout = notify_timeout_;
     uint64_t token = o.token;
+    if (!o.targets.empty()) {  // through a server, to many clients
+      co.attempt_timeout = co.timeout;  // the server rightly holds it while a client is slow
+      call_async(
+          rpc_, kMgsRelayRpc, o.nids[0], RelayReq{std::move(o.req), std::move(o.targets)},
+          [this, token, via = o.nids[0]](Result<RelayRep> r) {
+            if (!r.ok())
+              PFS_LOG_LIMITED(spdlog::level::info, "membership: relay failed",
+                              "membership: relaying through {} failed: {}", via.to_string(),
+                              r.status().to_string());
+            after_notification(token, r.ok(),
+                               r.ok() ? std::move(r->failed) : std::vector<uint32_t>{});
+          },
+          co);
+      continue;
+    }
     call_async(
         rpc_, kMgsNotifyRpc, o.nids[0], o.req,
         [this, token, to = o.nids[0]](Result<Empty> r) {
@@ -471,17 +544,22 @@ void MembershipService::send_notifications(std::vector<MgsCore::Outgoing> outs) 
             PFS_LOG_LIMITED(spdlog::level::info, "membership: notify failed",
                             "membership: notifying {} failed: {}", to.to_string(),
                             r.status().to_string());
-          std::vector<MgsCore::Outgoing> more;
-          {
-            MutexLock lk(mu_);
-            TimePoint now = clock_.now();
-            mgs_->notification_done(token, r.ok(), now);
-            more = mgs_->take_notifications(now);  // the window has room again
-          }
-          send_notifications(std::move(more));
+          after_notification(token, r.ok(), {});
         },
         co);
   }
+}
+
+void MembershipService::after_notification(uint64_t token, bool ok, std::vector<uint32_t> failed) {
+  std::vector<MgsCore::Outgoing> more;
+  {
+    MutexLock lk(mu_);
+    TimePoint now = clock_.now();
+    mgs_->notification_done(token, ok, now, failed);
+    more = mgs_->take_notifications(now);  // the window has room again
+    for (MgsCore::Outgoing& o : more) o.req.epoch = table_epoch_;
+  }
+  send_notifications(std::move(more));
 }
 
 Result<StatusTable> MembershipService::status(Duration timeout) {

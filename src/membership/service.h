@@ -27,6 +27,7 @@
 #include "rpc/fence.h"
 #include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
+#include "rpc/rpc_method.h"
 #include "transport/timer_queue.h"
 
 namespace pfsnet {
@@ -95,7 +96,11 @@ class MembershipService final : public NodePart {
   // The MGS declared this node dead: its RPCs to servers fail, the fence tells the services
   // (tokens, cached blocks dropped), then the agent registers again.
   void evicted() EXCLUDES(mu_);
-  void send_notifications(std::vector<MgsCore::Outgoing> outs);
+  void send_notifications(std::vector<MgsCore::Outgoing> outs) EXCLUDES(mu_);
+  // A notification's outcome (of a relay: the targets it did not reach); sends what is due.
+  void after_notification(uint64_t token, bool ok, std::vector<uint32_t> failed) EXCLUDES(mu_);
+  // MGS_RELAY on a server: passes the notification on to each target, answers which failed.
+  void relay(RelayReq&& q, const Nid& from, TypedResponder<RelayRep> resp) EXCLUDES(mu_);
   // Peer NIDs that sent us something since the last look through `seen` (their receive
   // counters moved): a server's heard-from report, a client's contact with servers.
   std::vector<uint64_t> peers_heard_since(std::unordered_map<uint64_t, uint64_t>& seen)

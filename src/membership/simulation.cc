@@ -32,6 +32,7 @@ MembershipSim::MembershipSim(SimOptions o) : opts_(o), rng_(o.seed) {
   mo.heard_reports = o.heard_reports;
   mo.notify_rate = o.notify_rate;
   mo.notify_window = o.notify_window;
+  mo.relay_fanout = o.relay_fanout;
   mgs_opts_ = mo;
   mgs_ = std::make_unique<MgsCore>(mo, mgs_instance_);
   Nid mgs_nid;
@@ -73,6 +74,21 @@ void MembershipSim::push(Duration after, Ev type, int node, std::shared_ptr<Buff
   q_.push(Event{clock_.now() + after, seq_++, type, node, token, kind, std::move(payload)});
 }
 
+void MembershipSim::push(Duration after, Event e) {
+  e.t = clock_.now() + after;
+  e.seq = seq_++;
+  q_.push(std::move(e));
+}
+
+int MembershipSim::agent_of_nid(uint64_t packed) const {
+  Result<Nid> n = Nid::unpack(packed);
+  if (!n.ok()) return -1;
+  uint32_t net = n->addr >> 24, i = (n->addr & 0xffffff) - 1;
+  if (net == 11 && i < uint32_t(opts_.servers)) return int(i);
+  if (net == 10 && i < uint32_t(opts_.clients)) return opts_.servers + int(i);
+  return -1;
+}
+
 void MembershipSim::run_for(Duration d) {
   TimePoint end = clock_.now() + d;
   while (!q_.empty() && q_.top().t <= end) {
@@ -85,16 +101,22 @@ void MembershipSim::run_for(Duration d) {
 }
 
 void MembershipSim::send_notifications() {
-  std::vector<std::pair<uint64_t, std::pair<int, std::shared_ptr<Buffer>>>> out;
+  std::vector<Event> out;
   {
     CpuTimer t(&mgs_cpu_);
     // The sending MGS's instance in the token's top bits: an acknowledgement reaches only
     // the MGS that sent the notification (a new leader's tokens start again).
-    for (MgsCore::Outgoing& o : mgs_->take_notifications(clock_.now()))
-      out.push_back({o.token | (mgs_instance_ << 48),
-                     {agent_of_id_[o.to], std::make_shared<Buffer>(encode(o.req))}});
+    for (MgsCore::Outgoing& o : mgs_->take_notifications(clock_.now())) {
+      Event e{};
+      e.node = agent_of_id_[o.to];
+      e.token = o.token | (mgs_instance_ << 48);
+      e.type = o.targets.empty() ? Ev::kNotify : Ev::kRelay;
+      e.payload = std::make_shared<Buffer>(
+          o.targets.empty() ? encode(o.req) : encode(RelayReq{o.req, std::move(o.targets)}));
+      out.push_back(std::move(e));
+    }
   }
-  for (auto& [token, dest] : out) push(opts_.latency, Ev::kNotify, dest.first, dest.second, token);
+  for (Event& e : out) push(opts_.latency, std::move(e));
 }
 
 MembershipSim::Failover MembershipSim::fail_over() {
@@ -212,7 +234,16 @@ void MembershipSim::handle(Event& e) {
     }
     case Ev::kNotify: {
       int i = e.node;
-      if (!alive_[i]) return;  // no acknowledgement: the MGS retries or gives up
+      if (!alive_[i]) {  // no answer: the sender's deadline passes
+        Event ack{};
+        ack.ok = false;
+        ack.token = e.token;
+        ack.index = e.index;
+        ack.type = e.via >= 0 ? Ev::kRelayAck : Ev::kNotifyAck;
+        ack.node = e.via;
+        push(e.via >= 0 ? opts_.notify_timeout / 2 : opts_.notify_timeout, std::move(ack));
+        return;
+      }
       auto req = decode_notify_req(e.payload->span());
       agents_[i]->apply(req->events);
       for (const NodeEvent& ev : req->events)
@@ -220,15 +251,63 @@ void MembershipSim::handle(Event& e) {
             ev.name == "oss" + std::to_string(killed_))
           if (told_.insert(i).second)
             told_last_s_ = std::chrono::duration<double>(now - start_).count();
-      push(opts_.latency, Ev::kNotifyAck, i, nullptr, e.token);
+      Event ack{};
+      ack.token = e.token;
+      ack.index = e.index;
+      ack.type = e.via >= 0 ? Ev::kRelayAck : Ev::kNotifyAck;
+      ack.node = e.via;
+      push(opts_.latency, std::move(ack));
+      return;
+    }
+    case Ev::kRelay: {  // a server passes the notification on, one every relay_gap
+      int r = e.node;
+      if (!alive_[r]) {
+        Event ack{};
+        ack.ok = false;
+        ack.token = e.token;
+        ack.type = Ev::kNotifyAck;
+        push(opts_.notify_timeout, std::move(ack));
+        return;
+      }
+      auto req = decode_relay_req(e.payload->span());
+      uint64_t id = next_round_++;
+      rounds_[id] = RelayRound{e.token, req->targets.size(), {}};
+      auto notify = std::make_shared<Buffer>(encode(req->notify));
+      for (uint32_t k = 0; k < req->targets.size(); ++k) {
+        Event n{};
+        n.type = Ev::kNotify;
+        n.node = agent_of_nid(req->targets[k]);
+        n.token = id;
+        n.payload = notify;
+        n.via = r;
+        n.index = k;
+        push(opts_.latency + opts_.relay_gap * k, std::move(n));
+      }
+      return;
+    }
+    case Ev::kRelayAck: {
+      auto it = rounds_.find(e.token);
+      if (it == rounds_.end()) return;
+      RelayRound& round = it->second;
+      if (!e.ok) round.failed.push_back(e.index);
+      if (--round.left > 0) return;
+      std::sort(round.failed.begin(), round.failed.end());
+      Event ack{};
+      ack.type = Ev::kNotifyAck;
+      ack.token = round.token;
+      ack.payload = std::make_shared<Buffer>(encode(RelayRep{std::move(round.failed)}));
+      rounds_.erase(it);
+      push(opts_.latency, std::move(ack));
       return;
     }
     case Ev::kNotifyAck: {
       {
         CpuTimer t(&mgs_cpu_);
         ++mgs_messages_;
+        std::vector<uint32_t> failed;
+        if (e.payload) failed = decode_relay_rep(e.payload->span())->failed;
         if ((e.token >> 48) == mgs_instance_)
-          mgs_->notification_done(e.token & ((uint64_t(1) << 48) - 1), true, now);
+          mgs_->notification_done(e.token & ((uint64_t(1) << 48) - 1), e.ok, now, failed);
       }
       send_notifications();  // the window has room again
       return;

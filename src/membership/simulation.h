@@ -13,6 +13,7 @@
 #include <queue>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -33,6 +34,11 @@ struct SimOptions {
   Duration latency = std::chrono::microseconds(100);  // one way, every message
   int64_t notify_rate = 100000;
   size_t notify_window = 4096;
+  size_t relay_fanout = 256;  // MgsOptions::relay_fanout (0: the MGS tells every client)
+  // A notification's deadline (MembershipService: the MGS's 5 s; a relay's deliveries half);
+  // a relaying server sends one every relay_gap (100,000 a second).
+  Duration notify_timeout = std::chrono::seconds(5);
+  Duration relay_gap = std::chrono::microseconds(10);
   // The leader keeps its table where the next finds it (issue 36: etcd): the changed chunks
   // taken every MGS round, as MembershipService does; fail_over() restores from them.
   bool keep_table = false;
@@ -75,7 +81,17 @@ class MembershipSim {
   size_t clients_told() const { return told_.size(); }
 
  private:
-  enum class Ev : uint8_t { kWake, kMgsRx, kAgentRx, kMgsTick, kNotify, kNotifyAck, kActivity };
+  enum class Ev : uint8_t {
+    kWake,
+    kMgsRx,
+    kAgentRx,
+    kMgsTick,
+    kNotify,     // to `node`; `via` >= 0: from that relaying server, `index` in its targets
+    kNotifyAck,  // to the MGS: `ok`, and a relay's answer in `payload`
+    kRelay,      // an MGS_RELAY to server `node`
+    kRelayAck,   // to relaying server `node`: its target `index` answered (`ok`)
+    kActivity
+  };
   struct Event {
     TimePoint t;
     uint64_t seq;
@@ -84,10 +100,23 @@ class MembershipSim {
     uint64_t token;
     AgentCore::Kind kind;
     std::shared_ptr<Buffer> payload;
+    int via = -1;
+    uint32_t index = 0;
+    bool ok = true;
     bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
   };
   void push(Duration after, Ev type, int node, std::shared_ptr<Buffer> payload = nullptr,
             uint64_t token = 0, AgentCore::Kind kind = AgentCore::Kind::kPing);
+  void push(Duration after, Event e);
+  int agent_of_nid(uint64_t packed) const;
+  // An MGS_RELAY a server is passing on: the MGS's token, targets still to answer.
+  struct RelayRound {
+    uint64_t token = 0;
+    size_t left = 0;
+    std::vector<uint32_t> failed;
+  };
+  std::unordered_map<uint64_t, RelayRound> rounds_;  // by round id (the acks' token)
+  uint64_t next_round_ = 1;
   void handle(Event& e);
   void wake(int i);
   void send_notifications();

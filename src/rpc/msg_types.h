@@ -19,6 +19,7 @@ inline constexpr uint32_t kMsgMgsPing = 17;
 inline constexpr uint32_t kMsgMgsNotify = 18;
 inline constexpr uint32_t kMsgMgsStatus = 19;
 inline constexpr uint32_t kMsgMgsReport = 22;
+inline constexpr uint32_t kMsgMgsRelay = 39;  // a notification a server passes on to clients
 // probe/mesh_service.h: the probe mesh (rows to the MGS, the matrix from it, the probes).
 inline constexpr uint32_t kMsgMeshSync = 23;
 inline constexpr uint32_t kMsgMeshMatrix = 24;
@@ -62,6 +63,7 @@ inline constexpr MsgType kMsgTypes[] = {
     {kMsgMgsNotify, "MGS_NOTIFY"},
     {kMsgMgsStatus, "MGS_STATUS"},
     {kMsgMgsReport, "MGS_REPORT"},
+    {kMsgMgsRelay, "MGS_RELAY"},
     {kMsgMeshSync, "MESH_SYNC"},
     {kMsgMeshMatrix, "MESH_MATRIX"},
     {kMsgMeshProbe, "MESH_PROBE"},
