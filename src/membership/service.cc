@@ -522,7 +522,7 @@ void MembershipService::send_notifications(std::vector<MgsCore::Outgoing> outs) 
     CallOptions co;
     co.timeout = notify_timeout_;
     uint64_t token = o.token;
-    if (!o.targets.empty()) {  // through a server, to many clients
+    if (!o.targets.empty()) {           // through a server, to many clients
       co.attempt_timeout = co.timeout;  // the server rightly holds it while a client is slow
       call_async(
           rpc_, kMgsRelayRpc, o.nids[0], RelayReq{std::move(o.req), std::move(o.targets)},
