@@ -81,6 +81,7 @@ void MgsCore::heard(NodeRecord& n, TimePoint now, bool by_report) {
   n.last_heard = now;
   n.heard_by_report = by_report;
   if (n.state != NodeState::kUp) change(n, NodeState::kUp, now);
+  if (!n.scheduled) schedule(n);
   if (n.missed_since) resync(n);
 }
 
@@ -173,8 +174,22 @@ void MgsCore::enqueue(NodeRecord& sub) {
   ready_.push_back(sub.id);
 }
 
+void MgsCore::schedule(NodeRecord& n) {
+  if (n.name.empty() || n.state == NodeState::kDead) return;
+  Duration period = opts_.period(n.roles), grace = opts_.grace(n.roles);
+  n.check_at = n.last_heard +
+               (n.state == NodeState::kUp ? period + grace : period * opts_.miss_limit + grace);
+  n.scheduled = true;
+  due_.push(Due{n.check_at.time_since_epoch().count(), n.id});
+}
+
 void MgsCore::tick(TimePoint now) {
-  for (NodeRecord& n : nodes_) {
+  while (!due_.empty() && due_.top().at <= now.time_since_epoch().count()) {
+    const Due d = due_.top();
+    due_.pop();
+    NodeRecord& n = nodes_[d.id];
+    if (!n.scheduled || n.check_at.time_since_epoch().count() != d.at) continue;  // stale
+    n.scheduled = false;
     if (n.name.empty() || n.state == NodeState::kDead) continue;
     Duration period = opts_.period(n.roles), grace = opts_.grace(n.roles);
     Duration quiet = now - n.last_heard;
@@ -182,6 +197,7 @@ void MgsCore::tick(TimePoint now) {
       change(n, NodeState::kDead, now);
     else if (n.state == NodeState::kUp && quiet >= period + grace)
       change(n, NodeState::kSuspect, now);
+    schedule(n);  // its next deadline (none once dead)
   }
 }
 
@@ -474,6 +490,12 @@ Status MgsCore::restore(const std::vector<std::string>& chunks, TimePoint now) {
   nodes_ = std::move(nodes);
   by_name_ = std::move(by_name);
   by_nid_ = std::move(by_nid);
+  due_ = {};
+  for (NodeRecord& n : nodes_) {
+    n.scheduled = false;
+    schedule(n);
+  }
+  relays_stale_ = true;
   ++generation_;
   return Status::Ok();
 }
@@ -486,6 +508,7 @@ size_t MgsCore::memory_bytes() const {
   // Hash indexes: a node per entry (key, value, next pointer, cached hash) plus buckets.
   b += by_name_.size() * (sizeof(std::string) + 4 + 16) + by_name_.bucket_count() * 8;
   b += by_nid_.size() * (8 + 4 + 16) + by_nid_.bucket_count() * 8;
+  b += due_.size() * sizeof(Due);
   return b;
 }
 
