@@ -72,16 +72,22 @@ TEST(TuneTest, ProbeMeasuresThePathAndApplyTakesTheRecommendation) {
     EXPECT_LT(p["bandwidth_mib_s"].get<double>(), 1.30 * 119.2) << p.dump();
     // BDP about 2.5 MB, more than the probe's train of 8 x 256 KiB: it never filled the
     // pipe, so headroom -- ceil(1.6 x BDP / 256 KiB) + 1 = 17 RPCs (15..23 with the
-    // probe's error).
-    EXPECT_TRUE(p["bandwidth_source"].get<std::string>().find("may be low") != std::string::npos)
-        << p.dump();
-    // The rule exactly, on the figures the report gives; the range is the probe's error.
+    // probe's error). Loopback's TCP retransmits a segment of a train now and then on a
+    // loaded host (CI: "1 lost a packet", 31 RPCs): the kernel's count is the input, and the
+    // path is then lossy -- 3 x BDP (kLossyHeadroom), 27..43 RPCs. Either way the rule
+    // exactly, on the figures the report gives; the range is the probe's error.
+    const bool lossy = p["lossy"].get<bool>();
+    if (p["probe_retransmits"].get<int64_t>() > 0) EXPECT_TRUE(lossy) << p.dump();
+    if (!lossy)
+      EXPECT_TRUE(p["bandwidth_source"].get<std::string>().find("may be low") != std::string::npos)
+          << p.dump();
+    const double headroom = lossy ? 3.0 : 1.6;
     double bdp = p["bdp_bytes"].get<double>();
     EXPECT_EQ(p["rpcs_needed"].get<int64_t>(),
-              static_cast<int64_t>(std::ceil(1.6 * bdp / (256 * 1024) - 1e-9)) + 1)
+              static_cast<int64_t>(std::ceil(headroom * bdp / (256 * 1024) - 1e-9)) + 1)
         << p.dump();
-    EXPECT_GE(rec, 15);
-    EXPECT_LE(rec, 23);
+    EXPECT_GE(rec, lossy ? 27 : 15) << p.dump();
+    EXPECT_LE(rec, lossy ? 43 : 23) << p.dump();
     EXPECT_EQ(r["problems"][0]["problem"], "rpcs_below_bdp") << r.dump();
   }
   EXPECT_NE(r["settings"]["max_rpcs_in_flight"]["why"].get<std::string>().find("BDP"),
