@@ -77,10 +77,13 @@ TEST(TuneTest, ProbeMeasuresThePathAndApplyTakesTheRecommendation) {
     // path is then lossy -- 3 x BDP (kLossyHeadroom), 27..43 RPCs. Either way the rule
     // exactly, on the figures the report gives; the range is the probe's error.
     const bool lossy = p["lossy"].get<bool>();
-    if (p["probe_retransmits"].get<int64_t>() > 0) EXPECT_TRUE(lossy) << p.dump();
-    if (!lossy)
+    if (p["probe_retransmits"].get<int64_t>() > 0) {
+      EXPECT_TRUE(lossy) << p.dump();
+    }
+    if (!lossy) {
       EXPECT_TRUE(p["bandwidth_source"].get<std::string>().find("may be low") != std::string::npos)
           << p.dump();
+    }
     const double headroom = lossy ? 3.0 : 1.6;
     double bdp = p["bdp_bytes"].get<double>();
     EXPECT_EQ(p["rpcs_needed"].get<int64_t>(),
