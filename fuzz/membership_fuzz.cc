@@ -93,7 +93,7 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
           tagged(2, encode(PingReq{1, 42, {a.pack(), b.pack()}, {b.pack()}})),
           tagged(3, encode(PingRep{PingStatus::kOk, 5, 6, {}, {b.pack()}})),
           tagged(4, encode(ReportReq{1, 42, {{a.pack(), HealthKind::kPeerNiUnreachable}}})),
-          tagged(5, encode(NotifyReq{8, {ev}})),
+          tagged(5, encode(NotifyReq{8, {ev}, 3, {ev}})),
           tagged(6, encode(PageReq{10, 100})),
           tagged(7, encode(st)),
           tagged(8, encode(sync)),

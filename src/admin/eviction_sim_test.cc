@@ -13,6 +13,8 @@
 
 #include "membership/service.h"
 #include "membership/sim_members.h"
+#include "net/fault_injector.h"
+#include "rpc/msg_types.h"
 #include "rpc/sim_cluster.h"
 #include "storage/block_service.h"
 #include "storage/striped_file.h"
@@ -156,6 +158,70 @@ TEST_F(EvictionSimTest, ADeadClientsTokensAreFreeAtTheVerdictAndItCannotWriteUnd
       std::chrono::duration<double>(*granted - cut).count(),
       std::chrono::duration<double>(kTimeout).count(),
       std::chrono::duration<double>(*back).count());
+}
+
+// The window between the token manager's word and a data server's: the MGS's news of n5's
+// death reaches the block server n4 late (a drop rule on the MGS's MGS_NOTIFY to n4, taken
+// away 1.5 s after the verdict: the MGS's retry after 1 s fails, the next, 2 s later, lands).
+// n5, cut off from the MGS and the manager n3 but not from n4, writes block 1 (on n4) under
+// the token it lost in that window: n4 has not heard, so the write lands. n6 must not be
+// granted block 1 before n4 refuses n5 -- else n5's stale write could land after n6's.
+// The manager keeps n5's tokens from others until the MGS says n5 is fenced (n4 acknowledged
+// its death), so n6's write is the last one and block 1 holds n6's bytes.
+TEST_F(EvictionSimTest, ADeadClientsTokensGoToOthersOnlyOnceEveryServerRefusesIt) {
+  auto f5 = open(5, "window");
+  ASSERT_TRUE(f5);
+  ASSERT_TRUE(f5->write(0, test_pattern(2 * kBlock, 1)).ok());  // a token on [0, end)
+  ASSERT_TRUE(f5->flush().ok());
+  FaultRule lost;
+  lost.action = FaultRule::Action::kDrop;
+  lost.dst = SimMembers::nid(4);
+  lost.msg_type = kMsgMgsNotify;
+  lost.rate = 1;
+  lost.health = HealthKind::kPeerNiUnreachable;
+  const uint64_t rule = c_.find("n2")->net.add_fault(lost);
+  for (int o : {2, 3, 6}) c_.cut("n5", SimMembers::name(o));
+  std::optional<TimePoint> granted;
+  tokens_.at(6)->acquire_async(SimMembers::nid(3), "window", kBlock, 2 * kBlock, 0,
+                               [&](Result<TokenRange> r) {
+                                 EXPECT_TRUE(r.ok()) << r.status().to_string();
+                                 granted = c_.clock().now();
+                               });
+  ASSERT_TRUE(c_.run_until([&] { return m_.state_in(2, "n5") == "dead"; }, 20s));
+  const TimePoint dead_at = c_.clock().now();
+  // n3 knows (n5's tokens are lost to it), n4 not yet: n5's write of block 1 lands on n4.
+  ASSERT_TRUE(c_.run_until([&] { return m_.at(3).fence().evicted_count() == 1; }, 1s));
+  EXPECT_EQ(m_.at(4).fence().evicted_count(), 0u);
+  EXPECT_FALSE(granted.has_value()) << "granted while a data server would still take n5's write";
+  std::vector<uint8_t> stale = test_pattern(2 * kBlock, 3);
+  stale.erase(stale.begin(), stale.begin() + kBlock);
+  ASSERT_TRUE(f5->write(kBlock, stale).ok());
+  ASSERT_TRUE(f5->flush().ok());  // n4 took it: it has not heard
+  ASSERT_FALSE(
+      c_.run_until([&] { return granted.has_value(); }, 1500ms - (c_.clock().now() - dead_at)));
+  EXPECT_EQ(m_.at(4).fence().evicted_count(), 0u);
+  ASSERT_TRUE(c_.find("n2")->net.del_fault(rule));
+  ASSERT_TRUE(c_.run_until([&] { return granted.has_value(); }, kTimeout));
+  EXPECT_GE(*granted - dead_at, 2900ms) << "granted before n4 heard of n5's death";
+  EXPECT_LE(*granted - dead_at, 3200ms) << "not granted once n4 acknowledged it";
+  EXPECT_EQ(m_.at(4).fence().evicted_count(), 1u);
+  EXPECT_EQ(tokens_.at(3)->stats().fence_waits, 1u);
+  auto f6 = open(6, "window");
+  ASSERT_TRUE(f6);
+  std::vector<uint8_t> theirs = test_pattern(2 * kBlock, 2);
+  theirs.erase(theirs.begin(), theirs.begin() + kBlock);
+  ASSERT_TRUE(f6->write(kBlock, theirs).ok());
+  ASSERT_TRUE(f6->flush().ok());
+  ASSERT_TRUE(f6->close().ok());
+  // n5 writes block 1 again, still unaware: refused now, and n6's bytes stay.
+  (void)f5->write(kBlock, stale);
+  EXPECT_EQ(f5->flush().code(), Code::kPeerDead);
+  auto r = open(6, "window", false);
+  std::vector<uint8_t> got(kBlock);
+  ASSERT_TRUE(r && r->read(kBlock, got).ok());
+  EXPECT_EQ(got, theirs);
+  std::printf("dead client's token granted %.1f s after the verdict, once every server knew\n",
+              std::chrono::duration<double>(*granted - dead_at).count());
 }
 
 }  // namespace

@@ -68,6 +68,7 @@ json tokens_json(const TokenStats& t) {
           {"revocations", t.revocations},
           {"holders_dropped", t.holders_dropped},
           {"holders_evicted", t.holders_evicted},
+          {"fence_waits", t.fence_waits},
           {"acquired", t.acquired},
           {"revoked", t.revoked},
           {"evictions", t.evictions}};

@@ -270,7 +270,10 @@ json membership_counters_json(const MembershipCounters& m) {
                 {"notification_failures", c.notification_failures},
                 {"notifications_dropped", c.notifications_dropped},
                 {"resyncs", c.resyncs},
-                {"evicted_pings", c.evicted_pings}};
+                {"evicted_pings", c.evicted_pings},
+                {"relays", c.relays},
+                {"relayed", c.relayed},
+                {"fenced", c.fenced}};
   }
   return j;
 }

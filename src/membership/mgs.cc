@@ -97,6 +97,9 @@ void MgsCore::resync(NodeRecord& sub) {
   for (const NodeRecord& m : nodes_)
     if (!m.name.empty() && m.id != sub.id && cares(sub, m) && m.last_change >= since) {
       sub.pending.push_back(m.id);
+      // A server that missed a client's fence hears of it with its death.
+      if ((sub.roles & kRoleServer) && m.state == NodeState::kDead && !fencing_.count(m.id))
+        sub.fenced_pending.push_back(m.id);
       ++n;
     }
   if (n == 0) return;
@@ -160,10 +163,38 @@ void MgsCore::change(NodeRecord& n, NodeState s, TimePoint now) {
   // until it is back.
   PFS_LOG_WARN("membership: {} ({}) is {}", n.name, roles_string(n.roles), node_state_name(s));
   if (s == NodeState::kDead && !n.missed_since) n.missed_since = now;
+  fencing_.erase(n.id);
+  const bool fence = s == NodeState::kDead && (n.roles & kRoleClient);
+  std::unordered_set<uint32_t> waiting;
   for (NodeRecord& sub : nodes_) {
     if (sub.name.empty() || sub.id == n.id || sub.state == NodeState::kDead) continue;
     if (!cares(sub, n)) continue;
     sub.pending.push_back(n.id);
+    enqueue(sub);
+    if (fence && (sub.roles & kRoleServer)) waiting.insert(sub.id);
+  }
+  if (!fence) return;
+  if (waiting.empty())
+    announce_fenced(n);
+  else
+    fencing_[n.id] = std::move(waiting);
+}
+
+void MgsCore::fence_ack(uint32_t client, uint32_t server, TimePoint sent) {
+  auto it = fencing_.find(client);
+  // News made before its death was of an older state: it does not count.
+  if (it == fencing_.end() || sent < nodes_[client].last_change) return;
+  if (it->second.erase(server) == 0 || !it->second.empty()) return;
+  fencing_.erase(it);
+  announce_fenced(nodes_[client]);
+}
+
+void MgsCore::announce_fenced(NodeRecord& c) {
+  ++counters_.fenced;
+  PFS_LOG_INFO("membership: every server knows {} is dead: its tokens may go to others", c.name);
+  for (NodeRecord& sub : nodes_) {
+    if (sub.name.empty() || sub.state == NodeState::kDead || !(sub.roles & kRoleServer)) continue;
+    sub.fenced_pending.push_back(c.id);
     enqueue(sub);
   }
 }
@@ -229,12 +260,14 @@ std::vector<MgsCore::Outgoing> MgsCore::take_notifications(TimePoint now) {
   while (!ready_.empty()) {
     uint32_t id = ready_.front();
     NodeRecord& sub = nodes_[id];
-    if (sub.pending.empty() || sub.state == NodeState::kDead) {
+    if ((sub.pending.empty() && sub.fenced_pending.empty()) || sub.state == NodeState::kDead) {
       ready_.pop_front();
       sub.queued = false;
-      if (sub.pending.empty()) continue;
+      if (sub.pending.empty() && sub.fenced_pending.empty()) continue;
       ++counters_.notifications_dropped;
+      for (uint32_t c : sub.pending) fence_ack(c, id, now);  // a dead server takes no writes
       sub.pending.clear();
+      sub.fenced_pending.clear();
       sub.attempts = 0;
       continue;
     }
@@ -251,6 +284,7 @@ std::vector<MgsCore::Outgoing> MgsCore::take_notifications(TimePoint now) {
         flying_[o.token].push_back(id);
         sub.sending = std::move(sub.pending);
         sub.pending.clear();
+        sub.sent_at = now;
         sub.in_flight = true;
         ++counters_.notifications_sent;
         ++counters_.relayed;
@@ -267,7 +301,7 @@ std::vector<MgsCore::Outgoing> MgsCore::take_notifications(TimePoint now) {
     o.nids = sub.nids;
     o.req.generation = generation_;
     // Each change in its newest state, as many as fit in one message; the rest next time.
-    size_t bytes = 12, taken = 0;
+    size_t bytes = 20, taken = 0;
     for (; taken < sub.pending.size(); ++taken) {
       NodeEvent e = event_of(nodes_[sub.pending[taken]]);
       // A suspect is up until verified, and its return to up is no news of its own: sent as
@@ -279,6 +313,13 @@ std::vector<MgsCore::Outgoing> MgsCore::take_notifications(TimePoint now) {
     }
     sub.sending.assign(sub.pending.begin(), sub.pending.begin() + static_cast<long>(taken));
     sub.pending.erase(sub.pending.begin(), sub.pending.begin() + static_cast<long>(taken));
+    sub.sent_at = now;
+    std::sort(sub.fenced_pending.begin(), sub.fenced_pending.end());
+    sub.fenced_pending.erase(std::unique(sub.fenced_pending.begin(), sub.fenced_pending.end()),
+                             sub.fenced_pending.end());
+    for (uint32_t c : sub.fenced_pending) o.req.fenced.push_back(event_of(nodes_[c]));
+    sub.fenced_sending = std::move(sub.fenced_pending);
+    sub.fenced_pending.clear();
     if (relayable && sub.pending.empty()) {
       if (std::optional<uint32_t> r = pick_relay(sub.sending)) {
         o.targets.push_back(sub.nids[0].pack());
@@ -329,12 +370,18 @@ void MgsCore::done_one(NodeRecord& sub, bool ok, TimePoint now) {
   sub.in_flight = false;
   if (ok) {
     counters_.events_delivered += sub.sending.size();
+    if (sub.roles & kRoleServer)
+      for (uint32_t c : sub.sending) fence_ack(c, sub.id, sub.sent_at);
     sub.sending.clear();
+    sub.fenced_sending.clear();
     sub.attempts = 0;
   } else {
     ++counters_.notification_failures;
     sub.pending.insert(sub.pending.end(), sub.sending.begin(), sub.sending.end());
     sub.sending.clear();
+    sub.fenced_pending.insert(sub.fenced_pending.end(), sub.fenced_sending.begin(),
+                              sub.fenced_sending.end());
+    sub.fenced_sending.clear();
     if (++sub.attempts > opts_.notify_retries || sub.state == NodeState::kDead) {
       PFS_LOG_WARN("membership: giving up notifying {} after {} attempts", sub.name, sub.attempts);
       ++counters_.notifications_dropped;
@@ -342,7 +389,12 @@ void MgsCore::done_one(NodeRecord& sub, bool ok, TimePoint now) {
       TimePoint since = now;
       for (uint32_t id : sub.pending) since = std::min(since, nodes_[id].last_change);
       sub.missed_since = std::min(sub.missed_since.value_or(since), since);
+      // Given up on: the clients' deaths it was to hear of do not wait for it any longer
+      // (a server the MGS cannot reach for that long is about to be declared dead itself).
+      if (sub.roles & kRoleServer)
+        for (uint32_t c : sub.pending) fence_ack(c, sub.id, now);
       sub.pending.clear();
+      sub.fenced_pending.clear();
       sub.attempts = 0;
       return;
     }
@@ -350,7 +402,7 @@ void MgsCore::done_one(NodeRecord& sub, bool ok, TimePoint now) {
     retry_.emplace(now + opts_.notify_backoff * (int64_t{1} << (sub.attempts - 1)), sub.id);
     return;
   }
-  if (!sub.pending.empty()) enqueue(sub);
+  if (!sub.pending.empty() || !sub.fenced_pending.empty()) enqueue(sub);
 }
 
 PingRep MgsCore::on_report(const ReportReq& r, TimePoint now) {
@@ -491,9 +543,30 @@ Status MgsCore::restore(const std::vector<std::string>& chunks, TimePoint now) {
   by_name_ = std::move(by_name);
   by_nid_ = std::move(by_nid);
   due_ = {};
+  fencing_.clear();
   for (NodeRecord& n : nodes_) {
     n.scheduled = false;
     schedule(n);
+  }
+  // Whether its predecessor fenced the dead clients is not known: every live server is
+  // told of their deaths again, and once all acknowledged, that they are fenced.
+  std::vector<uint32_t> servers;
+  for (const NodeRecord& s : nodes_)
+    if (!s.name.empty() && (s.roles & kRoleServer) && s.state != NodeState::kDead)
+      servers.push_back(s.id);
+  for (NodeRecord& c : nodes_) {
+    if (c.name.empty() || !(c.roles & kRoleClient) || c.state != NodeState::kDead) continue;
+    std::unordered_set<uint32_t> waiting;
+    for (uint32_t s : servers)
+      if (s != c.id) {
+        nodes_[s].pending.push_back(c.id);
+        enqueue(nodes_[s]);
+        waiting.insert(s);
+      }
+    if (waiting.empty())
+      announce_fenced(c);
+    else
+      fencing_[c.id] = std::move(waiting);
   }
   relays_stale_ = true;
   ++generation_;

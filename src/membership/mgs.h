@@ -8,7 +8,10 @@
 // subscribers wait (a server's death told to a million clients), clients that are to hear the
 // same news are told through servers: one MGS_RELAY to an up server carries it for up to
 // `relay_fanout` of them, and the server answers which it did not reach (each retried as
-// if notified alone).
+// if notified alone). A dead client is fenced once every live server has acknowledged its
+// death (or been given up on, or died): then, and not before, the servers are told so, and
+// token managers give its tokens to others -- no data server that has not heard can take
+// a write under them by then.
 //
 // Beyond the design note: a server's ping carries the NIDs of clients that sent it RPCs
 // since its last ping; such a client counts as heard from (heard_reports). And a node that
@@ -33,6 +36,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "membership/protocol.h"
@@ -85,6 +89,9 @@ struct NodeRecord {
   // As a subscriber: nodes whose change it has not been told yet.
   std::vector<uint32_t> pending;
   std::vector<uint32_t> sending;  // in the notification in flight
+  TimePoint sent_at{};            // when that notification was made
+  // As a server: dead clients to tell it are fenced (NotifyReq::fenced), and in flight.
+  std::vector<uint32_t> fenced_pending, fenced_sending;
   bool queued = false, in_flight = false;
   int attempts = 0;
   // Changes since then may not have reached it (it was dead, or its notifications were
@@ -164,6 +171,7 @@ class MgsCore {
     uint64_t reports_of_the_lost = 0;  // reports not acted on: the reporter was lost itself
     uint64_t resyncs = 0;              // subscribers told again of what they missed
     uint64_t relays = 0, relayed = 0;  // MGS_RELAYs sent; notifications they carried
+    uint64_t fenced = 0;               // dead clients every server had been told of
   };
   const Counters& counters() const { return counters_; }
 
@@ -175,6 +183,9 @@ class MgsCore {
   void resync(NodeRecord& subscriber);
   static bool cares(const NodeRecord& subscriber, const NodeRecord& n);
   void done_one(NodeRecord& sub, bool ok, TimePoint now);
+  // Server `sub` heard of (or will never hear of) client `id`'s death told at `sent`.
+  void fence_ack(uint32_t client, uint32_t server, TimePoint sent);
+  void announce_fenced(NodeRecord& client);
   // Puts a live node in the deadline queue, at its next deadline, unless it is there.
   void schedule(NodeRecord& n);
   // An up server to relay news of `subjects` (sorted ids; none of them): round robin.
@@ -200,6 +211,8 @@ class MgsCore {
   std::multimap<TimePoint, uint32_t> retry_;  // subscribers waiting to retry
   std::unordered_map<uint64_t, std::vector<uint32_t>> flying_;  // token -> subscriber(s)
   std::vector<uint32_t> relays_;                                // servers (ids), maybe stale
+  // Dead clients not fenced yet -> the servers still to acknowledge their death.
+  std::unordered_map<uint32_t, std::unordered_set<uint32_t>> fencing_;
   bool relays_stale_ = true;
   size_t relay_next_ = 0;
   std::vector<uint32_t> to_verify_;                       // reported, their ping not sent yet

@@ -173,8 +173,18 @@ TEST_F(MgsTest, ADeadNodeIsEvictedUntilItRegistersAgainHavingDroppedWhatItHeld) 
   }
   ASSERT_EQ(state(c), NodeState::kDead);
   mgs_.take_changes();
-  for (auto& o : mgs_.take_notifications(clock_.now()))
-    mgs_.notification_done(o.token, true, clock_.now());
+  // The server hears of the death; once it acknowledged it, that c1 is fenced.
+  auto told = mgs_.take_notifications(clock_.now());
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0].req.events.at(0).state, NodeState::kDead);
+  EXPECT_TRUE(told[0].req.fenced.empty());
+  mgs_.notification_done(told[0].token, true, clock_.now());
+  told = mgs_.take_notifications(clock_.now());
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_TRUE(told[0].req.events.empty());
+  ASSERT_EQ(told[0].req.fenced.size(), 1u);
+  EXPECT_EQ(told[0].req.fenced[0].name, "c1");
+  mgs_.notification_done(told[0].token, true, clock_.now());
   EXPECT_EQ(mgs_.on_ping(PingReq{c, 7, {}}, clock_.now()).status, PingStatus::kEvicted);
   ping(s, {nid("10.0.0.5@tcp").pack()});  // oss1 heard from it (its refused I/O)
   EXPECT_EQ(mgs_.on_report(ReportReq{c, 7, {}}, clock_.now()).status, PingStatus::kEvicted);
@@ -205,6 +215,67 @@ TEST_F(MgsTest, ADeadNodeIsEvictedUntilItRegistersAgainHavingDroppedWhatItHeld) 
       mgs_.on_register(RegisterReq{"c1", kRoleClient, {nid("10.0.0.5@tcp")}, 8}, clock_.now())
           .evicted);
   EXPECT_EQ(state(c), NodeState::kUp);
+}
+
+// A dead client is fenced -- its tokens may go to others -- only once every live server has
+// acknowledged its death: not while one server's notification is being retried (it could
+// still take the client's write under a token re-granted elsewhere); a server given up on
+// or dead does not hold it up forever.
+TEST_F(MgsTest, ADeadClientIsFencedOnlyOnceEveryServerAcknowledgedItsDeath) {
+  uint32_t s1 = add("oss1", kRoleServer, "10.0.0.3@tcp");
+  uint32_t s2 = add("oss2", kRoleServer, "10.0.0.4@tcp");
+  uint32_t c = add("c1", kRoleClient, "10.0.0.5@tcp");
+  uint32_t c2 = add("c2", kRoleClient, "10.0.0.6@tcp");
+  for (int i = 0; i < 16; ++i) {
+    clock_.advance(10s);
+    ping(s1);
+    ping(s2);
+    ping(c2);
+    mgs_.tick(clock_.now());
+  }
+  ASSERT_EQ(state(c), NodeState::kDead);
+  auto fenced_in = [](const std::vector<MgsCore::Outgoing>& v) {
+    size_t n = 0;
+    for (const auto& o : v) n += o.req.fenced.size();
+    return n;
+  };
+  auto out = mgs_.take_notifications(clock_.now());
+  ASSERT_EQ(out.size(), 2u);
+  for (auto& o : out) mgs_.notification_done(o.token, o.to == s1, clock_.now());  // s2's fails
+  EXPECT_EQ(mgs_.counters().fenced, 0u);
+  EXPECT_TRUE(mgs_.take_notifications(clock_.now()).empty());  // s2's retry waits 1 s
+  clock_.advance(1s);
+  out = mgs_.take_notifications(clock_.now());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].to, s2);
+  EXPECT_EQ(fenced_in(out), 0u);
+  mgs_.notification_done(out[0].token, true, clock_.now());
+  EXPECT_EQ(mgs_.counters().fenced, 1u);
+  out = mgs_.take_notifications(clock_.now());
+  ASSERT_EQ(out.size(), 2u);  // both servers: c1 is fenced
+  for (auto& o : out) {
+    EXPECT_TRUE(o.to == s1 || o.to == s2);
+    ASSERT_EQ(o.req.fenced.size(), 1u);
+    EXPECT_EQ(o.req.fenced[0].name, "c1");
+    mgs_.notification_done(o.token, true, clock_.now());
+  }
+  // c2 dies while s2 does not answer at all: fenced once the MGS gives up on s2 (1 + 2 + 4 s
+  // of back-off), never before.
+  for (int i = 0; i < 16; ++i) {
+    clock_.advance(10s);
+    ping(s1);
+    ping(s2);
+    mgs_.tick(clock_.now());
+  }
+  ASSERT_EQ(state(c2), NodeState::kDead);
+  for (int round = 0; round < 80; ++round) {
+    out = mgs_.take_notifications(clock_.now());
+    for (auto& o : out) mgs_.notification_done(o.token, o.to == s1, clock_.now());
+    if (mgs_.counters().fenced == 2) break;
+    clock_.advance(100ms);
+  }
+  EXPECT_EQ(mgs_.counters().fenced, 2u);
+  EXPECT_GE(mgs_.counters().notifications_dropped, 1u);  // s2 given up on first
 }
 
 // State handed over (issue 36, item 2): the chunks a leader leaves let the next one serve
@@ -252,6 +323,20 @@ TEST_F(MgsTest, TheNextLeaderServesTheSameTableFromTheChunksLeftForIt) {
         << id;
   EXPECT_EQ(next.counters().unknown_pings, 0u);
   EXPECT_EQ(next.counters().registers, 0u);
+  // Whether c7 was fenced is not known to the new leader: oss1 hears of its death again, and
+  // once it acknowledged it, that c7 is fenced.
+  auto again = next.take_notifications(clock_.now());
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].to, s);
+  ASSERT_EQ(again[0].req.events.size(), 1u);
+  EXPECT_EQ(again[0].req.events[0].name, "c7");
+  EXPECT_EQ(next.counters().fenced, 0u);
+  next.notification_done(again[0].token, true, clock_.now());
+  EXPECT_EQ(next.counters().fenced, 1u);
+  again = next.take_notifications(clock_.now());
+  ASSERT_EQ(again.size(), 1u);
+  ASSERT_EQ(again[0].req.fenced.size(), 1u);
+  EXPECT_EQ(again[0].req.fenced[0].name, "c7");
   // Each restored node has a whole period from the takeover: none dies of it.
   clock_.advance(10499ms);
   next.tick(clock_.now());

@@ -212,6 +212,8 @@ void write_notify(Writer& w, const NotifyReq& m) {
   w.u32(static_cast<uint32_t>(m.events.size()));
   for (const NodeEvent& e : m.events) w.event(e);
   w.u64(m.epoch);
+  w.u32(static_cast<uint32_t>(m.fenced.size()));
+  for (const NodeEvent& e : m.fenced) w.event(e);
 }
 }  // namespace
 
@@ -414,6 +416,8 @@ NotifyReq read_notify(Reader& r) {
   size_t n = r.count(9);
   for (size_t i = 0; i < n && r.ok(); ++i) m.events.push_back(r.event());
   m.epoch = r.u64();
+  size_t f = r.count(9);
+  for (size_t i = 0; i < f && r.ok(); ++i) m.fenced.push_back(r.event());
   return m;
 }
 }  // namespace

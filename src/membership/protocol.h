@@ -125,6 +125,10 @@ struct NotifyReq {
   uint64_t generation = 0;
   std::vector<NodeEvent> events;
   uint64_t epoch = 0;  // the sending leader's (0 without etcd): a node drops older ones
+  // To servers: dead clients every live server has been told of (each refuses their I/O):
+  // a token manager may now give the tokens they held to others (issue 36: never while a
+  // data server that has not heard could still take a write under them).
+  std::vector<NodeEvent> fenced;
 };
 
 // A notification for many clients at once (issue 36, item 5: a million clients): the MGS

@@ -35,7 +35,12 @@ TEST(MembershipProtocol, RoundTripsAndRefusesGarbage) {
   auto nb = decode_notify_req(encode(nr).span());
   ASSERT_TRUE(nb.ok());
   EXPECT_EQ(nb->events[0].state, NodeState::kDead);
-  EXPECT_EQ(encoded_size(nr.events[0]), encode(nr).size() - 20);
+  EXPECT_EQ(encoded_size(nr.events[0]), encode(nr).size() - 24);
+  nr.fenced = {nr.events[0]};
+  auto nf = decode_notify_req(encode(nr).span());
+  ASSERT_TRUE(nf.ok());
+  ASSERT_EQ(nf->fenced.size(), 1u);
+  EXPECT_EQ(nf->fenced[0].name, "c1");
   // Eviction: the registration's flag and its answer's, each 0 or 1; the ping's status.
   r.after_eviction = true;
   auto ra = decode_register_req(encode(r).span());

@@ -115,6 +115,8 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
       agent_->apply(q.events);
     }
     act_on(q.events, r.from.to_string());
+    if (roles_ & kRoleServer)
+      for (const NodeEvent& e : q.fenced) fence_.fenced(e.nids);
     return Empty{};
   });
   serve_async(rpc_, kMgsRelayRpc,

@@ -23,6 +23,10 @@ void Fence::readmit(const std::vector<Nid>& nids) {
   if (was > 0) tell(FenceEvent{FenceEvent::kReadmitted, nids, ""});
 }
 
+void Fence::fenced(const std::vector<Nid>& nids) {
+  tell(FenceEvent{FenceEvent::kFenced, nids, ""});
+}
+
 void Fence::self_evicted(const std::string& why) {
   tell(FenceEvent{FenceEvent::kSelfEvicted, {}, why});
 }

@@ -7,7 +7,9 @@
 // be declared dead never writes under a token another node holds since.
 //
 // MembershipService writes it (from MGS_NOTIFY and its ping answers); services read it
-// (evicted(), cheap while nobody is evicted) and subscribe to its changes.
+// (evicted(), cheap while nobody is evicted) and subscribe to its changes. A token manager
+// gives an evicted client's tokens to others only once it is fenced (every live server
+// refuses it), so no data server that has not heard takes a write under them.
 // Thread safety: any thread. Subscribers are called without the fence's lock held, on the
 // thread that made the change, in the order of subscription; they may read the fence.
 #pragma once
@@ -27,9 +29,12 @@ namespace pfsnet {
 
 struct FenceEvent {
   enum Kind {
-    kEvicted,     // peers `nids` were declared dead by the MGS (`why`)
-    kReadmitted,  // peers `nids` registered again: the MGS says they are up
-    kSelfEvicted  // this node was declared dead (`why`); nids: none
+    kEvicted,      // peers `nids` were declared dead by the MGS (`why`)
+    kReadmitted,   // peers `nids` registered again: the MGS says they are up
+    kSelfEvicted,  // this node was declared dead (`why`); nids: none
+    // Evicted peers `nids` are fenced: every live server knows they are dead (refuses their
+    // I/O), so what they held (their tokens) may go to others. Still evicted.
+    kFenced
   } kind = kEvicted;
   std::vector<Nid> nids;
   std::string why;
@@ -42,6 +47,7 @@ class Fence {
   void evict(const std::vector<Nid>& nids, const std::string& why) EXCLUDES(mu_);
   void readmit(const std::vector<Nid>& nids) EXCLUDES(mu_);
   void self_evicted(const std::string& why) EXCLUDES(mu_);
+  void fenced(const std::vector<Nid>& nids) EXCLUDES(mu_);
 
   // Why `peer` is evicted; nullopt when it is not.
   std::optional<std::string> evicted(const Nid& peer) const EXCLUDES(mu_);

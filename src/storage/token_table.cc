@@ -114,6 +114,12 @@ size_t TokenTable::drop_everywhere(const Nid& who) {
   return n;
 }
 
+size_t TokenTable::files_held(const Nid& who) const {
+  size_t n = 0;
+  for (const auto& [file, holders] : files_) n += holders.count(who.pack());
+  return n;
+}
+
 std::vector<TokenRange> TokenTable::held(const std::string& file, const Nid& who) const {
   auto f = files_.find(file);
   if (f == files_.end()) return {};

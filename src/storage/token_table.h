@@ -54,6 +54,8 @@ class TokenTable {
   void drop(const std::string& file, const Nid& who);
   // Drops `who`'s tokens on every file; returns how many files it held tokens on.
   size_t drop_everywhere(const Nid& who);
+  // How many files `who` holds tokens on.
+  size_t files_held(const Nid& who) const;
   std::vector<TokenRange> held(const std::string& file, const Nid& who) const;
 
  private:

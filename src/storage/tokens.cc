@@ -85,7 +85,8 @@ struct TokenService::Pending {
   Nid who;
   TokenRangeMsg want;
   TypedResponder<TokenRangeMsg> reply;
-  size_t revoking = 0;  // revocations of its round not yet answered (under mu_)
+  size_t revoking = 0;      // revocations of its round not yet answered (under mu_)
+  bool fence_wait = false;  // it waited for an evicted holder's fence (under mu_)
 };
 
 TokenService::TokenService(RpcEngine& rpc, Duration timeout) : rpc_(rpc), timeout_(timeout) {
@@ -172,6 +173,28 @@ void TokenService::next(const std::string& file) {
         continue;
       }
       std::vector<Nid> holders = table_.conflicts(file, p->who, p->want.start, p->want.end);
+      // An evicted holder's tokens go to nobody until it is fenced (a data server that has
+      // not heard could still take its write); nothing to revoke from it.
+      bool unfenced = false;
+      for (const Nid& h : holders) {
+        auto u = unfenced_.find(h.pack());
+        if (u == unfenced_.end()) continue;
+        if (rpc_.clock().now() - u->second < timeout_) {
+          unfenced = true;
+          continue;
+        }
+        PFS_LOG_WARN("tokens: no word of {}'s fence within {} s of its eviction: its tokens go",
+                     h.to_string(),
+                     std::chrono::duration_cast<std::chrono::seconds>(timeout_).count());
+        drop_evicted({h});
+      }
+      if (unfenced) {
+        if (!p->fence_wait) ++st_.fence_waits;
+        p->fence_wait = true;
+        ++i;
+        continue;
+      }
+      holders = table_.conflicts(file, p->who, p->want.start, p->want.end);
       if (!holders.empty()) {
         p->revoking = holders.size();
         st_.revocations += holders.size();
@@ -217,6 +240,8 @@ void TokenService::revoke_round(const std::string& file, const std::shared_ptr<P
           MutexLock lk(mu_);
           if (s.ok()) {
             table_.revoke(file, h, start, released->end);
+          } else if (unfenced_.count(h.pack())) {
+            // Evicted while we asked: its tokens wait for its fence (next() sees them).
           } else {
             // It did not let go in time: it keeps no token on this file.
             PFS_LOG_WARN(
@@ -363,13 +388,21 @@ void TokenService::on_fence(const FenceEvent& e) {
   std::vector<std::string> files;
   {
     MutexLock lk(mu_);
+    if (e.kind == FenceEvent::kFenced || e.kind == FenceEvent::kReadmitted) {
+      if (drop_evicted(e.nids))
+        PFS_LOG_INFO("tokens: {} is {}: its tokens go to others now", e.nids[0].to_string(),
+                     e.kind == FenceEvent::kFenced ? "fenced" : "back");
+    }
     if (e.kind == FenceEvent::kEvicted) {
       for (const Nid& n : e.nids) {
-        size_t had = table_.drop_everywhere(n);
+        size_t had = table_.files_held(n);
         st_.holders_evicted += had;
-        if (had > 0)
-          PFS_LOG_WARN("tokens: {} evicted: its tokens on {} file(s) dropped ({})", n.to_string(),
-                       had, e.why);
+        if (had == 0) continue;
+        unfenced_.emplace(n.pack(), rpc_.clock().now());
+        PFS_LOG_WARN(
+            "tokens: {} evicted: its tokens on {} file(s) are lost to it, and go to others once "
+            "every server refuses it ({})",
+            n.to_string(), had, e.why);
       }
       // Its requests queued before the verdict are of the evicted session.
       for (auto& [file, q] : queue_)
@@ -384,6 +417,16 @@ void TokenService::on_fence(const FenceEvent& e) {
   }
   for (auto& p : failed) p->reply.fail(Status(Code::kPeerDead, e.why));
   for (const std::string& f : files) next(f);  // what its tokens or its requests held up
+}
+
+bool TokenService::drop_evicted(const std::vector<Nid>& nids) {
+  bool any = false;
+  for (const Nid& n : nids)
+    if (unfenced_.erase(n.pack()) > 0) {
+      table_.drop_everywhere(n);
+      any = true;
+    }
+  return any;
 }
 
 void TokenService::add_holder(TokenHolder* h) {

@@ -100,6 +100,7 @@ Result<TokenRangeMsg> decode_token_range(std::span<const uint8_t> b, bool need_r
 struct TokenStats {
   uint64_t granted = 0, revocations = 0, holders_dropped = 0;  // as a manager
   uint64_t holders_evicted = 0;  // as a manager: holders whose tokens went at the MGS's verdict
+  uint64_t fence_waits = 0;      // as a manager: requests that waited for an evicted holder's fence
   uint64_t acquired = 0, revoked = 0;  // as a client
   uint64_t evictions = 0;              // as a client: times its tokens went with its eviction
 };
@@ -124,10 +125,11 @@ class TokenService final : public NodePart {
                      uint64_t want_end, std::function<void(Result<TokenRange>)> done);
   void release(const Nid& manager, const std::string& file);  // best effort
   // The MGS's verdicts (rpc/fence.h), from now until stop(): a client declared dead loses
-  // every token it holds here at once (its revocations under way end, its queued requests
-  // fail); a request of an evicted node waits until it is readmitted (it registered again,
-  // having dropped what it held); and when this node is evicted, every open file loses its
-  // tokens (TokenHolder::lose_tokens).
+  // every token it holds here (its revocations under way end, its queued requests fail) --
+  // kept from others until the MGS says it is fenced (every live server refuses its I/O),
+  // or at most `timeout` without that word; a request of an evicted node waits until it is
+  // readmitted (it registered again, having dropped what it held); and when this node is
+  // evicted, every open file loses its tokens (TokenHolder::lose_tokens).
   void follow(Fence& fence) EXCLUDES(mu_);
   void add_holder(TokenHolder* h) EXCLUDES(mu_);
   void remove_holder(TokenHolder* h) EXCLUDES(mu_);
@@ -151,6 +153,9 @@ class TokenService final : public NodePart {
   void on_fence(const FenceEvent& e) EXCLUDES(mu_);
   // Whether a request of `who` waits for its node's readmission.
   bool evicted(const Nid& who) const;
+  // Drops the tokens of evicted holders `nids` (fenced, readmitted, or waited for long
+  // enough); returns whether any were held.
+  bool drop_evicted(const std::vector<Nid>& nids) REQUIRES(mu_);
 
   RpcEngine& rpc_;
   const Duration timeout_;
@@ -160,6 +165,9 @@ class TokenService final : public NodePart {
   std::map<std::string, std::deque<std::shared_ptr<Pending>>> queue_ GUARDED_BY(mu_);
   // (file, holder) of every revocation out: that holder's own requests wait for it.
   std::multiset<std::pair<std::string, uint64_t>> revoking_ GUARDED_BY(mu_);
+  // Evicted holders (packed NIDs) whose tokens stay in the table, granted to nobody, until
+  // they are fenced: since when.
+  std::map<uint64_t, TimePoint> unfenced_ GUARDED_BY(mu_);
   bool stopped_ GUARDED_BY(mu_) = false;
   TokenStats st_ GUARDED_BY(mu_);
   CondVar cv_;
