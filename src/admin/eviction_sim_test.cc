@@ -220,6 +220,15 @@ TEST_F(EvictionSimTest, ADeadClientsTokensGoToOthersOnlyOnceEveryServerRefusesIt
   std::vector<uint8_t> got(kBlock);
   ASSERT_TRUE(r && r->read(kBlock, got).ok());
   EXPECT_EQ(got, theirs);
+  // The cut heals: n5 learns it was evicted and comes back (nothing left in flight).
+  for (int o : {2, 3, 6}) c_.heal("n5", SimMembers::name(o));
+  EXPECT_TRUE(c_.run_until(
+      [&] {
+        auto a = m_.at(5).counters().agent;
+        return m_.state_in(2, "n5") == "up" && a && a->registered;
+      },
+      10s));
+  (void)f5->close();  // its last writes failed with its eviction: its close may say so
   std::printf("dead client's token granted %.1f s after the verdict, once every server knew\n",
               std::chrono::duration<double>(*granted - dead_at).count());
 }
