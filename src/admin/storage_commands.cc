@@ -65,7 +65,9 @@ json storage_json(const BlockServiceStats& s) {
 // This node's byte-range tokens: as a manager and as a client.
 json tokens_json(const TokenStats& t) {
   return {{"granted", t.granted},
+          {"read_grants", t.read_grants},
           {"revocations", t.revocations},
+          {"downgrades", t.downgrades},
           {"holders_dropped", t.holders_dropped},
           {"holders_evicted", t.holders_evicted},
           {"fence_waits", t.fence_waits},

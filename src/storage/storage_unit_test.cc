@@ -519,6 +519,55 @@ TEST(TokenTableTest, GrantsTheLargestRangeNoOtherNodeHoldsAndRevokesOnlyWhatItTa
       decode_token_range(
           Buffer::copy_of(std::string_view(R"({"file":"f","start":0,"end":4096})")).span(), true)
           .ok());
+  // The mode: read or write, nothing else.
+  auto read =
+      decode_token_range(encode_token_range({"f", 0, 4096, 0, TokenMode::kRead}).span(), true);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->mode, TokenMode::kRead);
+  EXPECT_EQ(decode_token_range(good.span(), true)->mode, TokenMode::kWrite);
+  std::string two(good.view());
+  two.back() = 2;
+  auto e = decode_token_range(Buffer::copy_of(std::string_view(two)).span(), true);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("mode 2"), std::string::npos) << e.status().to_string();
+}
+
+// Read tokens: shared among readers, in conflict with writers; a writer taking a range
+// takes readers' tokens, a reader taking one leaves the writer a read token (downgrade).
+TEST(TokenTableTest, ReadersShareAndConflictOnlyWithWriters) {
+  const Nid a = *Nid::parse("127.0.0.1@tcp"), b = *Nid::parse("127.0.0.2@tcp"),
+            c = *Nid::parse("127.0.0.3@tcp");
+  constexpr uint64_t kEnd = kTokenMaxOffset;
+  const TokenMode R = TokenMode::kRead, W = TokenMode::kWrite;
+  TokenTable t;
+  t.grant("f", a, 0, kEnd, R);
+  EXPECT_TRUE(t.conflicts("f", b, 0, 100, R).empty());  // readers share
+  EXPECT_EQ(t.grantable_end("f", b, 100, kEnd, R), kEnd);
+  t.grant("f", b, 0, kEnd, R);
+  EXPECT_TRUE(t.held("f", a).empty());  // no write token
+  EXPECT_EQ(t.readable("f", a), (std::vector<TokenRange>{{0, kEnd}}));
+  // A writer at 1000 conflicts with both readers, and a read token stops its desired range.
+  EXPECT_EQ(t.conflicts("f", c, 1000, 1100, W), (std::vector<Nid>{a, b}));
+  EXPECT_EQ(t.grantable_end("f", a, 1100, kEnd, W), 1100u);  // b reads on from 0
+  t.revoke("f", a, 1000, 2000, W);
+  t.revoke("f", b, 1000, 2000, W);
+  EXPECT_EQ(t.readable("f", a), (std::vector<TokenRange>{{0, 1000}, {2000, kEnd}}));
+  EXPECT_TRUE(t.conflicts("f", c, 1000, 1100, W).empty());
+  EXPECT_EQ(t.grantable_end("f", c, 1100, kEnd, W), 2000u);
+  t.grant("f", c, 1000, 2000, W);
+  // A reader of [1500, 1600) conflicts with the writer only; the writer keeps reading there.
+  EXPECT_EQ(t.conflicts("f", a, 1500, 1600, R), std::vector<Nid>{c});
+  t.revoke("f", c, 1500, 1600, R);
+  EXPECT_EQ(t.held("f", c), (std::vector<TokenRange>{{1000, 1500}, {1600, 2000}}));
+  EXPECT_EQ(t.readable("f", c), (std::vector<TokenRange>{{1000, 2000}}));
+  EXPECT_TRUE(t.conflicts("f", a, 1500, 1600, R).empty());
+  t.grant("f", a, 1500, 1600, R);
+  // A writer of [1500, 1600) now takes it from the reader a and the downgraded c.
+  EXPECT_EQ(t.conflicts("f", b, 1500, 1600, W), (std::vector<Nid>{a, c}));
+  // A holder whose last read token goes is no holder.
+  t.revoke("f", c, 1000, 2000, W);
+  EXPECT_TRUE(t.readable("f", c).empty());
+  EXPECT_EQ(t.files_held(c), 0u);
 }
 
 }  // namespace

@@ -95,39 +95,10 @@ Status StripedFile::write_call(uint64_t offset, std::span<const uint8_t> data,
   TokenRange mine{offset / bs * bs, (offset + data.size() + bs - 1) / bs * bs};
   const bool sequential =
       st_.writes == 0 || std::find(cursors_.begin(), cursors_.end(), offset) != cursors_.end();
-  if (opts_.tokens && mine.end > mine.start) {
-    for (int tries = 0; !tokens_.covers(mine.start, mine.end); ++tries) {
-      if (tries == 8)
-        return Status(Code::kTimeout, "write of " + name_ + ": its token was taken back 8 times");
-      uint64_t epoch = revoke_epoch_;
-      lk.unlock();
-      auto got = opts_.tokens->acquire(manager(), name_, mine.start, mine.end,
-                                       sequential ? kTokenMaxOffset : 0);
-      lk.lock();
-      if (!got.ok()) return got.status();
-      ++st_.tokens_acquired;
-      if (epoch != revoke_epoch_) {
-        // Taken back meanwhile (a revocation came between the grant and this thread):
-        // ask again, after a random back-off of up to 2^tries ms (at most 64). Two
-        // writers of one range otherwise took it from each other, each as soon as the
-        // other was granted it and before it could write, until one gave up (1 run in
-        // 12-20 of BlockServiceTest's overlapping writers failed "taken back 8 times").
-        const int64_t cap_ms = int64_t(1) << std::min(tries + 1, 6);
-        const auto pause = std::chrono::microseconds(
-            std::uniform_int_distribution<int64_t>(0, cap_ms * 1000)(backoff_rng_));
-        wait_locked(lk, rpc_.clock().now() + pause, [] { return false; });
-        if (closed_) return Status(Code::kInvalidArgument, "file " + name_ + " is closed");
-        continue;
-      }
-      tokens_.add(got->start, got->end);
-    }
-  }
+  if (Status s = hold_token_locked(lk, mine, TokenMode::kWrite, sequential); !s.ok()) return s;
   const uint64_t lost = st_.tokens_lost;  // this node's evictions, when its token was checked
   // The writer goes on at the end of this call (until then its cursor marks it here).
-  if (auto c = std::find(cursors_.begin(), cursors_.end(), offset); c != cursors_.end())
-    cursors_.erase(c);
-  cursors_.push_back(offset + data.size());
-  if (cursors_.size() > kCursors) cursors_.pop_front();
+  move_cursor(cursors_, offset, offset + data.size());
   active_.push_back(mine);
   struct Done {
     StripedFile* f;
@@ -211,100 +182,6 @@ Status StripedFile::write_call(uint64_t offset, std::span<const uint8_t> data,
   return Status::Ok();
 }
 
-void StripedFile::release_range(uint64_t start, uint64_t end, uint64_t want_end, Released done) {
-  const uint32_t bs = layout_.block_size();
-  std::vector<Release> ended, cut_short;
-  {
-    MutexLock lk(mu_);
-    // Of [end, want_end) it keeps from the first block at or past `end` it uses: a write
-    // call under way, a block being written, or where a writer left off (it goes on there).
-    uint64_t keep = std::max(end, want_end);
-    auto use = [&](uint64_t at) {
-      if (at >= end) keep = std::min(keep, std::max(end, at / bs * bs));
-    };
-    for (const TokenRange& a : active_) use(a.start);
-    if (auto w = writing_.lower_bound((end + bs - 1) / bs); w != writing_.end()) use(w->first * bs);
-    for (uint64_t c : cursors_) use(c);
-    end = keep;
-    tokens_.remove(start, end);
-    ++revoke_epoch_;
-    ++st_.tokens_revoked;
-    // No write starts there now (the token is gone); the answer waits for those under way
-    // to be acknowledged by the servers. A write's error comes at its flush, as without
-    // tokens.
-    releasing_.push_back(Release{start, end, std::move(done)});
-    take_ended_locked(ended);
-    if (closed_) cut_short.swap(releasing_);
-  }
-  answer(ended);
-  cancel(cut_short);
-}
-
-bool StripedFile::writing_in_locked(uint64_t start, uint64_t end) const {
-  const uint32_t bs = layout_.block_size();
-  for (const TokenRange& a : active_)
-    if (a.overlaps(start, end)) return true;
-  auto w = writing_.lower_bound(start / bs);
-  return w != writing_.end() && w->first < (end + bs - 1) / bs;
-}
-
-void StripedFile::take_ended_locked(std::vector<Release>& out) {
-  const uint32_t bs = layout_.block_size();
-  for (auto r = releasing_.begin(); r != releasing_.end();) {
-    if (writing_in_locked(r->start, r->end)) {
-      ++r;
-      continue;
-    }
-    // Another node writes there next: a cached block would be stale.
-    const uint64_t first = r->start / bs, last = (r->end + bs - 1) / bs;  // blocks
-    for (auto c = cache_.lower_bound(first); c != cache_.end() && c->first < last;) {
-      if (c->second.state == Block::kLoading) {
-        c->second.stale = true;
-        ++c;
-      } else {
-        cached_bytes_ -= bs;
-        c = cache_.erase(c);
-      }
-    }
-    out.push_back(std::move(*r));
-    r = releasing_.erase(r);
-  }
-}
-
-void StripedFile::lose_tokens(const Status& why) {
-  std::vector<Release> owed;
-  {
-    MutexLock lk(mu_);
-    tokens_ = RangeSet{};
-    ++revoke_epoch_;  // a writer granted a token before this asks again
-    ++st_.tokens_lost;
-    // Other nodes may have written anywhere since this node lost its tokens.
-    std::vector<uint64_t> cached;
-    for (const auto& [fb, b] : cache_) cached.push_back(fb);
-    for (uint64_t fb : cached) drop_cached_locked(fb);
-    if (write_error_.ok() && dirty_bytes_ > 0)
-      write_error_ =
-          Status(why.code(), "write of " + name_ + ": " + why.message() +
-                                 " (writes not acknowledged before are lost: redo them)");
-    owed.swap(releasing_);  // their manager dropped our tokens already
-    cv_.notify_all();
-  }
-  for (Release& r : owed) r.done(why);
-}
-
-void StripedFile::answer(std::vector<Release>& ended) {
-  for (Release& r : ended) r.done(r.end);
-  ended.clear();
-}
-
-void StripedFile::cancel(std::vector<Release>& cut_short) const {
-  for (Release& r : cut_short)
-    r.done(Status(Code::kCancelled, "file " + name_ +
-                                        " closed with a write still under way in the range "
-                                        "it gave back"));
-  cut_short.clear();
-}
-
 namespace {
 
 // The caller's memory lent to the RPC layer by a direct write: counts the blocks still
@@ -372,15 +249,6 @@ Status StripedFile::send_direct(const std::vector<Extent>& ext, std::span<const 
                 "write of " + name_ + ": its data still held by a connection after the RPC ended");
   }
   return st;
-}
-
-Status StripedFile::not_evicted_locked(uint64_t lost) const {
-  // A revocation answers once the write calls under way there end (release_range); an
-  // eviction takes every token at once (lose_tokens): then nothing more of a call goes out.
-  if (st_.tokens_lost == lost) return Status::Ok();
-  return Status(Code::kPeerDead, "write of " + name_ +
-                                     ": its write token was lost while it waited (this node "
-                                     "was declared dead by the MGS); write it again");
 }
 
 void StripedFile::drop_cached_locked(uint64_t fb) {
@@ -489,9 +357,25 @@ Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
   for (const Extent& e : ext) blocks.push_back(e.file_block);
   MutexLock lk(mu_);
   if (closed_) return Status(Code::kInvalidArgument, "file " + name_ + " is closed");
+  // A read token on the whole blocks first (as a write's): a sequential reader's asks for
+  // the rest of the file as well.
+  const bool sequential_token =
+      st_.reads == 0 ||
+      std::find(read_cursors_.begin(), read_cursors_.end(), offset) != read_cursors_.end();
   ++st_.reads;
   st_.bytes_read += out.size();
-  if (Status s = wait_writes_locked(lk, blocks, "read"); !s.ok()) return s;
+  if (Status s = ready_to_read_locked(lk, blocks, sequential_token); !s.ok()) return s;
+  move_cursor(read_cursors_, offset, offset + out.size());
+  const TokenRange call{offset, offset + out.size()};
+  reading_.push_back(call);
+  struct Done {
+    StripedFile* f;
+    TokenRange r;
+    ~Done() NO_THREAD_SAFETY_ANALYSIS {  // runs with mu_ held: lk outlives it
+      auto it = std::find(f->reading_.begin(), f->reading_.end(), r);
+      if (it != f->reading_.end()) f->reading_.erase(it);
+    }
+  } done{this, call};
   // Blocks to fetch, sent once the lock is let go: a reply may complete on this thread.
   std::vector<uint64_t> to_fetch;
   for (uint64_t fb : blocks) {
@@ -505,6 +389,7 @@ Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
     for (int i = 1; i <= opts_.prefetch_depth; ++i) {
       uint64_t fb = blocks.back() + i;
       if (cache_.count(fb) || writing_.count(fb)) continue;
+      if (!readable_locked(fb)) break;  // not past its token: none would drop the block
       if (!load_locked(fb, false, &to_fetch)) break;
       ++st_.prefetched;
     }
@@ -530,7 +415,8 @@ Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
                                              std::to_string(e.file_block) +
                                              " evicted 8 times before it was read (pagepool too "
                                              "small for the readers?)");
-        if (Status s = wait_writes_locked(lk, {e.file_block}, "read"); !s.ok()) return s;
+        // Dropped: evicted, or its token taken by a writer (then asked for again).
+        if (Status s = ready_to_read_locked(lk, {e.file_block}, false); !s.ok()) return s;
         std::vector<uint64_t> again;
         load_locked(e.file_block, true, &again);
         lk.unlock();

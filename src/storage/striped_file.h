@@ -18,12 +18,17 @@
 // With options.direct_writes a write is O_DIRECT's instead: no copy, no write-behind (see
 // StripedFileOptions).
 //
-// Bytes never written read as zeros. With tokens (options.tokens), a write first holds a
-// write token on its whole blocks (a sequential writer asks for the rest of the file as
+// striped_file.cc has the data path, striped_file_tokens.cc the token side.
+//
+// Bytes never written read as zeros. With tokens (options.tokens, storage/tokens.h), a
+// write first holds a write token on its whole blocks, and a read a read token (or a
+// write token) on its (a sequential writer or reader asks for the rest of the file as
 // well, so it asks once per run): writes of two nodes to overlapping ranges run one after
-// the other, and a node gives up its cached blocks of a range another node writes. Reads
-// take no token: a reader on a node that does not write sees another node's writes once
-// its cached copy is gone (evicted, or the file opened after them).
+// the other, readers share, and a node keeps cached and read-ahead blocks only where it
+// holds a token -- it drops them when another node takes the range to write it, so its
+// next read there fetches what that node wrote (once acknowledged: the writer gives up its
+// write token only then). Without tokens a reader sees another node's writes only once its
+// cached copy is gone (evicted, or the file opened after them).
 //
 // Threads: every function from any thread; replies come on I/O threads. Every wait has a
 // deadline on the engine's clock (the RPC timeout, x2 for a wait on another's writes) and
@@ -57,7 +62,7 @@ struct StripedFileOptions {
   Duration timeout = std::chrono::seconds(50);  // per block RPC (lnet.transaction_timeout)
   // Byte-range write tokens (storage/tokens.h) from the layout's first server; null: none
   // (then only a file opened after another client's writes is sure to see them).
-  TokenService* tokens = nullptr;
+  TokenService* tokens = nullptr;  // (read and write tokens)
   // Writes as O_DIRECT's: the caller's memory goes out as it is, no pagepool copy, and a
   // write returns once its blocks are acknowledged (its status is theirs; no write-behind).
   // Reads still go through the pagepool.
@@ -67,12 +72,13 @@ struct StripedFileOptions {
 };
 
 struct StripedFileStats {
-  uint64_t writes = 0, reads = 0;              // calls
-  uint64_t bytes_written = 0, bytes_read = 0;  // by the calls
-  uint64_t block_writes = 0, block_reads = 0;  // RPCs sent
-  uint64_t cache_hits = 0, prefetched = 0;     // blocks found ready; fetched ahead
-  uint64_t pagepool_waits = 0;                 // writes that waited for pagepool room
-  uint64_t tokens_acquired = 0, tokens_revoked = 0;
+  uint64_t writes = 0, reads = 0;                    // calls
+  uint64_t bytes_written = 0, bytes_read = 0;        // by the calls
+  uint64_t block_writes = 0, block_reads = 0;        // RPCs sent
+  uint64_t cache_hits = 0, prefetched = 0;           // blocks found ready; fetched ahead
+  uint64_t pagepool_waits = 0;                       // writes that waited for pagepool room
+  uint64_t tokens_acquired = 0, tokens_revoked = 0;  // write tokens; revocations of any
+  uint64_t read_tokens_acquired = 0;
   uint64_t tokens_lost = 0;  // every token at once, with this node's eviction
 };
 
@@ -100,12 +106,14 @@ class StripedFile final : public TokenHolder {
 
   // TokenHolder: the manager takes [start, end) back, and of [end, want_end) what this
   // file does not use -- no new write starts there at once; `done` is answered once the
-  // writes under way there are acknowledged (by the thread that sees the last one end),
-  // and its cached blocks there are dropped then. A file closed with a write call still
-  // under way there answers kCancelled (its manager then drops its tokens).
+  // writes under way there are acknowledged (by the thread that sees the last one end).
+  // Taken by a writer, its read tokens there go too and its cached blocks there are
+  // dropped then (one still loading when it arrives); taken by a reader, it keeps reading
+  // there from its cache. A file closed with a write call still under way there answers
+  // kCancelled (its manager then drops its tokens).
   const std::string& token_file() const override { return name_; }
-  void release_range(uint64_t start, uint64_t end, uint64_t want_end, Released done) override
-      EXCLUDES(mu_);
+  void release_range(uint64_t start, uint64_t end, uint64_t want_end, TokenMode taker,
+                     Released done) override EXCLUDES(mu_);
   // TokenHolder: this node was evicted. Its tokens and cached blocks go; a write call
   // under way sends nothing more (it fails), unacknowledged writes fail at flush; ranges
   // being given back are answered with `why`.
@@ -123,6 +131,7 @@ class StripedFile final : public TokenHolder {
   struct Release {
     uint64_t start = 0, end = 0;
     Released done;
+    bool drop_cache = true;  // given to a writer (a reader: this node keeps reading there)
   };
   Duration rpc_timeout() const;
   TimePoint deadline(int factor = 1) const;
@@ -141,6 +150,17 @@ class StripedFile final : public TokenHolder {
   void cancel(std::vector<Release>& cut_short) const EXCLUDES(mu_);
   Status write_call(uint64_t offset, std::span<const uint8_t> data, std::vector<Release>& ended)
       EXCLUDES(mu_);
+  // Returns once this node holds a `mode` token covering `mine` (asking the manager, and
+  // for the rest of the file too when `sequential`), with mu_ held; at once when it does.
+  // Without tokens (options.tokens null): at once.
+  Status hold_token_locked(MutexLock& lk, TokenRange mine, TokenMode mode, bool sequential)
+      REQUIRES(mu_);
+  // Returns with mu_ held once no write of this file is under way to `blocks` (a read sees
+  // its own writes) and a read token covers them, so they may be loaded now.
+  Status ready_to_read_locked(MutexLock& lk, const std::vector<uint64_t>& blocks, bool sequential)
+      REQUIRES(mu_);
+  // Whether this node holds a read (or write) token on file block `fb` (or needs none).
+  bool readable_locked(uint64_t fb) const REQUIRES(mu_);
   // Makes room for file block `fb` and adds it to `fetch` unless it is cached or loading.
   // Returns false when the pagepool has no room (only for read-ahead; a demanded block
   // always goes).
@@ -177,17 +197,23 @@ class StripedFile final : public TokenHolder {
   uint64_t next_sequential_ GUARDED_BY(mu_) = UINT64_MAX;  // where a sequential read starts
   StripedFileStats st_ GUARDED_BY(mu_);
   bool closed_ GUARDED_BY(mu_) = false;
-  RangeSet tokens_ GUARDED_BY(mu_);                 // held write tokens
-  std::vector<TokenRange> active_ GUARDED_BY(mu_);  // write calls under way
-  uint64_t revoke_epoch_ GUARDED_BY(mu_) = 0;       // +1 per revocation
+  RangeSet tokens_ GUARDED_BY(mu_);                  // held write tokens
+  RangeSet readable_ GUARDED_BY(mu_);                // held read or write tokens
+  std::vector<TokenRange> active_ GUARDED_BY(mu_);   // write calls under way
+  std::vector<TokenRange> reading_ GUARDED_BY(mu_);  // read calls under way
+  uint64_t revoke_epoch_ GUARDED_BY(mu_) = 0;        // +1 per revocation
   // Draws the back-off of a writer whose token was taken back before it could use it;
   // seeded from this node's NIDs and the file's name (distinct nodes draw differently,
   // the in-process cluster the same every run).
   std::minstd_rand backoff_rng_ GUARDED_BY(mu_);
   std::vector<Release> releasing_ GUARDED_BY(mu_);  // given back, writes still under way
-  // Where the last write calls ended (a sequential writer goes on there), newest last.
+  // Where the last write calls ended (a sequential writer goes on there), newest last;
+  // read_cursors_ the same of read calls.
   static constexpr size_t kCursors = 64;
   std::deque<uint64_t> cursors_ GUARDED_BY(mu_);
+  std::deque<uint64_t> read_cursors_ GUARDED_BY(mu_);
+  // Moves `at`'s cursor (a call started there) to `to` (where it ends).
+  static void move_cursor(std::deque<uint64_t>& cursors, uint64_t at, uint64_t to);
   // The token manager: the layout's first server.
   const Nid& manager() const { return layout_.targets()[0].server; }
 };

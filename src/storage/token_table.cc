@@ -60,41 +60,59 @@ std::vector<TokenRange> RangeSet::ranges() const {
 
 // ------------------------------------------------------------------ the table
 
+const char* token_mode_name(TokenMode m) { return m == TokenMode::kWrite ? "write" : "read"; }
+
+namespace {
+
+// Which of another holder's ranges a `mode` token conflicts with: a writer's with every
+// token (the readable ranges), a reader's with write tokens only.
+TokenMode conflicting_mode(TokenMode mode) {
+  return mode == TokenMode::kWrite ? TokenMode::kRead : TokenMode::kWrite;
+}
+
+}  // namespace
+
 std::vector<Nid> TokenTable::conflicts(const std::string& file, const Nid& who, uint64_t start,
-                                       uint64_t end) const {
+                                       uint64_t end, TokenMode mode) const {
   std::vector<Nid> out;
   auto f = files_.find(file);
   if (f == files_.end()) return out;
-  for (const auto& [holder, ranges] : f->second)
-    if (holder != who.pack() && ranges.overlaps(start, end))
+  for (const auto& [holder, h] : f->second)
+    if (holder != who.pack() && h.of(conflicting_mode(mode)).overlaps(start, end))
       out.push_back(Nid::unpack(holder).value_or(Nid()));
   return out;
 }
 
 uint64_t TokenTable::grantable_end(const std::string& file, const Nid& who, uint64_t end,
-                                   uint64_t want_end) const {
+                                   uint64_t want_end, TokenMode mode) const {
   uint64_t best = std::max(end, want_end);
   auto f = files_.find(file);
   if (f == files_.end()) return best;
-  for (const auto& [holder, ranges] : f->second) {
+  for (const auto& [holder, h] : f->second) {
     if (holder == who.pack()) continue;
-    // Where another holder's tokens begin at or past `end` the grant must stop.
-    if (auto first = ranges.first_at_or_after(end)) best = std::min(best, *first);
+    // Where another holder's conflicting tokens begin at or past `end` the grant must stop.
+    if (auto first = h.of(conflicting_mode(mode)).first_at_or_after(end))
+      best = std::min(best, *first);
   }
   return best;
 }
 
-void TokenTable::grant(const std::string& file, const Nid& who, uint64_t start, uint64_t end) {
-  files_[file][who.pack()].add(start, end);
+void TokenTable::grant(const std::string& file, const Nid& who, uint64_t start, uint64_t end,
+                       TokenMode mode) {
+  Holding& h = files_[file][who.pack()];
+  if (mode == TokenMode::kWrite) h.write.add(start, end);
+  h.readable.add(start, end);
 }
 
-void TokenTable::revoke(const std::string& file, const Nid& who, uint64_t start, uint64_t end) {
+void TokenTable::revoke(const std::string& file, const Nid& who, uint64_t start, uint64_t end,
+                        TokenMode mode) {
   auto f = files_.find(file);
   if (f == files_.end()) return;
   auto h = f->second.find(who.pack());
   if (h == f->second.end()) return;
-  h->second.remove(start, end);
-  if (h->second.empty()) f->second.erase(h);
+  h->second.write.remove(start, end);
+  if (mode == TokenMode::kWrite) h->second.readable.remove(start, end);
+  if (h->second.readable.empty()) f->second.erase(h);
   if (f->second.empty()) files_.erase(f);
 }
 
@@ -120,12 +138,21 @@ size_t TokenTable::files_held(const Nid& who) const {
   return n;
 }
 
-std::vector<TokenRange> TokenTable::held(const std::string& file, const Nid& who) const {
+const TokenTable::Holding* TokenTable::holding(const std::string& file, const Nid& who) const {
   auto f = files_.find(file);
-  if (f == files_.end()) return {};
+  if (f == files_.end()) return nullptr;
   auto h = f->second.find(who.pack());
-  if (h == f->second.end()) return {};
-  return h->second.ranges();
+  return h == f->second.end() ? nullptr : &h->second;
+}
+
+std::vector<TokenRange> TokenTable::held(const std::string& file, const Nid& who) const {
+  const Holding* h = holding(file, who);
+  return h ? h->write.ranges() : std::vector<TokenRange>{};
+}
+
+std::vector<TokenRange> TokenTable::readable(const std::string& file, const Nid& who) const {
+  const Holding* h = holding(file, who);
+  return h ? h->readable.ranges() : std::vector<TokenRange>{};
 }
 
 }  // namespace pfsnet

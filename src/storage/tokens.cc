@@ -51,6 +51,10 @@ bool spans(const Result<TokenRangeMsg>& m, const std::string& file, uint64_t sta
   return m.ok() && m->file == file && m->start == start && m->end >= end && m->end <= most;
 }
 
+std::string range_text(uint64_t start, uint64_t end) {
+  return "[" + std::to_string(start) + ", " + std::to_string(end) + ")";
+}
+
 }  // namespace
 
 Buffer encode_token_range(const TokenRangeMsg& m) {
@@ -59,6 +63,7 @@ Buffer encode_token_range(const TokenRangeMsg& m) {
   w.u64(m.start);
   w.u64(m.end);
   w.u64(m.want_end);
+  w.u8(static_cast<uint8_t>(m.mode));
   return w.take();
 }
 
@@ -70,8 +75,12 @@ Result<TokenRangeMsg> decode_token_range(std::span<const uint8_t> b, bool need_r
   m.start = r.u64();
   m.end = r.u64();
   m.want_end = r.u64();
-  if (!r.done()) return bad("malformed (a file name and three 8-byte offsets)");
+  const uint8_t mode = r.u8();
+  if (!r.done()) return bad("malformed (a file name, three 8-byte offsets and a mode byte)");
   if (Status s = check_file_name(m.file); !s.ok()) return bad(s.message());
+  if (mode > static_cast<uint8_t>(TokenMode::kWrite))
+    return bad("mode " + std::to_string(mode) + " (0: read, 1: write)");
+  m.mode = static_cast<TokenMode>(mode);
   if (!need_range) return m;
   if (m.start >= m.end || m.end > kMaxOffset) return bad("start and end: 0 <= start < end <= 2^62");
   if (m.want_end != 0 && (m.want_end < m.end || m.want_end > kMaxOffset))
@@ -172,7 +181,8 @@ void TokenService::next(const std::string& file) {
         ++i;
         continue;
       }
-      std::vector<Nid> holders = table_.conflicts(file, p->who, p->want.start, p->want.end);
+      const TokenMode mode = p->want.mode;
+      std::vector<Nid> holders = table_.conflicts(file, p->who, p->want.start, p->want.end, mode);
       // An evicted holder's tokens go to nobody until it is fenced (a data server that has
       // not heard could still take its write); nothing to revoke from it.
       bool unfenced = false;
@@ -194,28 +204,30 @@ void TokenService::next(const std::string& file) {
         ++i;
         continue;
       }
-      holders = table_.conflicts(file, p->who, p->want.start, p->want.end);
+      holders = table_.conflicts(file, p->who, p->want.start, p->want.end, mode);
       if (!holders.empty()) {
         p->revoking = holders.size();
         st_.revocations += holders.size();
+        if (mode == TokenMode::kRead) st_.downgrades += holders.size();
         for (const Nid& h : holders) revoking_.insert({file, h.pack()});
         rounds.emplace_back(p, std::move(holders));
         ++i;
         continue;
       }
-      uint64_t end = table_.grantable_end(file, p->who, p->want.end, p->want.want_end);
+      uint64_t end = table_.grantable_end(file, p->who, p->want.end, p->want.want_end, mode);
       for (size_t j = 0; j < pending.size(); ++j)  // not into what another waiting one needs
         if (pending[j] != p && !held[j] && pending[j]->want.start >= p->want.end)
           end = std::min(end, pending[j]->want.start);
-      table_.grant(file, p->who, p->want.start, end);
+      table_.grant(file, p->who, p->want.start, end, mode);
       ++st_.granted;
+      if (mode == TokenMode::kRead) ++st_.read_grants;
       grants.emplace_back(p, TokenRange{p->want.start, end});
       pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
       held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
     }
     if (pending.empty()) queue_.erase(q);
   }
-  for (auto& [p, g] : grants) p->reply.reply(TokenRangeMsg{file, g.start, g.end, 0});
+  for (auto& [p, g] : grants) p->reply.reply(TokenRangeMsg{file, g.start, g.end, 0, p->want.mode});
   for (auto& [p, holders] : rounds) revoke_round(file, p, holders);
 }
 
@@ -224,14 +236,15 @@ void TokenService::revoke_round(const std::string& file, const std::shared_ptr<P
   // Each holder gives up the required range and what it does not use of the desired one.
   const uint64_t start = p->want.start, end = p->want.end;
   const uint64_t most = std::max(end, p->want.want_end);
+  const TokenMode mode = p->want.mode;
   CallOptions co;
   co.timeout = timeout_;
   co.attempt_timeout = timeout_;  // the holder answers once its writes there are acknowledged
   co.urgent = true;               // the requester's writes wait on it: never behind I/O for a slot
   for (const Nid& h : holders) {
     call_async(
-        rpc_, kRevoke, h, TokenRangeMsg{file, start, end, p->want.want_end},
-        [this, file, h, p, start, end, most](Result<TokenRangeMsg> released) {
+        rpc_, kRevoke, h, TokenRangeMsg{file, start, end, p->want.want_end, mode},
+        [this, file, h, p, start, end, most, mode](Result<TokenRangeMsg> released) {
           Status s = released.ok() ? Status::Ok() : released.status();
           if (s.ok() && !spans(released, file, start, end, most))
             s = Status(Code::kProtocol, "its answer is not a range from " + std::to_string(start) +
@@ -239,7 +252,7 @@ void TokenService::revoke_round(const std::string& file, const std::shared_ptr<P
                                             std::to_string(most));
           MutexLock lk(mu_);
           if (s.ok()) {
-            table_.revoke(file, h, start, released->end);
+            table_.revoke(file, h, start, released->end, mode);
           } else if (unfenced_.count(h.pack())) {
             // Evicted while we asked: its tokens wait for its fence (next() sees them).
           } else {
@@ -300,7 +313,7 @@ void TokenService::on_revoke(TokenRangeMsg m, TypedResponder<TokenRangeMsg> r) {
   };
   // Holders stay registered until closed; one is used here only while registered (see
   // remove_holder), and answers when its writes there are acknowledged.
-  for (TokenHolder* h : hs) h->release_range(m.start, m.end, m.want_end, answer);
+  for (TokenHolder* h : hs) h->release_range(m.start, m.end, m.want_end, m.mode, answer);
   {
     MutexLock lk(mu_);
     --busy_;
@@ -321,37 +334,38 @@ CallOptions TokenService::acquire_options() const {
   return co;
 }
 
-Result<TokenRange> TokenService::granted(const Nid& manager, const std::string& file,
-                                         uint64_t start, uint64_t end, uint64_t want_end,
+Result<TokenRange> TokenService::granted(const Nid& manager, const TokenRangeMsg& asked,
                                          const Result<TokenRangeMsg>& g) {
   auto failed = [&](Code c, const std::string& why) {
-    return Status(c, "write token for " + file + " [" + std::to_string(start) + ", " +
-                         std::to_string(end) + ") from " + manager.to_string() + ": " + why);
+    return Status(c, std::string(token_mode_name(asked.mode)) + " token for " + asked.file + " " +
+                         range_text(asked.start, asked.end) + " from " + manager.to_string() +
+                         ": " + why);
   };
   if (!g.ok()) return failed(g.status().code(), g.status().message());
-  // The range granted: at least the one asked for, within the one desired.
-  const uint64_t most = std::max(end, want_end);
-  if (!spans(g, file, start, end, most))
-    return failed(Code::kProtocol, "the grant is not of the range asked for");
+  // The range granted: at least the one asked for, within the one desired, in its mode.
+  const uint64_t most = std::max(asked.end, asked.want_end);
+  if (!spans(g, asked.file, asked.start, asked.end, most) || g->mode != asked.mode)
+    return failed(Code::kProtocol, "the grant is not of the range and mode asked for");
   MutexLock lk(mu_);
   ++st_.acquired;
   return TokenRange{g->start, g->end};
 }
 
 Result<TokenRange> TokenService::acquire(const Nid& manager, const std::string& file,
-                                         uint64_t start, uint64_t end, uint64_t want_end) {
-  return granted(
-      manager, file, start, end, want_end,
-      call(rpc_, kAcquire, manager, TokenRangeMsg{file, start, end, want_end}, acquire_options()));
+                                         uint64_t start, uint64_t end, uint64_t want_end,
+                                         TokenMode mode) {
+  const TokenRangeMsg asked{file, start, end, want_end, mode};
+  return granted(manager, asked, call(rpc_, kAcquire, manager, asked, acquire_options()));
 }
 
 void TokenService::acquire_async(const Nid& manager, const std::string& file, uint64_t start,
                                  uint64_t end, uint64_t want_end,
-                                 std::function<void(Result<TokenRange>)> done) {
+                                 std::function<void(Result<TokenRange>)> done, TokenMode mode) {
+  const TokenRangeMsg asked{file, start, end, want_end, mode};
   call_async(
-      rpc_, kAcquire, manager, TokenRangeMsg{file, start, end, want_end},
-      [this, manager, file, start, end, want_end, done = std::move(done)](Result<TokenRangeMsg> g) {
-        done(granted(manager, file, start, end, want_end, g));
+      rpc_, kAcquire, manager, asked,
+      [this, manager, asked, done = std::move(done)](Result<TokenRangeMsg> g) {
+        done(granted(manager, asked, g));
       },
       acquire_options());
 }

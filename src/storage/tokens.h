@@ -1,21 +1,27 @@
-// Byte-range write tokens, the GPFS paper's token scheme in the small. A client writes a
-// range of a striped file only while it holds a write token covering it. The token
-// manager of a file is its layout's first server (every client names the same servers in
-// the same order, so all agree on it without asking anyone). A client asks for the
-// range it must have (required: the blocks it writes now) and may ask for a range it
-// would like (desired: on to `want_end`), as GPFS does. The manager grants at once when no
-// other node holds a token overlapping the required range, with as much of the desired
-// range as no other node holds and no other waiting request needs. Otherwise it first
-// revokes from each node whose token overlaps the required range, offering it the
-// desired range too, and the holder decides how much it gives up (GPFS's rule): all of
-// the required range, and of the rest up to the desired end what it does not use -- it
-// keeps from the first place at or past the required end where it writes now, has writes
-// under way, or a writer of its left off (where a sequential writer goes on). For what it
-// gives up it stops starting writes, waits until its writes there are acknowledged by the
-// servers, drops its cached blocks, and answers with the end of what it released. So a
-// sequential writer holds one token for its whole run, writes to disjoint ranges proceed
-// in parallel, overlapping ones one after another, and a reader on the writer's node
-// never keeps a block another node has since written.
+// Byte-range read and write tokens, the GPFS paper's token scheme in the small. A client
+// writes a range of a striped file only while it holds a write token covering it, and
+// reads it (or keeps cached or read-ahead blocks of it) only while it holds a read or a
+// write token there. Read tokens are shared among readers; a write token conflicts with
+// every other node's token of the range, a read token with other nodes' write tokens. The
+// token manager of a file is its layout's first server (every client names the same
+// servers in the same order, so all agree on it without asking anyone). A client asks for
+// the range it must have (required: the blocks it writes or reads now) and may ask for a
+// range it would like (desired: on to `want_end`), as GPFS does. The manager grants at
+// once when no other node holds a conflicting token overlapping the required range, with
+// as much of the desired range as no other node holds in conflict and no other waiting
+// request needs. Otherwise it first revokes from each node whose token conflicts with the
+// required range, offering it the desired range too, and the holder decides how much it
+// gives up (GPFS's rule): all of the required range, and of the rest up to the desired
+// end what it does not use -- it keeps from the first place at or past the required end
+// where it writes or reads now, has writes under way, or a writer or reader of its left
+// off (where a sequential one goes on). For what it gives up it stops starting writes,
+// waits until its writes there are acknowledged by the servers, and answers with the end
+// of what it released; given up to a writer, its cached blocks there go with the token;
+// given up to a reader, it keeps a read token there and its cache (a downgrade: what it
+// wrote is on the servers now, and no one else writes there without taking that read
+// token first). So a sequential writer holds one token for its whole run, writes to
+// disjoint ranges proceed in parallel, overlapping ones one after another, readers share,
+// and no node reads a cached block another node has since written.
 //
 // Requests of one file are decided in arrival order among those whose required ranges
 // overlap; one waiting for a revocation does not hold up the others. A holder that does
@@ -27,11 +33,11 @@
 // once (AsyncCredit::kReturned): a node's 16 writers' waiting acquires once held all its
 // credits to the manager, and its answer to the revocation they waited for could not go.
 //
-//   TOKEN_ACQUIRE  client -> manager: {file, start, end, want_end (0: none)}; the
-//                  reply, when granted, {file, start, end}: the range granted
-//   TOKEN_REVOKE   manager -> holder: {file, start, end, want_end}; the reply once
-//                  released, {file, start, end}: the range released, from the required
-//                  start to at least the required end, at most the desired one
+//   TOKEN_ACQUIRE  client -> manager: {file, start, end, want_end (0: none), mode}; the
+//                  reply, when granted, {file, start, end, mode}: the range granted
+//   TOKEN_REVOKE   manager -> holder: {file, start, end, want_end, mode: the taker's}; the
+//                  reply once released, {file, start, end}: the range released, from the
+//                  required start to at least the required end, at most the desired one
 //   TOKEN_RELEASE  client -> manager: {file} (the offsets 0): all its tokens on it (at close)
 // Each message is a TokenRangeMsg (below) in the binary field codec. Ranges are
 // [start, end) in bytes, whole blocks as the clients ask.
@@ -66,8 +72,10 @@
 namespace pfsnet {
 
 // What a client needs of a file for its tokens: give back [start, end) and of [end,
-// want_end) what it does not use, then call `done` with the end of the range it gave back,
-// in [end, want_end] (want_end <= end: just [start, end)), or an error. It may answer at
+// want_end) what it does not use -- to a taker that wants it in mode `taker`: to a writer
+// every token there, to a reader its write token only -- then call `done` with the end of
+// the range it gave back, in [end, want_end] (want_end <= end: just [start, end)), or an
+// error. It may answer at
 // once or later (once its writes there are acknowledged), from any thread, without holding
 // a lock of its own; it never blocks the caller. `done` dropped unanswered (a holder gone)
 // fails the revocation.
@@ -76,7 +84,8 @@ class TokenHolder {
   using Released = std::function<void(Result<uint64_t>)>;
   virtual ~TokenHolder() = default;
   virtual const std::string& token_file() const = 0;
-  virtual void release_range(uint64_t start, uint64_t end, uint64_t want_end, Released done) = 0;
+  virtual void release_range(uint64_t start, uint64_t end, uint64_t want_end, TokenMode taker,
+                             Released done) = 0;
   // This node was declared dead by the MGS (evicted): the managers dropped every token it
   // held. It drops its own record of them and what they protected (cached blocks), so no
   // write goes out under them; writes not yet acknowledged are the caller's to redo (their
@@ -85,13 +94,15 @@ class TokenHolder {
 };
 
 // A TOKEN_* request's fields, in the binary field codec (wire/byte_codec.h): the file's
-// name, then start, end and want_end (8 bytes each). decode_token_range: from a peer, each
-// checked (kProtocol: malformed, a bad file name, without `need_range` nothing else; with it
-// 0 <= start < end <= 2^62, and want_end, when not 0, end <= want_end <= 2^62).
+// name, then start, end and want_end (8 bytes each), then the mode (1 byte: 0 read, 1
+// write). decode_token_range: from a peer, each checked (kProtocol: malformed, a bad file
+// name, a mode neither; without `need_range` nothing else; with it 0 <= start < end <=
+// 2^62, and want_end, when not 0, end <= want_end <= 2^62).
 struct TokenRangeMsg {
   std::string file;
   uint64_t start = 0, end = 0;
   uint64_t want_end = 0;  // the desired range's end; 0 (absent): end
+  TokenMode mode = TokenMode::kWrite;
 };
 inline constexpr uint64_t kTokenMaxOffset = uint64_t(1) << 62;  // "to the end of the file"
 Buffer encode_token_range(const TokenRangeMsg& m);
@@ -99,6 +110,8 @@ Result<TokenRangeMsg> decode_token_range(std::span<const uint8_t> b, bool need_r
 
 struct TokenStats {
   uint64_t granted = 0, revocations = 0, holders_dropped = 0;  // as a manager
+  uint64_t read_grants = 0;      // as a manager: of `granted`, read tokens
+  uint64_t downgrades = 0;       // as a manager: of `revocations`, for a reader (write -> read)
   uint64_t holders_evicted = 0;  // as a manager: holders whose tokens went at the MGS's verdict
   uint64_t fence_waits = 0;      // as a manager: requests that waited for an evicted holder's fence
   uint64_t acquired = 0, revoked = 0;  // as a client
@@ -115,14 +128,17 @@ class TokenService final : public NodePart {
   // Queued acquires are answered kCancelled; revocations under way finish.
   void stop() override;
 
-  // Client side. Blocks until the manager grants [start, end) of `file` to this node, and
-  // of [end, want_end) what no other node holds; returns the range granted.
+  // Client side. Blocks until the manager grants a `mode` token on [start, end) of `file`
+  // to this node, and on what of [end, want_end) no other node holds in conflict; returns
+  // the range granted.
   Result<TokenRange> acquire(const Nid& manager, const std::string& file, uint64_t start,
-                             uint64_t end, uint64_t want_end = 0);
+                             uint64_t end, uint64_t want_end = 0,
+                             TokenMode mode = TokenMode::kWrite);
   // The same without blocking: `done` gets what acquire() returns, on the thread that
   // sees the reply.
   void acquire_async(const Nid& manager, const std::string& file, uint64_t start, uint64_t end,
-                     uint64_t want_end, std::function<void(Result<TokenRange>)> done);
+                     uint64_t want_end, std::function<void(Result<TokenRange>)> done,
+                     TokenMode mode = TokenMode::kWrite);
   void release(const Nid& manager, const std::string& file);  // best effort
   // The MGS's verdicts (rpc/fence.h), from now until stop(): a client declared dead loses
   // every token it holds here (its revocations under way end, its queued requests fail) --
@@ -146,9 +162,8 @@ class TokenService final : public NodePart {
                     const std::vector<Nid>& holders) EXCLUDES(mu_);
   void on_revoke(TokenRangeMsg m, TypedResponder<TokenRangeMsg> r);
   // acquire's reply, checked: at least the range asked for, within the one desired.
-  Result<TokenRange> granted(const Nid& manager, const std::string& file, uint64_t start,
-                             uint64_t end, uint64_t want_end, const Result<TokenRangeMsg>& g)
-      EXCLUDES(mu_);
+  Result<TokenRange> granted(const Nid& manager, const TokenRangeMsg& asked,
+                             const Result<TokenRangeMsg>& g) EXCLUDES(mu_);
   CallOptions acquire_options() const;
   void on_fence(const FenceEvent& e) EXCLUDES(mu_);
   // Whether a request of `who` waits for its node's readmission.

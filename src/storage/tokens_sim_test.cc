@@ -112,8 +112,9 @@ TEST_F(TokenSimTest, AHolderGivesARangeBackOnlyOnceItsWritesThereAreAcknowledged
   EXPECT_EQ(f1->stats().tokens_revoked, 1u);
   EXPECT_EQ(f1->stats().tokens_acquired, 1u);
   EXPECT_EQ(f2->stats().tokens_acquired, 1u);
-  // Coherence: c1 reads block 3 (c2's, cached now), writes it again -- taking the token
-  // back from c2 -- and c2, which wrote it last, reads c1's bytes.
+  // Coherence: c2 reads block 3 (its own, cached now), c1 writes it again -- taking the
+  // token back from c2 -- and c2, which wrote it last, reads c1's bytes: a read token of
+  // its own takes c1's write token down to a read token (a third revocation).
   std::vector<uint8_t> got(kBlock);
   const auto mine = test_pattern(kBlock, 7);
   ASSERT_TRUE(f2->read(3 * B, got).ok());
@@ -121,7 +122,62 @@ TEST_F(TokenSimTest, AHolderGivesARangeBackOnlyOnceItsWritesThereAreAcknowledged
   ASSERT_TRUE(f1->flush().ok());
   ASSERT_TRUE(f2->read(3 * B, got).ok());
   EXPECT_EQ(got, mine) << "c2 kept a stale block";
-  EXPECT_EQ(tokens("s1").stats().revocations, 2u);
+  EXPECT_EQ(tokens("s1").stats().revocations, 3u);
+  EXPECT_EQ(tokens("s1").stats().downgrades, 1u);
+  EXPECT_TRUE(f1->close().ok());
+  EXPECT_TRUE(f2->close().ok());
+}
+
+// Coherent caching: c1 and c2 read blocks 0-7 -- both cache them under shared read tokens,
+// with no revocation -- then c2 rewrites blocks 2-5 with its link to s2 slow (100 ms each
+// way; blocks 2 and 5 are s2's) and returns before they are acknowledged. c1's next read
+// of them returns c2's bytes, not its cached copy: c2's write token took c1's read token
+// and cached blocks there, and c1's new read token came only once c2's writes were
+// acknowledged (c2 keeps a read token and its other cached blocks). Without read tokens
+// (the rule before) c1's read is a cache hit of the old bytes.
+TEST_F(TokenSimTest, AReaderSeesAnotherNodesWriteNotItsCachedCopy) {
+  const auto old = test_pattern(8 * kBlock, 1);
+  {
+    auto w = open("c2", "shared");
+    ASSERT_TRUE(w && w->write(0, old).ok());
+    ASSERT_TRUE(w->close().ok());  // its tokens released
+  }
+  auto f1 = open("c1", "shared");
+  auto f2 = open("c2", "shared");
+  ASSERT_TRUE(f1 && f2);
+  std::vector<uint8_t> got(8 * kBlock);
+  for (auto* f : {f1.get(), f2.get()}) {
+    ASSERT_TRUE(f->read(0, got).ok());
+    EXPECT_TRUE(got == old);
+    EXPECT_EQ(f->stats().read_tokens_acquired, 1u);  // the first read's: the whole file
+  }
+  EXPECT_EQ(tokens("s1").stats().revocations, 0u) << "readers do not share";
+  EXPECT_EQ(tokens("s1").stats().read_grants, 2u);
+  const uint64_t fetched = f1->stats().block_reads;
+  ASSERT_TRUE(f1->read(0, got).ok());
+  EXPECT_EQ(f1->stats().block_reads, fetched) << "c1 did not read from its cache";
+  EXPECT_EQ(f1->stats().cache_hits, 8u);
+
+  sim_.set_delay("c2", "s2", 100ms);
+  const auto theirs = test_pattern(4 * kBlock, 2);
+  ASSERT_TRUE(f2->write(2 * B, theirs).ok());
+  EXPECT_EQ(tokens("s1").stats().revocations, 1u);  // c1's read token on blocks 2 on
+  const TimePoint t0 = sim_.clock().now();
+  std::vector<uint8_t> now(4 * kBlock);
+  ASSERT_TRUE(f1->read(2 * B, now).ok());
+  EXPECT_TRUE(now == theirs) << "c1 read its stale cached copy";
+  EXPECT_GE(sim_.clock().now() - t0, 150ms) << "read before c2's writes were acknowledged";
+  EXPECT_EQ(f1->stats().read_tokens_acquired, 2u);
+  EXPECT_EQ(tokens("s1").stats().downgrades, 1u);  // c2's write token, down to a read one
+  EXPECT_EQ(tokens("s1").stats().holders_dropped, 0u);
+  // c2 kept its read token and cache where it did not write: a hit, no token asked.
+  const uint64_t hits = f2->stats().cache_hits;
+  std::vector<uint8_t> first(2 * kBlock);
+  ASSERT_TRUE(f2->read(0, first).ok());
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), old.begin()));
+  EXPECT_EQ(f2->stats().cache_hits, hits + 2);
+  EXPECT_EQ(f2->stats().read_tokens_acquired, 1u);
+  sim_.set_delay("c2", "s2", 0ms);
   EXPECT_TRUE(f1->close().ok());
   EXPECT_TRUE(f2->close().ok());
 }
@@ -131,7 +187,8 @@ class GatedHolder final : public TokenHolder {
  public:
   explicit GatedHolder(std::string file) : file_(std::move(file)) {}
   const std::string& token_file() const override { return file_; }
-  void release_range(uint64_t start, uint64_t end, uint64_t want_end, Released done) override {
+  void release_range(uint64_t start, uint64_t end, uint64_t want_end, TokenMode,
+                     Released done) override {
     asked_.push_back({start, end, want_end});
     if (open_)
       done(std::min(std::max(end, want_end), release_end_));
