@@ -319,6 +319,67 @@ TEST(StorageTest, ARestartedBlockServerNeverAnswersNotFoundWhileItStarts) {
   EXPECT_TRUE(permanent.empty()) << permanent.front();
 }
 
+// Issue 37 item 6: exactly-once across a server restart. s1's one directory target takes
+// c1's write of one block and its reply waits for the emulated disk (0.01 MB/s: 6.25 s
+// for 64 KiB); s1 is killed (SIGKILL, from outside) in that window and started again on
+// the same directory. c1's write, resent when s1 is back (a block write may wait for its
+// server's restart: CallOptions::recover), is answered from the target's last_rcvd: done,
+// not run again -- the restarted server's target counts no write, and its statistics one
+// resend answered. The put succeeds and the target's file holds c1's bytes. Without the
+// record the resend runs again (the restarted target counts a write); without recover
+// the put fails (its resends all went while s1 was down).
+TEST(StorageTest, AServerKilledBetweenAWriteAndItsReplyAnswersTheResendWithoutRunningItAgain) {
+  TempDir dir;
+  std::string key = TwoDaemons::write_key(dir);
+  auto s1_opts = [&] {
+    DaemonOptions o = server_opts(dir, "s1", 1);
+    o.transaction_timeout = 30;  // the resend's deadline covers the restart (ASan, loaded CI)
+    o.extra += "disk_mbyte = 0.01\n";
+    return o;
+  };
+  auto s1 = std::make_unique<Daemon>(dir, 2, key, s1_opts());
+  DaemonOptions co = client_opts();
+  co.transaction_timeout = 30;
+  Daemon c1(dir, 4, key, co);
+  ASSERT_TRUE(s1->ready() && c1.ready());
+  const std::string servers = s1->nid().to_string();
+  const std::string data = random_bytes(64 << 10, 37), local = dir.file("block");
+  write_file(local, data);
+  auto target_writes = [](const Daemon& s) -> int64_t {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", s.socket(), "storage", "--json"}, 10000ms);
+    if (rc != 0) return -1;
+    return last_json_line(out)["targets"][0].value("writes", int64_t(-1));
+  };
+  std::pair<int, std::string> put_result{-1, ""};
+  std::thread writer([&] { put_result = put(c1, "once", local, servers, 0); });
+  // Bounded poll of an observable state: the write is in the target (its reply held).
+  bool executed = false;
+  for (int i = 0; i < 250 && !executed; ++i) {
+    executed = target_writes(*s1) == 1;
+    if (!executed) std::this_thread::sleep_for(20ms);
+  }
+  if (!executed) {
+    writer.join();
+    FAIL() << "the write never reached s1's target: " << put_result.second;
+  }
+  s1->process().kill(SIGKILL);
+  EXPECT_GE(s1->process().wait_exit(5000ms), 0);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("s1-t0") + "/#last_rcvd"));
+  s1 = std::make_unique<Daemon>(dir, 2, key, s1_opts());
+  ASSERT_TRUE(s1->ready());
+  writer.join();
+  ASSERT_EQ(put_result.first, 0) << put_result.second;
+  auto [rc, out] = run({PFSNET_BIN, "--socket", s1->socket(), "storage", "--json"}, 10000ms);
+  ASSERT_EQ(rc, 0) << out;
+  json st = last_json_line(out);
+  EXPECT_EQ(st["resends_answered"], 1) << out;
+  EXPECT_EQ(st["targets"][0]["writes"], 0) << "the resent write ran again: " << out;
+  EXPECT_NE(s1->process().output().find("answered from target 0's last_rcvd"), std::string::npos)
+      << s1->process().output();
+  // The block in the target's file (a read through s1 would wait for its slow disk).
+  EXPECT_TRUE(read_all(dir.file("s1-t0") + "/once") == data);
+}
+
 std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = uint8_t(i * 7 + seed);

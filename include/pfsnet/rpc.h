@@ -71,13 +71,24 @@ struct CallOptions {
   // for a bandwidth probe, whose train must share one TCP stream -- spread over several, its
   // RPCs arrive a connection's share of the link apart, and the train reads too fast.
   bool one_stream = false;
+  // The server keeps what it executed across its own restart (a block write:
+  // storage/last_rcvd.h), so a resend to a server that restarted is safe: when the
+  // call's connection fails and its first resend fails too (the server killed, not yet
+  // back), it is resent every kRecoverResend until its deadline -- not retry_count times
+  // at once -- and reaches the server once it is back (Lustre's resend after recovery).
+  bool recover = false;
 };
+inline constexpr Duration kRecoverResend = std::chrono::milliseconds(250);
 
 struct RpcRequest {
   Nid from;
   uint32_t type = 0;
   Buffer payload;
   Buffer bulk;
+  // The sender's engine incarnation (random per start, 0 from a sender that keeps none)
+  // and the request's xid: a resend carries the same pair. What a server that keeps a
+  // record across its own restart (a block write's, Lustre's last_rcvd) keys it by.
+  uint64_t incarnation = 0, xid = 0;
 };
 
 struct RpcResponse {

@@ -59,7 +59,9 @@ json storage_json(const BlockServiceStats& s) {
             {"queued", s.threads.queued},
             {"queued_max", s.threads.queued_max}}},
           {"targets", targets},
-          {"evicted_refused", s.evicted_refused}};
+          {"evicted_refused", s.evicted_refused},
+          {"resends_answered", s.resends_answered},
+          {"resends_unknown", s.resends_unknown}};
 }
 
 // This node's byte-range tokens: as a manager and as a client.

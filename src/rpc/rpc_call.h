@@ -32,6 +32,7 @@ struct RpcClient::Call final : TxCompletion {
   size_t reply_bulk = 0;    // CallOptions::reply_bulk
   bool urgent = false;      // CallOptions::urgent: no max_rpcs_in_flight slot
   bool one_stream = false;  // CallOptions::one_stream
+  bool recover = false;     // CallOptions::recover
   Payload payload;          // every attempt sends it (shared, never copied)
   BulkData bulk;
   std::optional<std::pair<Nid, Nid>> pin;  // recovery pings: this path only, no resend
@@ -53,6 +54,9 @@ struct RpcClient::Call final : TxCompletion {
   // The target it queued in (null: urgent); targets live as long as the engine.
   Target* target GUARDED_BY(eng->mu_) = nullptr;
   int attempts GUARDED_BY(eng->mu_) = 1;
+  // CallOptions::recover: the next attempt waits for this time (expire() sends it); none
+  // while it is not set.
+  std::optional<TimePoint> resend_at GUARDED_BY(eng->mu_);
   // The current attempt's write: times (copied into the reply when it is delivered), path
   // and connection.
   TxTimes tx_times GUARDED_BY(eng->mu_);

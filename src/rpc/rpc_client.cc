@@ -99,6 +99,7 @@ RpcClient::CallPtr RpcClient::start_call(const Nid& dst, uint32_t type, Buffer p
   c->reply_bulk = o.reply_bulk;  // the transport bounds it by the frame limits
   c->urgent = o.urgent;
   c->one_stream = o.one_stream;
+  c->recover = o.recover;
   c->attempt_timeout =
       c->pin ? total
       : o.attempt_timeout.count() > 0
@@ -325,9 +326,19 @@ RpcClient::Resend RpcClient::try_resend(const CallPtr& c, const Status& s,
   {
     MutexLock lk(mu_);
     if (c->attempts != seen_attempt && !c->resolved.load()) return Resend::kStale;
+    // A call that may wait for its server's restart: a failed connection after its first
+    // resend parks it until the next try (expire() sends it), however many.
+    const bool park = c->recover && c->attempts > 1 &&
+                      (s.code() == Code::kClosed || s.code() == Code::kUnreachable);
     if (shut_ || c->resolved.load() || !c->on_wire || c->pin || !retryable(s) ||
-        c->attempts > opts_.retry_count || now >= c->deadline)
+        (c->attempts > opts_.retry_count && !park) || now >= c->deadline)
       return Resend::kGiveUp;
+    if (park) {
+      c->sent = false;
+      c->damaged = Status::Ok();
+      c->resend_at = now + kRecoverResend;
+      return Resend::kSent;
+    }
     attempt = ++c->attempts;
     c->sent = false;
     c->damaged = Status::Ok();

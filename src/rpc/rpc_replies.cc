@@ -127,10 +127,15 @@ size_t RpcClient::expire(TimePoint now) {
     int attempt;
   };
   std::vector<Remote> remote;  // written, no reply by the attempt deadline
+  std::vector<Armed> resends;  // parked (CallOptions::recover), due now
   {
     MutexLock lk(mu_);
     for (auto& [xid, c] : pending_)
-      if (c->sent && c->attempt_deadline <= now)
+      if (c->resend_at && *c->resend_at <= now && now < c->deadline) {
+        c->resend_at.reset();
+        ++c->attempts;
+        resends.push_back(arm_locked(c, now));
+      } else if (c->sent && c->attempt_deadline <= now)
         remote.push_back({c, c->tx_times, c->attempts});
       else if (c->deadline <= now)
         dead.emplace_back(c, false);
@@ -138,6 +143,7 @@ size_t RpcClient::expire(TimePoint now) {
       for (const CallPtr& c : t->queue)
         if (c->deadline <= now) dead.emplace_back(c, true);
   }
+  for (Armed& a : resends) send_call(a);
   for (auto& [c, queued] : dead)
     resolve_error(
         c, Status(Code::kTimeout, "RPC " + type_name(c->type) + " to " + c->dst.to_string() +

@@ -97,7 +97,9 @@ void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     return;
   }
   auto run = [this, &t, from, saved](InFrame& fr, RxCredit& cr) {
-    RpcRequest req{from, fr.hdr.msg_type, std::move(fr.payload), std::move(fr.bulk)};
+    RpcRequest req{
+        from,      fr.hdr.msg_type, std::move(fr.payload), std::move(fr.bulk), fr.hdr.incarnation,
+        fr.hdr.xid};
     RpcResponse resp;
     try {
       resp = t.handler(req);
@@ -138,7 +140,8 @@ void RpcServer::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxC
     cr->release();
     send_reply(from, hdr, received, std::move(r), true, saved);
   });
-  RpcRequest req{from, f.hdr.msg_type, std::move(f.payload), std::move(f.bulk)};
+  RpcRequest req{
+      from, f.hdr.msg_type, std::move(f.payload), std::move(f.bulk), f.hdr.incarnation, f.hdr.xid};
   try {
     t.async(req, std::move(resp));
   } catch (const std::exception& e) {

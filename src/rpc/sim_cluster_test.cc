@@ -118,6 +118,66 @@ TEST_F(SimClusterTest, AKilledNodeRefusesAndARestartedOneAnswers) {
   EXPECT_EQ(c_.add("again", {nid(2)}, NetOptions{}, opts()), nullptr);
 }
 
+// CallOptions::recover: n2 runs n1's request, its reply is lost (a fault rule drops it),
+// and n2 is killed, then started again 1 s later. The call is resent every 250 ms while n2
+// is down (the same incarnation and xid: what a restarted server keys its record of what
+// ran by, storage/last_rcvd.h), and answered by the new n2 within 250 ms of its start; the
+// same call without recover fails at once.
+TEST_F(SimClusterTest, ARecoverCallWaitsForItsServersRestartAndArrivesWithItsXid) {
+  constexpr uint32_t kNote = 12;
+  std::vector<std::pair<uint64_t, uint64_t>> seen;  // (incarnation, xid) of each arrival
+  auto serve = [&](SimNode* n) {
+    n->rpc.handle(
+        kNote, "NOTE",
+        [&](RpcRequest& q) {
+          seen.emplace_back(q.incarnation, q.xid);
+          return RpcResponse{};
+        },
+        HandlerMode::kInline);
+  };
+  auto restart = [&] {
+    SimNode* n = c_.add("n2", {nid(2)}, NetOptions{}, opts());
+    ASSERT_NE(n, nullptr);
+    serve(n);
+  };
+  c_.kill("n2");
+  restart();
+  FaultRule lost;  // n2's replies of kNote vanish
+  lost.src = nid(2);
+  lost.msg_type = kNote;
+  lost.rate = 1;
+  c_.find("n2")->net.add_fault(lost);
+  CallOptions co;
+  co.timeout = 5s;
+  co.recover = true;
+  std::optional<RpcReply> got, plain;
+  c_.find("n1")->rpc.call_async(
+      nid(2), kNote, Buffer::copy_of("w"), nullptr, [&](RpcReply&& r) { got = std::move(r); }, co);
+  ASSERT_TRUE(c_.run_until([&] { return !seen.empty(); }, 1s, 1ms));
+  ASSERT_TRUE(c_.run_for(50ms));
+  EXPECT_FALSE(got.has_value());
+  const TimePoint killed = c_.clock().now();
+  c_.kill("n2");
+  // Without recover: fails at once (its resends find no one).
+  co.recover = false;
+  c_.find("n1")->rpc.call_async(
+      nid(2), kNote, Buffer::copy_of("w"), nullptr, [&](RpcReply&& r) { plain = std::move(r); },
+      co);
+  ASSERT_TRUE(c_.run_until([&] { return plain.has_value(); }, 100ms, 1ms));
+  EXPECT_FALSE(plain->status.ok());
+  ASSERT_TRUE(c_.run_for(1s));
+  EXPECT_FALSE(got.has_value()) << got->status.to_string();
+  restart();
+  const TimePoint back = c_.clock().now();
+  ASSERT_TRUE(c_.run_until([&] { return got.has_value(); }, 3s, 1ms));
+  EXPECT_TRUE(got->status.ok()) << got->status.to_string();
+  EXPECT_LE(c_.clock().now() - back, 251ms);
+  EXPECT_GE(c_.clock().now() - killed, 1s);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1], seen[0]) << "the resend is not the same request";
+  EXPECT_NE(seen[0].first, 0u);
+}
+
 // A blocking call (RpcEngine::call) of the test's thread runs the cluster until it ends:
 // the round trip of a 25 ms link passes on the manual clock, a call across a cut link ends
 // at its deadline to the step. Inside a handler the same call is refused at once (the

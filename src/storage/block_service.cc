@@ -1,6 +1,7 @@
 #include "storage/block_service.h"
 
 #include <cstring>
+#include <filesystem>
 
 #include "base/log.h"
 #include "storage/methods.h"
@@ -22,8 +23,9 @@ BlockServiceOptions BlockServiceOptions::from(const Config& cfg) {
 struct BlockService::Op {
   uint32_t type = 0;
   BlockIo io;
-  Buffer data;     // a write's bulk
-  Buffer buf;      // the block buffer
+  uint64_t client = 0, incarnation = 0, xid = 0;  // a write's, for last_rcvd
+  Buffer data;                                    // a write's bulk
+  Buffer buf;                                     // the block buffer
   BulkData block;  // a whole block read, shared with the target (no copy)
   Responder resp;
   TimePoint io_start{};
@@ -56,6 +58,17 @@ Status BlockService::open() {
     if (!s.ok())
       return Status(s.status().code(), "storage target " + t + ": " + s.status().message());
     stores_.push_back(std::move(*s));
+    // A directory target keeps its record of executed writes beside its files
+    // (storage/last_rcvd.h). A memory target's data goes with the process, and the engine's
+    // reply cache answers resends within one run: none there, nor (yet) on a block device.
+    std::error_code ec;
+    executed_.emplace_back();
+    if (std::filesystem::is_directory(t, ec)) {
+      auto rec = LastRcvd::open(t + "/#last_rcvd");
+      if (!rec.ok())
+        return Status(rec.status().code(), "storage target " + t + ": " + rec.status().message());
+      executed_.back() = std::move(*rec);
+    }
   }
   {
     MutexLock lk(mu_);
@@ -114,6 +127,33 @@ void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
     r.status = Status(Code::kProtocol, "BLOCK_WRITE of " + std::to_string(io->length) +
                                            " bytes carries " + std::to_string(req.bulk.size()));
   }
+  const bool recorded = type == kMsgBlockWrite && req.incarnation != 0 && io.ok() &&
+                        io->target < executed_.size() && executed_[io->target];
+  if (r.status.ok() && recorded) {
+    // A resend of a write this target executed before this server restarted (the engine's
+    // reply cache went with the process; the record did not): done, not run again.
+    switch (executed_[io->target]->seen(req.from.pack(), req.incarnation, req.xid)) {
+      case LastRcvd::Seen::kRan:
+        resends_answered_.fetch_add(1, std::memory_order_relaxed);
+        PFS_LOG_INFO(
+            "block server: BLOCK_WRITE xid {} of {} ran before this server restarted: "
+            "answered from target {}'s last_rcvd, not run again",
+            req.xid, req.from.to_string(), io->target);
+        resp.reply(std::move(r));
+        return;
+      case LastRcvd::Seen::kUnknown:
+        resends_unknown_.fetch_add(1, std::memory_order_relaxed);
+        r.status = Status(Code::kRemoteError,
+                          "BLOCK_WRITE xid " + std::to_string(req.xid) +
+                              " is older than every write of its client target " +
+                              std::to_string(io->target) +
+                              "'s last_rcvd still holds: whether it ran cannot be told, so it "
+                              "is not run again");
+        break;
+      case LastRcvd::Seen::kNew:
+        break;
+    }
+  }
   if (!r.status.ok()) {
     resp.reply(std::move(r));
     return;
@@ -121,6 +161,11 @@ void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
   auto op = std::make_shared<Op>();
   op->type = type;
   op->io = std::move(*io);
+  if (recorded) {
+    op->client = req.from.pack();
+    op->incarnation = req.incarnation;
+    op->xid = req.xid;
+  }
   op->data = std::move(req.bulk);
   op->resp = std::move(resp);
   buffers_->acquire([this, op](Buffer buf, Duration waited) {
@@ -160,6 +205,10 @@ void BlockService::run(const std::shared_ptr<Op>& op) {
       op->status = store.write(io.file, io.block, io.offset, src);
     }
     op->data = Buffer();
+    // In the target, so in its record before the reply: a server killed from here on
+    // answers the resend from the record at its restart.
+    if (op->status.ok() && op->incarnation != 0)
+      op->status = executed_[io.target]->ran(op->client, op->incarnation, op->xid);
   } else if (whole(io) && (op->block = store.read_block(io.file, io.block))) {
     op->status = Status::Ok();
   } else {
@@ -212,6 +261,8 @@ BlockServiceStats BlockService::stats() const {
   s.block_size = opts_.block_size;
   s.disk_bytes_per_s = opts_.disk_bytes_per_s;
   s.evicted_refused = evicted_refused_.load(std::memory_order_relaxed);
+  s.resends_answered = resends_answered_.load(std::memory_order_relaxed);
+  s.resends_unknown = resends_unknown_.load(std::memory_order_relaxed);
   if (buffers_) s.buffers = buffers_->stats();
   if (io_) s.threads = io_->stats();
   MutexLock lk(mu_);

@@ -7,6 +7,10 @@
 //   ([storage] disk_mbyte), the reply waits until the target's DiskModel says the
 //   transfer is done -> reply; the buffer is free again (a read's once its data is sent).
 //
+// Exactly-once across its own restart: each target keeps which writes of each client it
+// executed (storage/last_rcvd.h, in the target's directory), so a write resent after the
+// server was killed between executing it and replying is answered done, not run again.
+//
 // Its statistics go beside the RPC ones: each request's wait for a buffer as message type
 // BLOCK_BUFFER_WAIT and each transfer's time on its target (the emulated time included) as
 // BLOCK_DISK, in the same intervals as the messages' execution times; stats() has the
@@ -33,6 +37,7 @@
 #include "storage/block_buffers.h"
 #include "storage/block_store.h"
 #include "storage/disk_model.h"
+#include "storage/last_rcvd.h"
 #include "storage/protocol.h"
 #include "transport/timer_queue.h"
 
@@ -66,6 +71,9 @@ struct BlockServiceStats {
   WorkerStats threads;
   std::vector<TargetStats> targets;
   uint64_t evicted_refused = 0;  // requests of evicted clients refused
+  // Resent writes a target's last_rcvd says ran (answered done, not run again), and ones it
+  // could not tell about (refused).
+  uint64_t resends_answered = 0, resends_unknown = 0;
 };
 
 class BlockService final : public NodePart {
@@ -98,6 +106,7 @@ class BlockService final : public NodePart {
 
   const BlockServiceOptions opts_;
   std::atomic<uint64_t> evicted_refused_{0};
+  std::atomic<uint64_t> resends_answered_{0}, resends_unknown_{0};
   RpcEngine& rpc_;
   RpcStats* const stats_;
   Clock& clock_;
@@ -113,6 +122,7 @@ class BlockService final : public NodePart {
   };
   std::shared_ptr<Held> held_ = std::make_shared<Held>();
   std::vector<std::unique_ptr<BlockStore>> stores_;
+  std::vector<std::unique_ptr<LastRcvd>> executed_;  // per target, beside stores_
   mutable Mutex mu_;
   std::vector<DiskModel> disks_ GUARDED_BY(mu_);
   std::vector<TargetStats> target_stats_ GUARDED_BY(mu_);

@@ -159,6 +159,7 @@ Status StripedFile::write_call(uint64_t offset, std::span<const uint8_t> data,
     const Nid server = layout_.targets()[e.target].server;
     CallOptions co;
     co.timeout = rpc_timeout();
+    co.recover = true;  // a restarted server answers a resent write it ran (last_rcvd)
     lk.unlock();
     rpc_.call_async(
         server, kMsgBlockWrite, encode_block_io(io), std::move(bulk),
@@ -216,6 +217,7 @@ Status StripedFile::send_direct(const std::vector<Extent>& ext, std::span<const 
   CallBatch batch(rpc_);
   CallOptions co;
   co.timeout = rpc_timeout();
+  co.recover = true;  // a restarted server answers a resent write it ran (last_rcvd)
   for (const Extent& e : ext) {
     BlockIo io{name_, layout_.targets()[e.target].target, e.target_block, e.offset, e.length};
     // The caller's bytes as they are: only read (a BulkData is const), and this returns
@@ -318,6 +320,7 @@ void StripedFile::fetch(const std::vector<uint64_t>& blocks) {
     BlockIo io{name_, layout_.targets()[t].target, layout_.target_block(fb), 0, bs};
     CallOptions co;
     co.timeout = rpc_timeout();
+    co.recover = true;  // a read changes nothing: it waits for a restarting server too
     co.reply_bulk = bs;
     const Nid server = layout_.targets()[t].server;
     rpc_.call_async(
