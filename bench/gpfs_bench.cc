@@ -1,6 +1,7 @@
-// The GPFS paper's benchmark (the GPFS 1.4 paper, Tables 1-2) on this machine: real pfsnetd daemons
-// on loopback -- one block server, 32 client nodes -- driven by `pfsnet bench gpfs`'s
-// admin command (storage/iobench.h) from the first client.
+// The GPFS paper's benchmark (the GPFS 1.4 paper, its Tables 1-2, 4-5 and 7-8) on this
+// machine: real pfsnetd daemons on loopback -- block servers and client nodes -- driven by
+// `pfsnet bench gpfs`'s admin command (storage/iobench.h) from the first client. Each
+// table prints beside the paper's (bench/gpfs_paper.h), cell for cell.
 //   paper    the server's link emulated at 1040 Mbit/s (130 MB/s, shared by all clients,
 //            each way), its disk at 180 MB/s, 80 block buffers, 256 KiB blocks and
 //            requests, 100 MiB pagepools; nodes 1..32 x threads 1..16; each cell moves at
@@ -15,6 +16,22 @@
 //              gpfs_read_32_nodes_vs_peak   the same for reads
 //              gpfs_peak_write_vs_link      baseline: the emulated link (goal >= 0.9)
 //              gpfs_peak_read_vs_link
+//   servers2 Tables 4-5: two such servers, the file striped across both, and each client's
+//            own link emulated at the same 1040 Mbit/s (every SP node had one switch
+//            adapter: the paper's one node read and wrote ~130 MB/s with two servers too);
+//            nodes 1..32 x threads 1..16, 2 GiB cells (as long as the 1-server ones). Figures:
+//              gpfs2_write_32_nodes_vs_peak, gpfs2_read_32_nodes_vs_peak   (goal >= 0.95)
+//              gpfs2_peak_write_vs_1_server, gpfs2_peak_read_vs_1_server  the peak cell
+//                  against the same cell with one server of the same kind, run after it
+//                  (goal >= 1.9)
+//   high     Tables 7-8, the high nodes: one server on SP Switch2 -- its link and each
+//            client's emulated at --high-link-mbit (6000: 750 MB/s, about the paper's
+//            peak of 723), its disk at --high-disk-mbyte (1000: 96 RAID-5s outran the
+//            switch) -- 256 block buffers, 62 MiB pagepools, nodes 1, 2, 4, 6, 8, 12, 16,
+//            24, 28 x threads 1..16 (the paper wrote with up to 24 nodes, read with 28;
+//            here both go to 28), cells of --cell-mib x link / 1040 Mbit/s. Figures:
+//            gpfs_high_write_28_nodes_vs_peak,
+//            gpfs_high_read_28_nodes_vs_peak (goal >= 0.95), gpfs_high_peak_*_vs_link.
 //   mem      no emulation, an in-memory target, 1 MiB blocks and requests, 4 GiB cells
 //            (--mem-cell-mib): aggregate write and read MiB/s of a file rewritten (the
 //            first pass, a new file, is on stderr). Figures:
@@ -26,7 +43,8 @@
 //              gpfs_mem_write_checksum_vs_off  with lnet.checksum on (the default);
 //              gpfs_mem_read_checksum_vs_off   baseline: the same without
 //            A cell with a failed request stops the benchmark: its figure would mean nothing.
-// Usage: gpfs_bench --pfsnetd PATH --pfsnet-bench PATH [--only paper|mem] [--cell-mib M]
+// Usage: gpfs_bench --pfsnetd PATH --pfsnet-bench PATH [--only paper|servers2|high|mem]
+//                   [--cell-mib M]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -38,6 +56,7 @@
 #include "admin/iobench_views.h"
 #include "daemons.h"
 #include "figure.h"
+#include "gpfs_paper.h"
 #include "storage/iobench.h"
 
 namespace pfsnet {
@@ -51,33 +70,39 @@ struct Options {
   int64_t cell_mib = 1024;
   int clients = 32;
   double link_mbit = 1040, disk_mbyte = 180;
+  double high_link_mbit = 6000, high_disk_mbyte = 1000;
   int mem_nodes = 2, mem_threads = 4;
   int64_t mem_cell_mib = 4096;
   int64_t mem_pagepool_mib = 100;
   std::vector<int> threads{1, 2, 4, 8, 16};  // paper: the matrix's thread counts
 };
 
-// One block server (127.0.31.1) and `clients` client daemons (127.0.31.2 ...).
+// `servers` block servers (127.0.31.1 ...) and `clients` client daemons after them. Each
+// daemon's extra TOML is given its own NID ("{NID}" in it is replaced).
 class Cluster {
  public:
   Cluster(const Options& o, int clients, const std::string& server_extra,
-          const std::string& client_extra)
-      : d_(o.pfsnetd, "gpfs") {
-    for (int i = 0; i <= clients; ++i)
-      d_.start(name(i), i == 0 ? "roles = [\"server\"]\n" : "",
-               "[[net]]\nnid = \"" + nid(i) + "\"\n" + (i == 0 ? server_extra : client_extra));
+          const std::string& client_extra, int servers = 1)
+      : d_(o.pfsnetd, "gpfs"), servers_(servers) {
+    for (int i = 0; i < servers + clients; ++i) {
+      std::string extra = i < servers ? server_extra : client_extra;
+      for (size_t at; (at = extra.find("{NID}")) != std::string::npos;)
+        extra.replace(at, 5, nid(i));
+      d_.start(name(i), i < servers ? "roles = [\"server\"]\n" : "",
+               "[[net]]\nnid = \"" + nid(i) + "\"\n" + extra);
+    }
     d_.wait_ready();
   }
   static std::string name(int i) { return "n" + std::to_string(i); }
   static std::string nid(int i) { return "127.0.31." + std::to_string(i + 1) + "@tcp"; }
 
   json iobench(json req) const {
-    json clients = json::array();
-    for (size_t i = 1; i < d_.size(); ++i) clients.push_back(nid(int(i)));
+    json clients = json::array(), servers = json::array();
+    for (int i = 0; i < int(d_.size()); ++i) (i < servers_ ? servers : clients).push_back(nid(i));
     req["cmd"] = "iobench";
-    req["servers"] = json::array({nid(0)});
+    req["servers"] = servers;
     req["clients"] = clients;
-    auto r = admin_request(d_.socket(name(1)), req, std::chrono::milliseconds(3600 * 1000),
+    auto r = admin_request(d_.socket(name(servers_)), req, std::chrono::milliseconds(3600 * 1000),
                            [](const json& c) {
                              if (c.value("event", "") != "cell") return;
                              json cell = c;
@@ -97,6 +122,7 @@ class Cluster {
 
  private:
   BenchDaemons d_;
+  const int servers_;
 };
 
 double row_min(const json& r, const std::string& op, int nodes) {
@@ -107,32 +133,158 @@ double row_min(const json& r, const std::string& op, int nodes) {
   return v;
 }
 
-void paper(const Options& o) {
-  std::string server =
-      "[storage]\ntargets = [\"mem\"]\nblock_size = 262144\nbuffers = 80\n"
-      "disk_mbyte = " +
-      std::to_string(o.disk_mbyte) + "\n[[emulation]]\nni = \"" + Cluster::nid(0) +
-      "\"\nrate_mbit = " + std::to_string(o.link_mbit) + "\nshared = true\n";
-  Cluster c(o, o.clients, server, "[storage]\nblock_size = 262144\npagepool = 104857600\n");
-  json nodes = json::array();
-  for (int n = 1; n <= o.clients; n *= 2) nodes.push_back(n);
-  json r = c.iobench({{"nodes", nodes},
-                      {"threads", o.threads},
-                      {"cell_bytes", o.cell_mib << 20},
-                      {"size", 262144},
-                      {"ops", {"write", "read"}}});
-  double link = o.link_mbit * 1e6 / 8 / (1 << 20);
+// A server's and a client's TOML for an environment: the block server's in-memory target,
+// block buffers and emulated disk, and the node's own link emulated ({NID}: its NI)
+// where `link_mbit` > 0 -- shared by all its peers, each way.
+std::string link_toml(double link_mbit) {
+  if (link_mbit <= 0) return "";
+  return "[[emulation]]\nni = \"{NID}\"\nrate_mbit = " + std::to_string(link_mbit) +
+         "\nshared = true\n";
+}
+// `cell_bytes`: what a cell's file reaches (the memory target's capacity, with room for
+// each thread's last request rounded up: 32 nodes x 16 threads x 256 KiB).
+std::string server_toml(double link_mbit, double disk_mbyte, int buffers, int64_t cell_bytes) {
+  return "[storage]\ntargets = [\"mem\"]\nblock_size = 262144\nbuffers = " +
+         std::to_string(buffers) + "\ndisk_mbyte = " + std::to_string(disk_mbyte) +
+         "\ncapacity = " + std::to_string(cell_bytes + (256 << 20)) + "\n" + link_toml(link_mbit);
+}
+std::string client_toml(int64_t pagepool, double link_mbit) {
+  return "[storage]\nblock_size = 262144\npagepool = " + std::to_string(pagepool) + "\n" +
+         link_toml(link_mbit);
+}
+
+// One of the paper's environments: its servers, their links and disks, the clients'.
+struct Environment {
+  const char* name;   // figure prefix: "gpfs", "gpfs2", "gpfs_high"
+  const char* title;  // what the tables say
+  int servers = 1;
+  double link_mbit = 0, disk_mbyte = 0, client_link_mbit = 0;
+  int buffers = 80;
+  int64_t pagepool = 100 << 20;
+  std::vector<int> nodes;
+  const PaperTable *read, *write;
+  // Bytes per cell: --cell-mib x this, the environment's peak over the 1-server link's
+  // (1040 Mbit/s), so every environment's cells last about as long (~8 s): a cell's fixed
+  // start and end (32 processes on 2 cores passing the barrier, a thread's last requests)
+  // then weigh the same in each.
+  double cell_scale = 1;
+  int64_t cell_bytes(const Options& o) const {
+    return int64_t(double(o.cell_mib << 20) * cell_scale);
+  }
+};
+
+json run_matrix(const Options& o, const Environment& e) {
+  Cluster c(o, e.nodes.back(), server_toml(e.link_mbit, e.disk_mbyte, e.buffers, e.cell_bytes(o)),
+            client_toml(e.pagepool, e.client_link_mbit), e.servers);
+  return c.iobench({{"nodes", e.nodes},
+                    {"threads", o.threads},
+                    {"cell_bytes", e.cell_bytes(o)},
+                    {"size", 262144},
+                    {"ops", {"write", "read"}}});
+}
+
+// The environment's matrix, beside the paper's tables; returns it.
+json environment(const Options& o, const Environment& e) {
+  json r = run_matrix(o, e);
+  double link = e.link_mbit * 1e6 / 8 / (1 << 20);
   std::fprintf(stderr,
-               "GPFS paper, 1 server: link %.0f Mbit/s (%.1f MiB/s) shared, disk %.0f MiB/s, "
-               "%lld MiB per cell\n%s",
-               o.link_mbit, link, o.disk_mbyte, static_cast<long long>(o.cell_mib),
-               iobench_tables(r).c_str());
-  int last = nodes.back().get<int>();
+               "GPFS paper, %s: %d server(s), link %.0f Mbit/s (%.1f MiB/s) each, shared; "
+               "disk %.0f MiB/s; clients' links %s; %d buffers, %lld MiB pagepools, %lld MiB "
+               "per cell\n%s%s%s",
+               e.title, e.servers, e.link_mbit, link, e.disk_mbyte,
+               e.client_link_mbit > 0 ? std::to_string(int(e.client_link_mbit)).c_str() : "free",
+               e.buffers, static_cast<long long>(e.pagepool >> 20),
+               static_cast<long long>(e.cell_bytes(o) >> 20), iobench_tables(r).c_str(),
+               beside_paper(r, "write", *e.write).c_str(),
+               beside_paper(r, "read", *e.read).c_str());
+  int last = e.nodes.back();
   double peak_w = r["peak"]["write"].get<double>(), peak_r = r["peak"]["read"].get<double>();
-  print_figure("gpfs_write_32_nodes_vs_peak", row_min(r, "write", last), peak_w, "MiB/s");
-  print_figure("gpfs_read_32_nodes_vs_peak", row_min(r, "read", last), peak_r, "MiB/s");
-  print_figure("gpfs_peak_write_vs_link", peak_w, link, "MiB/s");
-  print_figure("gpfs_peak_read_vs_link", peak_r, link, "MiB/s");
+  std::string n = "_" + std::to_string(last) + "_nodes_vs_peak";
+  print_figure((e.name + std::string("_write") + n).c_str(), row_min(r, "write", last), peak_w,
+               "MiB/s");
+  print_figure((e.name + std::string("_read") + n).c_str(), row_min(r, "read", last), peak_r,
+               "MiB/s");
+  if (e.servers == 1) {
+    print_figure((e.name + std::string("_peak_write_vs_link")).c_str(), peak_w, link, "MiB/s");
+    print_figure((e.name + std::string("_peak_read_vs_link")).c_str(), peak_r, link, "MiB/s");
+  }
+  return r;
+}
+
+// The cell where `op` peaked: {nodes, threads}.
+std::pair<int, int> peak_cell(const json& r, const std::string& op) {
+  std::pair<int, int> best{1, 1};
+  double most = -1;
+  for (const json& c : r["cells"])
+    if (c["op"] == op && c["mib_s"].get<double>() > most) {
+      most = c["mib_s"].get<double>();
+      best = {c["nodes"].get<int>(), c["threads"].get<int>()};
+    }
+  return best;
+}
+
+void paper(const Options& o) {
+  Environment e{"gpfs",
+                "1 server (Tables 1-2)",
+                1,
+                o.link_mbit,
+                o.disk_mbyte,
+                0,
+                80,
+                100 << 20,
+                {},
+                &kTable1Read,
+                &kTable2Write};
+  for (int n = 1; n <= o.clients; n *= 2) e.nodes.push_back(n);
+  environment(o, e);
+}
+
+void servers2(const Options& o) {
+  Environment e{"gpfs2",
+                "2 servers (Tables 4-5)",
+                2,
+                o.link_mbit,
+                o.disk_mbyte,
+                o.link_mbit,
+                80,
+                100 << 20,
+                {},
+                &kTable4Read,
+                &kTable5Write,
+                2};
+  for (int n = 1; n <= o.clients; n *= 2) e.nodes.push_back(n);
+  json r = environment(o, e);
+  // The same cells with one server of the same kind: how far two scale.
+  for (const char* op : {"write", "read"}) {
+    auto [nodes, threads] = peak_cell(r, op);
+    Cluster c(o, nodes, server_toml(e.link_mbit, e.disk_mbyte, e.buffers, e.cell_bytes(o)),
+              client_toml(e.pagepool, e.client_link_mbit), 1);
+    json one = c.iobench({{"nodes", {nodes}},
+                          {"threads", {threads}},
+                          {"cell_bytes", e.cell_bytes(o)},
+                          {"size", 262144},
+                          {"ops", {"write", "read"}}});
+    double two = r["peak"][op].get<double>(), single = our_cell(one, op, nodes, threads);
+    std::fprintf(stderr, "%s, %d nodes x %d threads: %.1f MiB/s with 2 servers, %.1f with 1\n", op,
+                 nodes, threads, two, single);
+    print_figure((std::string("gpfs2_peak_") + op + "_vs_1_server").c_str(), two, single, "MiB/s");
+  }
+}
+
+void high(const Options& o) {
+  Environment e{"gpfs_high",
+                "high nodes, 1 server on SP Switch2 (Tables 7-8)",
+                1,
+                o.high_link_mbit,
+                o.high_disk_mbyte,
+                o.high_link_mbit,
+                256,
+                62 << 20,
+                {1, 2, 4, 6, 8, 12, 16, 24, 28},
+                &kTable7Read,
+                &kTable8Write,
+                o.high_link_mbit / 1040};
+  environment(o, e);
 }
 
 // bulk_write_1m's raw TCP figure (its baseline), from pfsnet_bench in this run: the best
@@ -217,7 +369,11 @@ int main(int argc, char** argv) {
   app.add_option("--pfsnetd", o.pfsnetd, "path of the pfsnetd binary")->required();
   app.add_option("--pfsnet-bench", o.pfsnet_bench, "path of pfsnet_bench (the raw TCP baseline)")
       ->required();
-  app.add_option("--only", o.only, "paper or mem");
+  app.add_option("--only", o.only, "paper, servers2, high or mem");
+  app.add_option("--high-link-mbit", o.high_link_mbit,
+                 "high: the server's and each client's link, Mbit/s (default 6000)");
+  app.add_option("--high-disk-mbyte", o.high_disk_mbyte,
+                 "high: the server's disk, MB/s (default 1000)");
   app.add_option("--cell-mib", o.cell_mib, "paper: MiB per cell (default 1024)");
   app.add_option("--clients", o.clients, "paper: client nodes (default 32)");
   app.add_option("--threads", o.threads, "paper: threads per node (default 1,2,4,8,16)")
@@ -230,6 +386,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (o.only.empty() || o.only == "paper") pfsnet::paper(o);
+    if (o.only.empty() || o.only == "servers2") pfsnet::servers2(o);
+    if (o.only.empty() || o.only == "high") pfsnet::high(o);
     if (o.only.empty() || o.only == "mem") pfsnet::mem(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpfs_bench: %s\n", e.what());

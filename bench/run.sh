@@ -7,8 +7,9 @@
 # the MGS's at 100,000 nodes) and wan_bench (the WAN study on a real 50 ms path through
 # kernel TCP, at 1 and 4 Gbit/s beside iperf3: sweep tables on stderr and as {"sweep": ...}
 # lines, about 9 minutes; needs root and iperf3) and gpfs_bench (the GPFS
-# paper's Tables 1-2 with 1 server and 32 client daemons, and the block service with an
-# in-memory target against raw TCP; about 9 minutes: each cell moves 1 GiB).
+# paper's Tables 1-2 with 1 server and 32 client daemons, Tables 4-5 with 2 servers, Tables
+# 7-8 with the high nodes' faster server and 28 clients -- each beside the paper's -- and
+# the block service with an in-memory target against raw TCP; each cell moves 1 GiB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh

@@ -360,11 +360,13 @@ Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
   for (const Extent& e : ext) blocks.push_back(e.file_block);
   MutexLock lk(mu_);
   if (closed_) return Status(Code::kInvalidArgument, "file " + name_ + " is closed");
-  // A read token on the whole blocks first (as a write's): a sequential reader's asks for
-  // the rest of the file as well.
-  const bool sequential_token =
-      st_.reads == 0 ||
+  // A read going on where another ended is a sequential reader's (one of many: each
+  // thread of a node reading its own part keeps its own cursor).
+  const bool stream =
       std::find(read_cursors_.begin(), read_cursors_.end(), offset) != read_cursors_.end();
+  // A read token on the whole blocks first (as a write's): the file's first read and a
+  // sequential reader's ask for the rest of the file as well.
+  const bool sequential_token = st_.reads == 0 || stream;
   ++st_.reads;
   st_.bytes_read += out.size();
   if (Status s = ready_to_read_locked(lk, blocks, sequential_token); !s.ok()) return s;
@@ -386,9 +388,7 @@ Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
     load_locked(fb, true, &to_fetch);
   }
   // Read-ahead for a sequential reader.
-  bool sequential = offset == next_sequential_ || offset == 0;
-  next_sequential_ = offset + out.size();
-  if (sequential && !blocks.empty())
+  if ((stream || offset == 0) && !blocks.empty())
     for (int i = 1; i <= opts_.prefetch_depth; ++i) {
       uint64_t fb = blocks.back() + i;
       if (cache_.count(fb) || writing_.count(fb)) continue;

@@ -10,8 +10,9 @@
 //            acknowledges only what is in its target: a killed server loses nothing
 //            acknowledged. Its status is the first write error since the last flush.
 //   read     reads whole blocks into the pagepool and copies out; a sequential reader
-//            (one read starting where the last ended) has the next prefetch_depth blocks
-//            fetched ahead of it (read-ahead). A read first waits for this file's writes
+//            (a read starting where one of the last 64 ended: each of several threads
+//            reading its own part is one) has the next prefetch_depth blocks fetched ahead
+//            of it (read-ahead). A read first waits for this file's writes
 //            under way to the blocks it reads (it sees its own writes).
 //   close    flush, then waits for reads under way.
 //
@@ -194,7 +195,6 @@ class StripedFile final : public TokenHolder {
   uint64_t cached_bytes_ GUARDED_BY(mu_) = 0;
   int loading_ GUARDED_BY(mu_) = 0;
   uint64_t tick_ GUARDED_BY(mu_) = 0;
-  uint64_t next_sequential_ GUARDED_BY(mu_) = UINT64_MAX;  // where a sequential read starts
   StripedFileStats st_ GUARDED_BY(mu_);
   bool closed_ GUARDED_BY(mu_) = false;
   RangeSet tokens_ GUARDED_BY(mu_);                  // held write tokens
