@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config clang clang-format lld iproute2
   libasio-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
-  libspdlog-dev libfmt-dev libssl-dev libcpp-httplib-dev
+  libspdlog-dev libfmt-dev libssl-dev libipsec-mb-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev libfabric-dev libfabric-bin
   prometheus curl bc nftables openssl chromium iperf3 etcd-server
 )

@@ -229,6 +229,10 @@ struct TuneConfig {
 struct TlsConfig {
   bool enabled = false;
   std::string cert_file, key_file, ca_file;
+  // Who seals and opens the records after the handshake: "ipsec-mb" (pfsnet, with Intel's
+  // multi-buffer AES-GCM: src/transport/tls_records.h) or "openssl" (OpenSSL's own record
+  // layer). Either way they are TLS 1.3 records; the two ends may differ.
+  std::string records = "ipsec-mb";
 };
 
 // The block service ([storage]; every key takes effect at restart): a node with targets

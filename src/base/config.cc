@@ -194,6 +194,13 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"cert_file", string_key(&cfg.tls.cert_file, true)},
       {"key_file", string_key(&cfg.tls.key_file, true)},
       {"ca_file", string_key(&cfg.tls.ca_file, true)},
+      {"records",
+       [&](const Ctx& c, const toml::node& n, std::string_view key) {
+         Status s = string_key(&cfg.tls.records, false)(c, n, key);
+         if (!s.ok()) return s;
+         if (cfg.tls.records == "ipsec-mb" || cfg.tls.records == "openssl") return Status::Ok();
+         return err(c, n.source(), key, "must be one of ipsec-mb, openssl");
+       }},
   };
   const std::map<std::string, Reader, std::less<>> lnet_keys = {
       {"credits", int_key(&cfg.lnet.credits, 1, 1 << 20)},

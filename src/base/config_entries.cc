@@ -77,6 +77,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"tls.cert_file", str(c.tls.cert_file)},
       {"tls.key_file", str(c.tls.key_file)},
       {"tls.ca_file", str(c.tls.ca_file)},
+      {"tls.records", str(c.tls.records)},
       {"lnet.credits", i(c.lnet.credits)},
       {"lnet.peer_credits", i(c.lnet.peer_credits)},
       {"lnet.transaction_timeout", i(c.lnet.transaction_timeout)},

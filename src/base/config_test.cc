@@ -155,6 +155,13 @@ TEST(ConfigTest, TlsIsOffByDefaultAndCertificatesGoTogether) {
             "test.toml:1: key 'tls.cert_file': cert_file, key_file and ca_file go together "
             "(none: keyed from the cluster key)");
   EXPECT_EQ(error_of("[tls]\nmode = \"psk\"\n"), "test.toml:2: key 'tls.mode': unknown key");
+  // Who makes the records: ours by default, OpenSSL's on request, nothing else.
+  EXPECT_EQ(r->tls.records, "ipsec-mb");
+  r = parse_config("[tls]\nenabled = true\nrecords = \"openssl\"\n", "t.toml");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tls.records, "openssl");
+  EXPECT_EQ(error_of("[tls]\nrecords = \"kernel\"\n"),
+            "test.toml:2: key 'tls.records': must be one of ipsec-mb, openssl");
 }
 
 TEST(ConfigTest, HttpTokenFileIsASecret) {

@@ -31,7 +31,12 @@ asio::awaitable<void> TcpConnection::tls_wait(const TlsIo& r) {
 asio::awaitable<void> TcpConnection::tls_handshake() {
   for (int i = 0; i < 64; ++i) {  // a TLS 1.3 handshake takes a few round trips
     TlsIo r = tls_->handshake();
-    if (r.want == TlsIo::Want::kNone) co_return;
+    if (r.want == TlsIo::Want::kNone) {
+      // From here the records may be ours (tls_records.h), sealed and opened by the stream.
+      if (auto s = tls_->take_traffic_secrets())
+        stream_ = std::make_unique<TlsRecordStream>(sock_.native_handle(), s->read, s->write);
+      co_return;
+    }
     co_await tls_wait(r);
   }
   throw std::runtime_error("TLS handshake did not finish");

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "transport/tls.h"
+#include "transport/tls_records.h"
 
 namespace pfsnet::tcp_detail {
 
@@ -79,6 +80,41 @@ class TlsStream final : public ByteStream {
   TlsSession& tls_;
   std::vector<uint8_t> pending_;  // the write's bytes, from pending_off_ not yet taken
   size_t pending_off_ = 0;
+};
+
+// TLS records sealed and opened here (tls_records.h) once OpenSSL's handshake is over: many
+// records per sendmsg and per recv, sealed from the caller's buffers and opened into them.
+// A write seals a batch of the buffers and reports the plaintext of the records the socket
+// has taken whole; the rest of the batch stays sealed for the next call, which carries the
+// same bytes again (ByteStream::write's rule).
+class TlsRecordStream final : public ByteStream {
+ public:
+  TlsRecordStream(int fd, const TrafficSecret& read, const TrafficSecret& write,
+                  uint64_t max_records = kTlsRecordsPerKey);
+  StreamIo read(std::span<const iovec> into) override;
+  StreamIo write(std::span<const iovec> from) override;
+  uint64_t key_updates_sent() const { return sealer_.key_updates(); }
+  uint64_t key_updates_received() const { return opener_.key_updates(); }
+
+  static constexpr size_t kBatchPlain = 256 * 1024;  // sealed per sendmsg at most
+  static constexpr size_t kInBuffer = 256 * 1024;    // received per recv at most
+
+ private:
+  int fd_;
+  UpdateRequest update_requested_{false};
+  // Writer's.
+  RecordSealer sealer_;
+  std::unique_ptr<uint8_t[]> out_;
+  size_t out_len_ = 0, out_off_ = 0;  // sealed bytes; sent up to out_off_
+  std::vector<RecordEnd> ends_;       // the batch's records
+  size_t ends_done_ = 0;              // records sent whole (their plaintext reported)
+  size_t reported_ = 0;               // plaintext of the batch reported
+  // Reader's.
+  RecordOpener opener_;
+  std::unique_ptr<uint8_t[]> in_;
+  size_t in_start_ = 0, in_end_ = 0;  // received, not yet opened
+  StreamIo ended_;                    // set once the stream is over: every later read's
+  bool over_ = false;
 };
 
 }  // namespace pfsnet::tcp_detail

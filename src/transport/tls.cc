@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <string_view>
 
 namespace pfsnet {
 namespace {
@@ -50,6 +51,43 @@ SSL_SESSION* psk_session(SSL* ssl, const std::string& psk) {
 int ctx_index() {
   static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
   return index;
+}
+
+// The SSL's capture of its traffic secrets (TlsSession::Captured), for the key log callback.
+int session_index() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
+// "CLIENT_TRAFFIC_SECRET_0 <client random> <secret>" in hex: the secret, into `out`.
+bool parse_secret(std::string_view line, std::string_view label, TrafficSecret& out) {
+  if (line.substr(0, label.size()) != label || line.size() <= label.size() ||
+      line[label.size()] != ' ')
+    return false;
+  size_t sp = line.rfind(' ');
+  std::string_view hex = line.substr(sp + 1);
+  if (hex.size() != 2 * out.size()) return false;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < out.size(); ++i) {
+    int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return true;
+}
+
+// OpenSSL's key log line of a session: its first application traffic secrets are kept
+// (in memory only) for the records after the handshake.
+void keep_secret(const SSL* ssl, const char* line) {
+  auto* c = static_cast<CapturedSecrets*>(SSL_get_ex_data(ssl, session_index()));
+  if (c == nullptr) return;
+  if (parse_secret(line, "CLIENT_TRAFFIC_SECRET_0", c->client_secret)) c->client = true;
+  if (parse_secret(line, "SERVER_TRAFFIC_SECRET_0", c->server_secret)) c->server = true;
 }
 
 const TlsContext* context_of(SSL* ssl) {
@@ -104,10 +142,16 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::create(const TlsConfig& cf
   // with its socket) is an end of stream, not an error.
   SSL_CTX_set_options(c, SSL_OP_NO_TICKET | SSL_OP_ENABLE_KTLS | SSL_OP_IGNORE_UNEXPECTED_EOF);
   SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-  // Read ahead into a buffer of several records: one read(2) brings in up to 64 KiB of
-  // records instead of one call per record (and one for its header).
-  SSL_CTX_set_read_ahead(c, 1);
-  SSL_CTX_set_default_read_buffer_len(c, kReadAhead);
+  t->own_records_ = cfg.records != "openssl";
+  if (!t->own_records_) {
+    // Read ahead into a buffer of several records: one read(2) brings in up to 64 KiB of
+    // records instead of one call per record (and one for its header).
+    SSL_CTX_set_read_ahead(c, 1);
+    SSL_CTX_set_default_read_buffer_len(c, kReadAhead);
+  }
+  // (With records of our own OpenSSL reads no further than the handshake's last record:
+  // what follows is ours, so nothing may wait in its buffer.)
+  if (t->own_records_) SSL_CTX_set_keylog_callback(c, keep_secret);
   SSL_CTX_set_ex_data(c, ctx_index(), t.get());
   if (!cfg.cert_file.empty()) {
     t->certs_ = true;
@@ -146,11 +190,12 @@ TlsContext::~TlsContext() {
 }
 
 TlsSession::TlsSession(std::shared_ptr<const TlsContext> ctx, int fd, bool client)
-    : ctx_(std::move(ctx)) {
+    : ctx_(std::move(ctx)), is_client_(client) {
   MutexLock lk(mu_);
   ssl_ = SSL_new(ctx_->ctx());
   if (ssl_ == nullptr) return;
   SSL_set_fd(ssl_, fd);
+  if (ctx_->own_records()) SSL_set_ex_data(ssl_, session_index(), &captured_);
   if (client) {
     SSL_set_connect_state(ssl_);
   } else {
@@ -161,6 +206,23 @@ TlsSession::TlsSession(std::shared_ptr<const TlsContext> ctx, int fd, bool clien
 TlsSession::~TlsSession() {
   MutexLock lk(mu_);
   if (ssl_ != nullptr) SSL_free(ssl_);
+  OPENSSL_cleanse(&captured_, sizeof(captured_));
+}
+
+std::optional<TrafficSecrets> TlsSession::take_traffic_secrets() {
+  bool kernel = ktls_send() || ktls_recv();
+  MutexLock lk(mu_);
+  if (ssl_ == nullptr || kernel || !ctx_->own_records() || !SSL_is_init_finished(ssl_) ||
+      !captured_.client || !captured_.server || SSL_has_pending(ssl_))
+    return std::nullopt;
+  const SSL_CIPHER* c = SSL_get_current_cipher(ssl_);
+  if (c == nullptr || SSL_CIPHER_get_protocol_id(c) != 0x1301) return std::nullopt;
+  TrafficSecrets s;
+  s.read = is_client_ ? captured_.server_secret : captured_.client_secret;
+  s.write = is_client_ ? captured_.client_secret : captured_.server_secret;
+  OPENSSL_cleanse(&captured_, sizeof(captured_));
+  records_taken_ = true;
+  return s;
 }
 
 TlsIo TlsSession::result_of(int ok, size_t n) {
@@ -252,7 +314,8 @@ std::string TlsSession::describe() const {
   if (send || recv) {
     s += std::string(", kernel TLS ") + (send && recv ? "send+receive" : send ? "send" : "receive");
   } else {
-    s += ", user-space TLS";
+    s += records_taken_ ? ", user-space TLS (records: ipsec-mb)"
+                        : ", user-space TLS (records: OpenSSL)";
   }
   return s;
 }

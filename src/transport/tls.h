@@ -9,6 +9,11 @@
 // then runs inside TLS as without it. Ciphers: TLS_AES_128_GCM_SHA256 first (AES-NI),
 // then TLS_CHACHA20_POLY1305_SHA256 (both SHA-256, so the PSK's hash).
 //
+// Records: once the handshake is over, by pfsnet (tls_records.h: Intel's multi-buffer
+// AES-GCM, many records per system call, no copy besides the socket's) when tls.records is
+// "ipsec-mb" and the suite is TLS_AES_128_GCM_SHA256; the traffic secrets come from
+// OpenSSL's key log callback (kept in memory, never written). Else by OpenSSL.
+//
 // Kernel TLS: SSL_OP_ENABLE_KTLS is set; when the kernel has the tls ULP (CONFIG_TLS) and
 // OpenSSL takes it, records are built (send) or opened (receive) by the kernel and
 // TlsSession's read/write pass plaintext through it; otherwise OpenSSL does them in
@@ -24,9 +29,11 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/mutex.h"
+#include "transport/tls_records.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 typedef struct ssl_st SSL;
@@ -49,6 +56,8 @@ class TlsContext {
   TlsContext& operator=(const TlsContext&) = delete;
 
   bool uses_certificates() const { return certs_; }
+  // tls.records = "ipsec-mb": records by tls_records.h after the handshake.
+  bool own_records() const { return own_records_; }
   SSL_CTX* ctx() const { return ctx_; }
   // The PSK (empty with certificates).
   const std::string& psk() const { return psk_; }
@@ -57,7 +66,19 @@ class TlsContext {
   TlsContext() = default;
   SSL_CTX* ctx_ = nullptr;
   bool certs_ = false;
+  bool own_records_ = false;
   std::string psk_;
+};
+
+// What the key log callback saw of a session's first application traffic secrets.
+struct CapturedSecrets {
+  bool client = false, server = false;
+  TrafficSecret client_secret{}, server_secret{};
+};
+
+// A connection's application traffic secrets, by direction.
+struct TrafficSecrets {
+  TrafficSecret read, write;
 };
 
 // What a non-blocking TLS call did: moved `n` bytes, or wants the socket readable or
@@ -87,7 +108,13 @@ class TlsSession {
   // after kWrite, call again with the same bytes.
   TlsIo write(const void* p, size_t n);
 
-  // "TLS1.3 TLS_AES_128_GCM_SHA256 psk, kernel TLS send+receive" (after the handshake).
+  // After the handshake: the traffic secrets, when the records are to be pfsnet's from
+  // here on (tls.records "ipsec-mb", TLS_AES_128_GCM_SHA256, no kernel TLS, nothing read
+  // ahead or pending in OpenSSL); the session keeps no copy and must not read or write again.
+  std::optional<TrafficSecrets> take_traffic_secrets();
+
+  // "TLSv1.3 TLS_AES_128_GCM_SHA256 psk, user-space TLS (records: ipsec-mb)" (after the
+  // handshake).
   std::string describe() const;
   bool ktls_send() const;
   bool ktls_recv() const;
@@ -98,6 +125,9 @@ class TlsSession {
   std::shared_ptr<const TlsContext> ctx_;
   mutable Mutex mu_;
   SSL* ssl_ GUARDED_BY(mu_) = nullptr;
+  bool is_client_ = false;
+  CapturedSecrets captured_ GUARDED_BY(mu_);  // by the key log callback, in handshake()
+  bool records_taken_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace pfsnet
