@@ -73,6 +73,7 @@ json tokens_json(const TokenStats& t) {
           {"holders_dropped", t.holders_dropped},
           {"holders_evicted", t.holders_evicted},
           {"fence_waits", t.fence_waits},
+          {"stale_releases", t.stale_releases},
           {"acquired", t.acquired},
           {"revoked", t.revoked},
           {"evictions", t.evictions}};

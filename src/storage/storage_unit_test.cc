@@ -525,8 +525,12 @@ TEST(TokenTableTest, GrantsTheLargestRangeNoOtherNodeHoldsAndRevokesOnlyWhatItTa
   ASSERT_TRUE(read.ok());
   EXPECT_EQ(read->mode, TokenMode::kRead);
   EXPECT_EQ(decode_token_range(good.span(), true)->mode, TokenMode::kWrite);
+  auto numbered =
+      decode_token_range(encode_token_range({"f", 0, 4096, 0, TokenMode::kRead, 77}).span(), true);
+  ASSERT_TRUE(numbered.ok());
+  EXPECT_EQ(numbered->seq, 77u);
   std::string two(good.view());
-  two.back() = 2;
+  two[two.size() - 9] = 2;  // the mode byte, before the 8-byte acquire number
   auto e = decode_token_range(Buffer::copy_of(std::string_view(two)).span(), true);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("mode 2"), std::string::npos) << e.status().to_string();

@@ -64,6 +64,7 @@ Buffer encode_token_range(const TokenRangeMsg& m) {
   w.u64(m.end);
   w.u64(m.want_end);
   w.u8(static_cast<uint8_t>(m.mode));
+  w.u64(m.seq);
   return w.take();
 }
 
@@ -76,7 +77,9 @@ Result<TokenRangeMsg> decode_token_range(std::span<const uint8_t> b, bool need_r
   m.end = r.u64();
   m.want_end = r.u64();
   const uint8_t mode = r.u8();
-  if (!r.done()) return bad("malformed (a file name, three 8-byte offsets and a mode byte)");
+  m.seq = r.u64();
+  if (!r.done())
+    return bad("malformed (a file name, three 8-byte offsets, a mode byte, an 8-byte number)");
   if (Status s = check_file_name(m.file); !s.ok()) return bad(s.message());
   if (mode > static_cast<uint8_t>(TokenMode::kWrite))
     return bad("mode " + std::to_string(mode) + " (0: read, 1: write)");
@@ -92,6 +95,7 @@ Result<TokenRangeMsg> decode_token_range(std::span<const uint8_t> b, bool need_r
 
 struct TokenService::Pending {
   Nid who;
+  uint64_t incarnation = 0;
   TokenRangeMsg want;
   TypedResponder<TokenRangeMsg> reply;
   size_t revoking = 0;      // revocations of its round not yet answered (under mu_)
@@ -105,7 +109,7 @@ TokenService::TokenService(RpcEngine& rpc, Duration timeout) : rpc_(rpc), timeou
   serve_async(
       rpc_, kAcquire,
       [this](TokenRangeMsg&& m, RpcRequest& req, TypedResponder<TokenRangeMsg> r) {
-        on_acquire(std::move(m), req.from, std::move(r));
+        on_acquire(std::move(m), req.from, req.incarnation, std::move(r));
       },
       AsyncCredit::kReturned);
   serve_async(
@@ -115,12 +119,20 @@ TokenService::TokenService(RpcEngine& rpc, Duration timeout) : rpc_(rpc), timeou
       },
       AsyncCredit::kReturned);
   serve_async(rpc_, kRelease, [this](TokenRangeMsg&& m, RpcRequest& req, TypedResponder<Empty> r) {
-    {
-      MutexLock lk(mu_);
-      table_.drop(m.file, req.from);
-    }
+    on_release(m, req.from, req.incarnation);
     r.reply(Empty{});
   });
+}
+
+void TokenService::on_release(const TokenRangeMsg& m, const Nid& from, uint64_t incarnation) {
+  MutexLock lk(mu_);
+  auto g = granted_seq_.find({m.file, from.pack()});
+  if (g != granted_seq_.end() && g->second.incarnation == incarnation && g->second.seq > m.seq) {
+    ++st_.stale_releases;  // sent before an acquire granted since: it would undo that grant
+    return;
+  }
+  if (g != granted_seq_.end()) granted_seq_.erase(g);
+  table_.drop(m.file, from);
 }
 
 TokenService::~TokenService() { stop(); }
@@ -139,9 +151,11 @@ void TokenService::stop() {
   queued.clear();  // their Responders answer kCancelled
 }
 
-void TokenService::on_acquire(TokenRangeMsg m, const Nid& from, TypedResponder<TokenRangeMsg> r) {
+void TokenService::on_acquire(TokenRangeMsg m, const Nid& from, uint64_t incarnation,
+                              TypedResponder<TokenRangeMsg> r) {
   auto p = std::make_shared<Pending>();
   p->who = from;
+  p->incarnation = incarnation;
   p->want = m;
   p->reply = std::move(r);
   {
@@ -219,6 +233,9 @@ void TokenService::next(const std::string& file) {
         if (pending[j] != p && !held[j] && pending[j]->want.start >= p->want.end)
           end = std::min(end, pending[j]->want.start);
       table_.grant(file, p->who, p->want.start, end, mode);
+      Granted& gs = granted_seq_[{file, p->who.pack()}];
+      if (gs.incarnation != p->incarnation) gs = Granted{p->incarnation, 0};
+      gs.seq = std::max(gs.seq, p->want.seq);
       ++st_.granted;
       if (mode == TokenMode::kRead) ++st_.read_grants;
       grants.emplace_back(p, TokenRange{p->want.start, end});
@@ -354,14 +371,14 @@ Result<TokenRange> TokenService::granted(const Nid& manager, const TokenRangeMsg
 Result<TokenRange> TokenService::acquire(const Nid& manager, const std::string& file,
                                          uint64_t start, uint64_t end, uint64_t want_end,
                                          TokenMode mode) {
-  const TokenRangeMsg asked{file, start, end, want_end, mode};
+  const TokenRangeMsg asked{file, start, end, want_end, mode, acquires_sent_.fetch_add(1) + 1};
   return granted(manager, asked, call(rpc_, kAcquire, manager, asked, acquire_options()));
 }
 
 void TokenService::acquire_async(const Nid& manager, const std::string& file, uint64_t start,
                                  uint64_t end, uint64_t want_end,
                                  std::function<void(Result<TokenRange>)> done, TokenMode mode) {
-  const TokenRangeMsg asked{file, start, end, want_end, mode};
+  const TokenRangeMsg asked{file, start, end, want_end, mode, acquires_sent_.fetch_add(1) + 1};
   call_async(
       rpc_, kAcquire, manager, asked,
       [this, manager, asked, done = std::move(done)](Result<TokenRangeMsg> g) {
@@ -371,11 +388,18 @@ void TokenService::acquire_async(const Nid& manager, const std::string& file, ui
 }
 
 void TokenService::release(const Nid& manager, const std::string& file) {
+  TokenRangeMsg m{file, 0, 0, 0};
+  {
+    MutexLock lk(mu_);
+    for (TokenHolder* h : holders_)
+      if (h->token_file() == file) return;  // another handle here still uses them
+    m.seq = acquires_sent_.load();  // every acquire numbered so far goes before this release
+  }
   CallOptions co;
   co.timeout = timeout_;
   co.urgent = true;
   call_async(
-      rpc_, kRelease, manager, TokenRangeMsg{file, 0, 0, 0}, [](Result<Empty>) {}, co);
+      rpc_, kRelease, manager, m, [](Result<Empty>) {}, co);
 }
 
 void TokenService::follow(Fence& fence) {
@@ -438,6 +462,7 @@ bool TokenService::drop_evicted(const std::vector<Nid>& nids) {
   for (const Nid& n : nids)
     if (unfenced_.erase(n.pack()) > 0) {
       table_.drop_everywhere(n);
+      std::erase_if(granted_seq_, [&](const auto& g) { return g.first.second == n.pack(); });
       any = true;
     }
   return any;

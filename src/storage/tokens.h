@@ -38,7 +38,9 @@
 //   TOKEN_REVOKE   manager -> holder: {file, start, end, want_end, mode: the taker's}; the
 //                  reply once released, {file, start, end}: the range released, from the
 //                  required start to at least the required end, at most the desired one
-//   TOKEN_RELEASE  client -> manager: {file} (the offsets 0): all its tokens on it (at close)
+//   TOKEN_RELEASE  client -> manager: {file} (the offsets 0): all its tokens on it (when
+//                  its last open handle of the file closes), unless the manager has since
+//                  granted it an acquire the node sent after the release (`seq`, below)
 // Each message is a TokenRangeMsg (below) in the binary field codec. Ranges are
 // [start, end) in bytes, whole blocks as the clients ask.
 //
@@ -103,6 +105,12 @@ struct TokenRangeMsg {
   uint64_t start = 0, end = 0;
   uint64_t want_end = 0;  // the desired range's end; 0 (absent): end
   TokenMode mode = TokenMode::kWrite;
+  // Orders a node's releases after its acquires, whatever way each travels: an acquire's
+  // number (a node numbers its acquires 1, 2, ...), or in a release the number of the
+  // node's last acquire sent before it. A manager that has granted the node an acquire
+  // numbered above a release's ignores the release (it was overtaken: it was sent before
+  // that acquire, whose grant it would undo).
+  uint64_t seq = 0;
 };
 inline constexpr uint64_t kTokenMaxOffset = uint64_t(1) << 62;  // "to the end of the file"
 Buffer encode_token_range(const TokenRangeMsg& m);
@@ -114,6 +122,7 @@ struct TokenStats {
   uint64_t downgrades = 0;       // as a manager: of `revocations`, for a reader (write -> read)
   uint64_t holders_evicted = 0;  // as a manager: holders whose tokens went at the MGS's verdict
   uint64_t fence_waits = 0;      // as a manager: requests that waited for an evicted holder's fence
+  uint64_t stale_releases = 0;   // as a manager: releases overtaken by a later acquire, ignored
   uint64_t acquired = 0, revoked = 0;  // as a client
   uint64_t evictions = 0;              // as a client: times its tokens went with its eviction
 };
@@ -139,7 +148,9 @@ class TokenService final : public NodePart {
   void acquire_async(const Nid& manager, const std::string& file, uint64_t start, uint64_t end,
                      uint64_t want_end, std::function<void(Result<TokenRange>)> done,
                      TokenMode mode = TokenMode::kWrite);
-  void release(const Nid& manager, const std::string& file);  // best effort
+  // Gives back this node's tokens on `file` (best effort), unless another open handle of
+  // the file here (a holder added and not removed) still uses them.
+  void release(const Nid& manager, const std::string& file) EXCLUDES(mu_);
   // The MGS's verdicts (rpc/fence.h), from now until stop(): a client declared dead loses
   // every token it holds here (its revocations under way end, its queued requests fail) --
   // kept from others until the MGS says it is fenced (every live server refuses its I/O),
@@ -154,7 +165,9 @@ class TokenService final : public NodePart {
 
  private:
   struct Pending;
-  void on_acquire(TokenRangeMsg m, const Nid& from, TypedResponder<TokenRangeMsg> r);
+  void on_acquire(TokenRangeMsg m, const Nid& from, uint64_t incarnation,
+                  TypedResponder<TokenRangeMsg> r);
+  void on_release(const TokenRangeMsg& m, const Nid& from, uint64_t incarnation) EXCLUDES(mu_);
   // Works on `file`'s queue: grants each request no earlier waiting one overlaps, or
   // revokes what conflicts and comes back when every holder answered.
   void next(const std::string& file) EXCLUDES(mu_);
@@ -183,6 +196,14 @@ class TokenService final : public NodePart {
   // Evicted holders (packed NIDs) whose tokens stay in the table, granted to nobody, until
   // they are fenced: since when.
   std::map<uint64_t, TimePoint> unfenced_ GUARDED_BY(mu_);
+  // As a manager, per (file, holder's packed NID): the holder's incarnation and the
+  // highest acquire number granted to it (a release numbered below is stale).
+  struct Granted {
+    uint64_t incarnation = 0, seq = 0;
+  };
+  std::map<std::pair<std::string, uint64_t>, Granted> granted_seq_ GUARDED_BY(mu_);
+  // As a client: acquires numbered so far.
+  std::atomic<uint64_t> acquires_sent_{0};
   bool stopped_ GUARDED_BY(mu_) = false;
   TokenStats st_ GUARDED_BY(mu_);
   CondVar cv_;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 
+#include "rpc/msg_types.h"
 #include "rpc/sim_cluster.h"
 #include "storage/block_service.h"
 #include "storage/striped_file.h"
@@ -178,6 +179,53 @@ TEST_F(TokenSimTest, AReaderSeesAnotherNodesWriteNotItsCachedCopy) {
   EXPECT_EQ(f2->stats().cache_hits, hits + 2);
   EXPECT_EQ(f2->stats().read_tokens_acquired, 1u);
   sim_.set_delay("c2", "s2", 0ms);
+  EXPECT_TRUE(f1->close().ok());
+  EXPECT_TRUE(f2->close().ok());
+}
+
+// A file closed and opened again at once on one node: the close's TOKEN_RELEASE (held
+// 200 ms on c1's way out) reaches the manager after the new open's read token was granted.
+// The manager must not let the late release undo that grant: c2's write must still take
+// c1's read token (and its cache) so that c1 reads c2's bytes. And a close of one of two
+// handles of a file on one node gives back nothing the other still uses.
+TEST_F(TokenSimTest, AReleaseOvertakenByTheNextOpensAcquireUndoesNothing) {
+  const auto old = test_pattern(8 * kBlock, 3);
+  {
+    auto w = open("c2", "f");
+    ASSERT_TRUE(w && w->write(0, old).ok());
+    ASSERT_TRUE(w->close().ok());
+  }
+  std::vector<uint8_t> got(8 * kBlock);
+  {
+    auto first = open("c1", "f");
+    ASSERT_TRUE(first && first->read(0, got).ok());
+    FaultRule late;
+    late.action = FaultRule::Action::kDelay;
+    late.src = nid("c1");
+    late.msg_type = kMsgTokenRelease;
+    late.rate = 1;
+    late.latency = 200ms;
+    sim_.find("c1")->net.add_fault(late);
+    ASSERT_TRUE(first->close().ok());  // its release, on its (slow) way
+  }
+  auto f1 = open("c1", "f");
+  ASSERT_TRUE(f1 && f1->read(0, got).ok());  // a read token granted before the release lands
+  EXPECT_TRUE(got == old);
+  auto twin = open("c1", "f");  // a second handle of the file on c1
+  ASSERT_TRUE(twin && twin->read(0, got).ok());
+  sim_.run_for(300ms);  // the release lands
+  EXPECT_EQ(tokens("s1").stats().stale_releases, 1u);
+  ASSERT_TRUE(twin->close().ok());  // sends nothing: f1 still uses c1's tokens
+  sim_.run_for(300ms);              // (a release would have landed by now)
+
+  const auto theirs = test_pattern(4 * kBlock, 4);
+  auto f2 = open("c2", "f");
+  ASSERT_TRUE(f2 && f2->write(2 * B, theirs).ok());
+  ASSERT_TRUE(f2->flush().ok());
+  std::vector<uint8_t> now(4 * kBlock);
+  ASSERT_TRUE(f1->read(2 * B, now).ok());
+  EXPECT_TRUE(now == theirs) << "c1 read its stale cached copy: its token was dropped";
+  EXPECT_GE(tokens("s1").stats().revocations, 1u);
   EXPECT_TRUE(f1->close().ok());
   EXPECT_TRUE(f2->close().ok());
 }
