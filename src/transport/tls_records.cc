@@ -1,5 +1,7 @@
 #include "transport/tls_records.h"
 
+// (Without the library's pre-0.53 names: its SHA1, MD5, ... macros break OpenSSL's headers.)
+#define NO_COMPAT_IMB_API_053
 #include <intel-ipsec-mb.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
