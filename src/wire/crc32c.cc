@@ -4,7 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
-#include <nmmintrin.h>
+#include <immintrin.h>
 #endif
 
 namespace pfsnet {
@@ -98,7 +98,83 @@ __attribute__((target("sse4.2"))) uint64_t three_way(const uint8_t*& p, size_t& 
   return c0;
 }
 
-__attribute__((target("sse4.2"))) uint32_t hardware(const uint8_t* p, size_t n, uint32_t c) {
+// Folding with carry-less multiplication (VPCLMULQDQ on AVX-512; Intel's "Fast CRC
+// Computation for Generic Polynomials Using PCLMULQDQ"): four 512-bit accumulators take 256
+// bytes a turn, each 128-bit lane multiplied forward by x^2048 (mod P) and the next bytes
+// added; then the accumulators fold into one lane, a remainder congruent to the message,
+// whose CRC from zero the CRC32 instruction finishes. ~50 GB/s on this VM where three
+// CRC32 streams give 14. A lane moves d bytes on: its low half times x^(8d+32), its high
+// half times x^(8d-32), each mod P, bit-reflected and shifted left by one (as the
+// reflected carry-less product comes out a bit short).
+constexpr uint64_t fold_key(unsigned power) {
+  uint32_t c = 0x80000000u;  // x^0, reflected
+  for (unsigned i = 0; i < power; ++i) c = (c & 1) ? (c >> 1) ^ kPoly : c >> 1;
+  return uint64_t{c} << 1;
+}
+struct FoldKeys {
+  uint64_t lo[5]{}, hi[5]{};  // for 256, 64, 48, 32 and 16 bytes on
+  constexpr FoldKeys() {
+    const unsigned bytes[5] = {256, 64, 48, 32, 16};
+    for (int i = 0; i < 5; ++i) {
+      lo[i] = fold_key(8 * bytes[i] + 32);
+      hi[i] = fold_key(8 * bytes[i] - 32);
+    }
+  }
+};
+constexpr FoldKeys kFold;  // constant: right even for a caller in another unit's static init
+constexpr size_t kFoldMin = 1024;  // below, the streams' joins cost less than the folds' end
+
+#define PFS_FOLD_TARGET __attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.2")))
+PFS_FOLD_TARGET inline __m512i fold_lanes(__m512i x, __m512i k) {
+  return _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k, 0x00),
+                          _mm512_clmulepi64_epi128(x, k, 0x11));
+}
+PFS_FOLD_TARGET inline __m512i keys512(int i) {
+  return _mm512_set_epi64(static_cast<long long>(kFold.hi[i]), static_cast<long long>(kFold.lo[i]),
+                          static_cast<long long>(kFold.hi[i]), static_cast<long long>(kFold.lo[i]),
+                          static_cast<long long>(kFold.hi[i]), static_cast<long long>(kFold.lo[i]),
+                          static_cast<long long>(kFold.hi[i]), static_cast<long long>(kFold.lo[i]));
+}
+PFS_FOLD_TARGET inline __m128i fold_lane(__m128i x, int i) {
+  __m128i k =
+      _mm_set_epi64x(static_cast<long long>(kFold.hi[i]), static_cast<long long>(kFold.lo[i]));
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+// The CRC register `c` (not inverted) over whole 256-byte blocks of p; p and n advance.
+// REQUIRES: n >= 256.
+PFS_FOLD_TARGET uint32_t fold256(const uint8_t*& p, size_t& n, uint32_t c) {
+  __m512i x0 = _mm512_loadu_si512(p), x1 = _mm512_loadu_si512(p + 64);
+  __m512i x2 = _mm512_loadu_si512(p + 128), x3 = _mm512_loadu_si512(p + 192);
+  x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(c))));
+  p += 256;
+  n -= 256;
+  const __m512i k256 = keys512(0);
+  for (; n >= 256; p += 256, n -= 256) {
+    x0 = _mm512_xor_si512(fold_lanes(x0, k256), _mm512_loadu_si512(p));
+    x1 = _mm512_xor_si512(fold_lanes(x1, k256), _mm512_loadu_si512(p + 64));
+    x2 = _mm512_xor_si512(fold_lanes(x2, k256), _mm512_loadu_si512(p + 128));
+    x3 = _mm512_xor_si512(fold_lanes(x3, k256), _mm512_loadu_si512(p + 192));
+  }
+  const __m512i k64 = keys512(1);
+  x1 = _mm512_xor_si512(x1, fold_lanes(x0, k64));
+  x2 = _mm512_xor_si512(x2, fold_lanes(x1, k64));
+  x3 = _mm512_xor_si512(x3, fold_lanes(x2, k64));
+  alignas(64) __m128i lane[4];
+  _mm512_store_si512(lane, x3);
+  __m128i r = lane[3];
+  for (int i = 0; i < 3; ++i) r = _mm_xor_si128(r, fold_lane(lane[i], 2 + i));  // 48, 32, 16 on
+  uint64_t v = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(r)));
+  return static_cast<uint32_t>(_mm_crc32_u64(v, static_cast<uint64_t>(_mm_extract_epi64(r, 1))));
+}
+
+const bool kHaveFold = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") &&
+                                                  __builtin_cpu_supports("avx512vl") &&
+                                                  __builtin_cpu_supports("vpclmulqdq") &&
+                                                  __builtin_cpu_supports("pclmul"));
+
+__attribute__((target("sse4.2"))) uint32_t hardware(const uint8_t* p, size_t n, uint32_t c,
+                                                    bool fold = true) {
+  if (fold && kHaveFold && n >= kFoldMin) c = fold256(p, n, c);
   uint64_t c64 = c;
   if (n >= 3 * kShort) {  // a frame header or a small payload: one stream is all there is
     c64 = three_way(p, n, c64, kLong, kShiftLong);
@@ -118,7 +194,8 @@ __attribute__((target("sse4.2"))) uint32_t hardware(const uint8_t* p, size_t n, 
 const bool kHaveHardware = (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2"));
 #else
 constexpr bool kHaveHardware = false;
-uint32_t hardware(const uint8_t* p, size_t n, uint32_t c) { return portable(p, n, c); }
+constexpr bool kHaveFold = false;
+uint32_t hardware(const uint8_t* p, size_t n, uint32_t c, bool = true) { return portable(p, n, c); }
 #endif
 
 }  // namespace
@@ -132,6 +209,12 @@ uint32_t crc32c_portable(std::span<const uint8_t> bytes, uint32_t seed) {
   return ~portable(bytes.data(), bytes.size(), ~seed);
 }
 
+uint32_t crc32c_streams(std::span<const uint8_t> bytes, uint32_t seed) {
+  if (kHaveHardware) return ~hardware(bytes.data(), bytes.size(), ~seed, false);
+  return ~portable(bytes.data(), bytes.size(), ~seed);
+}
+
 bool crc32c_hardware() { return kHaveHardware; }
+bool crc32c_folding() { return kHaveFold; }
 
 }  // namespace pfsnet

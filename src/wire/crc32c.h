@@ -2,9 +2,11 @@
 // and of payload and bulk (wire/data_crc.h).
 //
 // crc32c() uses the CPU's CRC32 instruction (x86-64 SSE 4.2) when it has one -- 60 header
-// bytes in ~20 ns; from 768 bytes up three interleaved streams, about 8 bytes per cycle
-// (bench: crc32c_1m) -- and slicing-by-8 tables otherwise (~1 byte per cycle). Both give identical
-// results; crc32c_portable() is the table version alone, for tests and for comparing the two.
+// bytes in ~20 ns; from 768 bytes up three interleaved streams, about 8 bytes per cycle --
+// and from 1 KiB up, on CPUs with AVX-512 and VPCLMULQDQ, folding by carry-less
+// multiplication (~50 GB/s here; bench: crc32c_1m); slicing-by-8 tables otherwise (~1 byte
+// per cycle). All give identical results; crc32c_portable() is the table version alone,
+// for tests and for comparing the two.
 //
 // `seed` continues a running checksum: crc32c(b, crc32c(a)) == crc32c(a + b).
 // Threads: pure functions, any thread.
@@ -17,7 +19,11 @@ namespace pfsnet {
 
 uint32_t crc32c(std::span<const uint8_t> bytes, uint32_t seed = 0);
 uint32_t crc32c_portable(std::span<const uint8_t> bytes, uint32_t seed = 0);
-// True when crc32c() runs on the CPU's instruction.
+// The CRC32 instruction's three streams alone (no folding; the tables without SSE 4.2),
+// for tests and for comparing.
+uint32_t crc32c_streams(std::span<const uint8_t> bytes, uint32_t seed = 0);
+// True when crc32c() runs on the CPU's instruction; and when it folds long inputs.
 bool crc32c_hardware();
+bool crc32c_folding();
 
 }  // namespace pfsnet

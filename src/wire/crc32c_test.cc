@@ -78,18 +78,51 @@ TEST(Crc32cTest, InterleavedStreamsMatchAcrossTheirBlockBoundaries) {
     for (size_t n : lengths) {
       ASSERT_LE(off + n, buf.size());
       std::span<const uint8_t> s(buf.data() + off, n);
-      ASSERT_EQ(crc32c(s, 0x1234), crc32c_portable(s, 0x1234))
+      ASSERT_EQ(crc32c_streams(s, 0x1234), crc32c_portable(s, 0x1234))
           << "offset " << off << " length " << n;
     }
   // And a whole megabyte against the definition itself.
   std::vector<uint8_t> mib(1 << 20);
   for (auto& b : mib) b = static_cast<uint8_t>(rng());
+  EXPECT_EQ(crc32c_streams(mib), bitwise(mib.data(), mib.size()));
+}
+
+// Folding (AVX-512 VPCLMULQDQ, from 1 KiB) takes 256-byte blocks and leaves the rest to the
+// streams: every length around its threshold and its blocks, at every alignment and with a
+// seed, against the tables; a megabyte against the definition.
+TEST(Crc32cTest, FoldingMatchesTheTablesAcrossItsBlocks) {
+  std::mt19937 rng(13);
+  std::vector<uint8_t> buf((1 << 16) + 64);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  std::vector<size_t> lengths;
+  for (size_t base : {size_t{1024}, size_t{1280}, size_t{4096}, size_t{3 * 8192}, size_t{1 << 16}})
+    for (size_t d = 0; d < 20; ++d) {
+      lengths.push_back(base - d);
+      if (base + d + 8 <= buf.size()) lengths.push_back(base + d);
+    }
+  for (size_t off : {0, 1, 8, 13})
+    for (size_t n : lengths)
+      for (uint32_t seed : {0u, 0x9e3779b9u}) {
+        std::span<const uint8_t> s(buf.data() + off, n);
+        ASSERT_EQ(crc32c(s, seed), crc32c_portable(s, seed))
+            << "offset " << off << " length " << n << " seed " << seed;
+      }
+  std::vector<uint8_t> mib(1 << 20);
+  for (auto& b : mib) b = static_cast<uint8_t>(rng());
   EXPECT_EQ(crc32c(mib), bitwise(mib.data(), mib.size()));
+  // A checksum continued across a cut gives the whole one, folded or not on either side.
+  for (size_t cut : {size_t{0}, size_t{100}, size_t{1024}, size_t{5000}}) {
+    std::span<const uint8_t> all(mib.data(), 9000), a = all.first(cut), b = all.subspan(cut);
+    EXPECT_EQ(crc32c(b, crc32c(a)), crc32c_portable(all)) << cut;
+  }
 }
 
 TEST(Crc32cTest, UsesTheInstructionOnX86WithSse42) {
 #if defined(__x86_64__)
   EXPECT_EQ(crc32c_hardware(), __builtin_cpu_supports("sse4.2") != 0);
+  EXPECT_EQ(crc32c_folding(),
+            __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul"));
 #else
   EXPECT_FALSE(crc32c_hardware());
 #endif
