@@ -75,6 +75,18 @@ asio::awaitable<void> TcpConnection::hs_write(std::span<const asio::const_buffer
     if (b.size() != 0) rest.push_back(iovec{const_cast<void*>(b.data()), b.size()});
   while (!rest.empty()) {
     StreamIo r = s.write(rest);
+    if (tls_ && !r.failed.ok() && !r.by_peer && !r.tls_refused) {
+      // The peer closed; an alert it sent first says why (TLS 1.3 refuses a client's
+      // certificate after the client's handshake ended, and the close may beat this
+      // write): what is left of its stream, read here on the handshake's own thread.
+      uint8_t scratch[512];
+      iovec v{scratch, sizeof(scratch)};
+      for (int i = 0; i < 16; ++i) {
+        StreamIo a = s.read({&v, 1});
+        if (a.tls_refused) throw_if_failed(a);
+        if (!a.failed.ok() || a.n == 0) break;
+      }
+    }
     throw_if_failed(r);
     skip_written(rest, r.n);
     if (!rest.empty()) co_await sock_.async_wait(tcp::socket::wait_write, asio::use_awaitable);

@@ -132,18 +132,6 @@ StreamIo TlsRecordStream::write(std::span<const iovec> from) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == EINTR) continue;
       int err = errno;
-      if (err == EPIPE || err == ECONNRESET) {
-        // The peer closed; an alert it sent first says why (TLS 1.3's late refusal of a
-        // client's certificate reaches the client after its handshake ended and its
-        // first write went): read what is left of its stream for one.
-        uint8_t scratch[512];
-        iovec v{scratch, sizeof(scratch)};
-        for (int i = 0; i < 16; ++i) {
-          StreamIo r = read({&v, 1});
-          if (r.tls_refused) return StreamIo{.n = put, .failed = r.failed, .tls_refused = true};
-          if (!r.failed.ok() || r.n == 0) break;
-        }
-      }
       return errno_failure(put, err);
     }
     out_off_ += static_cast<size_t>(k);
