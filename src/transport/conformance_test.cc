@@ -115,12 +115,28 @@ using test::same;
 // kTcpBusyPoll: TCP whose I/O threads poll before they sleep (lnet.busy_poll_us).
 // kFabric: the libfabric transport with the `tcp` provider (no RDMA hardware needed).
 // kTcpTls: TCP with TLS 1.3 keyed from the cluster key (tls.h).
-enum class Kind { kTcp, kTcpBusyPoll, kMem, kTcpEmulated, kMemEmulated, kFabric, kTcpTls };
+// kFabricUnordered: the same with a reply's message waiting for its RMA write's completion,
+// as on a provider that does not order sends after writes.
+enum class Kind {
+  kTcp,
+  kTcpBusyPoll,
+  kMem,
+  kTcpEmulated,
+  kMemEmulated,
+  kFabric,
+  kTcpTls,
+  kFabricUnordered
+};
 
 std::string kind_name(const ::testing::TestParamInfo<Kind>& i) {
-  static const char* const names[] = {
-      "Tcp",   "TcpBusyPoll", "Mem", "TcpUnderEmulation", "MemUnderEmulation", "FabricTcpProvider",
-      "TcpTls"};
+  static const char* const names[] = {"Tcp",
+                                      "TcpBusyPoll",
+                                      "Mem",
+                                      "TcpUnderEmulation",
+                                      "MemUnderEmulation",
+                                      "FabricTcpProvider",
+                                      "TcpTls",
+                                      "FabricRepliesAfterWrites"};
   return names[static_cast<int>(i.param)];
 }
 
@@ -147,8 +163,10 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
 
   bool tcp() const {
     return GetParam() == Kind::kTcp || GetParam() == Kind::kTcpBusyPoll ||
-           GetParam() == Kind::kTcpEmulated || GetParam() == Kind::kFabric ||
-           GetParam() == Kind::kTcpTls;
+           GetParam() == Kind::kTcpEmulated || fabric() || GetParam() == Kind::kTcpTls;
+  }
+  bool fabric() const {
+    return GetParam() == Kind::kFabric || GetParam() == Kind::kFabricUnordered;
   }
   bool emulated() const {
     return GetParam() == Kind::kTcpEmulated || GetParam() == Kind::kMemEmulated;
@@ -168,9 +186,10 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
       o.tls = TlsContext::create(tc, key).value();
     }
     auto inner = [this, o, nids](TransportEvents& e) -> std::unique_ptr<Transport> {
-      if (GetParam() == Kind::kFabric) {
+      if (fabric()) {
         FabricOptions fo;
         fo.provider = "tcp";
+        fo.ordered_replies = GetParam() == Kind::kFabric;
         return std::make_unique<FabricTransport>(o, fo, nids, real_, e);
       }
       if (tcp()) return std::make_unique<TcpTransport>(o, nids, real_, e);
@@ -378,12 +397,14 @@ TEST_P(ConformanceTest, ReadRepliesBringTheirBulkIntoTheOfferedSink) {
     EXPECT_TRUE(same(got.bulk, pattern(sizes[i], static_cast<uint8_t>(i + 2)))) << "reply " << i;
     ea_.frames[i].bulk = Buffer();  // done with it, as an application would be
   }
-  if (GetParam() != Kind::kFabric) return;
+  if (!fabric()) return;
   auto ca = dynamic_cast<FabricTransport*>(ta_.get())->counters();
   auto cb = dynamic_cast<FabricTransport*>(tb_.get())->counters();
   EXPECT_EQ(ca.sinks_offered, n);
   EXPECT_EQ(cb.sink_writes, n - 1);  // every reply with bulk
-  EXPECT_EQ(ca.rma_reads, 0u);       // nothing was read from the server
+  // tcp orders sends after writes: each reply's message went right behind its write.
+  EXPECT_EQ(cb.sink_replies_ordered, GetParam() == Kind::kFabric ? n - 1 : 0u);
+  EXPECT_EQ(ca.rma_reads, 0u);  // nothing was read from the server
   // The sinks came from A's pool: one 1 MiB chunk, reused by every read after.
   EXPECT_EQ(ca.sink_registrations, 1u);
 }
@@ -421,9 +442,11 @@ TEST_P(ConformanceTest, ReadRepliesQueuedTogetherEachLandInTheirOwnSink) {
           << "reply " << i;
     }
   }
-  if (GetParam() != Kind::kFabric) return;
+  if (!fabric()) return;
   EXPECT_EQ(dynamic_cast<FabricTransport*>(ta_.get())->counters().sinks_offered, kReads);
   EXPECT_EQ(dynamic_cast<FabricTransport*>(tb_.get())->counters().sink_writes, kReads);
+  EXPECT_EQ(dynamic_cast<FabricTransport*>(tb_.get())->counters().sink_replies_ordered,
+            GetParam() == Kind::kFabric ? kReads : 0u);
   EXPECT_EQ(dynamic_cast<FabricTransport*>(ta_.get())->counters().rma_reads, 0u);
 }
 
@@ -446,7 +469,7 @@ TEST_P(ConformanceTest, ABufferSentAgainAndAgainIsRegisteredOnce) {
     MutexLock lk(eb_.mu);
     for (auto& f : eb_.frames) EXPECT_TRUE(same(f.bulk, *data));
   }
-  if (GetParam() != Kind::kFabric) return;
+  if (!fabric()) return;
   EXPECT_EQ(dynamic_cast<FabricTransport*>(ta_.get())->counters().registrations, 1u);
   EXPECT_EQ(dynamic_cast<FabricTransport*>(tb_.get())->counters().rma_reads, size_t(kFrames));
 }
@@ -531,7 +554,7 @@ TEST_P(ConformanceTest, AWaiterThatDrivesProgressTakesFramesItself) {
       if (!tcp()) {
         hub_.pump();
         manual_.advance(1ms);
-      } else if (took == 0 && GetParam() != Kind::kFabric) {
+      } else if (took == 0 && !fabric()) {
         std::this_thread::yield();  // nothing for the waiter: the I/O thread delivers
       }
       got = ea_.frame_count.load() == size_t(i + 1);
@@ -546,7 +569,7 @@ TEST_P(ConformanceTest, AWaiterThatDrivesProgressTakesFramesItself) {
     on_waiter += ea_.frame_threads[i] == std::this_thread::get_id();
   }
   EXPECT_EQ(ea_.nested_progress, 0);
-  if (GetParam() == Kind::kFabric) {
+  if (fabric()) {
     EXPECT_GT(progressed, 0);
     // How many the waiter wins is a race with the I/O thread (most on a quiet host, 16
     // of 200 once under a sanitizer); that it wins at all is the property.
@@ -635,7 +658,7 @@ TEST_P(EmulationConformanceTest, EmulatedDelayAndHeldFrames) {
 INSTANTIATE_TEST_SUITE_P(EveryTransport, ConformanceTest,
                          ::testing::Values(Kind::kTcp, Kind::kTcpBusyPoll, Kind::kMem,
                                            Kind::kTcpEmulated, Kind::kMemEmulated, Kind::kFabric,
-                                           Kind::kTcpTls),
+                                           Kind::kTcpTls, Kind::kFabricUnordered),
                          kind_name);
 INSTANTIATE_TEST_SUITE_P(EveryDecoratedTransport, EmulationConformanceTest,
                          ::testing::Values(Kind::kTcpEmulated, Kind::kMemEmulated), kind_name);

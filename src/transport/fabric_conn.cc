@@ -31,6 +31,8 @@ Status FabConn::open_endpoint(fi_info* info) {
   if (rc == 0) rc = fi_ep_bind(ep_, &ni_.cq->fid, FI_TRANSMIT | FI_RECV);
   if (rc == 0) rc = fi_enable(ep_);
   if (rc != 0) return Status(Code::kInternal, "fabric endpoint: " + fi_error(rc));
+  sends_follow_writes_ = t_.fopts_.ordered_replies && (info->tx_attr->msg_order & FI_ORDER_SAW) &&
+                         (info->rx_attr->msg_order & FI_ORDER_SAW);
   rx_mem_ = std::make_unique<uint8_t[]>(size_t(rx_depth_) * msg_size_);
   tx_mem_ = std::make_unique<uint8_t[]>(size_t(tx_bufs_) * msg_size_);
   if (ni_.mr_mode & FI_MR_LOCAL) {

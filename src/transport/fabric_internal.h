@@ -55,10 +55,11 @@ inline constexpr auto kOfferTime = std::chrono::seconds(120);
 inline constexpr size_t kRegCacheEntries = 256;
 // Sinks of the peer's requests remembered per connection (the oldest xid goes first).
 inline constexpr size_t kMaxPeerSinks = 1024;
-// RMA writes into the peer's sinks posted at once per connection. The provider works its
-// queue in order, so a reply's message posted after its write waits behind those posted
-// before it: two keep the link busy while the next is posted, and a reply arrives one
-// write after its own, not after every queued one.
+// RMA writes into the peer's sinks posted at once per connection. Where sends follow
+// writes in order, each is posted with its reply's message right behind it. Elsewhere the
+// message waits for its write's completion, and the provider works its queue in order, so
+// it waits behind those posted before it: two keep the link busy while the next is
+// posted, and a reply arrives one write after its own, not after every queued one.
 inline constexpr size_t kMaxWritesPosted = 2;
 // I/O passes between two reads of the event queues while the thread is busy.
 inline constexpr uint64_t kEqEvery = 32;
@@ -156,7 +157,7 @@ class FabricTransport::Impl {
   // Any thread.
   struct AtomicCounters {
     std::atomic<uint64_t> rma_reads{0}, sink_writes{0}, sinks_offered{0}, registrations{0},
-        sink_registrations{0};
+        sink_replies_ordered{0}, sink_registrations{0};
   } counters_;
 
   // ---- used by fabric_detail::FabConn (in an I/O pass unless said) ----
@@ -376,6 +377,9 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   Status read_frame_data(const FrameMsg& m, uint64_t cookie, InFrame&& f);
   // A reply queued: when its request offered a sink (and the bulk would not fit a message),
   // the bulk is to be written there. Any reply ends the use of its request's sink here.
+  // Where sends follow writes in order, the write is posted when the reply reaches the
+  // head of the queue, and its message right behind it; elsewhere writes are posted ahead,
+  // in queue order, and each message once its write completed.
   void plan_sink_write_locked(TxItem& it) REQUIRES(tx_mu_);
   // Posts the RMA write of `it`'s bulk into the peer's sink. False: the provider's queue
   // is full (on the next completion). A write that cannot be posted otherwise leaves the
@@ -417,6 +421,9 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   size_t offered_bytes_ GUARDED_BY(tx_mu_) = 0;
   std::map<uint64_t, RmaDesc> peer_sinks_ GUARDED_BY(tx_mu_);  // the peer's, by xid
   std::vector<Op*> writes_ GUARDED_BY(tx_mu_);                 // RMA writes posted
+  // The provider delivers sends after RMA writes in order (FI_ORDER_SAW, and
+  // FabricOptions::ordered_replies): a reply's message goes right behind its write.
+  bool sends_follow_writes_ = false;  // set before the connection opens
   size_t writes_to_post_ GUARDED_BY(tx_mu_) = 0;
   uint64_t next_write_ GUARDED_BY(tx_mu_) = 1;
   uint64_t next_cookie_ GUARDED_BY(tx_mu_) = 1;

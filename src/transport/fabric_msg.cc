@@ -96,7 +96,12 @@ void FabConn::queue_control(FabricMsg type, uint64_t cookie, uint8_t flags) {
 void FabConn::pump_locked(std::vector<Done>* done) {
   while (!txq_.empty() && !tx_free_.empty() && !ep_gone_ && credits_ >= 2) {
     TxItem& it = txq_.front();
-    if (it.write == TxItem::Write::kToPost || it.write == TxItem::Write::kPosted) break;
+    if (sends_follow_writes_ && it.write == TxItem::Write::kToPost) {
+      if (writes_.size() >= kMaxWritesPosted || !post_write_locked(it)) break;
+    }
+    if (it.write == TxItem::Write::kToPost ||
+        (it.write == TxItem::Write::kPosted && !sends_follow_writes_))
+      break;
     std::optional<Status> r = post_item(it, tx_free_.back());
     if (!r) break;  // the provider's queue is full: on the next completion
     tx_free_.pop_back();
@@ -105,8 +110,8 @@ void FabConn::pump_locked(std::vector<Done>* done) {
   }
   // Then writes into the peer's sinks, in queue order (kMaxWritesPosted at once); they
   // take no credit, and the messages just posted do not wait behind them.
-  for (auto k = txq_.begin();
-       writes_to_post_ > 0 && writes_.size() < kMaxWritesPosted && !ep_gone_ && k != txq_.end();
+  for (auto k = txq_.begin(); !sends_follow_writes_ && writes_to_post_ > 0 &&
+                              writes_.size() < kMaxWritesPosted && !ep_gone_ && k != txq_.end();
        ++k)
     if (k->write == TxItem::Write::kToPost && !post_write_locked(*k)) return;
   if (owed_ >= std::max<uint32_t>(1, rx_depth_ / 2) && credits_ >= 1 && !tx_free_.empty() &&
@@ -137,7 +142,10 @@ std::optional<Status> FabConn::post_item(TxItem& it, uint32_t i) {
       hdr.credits = net_credits;
     }
     // The bulk here, unless it went into the peer's sink already.
-    bool in_sink = it.write == TxItem::Write::kDone;
+    // Written into the peer's sink: done, or posted just ahead of this (in order).
+    bool in_sink = it.write == TxItem::Write::kDone || it.write == TxItem::Write::kPosted;
+    if (it.write == TxItem::Write::kPosted)
+      t_.counters_.sink_replies_ordered.fetch_add(1, std::memory_order_relaxed);
     size_t bulk = in_sink ? 0 : f.bulk_size();
     std::optional<RmaDesc> offer = offer_sink_locked(f);
     size_t tail = offer ? kRmaDescSize : 0;

@@ -59,6 +59,8 @@ InfoPtr make_hints(const std::string& provider, const std::string& domain) {
 }
 
 // fi_getinfo for `node`:`service`; FI_SOURCE when it is a local address to listen on.
+// Sends ordered after RMA writes (FI_ORDER_SAW, FabricOptions::ordered_replies) are asked
+// for first, and done without where the provider cannot.
 Result<InfoPtr> get_info(const FabricOptions& fo, const std::string& node, uint16_t port,
                          bool source, const fi_info* like = nullptr, const Nid* src = nullptr) {
   InfoPtr hints = make_hints(fo.provider, like ? std::string() : fo.domain);
@@ -75,8 +77,17 @@ Result<InfoPtr> get_info(const FabricOptions& fo, const std::string& node, uint1
   }
   std::string svc = std::to_string(port);
   fi_info* info = nullptr;
-  int rc =
-      fi_getinfo(kFiVersion, node.c_str(), svc.c_str(), source ? FI_SOURCE : 0, hints.get(), &info);
+  int rc = -FI_ENODATA;
+  if (fo.ordered_replies) {
+    hints->tx_attr->msg_order = FI_ORDER_SAW;
+    hints->rx_attr->msg_order = FI_ORDER_SAW;
+    rc = fi_getinfo(kFiVersion, node.c_str(), svc.c_str(), source ? FI_SOURCE : 0, hints.get(),
+                    &info);
+    hints->tx_attr->msg_order = hints->rx_attr->msg_order = 0;
+  }
+  if (rc != 0 || !info)
+    rc = fi_getinfo(kFiVersion, node.c_str(), svc.c_str(), source ? FI_SOURCE : 0, hints.get(),
+                    &info);
   if (rc != 0 || !info)
     return Status(Code::kUnreachable,
                   "libfabric provider '" + fo.provider + "'" +
@@ -548,8 +559,8 @@ void FabricTransport::post(std::function<void()> fn) { impl_->post(std::move(fn)
 bool FabricTransport::progress() { return impl_->progress(); }
 FabricTransport::Counters FabricTransport::counters() const {
   auto& c = impl_->counters_;
-  return {c.rma_reads.load(), c.sink_writes.load(), c.sinks_offered.load(), c.registrations.load(),
-          c.sink_registrations.load()};
+  return {c.rma_reads.load(),     c.sink_writes.load(),        c.sinks_offered.load(),
+          c.registrations.load(), c.sink_registrations.load(), c.sink_replies_ordered.load()};
 }
 
 void FabricTransport::inject_fault(FabricSite site, int err) { impl_->inject_fault(site, err); }

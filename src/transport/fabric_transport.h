@@ -50,6 +50,12 @@ struct FabricOptions {
   // data only while it is polled, one wake-up per socket's worth if the thread sleeps; a
   // verbs NIC completes a MiB in tens of µs. At most this much CPU per completion.
   std::chrono::microseconds rma_poll{1000};
+  // A read's reply whose bulk is RMA-written into the requester's sink: its message is
+  // posted right behind the write where the provider delivers sends after writes in order
+  // (FI_ORDER_SAW, as tcp does), so it arrives with its data still in the requester's
+  // cache. Otherwise (or false here) the message waits for the write's completion, and
+  // arrives behind the next write.
+  bool ordered_replies = true;
 };
 
 // What the fabric transport asks of a provider (fi_getinfo hints): MSG endpoints with sends
@@ -85,11 +91,12 @@ class FabricTransport final : public Transport {
 
   // What the transport did with memory since it started (tests, diagnostics). Any thread.
   struct Counters {
-    uint64_t rma_reads = 0;           // reads of a peer's payload or bulk
-    uint64_t sink_writes = 0;         // reply bulk written into a sink the peer offered
-    uint64_t sinks_offered = 0;       // reply sinks offered with requests
-    uint64_t registrations = 0;       // memory registered for one frame
-    uint64_t sink_registrations = 0;  // pooled sink memory registered (once per chunk)
+    uint64_t rma_reads = 0;             // reads of a peer's payload or bulk
+    uint64_t sink_writes = 0;           // reply bulk written into a sink the peer offered
+    uint64_t sinks_offered = 0;         // reply sinks offered with requests
+    uint64_t registrations = 0;         // memory registered for one frame
+    uint64_t sink_registrations = 0;    // pooled sink memory registered (once per chunk)
+    uint64_t sink_replies_ordered = 0;  // reply messages posted right behind their write
   };
   Counters counters() const;
 
