@@ -96,6 +96,12 @@ struct RpcResponse {
   Buffer payload;
   BulkData bulk;
   size_t bulk_limit = SIZE_MAX;  // reply with only the first bulk_limit bytes of `bulk`
+  // The CRC-32C (wire/data_crc.h's, seed 0) of the bulk replied -- its first bulk_limit
+  // bytes -- where the handler keeps it with the data (a store's checksum, a constant
+  // pattern's): the reply's data checksum then takes no pass over the bulk, and bytes
+  // damaged since their CRC was taken fail the client's check. Wrong here, the reply
+  // fails as corrupt.
+  std::optional<uint32_t> bulk_crc;
 };
 
 using Handler = std::function<RpcResponse(RpcRequest&)>;

@@ -274,7 +274,9 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
   fr.hdr.dst_nid = p->pni->nid.pack();
   if (checksum_.load(std::memory_order_relaxed) && !(fr.hdr.flags & kFlagDataCrc) &&
       (fr.hdr.kind == FrameKind::kRequest || fr.hdr.kind == FrameKind::kReply)) {
-    le::put<uint32_t>(fr.seal, data_crc(fr.payload.span(), bulk_span(fr)));
+    le::put<uint32_t>(fr.seal,
+                      fr.bulk_crc ? data_crc_joined(fr.payload.span(), *fr.bulk_crc, fr.bulk_size())
+                                  : data_crc(fr.payload.span(), bulk_span(fr)));
     fr.sealed = true;
     fr.hdr.flags |= kFlagDataCrc;
     m->bytes += kDataCrcSize;

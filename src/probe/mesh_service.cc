@@ -72,7 +72,7 @@ MeshNiNow mesh_ni_now(const Nid& nid, uint32_t configured_mbit, uint64_t own_tx,
 }
 
 void serve_mesh_probe(RpcEngine& engine, size_t max_bulk) {
-  BulkData pattern = make_bulk(make_ping_pattern(max_bulk));
+  auto pattern = std::make_shared<PingPattern>(max_bulk);
   engine.handle(
       kMsgMeshProbe,
       [pattern, max_bulk](RpcRequest& req) {
@@ -80,7 +80,7 @@ void serve_mesh_probe(RpcEngine& engine, size_t max_bulk) {
         if (auto probed = decode_mesh_mtu_ask(req.payload.span()))  // a small probe
           r.payload = encode_mesh_mtu_answer(mtu_at(*probed));
         else if (!req.payload.empty())
-          read_reply(req, pattern, max_bulk, &r);
+          read_reply(req, *pattern, max_bulk, &r);
         return r;  // or a write: its bulk is dropped
       },
       HandlerMode::kInline, Execution::kRepeatable);

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <vector>
 
+#include "wire/crc32c.h"
+
 namespace pfsnet {
 
 namespace {
@@ -48,7 +50,20 @@ Buffer ping_payload(std::optional<uint32_t> reply_bulk) {
   return b;
 }
 
-void read_reply(const RpcRequest& req, const BulkData& pattern, size_t max_bulk, RpcResponse* r) {
+PingPattern::PingPattern(size_t max_bulk) : bytes_(make_bulk(make_ping_pattern(max_bulk))) {}
+
+uint32_t PingPattern::crc_of(size_t n) {
+  {
+    MutexLock lk(mu_);
+    if (auto it = crcs_.find(n); it != crcs_.end()) return it->second;
+  }
+  uint32_t c = crc32c(std::span(bytes_->data(), std::min(n, bytes_->size())));
+  MutexLock lk(mu_);
+  if (crcs_.size() < kMaxLengths) crcs_.emplace(n, c);
+  return c;
+}
+
+void read_reply(const RpcRequest& req, PingPattern& pattern, size_t max_bulk, RpcResponse* r) {
   if (req.payload.size() != 4) {
     r->status = Status(Code::kInvalidArgument, "malformed read payload");
     return;
@@ -61,14 +76,15 @@ void read_reply(const RpcRequest& req, const BulkData& pattern, size_t max_bulk,
     return;
   }
   if (n) {
-    r->bulk = pattern;
+    r->bulk = pattern.bytes();
     r->bulk_limit = n;
+    r->bulk_crc = pattern.crc_of(n);
   }
 }
 
 void serve_ping(RpcEngine& engine, size_t max_bulk) {
   // One shared pattern: read replies send a prefix of it without copying.
-  BulkData pattern = make_bulk(make_ping_pattern(max_bulk));
+  auto pattern = std::make_shared<PingPattern>(max_bulk);
   engine.handle(
       kMsgBrwWrite,
       [](RpcRequest& req) {
@@ -82,7 +98,7 @@ void serve_ping(RpcEngine& engine, size_t max_bulk) {
       kMsgBrwRead,
       [pattern, max_bulk](RpcRequest& req) {
         RpcResponse r;
-        read_reply(req, pattern, max_bulk, &r);
+        read_reply(req, *pattern, max_bulk, &r);
         return r;
       },
       HandlerMode::kInline, Execution::kRepeatable);
@@ -94,7 +110,7 @@ void serve_ping(RpcEngine& engine, size_t max_bulk) {
           if (!req.bulk.empty()) r.bulk = make_bulk(std::move(req.bulk));
           return r;
         }
-        read_reply(req, pattern, max_bulk, &r);
+        read_reply(req, *pattern, max_bulk, &r);
         return r;
       },
       HandlerMode::kInline, Execution::kRepeatable);

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "wire/frame.h"
@@ -61,6 +62,7 @@ struct SavedReply {
   Payload payload;  // shared with the frames that send it
   BulkData bulk;
   size_t bulk_limit = SIZE_MAX;
+  std::optional<uint32_t> bulk_crc;  // RpcResponse::bulk_crc
   size_t bytes() const;
 };
 

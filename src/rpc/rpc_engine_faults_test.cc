@@ -1,14 +1,16 @@
 // RpcEngine over the in-memory transport with a manual clock, when things change or go
 // wrong: max_rpcs_in_flight at run time and per target, a timeout racing a close, a copy
-// of a running request, damaged requests and replies.
+// of a running request, damaged requests and replies, bulk damaged at rest.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <thread>
 
 #include "base/mutex.h"
 #include "rpc/call_batch.h"
 #include "rpc/rpc_engine.h"
 #include "rpc/rpc_test_fixture.h"
+#include "wire/crc32c.h"
 
 namespace pfsnet {
 namespace {
@@ -252,6 +254,67 @@ TEST(RpcIntegrityTest, DamagedRequestsAndRepliesAreResentNeverDelivered) {
   EXPECT_NE(fail.got[0].status.message().find("after 3 attempts"), std::string::npos)
       << fail.got[0].status.message();
   EXPECT_EQ(runs.load(), kRpcs);
+  client.rpc.shutdown();
+  hub.pump();
+}
+
+// A reply whose handler gives its bulk's CRC (kept with the data, RpcResponse::bulk_crc) is
+// sealed with it joined to the payload's: intact bytes arrive, a prefix with its own CRC
+// too -- and bytes damaged since their CRC was taken (at rest, on the server) fail the
+// client's check on every attempt, never delivered, where a CRC taken at send time would
+// have covered the damage.
+TEST(RpcIntegrityTest, ABulkChecksumKeptWithTheDataIsSentAndCatchesDamageAtRest) {
+  Nid a = nid("10.0.0.1@tcp"), b = nid("10.0.0.2@tcp");
+  ManualClock clock;
+  MemHub hub;
+  Node server(hub, clock, b);
+  constexpr size_t kSize = 64 << 10;
+  BulkData stored = make_bulk(make_ping_pattern(kSize));
+  const uint32_t stored_crc = crc32c(stored->span());
+  Buffer rotted = make_ping_pattern(kSize);
+  rotted.data()[kSize / 3] ^= 0x04;
+  BulkData damaged = make_bulk(std::move(rotted));
+  constexpr uint32_t kRead = 901, kPrefix = 902, kRotted = 903;
+  std::atomic<int> rotted_runs{0};
+  auto serve = [&](uint32_t type, const char* name, BulkData bulk, size_t limit, uint32_t crc,
+                   std::atomic<int>* runs) {
+    server.rpc.handle(
+        type, name,
+        [bulk, limit, crc, runs](RpcRequest&) {
+          if (runs) ++*runs;
+          RpcResponse r;
+          r.bulk = bulk;
+          r.bulk_limit = limit;
+          r.bulk_crc = crc;
+          return r;
+        },
+        HandlerMode::kInline, Execution::kRepeatable);
+  };
+  serve(kRead, "TEST_READ", stored, SIZE_MAX, stored_crc, nullptr);
+  serve(kPrefix, "TEST_READ_PREFIX", stored, 1000, crc32c(stored->span().first(1000)), nullptr);
+  serve(kRotted, "TEST_READ_ROTTED", damaged, SIZE_MAX, stored_crc, &rotted_runs);
+  Node client(hub, clock, a, 8, 8, /*retry_count=*/2);
+  Replies got;
+  for (uint32_t type : {kRead, kPrefix, kRotted})
+    client.rpc.call_async(b, type, Buffer(), nullptr, got.cb());
+  hub.pump();
+  ASSERT_EQ(got.got.size(), 3u);
+  std::map<uint64_t, const RpcReply*> by_size;
+  int corrupt = 0;
+  for (const RpcReply& r : got.got) {
+    if (r.status.code() == Code::kCorrupt) {
+      ++corrupt;
+      continue;
+    }
+    ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+    by_size[r.bulk.size()] = &r;
+  }
+  EXPECT_EQ(corrupt, 1);  // the rotted one, after 3 attempts
+  EXPECT_EQ(rotted_runs.load(), 3);
+  ASSERT_EQ(by_size.count(kSize), 1u);
+  ASSERT_EQ(by_size.count(1000), 1u);
+  EXPECT_TRUE(check_ping_pattern(by_size[kSize]->bulk.span()));
+  EXPECT_TRUE(check_ping_pattern(by_size[1000]->bulk.span()));
   client.rpc.shutdown();
   hub.pump();
 }

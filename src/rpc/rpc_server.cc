@@ -23,6 +23,7 @@ std::unique_ptr<OutFrame> frame_of(const SavedReply& r) {
   f->payload = r.payload;
   f->bulk = r.bulk;
   f->bulk_limit = r.bulk_limit;
+  f->bulk_crc = r.bulk_crc;
   return f;
 }
 
@@ -202,6 +203,7 @@ void RpcServer::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
     reply->payload = std::move(r.payload);
     reply->bulk = std::move(r.bulk);
     reply->bulk_limit = r.bulk_limit;
+    reply->bulk_crc = r.bulk_crc;
   } else {
     reply->hdr.status = static_cast<uint16_t>(r.status.code());
     reply->hdr.health = static_cast<uint16_t>(r.status.health_kind());

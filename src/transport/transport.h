@@ -67,6 +67,9 @@ struct OutFrame {
   bool sealed = false;
   BulkData bulk;                 // may be null; kept alive until the frame is written
   size_t bulk_limit = SIZE_MAX;  // send only the first bulk_limit bytes of `bulk`
+  // The CRC-32C of the bulk sent (its first bulk_size() bytes) when whoever supplied it
+  // knows it: sealing then joins it to the payload's (wire/data_crc.h), no pass over it.
+  std::optional<uint32_t> bulk_crc;
   TxCompletion* done = nullptr;  // optional; must outlive the frame's completion
   // hdr.credits is set already (by a decorator that holds frames, with the credits owed
   // when the frame entered the hold): the transport writes it as it is.

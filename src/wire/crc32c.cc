@@ -214,6 +214,41 @@ uint32_t crc32c_streams(std::span<const uint8_t> bytes, uint32_t seed) {
   return ~portable(bytes.data(), bytes.size(), ~seed);
 }
 
+// crc(a + b) = crc(a) x^(8 |b|) + crc(b) (mod P): the conditioning of both cancels out
+// (zlib's crc32_combine). Polynomials reflected: bit 31 is x^0.
+namespace {
+constexpr uint32_t mult_mod_p(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t m = 1u << 31; m != 0 && a != 0; m >>= 1) {
+    if (a & m) {
+      product ^= b;
+      a ^= m;
+    }
+    b = (b & 1) ? (b >> 1) ^ kPoly : b >> 1;
+  }
+  return product;
+}
+// x^(2^k) mod P for k = 0..63.
+constexpr std::array<uint32_t, 64> kXPow2 = [] {
+  std::array<uint32_t, 64> t{};
+  uint32_t p = 1u << 30;  // x^1
+  for (auto& e : t) {
+    e = p;
+    p = mult_mod_p(p, p);
+  }
+  return t;
+}();
+}  // namespace
+
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b) {
+  uint32_t shift = 1u << 31;  // x^0; times x^(8 len_b), a power of two at a time
+  uint64_t bits = uint64_t{len_b} * 8;
+  for (size_t k = 0; bits != 0; bits >>= 1, ++k) {
+    if (bits & 1) shift = mult_mod_p(kXPow2[k], shift);
+  }
+  return mult_mod_p(shift, crc_a) ^ crc_b;
+}
+
 bool crc32c_hardware() { return kHaveHardware; }
 bool crc32c_folding() { return kHaveFold; }
 

@@ -60,6 +60,30 @@ TEST(Crc32cTest, SeedContinuesARunningChecksum) {
   }
 }
 
+// Two checksums join without a pass over the second part's bytes: every cut of a buffer,
+// parts of 0 to 1 MiB + 3 bytes, and a second part of zeros (whose CRC is not zero).
+TEST(Crc32cTest, CombineJoinsTheChecksumsOfTwoParts) {
+  std::mt19937 rng(5);
+  std::vector<uint8_t> buf((1 << 20) + 3 + 300);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  for (size_t len : {size_t{0}, size_t{1}, size_t{300}, size_t{(1 << 20) + 3 + 300}}) {
+    std::span<const uint8_t> all(buf.data(), len);
+    uint32_t whole = crc32c(all);
+    for (size_t cut : {size_t{0}, size_t{1}, len / 3, len / 2, len > 0 ? len - 1 : 0, len}) {
+      if (cut > len) continue;
+      auto a = all.first(cut), b = all.subspan(cut);
+      EXPECT_EQ(crc32c_combine(crc32c(a), crc32c(b), b.size()), whole)
+          << "length " << len << " cut " << cut;
+    }
+  }
+  std::vector<uint8_t> zeros(4096 + 5, 0);
+  std::span<const uint8_t> head(buf.data(), 77);
+  std::vector<uint8_t> joined(head.begin(), head.end());
+  joined.insert(joined.end(), zeros.begin(), zeros.end());
+  EXPECT_EQ(crc32c_combine(crc32c(head), crc32c(zeros), zeros.size()), crc32c(joined));
+  EXPECT_NE(crc32c_combine(crc32c(head), crc32c(zeros), zeros.size() - 1), crc32c(joined));
+}
+
 // The hardware version runs three streams over blocks of 3 x 8 KiB and 3 x 256 B and joins
 // them: every length around those blocks, at every alignment, against the tables.
 TEST(Crc32cTest, InterleavedStreamsMatchAcrossTheirBlockBoundaries) {

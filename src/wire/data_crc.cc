@@ -11,6 +11,10 @@ uint32_t data_crc(std::span<const uint8_t> payload, std::span<const uint8_t> bul
   return crc32c(bulk, crc32c(payload));
 }
 
+uint32_t data_crc_joined(std::span<const uint8_t> payload, uint32_t bulk_crc, size_t bulk_len) {
+  return crc32c_combine(crc32c(payload), bulk_crc, bulk_len);
+}
+
 Buffer seal_payload(std::span<const uint8_t> payload, std::span<const uint8_t> bulk) {
   Buffer out(payload.size() + kDataCrcSize);
   if (!payload.empty()) std::memcpy(out.data(), payload.data(), payload.size());

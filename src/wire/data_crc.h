@@ -20,6 +20,11 @@ namespace pfsnet {
 // The CRC-32C of `payload` followed by `bulk`.
 uint32_t data_crc(std::span<const uint8_t> payload, std::span<const uint8_t> bulk);
 
+// The same when the bulk's own CRC-32C is known (kept with the data since it was
+// written): no pass over the bulk's `bulk_len` bytes -- and bulk damaged since its CRC was
+// taken fails at the receiver, where a CRC taken now would cover the damage.
+uint32_t data_crc_joined(std::span<const uint8_t> payload, uint32_t bulk_crc, size_t bulk_len);
+
 // `payload` with the CRC of it and `bulk` appended (little-endian): a sealed frame's
 // payload, kDataCrcSize bytes longer.
 Buffer seal_payload(std::span<const uint8_t> payload, std::span<const uint8_t> bulk);
