@@ -89,6 +89,10 @@ struct RpcRequest {
   // and the request's xid: a resend carries the same pair. What a server that keeps a
   // record across its own restart (a block write's, Lustre's last_rcvd) keys it by.
   uint64_t incarnation = 0, xid = 0;
+  // The CRC-32C (seed 0) of `bulk` as the sender sealed it, checked on arrival (none when
+  // the sender sealed nothing): what a store keeps with the data, to reply with
+  // (RpcResponse::bulk_crc) -- the writer's checksum travels on to the reader.
+  std::optional<uint32_t> bulk_crc;
 };
 
 struct RpcResponse {

@@ -111,7 +111,8 @@ void Net::on_frame(Connection& c, InFrame&& f) {
     set_peer_dead(pni.nid, false, "");
     PFS_LOG_INFO("heard from {} directly: it is alive, whatever the MGS said", pni.nid.to_string());
   }
-  const bool corrupt = (f.hdr.flags & kFlagDataCrc) && !unseal_payload(&f.payload, f.bulk.span());
+  const bool corrupt =
+      (f.hdr.flags & kFlagDataCrc) && !unseal_payload(&f.payload, f.bulk.span(), &f.bulk_crc);
   if (!corrupt) {
     if (ni.up.load()) raise(ni.health);
     raise(pni.health);

@@ -99,8 +99,8 @@ void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
   }
   auto run = [this, &t, from, saved](InFrame& fr, RxCredit& cr) {
     RpcRequest req{
-        from,      fr.hdr.msg_type, std::move(fr.payload), std::move(fr.bulk), fr.hdr.incarnation,
-        fr.hdr.xid};
+        from,       fr.hdr.msg_type, std::move(fr.payload), std::move(fr.bulk), fr.hdr.incarnation,
+        fr.hdr.xid, fr.bulk_crc};
     RpcResponse resp;
     try {
       resp = t.handler(req);
@@ -142,7 +142,8 @@ void RpcServer::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxC
     send_reply(from, hdr, received, std::move(r), true, saved);
   });
   RpcRequest req{
-      from, f.hdr.msg_type, std::move(f.payload), std::move(f.bulk), f.hdr.incarnation, f.hdr.xid};
+      from,      f.hdr.msg_type, std::move(f.payload), std::move(f.bulk), f.hdr.incarnation,
+      f.hdr.xid, f.bulk_crc};
   try {
     t.async(req, std::move(resp));
   } catch (const std::exception& e) {

@@ -25,8 +25,9 @@ struct BlockService::Op {
   BlockIo io;
   uint64_t client = 0, incarnation = 0, xid = 0;  // a write's, for last_rcvd
   Buffer data;                                    // a write's bulk
+  std::optional<uint32_t> data_crc;               // its CRC, from the client's seal
   Buffer buf;                                     // the block buffer
-  BulkData block;  // a whole block read, shared with the target (no copy)
+  SharedBlock block;  // a whole block read, shared with the target (no copy), and its CRC
   Responder resp;
   TimePoint io_start{};
   Status status;
@@ -167,6 +168,7 @@ void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
     op->xid = req.xid;
   }
   op->data = std::move(req.bulk);
+  op->data_crc = req.bulk_crc;
   op->resp = std::move(resp);
   buffers_->acquire([this, op](Buffer buf, Duration waited) {
     if (stats_) stats_->record_exec(RawExecRecord{waited.count(), kMsgBlockBufferWait});
@@ -196,7 +198,7 @@ void BlockService::run(const std::shared_ptr<Op>& op) {
         store.wants_aligned() && reinterpret_cast<uintptr_t>(src.data()) % 4096 != 0;
     if (whole(io) && !realign) {
       // The target may keep the request's memory as the block ("mem" does).
-      op->status = store.write_block(io.file, io.block, std::move(op->data));
+      op->status = store.write_block(io.file, io.block, std::move(op->data), op->data_crc);
     } else {
       if (realign) {
         std::memcpy(op->buf.data(), src.data(), src.size());
@@ -209,7 +211,7 @@ void BlockService::run(const std::shared_ptr<Op>& op) {
     // answers the resend from the record at its restart.
     if (op->status.ok() && op->incarnation != 0)
       op->status = executed_[io.target]->ran(op->client, op->incarnation, op->xid);
-  } else if (whole(io) && (op->block = store.read_block(io.file, io.block))) {
+  } else if (whole(io) && (op->block = store.read_block(io.file, io.block)).data) {
     op->status = Status::Ok();
   } else {
     op->status = store.read(io.file, io.block, io.offset, op->buf.span().first(io.length));
@@ -245,8 +247,9 @@ void BlockService::finish(const std::shared_ptr<Op>& op) {
     stats_->record_exec(RawExecRecord{(clock_.now() - op->io_start).count(), kMsgBlockDisk});
   RpcResponse r;
   r.status = op->status;
-  if (r.status.ok() && op->type == kMsgBlockRead && op->block) {
-    r.bulk = std::move(op->block);
+  if (r.status.ok() && op->type == kMsgBlockRead && op->block.data) {
+    r.bulk = std::move(op->block.data);
+    r.bulk_crc = op->block.crc;  // the writer's: bytes damaged since fail at the reader
   } else if (r.status.ok() && op->type == kMsgBlockRead) {
     op->buf.shrink_to(op->io.length);
     r.bulk = make_bulk(std::move(op->buf));  // the buffer is free once the data is sent

@@ -16,6 +16,7 @@
 
 #include "base/mutex.h"
 #include "storage/device_layout.h"
+#include "wire/crc32c.h"
 
 namespace pfsnet {
 
@@ -28,8 +29,9 @@ Status sys_error(const std::string& what) {
 }
 
 // Blocks in memory, each its own Buffer. A whole-block write keeps the request's memory as
-// the block; a whole-block read shares the block with the reply. A block being sent is
-// never written in place: a partial write to it copies it first (the reply keeps the old).
+// the block, and its CRC; a whole-block read shares the block and the CRC with the reply. A
+// block being sent is never written in place: a partial write to it copies it first (the
+// reply keeps the old), and drops the CRC.
 class MemStore final : public BlockStore {
  public:
   MemStore(uint32_t block_size, uint64_t capacity) : bs_(block_size), capacity_(capacity) {}
@@ -46,21 +48,24 @@ class MemStore final : public BlockStore {
       auto b = std::make_shared<Buffer>(bs_);
       std::memset(b->data(), 0, offset);
       std::memset(b->data() + offset + data.size(), 0, bs_ - offset - data.size());
-      it = blocks.emplace(block, std::move(b)).first;
+      it = blocks.emplace(block, Block{std::move(b), std::nullopt}).first;
       used_ += bs_;
-    } else if (it->second.use_count() > 1) {
-      it->second = std::make_shared<Buffer>(Buffer::copy_of(it->second->span()));
+    } else if (it->second.data.use_count() > 1) {
+      it->second.data = std::make_shared<Buffer>(Buffer::copy_of(it->second.data->span()));
     }
-    std::memcpy(it->second->data() + offset, data.data(), data.size());
+    std::memcpy(it->second.data->data() + offset, data.data(), data.size());
+    it->second.crc.reset();
     return Status::Ok();
   }
 
-  Status write_block(const std::string& file, uint64_t block, Buffer whole) override {
-    // Pooled memory (a fabric's registered buffers) goes back to its pool: copied.
-    if (whole.pooled() || whole.size() != bs_) return write(file, block, 0, whole.span());
+  Status write_block(const std::string& file, uint64_t block, Buffer whole,
+                     std::optional<uint32_t> crc) override {
+    if (whole.size() != bs_) return write(file, block, 0, whole.span());
     if (Status s = fits(file, block, bs_); !s.ok()) return s;
-    auto b = std::make_shared<Buffer>(std::move(whole));
-    std::shared_ptr<Buffer> old;  // freed after the lock
+    // Pooled memory (a fabric's registered buffers) goes back to its pool: copied.
+    if (whole.pooled()) whole = Buffer::copy_of(whole.span());
+    Block b{std::make_shared<Buffer>(std::move(whole)), crc};
+    Block old;  // freed after the lock
     MutexLock lk(mu_);
     auto& blocks = files_[file];
     auto it = blocks.find(block);
@@ -76,7 +81,7 @@ class MemStore final : public BlockStore {
 
   Status read(const std::string& file, uint64_t block, uint32_t offset,
               std::span<uint8_t> out) override {
-    BulkData b = find(file, block);
+    BulkData b = find(file, block).data;
     if (b)
       std::memcpy(out.data(), b->data() + offset, out.size());
     else
@@ -84,13 +89,14 @@ class MemStore final : public BlockStore {
     return Status::Ok();
   }
 
-  BulkData read_block(const std::string& file, uint64_t block) override {
-    if (BulkData b = find(file, block)) return b;
+  SharedBlock read_block(const std::string& file, uint64_t block) override {
+    if (SharedBlock b = find(file, block); b.data) return b;
     MutexLock lk(mu_);
-    if (!zeros_) {
+    if (!zeros_.data) {
       Buffer z(bs_);
       std::memset(z.data(), 0, bs_);
-      zeros_ = make_bulk(std::move(z));
+      zeros_.crc = crc32c(z.span());
+      zeros_.data = make_bulk(std::move(z));
     }
     return zeros_;
   }
@@ -112,21 +118,26 @@ class MemStore final : public BlockStore {
                     "target mem is full (its capacity of " + std::to_string(capacity_) + " bytes)");
     return Status::Ok();
   }
-  BulkData find(const std::string& file, uint64_t block) EXCLUDES(mu_) {
+  SharedBlock find(const std::string& file, uint64_t block) EXCLUDES(mu_) {
     MutexLock lk(mu_);
     auto f = files_.find(file);
-    if (f == files_.end()) return nullptr;
+    if (f == files_.end()) return {};
     auto it = f->second.find(block);
-    return it == f->second.end() ? nullptr : it->second;
+    if (it == f->second.end()) return {};
+    return {it->second.data, it->second.crc};
   }
+
+  struct Block {
+    std::shared_ptr<Buffer> data;
+    std::optional<uint32_t> crc;  // of data, while it is the writer's whole block
+  };
 
   const uint32_t bs_;
   const uint64_t capacity_;
   Mutex mu_;
-  std::map<std::string, std::unordered_map<uint64_t, std::shared_ptr<Buffer>>> files_
-      GUARDED_BY(mu_);
+  std::map<std::string, std::unordered_map<uint64_t, Block>> files_ GUARDED_BY(mu_);
   uint64_t used_ GUARDED_BY(mu_) = 0;
-  BulkData zeros_ GUARDED_BY(mu_);  // the block never written
+  SharedBlock zeros_ GUARDED_BY(mu_);  // the block never written
 };
 
 // Memory aligned for O_DIRECT, freed with free().

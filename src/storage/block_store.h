@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -28,6 +29,13 @@ namespace pfsnet {
 // OK, or kInvalidArgument saying what is wrong with `name` as a striped file's name.
 Status check_file_name(const std::string& name);
 
+// A whole block shared without a copy, with the CRC-32C kept with it where it is known (the
+// writer's, from its write's seal), to send as the reply's own (RpcResponse::bulk_crc).
+struct SharedBlock {
+  BulkData data;
+  std::optional<uint32_t> crc;
+};
+
 class BlockStore {
  public:
   virtual ~BlockStore() = default;
@@ -35,14 +43,16 @@ class BlockStore {
                        std::span<const uint8_t> data) = 0;
   virtual Status read(const std::string& file, uint64_t block, uint32_t offset,
                       std::span<uint8_t> out) = 0;
-  // A whole block written from memory it may keep (`whole.size()` is the block size):
-  // "mem" keeps it as the block, without a copy. The others write it.
-  virtual Status write_block(const std::string& file, uint64_t block, Buffer whole) {
+  // A whole block written from memory it may keep (`whole.size()` is the block size), with
+  // its CRC-32C when known: "mem" keeps it as the block, without a copy, and the CRC with
+  // it (a partial write later drops it). The others write it.
+  virtual Status write_block(const std::string& file, uint64_t block, Buffer whole,
+                             std::optional<uint32_t> /*crc*/) {
     return write(file, block, 0, whole.span());
   }
-  // A whole block shared without a copy, to send while a later write replaces it: "mem"
-  // only; null where reads go through read().
-  virtual BulkData read_block(const std::string& /*file*/, uint64_t /*block*/) { return nullptr; }
+  // A whole block shared without a copy, to send while a later write replaces it, and its
+  // CRC where kept: "mem" only; data null where reads go through read().
+  virtual SharedBlock read_block(const std::string& /*file*/, uint64_t /*block*/) { return {}; }
   // Whether a transfer from memory aligned to 4 KiB goes faster (O_DIRECT).
   virtual bool wants_aligned() const { return true; }
   // Whether a whole-block write_block or read_block may block the thread (on a disk)

@@ -17,6 +17,7 @@
 #include "storage/layout.h"
 #include "storage/protocol.h"
 #include "storage/tokens.h"
+#include "wire/crc32c.h"
 
 namespace pfsnet {
 namespace {
@@ -142,7 +143,7 @@ TEST(BlockStoreTest, MemoryAndDirectoryTargetsKeepWhatWasWritten) {
 
 // The memory target keeps a whole block's own memory and sends its own: no copy either
 // way, and a block being sent keeps what it held while a later write changes the block.
-TEST(BlockStoreTest, TheMemoryTargetTakesAndSharesWholeBlocksWithoutCopies) {
+TEST(BlockStoreTest, TheMemoryTargetTakesAndSharesWholeBlocksWithoutCopiesAndTheirCrc) {
   auto mem = open_block_store("mem", 4096, 1 << 20);
   ASSERT_TRUE(mem.ok());
   BlockStore& s = **mem;
@@ -152,14 +153,19 @@ TEST(BlockStoreTest, TheMemoryTargetTakesAndSharesWholeBlocksWithoutCopies) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(whole.data()) % 4096, 0u);
   std::memset(whole.data(), 0x11, 4096);
   const uint8_t* mine = whole.data();
-  ASSERT_TRUE(s.write_block("f", 3, std::move(whole)).ok());
-  BulkData sent = s.read_block("f", 3);
+  const uint32_t crc = crc32c(whole.span());
+  ASSERT_TRUE(s.write_block("f", 3, std::move(whole), crc).ok());
+  SharedBlock shared = s.read_block("f", 3);
+  BulkData sent = shared.data;
   ASSERT_TRUE(sent);
   EXPECT_EQ(sent->data(), mine) << "the block is the request's memory, shared with the reply";
-  // A partial write while the block is being sent: the reply keeps the old bytes.
+  EXPECT_EQ(shared.crc, crc) << "the writer's CRC is kept with the block";
+  // A partial write while the block is being sent: the reply keeps the old bytes; the
+  // block's CRC is no longer the writer's, and goes.
   std::vector<uint8_t> part(100, 0x22);
   ASSERT_TRUE(s.write("f", 3, 10, part).ok());
   EXPECT_EQ(sent->data()[10], 0x11);
+  EXPECT_FALSE(s.read_block("f", 3).crc.has_value());
   std::vector<uint8_t> now(4096);
   ASSERT_TRUE(s.read("f", 3, 0, now).ok());
   EXPECT_EQ(now[9], 0x11);
@@ -168,14 +174,16 @@ TEST(BlockStoreTest, TheMemoryTargetTakesAndSharesWholeBlocksWithoutCopies) {
   // A whole-block write replaces the block; the one being sent is unchanged.
   Buffer next = Buffer::page_aligned(4096);
   std::memset(next.data(), 0x33, 4096);
-  ASSERT_TRUE(s.write_block("f", 3, std::move(next)).ok());
+  ASSERT_TRUE(s.write_block("f", 3, std::move(next), std::nullopt).ok());
   EXPECT_EQ(sent->data()[0], 0x11);
-  EXPECT_EQ(s.read_block("f", 3)->data()[0], 0x33);
-  // Never written: a block of zeros.
-  BulkData zeros = s.read_block("f", 77);
-  ASSERT_TRUE(zeros);
-  EXPECT_EQ(zeros->size(), 4096u);
-  EXPECT_EQ(std::count(zeros->data(), zeros->data() + 4096, 0), 4096);
+  EXPECT_EQ(s.read_block("f", 3).data->data()[0], 0x33);
+  EXPECT_FALSE(s.read_block("f", 3).crc.has_value());  // none was given
+  // Never written: a block of zeros, with their CRC.
+  SharedBlock zeros = s.read_block("f", 77);
+  ASSERT_TRUE(zeros.data);
+  EXPECT_EQ(zeros.data->size(), 4096u);
+  EXPECT_EQ(std::count(zeros.data->data(), zeros.data->data() + 4096, 0), 4096);
+  EXPECT_EQ(zeros.crc, crc32c(zeros.data->span()));
   // Memory a pool lends (a fabric's receive buffers) is copied, and goes back to its pool.
   struct Pool final : BufferPool {
     int back = 0;
@@ -183,14 +191,17 @@ TEST(BlockStoreTest, TheMemoryTargetTakesAndSharesWholeBlocksWithoutCopies) {
   };
   auto pool = std::make_shared<Pool>();
   std::vector<uint8_t> lent(4096, 0x44);
-  ASSERT_TRUE(s.write_block("f", 4, Buffer::pooled(lent.data(), 4096, pool)).ok());
+  ASSERT_TRUE(s.write_block("f", 4, Buffer::pooled(lent.data(), 4096, pool), crc32c(lent)).ok());
   EXPECT_EQ(pool->back, 1);
-  EXPECT_NE(s.read_block("f", 4)->data(), lent.data());
-  EXPECT_EQ(s.read_block("f", 4)->data()[4095], 0x44);
+  EXPECT_NE(s.read_block("f", 4).data->data(), lent.data());
+  EXPECT_EQ(s.read_block("f", 4).data->data()[4095], 0x44);
+  EXPECT_EQ(s.read_block("f", 4).crc, crc32c(lent));  // the copy keeps it
   // The capacity holds for kept blocks too: 256 blocks of 4 KiB fit, 2 are used.
-  for (uint64_t b = 5; b < 256; ++b) ASSERT_TRUE(s.write_block("f", b, Buffer(4096)).ok()) << b;
-  for (uint64_t b = 0; b < 3; ++b) ASSERT_TRUE(s.write_block("h", b, Buffer(4096)).ok()) << b;
-  Status full = s.write_block("g", 0, Buffer(4096));
+  for (uint64_t b = 5; b < 256; ++b)
+    ASSERT_TRUE(s.write_block("f", b, Buffer(4096), std::nullopt).ok()) << b;
+  for (uint64_t b = 0; b < 3; ++b)
+    ASSERT_TRUE(s.write_block("h", b, Buffer(4096), std::nullopt).ok()) << b;
+  Status full = s.write_block("g", 0, Buffer(4096), std::nullopt);
   EXPECT_FALSE(full.ok());
   EXPECT_NE(full.message().find("full"), std::string::npos) << full.to_string();
 }

@@ -93,6 +93,8 @@ struct InFrame {
   FrameHeader hdr;
   Buffer payload;
   Buffer bulk;
+  // The bulk's CRC-32C as its sender sealed it, once the seal checked (Net).
+  std::optional<uint32_t> bulk_crc;
   RxTimes times;
 };
 

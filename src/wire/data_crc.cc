@@ -22,12 +22,17 @@ Buffer seal_payload(std::span<const uint8_t> payload, std::span<const uint8_t> b
   return out;
 }
 
-bool unseal_payload(Buffer* payload, std::span<const uint8_t> bulk) {
+bool unseal_payload(Buffer* payload, std::span<const uint8_t> bulk,
+                    std::optional<uint32_t>* bulk_crc) {
   if (payload->size() < kDataCrcSize) return false;
   size_t n = payload->size() - kDataCrcSize;
   std::span<const uint8_t> data(payload->data(), n);
-  if (le::get<uint32_t>(payload->data() + n) != data_crc(data, bulk)) return false;
+  const uint32_t of_payload = crc32c(data);
+  const uint32_t seal = crc32c(bulk, of_payload);
+  if (le::get<uint32_t>(payload->data() + n) != seal) return false;
   payload->shrink_to(n);
+  // seal = crc(payload) x^(8 |bulk|) + crc(bulk): the bulk's own is what that adds.
+  if (bulk_crc && !bulk.empty()) *bulk_crc = seal ^ crc32c_combine(of_payload, 0, bulk.size());
   return true;
 }
 

@@ -11,6 +11,7 @@
 #include <pfsnet/buffer.h>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "wire/frame.h"
@@ -30,8 +31,11 @@ uint32_t data_crc_joined(std::span<const uint8_t> payload, uint32_t bulk_crc, si
 Buffer seal_payload(std::span<const uint8_t> payload, std::span<const uint8_t> bulk);
 
 // Checks a sealed payload against `bulk`. True when the CRC matches; `payload` then
-// keeps only the bytes before it. False (and `payload` unchanged) when it does not or
-// the payload is shorter than the CRC.
-bool unseal_payload(Buffer* payload, std::span<const uint8_t> bulk);
+// keeps only the bytes before it, and `bulk_crc` (if given, and the bulk is not empty)
+// the bulk's own CRC-32C, taken out of the seal without a second pass: what a store keeps
+// with the data. False (and nothing changed) when it does not match or the payload is
+// shorter than the CRC.
+bool unseal_payload(Buffer* payload, std::span<const uint8_t> bulk,
+                    std::optional<uint32_t>* bulk_crc = nullptr);
 
 }  // namespace pfsnet

@@ -32,6 +32,29 @@ TEST(DataCrcTest, SealedPayloadUnsealsToItselfAndCoversPayloadThenBulk) {
   EXPECT_EQ(std::vector<uint8_t>(sealed.data(), sealed.data() + sealed.size()), payload);
 }
 
+// The bulk's own CRC comes out of a seal that checks (what a store keeps with the data),
+// and goes back in: sealing with it joined gives the same seal without a pass over the bulk.
+TEST(DataCrcTest, TheBulksOwnCrcComesOutOfTheSealAndJoinsBackIn) {
+  for (size_t n : {size_t{1}, size_t{4096}, size_t{(1 << 20) + 5}}) {
+    std::vector<uint8_t> payload = random_bytes(37, 3), bulk = random_bytes(n, 4);
+    Buffer sealed = seal_payload(payload, bulk);
+    std::optional<uint32_t> bulk_crc;
+    ASSERT_TRUE(unseal_payload(&sealed, bulk, &bulk_crc));
+    EXPECT_EQ(bulk_crc, crc32c(bulk)) << n;
+    EXPECT_EQ(data_crc_joined(payload, crc32c(bulk), bulk.size()), data_crc(payload, bulk)) << n;
+  }
+  // No bulk, no bulk CRC; a seal that fails leaves it unset.
+  std::vector<uint8_t> payload = random_bytes(10, 5), bulk = random_bytes(100, 6);
+  Buffer only = seal_payload(payload, {});
+  std::optional<uint32_t> none;
+  ASSERT_TRUE(unseal_payload(&only, {}, &none));
+  EXPECT_FALSE(none.has_value());
+  Buffer sealed = seal_payload(payload, bulk);
+  bulk[50] ^= 1;
+  ASSERT_FALSE(unseal_payload(&sealed, bulk, &none));
+  EXPECT_FALSE(none.has_value());
+}
+
 TEST(DataCrcTest, EmptyPayloadAndNoBulkSealToo) {
   Buffer sealed = seal_payload({}, {});
   ASSERT_EQ(sealed.size(), kDataCrcSize);
