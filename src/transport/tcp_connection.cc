@@ -3,7 +3,10 @@
 // batched write path, the read path, close.
 #include <poll.h>
 
+#include <algorithm>
+
 #include "transport/tcp_internal.h"
+#include "wire/crc32c.h"
 
 namespace pfsnet::tcp_detail {
 
@@ -459,6 +462,8 @@ bool TcpConnection::dispatch_buffered(TimePoint now, bool here) {
     if (in_payload) std::memcpy(f.payload.data(), p, in_payload);
     size_t in_bulk = avail - in_payload;
     if (in_bulk) std::memcpy(f.bulk.data(), p + in_payload, in_bulk);
+    // A sealed frame's bulk is checksummed piece by piece as it comes in, while in cache.
+    if (h->flags & kFlagDataCrc) f.bulk_crc = crc32c(std::span(f.bulk.data(), in_bulk));
     f.times.first_byte = first_byte;
     rlen_ = 0;
     read_large(std::move(f), in_payload, in_bulk);
@@ -498,11 +503,16 @@ ssize_t TcpConnection::read_into(InFrame& f, size_t have) {
 void TcpConnection::read_large_rest(std::shared_ptr<InFrame> frame, size_t have, bool waited) {
   auto self = shared_from_this();
   size_t total = frame->payload.size() + frame->bulk.size();
+  const size_t plen = frame->payload.size();
   for (int round = 0; round < 64 && have < total; ++round) {  // bounded per turn
     ssize_t got = read_into(*frame, have);
     if (got < 0) return;  // closed
     if (got > 0) {
+      size_t from = std::max(have, plen) - plen;
       have += static_cast<size_t>(got);
+      size_t to = std::max(have, plen) - plen;
+      if (frame->bulk_crc && to > from)
+        frame->bulk_crc = crc32c(std::span(frame->bulk.data() + from, to - from), *frame->bulk_crc);
       continue;
     }
     tl_waiting_for_bulk = true;

@@ -93,7 +93,9 @@ struct InFrame {
   FrameHeader hdr;
   Buffer payload;
   Buffer bulk;
-  // The bulk's CRC-32C as its sender sealed it, once the seal checked (Net).
+  // The CRC-32C of `bulk` as received: taken by a transport that reads the bulk in pieces
+  // as each came in (still in the CPU's cache; TCP, for frames that arrived sealed), or by
+  // the Net checking the seal. Once the seal checked, the sender's.
   std::optional<uint32_t> bulk_crc;
   RxTimes times;
 };

@@ -33,8 +33,9 @@ Buffer seal_payload(std::span<const uint8_t> payload, std::span<const uint8_t> b
 // Checks a sealed payload against `bulk`. True when the CRC matches; `payload` then
 // keeps only the bytes before it, and `bulk_crc` (if given, and the bulk is not empty)
 // the bulk's own CRC-32C, taken out of the seal without a second pass: what a store keeps
-// with the data. False (and nothing changed) when it does not match or the payload is
-// shorter than the CRC.
+// with the data. A `bulk_crc` that holds a value on entry is the bulk's CRC as received
+// (taken while it came in) and is joined instead of a pass over the bulk. False (and
+// nothing changed) when it does not match or the payload is shorter than the CRC.
 bool unseal_payload(Buffer* payload, std::span<const uint8_t> bulk,
                     std::optional<uint32_t>* bulk_crc = nullptr);
 

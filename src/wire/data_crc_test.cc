@@ -43,6 +43,19 @@ TEST(DataCrcTest, TheBulksOwnCrcComesOutOfTheSealAndJoinsBackIn) {
     EXPECT_EQ(bulk_crc, crc32c(bulk)) << n;
     EXPECT_EQ(data_crc_joined(payload, crc32c(bulk), bulk.size()), data_crc(payload, bulk)) << n;
   }
+  // A CRC taken as the bulk came in is joined instead of a pass: right, the seal checks;
+  // not the bulk's, it fails and the payload stays sealed.
+  {
+    std::vector<uint8_t> payload = random_bytes(20, 7), bulk = random_bytes(70000, 8);
+    Buffer sealed = seal_payload(payload, bulk);
+    std::optional<uint32_t> wrong = crc32c(bulk) ^ 1;
+    ASSERT_FALSE(unseal_payload(&sealed, bulk, &wrong));
+    EXPECT_EQ(sealed.size(), payload.size() + kDataCrcSize);
+    std::optional<uint32_t> right = crc32c(bulk);
+    ASSERT_TRUE(unseal_payload(&sealed, bulk, &right));
+    EXPECT_EQ(sealed.size(), payload.size());
+    EXPECT_EQ(right, crc32c(bulk));
+  }
   // No bulk, no bulk CRC; a seal that fails leaves it unset.
   std::vector<uint8_t> payload = random_bytes(10, 5), bulk = random_bytes(100, 6);
   Buffer only = seal_payload(payload, {});
