@@ -77,6 +77,10 @@ struct CallOptions {
   // back), it is resent every kRecoverResend until its deadline -- not retry_count times
   // at once -- and reaches the server once it is back (Lustre's resend after recovery).
   bool recover = false;
+  // The CRC-32C (seed 0) of the request's bulk where the caller took it already (folded
+  // into the copy that made the bulk): the data checksum then joins it, no pass over the
+  // bulk. Wrong here, the server refuses the request as corrupt.
+  std::optional<uint32_t> bulk_crc;
 };
 inline constexpr Duration kRecoverResend = std::chrono::milliseconds(250);
 

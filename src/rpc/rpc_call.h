@@ -35,6 +35,7 @@ struct RpcClient::Call final : TxCompletion {
   bool recover = false;     // CallOptions::recover
   Payload payload;          // every attempt sends it (shared, never copied)
   BulkData bulk;
+  std::optional<uint32_t> bulk_crc;        // CallOptions::bulk_crc
   std::optional<std::pair<Nid, Nid>> pin;  // recovery pings: this path only, no resend
   Callback cb;
 

@@ -97,6 +97,7 @@ RpcClient::CallPtr RpcClient::start_call(const Nid& dst, uint32_t type, Buffer p
   c->deadline = c->reply.times.submit + total;
   c->pin = o.via;
   c->reply_bulk = o.reply_bulk;  // the transport bounds it by the frame limits
+  c->bulk_crc = o.bulk_crc;
   c->urgent = o.urgent;
   c->one_stream = o.one_stream;
   c->recover = o.recover;
@@ -282,6 +283,7 @@ void RpcClient::send_call(const Armed& a) {
   f->hdr.incarnation = incarnation_;
   f->payload = c->payload;
   f->bulk = c->bulk;
+  f->bulk_crc = c->bulk_crc;
   f->reply_sink = c->reply_bulk;
   f->one_stream = c->one_stream;
   f->hdr.done_lag = a.done_lag;

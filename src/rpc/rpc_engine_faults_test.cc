@@ -319,5 +319,45 @@ TEST(RpcIntegrityTest, ABulkChecksumKeptWithTheDataIsSentAndCatchesDamageAtRest)
   hub.pump();
 }
 
+// A request whose caller took its bulk's CRC already (CallOptions::bulk_crc, folded into
+// the copy that made the bulk) is sealed with it joined: the server gets the bytes and that
+// CRC (RpcRequest::bulk_crc). A CRC that is not the bulk's fails the server's check on every
+// attempt; the handler never runs.
+TEST(RpcIntegrityTest, ARequestsBulkChecksumTakenByTheCallerIsSentAndChecked) {
+  Nid a = nid("10.0.0.1@tcp"), b = nid("10.0.0.2@tcp");
+  ManualClock clock;
+  MemHub hub;
+  Node server(hub, clock, b);
+  std::atomic<int> runs{0};
+  std::optional<uint32_t> seen;
+  constexpr uint32_t kWrite = 904;
+  server.rpc.handle(
+      kWrite, "TEST_WRITE_CRC",
+      [&](RpcRequest& req) {
+        ++runs;
+        seen = req.bulk_crc;
+        return RpcResponse{};
+      },
+      HandlerMode::kInline);
+  Node client(hub, clock, a, 8, 8, /*retry_count=*/2);
+  BulkData data = make_bulk(make_ping_pattern(20000));
+  CallOptions co;
+  co.bulk_crc = crc32c(data->span());
+  Replies good, bad;
+  client.rpc.call_async(b, kWrite, Buffer(), data, good.cb(), co);
+  hub.pump();
+  ASSERT_EQ(good.got.size(), 1u);
+  EXPECT_TRUE(good.got[0].status.ok()) << good.got[0].status.to_string();
+  EXPECT_EQ(seen, crc32c(data->span()));
+  co.bulk_crc = *co.bulk_crc ^ 0x100;
+  client.rpc.call_async(b, kWrite, Buffer(), data, bad.cb(), co);
+  hub.pump();
+  ASSERT_EQ(bad.got.size(), 1u);
+  EXPECT_EQ(bad.got[0].status.code(), Code::kCorrupt) << bad.got[0].status.to_string();
+  EXPECT_EQ(runs.load(), 1);
+  client.rpc.shutdown();
+  hub.pump();
+}
+
 }  // namespace
 }  // namespace pfsnet

@@ -4,10 +4,12 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "net/net.h"
 #include "rpc/call_batch.h"
 #include "storage/block_store.h"
 #include "storage/methods.h"
 #include "storage/protocol.h"
+#include "wire/crc32c.h"
 
 namespace pfsnet {
 
@@ -155,9 +157,15 @@ Status StripedFile::write_call(uint64_t offset, std::span<const uint8_t> data,
     ++writing_[e.file_block];
     ++st_.block_writes;
     BlockIo io{name_, layout_.targets()[e.target].target, e.target_block, e.offset, e.length};
-    BulkData bulk = make_bulk(Buffer::copy_of(data.subspan(e.buf_offset, e.length)));
-    const Nid server = layout_.targets()[e.target].server;
+    // Into the pagepool, the data checksum taken in the same pass (the RPC's seal joins it).
+    Buffer copy(e.length);
     CallOptions co;
+    if (rpc_.net().checksum())
+      co.bulk_crc = crc32c_copy(copy.data(), data.subspan(e.buf_offset, e.length));
+    else if (e.length)
+      std::memcpy(copy.data(), data.data() + e.buf_offset, e.length);
+    BulkData bulk = make_bulk(std::move(copy));
+    const Nid server = layout_.targets()[e.target].server;
     co.timeout = rpc_timeout();
     co.recover = true;  // a restarted server answers a resent write it ran (last_rcvd)
     lk.unlock();

@@ -84,6 +84,23 @@ TEST(Crc32cTest, CombineJoinsTheChecksumsOfTwoParts) {
   EXPECT_NE(crc32c_combine(crc32c(head), crc32c(zeros), zeros.size() - 1), crc32c(joined));
 }
 
+// The copy and its checksum in one pass: the bytes copied whole, the CRC of them, across
+// the pieces it works in, continuing a seed.
+TEST(Crc32cTest, CopyReturnsTheChecksumOfWhatItCopied) {
+  std::mt19937 rng(9);
+  std::vector<uint8_t> src((1 << 20) + 7);
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  for (size_t n : {size_t{0}, size_t{1}, size_t{(16 << 10) - 1}, size_t{16 << 10},
+                   size_t{(16 << 10) + 1}, src.size()}) {
+    std::vector<uint8_t> dst(n + 1, 0xee);
+    std::span<const uint8_t> s(src.data(), n);
+    EXPECT_EQ(crc32c_copy(dst.data(), s), crc32c(s)) << n;
+    EXPECT_TRUE(std::equal(s.begin(), s.end(), dst.begin())) << n;
+    EXPECT_EQ(dst[n], 0xee) << "wrote past the end, " << n;
+    EXPECT_EQ(crc32c_copy(dst.data(), s, 0x1234), crc32c(s, 0x1234)) << n;
+  }
+}
+
 // The hardware version runs three streams over blocks of 3 x 8 KiB and 3 x 256 B and joins
 // them: every length around those blocks, at every alignment, against the tables.
 TEST(Crc32cTest, InterleavedStreamsMatchAcrossTheirBlockBoundaries) {
