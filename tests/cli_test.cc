@@ -173,6 +173,13 @@ TEST_F(CliTest, ErrorsAreOneClearLine) {
         run({PFSNET_BIN, "--socket", a.socket(), "ping", a.nid().to_string(), "--count", "x"});
     EXPECT_NE(rc, 0) << out;
   }
+  {
+    auto [rc, out] =
+        run({PFSNET_BIN, "--socket", a.socket(), "bench", "gpfs", "--servers", a.nid().to_string(),
+             "--clients", a.nid().to_string(), "--cell-size", "2T"});
+    EXPECT_EQ(rc, 2);
+    EXPECT_NE(out.find("--cell-size: '2T' is not a size"), std::string::npos) << out;
+  }
 }
 
 TEST_F(CliTest, DaemonRefusesABadConfigNamingFileLineAndKey) {

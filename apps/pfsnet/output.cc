@@ -64,6 +64,7 @@ std::optional<int64_t> size_with_unit(const std::string& text) {
     if (size < 0) return std::nullopt;
     if (unit == "K" || unit == "k") return size << 10;
     if (unit == "M" || unit == "m") return size << 20;
+    if (unit == "G" || unit == "g") return size << 30;
     if (unit.empty()) return size;
   } catch (...) {
   }
