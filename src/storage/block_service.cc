@@ -177,10 +177,9 @@ void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
       return;
     }
     op->buf = std::move(buf);
-    // A target in memory takes or shares a whole block without a copy: no storage thread
-    // needed (a hand-off cost more than the work).
-    if (op->type == kMsgBlockRead && whole(op->io) && !stores_[op->io.target]->blocks_thread())
-      return run(op);
+    // A target in memory takes or shares a whole block without a copy, written or read:
+    // no storage thread needed (a hand-off cost more than the work).
+    if (whole(op->io) && !stores_[op->io.target]->blocks_thread()) return run(op);
     if (!io_->submit([this, op] { run(op); }))
       op->resp.reply(RpcResponse{Status(Code::kCancelled, "block server stopping"), {}, {}});
   });
