@@ -1,8 +1,10 @@
 // pfsnetd: the pfsnet daemon. `pfsnetd --config FILE [--foreground] [--log-level L]`.
 // Runs in the foreground (as systemd expects); SIGTERM or SIGINT stop it cleanly.
+#include <pfsnet/buffer.h>
 #include <pfsnet/config.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
@@ -33,6 +35,10 @@ int main(int argc, char** argv) {
                  config_path.c_str());
     return 2;
   }
+  // Freed blocks kept for reuse (pfsnet/buffer.h): a client's pagepool turns over through
+  // them, and a server's received blocks, beside what is in flight.
+  pfsnet::detail::set_large_block_cache_limit(
+      std::max<size_t>(256 << 20, static_cast<size_t>(cfg->storage.pagepool) + (128 << 20)));
   if (!level.empty()) cfg->node.log_level = level;
   (void)pfsnet::init_logging(cfg->node.log_level);
   auto key = pfsnet::load_cluster_key(cfg->node.cluster_key_file);

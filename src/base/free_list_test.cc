@@ -101,5 +101,45 @@ TEST(ThreadFreeListTest, SmallBuffersTakeBlocksAndLargeOnesDoNot) {
   large.data()[detail::kSmallBuffer] = 2;
 }
 
+TEST(ThreadFreeListTest, LargeBuffersComeBackFromTheCacheOfTheirSize) {
+  const size_t mib = 1 << 20;
+  const size_t limit = detail::large_block_cache_limit();
+  // A block freed on another thread (a reply's, a cached block's) is the next one taken of
+  // its whole pages here, not fresh memory.
+  void* first = nullptr;
+  std::thread([&] {
+    Buffer b = Buffer::page_aligned(mib);
+    b.data()[mib - 1] = 1;
+    first = b.data();
+  }).join();
+  Buffer again = Buffer::page_aligned(mib - 100);
+  EXPECT_EQ(again.size(), mib - 100);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(again.data()) % 4096, 0u);
+  again.data()[mib - 101] = 2;
+  if (kPools) {
+    EXPECT_EQ(static_cast<void*>(again.data()), first);
+  }
+  Buffer other = Buffer::page_aligned(2 * mib);  // another size: never that block
+  EXPECT_NE(static_cast<void*>(other.data()), first);
+  other.data()[2 * mib - 1] = 3;
+
+  // Bounded: what is freed beyond the limit goes back to the heap.
+  detail::set_large_block_cache_limit(8 * mib);
+  EXPECT_LE(detail::large_block_cache_bytes(), 8 * mib);
+  {
+    std::vector<Buffer> many;
+    for (int i = 0; i < 12; ++i) many.push_back(Buffer::page_aligned(mib));
+  }
+  EXPECT_LE(detail::large_block_cache_bytes(), 8 * mib);
+  if (kPools) {
+    EXPECT_GT(detail::large_block_cache_bytes(), 7 * mib);
+  } else {
+    EXPECT_EQ(detail::large_block_cache_bytes(), 0u);
+  }
+  detail::set_large_block_cache_limit(0);  // lowered: what it kept is freed at once
+  EXPECT_EQ(detail::large_block_cache_bytes(), 0u);
+  detail::set_large_block_cache_limit(limit);
+}
+
 }  // namespace
 }  // namespace pfsnet

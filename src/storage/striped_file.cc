@@ -157,8 +157,9 @@ Status StripedFile::write_call(uint64_t offset, std::span<const uint8_t> data,
     ++writing_[e.file_block];
     ++st_.block_writes;
     BlockIo io{name_, layout_.targets()[e.target].target, e.target_block, e.offset, e.length};
-    // Into the pagepool, the data checksum taken in the same pass (the RPC's seal joins it).
-    Buffer copy(e.length);
+    // Into the pagepool, the data checksum taken in the same pass (the RPC's seal joins it);
+    // a pagepool block's memory is a freed one's (Buffer::page_aligned), not fresh pages.
+    Buffer copy = Buffer::page_aligned(e.length);
     CallOptions co;
     if (rpc_.net().checksum())
       co.bulk_crc = crc32c_copy(copy.data(), data.subspan(e.buf_offset, e.length));
