@@ -17,6 +17,10 @@
 //                           the server's reply cache); baseline: 64 B PINGs (repeatable).
 //   bulk_write_1m    MiB/s  1 MiB writes (bulk with the request), 8 in flight; baseline: a
 //   bulk_read_1m     MiB/s  plain TCP stream of 1 MiB writes. Reads: bulk with the reply.
+//   tcp_zerocopy_stream_1m  MiB/s  the raw TCP stream written with MSG_ZEROCOPY (not
+//                           pfsnet: whether the kernel can send from an application's pages
+//                           on this path; stderr says how many sends it copied anyway);
+//                           baseline: the same stream written plainly.
 //   bulk_write_1m_checksum  MiB/s  bulk_write_1m with the data's CRC-32C (lnet.checksum, the
 //                           default); baseline: the same writes without it.
 //   bulk_write_1m_tls  MiB/s  bulk_write_1m over TLS 1.3 (tls.enabled at both ends: a second
@@ -480,6 +484,18 @@ int main(int argc, char** argv) {
   measure(
       "bulk_read_1m", "MiB/s", [&] { return tcp_base.stream_mib_s(seconds); },
       [&] { return bulk_mib_s(client, true); });
+  // Whether sending without the copy into the kernel can pay on this path (the issue of
+  // zero-copy writes from the pagepool): raw TCP with MSG_ZEROCOPY beside plain writes.
+  // Over loopback (and any delivery to a local socket) the kernel copies every zero-copy
+  // send when it delivers it, so no transport can send without a copy here.
+  if (want("tcp_zerocopy_stream_1m")) {
+    double copied = 0;
+    measure(
+        "tcp_zerocopy_stream_1m", "MiB/s", [&] { return tcp_base.stream_mib_s(seconds); },
+        [&] { return tcp_base.zerocopy_stream_mib_s(seconds, &copied); });
+    std::fprintf(stderr, "tcp_zerocopy_stream_1m: %.0f%% of the last run's sends copied anyway\n",
+                 100 * copied);
+  }
   if (want("bulk_write_1m_checksum")) {
     // What integrity costs: the client's 1 MiB writes sealed with their CRC-32C (checked
     // by pfsnetd) beside the same writes unsealed (lnet.checksum off at the client).

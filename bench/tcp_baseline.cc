@@ -2,8 +2,10 @@
 #include "tcp_baseline.h"
 
 #include <arpa/inet.h>
+#include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -207,6 +209,72 @@ double TcpBaseline::stream_mib_s(double seconds) const {
   while (SteadyClock::now() < end && write_full(fd, buf.data(), buf.size())) bytes += buf.size();
   double secs = std::chrono::duration<double>(SteadyClock::now() - start).count();
   close(fd);
+  return double(bytes) / (1 << 20) / secs;
+}
+
+double TcpBaseline::zerocopy_stream_mib_s(double seconds, double* copied) const {
+  *copied = 0;
+  int fd = connect_mode('S');
+  int one = 1;
+  if (setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) != 0) {
+    close(fd);
+    return 0;
+  }
+  constexpr int kRing = 8;
+  constexpr size_t kBuf = 1 << 20;
+  std::vector<std::vector<char>> bufs(kRing, std::vector<char>(kBuf, 'x'));
+  std::vector<int64_t> last_call(kRing, -1);  // the send call whose completion frees it
+  int64_t calls = 0, done = -1;               // send calls made; completed up to `done`
+  uint64_t notes = 0, copied_notes = 0;
+  // Reaps completions: each names a range of send calls [ee_info, ee_data].
+  auto reap = [&](int timeout_ms) {
+    pollfd p{fd, 0, 0};  // POLLERR is always reported
+    if (poll(&p, 1, timeout_ms) <= 0) return;
+    for (int k = 0; k < 1024; ++k) {
+      char control[128];
+      msghdr m{};
+      m.msg_control = control;
+      m.msg_controllen = sizeof(control);
+      if (recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) return;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        auto* e = reinterpret_cast<sock_extended_err*>(CMSG_DATA(c));
+        if (e->ee_origin != SO_EE_ORIGIN_ZEROCOPY) continue;
+        ++notes;
+        if (e->ee_code & SO_EE_CODE_ZEROCOPY_COPIED) ++copied_notes;
+        done = std::max<int64_t>(done, e->ee_data);
+      }
+    }
+  };
+  uint64_t bytes = 0;
+  auto start = SteadyClock::now();
+  auto end = start + std::chrono::duration_cast<SteadyClock::duration>(
+                         std::chrono::duration<double>(seconds));
+  bool ok = true;
+  for (int64_t i = 0; ok && SteadyClock::now() < end; ++i) {
+    int b = static_cast<int>(i % kRing);
+    // Bounded: a completion that never comes ends the run (2 s).
+    for (int wait = 0; last_call[b] > done && wait < 200; ++wait) reap(10);
+    if (last_call[b] > done) break;
+    size_t off = 0;
+    while (ok && off < kBuf) {
+      ssize_t r = send(fd, bufs[b].data() + off, kBuf - off, MSG_ZEROCOPY);
+      if (r < 0 && errno == ENOBUFS) {  // too many notifications queued: reap, send again
+        reap(10);
+        continue;
+      }
+      if (r <= 0) ok = false;
+      if (r > 0) {
+        off += static_cast<size_t>(r);
+        last_call[b] = calls++;
+      }
+    }
+    if (ok) bytes += kBuf;
+    reap(0);
+  }
+  double secs = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  for (int wait = 0; done < calls - 1 && wait < 200; ++wait) reap(10);
+  close(fd);
+  *copied = notes ? double(copied_notes) / double(notes) : 0;
   return double(bytes) / (1 << 20) / secs;
 }
 

@@ -30,6 +30,12 @@ struct TcpBaseline {
   double echo_rate(double seconds, bool poll) const;
   // MiB/s written to the sink.
   double stream_mib_s(double seconds) const;
+  // The same written with MSG_ZEROCOPY (SO_ZEROCOPY; a ring of 8 buffers, each written
+  // again only after the kernel's completion for it): whether the kernel can send from
+  // the application's pages on this path. `copied`: the fraction of completions the
+  // kernel flagged SO_EE_CODE_ZEROCOPY_COPIED (it copied after all: loopback and every
+  // local delivery does). 0 when the socket refuses SO_ZEROCOPY.
+  double zerocopy_stream_mib_s(double seconds, double* copied) const;
 };
 
 // fi_pingpong (fabtests) with the tcp provider and MSG endpoints, 64-byte messages, the
