@@ -185,7 +185,8 @@ Result<json> transfer(const NodeParts& n, const json& req, bool put) {
               {"targets", (*f)->layout().targets().size()},
               {"block_size", (*f)->layout().block_size()},
               {"block_rpcs", put ? st.block_writes : st.block_reads},
-              {"prefetched", st.prefetched}};
+              {"prefetched", st.prefetched},
+              {"prefetch_stops", st.prefetch_stops}};
 }
 
 }  // namespace

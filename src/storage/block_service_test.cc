@@ -109,6 +109,44 @@ class BlockServiceTest : public ::testing::Test {
   std::vector<std::unique_ptr<TokenService>> tokens_;  // s1 (the manager), c1, c2
 };
 
+// Two readers of one node reading neighbouring parts of a file (the benchmark's threads):
+// the one that reaches the other's part stops reading ahead there -- this node read those
+// blocks already -- instead of fetching them again; reading the part again reads ahead.
+TEST_F(BlockServiceTest, ReadAheadStopsWhereThisNodeReadAlreadyAndResumesOnRereading) {
+  constexpr int kBlocks = 16;
+  {
+    auto w = StripedFile::open(*c1_.rpc, "parts", {s1_.nid(), s2_.nid()}, fopts());
+    ASSERT_TRUE(w.ok());
+    for (int i = 0; i < kBlocks; ++i)
+      ASSERT_TRUE((*w)->write(uint64_t(i) * kBlock, test_pattern(kBlock, i)).ok());
+    ASSERT_TRUE((*w)->close().ok());
+  }
+  // A pagepool of 6 blocks (read-ahead: 3): what a reader went past is let go.
+  auto f = StripedFile::open(*c2_.rpc, "parts", {s1_.nid(), s2_.nid()}, fopts(6 * kBlock));
+  ASSERT_TRUE(f.ok());
+  std::vector<uint8_t> got(kBlock);
+  auto read_part = [&](int from, int to) {
+    for (int i = from; i < to; ++i) {
+      ASSERT_TRUE((*f)->read(uint64_t(i) * kBlock, got).ok());
+      ASSERT_TRUE(got == test_pattern(kBlock, i)) << "block " << i;
+    }
+  };
+  read_part(8, kBlocks);  // the second part first
+  const StripedFileStats before = (*f)->stats();
+  EXPECT_EQ(before.prefetch_stops, 0u);
+  read_part(0, 8);  // then the first: its read-ahead reaches blocks 8.. at its end
+  const StripedFileStats after = (*f)->stats();
+  EXPECT_EQ(after.block_reads - before.block_reads, 8u);  // none of 8-10 again
+  EXPECT_GE(after.prefetch_stops, 1u);
+  EXPECT_GT(after.prefetched, before.prefetched);
+  // Read again from its start: a re-reading, read ahead as any stream.
+  read_part(0, 8);
+  const StripedFileStats again = (*f)->stats();
+  EXPECT_GT(again.prefetched, after.prefetched);
+  EXPECT_GT(again.cache_hits, after.cache_hits);
+  ASSERT_TRUE((*f)->close().ok());
+}
+
 // Byte-range write tokens (the manager: s1, the layout's first server). Two clients
 // writing the same range at once are serialised -- the range ends up wholly one writer's,
 // never a mix of blocks -- disjoint sequential runs need a token each (at most one revocation), and

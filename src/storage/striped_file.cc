@@ -78,6 +78,16 @@ bool StripedFile::wait_locked(MutexLock& lk, TimePoint until, const std::functio
   return rpc_.waiter().wait_until(lk, cv_, until, pred);
 }
 
+bool StripedFile::wait_locked(MutexLock& lk, CondVar& cv, TimePoint until,
+                              const std::function<bool()>& pred) {
+  return rpc_.waiter().wait_until(lk, cv, until, pred);
+}
+
+void StripedFile::notify_everyone() {
+  cv_.notify_all();
+  for (CondVar& cv : block_cvs_) cv.notify_all();
+}
+
 Status StripedFile::write(uint64_t offset, std::span<const uint8_t> data) {
   std::vector<Release> ended;
   Status s = write_call(offset, data, ended);
@@ -110,7 +120,7 @@ Status StripedFile::write_call(uint64_t offset, std::span<const uint8_t> data,
       auto it = std::find(f->active_.begin(), f->active_.end(), r);
       if (it != f->active_.end()) f->active_.erase(it);
       f->take_ended_locked(ended);
-      f->cv_.notify_all();
+      f->notify_everyone();
     }
   } done{this, mine, ended};
   ++st_.writes;
@@ -157,6 +167,10 @@ Status StripedFile::write_call(uint64_t offset, std::span<const uint8_t> data,
     ++writing_[e.file_block];
     ++st_.block_writes;
     BlockIo io{name_, layout_.targets()[e.target].target, e.target_block, e.offset, e.length};
+    // The block is this call's now (writing_): copied without the file's lock, so that the
+    // node's other readers and writers copy at the same time and the replies that take
+    // the lock on the I/O thread do not wait for a MiB's copy.
+    lk.unlock();
     // Into the pagepool, the data checksum taken in the same pass (the RPC's seal joins it);
     // a pagepool block's memory is a freed one's (Buffer::page_aligned), not fresh pages.
     Buffer copy = Buffer::page_aligned(e.length);
@@ -169,7 +183,6 @@ Status StripedFile::write_call(uint64_t offset, std::span<const uint8_t> data,
     const Nid server = layout_.targets()[e.target].server;
     co.timeout = rpc_timeout();
     co.recover = true;  // a restarted server answers a resent write it ran (last_rcvd)
-    lk.unlock();
     rpc_.call_async(
         server, kMsgBlockWrite, encode_block_io(io), std::move(bulk),
         [this, fb = e.file_block, len = e.length, server](RpcReply&& r) {
@@ -304,13 +317,29 @@ void StripedFile::evict_locked() {
         victim = it;
     if (victim == cache_.end()) return;
     cached_bytes_ -= bs;
+    if (victim->second.consumed && consumed_.insert(victim->first).second) {
+      consumed_order_.push_back(victim->first);
+      // As many as four pagepools hold: what a node's readers went past lately.
+      const size_t bound = std::max<size_t>(64, 4 * opts_.pagepool / bs);
+      while (consumed_order_.size() > bound) {
+        consumed_.erase(consumed_order_.front());
+        consumed_order_.pop_front();
+      }
+    }
     cache_.erase(victim);
   }
+}
+
+void StripedFile::forget_consumed_locked() {
+  consumed_.clear();
+  consumed_order_.clear();
+  for (auto& [fb, b] : cache_) b.consumed = false;  // nor those still cached, once let go
 }
 
 bool StripedFile::load_locked(uint64_t fb, bool demanded, std::vector<uint64_t>* fetch) {
   const uint32_t bs = layout_.block_size();
   if (cache_.count(fb)) return true;
+  if (demanded && consumed_.count(fb)) forget_consumed_locked();  // read here again
   evict_locked();
   if (!demanded && cached_bytes_ + bs > opts_.pagepool) return false;
   Block& b = cache_[fb];
@@ -345,7 +374,7 @@ void StripedFile::fetch(const std::vector<uint64_t>& blocks) {
             Block& blk = it->second;
             if (r.status.ok() && r.bulk.size() == bs) {
               blk.state = Block::kReady;
-              blk.data = std::move(r.bulk);
+              blk.data = make_bulk(std::move(r.bulk));
             } else {
               blk.state = Block::kFailed;
               blk.status =
@@ -358,6 +387,7 @@ void StripedFile::fetch(const std::vector<uint64_t>& blocks) {
             }
           }
           cv_.notify_all();
+          block_cv(fb).notify_all();  // its readers
         },
         co);
   }
@@ -402,6 +432,10 @@ Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
       uint64_t fb = blocks.back() + i;
       if (cache_.count(fb) || writing_.count(fb)) continue;
       if (!readable_locked(fb)) break;  // not past its token: none would drop the block
+      if (consumed_.count(fb)) {        // another reader's part, read here already
+        ++st_.prefetch_stops;
+        break;
+      }
       if (!load_locked(fb, false, &to_fetch)) break;
       ++st_.prefetched;
     }
@@ -413,7 +447,7 @@ Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
     // Bounded: a block evicted or made stale while this thread waited is fetched again.
     for (int tries = 0;; ++tries) {
       auto it = cache_.find(e.file_block);
-      bool ok = wait_locked(lk, until, [&]() REQUIRES(mu_) {
+      bool ok = wait_locked(lk, block_cv(e.file_block), until, [&]() REQUIRES(mu_) {
         it = cache_.find(e.file_block);
         return it == cache_.end() || it->second.state != Block::kLoading;
       });
@@ -443,8 +477,17 @@ Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
         cache_.erase(it);
         return s;
       }
-      b.used = ++tick_;
-      std::memcpy(out.data() + e.buf_offset, b.data.data() + e.offset, e.length);
+      // A sequential reader is done with what it read: the blocks fetched ahead of it are
+      // newer in the LRU order and stay, where bumping this one evicted those unread.
+      if (!stream) b.used = ++tick_;
+      b.consumed = true;
+      // Copied out without the file's lock (the node's other readers copy at the same
+      // time; the replies that take it on the I/O thread go on): the block's memory stays
+      // while this holds it, even if it leaves the cache meanwhile.
+      BulkData held = b.data;
+      lk.unlock();
+      std::memcpy(out.data() + e.buf_offset, held->data() + e.offset, e.length);
+      lk.lock();
       break;
     }
   }

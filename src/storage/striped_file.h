@@ -40,12 +40,14 @@
 
 #include <pfsnet/config.h>
 
+#include <array>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "base/mutex.h"
@@ -73,11 +75,12 @@ struct StripedFileOptions {
 };
 
 struct StripedFileStats {
-  uint64_t writes = 0, reads = 0;                    // calls
-  uint64_t bytes_written = 0, bytes_read = 0;        // by the calls
-  uint64_t block_writes = 0, block_reads = 0;        // RPCs sent
-  uint64_t cache_hits = 0, prefetched = 0;           // blocks found ready; fetched ahead
-  uint64_t pagepool_waits = 0;                       // writes that waited for pagepool room
+  uint64_t writes = 0, reads = 0;              // calls
+  uint64_t bytes_written = 0, bytes_read = 0;  // by the calls
+  uint64_t block_writes = 0, block_reads = 0;  // RPCs sent
+  uint64_t cache_hits = 0, prefetched = 0;     // blocks found ready; fetched ahead
+  uint64_t prefetch_stops = 0;  // read-ahead stopped at a block this node read already
+  uint64_t pagepool_waits = 0;  // writes that waited for pagepool room
   uint64_t tokens_acquired = 0, tokens_revoked = 0;  // write tokens; revocations of any
   uint64_t read_tokens_acquired = 0;
   uint64_t tokens_lost = 0;  // every token at once, with this node's eviction
@@ -123,10 +126,11 @@ class StripedFile final : public TokenHolder {
  private:
   struct Block {
     enum State { kLoading, kReady, kFailed } state = kLoading;
-    Buffer data;
+    BulkData data;  // shared with a reader copying from it
     Status status;
-    uint64_t used = 0;   // LRU tick
-    bool stale = false;  // written while loading: dropped when it arrives
+    uint64_t used = 0;      // LRU tick
+    bool stale = false;     // written while loading: dropped when it arrives
+    bool consumed = false;  // read by the application
   };
   // A range given back whose writes have not all ended yet (release_range).
   struct Release {
@@ -136,8 +140,17 @@ class StripedFile final : public TokenHolder {
   };
   Duration rpc_timeout() const;
   TimePoint deadline(int factor = 1) const;
-  // Until `pred` holds or `until` passes, by the engine's waiter (rpc/waiter.h).
+  // Until `pred` holds or `until` passes, by the engine's waiter (rpc/waiter.h): on cv_,
+  // or on `cv` (a block's, block_cv()).
   bool wait_locked(MutexLock& lk, TimePoint until, const std::function<bool()>& pred) REQUIRES(mu_);
+  bool wait_locked(MutexLock& lk, CondVar& cv, TimePoint until, const std::function<bool()>& pred)
+      REQUIRES(mu_);
+  // A reader waits for its block on that block's condition variable, so that a block's
+  // arrival wakes its readers rather than every thread of the node (16 readers each woken
+  // for every block cost the high-node reads a fifth of their CPU). Any other change a
+  // waiter may wait for notifies them all (notify_everyone).
+  CondVar& block_cv(uint64_t fb) { return block_cvs_[fb % block_cvs_.size()]; }
+  void notify_everyone() REQUIRES(mu_);
   // Whether a write call or a block write of [start, end) is under way.
   bool writing_in_locked(uint64_t start, uint64_t end) const REQUIRES(mu_);
   // Moves the releases whose writes have all ended into `out`, their cached blocks dropped:
@@ -169,6 +182,13 @@ class StripedFile final : public TokenHolder {
   // Sends BLOCK_READs for `blocks` (not under mu_: a reply may complete on this thread).
   void fetch(const std::vector<uint64_t>& blocks) EXCLUDES(mu_);
   void evict_locked() REQUIRES(mu_);
+  // Blocks the application read here and the pagepool let go since, the latest last
+  // (bounded). Read-ahead stops at one: a stream that reaches what this node already
+  // read has run into another reader's part (a node's threads reading neighbouring
+  // segments: each stream's read-ahead past its end fetched a neighbour's blocks again,
+  // 4 of every 27 at 28 nodes x 16 threads). A demanded read of one -- this node reading
+  // it again -- forgets them all: read-ahead is for re-reading too.
+  void forget_consumed_locked() REQUIRES(mu_);
   // A direct write's RPCs (options.direct_writes): returns once every block is answered
   // and nothing holds the caller's memory.
   Status send_direct(const std::vector<Extent>& ext, std::span<const uint8_t> data) EXCLUDES(mu_);
@@ -188,10 +208,13 @@ class StripedFile final : public TokenHolder {
 
   mutable Mutex mu_;
   CondVar cv_;
-  uint64_t dirty_bytes_ GUARDED_BY(mu_) = 0;         // written, not yet acknowledged
-  std::map<uint64_t, int> writing_ GUARDED_BY(mu_);  // file block -> writes under way
-  Status write_error_ GUARDED_BY(mu_);               // first since the last flush
-  std::map<uint64_t, Block> cache_ GUARDED_BY(mu_);  // file block -> its data
+  std::array<CondVar, 64> block_cvs_;
+  uint64_t dirty_bytes_ GUARDED_BY(mu_) = 0;               // written, not yet acknowledged
+  std::map<uint64_t, int> writing_ GUARDED_BY(mu_);        // file block -> writes under way
+  Status write_error_ GUARDED_BY(mu_);                     // first since the last flush
+  std::map<uint64_t, Block> cache_ GUARDED_BY(mu_);        // file block -> its data
+  std::unordered_set<uint64_t> consumed_ GUARDED_BY(mu_);  // evict_locked, read-ahead
+  std::deque<uint64_t> consumed_order_ GUARDED_BY(mu_);    // oldest first
   uint64_t cached_bytes_ GUARDED_BY(mu_) = 0;
   int loading_ GUARDED_BY(mu_) = 0;
   uint64_t tick_ GUARDED_BY(mu_) = 0;

@@ -158,7 +158,7 @@ void StripedFile::lose_tokens(const Status& why) {
           Status(why.code(), "write of " + name_ + ": " + why.message() +
                                  " (writes not acknowledged before are lost: redo them)");
     owed.swap(releasing_);  // their manager dropped our tokens already
-    cv_.notify_all();
+    notify_everyone();
   }
   for (Release& r : owed) r.done(why);
 }
