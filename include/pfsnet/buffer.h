@@ -39,8 +39,8 @@ void give_small_block(uint8_t* p) noexcept;
 // Page-aligned buffers of kLargeBuffer bytes and more (a received block, a pagepool
 // block) come from a process-wide cache of freed ones of the same size (bounded), else
 // from the heap: a block server that frees a block as it receives the next reuses its
-// memory, where the heap (whose free block is a few bytes short of an aligned one) handed
-// out fresh pages that the kernel cleared on first touch -- as much CPU as the copy.
+// memory, where the heap handed out fresh pages (why, despite base/heap.h's mallopt, was
+// not traced) that the kernel cleared on first touch -- as much CPU as the copy.
 // `n` is a multiple of 4096. Under a sanitizer every block comes from the heap and goes
 // back to it. The cache keeps at most large_block_cache_limit() bytes (256 MiB unless set:
 // a process should set it to what its blocks in use reach, a client its pagepool and
