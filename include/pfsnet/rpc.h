@@ -81,6 +81,15 @@ struct CallOptions {
   // into the copy that made the bulk): the data checksum then joins it, no pass over the
   // bulk. Wrong here, the server refuses the request as corrupt.
   std::optional<uint32_t> bulk_crc;
+  // Memory of the caller's for the reply's bulk to be received into (a read into the
+  // application's own buffer: one copy fewer). Called once the reply's header has come,
+  // on an I/O thread, with the bulk's length and `cancel` (closes the connection receiving
+  // it: for a caller that gives up before the reply is in); returns a Buffer of exactly
+  // that length -- the transport writes it until the Buffer is freed, which is how the
+  // caller learns it is done -- or nullopt for a buffer of the transport's. Called again
+  // for a resent request's reply. TCP only: RDMA has its sink (reply_bulk), and the
+  // emulated links hold frames.
+  std::function<std::optional<Buffer>(size_t bytes, std::function<void()> cancel)> reply_memory;
 };
 inline constexpr Duration kRecoverResend = std::chrono::milliseconds(250);
 

@@ -186,7 +186,8 @@ Result<json> transfer(const NodeParts& n, const json& req, bool put) {
               {"block_size", (*f)->layout().block_size()},
               {"block_rpcs", put ? st.block_writes : st.block_reads},
               {"prefetched", st.prefetched},
-              {"prefetch_stops", st.prefetch_stops}};
+              {"prefetch_stops", st.prefetch_stops},
+              {"read_into_caller", st.read_into_caller}};
 }
 
 }  // namespace

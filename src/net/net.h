@@ -110,6 +110,15 @@ class NetRx {
   // Connection `conn_id` (to `peer_nid`) closed; messages written on it (TxTimes::conn_id)
   // will get no reply.
   virtual void on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) = 0;
+  // Memory to receive the bulk of reply `hdr` into, lent by its caller
+  // (TransportEvents::bulk_sink); `cancel` closes the connection receiving it (for a caller
+  // that gives up waiting: its memory comes back once the connection let it go). I/O
+  // thread; default: none.
+  virtual std::optional<Buffer> reply_memory(const FrameHeader& hdr, std::function<void()> cancel) {
+    (void)hdr;
+    (void)cancel;
+    return std::nullopt;
+  }
 };
 
 // Counters of an NI or a peer NI. Atomic: updated from several threads.
@@ -292,6 +301,8 @@ class Net final : public TransportEvents {
   void on_connected(const ConnectionPtr& c) override;
   void on_frame(Connection& c, InFrame&& f) override;
   void on_closed(Connection& c, const Status& why) override;
+  // A reply's caller's memory (NetRx::reply_memory), for a frame addressed here.
+  std::optional<Buffer> bulk_sink(Connection& c, const FrameHeader& h) override;
   // The NI leaves selection as on a link-down event (LOCAL_NI_DOWN), until its link is
   // reported up.
   void on_local_ni_down(const Nid& local, const Status& why) override;

@@ -140,6 +140,16 @@ void Net::on_frame(Connection& c, InFrame&& f) {
   rx_->on_message(c.peer_nid(), std::move(f), std::move(credit));
 }
 
+std::optional<Buffer> Net::bulk_sink(Connection& c, const FrameHeader& h) {
+  ConnState* cs = conn_state(c);
+  if (!cs || !rx_ || h.kind != FrameKind::kReply || h.dst_nid != cs->ni->nid.pack())
+    return std::nullopt;
+  return rx_->reply_memory(h, [conn = cs->conn] {
+    if (ConnectionPtr c = conn.lock())
+      c->close(Status(Code::kCancelled, "a reply's caller gave up while it was received"));
+  });
+}
+
 void Net::on_corrupt(Connection& c, ConnState& cs, const InFrame& f) {
   LocalNi& ni = *cs.ni;
   PeerNi& pni = *cs.path->pni;

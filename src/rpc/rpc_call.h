@@ -29,7 +29,9 @@ struct RpcClient::Call final : TxCompletion {
   TimePoint attempt_deadline GUARDED_BY(eng->mu_);  // this attempt's
   Duration attempt_timeout{0};
   uint8_t flags = 0;
-  size_t reply_bulk = 0;    // CallOptions::reply_bulk
+  size_t reply_bulk = 0;  // CallOptions::reply_bulk
+  std::function<std::optional<Buffer>(size_t, std::function<void()>)>
+      reply_memory;         // CallOptions::
   bool urgent = false;      // CallOptions::urgent: no max_rpcs_in_flight slot
   bool one_stream = false;  // CallOptions::one_stream
   bool recover = false;     // CallOptions::recover

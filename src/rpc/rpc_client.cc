@@ -97,6 +97,7 @@ RpcClient::CallPtr RpcClient::start_call(const Nid& dst, uint32_t type, Buffer p
   c->deadline = c->reply.times.submit + total;
   c->pin = o.via;
   c->reply_bulk = o.reply_bulk;  // the transport bounds it by the frame limits
+  c->reply_memory = std::move(o.reply_memory);
   c->bulk_crc = o.bulk_crc;
   c->urgent = o.urgent;
   c->one_stream = o.one_stream;

@@ -80,6 +80,9 @@ class RpcClient {
   void on_reply(const Nid& from, InFrame&& f, RxCredit credit);
   // A reply that failed its data checksum (`s` says so): its RPC goes again.
   void resend_damaged(uint64_t xid, const Status& s);
+  // The caller's memory for reply `hdr`'s bulk, when its call lent some
+  // (CallOptions::reply_memory).
+  std::optional<Buffer> reply_memory(const FrameHeader& hdr, std::function<void()> cancel);
   void on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why);
 
   struct Call;

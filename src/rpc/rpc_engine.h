@@ -155,6 +155,10 @@ class RpcEngine final : public NetRx {
   // NetRx.
   void on_message(const Nid& from, InFrame&& f, RxCredit credit) override;
   void on_connection_closed(uint64_t conn_id, const Nid& peer_nid, const Status& why) override;
+  std::optional<Buffer> reply_memory(const FrameHeader& hdr,
+                                     std::function<void()> cancel) override {
+    return client_.reply_memory(hdr, std::move(cancel));
+  }
   // A corrupt request gets a CORRUPT error reply (not run, not recorded by the reply
   // cache); a corrupt reply -- or that error -- has its RPC sent again, as a failed send
   // is (within retry_count and the deadline; then it fails with Code::kCorrupt).

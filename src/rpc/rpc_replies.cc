@@ -28,6 +28,19 @@ void RpcClient::resend_damaged(uint64_t xid, const Status& s) {
   if (try_resend(c, s, path, attempt) == Resend::kGiveUp) resolve_error(c, final_error(*c, s));
 }
 
+std::optional<Buffer> RpcClient::reply_memory(const FrameHeader& hdr,
+                                              std::function<void()> cancel) {
+  if (hdr.status != 0) return std::nullopt;  // an error's text, not the data
+  CallPtr c;
+  {
+    MutexLock lk(mu_);
+    auto it = pending_.find(hdr.xid);
+    if (it == pending_.end() || !it->second->reply_memory) return std::nullopt;
+    c = it->second;  // its function is set once, before the call was sent
+  }
+  return c->reply_memory(hdr.bulk_len, std::move(cancel));
+}
+
 void RpcClient::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
   if (f.hdr.status == static_cast<uint16_t>(Code::kCorrupt)) {
     // The request arrived damaged and did not run: it goes again.

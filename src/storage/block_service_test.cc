@@ -147,6 +147,42 @@ TEST_F(BlockServiceTest, ReadAheadStopsWhereThisNodeReadAlreadyAndResumesOnRerea
   ASSERT_TRUE((*f)->close().ok());
 }
 
+// A sequential reader's whole blocks on their way come straight into its buffer -- the
+// reply's bulk received there, one copy fewer -- and are not kept in the pagepool (the
+// reader is done with them); a read of part of a block copies out of the pagepool.
+TEST_F(BlockServiceTest, ASequentialReadersWholeBlocksComeStraightIntoItsBuffer) {
+  constexpr int kBlocks = 8;
+  StripedFileOptions o = fopts();
+  o.prefetch_depth = 0;  // every block fetched by its read: offered before it is asked for
+  auto f = StripedFile::open(*c1_.rpc, "into", {s1_.nid(), s2_.nid()}, o);
+  ASSERT_TRUE(f.ok());
+  for (int i = 0; i < kBlocks; ++i)
+    ASSERT_TRUE((*f)->write(uint64_t(i) * kBlock, test_pattern(kBlock, i)).ok());
+  ASSERT_TRUE((*f)->flush().ok());
+  std::vector<uint8_t> got(kBlock);
+  for (int i = 0; i < kBlocks; ++i) {
+    std::fill(got.begin(), got.end(), 0xee);
+    ASSERT_TRUE((*f)->read(uint64_t(i) * kBlock, got).ok());
+    ASSERT_TRUE(got == test_pattern(kBlock, i)) << "block " << i;
+  }
+  StripedFileStats st = (*f)->stats();
+  EXPECT_EQ(st.block_reads, uint64_t(kBlocks));
+  EXPECT_EQ(st.read_into_caller, uint64_t(kBlocks - 1));  // the first read is no stream yet
+  // Not kept: half of block 3 is fetched again, into the pagepool, and copied out.
+  std::vector<uint8_t> half(kBlock / 2);
+  ASSERT_TRUE((*f)->read(3 * uint64_t(kBlock) + kBlock / 4, half).ok());
+  std::vector<uint8_t> want = test_pattern(kBlock, 3);
+  EXPECT_TRUE(std::equal(half.begin(), half.end(), want.begin() + kBlock / 4));
+  StripedFileStats again = (*f)->stats();
+  EXPECT_EQ(again.block_reads, st.block_reads + 1);
+  EXPECT_EQ(again.read_into_caller, st.read_into_caller);
+  // Block 0, the first read's, stayed: found there.
+  ASSERT_TRUE((*f)->read(0, got).ok());
+  EXPECT_TRUE(got == test_pattern(kBlock, 0));
+  EXPECT_EQ((*f)->stats().cache_hits, again.cache_hits + 1);
+  ASSERT_TRUE((*f)->close().ok());
+}
+
 // Byte-range write tokens (the manager: s1, the layout's first server). Two clients
 // writing the same range at once are serialised -- the range ends up wholly one writer's,
 // never a mix of blocks -- disjoint sequential runs need a token each (at most one revocation), and

@@ -205,37 +205,9 @@ Status StripedFile::write_call(uint64_t offset, std::span<const uint8_t> data,
   return Status::Ok();
 }
 
-namespace {
-
-// The caller's memory lent to the RPC layer by a direct write: counts the blocks still
-// held (a pooled Buffer's give_back runs when its last holder lets go of it).
-class Lent final : public BufferPool {
- public:
-  void lend() EXCLUDES(mu_) {
-    MutexLock l(mu_);
-    ++out_;
-  }
-  void give_back(uint8_t*) override EXCLUDES(mu_) {
-    MutexLock l(mu_);
-    --out_;
-    cv_.notify_all();
-  }
-  bool wait_returned(Waiter& w, TimePoint until) EXCLUDES(mu_) {
-    MutexLock l(mu_);
-    return w.wait_until(l, cv_, until, [&]() REQUIRES(mu_) { return out_ == 0; });
-  }
-
- private:
-  Mutex mu_;
-  CondVar cv_;
-  size_t out_ GUARDED_BY(mu_) = 0;
-};
-
-}  // namespace
-
 Status StripedFile::send_direct(const std::vector<Extent>& ext, std::span<const uint8_t> data) {
   const TimePoint until = deadline(2);
-  auto lent = std::make_shared<Lent>();
+  auto lent = std::make_shared<LentMemory>();
   CallBatch batch(rpc_);
   CallOptions co;
   co.timeout = rpc_timeout();
@@ -244,11 +216,10 @@ Status StripedFile::send_direct(const std::vector<Extent>& ext, std::span<const 
     BlockIo io{name_, layout_.targets()[e.target].target, e.target_block, e.offset, e.length};
     // The caller's bytes as they are: only read (a BulkData is const), and this returns
     // only once nothing holds them.
-    lent->lend();
-    batch.add(
-        layout_.targets()[e.target].server, kMsgBlockWrite, encode_block_io(io),
-        make_bulk(Buffer::pooled(const_cast<uint8_t*>(data.data() + e.buf_offset), e.length, lent)),
-        co);
+    batch.add(layout_.targets()[e.target].server, kMsgBlockWrite, encode_block_io(io),
+              make_bulk(LentMemory::lend(lent, const_cast<uint8_t*>(data.data() + e.buf_offset),
+                                         e.length)),
+              co);
   }
   // Each RPC ends within its timeout, with a reply or an error.
   Status st;
@@ -317,16 +288,19 @@ void StripedFile::evict_locked() {
         victim = it;
     if (victim == cache_.end()) return;
     cached_bytes_ -= bs;
-    if (victim->second.consumed && consumed_.insert(victim->first).second) {
-      consumed_order_.push_back(victim->first);
-      // As many as four pagepools hold: what a node's readers went past lately.
-      const size_t bound = std::max<size_t>(64, 4 * opts_.pagepool / bs);
-      while (consumed_order_.size() > bound) {
-        consumed_.erase(consumed_order_.front());
-        consumed_order_.pop_front();
-      }
-    }
+    if (victim->second.consumed) note_consumed_locked(victim->first);
     cache_.erase(victim);
+  }
+}
+
+void StripedFile::note_consumed_locked(uint64_t fb) {
+  if (!consumed_.insert(fb).second) return;
+  consumed_order_.push_back(fb);
+  // As many as four pagepools hold: what a node's readers went past lately.
+  const size_t bound = std::max<size_t>(64, 4 * opts_.pagepool / layout_.block_size());
+  while (consumed_order_.size() > bound) {
+    consumed_.erase(consumed_order_.front());
+    consumed_order_.pop_front();
   }
 }
 
@@ -360,6 +334,9 @@ void StripedFile::fetch(const std::vector<uint64_t>& blocks) {
     co.timeout = rpc_timeout();
     co.recover = true;  // a read changes nothing: it waits for a restarting server too
     co.reply_bulk = bs;
+    co.reply_memory = [this, fb](size_t n, std::function<void()> cancel) {
+      return offered_memory(fb, n, std::move(cancel));
+    };
     const Nid server = layout_.targets()[t].server;
     rpc_.call_async(
         server, kMsgBlockRead, encode_block_io(io), nullptr,
@@ -367,12 +344,20 @@ void StripedFile::fetch(const std::vector<uint64_t>& blocks) {
           MutexLock g(mu_);
           --loading_;
           auto it = cache_.find(fb);
+          std::shared_ptr<Offer> offer = it != cache_.end() ? it->second.offer : nullptr;
+          // Received into the reader's buffer (offered_memory): its bytes are there.
+          const bool into_offer = offer && r.bulk.size() == bs && r.bulk.data() == offer->at;
           if (it != cache_.end() && it->second.stale) {
             cached_bytes_ -= bs;
             cache_.erase(it);
           } else if (it != cache_.end()) {
             Block& blk = it->second;
-            if (r.status.ok() && r.bulk.size() == bs) {
+            if (r.status.ok() && into_offer) {
+              offer->filled = true;  // and not kept: the reader is done with it
+              cached_bytes_ -= bs;
+              cache_.erase(it);
+              ++st_.read_into_caller;
+            } else if (r.status.ok() && r.bulk.size() == bs) {
               blk.state = Block::kReady;
               blk.data = make_bulk(std::move(r.bulk));
             } else {
@@ -386,6 +371,7 @@ void StripedFile::fetch(const std::vector<uint64_t>& blocks) {
                                                     server.to_string() + ": " + r.status.message());
             }
           }
+          r.bulk = Buffer();  // the reader's memory (when it was) is its own again
           cv_.notify_all();
           block_cv(fb).notify_all();  // its readers
         },
@@ -393,7 +379,54 @@ void StripedFile::fetch(const std::vector<uint64_t>& blocks) {
   }
 }
 
+std::optional<Buffer> StripedFile::offered_memory(uint64_t fb, size_t n,
+                                                  std::function<void()> cancel) {
+  MutexLock g(mu_);
+  auto it = cache_.find(fb);
+  if (it == cache_.end() || it->second.state != Block::kLoading || it->second.stale ||
+      !it->second.offer)
+    return std::nullopt;
+  Offer& o = *it->second.offer;
+  // Once: a reply that came into it and was let go (its connection closed, or damaged)
+  // has its resend's reply come into the pagepool.
+  if (o.taken || n != o.len) return std::nullopt;
+  o.taken = true;
+  o.lent->set_cancel(std::move(cancel));
+  return LentMemory::lend(o.lent, o.at, n);
+}
+
 Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
+  std::vector<std::shared_ptr<Offer>> offers;
+  Status s = read_call(offset, out, offers);
+  settle_offers(offers);
+  return s;
+}
+
+void StripedFile::settle_offers(const std::vector<std::shared_ptr<Offer>>& offers) {
+  if (offers.empty()) return;
+  {
+    MutexLock lk(mu_);
+    for (const auto& o : offers) {
+      auto it = cache_.find(o->fb);
+      if (it != cache_.end() && it->second.offer == o) it->second.offer.reset();
+    }
+  }
+  // Nothing new is received into them now; one still arriving (the read gave up on it)
+  // is cut off with its connection, which lets it go on its I/O thread.
+  for (const auto& o : offers) {
+    if (o->lent->wait_returned(rpc_.waiter(), rpc_.clock().now())) continue;
+    o->lent->cancel();
+    if (o->lent->wait_returned(rpc_.waiter(), deadline())) continue;
+    // The I/O thread did not let go of a closed connection's frame within the RPC
+    // timeout: returning would leave the caller's buffer written behind its back.
+    PFS_LOG_ERROR("read of {}: the reader's buffer still held by a closed connection after {} s",
+                  name_, to_ms(rpc_timeout()) / 1000);
+    std::abort();
+  }
+}
+
+Status StripedFile::read_call(uint64_t offset, std::span<uint8_t> out,
+                              std::vector<std::shared_ptr<Offer>>& offers) {
   std::vector<Extent> ext = layout_.map(offset, out.size());
   std::vector<uint64_t> blocks;
   for (const Extent& e : ext) blocks.push_back(e.file_block);
@@ -439,18 +472,41 @@ Status StripedFile::read(uint64_t offset, std::span<uint8_t> out) {
       if (!load_locked(fb, false, &to_fetch)) break;
       ++st_.prefetched;
     }
+  // A sequential reader's whole blocks on their way are received into its buffer, where
+  // their replies have not begun to arrive (offered before the fetches go out).
+  const uint32_t bs = layout_.block_size();
+  if (stream)
+    for (const Extent& e : ext) {
+      auto it = cache_.find(e.file_block);
+      if (e.offset != 0 || e.length != bs || it == cache_.end() ||
+          it->second.state != Block::kLoading || it->second.stale || it->second.offer)
+        continue;
+      auto o = std::make_shared<Offer>();
+      o->fb = e.file_block;
+      o->at = out.data() + e.buf_offset;
+      o->len = bs;
+      it->second.offer = o;
+      offers.push_back(std::move(o));
+    }
   lk.unlock();
   fetch(to_fetch);
   lk.lock();
   const TimePoint until = deadline(2);
   for (const Extent& e : ext) {
     // Bounded: a block evicted or made stale while this thread waited is fetched again.
+    std::shared_ptr<Offer> mine;
+    for (const auto& o : offers)
+      if (o->fb == e.file_block && o->at == out.data() + e.buf_offset) mine = o;
     for (int tries = 0;; ++tries) {
       auto it = cache_.find(e.file_block);
       bool ok = wait_locked(lk, block_cv(e.file_block), until, [&]() REQUIRES(mu_) {
         it = cache_.find(e.file_block);
-        return it == cache_.end() || it->second.state != Block::kLoading;
+        return (mine && mine->filled) || it == cache_.end() || it->second.state != Block::kLoading;
       });
+      if (ok && mine && mine->filled) {  // in the reader's buffer already, and not kept
+        note_consumed_locked(e.file_block);
+        break;
+      }
       if (!ok)
         return Status(Code::kTimeout, "read of " + name_ + ": block " +
                                           std::to_string(e.file_block) + " did not come within " +

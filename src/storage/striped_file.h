@@ -13,7 +13,10 @@
 //            (a read starting where one of the last 64 ended: each of several threads
 //            reading its own part is one) has the next prefetch_depth blocks fetched ahead
 //            of it (read-ahead). A read first waits for this file's writes
-//            under way to the blocks it reads (it sees its own writes).
+//            under way to the blocks it reads (it sees its own writes). A sequential
+//            reader's whole block still on its way, whose reply has not begun to arrive,
+//            is received straight into the reader's buffer instead (one copy fewer, as
+//            raw TCP has; over TCP) and not kept: the reader is done with it.
 //   close    flush, then waits for reads under way.
 //
 // With options.direct_writes a write is O_DIRECT's instead: no copy, no write-behind (see
@@ -51,6 +54,7 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "rpc/lent_memory.h"
 #include "rpc/rpc_engine.h"
 #include "storage/layout.h"
 #include "storage/tokens.h"
@@ -79,8 +83,9 @@ struct StripedFileStats {
   uint64_t bytes_written = 0, bytes_read = 0;  // by the calls
   uint64_t block_writes = 0, block_reads = 0;  // RPCs sent
   uint64_t cache_hits = 0, prefetched = 0;     // blocks found ready; fetched ahead
-  uint64_t prefetch_stops = 0;  // read-ahead stopped at a block this node read already
-  uint64_t pagepool_waits = 0;  // writes that waited for pagepool room
+  uint64_t prefetch_stops = 0;    // read-ahead stopped at a block this node read already
+  uint64_t read_into_caller = 0;  // blocks received straight into a reader's buffer
+  uint64_t pagepool_waits = 0;    // writes that waited for pagepool room
   uint64_t tokens_acquired = 0, tokens_revoked = 0;  // write tokens; revocations of any
   uint64_t read_tokens_acquired = 0;
   uint64_t tokens_lost = 0;  // every token at once, with this node's eviction
@@ -124,13 +129,24 @@ class StripedFile final : public TokenHolder {
   void lose_tokens(const Status& why) override EXCLUDES(mu_);
 
  private:
+  // A sequential reader's buffer offered for a whole block still loading: its reply is
+  // received into it (CallOptions::reply_memory) when none has begun to arrive yet.
+  struct Offer {
+    uint64_t fb = 0;
+    uint8_t* at = nullptr;
+    size_t len = 0;
+    std::shared_ptr<LentMemory> lent = std::make_shared<LentMemory>();
+    bool taken = false;   // (mu_) a reply was received into it, or is
+    bool filled = false;  // (mu_) a whole reply was: the reader's bytes are there
+  };
   struct Block {
     enum State { kLoading, kReady, kFailed } state = kLoading;
     BulkData data;  // shared with a reader copying from it
     Status status;
-    uint64_t used = 0;      // LRU tick
-    bool stale = false;     // written while loading: dropped when it arrives
-    bool consumed = false;  // read by the application
+    uint64_t used = 0;             // LRU tick
+    bool stale = false;            // written while loading: dropped when it arrives
+    bool consumed = false;         // read by the application
+    std::shared_ptr<Offer> offer;  // a reader's, while it waits for the block
   };
   // A range given back whose writes have not all ended yet (release_range).
   struct Release {
@@ -164,6 +180,14 @@ class StripedFile final : public TokenHolder {
   void cancel(std::vector<Release>& cut_short) const EXCLUDES(mu_);
   Status write_call(uint64_t offset, std::span<const uint8_t> data, std::vector<Release>& ended)
       EXCLUDES(mu_);
+  Status read_call(uint64_t offset, std::span<uint8_t> out,
+                   std::vector<std::shared_ptr<Offer>>& offers) EXCLUDES(mu_);
+  // A read's end: its offers withdrawn, and back to the reader once nothing holds them (a
+  // reply still arriving into one when the read gave up: its connection is closed).
+  void settle_offers(const std::vector<std::shared_ptr<Offer>>& offers) EXCLUDES(mu_);
+  // The reader's memory for block `fb`'s reply, when it offered some (CallOptions::reply_memory).
+  std::optional<Buffer> offered_memory(uint64_t fb, size_t n, std::function<void()> cancel)
+      EXCLUDES(mu_);
   // Returns once this node holds a `mode` token covering `mine` (asking the manager, and
   // for the rest of the file too when `sequential`), with mu_ held; at once when it does.
   // Without tokens (options.tokens null): at once.
@@ -189,6 +213,9 @@ class StripedFile final : public TokenHolder {
   // 4 of every 27 at 28 nodes x 16 threads). A demanded read of one -- this node reading
   // it again -- forgets them all: read-ahead is for re-reading too.
   void forget_consumed_locked() REQUIRES(mu_);
+  // `fb`, read by the application, leaves the pagepool (evicted, or never kept: received
+  // into the reader's buffer).
+  void note_consumed_locked(uint64_t fb) REQUIRES(mu_);
   // A direct write's RPCs (options.direct_writes): returns once every block is answered
   // and nothing holds the caller's memory.
   Status send_direct(const std::vector<Extent>& ext, std::span<const uint8_t> data) EXCLUDES(mu_);

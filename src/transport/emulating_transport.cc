@@ -95,6 +95,13 @@ class EmulatingTransport::Conn final : public Connection,
     return inner_->receive_here(done, max_wait, wake_fd);
   }
 
+  // A caller's memory for a reply's bulk (TransportEvents::bulk_sink): only where frames
+  // pass straight up -- one the inbound pipe holds would outlive its connection's close.
+  std::optional<Buffer> bulk_sink(const FrameHeader& h) {
+    if (in_pipe_) return std::nullopt;
+    return events_.bulk_sink(*this, h);
+  }
+
   // A frame received: up at once, or through the NI's inbound pipe (a shared link), in
   // arrival order.
   void receive(InFrame&& f) {
@@ -302,6 +309,11 @@ void EmulatingTransport::on_connected(const ConnectionPtr& c) {
 
 void EmulatingTransport::on_frame(Connection& c, InFrame&& f) {
   if (Conn* o = outer_of(c)) o->receive(std::move(f));
+}
+
+std::optional<Buffer> EmulatingTransport::bulk_sink(Connection& c, const FrameHeader& h) {
+  Conn* o = outer_of(c);
+  return o ? o->bulk_sink(h) : std::nullopt;
 }
 
 void EmulatingTransport::on_closed(Connection& c, const Status& why) {

@@ -63,6 +63,7 @@ class EmulatingTransport final : public Transport, private TransportEvents {
   // TransportEvents of the inner transport.
   void on_connected(const ConnectionPtr& c) override;
   void on_frame(Connection& c, InFrame&& f) override;
+  std::optional<Buffer> bulk_sink(Connection& c, const FrameHeader& h) override;
   void on_closed(Connection& c, const Status& why) override;
   void on_local_ni_down(const Nid& local, const Status& why) override {
     events_.on_local_ni_down(local, why);

@@ -442,7 +442,12 @@ bool TcpConnection::dispatch_buffered(TimePoint now, bool here) {
     if (avail >= body) {
       const uint8_t* p = rbuf_.data() + pos + kHeaderSize;
       f.payload = Buffer::copy_of(std::span(p, h->payload_len));
-      f.bulk = Buffer::copy_of(std::span(p + h->payload_len, h->bulk_len));
+      if (std::optional<Buffer> sink = bulk_sink(*h)) {
+        f.bulk = std::move(*sink);
+        std::memcpy(f.bulk.data(), p + h->payload_len, h->bulk_len);
+      } else {
+        f.bulk = Buffer::copy_of(std::span(p + h->payload_len, h->bulk_len));
+      }
       f.times = RxTimes{first_byte, now};
       pos += kHeaderSize + body;
       first_byte = now;
@@ -456,7 +461,10 @@ bool TcpConnection::dispatch_buffered(TimePoint now, bool here) {
     }
     // Large frame: copy what is here, read the rest straight into its buffers.
     f.payload = Buffer(h->payload_len);
-    f.bulk = Buffer::page_aligned(h->bulk_len);  // a block store may take it as it is
+    // The caller's own memory when it lent some for this reply; else page-aligned (a
+    // block store may take it as it is).
+    std::optional<Buffer> sink = bulk_sink(*h);
+    f.bulk = sink ? std::move(*sink) : Buffer::page_aligned(h->bulk_len);
     const uint8_t* p = rbuf_.data() + pos + kHeaderSize;
     size_t in_payload = std::min<size_t>(avail, h->payload_len);
     if (in_payload) std::memcpy(f.payload.data(), p, in_payload);
@@ -541,6 +549,13 @@ void TcpConnection::read_large_rest(std::shared_ptr<InFrame> frame, size_t have,
   } else {
     asio::post(io_, finish);
   }
+}
+
+std::optional<Buffer> TcpConnection::bulk_sink(const FrameHeader& h) {
+  if (h.kind != FrameKind::kReply || h.bulk_len == 0) return std::nullopt;
+  std::optional<Buffer> sink = t_.events_.bulk_sink(*this, h);
+  if (sink && sink->size() != h.bulk_len) return std::nullopt;  // not for this frame
+  return sink;
 }
 
 bool TcpConnection::deliver(InFrame&& f) {

@@ -383,6 +383,8 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   ssize_t read_into(InFrame& f, size_t have);
 
   bool deliver(InFrame&& f);
+  // The memory a reply's bulk goes into when its caller lent some (TransportEvents::bulk_sink).
+  std::optional<Buffer> bulk_sink(const FrameHeader& h);
 
   TcpTransport::Impl& t_;
   std::shared_ptr<asio::io_context> io_keep_;

@@ -1,6 +1,6 @@
 // Transport tests' raw TCP client: a socket that does the client's half of the handshake
 // by hand and then writes frames as bytes (or garbage), and loopback addresses of this
-// process's own (transport_test.cc, receive_here_test.cc).
+// process's own (transport_test.cc, receive_here_test.cc, bulk_sink_test.cc).
 #pragma once
 
 #include <arpa/inet.h>
@@ -110,10 +110,11 @@ inline int raw_client(TcpTransport& tb, Recorder& eb, const Nid& self, const Nid
   return fd;
 }
 
-// A request frame as bytes on the wire: header, payload, bulk.
-inline std::vector<uint8_t> wire_frame(uint64_t xid, const Buffer& payload, const Buffer& bulk) {
+// A frame (a request unless `kind` says) as bytes on the wire: header, payload, bulk.
+inline std::vector<uint8_t> wire_frame(uint64_t xid, const Buffer& payload, const Buffer& bulk,
+                                       FrameKind kind = FrameKind::kRequest) {
   FrameHeader h;
-  h.kind = FrameKind::kRequest;
+  h.kind = kind;
   h.xid = xid;
   h.msg_type = 3;
   h.payload_len = static_cast<uint32_t>(payload.size());

@@ -201,6 +201,18 @@ class TransportEvents {
   virtual void on_frame(Connection& c, InFrame&& f) = 0;
   // `c` closed; called once, after its last on_frame.
   virtual void on_closed(Connection& c, const Status& why) = 0;
+  // Memory of h.bulk_len bytes to receive the bulk of the frame whose header `h` just
+  // came on `c` into, instead of a buffer of the transport's own: a reply whose caller
+  // lent its own memory (CallOptions::reply_memory), which then takes one copy fewer.
+  // The transport writes it until it delivers the frame in it or lets it go (the
+  // connection closed); whoever lent it learns that when the Buffer is freed. I/O thread
+  // (or a caller reading the connection); default: none. A transport that places bulk by
+  // RDMA or holds frames (emulation) does not ask.
+  virtual std::optional<Buffer> bulk_sink(Connection& c, const FrameHeader& h) {
+    (void)c;
+    (void)h;
+    return std::nullopt;
+  }
   // The transport found local NI `local` unusable (its device was removed): LOCAL_NI_DOWN
   // until its link is reported up again. I/O thread; default: ignored.
   virtual void on_local_ni_down(const Nid& local, const Status& why) {
