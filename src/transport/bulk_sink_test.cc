@@ -44,11 +44,7 @@ struct LendingRecorder : test::Recorder {
 class BulkSinkTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    TransportOptions o;
-    o.cluster_key = kSinkKey;
-    o.handshake_timeout = 2s;
-    tb_ = std::make_unique<TcpTransport>(o, std::vector<Nid>{b_}, real_, ev_);
-    fd_ = test::raw_client(*tb_, ev_, a_, b_, port_, kSinkKey);
+    tb_ = test::transport_with_raw_client(real_, ev_, a_, b_, port_, kSinkKey, &fd_);
     ASSERT_GE(fd_, 0);
   }
   void TearDown() override {

@@ -50,11 +50,7 @@ struct ThreadRecorder : test::Recorder {
 class ReceiveHereTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    TransportOptions o;
-    o.cluster_key = kHereKey;
-    o.handshake_timeout = 2s;
-    tb_ = std::make_unique<TcpTransport>(o, std::vector<Nid>{b_}, real_, ev_);
-    fd_ = test::raw_client(*tb_, ev_, a_, b_, port_, kHereKey);
+    tb_ = test::transport_with_raw_client(real_, ev_, a_, b_, port_, kHereKey, &fd_);
     ASSERT_GE(fd_, 0);
     std::lock_guard lk(ev_.mu_);
     conn_ = std::dynamic_pointer_cast<tcp_detail::TcpConnection>(ev_.conns.at(0));

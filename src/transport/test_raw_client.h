@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -108,6 +110,21 @@ inline int raw_client(TcpTransport& tb, Recorder& eb, const Nid& self, const Nid
     return -1;
   }
   return fd;
+}
+
+// A TCP transport of `to` (its events to `eb`) and a raw client from `self` connected to
+// it through the handshake: the transport, and the client's socket in *fd (-1 when a step
+// failed).
+inline std::unique_ptr<TcpTransport> transport_with_raw_client(Clock& clock, Recorder& eb,
+                                                               const Nid& self, const Nid& to,
+                                                               uint16_t port, std::string_view key,
+                                                               int* fd) {
+  TransportOptions o;
+  o.cluster_key = std::string(key);
+  o.handshake_timeout = std::chrono::seconds(2);
+  auto t = std::make_unique<TcpTransport>(o, std::vector<Nid>{to}, clock, eb);
+  *fd = raw_client(*t, eb, self, to, port, key);
+  return t;
 }
 
 // A frame (a request unless `kind` says) as bytes on the wire: header, payload, bulk.
