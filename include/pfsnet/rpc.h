@@ -87,8 +87,8 @@ struct CallOptions {
   // it: for a caller that gives up before the reply is in); returns a Buffer of exactly
   // that length -- the transport writes it until the Buffer is freed, which is how the
   // caller learns it is done -- or nullopt for a buffer of the transport's. Called again
-  // for a resent request's reply. TCP only: RDMA has its sink (reply_bulk), and the
-  // emulated links hold frames.
+  // for a resent request's reply. TCP only (and an emulated link whose inbound pipe holds
+  // no frames): RDMA has its sink (reply_bulk).
   std::function<std::optional<Buffer>(size_t bytes, std::function<void()> cancel)> reply_memory;
 };
 inline constexpr Duration kRecoverResend = std::chrono::milliseconds(250);

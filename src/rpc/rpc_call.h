@@ -30,8 +30,8 @@ struct RpcClient::Call final : TxCompletion {
   Duration attempt_timeout{0};
   uint8_t flags = 0;
   size_t reply_bulk = 0;  // CallOptions::reply_bulk
-  std::function<std::optional<Buffer>(size_t, std::function<void()>)>
-      reply_memory;         // CallOptions::
+  // CallOptions::reply_memory
+  std::function<std::optional<Buffer>(size_t, std::function<void()>)> reply_memory;
   bool urgent = false;      // CallOptions::urgent: no max_rpcs_in_flight slot
   bool one_stream = false;  // CallOptions::one_stream
   bool recover = false;     // CallOptions::recover

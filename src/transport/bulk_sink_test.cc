@@ -5,10 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstring>
 #include <thread>
 
-#include "base/mutex.h"
 #include "transport/tcp_transport.h"
 #include "transport/test_frames.h"
 #include "transport/test_raw_client.h"
