@@ -89,6 +89,11 @@ struct LnetConfig {
   // stream of several). 1: one connection carries everything. At run time, for paths'
   // connections opened from then on.
   int64_t conns_per_peer = 1;
+  // TCP I/O threads (socklnd's nscheds). Each connection is served by one of them, the one
+  // with the fewest connections when it opens, so a server receives from several clients
+  // at once. 0 (the default): socklnd's size, half the CPUs this process may run on but at
+  // least 3, and never more than those CPUs. At restart.
+  int64_t io_threads = 0;
 };
 
 struct RpcConfig {

@@ -116,6 +116,7 @@ using test::pattern;
 using test::same;
 
 // kTcpBusyPoll: TCP whose I/O threads poll before they sleep (lnet.busy_poll_us).
+// kTcpIoThreads: TCP with three I/O threads at each end (lnet.io_threads).
 // kFabric: the libfabric transport with the `tcp` provider (no RDMA hardware needed).
 // kTcpTls: TCP with TLS 1.3 keyed from the cluster key (tls.h).
 // kFabricUnordered: the same with a reply's message waiting for its RMA write's completion,
@@ -123,6 +124,7 @@ using test::same;
 enum class Kind {
   kTcp,
   kTcpBusyPoll,
+  kTcpIoThreads,
   kMem,
   kTcpEmulated,
   kMemEmulated,
@@ -134,6 +136,7 @@ enum class Kind {
 std::string kind_name(const ::testing::TestParamInfo<Kind>& i) {
   static const char* const names[] = {"Tcp",
                                       "TcpBusyPoll",
+                                      "TcpIoThreads",
                                       "Mem",
                                       "TcpUnderEmulation",
                                       "MemUnderEmulation",
@@ -166,7 +169,8 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
 
   bool tcp() const {
     return GetParam() == Kind::kTcp || GetParam() == Kind::kTcpBusyPoll ||
-           GetParam() == Kind::kTcpEmulated || fabric() || GetParam() == Kind::kTcpTls;
+           GetParam() == Kind::kTcpIoThreads || GetParam() == Kind::kTcpEmulated || fabric() ||
+           GetParam() == Kind::kTcpTls;
   }
   bool fabric() const {
     return GetParam() == Kind::kFabric || GetParam() == Kind::kFabricUnordered;
@@ -183,6 +187,7 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
     o.handshake_timeout = 2s;
     o.connect_timeout = 2s;
     if (GetParam() == Kind::kTcpBusyPoll) o.busy_poll = 50us;
+    if (GetParam() == Kind::kTcpIoThreads) o.io_threads = 3;
     if (GetParam() == Kind::kTcpTls) {
       TlsConfig tc;
       tc.enabled = true;
@@ -618,7 +623,7 @@ TEST_P(ConformanceTest, AWaiterThatReceivesHereTakesFramesOffItsSocket) {
   ConnectionPtr c = connect(), b = b_side();
   ASSERT_TRUE(c && b);
   const bool here = GetParam() == Kind::kTcp || GetParam() == Kind::kTcpBusyPoll ||
-                    GetParam() == Kind::kTcpEmulated;
+                    GetParam() == Kind::kTcpIoThreads || GetParam() == Kind::kTcpEmulated;
   const int wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), kRounds = emulated() ? 10 : 200;
   ASSERT_GE(wake, 0);
   std::atomic<int> waiting{0};  // the sender's cue: frame i once the waiter waits for it
@@ -688,9 +693,9 @@ TEST_P(EmulationConformanceTest, EmulatedDelayAndHeldFrames) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryTransport, ConformanceTest,
-                         ::testing::Values(Kind::kTcp, Kind::kTcpBusyPoll, Kind::kMem,
-                                           Kind::kTcpEmulated, Kind::kMemEmulated, Kind::kFabric,
-                                           Kind::kTcpTls, Kind::kFabricUnordered),
+                         ::testing::Values(Kind::kTcp, Kind::kTcpBusyPoll, Kind::kTcpIoThreads,
+                                           Kind::kMem, Kind::kTcpEmulated, Kind::kMemEmulated,
+                                           Kind::kFabric, Kind::kTcpTls, Kind::kFabricUnordered),
                          kind_name);
 INSTANTIATE_TEST_SUITE_P(EveryDecoratedTransport, EmulationConformanceTest,
                          ::testing::Values(Kind::kTcpEmulated, Kind::kMemEmulated), kind_name);

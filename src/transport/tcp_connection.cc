@@ -139,11 +139,11 @@ void TcpConnection::do_close(const Status& why) {
     q.swap(txq_);
   }
   for (auto& f : q) fail_frame(*f, s);
+  t_.forget(id_);  // first: whoever hears of the close finds its I/O thread one lighter
   if (prev == kOpen) {
     PFS_LOG_INFO("connection {} closed: {}", describe(), why.message());
     t_.events_.on_closed(*this, why);
   }
-  t_.forget(id_);
 }
 
 bool TcpConnection::fill_batch() {

@@ -143,7 +143,9 @@ class TcpTransport::Impl {
 
   ~Impl() { stop(); }
 
-  std::shared_ptr<asio::io_context> next_ctx() { return ctx_[rr_.fetch_add(1) % ctx_.size()]; }
+  // The I/O thread for a new connection: the one serving the fewest open connections
+  // (socklnd's ksocknal_choose_scheduler_locked), so a server's clients spread over them.
+  std::shared_ptr<asio::io_context> next_ctx();
 
   Status listen(const Nid& local, uint16_t port);
   void connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb, bool bulk);
@@ -189,7 +191,6 @@ class TcpTransport::Impl {
   std::vector<std::thread> threads_;
   std::vector<std::promise<void>> exited_;
   std::vector<std::future<void>> exit_futures_;
-  std::atomic<size_t> rr_{0};
   std::atomic<bool> stopped_{false};
   // SO_SNDBUF/SO_RCVBUF for new connections (0: autotuning); set_socket_buffers moves them.
   std::atomic<int> tx_buffer_, rx_buffer_;

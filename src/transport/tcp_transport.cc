@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <asio.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <cerrno>
@@ -117,6 +118,18 @@ void TcpTransport::Impl::established(const std::shared_ptr<TcpConnection>& c,
   PFS_LOG_INFO("connection {} established", c->describe());
   events_.on_connected(c);
   c->start_reading();
+}
+
+std::shared_ptr<asio::io_context> TcpTransport::Impl::next_ctx() {
+  if (ctx_.size() == 1) return ctx_[0];
+  std::vector<size_t> served(ctx_.size(), 0);
+  {
+    MutexLock lk(mu_);
+    for (const auto& [id, c] : conns_)
+      for (size_t i = 0; i < ctx_.size(); ++i)
+        if (&c->io() == ctx_[i].get()) ++served[i];
+  }
+  return ctx_[std::min_element(served.begin(), served.end()) - served.begin()];
 }
 
 void TcpTransport::Impl::add(const std::shared_ptr<TcpConnection>& c) {

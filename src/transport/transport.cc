@@ -1,5 +1,8 @@
 #include "transport/transport.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "base/log.h"
@@ -45,6 +48,12 @@ Result<TransportOptions> transport_options(const Config& cfg, std::string cluste
   to.busy_poll = std::chrono::microseconds(cfg.lnet.busy_poll_us);
   to.tx_buffer_bytes = static_cast<int>(cfg.lnet.tx_buffer_size);
   to.rx_buffer_bytes = static_cast<int>(cfg.lnet.rx_buffer_size);
+  to.io_threads = static_cast<int>(cfg.lnet.io_threads);
+  if (to.io_threads == 0) {
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    to.io_threads = default_io_threads(cpus);
+  }
   if (cfg.tls.enabled) {
     for (const NetConfig& n : cfg.nets)
       if (n.nid.is_verbs())
@@ -58,6 +67,8 @@ Result<TransportOptions> transport_options(const Config& cfg, std::string cluste
   to.cluster_key = std::move(cluster_key);
   return to;
 }
+
+int default_io_threads(int cpus) { return std::min(std::max(3, cpus / 2), std::max(1, cpus)); }
 
 std::vector<EmulationRule> emulation_rules(const Config& cfg) {
   std::vector<EmulationRule> rules;

@@ -228,7 +228,7 @@ struct TransportOptions {
   // TLS 1.3 on every TCP connection (tls.h); null: plaintext (tls.enabled = false).
   std::shared_ptr<const TlsContext> tls;
   FrameLimits limits;
-  int io_threads = 1;
+  int io_threads = 1;  // each connection is served by one (TcpTransport)
   // SO_SNDBUF and SO_RCVBUF of TCP connections (lnet.tx_buffer_size, rx_buffer_size);
   // 0: not set, the kernel's autotuning sizes them (up to net.ipv4.tcp_wmem/tcp_rmem).
   int tx_buffer_bytes = 0, rx_buffer_bytes = 0;
@@ -243,6 +243,10 @@ struct TransportOptions {
 // maxBlockSize of bulk) and TLS (tls.*: an error names a bad certificate file, or an
 // @o2ib NI, which TLS does not cover).
 Result<TransportOptions> transport_options(const Config& cfg, std::string cluster_key);
+
+// lnet.io_threads = 0's count on a process that may run on `cpus` CPUs: socklnd's, half of
+// them (it leaves the rest to the layers above) but at least 3, and at most `cpus`.
+int default_io_threads(int cpus);
 // The [[emulation]] rules of a node's config (for EmulatingTransport), each logged as a
 // warning: such a node does not run at the speed of its network.
 std::vector<EmulationRule> emulation_rules(const Config& cfg);

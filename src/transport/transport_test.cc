@@ -3,11 +3,17 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <pfsnet/config.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <future>
+#include <map>
 #include <mutex>
+#include <thread>
 
 #include "base/test_nid.h"
 #include "transport/emulating_transport.h"
@@ -161,6 +167,77 @@ TEST_F(TcpPairTest, ABulkConnectionIsOneAtBothEnds) {
   EXPECT_TRUE(w.status.ok()) << w.status.to_string();
   ASSERT_TRUE(eb_.wait([&] { return eb_.frames.size() == 1; }));
   EXPECT_EQ(eb_.frames[0].hdr.xid, 7u);
+}
+
+// The I/O thread that runs a connection's posted work.
+std::thread::id served_by(Connection& c) {
+  auto p = std::make_shared<std::promise<std::thread::id>>();
+  auto f = p->get_future();
+  c.post([p] { p->set_value(std::this_thread::get_id()); });
+  return f.wait_for(5s) == std::future_status::ready ? f.get() : std::thread::id();
+}
+
+// How many of `cs` each I/O thread serves, fewest first.
+std::vector<int> per_thread(const std::vector<ConnectionPtr>& cs) {
+  std::map<std::thread::id, int> n;
+  for (const ConnectionPtr& c : cs) ++n[served_by(*c)];
+  std::vector<int> v;
+  for (const auto& [id, k] : n) v.push_back(id == std::thread::id() ? -1 : k);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// lnet.io_threads: each connection is served by the I/O thread with the fewest, at both
+// ends, and the next connection takes the place a closed one left.
+TEST_F(TcpPairTest, ConnectionsSpreadOverTheIoThreadsFewestFirst) {
+  TransportOptions two = opts();
+  two.io_threads = 2;
+  TcpTransport ta(two, {a_}, real_, ea_);
+  TcpTransport tb(two, {b_}, real_, eb_);
+  ASSERT_TRUE(tb.listen(b_, port_ + 6).ok());
+  auto connect = [&]() -> ConnectionPtr {
+    ConnectResult cr;
+    ta.connect(a_, b_, port_ + 6, cr.cb());
+    return cr.wait() && cr.status.ok() ? cr.conn : nullptr;
+  };
+  std::vector<ConnectionPtr> out;
+  for (int i = 0; i < 4; ++i) {
+    out.push_back(connect());
+    ASSERT_TRUE(out.back());
+  }
+  ASSERT_TRUE(eb_.wait([&] { return eb_.conns.size() == 4; }));
+  std::vector<ConnectionPtr> in;
+  {
+    std::lock_guard lk(eb_.mu_);
+    in = eb_.conns;
+  }
+  EXPECT_EQ(per_thread(out), (std::vector<int>{2, 2}));
+  EXPECT_EQ(per_thread(in), (std::vector<int>{2, 2}));
+
+  std::thread::id freed = served_by(*out[1]);
+  out[1]->close(Status(Code::kCancelled, "test"));
+  ASSERT_TRUE(ea_.wait([&] { return ea_.closed.size() == 1; }));
+  ConnectionPtr next = connect();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(served_by(*next), freed);
+  EXPECT_EQ(per_thread({out[0], out[2], out[3], next}), (std::vector<int>{2, 2}));
+}
+
+TEST(IoThreadsTest, TheDefaultIsSocklndsHalfTheCpusAtLeastThreeAtMostAll) {
+  EXPECT_EQ(default_io_threads(1), 1);
+  EXPECT_EQ(default_io_threads(2), 2);
+  EXPECT_EQ(default_io_threads(4), 3);
+  EXPECT_EQ(default_io_threads(8), 4);
+  EXPECT_EQ(default_io_threads(64), 32);
+  // A node's config: 0 is that count for the CPUs this process may use, else as given.
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  auto cfg = parse_config("", "t.toml");
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_EQ(transport_options(*cfg, kKey)->io_threads, default_io_threads(CPU_COUNT(&set)));
+  cfg = parse_config("[lnet]\nio_threads = 5\n", "t.toml");
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_EQ(transport_options(*cfg, kKey)->io_threads, 5);
 }
 
 TEST_F(TcpPairTest, WrongClusterKeyIsRefused) {
