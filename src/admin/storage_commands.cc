@@ -187,7 +187,8 @@ Result<json> transfer(const NodeParts& n, const json& req, bool put) {
               {"block_rpcs", put ? st.block_writes : st.block_reads},
               {"prefetched", st.prefetched},
               {"prefetch_stops", st.prefetch_stops},
-              {"read_into_caller", st.read_into_caller}};
+              {"read_into_caller", st.read_into_caller},
+              {"reads_cut_off", st.reads_cut_off}};
 }
 
 }  // namespace

@@ -21,37 +21,14 @@
 #include "storage/protocol.h"
 #include "storage/striped_file.h"
 #include "storage/test_pattern.h"
+#include "storage/test_tcp_node.h"
 #include "storage/tokens.h"
 
 namespace pfsnet {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A node's core over TCP on a loopback address, as pfsnetd builds it (no statistics, no
-// health monitor).
-struct TcpNode {
-  explicit TcpNode(const std::string& addr, uint16_t port, int peer_credits = 8)
-      : core(options(addr, port, peer_credits)), rpc(&core.rpc()), clock(core.clock()) {}
-  static NodeCoreOptions options(const std::string& addr, uint16_t port, int peer_credits) {
-    NodeCoreOptions o;
-    o.cfg.nets.push_back(NetConfig{*Nid::parse(addr + "@tcp"), port});
-    o.cfg.lnet.peer_credits = peer_credits;
-    o.cfg.lnet.transaction_timeout = 10;
-    auto to = transport_options(o.cfg, "0123456789abcdef0123");
-    EXPECT_TRUE(to.ok());
-    if (to.ok()) o.transport = *to;
-    o.stats = false;
-    o.health = false;
-    return o;
-  }
-  Status start() { return core.start(50ms); }
-  void shutdown() { core.stop(); }
-  Nid nid() const { return core.config().nets[0].nid; }
-  NodeCore core;
-  RpcEngine* rpc;
-  Clock& clock;
-};
+using test::TcpNode;
 
 uint16_t test_port() { return static_cast<uint16_t>(20000 + getpid() % 20000); }
 

@@ -415,6 +415,10 @@ void StripedFile::settle_offers(const std::vector<std::shared_ptr<Offer>>& offer
   // is cut off with its connection, which lets it go on its I/O thread.
   for (const auto& o : offers) {
     if (o->lent->wait_returned(rpc_.waiter(), rpc_.clock().now())) continue;
+    {
+      MutexLock lk(mu_);
+      ++st_.reads_cut_off;
+    }
     o->lent->cancel();
     if (o->lent->wait_returned(rpc_.waiter(), deadline())) continue;
     // The I/O thread did not let go of a closed connection's frame within the RPC

@@ -85,7 +85,10 @@ struct StripedFileStats {
   uint64_t cache_hits = 0, prefetched = 0;     // blocks found ready; fetched ahead
   uint64_t prefetch_stops = 0;    // read-ahead stopped at a block this node read already
   uint64_t read_into_caller = 0;  // blocks received straight into a reader's buffer
-  uint64_t pagepool_waits = 0;    // writes that waited for pagepool room
+  // Blocks a read gave up on while their reply was arriving into its buffer (that
+  // connection was closed to stop it).
+  uint64_t reads_cut_off = 0;
+  uint64_t pagepool_waits = 0;                       // writes that waited for pagepool room
   uint64_t tokens_acquired = 0, tokens_revoked = 0;  // write tokens; revocations of any
   uint64_t read_tokens_acquired = 0;
   uint64_t tokens_lost = 0;  // every token at once, with this node's eviction
