@@ -126,6 +126,7 @@ class TcpTransport::Impl {
         tx_buffer_(opts_.tx_buffer_bytes),
         rx_buffer_(opts_.rx_buffer_bytes) {
     int n = std::max(1, opts_.io_threads);
+    PFS_LOG_INFO("TCP transport: {} I/O thread(s) (lnet.io_threads)", n);
     for (int i = 0; i < n; ++i) {
       ctx_.push_back(std::make_shared<asio::io_context>(1));
       guards_.emplace_back(asio::make_work_guard(*ctx_.back()));
