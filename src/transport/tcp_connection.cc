@@ -142,7 +142,23 @@ void TcpConnection::do_close(const Status& why) {
   t_.forget(id_);  // first: whoever hears of the close finds its I/O thread one lighter
   if (prev == kOpen) {
     PFS_LOG_INFO("connection {} closed: {}", describe(), why.message());
+    wait_for_caller_reading();
     t_.events_.on_closed(*this, why);
+  }
+}
+
+void TcpConnection::wait_for_caller_reading() {
+  // A caller reading the socket (receive_here) may be handing a frame up at this moment;
+  // the shutdown above ends its poll and its next read sees the close, and it leaves. Only
+  // the I/O thread waits (a caller closing is that reader itself), bounded.
+  if (!io_.get_executor().running_in_this_thread()) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (read_by_caller()) {
+    if (std::chrono::steady_clock::now() >= until) {
+      PFS_LOG_WARN("connection {}: a caller still reads it 2 s after its close", describe());
+      return;
+    }
+    std::this_thread::yield();
   }
 }
 
@@ -281,6 +297,9 @@ void TcpConnection::read_more() {
     return;
   }
   tl_waiting_for_bulk = false;
+  // Closed (on this thread) since this turn was posted: nothing more goes up -- on_closed
+  // has run, and the layer above may have let go of what it keeps in the connection.
+  if (state_.load() == kClosed) return;
   if (rx_resume_) {  // a caller left a large frame in rbuf_
     rx_resume_ = false;
     DeferScope defer;

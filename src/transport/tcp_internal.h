@@ -269,6 +269,8 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   void start_reading() { read_more(); }
   // Tests: whether a caller reads the connection now (receive_here); whether nobody does.
   bool read_by_caller() const { return (rx_.load() & kRxCaller) != 0; }
+  // Before on_closed: until no caller reads (its last frame is up), on the I/O thread.
+  void wait_for_caller_reading();
   bool read_by_nobody() const { return rx_.load() == 0; }
 
   // A waiting caller reads the connection itself (Connection::receive_here): plaintext
