@@ -34,6 +34,11 @@ struct ThreadRecorder : test::Recorder {
     test::Recorder::on_frame(c, std::move(f));
     if (xid == want.load()) done.store(true, std::memory_order_release);
   }
+  std::optional<Buffer> bulk_sink(Connection&, const FrameHeader&) override {
+    std::lock_guard lk(mu_);
+    if (!closed.empty()) ++asked_after_close;
+    return std::nullopt;
+  }
   std::thread::id thread_of(size_t i) {
     std::lock_guard lk(mu_);
     return threads.at(i);
@@ -43,6 +48,7 @@ struct ThreadRecorder : test::Recorder {
     want.store(xid);
   }
   std::vector<std::thread::id> threads;  // under mu_
+  int asked_after_close = 0;             // bulk_sink after on_closed (under mu_)
   std::atomic<uint64_t> want{0};
   std::atomic<bool> done{false};
 };
@@ -192,6 +198,36 @@ TEST_F(ReceiveHereTest, APeerThatClosesWhileACallerWaitsClosesTheConnectionOnce)
   std::lock_guard lk(ev_.mu_);
   EXPECT_EQ(ev_.closed[0].code(), Code::kClosed) << ev_.closed[0].to_string();
   EXPECT_TRUE(ev_.frames.empty());
+}
+
+// A turn given to the I/O thread before the connection closed -- a caller's hand-over of a
+// large reply it left in the read buffer -- hands nothing up after on_closed: neither the
+// reply's bulk_sink nor a frame (the layer above may have let go of its connection state).
+TEST_F(ReceiveHereTest, ALargeReplyLeftForTheIoThreadGoesNowhereOnceClosed) {
+  // The I/O thread held: the close and then the caller's hand-over run after it.
+  std::promise<void> release;
+  std::shared_future<void> held = release.get_future().share();
+  until_idle();
+  conn_->post([held] { (void)held.wait_for(10s); });
+  conn_->close(Status(Code::kCancelled, "test"));
+  ev_.expect(1);
+  Caller c;
+  start(c);
+  std::vector<uint8_t> bytes = test::wire_frame(1, test::pattern(64, 1), Buffer());
+  std::vector<uint8_t> large =
+      test::wire_frame(2, test::pattern(100, 2), test::pattern(256 << 10, 3), FrameKind::kReply);
+  bytes.insert(bytes.end(), large.begin(), large.end());
+  ASSERT_TRUE(test::write_all(fd_, bytes.data(), bytes.size()));
+  // Frame 1 delivered here; the large reply left in the read buffer for the I/O thread.
+  EXPECT_EQ(c.join(), Here::kDone);
+  release.set_value();
+  ASSERT_TRUE(ev_.wait([&] { return ev_.closed.size() == 1; }));
+  std::promise<void> after;  // the I/O thread's turns before this one are done
+  conn_->post([&after] { after.set_value(); });
+  ASSERT_EQ(after.get_future().wait_for(5s), std::future_status::ready);
+  std::lock_guard lk(ev_.mu_);
+  EXPECT_EQ(ev_.asked_after_close, 0);
+  EXPECT_EQ(ev_.frames.size(), 1u);
 }
 
 }  // namespace
