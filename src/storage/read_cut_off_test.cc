@@ -178,12 +178,8 @@ TEST(ReadCutOffTest, AReplyStoppingHalfwayIntoTheReadersBufferIsCutOffAndReadAga
   const uint16_t server_port = static_cast<uint16_t>(port + 1);
   // The client reaches the server at its own NI's port, which is the proxy's.
   TcpNode server("127.0.10.1", server_port), client("127.0.10.2", port);
-  BlockServiceOptions bo;
-  bo.block_size = kBlock;
-  bo.buffers = 4;
-  bo.threads = 2;
-  bo.targets = {"mem"};
-  bo.capacity = 16 << 20;
+  BlockServiceOptions bo{
+      .targets = {"mem"}, .block_size = kBlock, .buffers = 4, .threads = 2, .capacity = 16 << 20};
   BlockService svc(bo, *server.rpc, nullptr, server.clock, server.core.timer_queue());
   ASSERT_TRUE(server.start().ok());
   ASSERT_TRUE(client.start().ok());
