@@ -41,6 +41,12 @@
 //                                         measured by pfsnet_bench in this run (goal 0.8)
 //              gpfs_mem_direct_write_vs_raw_tcp  the same, writes as O_DIRECT's (no
 //                                         pagepool copy, no write-behind)
+//              gpfs_mem_{write,read,direct_write}_vs_raw_tcp_same_bytes  the same three
+//                                         against raw TCP moving the pass's bytes over as
+//                                         many connections, from and to memory of the
+//                                         same size (raw_streams.h): bulk_write_1m's
+//                                         stream resends one cached MiB over one
+//                                         connection
 //              gpfs_mem_write_checksum_vs_off  with lnet.checksum on (the default);
 //              gpfs_mem_read_checksum_vs_off   baseline: the same without -- in one
 //                                         cluster, passes on and off alternating (config
@@ -63,6 +69,7 @@
 #include "daemons.h"
 #include "figure.h"
 #include "gpfs_paper.h"
+#include "raw_streams.h"
 #include "storage/iobench.h"
 
 namespace pfsnet {
@@ -388,8 +395,38 @@ json mem_pass(const Options& o, bool checksum, bool direct) {
   return r;
 }
 
+// Raw TCP over the same bytes as a pass (raw_streams.h): one stream per client node, each
+// moving the node's share of the cell -- a read's from server memory of that size (the
+// file as the target holds it) into the node's readers' buffers (threads x 1 MiB); a
+// write's from its writers' buffers into memory of the share's size (the target's received
+// blocks, each the memory of a block replaced a pass ago). The best of three, as above.
+struct SameBytes {
+  double read = 0, write = 0;
+};
+SameBytes raw_same_bytes(const Options& o) {
+  bench::RawStreams r;
+  r.streams = o.mem_nodes;
+  r.bytes_per_stream = (static_cast<uint64_t>(o.mem_cell_mib) << 20) / o.mem_nodes;
+  const size_t share = r.bytes_per_stream, buffers = static_cast<size_t>(o.mem_threads) << 20;
+  SameBytes best;
+  for (int run = 0; run < 3; ++run) {
+    r.src_bytes_per_stream = share;
+    r.dst_bytes_per_stream = buffers;
+    best.read = std::max(best.read, bench::raw_tcp_streams_mib_s(r));
+    r.src_bytes_per_stream = buffers;
+    r.dst_bytes_per_stream = share;
+    best.write = std::max(best.write, bench::raw_tcp_streams_mib_s(r));
+  }
+  std::fprintf(stderr,
+               "raw TCP over the same bytes, %d streams of %zu MiB: the reads' way %.0f MiB/s, "
+               "the writes' way %.0f MiB/s (best of 3)\n",
+               o.mem_nodes, share >> 20, best.read, best.write);
+  return best;
+}
+
 void mem(const Options& o) {
   double raw = raw_tcp_mib_s(o);
+  const SameBytes same = raw_same_bytes(o);
   // Against raw TCP as bulk_write_1m is: without the data checksum (raw TCP has none).
   json off = mem_pass(o, false, true);
   print_figure("gpfs_mem_write_vs_raw_tcp", off["peak"]["write"].get<double>(), raw, "MiB/s");
@@ -397,6 +434,13 @@ void mem(const Options& o) {
   // O_DIRECT's writes: the application's memory goes out as it is (no pagepool copy).
   print_figure("gpfs_mem_direct_write_vs_raw_tcp", off["direct"]["peak"]["write"].get<double>(),
                raw, "MiB/s");
+  // The same against raw TCP moving the same bytes from and to memory of the same size.
+  print_figure("gpfs_mem_write_vs_raw_tcp_same_bytes", off["peak"]["write"].get<double>(),
+               same.write, "MiB/s");
+  print_figure("gpfs_mem_read_vs_raw_tcp_same_bytes", off["peak"]["read"].get<double>(), same.read,
+               "MiB/s");
+  print_figure("gpfs_mem_direct_write_vs_raw_tcp_same_bytes",
+               off["direct"]["peak"]["write"].get<double>(), same.write, "MiB/s");
   // And what the checksum (on by default) costs it: in one cluster, the file rewritten and
   // read with it on and off in turn (this VM drifts by more than the cost between runs),
   // each pair's ratio; the median pair is the figure.
