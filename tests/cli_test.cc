@@ -1,10 +1,12 @@
 // pfsnetd and pfsnet as separate processes: ping between daemons, every error path.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cluster.h"
+#include "transport/transport.h"
 
 namespace pfsnet::testing {
 namespace {
@@ -62,6 +64,34 @@ TEST_F(CliTest, PingBetweenTwoDaemons) {
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0]["nid"], b.nid().to_string());
   EXPECT_EQ(p[0]["send_count"], 8);
+}
+
+// lnet.io_threads = 0 (the default) stands for socklnd's count over the daemon's CPUs:
+// `config show` gives that count beside the 0, in both forms.
+TEST_F(CliTest, ConfigShowsTheIoThreadsInForceBesideTheDefaultZero) {
+  Daemon a(dir_, 2, key_);
+  ASSERT_TRUE(a.ready()) << a.process().output();
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);  // the daemon's: inherited
+  const std::string count = std::to_string(default_io_threads(CPU_COUNT(&set)));
+  auto [rc, out] = run({PFSNET_BIN, "--socket", a.socket(), "config", "show", "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  const json config = last_json_line(out)["config"];
+  json entry;
+  for (const json& e : config)
+    if (e["key"] == "lnet.io_threads") entry = e;
+  ASSERT_FALSE(entry.is_null()) << out;
+  EXPECT_EQ(entry["value"], "0");
+  EXPECT_EQ(entry["in_force"], count);
+  // Keys that hold their own value have none.
+  for (const json& e : config) {
+    if (e["key"] != "lnet.io_threads") {
+      EXPECT_FALSE(e.contains("in_force")) << e.dump();
+    }
+  }
+  auto [rc2, human] = run({PFSNET_BIN, "--socket", a.socket(), "config", "show"});
+  ASSERT_EQ(rc2, 0) << human;
+  EXPECT_NE(human.find("0 (" + count + " in force)"), std::string::npos) << human;
 }
 
 TEST_F(CliTest, NisAndPeersTablesFitAHundredColumns) {

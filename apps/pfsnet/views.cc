@@ -153,10 +153,12 @@ void print_health(const json& h, bool verbose) {
 
 void print_config(const json& r) {
   std::printf("%-38s %-24s %s\n", "key", "value", "changes");
-  for (const json& e : r["config"])
-    std::printf("%-38s %-24s %s\n", e["key"].get<std::string>().c_str(),
-                e["value"].get<std::string>().c_str(),
+  for (const json& e : r["config"]) {
+    std::string value = e["value"].get<std::string>();
+    if (e.contains("in_force")) value += " (" + e["in_force"].get<std::string>() + " in force)";
+    std::printf("%-38s %-24s %s\n", e["key"].get<std::string>().c_str(), value.c_str(),
                 e["runtime"].get<bool>() ? "at run time" : "at restart");
+  }
 }
 
 void print_changes(const json& r) {

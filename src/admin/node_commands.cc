@@ -10,6 +10,7 @@
 #include "base/mutex.h"
 #include "rpc/health_monitor.h"
 #include "selftest/selftest.h"
+#include "transport/transport.h"
 
 namespace pfsnet {
 
@@ -203,8 +204,14 @@ Result<json> netverify(const NodeParts& node, const json& req) {
 
 Result<json> config_show(const NodeParts& node) {
   json a = json::array();
-  for (const auto& [k, v] : config_entries(node.cfg.get()))
-    a.push_back({{"key", k}, {"value", v}, {"runtime", runtime_key(k)}});
+  const Config cfg = node.cfg.get();
+  for (const auto& [k, v] : config_entries(cfg)) {
+    json e = {{"key", k}, {"value", v}, {"runtime", runtime_key(k)}};
+    // A 0 that stands for a rule's count: the count in force beside it.
+    if (k == "lnet.io_threads" && cfg.lnet.io_threads == 0)
+      e["in_force"] = std::to_string(io_threads_in_force(cfg));
+    a.push_back(std::move(e));
+  }
   return json{{"config", a}};
 }
 

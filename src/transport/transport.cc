@@ -48,12 +48,7 @@ Result<TransportOptions> transport_options(const Config& cfg, std::string cluste
   to.busy_poll = std::chrono::microseconds(cfg.lnet.busy_poll_us);
   to.tx_buffer_bytes = static_cast<int>(cfg.lnet.tx_buffer_size);
   to.rx_buffer_bytes = static_cast<int>(cfg.lnet.rx_buffer_size);
-  to.io_threads = static_cast<int>(cfg.lnet.io_threads);
-  if (to.io_threads == 0) {
-    cpu_set_t set;
-    int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-    to.io_threads = default_io_threads(cpus);
-  }
+  to.io_threads = io_threads_in_force(cfg);
   if (cfg.tls.enabled) {
     for (const NetConfig& n : cfg.nets)
       if (n.nid.is_verbs())
@@ -69,6 +64,13 @@ Result<TransportOptions> transport_options(const Config& cfg, std::string cluste
 }
 
 int default_io_threads(int cpus) { return std::min(std::max(3, cpus / 2), std::max(1, cpus)); }
+
+int io_threads_in_force(const Config& cfg) {
+  if (cfg.lnet.io_threads > 0) return static_cast<int>(cfg.lnet.io_threads);
+  cpu_set_t set;
+  int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  return default_io_threads(cpus);
+}
 
 std::vector<EmulationRule> emulation_rules(const Config& cfg) {
   std::vector<EmulationRule> rules;

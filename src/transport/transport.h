@@ -247,6 +247,10 @@ Result<TransportOptions> transport_options(const Config& cfg, std::string cluste
 // lnet.io_threads = 0's count on a process that may run on `cpus` CPUs: socklnd's, half of
 // them (it leaves the rest to the layers above) but at least 3, and at most `cpus`.
 int default_io_threads(int cpus);
+// The TCP I/O threads `cfg` gives this process: lnet.io_threads, or for 0 the count above
+// over the CPUs it may run on (sched_getaffinity).
+int io_threads_in_force(const Config& cfg);
+
 // The [[emulation]] rules of a node's config (for EmulatingTransport), each logged as a
 // warning: such a node does not run at the speed of its network.
 std::vector<EmulationRule> emulation_rules(const Config& cfg);
