@@ -44,9 +44,9 @@
 //              gpfs_mem_{write,read,direct_write}_vs_raw_tcp_same_bytes  the same three
 //                                         against raw TCP moving the pass's bytes over as
 //                                         many connections, from and to memory of the
-//                                         same size (raw_streams.h): bulk_write_1m's
-//                                         stream resends one cached MiB over one
-//                                         connection
+//                                         same size (raw_streams.h; best of 3, before
+//                                         the cluster starts): bulk_write_1m's stream
+//                                         resends one cached MiB over one connection
 //              gpfs_mem_write_checksum_vs_off  with lnet.checksum on (the default);
 //              gpfs_mem_read_checksum_vs_off   baseline: the same without -- in one
 //                                         cluster, passes on and off alternating (config
@@ -399,7 +399,9 @@ json mem_pass(const Options& o, bool checksum, bool direct) {
 // moving the node's share of the cell -- a read's from server memory of that size (the
 // file as the target holds it) into the node's readers' buffers (threads x 1 MiB); a
 // write's from its writers' buffers into memory of the share's size (the target's received
-// blocks, each the memory of a block replaced a pass ago). The best of three, as above.
+// blocks, each the memory of a block replaced a pass ago). The best of three, as above,
+// before the cluster starts: run between passes, these streams cost the next buffered
+// write pass about a quarter (not understood; README).
 struct SameBytes {
   double read = 0, write = 0;
 };
