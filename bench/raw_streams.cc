@@ -77,7 +77,8 @@ double raw_tcp_streams_mib_s(const RawStreams& r) {
   std::atomic<bool> go{false};
   std::atomic<int> failed{0};
   std::vector<Steady::time_point> ends(static_cast<size_t>(n));
-  // Walks `mem` of `size` bytes a piece at a time while `total` bytes go through `io`.
+  // One end of a stream: its bytes sent from (received into) `mem`, walked a piece at a
+  // time over its `size` bytes.
   auto pump = [&](int fd, uint8_t* mem, size_t size, bool send_side, Steady::time_point* end) {
     while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
     const size_t span = std::max(size, kPiece) / kPiece * kPiece;
