@@ -21,6 +21,11 @@
 //                           pfsnet: whether the kernel can send from an application's pages
 //                           on this path; stderr says how many sends it copied anyway);
 //                           baseline: the same stream written plainly.
+//   bulk_write_1m_zerocopy  MiB/s  bulk_write_1m sending its bulk zero-copy as a node does
+//                           (lnet.zc_min_payload's default, 16 KiB; a connection whose sends
+//                           the kernel copies anyway stops after its first few: stderr says
+//                           how many it made, how many the kernel copied and whether it
+//                           stopped); baseline: the same writes copied (zc_min_payload 0).
 //   bulk_write_1m_checksum  MiB/s  bulk_write_1m with the data's CRC-32C (lnet.checksum, the
 //                           default); baseline: the same writes without it.
 //   bulk_write_1m_tls  MiB/s  bulk_write_1m over TLS 1.3 (tls.enabled at both ends: a second
@@ -162,8 +167,11 @@ struct Client {
   // `with_stats`: record GPFS RPC statistics (processed every second by the driver).
   // `o2ib`: over the fabric LND (libfabric's tcp provider) to the server's @o2ib NI.
   // `tls`: TLS 1.3 keyed from the cluster key, to the TLS server (kServerTlsAddr).
+  // `zc_min_payload`: TCP bulk of this many bytes or more sent zero-copy (0: copied).
+  TcpTransport* tcp = nullptr;
   explicit Client(const char* addr, std::chrono::microseconds spin = RpcOptions{}.spin,
-                  bool with_stats = true, bool o2ib = false, bool tls = false)
+                  bool with_stats = true, bool o2ib = false, bool tls = false,
+                  size_t zc_min_payload = 0)
       : me(*Nid::parse(std::string(addr) + (o2ib ? "@o2ib" : "@tcp"))) {
     if (o2ib) server = *Nid::parse(std::string(kServerO2ibAddr) + "@o2ib");
     if (tls) server = *Nid::parse(std::string(kServerTlsAddr) + "@tcp");
@@ -177,12 +185,17 @@ struct Client {
     RpcOptions ro{64, 1, 30s, 2 << 20};
     ro.spin = spin;
     o.rpc = ro;
-    o.make_transport = [me = me, o2ib, tls](TransportEvents& ev,
-                                            NodeCore& c) -> std::unique_ptr<Transport> {
+    o.make_transport = [this, me = me, o2ib, tls, zc_min_payload](
+                           TransportEvents& ev, NodeCore& c) -> std::unique_ptr<Transport> {
       TransportOptions to;
       to.cluster_key = kKey;
+      to.zc_min_payload = zc_min_payload;
       if (tls) to.tls = TlsContext::create(TlsConfig{true, "", "", ""}, kKey).value();
-      if (!o2ib) return std::make_unique<TcpTransport>(to, std::vector<Nid>{me}, c.clock(), ev);
+      if (!o2ib) {
+        auto t = std::make_unique<TcpTransport>(to, std::vector<Nid>{me}, c.clock(), ev);
+        tcp = t.get();
+        return t;
+      }
       // The fabric LND polls like a node with the default config (as the server, pfsnetd,
       // does): while an RMA is under way that is what moves its data (rma_poll). The
       // sockets LND's client does not: with the caller spinning for its reply too, two
@@ -495,6 +508,21 @@ int main(int argc, char** argv) {
         [&] { return tcp_base.zerocopy_stream_mib_s(seconds, &copied); });
     std::fprintf(stderr, "tcp_zerocopy_stream_1m: %.0f%% of the last run's sends copied anyway\n",
                  100 * copied);
+  }
+  if (want("bulk_write_1m_zerocopy")) {
+    Client zc("127.0.0.64", RpcOptions{}.spin, true, false, false,
+              static_cast<size_t>(LnetConfig{}.zc_min_payload));
+    bulk_mib_s(zc, false);  // warm: a new connection's first run is slower either way
+    measure(
+        "bulk_write_1m_zerocopy", "MiB/s", [&] { return bulk_mib_s(client, false); },
+        [&] { return bulk_mib_s(zc, false); }, 5);
+    ZeroCopyStats z = zc.tcp->zero_copy_stats();
+    std::fprintf(
+        stderr,
+        "bulk_write_1m_zerocopy: %llu zero-copy sends, %llu completed, %llu of them "
+        "copied by the kernel; %llu connection(s) stopped sending zero-copy\n",
+        static_cast<unsigned long long>(z.sends), static_cast<unsigned long long>(z.completed),
+        static_cast<unsigned long long>(z.copied), static_cast<unsigned long long>(z.turned_off));
   }
   if (want("bulk_write_1m_checksum")) {
     // What integrity costs: the client's 1 MiB writes sealed with their CRC-32C (checked

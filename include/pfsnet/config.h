@@ -94,6 +94,13 @@ struct LnetConfig {
   // at once. 0 (the default): socklnd's size, half the CPUs this process may run on but at
   // least 3, and never more than those CPUs. At restart.
   int64_t io_threads = 0;
+  // TCP: bulk of this many bytes or more is sent zero-copy (socklnd's zc_min_payload, its
+  // default 16 KiB): MSG_ZEROCOPY, the kernel sending from the sender's memory instead of
+  // a copy, the memory kept until the kernel says it is done with it. A connection whose
+  // sends the kernel copies anyway (a peer on the same host: loopback, veth) goes back to
+  // copying after its first few. 0: always copied. Plaintext only (TLS seals a copy). At
+  // restart.
+  int64_t zc_min_payload = 16384;
 };
 
 struct RpcConfig {

@@ -215,6 +215,7 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"rx_buffer_size", int_key(&cfg.lnet.rx_buffer_size, 0, int64_t(1) << 30)},
       {"conns_per_peer", int_key(&cfg.lnet.conns_per_peer, 1, 16)},
       {"io_threads", int_key(&cfg.lnet.io_threads, 0, 256)},
+      {"zc_min_payload", int_key(&cfg.lnet.zc_min_payload, 0, int64_t(1) << 30)},
   };
   const std::map<std::string, Reader, std::less<>> rpc_keys = {
       {"max_rpcs_in_flight", int_key(&cfg.rpc.max_rpcs_in_flight, 1, 1 << 16)},

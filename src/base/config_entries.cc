@@ -90,6 +90,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"lnet.rx_buffer_size", i(c.lnet.rx_buffer_size)},
       {"lnet.conns_per_peer", i(c.lnet.conns_per_peer)},
       {"lnet.io_threads", i(c.lnet.io_threads)},
+      {"lnet.zc_min_payload", i(c.lnet.zc_min_payload)},
       {"rpc.max_rpcs_in_flight", i(c.rpc.max_rpcs_in_flight)},
       {"rpc.peer_rpcs_in_flight", peer_table(c.rpc.peer_rpcs_in_flight)},
       {"rpc.workers", i(c.rpc.workers)},

@@ -21,7 +21,8 @@ TEST(ConfigTest, DefaultsWhenEmpty) {
   EXPECT_EQ(r->lnet.peer_credits, 8);
   EXPECT_EQ(r->lnet.transaction_timeout, 50);
   EXPECT_EQ(r->lnet.busy_poll_us, 20);
-  EXPECT_EQ(r->lnet.io_threads, 0);  // socklnd's count for the CPUs
+  EXPECT_EQ(r->lnet.io_threads, 0);          // socklnd's count for the CPUs
+  EXPECT_EQ(r->lnet.zc_min_payload, 16384);  // socklnd's
   EXPECT_EQ(r->rpc.max_rpcs_in_flight, 8);
   EXPECT_EQ(r->stats.maxBlockSize, 1048576);
   EXPECT_EQ(r->max_bulk(), 2097152);
@@ -115,6 +116,8 @@ TEST(ConfigTest, OutOfRangeIsAnError) {
             "test.toml:2: key 'lnet.busy_poll_us': value -1 is out of range 0..10000");
   EXPECT_EQ(error_of("[lnet]\nio_threads = 257\n"),
             "test.toml:2: key 'lnet.io_threads': value 257 is out of range 0..256");
+  EXPECT_EQ(error_of("[lnet]\nzc_min_payload = -1\n"),
+            "test.toml:2: key 'lnet.zc_min_payload': value -1 is out of range 0..1073741824");
   EXPECT_EQ(error_of("[lnet]\npeer_credits = 0\n"),
             "test.toml:2: key 'lnet.peer_credits': value 0 is out of range 1..65536");
   EXPECT_EQ(error_of("[[net]]\nnid = \"1.2.3.4@tcp\"\nport = 70000\n"),

@@ -121,6 +121,8 @@ using test::same;
 // kTcpTls: TCP with TLS 1.3 keyed from the cluster key (tls.h).
 // kFabricUnordered: the same with a reply's message waiting for its RMA write's completion,
 // as on a provider that does not order sends after writes.
+// kTcpZeroCopy: TCP sending bulk of 4 KiB or more zero-copy (lnet.zc_min_payload), and
+// going on where the kernel copies it anyway, as over loopback (tcp_zerocopy.h).
 enum class Kind {
   kTcp,
   kTcpBusyPoll,
@@ -130,7 +132,8 @@ enum class Kind {
   kMemEmulated,
   kFabric,
   kTcpTls,
-  kFabricUnordered
+  kFabricUnordered,
+  kTcpZeroCopy
 };
 
 std::string kind_name(const ::testing::TestParamInfo<Kind>& i) {
@@ -142,7 +145,8 @@ std::string kind_name(const ::testing::TestParamInfo<Kind>& i) {
                                       "MemUnderEmulation",
                                       "FabricTcpProvider",
                                       "TcpTls",
-                                      "FabricRepliesAfterWrites"};
+                                      "FabricRepliesAfterWrites",
+                                      "TcpZeroCopy"};
   return names[static_cast<int>(i.param)];
 }
 
@@ -170,7 +174,7 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
   bool tcp() const {
     return GetParam() == Kind::kTcp || GetParam() == Kind::kTcpBusyPoll ||
            GetParam() == Kind::kTcpIoThreads || GetParam() == Kind::kTcpEmulated || fabric() ||
-           GetParam() == Kind::kTcpTls;
+           GetParam() == Kind::kTcpTls || GetParam() == Kind::kTcpZeroCopy;
   }
   bool fabric() const {
     return GetParam() == Kind::kFabric || GetParam() == Kind::kFabricUnordered;
@@ -188,6 +192,10 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
     o.connect_timeout = 2s;
     if (GetParam() == Kind::kTcpBusyPoll) o.busy_poll = 50us;
     if (GetParam() == Kind::kTcpIoThreads) o.io_threads = 3;
+    if (GetParam() == Kind::kTcpZeroCopy) {
+      o.zc_min_payload = 4096;
+      o.zc_keep_when_copied = true;
+    }
     if (GetParam() == Kind::kTcpTls) {
       TlsConfig tc;
       tc.enabled = true;
@@ -623,7 +631,8 @@ TEST_P(ConformanceTest, AWaiterThatReceivesHereTakesFramesOffItsSocket) {
   ConnectionPtr c = connect(), b = b_side();
   ASSERT_TRUE(c && b);
   const bool here = GetParam() == Kind::kTcp || GetParam() == Kind::kTcpBusyPoll ||
-                    GetParam() == Kind::kTcpIoThreads || GetParam() == Kind::kTcpEmulated;
+                    GetParam() == Kind::kTcpIoThreads || GetParam() == Kind::kTcpEmulated ||
+                    GetParam() == Kind::kTcpZeroCopy;
   const int wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), kRounds = emulated() ? 10 : 200;
   ASSERT_GE(wake, 0);
   std::atomic<int> waiting{0};  // the sender's cue: frame i once the waiter waits for it
@@ -695,7 +704,8 @@ TEST_P(EmulationConformanceTest, EmulatedDelayAndHeldFrames) {
 INSTANTIATE_TEST_SUITE_P(EveryTransport, ConformanceTest,
                          ::testing::Values(Kind::kTcp, Kind::kTcpBusyPoll, Kind::kTcpIoThreads,
                                            Kind::kMem, Kind::kTcpEmulated, Kind::kMemEmulated,
-                                           Kind::kFabric, Kind::kTcpTls, Kind::kFabricUnordered),
+                                           Kind::kFabric, Kind::kTcpTls, Kind::kFabricUnordered,
+                                           Kind::kTcpZeroCopy),
                          kind_name);
 INSTANTIATE_TEST_SUITE_P(EveryDecoratedTransport, EmulationConformanceTest,
                          ::testing::Values(Kind::kTcpEmulated, Kind::kMemEmulated), kind_name);

@@ -139,6 +139,10 @@ void TcpConnection::do_close(const Status& why) {
     q.swap(txq_);
   }
   for (auto& f : q) fail_frame(*f, s);
+  if (zc_) {
+    zc_retired_ = true;
+    t_.zc_retire(sock_.native_handle(), zc_);
+  }
   t_.forget(id_);  // first: whoever hears of the close finds its I/O thread one lighter
   if (prev == kOpen) {
     PFS_LOG_INFO("connection {} closed: {}", describe(), why.message());
@@ -183,6 +187,7 @@ bool TcpConnection::fill_batch() {
   }
   headers_.resize(batch_.size());
   iov_.clear();
+  iov_bulk_.clear();
   batch_bytes_ = 0;
   for (size_t i = 0; i < batch_.size(); ++i) {
     OutFrame& f = *batch_[i];
@@ -193,7 +198,7 @@ bool TcpConnection::fill_batch() {
     push_iov(headers_[i].data(), kHeaderSize);
     if (!f.payload.empty()) push_iov(f.payload.data(), f.payload.size());
     if (f.sealed) push_iov(f.seal, kDataCrcSize);
-    if (f.bulk_size()) push_iov(f.bulk->data(), f.bulk_size());
+    if (f.bulk_size()) push_iov(f.bulk->data(), f.bulk_size(), &f.bulk);
   }
   write_start_ = t_.clock_.now();
   return true;
@@ -209,7 +214,7 @@ void TcpConnection::complete_batch(const Status& s) {
 void TcpConnection::write_direct() {
   for (int round = 0; round < 4; ++round) {
     if (!fill_batch()) return;
-    StreamIo r = stream_->write(iov_);
+    StreamIo r = write_out();
     if (!r.failed.ok()) {
       Status s = failure("write to", r);
       complete_batch(s);
@@ -218,11 +223,10 @@ void TcpConnection::write_direct() {
       writing_ = false;
       return;
     }
-    if (r.n == batch_bytes_) {
+    if (iov_.empty()) {
       complete_batch(Status::Ok());
       continue;
     }
-    skip_written(iov_, r.n);
     if (io_.get_executor().running_in_this_thread()) {
       write_rest();
     } else {
@@ -235,6 +239,55 @@ void TcpConnection::write_direct() {
   asio::post(io_, [self] { self->write_direct(); });
 }
 
+StreamIo TcpConnection::write_out() {
+  if (!zc_ || !zc_->on()) {
+    StreamIo r = stream_->write(iov_);
+    if (r.failed.ok()) skip_iov(r.n);
+    return r;
+  }
+  reap_zero_copy();  // the bulk of sends completed since: let go before more is pinned
+  const int fd = fd_.load(std::memory_order_relaxed);
+  size_t total = 0;
+  for (int call = 0; call < 64 && !iov_.empty(); ++call) {  // bounded per turn
+    size_t k = 0;                                           // the first long bulk
+    while (k < iov_.size() && !(iov_bulk_[k] && zc_->wants(iov_[k].iov_len))) ++k;
+    StreamIo r;
+    if (k == iov_.size()) {
+      r = PlainStream(fd).write(iov_);
+    } else if (k > 0) {
+      r = PlainStream(fd).write(std::span(iov_.data(), k), MSG_MORE);
+    } else {
+      r = zc_->send(fd, iov_[0], *iov_bulk_[0]);
+    }
+    if (!r.failed.ok()) return StreamIo{.n = total, .failed = r.failed, .by_peer = r.by_peer};
+    skip_iov(r.n);
+    total += r.n;
+    if (r.n == 0) break;  // the socket is full
+  }
+  return StreamIo{.n = total};
+}
+
+void TcpConnection::start_zero_copy() {
+  if (t_.opts_.zc_min_payload == 0 || tls_) return;
+  int one = 1;
+  const int fd = sock_.native_handle();
+  if (::setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) != 0) {
+    PFS_LOG_DEBUG("connection {}: no SO_ZEROCOPY ({}): bulk copied", describe(),
+                  std::strerror(errno));
+    return;
+  }
+  zc_ = std::make_shared<ZeroCopySends>(t_.opts_.zc_min_payload, t_.opts_.zc_keep_when_copied);
+}
+
+TcpConnection::~TcpConnection() {
+  // Closed without do_close (a transport stopped before its close ran) while the kernel
+  // still pins bulk this lets go: reset, so what it had yet to send is dropped, not sent.
+  if (zc_ && !zc_retired_ && zc_->outstanding() > 0 && sock_.is_open()) {
+    linger l{1, 0};
+    ::setsockopt(sock_.native_handle(), SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+  }
+}
+
 Status TcpConnection::failure(const char* what, const StreamIo& r) const {
   if (r.by_peer) return r.failed;
   return Status(Code::kClosed,
@@ -245,12 +298,11 @@ Status TcpConnection::failure(const char* what, const StreamIo& r) const {
 void TcpConnection::write_rest() {
   auto self = shared_from_this();
   for (int round = 0; round < 64; ++round) {  // bounded per turn
-    StreamIo r = stream_->write(iov_);
+    StreamIo r = write_out();
     if (!r.failed.ok()) {
       fail_batch(failure("write to", r));
       return;
     }
-    skip_written(iov_, r.n);
     if (iov_.empty()) {
       complete_batch(Status::Ok());
       write_direct();
@@ -371,6 +423,8 @@ Connection::Here TcpConnection::receive_here(const std::atomic<bool>& done, Dura
       out = Here::kWoken;
       break;
     }
+    // POLLERR stays while zero-copy notifications wait in the error queue: taken here.
+    if ((p[0].revents & POLLERR) && zc_) zc_->reap(fd);
     if (p[0].revents && !read_here(&failed)) {
       hand_back = true;
       break;
@@ -430,6 +484,8 @@ void TcpConnection::when_readable(Then then) {
                              "read from " + self->describe() + " failed: " + ec.message(),
                              health_kind_for_errno(ec.value())));
     } else {
+      // A zero-copy notification wakes the wait as well (EPOLLERR).
+      self->reap_zero_copy();
       then();
     }
   });

@@ -26,6 +26,7 @@
 #include "transport/tcp_kernel_info.h"
 #include "transport/tcp_stream.h"
 #include "transport/tcp_transport.h"
+#include "transport/tcp_zerocopy.h"
 #include "transport/tls.h"
 #include "wire/handshake.h"
 
@@ -176,6 +177,12 @@ class TcpTransport::Impl {
     MutexLock lk(mu_);
     conns_.erase(id);
   }
+  // A closed connection's zero-copy sends (tcp_zerocopy.h): its socket kept by the
+  // graveyard while the kernel has not completed them, swept every 20 ms on the first I/O
+  // thread until none is left (or the transport stops).
+  void zc_retire(int fd, std::shared_ptr<tcp_detail::ZeroCopySends> z);
+  void arm_zc_sweep();
+  ZeroCopyStats zero_copy_stats();
 
   asio::awaitable<void> accept_loop(std::shared_ptr<tcp::acceptor> acc, Nid local);
   asio::awaitable<void> server_handshake(std::shared_ptr<TcpConnection> c);
@@ -195,6 +202,10 @@ class TcpTransport::Impl {
   std::atomic<bool> stopped_{false};
   // SO_SNDBUF/SO_RCVBUF for new connections (0: autotuning); set_socket_buffers moves them.
   std::atomic<int> tx_buffer_, rx_buffer_;
+
+  std::shared_ptr<tcp_detail::ZcGraveyard> zc_graveyard_ =
+      std::make_shared<tcp_detail::ZcGraveyard>();
+  std::atomic<bool> zc_sweep_armed_{false};
 
   Mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<TcpConnection>> conns_ GUARDED_BY(mu_);
@@ -263,6 +274,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   void mark_open() {
     open_stream();
     fd_.store(sock_.native_handle(), std::memory_order_release);
+    start_zero_copy();
     state_.store(kOpen);
   }
 
@@ -279,7 +291,10 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
 
   void do_close(const Status& why);
 
-  ~TcpConnection() override = default;
+  // Its zero-copy figures (none when it sends none).
+  ZeroCopyStats zero_copy_stats() const { return zc_ ? zc_->stats() : ZeroCopyStats{}; }
+
+  ~TcpConnection() override;
 
  private:
   enum State { kHandshake = 0, kOpen = 1, kClosed = 2 };
@@ -300,9 +315,28 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   // writer role) when there is nothing to write.
   bool fill_batch();
 
-  void push_iov(const void* p, size_t n) {
+  // `bulk`: the frame's bulk, when these are its bytes (sent zero-copy if long enough).
+  void push_iov(const void* p, size_t n, const BulkData* bulk = nullptr) {
     iov_.push_back(iovec{const_cast<void*>(p), n});
+    iov_bulk_.push_back(bulk);
     batch_bytes_ += n;
+  }
+  // Drops the first `n` bytes of the batch's buffers (written).
+  void skip_iov(size_t n) {
+    const size_t before = iov_.size();
+    skip_written(iov_, n);
+    iov_bulk_.erase(iov_bulk_.begin(), iov_bulk_.begin() + static_cast<long>(before - iov_.size()));
+  }
+  // Writes what the socket takes now of the batch's buffers, dropping them as written:
+  // one stream write; with zero-copy on, a send per stretch (the bytes up to a bulk copied
+  // with MSG_MORE, a long bulk zero-copy), as many as the socket takes. `n`: bytes written.
+  StreamIo write_out();
+  // At open: SO_ZEROCOPY and zc_ when lnet.zc_min_payload asks for it (plaintext only:
+  // TLS sends sealed copies).
+  void start_zero_copy();
+  // Lets go of the bulk whose zero-copy sends the kernel completed. Any thread.
+  void reap_zero_copy() {
+    if (zc_ && zc_->outstanding() > 0) zc_->reap(fd_.load(std::memory_order_acquire));
   }
 
   void complete_batch(const Status& s);
@@ -408,7 +442,11 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   std::vector<std::unique_ptr<OutFrame>> batch_;
   std::vector<EncodedHeader> headers_;
   std::vector<iovec> iov_;
+  std::vector<const BulkData*> iov_bulk_;  // iov_'s: the frame's bulk, or null
   size_t batch_bytes_ = 0;
+  // Zero-copy sends (tcp_zerocopy.h); set at open, fixed after; null: off.
+  std::shared_ptr<ZeroCopySends> zc_;
+  bool zc_retired_ = false;  // do_close gave them to the graveyard (the I/O thread's)
   TimePoint write_start_;
 
   std::unique_ptr<TlsSession> tls_;  // set before the connection opens; null: plaintext

@@ -52,12 +52,12 @@ StreamIo PlainStream::read(std::span<const iovec> into) {
   return errno_failure(0, errno);
 }
 
-StreamIo PlainStream::write(std::span<const iovec> from) {
+StreamIo PlainStream::write(std::span<const iovec> from, int flags) {
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(from.data());
   msg.msg_iovlen = from.size();
   for (int i = 0; i < 8; ++i) {
-    ssize_t n = ::sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t n = ::sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL | flags);
     if (n >= 0) return StreamIo{.n = static_cast<size_t>(n)};
     if (errno == EAGAIN || errno == EWOULDBLOCK) return StreamIo{};
     if (errno != EINTR) break;

@@ -61,7 +61,9 @@ class PlainStream final : public ByteStream {
  public:
   explicit PlainStream(int fd) : fd_(fd) {}
   StreamIo read(std::span<const iovec> into) override;
-  StreamIo write(std::span<const iovec> from) override;
+  StreamIo write(std::span<const iovec> from) override { return write(from, 0); }
+  // With sendmsg flags of the caller's besides (MSG_MORE: more follows at once).
+  StreamIo write(std::span<const iovec> from, int flags);
 
  private:
   int fd_;

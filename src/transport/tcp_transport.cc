@@ -402,8 +402,32 @@ void TcpTransport::Impl::stop() {
     if (exit_futures_[i].wait_until(deadline) != std::future_status::ready) ctx_[i]->stop();
     if (threads_[i].joinable()) threads_[i].join();
   }
+  zc_graveyard_->finish();
   MutexLock lk(mu_);
   conns_.clear();
+}
+
+void TcpTransport::Impl::zc_retire(int fd, std::shared_ptr<tcp_detail::ZeroCopySends> z) {
+  zc_graveyard_->retire(fd, std::move(z));
+  if (zc_graveyard_->kept() > 0) arm_zc_sweep();
+}
+
+void TcpTransport::Impl::arm_zc_sweep() {
+  // One sweep armed at a time; none once stopping (a timer armed then ends within 20 ms,
+  // and stop() finishes the graveyard after the threads).
+  if (stopped_.load() || zc_sweep_armed_.exchange(true)) return;
+  auto timer = std::make_shared<asio::steady_timer>(*ctx_[0], std::chrono::milliseconds(20));
+  timer->async_wait([this, timer](std::error_code) {
+    zc_sweep_armed_.store(false);
+    if (zc_graveyard_->sweep() > 0) arm_zc_sweep();
+  });
+}
+
+ZeroCopyStats TcpTransport::Impl::zero_copy_stats() {
+  ZeroCopyStats s = zc_graveyard_->stats();
+  MutexLock lk(mu_);
+  for (auto& [id, c] : conns_) s.add(c->zero_copy_stats());
+  return s;
 }
 
 TcpTransport::TcpTransport(TransportOptions opts, std::vector<Nid> node_nids, Clock& clock,
@@ -411,6 +435,7 @@ TcpTransport::TcpTransport(TransportOptions opts, std::vector<Nid> node_nids, Cl
     : impl_(std::make_unique<Impl>(std::move(opts), std::move(node_nids), clock, events)) {}
 TcpTransport::~TcpTransport() { impl_->stop(); }
 Status TcpTransport::listen(const Nid& local, uint16_t port) { return impl_->listen(local, port); }
+ZeroCopyStats TcpTransport::zero_copy_stats() const { return impl_->zero_copy_stats(); }
 void TcpTransport::connect(const Nid& local, const Nid& remote, uint16_t port, ConnectCallback cb) {
   impl_->connect(local, remote, port, std::move(cb), false);
 }

@@ -39,6 +39,9 @@ class TcpTransport final : public Transport {
   void post(std::function<void()> fn) override;
   void set_socket_buffers(int tx_bytes, int rx_bytes) override;
   void stop() override;
+  // Zero-copy sends so far (TransportOptions::zc_min_payload), over open and closed
+  // connections.
+  ZeroCopyStats zero_copy_stats() const;
 
   class Impl;
 

@@ -49,6 +49,7 @@ Result<TransportOptions> transport_options(const Config& cfg, std::string cluste
   to.tx_buffer_bytes = static_cast<int>(cfg.lnet.tx_buffer_size);
   to.rx_buffer_bytes = static_cast<int>(cfg.lnet.rx_buffer_size);
   to.io_threads = io_threads_in_force(cfg);
+  to.zc_min_payload = static_cast<size_t>(cfg.lnet.zc_min_payload);
   if (cfg.tls.enabled) {
     for (const NetConfig& n : cfg.nets)
       if (n.nid.is_verbs())

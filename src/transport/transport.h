@@ -237,6 +237,29 @@ struct TransportOptions {
   std::chrono::microseconds busy_poll{0};
   Duration handshake_timeout = std::chrono::seconds(5);
   Duration connect_timeout = std::chrono::seconds(5);
+  // TCP: a frame's bulk of this many bytes or more is sent zero-copy (MSG_ZEROCOPY; the
+  // kernel pins it and the connection keeps it until the kernel is done: tcp_zerocopy.h)
+  // on plaintext connections (lnet.zc_min_payload, socklnd's); 0: always copied.
+  size_t zc_min_payload = 0;
+  // Tests: go on sending zero-copy where the kernel copies every such send (loopback), so
+  // the path runs there; a connection otherwise stops after its first few.
+  bool zc_keep_when_copied = false;
+};
+
+// A TCP transport's zero-copy sends, over its connections, open and closed.
+struct ZeroCopyStats {
+  uint64_t sends = 0;            // zero-copy send calls made
+  uint64_t completed = 0;        // of them, completed by the kernel (their bulk let go)
+  uint64_t copied = 0;           // of those, copied by the kernel after all
+  uint64_t fallback_copies = 0;  // bulk copied instead (ENOBUFS: net.core.optmem_max)
+  uint64_t turned_off = 0;       // connections that stopped: their sends were all copied
+  void add(const ZeroCopyStats& o) {
+    sends += o.sends;
+    completed += o.completed;
+    copied += o.copied;
+    fallback_copies += o.fallback_copies;
+    turned_off += o.turned_off;
+  }
 };
 
 // The options a node's config gives its transport: the key, the frame limits (2 x
