@@ -203,8 +203,7 @@ class TcpTransport::Impl {
   // SO_SNDBUF/SO_RCVBUF for new connections (0: autotuning); set_socket_buffers moves them.
   std::atomic<int> tx_buffer_, rx_buffer_;
 
-  std::shared_ptr<tcp_detail::ZcGraveyard> zc_graveyard_ =
-      std::make_shared<tcp_detail::ZcGraveyard>();
+  tcp_detail::ZcGraveyard zc_graveyard_;
   std::atomic<bool> zc_sweep_armed_{false};
 
   Mutex mu_;

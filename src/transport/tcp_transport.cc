@@ -402,14 +402,14 @@ void TcpTransport::Impl::stop() {
     if (exit_futures_[i].wait_until(deadline) != std::future_status::ready) ctx_[i]->stop();
     if (threads_[i].joinable()) threads_[i].join();
   }
-  zc_graveyard_->finish();
+  zc_graveyard_.finish();
   MutexLock lk(mu_);
   conns_.clear();
 }
 
 void TcpTransport::Impl::zc_retire(int fd, std::shared_ptr<tcp_detail::ZeroCopySends> z) {
-  zc_graveyard_->retire(fd, std::move(z));
-  if (zc_graveyard_->kept() > 0) arm_zc_sweep();
+  zc_graveyard_.retire(fd, std::move(z));
+  if (zc_graveyard_.kept() > 0) arm_zc_sweep();
 }
 
 void TcpTransport::Impl::arm_zc_sweep() {
@@ -419,12 +419,12 @@ void TcpTransport::Impl::arm_zc_sweep() {
   auto timer = std::make_shared<asio::steady_timer>(*ctx_[0], std::chrono::milliseconds(20));
   timer->async_wait([this, timer](std::error_code) {
     zc_sweep_armed_.store(false);
-    if (zc_graveyard_->sweep() > 0) arm_zc_sweep();
+    if (zc_graveyard_.sweep() > 0) arm_zc_sweep();
   });
 }
 
 ZeroCopyStats TcpTransport::Impl::zero_copy_stats() {
-  ZeroCopyStats s = zc_graveyard_->stats();
+  ZeroCopyStats s = zc_graveyard_.stats();
   MutexLock lk(mu_);
   for (auto& [id, c] : conns_) s.add(c->zero_copy_stats());
   return s;

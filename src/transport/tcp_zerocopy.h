@@ -105,8 +105,8 @@ class ZeroCopySends {
   bool turned_off_ GUARDED_BY(mu_) = false;
 };
 
-// Sockets of closed connections whose zero-copy sends the kernel has not completed. A
-// transport's, shared with its connections (a connection may outlive its transport).
+// Sockets of closed connections whose zero-copy sends the kernel has not completed: a
+// TCP transport's, swept by its first I/O thread while it keeps any.
 class ZcGraveyard {
  public:
   ~ZcGraveyard() { finish(); }
