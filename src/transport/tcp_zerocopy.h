@@ -6,10 +6,11 @@
 // returned. Headers and payloads are small and copied as before (the connection sends
 // them apart: a zero-copy send pins every byte it is given, and headers are reused).
 //
-// Where the kernel delivers to a socket on the same host (loopback, veth, a TUN device) it
-// copies every such send after all, and says so (SO_EE_CODE_ZEROCOPY_COPIED): a connection
-// whose first kHiddenCopyProof completed sends were all copied stops sending zero-copy
-// (it would pay for the pinning and the notifications and save nothing).
+// Where the kernel delivers to a socket on the same host (loopback, veth between
+// namespaces) it copies every such send after all, and says so
+// (SO_EE_CODE_ZEROCOPY_COPIED): a connection whose first kHiddenCopyProof completed sends
+// were all copied stops sending zero-copy (it would pay for the pinning and the
+// notifications and save nothing).
 //
 // A closed connection's socket may still hold pinned bulk (unacknowledged, or queued in
 // the device): ZcGraveyard keeps the socket open through a descriptor of its own and the
@@ -27,7 +28,6 @@
 #include <sys/uio.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
