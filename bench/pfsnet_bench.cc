@@ -163,12 +163,12 @@ struct Client {
   RpcStats* stats = nullptr;
   Net* net = nullptr;
   RpcEngine* rpc = nullptr;
+  TcpTransport* tcp = nullptr;  // the client's transport, unless over the fabric
   // `spin`: how long a blocking call spins before sleeping (RpcOptions::spin).
   // `with_stats`: record GPFS RPC statistics (processed every second by the driver).
   // `o2ib`: over the fabric LND (libfabric's tcp provider) to the server's @o2ib NI.
   // `tls`: TLS 1.3 keyed from the cluster key, to the TLS server (kServerTlsAddr).
   // `zc_min_payload`: TCP bulk of this many bytes or more sent zero-copy (0: copied).
-  TcpTransport* tcp = nullptr;
   explicit Client(const char* addr, std::chrono::microseconds spin = RpcOptions{}.spin,
                   bool with_stats = true, bool o2ib = false, bool tls = false,
                   size_t zc_min_payload = 0)
