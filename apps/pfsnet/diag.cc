@@ -52,10 +52,10 @@ void print_diag_rpc(const json& r) {
         "  resent copies: %llu answered from the cache, %llu while running, %llu after "
         "the client finished\n",
         u("replayed"), u("running_copies"), u("finished_copies"));
-    std::printf(
-        "  not kept: %llu copies answered with an error; over the bounds: %llu "
-        "records, %llu replies\n",
-        u("not_kept"), u("evicted_entries"), u("unsaved_replies"));
+    std::printf("  unacknowledged: at most %llu of one client (window %llu), %llu DONE messages\n",
+                u("max_entries"), u("window"), u("done_acks"));
+    std::printf("  refused over the window: %llu; outcome unknown (client's state gone): %llu\n",
+                u("over_window"), u("unknown"));
   }
   std::string last_owner;
   for_each_stat(r, [&](const std::string& kind, const std::string& name, const std::string& nid,

@@ -75,6 +75,13 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
         n["local_timeouts"].get<unsigned long long>(),
         n["remote_timeouts"].get<unsigned long long>(), n["drops"].get<unsigned long long>(),
         n["faults"].get<unsigned long long>());
+    if (n.contains("connects"))
+      std::printf(
+          "    connects %llu, failed %llu; sends that waited for a reconnect %llu, failed at "
+          "once (it comes after their deadline) %llu\n",
+          n["connects"].get<unsigned long long>(), n["connect_failures"].get<unsigned long long>(),
+          n["reconnect_waits"].get<unsigned long long>(),
+          n["reconnect_refusals"].get<unsigned long long>());
     if (n.contains("peer_nids")) {
       std::string nids;
       for (const json& x : n["peer_nids"]) nids += (nids.empty() ? "" : " ") + x.get<std::string>();
@@ -89,6 +96,10 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
                     p["recv_count"].get<unsigned long long>(),
                     human_bytes(p["recv_bytes"].get<uint64_t>()).c_str(),
                     p["connections"].get<int>());
+        if (p.value("next_connect_s", -1.0) >= 0)
+          std::printf("      backing off: next connect in %s s (interval %lld ms)\n",
+                      fmt_ms(p["next_connect_s"].get<double>()).c_str(),
+                      p["reconnect_interval_ms"].get<long long>());
         // What TCP hides: its retransmissions and losses, its own RTT and window (of the
         // open connection that sent the most), and the totals, closed connections included.
         if (p.contains("tcp")) print_tcp(p["tcp"]);

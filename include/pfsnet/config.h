@@ -68,6 +68,13 @@ struct LnetConfig {
   int64_t retry_count = 2;
   int64_t health_sensitivity = 100;
   int64_t recovery_interval = 1;  // seconds
+  // Reconnect backoff (socklnd's min_reconnectms and max_reconnectms): after a failed
+  // connect to a peer NI the next waits min_reconnect_ms, doubling with each failure up to
+  // max_reconnect_ms, each wait jittered to 50-100% of it; a connection resets it. Sends
+  // queued meanwhile wait for that attempt when it comes within their deadline, else
+  // fail at once. At restart.
+  int64_t min_reconnect_ms = 1000;
+  int64_t max_reconnect_ms = 60000;
   // Microseconds an I/O thread polls for more traffic before it sleeps (like Linux's
   // net.core.busy_poll): a request arriving within it needs no wake-up. 0 = never poll.
   int64_t busy_poll_us = 20;
@@ -114,11 +121,12 @@ struct RpcConfig {
   // Threads that run the handlers which may block (kWorker); their queue and wait are
   // exported (/metrics pfsnet_rpc_worker_*), so a busy server is told from a slow network.
   int64_t workers = 2;
-  // Exactly-once execution (rpc/reply_cache.h), per client incarnation: records of
-  // requests run, bytes of saved replies, and seconds after which a silent one is
-  // forgotten. At restart.
+  // Exactly-once execution (rpc/reply_cache.h), per client incarnation: the window --
+  // the most requests a server keeps records (and replies) of that the client has not
+  // acknowledged; a client keeps at most half of it unacknowledged to one server, and
+  // one that goes past it is refused (PROTOCOL) -- and seconds after which a silent
+  // incarnation is forgotten. At restart.
   int64_t reply_cache_entries = 1024;
-  int64_t reply_cache_bytes = 1 << 20;
   int64_t reply_cache_idle = 600;
 };
 

@@ -73,6 +73,10 @@ struct PathInfo {
   Nid local;
   uint64_t send_count = 0, send_bytes = 0, recv_count = 0, recv_bytes = 0;
   int connections = 0;
+  // Reconnect backoff: the wait after its last failed connect (0: none), and seconds until
+  // the next connect may start (-1: none pending).
+  int64_t reconnect_interval_ms = 0;
+  double next_connect_s = -1;
   std::optional<TcpKernelInfo> tcp;
   std::optional<TcpTotals> tcp_total;  // over all its connections (TCP paths)
 };
@@ -87,6 +91,9 @@ struct NiInfo {
   uint64_t send_count = 0, send_bytes = 0, recv_count = 0, recv_bytes = 0;
   uint64_t local_timeouts = 0, remote_timeouts = 0, drops = 0, resends = 0, faults = 0;
   uint64_t credit_waits = 0;
+  // Connects started and failed; sends that waited for a backed-off reconnect, and those
+  // failed at once because it comes after their deadline (net/net.h).
+  uint64_t connects = 0, connect_failures = 0, reconnect_waits = 0, reconnect_refusals = 0;
   std::array<uint64_t, kNumHealthKinds> errors{};
   int connections = 0;
   std::vector<Nid> peer_nids;   // peers: every NID the peer announced

@@ -41,12 +41,15 @@ struct RpcReply {
 // Totals since start, for tuning: the RPCs this node called that got their reply, the
 // sum of their round trips (write to reply, the latency the network adds), the bytes of
 // their request and reply frames, and the calls that found max_rpcs_in_flight RPCs to
-// their target on the wire and queued.
+// their target on the wire and queued; and the times a call found its slot free but its
+// target's server holding as many requests of this client as it may (rpc.reply_cache_entries
+// / 2 not yet acknowledged) and waited for a DONE's answer.
 struct RpcCounters {
   uint64_t completed = 0;
   uint64_t round_trip_ns = 0;
   uint64_t bytes = 0;
   uint64_t slot_waits = 0;
+  uint64_t ack_waits = 0;
 };
 
 struct CallOptions {

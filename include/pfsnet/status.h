@@ -45,6 +45,10 @@ enum class Code : unsigned char {
   kInternal,         // a bug
   kPeerDead,         // the MGS declared the peer dead; no attempt is made until it returns
   kCorrupt,          // data failed its checksum on the way (resent; this after the last try)
+  // The server cannot tell whether the request ran (its record of the client's requests
+  // went: the client was evicted or silent past rpc.reply_cache_idle, or a block write
+  // older than its target's last_rcvd): not run again. Not a failure: it may have run.
+  kOutcomeUnknown,
 };
 std::string_view code_name(Code c);
 

@@ -46,13 +46,16 @@ Result<json> diag_rpc(const NodeParts& node, const json& req) {
   j["reply_cache"] = {{"clients", rc.clients},
                       {"entries", rc.entries},
                       {"bytes", rc.bytes},
+                      {"max_entries", rc.max_entries},
+                      {"window", rc.window},
                       {"replayed", rc.replayed},
                       {"running_copies", rc.running_copies},
-                      {"not_kept", rc.not_kept},
                       {"finished_copies", rc.finished_copies},
-                      {"evicted_entries", rc.evicted_entries},
-                      {"unsaved_replies", rc.unsaved_replies},
-                      {"idle_clients", rc.idle_clients}};
+                      {"unknown", rc.unknown},
+                      {"over_window", rc.over_window},
+                      {"done_acks", rc.done_acks},
+                      {"idle_clients", rc.idle_clients},
+                      {"evicted_clients", rc.evicted_clients}};
   return j;
 }
 

@@ -243,6 +243,16 @@ std::string prometheus_text(const MetricsSnapshot& m) {
       {"credit_waits_total", "counter",
        "Sends that queued because the connection's window or the NI's credits were used up.",
        [](const NiInfo& i) { return double(i.credit_waits); }},
+      {"connects_total", "counter", "Connects started (to a peer NI, or from this NI).",
+       [](const NiInfo& i) { return double(i.connects); }},
+      {"connect_failures_total", "counter", "Connects that failed (refused, unreachable).",
+       [](const NiInfo& i) { return double(i.connect_failures); }},
+      {"reconnect_waits_total", "counter",
+       "Sends that waited for a backed-off reconnect (lnet.min_reconnect_ms).",
+       [](const NiInfo& i) { return double(i.reconnect_waits); }},
+      {"reconnect_refusals_total", "counter",
+       "Sends failed at once: the backed-off reconnect comes after their deadline.",
+       [](const NiInfo& i) { return double(i.reconnect_refusals); }},
       {"last_change_timestamp_seconds", "gauge",
        "Time of the last state change (up/down, healthy/unhealthy), Unix seconds.",
        [](const NiInfo& i) { return double(i.last_change_unix_ms) / 1000.0; }},
@@ -487,15 +497,22 @@ std::string prometheus_text(const MetricsSnapshot& m) {
               "Copies of requests that ran or run (resends), by what was done with them.");
   text.sample("pfsnet_rpc_request_copies_total", "outcome=\"replayed\"", double(rc.replayed));
   text.sample("pfsnet_rpc_request_copies_total", "outcome=\"running\"", double(rc.running_copies));
-  text.sample("pfsnet_rpc_request_copies_total", "outcome=\"not_kept\"", double(rc.not_kept));
   text.sample("pfsnet_rpc_request_copies_total", "outcome=\"finished\"",
               double(rc.finished_copies));
-  text.family("pfsnet_rpc_reply_cache_overflows_total", "counter",
-              "Records or saved replies the reply cache's bounds let go.");
-  text.sample("pfsnet_rpc_reply_cache_overflows_total", "what=\"entry\"",
-              double(rc.evicted_entries));
-  text.sample("pfsnet_rpc_reply_cache_overflows_total", "what=\"reply\"",
-              double(rc.unsaved_replies));
+  text.sample("pfsnet_rpc_request_copies_total", "outcome=\"unknown\"", double(rc.unknown));
+  text.family("pfsnet_rpc_reply_cache_max_entries", "gauge",
+              "The most requests one client incarnation has unacknowledged here.");
+  text.sample("pfsnet_rpc_reply_cache_max_entries", "", double(rc.max_entries));
+  text.family("pfsnet_rpc_reply_cache_window", "gauge",
+              "Requests a client incarnation may have unacknowledged here "
+              "(rpc.reply_cache_entries).");
+  text.sample("pfsnet_rpc_reply_cache_window", "", double(rc.window));
+  text.family("pfsnet_rpc_reply_cache_refused_total", "counter",
+              "New requests refused, not run: their client was over its window.");
+  text.sample("pfsnet_rpc_reply_cache_refused_total", "", double(rc.over_window));
+  text.family("pfsnet_rpc_done_acks_total", "counter",
+              "DONE messages applied: clients saying which requests they are finished with.");
+  text.sample("pfsnet_rpc_done_acks_total", "", double(rc.done_acks));
 
   text.family("pfsnet_rpc_raw_dropped_total", "counter",
               "Raw statistics records dropped (buffer full).");

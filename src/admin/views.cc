@@ -63,6 +63,10 @@ json ni_info_json(const NiInfo& i) {
             {"drops", i.drops},
             {"faults", i.faults},
             {"credit_waits", i.credit_waits},
+            {"connects", i.connects},
+            {"connect_failures", i.connect_failures},
+            {"reconnect_waits", i.reconnect_waits},
+            {"reconnect_refusals", i.reconnect_refusals},
             {"errors", errors},
             {"last_change", format_unix_ms(i.last_change_unix_ms)},
             {"last_change_unix_ms", i.last_change_unix_ms},
@@ -87,10 +91,16 @@ json ni_info_json(const NiInfo& i) {
   if (!i.paths.empty()) {
     json paths = json::array();
     for (const PathInfo& p : i.paths) {
-      json pj = {{"local", p.local.to_string()}, {"kind", p.local.is_verbs() ? "verbs" : "tcp"},
-                 {"send_count", p.send_count},   {"send_bytes", p.send_bytes},
-                 {"recv_count", p.recv_count},   {"recv_bytes", p.recv_bytes},
-                 {"connections", p.connections}};
+      json pj = {{"local", p.local.to_string()},
+                 {"kind", p.local.is_verbs() ? "verbs" : "tcp"},
+                 {"send_count", p.send_count},
+                 {"send_bytes", p.send_bytes},
+                 {"recv_count", p.recv_count},
+                 {"recv_bytes", p.recv_bytes},
+                 {"connections", p.connections},
+                 {"reconnect_interval_ms", p.reconnect_interval_ms},
+                 {"next_connect_s",
+                  p.next_connect_s < 0 ? -1.0 : std::round(p.next_connect_s * 1000) / 1000}};
       if (p.tcp) pj["tcp"] = tcp_kernel_info_json(*p.tcp);
       if (p.tcp_total)
         pj["tcp_total"] = {{"segments_out", p.tcp_total->segs_out},

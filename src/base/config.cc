@@ -209,6 +209,8 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"retry_count", int_key(&cfg.lnet.retry_count, 0, 100)},
       {"health_sensitivity", int_key(&cfg.lnet.health_sensitivity, 0, 1000)},
       {"recovery_interval", int_key(&cfg.lnet.recovery_interval, 1, 3600)},
+      {"min_reconnect_ms", int_key(&cfg.lnet.min_reconnect_ms, 1, 600000)},
+      {"max_reconnect_ms", int_key(&cfg.lnet.max_reconnect_ms, 1, 3600000)},
       {"busy_poll_us", int_key(&cfg.lnet.busy_poll_us, 0, 10000)},
       {"checksum", bool_key(&cfg.lnet.checksum)},
       {"tx_buffer_size", int_key(&cfg.lnet.tx_buffer_size, 0, int64_t(1) << 30)},
@@ -239,7 +241,12 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
        }},
       {"workers", int_key(&cfg.rpc.workers, 1, 256)},
       {"reply_cache_entries", int_key(&cfg.rpc.reply_cache_entries, 16, 1 << 20)},
-      {"reply_cache_bytes", int_key(&cfg.rpc.reply_cache_bytes, 0, int64_t(1) << 32)},
+      {"reply_cache_bytes",
+       [](const Ctx& c, const toml::node& n, std::string_view key) {
+         return err(c, n.source(), key,
+                    "is no longer a key: a server keeps each reply until its client is "
+                    "finished with it, bounded by rpc.reply_cache_entries per client");
+       }},
       {"reply_cache_idle", int_key(&cfg.rpc.reply_cache_idle, 60, 7 * 86400)},
   };
   const std::map<std::string, Reader, std::less<>> stats_keys = {
@@ -434,6 +441,9 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
                    "cert_file, key_file and ca_file go together (none: keyed from the cluster "
                    "key)");
     }
+    if (name == "lnet" && cfg.lnet.min_reconnect_ms > cfg.lnet.max_reconnect_ms)
+      return err(c, t->source(), "lnet.min_reconnect_ms",
+                 "must not be above lnet.max_reconnect_ms");
     if (name == "tune") {
       const TuneConfig& tc = cfg.tune;
       if (tc.min_rpcs_in_flight > tc.max_rpcs_in_flight)

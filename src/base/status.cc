@@ -52,6 +52,8 @@ std::string_view code_name(Code c) {
       return "PEER_DEAD";
     case Code::kInternal:
       return "INTERNAL";
+    case Code::kOutcomeUnknown:
+      return "OUTCOME_UNKNOWN";
     case Code::kCorrupt:
       return "CORRUPT";
   }

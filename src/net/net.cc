@@ -44,6 +44,8 @@ NetOptions NetOptions::from(const Config& cfg) {
   o.transaction_timeout = std::chrono::seconds(cfg.lnet.transaction_timeout);
   o.health_sensitivity = cfg.lnet.health_sensitivity;
   o.recovery_interval = std::chrono::seconds(cfg.lnet.recovery_interval);
+  o.min_reconnect = std::chrono::milliseconds(cfg.lnet.min_reconnect_ms);
+  o.max_reconnect = std::chrono::milliseconds(cfg.lnet.max_reconnect_ms);
   o.checksum = cfg.lnet.checksum;
   o.conns_per_peer = cfg.lnet.conns_per_peer;
   for (const NetConfig& n : cfg.nets) o.ports[n.nid.pack()] = n.port;
@@ -74,6 +76,11 @@ Net::Net(NetOptions opts, std::vector<Nid> local_nids, Clock& clock,
       conns_per_peer_(opts_.conns_per_peer),
       local_nids_(std::move(local_nids)),
       clock_(clock) {
+  {
+    MutexLock lk(jitter_mu_);
+    uint64_t seed = local_nids_.empty() ? 1 : local_nids_[0].pack();
+    jitter_.seed(static_cast<uint32_t>(seed ^ (seed >> 32)) | 1);
+  }
   TimePoint now = clock_.now();
   int64_t wall = unix_ms(clock_.wall_now());
   std::vector<LocalNi*> nis;
@@ -308,11 +315,53 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
     }
   }
   Out out;
+  Status refused;
   {
     MutexLock lk(p->ni->mu);
-    enqueue_locked(*p, m, &out);
+    refused = backoff_locked(*p, *m);
+    if (refused.ok()) enqueue_locked(*p, m, &out);
+  }
+  if (!refused.ok()) {
+    fail(m, refused);
+    return;
   }
   transmit(out);
+}
+
+Status Net::backoff_locked(Path& p, const TxMsg& m) {
+  if (p.tx_conn || p.connecting || p.reconnect_at == TimePoint{}) return Status::Ok();
+  TimePoint now = clock_.now();
+  if (now >= p.reconnect_at) return Status::Ok();
+  if (m.deadline > p.reconnect_at) {  // it waits for the next attempt
+    p.ni->counters.reconnect_waits.fetch_add(1, std::memory_order_relaxed);
+    p.pni->counters.reconnect_waits.fetch_add(1, std::memory_order_relaxed);
+    return Status::Ok();
+  }
+  p.ni->counters.reconnect_refusals.fetch_add(1, std::memory_order_relaxed);
+  p.pni->counters.reconnect_refusals.fetch_add(1, std::memory_order_relaxed);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(p.reconnect_at - now).count();
+  return Status(Code::kUnreachable,
+                "connect " + p.ni->nid.to_string() + " -> " + p.pni->nid.to_string() +
+                    " backing off after a failed one (" + p.reconnect_why +
+                    "): the next attempt, in " + std::to_string(ms) +
+                    " ms, comes after this send's deadline",
+                HealthKind::kPeerNiConnectError);
+}
+
+void Net::back_off_locked(Path& p, TimePoint now, const Status& why) {
+  p.reconnect_interval = p.reconnect_interval.count() == 0
+                             ? opts_.min_reconnect
+                             : std::min<Duration>(opts_.max_reconnect, p.reconnect_interval * 2);
+  // Jittered to 50-100% of the interval, so clients of a server that went away do not all
+  // come back at once.
+  int64_t n = p.reconnect_interval.count();
+  uint64_t r;
+  {
+    MutexLock lk(jitter_mu_);
+    r = jitter_();
+  }
+  p.reconnect_at = now + Duration(n / 2 + static_cast<int64_t>(r % uint64_t(n / 2 + 1)));
+  p.reconnect_why = why.message().substr(0, 200);
 }
 
 void Net::enqueue_locked(Path& p, TxMsg* m, Out* out) {
@@ -475,7 +524,10 @@ void Net::transmit(Out& out) {
 
 void Net::start_connect_locked(Path& p) {
   if (p.connecting || shut_.load() || !p.ni->up.load()) return;
+  if (p.reconnect_at != TimePoint{} && clock_.now() < p.reconnect_at) return;  // expire() does
   p.connecting = true;
+  p.ni->counters.connects.fetch_add(1, std::memory_order_relaxed);
+  p.pni->counters.connects.fetch_add(1, std::memory_order_relaxed);
   Path* pp = &p;
   // The transport calls back later, on an I/O thread (never inside connect()).
   transport_->connect(p.ni->nid, p.pni->nid, p.ni->port,
@@ -489,10 +541,21 @@ void Net::on_connect_result(Path* p, Result<ConnectionPtr> r) {
     MutexLock lk(p->ni->mu);
     p->connecting = false;
     if (!r.ok()) {
+      p->ni->counters.connect_failures.fetch_add(1, std::memory_order_relaxed);
+      p->pni->counters.connect_failures.fetch_add(1, std::memory_order_relaxed);
+      back_off_locked(*p, clock_.now(), r.status());
       if (!p->tx_conn) {
-        for (TxMsg* m : take_queued_locked(*p)) failed.emplace_back(m, r.status());
+        // What can wait for the next attempt waits (Net::expire starts it); the rest fail.
+        for (TxMsg* m : take_queued_locked(*p)) {
+          if (m->deadline > p->reconnect_at)
+            p->queue.push_back(m);
+          else
+            failed.emplace_back(m, r.status());
+        }
       }
     } else {
+      p->reconnect_interval = Duration::zero();
+      p->reconnect_at = TimePoint{};
       // As socklnd opens every connection of a peer at once: the bulk connections are up
       // (and past their handshakes) before the first bulk message wants one.
       open_bulk_locked(*p);

@@ -62,6 +62,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -129,6 +130,9 @@ struct NetCounters {
   // Sends that found their connection's window or the NI's credits exhausted and queued
   // (the sign that peer_credits or credits limit throughput).
   std::atomic<uint64_t> credit_waits{0};
+  // Connects started and failed; sends that waited for a backed-off reconnect, and those
+  // that failed at once because the next attempt comes after their deadline.
+  std::atomic<uint64_t> connects{0}, connect_failures{0}, reconnect_waits{0}, reconnect_refusals{0};
   std::array<std::atomic<uint64_t>, kNumHealthKinds> errors{};
   void count_error(HealthKind k) {
     if (k != HealthKind::kNone) errors[static_cast<size_t>(k)].fetch_add(1);
@@ -145,6 +149,9 @@ struct NetOptions {
   int64_t health_sensitivity = 100;
   Duration transaction_timeout = std::chrono::seconds(50);
   Duration recovery_interval = std::chrono::seconds(1);
+  // Reconnect backoff (lnet.min_reconnect_ms, lnet.max_reconnect_ms).
+  Duration min_reconnect = std::chrono::seconds(1);
+  Duration max_reconnect = std::chrono::seconds(60);
   bool checksum = true;                // lnet.checksum: seal requests and replies (wire/data_crc.h)
   int64_t conns_per_peer = 1;          // lnet.conns_per_peer: bulk connections per TCP path
   std::map<uint64_t, uint16_t> ports;  // packed local NID -> port; peers use the same port
@@ -354,6 +361,11 @@ class Net final : public TransportEvents {
     std::deque<TxMsg*> bulk_queue GUARDED_BY(ni->mu);
     int bulk_connecting GUARDED_BY(ni->mu) = 0;
     TimePoint bulk_retry GUARDED_BY(ni->mu){};  // no bulk connect before (one failed)
+    // Reconnect backoff: after a failed connect, none before reconnect_at; the interval
+    // doubles per failure (min_reconnect .. max_reconnect), reset by a connection.
+    TimePoint reconnect_at GUARDED_BY(ni->mu){};
+    Duration reconnect_interval GUARDED_BY(ni->mu){0};
+    std::string reconnect_why GUARDED_BY(ni->mu);  // the failed connect's error
     // The kernel's TCP counters of the path's closed connections, read as each closed.
     TcpTotals closed_tcp GUARDED_BY(ni->mu);
   };
@@ -423,6 +435,11 @@ class Net final : public TransportEvents {
   // ends send on the one the lower NID opened, so credits ride on the replies both ways.
   static bool better_tx(const Connection& c, const Connection* current);
   void on_connect_result(Path* p, Result<ConnectionPtr> r);
+  // After a failed connect of `p` at `now`: its next attempt's time (backoff, jittered).
+  void back_off_locked(Path& p, TimePoint now, const Status& why) REQUIRES(p.ni->mu);
+  // OK when `m` may go on `p` now or wait there for its next connect; else why it fails
+  // at once (the backed-off connect comes after its deadline).
+  Status backoff_locked(Path& p, const TxMsg& m) REQUIRES(p.ni->mu);
   // A frame on `c` failed its data checksum: counted, blamed on the peer NI, handed up.
   void on_corrupt(Connection& c, ConnState& cs, const InFrame& f);
   void fail(TxMsg* m, const Status& s);
@@ -446,6 +463,8 @@ class Net final : public TransportEvents {
   std::vector<std::unique_ptr<LocalNi>> nis_;
   std::unique_ptr<PeerTable> table_;
   FaultInjector faults_;
+  Mutex jitter_mu_;
+  std::minstd_rand jitter_ GUARDED_BY(jitter_mu_);  // seeded by the first local NID: repeatable
 
   Mutex recovery_mu_;
   std::vector<PeerNi*> recovering_ GUARDED_BY(recovery_mu_);  // peer NIs below full health

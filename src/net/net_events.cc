@@ -43,6 +43,8 @@ void Net::on_connected(const ConnectionPtr& c) {
     MutexLock lk(ni->mu);
     cs->tx_credits = peer_credits();
     p->conns.push_back(c);
+    p->reconnect_interval = Duration::zero();  // it is up: no backoff
+    p->reconnect_at = TimePoint{};
     if (c->bulk()) {
       p->bulk.push_back(cs);  // never the path's first connection
     } else if (better_tx(*c, p->tx_conn.get())) {
@@ -236,6 +238,10 @@ size_t Net::expire(TimePoint now) {
     size_t closing = to_close.size();
     for (Path* pp : paths) {
       Path& p = *pp;
+      // A backed-off reconnect that is due, for the sends that wait for it.
+      if (!p.tx_conn && !p.connecting && p.reconnect_at != TimePoint{} && now >= p.reconnect_at &&
+          (!p.queue.empty() || !p.bulk_queue.empty()))
+        start_connect_locked(p);
       for (std::deque<TxMsg*>* q : {&p.queue, &p.bulk_queue}) {
         auto keep = std::stable_partition(q->begin(), q->end(),
                                           [now](TxMsg* m) { return m->deadline > now; });

@@ -20,6 +20,10 @@ void fill(NiInfo& info, const NetCounters& c) {
   info.resends = c.resends.load();
   info.faults = c.faults.load();
   info.credit_waits = c.credit_waits.load();
+  info.connects = c.connects.load();
+  info.connect_failures = c.connect_failures.load();
+  info.reconnect_waits = c.reconnect_waits.load();
+  info.reconnect_refusals = c.reconnect_refusals.load();
   for (int i = 0; i < kNumHealthKinds; ++i) info.errors[i] = c.errors[i].load();
 }
 
@@ -119,6 +123,10 @@ std::vector<NiInfo> Net::peers(bool kernel_tcp) const {
                            p->recv_count.load(),
                            p->recv_bytes.load(),
                            static_cast<int>(p->conns.size()),
+                           p->reconnect_interval.count() / 1000000,
+                           p->reconnect_at > now && !p->tx_conn
+                               ? std::chrono::duration<double>(p->reconnect_at - now).count()
+                               : -1.0,
                            {},
                            {}});
         if (kernel_tcp) {

@@ -49,6 +49,9 @@ inline constexpr uint32_t kMsgTokenAcquire = 36;
 inline constexpr uint32_t kMsgTokenRevoke = 37;
 inline constexpr uint32_t kMsgTokenRelease = 38;
 
+// rpc/reply_cache.h: a client's word that it is finished with requests (the engine's own).
+inline constexpr uint32_t kMsgRpcDone = 4;
+
 struct MsgType {
   uint32_t id;
   std::string_view name;
@@ -82,6 +85,7 @@ inline constexpr MsgType kMsgTypes[] = {
     {kMsgTokenAcquire, "TOKEN_ACQUIRE"},
     {kMsgTokenRevoke, "TOKEN_REVOKE"},
     {kMsgTokenRelease, "TOKEN_RELEASE"},
+    {kMsgRpcDone, "RPC_DONE"},
 };
 
 // The registered name of `id`; empty when it is not one of pfsnet's own.

@@ -2,11 +2,40 @@
 
 #include <algorithm>
 
+#include "wire/byte_codec.h"
+
 namespace pfsnet {
 namespace {
 // A record's own cost beside its reply: the map node and the entry.
 constexpr size_t kEntryBytes = 100;
 }  // namespace
+
+Buffer encode_done(const DoneAck& d) {
+  ByteWriter w;
+  w.u64(d.upper);
+  w.u32(static_cast<uint32_t>(d.open.size()));
+  for (uint64_t x : d.open) w.u64(x);
+  return w.take();
+}
+
+Result<DoneAck> decode_done(std::span<const uint8_t> bytes) {
+  ByteReader r(bytes);
+  DoneAck d;
+  d.upper = r.u64();
+  size_t n = r.count(8);
+  if (r.ok() && n > kMaxDoneOpen)
+    return Status(Code::kProtocol, "malformed DONE: " + std::to_string(n) + " open xids (at most " +
+                                       std::to_string(kMaxDoneOpen) + ")");
+  d.open.reserve(n);
+  for (size_t i = 0; i < n && r.ok(); ++i) {
+    uint64_t x = r.u64();
+    if (x >= d.upper || (!d.open.empty() && x <= d.open.back()))
+      return Status(Code::kProtocol, "malformed DONE: open xids not sorted below the upper bound");
+    d.open.push_back(x);
+  }
+  if (!r.done()) return Status(Code::kProtocol, "malformed DONE: its length");
+  return d;
+}
 
 size_t SavedReply::bytes() const {
   return kHeaderSize + payload.size() + (bulk ? std::min(bulk->size(), bulk_limit) : 0);
@@ -20,12 +49,19 @@ std::string_view admit_name(Admit a) {
       return "running";
     case Admit::kSaved:
       return "saved";
-    case Admit::kNotKept:
-      return "not kept";
     case Admit::kFinished:
       return "finished";
+    case Admit::kOverWindow:
+      return "over window";
+    case Admit::kUnknown:
+      return "unknown";
   }
   return "?";
+}
+
+bool ReplyCache::finished(const Client& c, uint64_t xid) const {
+  if (xid < c.done_below) return true;
+  return xid < c.done_upper && !std::binary_search(c.open.begin(), c.open.end(), xid);
 }
 
 std::map<uint64_t, ReplyCache::Entry>::iterator ReplyCache::erase(
@@ -42,20 +78,14 @@ std::map<uint64_t, ReplyCache::Entry>::iterator ReplyCache::erase(
 void ReplyCache::forget_below(Client& c, uint64_t mark) {
   if (mark <= c.done_below) return;
   c.done_below = mark;
-  for (auto it = c.entries.begin(); it != c.entries.end() && it->first < mark;) it = erase(c, it);
-}
-
-void ReplyCache::bound_entries(Client& c) {
-  // The lowest finished records go first: the client is likeliest done with them.
-  for (auto it = c.entries.begin();
-       c.entries.size() > opts_.max_entries && it != c.entries.end();) {
-    if (it->second.running) {
+  c.open.erase(c.open.begin(), std::lower_bound(c.open.begin(), c.open.end(), mark));
+  for (auto it = c.entries.begin(); it != c.entries.end() && it->first < mark;) {
+    if (it->second.running) {  // given up at the client while it runs: its reply is not kept
+      it->second.finished = true;
       ++it;
-      continue;
+    } else {
+      it = erase(c, it);
     }
-    c.evicted_max = std::max(c.evicted_max, it->first);
-    it = erase(c, it);
-    ++counts_.evicted_entries;
   }
 }
 
@@ -63,8 +93,9 @@ Admission ReplyCache::admit(uint64_t incarnation, uint64_t xid, uint32_t done_la
                             TimePoint now) {
   Client& c = clients_[incarnation];
   c.last = now;
+  c.from = path.from;
   forget_below(c, xid - std::min<uint64_t>(done_lag, xid));
-  if (xid < c.done_below) {
+  if (finished(c, xid)) {
     ++counts_.finished_copies;
     return {Admit::kFinished, nullptr};
   }
@@ -76,21 +107,21 @@ Admission ReplyCache::admit(uint64_t incarnation, uint64_t xid, uint32_t done_la
       ++counts_.running_copies;
       return {Admit::kRunning, nullptr};
     }
-    if (e.kept) {
-      ++counts_.replayed;
-      return {Admit::kSaved, e.reply};
-    }
-    ++counts_.not_kept;
-    return {Admit::kNotKept, nullptr};
+    ++counts_.replayed;
+    return {Admit::kSaved, e.reply};
   }
-  if (xid <= c.evicted_max) {  // its record may have been one of those that went
-    ++counts_.not_kept;
-    return {Admit::kNotKept, nullptr};
+  if (auto r = retired_.find(incarnation); r != retired_.end() && xid <= r->second) {
+    ++counts_.unknown;  // a copy of a request of state this cache let go
+    return {Admit::kUnknown, nullptr};
   }
+  if (c.entries.size() >= opts_.window) {
+    ++counts_.over_window;
+    return {Admit::kOverWindow, nullptr};
+  }
+  c.max_xid = std::max(c.max_xid, xid);
   Entry& e = c.entries[xid];
   e.path = path;
   ++entries_;
-  bound_entries(c);
   return {Admit::kRun, nullptr};
 }
 
@@ -102,19 +133,71 @@ std::optional<ReplyPath> ReplyCache::finish(uint64_t incarnation, uint64_t xid,
   auto it = c.entries.find(xid);
   if (it == c.entries.end() || !it->second.running) return std::nullopt;
   Entry& e = it->second;
+  ReplyPath p = e.path;
+  if (e.finished) {  // nobody will ask for it again
+    erase(c, it);
+    return p;
+  }
   e.running = false;
-  size_t b = reply ? reply->bytes() : 0;
-  if (reply && c.bytes + b <= opts_.max_bytes) {
-    e.kept = true;
+  if (reply) {
+    size_t b = reply->bytes();
     e.reply = std::move(reply);
     c.bytes += b;
     bytes_ += b;
-  } else {
-    ++counts_.unsaved_replies;
   }
-  ReplyPath p = e.path;
-  bound_entries(c);  // a running record may have kept the count above the bound
   return p;
+}
+
+void ReplyCache::done(uint64_t incarnation, const DoneAck& d, TimePoint now) {
+  Client& c = clients_[incarnation];
+  c.last = now;
+  ++counts_.done_acks;
+  if (d.upper <= c.done_upper) return;  // an older one: what it says is known already
+  c.done_upper = d.upper;
+  c.open.clear();
+  for (uint64_t x : d.open)
+    if (x >= c.done_below) c.open.push_back(x);
+  for (auto it = c.entries.begin(); it != c.entries.end() && it->first < d.upper;) {
+    if (!finished(c, it->first)) {
+      ++it;
+    } else if (it->second.running) {
+      it->second.finished = true;
+      ++it;
+    } else {
+      it = erase(c, it);
+    }
+  }
+}
+
+std::unordered_map<uint64_t, ReplyCache::Client>::iterator ReplyCache::retire(
+    std::unordered_map<uint64_t, Client>::iterator it) {
+  if (opts_.retired > 0) {
+    if (retired_order_.size() >= opts_.retired) {
+      auto [inc, max] = retired_order_.front();
+      retired_order_.pop_front();
+      if (auto r = retired_.find(inc); r != retired_.end() && r->second == max) retired_.erase(r);
+    }
+    uint64_t& max = retired_[it->first];
+    max = std::max(max, it->second.max_xid);
+    retired_order_.emplace_back(it->first, max);
+  }
+  entries_ -= it->second.entries.size();
+  bytes_ -= it->second.bytes;
+  return clients_.erase(it);
+}
+
+size_t ReplyCache::evict(uint64_t client) {
+  size_t n = 0;
+  for (auto it = clients_.begin(); it != clients_.end();) {
+    if (it->second.from != client) {
+      ++it;
+      continue;
+    }
+    it = retire(it);
+    ++n;
+  }
+  counts_.evicted_clients += n;
+  return n;
 }
 
 size_t ReplyCache::expire(TimePoint now) {
@@ -124,9 +207,7 @@ size_t ReplyCache::expire(TimePoint now) {
       ++it;
       continue;
     }
-    entries_ -= it->second.entries.size();
-    bytes_ -= it->second.bytes;
-    it = clients_.erase(it);
+    it = retire(it);
     ++n;
   }
   counts_.idle_clients += n;
@@ -138,6 +219,8 @@ ReplyCacheStats ReplyCache::stats() const {
   s.clients = clients_.size();
   s.entries = entries_;
   s.bytes = bytes_ + entries_ * kEntryBytes;
+  s.window = opts_.window;
+  for (const auto& [inc, c] : clients_) s.max_entries = std::max(s.max_entries, c.entries.size());
   return s;
 }
 

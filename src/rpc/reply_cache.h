@@ -6,32 +6,35 @@
 // and keeps its xids; so a copy of a request has the incarnation and xid of the first,
 // and a restarted client has a new incarnation: new state, nothing of the old one runs
 // again or blocks the new one. Per incarnation the cache holds the xids that ran or are
-// running, each with its reply once done:
+// running, each with its reply once done, until the client has shown that it is finished
+// with them (answered or given up at its end) -- never because of a count or a size:
 //
 //   admit(xid) -- kRun: new, recorded as running; run it and finish() it.
 //                 kRunning: a copy of one still running: do nothing (the first answers,
 //                   on the path the latest copy came by -- finish() says which).
 //                 kSaved: a copy of one that ran: send the saved reply again.
-//                 kNotKept: ran, but its reply was not kept (over max_bytes), or the
-//                   cache cannot tell whether it ran (its record went over max_entries):
-//                   answer with an error, never run it again.
-//                 kFinished: below what the client calls finished: it waits for
+//                 kFinished: one the client said it is finished with: it waits for
 //                   nothing; drop it.
+//                 kOverWindow: new, but the incarnation already has `window` records the
+//                   client has not acknowledged: refused (a protocol error), not recorded,
+//                   not run. A correct client never gets it (below).
+//                 kUnknown: a copy of a request of an incarnation this cache let go
+//                   (silent for `idle`, or its client evicted): whether it ran cannot be
+//                   told, so it is not run; the client is told the outcome is unknown.
 //
-// The client says in every request that every xid of its below xid - done_lag is
-// finished at its end (answered or given up): those records go. So in steady state an
-// incarnation holds only the RPCs the client has on the wire to this server. One RPC
-// that hangs at the client holds the mark back; then the records of everything since
-// pile up to the bounds: max_entries xids (the lowest finished ones go first, and any
-// xid at or below one that went is kNotKept) and max_bytes of saved replies. An
-// incarnation not heard from for `idle` is forgotten (its client has restarted or left;
-// a resend comes within the RPC's timeout, far less).
-//
-// Memory per client incarnation: about 100 bytes per record (map node, entry, saved
-// header) plus the saved payloads and bulk, so at most max_entries x 100 + max_bytes
-// (1024 and 1 MiB by default: 1.1 MiB); in steady state its RPCs in flight to this
-// server x (100 bytes + reply). Types whose second run changes nothing (reads, probes,
-// pings: Execution::kRepeatable) are not recorded at all.
+// How a client shows it is finished, two ways, both exact:
+//   - every request's done_lag: every xid below xid - done_lag is finished (the oldest
+//     RPC the client has on the wire, to any server, is at that mark);
+//   - a DONE message (kMsgRpcDone, `DoneAck` below) when one RPC holds that mark back: an
+//     upper bound U and the xids below U still open at the client; every other xid below
+//     U is finished.
+// The client engine keeps, per server, at most `window` requests the server cannot yet
+// know are finished (rpc_client.h): it sends DONE long before, and a new call waits
+// rather than go past it. So the records of one incarnation never exceed `window`, and the
+// memory per client incarnation is at most window x (about 100 bytes + its largest reply)
+// -- in steady state its RPCs in flight to this server x (100 bytes + reply). Types whose
+// second run changes nothing (reads, probes, pings: Execution::kRepeatable) are not
+// recorded at all.
 //
 // Thread safety: none; the engine calls it under its own mutex.
 #pragma once
@@ -40,10 +43,13 @@
 #include <pfsnet/clock.h>
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
+#include <vector>
 
 #include "wire/frame.h"
 #include "wire/payload.h"
@@ -51,10 +57,25 @@
 namespace pfsnet {
 
 struct ReplyCacheOptions {
-  size_t max_entries = 1024;    // records per client incarnation
-  size_t max_bytes = 1u << 20;  // saved reply bytes (header, payload, bulk) per incarnation
+  size_t window = 1024;  // records per client incarnation (rpc.reply_window)
   Duration idle = std::chrono::minutes(10);
+  // Incarnations let go (idle, evicted) whose copies are still told apart (kUnknown).
+  size_t retired = 4096;
 };
+
+// A DONE message's body: every xid of the sender's incarnation below `upper` is finished at
+// its end except those in `open` (sorted, each below `upper`). Wire: upper u64, count u32,
+// count x u64.
+struct DoneAck {
+  uint64_t upper = 0;
+  std::vector<uint64_t> open;
+};
+// At most this many open xids in one DONE (its payload stays under 64 KiB).
+inline constexpr size_t kMaxDoneOpen = 8000;
+Buffer encode_done(const DoneAck& d);
+// Errors (Code::kProtocol): short, long, more than kMaxDoneOpen, not sorted, or one not
+// below `upper`.
+Result<DoneAck> decode_done(std::span<const uint8_t> bytes);
 
 // A reply as first sent, kept to be sent again (by the cache, and when its send fails).
 struct SavedReply {
@@ -73,7 +94,7 @@ struct ReplyPath {
   uint64_t local = 0;
 };
 
-enum class Admit { kRun, kRunning, kSaved, kNotKept, kFinished };
+enum class Admit { kRun, kRunning, kSaved, kFinished, kOverWindow, kUnknown };
 std::string_view admit_name(Admit a);
 
 struct Admission {
@@ -85,11 +106,13 @@ struct ReplyCacheStats {
   size_t clients = 0;
   size_t entries = 0;
   size_t bytes = 0;
-  // Copies answered from the cache, copies of running ones dropped, answered with an
-  // error because not kept, dropped as finished at the client; records and replies that
-  // went over the bounds; incarnations forgotten when idle.
-  uint64_t replayed = 0, running_copies = 0, not_kept = 0, finished_copies = 0;
-  uint64_t evicted_entries = 0, unsaved_replies = 0, idle_clients = 0;
+  size_t max_entries = 0;  // the most records one incarnation holds now
+  size_t window = 0;       // ReplyCacheOptions::window
+  // Copies answered from the cache, copies of running ones dropped, dropped as finished at
+  // the client, answered "outcome unknown" (their incarnation let go); new requests refused
+  // over the window; DONE messages applied; incarnations let go when idle or evicted.
+  uint64_t replayed = 0, running_copies = 0, finished_copies = 0, unknown = 0;
+  uint64_t over_window = 0, done_acks = 0, idle_clients = 0, evicted_clients = 0;
 };
 
 class ReplyCache {
@@ -99,11 +122,17 @@ class ReplyCache {
   // A request of `incarnation` (nonzero) with `xid` and `done_lag` arrived by `path`.
   Admission admit(uint64_t incarnation, uint64_t xid, uint32_t done_lag, ReplyPath path,
                   TimePoint now);
-  // The request admitted kRun is done: keeps `reply` (within max_bytes). Returns the
-  // path the reply goes on -- the latest copy's -- or nothing when the record is gone
-  // (the client finished with it meanwhile: the reply goes on the first path).
+  // The request admitted kRun is done: keeps `reply` until the client is finished with it.
+  // Returns the path the reply goes on -- the latest copy's -- or nothing when the record
+  // is gone (the client finished with it meanwhile: the reply goes on the first path).
   std::optional<ReplyPath> finish(uint64_t incarnation, uint64_t xid,
                                   std::shared_ptr<const SavedReply> reply);
+  // A DONE message of `incarnation`: what it says is finished goes (a running record's
+  // reply is not kept when it finishes). An older DONE than one applied changes nothing.
+  void done(uint64_t incarnation, const DoneAck& d, TimePoint now);
+  // Lets go every incarnation whose last request came from `client` (packed NID), as for
+  // an evicted client. Returns how many.
+  size_t evict(uint64_t client);
   // Forgets incarnations not heard from within `idle`. Returns how many.
   size_t expire(TimePoint now);
 
@@ -113,24 +142,33 @@ class ReplyCache {
  private:
   struct Entry {
     bool running = true;
-    bool kept = false;  // done, reply saved (else done, reply not kept)
+    bool finished = false;  // the client finished with it while it ran: not kept
     ReplyPath path;
     std::shared_ptr<const SavedReply> reply;
   };
   struct Client {
-    uint64_t done_below = 0;   // every xid below it is finished at the client
-    uint64_t evicted_max = 0;  // the highest record that went over max_entries
+    uint64_t done_below = 0;     // every xid below it is finished at the client
+    uint64_t done_upper = 0;     // ... and every one below this not in `open` (DONE)
+    std::vector<uint64_t> open;  // sorted, in [done_below, done_upper)
+    uint64_t max_xid = 0;
+    uint64_t from = 0;  // the NID its latest request came from
     size_t bytes = 0;
     TimePoint last;
     std::map<uint64_t, Entry> entries;
   };
+  bool finished(const Client& c, uint64_t xid) const;
   // Lets the record at `it` go, with its saved reply's bytes.
   std::map<uint64_t, Entry>::iterator erase(Client& c, std::map<uint64_t, Entry>::iterator it);
   void forget_below(Client& c, uint64_t mark);
-  void bound_entries(Client& c);
+  // Lets `it` go, remembering its highest xid (kUnknown for copies of it).
+  std::unordered_map<uint64_t, Client>::iterator retire(
+      std::unordered_map<uint64_t, Client>::iterator it);
 
   ReplyCacheOptions opts_;
   std::unordered_map<uint64_t, Client> clients_;
+  // Incarnations let go, oldest first, with the highest xid each had sent.
+  std::deque<std::pair<uint64_t, uint64_t>> retired_order_;
+  std::unordered_map<uint64_t, uint64_t> retired_;
   size_t entries_ = 0, bytes_ = 0;
   ReplyCacheStats counts_;
 };

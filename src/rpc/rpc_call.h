@@ -56,6 +56,9 @@ struct RpcClient::Call final : TxCompletion {
   bool holds_slot GUARDED_BY(eng->mu_) = false;
   // The target it queued in (null: urgent); targets live as long as the engine.
   Target* target GUARDED_BY(eng->mu_) = nullptr;
+  // The target whose unacknowledged xids hold its xid (its target, or its destination's
+  // for an urgent call); null until it is on the wire, and for a DONE.
+  Target* acct GUARDED_BY(eng->mu_) = nullptr;
   int attempts GUARDED_BY(eng->mu_) = 1;
   // CallOptions::recover: the next attempt waits for this time (expire() sends it); none
   // while it is not set.
@@ -75,6 +78,13 @@ struct RpcClient::Target {
   int64_t limit = 0;  // its own max_rpcs_in_flight; 0: the engine's
   std::deque<CallPtr> queue;
   RpcCounters counters;  // its RPCs that completed, and those that waited for a slot
+  // The xids put on the wire to it that its server may not know yet are finished
+  // (rpc/reply_cache.h), ascending: until a request to it carried a done mark above one,
+  // or a DONE it answered covered it. At most RpcClient::unacked_cap_ (a new call waits).
+  std::deque<uint64_t> unacked;
+  bool done_out = false;  // a DONE to it is on the wire
+  bool done_due = false;  // one should go (expire() sends it when nothing else does)
+  bool legacy = false;    // its server does not know DONE (an older pfsnet): no cap
 };
 
 }  // namespace pfsnet

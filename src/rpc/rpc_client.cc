@@ -63,7 +63,9 @@ RpcClient::RpcClient(Net& net, const RpcOptions& opts, const std::atomic<RpcStat
       names_(names),
       clock_(net.clock()),
       waiter_(opts.waiter ? *opts.waiter : cv_waiter_),
-      incarnation_(opts.incarnation ? opts.incarnation : random_incarnation()) {
+      incarnation_(opts.incarnation ? opts.incarnation : random_incarnation()),
+      unacked_cap_(std::max<size_t>(1, opts.replay.window / 2)),
+      done_trigger_(std::max<size_t>(1, unacked_cap_ / 4)) {
   MutexLock lk(mu_);
   max_in_flight_ = opts_.max_rpcs_in_flight;
   for (const auto& [nid, n] : opts_.peer_rpcs_in_flight)
@@ -219,6 +221,12 @@ int64_t RpcClient::limit_locked(const Target& t) const {
 
 RpcClient::Armed RpcClient::grant_slot_locked(Target& t, std::optional<TimePoint> now) {
   if (shut_ || t.queue.empty() || t.in_flight >= limit_locked(t)) return {};
+  if (!t.legacy && t.unacked.size() >= unacked_cap_) {
+    // Its server may still hold unacked_cap_ records of ours: a DONE first, then more.
+    want_done_locked(t);
+    ++t.counters.ack_waits;
+    return {};
+  }
   CallPtr c = std::move(t.queue.front());
   t.queue.pop_front();
   c->queued = false;
@@ -233,8 +241,12 @@ RpcClient::Armed RpcClient::arm_locked(const CallPtr& c, TimePoint now) {
   // max_rpcs_in_flight slot), within the RPC's own deadline.
   c->attempt_deadline = std::min(c->deadline, now + c->attempt_timeout);
   c->tx_keep = c;  // until on_tx_done
-  // Every xid below the oldest on the wire is finished here: the server may forget it.
+  // Every xid below the oldest on the wire is finished here: the server may forget it,
+  // and will have by the time this request arrives or any later one does.
   uint64_t oldest = pending_.empty() ? c->xid : std::min(c->xid, pending_.begin()->first);
+  if (c->acct)
+    while (!c->acct->unacked.empty() && c->acct->unacked.front() < oldest)
+      c->acct->unacked.pop_front();
   return {c, c->attempt_deadline,
           static_cast<uint32_t>(std::min<uint64_t>(c->xid - oldest, UINT32_MAX))};
 }
@@ -243,6 +255,86 @@ void RpcClient::on_wire_locked(const CallPtr& c) {
   c->xid = next_xid_++;
   pending_[c->xid] = c;
   c->on_wire = true;
+  if (c->type == kMsgRpcDone) return;  // never recorded by the server
+  c->acct = c->target ? c->target : &target_locked(c->dst);
+  c->acct->unacked.push_back(c->xid);
+}
+
+void RpcClient::want_done_locked(Target& t) {
+  if (t.legacy || t.done_due) return;
+  t.done_due = true;
+  dones_due_.store(true, std::memory_order_relaxed);
+}
+
+void RpcClient::left_wire_locked(Call& c) {
+  Target* t = c.acct;
+  if (!t || t->legacy || t->done_out) return;
+  // Off the wire, not yet known finished at the server: the in-flight ones are the rest.
+  size_t on_wire = static_cast<size_t>(std::max<int64_t>(0, t->in_flight));
+  if (t->unacked.size() >= on_wire + done_trigger_) want_done_locked(*t);
+}
+
+DoneAck RpcClient::done_ack_locked() const {
+  DoneAck d;
+  d.upper = next_xid_;
+  d.open.reserve(std::min(pending_.size(), kMaxDoneOpen));
+  for (const auto& [xid, c] : pending_) {
+    if (d.open.size() == kMaxDoneOpen) {  // the rest wait for the next DONE
+      d.upper = xid;
+      break;
+    }
+    d.open.push_back(xid);
+  }
+  return d;
+}
+
+void RpcClient::send_dones() {
+  std::vector<std::pair<Nid, DoneAck>> due;
+  {
+    MutexLock lk(mu_);
+    dones_due_.store(false, std::memory_order_relaxed);
+    if (shut_) return;
+    for (auto& [key, t] : targets_) {
+      if (!t->done_due || t->done_out || t->legacy) continue;
+      t->done_due = false;
+      t->done_out = true;
+      due.emplace_back(t->dst, done_ack_locked());
+    }
+  }
+  for (auto& [dst, ack] : due) {
+    dones_sent_.fetch_add(1, std::memory_order_relaxed);
+    CallOptions o;
+    o.urgent = true;  // holds no slot: it is what frees them
+    Buffer body = encode_done(ack);
+    call_async(
+        dst, kMsgRpcDone, std::move(body), nullptr,
+        [this, dst, ack = std::move(ack)](RpcReply&& r) { on_done_reply(dst, ack, r.status); }, o);
+  }
+}
+
+void RpcClient::on_done_reply(const Nid& dst, const DoneAck& sent, const Status& s) {
+  std::vector<Armed> start;
+  {
+    MutexLock lk(mu_);
+    Target& t = target_locked(dst);
+    t.done_out = false;
+    if (s.ok()) {
+      std::erase_if(t.unacked, [&](uint64_t x) {
+        return x < sent.upper && !std::binary_search(sent.open.begin(), sent.open.end(), x);
+      });
+    } else if (s.code() == Code::kNotFound) {
+      PFS_LOG_INFO(
+          "{} does not take DONE messages (an older pfsnet): no cap on the requests "
+          "it may hold of this client",
+          dst.to_string());
+      t.legacy = true;
+    } else {
+      t.done_due = true;  // again from expire()
+    }
+    for (Armed a = grant_slot_locked(t); a.c; a = grant_slot_locked(t)) start.push_back(a);
+  }
+  for (const Armed& a : start) send_call(a);
+  if (dones_due_.load(std::memory_order_relaxed)) send_dones();
 }
 
 void RpcClient::submit(const CallPtr& c) {
@@ -272,6 +364,7 @@ void RpcClient::submit(const CallPtr& c) {
   } else if (!queued) {  // shut down: never sent
     resolve_error(c, Status(Code::kCancelled, "RPC engine is shut down"));
   }
+  if (dones_due_.load(std::memory_order_relaxed)) send_dones();
 }
 
 void RpcClient::send_call(const Armed& a) {
@@ -385,6 +478,7 @@ void RpcClient::resolve_error(const CallPtr& c, const Status& s) {
   }
   c->reply.status = s;
   if (next.c) send_call(next);
+  if (dones_due_.load(std::memory_order_relaxed)) send_dones();
   if (c->delivered.exchange(true)) return;
   if (c->cb) c->cb(std::move(c->reply));
 }
@@ -435,6 +529,7 @@ void RpcClient::complete(const CallPtr& c, const Delivery& d) {
 }
 
 RpcClient::Armed RpcClient::finish_slot_locked(Call& c) {
+  left_wire_locked(c);
   if (!c.holds_slot) return {};
   c.holds_slot = false;
   Target& t = *c.target;  // set when it queued, before it could hold a slot

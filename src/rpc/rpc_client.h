@@ -28,6 +28,7 @@
 #include "base/free_list.h"
 #include "base/mutex.h"
 #include "net/net.h"
+#include "rpc/reply_cache.h"
 #include "rpc/rpc_options.h"
 #include "stats/rpc_stats.h"
 
@@ -74,6 +75,7 @@ class RpcClient {
   std::pair<int64_t, size_t> target_load(const Nid& dst) const;
   std::vector<Nid> waiting_targets() const;
   uint64_t late_replies() const { return late_replies_.load(); }
+  uint64_t dones_sent() const { return dones_sent_.load(); }
   uint64_t incarnation() const { return incarnation_; }
 
   // What comes back (from the engine's NetRx).
@@ -143,6 +145,16 @@ class RpcClient {
   // `f` is the reply of `c`, resolved by it: its status, data and times into c's reply.
   void take_reply(Call& c, const Nid& from, InFrame& f) REQUIRES(mu_);
 
+  // Acknowledgements (rpc/reply_cache.h): `c` left the wire; its target may owe its
+  // server a DONE.
+  void left_wire_locked(Call& c) REQUIRES(mu_);
+  void want_done_locked(Target& t) REQUIRES(mu_);
+  // What a DONE says now: every xid below the next one is finished but those on the wire.
+  DoneAck done_ack_locked() const REQUIRES(mu_);
+  // Sends a DONE to every target that owes one and has none out.
+  void send_dones() EXCLUDES(mu_);
+  void on_done_reply(const Nid& dst, const DoneAck& sent, const Status& s) EXCLUDES(mu_);
+
   Net& net_;
   const RpcOptions opts_;  // max_rpcs_in_flight: the live value is max_in_flight_
   const std::atomic<RpcStats*>& stats_;
@@ -163,6 +175,11 @@ class RpcClient {
   // Packed NID -> its own max_rpcs_in_flight (targets made later take theirs from here).
   std::unordered_map<uint64_t, int64_t> peer_limits_ GUARDED_BY(mu_);
   uint64_t next_xid_ GUARDED_BY(mu_) = 1;
+  // A target's unacknowledged xids: at most cap (half the server's window, so two NIDs
+  // of one server fit in it); a DONE goes once trigger of them are off the wire.
+  const size_t unacked_cap_, done_trigger_;
+  std::atomic<bool> dones_due_{false};  // some target owes a DONE: send_dones()
+  std::atomic<uint64_t> dones_sent_{0};
   bool shut_ GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> late_replies_{0};
   std::atomic<int> spinners_{0};

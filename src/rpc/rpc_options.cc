@@ -16,8 +16,7 @@ RpcOptions RpcOptions::from(const Config& cfg) {
   ro.max_bulk = static_cast<uint32_t>(cfg.max_bulk());
   ro.retry_count = cfg.lnet.retry_count;
   ro.workers = static_cast<int>(cfg.rpc.workers);
-  ro.replay.max_entries = static_cast<size_t>(cfg.rpc.reply_cache_entries);
-  ro.replay.max_bytes = static_cast<size_t>(cfg.rpc.reply_cache_bytes);
+  ro.replay.window = static_cast<size_t>(cfg.rpc.reply_cache_entries);
   ro.replay.idle = std::chrono::seconds(cfg.rpc.reply_cache_idle);
   return ro;
 }

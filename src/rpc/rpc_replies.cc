@@ -73,6 +73,7 @@ void RpcClient::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
   credit.release();
   if (next.c) send_call(next);
   if (d) complete(c, *d);
+  if (dones_due_.load(std::memory_order_relaxed)) send_dones();
 }
 
 void RpcClient::take_reply(Call& c, const Nid& from, InFrame& f) {
@@ -80,7 +81,7 @@ void RpcClient::take_reply(Call& c, const Nid& from, InFrame& f) {
   // The message as the caller sees it: a data checksum (net/net.h) is not counted.
   r.bytes_received = kHeaderSize + f.payload.size() + f.hdr.bulk_len;
   if (f.hdr.status != 0) {
-    Code code = f.hdr.status <= static_cast<uint16_t>(Code::kCorrupt)
+    Code code = f.hdr.status <= static_cast<uint16_t>(Code::kOutcomeUnknown)
                     ? static_cast<Code>(f.hdr.status)
                     : Code::kProtocol;
     HealthKind hk =
@@ -152,10 +153,13 @@ size_t RpcClient::expire(TimePoint now) {
         remote.push_back({c, c->tx_times, c->attempts});
       else if (c->deadline <= now)
         dead.emplace_back(c, false);
-    for (auto& [k, t] : targets_)
+    for (auto& [k, t] : targets_) {
       for (const CallPtr& c : t->queue)
         if (c->deadline <= now) dead.emplace_back(c, true);
+      if (t->done_due && !t->done_out) dones_due_.store(true, std::memory_order_relaxed);
+    }
   }
+  if (dones_due_.load(std::memory_order_relaxed)) send_dones();
   for (Armed& a : resends) send_call(a);
   for (auto& [c, queued] : dead)
     resolve_error(

@@ -78,6 +78,10 @@ RpcServer::RpcServer(Net& net, const RpcOptions& opts, const std::atomic<RpcStat
       replay_(opts.replay) {}
 
 void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
+  if (f.hdr.msg_type == kMsgRpcDone) {
+    serve_done(from, std::move(f), std::move(credit));
+    return;
+  }
   auto it = types_.find(f.hdr.msg_type);
   if (it == types_.end() || (!it->second.handler && !it->second.async)) {
     credit.release();
@@ -153,6 +157,19 @@ void RpcServer::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxC
   }
 }
 
+void RpcServer::serve_done(const Nid& from, InFrame&& f, RxCredit credit) {
+  credit.release();
+  RpcResponse r;
+  auto d = decode_done(f.payload.span());
+  if (!d.ok()) {
+    r.status = d.status();
+  } else if (f.hdr.incarnation != 0) {
+    MutexLock lk(replay_mu_);
+    replay_.done(f.hdr.incarnation, *d, clock_.now());
+  }
+  send_reply(from, f.hdr, f.times.complete, std::move(r), false);
+}
+
 bool RpcServer::admit(const Nid& from, const FrameHeader& h) {
   Admission a;
   {
@@ -173,12 +190,21 @@ bool RpcServer::admit(const Nid& from, const FrameHeader& h) {
                     type_name(h.msg_type), h.xid, from.to_string());
       send_reply_frame(from, h.dst_nid, ReplyRef{std::move(a.reply), {}}, clock_.now());
       return false;
-    case Admit::kNotKept: {
+    case Admit::kOverWindow:
+    case Admit::kUnknown: {
       RpcResponse r;
-      r.status = Status(Code::kRemoteError,
-                        "request " + type_name(h.msg_type) + " xid " + std::to_string(h.xid) +
-                            " ran already and its reply was not kept (reply cache bounds); "
-                            "not run again");
+      if (a.what == Admit::kOverWindow)
+        r.status =
+            Status(Code::kProtocol,
+                   "request " + type_name(h.msg_type) + " xid " + std::to_string(h.xid) +
+                       " refused, not run: its client has " + std::to_string(opts_.replay.window) +
+                       " requests it has not acknowledged here (rpc.reply_cache_entries)");
+      else
+        r.status = Status(Code::kOutcomeUnknown,
+                          "request " + type_name(h.msg_type) + " xid " + std::to_string(h.xid) +
+                              " is a copy of one whose record went with its client's state "
+                              "(evicted, or silent past rpc.reply_cache_idle): whether it ran "
+                              "cannot be told; not run again");
       PFS_LOG_WARN_LIMITED("replay:" + from.to_string(), "{}", r.status.message());
       send_reply(from, h, clock_.now(), std::move(r), false);
       return false;
@@ -289,6 +315,11 @@ void RpcServer::expire(TimePoint now) {
     replay_.expire(now);
     replay_swept_ = now;
   }
+}
+
+size_t RpcServer::forget_client(const Nid& client) {
+  MutexLock lk(replay_mu_);
+  return replay_.evict(client.pack());
 }
 
 ReplyCacheStats RpcServer::replay_stats() const {

@@ -54,6 +54,8 @@ class RpcServer {
 
   WorkerStats worker_stats() const { return workers_.stats(); }
   ReplyCacheStats replay_stats() const;
+  // An evicted client: its requests' records go; a copy of one is answered OUTCOME_UNKNOWN.
+  size_t forget_client(const Nid& client);
 
  private:
   struct TypeInfo {
@@ -70,6 +72,8 @@ class RpcServer {
   // A request of an incarnation: runs (true) unless the reply cache has seen it, in which
   // case it is answered or dropped here (false).
   bool admit(const Nid& from, const FrameHeader& h);
+  // A DONE message (rpc/reply_cache.h): applied, answered OK or with why it is malformed.
+  void serve_done(const Nid& from, InFrame&& f, RxCredit credit);
   // `counted`: a handler ran, so its execution time goes into the statistics. `saved`:
   // the request was admitted by the reply cache, which keeps the reply and may name a
   // later path for it.

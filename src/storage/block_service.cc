@@ -144,7 +144,7 @@ void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
         return;
       case LastRcvd::Seen::kUnknown:
         resends_unknown_.fetch_add(1, std::memory_order_relaxed);
-        r.status = Status(Code::kRemoteError,
+        r.status = Status(Code::kOutcomeUnknown,
                           "BLOCK_WRITE xid " + std::to_string(req.xid) +
                               " is older than every write of its client target " +
                               std::to_string(io->target) +
