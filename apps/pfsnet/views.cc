@@ -77,11 +77,9 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
         n["faults"].get<unsigned long long>());
     if (n.contains("connects"))
       std::printf(
-          "    connects %llu, failed %llu; sends that waited for a reconnect %llu, failed at "
-          "once (it comes after their deadline) %llu\n",
+          "    connects %llu, failed %llu; sends that waited for a backed-off reconnect %llu\n",
           n["connects"].get<unsigned long long>(), n["connect_failures"].get<unsigned long long>(),
-          n["reconnect_waits"].get<unsigned long long>(),
-          n["reconnect_refusals"].get<unsigned long long>());
+          n["reconnect_waits"].get<unsigned long long>());
     if (n.contains("peer_nids")) {
       std::string nids;
       for (const json& x : n["peer_nids"]) nids += (nids.empty() ? "" : " ") + x.get<std::string>();

@@ -91,9 +91,8 @@ struct NiInfo {
   uint64_t send_count = 0, send_bytes = 0, recv_count = 0, recv_bytes = 0;
   uint64_t local_timeouts = 0, remote_timeouts = 0, drops = 0, resends = 0, faults = 0;
   uint64_t credit_waits = 0;
-  // Connects started and failed; sends that waited for a backed-off reconnect, and those
-  // failed at once because it comes after their deadline (net/net.h).
-  uint64_t connects = 0, connect_failures = 0, reconnect_waits = 0, reconnect_refusals = 0;
+  // Connects started and failed; sends that queued while a reconnect was backing off.
+  uint64_t connects = 0, connect_failures = 0, reconnect_waits = 0;
   std::array<uint64_t, kNumHealthKinds> errors{};
   int connections = 0;
   std::vector<Nid> peer_nids;   // peers: every NID the peer announced

@@ -66,7 +66,6 @@ json ni_info_json(const NiInfo& i) {
             {"connects", i.connects},
             {"connect_failures", i.connect_failures},
             {"reconnect_waits", i.reconnect_waits},
-            {"reconnect_refusals", i.reconnect_refusals},
             {"errors", errors},
             {"last_change", format_unix_ms(i.last_change_unix_ms)},
             {"last_change_unix_ms", i.last_change_unix_ms},

@@ -261,6 +261,15 @@ size_t Net::expire(TimePoint now) {
           why = "waiting for the peer's credits on the bulk connections";
         } else if (p.tx_conn) {
           why = "waiting for the peer's credits";
+        } else if (p.reconnect_at != TimePoint{}) {
+          // Its connect failed and the next one backs off: the connect's error is why.
+          why = "waiting for a connection; the last connect failed: " + p.reconnect_why +
+                "; the next in " +
+                std::to_string(std::max<int64_t>(
+                    0, std::chrono::duration_cast<std::chrono::milliseconds>(p.reconnect_at - now)
+                           .count())) +
+                " ms";
+          kind = HealthKind::kPeerNiConnectError;
         } else {
           why = "waiting for a connection";
         }
@@ -268,10 +277,11 @@ size_t Net::expire(TimePoint now) {
           p.ni->counters.local_timeouts.fetch_add(1);
           p.pni->counters.local_timeouts.fetch_add(1);
           failed.emplace_back(
-              *it, Status(Code::kTimeout,
-                          "send " + p.ni->nid.to_string() + " -> " + p.pni->nid.to_string() +
-                              " passed its deadline in the queue (local timeout, " + why + ")",
-                          kind));
+              *it,
+              Status(kind == HealthKind::kPeerNiConnectError ? Code::kUnreachable : Code::kTimeout,
+                     "send " + p.ni->nid.to_string() + " -> " + p.pni->nid.to_string() +
+                         " passed its deadline in the queue (local timeout, " + why + ")",
+                     kind));
         }
         q->erase(keep, q->end());
         // As o2iblnd does: the connection the message was queued on is closed (a bulk

@@ -23,7 +23,6 @@ void fill(NiInfo& info, const NetCounters& c) {
   info.connects = c.connects.load();
   info.connect_failures = c.connect_failures.load();
   info.reconnect_waits = c.reconnect_waits.load();
-  info.reconnect_refusals = c.reconnect_refusals.load();
   for (int i = 0; i < kNumHealthKinds; ++i) info.errors[i] = c.errors[i].load();
 }
 

@@ -579,18 +579,20 @@ TEST_F(NetTest, AFailedConnectBacksOffAndQueuedSendsWaitForTheNextWithinTheirDea
   EXPECT_GE(p.paths[0].next_connect_s, 0.5);
   EXPECT_LE(p.paths[0].next_connect_s, 1.0);
   const double first_wait = p.paths[0].next_connect_s;
-  // A send whose deadline comes first fails at once, blamed on the peer NI.
+  // A send whose deadline comes first waits too, and fails at its deadline with the
+  // connect's error, blamed on the peer NI.
   a.net.send(gone, msg(3), clock_.now() + 100ms, &tx);
-  ASSERT_EQ(tx.results.size(), 1u);
-  EXPECT_EQ(tx.results[0].health_kind(), HealthKind::kPeerNiConnectError);
-  EXPECT_NE(tx.results[0].message().find("backing off"), std::string::npos)
-      << tx.results[0].message();
-  a.net.send(gone, msg(4), clock_.now() + 5s, &tx);  // one that can wait, waits
   EXPECT_EQ(a.net.peers()[0].reconnect_waits, 1u);
-  EXPECT_EQ(a.net.peers()[0].reconnect_refusals, 1u);
+  clock_.advance(100ms);
+  a.net.expire(clock_.now());
+  ASSERT_EQ(tx.results.size(), 1u);
+  EXPECT_EQ(tx.results[0].code(), Code::kUnreachable);
+  EXPECT_EQ(tx.results[0].health_kind(), HealthKind::kPeerNiConnectError);
+  EXPECT_NE(tx.results[0].message().find("the last connect failed"), std::string::npos)
+      << tx.results[0].message();
   // No connect before its time; then one, refused: the interval doubles (1-2 s now).
   clock_.advance(std::chrono::duration_cast<Duration>(std::chrono::duration<double>(first_wait)) -
-                 10ms);
+                 110ms);
   a.net.expire(clock_.now());
   hub_.pump();
   EXPECT_EQ(a.net.peers()[0].connects, 1u);
@@ -602,8 +604,7 @@ TEST_F(NetTest, AFailedConnectBacksOffAndQueuedSendsWaitForTheNextWithinTheirDea
   EXPECT_EQ(p.paths[0].reconnect_interval_ms, 2000);
   EXPECT_GE(p.paths[0].next_connect_s, 1.0);
   // Fewer and fewer attempts, each interval double the last (at most max_reconnect, 60 s),
-  // and only while a send waits. A waiting send fails as soon as a refused attempt puts
-  // the next one past its deadline -- with that connect's error, not later.
+  // and only while a send waits; the waiting sends fail at their deadlines.
   for (int i = 0; i < 600; ++i) {
     clock_.advance(100ms);
     a.net.expire(clock_.now());
@@ -611,23 +612,23 @@ TEST_F(NetTest, AFailedConnectBacksOffAndQueuedSendsWaitForTheNextWithinTheirDea
   }
   p = a.net.peers()[0];
   EXPECT_LE(p.connects, 5u);  // 0, ~0.75, then intervals of 1-2, 2-4 s ... until none waits
-  ASSERT_EQ(tx.results.size(), 4u);
+  ASSERT_EQ(tx.results.size(), 3u);
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_EQ(tx.results[i].code(), Code::kUnreachable) << i;
+    EXPECT_EQ(tx.results[i].health_kind(), HealthKind::kPeerNiConnectError) << i;
+  }
+  EXPECT_EQ(a.net.peers()[0].errors[static_cast<size_t>(HealthKind::kPeerNiConnectError)], 3u);
+  EXPECT_EQ(a.net.nis()[0].health, 1000);  // never the local NI
   // With nothing waiting, no attempt at all.
   const uint64_t connects = p.connects;
   clock_.advance(120s);
   a.net.expire(clock_.now());
   hub_.pump();
   EXPECT_EQ(a.net.peers()[0].connects, connects);
-  for (size_t i = 1; i < 4; ++i) {
-    EXPECT_EQ(tx.results[i].code(), Code::kUnreachable) << i;
-    EXPECT_EQ(tx.results[i].health_kind(), HealthKind::kPeerNiConnectError) << i;
-  }
-  EXPECT_EQ(a.net.peers()[0].errors[static_cast<size_t>(HealthKind::kPeerNiConnectError)], 4u);
-  EXPECT_EQ(a.net.nis()[0].health, 1000);  // never the local NI
   // No NI on that network at all.
   a.net.send(nid("10.0.0.2@tcp4"), msg(5), clock_.now() + 10s, &tx);
-  ASSERT_EQ(tx.results.size(), 5u);
-  EXPECT_EQ(tx.results[4].code(), Code::kInvalidArgument);
+  ASSERT_EQ(tx.results.size(), 4u);
+  EXPECT_EQ(tx.results[3].code(), Code::kInvalidArgument);
 }
 
 TEST_F(NetTest, DisconnectReturnsCreditsAndTellsTheUpperLayer) {
