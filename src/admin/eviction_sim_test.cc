@@ -112,6 +112,9 @@ TEST_F(EvictionSimTest, ADeadClientsTokensAreFreeAtTheVerdictAndItCannotWriteUnd
   EXPECT_LE(*granted - dead_at, 1s) << "not freed at the verdict";
   EXPECT_LT(*granted - cut, kTimeout) << "freed by the revocation's timeout, not the verdict";
   EXPECT_EQ(tokens_.at(3)->stats().holders_evicted, 1u);
+  // Its requests' records went from the server's reply cache with the eviction (a late
+  // copy of one is answered OUTCOME_UNKNOWN, never run again).
+  EXPECT_GE(c_.find(SimMembers::name(3))->rpc.replay_stats().evicted_clients, 1u);
   auto f6 = open(6, "shared");
   ASSERT_TRUE(f6);
   const auto theirs = test_pattern(kBlock, 2);

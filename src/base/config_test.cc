@@ -207,6 +207,15 @@ TEST(ConfigTest, BadValuesAreErrors) {
                 .find("duplicate NID"),
             std::string::npos);
   EXPECT_NE(error_of("[lnet\ncredits=1").find("test.toml:1: syntax error"), std::string::npos);
+  // A key that went (issue 67) says where its job went.
+  EXPECT_NE(error_of("[rpc]\nreply_cache_bytes = 1048576\n")
+                .find("key 'rpc.reply_cache_bytes': is no longer a key"),
+            std::string::npos);
+  EXPECT_NE(error_of("[lnet]\nmin_reconnect_ms = 5000\nmax_reconnect_ms = 1000\n")
+                .find("must not be above lnet.max_reconnect_ms"),
+            std::string::npos);
+  EXPECT_NE(error_of("[lnet]\nmin_reconnect_ms = 0\n").find("lnet.min_reconnect_ms"),
+            std::string::npos);
 }
 
 TEST(ConfigTest, EtcdEndpointsAreHttpHostPortAndTheLeaseIsBounded) {

@@ -26,6 +26,13 @@ std::string nids_text(const std::vector<Nid>& v) {
 MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc, Clock& clock)
     : cfg_(cfg), net_(net), rpc_(rpc), clock_(clock), instance_(random_instance()) {
   roles_ = roles_from(cfg.node.roles);
+  // An evicted client's requests: their records go from this server's reply cache, and a
+  // late copy of one is answered OUTCOME_UNKNOWN (rpc/reply_cache.h). The fence dies with
+  // this service, before the engine.
+  fence_.subscribe([&rpc](const FenceEvent& e) {
+    if (e.kind != FenceEvent::kEvicted) return;
+    for (const Nid& n : e.nids) rpc.forget_client(n);
+  });
   Duration tt = std::chrono::seconds(cfg.lnet.transaction_timeout);
   notify_timeout_ = std::min<Duration>(tt, std::chrono::seconds(5));
   verify_timeout_ = std::chrono::seconds(cfg.membership.verify_timeout);

@@ -315,16 +315,36 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
     }
   }
   Out out;
+  Status refused;
   {
     MutexLock lk(p->ni->mu);
-    if (!p->tx_conn && !p->connecting && p->reconnect_at != TimePoint{} &&
-        clock_.now() < p->reconnect_at) {  // it waits for the backed-off reconnect
-      p->ni->counters.reconnect_waits.fetch_add(1, std::memory_order_relaxed);
-      p->pni->counters.reconnect_waits.fetch_add(1, std::memory_order_relaxed);
-    }
-    enqueue_locked(*p, m, &out);
+    refused = backoff_locked(*p, *m);
+    if (refused.ok()) enqueue_locked(*p, m, &out);
+  }
+  if (!refused.ok()) {
+    fail(m, refused);
+    return;
   }
   transmit(out);
+}
+
+Status Net::backoff_locked(Path& p, const TxMsg& m) {
+  if (p.tx_conn || p.connecting || p.reconnect_at == TimePoint{}) return Status::Ok();
+  TimePoint now = clock_.now();
+  if (now >= p.reconnect_at) return Status::Ok();
+  if (m.deadline > p.reconnect_at) {  // it waits for the next attempt
+    p.ni->counters.reconnect_waits.fetch_add(1, std::memory_order_relaxed);
+    p.pni->counters.reconnect_waits.fetch_add(1, std::memory_order_relaxed);
+    return Status::Ok();
+  }
+  // The next attempt comes after its deadline: it fails now, with the connect's error, as
+  // socklnd fails a send to a peer whose connect backs off (EHOSTUNREACH).
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(p.reconnect_at - now).count();
+  return Status(Code::kUnreachable,
+                "connect " + p.ni->nid.to_string() + " -> " + p.pni->nid.to_string() + " failed (" +
+                    p.reconnect_why + "); the next attempt, in " + std::to_string(ms) +
+                    " ms, comes after this send's deadline",
+                HealthKind::kPeerNiConnectError);
 }
 
 void Net::back_off_locked(Path& p, TimePoint now, const Status& why) {
@@ -523,8 +543,12 @@ void Net::on_connect_result(Path* p, Result<ConnectionPtr> r) {
       p->ni->counters.connect_failures.fetch_add(1, std::memory_order_relaxed);
       p->pni->counters.connect_failures.fetch_add(1, std::memory_order_relaxed);
       back_off_locked(*p, clock_.now(), r.status());
-      // What is queued waits for the next attempt (Net::expire starts it), or fails at its
-      // deadline there, with this connect's error.
+      // What is queued fails now, with this connect's error, so that its sender may try
+      // another path (LNet's resend on a healthier NI); sent again here, or anything sent
+      // meanwhile, it waits for the next attempt when that comes within its deadline.
+      if (!p->tx_conn) {
+        for (TxMsg* m : take_queued_locked(*p)) failed.emplace_back(m, r.status());
+      }
     } else {
       p->reconnect_interval = Duration::zero();
       p->reconnect_at = TimePoint{};

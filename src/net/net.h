@@ -130,7 +130,8 @@ struct NetCounters {
   // Sends that found their connection's window or the NI's credits exhausted and queued
   // (the sign that peer_credits or credits limit throughput).
   std::atomic<uint64_t> credit_waits{0};
-  // Connects started and failed; sends that queued while a reconnect was backing off.
+  // Connects started and failed; sends that queued for a backed-off reconnect (those it
+  // would come too late for fail at once, counted as PEER_NI_CONNECT_ERROR).
   std::atomic<uint64_t> connects{0}, connect_failures{0}, reconnect_waits{0};
   std::array<std::atomic<uint64_t>, kNumHealthKinds> errors{};
   void count_error(HealthKind k) {
@@ -436,6 +437,9 @@ class Net final : public TransportEvents {
   void on_connect_result(Path* p, Result<ConnectionPtr> r);
   // After a failed connect of `p` at `now`: its next attempt's time (backoff, jittered).
   void back_off_locked(Path& p, TimePoint now, const Status& why) REQUIRES(p.ni->mu);
+  // OK when `m` may go on `p` now, or wait there for its next connect (it comes before m's
+  // deadline); else why it fails at once.
+  Status backoff_locked(Path& p, const TxMsg& m) REQUIRES(p.ni->mu);
   // A frame on `c` failed its data checksum: counted, blamed on the peer NI, handed up.
   void on_corrupt(Connection& c, ConnState& cs, const InFrame& f);
   void fail(TxMsg* m, const Status& s);

@@ -104,6 +104,9 @@ class RpcEngine final : public NetRx {
   WorkerStats worker_stats() const { return server_.worker_stats(); }
   // The reply cache's figures (exactly-once execution of the requests served here).
   ReplyCacheStats replay_stats() const { return server_.replay_stats(); }
+  // An evicted client (its NID): the reply cache lets its records go; a late copy of one of
+  // its requests is answered OUTCOME_UNKNOWN. Returns how many incarnations went.
+  size_t forget_client(const Nid& client) { return server_.forget_client(client); }
   // This engine's incarnation as a client (in every request it sends).
   uint64_t incarnation() const { return client_.incarnation(); }
   // Fails every pending and queued RPC with kCancelled and stops the workers. New calls
