@@ -186,30 +186,27 @@ std::unordered_map<uint64_t, ReplyCache::Client>::iterator ReplyCache::retire(
   return clients_.erase(it);
 }
 
-size_t ReplyCache::evict(uint64_t client) {
+size_t ReplyCache::retire_if(const std::function<bool(const Client&)>& pred) {
   size_t n = 0;
   for (auto it = clients_.begin(); it != clients_.end();) {
-    if (it->second.from != client) {
+    if (pred(it->second)) {
+      it = retire(it);
+      ++n;
+    } else {
       ++it;
-      continue;
     }
-    it = retire(it);
-    ++n;
   }
+  return n;
+}
+
+size_t ReplyCache::evict(uint64_t client) {
+  size_t n = retire_if([client](const Client& c) { return c.from == client; });
   counts_.evicted_clients += n;
   return n;
 }
 
 size_t ReplyCache::expire(TimePoint now) {
-  size_t n = 0;
-  for (auto it = clients_.begin(); it != clients_.end();) {
-    if (now - it->second.last < opts_.idle) {
-      ++it;
-      continue;
-    }
-    it = retire(it);
-    ++n;
-  }
+  size_t n = retire_if([&](const Client& c) { return now - c.last >= opts_.idle; });
   counts_.idle_clients += n;
   return n;
 }

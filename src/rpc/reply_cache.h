@@ -44,6 +44,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -160,6 +161,8 @@ class ReplyCache {
   // Lets the record at `it` go, with its saved reply's bytes.
   std::map<uint64_t, Entry>::iterator erase(Client& c, std::map<uint64_t, Entry>::iterator it);
   void forget_below(Client& c, uint64_t mark);
+  // Lets go every incarnation `pred` holds for; returns how many.
+  size_t retire_if(const std::function<bool(const Client&)>& pred);
   // Lets `it` go, remembering its highest xid (kUnknown for copies of it).
   std::unordered_map<uint64_t, Client>::iterator retire(
       std::unordered_map<uint64_t, Client>::iterator it);

@@ -222,8 +222,11 @@ int64_t RpcClient::limit_locked(const Target& t) const {
 RpcClient::Armed RpcClient::grant_slot_locked(Target& t, std::optional<TimePoint> now) {
   if (shut_ || t.queue.empty() || t.in_flight >= limit_locked(t)) return {};
   if (!t.legacy && t.unacked.size() >= unacked_cap_) {
-    // Its server may still hold unacked_cap_ records of ours: a DONE first, then more.
-    want_done_locked(t);
+    // Its server may still hold unacked_cap_ records of ours: a DONE first, then more --
+    // when some of them are finished here (else they are all on the wire: their ends free
+    // the room).
+    if (t.unacked.size() > static_cast<size_t>(std::max<int64_t>(0, t.in_flight)))
+      want_done_locked(t);
     ++t.counters.ack_waits;
     return {};
   }
