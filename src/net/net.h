@@ -366,6 +366,9 @@ class Net final : public TransportEvents {
     TimePoint reconnect_at GUARDED_BY(ni->mu){};
     Duration reconnect_interval GUARDED_BY(ni->mu){0};
     std::string reconnect_why GUARDED_BY(ni->mu);  // the failed connect's error
+    // Copies, for a caller holding the NI's lock by another name (Net::expire).
+    TimePoint next_connect() const REQUIRES(ni->mu) { return reconnect_at; }
+    std::string last_connect_error() const REQUIRES(ni->mu) { return reconnect_why; }
     // The kernel's TCP counters of the path's closed connections, read as each closed.
     TcpTotals closed_tcp GUARDED_BY(ni->mu);
   };

@@ -239,7 +239,8 @@ size_t Net::expire(TimePoint now) {
     for (Path* pp : paths) {
       Path& p = *pp;
       // A backed-off reconnect that is due, for the sends that wait for it.
-      if (!p.tx_conn && !p.connecting && p.reconnect_at != TimePoint{} && now >= p.reconnect_at &&
+      const TimePoint reconnect_at = p.next_connect();
+      if (!p.tx_conn && !p.connecting && reconnect_at != TimePoint{} && now >= reconnect_at &&
           (!p.queue.empty() || !p.bulk_queue.empty()))
         start_connect_locked(p);
       for (std::deque<TxMsg*>* q : {&p.queue, &p.bulk_queue}) {
@@ -261,12 +262,12 @@ size_t Net::expire(TimePoint now) {
           why = "waiting for the peer's credits on the bulk connections";
         } else if (p.tx_conn) {
           why = "waiting for the peer's credits";
-        } else if (p.reconnect_at != TimePoint{}) {
+        } else if (reconnect_at != TimePoint{}) {
           // Its connect failed and the next one backs off: the connect's error is why.
-          why = "waiting for a connection; the last connect failed: " + p.reconnect_why +
-                "; the next in " +
+          const std::string last = p.last_connect_error();
+          why = "waiting for a connection; the last connect failed: " + last + "; the next in " +
                 std::to_string(std::max<int64_t>(
-                    0, std::chrono::duration_cast<std::chrono::milliseconds>(p.reconnect_at - now)
+                    0, std::chrono::duration_cast<std::chrono::milliseconds>(reconnect_at - now)
                            .count())) +
                 " ms";
           kind = HealthKind::kPeerNiConnectError;

@@ -304,14 +304,17 @@ void RpcClient::send_dones() {
       due.emplace_back(t->dst, done_ack_locked());
     }
   }
-  for (auto& [dst, ack] : due) {
+  for (auto& d : due) {
     dones_sent_.fetch_add(1, std::memory_order_relaxed);
     CallOptions o;
     o.urgent = true;  // holds no slot: it is what frees them
-    Buffer body = encode_done(ack);
+    Buffer body = encode_done(d.second);
     call_async(
-        dst, kMsgRpcDone, std::move(body), nullptr,
-        [this, dst, ack = std::move(ack)](RpcReply&& r) { on_done_reply(dst, ack, r.status); }, o);
+        d.first, kMsgRpcDone, std::move(body), nullptr,
+        [this, dst = d.first, ack = std::move(d.second)](RpcReply&& r) {
+          on_done_reply(dst, ack, r.status);
+        },
+        o);
   }
 }
 
