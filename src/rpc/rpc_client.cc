@@ -260,7 +260,7 @@ void RpcClient::on_wire_locked(const CallPtr& c) {
   c->on_wire = true;
   if (c->type == kMsgRpcDone) return;  // never recorded by the server
   c->acct = c->target ? c->target : &target_locked(c->dst);
-  c->acct->unacked.push_back(c->xid);
+  if (!c->acct->legacy) c->acct->unacked.push_back(c->xid);  // an older server: no window
 }
 
 void RpcClient::want_done_locked(Target& t) {
