@@ -352,9 +352,11 @@ struct TwoDaemons {
 // real TCP sockets, without a health monitor.
 class ClientNode {
  public:
+  // `reconnect`: the reconnect backoff's interval, fixed (lnet.min/max_reconnect_ms); 0: the
+  // defaults.
   ClientNode(Nid nid, std::string key, int peer_credits = 8, int64_t max_in_flight = 8,
-             Duration timeout = 30s)
-      : core_(options(nid, std::move(key), peer_credits, max_in_flight, timeout)) {
+             Duration timeout = 30s, Duration reconnect = Duration::zero())
+      : core_(options(nid, std::move(key), peer_credits, max_in_flight, timeout, reconnect)) {
     start_status_ = core_.start(50ms);
   }
   ~ClientNode() { core_.stop(); }
@@ -364,8 +366,11 @@ class ClientNode {
 
  private:
   static NodeCoreOptions options(Nid nid, std::string key, int peer_credits, int64_t max_in_flight,
-                                 Duration timeout) {
+                                 Duration timeout, Duration reconnect) {
     NodeCoreOptions o;
+    if (reconnect > Duration::zero())
+      o.cfg.lnet.min_reconnect_ms = o.cfg.lnet.max_reconnect_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(reconnect).count();
     o.cfg.nets.push_back(NetConfig{nid});
     o.cfg.lnet.peer_credits = peer_credits;
     o.cfg.lnet.transaction_timeout =

@@ -76,11 +76,6 @@ Net::Net(NetOptions opts, std::vector<Nid> local_nids, Clock& clock,
       conns_per_peer_(opts_.conns_per_peer),
       local_nids_(std::move(local_nids)),
       clock_(clock) {
-  {
-    MutexLock lk(jitter_mu_);
-    uint64_t seed = local_nids_.empty() ? 1 : local_nids_[0].pack();
-    jitter_.seed(static_cast<uint32_t>(seed ^ (seed >> 32)) | 1);
-  }
   TimePoint now = clock_.now();
   int64_t wall = unix_ms(clock_.wall_now());
   std::vector<LocalNi*> nis;
@@ -318,7 +313,7 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
   Status refused;
   {
     MutexLock lk(p->ni->mu);
-    refused = backoff_locked(*p, *m);
+    if (!p->tx_conn) refused = backoff_locked(*p, *m);  // connected: nothing to wait for
     if (refused.ok()) enqueue_locked(*p, m, &out);
   }
   if (!refused.ok()) {
@@ -329,7 +324,7 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
 }
 
 Status Net::backoff_locked(Path& p, const TxMsg& m) {
-  if (p.tx_conn || p.connecting || p.reconnect_at == TimePoint{}) return Status::Ok();
+  if (p.connecting || p.reconnect_at == TimePoint{}) return Status::Ok();
   TimePoint now = clock_.now();
   if (now >= p.reconnect_at) return Status::Ok();
   if (m.deadline > p.reconnect_at) {  // it waits for the next attempt
@@ -352,13 +347,14 @@ void Net::back_off_locked(Path& p, TimePoint now, const Status& why) {
                              ? opts_.min_reconnect
                              : std::min<Duration>(opts_.max_reconnect, p.reconnect_interval * 2);
   // Jittered to 50-100% of the interval, so clients of a server that went away do not all
-  // come back at once.
+  // come back at once: a hash of the path and the time (splitmix64's finalizer), which
+  // differs from client to client and failure to failure, and repeats on a manual clock.
+  uint64_t r = p.ni->nid.pack() * 0x9e3779b97f4a7c15ull ^ p.pni->nid.pack() ^
+               static_cast<uint64_t>(now.time_since_epoch().count());
+  r = (r ^ (r >> 30)) * 0xbf58476d1ce4e5b9ull;
+  r = (r ^ (r >> 27)) * 0x94d049bb133111ebull;
+  r ^= r >> 31;
   int64_t n = p.reconnect_interval.count();
-  uint64_t r;
-  {
-    MutexLock lk(jitter_mu_);
-    r = jitter_();
-  }
   p.reconnect_at = now + Duration(n / 2 + static_cast<int64_t>(r % uint64_t(n / 2 + 1)));
   p.reconnect_why = why.message().substr(0, 200);
 }
@@ -550,9 +546,8 @@ void Net::on_connect_result(Path* p, Result<ConnectionPtr> r) {
         for (TxMsg* m : take_queued_locked(*p)) failed.emplace_back(m, r.status());
       }
     } else {
-      p->reconnect_interval = Duration::zero();
-      p->reconnect_at = TimePoint{};
-      // As socklnd opens every connection of a peer at once: the bulk connections are up
+      // The backoff was reset by on_connected, which every transport reports first. As
+      // socklnd opens every connection of a peer at once: the bulk connections are up
       // (and past their handshakes) before the first bulk message wants one.
       open_bulk_locked(*p);
       drain_locked(*p, &out);

@@ -62,7 +62,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -440,8 +439,8 @@ class Net final : public TransportEvents {
   void on_connect_result(Path* p, Result<ConnectionPtr> r);
   // After a failed connect of `p` at `now`: its next attempt's time (backoff, jittered).
   void back_off_locked(Path& p, TimePoint now, const Status& why) REQUIRES(p.ni->mu);
-  // OK when `m` may go on `p` now, or wait there for its next connect (it comes before m's
-  // deadline); else why it fails at once.
+  // For `p` without a connection: OK when `m` may go on it now, or wait there for its next
+  // connect (it comes before m's deadline); else why it fails at once.
   Status backoff_locked(Path& p, const TxMsg& m) REQUIRES(p.ni->mu);
   // A frame on `c` failed its data checksum: counted, blamed on the peer NI, handed up.
   void on_corrupt(Connection& c, ConnState& cs, const InFrame& f);
@@ -466,8 +465,6 @@ class Net final : public TransportEvents {
   std::vector<std::unique_ptr<LocalNi>> nis_;
   std::unique_ptr<PeerTable> table_;
   FaultInjector faults_;
-  Mutex jitter_mu_;
-  std::minstd_rand jitter_ GUARDED_BY(jitter_mu_);  // seeded by the first local NID: repeatable
 
   Mutex recovery_mu_;
   std::vector<PeerNi*> recovering_ GUARDED_BY(recovery_mu_);  // peer NIs below full health

@@ -238,11 +238,9 @@ size_t Net::expire(TimePoint now) {
     size_t closing = to_close.size();
     for (Path* pp : paths) {
       Path& p = *pp;
-      // A backed-off reconnect that is due, for the sends that wait for it.
+      // A backed-off reconnect, for the sends that wait for it (it starts once due).
       const TimePoint reconnect_at = p.next_connect();
-      if (!p.tx_conn && !p.connecting && reconnect_at != TimePoint{} && now >= reconnect_at &&
-          (!p.queue.empty() || !p.bulk_queue.empty()))
-        start_connect_locked(p);
+      if (!p.tx_conn && (!p.queue.empty() || !p.bulk_queue.empty())) start_connect_locked(p);
       for (std::deque<TxMsg*>* q : {&p.queue, &p.bulk_queue}) {
         auto keep = std::stable_partition(q->begin(), q->end(),
                                           [now](TxMsg* m) { return m->deadline > now; });

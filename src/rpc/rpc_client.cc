@@ -292,7 +292,8 @@ DoneAck RpcClient::done_ack_locked() const {
 }
 
 void RpcClient::send_dones() {
-  std::vector<std::pair<Nid, DoneAck>> due;
+  std::vector<Nid> due;
+  std::shared_ptr<const DoneAck> ack;  // one for every target: what is finished is the engine's
   {
     MutexLock lk(mu_);
     dones_due_.store(false, std::memory_order_relaxed);
@@ -301,20 +302,17 @@ void RpcClient::send_dones() {
       if (!t->done_due || t->done_out || t->legacy) continue;
       t->done_due = false;
       t->done_out = true;
-      due.emplace_back(t->dst, done_ack_locked());
+      due.push_back(t->dst);
     }
+    if (!due.empty()) ack = std::make_shared<const DoneAck>(done_ack_locked());
   }
-  for (auto& d : due) {
+  for (const Nid& dst : due) {
     dones_sent_.fetch_add(1, std::memory_order_relaxed);
     CallOptions o;
     o.urgent = true;  // holds no slot: it is what frees them
-    Buffer body = encode_done(d.second);
     call_async(
-        d.first, kMsgRpcDone, std::move(body), nullptr,
-        [this, dst = d.first, ack = std::move(d.second)](RpcReply&& r) {
-          on_done_reply(dst, ack, r.status);
-        },
-        o);
+        dst, kMsgRpcDone, encode_done(*ack), nullptr,
+        [this, dst, ack](RpcReply&& r) { on_done_reply(dst, *ack, r.status); }, o);
   }
 }
 
