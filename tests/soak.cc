@@ -4,9 +4,10 @@
 //   pfsnet_soak [--seconds N] [--seed S] [--threads T] [--json]
 //
 // The cluster: two soak servers (this binary's `serve` mode: a libpfsnet Node whose
-// SOAK_WRITE runs once and reports any second run of a request as a DUPLICATE line, and
-// whose SOAK_READ answers a seeded pattern) and two pfsnetd daemons (PING echo, BRW_READ,
-// BRW_WRITE); one of each on loopback (@tcp), one of each in a network namespace behind a
+// SOAK_WRITE runs once and reports any second run of a request as a DUPLICATE line -- also
+// one run again after a kill, as the ids that ran are kept in a file shared by the server's
+// runs -- and whose SOAK_READ answers a seeded pattern) and two pfsnetd daemons (PING echo,
+// BRW_READ, BRW_WRITE); one of each on loopback (@tcp), one of each in a network namespace behind a
 // veth (@tcp1, 198.19.N.0/24). The client is this process: a Node with an NI on each net,
 // T threads each calling one RPC at a time, every reply checked byte for byte against its
 // request.
@@ -19,9 +20,11 @@
 // counted each second (reconnect backoff: at most 3 a second in its last 3 seconds).
 // It passes when every RPC completed or failed with a named error within its timeout
 // (+1 s), none failed NOT_FOUND (a starting server's "no handler": issue 38), none was a
-// write reported failed that may have run (a reply not kept, OUTCOME_UNKNOWN, refused over
-// the reply window: issue 67), the client backed off, no reply differed
-// from what its request asked for, no request ran twice on one server incarnation, no call is still
+// write reported failed that may have run (a reply not kept, OUTCOME_UNKNOWN of a live
+// server, refused over the reply window: issue 67) -- OUTCOME_UNKNOWN for a copy that may
+// have reached a server before its restart is the truth, counted apart -- the client backed
+// off, no reply differed from what its request asked for, no request ran twice on one server
+// (across its restarts too), no call is still
 // out at the end (lost), every server's memory and descriptors stayed within bounds, and every
 // server answers at the end. It prints the totals; exit 0 on pass, 1 on failure, 77 when it cannot
 // run (not root, no netns). Needs root (network namespaces, tc, nftables).
@@ -212,6 +215,9 @@ class Soak {
     // client does not resend.
     uint64_t not_found = 0;
     uint64_t reply_lost = 0;  // "reply not kept", OUTCOME_UNKNOWN, refused over the window
+    // OUTCOME_UNKNOWN for a copy that may have reached a server before its restart (its
+    // earlier run may have run it): the truth, not a lost reply.
+    uint64_t unknown_after_restart = 0;
     std::map<std::string, uint64_t> failures;    // "CODE (HEALTH_KIND)" -> count
     std::map<std::string, std::string> example;  // "CODE (HEALTH_KIND)" -> a message
     double max_failed_s = 0;
@@ -292,9 +298,12 @@ class Soak {
         // A request whose reply the server could not give again, or that it refused over
         // its window: a write that ran reported failed (issue 67). Never, from a correct
         // client.
-        if (r.status.code() == Code::kOutcomeUnknown ||
-            r.status.message().find("ran already") != std::string::npos ||
-            r.status.message().find("not acknowledged") != std::string::npos)
+        if (r.status.code() == Code::kOutcomeUnknown &&
+            r.status.message().find("before it started") != std::string::npos)
+          ++tally_.unknown_after_restart;
+        else if (r.status.code() == Code::kOutcomeUnknown ||
+                 r.status.message().find("ran already") != std::string::npos ||
+                 r.status.message().find("not acknowledged") != std::string::npos)
           ++tally_.reply_lost;
         tally_.max_failed_s = std::max(tally_.max_failed_s, took);
       }
@@ -529,6 +538,7 @@ class Soak {
                         {"unnamed", tally_.unnamed},
                         {"not_found_while_starting", tally_.not_found},
                         {"reply_lost", tally_.reply_lost},
+                        {"unknown_after_restart", tally_.unknown_after_restart},
                         {"outage_connects_per_s", outage_connects_},
                         {"outage_backed_off", backed_off},
                         {"down_at_end", down_},
@@ -558,13 +568,16 @@ class Soak {
                   backed_off ? "backed off" : "NOT BACKED OFF");
       std::printf(
           "lost %llu, duplicated %llu, mismatched %llu, late %llu, unnamed %llu, not found "
-          "while starting %llu, replies lost %llu, down %zu: %s\n",
+          "while starting %llu, replies lost %llu, outcome unknown after a restart %llu, down "
+          "%zu: %s\n",
           static_cast<unsigned long long>(lost_), static_cast<unsigned long long>(duplicated),
           static_cast<unsigned long long>(tally_.mismatched),
           static_cast<unsigned long long>(tally_.late),
           static_cast<unsigned long long>(tally_.unnamed),
           static_cast<unsigned long long>(tally_.not_found),
-          static_cast<unsigned long long>(tally_.reply_lost), down_.size(), pass ? "PASS" : "FAIL");
+          static_cast<unsigned long long>(tally_.reply_lost),
+          static_cast<unsigned long long>(tally_.unknown_after_restart), down_.size(),
+          pass ? "PASS" : "FAIL");
     }
     std::fflush(stdout);
     return pass ? 0 : 1;

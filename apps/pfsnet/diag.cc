@@ -56,6 +56,8 @@ void print_diag_rpc(const json& r) {
                 u("max_entries"), u("window"), u("done_acks"));
     std::printf("  refused over the window: %llu; outcome unknown (client's state gone): %llu\n",
                 u("over_window"), u("unknown"));
+    std::printf("  outcome unknown (a copy that may have come before this server started): %llu\n",
+                c.value("before_start", 0ULL));
   }
   std::string last_owner;
   for_each_stat(r, [&](const std::string& kind, const std::string& name, const std::string& nid,

@@ -172,8 +172,14 @@ using AsyncHandler = std::function<void(RpcRequest&, Responder)>;
 // twice: a resend after a lost reply or a reset connection). kOnce: the request runs once;
 // the copy gets the saved reply (exactly-once; rpc/reply_cache.h). kRepeatable: the copy
 // runs again -- for reads, probes and queries, whose second run changes nothing and whose
-// replies may be large.
-enum class Execution { kOnce, kRepeatable };
+// replies may be large. A copy that comes to a server which restarted since an earlier
+// copy was sent finds no record there: kOnce answers it OUTCOME_UNKNOWN, not run (it may
+// have run before the restart, and its effects outlived the process). kOnceRestartSafe is
+// kOnce whose copies after a restart go to the handler, because the handler keeps its own
+// record of what ran across the restart (a block write's last_rcvd, storage/last_rcvd.h)
+// or what the request acts on went with the process (a token's grant, an MGS
+// registration: a copy acts on the new state as a first arrival would).
+enum class Execution { kOnce, kRepeatable, kOnceRestartSafe };
 
 // What a request an asynchronous handler keeps waiting holds of its sender's window.
 // kHeld: its receive credit, until the reply -- a peer has at most peer_credits requests

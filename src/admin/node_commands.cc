@@ -52,6 +52,7 @@ Result<json> diag_rpc(const NodeParts& node, const json& req) {
                       {"running_copies", rc.running_copies},
                       {"finished_copies", rc.finished_copies},
                       {"unknown", rc.unknown},
+                      {"before_start", rc.before_start},
                       {"over_window", rc.over_window},
                       {"done_acks", rc.done_acks},
                       {"idle_clients", rc.idle_clients},

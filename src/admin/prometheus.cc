@@ -497,6 +497,8 @@ std::string prometheus_text(const MetricsSnapshot& m) {
   text.sample("pfsnet_rpc_request_copies_total", "outcome=\"finished\"",
               double(rc.finished_copies));
   text.sample("pfsnet_rpc_request_copies_total", "outcome=\"unknown\"", double(rc.unknown));
+  text.sample("pfsnet_rpc_request_copies_total", "outcome=\"before_start\"",
+              double(rc.before_start));
   text.family("pfsnet_rpc_reply_cache_max_entries", "gauge",
               "The most requests one client incarnation has unacknowledged here.");
   text.sample("pfsnet_rpc_reply_cache_max_entries", "", double(rc.max_entries));

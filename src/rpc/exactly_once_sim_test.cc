@@ -31,27 +31,45 @@ class ExactlyOnceSimTest : public ::testing::Test {
     ro.replay.window = kWindow;
     client_ = c_.add("c", {nid(1)}, NetOptions{}, ro);
     ASSERT_NE(client_, nullptr);
-    for (int s : {2, 3}) {
-      SimNode* n = c_.add("s" + std::to_string(s), {nid(s)}, NetOptions{}, ro);
-      ASSERT_NE(n, nullptr);
-      // A write: runs once (counted by its id), its reply carries 64 KiB -- sixteen of them
-      // were the old bound's whole 1 MiB.
-      n->rpc.handle(
-          kWrite, "WRITE",
-          [this, s](RpcRequest& r) {
-            ++runs_[{s, std::string(r.payload.view())}];
-            RpcResponse resp;
-            resp.payload = Buffer::copy_of(std::string(r.payload.view()));
-            resp.bulk = make_bulk(Buffer::copy_of(std::string(64 << 10, 'r')));
-            return resp;
-          },
-          HandlerMode::kInline);
-      // A request that runs until the test answers it.
-      n->rpc.handle_async(
-          kHold, "HOLD", [this](RpcRequest&, Responder r) { held_.push_back(std::move(r)); },
-          Execution::kOnce, AsyncCredit::kReturned);
-      servers_.push_back(n);
-    }
+    for (int s : {2, 3}) servers_.push_back(start_server(s));
+    ASSERT_NE(servers_[0], nullptr);
+    ASSERT_NE(servers_[1], nullptr);
+  }
+
+  // Server `s` (2 or 3) with its handlers; again after a kill: a restart.
+  SimNode* start_server(int s) {
+    RpcOptions ro;
+    ro.default_timeout = 20s;
+    ro.retry_count = 20;
+    ro.replay.window = kWindow;
+    SimNode* n = c_.add("s" + std::to_string(s), {nid(s)}, NetOptions{}, ro);
+    if (n == nullptr) return nullptr;
+    // A write: runs once (counted by its id), its reply carries 64 KiB -- sixteen of them
+    // were the old bound's whole 1 MiB.
+    n->rpc.handle(
+        kWrite, "WRITE",
+        [this, s](RpcRequest& r) {
+          ++runs_[{s, std::string(r.payload.view())}];
+          RpcResponse resp;
+          resp.payload = Buffer::copy_of(std::string(r.payload.view()));
+          resp.bulk = make_bulk(Buffer::copy_of(std::string(64 << 10, 'r')));
+          return resp;
+        },
+        HandlerMode::kInline);
+    // A request that runs until the test answers it.
+    n->rpc.handle_async(
+        kHold, "HOLD", [this](RpcRequest&, Responder r) { held_.push_back(std::move(r)); },
+        Execution::kOnce, AsyncCredit::kReturned);
+    return n;
+  }
+  // One write of `id` to server `s`, its reply into `out`.
+  void write(int s, const std::string& id, std::optional<RpcReply>& out) {
+    CallOptions o;
+    o.timeout = 20s;
+    o.attempt_timeout = 1s;
+    client_->rpc.call_async(
+        nid(s), kWrite, Buffer::copy_of(id), nullptr, [&out](RpcReply&& r) { out = std::move(r); },
+        o);
   }
 
   // Writes `count` ids to server `s` (2 or 3), `in_flight` at a time; returns the failures.
@@ -198,6 +216,60 @@ TEST_F(ExactlyOnceSimTest, AClientOverTheServersWindowIsRefusedAndWhatIsOverItDo
   held_.clear();
   ASSERT_TRUE(c_.run_until([&] { return done_ == int(kWindow); }, 5s));
   EXPECT_TRUE(bad_.empty()) << bad_[0];
+}
+
+// A server restart (issue 67): s2 runs write "a" and its reply is lost; s2 is killed and
+// started again. The copy of "a" (its first was written to s2's connection) finds no
+// record in the new s2: answered OUTCOME_UNKNOWN, not run a second time -- it ran. Write
+// "b", called while s2 was down, was never written anywhere (its connect was refused): it
+// is no copy, and runs.
+TEST_F(ExactlyOnceSimTest, AWriteThatReachedAServerBeforeItsRestartIsUnknownNotRunAgain) {
+  FaultRule lost;
+  lost.msg_type = kWrite;
+  lost.rate = 1;
+  servers_[0]->net.add_fault(lost);
+  std::optional<RpcReply> a, b;
+  write(2, "a", a);
+  ASSERT_TRUE(c_.run_until([&] { return runs_[{2, "a"}] == 1; }, 1s, 1ms));
+  c_.kill("s2");
+  write(2, "b", b);
+  ASSERT_TRUE(c_.run_for(500ms));
+  EXPECT_FALSE(a.has_value() || b.has_value());
+  servers_[0] = start_server(2);
+  ASSERT_NE(servers_[0], nullptr);
+  ASSERT_TRUE(c_.run_until([&] { return a.has_value() && b.has_value(); }, 15s, 1ms));
+  EXPECT_EQ(a->status.code(), Code::kOutcomeUnknown) << a->status.to_string();
+  EXPECT_NE(a->status.message().find("before it started"), std::string::npos)
+      << a->status.to_string();
+  EXPECT_EQ((runs_[{2, "a"}]), 1) << "a write that ran was run again after the restart";
+  EXPECT_TRUE(b->status.ok()) << b->status.to_string();
+  EXPECT_EQ((runs_[{2, "b"}]), 1);
+  EXPECT_EQ(servers_[0]->rpc.replay_stats().before_start, 1u);
+}
+
+// The window's edge: a request whose first copy the client wrote but the network lost (the
+// client's own fault rule drops the first WRITE it sends). Within the restart window (the
+// engine's default timeout, 20 s here) of s2's start its copy is taken as one that may have
+// reached s2's previous run -- the price of never running a write twice; once the window
+// has passed, no copy sent before the start can still come, and it runs.
+TEST_F(ExactlyOnceSimTest, ACopyWhoseFirstNeverArrivedIsUnknownWithinTheRestartWindowAndRunsAfter) {
+  FaultRule first;
+  first.msg_type = kWrite;
+  first.interval = 1h;  // the first of each hour: one
+  uint64_t rule = client_->net.add_fault(first);
+  std::optional<RpcReply> early, late;
+  write(2, "early", early);
+  ASSERT_TRUE(c_.run_until([&] { return early.has_value(); }, 5s, 1ms));
+  EXPECT_EQ(early->status.code(), Code::kOutcomeUnknown) << early->status.to_string();
+  EXPECT_EQ((runs_[{2, "early"}]), 0);
+  ASSERT_TRUE(client_->net.del_fault(rule));
+  ASSERT_TRUE(c_.run_for(20s));  // s2 started 20 s ago or more
+  client_->net.add_fault(first);
+  write(2, "late", late);
+  ASSERT_TRUE(c_.run_until([&] { return late.has_value(); }, 5s, 1ms));
+  EXPECT_TRUE(late->status.ok()) << late->status.to_string();
+  EXPECT_EQ((runs_[{2, "late"}]), 1);
+  EXPECT_EQ(servers_[0]->rpc.replay_stats().before_start, 1u);
 }
 
 }  // namespace exactly_once_test

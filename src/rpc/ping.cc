@@ -93,7 +93,9 @@ void serve_ping(RpcEngine& engine, size_t max_bulk) {
           r.status = Status(Code::kProtocol, "BRW_WRITE data arrived corrupted");
         return r;
       },
-      HandlerMode::kInline);
+      // Runs once (the cost of exactly-once is what it measures); it keeps nothing, so a
+      // copy after a restart is as good as a first arrival.
+      HandlerMode::kInline, Execution::kOnceRestartSafe);
   engine.handle(
       kMsgBrwRead,
       [pattern, max_bulk](RpcRequest& req) {

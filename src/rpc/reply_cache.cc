@@ -55,6 +55,8 @@ std::string_view admit_name(Admit a) {
       return "over window";
     case Admit::kUnknown:
       return "unknown";
+    case Admit::kBeforeStart:
+      return "before start";
   }
   return "?";
 }
@@ -90,7 +92,7 @@ void ReplyCache::forget_below(Client& c, uint64_t mark) {
 }
 
 Admission ReplyCache::admit(uint64_t incarnation, uint64_t xid, uint32_t done_lag, ReplyPath path,
-                            TimePoint now) {
+                            TimePoint now, bool copy) {
   Client& c = clients_[incarnation];
   c.last = now;
   c.from = path.from;
@@ -100,6 +102,11 @@ Admission ReplyCache::admit(uint64_t incarnation, uint64_t xid, uint32_t done_la
     return {Admit::kFinished, nullptr};
   }
   auto it = c.entries.find(xid);
+  if (it != c.entries.end() && it->second.not_run) {  // the damaged one did not run: this does
+    it->second = Entry{};
+    it->second.path = path;
+    return {Admit::kRun, nullptr};
+  }
   if (it != c.entries.end()) {
     Entry& e = it->second;
     if (e.running) {
@@ -110,9 +117,14 @@ Admission ReplyCache::admit(uint64_t incarnation, uint64_t xid, uint32_t done_la
     ++counts_.replayed;
     return {Admit::kSaved, e.reply};
   }
-  if (auto r = retired_.find(incarnation); r != retired_.end() && xid <= r->second) {
+  if (auto r = retired_.empty() ? retired_.end() : retired_.find(incarnation);
+      r != retired_.end() && xid <= r->second) {
     ++counts_.unknown;  // a copy of a request of state this cache let go
     return {Admit::kUnknown, nullptr};
+  }
+  if (copy && now - started_ < opts_.restart_window) {
+    ++counts_.before_start;  // its first copy may have gone to the server's previous run
+    return {Admit::kBeforeStart, nullptr};
   }
   if (c.entries.size() >= opts_.window) {
     ++counts_.over_window;
@@ -146,6 +158,18 @@ std::optional<ReplyPath> ReplyCache::finish(uint64_t incarnation, uint64_t xid,
     bytes_ += b;
   }
   return p;
+}
+
+void ReplyCache::refused(uint64_t incarnation, uint64_t xid, TimePoint now) {
+  Client& c = clients_[incarnation];
+  c.last = now;
+  if (finished(c, xid) || c.entries.count(xid) || c.entries.size() >= opts_.window) return;
+  if (auto r = retired_.find(incarnation); r != retired_.end() && xid <= r->second) return;
+  c.max_xid = std::max(c.max_xid, xid);
+  Entry& e = c.entries[xid];
+  e.running = false;
+  e.not_run = true;
+  ++entries_;
 }
 
 void ReplyCache::done(uint64_t incarnation, const DoneAck& d, TimePoint now) {

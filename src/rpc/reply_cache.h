@@ -21,6 +21,15 @@
 //                 kUnknown: a copy of a request of an incarnation this cache let go
 //                   (silent for `idle`, or its client evicted): whether it ran cannot be
 //                   told, so it is not run; the client is told the outcome is unknown.
+//                 kBeforeStart: a copy (its client wrote an earlier one to a connection:
+//                   kFlagResend) of which the cache has no record, within `restart_window`
+//                   of the cache's start: the earlier copy may have reached the server's
+//                   previous run, which may have run it and kept nothing -- so it is not
+//                   run, and the client is told the outcome is unknown. After the window
+//                   no copy sent before the start can still come (a client gives up at its
+//                   deadline), so a copy with no record is one whose earlier copies never
+//                   arrived: it runs. The caller does not ask this for a type whose copies
+//                   after a restart are its handler's to judge (Execution::kOnceRestartSafe).
 //
 // How a client shows it is finished, two ways, both exact:
 //   - every request's done_lag: every xid below xid - done_lag is finished (the oldest
@@ -62,6 +71,9 @@ struct ReplyCacheOptions {
   Duration idle = std::chrono::minutes(10);
   // Incarnations let go (idle, evicted) whose copies are still told apart (kUnknown).
   size_t retired = 4096;
+  // How long after its start a copy it has no record of may be one sent to the server's
+  // previous run (kBeforeStart): the longest RPC deadline (the engine's default timeout).
+  Duration restart_window = std::chrono::seconds(50);
 };
 
 // A DONE message's body: every xid of the sender's incarnation below `upper` is finished at
@@ -95,7 +107,7 @@ struct ReplyPath {
   uint64_t local = 0;
 };
 
-enum class Admit { kRun, kRunning, kSaved, kFinished, kOverWindow, kUnknown };
+enum class Admit { kRun, kRunning, kSaved, kFinished, kOverWindow, kUnknown, kBeforeStart };
 std::string_view admit_name(Admit a);
 
 struct Admission {
@@ -111,23 +123,34 @@ struct ReplyCacheStats {
   size_t window = 0;       // ReplyCacheOptions::window
   // Copies answered from the cache, copies of running ones dropped, dropped as finished at
   // the client, answered "outcome unknown" (their incarnation let go); new requests refused
-  // over the window; DONE messages applied; incarnations let go when idle or evicted.
+  // over the window; DONE messages applied; incarnations let go when idle or evicted;
+  // copies answered "outcome unknown" as possibly sent before the cache's start.
   uint64_t replayed = 0, running_copies = 0, finished_copies = 0, unknown = 0;
+  uint64_t before_start = 0;
   uint64_t over_window = 0, done_acks = 0, idle_clients = 0, evicted_clients = 0;
 };
 
 class ReplyCache {
  public:
-  explicit ReplyCache(ReplyCacheOptions o = {}) : opts_(o) {}
+  // `started`: when the server (its engine) started -- where restart_window runs from.
+  explicit ReplyCache(ReplyCacheOptions o = {}, TimePoint started = {})
+      : opts_(o), started_(started) {}
 
-  // A request of `incarnation` (nonzero) with `xid` and `done_lag` arrived by `path`.
+  // A request of `incarnation` (nonzero) with `xid` and `done_lag` arrived by `path`;
+  // `copy`: its client wrote an earlier copy (kFlagResend), and the type keeps no record
+  // of its own across the server's restart (kBeforeStart above).
   Admission admit(uint64_t incarnation, uint64_t xid, uint32_t done_lag, ReplyPath path,
-                  TimePoint now);
+                  TimePoint now, bool copy = false);
   // The request admitted kRun is done: keeps `reply` until the client is finished with it.
   // Returns the path the reply goes on -- the latest copy's -- or nothing when the record
   // is gone (the client finished with it meanwhile: the reply goes on the first path).
   std::optional<ReplyPath> finish(uint64_t incarnation, uint64_t xid,
                                   std::shared_ptr<const SavedReply> reply);
+  // A request of `incarnation` arrived damaged and was answered CORRUPT, not run: a note
+  // that it did not run here, so that its copy -- flagged a resend when that answer was
+  // damaged too, as the client then cannot tell -- runs rather than be taken for one that
+  // may have come before the start (kBeforeStart). Within the window, like any record.
+  void refused(uint64_t incarnation, uint64_t xid, TimePoint now);
   // A DONE message of `incarnation`: what it says is finished goes (a running record's
   // reply is not kept when it finishes). An older DONE than one applied changes nothing.
   void done(uint64_t incarnation, const DoneAck& d, TimePoint now);
@@ -144,6 +167,7 @@ class ReplyCache {
   struct Entry {
     bool running = true;
     bool finished = false;  // the client finished with it while it ran: not kept
+    bool not_run = false;   // refused() it: arrived damaged, did not run
     ReplyPath path;
     std::shared_ptr<const SavedReply> reply;
   };
@@ -168,6 +192,7 @@ class ReplyCache {
       std::unordered_map<uint64_t, Client>::iterator it);
 
   ReplyCacheOptions opts_;
+  const TimePoint started_;
   std::unordered_map<uint64_t, Client> clients_;
   // Incarnations let go, oldest first, with the highest xid each had sent.
   std::deque<std::pair<uint64_t, uint64_t>> retired_order_;

@@ -147,6 +147,35 @@ TEST(ReplyCacheTest, ACopyOfAnEvictedOrForgottenClientsRequestIsUnknownNotRunAga
   EXPECT_EQ(rc.admit(kInc + 1, 4, 0, kRail2, kT0 + seconds(601)).what, Admit::kUnknown);
 }
 
+// A server that started at kT0 + 100 s: a copy (kFlagResend) it has no record of may have
+// reached its previous run, until restart_window has passed -- no copy sent before the
+// start comes later than a client's deadline.
+TEST(ReplyCacheTest, ACopyWithNoRecordSoonAfterTheStartIsUnknownAndRunsOnceTheWindowPassed) {
+  const TimePoint start = kT0 + seconds(100);
+  ReplyCacheOptions o;
+  o.restart_window = seconds(50);
+  ReplyCache rc(o, start);
+  // A first copy runs, whenever it comes.
+  EXPECT_EQ(rc.admit(kInc, 7, 0, kRail1, start).what, Admit::kRun);
+  // A copy of a request the cache has no record of: unknown, not recorded, not run --
+  // even of an incarnation it knows (whose new requests came first).
+  EXPECT_EQ(rc.admit(kInc, 8, 1, kRail1, start + seconds(1), true).what, Admit::kBeforeStart);
+  EXPECT_EQ(rc.admit(kInc + 1, 3, 0, kRail1, start + seconds(49), true).what, Admit::kBeforeStart);
+  EXPECT_EQ(rc.stats().before_start, 2u);
+  EXPECT_EQ(rc.stats().entries, 1u);
+  // A copy of one it has: its saved reply, as at any time.
+  ASSERT_TRUE(rc.finish(kInc, 7, reply(7, "seven")));
+  EXPECT_EQ(rc.admit(kInc, 7, 0, kRail2, start + seconds(2), true).what, Admit::kSaved);
+  // One that arrived damaged and was refused (CORRUPT) did not run here: its copy runs,
+  // once -- a second copy is one of a running request.
+  rc.refused(kInc, 8, start + seconds(3));
+  EXPECT_EQ(rc.admit(kInc, 8, 1, kRail2, start + seconds(3), true).what, Admit::kRun);
+  EXPECT_EQ(rc.admit(kInc, 8, 1, kRail2, start + seconds(3), true).what, Admit::kRunning);
+  // After the window, a copy with no record is one whose earlier copies never arrived.
+  EXPECT_EQ(rc.admit(kInc, 9, 2, kRail1, start + seconds(50), true).what, Admit::kRun);
+  EXPECT_EQ(rc.stats().before_start, 2u);
+}
+
 TEST(ReplyCacheTest, DoneMessagesDecodeOnlyWhenWellFormed) {
   DoneAck d{100, {3, 7, 99}};
   Buffer b = encode_done(d);

@@ -42,10 +42,15 @@ struct RpcClient::Call final : TxCompletion {
   Callback cb;
 
   RpcReply reply;
-  std::atomic<bool> resolved{false};           // the outcome is decided (a reply, or an error)
-  std::atomic<bool> delivered{false};          // the callback ran (or is running)
-  CallPtr tx_keep GUARDED_BY(eng->mu_);        // this call, while a write of it is outstanding
-  bool sent GUARDED_BY(eng->mu_) = false;      // the current attempt's write completed
+  std::atomic<bool> resolved{false};       // the outcome is decided (a reply, or an error)
+  std::atomic<bool> delivered{false};      // the callback ran (or is running)
+  CallPtr tx_keep GUARDED_BY(eng->mu_);    // this call, while a write of it is outstanding
+  bool sent GUARDED_BY(eng->mu_) = false;  // the current attempt's write completed
+  // Attempts whose write completed, and those of them the server answered CORRUPT (damaged
+  // on the way: not run). While some written one may have run, every later attempt is a
+  // copy (kFlagResend).
+  int written GUARDED_BY(eng->mu_) = 0;
+  int not_run GUARDED_BY(eng->mu_) = 0;
   bool reply_in GUARDED_BY(eng->mu_) = false;  // a reply arrived (resolved by it)
   // The current attempt's reply arrived damaged (or said its request did) before its write
   // completed: why, to resend with then; OK when not.

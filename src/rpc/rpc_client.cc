@@ -251,7 +251,8 @@ RpcClient::Armed RpcClient::arm_locked(const CallPtr& c, TimePoint now) {
     while (!c->acct->unacked.empty() && c->acct->unacked.front() < oldest)
       c->acct->unacked.pop_front();
   return {c, c->attempt_deadline,
-          static_cast<uint32_t>(std::min<uint64_t>(c->xid - oldest, UINT32_MAX))};
+          static_cast<uint32_t>(std::min<uint64_t>(c->xid - oldest, UINT32_MAX)),
+          static_cast<uint8_t>(c->flags | (c->written > c->not_run ? kFlagResend : 0))};
 }
 
 void RpcClient::on_wire_locked(const CallPtr& c) {
@@ -376,7 +377,7 @@ void RpcClient::send_call(const Armed& a) {
   auto f = std::make_unique<OutFrame>();
   f->hdr.kind = FrameKind::kRequest;
   f->hdr.msg_type = c->type;
-  f->hdr.flags = c->flags;
+  f->hdr.flags = a.flags;
   f->hdr.xid = c->xid;
   f->hdr.incarnation = incarnation_;
   f->payload = c->payload;
@@ -403,6 +404,7 @@ void RpcClient::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
     if (s.ok()) {
       c->tx_times = t;
       c->sent = true;
+      ++c->written;
     }
     reply_in = c->reply_in;
     if (reply_in) d = complete_locked(*c);  // the reply came before this write's completion

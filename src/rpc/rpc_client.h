@@ -80,8 +80,9 @@ class RpcClient {
 
   // What comes back (from the engine's NetRx).
   void on_reply(const Nid& from, InFrame&& f, RxCredit credit);
-  // A reply that failed its data checksum (`s` says so): its RPC goes again.
-  void resend_damaged(uint64_t xid, const Status& s);
+  // A reply that failed its data checksum (`s` says so), or one that says its request
+  // arrived damaged and did not run (`not_run`): its RPC goes again.
+  void resend_damaged(uint64_t xid, const Status& s, bool not_run = false);
   // The caller's memory for reply `hdr`'s bulk, when its call lent some
   // (CallOptions::reply_memory).
   std::optional<Buffer> reply_memory(const FrameHeader& hdr, std::function<void()> cancel);
@@ -96,15 +97,17 @@ class RpcClient {
   CallPtr start_call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, Callback cb,
                      CallOptions o);
   void submit(const CallPtr& c);
-  // An attempt of a call ready to go on the wire: its deadline and done_lag were decided
-  // under mu_ as it was armed (arm_locked), so sending it takes no lock.
+  // An attempt of a call ready to go on the wire: its deadline, done_lag and flags were
+  // decided under mu_ as it was armed (arm_locked), so sending it takes no lock.
   struct Armed {
     CallPtr c;
     TimePoint deadline;
     uint32_t done_lag = 0;
+    uint8_t flags = 0;  // the call's, and kFlagResend on a copy of one written before
   };
   // Arms the current attempt of `c` (on the wire, xid given) at `now`: its attempt
-  // deadline, the done_lag its request carries, and tx_keep until its write completes.
+  // deadline, the done_lag and flags its request carries, and tx_keep until its write
+  // completes.
   Armed arm_locked(const CallPtr& c, TimePoint now) REQUIRES(mu_);
   void send_call(const Armed& a);
   // The net is done with a write of `c` (Call::on_tx_done).

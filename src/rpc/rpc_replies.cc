@@ -9,7 +9,7 @@
 
 namespace pfsnet {
 
-void RpcClient::resend_damaged(uint64_t xid, const Status& s) {
+void RpcClient::resend_damaged(uint64_t xid, const Status& s, bool not_run) {
   CallPtr c;
   TxTimes path;
   int attempt = 0;
@@ -18,7 +18,8 @@ void RpcClient::resend_damaged(uint64_t xid, const Status& s) {
     auto it = pending_.find(xid);
     if (it == pending_.end()) return;  // answered, timed out or cancelled already
     c = it->second;
-    if (!c->sent) {  // its write completes later: on_tx_done resends
+    if (not_run) ++c->not_run;  // that copy's fate is known (its write is counted either way)
+    if (!c->sent) {             // its write completes later: on_tx_done resends
       c->damaged = s;
       return;
     }
@@ -45,8 +46,9 @@ void RpcClient::on_reply(const Nid& from, InFrame&& f, RxCredit credit) {
   if (f.hdr.status == static_cast<uint16_t>(Code::kCorrupt)) {
     // The request arrived damaged and did not run: it goes again.
     credit.release();
-    resend_damaged(f.hdr.xid, Status(Code::kCorrupt, std::string(f.payload.view()),
-                                     HealthKind::kPeerNiCorrupt));
+    resend_damaged(
+        f.hdr.xid,
+        Status(Code::kCorrupt, std::string(f.payload.view()), HealthKind::kPeerNiCorrupt), true);
     return;
   }
   // One critical section: the call found and resolved by its reply, its slot passed on,

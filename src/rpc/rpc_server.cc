@@ -75,7 +75,13 @@ RpcServer::RpcServer(Net& net, const RpcOptions& opts, const std::atomic<RpcStat
       names_(names),
       clock_(net.clock()),
       workers_(opts.workers, net.clock(), "pfs-rpc-worker"),
-      replay_(opts.replay) {}
+      replay_(
+          [&] {
+            ReplyCacheOptions o = opts.replay;
+            o.restart_window = opts.default_timeout;  // no copy sent before the start is later
+            return o;
+          }(),
+          net.clock().now()) {}
 
 void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
   if (f.hdr.msg_type == kMsgRpcDone) {
@@ -93,7 +99,7 @@ void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
   }
   const TypeInfo& t = it->second;
   const bool saved = t.once && f.hdr.incarnation != 0;
-  if (saved && !admit(from, f.hdr)) {
+  if (saved && !admit(from, f.hdr, (f.hdr.flags & kFlagResend) && !t.restart_safe)) {
     credit.release();
     return;
   }
@@ -170,12 +176,12 @@ void RpcServer::serve_done(const Nid& from, InFrame&& f, RxCredit credit) {
   send_reply(from, f.hdr, f.times.complete, std::move(r), false);
 }
 
-bool RpcServer::admit(const Nid& from, const FrameHeader& h) {
+bool RpcServer::admit(const Nid& from, const FrameHeader& h, bool copy) {
   Admission a;
   {
     MutexLock lk(replay_mu_);
     a = replay_.admit(h.incarnation, h.xid, h.done_lag, ReplyPath{from.pack(), h.dst_nid},
-                      clock_.now());
+                      clock_.now(), copy);
   }
   switch (a.what) {
     case Admit::kRun:
@@ -191,9 +197,16 @@ bool RpcServer::admit(const Nid& from, const FrameHeader& h) {
       send_reply_frame(from, h.dst_nid, ReplyRef{std::move(a.reply), {}}, clock_.now());
       return false;
     case Admit::kOverWindow:
-    case Admit::kUnknown: {
+    case Admit::kUnknown:
+    case Admit::kBeforeStart: {
       RpcResponse r;
-      if (a.what == Admit::kOverWindow)
+      if (a.what == Admit::kBeforeStart)
+        r.status = Status(Code::kOutcomeUnknown,
+                          "request " + type_name(h.msg_type) + " xid " + std::to_string(h.xid) +
+                              " is a copy of one that may have reached this server before it "
+                              "started, and it keeps no record across its restart: whether it "
+                              "ran cannot be told; not run again");
+      else if (a.what == Admit::kOverWindow)
         r.status =
             Status(Code::kProtocol,
                    "request " + type_name(h.msg_type) + " xid " + std::to_string(h.xid) +
@@ -281,7 +294,8 @@ RpcServer::TypeInfo& RpcServer::add_type(uint32_t type, std::string name, Execut
   names_.define(type, std::move(name));
   TypeInfo& t = types_[type];
   assert(!t.handler && !t.async);
-  t.once = exec == Execution::kOnce;
+  t.once = exec != Execution::kRepeatable;
+  t.restart_safe = exec == Execution::kOnceRestartSafe;
   return t;
 }
 
@@ -301,6 +315,11 @@ void RpcServer::handle_async(uint32_t type, std::string name, AsyncHandler h, Ex
 
 void RpcServer::refuse_corrupt(const Nid& from, const FrameHeader& hdr, RxCredit credit) {
   credit.release();
+  if (auto t = types_.find(hdr.msg_type);
+      t != types_.end() && t->second.once && hdr.incarnation != 0) {
+    MutexLock lk(replay_mu_);
+    replay_.refused(hdr.incarnation, hdr.xid, clock_.now());
+  }
   RpcResponse r;
   r.status = Status(Code::kCorrupt,
                     "request " + type_name(hdr.msg_type) + " xid " + std::to_string(hdr.xid) +

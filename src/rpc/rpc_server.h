@@ -37,7 +37,8 @@ class RpcServer {
 
   // A request from `from` (the engine's NetRx).
   void serve(const Nid& from, InFrame&& f, RxCredit credit);
-  // A request that failed its data checksum: a CORRUPT error reply, not run, not recorded.
+  // A request that failed its data checksum: a CORRUPT error reply, not run; the reply
+  // cache notes that it did not run (ReplyCache::refused), so its copy runs.
   void refuse_corrupt(const Nid& from, const FrameHeader& hdr, RxCredit credit);
   // Forgets idle client incarnations (every 10 s of `now`).
   void expire(TimePoint now);
@@ -62,16 +63,18 @@ class RpcServer {
     Handler handler;
     AsyncHandler async;  // instead of handler
     HandlerMode mode = HandlerMode::kInline;
-    bool once = true;         // Execution::kOnce
-    bool hold_credit = true;  // AsyncCredit::kHeld
+    bool once = true;           // Execution::kOnce or kOnceRestartSafe
+    bool restart_safe = false;  // Execution::kOnceRestartSafe
+    bool hold_credit = true;    // AsyncCredit::kHeld
   };
   std::string type_name(uint32_t type) const { return names_.name(type); }
   // Names `type` and files it as served, once run or repeatable as `exec` says.
   TypeInfo& add_type(uint32_t type, std::string name, Execution exec);
   void serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit, bool saved);
   // A request of an incarnation: runs (true) unless the reply cache has seen it, in which
-  // case it is answered or dropped here (false).
-  bool admit(const Nid& from, const FrameHeader& h);
+  // case it is answered or dropped here (false). `copy`: flagged kFlagResend, of a type
+  // that keeps no record of its own across a restart (ReplyCache::admit).
+  bool admit(const Nid& from, const FrameHeader& h, bool copy);
   // A DONE message (rpc/reply_cache.h): applied, answered OK or with why it is malformed.
   void serve_done(const Nid& from, InFrame&& f, RxCredit credit);
   // `counted`: a handler ran, so its execution time goes into the statistics. `saved`:

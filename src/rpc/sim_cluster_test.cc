@@ -134,7 +134,9 @@ TEST_F(SimClusterTest, AKilledNodeRefusesAndARestartedOneAnswers) {
 // and n2 is killed, then started again 1 s later. The call is resent every 250 ms while n2
 // is down (the same incarnation and xid: what a restarted server keys its record of what
 // ran by, storage/last_rcvd.h), and answered by the new n2 once the client's backed-off
-// reconnect comes; the same call without recover fails within its deadline.
+// reconnect comes; the same call without recover fails within its deadline. NOTE is
+// Execution::kOnceRestartSafe (its handler's `seen` stands for last_rcvd), so the copy goes
+// to the handler: a kOnce type's would be answered OUTCOME_UNKNOWN (ExactlyOnceSimTest).
 TEST_F(SimClusterTest, ARecoverCallWaitsForItsServersRestartAndArrivesWithItsXid) {
   constexpr uint32_t kNote = 12;
   std::vector<std::pair<uint64_t, uint64_t>> seen;  // (incarnation, xid) of each arrival
@@ -145,7 +147,7 @@ TEST_F(SimClusterTest, ARecoverCallWaitsForItsServersRestartAndArrivesWithItsXid
           seen.emplace_back(q.incarnation, q.xid);
           return RpcResponse{};
         },
-        HandlerMode::kInline);
+        HandlerMode::kInline, Execution::kOnceRestartSafe);
   };
   auto restart = [&] {
     SimNode* n = c_.add("n2", {nid(2)}, NetOptions{}, opts());

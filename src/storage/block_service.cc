@@ -40,9 +40,12 @@ BlockService::BlockService(BlockServiceOptions opts, RpcEngine& rpc, RpcStats* s
     if (!serving()) return Status(Code::kNotFound, "no block targets here");
     return BlockInfo{opts_.block_size, static_cast<uint32_t>(opts_.targets.size()), opts_.capacity};
   });
-  rpc_.handle_async(kMsgBlockWrite, "BLOCK_WRITE", [this](RpcRequest& req, Responder resp) {
-    on_io(kMsgBlockWrite, req, std::move(resp));
-  });
+  // A write runs once; a copy after this server's restart is answered from its target's
+  // last_rcvd (a memory target's data went with the process: the copy writes it again).
+  rpc_.handle_async(
+      kMsgBlockWrite, "BLOCK_WRITE",
+      [this](RpcRequest& req, Responder resp) { on_io(kMsgBlockWrite, req, std::move(resp)); },
+      Execution::kOnceRestartSafe);
   // A read changes nothing, and its reply (a block) is too large to keep for a resend.
   rpc_.handle_async(
       kMsgBlockRead, "BLOCK_READ",

@@ -42,6 +42,10 @@ inline constexpr uint8_t kFlagWindowEmpty = 2;
 // count against FrameLimits::max_payload.
 inline constexpr uint8_t kFlagDataCrc = 4;
 inline constexpr uint32_t kDataCrcSize = 4;
+// REQUEST: a copy -- its client wrote an earlier one to a connection, so the server (or
+// its previous run, before a restart) may have it already (rpc/reply_cache.h). A receiver
+// that does not know the flag ignores it.
+inline constexpr uint8_t kFlagResend = 8;
 
 struct FrameHeader {
   FrameKind kind = FrameKind::kRequest;
