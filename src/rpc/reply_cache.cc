@@ -61,6 +61,12 @@ std::string_view admit_name(Admit a) {
   return "?";
 }
 
+bool ReplyCache::of_retired(uint64_t incarnation, uint64_t xid) const {
+  if (retired_.empty()) return false;  // the usual case: no lookup
+  auto r = retired_.find(incarnation);
+  return r != retired_.end() && xid <= r->second;
+}
+
 bool ReplyCache::finished(const Client& c, uint64_t xid) const {
   if (xid < c.done_below) return true;
   return xid < c.done_upper && !std::binary_search(c.open.begin(), c.open.end(), xid);
@@ -117,8 +123,7 @@ Admission ReplyCache::admit(uint64_t incarnation, uint64_t xid, uint32_t done_la
     ++counts_.replayed;
     return {Admit::kSaved, e.reply};
   }
-  if (auto r = retired_.empty() ? retired_.end() : retired_.find(incarnation);
-      r != retired_.end() && xid <= r->second) {
+  if (of_retired(incarnation, xid)) {
     ++counts_.unknown;  // a copy of a request of state this cache let go
     return {Admit::kUnknown, nullptr};
   }
@@ -164,7 +169,7 @@ void ReplyCache::refused(uint64_t incarnation, uint64_t xid, TimePoint now) {
   Client& c = clients_[incarnation];
   c.last = now;
   if (finished(c, xid) || c.entries.count(xid) || c.entries.size() >= opts_.window) return;
-  if (auto r = retired_.find(incarnation); r != retired_.end() && xid <= r->second) return;
+  if (of_retired(incarnation, xid)) return;
   c.max_xid = std::max(c.max_xid, xid);
   Entry& e = c.entries[xid];
   e.running = false;

@@ -182,6 +182,8 @@ class ReplyCache {
     std::map<uint64_t, Entry> entries;
   };
   bool finished(const Client& c, uint64_t xid) const;
+  // `xid` of `incarnation` was sent before this cache let that incarnation go.
+  bool of_retired(uint64_t incarnation, uint64_t xid) const;
   // Lets the record at `it` go, with its saved reply's bytes.
   std::map<uint64_t, Entry>::iterator erase(Client& c, std::map<uint64_t, Entry>::iterator it);
   void forget_below(Client& c, uint64_t mark);
