@@ -80,6 +80,11 @@ struct CallOptions {
   // back), it is resent every kRecoverResend until its deadline -- not retry_count times
   // at once -- and reaches the server once it is back (Lustre's resend after recovery).
   bool recover = false;
+  // A resend after a failed connect goes at once, and fails at once while the peer's
+  // reconnect backs off past its attempt's deadline (ptlrpc's rq_no_delay): for a caller
+  // with somewhere else to go (a node failing over to the next MGS). Without it, such a
+  // resend waits for the peer's next connect when that comes within the RPC's deadline.
+  bool no_delay = false;
   // The CRC-32C (seed 0) of the request's bulk where the caller took it already (folded
   // into the copy that made the bulk): the data checksum then joins it, no pass over the
   // bulk. Wrong here, the server refuses the request as corrupt.

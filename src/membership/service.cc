@@ -416,6 +416,7 @@ void MembershipService::send_agent_request(TimePoint now) {
   if (!s) return;
   CallOptions co;
   co.timeout = request_timeout_;
+  co.no_delay = true;  // an MGS that refuses is failed over from, not waited for
   // The agent hands over its request encoded; the reply comes back decoded, or the error.
   if (s->kind == AgentCore::Kind::kRegister)
     call_encoded_async(

@@ -342,6 +342,21 @@ Status Net::backoff_locked(Path& p, const TxMsg& m) {
                 HealthKind::kPeerNiConnectError);
 }
 
+TimePoint Net::connect_due(const Nid& dst, TimePoint now) {
+  PeerNi* pni = table_->find(dst);
+  if (!pni) return now;
+  thread_local std::vector<Path*> paths;
+  table_->peer_paths(*pni, &paths);
+  TimePoint due = TimePoint::max();
+  for (Path* p : paths) {
+    if (!p->ni->up.load()) continue;
+    MutexLock lk(p->ni->mu);
+    if (p->tx_conn || p->connecting || p->reconnect_at <= now) return now;
+    due = std::min(due, p->reconnect_at);
+  }
+  return due == TimePoint::max() ? now : due;  // no NI up: the send's own error says so
+}
+
 void Net::back_off_locked(Path& p, TimePoint now, const Status& why) {
   p.reconnect_interval = p.reconnect_interval.count() == 0
                              ? opts_.min_reconnect

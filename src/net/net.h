@@ -227,6 +227,12 @@ class Net final : public TransportEvents {
     transport_->set_socket_buffers(tx_bytes, rx_bytes);
   }
 
+  // When a send to `dst` may next go on a path without waiting for a reconnect: `now`
+  // while one of its paths is connected, connecting, or free to connect; else the
+  // earliest backoff's end (a caller whose send failed on a connect waits for that, within
+  // its own deadline, rather than resending at once). Any thread.
+  TimePoint connect_due(const Nid& dst, TimePoint now);
+
   // Applies transmit deadlines at `now` (see above), and returns the credits owed on any
   // connection on an explicit credit frame. Returns how many messages it failed or whose
   // connection it closed.

@@ -142,5 +142,71 @@ TEST_F(NoBackoffStormSimTest, WithoutTheBackoffEveryResendIsAConnect) {
   EXPECT_GE(n, uint64_t(40 * kClients)) << "four or more a second per client";
 }
 
+// An RPC whose connect backs off past its attempt's deadline but not past its own waits for
+// the next connect and is served then; a refused connect is one of its attempts; one whose
+// own deadline comes before the next connect fails at once with the connect's error; and
+// CallOptions::no_delay fails at once rather than wait.
+TEST(ReconnectWaitSimTest, ACallWaitsForTheNextConnectWithinItsOwnDeadlineNotItsAttempts) {
+  SimCluster c;
+  RpcOptions o;
+  o.default_timeout = 12s;  // three attempts of 4 s
+  SimNode* client = c.add("client", {client_nid(0)}, NetOptions{}, o);
+  ASSERT_NE(client, nullptr);
+  std::optional<RpcReply> r;
+  TimePoint start, end;
+  auto call = [&](CallOptions co) {
+    r.reset();
+    start = c.clock().now();
+    client->rpc.call_async(
+        server_nid(), kMsgPing, Buffer(), nullptr,
+        [&](RpcReply&& x) {
+          end = c.clock().now();
+          r = std::move(x);
+        },
+        co);
+    return c.run_until([&] { return r.has_value(); }, 30s, 10ms).has_value();
+  };
+  auto connects = [&] { return client->net.peers()[0].connects; };
+  auto next_connect = [&] { return client->net.peers()[0].paths.at(0).next_connect_s; };
+  // No server: three connects, each refused, the call waiting from one to the next (0.5-1 s,
+  // 1-2 s), then failing with the last one's error -- not three refusals in one instant.
+  ASSERT_TRUE(call(CallOptions{12s}));
+  EXPECT_EQ(r->status.health_kind(), HealthKind::kPeerNiConnectError) << r->status.to_string();
+  EXPECT_NE(r->status.message().find("failed after 3 attempts"), std::string::npos)
+      << r->status.to_string();
+  EXPECT_NE(r->status.message().find("onnection refused"), std::string::npos)
+      << r->status.to_string();
+  EXPECT_EQ(connects(), 3u);
+  EXPECT_GE(end - start, 1500ms) << "0.5-1 s, then 1-2 s, between the connects";
+  EXPECT_LE(end - start, 3s);
+  // A call due before the next connect (2-4 s away) fails at once, saying when it comes.
+  const double next = next_connect();
+  ASSERT_GT(next, 1.0);
+  ASSERT_TRUE(call(CallOptions{1s}));
+  EXPECT_EQ(end - start, Duration::zero());
+  EXPECT_EQ(r->status.health_kind(), HealthKind::kPeerNiConnectError);
+  EXPECT_NE(r->status.message().find("comes after"), std::string::npos) << r->status.to_string();
+  EXPECT_EQ(connects(), 3u);
+  // The server is back. A call whose attempts (0.5 s) end before the next connect but whose
+  // deadline (12 s) does not waits for it and is served then, on the one connect due.
+  ASSERT_NE(c.add("server", {server_nid()}, NetOptions{}, o), nullptr);
+  CallOptions co{12s};
+  co.attempt_timeout = 500ms;
+  co.no_delay = true;  // ... but not with no_delay: refused by the backoff three times at once
+  ASSERT_TRUE(call(co));
+  EXPECT_EQ(end - start, Duration::zero());
+  EXPECT_EQ(r->status.health_kind(), HealthKind::kPeerNiConnectError) << r->status.to_string();
+  EXPECT_NE(r->status.message().find("failed after 3 attempts"), std::string::npos)
+      << r->status.to_string();
+  co.no_delay = false;
+  const double due = next_connect();
+  ASSERT_TRUE(call(co));
+  ASSERT_TRUE(r->status.ok()) << r->status.to_string();
+  const double waited = std::chrono::duration<double>(end - start).count();
+  EXPECT_GE(waited, due - 0.01);
+  EXPECT_LE(waited, due + 0.05);
+  EXPECT_EQ(connects(), 4u) << "one connect, the one due";
+}
+
 }  // namespace reconnect_storm_test
 }  // namespace pfsnet

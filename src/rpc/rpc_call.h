@@ -35,6 +35,7 @@ struct RpcClient::Call final : TxCompletion {
   bool urgent = false;      // CallOptions::urgent: no max_rpcs_in_flight slot
   bool one_stream = false;  // CallOptions::one_stream
   bool recover = false;     // CallOptions::recover
+  bool no_delay = false;    // CallOptions::no_delay
   Payload payload;          // every attempt sends it (shared, never copied)
   BulkData bulk;
   std::optional<uint32_t> bulk_crc;        // CallOptions::bulk_crc
@@ -65,8 +66,8 @@ struct RpcClient::Call final : TxCompletion {
   // for an urgent call); null until it is on the wire, and for a DONE.
   Target* acct GUARDED_BY(eng->mu_) = nullptr;
   int attempts GUARDED_BY(eng->mu_) = 1;
-  // CallOptions::recover: the next attempt waits for this time (expire() sends it); none
-  // while it is not set.
+  // CallOptions::recover, or a wait for a reconnect: the next attempt waits for this time
+  // (expire() sends it); none while it is not set.
   std::optional<TimePoint> resend_at GUARDED_BY(eng->mu_);
   // The current attempt's write: times (copied into the reply when it is delivered), path
   // and connection.

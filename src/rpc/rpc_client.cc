@@ -104,6 +104,7 @@ RpcClient::CallPtr RpcClient::start_call(const Nid& dst, uint32_t type, Buffer p
   c->urgent = o.urgent;
   c->one_stream = o.one_stream;
   c->recover = o.recover;
+  c->no_delay = o.no_delay;
   c->attempt_timeout =
       c->pin ? total
       : o.attempt_timeout.count() > 0
@@ -423,22 +424,30 @@ void RpcClient::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
 RpcClient::Resend RpcClient::try_resend(const CallPtr& c, const Status& s,
                                         const TxTimes& failed_path, int seen_attempt) {
   TimePoint now = clock_.now();
+  // A connect that failed, or backs off past this attempt's deadline: the next attempt
+  // waits for the peer's next connect (expire() sends it then), within the RPC's own
+  // deadline, rather than being refused at once -- unless the caller has somewhere else to
+  // go and would rather fail at once (CallOptions::no_delay).
+  const bool unconnected =
+      s.health_kind() == HealthKind::kPeerNiConnectError && !c->pin && !c->no_delay;
+  const TimePoint connect_at = unconnected ? net_.connect_due(c->dst, now) : now;
   [[maybe_unused]] int attempt = 0;
   Armed a;
   {
     MutexLock lk(mu_);
     if (c->attempts != seen_attempt && !c->resolved.load()) return Resend::kStale;
     // A call that may wait for its server's restart: a failed connection after its first
-    // resend parks it until the next try (expire() sends it), however many.
-    const bool park = c->recover && c->attempts > 1 &&
-                      (s.code() == Code::kClosed || s.code() == Code::kUnreachable);
+    // resend parks it until the next try, however many.
+    const bool recover = c->recover && c->attempts > 1 &&
+                         (s.code() == Code::kClosed || s.code() == Code::kUnreachable);
     if (shut_ || c->resolved.load() || !c->on_wire || c->pin || !retryable(s) ||
-        (c->attempts > opts_.retry_count && !park) || now >= c->deadline)
+        (c->attempts > opts_.retry_count && !recover) || connect_at >= c->deadline ||
+        now >= c->deadline)
       return Resend::kGiveUp;
-    if (park) {
+    if (recover || connect_at > now) {
       c->sent = false;
       c->damaged = Status::Ok();
-      c->resend_at = now + kRecoverResend;
+      c->resend_at = recover ? std::max(connect_at, now + kRecoverResend) : connect_at;
       return Resend::kSent;
     }
     attempt = ++c->attempts;
