@@ -212,6 +212,30 @@ TEST_F(CliTest, ErrorsAreOneClearLine) {
   }
 }
 
+// Both programs name their release (CMakeLists.txt's project VERSION) and the commit they
+// were built from -- this checkout's HEAD, read by git here -- and exit 0, with nothing else
+// required (no subcommand, no --config).
+TEST_F(CliTest, VersionNamesTheReleaseAndTheCommit) {
+  auto [grc, head] =
+      run({"/bin/sh", "-c", "git -C " PFSNET_SOURCE_DIR " rev-parse --short=12 HEAD 2>/dev/null"});
+  head = grc == 0 ? head.substr(0, head.find('\n')) : "";
+  for (const char* program : {PFSNET_BIN, PFSNETD_BIN}) {
+    std::string name = std::string(program).substr(std::string(program).rfind('/') + 1);
+    auto [rc, out] = run({program, "--version"});
+    EXPECT_EQ(rc, 0) << out;
+    const std::string want = name + " " PFSNET_VERSION " (commit ";
+    ASSERT_EQ(out.rfind(want, 0), 0u) << out;
+    std::string commit = out.substr(want.size(), out.find(')') - want.size());
+    if (head.empty()) {
+      EXPECT_EQ(commit, "unknown") << out;
+    } else {
+      EXPECT_EQ(commit.substr(0, 12), head) << out;
+      EXPECT_TRUE(commit.size() == 12 || commit.substr(12) == "-dirty") << out;
+    }
+    EXPECT_EQ(out.substr(out.find(')')), ")\n") << out;
+  }
+}
+
 TEST_F(CliTest, DaemonRefusesABadConfigNamingFileLineAndKey) {
   std::string cfg = dir_.file("bad.toml");
   write_file(cfg, "[node]\nname = \"x\"\n[lnet]\npeer_credits = 0\n");

@@ -153,6 +153,11 @@ TEST(PrometheusTest, MetricsPassPromtoolAndShowMembership) {
             std::string::npos)
       << client;
   EXPECT_EQ(client.find("pfsnet_membership_node_state"), std::string::npos);  // the MGS's only
+  // The release and commit, on both (CliTest checks the commit against git).
+  for (const std::string* text : {&mgs, &client})
+    EXPECT_NE(text->find("pfsnet_build_info{version=\"" PFSNET_VERSION "\",commit=\""),
+              std::string::npos)
+        << *text;
   // The server executed the pings: its execution histogram.
   EXPECT_NE(mgs.find("pfsnet_rpc_message_execution_seconds_count{type=\"PING\"}"),
             std::string::npos);

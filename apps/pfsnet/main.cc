@@ -1,6 +1,8 @@
 // pfsnet: the operator's command-line tool. Talks to the local pfsnetd over its admin
 // socket (--socket, or PFSNET_SOCKET, default /run/pfsnet/pfsnetd.sock). Each subcommand
 // is one add_* function (cli.h); this file only assembles them.
+#include <pfsnet/version.h>
+
 #include <cstdlib>
 
 #include "cli.h"
@@ -9,6 +11,7 @@ int main(int argc, char** argv) {
   using namespace pfsnet::cli;
   CLI::App app{"pfsnet: operate and observe a pfsnet cluster through the local pfsnetd"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", pfsnet::version_line("pfsnet"));
   Invocation inv;
   const char* env = std::getenv("PFSNET_SOCKET");
   inv.socket = env && *env ? env : "/run/pfsnet/pfsnetd.sock";

@@ -1,5 +1,7 @@
 #include "pfsnetd/daemon.h"
 
+#include <pfsnet/version.h>
+
 #include "admin/dashboard.h"
 #include "base/log.h"
 #include "rpc/ping.h"
@@ -116,8 +118,10 @@ Status Daemon::start() {
   }
   std::string nids;
   for (const Nid& n : net_.local_nids()) nids += (nids.empty() ? "" : " ") + n.to_string();
-  PFS_LOG_INFO("pfsnetd started: node {} NIDs {} admin socket {}; ready: every service serves",
-               cfg.node.name, nids, cfg.node.admin_socket);
+  PFS_LOG_INFO(
+      "pfsnetd started: node {} NIDs {} admin socket {}; ready: every service serves; release {} "
+      "(commit {})",
+      cfg.node.name, nids, cfg.node.admin_socket, version(), build_commit());
   return Status::Ok();
 }
 

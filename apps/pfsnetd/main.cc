@@ -2,6 +2,7 @@
 // Runs in the foreground (as systemd expects); SIGTERM or SIGINT stop it cleanly.
 #include <pfsnet/buffer.h>
 #include <pfsnet/config.h>
+#include <pfsnet/version.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"pfsnetd: the pfsnet daemon (RPC fabric, statistics, admin socket)"};
+  app.set_version_flag("--version", pfsnet::version_line("pfsnetd"));
   std::string config_path, level;
   bool foreground = false;
   app.add_option("--config", config_path, "TOML configuration file")->required();

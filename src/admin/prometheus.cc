@@ -1,5 +1,7 @@
 #include "admin/prometheus.h"
 
+#include <pfsnet/version.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -213,6 +215,12 @@ std::string prometheus_text(const MetricsSnapshot& m) {
   const std::vector<NiInfo>& peers = m.peers;
   const StatsReport& rep = m.rpc;
   PromText text;
+  text.family("pfsnet_build_info", "gauge",
+              "Always 1; the labels name this daemon's release and the commit it was built from.");
+  text.sample(
+      "pfsnet_build_info",
+      "version=\"" + std::string(version()) + "\",commit=\"" + std::string(build_commit()) + "\"",
+      1);
   struct Counter {
     const char* suffix;
     const char* type;
