@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -161,6 +162,76 @@ TEST(PrometheusTest, MetricsPassPromtoolAndShowMembership) {
   // The server executed the pings: its execution histogram.
   EXPECT_NE(mgs.find("pfsnet_rpc_message_execution_seconds_count{type=\"PING\"}"),
             std::string::npos);
+  // docs/metrics.md has every family they serve, with its type and every label served.
+  struct Row {
+    std::string type;
+    std::set<std::string> labels;
+  };
+  std::map<std::string, Row> reference;
+  {
+    std::ifstream in(std::string(PFSNET_SOURCE_DIR) + "/docs/metrics.md");
+    ASSERT_TRUE(in.good());
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("| `pfsnet_", 0) != 0) continue;
+      std::vector<std::string> cells;
+      for (size_t a = 1, b; (b = line.find(" |", a)) != std::string::npos; a = b + 2)
+        cells.push_back(line.substr(a + 1, b - a - 1));
+      ASSERT_GE(cells.size(), 4u) << line;
+      Row r{cells[1], {}};
+      for (size_t a = 0; (a = cells[2].find('`', a)) != std::string::npos;) {
+        size_t b = cells[2].find('`', a + 1);
+        r.labels.insert(cells[2].substr(a + 1, b - a - 1));
+        a = b + 1;
+      }
+      reference[cells[0].substr(1, cells[0].size() - 2)] = r;
+    }
+  }
+  EXPECT_GT(reference.size(), 100u);
+  for (const auto& [who, text] : {std::pair{"mgs", mgs}, std::pair{"client", client}}) {
+    std::istringstream in(text);
+    std::string line;
+    std::map<std::string, std::string> types;
+    int families = 0;
+    while (std::getline(in, line)) {
+      if (line.rfind("# TYPE ", 0) == 0) {
+        std::istringstream w(line.substr(7));
+        std::string name, type;
+        w >> name >> type;
+        types[name] = type;
+        ++families;
+        auto it = reference.find(name);
+        EXPECT_NE(it, reference.end()) << who << " serves " << name << ", not in docs/metrics.md";
+        if (it != reference.end()) {
+          EXPECT_EQ(it->second.type, type) << name;
+        }
+        continue;
+      }
+      if (line.empty() || line[0] == '#') continue;
+      std::string name = line.substr(0, line.find_first_of("{ "));
+      for (const char* suffix : {"_bucket", "_sum", "_count"})
+        if (name.ends_with(suffix) && types.count(name.substr(0, name.size() - strlen(suffix))))
+          name.resize(name.size() - strlen(suffix));
+      auto it = reference.find(name);
+      if (it == reference.end()) continue;  // named above
+      size_t open = line.find('{'), close = line.find('}');
+      if (open == std::string::npos || close == std::string::npos) continue;
+      std::string labels = line.substr(open + 1, close - open - 1);
+      for (size_t a = 0; a < labels.size();) {
+        size_t eq = labels.find("=\"", a);
+        if (eq == std::string::npos) break;
+        std::string label = labels.substr(a, eq - a);
+        if (label != "le") {
+          EXPECT_TRUE(it->second.labels.count(label))
+              << name << " has label " << label << ", not in docs/metrics.md";
+        }
+        size_t end = labels.find('"', eq + 2);
+        while (end != std::string::npos && labels[end - 1] == '\\') end = labels.find('"', end + 1);
+        a = end == std::string::npos ? labels.size() : end + 2;  // past '",'
+      }
+    }
+    EXPECT_GT(families, 100) << who;
+  }
   for (const auto& [who, text] : {std::pair{"mgs", mgs}, std::pair{"client", client}}) {
     std::string file = c.dir.file(std::string(who) + ".prom");
     write_file(file, text);

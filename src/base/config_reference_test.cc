@@ -96,8 +96,8 @@ TEST(ConfigReferenceTest, EachRowsDefaultAndRunTimeAreTheCodes) {
       EXPECT_EQ(a, b) << key << ": documented " << doc << ", the code's " << value;
     else
       EXPECT_EQ(doc, value) << key;
-    static const std::set<std::string> types = {"integer", "number", "boolean", "string",
-                                                "list of strings", "table"};
+    static const std::set<std::string> types = {"integer", "number",          "boolean",
+                                                "string",  "list of strings", "table"};
     EXPECT_TRUE(types.count(r.type)) << key << ": type '" << r.type << "'";
   }
 }
