@@ -148,7 +148,7 @@ Result<json> health(const NodeParts& node) {
   if (!mgs_error.empty())
     problems.insert(
         problems.begin(),
-        Problem{"mgs", "MGS", "UNREACHABLE", in.node, 0,
+        Problem{"mgs", "MGS", "UNREACHABLE", in.node, 0,  // first: what follows may be partial
                 "its table could not be had, so dead nodes are not listed: " + mgs_error, ""});
   return health_json(in.node, in.table, problems);
 }

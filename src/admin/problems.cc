@@ -8,15 +8,18 @@
 
 namespace pfsnet {
 
+const std::vector<std::string>& problem_causes() {
+  static const std::vector<std::string> causes = {
+      "UNREACHABLE", "DEAD", "DOWN",      "PARTITION", "SUSPECT", "CPU",     "LOSSY",
+      "SLOW",        "MTU",  "THROTTLED", "UNHEALTHY", "SERVER",  "SETTINGS"};
+  return causes;
+}
+
 namespace {
 
 int severity(const std::string& cause) {
-  static const char* order[] = {"DEAD", "DOWN", "PARTITION", "SUSPECT",   "CPU",    "LOSSY",
-                                "SLOW", "MTU",  "THROTTLED", "UNHEALTHY", "SERVER", "SETTINGS"};
-  constexpr int n = sizeof order / sizeof order[0];
-  for (int i = 0; i < n; ++i)
-    if (cause == order[i]) return i;
-  return n;
+  const std::vector<std::string>& order = problem_causes();
+  return static_cast<int>(std::find(order.begin(), order.end(), cause) - order.begin());
 }
 
 // "health 800; errors PEER_NI_UNREACHABLE 2, ...; 3 recovery pings unanswered".

@@ -54,9 +54,13 @@ struct ProblemInputs {
 // one node's word is not the MGS's verdict, and a live node answers within the second.
 inline bool down_in_table(const StatusNode& n) { return n.state != NodeState::kUp && !n.verifying; }
 
+// Every cause a problem can have, severest first: UNREACHABLE (the MGS could not be asked),
+// DEAD, DOWN, PARTITION, SUSPECT, CPU, LOSSY, SLOW, MTU, THROTTLED, UNHEALTHY, SERVER,
+// SETTINGS. docs/health.md has a section for each (HealthCatalogueTest).
+const std::vector<std::string>& problem_causes();
+
 std::vector<Problem> find_problems(const ProblemInputs& in);
-// Severest first (DEAD, DOWN, PARTITION, SUSPECT, CPU, LOSSY, SLOW, MTU, THROTTLED, UNHEALTHY,
-// SERVER, SETTINGS), then oldest first.
+// Severest first (problem_causes()' order), then oldest first.
 void sort_problems(std::vector<Problem>& v);
 
 }  // namespace pfsnet

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "base/test_nid.h"
 
 namespace pfsnet {
@@ -253,6 +255,30 @@ TEST(ProblemsTest, TheMeshNamesAnNiWhoseMtuIsNotItsLinks) {
   p = find_problems(in);
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].cause, "DEAD");
+}
+
+}  // namespace
+}  // namespace pfsnet
+
+namespace pfsnet {
+namespace {
+
+// docs/health.md, the health catalogue: a section ("## CAUSE") for every cause a problem
+// can have, in problem_causes()' order (the order pfsnet health sorts by), and none for a
+// cause the code does not have.
+TEST(HealthCatalogueTest, EveryCauseHasASectionInSeverityOrderAndEverySectionACause) {
+  std::ifstream in(std::string(PFSNET_SOURCE_DIR) + "/docs/health.md");
+  ASSERT_TRUE(in.good());
+  std::vector<std::string> sections;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("## ", 0) == 0) sections.push_back(line.substr(3));
+  EXPECT_EQ(sections, problem_causes());
+  // And the sort follows that order.
+  std::vector<Problem> v;
+  for (auto it = problem_causes().rbegin(); it != problem_causes().rend(); ++it)
+    v.push_back(Problem{"node", "n1", *it, "n1", 0, "", ""});
+  sort_problems(v);
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i].cause, problem_causes()[i]);
 }
 
 }  // namespace
