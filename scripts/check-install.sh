@@ -12,6 +12,25 @@ for f in bin/pfsnetd bin/pfsnet lib/libpfsnet_rpc.a lib/libpfsnet_node.a include
          lib/systemd/system/pfsnetd.service share/doc/pfsnet/pfsnetd.toml.example; do
   [ -e "$prefix/$f" ] || { echo "install: $f missing" >&2; exit 1; }
 done
+# The manual pages: each found by man in the installed tree, rendered without a warning,
+# and saying what the programs and the reference say.
+for page in "1 pfsnet" "8 pfsnetd" "5 pfsnetd.toml"; do
+  set -- $page
+  file=$(MANPATH="$prefix/share/man" man -w "$1" "$2") || { echo "install: man $1 $2 missing" >&2; exit 1; }
+  warnings=$(MANPATH="$prefix/share/man" man --warnings -E UTF-8 -Tutf8 "$1" "$2" 2>&1 >/dev/null)
+  [ -z "$warnings" ] || { echo "install: man $1 $2: $warnings" >&2; exit 1; }
+  case "$file" in "$prefix"/*) ;; *) echo "install: man $1 $2 is $file" >&2; exit 1 ;; esac
+done
+text=$(MANPATH="$prefix/share/man" MANWIDTH=200 man 1 pfsnet 2>/dev/null)
+for sub in ping "diag rpc" health "bench gpfs" "file"; do
+  grep -q "^   $sub\b" <<<"$text" || { echo "install: pfsnet(1) lacks '$sub'" >&2; exit 1; }
+done
+grep -q "$("$prefix/bin/pfsnet" --version | awk '{print $2}')" <<<"$text" ||
+  { echo "install: pfsnet(1) names another version" >&2; exit 1; }
+text=$(MANPATH="$prefix/share/man" MANWIDTH=200 man 5 pfsnetd.toml 2>/dev/null)
+keys=$(grep -c '^| `' "$src/docs/configuration.md")
+[ "$(grep -cE '^       [a-z]+\.[A-Za-z_]+$' <<<"$text")" -eq "$keys" ] ||
+  { echo "install: pfsnetd.toml(5) lacks keys of docs/configuration.md ($keys)" >&2; exit 1; }
 # Only the public API is installed: no internal header.
 if [ -e "$prefix/include/pfsnet/rpc/rpc_engine.h" ] || [ -d "$prefix/include/pfsnet/net" ]; then
   echo "install: internal headers installed" >&2

@@ -8,7 +8,7 @@ packages=(
   libasio-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libssl-dev libipsec-mb-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev libfabric-dev libfabric-bin
-  prometheus curl bc nftables openssl chromium iperf3 etcd-server
+  prometheus curl bc nftables openssl chromium iperf3 etcd-server help2man
 )
 # npm installs the dashboard's chart library at build time; the machine's Node.js may
 # bring its own npm (NodeSource), else Debian's.
