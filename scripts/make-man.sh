@@ -44,7 +44,7 @@ command says (ping: 1 when an RPC failed).
 The reference is in /usr/share/doc/pfsnet (configuration.md, metrics.md, health.md).
 TXT
 } > "$tmp/pfsnet.h2m"
-help2man --no-info --no-discard-stderr --section 1 --include "$tmp/pfsnet.h2m" \
+help2man --no-info --section 1 --include "$tmp/pfsnet.h2m" \
   --name "operate and observe a pfsnet cluster through the local pfsnetd" \
   --output "$out/pfsnet.1" "$pfsnet"
 
@@ -76,7 +76,7 @@ The admin socket.
 .BR pfsnet (1),
 .BR pfsnetd.toml (5).
 TXT
-help2man --no-info --no-discard-stderr --section 8 --include "$tmp/pfsnetd.h2m" \
+help2man --no-info --section 8 --include "$tmp/pfsnetd.h2m" \
   --name "the pfsnet daemon" --output "$out/pfsnetd.8" "$pfsnetd"
 
 # pfsnetd.toml(5): the tables of docs/configuration.md, one .TP entry per key.
