@@ -401,7 +401,7 @@ json mem_pass(const Options& o, bool checksum, bool direct) {
 // write's from its writers' buffers into memory of the share's size (the target's received
 // blocks, each the memory of a block replaced a pass ago). The best of three, as above,
 // before the cluster starts: run between passes, these streams cost the next buffered
-// write pass about a quarter (not understood; README).
+// write pass about a quarter (not understood; docs/storage.md).
 struct SameBytes {
   double read = 0, write = 0;
 };

@@ -501,7 +501,7 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
 //
 // ctest runs it for 60 s (regular build; run alone: it needs the two cores);
 // scripts/quiet_cluster.sh for 600 s or PFSNET_QUIET_SECONDS. Its figures, before and
-// after each rule that made it true, are in the README.
+// after each rule that made it true, are in docs/health_rules.md.
 TEST(NetnsTest, AQuietClusterUnderLoadListsNothing) {
 #if PFSNET_UNDER_ASAN || PFSNET_UNDER_TSAN
   GTEST_SKIP() << "timing-bound: eight sanitized daemons under load overload this host";

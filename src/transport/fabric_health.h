@@ -1,7 +1,7 @@
 // What a fabric error says about health (LNet health, docs/sources.md): the connection manager's
 // events and the completion errors of posted operations, as libfabric reports them (an errno),
 // mapped to the LNet health kinds. Used by the fabric transport where it reads its event and
-// completion queues; the table is in the README ("Fabric errors and health").
+// completion queues; the table is in docs/rdma.md.
 //
 //   where        rdma_cm event / verbs status          libfabric err         kind
 //   connecting   ADDR_ERROR (address resolution)       ENODATA EADDRNOTAVAIL PEER_NI_ADDR_ERROR
