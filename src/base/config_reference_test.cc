@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <pfsnet/config.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -106,7 +107,9 @@ TEST(ConfigReferenceTest, EachRowsDefaultAndRunTimeAreTheCodes) {
 // refused with exactly that range.
 TEST(ConfigReferenceTest, EachRowsRangeIsTheParsers) {
   int checked = 0;
-  for (const auto& [key, r] : read_reference()) {
+  for (const auto& entry : read_reference()) {
+    const std::string& key = entry.first;
+    const Row& r = entry.second;  // named, not bound: a lambda below captures it
     if (r.type != "integer" && r.type != "number") continue;
     size_t dots = r.range.find("..");
     ASSERT_NE(dots, std::string::npos) << key << ": range '" << r.range << "'";
