@@ -433,6 +433,7 @@ RpcClient::Resend RpcClient::try_resend(const CallPtr& c, const Status& s,
   const TimePoint connect_at = unconnected ? net_.connect_due(c->dst, now) : now;
   [[maybe_unused]] int attempt = 0;
   Armed a;
+  bool later = false;  // parked: expire() sends it at resend_at
   {
     MutexLock lk(mu_);
     if (c->attempts != seen_attempt && !c->resolved.load()) return Resend::kStale;
@@ -444,18 +445,18 @@ RpcClient::Resend RpcClient::try_resend(const CallPtr& c, const Status& s,
         (c->attempts > opts_.retry_count && !recover) || connect_at >= c->deadline ||
         now >= c->deadline)
       return Resend::kGiveUp;
-    if (recover || connect_at > now) {
-      c->sent = false;
-      c->damaged = Status::Ok();
-      c->resend_at = recover ? std::max(connect_at, now + kRecoverResend) : connect_at;
-      return Resend::kSent;
-    }
-    attempt = ++c->attempts;
     c->sent = false;
     c->damaged = Status::Ok();
-    a = arm_locked(c, now);
+    later = recover || connect_at > now;
+    if (later) {
+      c->resend_at = recover ? std::max(connect_at, now + kRecoverResend) : connect_at;
+    } else {
+      attempt = ++c->attempts;
+      a = arm_locked(c, now);
+    }
   }
-  net_.note_resend(failed_path);
+  net_.note_resend(failed_path);  // sent again now or at resend_at: a resend either way
+  if (later) return Resend::kSent;
   PFS_LOG_DEBUG("resending RPC {} to {} (xid {}, attempt {}): {}", type_name(c->type),
                 c->dst.to_string(), c->xid, attempt, s.to_string());
   send_call(a);
