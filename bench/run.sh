@@ -2,6 +2,9 @@
 # Builds in Release and prints one JSON line per figure, each beside a baseline measured
 # in the same run: {"figure": NAME, "value": X, "baseline": Y, "ratio": X/Y, "unit": U}.
 #   bench/run.sh [--seconds S] [--only FIGURE]
+#   bench/run.sh --quick     the headline figures only (64 B round trip and rate, 1 MiB
+#                            writes and reads, exactly-once's cost), in a few minutes
+# Each part's time on the clock goes to stderr ("bench: PART took N s").
 # Without arguments it also runs membership_bench, health_bench (the slowness judgement's
 # cost at 100,000 peer NIs), mesh_bench (the probe mesh's cost per node at the defaults and
 # the MGS's at 100,000 nodes) and wan_bench (the WAN study on a real 50 ms path through
@@ -15,13 +18,25 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DPFSNET_BUILD_TESTS=OFF >/dev/null
 cmake --build build-release -j "$(nproc)" --target pfsnet_bench membership_bench health_bench mesh_bench wan_bench gpfs_bench pfsnetd pfsnet_delay_line >/dev/null
-build-release/bench/pfsnet_bench --pfsnetd build-release/apps/pfsnetd "$@"
+# Runs one part, saying on stderr how long it took.
+part() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "bench: $name took $((SECONDS - start)) s" >&2
+}
+if [ "${1:-}" = "--quick" ]; then
+  part pfsnet_bench build-release/bench/pfsnet_bench --pfsnetd build-release/apps/pfsnetd \
+    --only rpc_rtt_64b_p50,rpc_rate_64b,bulk_write_1m,bulk_read_1m,rpc_rate_64b_once_vs_repeatable
+  exit 0
+fi
+part pfsnet_bench build-release/bench/pfsnet_bench --pfsnetd build-release/apps/pfsnetd "$@"
 if [ $# -eq 0 ]; then
-  build-release/bench/membership_bench
-  build-release/bench/health_bench
-  build-release/bench/mesh_bench
-  build-release/bench/wan_bench --pfsnetd build-release/apps/pfsnetd \
+  part membership_bench build-release/bench/membership_bench
+  part health_bench build-release/bench/health_bench
+  part mesh_bench build-release/bench/mesh_bench
+  part wan_bench build-release/bench/wan_bench --pfsnetd build-release/apps/pfsnetd \
     --delay-line build-release/tools/delay_line/pfsnet_delay_line
-  build-release/bench/gpfs_bench --pfsnetd build-release/apps/pfsnetd \
+  part gpfs_bench build-release/bench/gpfs_bench --pfsnetd build-release/apps/pfsnetd \
     --pfsnet-bench build-release/bench/pfsnet_bench
 fi
