@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/test_doc_table.h"
 #include "cluster.h"
 
 namespace pfsnet::testing {
@@ -168,24 +169,16 @@ TEST(PrometheusTest, MetricsPassPromtoolAndShowMembership) {
     std::set<std::string> labels;
   };
   std::map<std::string, Row> reference;
-  {
-    std::ifstream in(std::string(PFSNET_SOURCE_DIR) + "/docs/metrics.md");
-    ASSERT_TRUE(in.good());
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind("| `pfsnet_", 0) != 0) continue;
-      std::vector<std::string> cells;
-      for (size_t a = 1, b; (b = line.find(" |", a)) != std::string::npos; a = b + 2)
-        cells.push_back(line.substr(a + 1, b - a - 1));
-      ASSERT_GE(cells.size(), 4u) << line;
-      Row r{cells[1], {}};
-      for (size_t a = 0; (a = cells[2].find('`', a)) != std::string::npos;) {
-        size_t b = cells[2].find('`', a + 1);
-        r.labels.insert(cells[2].substr(a + 1, b - a - 1));
-        a = b + 1;
-      }
-      reference[cells[0].substr(1, cells[0].size() - 2)] = r;
+  for (const std::vector<std::string>& cells :
+       doc_table_rows(std::string(PFSNET_SOURCE_DIR) + "/docs/metrics.md")) {
+    ASSERT_GE(cells.size(), 4u) << cells[0];
+    Row r{cells[1], {}};
+    for (size_t a = 0; (a = cells[2].find('`', a)) != std::string::npos;) {
+      size_t b = cells[2].find('`', a + 1);
+      r.labels.insert(cells[2].substr(a + 1, b - a - 1));
+      a = b + 1;
     }
+    reference[cells[0].substr(1, cells[0].size() - 2)] = r;
   }
   EXPECT_GT(reference.size(), 100u);
   for (const auto& [who, text] : {std::pair{"mgs", mgs}, std::pair{"client", client}}) {

@@ -6,12 +6,12 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "base/live_config.h"
+#include "base/test_doc_table.h"
 
 namespace pfsnet {
 namespace config_reference_test {
@@ -22,24 +22,15 @@ struct Row {
 
 // The table rows of the page: "| `key` | type | default | range | run time | text |".
 std::map<std::string, Row> read_reference() {
-  std::ifstream in(std::string(PFSNET_SOURCE_DIR) + "/docs/configuration.md");
-  EXPECT_TRUE(in.good()) << "docs/configuration.md";
+  const std::string page = std::string(PFSNET_SOURCE_DIR) + "/docs/configuration.md";
   std::map<std::string, Row> rows;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("| `", 0) != 0) continue;
-    std::vector<std::string> cells;
-    std::stringstream ss(line.substr(1));
-    std::string cell;
-    while (std::getline(ss, cell, '|')) {
-      size_t a = cell.find_first_not_of(' '), b = cell.find_last_not_of(' ');
-      cells.push_back(a == std::string::npos ? "" : cell.substr(a, b - a + 1));
-    }
-    EXPECT_GE(cells.size(), 6u) << line;
+  for (const std::vector<std::string>& cells : doc_table_rows(page)) {
+    EXPECT_GE(cells.size(), 6u) << cells[0];
     if (cells.size() < 6) continue;
     Row r{cells[0].substr(1, cells[0].size() - 2), cells[1], cells[2], cells[3], cells[4]};
     EXPECT_TRUE(rows.emplace(r.key, r).second) << "two rows for " << r.key;
   }
+  EXPECT_FALSE(rows.empty()) << page;
   return rows;
 }
 

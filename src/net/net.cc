@@ -324,9 +324,9 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
 }
 
 Status Net::backoff_locked(Path& p, const TxMsg& m) {
-  if (p.connecting || p.reconnect_at == TimePoint{}) return Status::Ok();
+  if (p.reconnect_at == TimePoint{}) return Status::Ok();  // no clock read: never failed
   TimePoint now = clock_.now();
-  if (now >= p.reconnect_at) return Status::Ok();
+  if (!p.backing_off(now)) return Status::Ok();
   if (m.deadline > p.reconnect_at) {  // it waits for the next attempt
     p.ni->counters.reconnect_waits.fetch_add(1, std::memory_order_relaxed);
     p.pni->counters.reconnect_waits.fetch_add(1, std::memory_order_relaxed);
@@ -351,7 +351,7 @@ TimePoint Net::connect_due(const Nid& dst, TimePoint now) {
   for (Path* p : paths) {
     if (!p->ni->up.load()) continue;
     MutexLock lk(p->ni->mu);
-    if (p->tx_conn || p->connecting || p->reconnect_at <= now) return now;
+    if (!p->backing_off(now)) return now;
     due = std::min(due, p->reconnect_at);
   }
   return due == TimePoint::max() ? now : due;  // no NI up: the send's own error says so

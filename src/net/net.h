@@ -371,6 +371,11 @@ class Net final : public TransportEvents {
     TimePoint reconnect_at GUARDED_BY(ni->mu){};
     Duration reconnect_interval GUARDED_BY(ni->mu){0};
     std::string reconnect_why GUARDED_BY(ni->mu);  // the failed connect's error
+    // Whether a connect has to wait for the backoff: none open or under way, the next not
+    // due yet. The one rule for a send that would wait and for when one may go.
+    bool backing_off(TimePoint now) const REQUIRES(ni->mu) {
+      return !tx_conn && !connecting && now < reconnect_at;
+    }
     // Copies, for a caller holding the NI's lock by another name (Net::expire).
     TimePoint next_connect() const REQUIRES(ni->mu) { return reconnect_at; }
     std::string last_connect_error() const REQUIRES(ni->mu) { return reconnect_why; }
