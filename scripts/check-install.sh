@@ -7,9 +7,10 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 prefix=$(mktemp -d /tmp/pfsnet-install-XXXXXX)
 trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for f in bin/pfsnetd bin/pfsnet lib/libpfsnet_rpc.a lib/libpfsnet_node.a include/pfsnet/node.h \
+for f in sbin/pfsnetd bin/pfsnet lib/libpfsnet_rpc.a lib/libpfsnet_node.a include/pfsnet/node.h \
          lib/cmake/pfsnet/pfsnetConfig.cmake lib/pkgconfig/pfsnet.pc \
-         lib/systemd/system/pfsnetd.service share/doc/pfsnet/pfsnetd.toml.example; do
+         lib/systemd/system/pfsnetd.service lib/sysusers.d/pfsnet.conf \
+         share/doc/pfsnet/pfsnetd.toml.example; do
   [ -e "$prefix/$f" ] || { echo "install: $f missing" >&2; exit 1; }
 done
 # The manual pages: each found by man in the installed tree, rendered without a warning,
@@ -55,7 +56,7 @@ admin_socket = "$prefix/d.sock"
 [[net]]
 nid = "$addr.2@tcp"
 CFG
-"$prefix/bin/pfsnetd" --config "$prefix/d.toml" --log-level warn &
+"$prefix/sbin/pfsnetd" --config "$prefix/d.toml" --log-level warn &
 pid=$!
 trap 'kill -KILL $pid 2>/dev/null || true; rm -rf "$prefix"' EXIT
 for _ in $(seq 1 100); do [ -S "$prefix/d.sock" ] && break; sleep 0.05; done

@@ -9,6 +9,7 @@ packages=(
   libspdlog-dev libfmt-dev libssl-dev libipsec-mb-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev libfabric-dev libfabric-bin
   prometheus curl bc nftables openssl chromium iperf3 etcd-server help2man
+  debhelper mmdebstrap lintian
 )
 # npm installs the dashboard's chart library at build time; the machine's Node.js may
 # bring its own npm (NodeSource), else Debian's.

@@ -71,7 +71,11 @@ The configuration (pfsnetd.toml(5)).
 The cluster key (pfsnet keygen).
 .TP
 .I /run/pfsnet/pfsnetd.sock
-The admin socket.
+The admin socket (root and the daemon's own user only).
+.TP
+.I /lib/systemd/system/pfsnetd.service
+The unit: pfsnetd runs as the system user pfsnet, which the package (or systemd-sysusers)
+creates; it needs no root.
 [SEE ALSO]
 .BR pfsnet (1),
 .BR pfsnetd.toml (5).

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -125,6 +126,55 @@ TEST(ConfigReferenceTest, EachRowsRangeIsTheParsers) {
     ++checked;
   }
   EXPECT_GT(checked, 60);
+}
+
+// packaging/pfsnetd.toml, installed as /etc/pfsnet/pfsnetd.toml by the packages: it loads,
+// every key it sets or shows commented is one the reference documents, and a commented
+// line that is not marked an example ("e.g.") shows the code's default.
+TEST(ConfigReferenceTest, TheInstalledConfigurationLoadsAndShowsTheDefaults) {
+  const std::string path = std::string(PFSNET_SOURCE_DIR) + "/packaging/pfsnetd.toml";
+  auto loaded = load_config(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  ASSERT_EQ(loaded->nets.size(), 1u);
+  EXPECT_EQ(loaded->nets[0].nid.addr >> 24, 127u) << "as installed, the node runs on loopback";
+  EXPECT_TRUE(loaded->node.mgs.empty()) << "as installed, the node runs alone";
+  std::map<std::string, Row> rows = read_reference();
+  std::map<std::string, std::string> defaults;
+  for (const auto& [k, v] : every_key()) defaults.emplace(k, v);
+  std::ifstream in(path);
+  std::string line, section;
+  int shown = 0, lines = 0;
+  while (std::getline(in, line) && ++lines < 10000) {
+    bool commented = !line.empty() && line[0] == '#';
+    size_t start = commented ? line.find_first_not_of("# ") : 0;
+    std::string body = start == std::string::npos ? "" : line.substr(start);
+    if (body.rfind("[[", 0) == 0) {
+      section = body.substr(2, body.find("]]") - 2);
+      continue;
+    }
+    if (!commented && body.rfind("[", 0) == 0) {
+      section = body.substr(1, body.find(']') - 1);
+      continue;
+    }
+    size_t eq = body.find(" = ");
+    if (eq == std::string::npos || body.find_first_of(" .") < eq) continue;  // prose
+    std::string key = section + "." + body.substr(0, eq);
+    std::string value = body.substr(eq + 3), note;
+    if (size_t hash = value.find(" #"); hash != std::string::npos) {
+      note = value.substr(hash);
+      value = value.substr(0, hash);
+    }
+    value.erase(value.find_last_not_of(' ') + 1);
+    EXPECT_TRUE(rows.count(key)) << path << ": " << key << " is not in docs/configuration.md";
+    if (!commented || note.find("e.g.") != std::string::npos || !defaults.count(key)) continue;
+    double a, b;
+    if (number(value, &a) && number(defaults[key], &b))
+      EXPECT_EQ(a, b) << key << ": shown " << value << ", the default " << defaults[key];
+    else
+      EXPECT_EQ(value, defaults[key]) << key;
+    ++shown;
+  }
+  EXPECT_GT(shown, 10) << "the defaults it shows";
 }
 
 }  // namespace config_reference_test
