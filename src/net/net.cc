@@ -339,7 +339,7 @@ Status Net::backoff_locked(Path& p, const TxMsg& m) {
                 "connect " + p.ni->nid.to_string() + " -> " + p.pni->nid.to_string() + " failed (" +
                     p.reconnect_why + "); the next attempt, in " + std::to_string(ms) +
                     " ms, comes after this send's deadline",
-                HealthKind::kPeerNiConnectError);
+                p.reconnect_kind);
 }
 
 TimePoint Net::connect_due(const Nid& dst, TimePoint now) {
@@ -372,6 +372,9 @@ void Net::back_off_locked(Path& p, TimePoint now, const Status& why) {
   int64_t n = p.reconnect_interval.count();
   p.reconnect_at = now + Duration(n / 2 + static_cast<int64_t>(r % uint64_t(n / 2 + 1)));
   p.reconnect_why = why.message().substr(0, 200);
+  p.reconnect_kind = why.health_kind() == HealthKind::kPeerNiUnreachable
+                         ? HealthKind::kPeerNiUnreachable
+                         : HealthKind::kPeerNiConnectError;
 }
 
 void Net::enqueue_locked(Path& p, TxMsg* m, Out* out) {

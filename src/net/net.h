@@ -371,6 +371,9 @@ class Net final : public TransportEvents {
     TimePoint reconnect_at GUARDED_BY(ni->mu){};
     Duration reconnect_interval GUARDED_BY(ni->mu){0};
     std::string reconnect_why GUARDED_BY(ni->mu);  // the failed connect's error
+    // ... and its kind (refused: CONNECT_ERROR; no route, no ARP answer: UNREACHABLE),
+    // which a send failed for the backoff reports as the connect would have.
+    HealthKind reconnect_kind GUARDED_BY(ni->mu) = HealthKind::kPeerNiConnectError;
     // Whether a connect has to wait for the backoff: none open or under way, the next not
     // due yet. The one rule for a send that would wait and for when one may go.
     bool backing_off(TimePoint now) const REQUIRES(ni->mu) {
@@ -379,6 +382,7 @@ class Net final : public TransportEvents {
     // Copies, for a caller holding the NI's lock by another name (Net::expire).
     TimePoint next_connect() const REQUIRES(ni->mu) { return reconnect_at; }
     std::string last_connect_error() const REQUIRES(ni->mu) { return reconnect_why; }
+    HealthKind last_connect_kind() const REQUIRES(ni->mu) { return reconnect_kind; }
     // The kernel's TCP counters of the path's closed connections, read as each closed.
     TcpTotals closed_tcp GUARDED_BY(ni->mu);
   };

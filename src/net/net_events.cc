@@ -253,6 +253,7 @@ size_t Net::expire(TimePoint now) {
         bool bulk = q == &p.bulk_queue;
         std::string why;
         HealthKind kind = HealthKind::kPeerNiUnreachable;
+        bool connect_failed = false;  // the connect's error is the send's
         if (p.blocked_on_ni) {
           why = "waiting for the local NI's credits";
           kind = HealthKind::kLocalNiSendTimeout;
@@ -268,7 +269,8 @@ size_t Net::expire(TimePoint now) {
                     0, std::chrono::duration_cast<std::chrono::milliseconds>(reconnect_at - now)
                            .count())) +
                 " ms";
-          kind = HealthKind::kPeerNiConnectError;
+          kind = p.last_connect_kind();
+          connect_failed = true;
         } else {
           why = "waiting for a connection";
         }
@@ -276,11 +278,10 @@ size_t Net::expire(TimePoint now) {
           p.ni->counters.local_timeouts.fetch_add(1);
           p.pni->counters.local_timeouts.fetch_add(1);
           failed.emplace_back(
-              *it,
-              Status(kind == HealthKind::kPeerNiConnectError ? Code::kUnreachable : Code::kTimeout,
-                     "send " + p.ni->nid.to_string() + " -> " + p.pni->nid.to_string() +
-                         " passed its deadline in the queue (local timeout, " + why + ")",
-                     kind));
+              *it, Status(connect_failed ? Code::kUnreachable : Code::kTimeout,
+                          "send " + p.ni->nid.to_string() + " -> " + p.pni->nid.to_string() +
+                              " passed its deadline in the queue (local timeout, " + why + ")",
+                          kind));
         }
         q->erase(keep, q->end());
         // As o2iblnd does: the connection the message was queued on is closed (a bulk

@@ -560,6 +560,48 @@ TEST_F(NetTest, SendHandedOffButNeverCompletedIsARemoteTimeout) {
   EXPECT_EQ(b.rx.got.back().frame.hdr.xid, 3u);
 }
 
+// A connect that found no host (EHOSTUNREACH): the sends the backoff fails afterwards --
+// at once, or after waiting in the queue past their deadlines -- report the connect's kind,
+// PEER_NI_UNREACHABLE, not a refusal's (NetnsTest.UnreachableAddressesGetTheirKinds saw
+// CONNECT_ERROR when its last attempt fell to the backoff).
+TEST_F(NetTest, SendsFailedByTheBackoffOfAnUnreachablePeerSayUnreachable) {
+  Node a(hub_, clock_, a_, opts(64, 8));
+  TxLog tx;
+  const Nid none = nid("10.0.0.77@tcp");
+  hub_.set_no_host(none, true);
+  a.net.send(none, msg(1), clock_.now() + 10s, &tx);
+  hub_.pump();
+  ASSERT_EQ(tx.results.size(), 1u);
+  EXPECT_EQ(tx.results[0].health_kind(), HealthKind::kPeerNiUnreachable);
+  a.net.send(none, msg(2), clock_.now() + 100ms, &tx);  // before the next connect
+  ASSERT_EQ(tx.results.size(), 2u);
+  EXPECT_EQ(tx.results[1].code(), Code::kUnreachable);
+  EXPECT_EQ(tx.results[1].health_kind(), HealthKind::kPeerNiUnreachable) << tx.results[1].message();
+  EXPECT_NE(tx.results[1].message().find("no route to host"), std::string::npos)
+      << tx.results[1].message();
+  // One due before the next connect fails at once; one after it waits for it.
+  a.net.send(none, msg(3), clock_.now() + 400ms, &tx);
+  a.net.send(none, msg(4), clock_.now() + 30s, &tx);  // waits for the next connect
+  ASSERT_EQ(tx.results.size(), 3u);
+  EXPECT_EQ(tx.results[2].health_kind(), HealthKind::kPeerNiUnreachable);
+  clock_.advance(1s);
+  a.net.expire(clock_.now());
+  hub_.pump();
+  ASSERT_EQ(tx.results.size(), 4u);  // the next connect found no host either
+  EXPECT_EQ(tx.results[3].health_kind(), HealthKind::kPeerNiUnreachable);
+  // A refusal still says CONNECT_ERROR.
+  hub_.set_no_host(none, false);
+  clock_.advance(3s);
+  a.net.send(none, msg(5), clock_.now() + 30s, &tx);
+  a.net.expire(clock_.now());
+  hub_.pump();
+  ASSERT_EQ(tx.results.size(), 5u);
+  EXPECT_EQ(tx.results[4].health_kind(), HealthKind::kPeerNiConnectError);
+  a.net.send(none, msg(6), clock_.now() + 100ms, &tx);
+  ASSERT_EQ(tx.results.size(), 6u);
+  EXPECT_EQ(tx.results[5].health_kind(), HealthKind::kPeerNiConnectError);
+}
+
 TEST_F(NetTest, AFailedConnectBacksOffAndLaterSendsWaitForTheNextWithinTheirDeadlines) {
   Node a(hub_, clock_, a_, opts(64, 8));
   TxLog tx;

@@ -424,12 +424,14 @@ void RpcClient::on_tx_done(Call& call, const Status& s, const TxTimes& t) {
 RpcClient::Resend RpcClient::try_resend(const CallPtr& c, const Status& s,
                                         const TxTimes& failed_path, int seen_attempt) {
   TimePoint now = clock_.now();
-  // A connect that failed, or backs off past this attempt's deadline: the next attempt
-  // waits for the peer's next connect (expire() sends it then), within the RPC's own
-  // deadline, rather than being refused at once -- unless the caller has somewhere else to
-  // go and would rather fail at once (CallOptions::no_delay).
-  const bool unconnected =
-      s.health_kind() == HealthKind::kPeerNiConnectError && !c->pin && !c->no_delay;
+  // A connect that failed -- refused, or no route or ARP answer (UNREACHABLE) -- or backs
+  // off past this attempt's deadline: the next attempt waits for the peer's next connect
+  // (expire() sends it then), within the RPC's own deadline, rather than being refused at
+  // once -- unless the caller has somewhere else to go and would rather fail at once
+  // (CallOptions::no_delay).
+  const bool unconnected = (s.health_kind() == HealthKind::kPeerNiConnectError ||
+                            s.health_kind() == HealthKind::kPeerNiUnreachable) &&
+                           !c->pin && !c->no_delay;
   const TimePoint connect_at = unconnected ? net_.connect_due(c->dst, now) : now;
   [[maybe_unused]] int attempt = 0;
   Armed a;

@@ -27,6 +27,14 @@ bool MemHub::is_cut(const Nid& a, const Nid& b) const {
   return !cut_.empty() && cut_.count(link_of(a, b)) > 0;
 }
 
+void MemHub::set_no_host(const Nid& nid, bool no_host) {
+  MutexLock lk(mu_);
+  if (no_host)
+    no_host_.insert(nid.pack());
+  else
+    no_host_.erase(nid.pack());
+}
+
 void MemHub::set_cut(const Nid& a, const Nid& b, bool cut) {
   MutexLock lk(mu_);
   auto link = link_of(a, b);
@@ -235,12 +243,19 @@ void MemTransport::open(const Nid& local, const Nid& remote, bool bulk, ConnectC
   hub_.enqueue_connect(local, remote, [this, local, remote, bulk, cb = std::move(cb)] {
     MemTransport* server = nullptr;
     uint64_t id = 0;
+    bool no_host = false;
     {
       MutexLock lk(hub_.mu_);
       auto it = hub_.listeners_.find(remote.pack());
       if (it != hub_.listeners_.end()) server = it->second;
+      no_host = hub_.no_host_.count(remote.pack()) > 0;
       id = hub_.next_id_;
       hub_.next_id_ += 2;
+    }
+    if (no_host) {
+      cb(Status(Code::kUnreachable, "connect to " + remote.to_string() + ": no route to host",
+                HealthKind::kPeerNiUnreachable));
+      return;
     }
     if (!server) {
       cb(Status(Code::kUnreachable, "connect to " + remote.to_string() + ": connection refused",

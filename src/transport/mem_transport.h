@@ -44,6 +44,9 @@ class MemHub final : public TimerQueue {
   // once): a link's delay, seen by TCP's round trip and the RPC statistics alike.
   void set_delay(const Nid& from, const Nid& to, Duration one_way);
   bool delayed(const Nid& from, const Nid& to) const;
+  // Connects to `nid` fail as a kernel's do when no host answers ARP or there is no route:
+  // EHOSTUNREACH, PEER_NI_UNREACHABLE (not refused: PEER_NI_CONNECT_ERROR).
+  void set_no_host(const Nid& nid, bool no_host);
   // A connect from `from` to `to`: held while their link is cut.
   void enqueue_connect(const Nid& from, const Nid& to, std::function<void()> fn);
   // Drops what `from` sent that a cut holds (its frames, its connects): before the
@@ -77,6 +80,7 @@ class MemHub final : public TimerQueue {
   Clock* clock_ GUARDED_BY(mu_) = nullptr;
   bool stalled_ GUARDED_BY(mu_) = false;
   std::map<uint64_t, MemTransport*> listeners_ GUARDED_BY(mu_);  // packed NID -> transport
+  std::set<uint64_t> no_host_ GUARDED_BY(mu_);                   // set_no_host
   uint64_t next_id_ GUARDED_BY(mu_) = 1;
 };
 
