@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/log.h"
 #include "figure.h"
 #include "net/net.h"
 #include "probe/mesh_service.h"
@@ -192,7 +193,8 @@ void mgs_share(size_t nodes, const MeshOptions& d, size_t rails) {
 }  // namespace
 
 int main() {
-  Config cfg;  // the defaults
+  (void)init_logging("warn");  // the log goes to stderr: stdout is the figures' JSON lines
+  Config cfg;                  // the defaults
   MeshOptions d = MeshOptions::from(cfg);
   double interval = std::chrono::duration<double>(d.interval).count();
   double bulk_interval = std::chrono::duration<double>(d.bulk_interval).count();

@@ -40,11 +40,12 @@ step "built $(tr '\n' ' ' <<<"$debs")"
   { cat "$work/lintian.log" >&2; echo "packages: lintian found errors" >&2; exit 1; }
 step "lintian: no error, $(grep -c '^W: ' "$work/lintian.log" || true) warnings"
 
-# The root: Debian 12 with apt (and man-db, to read the pages), from the mirror this
-# machine's apt uses; its package lists are kept for the installs below.
+# The root: Debian 12 with apt, man-db (to read the pages) and systemd (whose postinst
+# snippets then run as on a host, and whose systemd-analyze checks the unit), from the
+# mirror this machine's apt uses; its package lists are kept for the installs below.
 sources=/etc/apt/sources.list.d/debian.sources
 [ -f "$sources" ] || sources=/etc/apt/sources.list
-mmdebstrap --quiet --variant=apt --include=man-db --skip=cleanup/apt/lists \
+mmdebstrap --quiet --variant=apt --include=man-db,systemd --skip=cleanup/apt/lists \
   --aptopt='Acquire::Check-Valid-Until "false"' --aptopt='Acquire::Check-Date "false"' \
   bookworm "$root" "$sources"
 step "a clean Debian 12 root"
@@ -69,8 +70,15 @@ key_mode=$(in_root stat -c '%U %a' /etc/pfsnet/cluster.key)  # the root's names,
 [ "$key_mode" = "pfsnet 600" ] || { echo "packages: cluster key: $key_mode" >&2; exit 1; }
 in_root dpkg-query -W -f='${Conffiles}\n' pfsnetd | grep -q ' /etc/pfsnet/pfsnetd.toml ' ||
   { echo "packages: /etc/pfsnet/pfsnetd.toml is not a conffile" >&2; exit 1; }
-[ -f "$root/lib/systemd/system/pfsnetd.service" ] || { echo "packages: no unit" >&2; exit 1; }
+# The unit, as systemd 252 reads it (its commands and pages exist), enabled by the install.
+in_root systemd-analyze verify pfsnetd.service >"$work/verify.log" 2>&1 ||
+  { cat "$work/verify.log" >&2; echo "packages: systemd-analyze verify pfsnetd.service" >&2; exit 1; }
+[ -z "$(grep -v 'sysinit.target\|basic.target\|Failed to create pfsnetd.service/start' "$work/verify.log")" ] ||
+  { cat "$work/verify.log" >&2; exit 1; }
+[ "$(in_root systemctl is-enabled pfsnetd.service)" = enabled ] ||
+  { echo "packages: pfsnetd.service is not enabled" >&2; exit 1; }
 grep -qx 'User=pfsnet' "$root/lib/systemd/system/pfsnetd.service"
+step "systemd-analyze verify pfsnetd.service: $(wc -l <"$work/verify.log") lines; enabled"
 version=$("$build/apps/pfsnet" --version)
 [ "$(in_root pfsnet --version)" = "$version" ] ||
   { echo "packages: installed pfsnet says $(in_root pfsnet --version), the build $version" >&2; exit 1; }
