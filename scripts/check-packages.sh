@@ -106,7 +106,9 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 [ -S "$root/run/pfsnet/pfsnetd.sock" ] || { cat "$work/pfsnetd.log" >&2; exit 1; }
-daemon_uid=$(ps -o uid= -p "$(pgrep -P "$pid" -x pfsnetd || echo "$pid")" | tr -d ' ')
+# ip netns exec, chroot, setpriv and env each exec the next: $pid is pfsnetd itself.
+[ "$(ps -o comm= -p "$pid")" = pfsnetd ] || { echo "packages: $pid is $(ps -o comm= -p "$pid")" >&2; exit 1; }
+daemon_uid=$(ps -o uid= -p "$pid" | tr -d ' ')
 daemon_user=$(in_root getent passwd "$daemon_uid" | cut -d: -f1)  # the root's name of it
 ping=$(ip netns exec "$ns" chroot "$root" pfsnet ping 127.0.0.1@tcp --count 3 --timeout 5)
 grep -q '^3 sent, 3 ok, 0 failed' <<<"$ping" || { echo "$ping"; cat "$work/pfsnetd.log"; exit 1; } >&2
