@@ -1,7 +1,8 @@
-// Fuzz target for the wire decoders (frame header, HELLO payload, fabric messages, the data
-// checksum): whatever the bytes, they decode or fail cleanly -- no crash, no overread, no
-// allocation from a hostile length. frame_fuzz_replay runs the body over generated frames
-// (valid headers with a byte changed and the CRC recomputed); frame_replay, like every
+// Fuzz target for the wire decoders (frame header of both versions and version 2's
+// extensions, HELLO payload, version-2 handshake fields, a client HELLO's offer, fabric
+// messages, the data checksum): whatever the bytes, they decode or fail cleanly -- no crash, no
+// overread, no allocation from a hostile length. frame_fuzz_replay runs the body over generated
+// frames (valid headers with a byte changed and the CRC recomputed); frame_replay, like every
 // target's, over its seeds and corpus (fuzz.h).
 #include <algorithm>
 #include <cstddef>
@@ -18,12 +19,49 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace pfsnet;
   std::span<const uint8_t> in(data, size);
   auto h = decode_header(in, FrameLimits{});
-  if (h.ok()) {
-    // A header that decodes must re-encode to the same bytes.
+  if (h.ok() && h->version == 1) {
+    // A version-1 header that decodes must re-encode to the same bytes.
     EncodedHeader e;
     encode_header(*h, &e);
     for (size_t i = 0; i < kHeaderSize; ++i)
       if (e[i] != data[i]) __builtin_trap();
+  }
+  if (h.ok() && h->version == 2) {
+    FUZZ_CHECK(h->ext_len <= kMaxExtension);
+    // Its extensions (the bytes after it): taken, they re-encode to a frame that decodes to
+    // the same fields (unknown ones skipped are not kept).
+    FrameHeader x = *h;
+    if (size >= kHeaderSize + x.ext_len &&
+        decode_extensions(in.subspan(kHeaderSize, x.ext_len), &x).ok()) {
+      FUZZ_CHECK(x.ext.job_id_len <= kMaxJobId);
+      FUZZ_CHECK(!x.ext.has_trace || x.ext.trace.valid());
+      EncodedHead e;
+      encode_frame_head(x, 2, &e);
+      auto y = decode_header(e.span().first(kHeaderSize), FrameLimits{});
+      FUZZ_CHECK(y.ok());
+      FUZZ_CHECK(decode_extensions(e.span().subspan(kHeaderSize), &*y).ok());
+      FUZZ_CHECK(y->xid == x.xid && y->kind == x.kind && y->flags == x.flags &&
+                 y->payload_len == x.payload_len && y->bulk_len == x.bulk_len &&
+                 y->credits == x.credits && y->ext.job() == x.ext.job() &&
+                 y->ext.has_trace == x.ext.has_trace && y->ext.trace == x.ext.trace &&
+                 y->ext.has_queue_time == x.ext.has_queue_time &&
+                 y->ext.queue_ns == x.ext.queue_ns);
+    }
+  }
+  // Version-2 handshake fields: what decodes re-encodes to fields that decode the same.
+  auto wf = decode_wire_fields(in);
+  if (wf.ok()) {
+    FUZZ_CHECK(wf->min_version >= 1 && wf->min_version <= wf->max_version);
+    FUZZ_CHECK(wf->release.size() <= 64 && wf->nids.size() <= kMaxHelloNids);
+    auto again = decode_wire_fields(encode_wire_fields(*wf).span());
+    FUZZ_CHECK(again.ok() && again->features == wf->features && again->nids == wf->nids &&
+               again->release == wf->release && again->instance == wf->instance);
+  }
+  if (size >= 8) {
+    uint64_t xid = 0;
+    for (int k = 0; k < 8; ++k) xid |= uint64_t(data[k]) << (8 * k);
+    auto offer = parse_offer(xid);
+    FUZZ_CHECK(!offer.ok() || (offer->first >= 1 && offer->first <= offer->second));
   }
   // A fabric message: its header, then a frame message's parts (spans within the body).
   auto fh = decode_fabric_header(in);
@@ -79,6 +117,23 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
   Hello hello;
   hello.nids = {*Nid::parse("198.18.1.2@tcp"), *Nid::parse("198.18.2.2@o2ib1")};
   seeds.push_back(bytes_of(encode_hello(hello)));
+  // Version 2: a request with its job id and trace context, a reply with its queue time.
+  FrameHeader v2 = h;
+  v2.ext.set_job("slurm.4242");
+  v2.ext.has_trace = true;
+  v2.ext.trace = *TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  EncodedHead eh;
+  encode_frame_head(v2, 2, &eh);
+  seeds.emplace_back(eh.span().begin(), eh.span().end());
+  FrameHeader r;
+  r.kind = FrameKind::kReply;
+  r.ext.has_queue_time = true;
+  r.ext.queue_ns = 12345;
+  encode_frame_head(r, 2, &eh);
+  seeds.emplace_back(eh.span().begin(), eh.span().end());
+  // Version-2 handshake fields, the server's (with its NIDs).
+  seeds.push_back(
+      bytes_of(encode_wire_fields({1, 2, kFeaturesSpoken, "0.9.0+git.abc1234", 42, hello.nids})));
   // A sealed payload of 8 bytes and its bulk.
   std::vector<uint8_t> bulk(100, 0x5a);
   Buffer sealed = seal_payload(std::vector<uint8_t>(8, 1), bulk);

@@ -2,8 +2,10 @@
 // one field or byte mutated, fabric frame messages with random flags and tails, and
 // truncations. Exits non-zero only by crashing (the body
 // traps on a broken invariant), so ctest reports any failure.
+#include <algorithm>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "wire/fabric_wire.h"
@@ -26,10 +28,22 @@ int main() {
       h.kind = static_cast<FrameKind>(1 + rng() % 6);
       h.payload_len = static_cast<uint32_t>(rng() % 70000);
       h.bulk_len = static_cast<uint32_t>(rng() % (3 << 20));
-      EncodedHeader e;
-      encode_header(h, &e);
-      std::copy(e.begin(), e.end(), buf.begin());
-      buf[rng() % kHeaderSize] ^= static_cast<uint8_t>(1 + rng() % 255);
+      // Version 1 or 2 (with extensions of random kinds half the time).
+      EncodedHead e;
+      if (rng() % 2) {
+        if (rng() % 2) h.ext.set_job("job" + std::to_string(rng() % 1000));
+        h.ext.has_queue_time = rng() % 2;
+        h.ext.has_trace = rng() % 2;
+        h.ext.trace.trace_id[rng() % 16] = 1;
+        h.ext.trace.parent_id[rng() % 8] = 1;
+        encode_frame_head(h, 2, &e);
+      } else {
+        encode_frame_head(h, 1, &e);
+      }
+      buf.resize(std::max(buf.size(), e.size));
+      std::copy(e.bytes.begin(), e.bytes.begin() + static_cast<std::ptrdiff_t>(e.size),
+                buf.begin());
+      buf[rng() % e.size] ^= static_cast<uint8_t>(1 + rng() % 255);
       if (rng() % 2) {
         uint32_t crc = crc32c({buf.data(), 60});
         for (int k = 0; k < 4; ++k) buf[60 + k] = static_cast<uint8_t>(crc >> (8 * k));

@@ -1,7 +1,9 @@
 // pfsnetd and pfsnet as separate processes: ping between daemons, every error path.
 #include <gtest/gtest.h>
+#include <pfsnet/version.h>
 #include <sched.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -64,6 +66,22 @@ TEST_F(CliTest, PingBetweenTwoDaemons) {
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0]["nid"], b.nid().to_string());
   EXPECT_EQ(p[0]["send_count"], 8);
+  // Two daemons of this build speak wire version 2 with every feature, and name their
+  // release (this build's) to each other.
+  EXPECT_EQ(p[0]["wire_version"], 2);
+  EXPECT_EQ(p[0]["wire_versions"], "1-2");
+  EXPECT_EQ(p[0]["features"], "job_id,trace,queue_time");
+  EXPECT_NE(p[0]["release"].get<std::string>().find(std::string(version()) + " ("),
+            std::string::npos)
+      << p[0].dump();
+  EXPECT_EQ(p[0]["paths"][0]["wire_version"], 2);
+  auto [rc4, verbose] = run({PFSNET_BIN, "--socket", a.socket(), "peers", "-v"});
+  ASSERT_EQ(rc4, 0) << verbose;
+  EXPECT_NE(verbose.find("wire version 2 (peer speaks 1-2), features job_id,trace,queue_time, "
+                         "release " +
+                         std::string(version())),
+            std::string::npos)
+      << verbose;
 }
 
 // lnet.io_threads = 0 (the default) stands for socklnd's count over the daemon's CPUs:
@@ -163,19 +181,24 @@ TEST_F(CliTest, NisAndPeersTablesFitAHundredColumns) {
 TEST_F(CliTest, PingFailuresAreCountedByKind) {
   Daemon a(dir_, 2, key_);
   ASSERT_TRUE(a.ready());
+  auto started = std::chrono::steady_clock::now();
   auto [rc, out] =
       run({PFSNET_BIN, "--socket", a.socket(), "ping", loopback(9) + "@tcp", "-c", "10", "--json"});
+  double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   EXPECT_EQ(rc, 1) << out;
   json j = last_json_line(out);
   EXPECT_EQ(j["failed"], 10);
   EXPECT_EQ(j["errors"]["PEER_NI_CONNECT_ERROR"], 10);
-  // 30 refused connects (3 tries per ping) within a few seconds: one warning, the rest held
-  // back and counted (their count is logged when the 10 s interval ends).
+  // 30 refused connects (3 tries per ping): one warning per 10 s interval of the log's
+  // limiter, the rest held back and counted -- one in all when the pings took under 10 s
+  // (a few, unloaded), one more for each further interval a loaded machine stretched them
+  // to; never one per connect.
   std::string log = a.process().output();
   std::string line = "connect " + a.nid().to_string() + " -> " + loopback(9) + "@tcp failed";
   size_t n = 0;
   for (size_t at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++n;
-  EXPECT_EQ(n, 1u) << log;
+  EXPECT_GE(n, 1u) << log;
+  EXPECT_LE(n, 1u + static_cast<size_t>(took_s / 10.0)) << "in " << took_s << " s\n" << log;
 }
 
 TEST_F(CliTest, ErrorsAreOneClearLine) {

@@ -84,6 +84,16 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
       std::string nids;
       for (const json& x : n["peer_nids"]) nids += (nids.empty() ? "" : " ") + x.get<std::string>();
       std::printf("    peer %s, NIDs: %s\n", n["peer"].get<std::string>().c_str(), nids.c_str());
+      // The wire its connection speaks: version, the features both ends use, the peer's
+      // release (a version-1 peer -- pfsnet before wire negotiation -- names none).
+      if (n.value("wire_version", 0) > 0) {
+        std::string release = n.value("release", std::string());
+        std::string features = n.value("features", std::string());
+        std::printf("    wire version %d (peer speaks %s), features %s, release %s\n",
+                    n["wire_version"].get<int>(), n.value("wire_versions", std::string()).c_str(),
+                    features.empty() ? "none" : features.c_str(),
+                    release.empty() ? "unknown (before wire negotiation)" : release.c_str());
+      }
     }
     if (n.contains("paths"))
       for (const json& p : n["paths"]) {

@@ -79,6 +79,9 @@ struct PathInfo {
   double next_connect_s = -1;
   std::optional<TcpKernelInfo> tcp;
   std::optional<TcpTotals> tcp_total;  // over all its connections (TCP paths)
+  // What its open connection speaks (its handshake's); 0 while none is open.
+  uint16_t wire_version = 0;
+  uint64_t features = 0;  // the features both ends announced (wire/frame.h kFeature*)
 };
 
 // A snapshot of one NI or peer NI, for the admin surface and tests.
@@ -98,6 +101,13 @@ struct NiInfo {
   std::vector<Nid> peer_nids;   // peers: every NID the peer announced
   std::vector<PathInfo> paths;  // peers: each local NI's path to it
   Nid peer;                     // peers: the peer node (its first announced NID)
+  // Peers, from an open connection's handshake: the wire version it speaks, the features
+  // both ends use, the peer's own versions and release ("" from a version-1 peer, which
+  // says none); wire_version 0 while no connection is open.
+  uint16_t wire_version = 0;
+  uint64_t features = 0;
+  uint16_t peer_wire_min = 0, peer_wire_max = 0;
+  std::string release;
   // Time of the last state change (up/down, healthy/unhealthy): wall clock (ms since the
   // epoch) and seconds before the snapshot on the Net's clock.
   int64_t last_change_unix_ms = 0;

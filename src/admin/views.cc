@@ -4,6 +4,8 @@
 #include <map>
 #include <optional>
 
+#include "wire/frame.h"
+
 namespace pfsnet {
 
 using nlohmann::json;
@@ -86,6 +88,13 @@ json ni_info_json(const NiInfo& i) {
     for (const Nid& n : i.peer_nids) nids.push_back(n.to_string());
     j["peer_nids"] = nids;
     j["peer"] = i.peer.to_string();
+    // What the connection speaks (0 and "" while none is open).
+    j["wire_version"] = i.wire_version;
+    j["wire_versions"] =
+        i.wire_version ? std::to_string(i.peer_wire_min) + "-" + std::to_string(i.peer_wire_max)
+                       : "";
+    j["features"] = feature_names(i.features);
+    j["release"] = i.release;
   }
   if (!i.paths.empty()) {
     json paths = json::array();
@@ -97,6 +106,8 @@ json ni_info_json(const NiInfo& i) {
                  {"recv_count", p.recv_count},
                  {"recv_bytes", p.recv_bytes},
                  {"connections", p.connections},
+                 {"wire_version", p.wire_version},
+                 {"features", feature_names(p.features)},
                  {"reconnect_interval_ms", p.reconnect_interval_ms},
                  {"next_connect_s",
                   p.next_connect_s < 0 ? -1.0 : std::round(p.next_connect_s * 1000) / 1000}};

@@ -132,6 +132,21 @@ std::vector<NiInfo> Net::peers(bool kernel_tcp) const {
           conns = p->conns;
           closed = p->closed_tcp;
         }
+        const Connection* open = p->tx_conn         ? p->tx_conn.get()
+                                 : p->conns.empty() ? nullptr
+                                                    : p->conns.front().get();
+        if (open) {
+          const WireSession& w = open->wire();
+          i.paths.back().wire_version = w.version;
+          i.paths.back().features = w.features;
+          if (i.wire_version == 0) {
+            i.wire_version = w.version;
+            i.features = w.features;
+            i.peer_wire_min = w.peer_min;
+            i.peer_wire_max = w.peer_max;
+            i.release = w.peer_release;
+          }
+        }
       }
       // The kernel's figures, outside the NI's lock (a system call per connection): the
       // totals, and those of the connection that sent the most, which carries this node's

@@ -299,6 +299,58 @@ TEST_P(ConformanceTest, ConnectsAndAnnouncesEveryNid) {
   EXPECT_EQ(s->peer_nids(), std::vector<Nid>{a_});
 }
 
+// Both ends of this build speak wire version 2 with every feature (a fabric connection,
+// whose messages carry a version-1 header, speaks 1), and a frame's extension fields --
+// a request's job id and trace context, a reply's queue time -- arrive as they left; on a
+// version-1 connection none does.
+TEST_P(ConformanceTest, ConnectionsNegotiateTheirWireAndCarryExtensionsWhereTheyMay) {
+  ConnectionPtr c = connect();
+  ASSERT_TRUE(c) << connect_error_.to_string();
+  ConnectionPtr s = b_side();
+  ASSERT_TRUE(s);
+  const uint16_t v = fabric() ? 1 : 2;
+  for (const ConnectionPtr& end : {c, s}) {
+    EXPECT_EQ(end->wire().version, v);
+    EXPECT_EQ(end->wire().features, fabric() ? 0 : kFeaturesSpoken);
+    EXPECT_EQ(end->wire().peer_max, v);
+  }
+  Completions done;
+  auto req = frame(7, 20, 3000, &done);
+  req->hdr.kind = FrameKind::kRequest;
+  ASSERT_TRUE(req->hdr.ext.set_job("slurm.77.0"));
+  req->hdr.ext.has_trace = true;
+  req->hdr.ext.trace =
+      *TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  c->send(std::move(req));
+  auto rep = frame(7, 10, 0, &done);
+  rep->hdr.kind = FrameKind::kReply;
+  rep->hdr.ext.has_queue_time = true;
+  rep->hdr.ext.queue_ns = 4321;
+  s->send(std::move(rep));
+  ASSERT_TRUE(until([&] {
+    MutexLock la(ea_.mu), lb(eb_.mu);
+    return ea_.frames.size() == 1 && eb_.frames.size() == 1 && done.total() == 2;
+  }));
+  MutexLock la(ea_.mu), lb(eb_.mu);
+  const FrameHeader& at_b = eb_.frames[0].hdr;
+  const FrameHeader& at_a = ea_.frames[0].hdr;
+  EXPECT_TRUE(same(eb_.frames[0].payload, pattern(20, 7)));
+  EXPECT_TRUE(same(eb_.frames[0].bulk, pattern(3000, 8)));
+  if (v == 1) {
+    EXPECT_TRUE(at_b.ext.empty());
+    EXPECT_TRUE(at_a.ext.empty());
+    return;
+  }
+  EXPECT_EQ(at_b.src_nid, a_.pack());  // version 2 names no NIDs: the connection's
+  EXPECT_EQ(at_b.dst_nid, b_.pack());
+  EXPECT_EQ(at_a.src_nid, b_.pack());
+  EXPECT_EQ(at_b.ext.job(), "slurm.77.0");
+  EXPECT_TRUE(at_b.ext.has_trace);
+  EXPECT_EQ(at_b.ext.trace.to_string(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  EXPECT_TRUE(at_a.ext.has_queue_time);
+  EXPECT_EQ(at_a.ext.queue_ns, 4321u);
+}
+
 TEST_P(ConformanceTest, AWrongClusterKeyIsRefused) {
   ConnectionPtr c = connect("another-key-another-key-another");
   EXPECT_FALSE(c);

@@ -50,6 +50,7 @@ class EmulatingTransport::Conn final : public Connection,
     outgoing_ = inner_->outgoing();
     bulk_ = inner_->bulk();
     id_ = inner_->id();
+    wire_ = inner_->wire();
   }
 
   void send(std::unique_ptr<OutFrame> f) override {

@@ -72,8 +72,13 @@ void FabConn::set_peer_params(const ConnParams& p) {
 void FabConn::on_connected_event() {
   state_.store(kHandshake);
   std::vector<Nid> mine = announced_nids(local_, t_.node_nids());
-  hs_ = outgoing_ ? HandshakeMachine::client(t_.opts_.cluster_key, std::move(mine), 0)
-                  : HandshakeMachine::server(t_.opts_.cluster_key, std::move(mine));
+  // Fabric messages carry a version-1 frame header (wire/fabric_wire.h): these connections
+  // speak version 1, with no extensions.
+  WireSpeaks speaks = t_.opts_.wire;
+  speaks.max_version = 1;
+  speaks.features = 0;
+  hs_ = outgoing_ ? HandshakeMachine::client(t_.opts_.cluster_key, std::move(mine), 0, speaks)
+                  : HandshakeMachine::server(t_.opts_.cluster_key, std::move(mine), speaks);
   if (auto out = hs_->start().send) send_hs(out->kind, std::move(out->payload));
 }
 
@@ -229,6 +234,7 @@ Status FabConn::handshake_step(InFrame&& f) {
 
 void FabConn::established(std::vector<Nid> peer_nids) {
   set_peer_nids(std::move(peer_nids));
+  wire_ = hs_->session();
   state_.store(kOpen);
   auto self = shared_from_this();
   t_.events_.on_connected(self);

@@ -139,13 +139,14 @@ size_t MemHub::pump(size_t max_events) {
 class MemTransport::Conn final : public Connection, public std::enable_shared_from_this<Conn> {
  public:
   Conn(MemTransport& owner, Nid local, std::vector<Nid> peer_nids, bool outgoing, uint64_t id,
-       bool bulk)
+       bool bulk, WireSession wire)
       : owner_(owner) {
     local_ = local;
     peer_nids_ = std::move(peer_nids);
     outgoing_ = outgoing;
     bulk_ = bulk;
     id_ = id;
+    wire_ = std::move(wire);
   }
 
   void send(std::unique_ptr<OutFrame> f) override {
@@ -189,6 +190,16 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
     TimePoint start = sent.value_or(owner_.clock_.now());
     InFrame in;
     in.hdr = f.hdr;
+    // What a TCP connection of this version would carry: extensions only on version 2, of
+    // the features both ends announced.
+    in.hdr.version = wire_.version;
+    if (wire_.version < 2) {
+      in.hdr.ext = {};
+    } else {  // the NIDs are the connection's
+      in.hdr.ext.keep_only(wire_.features);
+      in.hdr.src_nid = local_.pack();
+      in.hdr.dst_nid = peer_nid().pack();
+    }
     in.hdr.credits = f.credits_set ? f.hdr.credits : take_credits_to_return();
     in.hdr.payload_len = static_cast<uint32_t>(f.payload_len());
     in.hdr.bulk_len = static_cast<uint32_t>(f.bulk_size());
@@ -264,23 +275,26 @@ void MemTransport::open(const Nid& local, const Nid& remote, bool bulk, ConnectC
     }
     // The two ends' handshake machines (wire/handshake.h) against each other, the frames
     // handed across here: the exchange every transport runs, keys proven both ways.
-    HandshakeMachine hc = HandshakeMachine::client(
-        opts_.cluster_key, announced_nids(local, node_nids_), bulk ? kHelloBulk : uint8_t{0});
-    HandshakeMachine hs = HandshakeMachine::server(server->opts_.cluster_key,
-                                                   announced_nids(remote, server->node_nids_));
+    HandshakeMachine hc =
+        HandshakeMachine::client(opts_.cluster_key, announced_nids(local, node_nids_),
+                                 bulk ? kHelloBulk : uint8_t{0}, opts_.wire);
+    HandshakeMachine hs = HandshakeMachine::server(
+        server->opts_.cluster_key, announced_nids(remote, server->node_nids_), server->opts_.wire);
     run_handshake(hc, hs);
     using State = HandshakeMachine::State;
     if (hc.state() != State::kEstablished || hs.state() != State::kEstablished) {
       if (hc.state() == State::kRefused)
-        PFS_LOG_ERROR("refusing connection to {}: it does not hold our cluster key",
-                      remote.to_string());
+        PFS_LOG_ERROR("refusing connection to {}: {}", remote.to_string(),
+                      hc.why() == kWrongClusterKey ? "it does not hold our cluster key" : hc.why());
       if (hs.state() == State::kRefused)
-        PFS_LOG_ERROR("refusing connection from {}: wrong cluster key", local.to_string());
+        PFS_LOG_ERROR("refusing connection from {}: {}", local.to_string(), hs.why());
       bool refused = hc.state() == State::kRefused || hc.state() == State::kRefusedByPeer;
       cb(refused ? Status(Code::kRejected,
                           hc.state() == State::kRefused
-                              ? remote.to_string() +
-                                    " does not hold the cluster key (wrong cluster key)"
+                              ? (hc.why() == kWrongClusterKey
+                                     ? remote.to_string() +
+                                           " does not hold the cluster key (wrong cluster key)"
+                                     : "refusing " + remote.to_string() + ": " + hc.why())
                               : "refused by " + remote.to_string() + ": " + hc.why(),
                           HealthKind::kPeerNiConnectionRejected)
                  : Status(Code::kProtocol,
@@ -290,8 +304,8 @@ void MemTransport::open(const Nid& local, const Nid& remote, bool bulk, ConnectC
       return;
     }
     std::vector<Nid> mine = hs.peer_nids(), theirs = hc.peer_nids();
-    auto a = std::make_shared<Conn>(*this, local, theirs, true, id, bulk);
-    auto b = std::make_shared<Conn>(*server, remote, mine, false, id + 1, bulk);
+    auto a = std::make_shared<Conn>(*this, local, theirs, true, id, bulk, hc.session());
+    auto b = std::make_shared<Conn>(*server, remote, mine, false, id + 1, bulk, hs.session());
     a->other_ = b;
     b->other_ = a;
     {

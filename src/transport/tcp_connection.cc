@@ -194,8 +194,10 @@ bool TcpConnection::fill_batch() {
     if (!f.credits_set) f.hdr.credits = take_credits_to_return();
     f.hdr.payload_len = static_cast<uint32_t>(f.payload_len());
     f.hdr.bulk_len = static_cast<uint32_t>(f.bulk_size());
-    encode_header(f.hdr, &headers_[i]);
-    push_iov(headers_[i].data(), kHeaderSize);
+    // Extensions only where the handshake says the peer takes them (none on version 1).
+    if (wire_.version >= 2 && !f.hdr.ext.empty()) f.hdr.ext.keep_only(wire_.features);
+    encode_frame_head(f.hdr, wire_.version, &headers_[i]);
+    push_iov(headers_[i].bytes.data(), headers_[i].size);
     if (!f.payload.empty()) push_iov(f.payload.data(), f.payload.size());
     if (f.sealed) push_iov(f.seal, kDataCrcSize);
     if (f.bulk_size()) push_iov(f.bulk->data(), f.bulk_size(), &f.bulk);
@@ -505,17 +507,31 @@ bool TcpConnection::dispatch_buffered(TimePoint now, bool here) {
   TimePoint first_byte = partial_first_byte_;
   while (rlen_ - pos >= kHeaderSize) {
     auto h = decode_header(std::span(rbuf_.data() + pos, kHeaderSize), t_.opts_.limits);
+    if (h.ok() && h->version != wire_.version)
+      h = Status(Code::kProtocol, "a version-" + std::to_string(h->version) +
+                                      " frame on a version-" + std::to_string(wire_.version) +
+                                      " connection");
+    if (h.ok() && h->ext_len) {  // version 2's extensions: read whole before the rest
+      if (rlen_ - pos - kHeaderSize < h->ext_len) break;
+      Status e = decode_extensions(std::span(rbuf_.data() + pos + kHeaderSize, h->ext_len), &*h);
+      if (!e.ok()) h = e;
+    }
     if (!h.ok()) {
       PFS_LOG_WARN("closing connection {}: {}", describe(), h.status().message());
       do_close(h.status());
       return false;
     }
+    if (h->version >= 2) {  // its NIDs are the connection's
+      h->src_nid = peer_nid().pack();
+      h->dst_nid = local_.pack();
+    }
+    const size_t head = kHeaderSize + h->ext_len;
     size_t body = size_t(h->payload_len) + h->bulk_len;
-    size_t avail = rlen_ - pos - kHeaderSize;
+    size_t avail = rlen_ - pos - head;
     InFrame f;
     f.hdr = *h;
     if (avail >= body) {
-      const uint8_t* p = rbuf_.data() + pos + kHeaderSize;
+      const uint8_t* p = rbuf_.data() + pos + head;
       f.payload = Buffer::copy_of(std::span(p, h->payload_len));
       if (std::optional<Buffer> sink = bulk_sink(*h)) {
         f.bulk = std::move(*sink);
@@ -524,12 +540,12 @@ bool TcpConnection::dispatch_buffered(TimePoint now, bool here) {
         f.bulk = Buffer::copy_of(std::span(p + h->payload_len, h->bulk_len));
       }
       f.times = RxTimes{first_byte, now};
-      pos += kHeaderSize + body;
+      pos += head + body;
       first_byte = now;
       if (!deliver(std::move(f))) return false;
       continue;
     }
-    if (kHeaderSize + body <= rbuf_.size() / 2) break;  // small: wait for more in rbuf_
+    if (head + body <= rbuf_.size() / 2) break;  // small: wait for more in rbuf_
     if (here) {  // a large frame is the I/O thread's: left in rbuf_ for it
       rx_resume_ = true;
       break;
@@ -540,7 +556,7 @@ bool TcpConnection::dispatch_buffered(TimePoint now, bool here) {
     // block store may take it as it is).
     std::optional<Buffer> sink = bulk_sink(*h);
     f.bulk = sink ? std::move(*sink) : Buffer::page_aligned(h->bulk_len);
-    const uint8_t* p = rbuf_.data() + pos + kHeaderSize;
+    const uint8_t* p = rbuf_.data() + pos + head;
     size_t in_payload = std::min<size_t>(avail, h->payload_len);
     if (in_payload) std::memcpy(f.payload.data(), p, in_payload);
     size_t in_bulk = avail - in_payload;

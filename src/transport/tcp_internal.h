@@ -172,7 +172,8 @@ class TcpTransport::Impl {
   // What a connection from `local` announces: `local` first, then the node's other NIDs.
   void add(const std::shared_ptr<TcpConnection>& c);
   // Both handshake sides end here: the connection opens, the net hears of it, reads start.
-  void established(const std::shared_ptr<TcpConnection>& c, std::vector<Nid> peer_nids);
+  void established(const std::shared_ptr<TcpConnection>& c, std::vector<Nid> peer_nids,
+                   WireSession wire);
   void forget(uint64_t id) {
     MutexLock lk(mu_);
     conns_.erase(id);
@@ -243,6 +244,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   void set_peer_nids(std::vector<Nid> n) { peer_nids_ = std::move(n); }
   // Before the connection is reported (the handshake's I/O thread).
   void set_bulk(bool b) { bulk_ = b; }
+  void set_wire(WireSession w) { wire_ = std::move(w); }
 
   bool is_open() const override { return state_.load() == kOpen; }
   // The descriptor stays open while this object lives (do_close only shuts it down), so
@@ -439,7 +441,7 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   HealthKind close_kind_ GUARDED_BY(tx_mu_) = HealthKind::kNone;
   // Owned by the current writer.
   std::vector<std::unique_ptr<OutFrame>> batch_;
-  std::vector<EncodedHeader> headers_;
+  std::vector<EncodedHead> headers_;  // each frame's header and extensions
   std::vector<iovec> iov_;
   std::vector<const BulkData*> iov_bulk_;  // iov_'s: the frame's bulk, or null
   size_t batch_bytes_ = 0;

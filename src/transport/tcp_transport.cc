@@ -56,17 +56,23 @@ using tcp_detail::kHandshakeMaxPayload;
 
 // Handshake frame I/O (through TLS when the connection has it).
 asio::awaitable<void> write_frame(TcpConnection& c, FrameKind kind, const Nid& src, const Nid& dst,
-                                  const Buffer& payload) {
+                                  const Buffer& payload, uint16_t version = 1, uint64_t xid = 0) {
   FrameHeader h;
   h.kind = kind;
   h.src_nid = src.pack();
   h.dst_nid = dst.pack();
+  h.xid = xid;
   h.payload_len = static_cast<uint32_t>(payload.size());
-  EncodedHeader e;
-  encode_header(h, &e);
-  std::array<asio::const_buffer, 2> bufs = {asio::buffer(e),
+  EncodedHead e;
+  encode_frame_head(h, version, &e);
+  std::array<asio::const_buffer, 2> bufs = {asio::buffer(e.bytes.data(), e.size),
                                             asio::buffer(payload.data(), payload.size())};
   co_await c.hs_write(bufs);
+}
+
+asio::awaitable<void> write_frame(TcpConnection& c, const HandshakeMachine::Out& out,
+                                  const Nid& src, const Nid& dst) {
+  co_await write_frame(c, out.kind, src, dst, out.payload, out.version, out.xid);
 }
 
 struct HsFrame {
@@ -112,8 +118,9 @@ std::string nids_string(const std::vector<Nid>& nids) {
 }  // namespace
 
 void TcpTransport::Impl::established(const std::shared_ptr<TcpConnection>& c,
-                                     std::vector<Nid> peer_nids) {
+                                     std::vector<Nid> peer_nids, WireSession wire) {
   c->set_peer_nids(std::move(peer_nids));
+  c->set_wire(std::move(wire));
   c->mark_open();
   PFS_LOG_INFO("connection {} established", c->describe());
   events_.on_connected(c);
@@ -214,16 +221,15 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
       co_await c->tls_handshake();
     }
     // The handshake (wire/handshake.h's machine): the client's HELLO, then its proof.
-    HandshakeMachine hs =
-        HandshakeMachine::server(opts_.cluster_key, announced_nids(c->local_nid(), node_nids_));
+    HandshakeMachine hs = HandshakeMachine::server(
+        opts_.cluster_key, announced_nids(c->local_nid(), node_nids_), opts_.wire);
     using State = HandshakeMachine::State;
     for (int i = 0; i < 2 && hs.state() == State::kRunning; ++i) {
       auto f = co_await read_frame(*c);
       if (!f.ok()) throw std::runtime_error(f.status().message());
-      HandshakeMachine::Step st = hs.on_frame(f->hdr.kind, f->payload.span());
+      HandshakeMachine::Step st = hs.on_frame(f->hdr, f->payload.span());
       Nid peer = hs.peer_nids().empty() ? Nid() : hs.peer_nids().front();
-      if (st.send)
-        co_await write_frame(*c, st.send->kind, c->local_nid(), peer, std::move(st.send->payload));
+      if (st.send) co_await write_frame(*c, *st.send, c->local_nid(), peer);
     }
     switch (hs.state()) {
       case State::kEstablished:
@@ -232,7 +238,7 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
         if (c->tls())
           PFS_LOG_INFO("connection from {} ({}): {}", nids_string(hs.peer_nids()), from,
                        c->tls()->describe());
-        established(c, hs.peer_nids());
+        established(c, hs.peer_nids(), hs.session());
         co_return;
       case State::kRefusedByPeer:
         PFS_LOG_ERROR("connection from {} ({}) refused by the peer: {}",
@@ -240,12 +246,12 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
         c->do_close(Status(Code::kRejected, "refused by peer"));
         co_return;
       case State::kRefused:  // its REJECT is sent
+        // The wrong key, or no wire version in common.
         PFS_LOG_ERROR_LIMITED(
-            "refusing connection from " + nids_string(hs.peer_nids()) + ": wrong cluster key",
-            "refusing connection from {} ({}): wrong cluster key", nids_string(hs.peer_nids()),
-            from);
+            "refusing connection from " + nids_string(hs.peer_nids()) + ": " + hs.why(),
+            "refusing connection from {} ({}): {}", nids_string(hs.peer_nids()), from, hs.why());
         timer.cancel();
-        c->do_close(Status(Code::kRejected, "wrong cluster key"));
+        c->do_close(Status(Code::kRejected, hs.why()));
         co_return;
       case State::kRunning:
       case State::kFailed:
@@ -328,21 +334,21 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
     // The handshake (wire/handshake.h's machine): HELLO, the server's proof, ours.
     HandshakeMachine hs =
         HandshakeMachine::client(opts_.cluster_key, announced_nids(c->local_nid(), node_nids_),
-                                 c->bulk() ? kHelloBulk : uint8_t{0});
+                                 c->bulk() ? kHelloBulk : uint8_t{0}, opts_.wire);
     using State = HandshakeMachine::State;
     HandshakeMachine::Step st = hs.start();
     for (int i = 0; i < 3 && st.send; ++i) {
-      co_await write_frame(*c, st.send->kind, c->local_nid(), remote, std::move(st.send->payload));
+      co_await write_frame(*c, *st.send, c->local_nid(), remote);
       if (hs.state() != State::kRunning) break;
       auto r = co_await read_frame(*c);
       if (!r.ok()) throw std::runtime_error(r.status().message());
-      st = hs.on_frame(r->hdr.kind, r->payload.span());
+      st = hs.on_frame(r->hdr, r->payload.span());
     }
     switch (hs.state()) {
       case State::kEstablished:
         timer.cancel();
         if (c->tls()) PFS_LOG_INFO("connection to {}: {}", target, c->tls()->describe());
-        established(c, hs.peer_nids());
+        established(c, hs.peer_nids(), hs.session());
         cb(ConnectionPtr(c));
         co_return;
       case State::kRefusedByPeer:
@@ -350,7 +356,13 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
         finish(Status(Code::kRejected, "refused by " + target + ": " + hs.why(),
                       HealthKind::kPeerNiConnectionRejected));
         co_return;
-      case State::kRefused:  // its REJECT is sent
+      case State::kRefused:                  // its REJECT is sent
+        if (hs.why() != kWrongClusterKey) {  // no wire version in common
+          PFS_LOG_ERROR("refusing connection to {}: {}", target, hs.why());
+          finish(Status(Code::kRejected, "refusing " + target + ": " + hs.why(),
+                        HealthKind::kPeerNiConnectionRejected));
+          co_return;
+        }
         PFS_LOG_ERROR("refusing connection to {}: it does not hold our cluster key", target);
         finish(Status(Code::kRejected,
                       target + " does not hold the cluster key (wrong cluster key)",

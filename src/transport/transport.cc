@@ -1,5 +1,6 @@
 #include "transport/transport.h"
 
+#include <pfsnet/version.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -61,6 +62,11 @@ Result<TransportOptions> transport_options(const Config& cfg, std::string cluste
     to.tls = *tls;
   }
   to.cluster_key = std::move(cluster_key);
+  // Peers see this build's release, and this run's instance (a restart changes it).
+  to.wire.release = std::string(version()) + " (" + std::string(build_commit()) + ")";
+  Nonce r = random_nonce();
+  std::memcpy(&to.wire.instance, r.data(), sizeof to.wire.instance);
+  to.wire.instance |= 1;
   return to;
 }
 

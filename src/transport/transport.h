@@ -29,6 +29,7 @@
 #include "base/free_list.h"
 #include "transport/link_pipe.h"
 #include "wire/frame.h"
+#include "wire/handshake.h"
 #include "wire/payload.h"
 
 namespace pfsnet {
@@ -146,6 +147,10 @@ class Connection {
   // the other end): it carries large messages only.
   bool bulk() const { return bulk_; }
   uint64_t id() const { return id_; }
+  // What the connection speaks, from its handshake: the wire version, the features both
+  // ends announced, and the peer's own versions, features, release and instance. A frame's
+  // extension fields (FrameHeader::ext) travel only where these features allow.
+  const WireSession& wire() const { return wire_; }
   std::string describe() const {
     return local_.to_string() + (outgoing_ ? " -> " : " <- ") +
            (peer_nids_.empty() ? std::string("?") : peer_nids_[0].to_string());
@@ -179,6 +184,7 @@ class Connection {
   bool outgoing_ = false;
   bool bulk_ = false;  // set before the connection is reported, fixed after
   uint64_t id_ = 0;
+  WireSession wire_;  // set before the connection is reported, fixed after
 
  private:
   std::shared_ptr<void> upper_;
@@ -235,6 +241,9 @@ struct TransportOptions {
   // How long an I/O thread polls for more work before it sleeps (lnet.busy_poll_us);
   // 0: it sleeps at once.
   std::chrono::microseconds busy_poll{0};
+  // The versions and features this node speaks, its release and its instance, for every
+  // handshake (a transport that cannot carry version 2 lowers max_version for its own).
+  WireSpeaks wire;
   Duration handshake_timeout = std::chrono::seconds(5);
   Duration connect_timeout = std::chrono::seconds(5);
   // TCP: a frame's bulk of this many bytes or more is sent zero-copy (MSG_ZEROCOPY; the

@@ -1,6 +1,8 @@
 // The pfsnet frame format (docs/wire_format.md is the specification): a fixed 64-byte
-// little-endian header, then payload, then bulk data. This header holds every constant of
-// the format; encode_header and decode_header are its only encoder and decoder.
+// little-endian header, then (version 2) an extension area of typed, length-prefixed
+// fields, then payload, then bulk data. This header holds every constant of the format;
+// encode_header / encode_frame_head and decode_header / decode_extensions are its only
+// encoders and decoders.
 // Thread safety: pure functions.
 #pragma once
 
@@ -11,14 +13,22 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "wire/crc32c.h"
 
 namespace pfsnet {
 
 inline constexpr uint32_t kFrameMagic = 0x31534650;  // "PFS1" on the wire
-inline constexpr uint16_t kWireVersion = 1;
+// The wire versions this build speaks; a connection speaks the highest both ends do
+// (wire/handshake.h). Version 1 is the 64-byte header of pfsnet up to commit 8827b49 and is
+// spoken for as long as such a peer can exist (docs/wire_format.md, "Compatibility").
+inline constexpr uint16_t kWireVersion = 1;  // the version of a handshake's first frame
+inline constexpr uint16_t kWireVersionMin = 1;
+inline constexpr uint16_t kWireVersionMax = 2;
 inline constexpr size_t kHeaderSize = 64;
+// Version 2: the most bytes of extension fields a frame may carry after its header.
+inline constexpr size_t kMaxExtension = 1024;
 // Largest payload (RPC arguments, handshake messages); bulk data has its own limit.
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 
@@ -47,6 +57,61 @@ inline constexpr uint32_t kDataCrcSize = 4;
 // that does not know the flag ignores it.
 inline constexpr uint8_t kFlagResend = 8;
 
+// Version 2's extension fields (docs/wire_format.md, "Extensions"): each a type byte, a
+// length byte and that many bytes. A type with bit 7 clear is skipped by a receiver that
+// does not know it; one with bit 7 set is a protocol error there. A sender puts a field
+// only on a connection whose negotiated features include it (kFeature* below).
+enum class ExtType : uint8_t {
+  kJobId = 1,         // REQUEST: the job the RPC works for (1..kMaxJobId printable bytes)
+  kTraceContext = 2,  // REQUEST: W3C trace context (trace id 16, parent id 8, flags 1)
+  kQueueTime = 3,     // REPLY: ns the request waited at the server before its handler ran
+};
+inline constexpr size_t kMaxJobId = 64;
+inline constexpr size_t kTraceContextSize = 25;
+
+// Feature bits a node announces in its version-2 handshake; a connection has those both
+// ends announce.
+inline constexpr uint64_t kFeatureJobId = 1 << 0;
+inline constexpr uint64_t kFeatureTraceContext = 1 << 1;
+inline constexpr uint64_t kFeatureQueueTime = 1 << 2;
+inline constexpr uint64_t kFeaturesSpoken =
+    kFeatureJobId | kFeatureTraceContext | kFeatureQueueTime;
+// "job_id,trace,queue_time" (the bits this build knows by name; others as hex).
+std::string feature_names(uint64_t features);
+
+// W3C Trace Context (traceparent, version 00): all-zero ids are invalid.
+struct TraceContext {
+  std::array<uint8_t, 16> trace_id{};
+  std::array<uint8_t, 8> parent_id{};
+  uint8_t flags = 0;  // bit 0: sampled
+  bool valid() const;
+  // "00-<32 hex>-<16 hex>-<2 hex>", the traceparent header's form.
+  std::string to_string() const;
+  static Result<TraceContext> parse(std::string_view traceparent);
+  friend bool operator==(const TraceContext&, const TraceContext&) = default;
+};
+
+// The extension fields of one frame (version 2 only; a version-1 connection carries none).
+struct FrameExt {
+  uint8_t job_id_len = 0;
+  std::array<char, kMaxJobId> job_id{};
+  bool has_trace = false;
+  TraceContext trace;
+  bool has_queue_time = false;
+  uint64_t queue_ns = 0;
+
+  bool empty() const { return job_id_len == 0 && !has_trace && !has_queue_time; }
+  std::string_view job() const { return {job_id.data(), job_id_len}; }
+  // Sets the job id; false (and nothing set) unless 1..kMaxJobId printable ASCII bytes.
+  bool set_job(std::string_view id);
+  // Only the fields `features` allow.
+  void keep_only(uint64_t features);
+  // Bytes the fields take on the wire.
+  size_t encoded_size() const;
+};
+// Whether `id` can be a job id: 1..kMaxJobId bytes of printable ASCII, no space.
+bool valid_job_id(std::string_view id);
+
 struct FrameHeader {
   FrameKind kind = FrameKind::kRequest;
   uint8_t flags = 0;
@@ -67,8 +132,13 @@ struct FrameHeader {
   // xid - done_lag is finished at its end (answered or given up).
   uint64_t incarnation = 0;
   uint32_t done_lag = 0;
-  // bulk_read: in a request, how many bytes of bulk the reply should carry
-  // is carried in the payload by the RPC layer; the frame knows only lengths.
+  // The frame's extension fields (version 2).
+  FrameExt ext;
+  // Decoded: the version of the header, and (version 2) the length and CRC-32C of the
+  // extension area that follows it, which decode_extensions checks and takes in.
+  uint16_t version = 1;
+  uint16_t ext_len = 0;
+  uint32_t ext_crc = 0;
 };
 
 struct FrameLimits {
@@ -78,12 +148,28 @@ struct FrameLimits {
 
 using EncodedHeader = std::array<uint8_t, kHeaderSize>;
 
-// Encodes the header with its checksum.
+// Encodes a version-1 header with its checksum (h.ext is not carried).
 void encode_header(const FrameHeader& h, EncodedHeader* out);
 
-// Decodes and checks a header: magic, version, kind, checksum, and payload and bulk
-// lengths against `limits` (so no allocation is made for a hostile length).
-// Errors have Code::kProtocol and say what was wrong.
+// A header and its extension area, as a version-2 frame carries them.
+struct EncodedHead {
+  std::array<uint8_t, kHeaderSize + kMaxExtension> bytes;
+  size_t size = 0;
+  std::span<const uint8_t> span() const { return {bytes.data(), size}; }
+};
+// Encodes `h` as `version` writes it: version 1, the header alone (h.ext dropped);
+// version 2, the header then h.ext's fields.
+void encode_frame_head(const FrameHeader& h, uint16_t version, EncodedHead* out);
+
+// Decodes and checks a header: magic, version (one this build speaks), kind, checksum, and
+// payload and bulk lengths against `limits` (so no allocation is made for a hostile
+// length). A version-2 header says in ext_len how many bytes of extensions follow it;
+// decode_extensions takes them. Errors have Code::kProtocol (an unknown version
+// kRejected) and say what was wrong.
 Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, const FrameLimits& limits);
+// Checks and decodes the h->ext_len bytes of extensions that follow a version-2 header
+// into h->ext: their CRC, each field's length and place, no field twice, an unknown field
+// with bit 7 set refused.
+Status decode_extensions(std::span<const uint8_t> bytes, FrameHeader* h);
 
 }  // namespace pfsnet

@@ -4,8 +4,11 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
+
+#include "wire/le.h"
 
 namespace pfsnet {
 
@@ -115,20 +118,80 @@ bool client_proof_ok(std::string_view key, const Hello& client, const Hello& ser
   return mac_equal(proof, client_proof(key, client, server));
 }
 
+namespace {
+
+// A version-1 server HELLO's nonce from a node that speaks more: its last 8 bytes say so
+// ("PFSV", the highest version, 0), so a client whose offer was removed on the way sees it.
+constexpr size_t kMarkAt = 24;
+
+void mark_nonce(Nonce* n, uint16_t max_version) {
+  uint8_t* p = n->data() + kMarkAt;
+  le::put<uint32_t>(p, kOfferMagic);
+  le::put<uint16_t>(p + 4, max_version);
+  le::put<uint16_t>(p + 6, 0);
+}
+
+uint16_t marked_max(const Nonce& n) {
+  const uint8_t* p = n.data() + kMarkAt;
+  if (le::get<uint32_t>(p) != kOfferMagic || le::get<uint16_t>(p + 6) != 0) return 1;
+  return le::get<uint16_t>(p + 4);
+}
+
+// Version-2 handshake fields: type u8 | length u16 | value. Unknown types are skipped.
+// kNids: the NIDs, each type u8 | address length u8 | net number u16 | address (network
+// byte order), the large form a longer address (IPv6) fits.
+enum Field : uint8_t { kVersions = 1, kFeatures = 2, kRelease = 3, kInstance = 4, kNids = 5 };
+constexpr size_t kMaxRelease = 64;
+
+void put_field(std::vector<uint8_t>* out, uint8_t type, std::span<const uint8_t> v) {
+  out->push_back(type);
+  out->push_back(static_cast<uint8_t>(v.size()));
+  out->push_back(static_cast<uint8_t>(v.size() >> 8));
+  out->insert(out->end(), v.begin(), v.end());
+}
+
+template <class T>
+void put_int_field(std::vector<uint8_t>* out, uint8_t type, T v) {
+  uint8_t b[sizeof(T)];
+  le::put<T>(b, v);
+  put_field(out, type, b);
+}
+
+std::string versions_string(uint16_t lo, uint16_t hi) {
+  return lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi);
+}
+
+}  // namespace
+
+uint64_t wire_offer(uint16_t min_version, uint16_t max_version) {
+  if (max_version <= 1) return 0;
+  return uint64_t(kOfferMagic) << 32 | uint64_t(max_version) << 16 | min_version;
+}
+
+Result<std::pair<uint16_t, uint16_t>> parse_offer(uint64_t xid) {
+  if (xid == 0) return std::pair<uint16_t, uint16_t>{1, 1};
+  uint16_t lo = static_cast<uint16_t>(xid), hi = static_cast<uint16_t>(xid >> 16);
+  if (uint32_t(xid >> 32) != kOfferMagic || lo == 0 || lo > hi)
+    return Status(Code::kProtocol, "malformed HELLO: its xid is neither 0 nor a version offer");
+  return std::pair<uint16_t, uint16_t>{lo, hi};
+}
+
 HandshakeMachine::HandshakeMachine(std::string key, std::vector<Nid> my_nids, bool client,
-                                   uint8_t flags)
-    : key_(std::move(key)), client_(client) {
+                                   uint8_t flags, WireSpeaks speaks)
+    : key_(std::move(key)), client_(client), speaks_(std::move(speaks)) {
   mine_.nids = std::move(my_nids);
   mine_.flags = client ? flags : 0;
+  if (speaks_.release.size() > kMaxRelease) speaks_.release.resize(kMaxRelease);
 }
 
-HandshakeMachine HandshakeMachine::client(std::string key, std::vector<Nid> my_nids,
-                                          uint8_t flags) {
-  return HandshakeMachine(std::move(key), std::move(my_nids), true, flags);
+HandshakeMachine HandshakeMachine::client(std::string key, std::vector<Nid> my_nids, uint8_t flags,
+                                          WireSpeaks speaks) {
+  return HandshakeMachine(std::move(key), std::move(my_nids), true, flags, std::move(speaks));
 }
 
-HandshakeMachine HandshakeMachine::server(std::string key, std::vector<Nid> my_nids) {
-  return HandshakeMachine(std::move(key), std::move(my_nids), false, 0);
+HandshakeMachine HandshakeMachine::server(std::string key, std::vector<Nid> my_nids,
+                                          WireSpeaks speaks) {
+  return HandshakeMachine(std::move(key), std::move(my_nids), false, 0, std::move(speaks));
 }
 
 HandshakeMachine::Step HandshakeMachine::done(State s, std::string why, std::optional<Out> send) {
@@ -137,53 +200,285 @@ HandshakeMachine::Step HandshakeMachine::done(State s, std::string why, std::opt
   return Step{std::move(send), s};
 }
 
+HandshakeMachine::Step HandshakeMachine::reject(std::string why) {
+  Buffer reason = Buffer::copy_of(std::string_view(why));
+  return done(State::kRefused, std::move(why), Out{FrameKind::kReject, std::move(reason)});
+}
+
+Buffer encode_wire_fields(const WireFields& w) {
+  std::vector<uint8_t> f;
+  uint8_t v[4];
+  le::put<uint16_t>(v, w.min_version);
+  le::put<uint16_t>(v + 2, w.max_version);
+  put_field(&f, kVersions, v);
+  put_int_field<uint64_t>(&f, kFeatures, w.features);
+  if (!w.release.empty()) {
+    size_t n = std::min(w.release.size(), kMaxRelease);
+    put_field(&f, kRelease, {reinterpret_cast<const uint8_t*>(w.release.data()), n});
+  }
+  if (w.instance) put_int_field<uint64_t>(&f, kInstance, w.instance);
+  if (!w.nids.empty()) {
+    std::vector<uint8_t> n;
+    for (const Nid& nid : w.nids) {
+      n.push_back(static_cast<uint8_t>(nid.type));
+      n.push_back(4);
+      n.push_back(static_cast<uint8_t>(nid.net_num));
+      n.push_back(static_cast<uint8_t>(nid.net_num >> 8));
+      for (int k = 3; k >= 0; --k) n.push_back(static_cast<uint8_t>(nid.addr >> (8 * k)));
+    }
+    put_field(&f, kNids, n);
+  }
+  return Buffer::copy_of(std::span<const uint8_t>(f));
+}
+
+Result<WireFields> decode_wire_fields(std::span<const uint8_t> b) {
+  auto bad = [](const std::string& why) {
+    return Status(Code::kProtocol, "malformed version-2 handshake: " + why);
+  };
+  WireFields w;
+  bool versions = false, features = false, nids = false;
+  size_t i = 0;
+  while (i < b.size()) {
+    if (b.size() - i < 3) return bad("truncated field");
+    uint8_t type = b[i];
+    size_t len = b[i + 1] | size_t(b[i + 2]) << 8;
+    if (b.size() - i - 3 < len) return bad("field " + std::to_string(type) + " truncated");
+    const uint8_t* v = b.data() + i + 3;
+    i += 3 + len;
+    switch (type) {
+      case kVersions:
+        if (len != 4 || versions) return bad("versions field");
+        w.min_version = le::get<uint16_t>(v);
+        w.max_version = le::get<uint16_t>(v + 2);
+        if (w.min_version == 0 || w.min_version > w.max_version)
+          return bad("versions " + std::to_string(w.min_version) + " to " +
+                     std::to_string(w.max_version));
+        versions = true;
+        break;
+      case kFeatures:
+        if (len != 8 || features) return bad("features field");
+        w.features = le::get<uint64_t>(v);
+        features = true;
+        break;
+      case kRelease:
+        if (len == 0 || len > kMaxRelease || !w.release.empty())
+          return bad("release field of " + std::to_string(len) + " bytes");
+        for (size_t k = 0; k < len; ++k)
+          if (v[k] < 0x20 || v[k] > 0x7e) return bad("release is not printable");
+        w.release.assign(reinterpret_cast<const char*>(v), len);
+        break;
+      case kInstance:
+        if (len != 8) return bad("instance field");
+        w.instance = le::get<uint64_t>(v);
+        break;
+      case kNids: {
+        if (nids) return bad("NIDs field twice");
+        nids = true;
+        for (size_t k = 0; k < len;) {
+          if (len - k < 4 || len - k - 4 < v[k + 1]) return bad("NIDs field truncated");
+          uint8_t alen = v[k + 1];
+          uint64_t packed = uint64_t(v[k]) << 48 | uint64_t(v[k + 2] | v[k + 3] << 8) << 32;
+          const uint8_t* a = v + k + 4;
+          k += 4 + size_t(alen);
+          if (alen != 4) {  // an address this build cannot hold: a NI it cannot use
+            if (w.nids.empty()) return bad("the connection's NID has no IPv4 address");
+            continue;
+          }
+          auto nid = Nid::unpack(packed | uint32_t(a[0]) << 24 | uint32_t(a[1]) << 16 |
+                                 uint32_t(a[2]) << 8 | a[3]);
+          if (!nid.ok()) return bad(nid.status().message());
+          if (w.nids.size() == kMaxHelloNids) return bad("too many NIDs");
+          w.nids.push_back(*nid);
+        }
+        if (w.nids.empty()) return bad("no NIDs");
+        break;
+      }
+      default:
+        break;  // a field of a later version: skipped
+    }
+  }
+  if (!versions || !features) return bad("no versions or features");
+  return w;
+}
+
+Buffer HandshakeMachine::my_fields() const {
+  WireFields w{speaks_.min_version, speaks_.max_version, speaks_.features,
+               speaks_.release,     speaks_.instance,    {}};
+  if (!client_) w.nids = mine_.nids;  // the client's are in its HELLO
+  return encode_wire_fields(w);
+}
+
+Status HandshakeMachine::take_fields(std::span<const uint8_t> b) {
+  auto w = decode_wire_fields(b);
+  if (!w.ok()) return w.status();
+  if (client_ && w->nids.empty())
+    return Status(Code::kProtocol, "malformed version-2 handshake: no NIDs");
+  session_.peer_min = w->min_version;
+  session_.peer_max = w->max_version;
+  session_.peer_features = w->features;
+  session_.peer_release = std::move(w->release);
+  session_.peer_instance = w->instance;
+  session_.features = speaks_.features & w->features;
+  if (client_) peer_.nids = std::move(w->nids);
+  return Status::Ok();
+}
+
+// v2: HMAC(key, role | '2' | offer | the client HELLO | second | third): for the server's
+// proof its nonce and fields, for the client's the server's HELLO and its own fields.
+Mac HandshakeMachine::v2_mac(char role, std::span<const uint8_t> second,
+                             std::span<const uint8_t> third) const {
+  std::vector<uint8_t> msg;
+  msg.reserve(2 + 8 + client_hello_raw_.size() + second.size() + third.size());
+  msg.push_back(static_cast<uint8_t>(role));
+  msg.push_back('2');
+  uint8_t offer[8];
+  le::put<uint64_t>(offer, offer_);
+  msg.insert(msg.end(), offer, offer + 8);
+  msg.insert(msg.end(), client_hello_raw_.data(),
+             client_hello_raw_.data() + client_hello_raw_.size());
+  msg.insert(msg.end(), second.begin(), second.end());
+  msg.insert(msg.end(), third.begin(), third.end());
+  Mac mac{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()), msg.data(), msg.size(), mac.data(),
+       &len);
+  return mac;
+}
+
 HandshakeMachine::Step HandshakeMachine::start() {
   if (!client_ || step_ != 0 || state_ != State::kRunning) return Step{};
   mine_ = client_hello(std::move(mine_.nids), mine_.flags);
-  return Step{Out{FrameKind::kHello, encode_hello(mine_)}, State::kRunning};
+  offer_ = wire_offer(speaks_.min_version, speaks_.max_version);
+  client_hello_raw_ = encode_hello(mine_);
+  return Step{Out{FrameKind::kHello, Buffer::copy_of(client_hello_raw_.span()), 1, offer_},
+              State::kRunning};
 }
 
 HandshakeMachine::Step HandshakeMachine::on_frame(FrameKind kind,
                                                   std::span<const uint8_t> payload) {
-  if (state_ != State::kRunning) return done(State::kFailed, "a frame after the handshake ended");
-  int step = step_++;
-  if (kind == FrameKind::kReject)
-    return done(State::kRefusedByPeer,
-                std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
-  static const std::string kWrongKey = "wrong cluster key";
-  auto reject = [&] {
-    return done(State::kRefused, kWrongKey,
-                Out{FrameKind::kReject, Buffer::copy_of(std::string_view(kWrongKey))});
-  };
-  if (client_ && step == 0) {  // the server's HELLO with its proof
-    if (kind != FrameKind::kHello) return done(State::kFailed, "expected HELLO");
+  FrameHeader h;
+  h.kind = kind;
+  return on_frame(h, payload);
+}
+
+HandshakeMachine::Step HandshakeMachine::client_takes_hello(const FrameHeader& h,
+                                                            std::span<const uint8_t> payload) {
+  if (h.kind != FrameKind::kHello) return done(State::kFailed, "expected HELLO");
+  if (h.version == 1) {
     auto sh = decode_hello(payload);
     if (!sh.ok()) return done(State::kFailed, sh.status().message());
     peer_ = std::move(*sh);
-    if (!server_proof_ok(key_, mine_, peer_)) return reject();
+    if (!server_proof_ok(key_, mine_, peer_)) return reject(std::string(kWrongClusterKey));
+    if (speaks_.max_version >= 2 && marked_max(peer_.nonce) >= 2)
+      return done(State::kFailed,
+                  "the server speaks wire version " + std::to_string(marked_max(peer_.nonce)) +
+                      " but answered version 1: our version offer was removed on the way");
+    if (speaks_.min_version > 1)
+      return reject("no common wire version: the peer speaks 1, this node " +
+                    versions_string(speaks_.min_version, speaks_.max_version));
+    session_ = WireSession{};
     Mac proof = client_proof(key_, mine_, peer_);
     return Step{Out{FrameKind::kAuth, Buffer::copy_of(std::span<const uint8_t>(proof))},
                 State::kRunning};
   }
-  if (client_ && step == 1) {  // the server's acceptance
-    if (kind != FrameKind::kAuth) return done(State::kFailed, "expected AUTH");
-    return done(State::kEstablished, "");
-  }
-  if (!client_ && step == 0) {  // the client's HELLO
-    if (kind != FrameKind::kHello) return done(State::kFailed, "expected HELLO");
-    auto ch = decode_hello(payload);
-    if (!ch.ok()) return done(State::kFailed, ch.status().message());
-    peer_ = std::move(*ch);
+  // Version 2: nonce_s | mac_s | the server's fields.
+  if (h.version > speaks_.max_version || offer_ == 0)
+    return done(State::kFailed, "a version-" + std::to_string(h.version) +
+                                    " HELLO answering an offer of at most " +
+                                    std::to_string(speaks_.max_version));
+  if (payload.size() < 64) return done(State::kFailed, "malformed version-2 HELLO: too short");
+  Nonce nonce;
+  Mac mac;
+  std::memcpy(nonce.data(), payload.data(), 32);
+  std::memcpy(mac.data(), payload.data() + 32, 32);
+  std::span<const uint8_t> fields = payload.subspan(64);
+  if (!mac_equal(mac, v2_mac('S', nonce, fields))) return reject(std::string(kWrongClusterKey));
+  if (Status st = take_fields(fields); !st.ok()) return done(State::kFailed, st.message());
+  session_.version = h.version;
+  peer_.nonce = nonce;
+  server_hello_raw_ = Buffer::copy_of(payload);
+  Buffer mine = my_fields();
+  Mac proof = v2_mac('C', server_hello_raw_.span(), mine.span());
+  Buffer auth(32 + mine.size());
+  std::memcpy(auth.data(), proof.data(), 32);
+  if (mine.size()) std::memcpy(auth.data() + 32, mine.data(), mine.size());
+  return Step{Out{FrameKind::kAuth, std::move(auth), session_.version}, State::kRunning};
+}
+
+HandshakeMachine::Step HandshakeMachine::server_takes_hello(const FrameHeader& h,
+                                                            std::span<const uint8_t> payload) {
+  if (h.kind != FrameKind::kHello) return done(State::kFailed, "expected HELLO");
+  if (h.version != 1) return done(State::kFailed, "a client HELLO in a version-2 frame");
+  auto ch = decode_hello(payload);
+  if (!ch.ok()) return done(State::kFailed, ch.status().message());
+  auto offer = parse_offer(h.xid);
+  if (!offer.ok()) return done(State::kFailed, offer.status().message());
+  peer_ = std::move(*ch);
+  offer_ = h.xid;
+  client_hello_raw_ = Buffer::copy_of(payload);
+  uint16_t v = std::min(offer->second, speaks_.max_version);
+  if (v < std::max(offer->first, speaks_.min_version))
+    return reject("no common wire version: the peer speaks " +
+                  versions_string(offer->first, offer->second) + ", this node " +
+                  versions_string(speaks_.min_version, speaks_.max_version));
+  if (v == 1) {  // version 1's exchange, the nonce marked when this node speaks more
     mine_ = server_hello(key_, peer_, std::move(mine_.nids));
+    if (speaks_.max_version >= 2) {
+      mark_nonce(&mine_.nonce, speaks_.max_version);
+      mine_.mac =
+          handshake_mac(key_, 'S', mine_.nonce, peer_.nonce, peer_.nids, mine_.nids, peer_.flags);
+    }
+    session_ = WireSession{};
     return Step{Out{FrameKind::kHello, encode_hello(mine_)}, State::kRunning};
   }
-  // The server, step 1: the client's proof.
-  if (kind != FrameKind::kAuth || payload.size() != sizeof(Mac))
+  session_.version = v;
+  mine_.nonce = random_nonce();
+  Buffer fields = my_fields();
+  Mac mac = v2_mac('S', mine_.nonce, fields.span());
+  server_hello_raw_ = Buffer(64 + fields.size());
+  std::memcpy(server_hello_raw_.data(), mine_.nonce.data(), 32);
+  std::memcpy(server_hello_raw_.data() + 32, mac.data(), 32);
+  if (fields.size()) std::memcpy(server_hello_raw_.data() + 64, fields.data(), fields.size());
+  return Step{Out{FrameKind::kHello, Buffer::copy_of(server_hello_raw_.span()), v},
+              State::kRunning};
+}
+
+HandshakeMachine::Step HandshakeMachine::server_takes_auth(const FrameHeader& h,
+                                                           std::span<const uint8_t> payload) {
+  if (h.kind != FrameKind::kAuth || h.version != session_.version)
     return done(State::kFailed, "expected AUTH");
+  if (session_.version == 1) {
+    if (payload.size() != sizeof(Mac)) return done(State::kFailed, "expected AUTH");
+    Mac theirs;
+    std::memcpy(theirs.data(), payload.data(), theirs.size());
+    if (!client_proof_ok(key_, peer_, mine_, theirs)) return reject(std::string(kWrongClusterKey));
+    return done(State::kEstablished, "", Out{FrameKind::kAuth, Buffer()});
+  }
+  if (payload.size() < sizeof(Mac)) return done(State::kFailed, "expected AUTH");
   Mac theirs;
   std::memcpy(theirs.data(), payload.data(), theirs.size());
-  if (!client_proof_ok(key_, peer_, mine_, theirs)) return reject();
-  return done(State::kEstablished, "", Out{FrameKind::kAuth, Buffer()});
+  std::span<const uint8_t> fields = payload.subspan(sizeof(Mac));
+  if (!mac_equal(theirs, v2_mac('C', server_hello_raw_.span(), fields)))
+    return reject(std::string(kWrongClusterKey));
+  if (Status st = take_fields(fields); !st.ok()) return done(State::kFailed, st.message());
+  return done(State::kEstablished, "", Out{FrameKind::kAuth, Buffer(), session_.version});
+}
+
+HandshakeMachine::Step HandshakeMachine::on_frame(const FrameHeader& h,
+                                                  std::span<const uint8_t> payload) {
+  if (state_ != State::kRunning) return done(State::kFailed, "a frame after the handshake ended");
+  int step = step_++;
+  if (h.kind == FrameKind::kReject)
+    return done(State::kRefusedByPeer,
+                std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
+  if (client_ && step == 0) return client_takes_hello(h, payload);
+  if (client_ && step == 1) {  // the server's acceptance
+    if (h.kind != FrameKind::kAuth || h.version != session_.version)
+      return done(State::kFailed, "expected AUTH");
+    return done(State::kEstablished, "");
+  }
+  if (!client_ && step == 0) return server_takes_hello(h, payload);
+  return server_takes_auth(h, payload);
 }
 
 void run_handshake(HandshakeMachine& client, HandshakeMachine& server,
@@ -192,7 +487,11 @@ void run_handshake(HandshakeMachine& client, HandshakeMachine& server,
   for (int i = 0; i < 4 && out; ++i) {
     if (on_wire) on_wire(*out);
     HandshakeMachine& to = i % 2 == 0 ? server : client;
-    out = to.on_frame(out->kind, out->payload.span()).send;
+    FrameHeader h;
+    h.kind = out->kind;
+    h.version = out->version;
+    h.xid = out->xid;
+    out = to.on_frame(h, out->payload.span()).send;
   }
 }
 

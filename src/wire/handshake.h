@@ -8,6 +8,15 @@
 //   client -> server  AUTH   {mac_c = HMAC(key, "C" nonce_s nonce_c nids_s nids_c flags_c)}
 //   server -> client  AUTH   {}                   (accepted)
 // Either side sends REJECT {reason} and closes when a proof does not verify.
+//
+// Versions and features (docs/wire_format.md, "Negotiation"): the client's HELLO is always
+// a version-1 frame a pfsnet of any version reads, its xid field the client's offer (the
+// range of versions it speaks; 0 from a version-1-only client). A server that speaks a
+// higher common version answers with a version-2 HELLO carrying its range, features,
+// release and instance, and the client's AUTH carries the client's; from the AUTH on both
+// ends speak that version with the features both announced. Otherwise the exchange is
+// version 1's, unchanged, except that a server that speaks more marks its nonce (so a
+// client whose offer was removed on the way notices).
 // Thread safety: pure functions.
 #pragma once
 
@@ -21,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "wire/frame.h"
@@ -30,9 +40,48 @@ namespace pfsnet {
 using Nonce = std::array<uint8_t, 32>;
 using Mac = std::array<uint8_t, 32>;
 inline constexpr size_t kMaxHelloNids = 64;
+// The reason of a REJECT for a proof that did not verify.
+inline constexpr std::string_view kWrongClusterKey = "wrong cluster key";
 // Hello::flags: the connection is one of its path's bulk connections (it carries large
 // messages only; the path's first connection carries the rest).
 inline constexpr uint8_t kHelloBulk = 1;
+
+// What a node speaks, for its handshakes.
+struct WireSpeaks {
+  uint16_t min_version = kWireVersionMin, max_version = kWireVersionMax;
+  uint64_t features = kFeaturesSpoken;
+  std::string release;    // this build's (pfsnet/version.h), shown to its peers
+  uint64_t instance = 0;  // this process's run, random per start; 0: not said
+};
+
+// What one connection speaks, from its handshake.
+struct WireSession {
+  uint16_t version = 1;
+  uint64_t features = 0;  // those both ends announced
+  // The peer's own, as its version-2 handshake said; a version-1 peer says none of them.
+  uint16_t peer_min = 1, peer_max = 1;
+  uint64_t peer_features = 0;
+  std::string peer_release;
+  uint64_t peer_instance = 0;
+};
+
+// The client HELLO's xid: the versions it offers (0: version 1 only).
+inline constexpr uint32_t kOfferMagic = 0x56534650;  // "PFSV" on the wire
+uint64_t wire_offer(uint16_t min_version, uint16_t max_version);
+// The range an xid offers; an error when it is neither 0 nor an offer.
+Result<std::pair<uint16_t, uint16_t>> parse_offer(uint64_t xid);
+
+// The fields of a version-2 handshake (the server's HELLO, the client's AUTH): type u8 |
+// length u16 | value each, unknown types skipped (docs/wire_format.md).
+struct WireFields {
+  uint16_t min_version = 1, max_version = 1;
+  uint64_t features = 0;
+  std::string release;  // at most 64 printable bytes
+  uint64_t instance = 0;
+  std::vector<Nid> nids;  // the server's (the client's are in its HELLO)
+};
+Buffer encode_wire_fields(const WireFields& w);
+Result<WireFields> decode_wire_fields(std::span<const uint8_t> bytes);
 
 struct Hello {
   Nonce nonce{};
@@ -83,19 +132,25 @@ class HandshakeMachine {
   struct Out {
     FrameKind kind;
     Buffer payload;
+    uint16_t version = 1;  // of the frame's header
+    uint64_t xid = 0;      // the header's xid (a client HELLO's offer)
   };
   struct Step {
     std::optional<Out> send;  // to send now (a REJECT too, before closing)
     State state = State::kRunning;
   };
 
-  // `my_nids`: what this end announces (announced_nids); `flags`: the client's kHello* bits.
-  static HandshakeMachine client(std::string key, std::vector<Nid> my_nids, uint8_t flags);
-  static HandshakeMachine server(std::string key, std::vector<Nid> my_nids);
+  // `my_nids`: what this end announces (announced_nids); `flags`: the client's kHello* bits;
+  // `speaks`: its versions, features, release and instance.
+  static HandshakeMachine client(std::string key, std::vector<Nid> my_nids, uint8_t flags,
+                                 WireSpeaks speaks = {});
+  static HandshakeMachine server(std::string key, std::vector<Nid> my_nids, WireSpeaks speaks = {});
 
   // The client's HELLO (a server sends nothing first: an empty step).
   Step start();
-  // A frame from the peer.
+  // A frame from the peer: its header (version, kind, xid) and payload.
+  Step on_frame(const FrameHeader& h, std::span<const uint8_t> payload);
+  // A version-1 frame of `kind` with xid 0.
   Step on_frame(FrameKind kind, std::span<const uint8_t> payload);
 
   State state() const { return state_; }
@@ -105,15 +160,32 @@ class HandshakeMachine {
   // The client's kHello* bits (a server knows them after the first frame).
   uint8_t client_flags() const { return client_ ? mine_.flags : peer_.flags; }
   const std::string& why() const { return why_; }
+  // What the connection speaks: final once established.
+  const WireSession& session() const { return session_; }
 
  private:
-  HandshakeMachine(std::string key, std::vector<Nid> my_nids, bool client, uint8_t flags);
+  HandshakeMachine(std::string key, std::vector<Nid> my_nids, bool client, uint8_t flags,
+                   WireSpeaks speaks);
   Step done(State s, std::string why, std::optional<Out> send = std::nullopt);
+  Step reject(std::string why);
+  Step client_takes_hello(const FrameHeader& h, std::span<const uint8_t> payload);
+  Step server_takes_hello(const FrameHeader& h, std::span<const uint8_t> payload);
+  Step server_takes_auth(const FrameHeader& h, std::span<const uint8_t> payload);
+  // This end's version-2 fields (versions, features, release, instance).
+  Buffer my_fields() const;
+  // Takes the peer's fields into session_; an error says what was wrong.
+  Status take_fields(std::span<const uint8_t> fields);
+  Mac v2_mac(char role, std::span<const uint8_t> second, std::span<const uint8_t> third) const;
 
   std::string key_;
   bool client_;
+  WireSpeaks speaks_;
   int step_ = 0;  // frames of the peer's taken
   Hello mine_, peer_;
+  uint64_t offer_ = 0;       // the client HELLO's xid
+  Buffer client_hello_raw_;  // the client HELLO's payload as sent
+  Buffer server_hello_raw_;  // the server's version-2 HELLO payload as sent
+  WireSession session_;
   State state_ = State::kRunning;
   std::string why_;
 };

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <optional>
 
@@ -194,6 +195,185 @@ TEST(HandshakeMachineTest, FramesOutOfPlaceOrMalformedFailTheHandshake) {
     EXPECT_EQ(st.state, HandshakeMachine::State::kRefusedByPeer);
     EXPECT_EQ(c.why(), why);
   }
+}
+
+// Versions and features: the highest version both ends speak, the features both announce.
+WireSpeaks speaks(uint16_t lo, uint16_t hi, uint64_t features, std::string release,
+                  uint64_t instance) {
+  return WireSpeaks{lo, hi, features, std::move(release), instance};
+}
+
+struct Negotiated {
+  Ends e;
+  std::vector<uint16_t> versions;  // of each frame's header, in order
+  std::vector<uint64_t> xids;
+  void run(const std::function<void(size_t, HandshakeMachine::Out&)>& tamper = {}) {
+    e.run([&](size_t i, HandshakeMachine::Out& o) {
+      if (tamper) tamper(i, o);
+      versions.push_back(o.version);
+      xids.push_back(o.xid);
+    });
+  }
+};
+
+const std::string kKey = "k0123456789abcdef";
+const Nid kC1 = *Nid::parse("127.0.0.2@tcp"), kC2 = *Nid::parse("198.18.0.2@tcp1");
+const Nid kS1 = *Nid::parse("127.0.0.3@tcp"), kS2 = *Nid::parse("198.18.0.3@o2ib");
+
+Negotiated between(WireSpeaks c, WireSpeaks s, uint8_t flags = 0) {
+  return Negotiated{{HandshakeMachine::client(kKey, {kC1, kC2}, flags, std::move(c)),
+                     HandshakeMachine::server(kKey, {kS1, kS2}, std::move(s)),
+                     {}},
+                    {},
+                    {}};
+}
+
+TEST(HandshakeNegotiationTest, TwoNewEndsSpeakVersion2WithTheFeaturesBothAnnounce) {
+  Negotiated n =
+      between(speaks(1, 2, kFeatureJobId | kFeatureQueueTime, "0.9.0+c", 11),
+              speaks(1, 2, kFeaturesSpoken | (uint64_t{1} << 50), "0.9.1+s", 22), kHelloBulk);
+  n.run();
+  ASSERT_EQ(n.e.c.state(), HandshakeMachine::State::kEstablished) << n.e.c.why();
+  ASSERT_EQ(n.e.s.state(), HandshakeMachine::State::kEstablished) << n.e.s.why();
+  // The client's HELLO is a version-1 frame whose xid offers 1 to 2; the rest are 2.
+  EXPECT_EQ(n.versions, (std::vector<uint16_t>{1, 2, 2, 2}));
+  EXPECT_EQ(n.xids[0], wire_offer(1, 2));
+  EXPECT_EQ(*parse_offer(n.xids[0]), (std::pair<uint16_t, uint16_t>{1, 2}));
+  for (const HandshakeMachine* m : {&n.e.c, &n.e.s}) {
+    EXPECT_EQ(m->session().version, 2);
+    EXPECT_EQ(m->session().features, kFeatureJobId | kFeatureQueueTime);
+  }
+  const WireSession& c = n.e.c.session();
+  const WireSession& s = n.e.s.session();
+  EXPECT_EQ(c.peer_release, "0.9.1+s");
+  EXPECT_EQ(c.peer_instance, 22u);
+  EXPECT_EQ(c.peer_features, kFeaturesSpoken | (uint64_t{1} << 50));
+  EXPECT_EQ(c.peer_max, 2);
+  EXPECT_EQ(s.peer_release, "0.9.0+c");
+  EXPECT_EQ(s.peer_instance, 11u);
+  EXPECT_EQ(s.peer_features, kFeatureJobId | kFeatureQueueTime);
+  // Each end knows the other's NIDs (the server's from its version-2 fields) and the flags.
+  EXPECT_EQ(n.e.c.peer_nids(), (std::vector<Nid>{kS1, kS2}));
+  EXPECT_EQ(n.e.s.peer_nids(), (std::vector<Nid>{kC1, kC2}));
+  EXPECT_EQ(n.e.s.client_flags(), kHelloBulk);
+}
+
+TEST(HandshakeNegotiationTest, AVersionOneClientGetsVersionOnesExchangeUnchanged) {
+  // A client of pfsnet up to 8827b49 offers nothing (xid 0) and reads only version-1 frames.
+  Negotiated n = between(speaks(1, 1, 0, "", 0), speaks(1, 2, kFeaturesSpoken, "new", 5));
+  n.run();
+  ASSERT_EQ(n.e.c.state(), HandshakeMachine::State::kEstablished) << n.e.c.why();
+  ASSERT_EQ(n.e.s.state(), HandshakeMachine::State::kEstablished) << n.e.s.why();
+  EXPECT_EQ(n.versions, (std::vector<uint16_t>{1, 1, 1, 1}));
+  EXPECT_EQ(n.xids, (std::vector<uint64_t>{0, 0, 0, 0}));
+  EXPECT_EQ(n.e.s.session().version, 1);
+  EXPECT_EQ(n.e.s.session().features, 0u);
+  EXPECT_EQ(n.e.s.session().peer_release, "");
+  EXPECT_EQ(n.e.c.peer_nids(), (std::vector<Nid>{kS1, kS2}));
+  // The exchange is version 1's to the byte: the old functions verify it.
+  Hello c = client_hello({kC1});
+  auto m = HandshakeMachine::server(kKey, {kS1});
+  auto st = m.on_frame(FrameKind::kHello, encode_hello(c).span());
+  ASSERT_TRUE(st.send);
+  EXPECT_EQ(st.send->version, 1);
+  auto sh = decode_hello(st.send->payload.span());
+  ASSERT_TRUE(sh.ok());
+  EXPECT_TRUE(server_proof_ok(kKey, c, *sh));
+  Mac proof = client_proof(kKey, c, *sh);
+  st = m.on_frame(FrameKind::kAuth, proof);
+  EXPECT_EQ(st.state, HandshakeMachine::State::kEstablished);
+  ASSERT_TRUE(st.send);
+  EXPECT_EQ(st.send->payload.size(), 0u);
+}
+
+TEST(HandshakeNegotiationTest, ANewClientSpeaksVersionOneToAVersionOneServer) {
+  // A server of pfsnet up to 8827b49, played by the version-1 functions it ran: it takes the
+  // HELLO (its xid unread), answers with its proof and an unmarked nonce, checks ours.
+  auto m = HandshakeMachine::client(kKey, {kC1}, 0, speaks(1, 2, kFeaturesSpoken, "new", 1));
+  auto hello = m.start().send;
+  ASSERT_TRUE(hello);
+  EXPECT_EQ(hello->version, 1);
+  auto ch = decode_hello(hello->payload.span());
+  ASSERT_TRUE(ch.ok()) << ch.status().to_string();
+  Hello sh = server_hello(kKey, *ch, {kS1});
+  auto st = m.on_frame(FrameKind::kHello, encode_hello(sh).span());
+  ASSERT_TRUE(st.send);
+  EXPECT_EQ(st.send->kind, FrameKind::kAuth);
+  EXPECT_EQ(st.send->version, 1);
+  Mac proof;
+  ASSERT_EQ(st.send->payload.size(), proof.size());
+  std::memcpy(proof.data(), st.send->payload.data(), proof.size());
+  EXPECT_TRUE(client_proof_ok(kKey, *ch, sh, proof));
+  EXPECT_EQ(m.on_frame(FrameKind::kAuth, {}).state, HandshakeMachine::State::kEstablished);
+  EXPECT_EQ(m.session().version, 1);
+  EXPECT_EQ(m.session().features, 0u);
+  EXPECT_EQ(m.peer_nids(), (std::vector<Nid>{kS1}));
+}
+
+TEST(HandshakeNegotiationTest, AnOfferRemovedOnTheWayIsNoticed) {
+  // Someone clears the client's offer: the server, which speaks 2, answers version 1 with
+  // its nonce marked, which its proof covers; the client that offered 2 refuses.
+  Negotiated n =
+      between(speaks(1, 2, kFeaturesSpoken, "", 0), speaks(1, 2, kFeaturesSpoken, "", 0));
+  n.run([](size_t i, HandshakeMachine::Out& o) {
+    if (i == 0) o.xid = 0;
+  });
+  EXPECT_EQ(n.e.c.state(), HandshakeMachine::State::kFailed);
+  EXPECT_NE(n.e.c.why().find("offer was removed"), std::string::npos) << n.e.c.why();
+  // A server that speaks only 1 marks that: no alarm, version 1.
+  Negotiated one = between(speaks(1, 2, kFeaturesSpoken, "", 0), speaks(1, 1, 0, "", 0));
+  one.run();
+  EXPECT_EQ(one.e.c.state(), HandshakeMachine::State::kEstablished) << one.e.c.why();
+  EXPECT_EQ(one.e.c.session().version, 1);
+}
+
+TEST(HandshakeNegotiationTest, NoCommonVersionIsRefusedSayingWhatEachSpeaks) {
+  Negotiated n = between(speaks(2, 2, kFeaturesSpoken, "", 0), speaks(1, 1, 0, "", 0));
+  n.run();
+  EXPECT_EQ(n.e.s.state(), HandshakeMachine::State::kRefused);
+  EXPECT_EQ(n.e.c.state(), HandshakeMachine::State::kRefusedByPeer);
+  EXPECT_EQ(n.e.c.why(), "no common wire version: the peer speaks 2, this node 1");
+  // A malformed offer fails the handshake.
+  auto s = HandshakeMachine::server(kKey, {kS1});
+  FrameHeader h;
+  h.kind = FrameKind::kHello;
+  h.xid = 0x1234;
+  EXPECT_EQ(s.on_frame(h, encode_hello(client_hello({kC1})).span()).state,
+            HandshakeMachine::State::kFailed);
+  EXPECT_NE(s.why().find("version offer"), std::string::npos);
+}
+
+TEST(HandshakeNegotiationTest, Version2ProofsCoverEveryFieldAndTheKey) {
+  // The server's fields (its features) changed on the way: the client refuses its proof.
+  Negotiated f = between({}, {});
+  f.run([](size_t i, HandshakeMachine::Out& o) {
+    if (i == 1) o.payload.data()[o.payload.size() - 1] ^= 1;
+  });
+  EXPECT_EQ(f.e.c.state(), HandshakeMachine::State::kRefused);
+  EXPECT_EQ(f.e.s.state(), HandshakeMachine::State::kRefusedByPeer);
+  // The client's fields changed on the way: the server refuses.
+  Negotiated g = between({}, {});
+  g.run([](size_t i, HandshakeMachine::Out& o) {
+    if (i == 2) o.payload.data()[o.payload.size() - 1] ^= 1;
+  });
+  EXPECT_EQ(g.e.s.state(), HandshakeMachine::State::kRefused);
+  EXPECT_EQ(g.e.c.state(), HandshakeMachine::State::kRefusedByPeer);
+  EXPECT_EQ(g.e.c.why(), "wrong cluster key");
+  // The offer is covered too: raised on the way, the proofs no longer match.
+  Negotiated o = between(speaks(1, 2, kFeaturesSpoken, "", 0), {});
+  o.run([](size_t i, HandshakeMachine::Out& out) {
+    if (i == 0) out.xid = wire_offer(1, 3);
+  });
+  EXPECT_NE(o.e.c.state(), HandshakeMachine::State::kEstablished);
+  // A wrong key: refused at the first proof, as in version 1.
+  Negotiated k{{HandshakeMachine::client(kKey, {kC1}, 0),
+                HandshakeMachine::server("other-key-0123456", {kS1}),
+                {}},
+               {},
+               {}};
+  k.run();
+  EXPECT_EQ(k.e.c.state(), HandshakeMachine::State::kRefused);
+  EXPECT_EQ(k.e.s.why(), "wrong cluster key");
 }
 
 }  // namespace
