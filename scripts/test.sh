@@ -54,5 +54,8 @@ fi
 CXX=$cxx cmake -S . -B "$build" -G Ninja "${flags[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 [ "$run_tests" = 1 ] || exit 0
+# pfsnetd and pfsnet of 8827b49 (wire version 1) for MixedVersionTest: built once into
+# .cache/old-8827b49, which every build directory shares.
+./scripts/old-release.sh
 cd "$build"
 ctest --output-on-failure -j 2 --timeout 300

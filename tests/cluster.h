@@ -223,6 +223,7 @@ struct DaemonOptions {
   // hardware needed).
   std::string net = "tcp";
   std::string provider = "tcp";  // o2ib only
+  std::string binary;            // the pfsnetd to run; empty: this build's
 };
 
 // Options of an MGS (also a server) on loopback(2) and a client of it on loopback(3), for
@@ -255,7 +256,8 @@ class Daemon {
                         "[lnet]\npeer_credits = " + std::to_string(o.peer_credits) +
                         "\ntransaction_timeout = " + std::to_string(o.transaction_timeout) + "\n" +
                         o.extra);
-    proc_ = std::make_unique<Process>(std::vector<std::string>{PFSNETD_BIN, "--config", cfg});
+    proc_ = std::make_unique<Process>(std::vector<std::string>{
+        o.binary.empty() ? std::string(PFSNETD_BIN) : o.binary, "--config", cfg});
     ready_ = proc_->wait_for_output("pfsnetd started", 5000ms);
   }
   bool ready() const { return ready_; }
