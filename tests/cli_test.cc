@@ -77,11 +77,36 @@ TEST_F(CliTest, PingBetweenTwoDaemons) {
   EXPECT_EQ(p[0]["paths"][0]["wire_version"], 2);
   auto [rc4, verbose] = run({PFSNET_BIN, "--socket", a.socket(), "peers", "-v"});
   ASSERT_EQ(rc4, 0) << verbose;
-  EXPECT_NE(verbose.find("wire version 2 (peer speaks 1-2), features job_id,trace,queue_time, "
-                         "release " +
+  EXPECT_NE(verbose.find("wire version 2 (peer speaks 1-2), features job_id,trace,queue_time\n"
+                         "    peer release " +
                          std::string(version())),
             std::string::npos)
       << verbose;
+}
+
+// A ping's job id and trace context reach the server over the daemons' version-2
+// connection -- its debug log names them; a job id or trace context of another form is
+// refused before anything is sent.
+TEST_F(CliTest, APingsJobIdAndTraceReachTheServer) {
+  DaemonOptions debug;
+  debug.node_extra = "log_level = \"debug\"\n";
+  Daemon a(dir_, 2, key_), b(dir_, 3, key_, debug);
+  ASSERT_TRUE(a.ready()) << a.process().output();
+  ASSERT_TRUE(b.ready()) << b.process().output();
+  const std::string tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  auto [rc, out] = run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "2",
+                        "-s", "4096", "--mode", "write", "--job", "slurm.77.0", "--trace", tp});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(b.process().wait_for_output("job slurm.77.0, trace " + tp, 5000ms))
+      << b.process().output();
+  auto [rc2, out2] = run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c",
+                          "1", "--job", "has space"});
+  EXPECT_EQ(rc2, 2) << out2;
+  EXPECT_NE(out2.find("printable"), std::string::npos) << out2;
+  auto [rc3, out3] = run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c",
+                          "1", "--trace", "00-zz"});
+  EXPECT_EQ(rc3, 2) << out3;
+  EXPECT_NE(out3.find("traceparent"), std::string::npos) << out3;
 }
 
 // lnet.io_threads = 0 (the default) stands for socklnd's count over the daemon's CPUs:

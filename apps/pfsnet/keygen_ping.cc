@@ -39,6 +39,7 @@ struct PingArgs {
   int64_t count = 4, size = 0;
   double timeout = 5, interval = 0;
   std::string mode = "echo";
+  std::string job, trace;  // empty: none
 };
 
 int ping(Invocation& inv, const PingArgs& a) {
@@ -47,6 +48,8 @@ int ping(Invocation& inv, const PingArgs& a) {
   json req = {{"cmd", "ping"},         {"nid", nid->to_string()}, {"count", a.count},
               {"size", a.size},        {"timeout", a.timeout},    {"mode", a.mode},
               {"interval", a.interval}};
+  if (!a.job.empty()) req["job_id"] = a.job;
+  if (!a.trace.empty()) req["trace"] = a.trace;
   auto limit = std::chrono::milliseconds(
       static_cast<int64_t>((a.timeout + a.interval + 1) * 1000 * double(a.count)) + 5000);
   if (!inv.json)
@@ -109,6 +112,11 @@ void add_ping(CLI::App& app, Invocation& inv) {
       ->check(CLI::IsMember({"echo", "write", "read"}));
   sub->add_option("--interval,-i", a->interval, "seconds between round trips (default 0)")
       ->check(CLI::Range(0.0, 60.0));
+  sub->add_option("--job", a->job,
+                  "job id each RPC carries (1-64 printable bytes; wire version 2: the server "
+                  "sees it)");
+  sub->add_option("--trace", a->trace,
+                  "W3C traceparent each RPC carries, 00-<32 hex>-<16 hex>-<2 hex>");
   sub->add_flag("--json", inv.json, "print the summary as JSON");
   sub->callback([&inv, a] { inv.rc = ping(inv, *a); });
 }

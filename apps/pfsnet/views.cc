@@ -89,7 +89,7 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
       if (n.value("wire_version", 0) > 0) {
         std::string release = n.value("release", std::string());
         std::string features = n.value("features", std::string());
-        std::printf("    wire version %d (peer speaks %s), features %s, release %s\n",
+        std::printf("    wire version %d (peer speaks %s), features %s\n    peer release %s\n",
                     n["wire_version"].get<int>(), n.value("wire_versions", std::string()).c_str(),
                     features.empty() ? "none" : features.c_str(),
                     release.empty() ? "unknown (before wire negotiation)" : release.c_str());

@@ -7,10 +7,12 @@
 #include <pfsnet/clock.h>
 #include <pfsnet/nid.h>
 #include <pfsnet/status.h>
+#include <pfsnet/trace_context.h>
 
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <utility>
 
 namespace pfsnet {
@@ -29,6 +31,10 @@ struct RpcReply {
   Buffer payload;
   Buffer bulk;
   Duration exec_time{0};  // server execution time, from the reply header
+  // How long the request waited at the server for a worker before its handler ran (part
+  // of exec_time), where the server says (a version-2 connection; a handler that runs on
+  // arrival, HandlerMode::kInline, waits for none and says nothing).
+  std::optional<Duration> queue_time;
   RpcTimes times;
   uint64_t bytes_sent = 0;      // request frame, header included
   uint64_t bytes_received = 0;  // reply frame, header included
@@ -98,6 +104,13 @@ struct CallOptions {
   // for a resent request's reply. TCP only (and an emulated link whose inbound pipe holds
   // no frames): RDMA has its sink (reply_bulk).
   std::function<std::optional<Buffer>(size_t bytes, std::function<void()> cancel)> reply_memory;
+  // The job the call works for (Lustre's jobid: 1 to 64 printable ASCII bytes, no space;
+  // empty: none) and its W3C trace context: the server's handler reads them
+  // (RpcRequest::job_id, trace). They travel on wire-version-2 connections whose ends both
+  // announce the feature (docs/wire_format.md); a version-1 peer never sees them. A job id
+  // of another form fails the call with INVALID_ARGUMENT, unsent.
+  std::string job_id;
+  std::optional<TraceContext> trace;
 };
 inline constexpr Duration kRecoverResend = std::chrono::milliseconds(250);
 
@@ -114,6 +127,9 @@ struct RpcRequest {
   // the sender sealed nothing): what a store keeps with the data, to reply with
   // (RpcResponse::bulk_crc) -- the writer's checksum travels on to the reader.
   std::optional<uint32_t> bulk_crc;
+  // The caller's CallOptions::job_id and trace, where its connection carried them.
+  std::string job_id;
+  std::optional<TraceContext> trace;
 };
 
 struct RpcResponse {

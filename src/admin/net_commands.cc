@@ -5,6 +5,7 @@
 #include "admin/node_commands.h"
 #include "base/json_fields.h"
 #include "rpc/ping.h"
+#include "wire/frame.h"
 
 namespace pfsnet {
 
@@ -103,6 +104,16 @@ Result<PingArgs> parse_ping_args(const json& req, int64_t max_bulk, int64_t tran
   a.mode = req.value("mode", std::string("echo"));
   if (a.mode != "echo" && a.mode != "write" && a.mode != "read")
     return Status(Code::kInvalidArgument, "mode must be echo, write or read");
+  // The job id and trace context each RPC carries (wire version 2: the server sees them).
+  a.job_id = req.value("job_id", std::string());
+  if (!a.job_id.empty() && !valid_job_id(a.job_id))
+    return Status(Code::kInvalidArgument, "job id '" + a.job_id.substr(0, 80) +
+                                              "': 1 to 64 printable ASCII bytes, no space");
+  if (std::string tp = req.value("trace", std::string()); !tp.empty()) {
+    auto t = TraceContext::parse(tp);
+    if (!t.ok()) return t.status();
+    a.trace = *t;
+  }
   return a;
 }
 
@@ -123,6 +134,8 @@ Result<json> run_ping(const NodeParts& node, const json& req, const AdminEmit& e
   size_t expect = mode == "write" ? 0 : static_cast<size_t>(size);
   CallOptions co{std::chrono::duration_cast<Duration>(std::chrono::duration<double>(timeout_s))};
   co.reply_bulk = expect;
+  co.job_id = args->job_id;
+  co.trace = args->trace;
 
   int64_t ok = 0, failed = 0;
   double mn = 0, mx = 0, sum = 0, total_max = 0;
@@ -144,13 +157,11 @@ Result<json> run_ping(const NodeParts& node, const json& req, const AdminEmit& e
       mx = std::max(mx, ms);
       sum += ms;
       ++ok;
-      if (!emit({{"event", "reply"},
-                 {"seq", seq},
-                 {"nid", nid->to_string()},
-                 {"bytes", size},
-                 {"rtt_ms", ms},
-                 {"total_ms", total_ms}}))
-        break;  // the client went away
+      json ev = {{"event", "reply"}, {"seq", seq},   {"nid", nid->to_string()},
+                 {"bytes", size},    {"rtt_ms", ms}, {"total_ms", total_ms}};
+      // The server's wait for a worker, where it says (wire version 2).
+      if (r.queue_time) ev["queue_ms"] = to_ms(*r.queue_time);
+      if (!emit(ev)) break;  // the client went away
     } else {
       ++failed;
       std::string kind(st.health_kind() != HealthKind::kNone ? health_kind_name(st.health_kind())

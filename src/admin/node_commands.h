@@ -12,6 +12,7 @@
 #pragma once
 
 #include <pfsnet/clock.h>
+#include <pfsnet/trace_context.h>
 
 #include "admin/admin_commands.h"
 #include "admin/prometheus.h"
@@ -70,6 +71,8 @@ struct PingArgs {
   int64_t count = 1, size = 0;
   double timeout_s = 0, interval_s = 0;
   std::string mode = "echo";
+  std::string job_id;                 // empty: none
+  std::optional<TraceContext> trace;  // none
 };
 Result<PingArgs> parse_ping_args(const nlohmann::json& req, int64_t max_bulk,
                                  int64_t transaction_timeout);

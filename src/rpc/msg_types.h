@@ -51,6 +51,9 @@ inline constexpr uint32_t kMsgTokenRelease = 38;
 
 // rpc/reply_cache.h: a client's word that it is finished with requests (the engine's own).
 inline constexpr uint32_t kMsgRpcDone = 4;
+// rpc/rpc_server.h: not sent; a server records under it how long each request a worker ran
+// waited for one, so `diag rpc` shows the queue beside the execution times.
+inline constexpr uint32_t kMsgRpcQueue = 40;
 
 struct MsgType {
   uint32_t id;
@@ -86,6 +89,7 @@ inline constexpr MsgType kMsgTypes[] = {
     {kMsgTokenRevoke, "TOKEN_REVOKE"},
     {kMsgTokenRelease, "TOKEN_RELEASE"},
     {kMsgRpcDone, "RPC_DONE"},
+    {kMsgRpcQueue, "RPC_QUEUE"},
 };
 
 // The registered name of `id`; empty when it is not one of pfsnet's own.

@@ -38,7 +38,8 @@ struct RpcClient::Call final : TxCompletion {
   bool no_delay = false;    // CallOptions::no_delay
   Payload payload;          // every attempt sends it (shared, never copied)
   BulkData bulk;
-  std::optional<uint32_t> bulk_crc;        // CallOptions::bulk_crc
+  std::optional<uint32_t> bulk_crc;  // CallOptions::bulk_crc
+  FrameExt ext;  // CallOptions::job_id and trace, as every attempt's request carries them
   std::optional<std::pair<Nid, Nid>> pin;  // recovery pings: this path only, no resend
   Callback cb;
 

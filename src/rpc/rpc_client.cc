@@ -105,6 +105,11 @@ RpcClient::CallPtr RpcClient::start_call(const Nid& dst, uint32_t type, Buffer p
   c->one_stream = o.one_stream;
   c->recover = o.recover;
   c->no_delay = o.no_delay;
+  const bool bad_job = !o.job_id.empty() && !c->ext.set_job(o.job_id);
+  if (o.trace) {
+    c->ext.has_trace = o.trace->valid();
+    c->ext.trace = *o.trace;
+  }
   c->attempt_timeout =
       c->pin ? total
       : o.attempt_timeout.count() > 0
@@ -114,6 +119,13 @@ RpcClient::CallPtr RpcClient::start_call(const Nid& dst, uint32_t type, Buffer p
   c->bulk = std::move(bulk);
   c->reply.bytes_sent = kHeaderSize + c->payload.size() + (c->bulk ? c->bulk->size() : 0);
   c->cb = std::move(cb);
+  if (bad_job || (o.trace && !o.trace->valid())) {  // refused unsent
+    resolve_error(c, Status(Code::kInvalidArgument,
+                            bad_job ? "job id '" + o.job_id.substr(0, 80) +
+                                          "': 1 to 64 printable ASCII bytes, no space"
+                                    : std::string("trace context with an all-zero id")));
+    return c;
+  }
   submit(c);
   return c;
 }
@@ -387,6 +399,7 @@ void RpcClient::send_call(const Armed& a) {
   f->reply_sink = c->reply_bulk;
   f->one_stream = c->one_stream;
   f->hdr.done_lag = a.done_lag;
+  if (!c->ext.empty()) f->hdr.ext = c->ext;  // where the connection carries them
   if (c->pin)
     net_.send_via(c->pin->first, c->pin->second, std::move(f), a.deadline, c.get(), true);
   else

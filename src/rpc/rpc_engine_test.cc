@@ -15,6 +15,62 @@ namespace {
 
 using namespace rpc_test;
 
+// A call's job id and trace context reach the server's handler, and a worker's reply says
+// how long the request waited for it -- on the version-2 connection of two nodes of this
+// build; a node that speaks version 1 sends and receives none of them. A job id of another
+// form fails the call unsent.
+TEST_F(RpcTest, JobIdAndTraceReachTheHandlerAndTheQueueTimeComesBackOnVersion2Only) {
+  constexpr uint32_t kTagged = 20;
+  int served = 0;
+  auto says = [&served](RpcRequest& r) {
+    ++served;
+    RpcResponse resp;
+    std::string s = (r.job_id.empty() ? "-" : r.job_id) + " " +
+                    (r.trace ? r.trace->to_string() : std::string("-"));
+    resp.payload = Buffer::copy_of(std::string_view(s));
+    return resp;
+  };
+  server_.rpc.handle(kTagged, "TAGGED", says, HandlerMode::kWorker);
+  const std::string tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  CallOptions co;
+  co.job_id = "slurm.4242.0";
+  co.trace = *TraceContext::parse(tp);
+  Replies r, echo;
+  client_.rpc.call_async(b_, kTagged, Buffer(), nullptr, r.cb(), co);
+  client_.rpc.call_async(b_, kEcho, Buffer::copy_of(std::string_view("x")), nullptr, echo.cb(), co);
+  pump_until([&] { return r.got.size() == 1 && echo.got.size() == 1; });
+  ASSERT_EQ(r.got.size(), 1u);
+  ASSERT_TRUE(r.got[0].status.ok()) << r.got[0].status.to_string();
+  EXPECT_EQ(r.got[0].payload.view(), "slurm.4242.0 " + tp);
+  ASSERT_TRUE(r.got[0].queue_time.has_value());  // a worker ran it
+  EXPECT_EQ(r.got[0].queue_time->count(), 0);    // the manual clock stood still
+  ASSERT_EQ(echo.got.size(), 1u);
+  EXPECT_TRUE(echo.got[0].status.ok());
+  EXPECT_FALSE(echo.got[0].queue_time.has_value());  // an inline handler waits for nothing
+
+  // A job id of another form: refused here, never sent.
+  Replies bad;
+  CallOptions spaced;
+  spaced.job_id = "my job";
+  client_.rpc.call_async(b_, kTagged, Buffer(), nullptr, bad.cb(), spaced);
+  pump_until([&] { return bad.got.size() == 1; });
+  ASSERT_EQ(bad.got.size(), 1u);
+  EXPECT_EQ(bad.got[0].status.code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.got[0].status.message().find("printable"), std::string::npos);
+  EXPECT_EQ(served, 1);
+
+  // A version-1 node: its connection to the server speaks 1, and carries none of them.
+  Node old(hub_, clock_, nid("10.0.0.3@tcp"), 2, 8, 0, 1);
+  Replies o;
+  old.rpc.call_async(b_, kTagged, Buffer(), nullptr, o.cb(), co);
+  pump_until([&] { return o.got.size() == 1; });
+  ASSERT_EQ(o.got.size(), 1u);
+  ASSERT_TRUE(o.got[0].status.ok()) << o.got[0].status.to_string();
+  EXPECT_EQ(o.got[0].payload.view(), "- -");
+  EXPECT_FALSE(o.got[0].queue_time.has_value());
+  EXPECT_EQ(served, 2);
+}
+
 TEST_F(RpcTest, AnAsyncHandlerAnswersLaterOrCancelsWhenDropped) {
   constexpr uint32_t kLater = 14;
   std::vector<Responder> held;

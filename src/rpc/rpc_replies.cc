@@ -94,6 +94,9 @@ void RpcClient::take_reply(Call& c, const Nid& from, InFrame& f) {
     r.bulk = std::move(f.bulk);
   }
   r.exec_time = Duration(static_cast<int64_t>(std::min<uint64_t>(f.hdr.exec_ns, INT64_MAX)));
+  if (f.hdr.ext.has_queue_time)
+    r.queue_time =
+        Duration(static_cast<int64_t>(std::min<uint64_t>(f.hdr.ext.queue_ns, INT64_MAX)));
   r.times.reply_first_byte = f.times.first_byte;
   r.times.reply_complete = f.times.complete;
   c.reply_in = true;

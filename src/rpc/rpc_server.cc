@@ -107,10 +107,15 @@ void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     serve_async(t, from, std::move(f), std::move(credit), saved);
     return;
   }
-  auto run = [this, &t, from, saved](InFrame& fr, RxCredit& cr) {
+  // `queued`: a worker runs it, and says how long it waited for one (none inline).
+  auto run = [this, &t, from, saved](InFrame& fr, RxCredit& cr, bool queued) {
     RpcRequest req{
         from,       fr.hdr.msg_type, std::move(fr.payload), std::move(fr.bulk), fr.hdr.incarnation,
         fr.hdr.xid, fr.bulk_crc};
+    take_extensions(fr.hdr, &req);
+    std::optional<Duration> waited;
+    if (queued) waited = std::max(Duration(0), clock_.now() - fr.times.complete);
+    if (!fr.hdr.ext.empty()) log_request(from, fr.hdr, waited);
     RpcResponse resp;
     try {
       resp = t.handler(req);
@@ -121,10 +126,10 @@ void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     }
     req = RpcRequest{};
     cr.release();  // before the reply, so the credit rides on it
-    send_reply(from, fr.hdr, fr.times.complete, std::move(resp), true, saved);
+    send_reply(from, fr.hdr, fr.times.complete, std::move(resp), true, saved, waited);
   };
   if (t.mode == HandlerMode::kInline) {
-    run(f, credit);
+    run(f, credit, false);
     return;
   }
   struct Job {
@@ -132,7 +137,7 @@ void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     RxCredit credit;
   };
   auto job = std::make_shared<Job>(Job{std::move(f), std::move(credit)});
-  if (!workers_.submit([job, run]() mutable { run(job->f, job->credit); })) {
+  if (!workers_.submit([job, run]() mutable { run(job->f, job->credit, true); })) {
     job->credit.release();
     RpcResponse r;
     r.status = Status(Code::kCancelled, "server is shutting down");
@@ -154,6 +159,8 @@ void RpcServer::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxC
   RpcRequest req{
       from,      f.hdr.msg_type, std::move(f.payload), std::move(f.bulk), f.hdr.incarnation,
       f.hdr.xid, f.bulk_crc};
+  take_extensions(hdr, &req);
+  if (!hdr.ext.empty()) log_request(from, hdr, std::nullopt);
   try {
     t.async(req, std::move(resp));
   } catch (const std::exception& e) {
@@ -226,8 +233,25 @@ bool RpcServer::admit(const Nid& from, const FrameHeader& h, bool copy) {
   return true;
 }
 
+void RpcServer::take_extensions(const FrameHeader& h, RpcRequest* req) {
+  if (h.ext.job_id_len) req->job_id.assign(h.ext.job());
+  if (h.ext.has_trace) req->trace = h.ext.trace;
+}
+
+void RpcServer::log_request(const Nid& from, const FrameHeader& h, std::optional<Duration> waited) {
+  // At run time (node.log_level = "debug"), not compiled out as PFS_LOG_DEBUG is: only
+  // requests that carry extension fields come here.
+  if (!spdlog::should_log(spdlog::level::debug)) return;
+  spdlog::debug(
+      "request {} xid {} from {}: job {}, trace {}, queued {} us", type_name(h.msg_type), h.xid,
+      from.to_string(), h.ext.job_id_len ? h.ext.job() : std::string_view("-"),
+      h.ext.has_trace ? h.ext.trace.to_string() : std::string("-"),
+      waited ? std::chrono::duration_cast<std::chrono::microseconds>(*waited).count() : 0);
+}
+
 void RpcServer::send_reply(const Nid& to, const FrameHeader& req, TimePoint received,
-                           RpcResponse&& r, bool counted, bool saved) {
+                           RpcResponse&& r, bool counted, bool saved,
+                           std::optional<Duration> queued) {
   ReplyRef ref;
   SavedReply* reply = &ref.own;
   reply->hdr.kind = FrameKind::kReply;
@@ -253,8 +277,15 @@ void RpcServer::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
   TimePoint now = clock_.now();
   int64_t exec = std::max<int64_t>(0, (now - received).count());
   reply->hdr.exec_ns = static_cast<uint64_t>(exec);
+  if (queued) {  // a worker ran it: how long it waited for one travels back (version 2)
+    reply->hdr.ext.has_queue_time = true;
+    reply->hdr.ext.queue_ns = static_cast<uint64_t>(queued->count());
+  }
   RpcStats* stats = stats_.load(std::memory_order_acquire);
   if (stats && counted) stats->record_exec(RawExecRecord{exec, req.msg_type});
+  // The wait for a worker, under its own name (RPC_QUEUE): diag rpc shows it beside the
+  // execution times.
+  if (stats && counted && queued) stats->record_exec(RawExecRecord{queued->count(), kMsgRpcQueue});
   Nid dest = to;
   uint64_t local = req.dst_nid;
   if (saved) {

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -80,8 +81,13 @@ class RpcServer {
   // `counted`: a handler ran, so its execution time goes into the statistics. `saved`:
   // the request was admitted by the reply cache, which keeps the reply and may name a
   // later path for it.
+  // `queued`: how long a worker's request waited for it (sent back, recorded as RPC_QUEUE).
   void send_reply(const Nid& to, const FrameHeader& req, TimePoint received, RpcResponse&& r,
-                  bool counted, bool saved = false);
+                  bool counted, bool saved = false, std::optional<Duration> queued = std::nullopt);
+  // The request's job id and trace context, from its extension fields.
+  static void take_extensions(const FrameHeader& h, RpcRequest* req);
+  // At debug level: a request that came with extension fields, and its wait for a worker.
+  void log_request(const Nid& from, const FrameHeader& h, std::optional<Duration> waited);
   // Sends `reply` to `to` back on the NI `local` (packed; 0: any), resent on the best path
   // left when that send fails; its deadline runs from `now`.
   void send_reply_frame(const Nid& to, uint64_t local, ReplyRef reply, TimePoint now);

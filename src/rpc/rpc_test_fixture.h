@@ -22,23 +22,26 @@ using namespace std::chrono_literals;
 // statistics or a health monitor.
 struct Node {
   // retry_count 0: these tests see each failure as it happens; the resend tests set it.
+  // `wire_max`: the highest wire version it speaks (1: a node of pfsnet up to 8827b49).
   Node(MemHub& hub, Clock& clock, Nid n, int64_t max_in_flight = 8, int peer_credits = 8,
-       int64_t retry_count = 0)
-      : core(options(hub, clock, n, max_in_flight, peer_credits, retry_count)),
+       int64_t retry_count = 0, uint16_t wire_max = kWireVersionMax)
+      : core(options(hub, clock, n, max_in_flight, peer_credits, retry_count, wire_max)),
         net(core.net()),
         rpc(core.rpc()),
         pinger(core.pinger()) {
     EXPECT_TRUE(core.start(Duration::zero()).ok());
   }
   static NodeCoreOptions options(MemHub& hub, Clock& clock, Nid n, int64_t max_in_flight,
-                                 int peer_credits, int64_t retry_count) {
+                                 int peer_credits, int64_t retry_count, uint16_t wire_max) {
     NodeCoreOptions o;
     o.cfg.nets.push_back(NetConfig{n});
     o.clock = &clock;
     o.timer_queue = &hub;  // on the manual clock
-    o.make_transport = [&hub, n](TransportEvents& ev, NodeCore& core) {
+    o.make_transport = [&hub, n, wire_max](TransportEvents& ev, NodeCore& core) {
       TransportOptions to;
       to.cluster_key = "0123456789abcdef";
+      to.wire.max_version = wire_max;
+      if (wire_max < 2) to.wire.features = 0;
       return std::make_unique<MemTransport>(hub, to, std::vector<Nid>{n}, core.clock(), ev);
     };
     o.stats = false;

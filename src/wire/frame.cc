@@ -46,6 +46,57 @@ void put_hex(std::span<const uint8_t> b, std::string* out) {
   }
 }
 
+// Where each field the two versions share sits in their headers (docs/wire_format.md): one
+// encoder and one decoder of those fields, instantiated per version.
+struct Layout {
+  uint16_t version;
+  size_t xid, msg_type, payload_len, bulk_len, credits;
+  size_t word, status, health, done_lag;  // word: exec_ns (replies) / incarnation (requests)
+};
+constexpr Layout kLayoutV1{1, 24, 32, 36, 40, 44, 48, 56, 58, 56};
+constexpr Layout kLayoutV2{2, 8, 16, 20, 24, 28, 32, 40, 42, 40};
+
+template <const Layout& L>
+void put_fields(const FrameHeader& h, uint8_t* p) {
+  put<uint32_t>(p + 0, kFrameMagic);
+  put<uint16_t>(p + 4, L.version);
+  p[6] = static_cast<uint8_t>(h.kind);
+  p[7] = h.flags;
+  put<uint64_t>(p + L.xid, h.xid);
+  put<uint32_t>(p + L.msg_type, h.msg_type);
+  put<uint32_t>(p + L.payload_len, h.payload_len);
+  put<uint32_t>(p + L.bulk_len, h.bulk_len);
+  put<uint32_t>(p + L.credits, h.credits);
+  if (h.kind == FrameKind::kRequest) {
+    put<uint64_t>(p + L.word, h.incarnation);
+    put<uint32_t>(p + L.done_lag, h.done_lag);
+  } else {
+    put<uint64_t>(p + L.word, h.exec_ns);
+    put<uint16_t>(p + L.status, h.status);
+    put<uint16_t>(p + L.health, h.health);
+  }
+}
+
+template <const Layout& L>
+void get_fields(const uint8_t* p, FrameHeader* h) {
+  h->version = L.version;
+  h->kind = static_cast<FrameKind>(p[6]);
+  h->flags = p[7];
+  h->xid = get<uint64_t>(p + L.xid);
+  h->msg_type = get<uint32_t>(p + L.msg_type);
+  h->payload_len = get<uint32_t>(p + L.payload_len);
+  h->bulk_len = get<uint32_t>(p + L.bulk_len);
+  h->credits = get<uint32_t>(p + L.credits);
+  if (h->kind == FrameKind::kRequest) {
+    h->incarnation = get<uint64_t>(p + L.word);
+    h->done_lag = get<uint32_t>(p + L.done_lag);
+  } else {
+    h->exec_ns = get<uint64_t>(p + L.word);
+    h->status = get<uint16_t>(p + L.status);
+    h->health = get<uint16_t>(p + L.health);
+  }
+}
+
 }  // namespace
 
 bool is_valid_frame_kind(uint8_t k) { return k >= 1 && k <= 6; }
@@ -127,25 +178,9 @@ size_t FrameExt::encoded_size() const {
 // 48 incarnation u64 | 56 done_lag u32 (requests) | 60 crc32c of bytes 0..59 u32
 void encode_header(const FrameHeader& h, EncodedHeader* out) {
   uint8_t* p = out->data();
-  put<uint32_t>(p + 0, kFrameMagic);
-  put<uint16_t>(p + 4, kWireVersion);
-  p[6] = static_cast<uint8_t>(h.kind);
-  p[7] = h.flags;
+  put_fields<kLayoutV1>(h, p);
   put<uint64_t>(p + 8, h.src_nid);
   put<uint64_t>(p + 16, h.dst_nid);
-  put<uint64_t>(p + 24, h.xid);
-  put<uint32_t>(p + 32, h.msg_type);
-  put<uint32_t>(p + 36, h.payload_len);
-  put<uint32_t>(p + 40, h.bulk_len);
-  put<uint32_t>(p + 44, h.credits);
-  if (h.kind == FrameKind::kRequest) {
-    put<uint64_t>(p + 48, h.incarnation);
-    put<uint32_t>(p + 56, h.done_lag);
-  } else {
-    put<uint64_t>(p + 48, h.exec_ns);
-    put<uint16_t>(p + 56, h.status);
-    put<uint16_t>(p + 58, h.health);
-  }
   put<uint32_t>(p + 60, crc32c({p, 60}));
 }
 
@@ -187,23 +222,7 @@ void encode_frame_head(const FrameHeader& h, uint16_t version, EncodedHead* out)
     n += 8;
   }
   std::memset(p, 0, kHeaderSize);
-  put<uint32_t>(p + 0, kFrameMagic);
-  put<uint16_t>(p + 4, 2);
-  p[6] = static_cast<uint8_t>(h.kind);
-  p[7] = h.flags;
-  put<uint64_t>(p + 8, h.xid);
-  put<uint32_t>(p + 16, h.msg_type);
-  put<uint32_t>(p + 20, h.payload_len);
-  put<uint32_t>(p + 24, h.bulk_len);
-  put<uint32_t>(p + 28, h.credits);
-  if (h.kind == FrameKind::kRequest) {
-    put<uint64_t>(p + 32, h.incarnation);
-    put<uint32_t>(p + 40, h.done_lag);
-  } else {
-    put<uint64_t>(p + 32, h.exec_ns);
-    put<uint16_t>(p + 40, h.status);
-    put<uint16_t>(p + 42, h.health);
-  }
+  put_fields<kLayoutV2>(h, p);
   put<uint16_t>(p + 44, static_cast<uint16_t>(n));
   if (n) put<uint32_t>(p + 48, crc32c({e, n}));
   put<uint32_t>(p + 60, crc32c({p, 60}));
@@ -224,39 +243,12 @@ Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, const FrameLim
   if (get<uint32_t>(p + 60) != crc32c({p, 60})) return bad("header checksum mismatch");
   if (!is_valid_frame_kind(p[6])) return bad("unknown frame kind " + std::to_string(p[6]));
   FrameHeader h;
-  h.version = version;
-  h.kind = static_cast<FrameKind>(p[6]);
-  h.flags = p[7];
   if (version == 1) {
+    get_fields<kLayoutV1>(p, &h);
     h.src_nid = get<uint64_t>(p + 8);
     h.dst_nid = get<uint64_t>(p + 16);
-    h.xid = get<uint64_t>(p + 24);
-    h.msg_type = get<uint32_t>(p + 32);
-    h.payload_len = get<uint32_t>(p + 36);
-    h.bulk_len = get<uint32_t>(p + 40);
-    h.credits = get<uint32_t>(p + 44);
-    if (h.kind == FrameKind::kRequest) {
-      h.incarnation = get<uint64_t>(p + 48);
-      h.done_lag = get<uint32_t>(p + 56);
-    } else {
-      h.exec_ns = get<uint64_t>(p + 48);
-      h.status = get<uint16_t>(p + 56);
-      h.health = get<uint16_t>(p + 58);
-    }
   } else {
-    h.xid = get<uint64_t>(p + 8);
-    h.msg_type = get<uint32_t>(p + 16);
-    h.payload_len = get<uint32_t>(p + 20);
-    h.bulk_len = get<uint32_t>(p + 24);
-    h.credits = get<uint32_t>(p + 28);
-    if (h.kind == FrameKind::kRequest) {
-      h.incarnation = get<uint64_t>(p + 32);
-      h.done_lag = get<uint32_t>(p + 40);
-    } else {
-      h.exec_ns = get<uint64_t>(p + 32);
-      h.status = get<uint16_t>(p + 40);
-      h.health = get<uint16_t>(p + 42);
-    }
+    get_fields<kLayoutV2>(p, &h);
     h.ext_len = get<uint16_t>(p + 44);
     h.ext_crc = get<uint32_t>(p + 48);
     if (get<uint16_t>(p + 46) != 0 || !all_zero({p + 52, 8}))

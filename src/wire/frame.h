@@ -8,6 +8,7 @@
 
 #include <pfsnet/nid.h>
 #include <pfsnet/status.h>
+#include <pfsnet/trace_context.h>
 
 #include <array>
 #include <cstdint>
@@ -78,18 +79,6 @@ inline constexpr uint64_t kFeaturesSpoken =
     kFeatureJobId | kFeatureTraceContext | kFeatureQueueTime;
 // "job_id,trace,queue_time" (the bits this build knows by name; others as hex).
 std::string feature_names(uint64_t features);
-
-// W3C Trace Context (traceparent, version 00): all-zero ids are invalid.
-struct TraceContext {
-  std::array<uint8_t, 16> trace_id{};
-  std::array<uint8_t, 8> parent_id{};
-  uint8_t flags = 0;  // bit 0: sampled
-  bool valid() const;
-  // "00-<32 hex>-<16 hex>-<2 hex>", the traceparent header's form.
-  std::string to_string() const;
-  static Result<TraceContext> parse(std::string_view traceparent);
-  friend bool operator==(const TraceContext&, const TraceContext&) = default;
-};
 
 // The extension fields of one frame (version 2 only; a version-1 connection carries none).
 struct FrameExt {
