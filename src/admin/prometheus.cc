@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <tuple>
 
+#include "wire/frame.h"
+
 namespace pfsnet {
 
 void PromText::family(const std::string& name, const char* type, const char* help) {
@@ -299,6 +301,23 @@ std::string prometheus_text(const MetricsSnapshot& m) {
                     "nid=\"" + i.nid.to_string() + "\",kind=\"" +
                         std::string(health_kind_name(static_cast<HealthKind>(k))) + "\"",
                     double(i.errors[k]));
+  }
+  // The wire each peer's connection speaks (none while none is open); the release is the
+  // peer's own words, so every byte that could end the label is escaped.
+  text.family("pfsnet_peer_wire_version", "gauge",
+              "The wire version the peer's connection speaks, with the features both ends use "
+              "and the peer's release (empty from a version-1 peer); absent while none is open.");
+  for (const NiInfo& i : peers) {
+    if (i.wire_version == 0) continue;
+    std::string release;
+    for (char ch : i.release) {
+      if (ch == '\\' || ch == '"') release += '\\';
+      release += ch;
+    }
+    text.sample("pfsnet_peer_wire_version",
+                "nid=\"" + i.nid.to_string() + "\",features=\"" + feature_names(i.features) +
+                    "\",release=\"" + release + "\"",
+                double(i.wire_version));
   }
   // What TCP hides, per path (local NI -> peer NI), from the kernel (TCP_INFO): gauges of
   // the path's busiest connection, counters over all its connections (reconnects too).
