@@ -193,10 +193,8 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
     // What a TCP connection of this version would carry: extensions only on version 2, of
     // the features both ends announced.
     in.hdr.version = wire_.version;
-    if (wire_.version < 2) {
-      in.hdr.ext = {};
-    } else {  // the NIDs are the connection's
-      in.hdr.ext.keep_only(wire_.features);
+    fit_extensions(wire_, &in.hdr.ext);
+    if (wire_.version >= 2) {  // the NIDs are the connection's
       in.hdr.src_nid = local_.pack();
       in.hdr.dst_nid = peer_nid().pack();
     }

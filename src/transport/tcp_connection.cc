@@ -195,7 +195,7 @@ bool TcpConnection::fill_batch() {
     f.hdr.payload_len = static_cast<uint32_t>(f.payload_len());
     f.hdr.bulk_len = static_cast<uint32_t>(f.bulk_size());
     // Extensions only where the handshake says the peer takes them (none on version 1).
-    if (wire_.version >= 2 && !f.hdr.ext.empty()) f.hdr.ext.keep_only(wire_.features);
+    fit_extensions(wire_, &f.hdr.ext);
     encode_frame_head(f.hdr, wire_.version, &headers_[i]);
     push_iov(headers_[i].bytes.data(), headers_[i].size);
     if (!f.payload.empty()) push_iov(f.payload.data(), f.payload.size());

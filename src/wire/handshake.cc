@@ -181,7 +181,6 @@ HandshakeMachine::HandshakeMachine(std::string key, std::vector<Nid> my_nids, bo
     : key_(std::move(key)), client_(client), speaks_(std::move(speaks)) {
   mine_.nids = std::move(my_nids);
   mine_.flags = client ? flags : 0;
-  if (speaks_.release.size() > kMaxRelease) speaks_.release.resize(kMaxRelease);
 }
 
 HandshakeMachine HandshakeMachine::client(std::string key, std::vector<Nid> my_nids, uint8_t flags,

@@ -65,6 +65,16 @@ struct WireSession {
   uint64_t peer_instance = 0;
 };
 
+// Leaves in `ext` only what a connection speaking `w` carries: nothing on version 1, on
+// version 2 the fields of the features both ends announced. Every transport's one rule.
+inline void fit_extensions(const WireSession& w, FrameExt* ext) {
+  if (ext->empty()) return;
+  if (w.version < 2)
+    *ext = {};
+  else
+    ext->keep_only(w.features);
+}
+
 // The client HELLO's xid: the versions it offers (0: version 1 only).
 inline constexpr uint32_t kOfferMagic = 0x56534650;  // "PFSV" on the wire
 uint64_t wire_offer(uint16_t min_version, uint16_t max_version);
