@@ -142,8 +142,14 @@ TEST_F(CliTest, NisAndPeersTablesFitAHundredColumns) {
   ASSERT_TRUE(a.ready() && b.ready());
   ASSERT_EQ(run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "2"}).first,
             0);
-  ASSERT_EQ(
-      run({PFSNET_BIN, "--socket", a.socket(), "ping", loopback(9) + "@tcp", "-c", "1"}).first, 1);
+  // A 20 s deadline, so that all three tries fit it however the reconnect backoff went: it
+  // doubles with every refused connect -- a recovery ping's to the dead peer NI too -- from
+  // 0.5-1 s (1 + 2 + 4 + 8 s at most for four refusals), and a try that would wait past the
+  // deadline is not made (at 5 s, one refusal besides the ping's own leaves room for two).
+  ASSERT_EQ(run({PFSNET_BIN, "--socket", a.socket(), "ping", loopback(9) + "@tcp", "-c", "1",
+                 "--timeout", "20"})
+                .first,
+            1);
   for (const char* cmd : {"nis", "peers"}) {
     for (bool verbose : {false, true}) {
       std::vector<std::string> argv = {PFSNET_BIN, "--socket", a.socket(), cmd};

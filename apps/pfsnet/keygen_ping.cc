@@ -40,6 +40,7 @@ struct PingArgs {
   double timeout = 5, interval = 0;
   std::string mode = "echo";
   std::string job, trace;  // empty: none
+  bool wait = false;
 };
 
 int ping(Invocation& inv, const PingArgs& a) {
@@ -50,6 +51,7 @@ int ping(Invocation& inv, const PingArgs& a) {
               {"interval", a.interval}};
   if (!a.job.empty()) req["job_id"] = a.job;
   if (!a.trace.empty()) req["trace"] = a.trace;
+  if (a.wait) req["wait"] = true;
   auto limit = std::chrono::milliseconds(
       static_cast<int64_t>((a.timeout + a.interval + 1) * 1000 * double(a.count)) + 5000);
   if (!inv.json)
@@ -117,6 +119,9 @@ void add_ping(CLI::App& app, Invocation& inv) {
                   "sees it)");
   sub->add_option("--trace", a->trace,
                   "W3C traceparent each RPC carries, 00-<32 hex>-<16 hex>-<2 hex>");
+  sub->add_flag("--wait", a->wait,
+                "wait for a peer that restarts (within --timeout), as a block write does, "
+                "instead of failing after lnet.retry_count refused connects");
   sub->add_flag("--json", inv.json, "print the summary as JSON");
   sub->callback([&inv, a] { inv.rc = ping(inv, *a); });
 }

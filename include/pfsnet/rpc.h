@@ -85,6 +85,8 @@ struct CallOptions {
   // call's connection fails and its first resend fails too (the server killed, not yet
   // back), it is resent every kRecoverResend until its deadline -- not retry_count times
   // at once -- and reaches the server once it is back (Lustre's resend after recovery).
+  // So too while the MGS has the server declared dead: the call is not failed with the
+  // others, and waits, within its deadline, for the server to register again.
   bool recover = false;
   // A resend after a failed connect goes at once, and fails at once while the peer's
   // reconnect backs off past its attempt's deadline (ptlrpc's rq_no_delay): for a caller

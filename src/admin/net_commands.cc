@@ -114,6 +114,9 @@ Result<PingArgs> parse_ping_args(const json& req, int64_t max_bulk, int64_t tran
     if (!t.ok()) return t.status();
     a.trace = *t;
   }
+  if (req.contains("wait") && !req["wait"].is_boolean())
+    return Status(Code::kInvalidArgument, "wait must be true or false");
+  a.wait = req.value("wait", false);
   return a;
 }
 
@@ -136,6 +139,7 @@ Result<json> run_ping(const NodeParts& node, const json& req, const AdminEmit& e
   co.reply_bulk = expect;
   co.job_id = args->job_id;
   co.trace = args->trace;
+  co.recover = args->wait;
 
   int64_t ok = 0, failed = 0;
   double mn = 0, mx = 0, sum = 0, total_max = 0;

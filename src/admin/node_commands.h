@@ -65,7 +65,8 @@ std::vector<Problem> local_problems(const NodeParts& node);
 MetricsSnapshot metrics_snapshot(const NodeParts& node);
 
 // The `ping` command's arguments, each checked: nid, count 1..1000000, size 0..max_bulk,
-// timeout > 0 (at most transaction_timeout), interval 0..60 s, mode echo|write|read.
+// timeout > 0 (at most transaction_timeout), interval 0..60 s, mode echo|write|read, wait
+// (a boolean).
 struct PingArgs {
   Nid nid;
   int64_t count = 1, size = 0;
@@ -73,6 +74,9 @@ struct PingArgs {
   std::string mode = "echo";
   std::string job_id;                 // empty: none
   std::optional<TraceContext> trace;  // none
+  // Each ping waits for a peer that restarts, within its timeout (CallOptions::recover), as
+  // a block write does, instead of failing after lnet.retry_count refused connects.
+  bool wait = false;
 };
 Result<PingArgs> parse_ping_args(const nlohmann::json& req, int64_t max_bulk,
                                  int64_t transaction_timeout);

@@ -83,6 +83,37 @@ TEST_F(InProcessMembershipTest, ClientsHearOfADeadServerWithinItsDeadTimeAndOfIt
       std::chrono::duration<double>(*told).count(), std::chrono::duration<double>(*back).count());
 }
 
+// A call that waits for a restarting server (CallOptions::recover, as block I/O does) is
+// not failed with the others when the MGS declares its server dead: it goes on being resent
+// within its deadline and is answered once the server is back -- an upgrade's restart, down
+// longer than a plain call's lnet.retry_count refused connects. The plain call sent with it
+// fails, as before; so does one sent while the server is dead.
+TEST_F(InProcessMembershipTest, ARecoverCallOutlivesItsServerDeclaredDeadAndIsAnsweredOnItsReturn) {
+  ASSERT_TRUE(ping(5, 3).ok());
+  c_.kill("n3");
+  std::optional<Status> waited, plain;
+  CallOptions co;
+  co.timeout = 20s;
+  co.recover = true;
+  RpcEngine& rpc5 = c_.find(SimMembers::name(5))->rpc;
+  rpc5.call_async(
+      nid_of(3), kMsgPing, Buffer(), nullptr, [&waited](RpcReply&& r) { waited = r.status; }, co);
+  CallOptions po;
+  po.timeout = 20s;
+  rpc5.call_async(
+      nid_of(3), kMsgPing, Buffer(), nullptr, [&plain](RpcReply&& r) { plain = r.status; }, po);
+  ASSERT_TRUE(c_.run_until([&] { return dead_to(5, 3) && plain.has_value(); }, 10s));
+  EXPECT_FALSE(plain->ok());
+  ASSERT_TRUE(c_.run_for(2s));  // dead for a while: the waiting call's resends are refused
+  EXPECT_FALSE(waited.has_value()) << waited->to_string();
+  EXPECT_EQ(ping(5, 3).code(), Code::kPeerDead);
+  const TimePoint down_until = c_.clock().now();
+  start(3);
+  ASSERT_TRUE(c_.run_until([&] { return waited.has_value(); }, 15s));
+  EXPECT_TRUE(waited->ok()) << waited->to_string();
+  EXPECT_GE(c_.clock().now(), down_until);
+}
+
 TEST_F(InProcessMembershipTest, ServersHearOfADeadClientAndClientsDoNot) {
   c_.run_for(3s);  // the clients have been heard by the servers' reports or their own pings
   c_.kill("n6");

@@ -330,18 +330,23 @@ void MembershipService::act_on(const std::vector<NodeEvent>& events, const std::
       std::string why =
           "node " + e.name + " (" + nids_text(e.nids) + ") was declared dead by the MGS " + source;
       if (server_news) {
+        // Calls that wait for a restarting server (block I/O: CallOptions::recover) go on
+        // waiting for its return, within their deadlines: a server restarted for an
+        // upgrade is declared dead once its peers find it gone, and back when it registers.
         net_.set_peer_dead(e.nids[0], true, why);
-        size_t n = rpc_.fail_calls_to(e.nids, Status(Code::kPeerDead, why));
+        size_t n = rpc_.fail_calls_to(e.nids, Status(Code::kPeerDead, why), true);
         PFS_LOG_WARN(
             "membership: server {} declared dead by the MGS: {} RPC(s) failed, new ones "
-            "refused until it returns",
+            "refused until it returns (but those that wait for a restart)",
             e.name, n);
       }
       if (client_news) {
         // Evicted: token managers drop its tokens and the block service refuses its I/O
         // until it registers again; what this node asked of it (revocations) ends now.
+        // A call that waits for a restart (CallOptions::recover) is none of those: it goes on
+        // waiting for the node's return, as for a server.
         fence_.evict(e.nids, why);
-        rpc_.fail_calls_to(e.nids, Status(Code::kPeerDead, why));
+        rpc_.fail_calls_to(e.nids, Status(Code::kPeerDead, why), true);
         net_.drop_peer(e.nids[0], why);
         PFS_LOG_WARN(
             "membership: client {} declared dead by the MGS: its connections and state "

@@ -453,10 +453,13 @@ RpcClient::Resend RpcClient::try_resend(const CallPtr& c, const Status& s,
     MutexLock lk(mu_);
     if (c->attempts != seen_attempt && !c->resolved.load()) return Resend::kStale;
     // A call that may wait for its server's restart: a failed connection after its first
-    // resend parks it until the next try, however many.
-    const bool recover = c->recover && c->attempts > 1 &&
-                         (s.code() == Code::kClosed || s.code() == Code::kUnreachable);
-    if (shut_ || c->resolved.load() || !c->on_wire || c->pin || !retryable(s) ||
+    // resend, or a server the MGS declared dead (until it registers again), parks it until
+    // the next try, however many.
+    const bool recover =
+        c->recover &&
+        ((c->attempts > 1 && (s.code() == Code::kClosed || s.code() == Code::kUnreachable)) ||
+         s.code() == Code::kPeerDead);
+    if (shut_ || c->resolved.load() || !c->on_wire || c->pin || !(retryable(s) || recover) ||
         (c->attempts > opts_.retry_count && !recover) || connect_at >= c->deadline ||
         now >= c->deadline)
       return Resend::kGiveUp;

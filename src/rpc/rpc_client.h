@@ -57,7 +57,7 @@ class RpcClient {
 
   void set_max_rpcs_in_flight(int64_t n);
   void set_peer_rpcs_in_flight(const std::vector<std::pair<Nid, int64_t>>& limits);
-  size_t fail_calls_to(const std::vector<Nid>& nids, const Status& s);
+  size_t fail_calls_to(const std::vector<Nid>& nids, const Status& s, bool spare_recover);
 
   RpcCounters counters() const;
   int64_t max_rpcs_in_flight() const;

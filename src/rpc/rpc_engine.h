@@ -126,9 +126,12 @@ class RpcEngine final : public NetRx {
   void set_stats(RpcStats* stats) { stats_.store(stats, std::memory_order_release); }
 
   // Fails every RPC to any of `nids`, on the wire or queued, with `s` (no resend): the
-  // MGS declared that node dead.
-  size_t fail_calls_to(const std::vector<Nid>& nids, const Status& s) {
-    return client_.fail_calls_to(nids, s);
+  // MGS declared that node dead. `spare_recover`: not the calls that wait for a restarting
+  // server (CallOptions::recover) -- they go on waiting, within their deadlines, for the
+  // node's return (a server declared dead); without it, those end too (an evicted client's
+  // revocations, this node's own eviction).
+  size_t fail_calls_to(const std::vector<Nid>& nids, const Status& s, bool spare_recover = false) {
+    return client_.fail_calls_to(nids, s, spare_recover);
   }
 
   RpcCounters counters() const { return client_.counters(); }

@@ -123,16 +123,19 @@ void RpcClient::on_connection_closed(uint64_t conn_id, const Nid& peer_nid, cons
   }
 }
 
-size_t RpcClient::fail_calls_to(const std::vector<Nid>& nids, const Status& s) {
+size_t RpcClient::fail_calls_to(const std::vector<Nid>& nids, const Status& s, bool spare_recover) {
   std::vector<CallPtr> dead;
-  auto hit = [&](const Nid& d) { return std::find(nids.begin(), nids.end(), d) != nids.end(); };
+  auto hit = [&](const Call& c) {
+    return !(spare_recover && c.recover) &&
+           std::find(nids.begin(), nids.end(), c.dst) != nids.end();
+  };
   {
     MutexLock lk(mu_);
     for (auto& [xid, c] : pending_)
-      if (hit(c->dst)) dead.push_back(c);
+      if (hit(*c)) dead.push_back(c);
     for (auto& [k, t] : targets_)
       for (const CallPtr& c : t->queue)
-        if (hit(c->dst)) dead.push_back(c);
+        if (hit(*c)) dead.push_back(c);
   }
   for (const CallPtr& c : dead) resolve_error(c, s);
   return dead.size();
