@@ -13,6 +13,10 @@
 //                           how much of a sleeping echo is the host's wake-up latency (the
 //                           sleeping echo, once rpc_rate_64b's baseline, read 0.8 M msg/s on
 //                           one day and 4 M on another on the same VM).
+//   rpc_rtt_64b_p50_v2_vs_v1  us  rpc_rtt_64b_p50 of a client whose connection speaks wire
+//                           version 2 (the default); baseline: a client of the same build
+//                           that offers version 1 only, to the same pfsnetd (11 pairs).
+//   rpc_rate_64b_v2_vs_v1  RPC/s  rpc_rate_64b likewise (21 pairs of 0.5 s).
 //   rpc_rate_64b_once_vs_repeatable  RPC/s  64 B BRW_WRITEs (exactly-once: recorded in
 //                           the server's reply cache); baseline: 64 B PINGs (repeatable).
 //   bulk_write_1m    MiB/s  1 MiB writes (bulk with the request), 8 in flight; baseline: a
@@ -169,9 +173,10 @@ struct Client {
   // `o2ib`: over the fabric LND (libfabric's tcp provider) to the server's @o2ib NI.
   // `tls`: TLS 1.3 keyed from the cluster key, to the TLS server (kServerTlsAddr).
   // `zc_min_payload`: TCP bulk of this many bytes or more sent zero-copy (0: copied).
+  // `wire_max`: the highest wire version it offers (1: as a node up to 8827b49 speaks).
   explicit Client(const char* addr, std::chrono::microseconds spin = RpcOptions{}.spin,
                   bool with_stats = true, bool o2ib = false, bool tls = false,
-                  size_t zc_min_payload = 0)
+                  size_t zc_min_payload = 0, uint16_t wire_max = kWireVersionMax)
       : me(*Nid::parse(std::string(addr) + (o2ib ? "@o2ib" : "@tcp"))) {
     if (o2ib) server = *Nid::parse(std::string(kServerO2ibAddr) + "@o2ib");
     if (tls) server = *Nid::parse(std::string(kServerTlsAddr) + "@tcp");
@@ -185,10 +190,12 @@ struct Client {
     RpcOptions ro{64, 1, 30s, 2 << 20};
     ro.spin = spin;
     o.rpc = ro;
-    o.make_transport = [this, me = me, o2ib, tls, zc_min_payload](
+    o.make_transport = [this, me = me, o2ib, tls, zc_min_payload, wire_max](
                            TransportEvents& ev, NodeCore& c) -> std::unique_ptr<Transport> {
       TransportOptions to;
       to.cluster_key = kKey;
+      to.wire.max_version = wire_max;
+      if (wire_max < 2) to.wire.features = 0;
       to.zc_min_payload = zc_min_payload;
       if (tls) to.tls = TlsContext::create(TlsConfig{true, "", "", ""}, kKey).value();
       if (!o2ib) {
@@ -476,6 +483,24 @@ int main(int argc, char** argv) {
           client.rpc->call_async(client.server, kMsgPing, Buffer(), small, std::move(cb));
         });
       });
+  // What wire version 2 costs the 64 B path (its header's extension-area fields, the
+  // negotiation's per-connection features) beside version 1 on the same build, server and
+  // run: a second client that offers version 1 only, measured in turn with the usual one
+  // (short slices, many pairs: the machine's drift cancels out).
+  if (want("rpc_rtt_64b_p50_v2_vs_v1") || want("rpc_rate_64b_v2_vs_v1")) {
+    Client v1("127.0.0.65", RpcOptions{}.spin, true, false, false, 0, 1);
+    measure(
+        "rpc_rtt_64b_p50_v2_vs_v1", "us", [&] { return rpc_rtt_p50(v1, 5000); },
+        [&] { return rpc_rtt_p50(client, 5000); }, 11);
+    auto rate = [&](Client& c) {
+      return closed_loop(64, 0.5, [&](RpcEngine::Callback cb) {
+        c.rpc->call_async(c.server, kMsgPing, Buffer(), small, std::move(cb));
+      });
+    };
+    measure(
+        "rpc_rate_64b_v2_vs_v1", "RPC/s", [&] { return rate(v1); }, [&] { return rate(client); },
+        21);
+  }
   // What exactly-once costs a server: 64 B writes (BRW_WRITE runs once: each is recorded
   // in the reply cache and its reply kept until the client moves on) beside 64 B PINGs
   // (repeatable: not recorded), 64 in flight each.

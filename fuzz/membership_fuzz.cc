@@ -20,7 +20,7 @@ void one(Decode decode, std::span<const uint8_t> in) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::span<const uint8_t> in(data + 1, size - 1);
-  switch (data[0] % 13) {
+  switch (data[0] % 14) {
     case 0:
       one(decode_register_req, in);
       break;
@@ -59,6 +59,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 12:
       one(decode_relay_rep, in);
+      break;
+    case 13:
+      one(decode_releases_rep, in);
       break;
   }
   return 0;
@@ -100,7 +103,8 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
           tagged(9, encode(srep)),
           tagged(10, encode(mm)),
           tagged(11, encode(RelayReq{NotifyReq{8, {ev}, 2}, {a.pack(), b.pack()}})),
-          tagged(12, encode(RelayRep{{0, 3}}))};
+          tagged(12, encode(RelayRep{{0, 3}})),
+          tagged(13, encode(ReleasesPage{3, 1, {{1, "0.2.0 (5175907abcde)"}, {2, ""}}}))};
 }
 
 }  // namespace pfsnet::fuzz

@@ -4,6 +4,7 @@
 // each connection at the version both ends speak; then each old node is replaced by a new
 // one in turn while the others keep RPCs going, and none of them fails.
 #include <gtest/gtest.h>
+#include <pfsnet/version.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -148,6 +149,17 @@ TEST_F(MixedVersionTest, OldAndNewNodesTalkBothWaysAndAreReplacedOneByOneWithNoR
   EXPECT_EQ(new_peer["features"], "job_id,trace,queue_time") << new_peer.dump();
   EXPECT_FALSE(new_peer["release"].get<std::string>().empty()) << new_peer.dump();
   EXPECT_EQ(peer_entry(kNewClient, kOldServer)["wire_version"], 1);
+  // pfsnet status through an 8827b49 MGS: the table, and why the releases are not in it.
+  {
+    auto [rc, out] = run(cli(kNewClient, {"status", "--json"}));
+    ASSERT_EQ(rc, 0) << out;
+    const json t = last_json_line(out);
+    EXPECT_EQ(t["nodes"].size(), 5u) << out;
+    EXPECT_NE(t["releases_error"].get<std::string>().find("does not say"), std::string::npos)
+        << out;
+    auto [hrc, human] = run(cli(kNewClient, {"status"}));
+    EXPECT_NE(human.find("releases: unknown: MGS "), std::string::npos) << human;
+  }
 
   // A rolling upgrade: each old node in turn stops and comes back as this build's, while
   // the other nodes keep RPCs going (64 B every 10 ms, 1 MiB every 50 ms, data checked), old
@@ -156,7 +168,8 @@ TEST_F(MixedVersionTest, OldAndNewNodesTalkBothWaysAndAreReplacedOneByOneWithNoR
   // the restarting node: none of them fails, and once it is back the replaced node talks to
   // every other. (An 8827b49 node's pings to the restarting node are not in the load: its
   // CLI has no --wait, and a plain ping gives up after lnet.retry_count refused connects.)
-  for (const MixedNode& r : {kOldServer, kOldClient, kMgs}) {
+  // The MGS first, as Lustre's upgrade order has it (then servers, then clients).
+  for (const MixedNode& r : {kMgs, kOldServer, kOldClient}) {
     std::vector<std::unique_ptr<Process>> load;
     std::vector<std::string> what;
     int to_restarting = 0;
@@ -203,6 +216,32 @@ TEST_F(MixedVersionTest, OldAndNewNodesTalkBothWaysAndAreReplacedOneByOneWithNoR
     // Some RPC to the restarting node was in flight or sent while it was gone: its
     // connection failed, it was resent once the node was back, and it did not fail.
     EXPECT_GT(resends_to_r(), resends_before) << "replacing " << r.host;
+    if (r.host == kMgs.host) {
+      // pfsnet status from the new MGS, and through it: each node's release as it named it
+      // when it registered again -- this build's, or none from the 8827b49 nodes.
+      ASSERT_TRUE(eventually([&] { return all_registered(); }, 15000ms))
+          << run(cli(kMgs, {"status"})).second;
+      for (const MixedNode& asker : {kMgs, kNewClient}) {
+        auto [rc, out] = run(cli(asker, {"status", "--json"}));
+        ASSERT_EQ(rc, 0) << out;
+        const json t = last_json_line(out);
+        EXPECT_EQ(t["releases_error"], "") << out;
+        int named = 0;
+        for (const json& n : t["nodes"]) {
+          const std::string name = n["name"];
+          const bool is_old = name == "n" + std::to_string(kOldServer.host) ||
+                              name == "n" + std::to_string(kOldClient.host);
+          EXPECT_EQ(n["release"], is_old ? std::string() : release_name()) << out;
+          named += !is_old;
+        }
+        EXPECT_EQ(named, 3) << out;
+      }
+      auto [hrc, human] = run(cli(kNewServer, {"status"}));
+      EXPECT_NE(human.find("release " + release_name() + ": 3 node(s)"), std::string::npos)
+          << human;
+      EXPECT_NE(human.find("release unnamed (wire version 1): 2 node(s)"), std::string::npos)
+          << human;
+    }
     for (const MixedNode& o : kMixedNodes) {
       if (o.host == r.host) continue;
       auto [rc, out] = run(ping(r, o, 2, 1 << 20));

@@ -1,6 +1,9 @@
 // pfsnet nis|peers [-v], pfsnet status, pfsnet health [-v], pfsnet config show|set: the
 // daemon's tables.
 #include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "cli.h"
 
@@ -140,6 +143,28 @@ void print_status(const json& t) {
                 n["roles"].get<std::string>().c_str(), n["state"].get<std::string>().c_str(),
                 fmt_ms(n["last_heard_s_ago"].get<double>()).c_str(),
                 n["heard_via"].get<std::string>().c_str(), nids.c_str());
+  }
+  // The releases the nodes run, each with its nodes: what a rolling upgrade has reached.
+  std::string why = t.value("releases_error", std::string());
+  if (!why.empty()) {
+    std::printf("releases: unknown: %s\n", why.c_str());
+    return;
+  }
+  std::map<std::string, std::vector<std::string>> by_release;
+  for (const json& n : t["nodes"])
+    by_release[n.value("release", std::string())].push_back(n["name"].get<std::string>());
+  for (const auto& [release, names] : by_release) {
+    std::string list;
+    for (const std::string& name : names) {
+      if (list.size() > 60) {
+        list += " ...";
+        break;
+      }
+      list += (list.empty() ? "" : " ") + name;
+    }
+    std::printf("release %s: %zu node(s): %s\n",
+                release.empty() ? "unnamed (wire version 1)" : release.c_str(), names.size(),
+                list.c_str());
   }
 }
 

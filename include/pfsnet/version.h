@@ -15,5 +15,8 @@ std::string_view version();
 std::string_view build_commit();
 // "<program> <version> (commit <commit>)": what --version prints and the daemon logs.
 std::string version_line(std::string_view program);
+// "<version> (<commit>)": the release a node names to its peers (the wire handshake) and
+// the MGS (pfsnet status).
+std::string release_name();
 
 }  // namespace pfsnet

@@ -233,10 +233,12 @@ json status_table_json(const StatusTable& t) {
                      {"heard_via", n.heard_by_report ? "report" : "ping"},
                      {"registered", format_unix_ms(n.registered_unix_ms)},
                      {"registered_unix_ms", n.registered_unix_ms},
-                     {"last_change", format_unix_ms(n.last_change_unix_ms)}});
+                     {"last_change", format_unix_ms(n.last_change_unix_ms)},
+                     {"release", n.release}});
   }
   const StatusCounters& c = t.counters;
   return {{"mgs", t.mgs.to_string()},
+          {"releases_error", t.releases_error},
           {"generation", t.generation},
           {"total", t.total},
           {"offset", t.offset},

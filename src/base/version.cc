@@ -13,4 +13,8 @@ std::string version_line(std::string_view program) {
          std::string(build_commit()) + ")";
 }
 
+std::string release_name() {
+  return std::string(version()) + " (" + std::string(build_commit()) + ")";
+}
+
 }  // namespace pfsnet

@@ -40,6 +40,17 @@ inline const RpcMethod<PageReq, StatusTable> kMgsStatusRpc{.type = kMsgMgsStatus
                                                            .decode_reply = decode_status_rep,
                                                            .mode = HandlerMode::kWorker,
                                                            .reply_in = ReplyIn::kBulk};
+// The releases of a page of the MGS's table (not in MGS_STATUS: an 8827b49 node decodes
+// that to its last byte). An MGS of a release before it answers "no handler".
+inline const RpcMethod<PageReq, ReleasesPage> kMgsReleasesRpc{.type = kMsgMgsReleases,
+                                                              .name = "MGS_RELEASES",
+                                                              .exec = Execution::kRepeatable,
+                                                              .encode_request = encode,
+                                                              .decode_request = decode_page_req,
+                                                              .encode_reply = encode,
+                                                              .decode_reply = decode_releases_rep,
+                                                              .mode = HandlerMode::kWorker,
+                                                              .reply_in = ReplyIn::kBulk};
 // State changes, acted on by a worker (act_on may close connections).
 inline const RpcMethod<NotifyReq, Empty> kMgsNotifyRpc{.type = kMsgMgsNotify,
                                                        .name = "MGS_NOTIFY",

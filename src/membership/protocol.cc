@@ -268,6 +268,19 @@ Buffer encode(const StatusTable& m) {
   return w.take();
 }
 
+Buffer encode(const ReleasesPage& m) {
+  Writer w;
+  w.u32(m.total);
+  w.u32(m.offset);
+  size_t n = std::min<size_t>(m.nodes.size(), kMaxStatusPage);
+  w.u32(static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    w.u32(m.nodes[i].id);
+    w.str(m.nodes[i].release.substr(0, kMaxReleaseBytes));
+  }
+  return w.take();
+}
+
 Buffer encode(const MeshSyncReq& m) {
   Writer w;
   w.str(m.name);
@@ -488,6 +501,27 @@ Result<StatusTable> decode_status_rep(std::span<const uint8_t> b) {
     m.nodes.push_back(std::move(s));
   }
   return finish_decode(r, std::move(m), "MGS_STATUS reply");
+}
+
+Result<ReleasesPage> decode_releases_rep(std::span<const uint8_t> b) {
+  Reader r(b);
+  ReleasesPage m;
+  m.total = r.u32();
+  m.offset = r.u32();
+  size_t n = r.count(5);  // an id and a length byte at least
+  if (n > kMaxStatusPage) return Status(Code::kProtocol, "MGS_RELEASES reply: page too large");
+  for (size_t i = 0; i < n && r.ok(); ++i) {
+    NodeRelease e;
+    e.id = r.u32();
+    e.release = r.str();
+    if (e.release.size() > kMaxReleaseBytes)
+      return Status(Code::kProtocol, "MGS_RELEASES reply: a release over 64 bytes");
+    for (char ch : e.release)
+      if (ch < 0x20 || ch > 0x7e)
+        return Status(Code::kProtocol, "MGS_RELEASES reply: a release not printable");
+    m.nodes.push_back(std::move(e));
+  }
+  return finish_decode(r, std::move(m), "MGS_RELEASES reply");
 }
 
 // A cell: name length, 2 NIDs, 3 counts, 4 figures: at least 1+16+12+32 bytes.

@@ -174,6 +174,10 @@ struct StatusNode {
   // check it: one node's word, not yet the MGS's verdict (a live node answers well within
   // the second; one that does not is listed SUSPECT from then on, DEAD at the verdict).
   bool verifying = false;
+  // The release the node named in its handshake with the MGS (wire version 2); "" for a
+  // node of version 1, or where the MGS did not say. Not in MGS_STATUS (an 8827b49 node
+  // decodes that to its last byte): MGS_RELEASES carries it.
+  std::string release;
   bool operator==(const StatusNode&) const = default;
 };
 
@@ -192,8 +196,24 @@ struct StatusTable {
   uint32_t offset = 0;
   std::vector<StatusNode> nodes;
   StatusCounters counters;
+  // Not on the wire: why the nodes' releases are not known (an MGS of a release before
+  // MGS_RELEASES), empty when they are.
+  std::string releases_error;
 };
 inline constexpr uint32_t kMaxStatusPage = 5000;
+
+// MGS_RELEASES: the release each node of a page of the table named (StatusNode::release),
+// by node id, in the table's order; a page as MGS_STATUS's, at most kMaxStatusPage.
+struct NodeRelease {
+  uint32_t id = 0;
+  std::string release;  // at most kMaxReleaseBytes; "" when the node named none
+  bool operator==(const NodeRelease&) const = default;
+};
+struct ReleasesPage {
+  uint32_t total = 0, offset = 0;
+  std::vector<NodeRelease> nodes;
+};
+inline constexpr size_t kMaxReleaseBytes = 64;  // as the handshake's release field
 
 struct MeshCell {
   std::string to;  // the peer node's name
@@ -264,6 +284,7 @@ Buffer encode(const RelayRep& m);
 Buffer encode_table_chunk(const std::vector<TableRecord>& records);
 Buffer encode(const PageReq& m);
 Buffer encode(const StatusTable& m);
+Buffer encode(const ReleasesPage& m);
 Buffer encode(const MeshSyncReq& m);
 Buffer encode(const MeshSyncRep& m);
 Buffer encode(const MeshMatrix& m);
@@ -279,6 +300,7 @@ Result<RelayRep> decode_relay_rep(std::span<const uint8_t> b);
 Result<std::vector<TableRecord>> decode_table_chunk(std::span<const uint8_t> b);
 Result<PageReq> decode_page_req(std::span<const uint8_t> b);
 Result<StatusTable> decode_status_rep(std::span<const uint8_t> b);
+Result<ReleasesPage> decode_releases_rep(std::span<const uint8_t> b);
 Result<MeshSyncReq> decode_mesh_sync_req(std::span<const uint8_t> b);
 Result<MeshSyncRep> decode_mesh_sync_rep(std::span<const uint8_t> b);
 Result<MeshMatrix> decode_mesh_matrix(std::span<const uint8_t> b);

@@ -1,5 +1,7 @@
 #include "membership/service.h"
 
+#include <pfsnet/version.h>
+
 #include <algorithm>
 #include <random>
 
@@ -62,11 +64,17 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
         leadership_error_ = etcd.status();
       }
     }
-    serve(rpc_, kMgsRegisterRpc, [this](RegisterReq&& q, RpcRequest&) -> Result<RegisterRep> {
+    serve(rpc_, kMgsRegisterRpc, [this](RegisterReq&& q, RpcRequest& req) -> Result<RegisterRep> {
+      // The release the node named in the handshake of the connection this came on
+      // (none from a node of wire version 1).
+      std::optional<WireSession> w = net_.wire_of(req.from);
       MutexLock lk(mu_);
       Leadership l = leadership_locked();
       RegisterRep r;
-      if (!l.not_leader) r = mgs_->on_register(q, clock_.now());
+      if (!l.not_leader) {
+        r = mgs_->on_register(q, clock_.now());
+        releases_[r.id] = w ? w->peer_release : std::string();
+      }
       r.lead = l;
       return r;
     });
@@ -91,6 +99,12 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
       Leadership l = leadership_locked();
       if (l.not_leader) return not_leading(l);
       return table_locked(q.offset, std::min<uint32_t>(q.limit, kMaxStatusPage));
+    });
+    serve(rpc_, kMgsReleasesRpc, [this](PageReq&& q, RpcRequest&) -> Result<ReleasesPage> {
+      MutexLock lk(mu_);
+      Leadership l = leadership_locked();
+      if (l.not_leader) return not_leading(l);
+      return releases_locked(q.offset, std::min<uint32_t>(q.limit, kMaxStatusPage));
     });
   }
   std::vector<Nid> others;  // an MGS does not ping itself
@@ -202,6 +216,7 @@ void MembershipService::register_self_locked() {
   self_id_ =
       mgs_->on_register(RegisterReq{cfg_.node.name, roles_, nids, instance_, true}, clock_.now())
           .id;
+  releases_[self_id_] = release_name();
 }
 
 Status MembershipService::not_leading(const Leadership& l) {
@@ -291,6 +306,8 @@ StatusTable MembershipService::table_locked(uint32_t offset, uint32_t limit) con
     // well within it, so until then one node's report is all there is.
     s.verifying = n.verifying && n.state == NodeState::kSuspect &&
                   now - n.reported_at < std::chrono::seconds(1);
+    auto rel = releases_.find(n.id);
+    if (rel != releases_.end()) s.release = rel->second;
     t.nodes.push_back(std::move(s));
   }
   const MgsCore::Counters& c = mgs_->counters();
@@ -577,6 +594,18 @@ void MembershipService::after_notification(uint64_t token, bool ok, std::vector<
   send_notifications(std::move(more));
 }
 
+ReleasesPage MembershipService::releases_locked(uint32_t offset, uint32_t limit) const {
+  ReleasesPage p;
+  p.offset = offset;
+  for (const NodeRecord& n : mgs_->nodes()) {  // the table's order, as table_locked's
+    if (n.name.empty()) continue;
+    if (p.total++ < offset || p.nodes.size() >= limit) continue;
+    auto rel = releases_.find(n.id);
+    p.nodes.push_back({n.id, rel == releases_.end() ? std::string() : rel->second});
+  }
+  return p;
+}
+
 Result<StatusTable> MembershipService::status(Duration timeout) {
   if (mgs_) {
     MutexLock lk(mu_);
@@ -612,6 +641,23 @@ Result<StatusTable> MembershipService::status(Duration timeout) {
   }
   all.mgs = mgs;
   all.offset = 0;
+  // Each node's release, asked apart: an MGS before MGS_RELEASES does not know it.
+  std::unordered_map<uint32_t, std::string> releases;
+  for (uint32_t offset = 0;;) {
+    CallOptions co;
+    co.timeout = timeout;
+    Result<ReleasesPage> page = call(rpc_, kMgsReleasesRpc, mgs, PageReq{offset, 2000}, co);
+    if (!page.ok()) {
+      all.releases_error = "MGS " + mgs.to_string() + " does not say (" +
+                           page.status().message().substr(0, 120) + ")";
+      break;
+    }
+    for (NodeRelease& r : page->nodes) releases[r.id] = std::move(r.release);
+    offset += static_cast<uint32_t>(page->nodes.size());
+    if (page->nodes.empty() || offset >= page->total) break;
+  }
+  for (StatusNode& n : all.nodes)
+    if (auto it = releases.find(n.id); it != releases.end()) n.release = it->second;
   return all;
 }
 

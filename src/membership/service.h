@@ -108,6 +108,7 @@ class MembershipService final : public NodePart {
   TimePoint last_server_contact(TimePoint now) REQUIRES(mu_);
   // The table slice [offset, offset+limit).
   StatusTable table_locked(uint32_t offset, uint32_t limit) const REQUIRES(mu_);
+  ReleasesPage releases_locked(uint32_t offset, uint32_t limit) const REQUIRES(mu_);
   // This MGS's leadership for its answers: epoch, and whether (and whom) it follows. On a
   // leader at a new epoch, the table starts afresh (every node registers again).
   Leadership leadership_locked() REQUIRES(mu_);
@@ -130,6 +131,9 @@ class MembershipService final : public NodePart {
   // is under mu_.
   std::unique_ptr<MgsCore> mgs_ PT_GUARDED_BY(mu_);
   uint32_t self_id_ GUARDED_BY(mu_) = 0;  // the MGS's own record
+  // Node id -> the release it named in its handshake when it registered ("" from a node
+  // of wire version 1): StatusNode::release, MGS_RELEASES.
+  std::unordered_map<uint32_t, std::string> releases_ GUARDED_BY(mu_);
   uint64_t instance_ GUARDED_BY(mu_) = 0;
   std::unique_ptr<AgentCore> agent_ PT_GUARDED_BY(mu_);
   // MGS leadership in etcd ([membership] etcd): set by the constructor (locks its own).

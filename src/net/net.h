@@ -304,6 +304,10 @@ class Net final : public TransportEvents {
   std::vector<PeerLoad> peer_loads() const;
   // The peer node (its lowest NID) that `nid` belongs to; nullopt when unknown.
   std::optional<Nid> peer_of(const Nid& nid) const;
+  // What an open connection to the peer NI `nid` speaks (its handshake: version, features,
+  // the peer's release), from any local NI's path; nullopt while none is open. Cheap: no
+  // snapshot of every peer.
+  std::optional<WireSession> wire_of(const Nid& nid) const;
   const std::vector<Nid>& local_nids() const { return local_nids_; }
   Clock& clock() { return clock_; }
   int64_t credits() const { return credits_.load(std::memory_order_relaxed); }

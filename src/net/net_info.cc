@@ -96,6 +96,19 @@ std::vector<NiInfo> Net::nis() const {
   return v;
 }
 
+std::optional<WireSession> Net::wire_of(const Nid& nid) const {
+  PeerNi* pni = table_->find(nid);
+  if (!pni) return std::nullopt;
+  for (Path* p : table_->paths_of(*pni)) {
+    MutexLock lk(p->ni->mu);
+    const Connection* open = p->tx_conn         ? p->tx_conn.get()
+                             : p->conns.empty() ? nullptr
+                                                : p->conns.front().get();
+    if (open) return open->wire();
+  }
+  return std::nullopt;
+}
+
 std::vector<NiInfo> Net::peers(bool kernel_tcp) const {
   std::vector<NiInfo> v;
   std::vector<PeerNi*> pnis;

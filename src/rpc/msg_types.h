@@ -20,6 +20,9 @@ inline constexpr uint32_t kMsgMgsNotify = 18;
 inline constexpr uint32_t kMsgMgsStatus = 19;
 inline constexpr uint32_t kMsgMgsReport = 22;
 inline constexpr uint32_t kMsgMgsRelay = 39;  // a notification a server passes on to clients
+// The release each node of the MGS's table named in its handshake (wire version 2): not
+// in MGS_STATUS, which a node of 8827b49 decodes to its last byte.
+inline constexpr uint32_t kMsgMgsReleases = 41;
 // probe/mesh_service.h: the probe mesh (rows to the MGS, the matrix from it, the probes).
 inline constexpr uint32_t kMsgMeshSync = 23;
 inline constexpr uint32_t kMsgMeshMatrix = 24;
@@ -70,6 +73,7 @@ inline constexpr MsgType kMsgTypes[] = {
     {kMsgMgsStatus, "MGS_STATUS"},
     {kMsgMgsReport, "MGS_REPORT"},
     {kMsgMgsRelay, "MGS_RELAY"},
+    {kMsgMgsReleases, "MGS_RELEASES"},
     {kMsgMeshSync, "MESH_SYNC"},
     {kMsgMeshMatrix, "MESH_MATRIX"},
     {kMsgMeshProbe, "MESH_PROBE"},

@@ -63,7 +63,7 @@ Result<TransportOptions> transport_options(const Config& cfg, std::string cluste
   }
   to.cluster_key = std::move(cluster_key);
   // Peers see this build's release, and this run's instance (a restart changes it).
-  to.wire.release = std::string(version()) + " (" + std::string(build_commit()) + ")";
+  to.wire.release = release_name();
   Nonce r = random_nonce();
   std::memcpy(&to.wire.instance, r.data(), sizeof to.wire.instance);
   to.wire.instance |= 1;
