@@ -17,6 +17,8 @@
 //                           version 2 (the default); baseline: a client of the same build
 //                           that offers version 1 only, to the same pfsnetd (11 pairs).
 //   rpc_rate_64b_v2_vs_v1  RPC/s  rpc_rate_64b likewise (21 pairs of 0.5 s).
+//   frame_head_v2_vs_v1_ns ns  encoding and decoding a 64 B PING's header as version 2
+//                           writes it (no extension fields); baseline: as version 1 does.
 //   rpc_rate_64b_once_vs_repeatable  RPC/s  64 B BRW_WRITEs (exactly-once: recorded in
 //                           the server's reply cache); baseline: 64 B PINGs (repeatable).
 //   bulk_write_1m    MiB/s  1 MiB writes (bulk with the request), 8 in flight; baseline: a
@@ -323,6 +325,38 @@ std::pair<double, double> stats_record_ns() {
   return {ns, base};
 }
 
+// Nanoseconds to encode and decode one 64 B PING request's header as wire `version` writes
+// it -- the header every frame carries, with no extension fields (a PING has none) -- the
+// work a connection does per frame at each end, through the transports' own calls.
+double frame_head_ns(uint16_t version) {
+  constexpr size_t kN = 1 << 21;
+  FrameHeader h;
+  h.kind = FrameKind::kRequest;
+  h.src_nid = Nid::parse("127.0.0.61@tcp")->pack();
+  h.dst_nid = Nid::parse("127.0.0.62@tcp")->pack();
+  h.msg_type = kMsgPing;
+  h.bulk_len = 64;
+  h.credits = 1;
+  h.incarnation = 0x1234567890abcdefull;
+  FrameLimits limits;
+  EncodedHead e;
+  uint64_t sum = 0;
+  auto t0 = SteadyClock::now();
+  for (size_t i = 0; i < kN; ++i) {
+    h.xid = i;
+    encode_frame_head(h, version, &e);
+    auto d = decode_header(std::span(e.bytes.data(), kHeaderSize), limits);
+    if (!d.ok() || (d->ext_len && !decode_extensions(e.span().subspan(kHeaderSize), &*d).ok())) {
+      std::fprintf(stderr, "bench: frame_head: %s\n", d.status().to_string().c_str());
+      std::exit(1);
+    }
+    sum += d->xid;
+  }
+  auto t1 = SteadyClock::now();
+  asm volatile("" : : "r"(sum) : "memory");
+  return std::chrono::duration<double, std::nano>(t1 - t0).count() / kN;
+}
+
 // Milliseconds to process one million raw records (1000 peers, all size ranges) into the
 // aggregates, and, as the baseline, to merely read them out of a vector summing a field.
 std::pair<double, double> stats_process_1m_ms() {
@@ -612,6 +646,11 @@ int main(int argc, char** argv) {
         [&] { return rate(stats); }, 21);
     client.rpc->set_stats(stats);
   }
+  // The fixed part of every frame, version 2 beside version 1: CPU alone, none of the
+  // network's noise (11 pairs).
+  measure(
+      "frame_head_v2_vs_v1_ns", "ns", [] { return frame_head_ns(1); },
+      [] { return frame_head_ns(2); }, 11);
   if (want("stats_record_ns")) {
     auto [v, b] = stats_record_ns();
     print_figure("stats_record_ns", v, b, "ns");

@@ -221,10 +221,13 @@ void encode_frame_head(const FrameHeader& h, uint16_t version, EncodedHead* out)
     put<uint64_t>(e + n, h.ext.queue_ns);
     n += 8;
   }
-  std::memset(p, 0, kHeaderSize);
+  // Every byte written once, as version 1's encoder does (no memset first: 5 % of a
+  // header's cost, frame_head_v2_vs_v1_ns).
   put_fields<kLayoutV2>(h, p);
   put<uint16_t>(p + 44, static_cast<uint16_t>(n));
-  if (n) put<uint32_t>(p + 48, crc32c({e, n}));
+  put<uint16_t>(p + 46, 0);
+  put<uint32_t>(p + 48, n ? crc32c({e, n}) : 0);
+  put<uint64_t>(p + 52, 0);
   put<uint32_t>(p + 60, crc32c({p, 60}));
   out->size = kHeaderSize + n;
 }
@@ -251,7 +254,7 @@ Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, const FrameLim
     get_fields<kLayoutV2>(p, &h);
     h.ext_len = get<uint16_t>(p + 44);
     h.ext_crc = get<uint32_t>(p + 48);
-    if (get<uint16_t>(p + 46) != 0 || !all_zero({p + 52, 8}))
+    if (get<uint16_t>(p + 46) != 0 || get<uint64_t>(p + 52) != 0)
       return bad("nonzero reserved bytes in a version-2 header");
     if (h.ext_len > kMaxExtension)
       return bad("extension length " + std::to_string(h.ext_len) + " exceeds limit " +
