@@ -5,12 +5,23 @@
 #include <httplib.h>
 #include <sys/stat.h>
 
+#include <atomic>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cluster.h"
 
 namespace pfsnet::testing {
 namespace {
+
+using nlohmann::json;
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
 
 TEST(SecurityTest, DaemonsTalkOverTlsAndAPlaintextDaemonIsRefusedByName) {
   DaemonOptions tls;
@@ -105,6 +116,214 @@ TEST(SecurityTest, AdminSocketRefusesAnotherUserEvenWhenItsModeLetsThemIn) {
   // And the owner still is.
   EXPECT_EQ(run({PFSNET_BIN, "--socket", d.socket(), "nis"}).first, 0);
 }
+
+// A CA and, for each host, a certificate of it naming that host's loopback address in its
+// subjectAltName (`days` valid), made with the openssl command; `names` overrides the
+// address a host's certificate names.
+struct TestPki {
+  std::string dir;
+  bool make_ca() {
+    std::string cmd = "set -e; cd " + dir +
+                      "; openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+                      "-nodes -keyout ca.key -out ca.pem -days 400 -subj /CN=test-ca "
+                      "2>/dev/null";
+    return std::system(cmd.c_str()) == 0;
+  }
+  bool issue(int host, int days, const std::string& names = "") {
+    const std::string n = "n" + std::to_string(host);
+    write_file(dir + "/" + n + ".ext",
+               "subjectAltName=IP:" + (names.empty() ? loopback(host) : names) + "\n");
+    std::string cmd = "set -e; cd " + dir + "; openssl req -newkey ec -pkeyopt " +
+                      "ec_paramgen_curve:prime256v1 -nodes -keyout " + n + ".key -out " + n +
+                      ".csr -subj /CN=" + n + " 2>/dev/null; openssl x509 -req -in " + n +
+                      ".csr -CA ca.pem -CAkey ca.key -CAcreateserial -out " + n + ".pem -days " +
+                      std::to_string(days) + " -extfile " + n + ".ext 2>/dev/null";
+    return std::system(cmd.c_str()) == 0;
+  }
+  std::string tls(int host) const {
+    const std::string n = dir + "/n" + std::to_string(host);
+    return "[tls]\nenabled = true\ncert_file = \"" + n + ".pem\"\nkey_file = \"" + n +
+           ".key\"\nca_file = \"" + dir + "/ca.pem\"\n";
+  }
+};
+
+// With certificates, each daemon's names its NID: two such talk; a third whose certificate
+// (of the same CA) names another address is refused by name at both ends; and a
+// certificate that expires in 10 days is a SETTINGS problem in `pfsnet health`, naming it.
+TEST(SecurityTest, CertificatesNameTheirNodeAndOneNearItsEndIsReported) {
+  TempDir dir;
+  TestPki pki{dir.path()};
+  ASSERT_TRUE(pki.make_ca());
+  ASSERT_TRUE(pki.issue(2, 10));
+  ASSERT_TRUE(pki.issue(3, 200));
+  ASSERT_TRUE(pki.issue(4, 200, loopback(9)));
+  std::string key = TwoDaemons::write_key(dir);
+  DaemonOptions oa, ob, oc;
+  oa.extra = pki.tls(2);
+  ob.extra = pki.tls(3);
+  oc.extra = pki.tls(4);
+  Daemon a(dir, 2, key, oa), b(dir, 3, key, ob), c(dir, 4, key, oc);
+  ASSERT_TRUE(a.ready() && b.ready() && c.ready()) << a.process().output();
+  auto [rc, out] =
+      run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "2"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(a.process().wait_for_output("TLSv1.3", 5000ms)) << a.process().output();
+  // c's certificate names loopback(9), not its own NID: b refuses it, and c hears why.
+  std::tie(rc, out) =
+      run({PFSNET_BIN, "--socket", c.socket(), "ping", b.nid().to_string(), "-c", "1"});
+  EXPECT_NE(rc, 0) << out;
+  const std::string why = "its certificate (CN n4) names " + loopback(9) +
+                          " in subjectAltName, not " + loopback(4) + " of " + c.nid().to_string() +
+                          ", which the peer announces";
+  EXPECT_NE(out.find(why), std::string::npos) << out;
+  EXPECT_TRUE(b.process().wait_for_output(why, 5000ms)) << b.process().output();
+  // a's certificate ends within 30 days: its health says so, and b's does not.
+  std::tie(rc, out) = run({PFSNET_BIN, "--socket", a.socket(), "health", "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  json h = last_json_line(out);
+  bool found = false;
+  for (const json& p : h["problems"])
+    if (p["code"] == "certificate_expires") {
+      found = true;
+      EXPECT_EQ(p["cause"], "SETTINGS");
+      EXPECT_NE(p["evidence"].get<std::string>().find("tls.cert_file " + dir.path() +
+                                                      "/n2.pem (CN n2) expires in 10 day(s)"),
+                std::string::npos)
+          << out;
+    }
+  EXPECT_TRUE(found) << out;
+  std::tie(rc, out) = run({PFSNET_BIN, "--socket", b.socket(), "health", "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.find("certificate_"), std::string::npos) << out;
+  std::tie(rc, out) = run({PFSNET_BIN, "--socket", a.socket(), "health", "-v"});
+  EXPECT_NE(out.find("expires in 10 day(s)"), std::string::npos) << out;
+}
+
+// Rotating the cluster key with no downtime (docs/security.md, "Rotating the cluster
+// key"), through the CLI's three steps and SIGHUP, on three daemons each with its own key
+// file: an MGS (a), a server (b) and a client (c). Pings from c to a run all along and
+// none fails; b is restarted at each stage, so it makes new connections both ways with
+// nodes at every other stage (its pings carry --wait: a restart is no failure); each end's
+// `peers --json` says which of its keys the other proved with; at the end a node with the
+// old key alone is refused. With `tls`, the same keyed TLS (the PSK of each key).
+void rotate_keys_under_load(bool tls) {
+  TempDir dir;
+  const std::string k1 = "rotation-test-first-key-000000001";
+  std::map<int, std::string> keys;
+  for (int host : {2, 3, 4}) {
+    keys[host] = dir.file("n" + std::to_string(host) + ".key");
+    write_file(keys[host], k1, 0600);
+  }
+  const std::string mgs = "mgs = [\"" + loopback(2) + "@tcp\"]\n";
+  auto options = [&](const std::string& roles) {
+    DaemonOptions o;
+    o.node_extra = "roles = [" + roles + "]\n" + mgs;
+    if (tls) o.extra = "[tls]\nenabled = true\n";
+    return o;
+  };
+  Daemon a(dir, 2, keys[2], options("\"mgs\", \"server\""));
+  auto b = std::make_unique<Daemon>(dir, 3, keys[3], options("\"server\""));
+  Daemon c(dir, 4, keys[4], options("\"client\""));
+  ASSERT_TRUE(a.ready() && b->ready() && c.ready()) << a.process().output();
+  auto cli = [](const Daemon& d, std::vector<std::string> args) {
+    args.insert(args.begin(), {PFSNET_BIN, "--socket", d.socket()});
+    return run(args);
+  };
+  // The load: pings from c to a, back to back, until told to stop (bounded).
+  std::atomic<bool> stop{false};
+  std::atomic<int> load_ok{0}, load_failed{0};
+  std::string load_error;
+  std::thread load([&] {
+    for (int i = 0; i < 2000 && !stop; ++i) {
+      auto [rc, out] = cli(c, {"ping", a.nid().to_string(), "-c", "5", "--wait"});
+      (rc == 0 ? load_ok : load_failed)++;
+      if (rc != 0 && load_error.empty()) load_error = out;
+    }
+  });
+  // SIGHUP to each of `ds`, returning once each has logged its new keys.
+  auto reload = [&](std::vector<Daemon*> ds) {
+    for (Daemon* d : ds) {
+      const size_t before = count(d->process().output(), "cluster keys changed");
+      d->process().kill(SIGHUP);
+      EXPECT_TRUE(eventually(
+          [&] { return count(d->process().output(), "cluster keys changed") > before; }, 5000ms))
+          << d->process().output();
+    }
+  };
+  // b restarted (its keys as they are now); then a and b reach each other anew.
+  auto restart_b = [&] {
+    b.reset();
+    b = std::make_unique<Daemon>(dir, 3, keys[3], options("\"server\""));
+    ASSERT_TRUE(b->ready()) << b->process().output();
+    auto [rc, out] = cli(a, {"ping", b->nid().to_string(), "-c", "3", "--wait", "--timeout", "20"});
+    EXPECT_EQ(rc, 0) << out;
+  };
+  // Which of `from`'s keys `to` proved with, by `from`'s peers view.
+  auto key_seen = [&](const Daemon& from, const Daemon& to) {
+    auto [rc, out] = cli(from, {"peers", "--json"});
+    if (rc != 0) return std::string("(peers failed)");
+    const json all = last_json_line(out);
+    for (const json& p : all["peers"])
+      if (p["nid"] == to.nid().to_string()) return p.value("cluster_key", std::string("(none)"));
+    return "(no entry) " + out;
+  };
+
+  // 1. The next key, on one node, copied to every node's key file's side; each reloads.
+  auto [rc, out] = run({PFSNET_BIN, "keygen", "--next", keys[2]});
+  ASSERT_EQ(rc, 0) << out;
+  const std::string k2 = read_file(keys[2] + ".next");
+  ASSERT_EQ(k2.size(), 32u);
+  for (int host : {3, 4}) write_file(keys[host] + ".next", k2, 0600);
+  reload({&a, b.get(), &c});
+  restart_b();
+  EXPECT_EQ(key_seen(a, *b), "current");
+
+  // 2. a commits first: it proves with the new key, b (holding it as next) accepts it, and
+  // a accepts b's old one as its previous.
+  std::tie(rc, out) = run({PFSNET_BIN, "keygen", "--commit", keys[2]});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(read_file(keys[2]), k2);
+  EXPECT_EQ(read_file(keys[2] + ".prev"), k1);
+  reload({&a});
+  restart_b();
+  EXPECT_EQ(key_seen(a, *b), "previous");
+  EXPECT_EQ(key_seen(*b, a), "next");
+
+  // 3. The others commit; b, restarted, proves with the new key everywhere.
+  for (int host : {3, 4}) ASSERT_EQ(run({PFSNET_BIN, "keygen", "--commit", keys[host]}).first, 0);
+  reload({&c});
+  restart_b();
+  EXPECT_EQ(key_seen(a, *b), "current");
+  EXPECT_EQ(key_seen(*b, a), "current");
+
+  // 4. Every node retires the old key; a node that holds only the old one is refused.
+  for (int host : {2, 3, 4})
+    ASSERT_EQ(run({PFSNET_BIN, "keygen", "--retire", keys[host]}).first, 0);
+  reload({&a, b.get(), &c});
+  restart_b();
+  stop = true;
+  load.join();
+  EXPECT_EQ(load_failed.load(), 0) << load_error;
+  EXPECT_GT(load_ok.load(), 0);
+  const std::string old_key = dir.file("old.key");
+  write_file(old_key, k1, 0600);
+  Daemon stale(dir, 5, old_key, options("\"client\""));
+  ASSERT_TRUE(stale.ready()) << stale.process().output();
+  std::tie(rc, out) = cli(stale, {"ping", a.nid().to_string(), "-c", "1"});
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find(tls ? "TLS" : "wrong cluster key"), std::string::npos) << out;
+  // The rotation's steps refuse what is out of order, and change nothing.
+  std::tie(rc, out) = run({PFSNET_BIN, "keygen", "--commit", keys[2]});
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find(".next does not exist"), std::string::npos) << out;
+  std::tie(rc, out) = run({PFSNET_BIN, "keygen", "--retire", keys[2]});
+  EXPECT_NE(rc, 0);
+  EXPECT_EQ(read_file(keys[2]), k2);
+}
+
+TEST(SecurityTest, TheClusterKeyIsRotatedWithNoFailedRpc) { rotate_keys_under_load(false); }
+
+TEST(SecurityTest, TheClusterKeyIsRotatedWithNoFailedRpcUnderTls) { rotate_keys_under_load(true); }
 
 }  // namespace
 }  // namespace pfsnet::testing

@@ -1,10 +1,12 @@
-// pfsnet keygen FILE; pfsnet ping NID [--count N] [--size B] [--mode M] [--interval S].
+// pfsnet keygen [--next|--commit|--retire] FILE; pfsnet ping NID [--count N] [--size B]
+// [--mode M] [--interval S].
 #include <fcntl.h>
 #include <openssl/rand.h>
 #include <pfsnet/nid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -16,21 +18,88 @@ namespace pfsnet::cli {
 
 namespace {
 
-int keygen(const std::string& path, bool json_out) {
+// 32 random bytes into `path`, which must not exist (mode 0600); "" or what went wrong.
+std::string write_new_key(const std::string& path) {
   unsigned char key[32];
-  if (RAND_bytes(key, sizeof(key)) != 1) return fail("cannot get random bytes");
+  if (RAND_bytes(key, sizeof(key)) != 1) return "cannot get random bytes";
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return fail("cannot create " + path + ": " + std::strerror(errno) + " (it must not exist)");
+  if (fd < 0) return "cannot create " + path + ": " + std::strerror(errno) + " (it must not exist)";
   bool ok = write(fd, key, sizeof(key)) == static_cast<ssize_t>(sizeof(key));
   fchmod(fd, 0600);
+  ok = fsync(fd) == 0 && ok;
   close(fd);
-  if (!ok) return fail("cannot write " + path);
-  if (json_out)
-    std::cout << json{{"path", path}, {"bytes", 32}, {"mode", "0600"}}.dump() << "\n";
-  else
-    std::printf("wrote a 32-byte cluster key to %s (mode 0600); copy it to every node\n",
-                path.c_str());
+  return ok ? "" : "cannot write " + path;
+}
+
+bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// A rotation of the cluster key with no downtime, as `mmauth genkey new` / `commit`
+// (docs/security.md): --next writes FILE.next, which every node takes in (SIGHUP) and then
+// accepts beside its key; --commit makes it FILE, the old one FILE.prev (still accepted);
+// --retire removes FILE.prev once every node has committed. Files only: the daemon reads
+// them when it starts and on SIGHUP.
+enum class KeyStep { kNew, kNext, kCommit, kRetire };
+
+int keygen(const std::string& path, KeyStep step, bool json_out) {
+  const std::string next = path + ".next", prev = path + ".prev";
+  std::string done;
+  switch (step) {
+    case KeyStep::kNew:
+      if (std::string e = write_new_key(path); !e.empty()) return fail(e);
+      done = "wrote a 32-byte cluster key to " + path + " (mode 0600); copy it to every node";
+      break;
+    case KeyStep::kNext:
+      if (!exists(path)) return fail(path + " does not exist: a rotation starts from a key");
+      if (exists(prev))
+        return fail(prev + " exists: the last rotation was not retired (pfsnet keygen --retire " +
+                    path + " on every node first)");
+      if (std::string e = write_new_key(next); !e.empty()) return fail(e);
+      done = "wrote the next cluster key to " + next + "; copy it to every node beside " + path +
+             " and reload each pfsnetd (SIGHUP): each then accepts it, and still proves with " +
+             path + "; then pfsnet keygen --commit " + path + " on every node";
+      break;
+    case KeyStep::kCommit:
+      if (!exists(next))
+        return fail(next + " does not exist: pfsnet keygen --next " + path +
+                    " first, and copy it to every node");
+      if (exists(prev)) return fail(prev + " exists: retire it first (pfsnet keygen --retire)");
+      if (rename(path.c_str(), prev.c_str()) != 0)
+        return fail("cannot rename " + path + " to " + prev + ": " + std::strerror(errno));
+      if (rename(next.c_str(), path.c_str()) != 0) {
+        std::string e = std::strerror(errno);
+        (void)rename(prev.c_str(), path.c_str());
+        return fail("cannot rename " + next + " to " + path + ": " + e);
+      }
+      done = "committed: " + path + " now holds the new key, the old one is " + prev +
+             " (still accepted); reload pfsnetd (SIGHUP) to prove with the new key; once every "
+             "node has committed, pfsnet keygen --retire " +
+             path + " on every node";
+      break;
+    case KeyStep::kRetire:
+      if (exists(next))
+        return fail(next + " exists: this node has not committed (pfsnet keygen --commit " + path +
+                    ")");
+      if (!exists(prev)) return fail(prev + " does not exist: nothing to retire");
+      if (unlink(prev.c_str()) != 0)
+        return fail("cannot remove " + prev + ": " + std::strerror(errno));
+      done = "removed " + prev + "; reload pfsnetd (SIGHUP): the old key is no longer accepted";
+      break;
+  }
+  if (json_out) {
+    json j = {{"path", path}, {"message", done}};
+    j["step"] = step == KeyStep::kNew      ? "new"
+                : step == KeyStep::kNext   ? "next"
+                : step == KeyStep::kCommit ? "commit"
+                                           : "retire";
+    if (step == KeyStep::kNew || step == KeyStep::kNext) {  // a key was written
+      j["written"] = step == KeyStep::kNew ? path : next;
+      j["bytes"] = 32;
+      j["mode"] = "0600";
+    }
+    std::cout << j.dump() << "\n";
+  } else {
+    std::printf("%s\n", done.c_str());
+  }
   return 0;
 }
 
@@ -91,11 +160,29 @@ int ping(Invocation& inv, const PingArgs& a) {
 }  // namespace
 
 void add_keygen(CLI::App& app, Invocation& inv) {
-  auto* sub = app.add_subcommand("keygen", "write a new random 32-byte cluster key (mode 0600)");
+  auto* sub = app.add_subcommand(
+      "keygen", "write a new random 32-byte cluster key (mode 0600), or rotate one");
   auto path = std::make_shared<std::string>();
-  sub->add_option("FILE", *path, "where to write the key; must not exist")->required();
+  auto flags = std::make_shared<std::array<bool, 3>>();
+  sub->add_option("FILE", *path, "the key file (node.cluster_key_file); a new one must not exist")
+      ->required();
+  auto* next = sub->add_flag("--next", (*flags)[0],
+                             "rotation, step 1: write FILE.next, to copy to every node");
+  auto* commit = sub->add_flag("--commit", (*flags)[1],
+                               "step 2, on every node: FILE.next becomes FILE, FILE becomes "
+                               "FILE.prev (still accepted)");
+  auto* retire = sub->add_flag("--retire", (*flags)[2],
+                               "step 3, once every node has committed: remove FILE.prev");
+  next->excludes(commit)->excludes(retire);
+  commit->excludes(retire);
   add_json_flag(sub, inv);
-  sub->callback([&inv, path] { inv.rc = keygen(*path, inv.json); });
+  sub->callback([&inv, path, flags] {
+    KeyStep step = (*flags)[0]   ? KeyStep::kNext
+                   : (*flags)[1] ? KeyStep::kCommit
+                   : (*flags)[2] ? KeyStep::kRetire
+                                 : KeyStep::kNew;
+    inv.rc = keygen(*path, step, inv.json);
+  });
 }
 
 void add_ping(CLI::App& app, Invocation& inv) {

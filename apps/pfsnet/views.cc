@@ -96,6 +96,11 @@ void print_ni_table(const json& list, const char* title, bool verbose) {
                     n["wire_version"].get<int>(), n.value("wire_versions", std::string()).c_str(),
                     features.empty() ? "none" : features.c_str(),
                     release.empty() ? "unknown (before wire negotiation)" : release.c_str());
+        // During a key rotation: whether the peer proves with this node's next key (it
+        // committed first) or its previous one (it has not committed yet).
+        std::string key = n.value("cluster_key", std::string("current"));
+        if (key != "current")
+          std::printf("    cluster key: the peer proves with this node's %s key\n", key.c_str());
       }
     }
     if (n.contains("paths"))

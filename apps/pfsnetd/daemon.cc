@@ -11,21 +11,34 @@
 namespace pfsnet {
 
 namespace {
-// The core as the config says; a bad [tls] setting is kept in `init` (start() returns
-// it) and the core built plaintext meanwhile, never to run.
-std::unique_ptr<NodeCore> make_core(const Config& cfg, std::string cluster_key, Status& init) {
-  auto opts = transport_options(cfg, std::move(cluster_key));
+// The transport's options as the config says; a bad [tls] setting is kept in `init`
+// (start() returns it) and the core built plaintext meanwhile, never to run.
+TransportOptions options(const Config& cfg, ClusterKeys keys, Status& init) {
+  auto opts = transport_options(cfg, std::move(keys));
   init = opts.status();
+  return opts.ok() ? *opts : TransportOptions{};
+}
+
+std::unique_ptr<NodeCore> make_core(const Config& cfg, const TransportOptions& transport) {
   NodeCoreOptions o;
   o.cfg = cfg;
-  o.transport = opts.ok() ? *opts : TransportOptions{};
+  o.transport = transport;  // the key ring shared
   return std::make_unique<NodeCore>(std::move(o));
+}
+
+// "current 1a2b3c4d5e6f7a8b, next ..." (fingerprints: nothing of the keys themselves).
+std::string keys_string(const ClusterKeys& k) {
+  std::string s = "current " + key_fingerprint(k.current);
+  if (!k.next.empty()) s += ", next " + key_fingerprint(k.next);
+  if (!k.previous.empty()) s += ", previous " + key_fingerprint(k.previous);
+  return s;
 }
 }  // namespace
 
-Daemon::Daemon(Config cfg, std::string cluster_key)
+Daemon::Daemon(Config cfg, ClusterKeys keys)
     : cfg_(cfg),
-      core_(make_core(cfg, std::move(cluster_key), init_)),
+      transport_(options(cfg, std::move(keys), init_)),
+      core_(make_core(cfg, transport_)),
       clock_(core_->clock()),
       stats_(*core_->stats()),
       net_(core_->net()),
@@ -66,9 +79,10 @@ Daemon::Daemon(Config cfg, std::string cluster_key)
                             static_cast<int>(after.lnet.rx_buffer_size));
     net_.set_conns_per_peer(after.lnet.conns_per_peer);
   });
-  parts_ = std::make_unique<NodeParts>(NodeParts{
-      net_, rpc_, stats_, cfg_, clock_, membership_.get(), tune_.get(), core_->health(),
-      mesh_.get(), netverify_.get(), cluster_health_.get(), storage_.get(), tokens_.get()});
+  parts_ = std::make_unique<NodeParts>(
+      NodeParts{net_, rpc_, stats_, cfg_, clock_, membership_.get(), tune_.get(), core_->health(),
+                mesh_.get(), netverify_.get(), cluster_health_.get(), storage_.get(), tokens_.get(),
+                transport_.tls.get()});
   cluster_health_->report_from([this] { return local_problems(*parts_); });
   // Opened, started and stopped (in reverse) by the core, in this order. The block
   // targets open before the NIs listen: from its first connection the daemon serves every
@@ -87,6 +101,8 @@ Daemon::~Daemon() { stop(); }
 
 Status Daemon::start() {
   if (!init_.ok()) return init_;
+  if (ClusterKeys k = transport_.cluster_key.get(); k.rotating())
+    PFS_LOG_WARN("cluster key rotation under way: {}", keys_string(k));
   Status s = check_lnds(cfg_.get());
   if (!s.ok()) return s;
   s = core_->start(std::chrono::milliseconds(100));  // the parts too
@@ -168,6 +184,21 @@ Status Daemon::reload(const std::string& path) {
   }
   cfg_.reload(*next);
   PFS_LOG_INFO("config reloaded from {}", path);
+  // The cluster keys, from the file the daemon started with (node.cluster_key_file is
+  // read at startup only).
+  const std::string key_file = cfg_.get().node.cluster_key_file;
+  auto keys = load_cluster_keys(key_file);
+  if (!keys.ok()) {
+    PFS_LOG_ERROR("cluster keys not re-read, the old ones stay: {}", keys.status().message());
+    return keys.status();
+  }
+  ClusterKeys before = transport_.cluster_key.get();
+  if (keys->current != before.current || keys->next != before.next ||
+      keys->previous != before.previous) {
+    transport_.cluster_key.set(*keys);
+    PFS_LOG_WARN("cluster keys changed ({} was {}): new connections prove with the current one",
+                 keys_string(*keys), keys_string(before));
+  }
   return Status::Ok();
 }
 

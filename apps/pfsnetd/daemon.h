@@ -30,7 +30,8 @@ namespace pfsnet {
 
 class Daemon {
  public:
-  Daemon(Config cfg, std::string cluster_key);
+  // `keys`: load_cluster_keys of node.cluster_key_file.
+  Daemon(Config cfg, ClusterKeys keys);
   ~Daemon();
 
   Status start();
@@ -40,7 +41,9 @@ class Daemon {
 
   // SIGHUP: re-reads `path`. A broken file is refused (logged) and the old settings stay;
   // otherwise the keys that can change at run time are applied and the others are logged
-  // as waiting for a restart.
+  // as waiting for a restart. The cluster keys are read again too (a rotation's next key
+  // taken in, a commit, a retirement): the next handshakes use them; a broken key file is
+  // refused (logged) and the old keys stay.
   Status reload(const std::string& path);
 
  private:
@@ -49,6 +52,7 @@ class Daemon {
 
   LiveConfig cfg_;
   Status init_;  // what building the transport options found wrong (start() returns it)
+  TransportOptions transport_;  // its cluster_key is the ring every transport holds
   // Clock, statistics, Net, the RPC engine, pinger, health monitor and their driver.
   std::unique_ptr<NodeCore> core_;
   Clock& clock_;

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
       std::max<size_t>(256 << 20, static_cast<size_t>(cfg->storage.pagepool) + (128 << 20)));
   if (!level.empty()) cfg->node.log_level = level;
   (void)pfsnet::init_logging(cfg->node.log_level);
-  auto key = pfsnet::load_cluster_key(cfg->node.cluster_key_file);
+  auto key = pfsnet::load_cluster_keys(cfg->node.cluster_key_file);
   if (!key.ok()) {
     std::fprintf(stderr, "pfsnetd: %s\n", key.status().message().c_str());
     return 2;

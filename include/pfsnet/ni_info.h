@@ -108,6 +108,9 @@ struct NiInfo {
   uint64_t features = 0;
   uint16_t peer_wire_min = 0, peer_wire_max = 0;
   std::string release;
+  // Which of this node's cluster keys the peer proved with: "current", or during a key
+  // rotation "next" (the peer committed before this node) or "previous" (after it).
+  std::string cluster_key;
   // Time of the last state change (up/down, healthy/unhealthy): wall clock (ms since the
   // epoch) and seconds before the snapshot on the Net's clock.
   int64_t last_change_unix_ms = 0;

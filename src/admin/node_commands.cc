@@ -69,6 +69,8 @@ ProblemInputs own_inputs(const NodeParts& node, std::vector<NiInfo> nis,
   in.nis = std::move(nis);
   in.peers = std::move(peers);
   if (node.tune) in.settings = node.tune->status().active;
+  if (node.tls) in.certificates = node.tls->certificates();
+  in.now_unix_ms = unix_ms(node.clock.wall_now());
   if (node.health) {
     HealthMonitor::CpuState cpu = node.health->cpu();
     in.cpu_starved = cpu.starved;

@@ -46,6 +46,7 @@ struct NodeParts {
   ClusterHealthService* cluster_health = nullptr;  // null: `health` shows this node's view
   BlockService* storage = nullptr;                 // null: `storage` answers "no block service"
   TokenService* tokens = nullptr;                  // null: striped files take no write tokens
+  const TlsContext* tls = nullptr;                 // null: plaintext (no certificates to watch)
 };
 
 void add_node_commands(AdminCommands& cmds, const NodeParts& node);

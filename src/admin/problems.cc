@@ -160,6 +160,26 @@ std::vector<Problem> find_problems(const ProblemInputs& in) {
     add("settings", p.peer.empty() ? in.node : p.peer, "SETTINGS", 0, p.text);
     out.back().code = p.code;
   }
+  // Certificates about to expire, or expired: the node's own stops being accepted by its
+  // peers, the CA's stops every node's.
+  constexpr int64_t kDayMs = 86'400'000;
+  for (const CertificateInForce& c : in.certificates) {
+    const int64_t left = c.not_after_unix_ms - in.now_unix_ms;
+    if (c.not_after_unix_ms == 0 || left > kCertificateWarningDays * kDayMs) continue;
+    const std::string what =
+        c.setting + " " + c.file + (c.subject.empty() ? "" : " (CN " + c.subject + ")");
+    const std::string then = format_unix_ms(c.not_after_unix_ms);
+    const std::string whose = c.setting == "tls.ca_file"
+                                  ? "every certificate it signed stops being accepted"
+                                  : "peers stop accepting this node";
+    add("settings", in.node, "SETTINGS", c.not_after_unix_ms - kCertificateWarningDays * kDayMs,
+        left > 0
+            ? fmt::format("{} expires in {} day(s), at {}: then {}; renew it and restart "
+                          "pfsnetd",
+                          what, (left + kDayMs - 1) / kDayMs, then, whose)
+            : fmt::format("{} expired at {}: {}; renew it and restart pfsnetd", what, then, whose));
+    out.back().code = left > 0 ? "certificate_expires" : "certificate_expired";
+  }
   sort_problems(out);
   return out;
 }

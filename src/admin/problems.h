@@ -8,6 +8,7 @@
 //   this node's peer NIs    UNHEALTHY, SLOW, LOSSY; SERVER (the peer's execution time)
 //   this node's CPU         CPU (kind "node": its threads wait for a processor)
 //   the tuning check        SETTINGS (the settings do not fit the measured path)
+//   this node's TLS         SETTINGS (a certificate expires within 30 days, or has)
 //   other nodes' own lists  any of the above (probe/cluster_health.h: each node sends its
 //                           own to the MGS; merge_cluster_problems folds them in)
 //   the probe mesh          SLOW, LOSSY, THROTTLED (probe/mesh.h's outlier cells, the whole
@@ -31,6 +32,7 @@
 #include "membership/protocol.h"
 #include "probe/cluster_health.h"
 #include "probe/mesh.h"
+#include "transport/tls.h"
 #include "tune/tune.h"
 
 namespace pfsnet {
@@ -40,6 +42,9 @@ struct ProblemInputs {
   const StatusTable* table = nullptr;  // the MGS's table (null: not asked or not reachable)
   std::vector<NiInfo> nis, peers;
   std::vector<TuneProblem> settings;  // the tuning check's active problems
+  // The certificates this node's TLS uses, and the time now (a Clock's wall_now()).
+  std::vector<CertificateInForce> certificates;
+  int64_t now_unix_ms = 0;
   // This node starved of CPU (rpc/health_monitor.h): since, and the figures.
   bool cpu_starved = false;
   int64_t cpu_since_unix_ms = 0;
@@ -48,6 +53,9 @@ struct ProblemInputs {
   const std::vector<MeshRow>* mesh = nullptr;
   const std::vector<std::vector<MeshMark>>* mesh_marks = nullptr;
 };
+
+// How long before a certificate expires `pfsnet health` says so (SETTINGS).
+inline constexpr int64_t kCertificateWarningDays = 30;
 
 // Whether the MGS's table has `n` down (DEAD or SUSPECT) for `pfsnet health`: a node suspect
 // on a report less than a second old, the MGS's own ping out to check it, counts as up --

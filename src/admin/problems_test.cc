@@ -263,6 +263,39 @@ TEST(ProblemsTest, TheMeshNamesAnNiWhoseMtuIsNotItsLinks) {
 namespace pfsnet {
 namespace {
 
+// A certificate within 30 days of its end is a SETTINGS problem of the node that uses it,
+// since the day those 30 days began; an expired one says so; one further off is none.
+TEST(ProblemsTest, ACertificateNearItsEndIsASettingsProblem) {
+  constexpr int64_t kDay = 86'400'000, kNow = 1'800'000'000'000;
+  ProblemInputs in;
+  in.node = "oss1";
+  in.now_unix_ms = kNow;
+  in.certificates = {{"tls.cert_file", "/etc/pfsnet/node.pem", "oss1", kNow + 10 * kDay - 5},
+                     {"tls.ca_file", "/etc/pfsnet/ca.pem", "cluster-ca", kNow + 31 * kDay},
+                     {"tls.ca_file", "/etc/pfsnet/ca.pem", "old-ca", kNow - kDay}};
+  std::vector<Problem> v = find_problems(in);
+  ASSERT_EQ(v.size(), 2u);
+  // Oldest first: the expired CA certificate's 30 days began first.
+  EXPECT_EQ(v[0].code, "certificate_expired");
+  EXPECT_EQ(v[0].evidence,
+            "tls.ca_file /etc/pfsnet/ca.pem (CN old-ca) expired at " + format_unix_ms(kNow - kDay) +
+                ": every certificate it signed stops being accepted; renew it and restart pfsnetd");
+  EXPECT_EQ(v[1].kind, "settings");
+  EXPECT_EQ(v[1].subject, "oss1");
+  EXPECT_EQ(v[1].cause, "SETTINGS");
+  EXPECT_EQ(v[1].code, "certificate_expires");
+  EXPECT_EQ(v[1].since_unix_ms, kNow + 10 * kDay - 5 - 30 * kDay);
+  EXPECT_EQ(v[1].evidence,
+            "tls.cert_file /etc/pfsnet/node.pem (CN oss1) expires in 10 day(s), at " +
+                format_unix_ms(kNow + 10 * kDay - 5) +
+                ": then peers stop accepting this node; renew it and restart "
+                "pfsnetd");
+  // 31 days off: nothing; no certificates (plaintext, or PSK): nothing.
+  in.certificates.erase(in.certificates.begin());
+  in.certificates.pop_back();
+  EXPECT_TRUE(find_problems(in).empty());
+}
+
 // docs/health.md, the health catalogue: a section ("## CAUSE") for every cause a problem
 // can have, in problem_causes()' order (the order pfsnet health sorts by), and none for a
 // cause the code does not have.

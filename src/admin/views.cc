@@ -95,6 +95,7 @@ json ni_info_json(const NiInfo& i) {
                        : "";
     j["features"] = feature_names(i.features);
     j["release"] = i.release;
+    j["cluster_key"] = i.cluster_key;
   }
   if (!i.paths.empty()) {
     json paths = json::array();

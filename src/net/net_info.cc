@@ -158,6 +158,7 @@ std::vector<NiInfo> Net::peers(bool kernel_tcp) const {
             i.peer_wire_min = w.peer_min;
             i.peer_wire_max = w.peer_max;
             i.release = w.peer_release;
+            i.cluster_key = key_used_name(w.peer_key);
           }
         }
       }

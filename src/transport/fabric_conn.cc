@@ -77,8 +77,9 @@ void FabConn::on_connected_event() {
   WireSpeaks speaks = t_.opts_.wire;
   speaks.max_version = 1;
   speaks.features = 0;
-  hs_ = outgoing_ ? HandshakeMachine::client(t_.opts_.cluster_key, std::move(mine), 0, speaks)
-                  : HandshakeMachine::server(t_.opts_.cluster_key, std::move(mine), speaks);
+  ClusterKeys keys = t_.opts_.cluster_key.get();
+  hs_ = outgoing_ ? HandshakeMachine::client(std::move(keys), std::move(mine), 0, speaks)
+                  : HandshakeMachine::server(std::move(keys), std::move(mine), speaks);
   if (auto out = hs_->start().send) send_hs(out->kind, std::move(out->payload));
 }
 

@@ -274,10 +274,11 @@ void MemTransport::open(const Nid& local, const Nid& remote, bool bulk, ConnectC
     // The two ends' handshake machines (wire/handshake.h) against each other, the frames
     // handed across here: the exchange every transport runs, keys proven both ways.
     HandshakeMachine hc =
-        HandshakeMachine::client(opts_.cluster_key, announced_nids(local, node_nids_),
+        HandshakeMachine::client(opts_.cluster_key.get(), announced_nids(local, node_nids_),
                                  bulk ? kHelloBulk : uint8_t{0}, opts_.wire);
-    HandshakeMachine hs = HandshakeMachine::server(
-        server->opts_.cluster_key, announced_nids(remote, server->node_nids_), server->opts_.wire);
+    HandshakeMachine hs =
+        HandshakeMachine::server(server->opts_.cluster_key.get(),
+                                 announced_nids(remote, server->node_nids_), server->opts_.wire);
     run_handshake(hc, hs);
     using State = HandshakeMachine::State;
     if (hc.state() != State::kEstablished || hs.state() != State::kEstablished) {

@@ -10,10 +10,11 @@
 
 namespace pfsnet::tcp_detail {
 
-void TcpConnection::start_tls(std::shared_ptr<const TlsContext> ctx, bool client) {
+void TcpConnection::start_tls(std::shared_ptr<const TlsContext> ctx, bool client,
+                              const ClusterKeys& keys) {
   std::error_code ec;
   sock_.native_non_blocking(true, ec);
-  tls_ = std::make_unique<TlsSession>(std::move(ctx), sock_.native_handle(), client);
+  tls_ = std::make_unique<TlsSession>(std::move(ctx), sock_.native_handle(), client, keys);
   stream_ = std::make_unique<TlsStream>(*tls_);
 }
 

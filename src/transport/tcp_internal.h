@@ -230,7 +230,8 @@ class TcpConnection final : public Connection, public std::enable_shared_from_th
   // ---- TLS (tls.h): set up on the I/O thread before the handshake; fixed after. ----
 
   // Wraps the socket in TLS (`client`: this end starts the handshake).
-  void start_tls(std::shared_ptr<const TlsContext> ctx, bool client);
+  // `keys`: the node's cluster keys when its handshake began (TLS keyed from them).
+  void start_tls(std::shared_ptr<const TlsContext> ctx, bool client, const ClusterKeys& keys);
   TlsSession* tls() const { return tls_.get(); }
 
   // Waits for what a TLS call wants of the socket; throws on an error or the end.

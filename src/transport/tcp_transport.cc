@@ -115,6 +115,16 @@ std::string nids_string(const std::vector<Nid>& nids) {
   return s;
 }
 
+// With certificates, the peer's must name the NIDs it announces (its subjectAltName's IP
+// addresses): another node's certificate, or one for no address, is refused by name.
+void check_certificate(const TcpConnection& c, HandshakeMachine* hs) {
+  const TlsSession* tls = c.tls();
+  if (!tls || !tls->uses_certificates()) return;
+  hs->check_peer([tls](const std::vector<Nid>& nids) {
+    return certificate_names_nids(tls->peer_subject(), tls->peer_ip_names(), nids);
+  });
+}
+
 }  // namespace
 
 void TcpTransport::Impl::established(const std::shared_ptr<TcpConnection>& c,
@@ -216,13 +226,15 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
     }
     if (!opts_.tls && peer_tls)
       throw std::runtime_error("the peer speaks TLS but tls.enabled is off here");
+    const ClusterKeys keys = opts_.cluster_key.get();  // one set for TLS and the handshake
     if (opts_.tls) {
-      c->start_tls(opts_.tls, false);
+      c->start_tls(opts_.tls, false, keys);
       co_await c->tls_handshake();
     }
     // The handshake (wire/handshake.h's machine): the client's HELLO, then its proof.
-    HandshakeMachine hs = HandshakeMachine::server(
-        opts_.cluster_key, announced_nids(c->local_nid(), node_nids_), opts_.wire);
+    HandshakeMachine hs =
+        HandshakeMachine::server(keys, announced_nids(c->local_nid(), node_nids_), opts_.wire);
+    check_certificate(*c, &hs);
     using State = HandshakeMachine::State;
     for (int i = 0; i < 2 && hs.state() == State::kRunning; ++i) {
       auto f = co_await read_frame(*c);
@@ -327,14 +339,15 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
 
   Status fail;
   try {
+    const ClusterKeys keys = opts_.cluster_key.get();
     if (opts_.tls) {
-      c->start_tls(opts_.tls, true);
+      c->start_tls(opts_.tls, true, keys);
       co_await c->tls_handshake();
     }
     // The handshake (wire/handshake.h's machine): HELLO, the server's proof, ours.
-    HandshakeMachine hs =
-        HandshakeMachine::client(opts_.cluster_key, announced_nids(c->local_nid(), node_nids_),
-                                 c->bulk() ? kHelloBulk : uint8_t{0}, opts_.wire);
+    HandshakeMachine hs = HandshakeMachine::client(keys, announced_nids(c->local_nid(), node_nids_),
+                                                   c->bulk() ? kHelloBulk : uint8_t{0}, opts_.wire);
+    check_certificate(*c, &hs);
     using State = HandshakeMachine::State;
     HandshakeMachine::Step st = hs.start();
     for (int i = 0; i < 3 && st.send; ++i) {

@@ -1,14 +1,22 @@
 #include "transport/tls.h"
 
+#include <arpa/inet.h>
+#include <fmt/format.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/pem.h>
+#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string_view>
 
 namespace pfsnet {
@@ -90,33 +98,58 @@ void keep_secret(const SSL* ssl, const char* line) {
   if (parse_secret(line, "SERVER_TRAFFIC_SECRET_0", c->server_secret)) c->server = true;
 }
 
-const TlsContext* context_of(SSL* ssl) {
-  return static_cast<const TlsContext*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_index()));
+// The SSL's PSKs (TlsSession::Psks), for the PSK callbacks.
+int psk_index() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
 }
 
-// Client: offer the cluster PSK (its hash is SHA-256; asked again for another hash, none).
+const TlsPsks* psks_of(SSL* ssl) {
+  return static_cast<const TlsPsks*>(SSL_get_ex_data(ssl, psk_index()));
+}
+
+// Client: offer the PSK of its current cluster key (its hash is SHA-256; asked again for
+// another hash, none), under that key's identity.
 int use_psk(SSL* ssl, const EVP_MD* md, const unsigned char** id, size_t* idlen,
             SSL_SESSION** sess) {
   *sess = nullptr;
   if (md != nullptr && EVP_MD_get_type(md) != NID_sha256) return 1;
-  const TlsContext* t = context_of(ssl);
-  if (t == nullptr) return 0;
-  *sess = psk_session(ssl, t->psk());
+  const TlsPsks* p = psks_of(ssl);
+  if (p == nullptr || p->keys.empty()) return 0;
+  *sess = psk_session(ssl, p->keys[0].psk);
   if (*sess == nullptr) return 0;
-  *id = reinterpret_cast<const unsigned char*>(kPskLabel);
-  *idlen = sizeof(kPskLabel) - 1;
+  *id = reinterpret_cast<const unsigned char*>(p->offer.data());
+  *idlen = p->offer.size();
   return 1;
 }
 
-// Server: the cluster PSK for its identity; any other identity has none (the handshake
-// then fails: this server has no certificate).
+// Server: the PSK of the cluster key the client's identity names; an identity none of its
+// keys has gets none (the handshake then fails: this server has no certificate).
 int find_psk(SSL* ssl, const unsigned char* id, size_t idlen, SSL_SESSION** sess) {
   *sess = nullptr;
-  const TlsContext* t = context_of(ssl);
-  if (t == nullptr) return 0;
-  if (idlen != sizeof(kPskLabel) - 1 || std::memcmp(id, kPskLabel, idlen) != 0) return 1;
-  *sess = psk_session(ssl, t->psk());
+  const TlsPsks* p = psks_of(ssl);
+  if (p == nullptr) return 0;
+  const std::string* psk = p->find(std::string_view(reinterpret_cast<const char*>(id), idlen));
+  if (psk == nullptr) return 1;
+  *sess = psk_session(ssl, *psk);
   return *sess != nullptr ? 1 : 0;
+}
+
+// `x`'s subject CN, or "".
+std::string common_name(X509* x) {
+  char cn[256] = {};
+  if (x == nullptr ||
+      X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, sizeof cn - 1) < 0)
+    return "";
+  return cn;
+}
+
+CertificateInForce in_force(const char* setting, const std::string& file, X509* x) {
+  CertificateInForce c{setting, file, common_name(x), 0};
+  std::tm tm{};
+  if (x != nullptr && ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm) == 1)
+    c.not_after_unix_ms = static_cast<int64_t>(timegm(&tm)) * 1000;
+  return c;
 }
 
 }  // namespace
@@ -171,14 +204,21 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::create(const TlsConfig& cf
     if (SSL_CTX_load_verify_locations(c, cfg.ca_file.c_str(), nullptr) != 1)
       return Status(Code::kInvalidArgument, "tls.ca_file " + cfg.ca_file + ": " + openssl_error());
     SSL_CTX_set_verify(c, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+    t->certificates_.push_back(
+        in_force("tls.cert_file", cfg.cert_file, SSL_CTX_get0_certificate(c)));
+    if (FILE* f = std::fopen(cfg.ca_file.c_str(), "r")) {
+      for (int i = 0; i < 64; ++i) {  // a bundle's certificates (bounded)
+        X509* ca = PEM_read_X509(f, nullptr, nullptr, nullptr);
+        if (!ca) break;
+        t->certificates_.push_back(in_force("tls.ca_file", cfg.ca_file, ca));
+        X509_free(ca);
+      }
+      std::fclose(f);
+      ERR_clear_error();  // the end of the file reads as an error
+    }
   } else {
     if (cluster_key.empty())
       return Status(Code::kInvalidArgument, "TLS keyed from the cluster key needs a cluster key");
-    unsigned char mac[32];
-    unsigned int len = sizeof(mac);
-    HMAC(EVP_sha256(), cluster_key.data(), static_cast<int>(cluster_key.size()),
-         reinterpret_cast<const unsigned char*>(kPskLabel), sizeof(kPskLabel) - 1, mac, &len);
-    t->psk_.assign(reinterpret_cast<const char*>(mac), len);
     SSL_CTX_set_psk_use_session_callback(c, use_psk);
     SSL_CTX_set_psk_find_session_callback(c, find_psk);
   }
@@ -189,13 +229,53 @@ TlsContext::~TlsContext() {
   if (ctx_ != nullptr) SSL_CTX_free(ctx_);
 }
 
-TlsSession::TlsSession(std::shared_ptr<const TlsContext> ctx, int fd, bool client)
-    : ctx_(std::move(ctx)), is_client_(client) {
+std::string tls_psk(std::string_view cluster_key) {
+  unsigned char mac[32];
+  unsigned int len = sizeof(mac);
+  HMAC(EVP_sha256(), cluster_key.data(), static_cast<int>(cluster_key.size()),
+       reinterpret_cast<const unsigned char*>(kPskLabel), sizeof(kPskLabel) - 1, mac, &len);
+  return std::string(reinterpret_cast<const char*>(mac), len);
+}
+
+std::string tls_psk_identity(std::string_view psk) {
+  unsigned char d[32];
+  SHA256(reinterpret_cast<const unsigned char*>(psk.data()), psk.size(), d);
+  return fmt::format("{} {:02x}", kPskLabel, fmt::join(d, d + 8, ""));
+}
+
+TlsPsks::TlsPsks(const ClusterKeys& k) {
+  for (const std::string* key : {&k.current, &k.next, &k.previous}) {
+    if (key->empty()) continue;
+    std::string psk = tls_psk(*key);
+    std::string id = tls_psk_identity(psk);
+    keys.push_back({std::move(psk), std::move(id)});
+  }
+  if (!keys.empty()) offer = k.rotating() ? keys[0].identity : std::string(kPskLabel);
+}
+
+TlsPsks::~TlsPsks() {
+  for (Key& k : keys) OPENSSL_cleanse(k.psk.data(), k.psk.size());
+}
+
+void TlsPsks::attach(SSL* ssl) { SSL_set_ex_data(ssl, psk_index(), this); }
+
+const std::string* TlsPsks::find(std::string_view identity) const {
+  if (keys.empty()) return nullptr;
+  if (identity == kPskLabel) return &keys[0].psk;
+  for (const Key& k : keys)
+    if (k.identity == identity) return &k.psk;
+  return nullptr;
+}
+
+TlsSession::TlsSession(std::shared_ptr<const TlsContext> ctx, int fd, bool client,
+                       const ClusterKeys& keys)
+    : ctx_(std::move(ctx)), is_client_(client), psks_(keys) {
   MutexLock lk(mu_);
   ssl_ = SSL_new(ctx_->ctx());
   if (ssl_ == nullptr) return;
   SSL_set_fd(ssl_, fd);
   if (ctx_->own_records()) SSL_set_ex_data(ssl_, session_index(), &captured_);
+  if (!ctx_->uses_certificates()) psks_.attach(ssl_);
   if (client) {
     SSL_set_connect_state(ssl_);
   } else {
@@ -301,6 +381,46 @@ bool TlsSession::ktls_send() const {
 bool TlsSession::ktls_recv() const {
   MutexLock lk(mu_);
   return ssl_ != nullptr && BIO_get_ktls_recv(SSL_get_rbio(ssl_));
+}
+
+std::string certificate_names_nids(const std::string& subject,
+                                   const std::vector<std::string>& ip_names,
+                                   const std::vector<Nid>& nids) {
+  for (const Nid& n : nids) {
+    const std::string a = n.address_string();
+    if (std::find(ip_names.begin(), ip_names.end(), a) != ip_names.end()) continue;
+    std::string named;
+    for (const std::string& ip : ip_names) named += (named.empty() ? "" : ", ") + ip;
+    return "its certificate (" + (subject.empty() ? std::string("no CN") : "CN " + subject) +
+           ") names " + (named.empty() ? std::string("no IP address") : named) +
+           " in subjectAltName, not " + a + " of " + n.to_string() + ", which the peer announces";
+  }
+  return "";
+}
+
+std::string TlsSession::peer_subject() const {
+  MutexLock lk(mu_);
+  return common_name(ssl_ ? SSL_get0_peer_certificate(ssl_) : nullptr);
+}
+
+std::vector<std::string> TlsSession::peer_ip_names() const {
+  std::vector<std::string> out;
+  MutexLock lk(mu_);
+  X509* cert = ssl_ ? SSL_get0_peer_certificate(ssl_) : nullptr;
+  if (!cert) return out;
+  auto* names =
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  if (!names) return out;
+  for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
+    const GENERAL_NAME* g = sk_GENERAL_NAME_value(names, i);
+    if (g->type != GEN_IPADD) continue;
+    const ASN1_OCTET_STRING* ip = g->d.iPAddress;
+    char text[INET6_ADDRSTRLEN] = {};
+    int family = ip->length == 4 ? AF_INET : ip->length == 16 ? AF_INET6 : 0;
+    if (family && inet_ntop(family, ip->data, text, sizeof text)) out.push_back(text);
+  }
+  GENERAL_NAMES_free(names);
+  return out;
 }
 
 std::string TlsSession::describe() const {

@@ -4,10 +4,11 @@
 // Keying. By default from the cluster key: an external PSK (RFC 8446 4.2.11), the
 // HMAC-SHA256 of the cluster key over kPskLabel, with (EC)DHE on top (psk_dhe_ke), so a
 // leaked cluster key does not open recorded traffic. Or, with cert_file, key_file and
-// ca_file, certificates: each end proves one signed by ca_file (mutual; names are not
-// checked -- the CA is the cluster's). Either way the cluster-key HELLO/AUTH handshake
-// then runs inside TLS as without it. Ciphers: TLS_AES_128_GCM_SHA256 first (AES-NI),
-// then TLS_CHACHA20_POLY1305_SHA256 (both SHA-256, so the PSK's hash).
+// ca_file, certificates: each end proves one signed by ca_file (mutual), which must name
+// the NIDs the peer announces (certificate_names_nids, checked in the handshake). Either way the
+// cluster-key HELLO/AUTH handshake then runs inside TLS as without it. Ciphers:
+// TLS_AES_128_GCM_SHA256 first (AES-NI), then TLS_CHACHA20_POLY1305_SHA256 (both SHA-256, so the
+// PSK's hash).
 //
 // Records: once the handshake is over, by pfsnet (tls_records.h: Intel's multi-buffer
 // AES-GCM, many records per system call, no copy besides the socket's) when tls.records is
@@ -25,15 +26,18 @@
 #pragma once
 
 #include <pfsnet/config.h>
+#include <pfsnet/nid.h>
 #include <pfsnet/status.h>
 
 #include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/mutex.h"
 #include "transport/tls_records.h"
+#include "wire/handshake.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 typedef struct ssl_st SSL;
@@ -42,6 +46,16 @@ namespace pfsnet {
 
 // The context string of the PSK derived from the cluster key (and the PSK identity).
 inline constexpr char kPskLabel[] = "pfsnet tls 1.3 psk v1";
+
+// A certificate a node's TLS uses (tls.cert_file's, or one of tls.ca_file's), as it was
+// read at startup: what `pfsnet health` warns of before it expires.
+struct CertificateInForce {
+  std::string setting;  // "tls.cert_file" or "tls.ca_file"
+  std::string file;
+  std::string subject;  // its CN ("" when it has none)
+  int64_t not_after_unix_ms = 0;
+  bool operator==(const CertificateInForce&) const = default;
+};
 
 class TlsContext {
  public:
@@ -59,16 +73,52 @@ class TlsContext {
   // tls.records = "ipsec-mb": records by tls_records.h after the handshake.
   bool own_records() const { return own_records_; }
   SSL_CTX* ctx() const { return ctx_; }
-  // The PSK (empty with certificates).
-  const std::string& psk() const { return psk_; }
+  // With certificates: the node's own and its CA's, with when each expires.
+  const std::vector<CertificateInForce>& certificates() const { return certificates_; }
 
  private:
   TlsContext() = default;
+  std::vector<CertificateInForce> certificates_;
   SSL_CTX* ctx_ = nullptr;
   bool certs_ = false;
   bool own_records_ = false;
-  std::string psk_;
 };
+
+// The PSK keyed from a cluster key: HMAC-SHA256(key, kPskLabel).
+std::string tls_psk(std::string_view cluster_key);
+// The identity naming a PSK in a ClientHello while a rotation is under way: kPskLabel, a
+// space, the first 8 bytes of its SHA-256 in hex (which says which key, and nothing of it).
+std::string tls_psk_identity(std::string_view psk);
+
+// A connection's PSKs, one per cluster key it holds (current first). A client offers its
+// current key's: under kPskLabel alone when it holds one key (what every release sends),
+// under that key's identity while it rotates. A server finds kPskLabel's in its current
+// key, any other identity's in the key it names.
+struct TlsPsks {
+  struct Key {
+    std::string psk, identity;
+  };
+  explicit TlsPsks(const ClusterKeys& keys);
+  ~TlsPsks();
+  TlsPsks(const TlsPsks&) = delete;
+  TlsPsks& operator=(const TlsPsks&) = delete;
+  // The PSK for a client's identity (null: none of these keys).
+  const std::string* find(std::string_view identity) const;
+  // Makes them the PSKs of `ssl`, an SSL of a TlsContext keyed from the cluster key (what
+  // TlsSession does; for a bare SSL, as tests make). `this` outlives its handshake.
+  void attach(SSL* ssl);
+  std::vector<Key> keys;
+  std::string offer;  // the identity a client offers
+};
+
+// A certificate names a node by the IP addresses of its NIDs, each an iPAddress entry of
+// its subjectAltName (not its host name: a NID is an address, a node's NIDs are several,
+// and an address is checked without asking DNS). "" when `ip_names` hold the address of
+// every NID in `nids`; else the refusal, naming what the certificate names and the NID it
+// does not.
+std::string certificate_names_nids(const std::string& subject,
+                                   const std::vector<std::string>& ip_names,
+                                   const std::vector<Nid>& nids);
 
 // What the key log callback saw of a session's first application traffic secrets.
 struct CapturedSecrets {
@@ -96,7 +146,9 @@ struct TlsIo {
 // is the caller's).
 class TlsSession {
  public:
-  TlsSession(std::shared_ptr<const TlsContext> ctx, int fd, bool client);
+  // `keys`: the node's cluster keys now, which key the PSK when `ctx` has no certificates.
+  TlsSession(std::shared_ptr<const TlsContext> ctx, int fd, bool client,
+             const ClusterKeys& keys = {});
   ~TlsSession();
   TlsSession(const TlsSession&) = delete;
   TlsSession& operator=(const TlsSession&) = delete;
@@ -113,6 +165,13 @@ class TlsSession {
   // ahead or pending in OpenSSL); the session keeps no copy and must not read or write again.
   std::optional<TrafficSecrets> take_traffic_secrets();
 
+  // With certificates, after the handshake: the peer certificate's subject (its CN) and the
+  // IP addresses of its subjectAltName ("198.18.0.2", "2001:2::5"), which say what node
+  // it is (certificate_names_nids).
+  std::string peer_subject() const;
+  bool uses_certificates() const { return ctx_->uses_certificates(); }
+  std::vector<std::string> peer_ip_names() const;
+
   // "TLSv1.3 TLS_AES_128_GCM_SHA256 psk, user-space TLS (records: ipsec-mb)" (after the
   // handshake).
   std::string describe() const;
@@ -128,6 +187,7 @@ class TlsSession {
   bool is_client_ = false;
   CapturedSecrets captured_ GUARDED_BY(mu_);  // by the key log callback, in handshake()
   bool records_taken_ GUARDED_BY(mu_) = false;
+  TlsPsks psks_;  // read by OpenSSL's PSK callbacks, in handshake()
 };
 
 }  // namespace pfsnet

@@ -36,8 +36,9 @@ class RecordsInteropTest : public ::testing::Test {
     TlsConfig ours{true, "", "", "", "ipsec-mb"}, theirs{true, "", "", "", "openssl"};
     ours_ctx_ = *TlsContext::create(ours, kRecordsKey);
     their_ctx_ = *TlsContext::create(theirs, kRecordsKey);
-    ours_ = std::make_unique<TlsSession>(ours_ctx_, sv_[0], true);
+    ours_ = std::make_unique<TlsSession>(ours_ctx_, sv_[0], true, ClusterKeys(kRecordsKey));
     peer_ = SSL_new(their_ctx_->ctx());
+    peer_psks_.attach(peer_);
     SSL_set_fd(peer_, sv_[1]);
     SSL_set_accept_state(peer_);
     bool ours_done = false, peer_done = false;
@@ -110,6 +111,7 @@ class RecordsInteropTest : public ::testing::Test {
   int sv_[2] = {-1, -1};
   std::shared_ptr<const TlsContext> ours_ctx_, their_ctx_;
   std::unique_ptr<TlsSession> ours_;
+  TlsPsks peer_psks_{ClusterKeys(kRecordsKey)};
   SSL* peer_ = nullptr;
   std::unique_ptr<tcp_detail::TlsRecordStream> stream_;
 };

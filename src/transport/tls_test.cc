@@ -245,10 +245,23 @@ TEST_F(TlsTest, PlaintextAndTlsEndsRefuseEachOtherByName) {
   EXPECT_TRUE(eb_.conns.empty());
 }
 
-// A CA and a node certificate signed by it, made with the openssl command.
+// A CA and a node certificate signed by it, made with the openssl command; the node's
+// names 127.0.4.2 and 127.0.4.3 in its subjectAltName (both ends of these tests use it).
 struct Pki {
   std::string dir, ca, cert, key;
 };
+// Another certificate of `p`'s CA, for `key` (the node's), naming `san` (an openssl
+// subjectAltName value; empty: no subjectAltName) and valid for `days`: returns its path.
+std::string issue(const Pki& p, const std::string& name, const std::string& san, int days = 2) {
+  std::string ext = p.dir + "/" + name + ".ext";
+  std::ofstream(ext) << (san.empty() ? "" : "subjectAltName=" + san + "\n");
+  std::string cmd = "set -e; cd " + p.dir + "; openssl req -new -key node.key -out " + name +
+                    ".csr -subj /CN=" + name + " 2>/dev/null; openssl x509 -req -in " + name +
+                    ".csr -CA ca.pem -CAkey ca.key -CAcreateserial -out " + name + ".pem -days " +
+                    std::to_string(days) + " -extfile " + ext + " 2>/dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return p.dir + "/" + name + ".pem";
+}
 Pki make_pki(const std::string& name) {
   Pki p;
   p.dir = ::testing::TempDir() + "/pfsnet_tls_" + std::to_string(getpid()) + "_" + name;
@@ -263,8 +276,9 @@ Pki make_pki(const std::string& name) {
                     "-ca 2>/dev/null; openssl req -newkey ec -pkeyopt "
                     "ec_paramgen_curve:prime256v1 -nodes -keyout node.key -out node.csr -subj "
                     "/CN=node 2>/dev/null; openssl x509 -req -in node.csr -CA ca.pem -CAkey "
-                    "ca.key -CAcreateserial -out node.pem -days 2 2>/dev/null";
+                    "ca.key -CAcreateserial -out scratch.pem -days 2 2>/dev/null";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  p.cert = issue(p, "node", "IP:127.0.4.2,IP:127.0.4.3");
   return p;
 }
 
@@ -304,6 +318,63 @@ TEST_F(TlsTest, CertificatesOfTheClusterCaAreAcceptedAndOthersRefused) {
   std::system(("rm -rf " + ours.dir + " " + theirs.dir).c_str());
 }
 
+// A certificate names its node by the IP addresses of the node's NIDs (subjectAltName): a
+// peer whose certificate -- of the cluster's CA, so TLS accepts it -- names another address,
+// or none, is refused in the handshake with what it names and what it announced, whichever
+// end it is; the refusal reaches the other end in the REJECT.
+TEST_F(TlsTest, ACertificateForAnotherNidIsRefusedByName) {
+  Pki ours = make_pki("named");
+  const std::string other = issue(ours, "other", "IP:127.0.4.9,DNS:oss9");
+  const std::string none = issue(ours, "none", "");
+  TlsConfig good{true, ours.cert, ours.key, ours.ca};
+  TlsConfig wrong{true, other, ours.key, ours.ca};
+  TlsConfig unnamed{true, none, ours.key, ours.ca};
+  auto attempt = [&](const TlsConfig& client, const TlsConfig& server) {
+    Recorder ea, eb;
+    TcpTransport tb(opts(true, &server), {b_}, clock_, eb);
+    EXPECT_TRUE(tb.listen(b_, port_).ok());
+    TcpTransport ta(opts(true, &client), {a_}, clock_, ea);
+    ConnectResult cr;
+    ta.connect(a_, b_, port_, cr.cb());
+    EXPECT_TRUE(cr.wait());
+    std::lock_guard lk(eb.mu_);
+    EXPECT_EQ(eb.conns.size(), cr.status.ok() ? 1u : 0u);
+    return cr.status;
+  };
+  Status s = attempt(good, good);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  // The client's names another node: the server refuses it, and says why.
+  s = attempt(wrong, good);
+  EXPECT_EQ(s.code(), Code::kRejected) << s.to_string();
+  EXPECT_EQ(s.health_kind(), HealthKind::kPeerNiConnectionRejected);
+  EXPECT_NE(s.message().find("refused by 127.0.4.3@tcp: its certificate (CN other) names "
+                             "127.0.4.9 in subjectAltName, not 127.0.4.2 of 127.0.4.2@tcp"),
+            std::string::npos)
+      << s.to_string();
+  // The server's names another node: the client refuses it.
+  s = attempt(good, wrong);
+  EXPECT_EQ(s.code(), Code::kRejected) << s.to_string();
+  EXPECT_NE(s.message().find("refusing 127.0.4.3@tcp: its certificate (CN other) names "
+                             "127.0.4.9 in subjectAltName, not 127.0.4.3"),
+            std::string::npos)
+      << s.to_string();
+  // One that names no address at all.
+  s = attempt(unnamed, good);
+  EXPECT_EQ(s.code(), Code::kRejected) << s.to_string();
+  EXPECT_NE(s.message().find("names no IP address"), std::string::npos) << s.to_string();
+  std::system(("rm -rf " + ours.dir).c_str());
+}
+
+TEST(TlsNamesTest, EveryAnnouncedNidMustBeNamed) {
+  const std::vector<Nid> two = {nid("198.18.0.2@tcp"), nid("198.18.1.2@o2ib")};
+  EXPECT_EQ(certificate_names_nids("oss1", {"198.18.1.2", "198.18.0.2"}, two), "");
+  EXPECT_NE(certificate_names_nids("oss1", {"198.18.0.2"}, two)
+                .find("names 198.18.0.2 in subjectAltName, not 198.18.1.2 of 198.18.1.2@o2ib"),
+            std::string::npos);
+  EXPECT_NE(certificate_names_nids("", {}, two).find("(no CN) names no IP address"),
+            std::string::npos);
+}
+
 TEST(TlsSessionTest, DescribesItsCipherAndWhereRecordsAreMade) {
   // A connected pair of sockets and both handshakes stepped by hand.
   int sv[2];
@@ -312,7 +383,7 @@ TEST(TlsSessionTest, DescribesItsCipherAndWhereRecordsAreMade) {
   tc.enabled = true;
   auto ctx = TlsContext::create(tc, kTlsKey);
   ASSERT_TRUE(ctx.ok());
-  TlsSession client(*ctx, sv[0], true), server(*ctx, sv[1], false);
+  TlsSession client(*ctx, sv[0], true, kTlsKey), server(*ctx, sv[1], false, kTlsKey);
   bool c_done = false, s_done = false;
   for (int i = 0; i < 20 && !(c_done && s_done); ++i) {
     if (!c_done) {

@@ -2,8 +2,10 @@
 
 #include <pfsnet/version.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "base/log.h"
@@ -38,12 +40,27 @@ void Connection::flush_credits(const std::shared_ptr<Connection>& c) {
   });
 }
 
+ClusterKeyRing::ClusterKeyRing(ClusterKeys keys) : s_(std::make_shared<Shared>()) {
+  MutexLock lk(s_->mu);
+  s_->keys = std::move(keys);
+}
+
+ClusterKeys ClusterKeyRing::get() const {
+  MutexLock lk(s_->mu);
+  return s_->keys;
+}
+
+void ClusterKeyRing::set(ClusterKeys keys) {
+  MutexLock lk(s_->mu);
+  s_->keys = std::move(keys);
+}
+
 uint64_t new_connection_id() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
-Result<TransportOptions> transport_options(const Config& cfg, std::string cluster_key) {
+Result<TransportOptions> transport_options(const Config& cfg, ClusterKeys cluster_key) {
   TransportOptions to;
   to.limits.max_bulk = static_cast<uint32_t>(cfg.max_bulk());
   to.busy_poll = std::chrono::microseconds(cfg.lnet.busy_poll_us);
@@ -57,7 +74,7 @@ Result<TransportOptions> transport_options(const Config& cfg, std::string cluste
         return Status(Code::kInvalidArgument,
                       "tls.enabled: TLS covers TCP NIs only, and " + n.nid.to_string() +
                           " is carried by libfabric (its traffic would not be encrypted)");
-    auto tls = TlsContext::create(cfg.tls, cluster_key);
+    auto tls = TlsContext::create(cfg.tls, cluster_key.current);
     if (!tls.ok()) return tls.status();
     to.tls = *tls;
   }
@@ -68,6 +85,28 @@ Result<TransportOptions> transport_options(const Config& cfg, std::string cluste
   std::memcpy(&to.wire.instance, r.data(), sizeof to.wire.instance);
   to.wire.instance |= 1;
   return to;
+}
+
+Result<ClusterKeys> load_cluster_keys(const std::string& path) {
+  auto current = load_cluster_key(path);
+  if (!current.ok()) return current.status();
+  ClusterKeys k(std::move(*current));
+  for (auto [suffix, key] : {std::pair{".next", &k.next}, std::pair{".prev", &k.previous}}) {
+    std::string file = path + suffix;
+    if (access(file.c_str(), F_OK) != 0 && errno == ENOENT) continue;
+    auto r = load_cluster_key(file);
+    if (!r.ok()) return r.status();
+    *key = std::move(*r);
+  }
+  if (!k.next.empty() && !k.previous.empty())
+    return Status(Code::kInvalidArgument,
+                  path + ".next and " + path +
+                      ".prev both exist: retire the last rotation's previous key "
+                      "(pfsnet keygen --retire) before the next rotation begins");
+  if (k.next == k.current || k.previous == k.current)
+    return Status(Code::kInvalidArgument, path + (k.next == k.current ? ".next" : ".prev") +
+                                              " holds the current key itself");
+  return k;
 }
 
 int default_io_threads(int cpus) { return std::min(std::max(3, cpus / 2), std::max(1, cpus)); }

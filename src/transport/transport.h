@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/free_list.h"
+#include "base/mutex.h"
 #include "transport/link_pipe.h"
 #include "wire/frame.h"
 #include "wire/handshake.h"
@@ -229,8 +230,30 @@ class TransportEvents {
 
 class TlsContext;
 
+// A node's cluster keys (wire/handshake.h's ClusterKeys), shared: every copy of a ring sees
+// the keys set() on any (a node's transports copy their options; the daemon changes the
+// keys when it re-reads their files, on SIGHUP). A ring made of a string holds that key.
+class ClusterKeyRing {
+ public:
+  ClusterKeyRing(ClusterKeys keys = {});  // NOLINT: a string or ClusterKeys converts
+  ClusterKeyRing(std::string key) : ClusterKeyRing(ClusterKeys(std::move(key))) {}  // NOLINT
+  ClusterKeyRing(const char* key) : ClusterKeyRing(ClusterKeys(key)) {}             // NOLINT
+  ClusterKeys get() const;
+  void set(ClusterKeys keys);
+  std::string current() const { return get().current; }
+
+ private:
+  struct Shared {
+    mutable Mutex mu;
+    ClusterKeys keys GUARDED_BY(mu);
+  };
+  std::shared_ptr<Shared> s_;
+};
+
 struct TransportOptions {
-  std::string cluster_key;  // the shared secret; both ends must hold the same bytes
+  // The shared secret and, during a rotation, the next or previous one; both ends must
+  // hold the same bytes.
+  ClusterKeyRing cluster_key;
   // TLS 1.3 on every TCP connection (tls.h); null: plaintext (tls.enabled = false).
   std::shared_ptr<const TlsContext> tls;
   FrameLimits limits;
@@ -274,7 +297,14 @@ struct ZeroCopyStats {
 // The options a node's config gives its transport: the key, the frame limits (2 x
 // maxBlockSize of bulk) and TLS (tls.*: an error names a bad certificate file, or an
 // @o2ib NI, which TLS does not cover).
-Result<TransportOptions> transport_options(const Config& cfg, std::string cluster_key);
+Result<TransportOptions> transport_options(const Config& cfg, ClusterKeys cluster_key);
+
+// A node's cluster keys from `path` (node.cluster_key_file) and, during a rotation, the
+// files beside it: `path`.next (the next key, taken in before the commit) and `path`.prev
+// (the previous one, kept after it). Each is load_cluster_key's (at least 16 bytes, mode
+// 0600 or stricter); a missing .next or .prev is no key, a bad one an error naming it, as
+// are both at once (a commit not retired before the next rotation began).
+Result<ClusterKeys> load_cluster_keys(const std::string& path);
 
 // lnet.io_threads = 0's count on a process that may run on `cpus` CPUs: socklnd's, half of
 // them (it leaves the rest to the layers above) but at least 3, and at most `cpus`.

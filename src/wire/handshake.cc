@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
 
 #include <algorithm>
 #include <cstring>
@@ -176,21 +177,45 @@ Result<std::pair<uint16_t, uint16_t>> parse_offer(uint64_t xid) {
   return std::pair<uint16_t, uint16_t>{lo, hi};
 }
 
-HandshakeMachine::HandshakeMachine(std::string key, std::vector<Nid> my_nids, bool client,
+std::string key_fingerprint(std::string_view key) {
+  unsigned char d[32];
+  SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), d);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < 8; ++i) {
+    s += kHex[d[i] >> 4];
+    s += kHex[d[i] & 15];
+  }
+  return s;
+}
+
+std::string_view key_used_name(KeyUsed k) {
+  switch (k) {
+    case KeyUsed::kCurrent:
+      return "current";
+    case KeyUsed::kNext:
+      return "next";
+    case KeyUsed::kPrevious:
+      return "previous";
+  }
+  return "?";
+}
+
+HandshakeMachine::HandshakeMachine(ClusterKeys keys, std::vector<Nid> my_nids, bool client,
                                    uint8_t flags, WireSpeaks speaks)
-    : key_(std::move(key)), client_(client), speaks_(std::move(speaks)) {
+    : keys_(std::move(keys)), client_(client), speaks_(std::move(speaks)) {
   mine_.nids = std::move(my_nids);
   mine_.flags = client ? flags : 0;
 }
 
-HandshakeMachine HandshakeMachine::client(std::string key, std::vector<Nid> my_nids, uint8_t flags,
+HandshakeMachine HandshakeMachine::client(ClusterKeys keys, std::vector<Nid> my_nids, uint8_t flags,
                                           WireSpeaks speaks) {
-  return HandshakeMachine(std::move(key), std::move(my_nids), true, flags, std::move(speaks));
+  return HandshakeMachine(std::move(keys), std::move(my_nids), true, flags, std::move(speaks));
 }
 
-HandshakeMachine HandshakeMachine::server(std::string key, std::vector<Nid> my_nids,
+HandshakeMachine HandshakeMachine::server(ClusterKeys keys, std::vector<Nid> my_nids,
                                           WireSpeaks speaks) {
-  return HandshakeMachine(std::move(key), std::move(my_nids), false, 0, std::move(speaks));
+  return HandshakeMachine(std::move(keys), std::move(my_nids), false, 0, std::move(speaks));
 }
 
 HandshakeMachine::Step HandshakeMachine::done(State s, std::string why, std::optional<Out> send) {
@@ -324,7 +349,15 @@ Status HandshakeMachine::take_fields(std::span<const uint8_t> b) {
 
 // v2: HMAC(key, role | '2' | offer | the client HELLO | second | third): for the server's
 // proof its nonce and fields, for the client's the server's HELLO and its own fields.
-Mac HandshakeMachine::v2_mac(char role, std::span<const uint8_t> second,
+std::optional<KeyUsed> HandshakeMachine::accepted_by(
+    const std::function<bool(std::string_view)>& ok) const {
+  if (ok(keys_.current)) return KeyUsed::kCurrent;
+  if (!keys_.next.empty() && ok(keys_.next)) return KeyUsed::kNext;
+  if (!keys_.previous.empty() && ok(keys_.previous)) return KeyUsed::kPrevious;
+  return std::nullopt;
+}
+
+Mac HandshakeMachine::v2_mac(std::string_view key, char role, std::span<const uint8_t> second,
                              std::span<const uint8_t> third) const {
   std::vector<uint8_t> msg;
   msg.reserve(2 + 8 + client_hello_raw_.size() + second.size() + third.size());
@@ -339,7 +372,7 @@ Mac HandshakeMachine::v2_mac(char role, std::span<const uint8_t> second,
   msg.insert(msg.end(), third.begin(), third.end());
   Mac mac{};
   unsigned int len = 0;
-  HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()), msg.data(), msg.size(), mac.data(),
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), msg.data(), msg.size(), mac.data(),
        &len);
   return mac;
 }
@@ -367,7 +400,10 @@ HandshakeMachine::Step HandshakeMachine::client_takes_hello(const FrameHeader& h
     auto sh = decode_hello(payload);
     if (!sh.ok()) return done(State::kFailed, sh.status().message());
     peer_ = std::move(*sh);
-    if (!server_proof_ok(key_, mine_, peer_)) return reject(std::string(kWrongClusterKey));
+    std::optional<KeyUsed> used =
+        accepted_by([&](std::string_view k) { return server_proof_ok(k, mine_, peer_); });
+    if (!used) return reject(std::string(kWrongClusterKey));
+    if (std::string why = check_ ? check_(peer_.nids) : ""; !why.empty()) return reject(why);
     if (speaks_.max_version >= 2 && marked_max(peer_.nonce) >= 2)
       return done(State::kFailed,
                   "the server speaks wire version " + std::to_string(marked_max(peer_.nonce)) +
@@ -376,7 +412,8 @@ HandshakeMachine::Step HandshakeMachine::client_takes_hello(const FrameHeader& h
       return reject("no common wire version: the peer speaks 1, this node " +
                     versions_string(speaks_.min_version, speaks_.max_version));
     session_ = WireSession{};
-    Mac proof = client_proof(key_, mine_, peer_);
+    session_.peer_key = *used;
+    Mac proof = client_proof(keys_.current, mine_, peer_);
     return Step{Out{FrameKind::kAuth, Buffer::copy_of(std::span<const uint8_t>(proof))},
                 State::kRunning};
   }
@@ -391,13 +428,17 @@ HandshakeMachine::Step HandshakeMachine::client_takes_hello(const FrameHeader& h
   std::memcpy(nonce.data(), payload.data(), 32);
   std::memcpy(mac.data(), payload.data() + 32, 32);
   std::span<const uint8_t> fields = payload.subspan(64);
-  if (!mac_equal(mac, v2_mac('S', nonce, fields))) return reject(std::string(kWrongClusterKey));
+  std::optional<KeyUsed> used = accepted_by(
+      [&](std::string_view k) { return mac_equal(mac, v2_mac(k, 'S', nonce, fields)); });
+  if (!used) return reject(std::string(kWrongClusterKey));
   if (Status st = take_fields(fields); !st.ok()) return done(State::kFailed, st.message());
+  if (std::string why = check_ ? check_(peer_.nids) : ""; !why.empty()) return reject(why);
   session_.version = h.version;
+  session_.peer_key = *used;
   peer_.nonce = nonce;
   server_hello_raw_ = Buffer::copy_of(payload);
   Buffer mine = my_fields();
-  Mac proof = v2_mac('C', server_hello_raw_.span(), mine.span());
+  Mac proof = v2_mac(keys_.current, 'C', server_hello_raw_.span(), mine.span());
   Buffer auth(32 + mine.size());
   std::memcpy(auth.data(), proof.data(), 32);
   if (mine.size()) std::memcpy(auth.data() + 32, mine.data(), mine.size());
@@ -415,17 +456,18 @@ HandshakeMachine::Step HandshakeMachine::server_takes_hello(const FrameHeader& h
   peer_ = std::move(*ch);
   offer_ = h.xid;
   client_hello_raw_ = Buffer::copy_of(payload);
+  if (std::string why = check_ ? check_(peer_.nids) : ""; !why.empty()) return reject(why);
   uint16_t v = std::min(offer->second, speaks_.max_version);
   if (v < std::max(offer->first, speaks_.min_version))
     return reject("no common wire version: the peer speaks " +
                   versions_string(offer->first, offer->second) + ", this node " +
                   versions_string(speaks_.min_version, speaks_.max_version));
   if (v == 1) {  // version 1's exchange, the nonce marked when this node speaks more
-    mine_ = server_hello(key_, peer_, std::move(mine_.nids));
+    mine_ = server_hello(keys_.current, peer_, std::move(mine_.nids));
     if (speaks_.max_version >= 2) {
       mark_nonce(&mine_.nonce, speaks_.max_version);
-      mine_.mac =
-          handshake_mac(key_, 'S', mine_.nonce, peer_.nonce, peer_.nids, mine_.nids, peer_.flags);
+      mine_.mac = handshake_mac(keys_.current, 'S', mine_.nonce, peer_.nonce, peer_.nids,
+                                mine_.nids, peer_.flags);
     }
     session_ = WireSession{};
     return Step{Out{FrameKind::kHello, encode_hello(mine_)}, State::kRunning};
@@ -433,7 +475,7 @@ HandshakeMachine::Step HandshakeMachine::server_takes_hello(const FrameHeader& h
   session_.version = v;
   mine_.nonce = random_nonce();
   Buffer fields = my_fields();
-  Mac mac = v2_mac('S', mine_.nonce, fields.span());
+  Mac mac = v2_mac(keys_.current, 'S', mine_.nonce, fields.span());
   server_hello_raw_ = Buffer(64 + fields.size());
   std::memcpy(server_hello_raw_.data(), mine_.nonce.data(), 32);
   std::memcpy(server_hello_raw_.data() + 32, mac.data(), 32);
@@ -450,16 +492,22 @@ HandshakeMachine::Step HandshakeMachine::server_takes_auth(const FrameHeader& h,
     if (payload.size() != sizeof(Mac)) return done(State::kFailed, "expected AUTH");
     Mac theirs;
     std::memcpy(theirs.data(), payload.data(), theirs.size());
-    if (!client_proof_ok(key_, peer_, mine_, theirs)) return reject(std::string(kWrongClusterKey));
+    std::optional<KeyUsed> used =
+        accepted_by([&](std::string_view k) { return client_proof_ok(k, peer_, mine_, theirs); });
+    if (!used) return reject(std::string(kWrongClusterKey));
+    session_.peer_key = *used;
     return done(State::kEstablished, "", Out{FrameKind::kAuth, Buffer()});
   }
   if (payload.size() < sizeof(Mac)) return done(State::kFailed, "expected AUTH");
   Mac theirs;
   std::memcpy(theirs.data(), payload.data(), theirs.size());
   std::span<const uint8_t> fields = payload.subspan(sizeof(Mac));
-  if (!mac_equal(theirs, v2_mac('C', server_hello_raw_.span(), fields)))
-    return reject(std::string(kWrongClusterKey));
+  std::optional<KeyUsed> used = accepted_by([&](std::string_view k) {
+    return mac_equal(theirs, v2_mac(k, 'C', server_hello_raw_.span(), fields));
+  });
+  if (!used) return reject(std::string(kWrongClusterKey));
   if (Status st = take_fields(fields); !st.ok()) return done(State::kFailed, st.message());
+  session_.peer_key = *used;
   return done(State::kEstablished, "", Out{FrameKind::kAuth, Buffer(), session_.version});
 }
 

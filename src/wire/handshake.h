@@ -46,6 +46,24 @@ inline constexpr std::string_view kWrongClusterKey = "wrong cluster key";
 // messages only; the path's first connection carries the rest).
 inline constexpr uint8_t kHelloBulk = 1;
 
+// The cluster keys a node holds. It proves with `current` and accepts a peer's proof by
+// any of the three: during a rotation (docs/security.md, "Rotating the cluster key") a
+// node holds the `next` key before it commits to it, and the `previous` one after, so
+// nodes on either side of the commit accept each other. Empty: none.
+struct ClusterKeys {
+  std::string current, next, previous;
+  ClusterKeys() = default;
+  ClusterKeys(std::string key) : current(std::move(key)) {}  // NOLINT: one key, no rotation
+  ClusterKeys(const char* key) : current(key) {}             // NOLINT
+  bool rotating() const { return !next.empty() || !previous.empty(); }
+};
+// What a log line or a view may say of a key: the first 8 bytes of its SHA-256, in hex
+// (which key it is, nothing of it).
+std::string key_fingerprint(std::string_view key);
+// Which of its keys verified a peer's proof.
+enum class KeyUsed : uint8_t { kCurrent, kNext, kPrevious };
+std::string_view key_used_name(KeyUsed k);  // "current", "next", "previous"
+
 // What a node speaks, for its handshakes.
 struct WireSpeaks {
   uint16_t min_version = kWireVersionMin, max_version = kWireVersionMax;
@@ -63,6 +81,9 @@ struct WireSession {
   uint64_t peer_features = 0;
   std::string peer_release;
   uint64_t peer_instance = 0;
+  // Which of this node's keys the peer proved with (its current key is this node's next
+  // or previous one while a rotation is under way).
+  KeyUsed peer_key = KeyUsed::kCurrent;
 };
 
 // Leaves in `ext` only what a connection speaking `w` carries: nothing on version 1, on
@@ -152,9 +173,11 @@ class HandshakeMachine {
 
   // `my_nids`: what this end announces (announced_nids); `flags`: the client's kHello* bits;
   // `speaks`: its versions, features, release and instance.
-  static HandshakeMachine client(std::string key, std::vector<Nid> my_nids, uint8_t flags,
+  // `keys`: it proves with the current one and accepts any of them.
+  static HandshakeMachine client(ClusterKeys keys, std::vector<Nid> my_nids, uint8_t flags,
                                  WireSpeaks speaks = {});
-  static HandshakeMachine server(std::string key, std::vector<Nid> my_nids, WireSpeaks speaks = {});
+  static HandshakeMachine server(ClusterKeys keys, std::vector<Nid> my_nids,
+                                 WireSpeaks speaks = {});
 
   // The client's HELLO (a server sends nothing first: an empty step).
   Step start();
@@ -162,6 +185,13 @@ class HandshakeMachine {
   Step on_frame(const FrameHeader& h, std::span<const uint8_t> payload);
   // A version-1 frame of `kind` with xid 0.
   Step on_frame(FrameKind kind, std::span<const uint8_t> payload);
+
+  // Called with the NIDs the peer announces once its HELLO is in (and its proof checked,
+  // for a client): a non-empty answer refuses the peer with it (the REJECT carries it) --
+  // a transport whose peer proved an identity beneath (a TLS certificate) checks that it
+  // names those NIDs.
+  using PeerCheck = std::function<std::string(const std::vector<Nid>&)>;
+  void check_peer(PeerCheck check) { check_ = std::move(check); }
 
   State state() const { return state_; }
   bool is_client() const { return client_; }
@@ -174,8 +204,11 @@ class HandshakeMachine {
   const WireSession& session() const { return session_; }
 
  private:
-  HandshakeMachine(std::string key, std::vector<Nid> my_nids, bool client, uint8_t flags,
+  HandshakeMachine(ClusterKeys keys, std::vector<Nid> my_nids, bool client, uint8_t flags,
                    WireSpeaks speaks);
+  // The keys it accepts, current first; calls `ok` with each until it holds: the one that
+  // did, or nullopt (the peer holds none of them).
+  std::optional<KeyUsed> accepted_by(const std::function<bool(std::string_view)>& ok) const;
   Step done(State s, std::string why, std::optional<Out> send = std::nullopt);
   Step reject(std::string why);
   Step client_takes_hello(const FrameHeader& h, std::span<const uint8_t> payload);
@@ -185,9 +218,10 @@ class HandshakeMachine {
   Buffer my_fields() const;
   // Takes the peer's fields into session_; an error says what was wrong.
   Status take_fields(std::span<const uint8_t> fields);
-  Mac v2_mac(char role, std::span<const uint8_t> second, std::span<const uint8_t> third) const;
+  Mac v2_mac(std::string_view key, char role, std::span<const uint8_t> second,
+             std::span<const uint8_t> third) const;
 
-  std::string key_;
+  ClusterKeys keys_;
   bool client_;
   WireSpeaks speaks_;
   int step_ = 0;  // frames of the peer's taken
@@ -196,6 +230,7 @@ class HandshakeMachine {
   Buffer client_hello_raw_;  // the client HELLO's payload as sent
   Buffer server_hello_raw_;  // the server's version-2 HELLO payload as sent
   WireSession session_;
+  PeerCheck check_;
   State state_ = State::kRunning;
   std::string why_;
 };

@@ -376,5 +376,60 @@ TEST(HandshakeNegotiationTest, Version2ProofsCoverEveryFieldAndTheKey) {
   EXPECT_EQ(k.e.s.why(), "wrong cluster key");
 }
 
+// Rotating the cluster key: each end proves with its current key and accepts its next and
+// previous too, so every pair of nodes a rotation passes through -- not started, holding
+// the next key, committed to it, done -- connects, on version 1 and on version 2, and each
+// end sees which of its keys the other proved with; a node that commits while another does
+// not hold the next key yet, or drops the old key while a peer still proves with it, is
+// refused (docs/security.md's order: every node holds the next key before any commits).
+TEST(HandshakeKeyRotationTest, NodesOnEitherSideOfACommitAcceptEachOther) {
+  const std::string k1 = "first-key-0123456", k2 = "second-key-012345";
+  ClusterKeys before(k1), holding(k1), committed(k2), after(k2);
+  holding.next = k2;
+  committed.previous = k1;
+  struct Case {
+    ClusterKeys c, s;
+    bool ok;
+    KeyUsed c_sees, s_sees;  // which of its keys verified the other's proof
+  };
+  const std::vector<Case> cases = {
+      {before, holding, true, KeyUsed::kCurrent, KeyUsed::kCurrent},
+      {holding, holding, true, KeyUsed::kCurrent, KeyUsed::kCurrent},
+      {committed, holding, true, KeyUsed::kPrevious, KeyUsed::kNext},
+      {holding, committed, true, KeyUsed::kNext, KeyUsed::kPrevious},
+      {committed, committed, true, KeyUsed::kCurrent, KeyUsed::kCurrent},
+      {after, committed, true, KeyUsed::kCurrent, KeyUsed::kCurrent},
+      {committed, after, true, KeyUsed::kCurrent, KeyUsed::kCurrent},
+      // Done too early: the node still proving with the old key is refused.
+      {after, holding, false, {}, {}},
+      {holding, after, false, {}, {}},
+      // Committed before every node holds the next key: a node that does not is refused.
+      {before, committed, false, {}, {}},
+      {committed, before, false, {}, {}},
+      {before, after, false, {}, {}},
+  };
+  for (uint16_t v : {uint16_t{1}, uint16_t{2}})
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case& k = cases[i];
+      Ends e{HandshakeMachine::client(k.c, {kC1}, 0, speaks(1, v, 0, "r", 1)),
+             HandshakeMachine::server(k.s, {kS1}, speaks(1, v, 0, "r", 2)),
+             {}};
+      e.run();
+      SCOPED_TRACE("version " + std::to_string(v) + ", case " + std::to_string(i));
+      if (!k.ok) {
+        EXPECT_TRUE(e.c.state() == HandshakeMachine::State::kRefused ||
+                    e.s.state() == HandshakeMachine::State::kRefused);
+        EXPECT_EQ(e.c.why(), "wrong cluster key");
+        EXPECT_EQ(e.s.why(), "wrong cluster key");
+        continue;
+      }
+      ASSERT_EQ(e.c.state(), HandshakeMachine::State::kEstablished) << e.c.why();
+      ASSERT_EQ(e.s.state(), HandshakeMachine::State::kEstablished) << e.s.why();
+      EXPECT_EQ(e.c.session().version, v);
+      EXPECT_EQ(e.c.session().peer_key, k.c_sees);
+      EXPECT_EQ(e.s.session().peer_key, k.s_sees);
+    }
+}
+
 }  // namespace
 }  // namespace pfsnet
