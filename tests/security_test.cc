@@ -8,6 +8,7 @@
 #include <atomic>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "cluster.h"
@@ -197,6 +198,15 @@ TEST(SecurityTest, CertificatesNameTheirNodeAndOneNearItsEndIsReported) {
   EXPECT_EQ(out.find("certificate_"), std::string::npos) << out;
   std::tie(rc, out) = run({PFSNET_BIN, "--socket", a.socket(), "health", "-v"});
   EXPECT_NE(out.find("expires in 10 day(s)"), std::string::npos) << out;
+  // The columns stay aligned with the code beside the cause: "what" above "settings".
+  std::istringstream lines(out);
+  std::string header, line, row;
+  while (std::getline(lines, line)) {
+    if (line.rfind("since", 0) == 0) header = line;
+    if (line.find("SETTINGS certificate_expires") != std::string::npos) row = line;
+  }
+  ASSERT_FALSE(header.empty() || row.empty()) << out;
+  EXPECT_EQ(header.find(" what "), row.find(" settings ")) << out;
 }
 
 // Rotating the cluster key with no downtime (docs/security.md, "Rotating the cluster

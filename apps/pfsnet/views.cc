@@ -1,5 +1,6 @@
 // pfsnet nis|peers [-v], pfsnet status, pfsnet health [-v], pfsnet config show|set: the
 // daemon's tables.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -188,13 +189,20 @@ void print_health(const json& h, bool verbose) {
   }
   std::printf("%zu problem(s) seen from %s (%s)\n", list.size(),
               h["node"].get<std::string>().c_str(), where.c_str());
-  std::printf("%-24s %-11s %-8s %-24s %s\n", "since", "cause", "what", "subject", "seen by");
-  for (const json& p : list) {
+  // The cause column fits its widest entry (a SETTINGS problem names its code too).
+  auto cause_of = [](const json& p) {
     std::string cause = p["cause"].get<std::string>();
     if (!p["code"].get<std::string>().empty()) cause += " " + p["code"].get<std::string>();
-    std::printf("%-24s %-11s %-8s %-24s %s\n",
+    return cause;
+  };
+  int width = 11;
+  for (const json& p : list) width = std::max(width, static_cast<int>(cause_of(p).size()));
+  std::printf("%-24s %-*s %-8s %-24s %s\n", "since", width, "cause", "what", "subject", "seen by");
+  for (const json& p : list) {
+    std::string cause = cause_of(p);
+    std::printf("%-24s %-*s %-8s %-24s %s\n",
                 p["since"].get<std::string>().empty() ? "-" : p["since"].get<std::string>().c_str(),
-                cause.c_str(), p["kind"].get<std::string>().c_str(),
+                width, cause.c_str(), p["kind"].get<std::string>().c_str(),
                 p["subject"].get<std::string>().c_str(), p["seen_by"].get<std::string>().c_str());
     if (verbose) std::printf("    %s\n", p["evidence"].get<std::string>().c_str());
   }
