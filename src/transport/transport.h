@@ -240,7 +240,6 @@ class ClusterKeyRing {
   ClusterKeyRing(const char* key) : ClusterKeyRing(ClusterKeys(key)) {}             // NOLINT
   ClusterKeys get() const;
   void set(ClusterKeys keys);
-  std::string current() const { return get().current; }
 
  private:
   struct Shared {
