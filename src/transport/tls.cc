@@ -98,7 +98,7 @@ void keep_secret(const SSL* ssl, const char* line) {
   if (parse_secret(line, "SERVER_TRAFFIC_SECRET_0", c->server_secret)) c->server = true;
 }
 
-// The SSL's PSKs (TlsSession::Psks), for the PSK callbacks.
+// The SSL's PSKs (TlsPsks::attach), for the PSK callbacks.
 int psk_index() {
   static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
   return index;
