@@ -193,8 +193,7 @@ Status Daemon::reload(const std::string& path) {
     return keys.status();
   }
   ClusterKeys before = transport_.cluster_key.get();
-  if (keys->current != before.current || keys->next != before.next ||
-      keys->previous != before.previous) {
+  if (*keys != before) {
     transport_.cluster_key.set(*keys);
     PFS_LOG_WARN("cluster keys changed ({} was {}): new connections prove with the current one",
                  keys_string(*keys), keys_string(before));

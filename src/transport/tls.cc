@@ -1,20 +1,16 @@
 #include "transport/tls.h"
 
 #include <arpa/inet.h>
-#include <fmt/format.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/pem.h>
-#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
 #include <algorithm>
 #include <csignal>
-#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <string_view>
@@ -206,16 +202,11 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::create(const TlsConfig& cf
     SSL_CTX_set_verify(c, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
     t->certificates_.push_back(
         in_force("tls.cert_file", cfg.cert_file, SSL_CTX_get0_certificate(c)));
-    if (FILE* f = std::fopen(cfg.ca_file.c_str(), "r")) {
-      for (int i = 0; i < 64; ++i) {  // a bundle's certificates (bounded)
-        X509* ca = PEM_read_X509(f, nullptr, nullptr, nullptr);
-        if (!ca) break;
+    // The CA certificates load_verify_locations took in (every one of a bundle).
+    STACK_OF(X509_OBJECT)* cas = X509_STORE_get0_objects(SSL_CTX_get_cert_store(c));
+    for (int i = 0; i < sk_X509_OBJECT_num(cas); ++i)
+      if (X509* ca = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(cas, i)))
         t->certificates_.push_back(in_force("tls.ca_file", cfg.ca_file, ca));
-        X509_free(ca);
-      }
-      std::fclose(f);
-      ERR_clear_error();  // the end of the file reads as an error
-    }
   } else {
     if (cluster_key.empty())
       return Status(Code::kInvalidArgument, "TLS keyed from the cluster key needs a cluster key");
@@ -238,9 +229,7 @@ std::string tls_psk(std::string_view cluster_key) {
 }
 
 std::string tls_psk_identity(std::string_view psk) {
-  unsigned char d[32];
-  SHA256(reinterpret_cast<const unsigned char*>(psk.data()), psk.size(), d);
-  return fmt::format("{} {:02x}", kPskLabel, fmt::join(d, d + 8, ""));
+  return std::string(kPskLabel) + " " + key_fingerprint(psk);
 }
 
 TlsPsks::TlsPsks(const ClusterKeys& k) {
@@ -269,7 +258,9 @@ const std::string* TlsPsks::find(std::string_view identity) const {
 
 TlsSession::TlsSession(std::shared_ptr<const TlsContext> ctx, int fd, bool client,
                        const ClusterKeys& keys)
-    : ctx_(std::move(ctx)), is_client_(client), psks_(keys) {
+    : ctx_(std::move(ctx)),
+      is_client_(client),
+      psks_(ctx_->uses_certificates() ? ClusterKeys() : keys) {
   MutexLock lk(mu_);
   ssl_ = SSL_new(ctx_->ctx());
   if (ssl_ == nullptr) return;

@@ -87,7 +87,7 @@ class TlsContext {
 // The PSK keyed from a cluster key: HMAC-SHA256(key, kPskLabel).
 std::string tls_psk(std::string_view cluster_key);
 // The identity naming a PSK in a ClientHello while a rotation is under way: kPskLabel, a
-// space, the first 8 bytes of its SHA-256 in hex (which says which key, and nothing of it).
+// space, the PSK's key_fingerprint (which says which key, and nothing of it).
 std::string tls_psk_identity(std::string_view psk);
 
 // A connection's PSKs, one per cluster key it holds (current first). A client offers its

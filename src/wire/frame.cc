@@ -338,4 +338,10 @@ Status decode_extensions(std::span<const uint8_t> b, FrameHeader* h) {
   return Status::Ok();
 }
 
+std::string to_hex(std::span<const uint8_t> bytes) {
+  std::string s;
+  put_hex(bytes, &s);
+  return s;
+}
+
 }  // namespace pfsnet

@@ -161,4 +161,7 @@ Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, const FrameLim
 // with bit 7 set refused.
 Status decode_extensions(std::span<const uint8_t> bytes, FrameHeader* h);
 
+// `bytes` in lowercase hex (a trace context's fields, a key's fingerprint).
+std::string to_hex(std::span<const uint8_t> bytes);
+
 }  // namespace pfsnet

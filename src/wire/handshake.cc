@@ -178,15 +178,9 @@ Result<std::pair<uint16_t, uint16_t>> parse_offer(uint64_t xid) {
 }
 
 std::string key_fingerprint(std::string_view key) {
-  unsigned char d[32];
+  uint8_t d[32];
   SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), d);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < 8; ++i) {
-    s += kHex[d[i] >> 4];
-    s += kHex[d[i] & 15];
-  }
-  return s;
+  return to_hex(std::span(d, 8));
 }
 
 std::string_view key_used_name(KeyUsed k) {
@@ -349,6 +343,8 @@ Status HandshakeMachine::take_fields(std::span<const uint8_t> b) {
 
 // v2: HMAC(key, role | '2' | offer | the client HELLO | second | third): for the server's
 // proof its nonce and fields, for the client's the server's HELLO and its own fields.
+std::string HandshakeMachine::peer_refusal() const { return check_ ? check_(peer_.nids) : ""; }
+
 std::optional<KeyUsed> HandshakeMachine::accepted_by(
     const std::function<bool(std::string_view)>& ok) const {
   if (ok(keys_.current)) return KeyUsed::kCurrent;
@@ -403,7 +399,7 @@ HandshakeMachine::Step HandshakeMachine::client_takes_hello(const FrameHeader& h
     std::optional<KeyUsed> used =
         accepted_by([&](std::string_view k) { return server_proof_ok(k, mine_, peer_); });
     if (!used) return reject(std::string(kWrongClusterKey));
-    if (std::string why = check_ ? check_(peer_.nids) : ""; !why.empty()) return reject(why);
+    if (std::string why = peer_refusal(); !why.empty()) return reject(why);
     if (speaks_.max_version >= 2 && marked_max(peer_.nonce) >= 2)
       return done(State::kFailed,
                   "the server speaks wire version " + std::to_string(marked_max(peer_.nonce)) +
@@ -432,7 +428,7 @@ HandshakeMachine::Step HandshakeMachine::client_takes_hello(const FrameHeader& h
       [&](std::string_view k) { return mac_equal(mac, v2_mac(k, 'S', nonce, fields)); });
   if (!used) return reject(std::string(kWrongClusterKey));
   if (Status st = take_fields(fields); !st.ok()) return done(State::kFailed, st.message());
-  if (std::string why = check_ ? check_(peer_.nids) : ""; !why.empty()) return reject(why);
+  if (std::string why = peer_refusal(); !why.empty()) return reject(why);
   session_.version = h.version;
   session_.peer_key = *used;
   peer_.nonce = nonce;
@@ -456,7 +452,7 @@ HandshakeMachine::Step HandshakeMachine::server_takes_hello(const FrameHeader& h
   peer_ = std::move(*ch);
   offer_ = h.xid;
   client_hello_raw_ = Buffer::copy_of(payload);
-  if (std::string why = check_ ? check_(peer_.nids) : ""; !why.empty()) return reject(why);
+  if (std::string why = peer_refusal(); !why.empty()) return reject(why);
   uint16_t v = std::min(offer->second, speaks_.max_version);
   if (v < std::max(offer->first, speaks_.min_version))
     return reject("no common wire version: the peer speaks " +

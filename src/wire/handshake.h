@@ -56,6 +56,7 @@ struct ClusterKeys {
   ClusterKeys(std::string key) : current(std::move(key)) {}  // NOLINT: one key, no rotation
   ClusterKeys(const char* key) : current(key) {}             // NOLINT
   bool rotating() const { return !next.empty() || !previous.empty(); }
+  bool operator==(const ClusterKeys&) const = default;
 };
 // What a log line or a view may say of a key: the first 8 bytes of its SHA-256, in hex
 // (which key it is, nothing of it).
@@ -209,6 +210,8 @@ class HandshakeMachine {
   // The keys it accepts, current first; calls `ok` with each until it holds: the one that
   // did, or nullopt (the peer holds none of them).
   std::optional<KeyUsed> accepted_by(const std::function<bool(std::string_view)>& ok) const;
+  // check_peer's answer for the peer's NIDs ("" without a check: accepted).
+  std::string peer_refusal() const;
   Step done(State s, std::string why, std::optional<Out> send = std::nullopt);
   Step reject(std::string why);
   Step client_takes_hello(const FrameHeader& h, std::span<const uint8_t> payload);
