@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -318,6 +319,34 @@ TEST_F(TlsTest, CertificatesOfTheClusterCaAreAcceptedAndOthersRefused) {
   std::system(("rm -rf " + ours.dir + " " + theirs.dir).c_str());
 }
 
+// The certificates a context keeps for `pfsnet health`: the node's own and every CA of a
+// bundle, each with its CN and its end (2 days from now, as make_pki issues them).
+TEST(TlsContextTest, KeepsEachCertificateItUsesAndWhenItEnds) {
+  Pki a = make_pki("kept-a"), b = make_pki("kept-b");
+  const std::string bundle = a.dir + "/bundle.pem";
+  ASSERT_EQ(std::system(("cat " + a.ca + " " + b.ca + " > " + bundle).c_str()), 0);
+  auto ctx = TlsContext::create(TlsConfig{true, a.cert, a.key, bundle}, kTlsKey);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  const std::vector<CertificateInForce>& v = (*ctx)->certificates();
+  ASSERT_EQ(v.size(), 3u);
+  const int64_t now_ms = static_cast<int64_t>(std::time(nullptr)) * 1000;
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"tls.cert_file", "node"}, {"tls.ca_file", "kept-a-ca"}, {"tls.ca_file", "kept-b-ca"}};
+  for (size_t i = 0; i < v.size(); ++i) {
+    EXPECT_EQ(v[i].setting, want[i].first);
+    EXPECT_EQ(v[i].file, i == 0 ? a.cert : bundle);
+    EXPECT_EQ(v[i].subject, want[i].second);
+    // openssl's -days 2: within a minute of 2 days from now.
+    EXPECT_NEAR(static_cast<double>(v[i].not_after_unix_ms - now_ms), 2 * 86'400'000.0, 60'000.0)
+        << v[i].subject;
+  }
+  // With the cluster key (no certificates), none.
+  auto psk = TlsContext::create(TlsConfig{true, "", "", ""}, kTlsKey);
+  ASSERT_TRUE(psk.ok());
+  EXPECT_TRUE((*psk)->certificates().empty());
+  std::system(("rm -rf " + a.dir + " " + b.dir).c_str());
+}
+
 // A certificate names its node by the IP addresses of the node's NIDs (subjectAltName): a
 // peer whose certificate -- of the cluster's CA, so TLS accepts it -- names another address,
 // or none, is refused in the handshake with what it names and what it announced, whichever
@@ -337,6 +366,12 @@ TEST_F(TlsTest, ACertificateForAnotherNidIsRefusedByName) {
     ConnectResult cr;
     ta.connect(a_, b_, port_, cr.cb());
     EXPECT_TRUE(cr.wait());
+    // The server reports its end after sending its last AUTH, which the client may take
+    // first: an accepted connection is waited for; a refused one is never reported (the
+    // refusing end stops before it, the other end is refused before it would).
+    if (cr.status.ok()) {
+      EXPECT_TRUE(eb.wait([&] { return eb.conns.size() == 1; }));
+    }
     std::lock_guard lk(eb.mu_);
     EXPECT_EQ(eb.conns.size(), cr.status.ok() ? 1u : 0u);
     return cr.status;
