@@ -25,7 +25,7 @@ double core_share(int peers, int active_pct, int seconds) {
   std::vector<uint64_t> bytes(peers, 0), segs(peers, 0);
   for (int i = 0; i < peers; ++i) {
     Nid n = local;
-    n.addr = 0xC6120000u + 2 + static_cast<uint32_t>(i);  // 198.18.x.y
+    n.set_ipv4(0xC6120000u + 2 + static_cast<uint32_t>(i));  // 198.18.x.y
     nids.push_back(n);
   }
   int active = peers * active_pct / 100;

@@ -72,7 +72,7 @@ double end_to_end_pings_per_s(double seconds, int window) {
   std::vector<Buffer> pings;
   for (uint32_t i = 0; i < 10000; ++i) {
     Nid n;
-    n.addr = (10u << 24) + i + 1;
+    n.set_ipv4((10u << 24) + i + 1);
     Result<RegisterRep> rep = call(crpc, kMgsRegisterRpc, mgs_nid,
                                    RegisterReq{"c" + std::to_string(i), kRoleClient, {n}, 5}, {});
     if (!rep.ok()) return 0;
@@ -231,7 +231,7 @@ int main(int argc, char** argv) {
   std::vector<Buffer> pings;
   for (uint32_t i = 0; i < 100000; ++i) {
     Nid n;
-    n.addr = (10u << 24) + i + 1;
+    n.set_ipv4((10u << 24) + i + 1);
     RegisterRep r =
         mgs.on_register(RegisterReq{"c" + std::to_string(i), kRoleClient, {n}, 5}, clock.now());
     pings.push_back(encode(PingReq{r.id, 5, {}}));

@@ -121,7 +121,7 @@ void mgs_share(size_t nodes, const MeshOptions& d, size_t rails) {
     for (size_t r = 0; r < rails; ++r) {
       Nid n = *Nid::parse("198.18.0.1@tcp");
       n.net_num = static_cast<uint16_t>(r);
-      n.addr = 0xC6120000u + static_cast<uint32_t>(i);
+      n.set_ipv4(0xC6120000u + static_cast<uint32_t>(i));
       e.nids.push_back(n);
     }
     live.push_back(std::move(e));

@@ -294,7 +294,7 @@ double closed_loop(int depth, double seconds, std::function<void(RpcEngine::Call
 
 RawStatRecord sample_record(uint64_t i) {
   RawStatRecord r;
-  r.node = 0x100007F000000ULL + (i % 1000);  // 1000 peers
+  r.node = Nid::ipv4(0x7F000000u + static_cast<uint32_t>(i % 1000));  // 1000 peers
   r.channel_wait_ns = int64_t(1000 + i % 5000);
   r.send_ns = int64_t(2000 + i % 7000);
   r.receive_ns = int64_t(3000 + i % 3000);
@@ -332,8 +332,8 @@ double frame_head_ns(uint16_t version) {
   constexpr size_t kN = 1 << 21;
   FrameHeader h;
   h.kind = FrameKind::kRequest;
-  h.src_nid = Nid::parse("127.0.0.61@tcp")->pack();
-  h.dst_nid = Nid::parse("127.0.0.62@tcp")->pack();
+  h.src_nid = *Nid::parse("127.0.0.61@tcp");
+  h.dst_nid = *Nid::parse("127.0.0.62@tcp");
   h.msg_type = kMsgPing;
   h.bulk_len = 64;
   h.credits = 1;

@@ -62,10 +62,10 @@ struct Parts {
     cmds.add(
         "diag_rpc",
         [](const json& r, E) -> Result<json> {
-          auto q = parse_stats_query(r, [](const std::string& name) -> Result<uint64_t> {
+          auto q = parse_stats_query(r, [](const std::string& name) -> Result<Nid> {
             auto n = Nid::parse(name);
             if (!n.ok()) return n.status();
-            return n->pack();
+            return *n;
           });
           if (!q.ok()) return q.status();
           return json{{"ok", true}};

@@ -93,16 +93,16 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
   mm.rows = {row};
   return {tagged(0, encode(RegisterReq{"client1", kRoleClient, {a, b}, 42})),
           tagged(1, encode(RegisterRep{1, 2, 3})),
-          tagged(2, encode(PingReq{1, 42, {a.pack(), b.pack()}, {b.pack()}})),
-          tagged(3, encode(PingRep{PingStatus::kOk, 5, 6, {}, {b.pack()}})),
-          tagged(4, encode(ReportReq{1, 42, {{a.pack(), HealthKind::kPeerNiUnreachable}}})),
+          tagged(2, encode(PingReq{1, 42, {a, b}, {b}})),
+          tagged(3, encode(PingRep{PingStatus::kOk, 5, 6, {}, {b}})),
+          tagged(4, encode(ReportReq{1, 42, {{a, HealthKind::kPeerNiUnreachable}}})),
           tagged(5, encode(NotifyReq{8, {ev}, 3, {ev}})),
           tagged(6, encode(PageReq{10, 100})),
           tagged(7, encode(st)),
           tagged(8, encode(sync)),
           tagged(9, encode(srep)),
           tagged(10, encode(mm)),
-          tagged(11, encode(RelayReq{NotifyReq{8, {ev}, 2}, {a.pack(), b.pack()}})),
+          tagged(11, encode(RelayReq{NotifyReq{8, {ev}, 2}, {a, b}})),
           tagged(12, encode(RelayRep{{0, 3}})),
           tagged(13, encode(ReleasesPage{3, 1, {{1, "0.2.0 (5175907abcde)"}, {2, ""}}}))};
 }

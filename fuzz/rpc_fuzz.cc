@@ -26,14 +26,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ReplyCache rc(o);
   const TimePoint t0{};
   for (uint64_t x = 1; x <= 64; ++x) {
-    FUZZ_CHECK(rc.admit(7, x, uint32_t(x), ReplyPath{1, 2}, t0).what == Admit::kRun);
+    FUZZ_CHECK(rc.admit(7, x, uint32_t(x), ReplyPath{Nid::ipv4(1), Nid::ipv4(2)}, t0).what ==
+               Admit::kRun);
     rc.finish(7, x, std::make_shared<SavedReply>());
   }
   rc.done(7, *d, t0);
   FUZZ_CHECK(rc.stats().entries <= 64);
   for (uint64_t x = 1; x <= 64; ++x) {
     bool finished = x < d->upper && !std::binary_search(d->open.begin(), d->open.end(), x);
-    Admit a = rc.admit(7, x, uint32_t(x), ReplyPath{1, 2}, t0).what;
+    Admit a = rc.admit(7, x, uint32_t(x), ReplyPath{Nid::ipv4(1), Nid::ipv4(2)}, t0).what;
     FUZZ_CHECK(finished ? a == Admit::kFinished : a == Admit::kSaved);
   }
   return 0;

@@ -339,7 +339,7 @@ class Soak {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(7988);
-    a.sin_addr.s_addr = htonl(s.nid.addr);
+    a.sin_addr.s_addr = htonl(s.nid.ipv4());
     timeval tv{2, 0};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {

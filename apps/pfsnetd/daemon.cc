@@ -143,7 +143,7 @@ Status Daemon::start() {
 
 void Daemon::watch_links() {
   for (const Nid& n : net_.local_nids()) {
-    auto ifname = LinkMonitor::interface_of(n.addr);
+    auto ifname = LinkMonitor::interface_of(n);
     if (!ifname.ok()) {
       PFS_LOG_WARN("NI {}: no interface holds {}; its link state is not followed", n.to_string(),
                    n.address_string());

@@ -3,6 +3,8 @@
 // Thread safety: plain values.
 #pragma once
 
+#include <pfsnet/nid.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -39,7 +41,7 @@ enum class Granularity : uint8_t { kSecond, kMinute, kHour, kDay };
 struct StatsQuery {
   enum class What : uint8_t { kNode, kSize, kMessage, kAll, kProbe };  // kAll: not kProbe
   What what = What::kNode;
-  std::optional<uint64_t> node;            // only this node
+  std::optional<Nid> node;                 // only this node
   std::optional<Granularity> granularity;  // only this granularity
   size_t last = 0;                         // the newest `last` intervals; 0 = all held
   bool totals = false;                     // fill StatView::total (for Prometheus)
@@ -73,7 +75,7 @@ struct StatView {
 };
 
 struct NodeReport {
-  uint64_t node = 0;
+  Nid node;
   std::vector<std::pair<NodeStat, StatView>> stats;
 };
 struct SizeReport {
@@ -85,7 +87,7 @@ struct MessageReport {
   StatView execution;
 };
 struct ProbeReport {
-  uint64_t local = 0, peer = 0;  // packed NIDs
+  Nid local, peer;
   std::vector<std::pair<ProbeStat, StatView>> stats;
 };
 struct StatsReport {

@@ -25,20 +25,17 @@ json ni_list_json(const std::vector<NiInfo>& list, const char* key) {
 }
 
 Result<json> diag_rpc(const NodeParts& node, const json& req) {
-  auto q = parse_stats_query(req, [](const std::string& name) -> Result<uint64_t> {
+  auto q = parse_stats_query(req, [](const std::string& name) -> Result<Nid> {
     // Nodes are named by NID until membership (the MGS table) names them.
     auto nid = Nid::parse(name);
     if (!nid.ok())
       return Status(Code::kInvalidArgument,
                     "unknown node '" + name + "': " + nid.status().message());
-    return nid->pack();
+    return *nid;
   });
   if (!q.ok()) return q.status();
   StatsReport rep = node.stats.query(*q);
-  auto nid_of = [](uint64_t key) {
-    auto n = Nid::unpack(key);
-    return n.ok() ? n->to_string() : std::to_string(key);
-  };
+  auto nid_of = [](const Nid& n) { return n.to_string(); };
   json j = stats_report_json(rep, *q, nid_of, nid_of,
                              [&](uint32_t type) { return node.rpc.type_name(type); });
   // Exactly-once execution of the requests served here (rpc/reply_cache.h).

@@ -115,8 +115,7 @@ void latency_histograms(PromText& text, const MetricsSnapshot& m) {
   };
   std::vector<Row> nodes, sizes, messages;
   for (const NodeReport& n : m.rpc.nodes) {
-    auto nid = Nid::unpack(n.node);
-    std::string id = nid.ok() ? nid->to_string() : std::to_string(n.node);
+    std::string id = n.node.to_string();
     for (const auto& [k, v] : n.stats)
       if (k == NodeStat::kLatencyTcp || k == NodeStat::kLatencyVerbs ||
           k == NodeStat::kLatencyMixed)
@@ -555,8 +554,7 @@ std::string prometheus_text(const MetricsSnapshot& m) {
   groups[1].first = "pfsnet_rpc_size";
   groups[2].first = "pfsnet_rpc_message";
   for (const NodeReport& n : rep.nodes) {
-    auto nid = Nid::unpack(n.node);
-    std::string id = nid.ok() ? nid->to_string() : std::to_string(n.node);
+    std::string id = n.node.to_string();
     for (const auto& [k, v] : n.stats)
       groups[0].second.push_back(
           {"nid=\"" + id + "\",stat=\"" + std::string(node_stat_name(k)) + "\"", &v});

@@ -45,7 +45,7 @@ MetricsSnapshot snapshot() {
   StatView wait;
   // Two busy seconds and an idle one: 3 RPCs of 1, 2 and 3 ms; avg 2 ms over RPCs.
   wait.seconds = {iv(100, 1, 1.0, 1.0, 1.0), iv(101, 0, 0, 0, 0), iv(102, 2, 2.5, 2.0, 3.0)};
-  m.rpc.nodes.push_back({ni.nid.pack(), {{NodeStat::kChannelWait, wait}}});
+  m.rpc.nodes.push_back({ni.nid, {{NodeStat::kChannelWait, wait}}});
   StatView lat;
   lat.seconds = {iv(100, 4, 0.5, 0.25, 1.0)};
   m.rpc.sizes.push_back({0, 64, lat});

@@ -79,7 +79,7 @@ json stats_report_json(const StatsReport& rep, const StatsQuery& q, const NodeNa
 }
 
 Result<StatsQuery> parse_stats_query(
-    const json& req, const std::function<Result<uint64_t>(const std::string&)>& resolve) {
+    const json& req, const std::function<Result<Nid>(const std::string&)>& resolve) {
   StatsQuery q;
   std::string what = req.value("what", std::string("node"));
   if (what == "node") {

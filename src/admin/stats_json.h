@@ -14,7 +14,7 @@
 namespace pfsnet {
 
 // Names a node key (packed NID) or a message type for display.
-using NodeNamer = std::function<std::string(uint64_t node)>;
+using NodeNamer = std::function<std::string(const Nid& node)>;
 using TypeNamer = std::function<std::string(uint32_t type)>;
 
 // {"dropped": {...}, "nodes": [...], "sizes": [...], "messages": [...]}; only the lists
@@ -26,7 +26,7 @@ nlohmann::json stats_report_json(const StatsReport& rep, const StatsQuery& q,
 
 // Parses the request {"what": "node"|"size"|"message"|"all", "node": NID?,
 // "interval": "60s"?} into a query; `resolve` maps a node argument to its key.
-Result<StatsQuery> parse_stats_query(
-    const nlohmann::json& req, const std::function<Result<uint64_t>(const std::string&)>& resolve);
+Result<StatsQuery> parse_stats_query(const nlohmann::json& req,
+                                     const std::function<Result<Nid>(const std::string&)>& resolve);
 
 }  // namespace pfsnet

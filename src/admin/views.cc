@@ -359,7 +359,7 @@ json mesh_json(const MeshMatrix& m, const std::vector<std::vector<MeshMark>>& ma
         {{"from", r.from}, {"updated_unix_ms", r.updated_unix_ms}, {"cells", cells}, {"nis", nis}});
   }
   auto secs = [](Duration d) { return std::chrono::duration<double>(d).count(); };
-  return {{"mgs", m.mgs.pack() ? m.mgs.to_string() : std::string()},
+  return {{"mgs", m.mgs != Nid() ? m.mgs.to_string() : std::string()},
           {"epoch", m.epoch},
           {"rows", rows},
           {"outliers", outliers},

@@ -136,7 +136,7 @@ TEST(ConfigReferenceTest, TheInstalledConfigurationLoadsAndShowsTheDefaults) {
   auto loaded = load_config(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   ASSERT_EQ(loaded->nets.size(), 1u);
-  EXPECT_EQ(loaded->nets[0].nid.addr >> 24, 127u) << "as installed, the node runs on loopback";
+  EXPECT_EQ(loaded->nets[0].nid.ipv4() >> 24, 127u) << "as installed, the node runs on loopback";
   EXPECT_TRUE(loaded->node.mgs.empty()) << "as installed, the node runs alone";
   std::map<std::string, Row> rows = read_reference();
   std::map<std::string, std::string> defaults;

@@ -1,6 +1,8 @@
+#include <arpa/inet.h>
 #include <pfsnet/nid.h>
 
 #include <charconv>
+#include <cstring>
 
 namespace pfsnet {
 namespace {
@@ -30,21 +32,37 @@ Result<Nid> Nid::parse(std::string_view text) {
   std::string_view net = text.substr(at + 1);
 
   Nid nid;
-  uint32_t a = 0;
-  int parts = 0;
-  size_t pos = 0;
-  for (;;) {
-    size_t dot = addr.find('.', pos);
-    std::string_view part = addr.substr(pos, dot == std::string_view::npos ? dot : dot - pos);
-    uint32_t octet = 0;
-    if (++parts > 4 || !parse_u32(part, 255, &octet))
-      return bad(text, "address must be a dotted IPv4 address");
-    a = (a << 8) | octet;
-    if (dot == std::string_view::npos) break;
-    pos = dot + 1;
+  if (addr.find(':') != std::string_view::npos) {
+    // An IPv6 address, as Lustre 2.16 reads one (inet_pton's forms: "2001:2::5", "::1",
+    // "::ffff:198.18.0.1"); no zone, no brackets.
+    char buf[64];
+    if (addr.size() >= sizeof buf) return bad(text, "IPv6 address too long");
+    std::memcpy(buf, addr.data(), addr.size());
+    buf[addr.size()] = 0;
+    if (inet_pton(AF_INET6, buf, nid.addr.data()) != 1)
+      return bad(text, "address must be a dotted IPv4 or an IPv6 address");
+    // One NID per address: an IPv4-mapped address (::ffff:a.b.c.d) is written as IPv4.
+    static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(nid.addr.data(), kMapped, 12) == 0)
+      return bad(text, "an IPv4-mapped address is written as its IPv4 address");
+    nid.addr_len = 16;
+  } else {
+    uint32_t a = 0;
+    int parts = 0;
+    size_t pos = 0;
+    for (;;) {
+      size_t dot = addr.find('.', pos);
+      std::string_view part = addr.substr(pos, dot == std::string_view::npos ? dot : dot - pos);
+      uint32_t octet = 0;
+      if (++parts > 4 || !parse_u32(part, 255, &octet))
+        return bad(text, "address must be a dotted IPv4 or an IPv6 address");
+      a = (a << 8) | octet;
+      if (dot == std::string_view::npos) break;
+      pos = dot + 1;
+    }
+    if (parts != 4) return bad(text, "address must be a dotted IPv4 or an IPv6 address");
+    nid.set_ipv4(a);
   }
-  if (parts != 4) return bad(text, "address must be a dotted IPv4 address");
-  nid.addr = a;
 
   std::string_view type;
   if (net.starts_with("tcp")) {
@@ -65,9 +83,38 @@ Result<Nid> Nid::parse(std::string_view text) {
   return nid;
 }
 
+Nid Nid::ipv4(uint32_t a, NetType type, uint16_t net_num) {
+  Nid n;
+  n.type = type;
+  n.net_num = net_num;
+  n.set_ipv4(a);
+  return n;
+}
+
+void Nid::set_ipv4(uint32_t a) {
+  addr = {};
+  addr_len = 4;
+  for (int k = 0; k < 4; ++k) addr[k] = static_cast<uint8_t>(a >> (24 - 8 * k));
+}
+
 std::string Nid::address_string() const {
-  return std::to_string((addr >> 24) & 255) + "." + std::to_string((addr >> 16) & 255) + "." +
-         std::to_string((addr >> 8) & 255) + "." + std::to_string(addr & 255);
+  if (!is_large()) {
+    uint32_t a = ipv4();
+    return std::to_string((a >> 24) & 255) + "." + std::to_string((a >> 16) & 255) + "." +
+           std::to_string((a >> 8) & 255) + "." + std::to_string(a & 255);
+  }
+  char buf[INET6_ADDRSTRLEN];
+  if (addr_len == 16 && inet_ntop(AF_INET6, addr.data(), buf, sizeof buf)) return buf;
+  // An address of another length (a later network type's): hex words, as Lustre prints an
+  // address it has no format for.
+  std::string s;
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (size_t i = 0; i < addr_len; ++i) {
+    if (i > 0 && i % 4 == 0) s += ':';
+    s += kHex[addr[i] >> 4];
+    s += kHex[addr[i] & 15];
+  }
+  return s;
 }
 
 std::string Nid::to_string() const {
@@ -84,7 +131,7 @@ Result<Nid> Nid::unpack(uint64_t v) {
   Nid n;
   n.type = static_cast<NetType>(type);
   n.net_num = static_cast<uint16_t>(v >> 32);
-  n.addr = static_cast<uint32_t>(v);
+  n.set_ipv4(static_cast<uint32_t>(v));
   return n;
 }
 

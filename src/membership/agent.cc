@@ -22,8 +22,8 @@ bool AgentCore::from_leader(const Leadership& l, TimePoint now) {
   ++counters_.redirects;
   // Pinged, not registered again, at the leader: it holds the table its predecessor left
   // (ids and instances kept); a ping it does not know is answered "unknown".
-  auto leader = Nid::unpack(l.leader);
-  if (l.leader == 0 || !leader.ok()) {
+  const std::optional<Nid>& leader = l.leader;
+  if (!leader) {
     on_failure(now);  // it knows no leader: the next MGS may
     return false;
   }
@@ -55,6 +55,15 @@ void AgentCore::on_register_reply(const RegisterRep& r, TimePoint now) {
   mgs_instance_ = r.mgs_instance;
   next_ = now + opts_.period();
   PFS_LOG_INFO("membership: registered with MGS {} as node {}", current_mgs().to_string(), id_);
+  if (registered_partly_ && large_ok(current_mgs())) {
+    // The first request opened a connection of version 2: register again with every NID
+    // (the MGS updates the node's record; the same instance is the same node).
+    PFS_LOG_INFO("membership: MGS {} takes large NIDs: registering them too",
+                 current_mgs().to_string());
+    registered_ = false;
+    registered_partly_ = false;
+    next_ = now;
+  }
 }
 
 void AgentCore::on_ping_reply(const PingRep& r, TimePoint now) {
@@ -62,7 +71,7 @@ void AgentCore::on_ping_reply(const PingRep& r, TimePoint now) {
   in_flight_ = false;
   failures_in_a_row_ = 0;
   if (r.status == PingStatus::kOk) {
-    for (uint64_t n : asked_)
+    for (const Nid& n : asked_)
       learn(n, std::find(r.servers.begin(), r.servers.end(), n) != r.servers.end());
     asked_.clear();
   }
@@ -129,6 +138,7 @@ std::optional<AgentCore::Send> AgentCore::report_due(TimePoint now,
     s.timeouts = p.timeouts;
     s.received = p.received;
   }
+  if (!large_ok(current_mgs())) for_version1(&r);
   if (r.peers.empty()) return std::nullopt;
   ++counters_.reports;
   return Send{Kind::kReport, current_mgs(), encode(r)};
@@ -137,26 +147,26 @@ std::optional<AgentCore::Send> AgentCore::report_due(TimePoint now,
 void AgentCore::apply(const std::vector<NodeEvent>& events) {
   for (const NodeEvent& e : events) {
     if (!(e.roles & kRoleServer)) continue;
-    for (const Nid& n : e.nids) learn(n.pack(), true);
+    for (const Nid& n : e.nids) learn(n, true);
   }
 }
 
-AgentCore::Role AgentCore::role_of(uint64_t packed) const {
-  auto it = server_.find(packed);
+AgentCore::Role AgentCore::role_of(const Nid& nid) const {
+  auto it = server_.find(nid);
   if (it == server_.end()) return Role::kUnknown;
   return it->second ? Role::kServer : Role::kOther;
 }
 
-void AgentCore::ask_role(uint64_t packed) {
-  if (server_.count(packed) || asks_.size() >= 4 * kMaxRoleAsks) return;
-  if (std::find(asks_.begin(), asks_.end(), packed) != asks_.end()) return;
-  if (std::find(asked_.begin(), asked_.end(), packed) != asked_.end()) return;
-  asks_.push_back(packed);
+void AgentCore::ask_role(const Nid& nid) {
+  if (server_.count(nid) || asks_.size() >= 4 * kMaxRoleAsks) return;
+  if (std::find(asks_.begin(), asks_.end(), nid) != asks_.end()) return;
+  if (std::find(asked_.begin(), asked_.end(), nid) != asked_.end()) return;
+  asks_.push_back(nid);
 }
 
-void AgentCore::learn(uint64_t packed, bool server) {
-  if (server_.size() >= kMaxKnownRoles && !server_.count(packed)) server_.clear();
-  server_[packed] = server;
+void AgentCore::learn(const Nid& nid, bool server) {
+  if (server_.size() >= kMaxKnownRoles && !server_.count(nid)) server_.clear();
+  server_[nid] = server;
 }
 
 void AgentCore::asks_back() {

@@ -18,6 +18,7 @@
 #include <pfsnet/clock.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -42,6 +43,11 @@ struct AgentOptions {
   uint64_t instance = 0;
   bool unreachable_reports = true;
   Duration report_holdoff = std::chrono::seconds(10);
+  // Whether the MGS at a NID may be sent large (IPv6) NIDs: its connection speaks wire
+  // version 2 (or it is reached over IPv6). Unset: always. Otherwise the requests to it
+  // leave them out (for_version1), and a registration that did so is made again, once,
+  // when its reply shows the MGS takes them -- the connection a first request opens.
+  std::function<bool(const Nid&)> takes_large_nids;
 
   Duration period() const {
     return (roles & (kRoleServer | kRoleMgs)) ? server_interval : client_interval;
@@ -69,7 +75,7 @@ class AgentCore {
 
   // One peer NI as the net counts it: failed connects, remote timeouts, frames received.
   struct PeerSample {
-    uint64_t nid = 0;  // packed
+    Nid nid;
     uint64_t connect_errors = 0, timeouts = 0, received = 0;
   };
   // A report of the peers whose connect errors or timeouts grew since the last look while
@@ -91,8 +97,8 @@ class AgentCore {
   // What the agent knows of a peer NID's role; ask_role() puts an unknown one on the next
   // ping. At most kMaxKnownRoles are kept (then it starts again: a client talks to few).
   enum class Role { kUnknown, kServer, kOther };
-  Role role_of(uint64_t packed) const;
-  void ask_role(uint64_t packed);
+  Role role_of(const Nid& nid) const;
+  void ask_role(const Nid& nid);
   static constexpr size_t kMaxKnownRoles = 4096;
 
   bool registered() const { return registered_; }
@@ -120,7 +126,7 @@ class AgentCore {
   // the leader it names, or on as after a failure) and returns false.
   bool from_leader(const Leadership& l, TimePoint now);
   void on_evicted();
-  void learn(uint64_t packed, bool server);
+  void learn(const Nid& nid, bool server);
   void asks_back();  // the ping that carried them got no answer of the leader's
 
   AgentOptions opts_;
@@ -128,6 +134,10 @@ class AgentCore {
   uint64_t epoch_ = 0;
   bool registered_ = false;
   bool in_flight_ = false;
+  bool registered_partly_ = false;  // the registration left large NIDs out
+  bool large_ok(const Nid& mgs) const {
+    return !opts_.takes_large_nids || opts_.takes_large_nids(mgs);
+  }
   bool evicted_ = false;
   bool after_eviction_ = false;  // dropped what it held since: the next registration says so
   uint32_t id_ = 0;
@@ -135,13 +145,13 @@ class AgentCore {
   TimePoint next_{};  // next ping (or registration attempt)
   int failures_in_a_row_ = 0;
   int skipped_in_a_row_ = 0;
-  std::unordered_map<uint64_t, bool> server_;  // packed NID -> a server's or not
-  std::vector<uint64_t> asks_, asked_;         // to ask on the next ping; asked, unanswered
+  std::unordered_map<Nid, bool> server_;  // NID -> a server's or not
+  std::vector<Nid> asks_, asked_;         // to ask on the next ping; asked, unanswered
   struct Seen {
     uint64_t connect_errors = 0, timeouts = 0, received = 0;
     TimePoint reported{};
   };
-  std::unordered_map<uint64_t, Seen> seen_;  // packed peer NID -> at the last look
+  std::unordered_map<Nid, Seen> seen_;  // peer NID -> at the last look
   Counters counters_;
 };
 
@@ -152,9 +162,12 @@ std::optional<AgentCore::Send> AgentCore::due(TimePoint now, TimePoint last_serv
   if (!registered_) {
     in_flight_ = true;
     ++counters_.registers;
-    return Send{
-        Kind::kRegister, current_mgs(),
-        encode(RegisterReq{opts_.name, opts_.roles, opts_.nids, opts_.instance, after_eviction_})};
+    RegisterReq r{opts_.name, opts_.roles, opts_.nids, opts_.instance, after_eviction_};
+    registered_partly_ =
+        !large_ok(current_mgs()) &&
+        std::any_of(r.nids.begin(), r.nids.end(), [](const Nid& n) { return n.is_large(); });
+    if (registered_partly_) for_version1(&r);
+    return Send{Kind::kRegister, current_mgs(), encode(r)};
   }
   Duration period = opts_.period();
   if (opts_.heard_reports && opts_.roles == kRoleClient && last_server_contact != TimePoint{} &&
@@ -175,6 +188,7 @@ std::optional<AgentCore::Send> AgentCore::due(TimePoint now, TimePoint last_serv
   asks_.erase(asks_.begin(), asks_.begin() + static_cast<long>(n));
   asked_ = p.ask;
   next_ = now + period;  // rain or shine: the period runs from this ping
+  if (!large_ok(current_mgs())) for_version1(&p);
   return Send{Kind::kPing, current_mgs(), encode(p)};
 }
 

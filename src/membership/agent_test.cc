@@ -25,7 +25,7 @@ class AgentTest : public ::testing::Test {
     o.instance = 3;
     return o;
   }
-  static std::vector<uint64_t> none() { return {}; }
+  static std::vector<Nid> none() { return {}; }
   ManualClock clock_;
 };
 
@@ -40,13 +40,13 @@ TEST_F(AgentTest, RegistersThenPingsEveryPeriodRainOrShine) {
   clock_.advance(9999ms);
   EXPECT_FALSE(a.due(clock_.now(), TimePoint{}, none));
   clock_.advance(1ms);
-  s = a.due(clock_.now(), TimePoint{}, [] { return std::vector<uint64_t>{77}; });
+  s = a.due(clock_.now(), TimePoint{}, [] { return std::vector<Nid>{Nid::ipv4(77)}; });
   ASSERT_TRUE(s);
   EXPECT_EQ(s->kind, AgentCore::Kind::kPing);
   auto p = decode_ping_req(s->payload.span());
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->id, 4u);
-  EXPECT_EQ(p->heard, std::vector<uint64_t>{77});  // a server reports whom it heard
+  EXPECT_EQ(p->heard, std::vector<Nid>{Nid::ipv4(77)});  // a server reports whom it heard
   a.on_ping_reply(PingRep{PingStatus::kOk, 2, 1}, clock_.now() + 300ms);
   clock_.advance(10s);  // the period runs from the ping, not from its reply
   EXPECT_TRUE(a.due(clock_.now(), TimePoint{}, none));
@@ -127,7 +127,7 @@ TEST_F(AgentTest, FollowsTheLeaderAnMgsNamesAndNeverGoesBackToAnOlderEpoch) {
   const Nid m0 = nid("10.0.0.2@tcp"), m1 = nid("10.0.0.12@tcp"), m2 = nid("10.0.0.22@tcp");
   ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
   RegisterRep redirect;
-  redirect.lead = Leadership{7, true, m1.pack()};
+  redirect.lead = Leadership{7, true, m1};
   a.on_register_reply(redirect, clock_.now());
   EXPECT_FALSE(a.registered());
   EXPECT_EQ(a.current_mgs(), m1);
@@ -144,7 +144,7 @@ TEST_F(AgentTest, FollowsTheLeaderAnMgsNamesAndNeverGoesBackToAnOlderEpoch) {
   clock_.advance(10s);
   ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
   PingRep moved;
-  moved.lead = Leadership{9, true, m2.pack()};
+  moved.lead = Leadership{9, true, m2};
   a.on_ping_reply(moved, clock_.now());
   EXPECT_EQ(a.current_mgs(), m2);
   EXPECT_EQ(a.epoch(), 9u);
@@ -166,7 +166,7 @@ TEST_F(AgentTest, FollowsTheLeaderAnMgsNamesAndNeverGoesBackToAnOlderEpoch) {
   s = a.due(clock_.now(), TimePoint{}, none);
   ASSERT_TRUE(s);
   PingRep none_known;
-  none_known.lead = Leadership{9, true, 0};
+  none_known.lead = Leadership{9, true, std::nullopt};
   a.on_ping_reply(none_known, clock_.now());
   EXPECT_NE(a.current_mgs(), before);
   // One that names itself but does not lead: asked again after a second.
@@ -175,7 +175,7 @@ TEST_F(AgentTest, FollowsTheLeaderAnMgsNamesAndNeverGoesBackToAnOlderEpoch) {
   s = a.due(clock_.now(), TimePoint{}, none);
   ASSERT_TRUE(s);
   PingRep self;
-  self.lead = Leadership{9, true, cur.pack()};
+  self.lead = Leadership{9, true, cur};
   a.on_ping_reply(self, clock_.now());
   EXPECT_EQ(a.current_mgs(), cur);
   EXPECT_FALSE(a.due(clock_.now() + 999ms, TimePoint{}, none));
@@ -221,7 +221,7 @@ TEST_F(AgentTest, LearnsWhichPeersAreServersByAskingOnItsPing) {
   AgentCore a(opts(kRoleClient));
   ASSERT_TRUE(a.due(clock_.now(), TimePoint{}, none));
   a.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
-  const uint64_t oss = nid("10.0.0.3@tcp").pack(), peer = nid("10.0.0.7@tcp").pack();
+  const Nid oss = nid("10.0.0.3@tcp"), peer = nid("10.0.0.7@tcp");
   a.ask_role(oss);
   a.ask_role(peer);
   a.ask_role(oss);  // once
@@ -229,7 +229,7 @@ TEST_F(AgentTest, LearnsWhichPeersAreServersByAskingOnItsPing) {
   clock_.advance(50s);
   auto s = a.due(clock_.now(), TimePoint{}, none);
   ASSERT_TRUE(s);
-  EXPECT_EQ(decode_ping_req(s->payload.span())->ask, (std::vector<uint64_t>{oss, peer}));
+  EXPECT_EQ(decode_ping_req(s->payload.span())->ask, (std::vector<Nid>{oss, peer}));
   a.on_failure(clock_.now());  // unanswered (the next MGS, without etcd: registers there)
   s = a.due(clock_.now(), TimePoint{}, none);
   ASSERT_TRUE(s);
@@ -238,7 +238,7 @@ TEST_F(AgentTest, LearnsWhichPeersAreServersByAskingOnItsPing) {
   clock_.advance(50s);
   s = a.due(clock_.now(), TimePoint{}, none);  // asked again
   ASSERT_TRUE(s);
-  EXPECT_EQ(decode_ping_req(s->payload.span())->ask, (std::vector<uint64_t>{oss, peer}));
+  EXPECT_EQ(decode_ping_req(s->payload.span())->ask, (std::vector<Nid>{oss, peer}));
   PingRep rep{PingStatus::kOk, 1, 1};
   rep.servers = {oss};
   a.on_ping_reply(rep, clock_.now());
@@ -249,15 +249,53 @@ TEST_F(AgentTest, LearnsWhichPeersAreServersByAskingOnItsPing) {
   s = a.due(clock_.now(), TimePoint{}, none);
   ASSERT_TRUE(s);
   EXPECT_TRUE(decode_ping_req(s->payload.span())->ask.empty());
-  const uint64_t oss9 = nid("10.0.0.9@tcp").pack();
+  const Nid oss9 = nid("10.0.0.9@tcp");
   a.apply({NodeEvent{9, "oss9", kRoleServer, NodeState::kUp, {nid("10.0.0.9@tcp")}}});
   EXPECT_EQ(a.role_of(oss9), AgentCore::Role::kServer);
+}
+
+// An MGS not known to take large NIDs (no connection yet, or one of wire version 1) is told
+// of none: the registration carries the IPv4 NIDs, and is made again with all of them once
+// its reply came over a connection that takes them. Pings and reports leave them out too.
+TEST_F(AgentTest, LargeNidsGoOnlyToAnMgsThatTakesThemAndTheRegistrationIsCompleted) {
+  AgentOptions o = opts(kRoleServer);
+  const Nid v6 = nid("2001:2::5@tcp"), v6peer = nid("2001:2::9@tcp");
+  o.nids.push_back(v6);
+  bool v2 = false;
+  o.takes_large_nids = [&v2](const Nid&) { return v2; };
+  AgentCore a(o);
+  auto s = a.due(clock_.now(), TimePoint{}, none);
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->kind, AgentCore::Kind::kRegister);
+  EXPECT_EQ(decode_register_req(s->payload.span())->nids, (std::vector<Nid>{o.nids[0]}));
+  v2 = true;  // the connection the request opened speaks version 2
+  a.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  s = a.due(clock_.now(), TimePoint{}, none);  // at once, with every NID
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->kind, AgentCore::Kind::kRegister);
+  EXPECT_EQ(decode_register_req(s->payload.span())->nids, o.nids);
+  a.on_register_reply(RegisterRep{4, 1, 1, {}}, clock_.now());
+  EXPECT_TRUE(a.registered());
+  EXPECT_EQ(a.counters().registers, 2u);
+  // Once whole, not again; an MGS that stops taking them (replaced by an old one) is not
+  // sent them in a ping.
+  v2 = false;
+  clock_.advance(10s);
+  s = a.due(clock_.now(), TimePoint{}, [&] {
+    return std::vector<Nid>{nid("10.0.0.8@tcp"), v6peer};
+  });
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->kind, AgentCore::Kind::kPing);
+  EXPECT_EQ(decode_ping_req(s->payload.span())->heard, (std::vector<Nid>{nid("10.0.0.8@tcp")}));
+  using S = AgentCore::PeerSample;
+  EXPECT_FALSE(a.report_due(clock_.now(), {S{v6peer, 3, 0, 0}}))
+      << "a report of a large NID alone is nothing to a version-1 MGS";
 }
 
 TEST_F(AgentTest, ReportsPeersThatFailWhileSilentOncePerHoldoff) {
   AgentCore a(opts(kRoleClient));
   using S = AgentCore::PeerSample;
-  uint64_t oss1 = nid("10.0.0.3@tcp").pack(), oss2 = nid("10.0.0.4@tcp").pack();
+  Nid oss1 = nid("10.0.0.3@tcp"), oss2 = nid("10.0.0.4@tcp");
   // Not registered yet: nothing to report with.
   EXPECT_FALSE(a.report_due(clock_.now(), {S{oss1, 3, 0, 0}}));
   a.due(clock_.now(), TimePoint{}, none);

@@ -49,12 +49,12 @@ RegisterRep MgsCore::on_register(const RegisterReq& r, TimePoint now) {
     rep.evicted = true;
     return rep;
   }
-  for (const Nid& old : n.nids) by_nid_.erase(old.pack());
+  for (const Nid& old : n.nids) by_nid_.erase(old);
   n.id = id;
   n.name = r.name;
   n.roles = r.roles;
   n.nids = r.nids;
-  for (const Nid& x : n.nids) by_nid_[x.pack()] = id;
+  for (const Nid& x : n.nids) by_nid_[x] = id;
   relays_stale_ = true;
   dirty_chunks_.insert(id / kTableChunkNodes);
   bool restarted = !fresh && n.instance != r.instance;
@@ -130,8 +130,8 @@ PingRep MgsCore::on_ping(const PingReq& r, TimePoint now) {
   }
   heard(n, now, false);
   if (opts_.heard_reports && (n.roles & kRoleServer)) {
-    for (uint64_t packed : r.heard) {
-      auto it = by_nid_.find(packed);
+    for (const Nid& nid : r.heard) {
+      auto it = by_nid_.find(nid);
       if (it == by_nid_.end()) continue;
       NodeRecord& c = nodes_[it->second];
       // A dead client a server hears from (its refused I/O) is not back: it registers.
@@ -140,10 +140,9 @@ PingRep MgsCore::on_ping(const PingReq& r, TimePoint now) {
       heard(c, now, true);
     }
   }
-  for (uint64_t packed : r.ask) {
-    auto it = by_nid_.find(packed);
-    if (it != by_nid_.end() && (nodes_[it->second].roles & kRoleServer))
-      rep.servers.push_back(packed);
+  for (const Nid& nid : r.ask) {
+    auto it = by_nid_.find(nid);
+    if (it != by_nid_.end() && (nodes_[it->second].roles & kRoleServer)) rep.servers.push_back(nid);
   }
   rep.generation = generation_;
   return rep;
@@ -280,7 +279,7 @@ std::vector<MgsCore::Outgoing> MgsCore::take_notifications(TimePoint now) {
         ready_.pop_front();
         sub.queued = false;
         Outgoing& o = out[it->second];
-        o.targets.push_back(sub.nids[0].pack());
+        o.targets.push_back(sub.nids[0]);
         flying_[o.token].push_back(id);
         sub.sending = std::move(sub.pending);
         sub.pending.clear();
@@ -322,7 +321,7 @@ std::vector<MgsCore::Outgoing> MgsCore::take_notifications(TimePoint now) {
     sub.fenced_pending.clear();
     if (relayable && sub.pending.empty()) {
       if (std::optional<uint32_t> r = pick_relay(sub.sending)) {
-        o.targets.push_back(sub.nids[0].pack());
+        o.targets.push_back(sub.nids[0]);
         o.to = *r;
         o.nids = nodes_[*r].nids;
         open[sub.sending] = out.size();
@@ -446,9 +445,8 @@ PingRep MgsCore::on_report(const ReportReq& r, TimePoint now) {
     ++counters_.unreachable_reports;
     n.verifying = true;
     n.reported_at = now;
-    auto nid = Nid::unpack(u.nid);
     n.reported_by = reporter.name + " (" + std::string(health_kind_name(u.kind)) + " on " +
-                    (nid.ok() ? nid->to_string() : "?") + ")";
+                    u.nid.to_string() + ")";
     to_verify_.push_back(n.id);
     PFS_LOG_INFO("membership: {} reported unreachable by {}; the MGS pings it to verify", n.name,
                  n.reported_by);
@@ -515,7 +513,7 @@ std::vector<std::pair<uint32_t, Buffer>> MgsCore::take_dirty_chunks() {
 Status MgsCore::restore(const std::vector<std::string>& chunks, TimePoint now) {
   std::vector<NodeRecord> nodes;
   std::unordered_map<std::string, uint32_t> by_name;
-  std::unordered_map<uint64_t, uint32_t> by_nid;
+  std::unordered_map<Nid, uint32_t> by_nid;
   for (const std::string& c : chunks) {
     auto recs = decode_table_chunk(
         std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(c.data()), c.size()));
@@ -536,7 +534,7 @@ Status MgsCore::restore(const std::vector<std::string>& chunks, TimePoint now) {
       n.last_heard = n.registered = n.last_change = now;
       // A dead node missed what changed before this leader: told of everything on return.
       if (n.state == NodeState::kDead) n.missed_since = TimePoint{};
-      for (const Nid& x : n.nids) by_nid[x.pack()] = id;
+      for (const Nid& x : n.nids) by_nid[x] = id;
     }
   }
   nodes_ = std::move(nodes);

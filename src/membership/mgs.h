@@ -118,8 +118,8 @@ class MgsCore {
     uint32_t to = 0;
     std::vector<Nid> nids;  // the subscriber's NIDs (a relay's: the relaying server's)
     NotifyReq req;
-    // Not empty: an MGS_RELAY -- `to` passes `req` on to these clients (packed NIDs).
-    std::vector<uint64_t> targets;
+    // Not empty: an MGS_RELAY -- `to` passes `req` on to these clients.
+    std::vector<Nid> targets;
   };
   // Notifications to send now, within the rate and the window (a relay counts once).
   std::vector<Outgoing> take_notifications(TimePoint now);
@@ -205,7 +205,7 @@ class MgsCore {
   std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;
   std::set<uint32_t> dirty_chunks_;  // id / kTableChunkNodes of records changed
   std::unordered_map<std::string, uint32_t> by_name_;
-  std::unordered_map<uint64_t, uint32_t> by_nid_;  // packed NID -> id
+  std::unordered_map<Nid, uint32_t> by_nid_;  // NID -> id
   std::vector<NodeEvent> changes_;
   std::deque<uint32_t> ready_;                // subscribers with something to send
   std::multimap<TimePoint, uint32_t> retry_;  // subscribers waiting to retry

@@ -139,7 +139,7 @@ TEST(MgsRelayTest, ManyClientsAreToldThroughServersAndWhatARelayMissedIsRetried)
   ASSERT_EQ(mgs.find(s1)->state, NodeState::kDead);
   auto out = mgs.take_notifications(clock.now());
   ASSERT_EQ(out.size(), 4u);  // 3 + 3 + 3 + 1
-  std::vector<uint64_t> told;
+  std::vector<Nid> told;
   for (const auto& m : out) {
     EXPECT_EQ(m.to, s2);  // the only server up that the news is not of
     EXPECT_EQ(m.nids, mgs.find(s2)->nids);
@@ -149,13 +149,13 @@ TEST(MgsRelayTest, ManyClientsAreToldThroughServersAndWhatARelayMissedIsRetried)
     told.insert(told.end(), m.targets.begin(), m.targets.end());
   }
   std::sort(told.begin(), told.end());
-  std::vector<uint64_t> want;
-  for (uint32_t id : clients) want.push_back(mgs.find(id)->nids[0].pack());
+  std::vector<Nid> want;
+  for (uint32_t id : clients) want.push_back(mgs.find(id)->nids[0]);
   EXPECT_EQ(told, want);
   EXPECT_EQ(mgs.counters().relays, 4u);
   EXPECT_EQ(mgs.counters().relayed, 10u);
   // The first relay missed its second target; the second relay failed whole.
-  const uint64_t missed = out[0].targets[1];
+  const Nid missed = out[0].targets[1];
   mgs.notification_done(out[0].token, true, clock.now(), {1});
   mgs.notification_done(out[1].token, false, clock.now());
   mgs.notification_done(out[2].token, true, clock.now());
@@ -165,14 +165,14 @@ TEST(MgsRelayTest, ManyClientsAreToldThroughServersAndWhatARelayMissedIsRetried)
   clock.advance(1s);
   auto again = mgs.take_notifications(clock.now());  // 4 wait: not more than relay_above
   ASSERT_EQ(again.size(), 4u);
-  std::vector<uint64_t> retried;
+  std::vector<Nid> retried;
   for (const auto& m : again) {
     EXPECT_TRUE(m.targets.empty());  // directly
-    retried.push_back(m.nids[0].pack());
+    retried.push_back(m.nids[0]);
     mgs.notification_done(m.token, true, clock.now());
   }
   EXPECT_NE(std::find(retried.begin(), retried.end(), missed), retried.end());
-  for (uint64_t t : out[1].targets)
+  for (const Nid& t : out[1].targets)
     EXPECT_NE(std::find(retried.begin(), retried.end(), t), retried.end());
   EXPECT_EQ(mgs.counters().events_delivered, 10u);
   EXPECT_EQ(mgs.counters().notification_retries, 4u);
@@ -293,7 +293,7 @@ TEST_F(MgsTest, AServerBackButSuspectWhenTheNewsGoesOutIsAnnouncedUp) {
   clock_.advance(1s);
   mgs_.on_register(RegisterReq{"oss1", kRoleServer, {nid("10.0.0.3@tcp")}, 8}, clock_.now());
   ASSERT_EQ(state(s), NodeState::kUp);
-  ReportReq r{s2, 7, {{nid("10.0.0.3@tcp").pack(), HealthKind::kPeerNiConnectError}}};
+  ReportReq r{s2, 7, {{nid("10.0.0.3@tcp"), HealthKind::kPeerNiConnectError}}};
   mgs_.on_report(r, clock_.now());
   ASSERT_EQ(state(s), NodeState::kSuspect);
   out = mgs_.take_notifications(clock_.now());

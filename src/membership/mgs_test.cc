@@ -85,7 +85,7 @@ TEST_F(MgsTest, HeardFromReportsKeepASilentClientUp) {
   uint32_t c = add("c1", kRoleClient, "10.0.0.5@tcp");
   for (int i = 0; i < 30; ++i) {  // 300 s: six client periods without a client ping
     clock_.advance(10s);
-    ping(s, {nid("10.0.0.5@tcp").pack(), nid("10.9.9.9@tcp").pack()});
+    ping(s, {nid("10.0.0.5@tcp"), nid("10.9.9.9@tcp")});
     mgs_.tick(clock_.now());
   }
   EXPECT_EQ(state(c), NodeState::kUp);
@@ -111,11 +111,10 @@ TEST_F(MgsTest, APingsAskedNidsAreAnsweredWithTheServersAmongThem) {
   PingReq p{c1, 7, {}, {}};
   for (const char* n :
        {"10.0.0.3@tcp", "10.0.0.6@tcp", "10.0.0.4@tcp", "10.0.0.2@tcp", "10.0.0.99@tcp"})
-    p.ask.push_back(nid(n).pack());
+    p.ask.push_back(nid(n));
   PingRep r = mgs_.on_ping(p, clock_.now());
   EXPECT_EQ(r.status, PingStatus::kOk);
-  EXPECT_EQ(r.servers,
-            (std::vector<uint64_t>{nid("10.0.0.3@tcp").pack(), nid("10.0.0.4@tcp").pack()}));
+  EXPECT_EQ(r.servers, (std::vector<Nid>{nid("10.0.0.3@tcp"), nid("10.0.0.4@tcp")}));
 }
 
 TEST_F(MgsTest, UnknownOrRestartedNodesAreToldToRegister) {
@@ -157,7 +156,7 @@ TEST_F(MgsTest, ADeadNodeIsEvictedUntilItRegistersAgainHavingDroppedWhatItHeld) 
   EXPECT_EQ(told[0].req.fenced[0].name, "c1");
   mgs_.notification_done(told[0].token, true, clock_.now());
   EXPECT_EQ(mgs_.on_ping(PingReq{c, 7, {}}, clock_.now()).status, PingStatus::kEvicted);
-  ping(s, {nid("10.0.0.5@tcp").pack()});  // oss1 heard from it (its refused I/O)
+  ping(s, {nid("10.0.0.5@tcp")});  // oss1 heard from it (its refused I/O)
   EXPECT_EQ(mgs_.on_report(ReportReq{c, 7, {}}, clock_.now()).status, PingStatus::kEvicted);
   RegisterRep again =
       mgs_.on_register(RegisterReq{"c1", kRoleClient, {nid("10.0.0.5@tcp")}, 7}, clock_.now());
@@ -274,7 +273,7 @@ TEST_F(MgsTest, ReportedNodeIsSuspectAtOnceAndDeadWhenTheMgsCannotReachItEither)
   add("c2", kRoleClient, "10.0.0.6@tcp");
   mgs_.take_changes();
   clock_.advance(2s);
-  ReportReq r{c1, 7, {{nid("10.0.0.3@tcp").pack(), HealthKind::kPeerNiConnectError}}};
+  ReportReq r{c1, 7, {{nid("10.0.0.3@tcp"), HealthKind::kPeerNiConnectError}}};
   EXPECT_EQ(mgs_.on_report(r, clock_.now()).status, PingStatus::kOk);
   EXPECT_EQ(state(s), NodeState::kSuspect);
   // A second report while the first is being verified adds no second ping.
@@ -318,8 +317,8 @@ TEST_F(MgsTest, AReportFromANodeTheMgsHadLostIsNotActedOn) {
   ASSERT_EQ(state(s1), NodeState::kSuspect);
   ReportReq r{s1,
               7,
-              {{nid("10.0.0.4@tcp").pack(), HealthKind::kPeerNiConnectError},
-               {nid("10.0.0.5@tcp").pack(), HealthKind::kPeerNiUnreachable}}};
+              {{nid("10.0.0.4@tcp"), HealthKind::kPeerNiConnectError},
+               {nid("10.0.0.5@tcp"), HealthKind::kPeerNiUnreachable}}};
   EXPECT_EQ(mgs_.on_report(r, clock_.now()).status, PingStatus::kOk);
   EXPECT_EQ(state(s1), NodeState::kUp);  // the report is a sign of life
   EXPECT_EQ(state(s2), NodeState::kUp);
@@ -344,7 +343,7 @@ TEST_F(MgsTest, AReportFromANodeTheMgsHadLostIsNotActedOn) {
 TEST_F(MgsTest, ReportIsNotBelievedWhenTheNodeAnswersOrWasHeardSince) {
   uint32_t s = add("oss1", kRoleServer, "10.0.0.3@tcp");
   uint32_t c1 = add("c1", kRoleClient, "10.0.0.5@tcp");
-  ReportReq r{c1, 7, {{nid("10.0.0.3@tcp").pack(), HealthKind::kPeerNiUnreachable}}};
+  ReportReq r{c1, 7, {{nid("10.0.0.3@tcp"), HealthKind::kPeerNiUnreachable}}};
   // It answers the MGS's ping: up again (a client cut off alone kills nobody).
   mgs_.on_report(r, clock_.now());
   auto v = mgs_.take_verifications();
@@ -365,8 +364,8 @@ TEST_F(MgsTest, ReportIsNotBelievedWhenTheNodeAnswersOrWasHeardSince) {
   mgs_.verification_done(v[0].token, false, clock_.now());
   mgs_.on_report(ReportReq{c1,
                            7,
-                           {{nid("10.0.0.99@tcp").pack(), HealthKind::kPeerNiUnreachable},
-                            {nid("10.0.0.5@tcp").pack(), HealthKind::kPeerNiUnreachable}}},
+                           {{nid("10.0.0.99@tcp"), HealthKind::kPeerNiUnreachable},
+                            {nid("10.0.0.5@tcp"), HealthKind::kPeerNiUnreachable}}},
                  clock_.now());
   EXPECT_TRUE(mgs_.take_verifications().empty());
   EXPECT_EQ(state(s), NodeState::kUp);
@@ -376,7 +375,7 @@ TEST_F(MgsTest, ReportIsNotBelievedWhenTheNodeAnswersOrWasHeardSince) {
 TEST_F(MgsTest, ReportFromAnUnknownNodeOrWhenReportsAreOffChangesNothing) {
   uint32_t s = add("oss1", kRoleServer, "10.0.0.3@tcp");
   uint32_t c1 = add("c1", kRoleClient, "10.0.0.5@tcp");
-  std::vector<Unreachable> peers{{nid("10.0.0.3@tcp").pack(), HealthKind::kPeerNiConnectError}};
+  std::vector<Unreachable> peers{{nid("10.0.0.3@tcp"), HealthKind::kPeerNiConnectError}};
   EXPECT_EQ(mgs_.on_report(ReportReq{c1, 8, peers}, clock_.now()).status, PingStatus::kUnknown);
   EXPECT_EQ(mgs_.on_report(ReportReq{99, 7, peers}, clock_.now()).status, PingStatus::kUnknown);
   EXPECT_EQ(state(s), NodeState::kUp);

@@ -28,7 +28,7 @@ class MgsTest : public ::testing::Test {
   uint32_t add(const std::string& name, uint8_t roles, const char* n) {
     return mgs_.on_register(RegisterReq{name, roles, {nid(n)}, 7}, clock_.now()).id;
   }
-  void ping(uint32_t id, std::vector<uint64_t> heard = {}) {
+  void ping(uint32_t id, std::vector<Nid> heard = {}) {
     EXPECT_EQ(mgs_.on_ping(PingReq{id, 7, std::move(heard)}, clock_.now()).status, PingStatus::kOk);
   }
   NodeState state(uint32_t id) { return mgs_.find(id)->state; }

@@ -15,8 +15,8 @@ class Writer : public ByteWriter {
  public:
   void cell(const MeshCell& c) {
     str(c.to);
-    u64(c.local.pack());
-    u64(c.peer.pack());
+    nid(c.local);
+    nid(c.peer);
     u32(c.sent);
     u32(c.lost);
     u32(c.rtt_count);
@@ -29,7 +29,7 @@ class Writer : public ByteWriter {
     size_t n = std::min(v.size(), kMaxMeshNis);
     u32(static_cast<uint32_t>(n));
     for (size_t i = 0; i < n; ++i) {
-      u64(v[i].nid.pack());
+      nid(v[i].nid);
       u32(v[i].speed_mbit);
       f64(v[i].tx_mib_s);
       f64(v[i].rx_mib_s);
@@ -45,7 +45,10 @@ class Writer : public ByteWriter {
   void lead(const Leadership& l) {
     u64(l.epoch);
     u8(l.not_leader ? 1 : 0);
-    u64(l.leader);
+    if (l.leader)
+      nid(*l.leader);
+    else
+      u64(0);  // none known
   }
 };
 
@@ -67,22 +70,16 @@ class Reader : public ByteReader {
     Leadership l;
     l.epoch = u64();
     uint8_t nl = u8();
-    l.leader = u64();
-    if (nl > 1 || (l.leader != 0 && !Nid::unpack(l.leader).ok())) fail();
+    l.leader = nid_or_none();
+    if (nl > 1) fail();
     l.not_leader = nl == 1;
     return l;
   }
   MeshCell cell() {
     MeshCell c;
     c.to = str();
-    auto local = Nid::unpack(u64());
-    auto peer = Nid::unpack(u64());
-    if (!local.ok() || !peer.ok()) {
-      fail();
-      return c;
-    }
-    c.local = *local;
-    c.peer = *peer;
+    c.local = nid();
+    c.peer = nid();
     c.sent = u32();
     c.lost = u32();
     c.rtt_count = u32();
@@ -103,12 +100,7 @@ class Reader : public ByteReader {
     }
     for (size_t i = 0; i < n && ok(); ++i) {
       MeshNi x;
-      auto nid = Nid::unpack(u64());
-      if (!nid.ok()) {
-        fail();
-        break;
-      }
-      x.nid = *nid;
+      x.nid = nid();
       x.speed_mbit = u32();
       x.tx_mib_s = f64();
       x.rx_mib_s = f64();
@@ -152,6 +144,49 @@ size_t encoded_size(const NodeEvent& e) {
   return 4 + 1 + std::min(e.name.size(), kMaxName) + 2 + 1 + 8 * std::min(e.nids.size(), kMaxNids);
 }
 
+void drop_large_nids(std::vector<Nid>* v) {
+  std::erase_if(*v, [](const Nid& n) { return n.is_large(); });
+}
+
+namespace {
+void drop_large(Leadership* l) {
+  if (l->leader && l->leader->is_large()) l->leader.reset();
+}
+void drop_large(std::vector<NodeEvent>* events) {
+  for (NodeEvent& e : *events) drop_large_nids(&e.nids);
+}
+void drop_large(std::vector<MeshCell>* cells, std::vector<MeshNi>* nis) {
+  std::erase_if(*cells, [](const MeshCell& c) { return c.local.is_large() || c.peer.is_large(); });
+  std::erase_if(*nis, [](const MeshNi& n) { return n.nid.is_large(); });
+}
+}  // namespace
+
+void for_version1(RegisterReq* m) { drop_large_nids(&m->nids); }
+void for_version1(RegisterRep* m) { drop_large(&m->lead); }
+void for_version1(PingReq* m) {
+  drop_large_nids(&m->heard);
+  drop_large_nids(&m->ask);
+}
+void for_version1(PingRep* m) {
+  drop_large(&m->lead);
+  drop_large_nids(&m->servers);
+}
+void for_version1(ReportReq* m) {
+  std::erase_if(m->peers, [](const Unreachable& u) { return u.nid.is_large(); });
+}
+void for_version1(NotifyReq* m) {
+  drop_large(&m->events);
+  drop_large(&m->fenced);
+}
+void for_version1(StatusTable* m) {
+  for (StatusNode& n : m->nodes) drop_large_nids(&n.nids);
+}
+void for_version1(MeshSyncReq* m) { drop_large(&m->cells, &m->nis); }
+void for_version1(MeshSyncRep* m) { drop_large(&m->targets); }
+void for_version1(MeshMatrix* m) {
+  for (MeshRow& r : m->rows) drop_large(&r.cells, &r.nis);
+}
+
 Buffer encode(const RegisterReq& m) {
   Writer w;
   w.str(m.name);
@@ -177,9 +212,9 @@ Buffer encode(const PingReq& m) {
   w.u32(m.id);
   w.u64(m.instance);
   w.u32(static_cast<uint32_t>(m.heard.size()));
-  for (uint64_t n : m.heard) w.u64(n);
+  for (const Nid& n : m.heard) w.nid(n);
   w.u32(static_cast<uint32_t>(m.ask.size()));
-  for (uint64_t n : m.ask) w.u64(n);
+  for (const Nid& n : m.ask) w.nid(n);
   return w.take();
 }
 
@@ -190,7 +225,7 @@ Buffer encode(const PingRep& m) {
   w.u64(m.mgs_instance);
   w.lead(m.lead);
   w.u32(static_cast<uint32_t>(m.servers.size()));
-  for (uint64_t n : m.servers) w.u64(n);
+  for (const Nid& n : m.servers) w.nid(n);
   return w.take();
 }
 
@@ -200,7 +235,7 @@ Buffer encode(const ReportReq& m) {
   w.u64(m.instance);
   w.u32(static_cast<uint32_t>(m.peers.size()));
   for (const Unreachable& u : m.peers) {
-    w.u64(u.nid);
+    w.nid(u.nid);
     w.u8(static_cast<uint8_t>(u.kind));
   }
   return w.take();
@@ -227,7 +262,7 @@ Buffer encode(const RelayReq& m) {
   Writer w;
   write_notify(w, m.notify);
   w.u32(static_cast<uint32_t>(m.targets.size()));
-  for (uint64_t n : m.targets) w.u64(n);
+  for (const Nid& n : m.targets) w.nid(n);
   return w.take();
 }
 
@@ -357,10 +392,10 @@ Result<PingReq> decode_ping_req(std::span<const uint8_t> b) {
   m.instance = r.u64();
   size_t n = r.count(8);
   m.heard.reserve(n);
-  for (size_t i = 0; i < n && r.ok(); ++i) m.heard.push_back(r.u64());
+  for (size_t i = 0; i < n && r.ok(); ++i) m.heard.push_back(r.nid());
   size_t asks = r.count(8);
   if (asks > kMaxRoleAsks) return Status(Code::kProtocol, "MGS_PING asks of too many NIDs");
-  for (size_t i = 0; i < asks && r.ok(); ++i) m.ask.push_back(r.u64());
+  for (size_t i = 0; i < asks && r.ok(); ++i) m.ask.push_back(r.nid());
   return finish_decode(r, std::move(m), "MGS_PING");
 }
 
@@ -375,7 +410,7 @@ Result<PingRep> decode_ping_rep(std::span<const uint8_t> b) {
   m.lead = r.lead();
   size_t n = r.count(8);
   if (n > kMaxRoleAsks) return Status(Code::kProtocol, "MGS_PING reply names too many servers");
-  for (size_t i = 0; i < n && r.ok(); ++i) m.servers.push_back(r.u64());
+  for (size_t i = 0; i < n && r.ok(); ++i) m.servers.push_back(r.nid());
   return finish_decode(r, std::move(m), "MGS_PING reply");
 }
 
@@ -389,7 +424,7 @@ Result<ReportReq> decode_report_req(std::span<const uint8_t> b) {
   m.peers.reserve(n);
   for (size_t i = 0; i < n && r.ok(); ++i) {
     Unreachable u;
-    u.nid = r.u64();
+    u.nid = r.nid();
     uint8_t k = r.u8();
     if (k >= kNumHealthKinds) return Status(Code::kProtocol, "MGS_REPORT with an unknown kind");
     u.kind = static_cast<HealthKind>(k);
@@ -448,7 +483,7 @@ Result<RelayReq> decode_relay_req(std::span<const uint8_t> b) {
   size_t n = r.count(8);
   if (n > kMaxRelayTargets) return Status(Code::kProtocol, "MGS_RELAY names too many targets");
   m.targets.reserve(n);
-  for (size_t i = 0; i < n && r.ok(); ++i) m.targets.push_back(r.u64());
+  for (size_t i = 0; i < n && r.ok(); ++i) m.targets.push_back(r.nid());
   if (r.ok() && m.targets.empty()) return Status(Code::kProtocol, "MGS_RELAY without targets");
   return finish_decode(r, std::move(m), "MGS_RELAY");
 }

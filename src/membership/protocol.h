@@ -67,7 +67,7 @@ struct NodeEvent {
 struct Leadership {
   uint64_t epoch = 0;
   bool not_leader = false;
-  uint64_t leader = 0;
+  std::optional<Nid> leader;  // the MGS that leads, when this one does not and knows it
   bool operator==(const Leadership&) const = default;
 };
 
@@ -84,11 +84,11 @@ struct RegisterRep {
 struct PingReq {
   uint32_t id = 0;
   uint64_t instance = 0;
-  std::vector<uint64_t> heard;  // servers: packed NIDs of clients heard this period
+  std::vector<Nid> heard;  // servers: NIDs of clients heard this period
   // Clients: peers it talked to whose role it does not know (packed NIDs, at most
   // kMaxRoleAsks): the reply says which are servers' (issue 36: no node is sent the whole
   // server list -- at 2,000 servers that was 46 KB a registration).
-  std::vector<uint64_t> ask;
+  std::vector<Nid> ask;
 };
 inline constexpr size_t kMaxRoleAsks = 64;
 
@@ -102,15 +102,15 @@ struct PingRep {
   PingStatus status = PingStatus::kOk;
   uint64_t generation = 0;
   uint64_t mgs_instance = 0;
-  Leadership lead;                // not_leader: status and the rest are not the leader's
-  std::vector<uint64_t> servers;  // of the ping's `ask`, the NIDs of servers
+  Leadership lead;           // not_leader: status and the rest are not the leader's
+  std::vector<Nid> servers;  // of the ping's `ask`, the NIDs of servers
 };
 
 // A node tells the MGS of peers it cannot reach: their NIDs failed to connect or timed
 // out (the health kind says which) and sent it nothing since. The MGS verifies each with
 // its own ping before it believes it. The reply is a PingRep (kUnknown: register again).
 struct Unreachable {
-  uint64_t nid = 0;  // packed
+  Nid nid;
   HealthKind kind = HealthKind::kNone;
   bool operator==(const Unreachable&) const = default;
 };
@@ -137,7 +137,7 @@ struct NotifyReq {
 // reach. One message of the MGS's reaches up to notify_relay_fanout clients.
 struct RelayReq {
   NotifyReq notify;
-  std::vector<uint64_t> targets;  // packed NIDs, one per client
+  std::vector<Nid> targets;  // one NID per client
 };
 struct RelayRep {
   std::vector<uint32_t> failed;  // indices into targets, ascending
@@ -272,6 +272,22 @@ struct MeshMatrix {
   std::vector<MeshRow> rows;
 };
 inline constexpr uint32_t kMaxMeshPage = 1000;
+
+// What a peer of wire version 1 may be sent (docs/wire_format.md, "Large NIDs"): the
+// message without its large (IPv6) NIDs, which such a peer cannot decode. A node's NID list
+// keeps its IPv4 NIDs (it may be left empty: a node that peer cannot reach); a NID of its
+// own -- a mesh cell's path, an NI, a server asked about, a leader -- goes with its entry.
+void drop_large_nids(std::vector<Nid>* v);
+void for_version1(RegisterReq* m);
+void for_version1(RegisterRep* m);
+void for_version1(PingReq* m);
+void for_version1(PingRep* m);
+void for_version1(ReportReq* m);
+void for_version1(NotifyReq* m);
+void for_version1(StatusTable* m);
+void for_version1(MeshSyncReq* m);
+void for_version1(MeshSyncRep* m);
+void for_version1(MeshMatrix* m);
 
 Buffer encode(const RegisterReq& m);
 Buffer encode(const RegisterRep& m);

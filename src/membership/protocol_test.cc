@@ -27,7 +27,7 @@ TEST(MembershipProtocol, RoundTripsAndRefusesGarbage) {
   longer.data()[b.size()] = 0;
   EXPECT_FALSE(decode_register_req(longer.span()).ok());
   // A list count larger than the bytes behind it allocates nothing and fails.
-  PingReq p{7, 9, {1, 2, 3}};
+  PingReq p{7, 9, {Nid::ipv4(1), Nid::ipv4(2), Nid::ipv4(3)}};
   Buffer pb = encode(p);
   pb.data()[12] = 0xff;  // the count's low byte
   EXPECT_FALSE(decode_ping_req(pb.span()).ok());
@@ -69,25 +69,25 @@ TEST(MembershipProtocol, RoundTripsAndRefusesGarbage) {
 // A client asks the roles of peers on its ping; the answer names the servers among them.
 // More than kMaxRoleAsks either way is refused.
 TEST(MembershipProtocol, RoleAsksRoundTripAndAreBounded) {
-  PingReq p{7, 9, {}, {11, 12, 13}};
+  PingReq p{7, 9, {}, {Nid::ipv4(11), Nid::ipv4(12), Nid::ipv4(13)}};
   auto pb = decode_ping_req(encode(p).span());
   ASSERT_TRUE(pb.ok());
-  EXPECT_EQ(pb->ask, (std::vector<uint64_t>{11, 12, 13}));
+  EXPECT_EQ(pb->ask, (std::vector<Nid>{Nid::ipv4(11), Nid::ipv4(12), Nid::ipv4(13)}));
   PingRep r;
-  r.servers = {12};
+  r.servers = {Nid::ipv4(12)};
   auto rb = decode_ping_rep(encode(r).span());
   ASSERT_TRUE(rb.ok());
-  EXPECT_EQ(rb->servers, std::vector<uint64_t>{12});
-  p.ask.assign(kMaxRoleAsks + 1, 5);
+  EXPECT_EQ(rb->servers, std::vector<Nid>{Nid::ipv4(12)});
+  p.ask.assign(kMaxRoleAsks + 1, Nid::ipv4(5));
   EXPECT_FALSE(decode_ping_req(encode(p).span()).ok());
-  r.servers.assign(kMaxRoleAsks + 1, 5);
+  r.servers.assign(kMaxRoleAsks + 1, Nid::ipv4(5));
   EXPECT_FALSE(decode_ping_rep(encode(r).span()).ok());
   // A registration's answer is small whatever the cluster: no server list.
   EXPECT_LT(encode(RegisterRep{}).size(), 64u);
 }
 
 TEST(MembershipProtocol, LeadershipRoundTripsOnEveryAnswerAndRefusesGarbage) {
-  const uint64_t leader = nid("10.0.0.2@tcp").pack();
+  const Nid leader = nid("10.0.0.2@tcp");
   RegisterRep rr;
   rr.lead = Leadership{41, true, leader};
   auto r = decode_register_rep(encode(rr).span());
@@ -95,7 +95,7 @@ TEST(MembershipProtocol, LeadershipRoundTripsOnEveryAnswerAndRefusesGarbage) {
   EXPECT_EQ(r->lead, rr.lead);
   PingRep pr;
   pr.generation = 3;
-  pr.lead = Leadership{42, false, 0};
+  pr.lead = Leadership{42, false, std::nullopt};
   auto p = decode_ping_rep(encode(pr).span());
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->lead, pr.lead);
@@ -118,8 +118,8 @@ TEST(MembershipProtocol, LeadershipRoundTripsOnEveryAnswerAndRefusesGarbage) {
 TEST(MembershipProtocol, ReportRoundTripsAndRefusesGarbage) {
   ReportReq r{4,
               9,
-              {{nid("10.0.0.3@tcp").pack(), HealthKind::kPeerNiConnectError},
-               {nid("10.1.0.3@tcp1").pack(), HealthKind::kPeerNiUnreachable}}};
+              {{nid("10.0.0.3@tcp"), HealthKind::kPeerNiConnectError},
+               {nid("10.1.0.3@tcp1"), HealthKind::kPeerNiUnreachable}}};
   Buffer b = encode(r);
   auto back = decode_report_req(b.span());
   ASSERT_TRUE(back.ok()) << back.status().to_string();
@@ -168,6 +168,58 @@ TEST(MembershipProtocol, StatusTableRoundTripsAndRefusesGarbage) {
   ASSERT_TRUE(v.ok());
   EXPECT_TRUE(v->nodes[1].verifying);
   EXPECT_FALSE(v->nodes[1].heard_by_report);
+}
+
+// Large NIDs in membership messages: each in its marked wire form, which decodes back; a
+// release without them refuses the message (the marked word is no NID to it); what a
+// version-1 peer is sent has none (for_version1).
+TEST(MembershipProtocol, LargeNidsRoundTripAndAreLeftOutForVersion1Peers) {
+  const Nid v4 = *Nid::parse("198.18.0.5@tcp"), v6 = *Nid::parse("2001:2::5@tcp");
+  RegisterReq q{"oss6", kRoleServer, {v6, v4}, 9, false};
+  Buffer b = encode(q);
+  EXPECT_EQ(b.size(), encode(RegisterReq{"oss6", kRoleServer, {v4, v4}, 9, false}).size() + 16);
+  auto back = decode_register_req(b.span());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->nids, q.nids);
+  for (size_t n = 0; n < b.size(); ++n) EXPECT_FALSE(decode_register_req(b.span().first(n)).ok());
+  for_version1(&q);
+  EXPECT_EQ(q.nids, (std::vector<Nid>{v4}));
+  EXPECT_EQ(encode(q).size(), encode(RegisterReq{"oss6", kRoleServer, {v4}, 9, false}).size());
+
+  StatusTable t;
+  t.nodes.push_back(StatusNode{1, "c6", kRoleClient, NodeState::kUp, {v6}});
+  t.nodes.push_back(StatusNode{2, "c4", kRoleClient, NodeState::kUp, {v4, v6}});
+  auto tb = decode_status_rep(encode(t).span());
+  ASSERT_TRUE(tb.ok());
+  EXPECT_EQ(tb->nodes[0].nids, (std::vector<Nid>{v6}));
+  for_version1(&t);
+  ASSERT_EQ(t.nodes.size(), 2u) << "the table keeps its nodes (and its paging)";
+  EXPECT_TRUE(t.nodes[0].nids.empty());
+  EXPECT_EQ(t.nodes[1].nids, (std::vector<Nid>{v4}));
+
+  MeshSyncReq m{"c4", {}, {MeshNi{v4, 1000, 0, 0}, MeshNi{v6, 1000, 0, 0}}};
+  MeshCell small, large;
+  small.local = small.peer = v4;
+  large.local = v6;
+  large.peer = *Nid::parse("2001:2::6@tcp");
+  m.cells = {small, large};
+  auto mb = decode_mesh_sync_req(encode(m).span());
+  ASSERT_TRUE(mb.ok()) << mb.status().to_string();
+  EXPECT_EQ(mb->cells, m.cells);
+  for_version1(&m);
+  EXPECT_EQ(m.cells, (std::vector<MeshCell>{small}));
+  ASSERT_EQ(m.nis.size(), 1u);
+  EXPECT_EQ(m.nis[0].nid, v4);
+
+  PingRep r;
+  r.lead = Leadership{3, true, v6};
+  r.servers = {v4, v6};
+  auto rb = decode_ping_rep(encode(r).span());
+  ASSERT_TRUE(rb.ok());
+  EXPECT_EQ(rb->lead.leader, v6);
+  for_version1(&r);
+  EXPECT_FALSE(r.lead.leader);
+  EXPECT_EQ(r.servers, (std::vector<Nid>{v4}));
 }
 
 }  // namespace

@@ -68,6 +68,7 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
       // The release the node named in the handshake of the connection this came on
       // (none from a node of wire version 1).
       std::optional<WireSession> w = net_.wire_of(req.from);
+      const bool large = net_.takes_large_nids(req.from);
       MutexLock lk(mu_);
       Leadership l = leadership_locked();
       RegisterRep r;
@@ -76,29 +77,37 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
         releases_[r.id] = w ? w->peer_release : std::string();
       }
       r.lead = l;
+      if (!large) for_version1(&r);
       return r;
     });
-    serve(rpc_, kMgsPingRpc, [this](PingReq&& q, RpcRequest&) -> Result<PingRep> {
+    serve(rpc_, kMgsPingRpc, [this](PingReq&& q, RpcRequest& req) -> Result<PingRep> {
+      const bool large = net_.takes_large_nids(req.from);
       MutexLock lk(mu_);
       Leadership l = leadership_locked();
       PingRep r;
       if (!l.not_leader) r = mgs_->on_ping(q, clock_.now());
       r.lead = l;
+      if (!large) for_version1(&r);
       return r;
     });
-    serve(rpc_, kMgsReportRpc, [this](ReportReq&& q, RpcRequest&) -> Result<PingRep> {
+    serve(rpc_, kMgsReportRpc, [this](ReportReq&& q, RpcRequest& req) -> Result<PingRep> {
+      const bool large = net_.takes_large_nids(req.from);
       MutexLock lk(mu_);
       Leadership l = leadership_locked();
       PingRep r;
       if (!l.not_leader) r = mgs_->on_report(q, clock_.now());
       r.lead = l;
+      if (!large) for_version1(&r);
       return r;
     });
-    serve(rpc_, kMgsStatusRpc, [this](PageReq&& q, RpcRequest&) -> Result<StatusTable> {
+    serve(rpc_, kMgsStatusRpc, [this](PageReq&& q, RpcRequest& req) -> Result<StatusTable> {
+      const bool large = net_.takes_large_nids(req.from);
       MutexLock lk(mu_);
       Leadership l = leadership_locked();
       if (l.not_leader) return not_leading(l);
-      return table_locked(q.offset, std::min<uint32_t>(q.limit, kMaxStatusPage));
+      StatusTable t = table_locked(q.offset, std::min<uint32_t>(q.limit, kMaxStatusPage));
+      if (!large) for_version1(&t);
+      return t;
     });
     serve(rpc_, kMgsReleasesRpc, [this](PageReq&& q, RpcRequest&) -> Result<ReleasesPage> {
       MutexLock lk(mu_);
@@ -122,6 +131,7 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
     o.max_skips = static_cast<int>(std::max<int64_t>(0, cfg.membership.ping_miss_limit - 1));
     o.instance = instance_;
     o.unreachable_reports = cfg.membership.unreachable_reports;
+    o.takes_large_nids = [this](const Nid& mgs) { return net_.takes_large_nids(mgs); };
     request_timeout_ = std::min<Duration>(tt, o.period());
     agent_ = std::make_unique<AgentCore>(o);
   }
@@ -185,13 +195,8 @@ void MembershipService::relay(RelayReq&& q, const Nid& from, TypedResponder<Rela
   CallOptions co;
   co.timeout = notify_timeout_ / 2;  // the MGS waits notify_timeout_ for the whole round
   for (uint32_t k = 0; k < q.targets.size(); ++k) {
-    Result<Nid> to = Nid::unpack(q.targets[k]);
-    if (!to.ok()) {
-      round->done(k, false);
-      continue;
-    }
     call_encoded_async(
-        rpc_, kMgsNotifyRpc, *to, Buffer::copy_of(payload.span()),
+        rpc_, kMgsNotifyRpc, q.targets[k], Buffer::copy_of(payload.span()),
         [round, k](Result<Empty> r) { round->done(k, r.ok()); }, co);
   }
 }
@@ -220,10 +225,9 @@ void MembershipService::register_self_locked() {
 }
 
 Status MembershipService::not_leading(const Leadership& l) {
-  auto leader = Nid::unpack(l.leader);
   return Status(Code::kRejected,
                 "this MGS does not lead (leader: " +
-                    (leader.ok() ? leader->to_string() : std::string("none known")) + ", epoch " +
+                    (l.leader ? l.leader->to_string() : std::string("none known")) + ", epoch " +
                     std::to_string(l.epoch) + ")");
 }
 
@@ -257,8 +261,7 @@ Leadership MembershipService::leadership_locked() {
   l.not_leader = true;
   auto leader = v.role == LeaderLease::Role::kFollower ? Nid::parse(v.leader)
                                                        : Result<Nid>(Status(Code::kNotFound, ""));
-  if (leader.ok() && !(!cfg_.nets.empty() && *leader == cfg_.nets[0].nid))
-    l.leader = leader->pack();
+  if (leader.ok() && !(!cfg_.nets.empty() && *leader == cfg_.nets[0].nid)) l.leader = *leader;
   return l;
 }
 
@@ -379,12 +382,11 @@ void MembershipService::act_on(const std::vector<NodeEvent>& events, const std::
   }
 }
 
-std::vector<uint64_t> MembershipService::peers_heard_since(
-    std::unordered_map<uint64_t, uint64_t>& seen) {
-  std::vector<uint64_t> v;
+std::vector<Nid> MembershipService::peers_heard_since(std::unordered_map<Nid, uint64_t>& seen) {
+  std::vector<Nid> v;
   for (const NiInfo& p : net_.peers()) {
-    uint64_t& last = seen[p.nid.pack()];
-    if (p.recv_count > last) v.push_back(p.nid.pack());
+    uint64_t& last = seen[p.nid];
+    if (p.recv_count > last) v.push_back(p.nid);
     last = p.recv_count;
   }
   return v;
@@ -393,7 +395,7 @@ std::vector<uint64_t> MembershipService::peers_heard_since(
 TimePoint MembershipService::last_server_contact(TimePoint now) {
   if (now < next_contact_sample_) return server_contact_;
   next_contact_sample_ = now + std::chrono::seconds(1);
-  for (uint64_t nid : peers_heard_since(contact_seen_)) {
+  for (const Nid& nid : peers_heard_since(contact_seen_)) {
     AgentCore::Role role = agent_->role_of(nid);
     if (role == AgentCore::Role::kServer) server_contact_ = now;
     if (role == AgentCore::Role::kUnknown) agent_->ask_role(nid);  // answered by the next ping
@@ -529,7 +531,7 @@ void MembershipService::send_report(TimePoint now) {
   for (const NiInfo& p : net_.peers()) {
     if (net_.peer_dead(p.nid)) continue;  // the MGS has told us already
     auto errors = [&](HealthKind k) { return p.errors[static_cast<size_t>(k)]; };
-    samples.push_back({p.nid.pack(), errors(HealthKind::kPeerNiConnectError),
+    samples.push_back({p.nid, errors(HealthKind::kPeerNiConnectError),
                        errors(HealthKind::kPeerNiUnreachable), p.recv_count});
   }
   {
@@ -554,17 +556,41 @@ void MembershipService::send_notifications(std::vector<MgsCore::Outgoing> outs) 
     CallOptions co;
     co.timeout = notify_timeout_;
     uint64_t token = o.token;
-    if (!o.targets.empty()) {           // through a server, to many clients
+    // A node of wire version 1 is told of no large NID (docs/wire_format.md, "Large NIDs").
+    const bool large = net_.takes_large_nids(o.nids[0]);
+    if (!large) for_version1(&o.req);
+    if (!o.targets.empty()) {  // through a server, to many clients
+      // Clients a version-1 relay cannot be told of (a large first NID) fail at once, by
+      // their positions; the rest go, their failures mapped back to theirs.
+      std::vector<uint32_t> sent, cut;
+      std::vector<Nid> targets;
+      for (uint32_t i = 0; i < o.targets.size(); ++i) {
+        if (!large && o.targets[i].is_large()) {
+          cut.push_back(i);
+          continue;
+        }
+        sent.push_back(i);
+        targets.push_back(o.targets[i]);
+      }
+      if (targets.empty()) {
+        after_notification(token, true, std::move(cut));
+        continue;
+      }
       co.attempt_timeout = co.timeout;  // the server rightly holds it while a client is slow
       call_async(
-          rpc_, kMgsRelayRpc, o.nids[0], RelayReq{std::move(o.req), std::move(o.targets)},
-          [this, token, via = o.nids[0]](Result<RelayRep> r) {
+          rpc_, kMgsRelayRpc, o.nids[0], RelayReq{std::move(o.req), std::move(targets)},
+          [this, token, via = o.nids[0], sent = std::move(sent),
+           cut = std::move(cut)](Result<RelayRep> r) mutable {
             if (!r.ok())
               PFS_LOG_LIMITED(spdlog::level::info, "membership: relay failed",
                               "membership: relaying through {} failed: {}", via.to_string(),
                               r.status().to_string());
-            after_notification(token, r.ok(),
-                               r.ok() ? std::move(r->failed) : std::vector<uint32_t>{});
+            std::vector<uint32_t> failed = std::move(cut);
+            if (r.ok())
+              for (uint32_t k : r->failed)
+                if (k < sent.size()) failed.push_back(sent[k]);
+            std::sort(failed.begin(), failed.end());
+            after_notification(token, r.ok(), r.ok() ? std::move(failed) : std::vector<uint32_t>{});
           },
           co);
       continue;

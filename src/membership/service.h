@@ -103,8 +103,7 @@ class MembershipService final : public NodePart {
   void relay(RelayReq&& q, const Nid& from, TypedResponder<RelayRep> resp) EXCLUDES(mu_);
   // Peer NIDs that sent us something since the last look through `seen` (their receive
   // counters moved): a server's heard-from report, a client's contact with servers.
-  std::vector<uint64_t> peers_heard_since(std::unordered_map<uint64_t, uint64_t>& seen)
-      REQUIRES(mu_);
+  std::vector<Nid> peers_heard_since(std::unordered_map<Nid, uint64_t>& seen) REQUIRES(mu_);
   TimePoint last_server_contact(TimePoint now) REQUIRES(mu_);
   // The table slice [offset, offset+limit).
   StatusTable table_locked(uint32_t offset, uint32_t limit) const REQUIRES(mu_);
@@ -141,7 +140,7 @@ class MembershipService final : public NodePart {
   Status leadership_error_;                   // a bad endpoint: start() fails with it
   uint64_t table_epoch_ GUARDED_BY(mu_) = 0;  // the epoch mgs_'s table is of
   // Peer NID -> receive count at the last look: for heard-from reports, for server contact.
-  std::unordered_map<uint64_t, uint64_t> rx_seen_ GUARDED_BY(mu_), contact_seen_ GUARDED_BY(mu_);
+  std::unordered_map<Nid, uint64_t> rx_seen_ GUARDED_BY(mu_), contact_seen_ GUARDED_BY(mu_);
   TimePoint server_contact_ GUARDED_BY(mu_){};
   TimePoint next_contact_sample_ GUARDED_BY(mu_){};
   TimePoint next_report_sample_ GUARDED_BY(mu_){};

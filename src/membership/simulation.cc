@@ -19,7 +19,7 @@ class CpuTimer {
 
 Nid MembershipSim::nid_of(int i, bool server) {
   Nid n;
-  n.addr = (server ? (11u << 24) : (10u << 24)) + static_cast<uint32_t>(i) + 1;
+  n.set_ipv4((server ? (11u << 24) : (10u << 24)) + static_cast<uint32_t>(i) + 1);
   return n;
 }
 
@@ -36,7 +36,7 @@ MembershipSim::MembershipSim(SimOptions o) : opts_(o), rng_(o.seed) {
   mgs_opts_ = mo;
   mgs_ = std::make_unique<MgsCore>(mo, mgs_instance_);
   Nid mgs_nid;
-  mgs_nid.addr = (12u << 24) + 1;
+  mgs_nid.set_ipv4((12u << 24) + 1);
   int n = o.servers + o.clients;
   for (int i = 0; i < n; ++i) {
     bool server = i < o.servers;
@@ -80,10 +80,8 @@ void MembershipSim::push(Duration after, Event e) {
   q_.push(std::move(e));
 }
 
-int MembershipSim::agent_of_nid(uint64_t packed) const {
-  Result<Nid> n = Nid::unpack(packed);
-  if (!n.ok()) return -1;
-  uint32_t net = n->addr >> 24, i = (n->addr & 0xffffff) - 1;
+int MembershipSim::agent_of_nid(const Nid& n) const {
+  uint32_t net = n.ipv4() >> 24, i = (n.ipv4() & 0xffffff) - 1;
   if (net == 11 && i < uint32_t(opts_.servers)) return int(i);
   if (net == 10 && i < uint32_t(opts_.clients)) return opts_.servers + int(i);
   return -1;
@@ -318,7 +316,7 @@ void MembershipSim::handle(Event& e) {
       std::uniform_int_distribution<int> pick(0, opts_.servers - 1);
       int s = pick(rng_);
       if (alive_[s]) {
-        heard_[s].push_back(agents_[i]->options().nids[0].pack());
+        heard_[s].push_back(agents_[i]->options().nids[0]);
         contact_[i] = now;
       }
       push(opts_.activity, Ev::kActivity, i);

@@ -108,7 +108,7 @@ class MembershipSim {
   void push(Duration after, Ev type, int node, std::shared_ptr<Buffer> payload = nullptr,
             uint64_t token = 0, AgentCore::Kind kind = AgentCore::Kind::kPing);
   void push(Duration after, Event e);
-  int agent_of_nid(uint64_t packed) const;
+  int agent_of_nid(const Nid& n) const;
   // An MGS_RELAY a server is passing on: the MGS's token, targets still to answer.
   struct RelayRound {
     uint64_t token = 0;
@@ -130,9 +130,9 @@ class MembershipSim {
   std::vector<std::unique_ptr<AgentCore>> agents_;  // servers first, then clients
   std::vector<bool> alive_;
   std::vector<bool> wake_pending_;
-  std::vector<std::vector<uint64_t>> heard_;  // per server: clients heard since its ping
-  std::vector<TimePoint> contact_;            // per client: last exchange with a server
-  std::vector<int> agent_of_id_;              // MGS id -> agent index
+  std::vector<std::vector<Nid>> heard_;  // per server: clients heard since its ping
+  std::vector<TimePoint> contact_;       // per client: last exchange with a server
+  std::vector<int> agent_of_id_;         // MGS id -> agent index
   std::priority_queue<Event, std::vector<Event>, std::greater<>> q_;
   uint64_t seq_ = 0;
   std::mt19937_64 rng_;

@@ -48,7 +48,7 @@ NetOptions NetOptions::from(const Config& cfg) {
   o.max_reconnect = std::chrono::milliseconds(cfg.lnet.max_reconnect_ms);
   o.checksum = cfg.lnet.checksum;
   o.conns_per_peer = cfg.lnet.conns_per_peer;
-  for (const NetConfig& n : cfg.nets) o.ports[n.nid.pack()] = n.port;
+  for (const NetConfig& n : cfg.nets) o.ports[n.nid] = n.port;
   return o;
 }
 
@@ -80,7 +80,7 @@ Net::Net(NetOptions opts, std::vector<Nid> local_nids, Clock& clock,
   int64_t wall = unix_ms(clock_.wall_now());
   std::vector<LocalNi*> nis;
   for (const Nid& n : local_nids_) {
-    auto it = opts_.ports.find(n.pack());
+    auto it = opts_.ports.find(n);
     auto ni = std::make_unique<LocalNi>(n, it == opts_.ports.end() ? 7988 : it->second, now, wall);
     ni->tx_credits = ni->min_credits = opts_.credits;
     nis.push_back(ni.get());
@@ -249,7 +249,7 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
   }
   if (err.ok() && dpni->dead.load() && !strict) {
     MutexLock lk(dead_mu_);
-    err = Status(Code::kPeerDead, dead_why_[dpni->nid.pack()]);
+    err = Status(Code::kPeerDead, dead_why_[dpni->nid]);
   }
   if (err.ok() && !p) p = select(*dpni);
   if (err.ok() && !p) {
@@ -272,8 +272,8 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
   }
   m->path = p;
   OutFrame& fr = *m->frame;
-  fr.hdr.src_nid = p->ni->nid.pack();
-  fr.hdr.dst_nid = p->pni->nid.pack();
+  fr.hdr.src_nid = p->ni->nid;
+  fr.hdr.dst_nid = p->pni->nid;
   if (checksum_.load(std::memory_order_relaxed) && !(fr.hdr.flags & kFlagDataCrc) &&
       (fr.hdr.kind == FrameKind::kRequest || fr.hdr.kind == FrameKind::kReply)) {
     le::put<uint32_t>(fr.seal,
@@ -364,7 +364,7 @@ void Net::back_off_locked(Path& p, TimePoint now, const Status& why) {
   // Jittered to 50-100% of the interval, so clients of a server that went away do not all
   // come back at once: a hash of the path and the time (splitmix64's finalizer), which
   // differs from client to client and failure to failure, and repeats on a manual clock.
-  uint64_t r = p.ni->nid.pack() * 0x9e3779b97f4a7c15ull ^ p.pni->nid.pack() ^
+  uint64_t r = nid_seed(p.ni->nid) * 0x9e3779b97f4a7c15ull ^ nid_seed(p.pni->nid) ^
                static_cast<uint64_t>(now.time_since_epoch().count());
   r = (r ^ (r >> 30)) * 0xbf58476d1ce4e5b9ull;
   r = (r ^ (r >> 27)) * 0x94d049bb133111ebull;
@@ -602,8 +602,8 @@ void Net::TxMsg::on_tx_done(const Status& s, const TxTimes& t) {
   tt.conn_id = conn_id;
   Status st = s;
   if (path) {
-    tt.local_nid = path->ni->nid.pack();
-    tt.peer_nid = path->pni->nid.pack();
+    tt.local_nid = path->ni->nid;
+    tt.peer_nid = path->pni->nid;
     LocalNi& ni = *path->ni;
     PeerNi& pni = *path->pni;
     if (s.ok()) {
@@ -672,7 +672,7 @@ TimePoint Net::fault_hold(const Connection& c, const OutFrame& f) {
   auto v = faults_.judge(FaultRule::Action::kDelay, c.local_nid(), c.peer_nid(), f.hdr.msg_type,
                          f.hdr.kind == FrameKind::kReply, clock_.now());
   if (v.kind != FaultInjector::Verdict::Kind::kDelay) return TimePoint{};
-  if (Path* p = table_->find_path(c.local_nid().pack(), c.peer_nid().pack())) {
+  if (Path* p = table_->find_path(c.local_nid(), c.peer_nid())) {
     p->ni->counters.faults.fetch_add(v.injected);
     p->pni->counters.faults.fetch_add(v.injected);
   }

@@ -151,9 +151,9 @@ struct NetOptions {
   // Reconnect backoff (lnet.min_reconnect_ms, lnet.max_reconnect_ms).
   Duration min_reconnect = std::chrono::seconds(1);
   Duration max_reconnect = std::chrono::seconds(60);
-  bool checksum = true;                // lnet.checksum: seal requests and replies (wire/data_crc.h)
-  int64_t conns_per_peer = 1;          // lnet.conns_per_peer: bulk connections per TCP path
-  std::map<uint64_t, uint16_t> ports;  // packed local NID -> port; peers use the same port
+  bool checksum = true;           // lnet.checksum: seal requests and replies (wire/data_crc.h)
+  int64_t conns_per_peer = 1;     // lnet.conns_per_peer: bulk connections per TCP path
+  std::map<Nid, uint16_t> ports;  // local NID -> port; peers use the same port
 
   static NetOptions from(const Config& cfg);
   // Credits owed before an explicit credit frame is sent: half the window, at least 1,
@@ -308,6 +308,10 @@ class Net final : public TransportEvents {
   // the peer's release), from any local NI's path; nullopt while none is open. Cheap: no
   // snapshot of every peer.
   std::optional<WireSession> wire_of(const Nid& nid) const;
+  // Whether `nid` may be told of large (IPv6) NIDs: it is one itself (only a release that
+  // has them listens on one), or its open connection speaks wire version 2. A version-1
+  // peer, or one not connected yet, is not (docs/wire_format.md, "Large NIDs").
+  bool takes_large_nids(const Nid& nid) const;
   const std::vector<Nid>& local_nids() const { return local_nids_; }
   Clock& clock() { return clock_; }
   int64_t credits() const { return credits_.load(std::memory_order_relaxed); }
@@ -489,7 +493,7 @@ class Net final : public TransportEvents {
   std::vector<PeerNi*> recovering_ GUARDED_BY(recovery_mu_);  // peer NIs below full health
   mutable Mutex dead_mu_;
   // Packed peer NID -> why it is dead.
-  std::unordered_map<uint64_t, std::string> dead_why_ GUARDED_BY(dead_mu_);
+  std::unordered_map<Nid, std::string> dead_why_ GUARDED_BY(dead_mu_);
 
   std::unique_ptr<Transport> transport_;
   std::atomic<bool> shut_{false};

@@ -125,7 +125,7 @@ void Net::on_frame(Connection& c, InFrame&& f) {
   pni.counters.recv_bytes.fetch_add(bytes, std::memory_order_relaxed);
   cs->path->recv_count.fetch_add(1, std::memory_order_relaxed);
   cs->path->recv_bytes.fetch_add(bytes, std::memory_order_relaxed);
-  if (f.hdr.dst_nid != ni.nid.pack()) {
+  if (f.hdr.dst_nid != ni.nid) {
     ni.counters.drops.fetch_add(1);
     PFS_LOG_WARN("dropping frame on {} addressed to another NID", c.describe());
     return;
@@ -144,8 +144,7 @@ void Net::on_frame(Connection& c, InFrame&& f) {
 
 std::optional<Buffer> Net::bulk_sink(Connection& c, const FrameHeader& h) {
   ConnState* cs = conn_state(c);
-  if (!cs || !rx_ || h.kind != FrameKind::kReply || h.dst_nid != cs->ni->nid.pack())
-    return std::nullopt;
+  if (!cs || !rx_ || h.kind != FrameKind::kReply || h.dst_nid != cs->ni->nid) return std::nullopt;
   return rx_->reply_memory(h, [conn = cs->conn] {
     if (ConnectionPtr c = conn.lock())
       c->close(Status(Code::kCancelled, "a reply's caller gave up while it was received"));
@@ -455,9 +454,9 @@ void Net::set_peer_dead(const Nid& nid, bool dead, const std::string& why) {
     {
       MutexLock lk(dead_mu_);
       if (dead)
-        dead_why_[x->nid.pack()] = why;
+        dead_why_[x->nid] = why;
       else
-        dead_why_.erase(x->nid.pack());
+        dead_why_.erase(x->nid);
       x->dead.store(dead);
     }
     if (!dead) continue;

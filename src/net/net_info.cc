@@ -109,6 +109,12 @@ std::optional<WireSession> Net::wire_of(const Nid& nid) const {
   return std::nullopt;
 }
 
+bool Net::takes_large_nids(const Nid& nid) const {
+  if (nid.is_large()) return true;
+  std::optional<WireSession> w = wire_of(nid);
+  return w && w->version >= 2;
+}
+
 std::vector<NiInfo> Net::peers(bool kernel_tcp) const {
   std::vector<NiInfo> v;
   std::vector<PeerNi*> pnis;

@@ -87,8 +87,10 @@ struct Net::TxMsg final : TxCompletion {
   PFSNET_THREAD_FREE_LIST(TxMsg)
 };
 
+// Whether NIs `a` and `b` can form a path: the same network, and -- an @tcp network may
+// hold IPv4 and IPv6 NIs alike, as LNet's does -- the same address family.
 inline bool same_net(const Nid& a, const Nid& b) {
-  return a.type == b.type && a.net_num == b.net_num;
+  return a.type == b.type && a.net_num == b.net_num && a.addr_len == b.addr_len;
 }
 
 inline bool is_local_kind(HealthKind k) {

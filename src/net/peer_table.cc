@@ -6,7 +6,7 @@ namespace pfsnet {
 
 Net::PeerNi* Net::PeerTable::find(const Nid& nid) const {
   ReaderLock lk(mu_);
-  auto it = peer_nis_.find(nid.pack());
+  auto it = peer_nis_.find(nid);
   return it == peer_nis_.end() ? nullptr : it->second.get();
 }
 
@@ -17,7 +17,7 @@ Net::PeerNi* Net::PeerTable::get(const Nid& nid) {
 }
 
 Net::PeerNi* Net::PeerTable::create_locked(const Nid& nid) {
-  auto& slot = peer_nis_[nid.pack()];
+  auto& slot = peer_nis_[nid];
   if (slot) return slot.get();
   slot = std::make_unique<PeerNi>(nid, clock_.now(), unix_ms(clock_.wall_now()));
   peers_.push_back(std::make_unique<Peer>());
@@ -30,13 +30,13 @@ Net::PeerNi* Net::PeerTable::create_locked(const Nid& nid) {
 }
 
 Net::Path* Net::PeerTable::path(LocalNi& ni, PeerNi& pni) {
-  if (Path* p = find_path(ni.nid.pack(), pni.nid.pack())) return p;
+  if (Path* p = find_path(ni.nid, pni.nid)) return p;
   WriterLock lk(mu_);
   return path_locked(ni, pni);
 }
 
 Net::Path* Net::PeerTable::path_locked(LocalNi& ni, PeerNi& pni) {
-  auto& slot = paths_[{ni.nid.pack(), pni.nid.pack()}];
+  auto& slot = paths_[{ni.nid, pni.nid}];
   if (!slot) {
     slot = std::make_unique<Path>(&ni, &pni);
     ni.paths.push_back(slot.get());
@@ -45,7 +45,7 @@ Net::Path* Net::PeerTable::path_locked(LocalNi& ni, PeerNi& pni) {
   return slot.get();
 }
 
-Net::Path* Net::PeerTable::find_path(uint64_t local, uint64_t peer) const {
+Net::Path* Net::PeerTable::find_path(const Nid& local, const Nid& peer) const {
   ReaderLock lk(mu_);
   auto it = paths_.find({local, peer});
   return it == paths_.end() ? nullptr : it->second.get();

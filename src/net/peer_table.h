@@ -35,7 +35,7 @@ class Net::PeerTable {
   // The path `ni` -> `pni` (created if missing). REQUIRES: same network.
   Path* path(LocalNi& ni, PeerNi& pni);
   // The path between two packed NIDs; null when unknown.
-  Path* find_path(uint64_t local, uint64_t peer) const;
+  Path* find_path(const Nid& local, const Nid& peer) const;
   // `pni`'s peer announced `nids` (its every NID, in its order): those on our networks
   // become NIs of that peer, merging peers that were thought apart.
   void discover(PeerNi& pni, const std::vector<Nid>& nids);
@@ -73,9 +73,9 @@ class Net::PeerTable {
   const std::vector<LocalNi*> nis_;
   Clock& clock_;
   mutable SharedMutex mu_;
-  std::unordered_map<uint64_t, std::unique_ptr<PeerNi>> peer_nis_ GUARDED_BY(mu_);  // packed NID
+  std::unordered_map<Nid, std::unique_ptr<PeerNi>> peer_nis_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Peer>> peers_ GUARDED_BY(mu_);
-  std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Path>> paths_ GUARDED_BY(mu_);
+  std::map<std::pair<Nid, Nid>, std::unique_ptr<Path>> paths_ GUARDED_BY(mu_);
 };
 
 }  // namespace pfsnet

@@ -11,11 +11,6 @@ namespace {
 
 bool network_cause(SlowCause c) { return c == SlowCause::kSlow || c == SlowCause::kLossy; }
 
-Nid nid_of(uint64_t packed) {
-  auto n = Nid::unpack(packed);
-  return n.ok() ? *n : Nid{};
-}
-
 }  // namespace
 
 std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>& paths,
@@ -26,7 +21,7 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
     double latency_ms = 0, exec_ms = 0;
     bool queueing = false;  // a path of it has a queue standing
   };
-  std::map<uint64_t, Sum> sums;
+  std::map<Nid, Sum> sums;
   // The host's own delay this second: the median smoothed-RTT excess of its TCP paths (once
   // a second, not per path). A path's queue must stand out from it (queue_stands); with
   // fewer than 3 paths there is no telling the host's delay from one path's queue.
@@ -35,8 +30,8 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
     if (f.tcp && f.min_rtt_ms > 0) excess.push_back(f.srtt_ms - f.min_rtt_ms);
   const double host_excess = excess.size() < 3 ? -1.0 : lower_median(excess);
   for (const PathFigures& f : paths) {
-    uint64_t peer = f.peer.pack();
-    PathState& ps = paths_[{f.local.pack(), peer}];
+    const Nid& peer = f.peer;
+    PathState& ps = paths_[{f.local, peer}];
     if (!ps.peer) {
       auto it = peers_.find(peer);
       if (it == peers_.end())
@@ -90,7 +85,7 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
     smp.segs_out = pe.segs_out;
     smp.retrans = pe.retrans;
     smp.queueing = sum.queueing;
-    auto m = medians_.find(peer >> 32);
+    auto m = medians_.find(peer.net());
     SlowCause was = pe.tracker.cause();
     bool was_degraded = pe.tracker.degraded();
     auto ch = pe.tracker.add(smp, now, m == medians_.end() ? 0 : m->second);
@@ -100,7 +95,7 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
     else if (!pe.tracker.degraded() && was_degraded)
       --degraded_;
     SlownessChange c;
-    c.nid = nid_of(peer);
+    c.nid = peer;
     c.cause = ch->degraded ? ch->cause : SlowCause::kNone;
     c.was = was;
     c.evidence = ch->evidence.text();
@@ -115,9 +110,9 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
 void SlownessBoard::update_medians(TimePoint now) {
   if (now < medians_due_) return;
   medians_due_ = now + std::chrono::seconds(opts_.tracker.window);
-  std::map<uint64_t, std::vector<double>> by_net;
+  std::map<uint32_t, std::vector<double>> by_net;
   for (const auto& [peer, pe] : peers_)
-    if (double w = pe->tracker.window_latency_ms(); w > 0) by_net[peer >> 32].push_back(w);
+    if (double w = pe->tracker.window_latency_ms(); w > 0) by_net[peer.net()].push_back(w);
   medians_.clear();
   // With one peer NI alone on its network there is nothing to compare it with.
   for (auto& [net, v] : by_net)
@@ -129,10 +124,10 @@ std::vector<SlownessChange> SlownessBoard::local_changes(TimePoint now) {
   // network cause.
   Duration window = std::chrono::seconds(opts_.tracker.window);
   struct Count {
-    std::set<uint64_t> reached, degraded;
+    std::set<Nid> reached, degraded;
     std::map<SlowCause, int> causes;
   };
-  std::map<uint64_t, Count> counts;
+  std::map<Nid, Count> counts;
   for (const auto& [key, ps] : paths_) {
     auto [local, peer] = key;
     Count& c = counts[local];
@@ -156,12 +151,12 @@ std::vector<SlownessChange> SlownessBoard::local_changes(TimePoint now) {
     else
       locals_[local] = now_cause;
     SlownessChange ch;
-    ch.nid = nid_of(local);
+    ch.nid = local;
     ch.local = true;
     ch.cause = now_cause;
     ch.was = was;
     std::string names;
-    for (uint64_t p : c.degraded) names += (names.empty() ? "" : ", ") + nid_of(p).to_string();
+    for (const Nid& p : c.degraded) names += (names.empty() ? "" : ", ") + p.to_string();
     ch.evidence =
         fmt::format("{} of the {} peer NIs reached through it are degraded{}{}", c.degraded.size(),
                     c.reached.size(), names.empty() ? "" : ": ", names);
@@ -171,7 +166,7 @@ std::vector<SlownessChange> SlownessBoard::local_changes(TimePoint now) {
 }
 
 bool SlownessBoard::wants(const Nid& local, const Nid& peer, uint64_t bytes) const {
-  auto it = paths_.find({local.pack(), peer.pack()});
+  auto it = paths_.find({local, peer});
   if (it == paths_.end() || it->second.bytes != bytes) return true;
   return it->second.peer->tracker.degraded();
 }
@@ -180,18 +175,18 @@ std::vector<Nid> SlownessBoard::degraded_peers() const {
   std::vector<Nid> v;
   if (degraded_ == 0) return v;
   for (const auto& [peer, pe] : peers_)
-    if (pe->tracker.degraded()) v.push_back(nid_of(peer));
+    if (pe->tracker.degraded()) v.push_back(peer);
   std::sort(v.begin(), v.end());
   return v;
 }
 
 const SlownessTracker* SlownessBoard::tracker(const Nid& peer) const {
-  auto it = peers_.find(peer.pack());
+  auto it = peers_.find(peer);
   return it == peers_.end() ? nullptr : &it->second->tracker;
 }
 
 SlowCause SlownessBoard::local_cause(const Nid& local) const {
-  auto it = locals_.find(local.pack());
+  auto it = locals_.find(local);
   return it == locals_.end() ? SlowCause::kNone : it->second;
 }
 

@@ -104,16 +104,11 @@ class SlownessBoard {
   void update_medians(TimePoint now);
 
   SlownessBoardOptions opts_;
-  struct PairHash {
-    size_t operator()(const std::pair<uint64_t, uint64_t>& p) const noexcept {
-      return std::hash<uint64_t>()(p.first * 0x9E3779B97F4A7C15ULL ^ p.second);
-    }
-  };
   // Hashed: wants() runs for every path every second.
-  std::unordered_map<std::pair<uint64_t, uint64_t>, PathState, PairHash> paths_;  // (local, peer)
-  std::unordered_map<uint64_t, std::unique_ptr<PeerState>> peers_;                // packed peer NID
-  std::map<uint64_t, SlowCause> locals_;  // degraded local NIs
-  std::map<uint64_t, double> medians_;    // network (packed NID >> 32) -> median window latency
+  std::unordered_map<std::pair<Nid, Nid>, PathState> paths_;  // (local, peer)
+  std::unordered_map<Nid, std::unique_ptr<PeerState>> peers_;
+  std::map<Nid, SlowCause> locals_;     // degraded local NIs
+  std::map<uint32_t, double> medians_;  // network (Nid::net) -> median window latency
   TimePoint medians_due_{};
   size_t degraded_ = 0;  // peer NIs degraded now
 };

@@ -31,16 +31,15 @@ std::vector<size_t> mesh_targets(size_t n, size_t self, size_t k, uint64_t epoch
 
 Buffer encode_mesh_mtu_ask(const Nid& probed) {
   ByteWriter w;
-  w.u64(probed.pack());
+  w.nid(probed);
   return w.take();
 }
 
 std::optional<Nid> decode_mesh_mtu_ask(std::span<const uint8_t> b) {
-  if (b.size() != 8) return std::nullopt;
   ByteReader r(b);
-  auto nid = Nid::unpack(r.u64());
-  if (!nid.ok()) return std::nullopt;
-  return *nid;
+  Nid nid = r.nid();
+  if (!r.done()) return std::nullopt;
+  return nid;
 }
 
 Buffer encode_mesh_mtu_answer(uint32_t mtu) {

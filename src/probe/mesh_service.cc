@@ -17,9 +17,10 @@ Duration seconds(double s) {
 }
 
 // Where in [0, period) the probes of path `k` fall: spread by a hash of the path.
-Duration stagger(const std::pair<uint64_t, uint64_t>& k, Duration period) {
+Duration stagger(const std::pair<Nid, Nid>& k, Duration period) {
   if (period <= Duration::zero()) return Duration::zero();
-  uint64_t h = (k.first * 0x9E3779B97F4A7C15ULL) ^ (k.second * 0xC2B2AE3D27D4EB4FULL);
+  uint64_t h =
+      (nid_seed(k.first) * 0x9E3779B97F4A7C15ULL) ^ (nid_seed(k.second) * 0xC2B2AE3D27D4EB4FULL);
   h ^= h >> 29;
   return Duration(static_cast<int64_t>(h % static_cast<uint64_t>(period.count())));
 }
@@ -31,7 +32,7 @@ double mib_s(size_t bytes, Duration t) {
 
 // The MTU of the interface that holds `nid`'s address (0: not this host's, or not known).
 uint32_t mtu_at(const Nid& nid) {
-  auto ifn = LinkMonitor::interface_of(nid.addr);
+  auto ifn = LinkMonitor::interface_of(nid);
   if (!ifn.ok()) return 0;
   auto mtu = LinkMonitor::mtu_of(*ifn);
   return mtu.ok() ? *mtu : 0;
@@ -41,11 +42,11 @@ uint32_t mtu_at(const Nid& nid) {
 
 MeshLinkEnd mesh_link_end(const Nid& local, const Nid& peer) {
   MeshLinkEnd e;
-  auto ifn = LinkMonitor::interface_of(local.addr);
+  auto ifn = LinkMonitor::interface_of(local);
   if (!ifn.ok()) return e;
   auto mtu = LinkMonitor::mtu_of(*ifn);
   if (mtu.ok()) e.mtu = *mtu;
-  auto route = LinkMonitor::route_to(peer.addr, local.addr);
+  auto route = LinkMonitor::route_to(peer, local);
   e.on_link = route.ok() && route->ifname == *ifn && route->gateway.empty();
   return e;
 }
@@ -55,7 +56,7 @@ MeshNiNow mesh_ni_now(const Nid& nid, uint32_t configured_mbit, uint64_t own_tx,
   n.speed_mbit = configured_mbit;
   n.tx_bytes = own_tx;
   n.rx_bytes = own_rx;
-  auto ifn = LinkMonitor::interface_of(nid.addr);
+  auto ifn = LinkMonitor::interface_of(nid);
   if (!ifn.ok()) return n;
   if (n.speed_mbit == 0) {
     auto speed = LinkMonitor::speed_of(*ifn);
@@ -119,12 +120,19 @@ MeshService::MeshService(MeshOptions o, Net& net, RpcEngine& rpc, RpcStats* stat
     MutexLock lk(mu_);
     mgs_ = std::make_unique<MeshMgsCore>(opts_.peers, opts_.rotate_interval_s,
                                          opts_.report_interval, opts_.mgs_sync_rate);
-    serve(rpc_, kMeshSyncRpc, [this](MeshSyncReq&& q, RpcRequest&) -> Result<MeshSyncRep> {
-      MutexLock lk(mu_);
-      return sync_locked(std::move(q), clock_.now());
+    serve(rpc_, kMeshSyncRpc, [this](MeshSyncReq&& q, RpcRequest& r) -> Result<MeshSyncRep> {
+      Result<MeshSyncRep> rep = [&] {
+        MutexLock lk(mu_);
+        return sync_locked(std::move(q), clock_.now());
+      }();
+      if (rep.ok() && !net_.takes_large_nids(r.from)) for_version1(&*rep);
+      return rep;
     });
-    serve(rpc_, kMeshMatrixRpc,
-          [this](PageReq&& q, RpcRequest&) -> Result<MeshMatrix> { return matrix_page(q); });
+    serve(rpc_, kMeshMatrixRpc, [this](PageReq&& q, RpcRequest& r) -> Result<MeshMatrix> {
+      Result<MeshMatrix> m = matrix_page(q);
+      if (m.ok() && !net_.takes_large_nids(r.from)) for_version1(&*m);
+      return m;
+    });
   }
 }
 
@@ -312,6 +320,7 @@ void MeshService::send_sync(TimePoint now) {
   }
   CallOptions o;
   o.timeout = opts_.probe_timeout;
+  if (!net_.takes_large_nids(*mgs)) for_version1(&req);
   call_async(
       rpc_, kMeshSyncRpc, *mgs, req,
       [this, next, mgs = *mgs](Result<MeshSyncRep> rep) {
@@ -348,7 +357,7 @@ void MeshService::set_targets(const std::vector<NodeEvent>& targets, uint64_t ep
     for (const Nid& peer : t.nids)
       for (const Nid& local : net_.local_nids()) {
         if (!same_net(local, peer)) continue;
-        PathKey k{local.pack(), peer.pack()};
+        PathKey k{local, peer};
         auto old = paths_.find(k);
         if (old != paths_.end()) {
           old->second.to = t.name;

@@ -126,7 +126,7 @@ class MeshService final : public NodePart {
     uint32_t local_mtu = 0, peer_mtu = 0;  // the interfaces' at both ends, as last seen
     bool on_link = false;                  // the peer on the local NI's own link
   };
-  using PathKey = std::pair<uint64_t, uint64_t>;
+  using PathKey = std::pair<Nid, Nid>;
   struct NiState {
     explicit NiState(Duration window) : load(window) {}
     MeshNiLoad load;

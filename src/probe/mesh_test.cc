@@ -365,7 +365,7 @@ TEST(MeshProtocolTest, RoundTripsAndRefusesMalformedMessages) {
   many.u32(0);
   many.u32(static_cast<uint32_t>(kMaxMeshNis + 1));
   for (size_t i = 0; i <= kMaxMeshNis; ++i) {
-    many.u64(Nid::parse("198.18.0.7@tcp")->pack());
+    many.nid(*Nid::parse("198.18.0.7@tcp"));
     many.u32(0);
     many.f64(0);
     many.f64(0);

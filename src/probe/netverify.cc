@@ -52,7 +52,7 @@ Buffer encode_nv_info(const NvInfo& v) {
   size_t n = std::min(v.nis.size(), kMaxNvNis);
   w.u32(static_cast<uint32_t>(n));
   for (size_t i = 0; i < n; ++i) {
-    w.u64(v.nis[i].nid.pack());
+    w.nid(v.nis[i].nid);
     w.str(v.nis[i].ifname);
     w.u32(v.nis[i].mtu);
   }
@@ -80,9 +80,7 @@ Result<NvInfo> decode_nv_info(std::span<const uint8_t> b) {
   if (n > kMaxNvNis) r.fail();
   for (size_t i = 0; r.ok() && i < n; ++i) {
     NvNi ni;
-    auto nid = Nid::unpack(r.u64());
-    if (!nid.ok()) r.fail();
-    ni.nid = nid.ok() ? *nid : Nid{};
+    ni.nid = r.nid();
     ni.ifname = r.str();
     ni.mtu = r.u32();
     v.nis.push_back(std::move(ni));
@@ -105,7 +103,7 @@ Result<NvInfo> decode_nv_info(std::span<const uint8_t> b) {
 
 Buffer encode_nv_mtu_send_req(const NvMtuSendReq& v) {
   ByteWriter w;
-  w.u64(v.from.pack());
+  w.nid(v.from);
   w.u16(v.port);
   w.u64(v.token);
   write_sizes(w, v.sizes);
@@ -115,9 +113,7 @@ Buffer encode_nv_mtu_send_req(const NvMtuSendReq& v) {
 Result<NvMtuSendReq> decode_nv_mtu_send_req(std::span<const uint8_t> b) {
   ByteReader r(b);
   NvMtuSendReq v;
-  auto nid = Nid::unpack(r.u64());
-  if (!nid.ok()) r.fail();
-  v.from = nid.ok() ? *nid : Nid{};
+  v.from = r.nid();
   v.port = r.u16();
   v.token = r.u64();
   v.sizes = read_sizes(r);
@@ -142,7 +138,7 @@ Result<NvMtuSendRep> decode_nv_mtu_send_rep(std::span<const uint8_t> b) {
   return finish_decode(r, std::move(v), "NETVERIFY_MTU_SEND reply");
 }
 
-std::vector<uint8_t> encode_nv_datagram(const NvDatagram& d) {
+std::vector<uint8_t> encode_nv_datagram(const NvDatagram& d, uint32_t header) {
   ByteWriter w;
   w.u32(kNvMagic);
   w.u8(static_cast<uint8_t>(d.kind));
@@ -154,11 +150,11 @@ std::vector<uint8_t> encode_nv_datagram(const NvDatagram& d) {
     w.str(d.src);
   }
   std::vector<uint8_t> out(w.bytes().begin(), w.bytes().end());
-  if (d.kind != NvKind::kAck) out.resize(std::max<size_t>(out.size(), d.size - kNvIpUdpHeader));
+  if (d.kind != NvKind::kAck) out.resize(std::max<size_t>(out.size(), d.size - header));
   return out;
 }
 
-Result<NvDatagram> decode_nv_datagram(std::span<const uint8_t> b) {
+Result<NvDatagram> decode_nv_datagram(std::span<const uint8_t> b, uint32_t header) {
   ByteReader r(b);
   if (r.u32() != kNvMagic || !r.ok()) return Status(Code::kProtocol, "not a netverify datagram");
   NvDatagram d;
@@ -174,7 +170,7 @@ Result<NvDatagram> decode_nv_datagram(std::span<const uint8_t> b) {
     d.src = r.str();
     return finish_decode(r, std::move(d), "netverify ack");
   }
-  if (d.size < kNvMinPacket || d.size > kNvMaxPacket || b.size() + kNvIpUdpHeader != d.size)
+  if (d.size < kNvMinPacket || d.size > kNvMaxPacket || b.size() + header != d.size)
     return Status(Code::kProtocol, "netverify probe whose length is not its size");
   return d;
 }

@@ -52,9 +52,14 @@ namespace pfsnet {
 
 inline constexpr uint32_t kNvMagic = 0x564e4650;  // "PFNV"
 inline constexpr uint32_t kNvIpUdpHeader = 28;    // IPv4 (20) + UDP (8): packet = payload + 28
-inline constexpr uint32_t kNvMinPacket = 576;     // every IPv4 path carries this
-inline constexpr uint32_t kNvMaxPacket = 65535;   // the largest IPv4 packet
-inline constexpr size_t kNvMaxSizes = 32;         // sizes in one ladder or request
+inline constexpr uint32_t kNvIp6UdpHeader = 48;   // IPv6 (40) + UDP (8)
+// The IP and UDP headers of a datagram between NIs of `nid`'s family.
+inline uint32_t nv_ip_udp_header(const Nid& nid) {
+  return nid.is_large() ? kNvIp6UdpHeader : kNvIpUdpHeader;
+}
+inline constexpr uint32_t kNvMinPacket = 576;    // every IPv4 path carries this
+inline constexpr uint32_t kNvMaxPacket = 65535;  // the largest IPv4 packet
+inline constexpr size_t kNvMaxSizes = 32;        // sizes in one ladder or request
 
 // One NI of the answering node.
 struct NvNi {
@@ -124,9 +129,10 @@ struct NvDatagram {
 };
 // The datagram's bytes, padded with zeros to size - 28 for a probe or reverse probe.
 // REQUIRES: a probe's size is at least kNvMinPacket and at most kNvMaxPacket.
-std::vector<uint8_t> encode_nv_datagram(const NvDatagram& d);
+// `header`: the IP and UDP headers' bytes, which a probe's size counts (nv_ip_udp_header).
+std::vector<uint8_t> encode_nv_datagram(const NvDatagram& d, uint32_t header = kNvIpUdpHeader);
 // Refuses a wrong magic, an unknown kind, and a probe whose length is not its size - 28.
-Result<NvDatagram> decode_nv_datagram(std::span<const uint8_t> b);
+Result<NvDatagram> decode_nv_datagram(std::span<const uint8_t> b, uint32_t header = kNvIpUdpHeader);
 
 // The sizes to try from a sender with interface MTU `sender_mtu` to a receiver with
 // `receiver_mtu` (0: unknown): the common steps (576, 1280, 1500, 4096, 9000) and both MTUs,

@@ -44,17 +44,38 @@ NvTcp nv_tcp(const Config& c) {
 
 using std::chrono::milliseconds;
 
-sockaddr_in sock_addr(uint32_t addr, uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(addr);
-  a.sin_port = htons(port);
+// A socket address of a NID's address (IPv4 or IPv6) and a port.
+struct SockAddr {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&ss); }
+  int family() const { return ss.ss_family; }
+};
+
+SockAddr sock_addr(const Nid& nid, uint16_t port) {
+  SockAddr a;
+  if (nid.addr_len == 16) {
+    auto* s6 = reinterpret_cast<sockaddr_in6*>(&a.ss);
+    s6->sin6_family = AF_INET6;
+    std::memcpy(s6->sin6_addr.s6_addr, nid.addr.data(), 16);
+    s6->sin6_port = htons(port);
+    a.len = sizeof(sockaddr_in6);
+  } else {
+    auto* s4 = reinterpret_cast<sockaddr_in*>(&a.ss);
+    s4->sin_family = AF_INET;
+    s4->sin_addr.s_addr = htonl(nid.ipv4());
+    s4->sin_port = htons(port);
+    a.len = sizeof(sockaddr_in);
+  }
   return a;
 }
 
-std::string addr_string(const in_addr& a) {
-  char b[INET_ADDRSTRLEN] = {};
-  ::inet_ntop(AF_INET, &a, b, sizeof b);
+std::string addr_string(const sockaddr_storage& a) {
+  char b[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET6)
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr, b, sizeof b);
+  else
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&a)->sin_addr, b, sizeof b);
   return b;
 }
 
@@ -78,33 +99,52 @@ class UdpSocket {
   }
   int fd() const { return fd_; }
 
-  Status open(uint32_t addr, uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  Status open(const Nid& nid, uint16_t port) {
+    SockAddr a = sock_addr(nid, port);
+    fd_ = ::socket(a.family(), SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd_ < 0) return Status(Code::kInternal, errno_text("socket"));
-    int probe = IP_PMTUDISC_PROBE, on = 1;
-    if (::setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &probe, sizeof probe) < 0 ||
-        ::setsockopt(fd_, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) < 0)
-      return Status(Code::kInternal, errno_text("setsockopt"));
-    sockaddr_in a = sock_addr(addr, port);
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0)
-      return Status(Code::kInternal, errno_text("bind"));
+    int on = 1;
+    bool ok;
+    if (a.family() == AF_INET6) {
+      int probe = IPV6_PMTUDISC_PROBE;
+      ok = ::setsockopt(fd_, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &probe, sizeof probe) == 0 &&
+           ::setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof on) == 0 &&
+           ::setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) == 0;
+    } else {
+      int probe = IP_PMTUDISC_PROBE;
+      ok = ::setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &probe, sizeof probe) == 0 &&
+           ::setsockopt(fd_, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) == 0;
+    }
+    if (!ok) return Status(Code::kInternal, errno_text("setsockopt"));
+    if (::bind(fd_, a.get(), a.len) < 0) return Status(Code::kInternal, errno_text("bind"));
     return Status::Ok();
   }
   uint16_t port() const {
-    sockaddr_in a{};
+    sockaddr_storage a{};
     socklen_t n = sizeof a;
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &n);
-    return ntohs(a.sin_port);
+    return a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port)
+                                   : ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+  }
+  // The IP and UDP headers' bytes of this socket's datagrams.
+  static uint32_t header(int fd) {
+    sockaddr_storage a{};
+    socklen_t n = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+    return a.ss_family == AF_INET6 ? kNvIp6UdpHeader : kNvIpUdpHeader;
   }
   // 0, or the errno of the send (EMSGSIZE: over the interface's MTU).
-  static int send_to(int fd, const std::vector<uint8_t>& d, const sockaddr_in& to) {
-    ssize_t n =
-        ::sendto(fd, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to);
+  static int send_to(int fd, const std::vector<uint8_t>& d, const sockaddr* to, socklen_t len) {
+    ssize_t n = ::sendto(fd, d.data(), d.size(), 0, to, len);
     return n < 0 ? errno : 0;
+  }
+  static int send_to(int fd, const std::vector<uint8_t>& d, const SockAddr& to) {
+    return send_to(fd, d, to.get(), to.len);
   }
   struct Got {
     std::vector<uint8_t> bytes;
-    sockaddr_in from{};
+    sockaddr_storage from{};
+    socklen_t from_len = 0;
     std::string arrival_if, arrival_dst;
   };
   // One datagram, waiting at most `wait`; nothing when none came.
@@ -114,7 +154,7 @@ class UdpSocket {
     Got g;
     g.bytes.resize(kNvMaxPacket);
     iovec iov{g.bytes.data(), g.bytes.size()};
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(in_pktinfo))];
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(in6_pktinfo))];
     msghdr m{};
     m.msg_name = &g.from;
     m.msg_namelen = sizeof g.from;
@@ -124,15 +164,26 @@ class UdpSocket {
     m.msg_controllen = sizeof ctl;
     ssize_t n = ::recvmsg(fd, &m, 0);
     if (n < 0) return std::nullopt;
+    g.from_len = m.msg_namelen;
     g.bytes.resize(static_cast<size_t>(n));
-    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+    auto arrived = [&g](unsigned ifindex, int family, const void* dst) {
+      char name[IF_NAMESIZE] = {};
+      if (::if_indextoname(ifindex, name)) g.arrival_if = name;
+      char b[INET6_ADDRSTRLEN] = {};
+      ::inet_ntop(family, dst, b, sizeof b);
+      g.arrival_dst = b;
+    };
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
       if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
         in_pktinfo pi;
         std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
-        char name[IF_NAMESIZE] = {};
-        if (::if_indextoname(static_cast<unsigned>(pi.ipi_ifindex), name)) g.arrival_if = name;
-        g.arrival_dst = addr_string(pi.ipi_addr);
+        arrived(static_cast<unsigned>(pi.ipi_ifindex), AF_INET, &pi.ipi_addr);
+      } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+        in6_pktinfo pi;
+        std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
+        arrived(pi.ipi6_ifindex, AF_INET6, &pi.ipi6_addr);
       }
+    }
     return g;
   }
 
@@ -141,16 +192,16 @@ class UdpSocket {
 };
 
 // TCP connect from `local` to `peer`:`port` within `timeout`.
-Status connect_port(uint32_t local, uint32_t peer, uint16_t port, Duration timeout) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+Status connect_port(const Nid& local, const Nid& peer, uint16_t port, Duration timeout) {
+  SockAddr me = sock_addr(local, 0), to = sock_addr(peer, port);
+  int fd = ::socket(me.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return Status(Code::kInternal, errno_text("socket"));
-  sockaddr_in me = sock_addr(local, 0), to = sock_addr(peer, port);
-  std::string target = addr_string(to.sin_addr) + ":" + std::to_string(port);
+  std::string target = peer.is_large() ? "[" + addr_string(to.ss) + "]:" + std::to_string(port)
+                                       : addr_string(to.ss) + ":" + std::to_string(port);
   Status s = Status::Ok();
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof me) < 0) {
+  if (::bind(fd, me.get(), me.len) < 0) {
     s = Status(Code::kInternal, errno_text("bind to the local NI's address"));
-  } else if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) < 0 &&
-             errno != EINPROGRESS) {
+  } else if (::connect(fd, to.get(), to.len) < 0 && errno != EINPROGRESS) {
     s = Status(Code::kUnreachable, "connect to " + target + ": " + std::strerror(errno));
   } else {
     pollfd p{fd, POLLOUT, 0};
@@ -172,7 +223,7 @@ Status connect_port(uint32_t local, uint32_t peer, uint16_t port, Duration timeo
 NvNi ni_of(const Nid& nid) {
   NvNi n;
   n.nid = nid;
-  auto ifn = LinkMonitor::interface_of(nid.addr);
+  auto ifn = LinkMonitor::interface_of(nid);
   if (ifn.ok()) {
     n.ifname = *ifn;
     auto mtu = LinkMonitor::mtu_of(*ifn);
@@ -190,13 +241,15 @@ NvPath path_to(const Nid& peer) {
 // NETVERIFY_INFO's request names the NID it was sent to: the route back is from that
 // address.
 Buffer encode_asked(const Nid& n) {
-  Buffer b(8);
-  le::put<uint64_t>(b.data(), n.pack());
-  return b;
+  ByteWriter w;
+  w.nid(n);
+  return w.take();
 }
 Result<Nid> decode_asked(std::span<const uint8_t> b) {
-  if (b.size() != 8) return Status(Code::kProtocol, "malformed NETVERIFY_INFO request");
-  return Nid::unpack(le::get<uint64_t>(b.data()));
+  ByteReader r(b);
+  Nid n = r.nid();
+  if (!r.done()) return Status(Code::kProtocol, "malformed NETVERIFY_INFO request");
+  return n;
 }
 // What a node says of itself: name, clock, credits, TCP settings, NIs, the route back.
 const RpcMethod<Nid, NvInfo> kInfoRpc{.type = kMsgNetverifyInfo,
@@ -233,7 +286,7 @@ NetverifyService::NetverifyService(Net& net, RpcEngine& rpc, LiveConfig& cfg, Cl
     v.max_bulk = c.max_bulk();
     v.tcp = nv_tcp(c);
     for (const NetConfig& n : c.nets) v.nis.push_back(ni_of(n.nid));
-    auto route = LinkMonitor::route_to(req.from.addr, asked.addr);
+    auto route = LinkMonitor::route_to(req.from, asked);
     if (route.ok()) {
       v.route_if = route->ifname;
       v.route_gateway = route->gateway;
@@ -245,14 +298,19 @@ NetverifyService::NetverifyService(Net& net, RpcEngine& rpc, LiveConfig& cfg, Cl
     if (std::find(mine.begin(), mine.end(), q.from) == mine.end())
       return Status(Code::kInvalidArgument, q.from.to_string() + " is not an NI here");
     UdpSocket s;
-    Status st = s.open(q.from.addr, 0);
+    Status st = s.open(q.from, 0);
     if (!st.ok()) return st;
     // Only to the address that asked, over the authenticated connection.
-    sockaddr_in to = sock_addr(req.from.addr, q.port);
+    if (req.from.addr_len != q.from.addr_len)
+      return Status(Code::kInvalidArgument, "asked from " + req.from.to_string() +
+                                                " to send from " + q.from.to_string() +
+                                                ": another address family");
+    SockAddr to = sock_addr(req.from, q.port);
+    const uint32_t header = nv_ip_udp_header(q.from);
     NvMtuSendRep rep;
     for (uint32_t size : q.sizes) {
       NvDatagram d{NvKind::kReverse, q.token, size, {}, {}, {}};
-      std::vector<uint8_t> bytes = encode_nv_datagram(d);
+      std::vector<uint8_t> bytes = encode_nv_datagram(d, header);
       int err = 0;
       for (int i = 0; i < 3; ++i) err = UdpSocket::send_to(s.fd(), bytes, to);
       (err == EMSGSIZE ? rep.too_big : rep.sent).push_back(size);
@@ -267,7 +325,7 @@ Status NetverifyService::start(TimerQueue&) {
   Config c = cfg_.get();
   for (const NetConfig& n : c.nets) {
     UdpSocket s;
-    Status st = s.open(n.nid.addr, n.port);
+    Status st = s.open(n.nid, n.port);
     if (!st.ok()) {
       PFS_LOG_WARN("netverify: no UDP responder on {} port {}: {}", n.nid.to_string(), n.port,
                    st.message());
@@ -301,12 +359,14 @@ void NetverifyService::respond() {
       for (int i = 0; i < 64; ++i) {
         auto g = UdpSocket::recv(x.fd, milliseconds(0));
         if (!g) break;
-        auto d = decode_nv_datagram(g->bytes);
+        const uint32_t header = UdpSocket::header(x.fd);
+        auto d = decode_nv_datagram(g->bytes, header);
         if (!d.ok() || d->kind != NvKind::kProbe) continue;
         NvDatagram ack{
-            NvKind::kAck,  d->token,       static_cast<uint32_t>(g->bytes.size() + kNvIpUdpHeader),
-            g->arrival_if, g->arrival_dst, addr_string(g->from.sin_addr)};
-        UdpSocket::send_to(x.fd, encode_nv_datagram(ack), g->from);
+            NvKind::kAck,  d->token,       static_cast<uint32_t>(g->bytes.size() + header),
+            g->arrival_if, g->arrival_dst, addr_string(g->from)};
+        UdpSocket::send_to(x.fd, encode_nv_datagram(ack, header),
+                           reinterpret_cast<const sockaddr*>(&g->from), g->from_len);
       }
     }
   }
@@ -333,7 +393,7 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
   co.via = std::make_pair(local.nid, peer);
 
   // port, handshake and round trip
-  p.port = connect_port(local.nid.addr, peer.addr, local.port, req.timeout);
+  p.port = connect_port(local.nid, peer, local.port, req.timeout);
   double best = 0;
   for (int i = 0; i < 5; ++i) {
     RpcReply r = rpc_.call(peer, kMsgPing, Buffer(), nullptr, co);
@@ -366,7 +426,7 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
 
   // MTU: out (acks from its responder), then back (its reverse probes to our socket)
   UdpSocket s;
-  Status st = s.open(local.nid.addr, 0);
+  Status st = s.open(local.nid, 0);
   // How long datagrams may take to come back once sent: a collection ends as soon as every
   // size is in, so only a size that does not cross waits this long (a loaded host's
   // responder may be slow to run).
@@ -387,7 +447,7 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
             std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now());
         auto g = UdpSocket::recv(s.fd(), std::max(milliseconds(1), left));
         if (!g) continue;
-        auto d = decode_nv_datagram(g->bytes);
+        auto d = decode_nv_datagram(g->bytes, nv_ip_udp_header(local.nid));
         if (!d.ok() || d->token != token || d->kind != kind) continue;
         if (std::find(crossed.begin(), crossed.end(), d->size) == crossed.end())
           crossed.push_back(d->size);
@@ -398,18 +458,18 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
         } else {
           dir.arrival_if = g->arrival_if;
           dir.arrival_dst = g->arrival_dst;
-          dir.src = addr_string(g->from.sin_addr);
+          dir.src = addr_string(g->from);
         }
       }
     };
     // out
     std::vector<uint32_t> ladder = nv_mtu_ladder(p.local_mtu ? p.local_mtu : 1500, peer_mtu);
-    uint64_t token = next_token_.fetch_add(1) ^ (uint64_t(local.nid.addr) << 32);
-    sockaddr_in to = sock_addr(peer.addr, local.port);
+    uint64_t token = next_token_.fetch_add(1) ^ (nid_seed(local.nid) << 32);
+    SockAddr to = sock_addr(peer, local.port);
     std::vector<uint32_t> tried, crossed;
     for (uint32_t size : ladder) {
       NvDatagram d{NvKind::kProbe, token, size, {}, {}, {}};
-      auto bytes = encode_nv_datagram(d);
+      auto bytes = encode_nv_datagram(d, nv_ip_udp_header(local.nid));
       int err = 0;
       for (int i = 0; i < 3; ++i) err = UdpSocket::send_to(s.fd(), bytes, to);
       if (err == 0) tried.push_back(size);
@@ -420,7 +480,7 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
     NvMtuSendReq q;
     q.from = peer;
     q.port = s.port();
-    q.token = next_token_.fetch_add(1) ^ (uint64_t(peer.addr) << 32);
+    q.token = next_token_.fetch_add(1) ^ (nid_seed(peer) << 32);
     q.sizes = nv_mtu_ladder(peer_mtu ? peer_mtu : 1500, p.local_mtu);
     Result<NvMtuSendRep> rep = call(rpc_, kMtuSendRpc, peer, q, co);
     if (!rep.ok()) {

@@ -7,7 +7,7 @@ namespace pfsnet {
 void Fence::evict(const std::vector<Nid>& nids, const std::string& why) {
   {
     MutexLock lk(mu_);
-    for (const Nid& n : nids) evicted_[n.pack()] = why;
+    for (const Nid& n : nids) evicted_[n] = why;
     count_.store(evicted_.size(), std::memory_order_relaxed);
   }
   tell(FenceEvent{FenceEvent::kEvicted, nids, why});
@@ -17,7 +17,7 @@ void Fence::readmit(const std::vector<Nid>& nids) {
   size_t was = 0;
   {
     MutexLock lk(mu_);
-    for (const Nid& n : nids) was += evicted_.erase(n.pack());
+    for (const Nid& n : nids) was += evicted_.erase(n);
     count_.store(evicted_.size(), std::memory_order_relaxed);
   }
   if (was > 0) tell(FenceEvent{FenceEvent::kReadmitted, nids, ""});
@@ -34,7 +34,7 @@ void Fence::self_evicted(const std::string& why) {
 std::optional<std::string> Fence::evicted(const Nid& peer) const {
   if (count_.load(std::memory_order_relaxed) == 0) return std::nullopt;
   MutexLock lk(mu_);
-  auto it = evicted_.find(peer.pack());
+  auto it = evicted_.find(peer);
   if (it == evicted_.end()) return std::nullopt;
   return it->second;
 }

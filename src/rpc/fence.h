@@ -61,8 +61,8 @@ class Fence {
   void tell(const FenceEvent& e) EXCLUDES(mu_);
 
   mutable Mutex mu_;
-  std::unordered_map<uint64_t, std::string> evicted_ GUARDED_BY(mu_);  // packed NID -> why
-  std::atomic<size_t> count_{0};                                       // evicted_.size()
+  std::unordered_map<Nid, std::string> evicted_ GUARDED_BY(mu_);  // NID -> why
+  std::atomic<size_t> count_{0};                                  // evicted_.size()
   std::vector<std::pair<int, Listener>> listeners_ GUARDED_BY(mu_);
   int next_id_ GUARDED_BY(mu_) = 0;
 };

@@ -113,7 +113,7 @@ void HealthMonitor::judge_cpu(TimePoint now) {
 }
 
 void HealthMonitor::second(TimePoint now) {
-  std::map<std::pair<uint64_t, uint64_t>, RpcStats::PathLatency> lat;
+  std::map<std::pair<Nid, Nid>, RpcStats::PathLatency> lat;
   if (stats_)
     for (const RpcStats::PathLatency& p : stats_->take_path_latency())
       lat[{p.local_ni, p.peer_ni}] = p;
@@ -135,7 +135,7 @@ void HealthMonitor::second(TimePoint now) {
     f.retrans = s.tcp_total.retrans - std::min(s.tcp_total.spurious, s.tcp_total.retrans);
     f.srtt_ms = s.srtt_ms;
     f.min_rtt_ms = s.min_rtt_ms;
-    if (auto it = lat.find({s.local.pack(), s.peer.pack()}); it != lat.end()) {
+    if (auto it = lat.find({s.local, s.peer}); it != lat.end()) {
       f.rpcs = it->second.count;
       f.latency_ms = it->second.latency_ms;
       f.exec_ms = it->second.exec_ms;
@@ -169,7 +169,7 @@ void HealthMonitor::second(TimePoint now) {
 }
 
 void HealthMonitor::probe(const Nid& local, const Nid& peer) {
-  std::pair<uint64_t, uint64_t> key{local.pack(), peer.pack()};
+  std::pair<Nid, Nid> key{local, peer};
   {
     MutexLock lk(mu_);
     if (!probing_.insert(key).second) return;  // the last pair is still out

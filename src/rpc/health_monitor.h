@@ -94,7 +94,7 @@ class HealthMonitor {
   std::atomic<uint64_t> cpu_wait_ms_{0}, cpu_starved_{0}, cpu_starved_ms_{0};
   mutable Mutex mu_;
   CpuState cpu_state_ GUARDED_BY(mu_);
-  std::set<std::pair<uint64_t, uint64_t>> probing_ GUARDED_BY(mu_);  // paths with probes out
+  std::set<std::pair<Nid, Nid>> probing_ GUARDED_BY(mu_);  // paths with probes out
 };
 
 }  // namespace pfsnet

@@ -396,7 +396,7 @@ class KindsTest : public TwoNodes {
   // The count of `s` for node `dst` over every second held.
   int64_t count(const Nid& dst, NodeStat s) {
     StatsQuery q;
-    q.node = dst.pack();
+    q.node = dst;
     int64_t n = 0;
     for (const NodeReport& r : stats_.query(q).nodes)
       for (const auto& [stat, view] : r.stats)

@@ -228,7 +228,7 @@ size_t ReplyCache::retire_if(const std::function<bool(const Client&)>& pred) {
   return n;
 }
 
-size_t ReplyCache::evict(uint64_t client) {
+size_t ReplyCache::evict(const Nid& client) {
   size_t n = retire_if([client](const Client& c) { return c.from == client; });
   counts_.evicted_clients += n;
   return n;

@@ -50,6 +50,7 @@
 
 #include <pfsnet/buffer.h>
 #include <pfsnet/clock.h>
+#include <pfsnet/nid.h>
 
 #include <cstdint>
 #include <deque>
@@ -103,8 +104,8 @@ struct SavedReply {
 // The path a reply goes back on: the client's NID it came from and the local NI it came
 // in on (packed).
 struct ReplyPath {
-  uint64_t from = 0;
-  uint64_t local = 0;
+  Nid from;   // the client's NI
+  Nid local;  // this server's NI the request came in on
 };
 
 enum class Admit { kRun, kRunning, kSaved, kFinished, kOverWindow, kUnknown, kBeforeStart };
@@ -156,7 +157,7 @@ class ReplyCache {
   void done(uint64_t incarnation, const DoneAck& d, TimePoint now);
   // Lets go every incarnation whose last request came from `client` (packed NID), as for
   // an evicted client. Returns how many.
-  size_t evict(uint64_t client);
+  size_t evict(const Nid& client);
   // Forgets incarnations not heard from within `idle`. Returns how many.
   size_t expire(TimePoint now);
 
@@ -176,7 +177,7 @@ class ReplyCache {
     uint64_t done_upper = 0;     // ... and every one below this not in `open` (DONE)
     std::vector<uint64_t> open;  // sorted, in [done_below, done_upper)
     uint64_t max_xid = 0;
-    uint64_t from = 0;  // the NID its latest request came from
+    Nid from;  // the NID its latest request came from
     size_t bytes = 0;
     TimePoint last;
     std::map<uint64_t, Entry> entries;

@@ -8,7 +8,7 @@ namespace {
 using std::chrono::seconds;
 
 constexpr uint64_t kInc = 0x1234;
-const ReplyPath kRail1{1, 11}, kRail2{2, 22};
+const ReplyPath kRail1{Nid::ipv4(1), Nid::ipv4(11)}, kRail2{Nid::ipv4(2), Nid::ipv4(22)};
 const TimePoint kT0{};
 
 std::shared_ptr<const SavedReply> reply(uint64_t xid, std::string_view text, size_t bulk = 0) {

@@ -69,7 +69,7 @@ RpcClient::RpcClient(Net& net, const RpcOptions& opts, const std::atomic<RpcStat
   MutexLock lk(mu_);
   max_in_flight_ = opts_.max_rpcs_in_flight;
   for (const auto& [nid, n] : opts_.peer_rpcs_in_flight)
-    peer_limits_[nid.pack()] = std::max<int64_t>(1, n);
+    peer_limits_[nid] = std::max<int64_t>(1, n);
 }
 
 RpcClient::~RpcClient() = default;
@@ -83,7 +83,7 @@ size_t RpcClient::pending() const {
 
 std::pair<int64_t, size_t> RpcClient::target_load(const Nid& dst) const {
   MutexLock lk(mu_);
-  auto it = targets_.find(dst.pack());
+  auto it = targets_.find(dst);
   if (it == targets_.end()) return {0, 0};
   return {it->second->in_flight, it->second->queue.size()};
 }
@@ -218,11 +218,11 @@ RpcReply RpcClient::call(const Nid& dst, uint32_t type, Buffer payload, BulkData
 }
 
 RpcClient::Target& RpcClient::target_locked(const Nid& dst) {
-  auto& t = targets_[dst.pack()];
+  auto& t = targets_[dst];
   if (!t) {
     t = std::make_unique<Target>();
     t->dst = dst;
-    auto own = peer_limits_.find(dst.pack());
+    auto own = peer_limits_.find(dst);
     if (own != peer_limits_.end()) t->limit = own->second;
   }
   return *t;
@@ -547,15 +547,14 @@ void RpcClient::complete(const CallPtr& c, const Delivery& d) {
     r.send_ns = (t.write_done - t.write_start).count();
     r.receive_ns = (t.reply_complete - t.reply_first_byte).count();
     r.latency_ns = c->reply.latency().count();
-    r.node = c->dst.pack();
+    r.node = c->dst;
     r.local_ni = d.sent_on;
     r.peer_ni = d.sent_to;
     r.exec_ns = c->reply.exec_time.count();
     r.bytes_sent = static_cast<uint32_t>(c->reply.bytes_sent);
     r.bytes_received = static_cast<uint32_t>(c->reply.bytes_received);
     // By the kinds of the two paths: a peer with tcp and o2ib NIs may answer on the other.
-    auto local = Nid::unpack(d.sent_on);
-    r.sent_verbs = local.ok() && local->is_verbs();
+    r.sent_verbs = d.sent_on.is_verbs();
     r.received_verbs = d.received_verbs;
     stats->record(r);
   }
@@ -575,8 +574,7 @@ std::vector<Nid> RpcClient::waiting_targets() const {
   std::vector<Nid> v;
   MutexLock lk(mu_);
   for (const auto& [key, t] : targets_)
-    if (!t->queue.empty())
-      if (auto n = Nid::unpack(key); n.ok()) v.push_back(*n);
+    if (!t->queue.empty()) v.push_back(key);
   return v;
 }
 
@@ -596,7 +594,7 @@ int64_t RpcClient::max_rpcs_in_flight() const {
 
 int64_t RpcClient::max_rpcs_in_flight(const Nid& dst) const {
   MutexLock lk(mu_);
-  auto own = peer_limits_.find(dst.pack());
+  auto own = peer_limits_.find(dst);
   return own != peer_limits_.end() ? own->second : max_in_flight_;
 }
 
@@ -614,7 +612,7 @@ void RpcClient::set_peer_rpcs_in_flight(const std::vector<std::pair<Nid, int64_t
   {
     MutexLock lk(mu_);
     peer_limits_.clear();
-    for (const auto& [nid, n] : limits) peer_limits_[nid.pack()] = std::max<int64_t>(1, n);
+    for (const auto& [nid, n] : limits) peer_limits_[nid] = std::max<int64_t>(1, n);
     for (auto& [key, t] : targets_) {
       auto own = peer_limits_.find(key);
       t->limit = own != peer_limits_.end() ? own->second : 0;

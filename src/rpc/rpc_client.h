@@ -118,8 +118,8 @@ class RpcClient {
   // mu_ (the write's times into the reply, the target's counters) and, after unlocking,
   // the rest (statistics record, counters, callback). Once.
   struct Delivery {
-    uint64_t sent_on = 0, sent_to = 0;  // the write's path (packed NIDs)
-    bool received_verbs = false;        // the reply came from a verbs (RDMA) NI
+    Nid sent_on, sent_to;         // the write's path (Nid() = none)
+    bool received_verbs = false;  // the reply came from a verbs (RDMA) NI
   };
   // Nothing when `c` was delivered already.
   std::optional<Delivery> complete_locked(Call& c) REQUIRES(mu_);
@@ -174,9 +174,9 @@ class RpcClient {
   std::map<uint64_t, CallPtr, std::less<>, FreeListAllocator<std::pair<const uint64_t, CallPtr>>>
       pending_ GUARDED_BY(mu_);
   // Packed NID -> target; a Target is reached only through this map, under mu_.
-  std::unordered_map<uint64_t, std::unique_ptr<Target>> targets_ GUARDED_BY(mu_);
+  std::unordered_map<Nid, std::unique_ptr<Target>> targets_ GUARDED_BY(mu_);
   // Packed NID -> its own max_rpcs_in_flight (targets made later take theirs from here).
-  std::unordered_map<uint64_t, int64_t> peer_limits_ GUARDED_BY(mu_);
+  std::unordered_map<Nid, int64_t> peer_limits_ GUARDED_BY(mu_);
   uint64_t next_xid_ GUARDED_BY(mu_) = 1;
   // A target's unacknowledged xids: at most cap (half the server's window, so two NIDs
   // of one server fit in it); a DONE goes once trigger of them are off the wire.

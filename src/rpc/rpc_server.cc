@@ -48,8 +48,7 @@ class ReplyResend final : public TxCompletion {
     }
     --left_;
     PFS_LOG_INFO("reply {} to {} failed on {} ({}); sending it again", xid, to_.to_string(),
-                 Nid::unpack(t.local_nid).ok() ? Nid::unpack(t.local_nid)->to_string() : "?",
-                 s.message());
+                 t.local_nid != Nid() ? t.local_nid.to_string() : "?", s.message());
     // May complete at once: nothing after it.
     net_.send(to_, frame_of(reply_.get()), deadline_, this);
   }
@@ -187,8 +186,8 @@ bool RpcServer::admit(const Nid& from, const FrameHeader& h, bool copy) {
   Admission a;
   {
     MutexLock lk(replay_mu_);
-    a = replay_.admit(h.incarnation, h.xid, h.done_lag, ReplyPath{from.pack(), h.dst_nid},
-                      clock_.now(), copy);
+    a = replay_.admit(h.incarnation, h.xid, h.done_lag, ReplyPath{from, h.dst_nid}, clock_.now(),
+                      copy);
   }
   switch (a.what) {
     case Admit::kRun:
@@ -287,7 +286,7 @@ void RpcServer::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
   // execution times.
   if (stats && counted && queued) stats->record_exec(RawExecRecord{queued->count(), kMsgRpcQueue});
   Nid dest = to;
-  uint64_t local = req.dst_nid;
+  Nid local = req.dst_nid;
   if (saved) {
     // The reply cache keeps it: shared from here on.
     ref.shared = std::make_shared<const SavedReply>(std::move(ref.own));
@@ -298,23 +297,20 @@ void RpcServer::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
     }
     // A copy came by another path while it ran: the client waits there now.
     if (p) {
-      if (auto n = Nid::unpack(p->from); n.ok()) {
-        dest = *n;
-        local = p->local;
-      }
+      dest = p->from;
+      local = p->local;
     }
   }
   send_reply_frame(dest, local, std::move(ref), now);
 }
 
-void RpcServer::send_reply_frame(const Nid& to, uint64_t local_nid, ReplyRef reply, TimePoint now) {
+void RpcServer::send_reply_frame(const Nid& to, const Nid& local, ReplyRef reply, TimePoint now) {
   // The reply goes back on the path the request came in on while that NI is up.
   TimePoint deadline = now + opts_.default_timeout;
   std::unique_ptr<OutFrame> f = frame_of(reply.get());
   auto* resend = new ReplyResend(net_, to, std::move(reply), deadline);
-  auto local = Nid::unpack(local_nid);
-  if (local.ok())
-    net_.send_via(*local, to, std::move(f), deadline, resend, false);
+  if (!local.is_none() && local != Nid())
+    net_.send_via(local, to, std::move(f), deadline, resend, false);
   else
     net_.send(to, std::move(f), deadline, resend);
 }
@@ -369,7 +365,7 @@ void RpcServer::expire(TimePoint now) {
 
 size_t RpcServer::forget_client(const Nid& client) {
   MutexLock lk(replay_mu_);
-  return replay_.evict(client.pack());
+  return replay_.evict(client);
 }
 
 ReplyCacheStats RpcServer::replay_stats() const {

@@ -90,7 +90,7 @@ class RpcServer {
   void log_request(const Nid& from, const FrameHeader& h, std::optional<Duration> waited);
   // Sends `reply` to `to` back on the NI `local` (packed; 0: any), resent on the best path
   // left when that send fails; its deadline runs from `now`.
-  void send_reply_frame(const Nid& to, uint64_t local, ReplyRef reply, TimePoint now);
+  void send_reply_frame(const Nid& to, const Nid& local, ReplyRef reply, TimePoint now);
 
   Net& net_;
   const RpcOptions opts_;

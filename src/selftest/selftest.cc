@@ -139,12 +139,12 @@ Result<ClientResult> run_load(RpcEngine& rpc, Clock& clock, const LoadRequest& r
 
 }  // namespace
 
-// SELFTEST_RUN's request: u32 count and u64 packed NIDs of the targets, test and mode
+// SELFTEST_RUN's request: u32 count and the NIDs (wire/nid_form.h) of the targets, test and mode
 // (strings), u32 size, u32 concurrency, f64 duration (wire/byte_codec.h).
 Buffer LoadRequest::encode() const {
   ByteWriter w;
   w.u32(static_cast<uint32_t>(targets.size()));
-  for (const Nid& n : targets) w.u64(n.pack());
+  for (const Nid& n : targets) w.nid(n);
   w.str(test);
   w.str(mode);
   w.u32(size);
@@ -171,8 +171,7 @@ Result<LoadRequest> decode_load_request(std::span<const uint8_t> payload, uint32
   if (!r.ok() || n == 0 || n > LoadRequest::kMaxTargets)
     return bad("targets: 1 to " + std::to_string(LoadRequest::kMaxTargets) + " NIDs");
   for (size_t i = 0; i < n; ++i) {
-    auto nid = Nid::unpack(r.u64());
-    if (!r.ok()) return bad("targets: fewer NIDs than their count");
+    auto nid = r.try_nid();
     if (!nid.ok()) return bad("targets: " + nid.status().message());
     q.targets.push_back(*nid);
   }

@@ -6,6 +6,8 @@
 // Threads: push() from any thread; drain() from one thread at a time.
 #pragma once
 
+#include <pfsnet/nid.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -18,10 +20,10 @@ struct RawStatRecord {
   int64_t send_ns = 0;
   int64_t receive_ns = 0;
   int64_t latency_ns = 0;  // round trip - server execution time
-  uint64_t node = 0;       // target node (an opaque key: the packed NID)
-  // The path the request took (packed NIDs; 0 = unknown) and the server's execution time
+  Nid node;                // target node
+  // The path the request took (Nid() = unknown) and the server's execution time
   // from the reply: what health's slowness judgement takes per path.
-  uint64_t local_ni = 0, peer_ni = 0;
+  Nid local_ni, peer_ni;
   int64_t exec_ns = 0;
   uint32_t bytes_sent = 0;
   uint32_t bytes_received = 0;

@@ -159,7 +159,7 @@ void RpcStats::add_record(const RawStatRecord& r) {
         r.latency_ns);
   size_t i = size_range(rpc_size(r.bytes_sent, r.bytes_received), cfg_.maxBlockSize);
   get(sizes_[i]).add(r.latency_ns);
-  if (r.peer_ni != 0 && r.bytes_sent <= kSmallRpcBytes && r.bytes_received <= kSmallRpcBytes) {
+  if (r.peer_ni != Nid() && r.bytes_sent <= kSmallRpcBytes && r.bytes_received <= kSmallRpcBytes) {
     PathLatency& p = path_latency_[{r.local_ni, r.peer_ni}];
     p.local_ni = r.local_ni;
     p.peer_ni = r.peer_ni;
@@ -178,7 +178,7 @@ std::vector<RpcStats::PathLatency> RpcStats::take_path_latency() {
   return v;
 }
 
-void RpcStats::record_probe(uint64_t local, uint64_t peer, ProbeStat s, int64_t ns) {
+void RpcStats::record_probe(const Nid& local, const Nid& peer, ProbeStat s, int64_t ns) {
   MutexLock lk(mu_);
   ProbeStats& p = probes_[{local, peer}];
   p.last_second = seconds_done_;
@@ -306,11 +306,11 @@ StatsReport RpcStats::query(const StatsQuery& q) const {
   for (auto& b : exec_bufs_) rep.dropped_exec += b->drops();
   using W = StatsQuery::What;
   if (q.what == W::kNode || q.what == W::kAll) {
-    std::vector<uint64_t> keys;
+    std::vector<Nid> keys;
     for (auto& [node, n] : nodes_)
       if (!q.node || *q.node == node) keys.push_back(node);
     std::sort(keys.begin(), keys.end());
-    for (uint64_t node : keys) {
+    for (const Nid& node : keys) {
       const NodeStats& n = nodes_.at(node);
       NodeReport nr;
       nr.node = node;
@@ -342,11 +342,11 @@ StatsReport RpcStats::query(const StatsQuery& q) const {
   return rep;
 }
 
-size_t RpcStats::node_bytes(uint64_t node) const {
+size_t RpcStats::node_bytes(const Nid& node) const {
   MutexLock lk(mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return 0;
-  size_t b = sizeof(std::pair<const uint64_t, NodeStats>) + 16;  // hash node overhead
+  size_t b = sizeof(std::pair<const Nid, NodeStats>) + 16;  // hash node overhead
   for (auto& a : it->second.stats)
     if (a) b += a->bytes();
   return b;
@@ -359,7 +359,7 @@ size_t RpcStats::node_count() const {
 
 size_t RpcStats::memory_bytes() const {
   size_t b = sizeof(*this);
-  std::vector<uint64_t> keys;
+  std::vector<Nid> keys;
   {
     MutexLock lk(mu_);
     for (auto& [k, n] : nodes_) keys.push_back(k);
@@ -372,7 +372,7 @@ size_t RpcStats::memory_bytes() const {
     for (auto& s : stat_bufs_) b += (s->limit() * (sizeof(RawStatRecord) + 8));
     for (auto& s : exec_bufs_) b += (s->limit() * (sizeof(RawExecRecord) + 8));
   }
-  for (uint64_t k : keys) b += node_bytes(k);
+  for (const Nid& k : keys) b += node_bytes(k);
   return b;
 }
 

@@ -69,20 +69,20 @@ class RpcStats {
   // over the records processed since the last call, which takes them.
   static constexpr uint64_t kSmallRpcBytes = 4096;
   struct PathLatency {
-    uint64_t local_ni = 0, peer_ni = 0;  // packed NIDs
+    Nid local_ni, peer_ni;
     uint64_t count = 0;
     double latency_ms = 0, exec_ms = 0;  // sums
   };
   std::vector<PathLatency> take_path_latency();
 
   // A probe of the mesh (label "mesh", ProbeStat): its outcome on path local -> peer
-  // (packed NIDs), `ns` its time. Takes the lock: a probe is rare, not the RPC path.
-  void record_probe(uint64_t local, uint64_t peer, ProbeStat s, int64_t ns);
+  // `ns` its time. Takes the lock: a probe is rare, not the RPC path.
+  void record_probe(const Nid& local, const Nid& peer, ProbeStat s, int64_t ns);
 
   uint64_t dropped_stat() const;
   uint64_t dropped_exec() const;
   size_t memory_bytes() const;
-  size_t node_bytes(uint64_t node) const;
+  size_t node_bytes(const Nid& node) const;
   size_t node_count() const;
 
   // The size of an RPC for the size-range statistics (the 16x rule).
@@ -117,17 +117,17 @@ class RpcStats {
   std::vector<std::unique_ptr<RawBuffer<RawStatRecord>>> stat_bufs_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<RawBuffer<RawExecRecord>>> exec_bufs_ GUARDED_BY(mu_);
 
-  std::unordered_map<uint64_t, NodeStats> nodes_ GUARDED_BY(mu_);
+  std::unordered_map<Nid, NodeStats> nodes_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Aggregate>> sizes_ GUARDED_BY(mu_);
   std::map<uint32_t, std::unique_ptr<Aggregate>> messages_ GUARDED_BY(mu_);
   struct ProbeStats {
     std::unique_ptr<Aggregate> stats[kNumProbeStats];
     int64_t last_second = 0;
   };
-  std::map<std::pair<uint64_t, uint64_t>, ProbeStats> probes_ GUARDED_BY(mu_);
+  std::map<std::pair<Nid, Nid>, ProbeStats> probes_ GUARDED_BY(mu_);
   // Keyed by (local NI, peer NI); bounded by the paths that carried small RPCs between two
   // take_path_latency() calls (a taker that stops leaves at most one entry per path).
-  std::map<std::pair<uint64_t, uint64_t>, PathLatency> path_latency_ GUARDED_BY(mu_);
+  std::map<std::pair<Nid, Nid>, PathLatency> path_latency_ GUARDED_BY(mu_);
 
   TimePoint next_second_ GUARDED_BY(mu_);
   int64_t second_start_ GUARDED_BY(mu_) = 0;  // unix seconds of the second being filled

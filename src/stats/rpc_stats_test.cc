@@ -10,10 +10,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr uint64_t kNodeA = 0x100007F000002ULL, kNodeB = 0x100007F000003ULL;
+const Nid kNodeA = Nid::ipv4(0x7F000002u), kNodeB = Nid::ipv4(0x7F000003u);
 constexpr int64_t kStart = 1'700'000'000;  // ManualClock's wall time at creation
 
-RawStatRecord rec(uint64_t node, int64_t latency_us, uint32_t sent = 100, uint32_t received = 100) {
+RawStatRecord rec(const Nid& node, int64_t latency_us, uint32_t sent = 100,
+                  uint32_t received = 100) {
   RawStatRecord r;
   r.node = node;
   r.channel_wait_ns = 1000;
@@ -25,7 +26,7 @@ RawStatRecord rec(uint64_t node, int64_t latency_us, uint32_t sent = 100, uint32
   return r;
 }
 
-const StatView& stat_of(const StatsReport& rep, uint64_t node, NodeStat s) {
+const StatView& stat_of(const StatsReport& rep, const Nid& node, NodeStat s) {
   for (auto& n : rep.nodes)
     if (n.node == node)
       for (auto& [k, v] : n.stats)
@@ -428,8 +429,8 @@ TEST_F(RpcStatsTest, GoneNodesAreFreedAfterTheDayRing) {
 
 TEST_F(RpcStatsTest, SmallRpcsAreSummedPerPathUntilTaken) {
   RpcStats s(cfg_, clock_, false);
-  auto on = [](RawStatRecord r, uint64_t local, uint64_t peer, int64_t exec_us) {
-    r.local_ni = local;
+  auto on = [](RawStatRecord r, uint32_t local, const Nid& peer, int64_t exec_us) {
+    r.local_ni = Nid::ipv4(local);
     r.peer_ni = peer;
     r.exec_ns = exec_us * 1000;
     return r;
@@ -445,12 +446,12 @@ TEST_F(RpcStatsTest, SmallRpcsAreSummedPerPathUntilTaken) {
   s.tick();
   auto v = s.take_path_latency();
   ASSERT_EQ(v.size(), 2u);
-  EXPECT_EQ(v[0].local_ni, 1u);
+  EXPECT_EQ(v[0].local_ni, Nid::ipv4(1));
   EXPECT_EQ(v[0].peer_ni, kNodeA);
   EXPECT_EQ(v[0].count, 2u);
   EXPECT_DOUBLE_EQ(v[0].latency_ms, 0.6);
   EXPECT_DOUBLE_EQ(v[0].exec_ms, 0.04);
-  EXPECT_EQ(v[1].local_ni, 2u);
+  EXPECT_EQ(v[1].local_ni, Nid::ipv4(2));
   EXPECT_EQ(v[1].count, 1u);
   EXPECT_DOUBLE_EQ(v[1].latency_ms, 0.9);
   EXPECT_TRUE(s.take_path_latency().empty());  // taken

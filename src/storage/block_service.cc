@@ -23,10 +23,11 @@ BlockServiceOptions BlockServiceOptions::from(const Config& cfg) {
 struct BlockService::Op {
   uint32_t type = 0;
   BlockIo io;
-  uint64_t client = 0, incarnation = 0, xid = 0;  // a write's, for last_rcvd
-  Buffer data;                                    // a write's bulk
-  std::optional<uint32_t> data_crc;               // its CRC, from the client's seal
-  Buffer buf;                                     // the block buffer
+  Nid client;  // a write's, for last_rcvd
+  uint64_t incarnation = 0, xid = 0;
+  Buffer data;                       // a write's bulk
+  std::optional<uint32_t> data_crc;  // its CRC, from the client's seal
+  Buffer buf;                        // the block buffer
   SharedBlock block;  // a whole block read, shared with the target (no copy), and its CRC
   Responder resp;
   TimePoint io_start{};
@@ -136,7 +137,7 @@ void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
   if (r.status.ok() && recorded) {
     // A resend of a write this target executed before this server restarted (the engine's
     // reply cache went with the process; the record did not): done, not run again.
-    switch (executed_[io->target]->seen(req.from.pack(), req.incarnation, req.xid)) {
+    switch (executed_[io->target]->seen(req.from, req.incarnation, req.xid)) {
       case LastRcvd::Seen::kRan:
         resends_answered_.fetch_add(1, std::memory_order_relaxed);
         PFS_LOG_INFO(
@@ -166,7 +167,7 @@ void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
   op->type = type;
   op->io = std::move(*io);
   if (recorded) {
-    op->client = req.from.pack();
+    op->client = req.from;
     op->incarnation = req.incarnation;
     op->xid = req.xid;
   }

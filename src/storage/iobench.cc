@@ -45,7 +45,7 @@ Buffer IobenchRequest::encode() const {
   if (phase != "prepare") return w.take();
   w.str(file);
   w.u32(static_cast<uint32_t>(servers.size()));
-  for (const Nid& n : servers) w.u64(n.pack());
+  for (const Nid& n : servers) w.nid(n);
   w.u8(code_of(kOps, op));
   w.u32(static_cast<uint32_t>(threads));
   w.u64(requests);
@@ -69,7 +69,7 @@ Result<IobenchRequest> decode_iobench_request(std::span<const uint8_t> payload) 
   q.file = r.str();
   size_t n = r.count(8);
   for (size_t i = 0; i < n && r.ok(); ++i) {
-    auto nid = Nid::unpack(r.u64());
+    auto nid = r.try_nid();
     if (!nid.ok()) return bad("servers: " + nid.status().message());
     q.servers.push_back(*nid);
   }

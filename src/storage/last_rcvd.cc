@@ -106,7 +106,19 @@ Status LastRcvd::load() {
   return Status::Ok();
 }
 
-LastRcvd::Seen LastRcvd::seen(uint64_t nid, uint64_t incarnation, uint64_t xid) const {
+uint64_t LastRcvd::slot_key(const Nid& client) {
+  if (!client.is_large()) return client.small_form();
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a: the same in every build, as the file needs
+  auto mix = [&h](uint8_t b) { h = (h ^ b) * 0x100000001b3ull; };
+  mix(static_cast<uint8_t>(client.type));
+  mix(static_cast<uint8_t>(client.net_num));
+  mix(static_cast<uint8_t>(client.net_num >> 8));
+  for (size_t i = 0; i < client.addr_len; ++i) mix(client.addr[i]);
+  return h | 1ull << 63;
+}
+
+LastRcvd::Seen LastRcvd::seen(const Nid& client, uint64_t incarnation, uint64_t xid) const {
+  const uint64_t nid = slot_key(client);
   MutexLock lk(mu_);
   auto it = slots_.find(nid);
   if (it == slots_.end() || it->second.incarnation != incarnation || xid == 0) return Seen::kNew;
@@ -116,7 +128,8 @@ LastRcvd::Seen LastRcvd::seen(uint64_t nid, uint64_t incarnation, uint64_t xid) 
   return Seen::kNew;
 }
 
-Status LastRcvd::ran(uint64_t nid, uint64_t incarnation, uint64_t xid) {
+Status LastRcvd::ran(const Nid& client, uint64_t incarnation, uint64_t xid) {
+  const uint64_t nid = slot_key(client);
   MutexLock lk(mu_);
   auto it = slots_.find(nid);
   if (it == slots_.end()) {

@@ -14,7 +14,10 @@
 //
 // The file, for a directory target (DIR/#last_rcvd: '#' is in no striped file's name):
 // a 16-byte header ("PFSLRCV1", slot size), then slots of kSlotBytes at fixed places (NID,
-// incarnation, kRing xids; 8 bytes each, little-endian), each slot's xids written one at a
+// incarnation, kRing xids; 8 bytes each, little-endian; an IPv6 client's NID is kept as
+// bit 63 | a 63-bit FNV-1a hash of its address and net -- two such clients alike in it
+// would share a slot, and reset each other's at each write of a new incarnation, 2^-63
+// likely per pair), each slot's xids written one at a
 // time in place (pwrite of 8 bytes: the page cache keeps it for a killed process, as it
 // keeps the data of a page-cache target). open("") keeps it in memory only. A target in
 // memory keeps none (its data does not survive the process either), nor yet one on a
@@ -23,6 +26,7 @@
 // Thread safety: every function from any thread (a mutex inside).
 #pragma once
 
+#include <pfsnet/nid.h>
 #include <pfsnet/status.h>
 
 #include <array>
@@ -51,10 +55,12 @@ class LastRcvd {
     kRan,      // executed here: answer it done, run it not again
     kUnknown,  // older than every xid the slot still holds, which has wrapped: cannot tell
   };
-  Seen seen(uint64_t nid, uint64_t incarnation, uint64_t xid) const EXCLUDES(mu_);
+  Seen seen(const Nid& client, uint64_t incarnation, uint64_t xid) const EXCLUDES(mu_);
   // Records that `xid` of (nid, incarnation) was executed. An error: the record could not
   // be written (the slot table full, or the file).
-  Status ran(uint64_t nid, uint64_t incarnation, uint64_t xid) EXCLUDES(mu_);
+  Status ran(const Nid& client, uint64_t incarnation, uint64_t xid) EXCLUDES(mu_);
+  // The 8 bytes a client's slot is kept under.
+  static uint64_t slot_key(const Nid& client);
   size_t clients() const EXCLUDES(mu_);
 
  private:
@@ -72,7 +78,7 @@ class LastRcvd {
   const int fd_;  // -1: in memory
   const std::string path_;
   mutable Mutex mu_;
-  std::unordered_map<uint64_t, Slot> slots_ GUARDED_BY(mu_);  // by packed NID
+  std::unordered_map<uint64_t, Slot> slots_ GUARDED_BY(mu_);  // by slot_key
   size_t next_index_ GUARDED_BY(mu_) = 0;                     // the next new slot's place
 };
 

@@ -31,7 +31,7 @@ class LastRcvdTest : public ::testing::Test {
   std::string dir_;
 };
 
-constexpr uint64_t kA = 0x1111, kB = 0x2222;  // packed NIDs
+const Nid kA = Nid::ipv4(0x1111), kB = Nid::ipv4(0x2222);
 
 // What ran is what a restart finds: per client, its incarnation's xids; a new incarnation
 // starts afresh; nothing else is taken for run.
@@ -63,6 +63,29 @@ TEST_F(LastRcvdTest, ARestartFindsTheWritesThatRanAndNoOthers) {
   EXPECT_EQ(r->seen(kA, 8, 1), Seen::kRan);
   EXPECT_EQ(r->seen(kB, 9, 5), Seen::kRan);
   EXPECT_EQ(r->clients(), 2u);
+}
+
+// An IPv6 client's slot is kept under a hash of its NID marked with bit 63 (the file's slots
+// hold 8 bytes): it is found again after a restart, apart from an IPv4 client's and from
+// another IPv6 client's.
+TEST_F(LastRcvdTest, AnIpv6ClientsWritesSurviveARestartInTheirOwnSlot) {
+  const Nid v6a = *Nid::parse("2001:2::5@tcp"), v6b = *Nid::parse("2001:2::6@tcp");
+  EXPECT_EQ(LastRcvd::slot_key(kA), kA.small_form());
+  EXPECT_NE(LastRcvd::slot_key(v6a) >> 63, 0u);
+  EXPECT_NE(LastRcvd::slot_key(v6a), LastRcvd::slot_key(v6b));
+  {
+    auto r = open();
+    ASSERT_TRUE(r);
+    ASSERT_TRUE(r->ran(v6a, 4, 40).ok());
+    ASSERT_TRUE(r->ran(kA, 4, 41).ok());
+  }
+  auto r = open();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->clients(), 2u);
+  EXPECT_EQ(r->seen(v6a, 4, 40), Seen::kRan);
+  EXPECT_EQ(r->seen(v6a, 4, 41), Seen::kNew);
+  EXPECT_EQ(r->seen(v6b, 4, 40), Seen::kNew);
+  EXPECT_EQ(r->seen(kA, 4, 41), Seen::kRan);
 }
 
 // The ring holds a client's last kRing writes: one older than all it holds cannot be

@@ -184,7 +184,7 @@ TEST(ReadCutOffTest, AReplyStoppingHalfwayIntoTheReadersBufferIsCutOffAndReadAga
   ASSERT_TRUE(server.start().ok());
   ASSERT_TRUE(client.start().ok());
   ASSERT_TRUE(svc.open().ok());
-  StallingProxy proxy(server.nid().addr, port, server_port);
+  StallingProxy proxy(server.nid().ipv4(), port, server_port);
   ASSERT_TRUE(proxy.ok());
 
   StripedFileOptions fo;

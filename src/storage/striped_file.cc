@@ -60,7 +60,7 @@ StripedFile::StripedFile(RpcEngine& rpc, std::string name, StripeLayout layout,
   {
     MutexLock lk(mu_);
     size_t seed = std::hash<std::string>()(name_);
-    for (const Nid& n : rpc_.net().local_nids()) seed = seed * 31 + n.pack();
+    for (const Nid& n : rpc_.net().local_nids()) seed = seed * 31 + nid_seed(n);
     backoff_rng_.seed(static_cast<std::minstd_rand::result_type>(seed % 2147483646 + 1));
   }
   if (opts_.tokens) opts_.tokens->add_holder(this);

@@ -78,8 +78,7 @@ std::vector<Nid> TokenTable::conflicts(const std::string& file, const Nid& who, 
   auto f = files_.find(file);
   if (f == files_.end()) return out;
   for (const auto& [holder, h] : f->second)
-    if (holder != who.pack() && h.of(conflicting_mode(mode)).overlaps(start, end))
-      out.push_back(Nid::unpack(holder).value_or(Nid()));
+    if (holder != who && h.of(conflicting_mode(mode)).overlaps(start, end)) out.push_back(holder);
   return out;
 }
 
@@ -89,7 +88,7 @@ uint64_t TokenTable::grantable_end(const std::string& file, const Nid& who, uint
   auto f = files_.find(file);
   if (f == files_.end()) return best;
   for (const auto& [holder, h] : f->second) {
-    if (holder == who.pack()) continue;
+    if (holder == who) continue;
     // Where another holder's conflicting tokens begin at or past `end` the grant must stop.
     if (auto first = h.of(conflicting_mode(mode)).first_at_or_after(end))
       best = std::min(best, *first);
@@ -99,7 +98,7 @@ uint64_t TokenTable::grantable_end(const std::string& file, const Nid& who, uint
 
 void TokenTable::grant(const std::string& file, const Nid& who, uint64_t start, uint64_t end,
                        TokenMode mode) {
-  Holding& h = files_[file][who.pack()];
+  Holding& h = files_[file][who];
   if (mode == TokenMode::kWrite) h.write.add(start, end);
   h.readable.add(start, end);
 }
@@ -108,7 +107,7 @@ void TokenTable::revoke(const std::string& file, const Nid& who, uint64_t start,
                         TokenMode mode) {
   auto f = files_.find(file);
   if (f == files_.end()) return;
-  auto h = f->second.find(who.pack());
+  auto h = f->second.find(who);
   if (h == f->second.end()) return;
   h->second.write.remove(start, end);
   if (mode == TokenMode::kWrite) h->second.readable.remove(start, end);
@@ -119,14 +118,14 @@ void TokenTable::revoke(const std::string& file, const Nid& who, uint64_t start,
 void TokenTable::drop(const std::string& file, const Nid& who) {
   auto f = files_.find(file);
   if (f == files_.end()) return;
-  f->second.erase(who.pack());
+  f->second.erase(who);
   if (f->second.empty()) files_.erase(f);
 }
 
 size_t TokenTable::drop_everywhere(const Nid& who) {
   size_t n = 0;
   for (auto f = files_.begin(); f != files_.end();) {
-    n += f->second.erase(who.pack());
+    n += f->second.erase(who);
     f = f->second.empty() ? files_.erase(f) : std::next(f);
   }
   return n;
@@ -134,14 +133,14 @@ size_t TokenTable::drop_everywhere(const Nid& who) {
 
 size_t TokenTable::files_held(const Nid& who) const {
   size_t n = 0;
-  for (const auto& [file, holders] : files_) n += holders.count(who.pack());
+  for (const auto& [file, holders] : files_) n += holders.count(who);
   return n;
 }
 
 const TokenTable::Holding* TokenTable::holding(const std::string& file, const Nid& who) const {
   auto f = files_.find(file);
   if (f == files_.end()) return nullptr;
-  auto h = f->second.find(who.pack());
+  auto h = f->second.find(who);
   return h == f->second.end() ? nullptr : &h->second;
 }
 

@@ -79,7 +79,7 @@ class TokenTable {
     const RangeSet& of(TokenMode m) const { return m == TokenMode::kWrite ? write : readable; }
   };
   const Holding* holding(const std::string& file, const Nid& who) const;
-  std::map<std::string, std::map<uint64_t, Holding>> files_;  // file -> holder (packed NID)
+  std::map<std::string, std::map<Nid, Holding>> files_;  // file -> holder
 };
 
 }  // namespace pfsnet

@@ -126,7 +126,7 @@ TokenService::TokenService(RpcEngine& rpc, Duration timeout) : rpc_(rpc), timeou
 
 void TokenService::on_release(const TokenRangeMsg& m, const Nid& from, uint64_t incarnation) {
   MutexLock lk(mu_);
-  auto g = granted_seq_.find({m.file, from.pack()});
+  auto g = granted_seq_.find({m.file, from});
   if (g != granted_seq_.end() && g->second.incarnation == incarnation && g->second.seq > m.seq) {
     ++st_.stale_releases;  // sent before an acquire granted since: it would undo that grant
     return;
@@ -187,7 +187,7 @@ void TokenService::next(const std::string& file) {
       // Decided after every earlier request its required range overlaps (arrival order),
       // and not while a revocation from its own node is out (a grant then could be undone
       // by that revocation's answer).
-      bool wait = held[i] || p->revoking > 0 || revoking_.count({file, p->who.pack()}) > 0;
+      bool wait = held[i] || p->revoking > 0 || revoking_.count({file, p->who}) > 0;
       for (size_t j = 0; j < i && !wait; ++j)
         wait = !held[j] && TokenRange{pending[j]->want.start, pending[j]->want.end}.overlaps(
                                p->want.start, p->want.end);
@@ -201,7 +201,7 @@ void TokenService::next(const std::string& file) {
       // not heard could still take its write); nothing to revoke from it.
       bool unfenced = false;
       for (const Nid& h : holders) {
-        auto u = unfenced_.find(h.pack());
+        auto u = unfenced_.find(h);
         if (u == unfenced_.end()) continue;
         if (rpc_.clock().now() - u->second < timeout_) {
           unfenced = true;
@@ -223,7 +223,7 @@ void TokenService::next(const std::string& file) {
         p->revoking = holders.size();
         st_.revocations += holders.size();
         if (mode == TokenMode::kRead) st_.downgrades += holders.size();
-        for (const Nid& h : holders) revoking_.insert({file, h.pack()});
+        for (const Nid& h : holders) revoking_.insert({file, h});
         rounds.emplace_back(p, std::move(holders));
         ++i;
         continue;
@@ -233,7 +233,7 @@ void TokenService::next(const std::string& file) {
         if (pending[j] != p && !held[j] && pending[j]->want.start >= p->want.end)
           end = std::min(end, pending[j]->want.start);
       table_.grant(file, p->who, p->want.start, end, mode);
-      Granted& gs = granted_seq_[{file, p->who.pack()}];
+      Granted& gs = granted_seq_[{file, p->who}];
       if (gs.incarnation != p->incarnation) gs = Granted{p->incarnation, 0};
       gs.seq = std::max(gs.seq, p->want.seq);
       ++st_.granted;
@@ -270,7 +270,7 @@ void TokenService::revoke_round(const std::string& file, const std::shared_ptr<P
           MutexLock lk(mu_);
           if (s.ok()) {
             table_.revoke(file, h, start, released->end, mode);
-          } else if (unfenced_.count(h.pack())) {
+          } else if (unfenced_.count(h)) {
             // Evicted while we asked: its tokens wait for its fence (next() sees them).
           } else {
             // It did not let go in time: it keeps no token on this file.
@@ -281,7 +281,7 @@ void TokenService::revoke_round(const std::string& file, const std::shared_ptr<P
             table_.drop(file, h);
             ++st_.holders_dropped;
           }
-          revoking_.erase(revoking_.find({file, h.pack()}));
+          revoking_.erase(revoking_.find({file, h}));
           --p->revoking;
           lk.unlock();
           next(file);  // this round's request, or others its holder's revocation held up
@@ -436,7 +436,7 @@ void TokenService::on_fence(const FenceEvent& e) {
         size_t had = table_.files_held(n);
         st_.holders_evicted += had;
         if (had == 0) continue;
-        unfenced_.emplace(n.pack(), rpc_.clock().now());
+        unfenced_.emplace(n, rpc_.clock().now());
         PFS_LOG_WARN(
             "tokens: {} evicted: its tokens on {} file(s) are lost to it, and go to others once "
             "every server refuses it ({})",
@@ -460,9 +460,9 @@ void TokenService::on_fence(const FenceEvent& e) {
 bool TokenService::drop_evicted(const std::vector<Nid>& nids) {
   bool any = false;
   for (const Nid& n : nids)
-    if (unfenced_.erase(n.pack()) > 0) {
+    if (unfenced_.erase(n) > 0) {
       table_.drop_everywhere(n);
-      std::erase_if(granted_seq_, [&](const auto& g) { return g.first.second == n.pack(); });
+      std::erase_if(granted_seq_, [&](const auto& g) { return g.first.second == n; });
       any = true;
     }
   return any;

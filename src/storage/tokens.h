@@ -192,16 +192,16 @@ class TokenService final : public NodePart {
   std::set<TokenHolder*> holders_ GUARDED_BY(mu_);
   std::map<std::string, std::deque<std::shared_ptr<Pending>>> queue_ GUARDED_BY(mu_);
   // (file, holder) of every revocation out: that holder's own requests wait for it.
-  std::multiset<std::pair<std::string, uint64_t>> revoking_ GUARDED_BY(mu_);
+  std::multiset<std::pair<std::string, Nid>> revoking_ GUARDED_BY(mu_);
   // Evicted holders (packed NIDs) whose tokens stay in the table, granted to nobody, until
   // they are fenced: since when.
-  std::map<uint64_t, TimePoint> unfenced_ GUARDED_BY(mu_);
+  std::map<Nid, TimePoint> unfenced_ GUARDED_BY(mu_);
   // As a manager, per (file, holder's packed NID): the holder's incarnation and the
   // highest acquire number granted to it (a release numbered below is stale).
   struct Granted {
     uint64_t incarnation = 0, seq = 0;
   };
-  std::map<std::pair<std::string, uint64_t>, Granted> granted_seq_ GUARDED_BY(mu_);
+  std::map<std::pair<std::string, Nid>, Granted> granted_seq_ GUARDED_BY(mu_);
   // As a client: acquires numbered so far.
   std::atomic<uint64_t> acquires_sent_{0};
   bool stopped_ GUARDED_BY(mu_) = false;

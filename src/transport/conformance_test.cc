@@ -341,9 +341,9 @@ TEST_P(ConformanceTest, ConnectionsNegotiateTheirWireAndCarryExtensionsWhereThey
     EXPECT_TRUE(at_a.ext.empty());
     return;
   }
-  EXPECT_EQ(at_b.src_nid, a_.pack());  // version 2 names no NIDs: the connection's
-  EXPECT_EQ(at_b.dst_nid, b_.pack());
-  EXPECT_EQ(at_a.src_nid, b_.pack());
+  EXPECT_EQ(at_b.src_nid, a_);  // version 2 names no NIDs: the connection's
+  EXPECT_EQ(at_b.dst_nid, b_);
+  EXPECT_EQ(at_a.src_nid, b_);
   EXPECT_EQ(at_b.ext.job(), "slurm.77.0");
   EXPECT_TRUE(at_b.ext.has_trace);
   EXPECT_EQ(at_b.ext.trace.to_string(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");

@@ -281,12 +281,12 @@ void EmulatingTransport::on_connected(const ConnectionPtr& c) {
     if (r.matches(c->local_nid(), c->peer_nid())) {
       MutexLock lk(mu_);
       // A shared link has one pipe each way for the NI; otherwise one per pair.
-      uint64_t peer_key = r.shared ? kSharedOut : c->peer_nid().pack();
-      auto& p = pipes_[{c->local_nid().pack(), peer_key}];
+      Nid peer_key = r.shared ? shared_key(1) : c->peer_nid();
+      auto& p = pipes_[{c->local_nid(), peer_key}];
       if (!p) p = std::make_shared<LinkPipe>(r);
       pipe = p;
       if (r.shared) {
-        auto& in = pipes_[{c->local_nid().pack(), kSharedIn}];
+        auto& in = pipes_[{c->local_nid(), shared_key(2)}];
         if (!in) {
           EmulationRule rate_only = r;
           rate_only.delay = Duration(0);

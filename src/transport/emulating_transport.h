@@ -81,8 +81,14 @@ class EmulatingTransport final : public Transport, private TransportEvents {
   TransportEvents& events_;
   Mutex mu_;
   // Pipes by (local NI, peer NI); a shared link's by (local NI, kSharedOut / kSharedIn).
-  static constexpr uint64_t kSharedOut = UINT64_MAX, kSharedIn = UINT64_MAX - 1;
-  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<LinkPipe>> pipes_ GUARDED_BY(mu_);
+  // (No NID has an empty address: these two name no peer.)
+  static Nid shared_key(uint16_t which) {
+    Nid n;
+    n.addr_len = 0;
+    n.net_num = which;
+    return n;
+  }
+  std::map<std::pair<Nid, Nid>, std::shared_ptr<LinkPipe>> pipes_ GUARDED_BY(mu_);
   mutable Mutex conns_mu_;
   // inner -> outer: owns the outer connections (not read per frame: Connection::upper is).
   std::unordered_map<const Connection*, std::shared_ptr<Conn>> conns_ GUARDED_BY(conns_mu_);

@@ -177,8 +177,8 @@ void FabConn::do_close(const Status& why) {
 void FabConn::send_hs(FrameKind kind, Buffer payload, bool close_after) {
   auto f = std::make_unique<OutFrame>();
   f->hdr.kind = kind;
-  f->hdr.src_nid = local_.pack();
-  f->hdr.dst_nid = peer_nids_.empty() ? 0 : peer_nids_[0].pack();
+  f->hdr.src_nid = local_;
+  f->hdr.dst_nid = peer_nids_.empty() ? Nid() : peer_nids_[0];
   f->payload = std::move(payload);
   f->credits_set = true;
   std::vector<Done> done;

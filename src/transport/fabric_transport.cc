@@ -71,7 +71,7 @@ Result<InfoPtr> get_info(const FabricOptions& fo, const std::string& node, uint1
   if (src) {
     auto* a = static_cast<sockaddr_in*>(calloc(1, sizeof(sockaddr_in)));
     a->sin_family = AF_INET;
-    a->sin_addr.s_addr = htonl(src->addr);
+    a->sin_addr.s_addr = htonl(src->ipv4());
     hints->src_addr = a;
     hints->src_addrlen = sizeof(sockaddr_in);
   }
@@ -548,11 +548,21 @@ Status FabricTransport::probe(const FabricOptions& fopts, const Nid& local) {
   return info.ok() ? Status::Ok() : info.status();
 }
 
+// The fabric transport's NIs are IPv4 (its HELLO speaks version 1, whose NIDs are 64-bit).
+static Status ipv4_only(const Nid& n) {
+  if (!n.is_large()) return Status::Ok();
+  return Status(Code::kInvalidArgument,
+                n.to_string() + ": the fabric transport takes IPv4 NIDs only (IPv6 is @tcp's)");
+}
+
 Status FabricTransport::listen(const Nid& local, uint16_t port) {
+  if (Status st = ipv4_only(local); !st.ok()) return st;
   return impl_->listen(local, port);
 }
 void FabricTransport::connect(const Nid& local, const Nid& remote, uint16_t port,
                               ConnectCallback cb) {
+  for (const Nid* n : {&local, &remote})
+    if (Status st = ipv4_only(*n); !st.ok()) return cb(st);
   impl_->connect(local, remote, port, std::move(cb));
 }
 void FabricTransport::post(std::function<void()> fn) { impl_->post(std::move(fn)); }

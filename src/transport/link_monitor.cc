@@ -84,11 +84,25 @@ void LinkMonitor::run() {
   }
 }
 
-Result<std::string> LinkMonitor::interface_of(uint32_t addr) {
+Result<std::string> LinkMonitor::interface_of(const Nid& nid) {
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) < 0)
     return Status(Code::kInternal, std::string("getifaddrs: ") + std::strerror(errno));
   std::string found, loopback;
+  if (nid.addr_len == 16) {
+    for (ifaddrs* i = list; i; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET6) continue;
+      const auto* a = reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr.s6_addr;
+      if (std::memcmp(a, nid.addr.data(), 16) == 0) {
+        found = i->ifa_name;
+        break;
+      }
+    }
+    ::freeifaddrs(list);
+    if (found.empty()) return Status(Code::kNotFound, "no interface holds the address");
+    return found;
+  }
+  const uint32_t addr = nid.ipv4();
   for (ifaddrs* i = list; i; i = i->ifa_next) {
     if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
     uint32_t a = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
@@ -131,32 +145,34 @@ Result<bool> LinkMonitor::link_up(const std::string& ifname) {
   return (req->ifr_flags & IFF_UP) && (req->ifr_flags & IFF_RUNNING);
 }
 
-Result<LinkMonitor::Route> LinkMonitor::route_to(uint32_t dst, uint32_t src) {
+Result<LinkMonitor::Route> LinkMonitor::route_to(const Nid& dst, const Nid& src) {
+  if (dst.addr_len != src.addr_len || (dst.addr_len != 4 && dst.addr_len != 16))
+    return Status(Code::kInvalidArgument, "no route between address families");
+  const bool v6 = dst.addr_len == 16;
   int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
   if (fd < 0) return Status(Code::kInternal, std::string("netlink: ") + std::strerror(errno));
   struct {
     nlmsghdr h;
     rtmsg r;
-    char attrs[2 * RTA_SPACE(4)];
+    char attrs[2 * RTA_SPACE(16)];
   } req{};
   req.h.nlmsg_len = NLMSG_LENGTH(sizeof(rtmsg));
   req.h.nlmsg_type = RTM_GETROUTE;
   req.h.nlmsg_flags = NLM_F_REQUEST;
   req.h.nlmsg_seq = 1;
-  req.r.rtm_family = AF_INET;
-  auto add = [&](unsigned short type, uint32_t host_addr) {
+  req.r.rtm_family = v6 ? AF_INET6 : AF_INET;
+  auto add = [&](unsigned short type, const Nid& n) {
     auto* a =
         reinterpret_cast<rtattr*>(reinterpret_cast<char*>(&req) + NLMSG_ALIGN(req.h.nlmsg_len));
     a->rta_type = type;
-    a->rta_len = RTA_LENGTH(4);
-    uint32_t net = htonl(host_addr);
-    std::memcpy(RTA_DATA(a), &net, 4);
+    a->rta_len = static_cast<unsigned short>(RTA_LENGTH(n.addr_len));
+    std::memcpy(RTA_DATA(a), n.addr.data(), n.addr_len);  // network byte order already
     req.h.nlmsg_len = NLMSG_ALIGN(req.h.nlmsg_len) + RTA_ALIGN(a->rta_len);
   };
   add(RTA_DST, dst);
-  req.r.rtm_dst_len = 32;
+  req.r.rtm_dst_len = static_cast<unsigned char>(8 * dst.addr_len);
   add(RTA_SRC, src);
-  req.r.rtm_src_len = 32;
+  req.r.rtm_src_len = static_cast<unsigned char>(8 * src.addr_len);
   timeval tv{2, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   std::vector<char> buf(8192);
@@ -179,8 +195,8 @@ Result<LinkMonitor::Route> LinkMonitor::route_to(uint32_t dst, uint32_t src) {
     for (auto* a = RTM_RTA(r); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
       if (a->rta_type == RTA_OIF) std::memcpy(&oif, RTA_DATA(a), sizeof oif);
       if (a->rta_type == RTA_GATEWAY) {
-        char b[INET_ADDRSTRLEN] = {};
-        ::inet_ntop(AF_INET, RTA_DATA(a), b, sizeof b);
+        char b[INET6_ADDRSTRLEN] = {};
+        ::inet_ntop(v6 ? AF_INET6 : AF_INET, RTA_DATA(a), b, sizeof b);
         out.gateway = b;
       }
     }

@@ -5,6 +5,7 @@
 // Threads: the callback runs on the monitor's own thread; start/stop from one thread.
 #pragma once
 
+#include <pfsnet/nid.h>
 #include <pfsnet/status.h>
 
 #include <atomic>
@@ -30,8 +31,8 @@ class LinkMonitor {
   // Stops the thread; returns within ~200 ms.
   void stop();
 
-  // The interface that holds IPv4 address `addr` (host byte order), e.g. "veth0".
-  static Result<std::string> interface_of(uint32_t addr);
+  // The interface that holds the address of `nid` (IPv4 or IPv6), e.g. "veth0".
+  static Result<std::string> interface_of(const Nid& nid);
   // Whether `ifname` is up with carrier now.
   static Result<bool> link_up(const std::string& ifname);
   // Its MTU now (bytes of an IP packet).
@@ -46,12 +47,13 @@ class LinkMonitor {
     uint64_t tx_bytes = 0, rx_bytes = 0;
   };
   static Result<Counters> counters_of(const std::string& ifname);
-  // Where the kernel sends a packet from `src` to `dst` (IPv4, host byte order), as
-  // `ip route get DST from SRC` says: the interface, and the gateway ("" when direct).
+  // Where the kernel sends a packet from `src` to `dst` (the addresses of two NIDs of one
+  // family), as `ip route get DST from SRC` says: the interface, and the gateway ("" when
+  // direct).
   struct Route {
     std::string ifname, gateway;
   };
-  static Result<Route> route_to(uint32_t dst, uint32_t src);
+  static Result<Route> route_to(const Nid& dst, const Nid& src);
 
  private:
   void run();

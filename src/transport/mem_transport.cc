@@ -19,8 +19,9 @@ void MemHub::set_stalled(bool stalled) {
   held_.clear();
 }
 
-std::pair<uint64_t, uint64_t> MemHub::link_of(const Nid& a, const Nid& b) {
-  return std::minmax(a.pack(), b.pack());
+std::pair<Nid, Nid> MemHub::link_of(const Nid& a, const Nid& b) {
+  auto [lo, hi] = std::minmax(a, b);
+  return {lo, hi};
 }
 
 bool MemHub::is_cut(const Nid& a, const Nid& b) const {
@@ -30,9 +31,9 @@ bool MemHub::is_cut(const Nid& a, const Nid& b) const {
 void MemHub::set_no_host(const Nid& nid, bool no_host) {
   MutexLock lk(mu_);
   if (no_host)
-    no_host_.insert(nid.pack());
+    no_host_.insert(nid);
   else
-    no_host_.erase(nid.pack());
+    no_host_.erase(nid);
 }
 
 void MemHub::set_cut(const Nid& a, const Nid& b, bool cut) {
@@ -57,14 +58,14 @@ void MemHub::drop_held_from(const Nid& from) {
   std::deque<CutHeld> dropped;  // destroyed outside the lock
   MutexLock lk(mu_);
   std::deque<CutHeld> still;
-  for (CutHeld& h : cut_held_) (h.from == from.pack() ? dropped : still).push_back(std::move(h));
+  for (CutHeld& h : cut_held_) (h.from == from ? dropped : still).push_back(std::move(h));
   cut_held_ = std::move(still);
 }
 
 void MemHub::enqueue_connect(const Nid& from, const Nid& to, std::function<void()> fn) {
   MutexLock lk(mu_);
   if (is_cut(from, to))
-    cut_held_.push_back({link_of(from, to), from.pack(), std::move(fn)});
+    cut_held_.push_back({link_of(from, to), from, std::move(fn)});
   else
     events_.push_back(std::move(fn));
 }
@@ -72,23 +73,23 @@ void MemHub::enqueue_connect(const Nid& from, const Nid& to, std::function<void(
 void MemHub::set_delay(const Nid& from, const Nid& to, Duration one_way) {
   MutexLock lk(mu_);
   if (one_way > Duration::zero())
-    delay_[{from.pack(), to.pack()}] = one_way;
+    delay_[{from, to}] = one_way;
   else
-    delay_.erase({from.pack(), to.pack()});
+    delay_.erase({from, to});
 }
 
 bool MemHub::delayed(const Nid& from, const Nid& to) const {
   MutexLock lk(mu_);
-  return delay_.count({from.pack(), to.pack()}) > 0;
+  return delay_.count({from, to}) > 0;
 }
 
 void MemHub::enqueue_frame(const Nid& from, const Nid& to, std::function<void()> fn) {
   MutexLock lk(mu_);
   if (is_cut(from, to)) {
-    cut_held_.push_back({link_of(from, to), from.pack(), std::move(fn)});
+    cut_held_.push_back({link_of(from, to), from, std::move(fn)});
     return;
   }
-  std::pair<uint64_t, uint64_t> dir{from.pack(), to.pack()};
+  std::pair<Nid, Nid> dir{from, to};
   auto d = delay_.find(dir);
   if (d != delay_.end() && clock_) {
     TimePoint& last = last_arrival_[dir];
@@ -195,8 +196,8 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
     in.hdr.version = wire_.version;
     fit_extensions(wire_, &in.hdr.ext);
     if (wire_.version >= 2) {  // the NIDs are the connection's
-      in.hdr.src_nid = local_.pack();
-      in.hdr.dst_nid = peer_nid().pack();
+      in.hdr.src_nid = local_;
+      in.hdr.dst_nid = peer_nid();
     }
     in.hdr.credits = f.credits_set ? f.hdr.credits : take_credits_to_return();
     in.hdr.payload_len = static_cast<uint32_t>(f.payload_len());
@@ -227,15 +228,15 @@ MemTransport::MemTransport(MemHub& hub, TransportOptions opts, std::vector<Nid> 
 
 MemTransport::~MemTransport() {
   MutexLock lk(hub_.mu_);
-  for (const Nid& n : listening_) hub_.listeners_.erase(n.pack());
+  for (const Nid& n : listening_) hub_.listeners_.erase(n);
 }
 
 Status MemTransport::listen(const Nid& local, uint16_t) {
   MutexLock lk(hub_.mu_);
-  if (hub_.listeners_.count(local.pack()))
+  if (hub_.listeners_.count(local))
     return Status(Code::kInvalidArgument, local.to_string() + " is already listening",
                   HealthKind::kPeerNiAddrError);
-  hub_.listeners_[local.pack()] = this;
+  hub_.listeners_[local] = this;
   listening_.push_back(local);
   return Status::Ok();
 }
@@ -255,9 +256,9 @@ void MemTransport::open(const Nid& local, const Nid& remote, bool bulk, ConnectC
     bool no_host = false;
     {
       MutexLock lk(hub_.mu_);
-      auto it = hub_.listeners_.find(remote.pack());
+      auto it = hub_.listeners_.find(remote);
       if (it != hub_.listeners_.end()) server = it->second;
-      no_host = hub_.no_host_.count(remote.pack()) > 0;
+      no_host = hub_.no_host_.count(remote) > 0;
       id = hub_.next_id_;
       hub_.next_id_ += 2;
     }

@@ -64,23 +64,23 @@ class MemHub final : public TimerQueue {
   mutable Mutex mu_;
   std::deque<std::function<void()>> events_;
   std::deque<std::function<void()>> held_;
-  static std::pair<uint64_t, uint64_t> link_of(const Nid& a, const Nid& b);
+  static std::pair<Nid, Nid> link_of(const Nid& a, const Nid& b);
   bool is_cut(const Nid& a, const Nid& b) const REQUIRES(mu_);
-  std::set<std::pair<uint64_t, uint64_t>> cut_ GUARDED_BY(mu_);
+  std::set<std::pair<Nid, Nid>> cut_ GUARDED_BY(mu_);
   struct CutHeld {
-    std::pair<uint64_t, uint64_t> link;
-    uint64_t from;
+    std::pair<Nid, Nid> link;
+    Nid from;
     std::function<void()> fn;
   };
   std::deque<CutHeld> cut_held_ GUARDED_BY(mu_);
   // Per direction (from, to): its delay, and when its last frame arrives (none overtakes).
-  std::map<std::pair<uint64_t, uint64_t>, Duration> delay_ GUARDED_BY(mu_);
-  std::map<std::pair<uint64_t, uint64_t>, TimePoint> last_arrival_ GUARDED_BY(mu_);
+  std::map<std::pair<Nid, Nid>, Duration> delay_ GUARDED_BY(mu_);
+  std::map<std::pair<Nid, Nid>, TimePoint> last_arrival_ GUARDED_BY(mu_);
   std::multimap<TimePoint, std::function<void()>> timed_;
   Clock* clock_ GUARDED_BY(mu_) = nullptr;
   bool stalled_ GUARDED_BY(mu_) = false;
-  std::map<uint64_t, MemTransport*> listeners_ GUARDED_BY(mu_);  // packed NID -> transport
-  std::set<uint64_t> no_host_ GUARDED_BY(mu_);                   // set_no_host
+  std::map<Nid, MemTransport*> listeners_ GUARDED_BY(mu_);  // NID -> transport
+  std::set<Nid> no_host_ GUARDED_BY(mu_);                   // set_no_host
   uint64_t next_id_ GUARDED_BY(mu_) = 1;
 };
 

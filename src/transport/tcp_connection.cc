@@ -523,8 +523,8 @@ bool TcpConnection::dispatch_buffered(TimePoint now, bool here) {
       return false;
     }
     if (h->version >= 2) {  // its NIDs are the connection's
-      h->src_nid = peer_nid().pack();
-      h->dst_nid = local_.pack();
+      h->src_nid = peer_nid();
+      h->dst_nid = local_;
     }
     const size_t head = kHeaderSize + h->ext_len;
     size_t body = size_t(h->payload_len) + h->bulk_len;

@@ -109,8 +109,17 @@ class DeferScope {
   DeferScope& operator=(const DeferScope&) = delete;
 };
 
+inline asio::ip::address address_of(const Nid& nid) {
+  if (nid.addr_len == 16) {
+    asio::ip::address_v6::bytes_type b;
+    std::copy(nid.addr.begin(), nid.addr.end(), b.begin());
+    return asio::ip::address_v6(b);
+  }
+  return asio::ip::address_v4(nid.ipv4());
+}
+
 inline tcp::endpoint endpoint_of(const Nid& nid, uint16_t port) {
-  return tcp::endpoint(asio::ip::address_v4(nid.addr), port);
+  return tcp::endpoint(address_of(nid), port);
 }
 
 }  // namespace tcp_detail

@@ -59,8 +59,8 @@ asio::awaitable<void> write_frame(TcpConnection& c, FrameKind kind, const Nid& s
                                   const Buffer& payload, uint16_t version = 1, uint64_t xid = 0) {
   FrameHeader h;
   h.kind = kind;
-  h.src_nid = src.pack();
-  h.dst_nid = dst.pack();
+  h.src_nid = src;
+  h.dst_nid = dst;
   h.xid = xid;
   h.payload_len = static_cast<uint32_t>(payload.size());
   EncodedHead e;
@@ -160,6 +160,7 @@ Status TcpTransport::Impl::listen(const Nid& local, uint16_t port) {
   tcp::endpoint ep = endpoint_of(local, port);
   acc->open(ep.protocol(), ec);
   if (!ec) acc->set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec && local.is_large()) acc->set_option(asio::ip::v6_only(true), ec);
   if (!ec) acc->bind(ep, ec);
   if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
@@ -314,9 +315,9 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
   };
 
   std::error_code ec;
-  s.open(tcp::v4(), ec);
+  s.open(c->local_nid().is_large() ? tcp::v6() : tcp::v4(), ec);
   if (!ec) set_socket_options(s);
-  if (!ec) s.bind(tcp::endpoint(asio::ip::address_v4(c->local_nid().addr), 0), ec);
+  if (!ec) s.bind(endpoint_of(c->local_nid(), 0), ec);
   if (ec) {
     finish(Status(Code::kUnreachable,
                   "cannot bind " + c->local_nid().address_string() + ": " + ec.message(),

@@ -183,7 +183,7 @@ TEST_F(TlsTest, NothingOnTheWireIsReadable) {
   EXPECT_EQ(wire.find("SECRET-FILE-DATA"), std::string::npos);  // the bulk
   EXPECT_EQ(wire.find("PFS1"), std::string::npos);              // a frame header
   // The HELLOs' NIDs: A's address in either byte order.
-  uint32_t addr = a_.addr;
+  uint32_t addr = a_.ipv4();
   std::string be, le;
   for (int i = 0; i < 4; ++i) {
     be += static_cast<char>(addr >> (24 - 8 * i));

@@ -34,8 +34,8 @@ void Connection::flush_credits(const std::shared_ptr<Connection>& c) {
     if (conn->credits_to_return() == 0 || !conn->is_open()) return;
     auto f = std::make_unique<OutFrame>();
     f->hdr.kind = FrameKind::kCredit;
-    f->hdr.src_nid = conn->local_nid().pack();
-    f->hdr.dst_nid = conn->peer_nid().pack();
+    f->hdr.src_nid = conn->local_nid();
+    f->hdr.dst_nid = conn->peer_nid();
     conn->send(std::move(f));
   });
 }

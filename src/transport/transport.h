@@ -39,9 +39,9 @@ namespace pfsnet {
 struct TxTimes {
   TimePoint write_start;  // first byte handed to the socket
   TimePoint write_done;   // last byte handed to the socket
-  // Filled by the net layer: the path the frame took (packed NIDs; 0 = none) and the
-  // connection it was handed to (0 = it never reached one).
-  uint64_t local_nid = 0, peer_nid = 0;
+  // Filled by the net layer: the path the frame took (Nid() = none) and the connection it
+  // was handed to (0 = it never reached one).
+  Nid local_nid, peer_nid;
   uint64_t conn_id = 0;
 };
 struct RxTimes {

@@ -280,7 +280,7 @@ std::vector<PeerMeasure> TuneService::measure_peers(const std::vector<Nid>& only
     for (const Nid& n : nids) {
       StatsQuery q;
       q.what = StatsQuery::What::kNode;
-      q.node = n.pack();
+      q.node = n;
       q.granularity = Granularity::kSecond;
       q.last = 60;
       for (const NodeReport& r : stats_.query(q).nodes)

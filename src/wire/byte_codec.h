@@ -13,10 +13,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "wire/nid_form.h"
 
 namespace pfsnet {
 
@@ -38,10 +41,16 @@ class ByteWriter {
     u8(static_cast<uint8_t>(n));
     out_.append(s.data(), n);
   }
+  // A NID in its wire form (wire/nid_form.h): 8 bytes, or 24 for an IPv6 one.
+  void nid(const Nid& n) {
+    uint8_t b[8 + Nid::kMaxAddrBytes];
+    put_nid(b, n);
+    out_.append(reinterpret_cast<const char*>(b), nid_wire_size(n));
+  }
   void nids(const std::vector<Nid>& v) {
     size_t n = std::min(v.size(), kMaxFieldNids);
     u8(static_cast<uint8_t>(n));
-    for (size_t i = 0; i < n; ++i) u64(v[i].pack());
+    for (size_t i = 0; i < n; ++i) nid(v[i]);
   }
   size_t size() const { return out_.size(); }
   Buffer take() { return Buffer::copy_of(std::string_view(out_)); }
@@ -78,6 +87,28 @@ class ByteReader {
     pos_ += n;
     return s;
   }
+  // A NID (wire/nid_form.h); a malformed one clears ok() and reads as Nid().
+  Nid nid() { return try_nid().value_or(Nid()); }
+  // The same, saying what was wrong with a malformed one.
+  Result<Nid> try_nid() {
+    if (!ok_) return Status(Code::kProtocol, "NID truncated");
+    size_t used = 0;
+    auto n = get_nid(b_.subspan(pos_), &used);
+    if (!n.ok()) {
+      ok_ = false;
+      return n;
+    }
+    pos_ += used;
+    return n;
+  }
+  // A NID or none: none is written as a u64 0 (which no NID's form begins with).
+  std::optional<Nid> nid_or_none() {
+    if (ok_ && b_.size() - pos_ >= 8 && le::get<uint64_t>(b_.data() + pos_) == 0) {
+      pos_ += 8;
+      return std::nullopt;
+    }
+    return nid();
+  }
   std::vector<Nid> nids() {
     size_t n = u8();
     std::vector<Nid> v;
@@ -85,14 +116,8 @@ class ByteReader {
       ok_ = false;
       return v;
     }
-    for (size_t i = 0; i < n; ++i) {
-      auto nid = Nid::unpack(u64());
-      if (!nid.ok()) {
-        ok_ = false;
-        return v;
-      }
-      v.push_back(*nid);
-    }
+    for (size_t i = 0; i < n && ok_; ++i) v.push_back(nid());
+    if (!ok_) v.clear();
     return v;
   }
   // A list count (u32) that the remaining bytes can hold at `min_each` bytes per item.

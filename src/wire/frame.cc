@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "wire/le.h"
@@ -171,6 +172,17 @@ size_t FrameExt::encoded_size() const {
          (has_queue_time ? 2 + 8 : 0);
 }
 
+// A version-1 header's NID: 0 (a sender that has none to give, or whose NID is large) reads
+// as a NID with no address, which writes as 0 again; the transport fills both from its
+// connection. Anything else that is not a NID is a malformed header.
+static std::optional<Nid> header_nid(uint64_t v) {
+  if (v == 0) return Nid::none();
+  uint64_t type = v >> 48;
+  if (type != uint64_t(NetType::kTcp) && type != uint64_t(NetType::kO2ib)) return std::nullopt;
+  return Nid::ipv4(static_cast<uint32_t>(v), static_cast<NetType>(type),
+                   static_cast<uint16_t>(v >> 32));
+}
+
 // Layout (little-endian):
 //  0 magic u32 | 4 version u16 | 6 kind u8 | 7 flags u8 | 8 src_nid u64 | 16 dst_nid u64
 // 24 xid u64 | 32 msg_type u32 | 36 payload_len u32 | 40 bulk_len u32 | 44 credits u32
@@ -179,8 +191,8 @@ size_t FrameExt::encoded_size() const {
 void encode_header(const FrameHeader& h, EncodedHeader* out) {
   uint8_t* p = out->data();
   put_fields<kLayoutV1>(h, p);
-  put<uint64_t>(p + 8, h.src_nid);
-  put<uint64_t>(p + 16, h.dst_nid);
+  put<uint64_t>(p + 8, h.src_nid.small_form());
+  put<uint64_t>(p + 16, h.dst_nid.small_form());
   put<uint32_t>(p + 60, crc32c({p, 60}));
 }
 
@@ -248,8 +260,10 @@ Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, const FrameLim
   FrameHeader h;
   if (version == 1) {
     get_fields<kLayoutV1>(p, &h);
-    h.src_nid = get<uint64_t>(p + 8);
-    h.dst_nid = get<uint64_t>(p + 16);
+    auto src = header_nid(get<uint64_t>(p + 8)), dst = header_nid(get<uint64_t>(p + 16));
+    if (!src || !dst) return bad("a header NID of an unknown network type");
+    h.src_nid = *src;
+    h.dst_nid = *dst;
   } else {
     get_fields<kLayoutV2>(p, &h);
     h.ext_len = get<uint16_t>(p + 44);

@@ -104,8 +104,10 @@ bool valid_job_id(std::string_view id);
 struct FrameHeader {
   FrameKind kind = FrameKind::kRequest;
   uint8_t flags = 0;
-  uint64_t src_nid = 0;  // packed Nid
-  uint64_t dst_nid = 0;
+  // The two ends. Version 1 carries them as 64-bit NIDs (0 for a large one); version 2
+  // does not: a transport fills both from its connection on receipt in every version.
+  Nid src_nid = Nid::none();
+  Nid dst_nid = Nid::none();
   uint64_t xid = 0;
   uint32_t msg_type = 0;
   uint32_t payload_len = 0;

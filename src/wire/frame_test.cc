@@ -12,8 +12,8 @@ FrameHeader sample() {
   FrameHeader h;
   h.kind = FrameKind::kReply;
   h.flags = kFlagBulkFromServer;
-  h.src_nid = Nid::parse("127.0.0.2@tcp")->pack();
-  h.dst_nid = Nid::parse("10.2.0.5@o2ib1")->pack();
+  h.src_nid = *Nid::parse("127.0.0.2@tcp");
+  h.dst_nid = *Nid::parse("10.2.0.5@o2ib1");
   h.xid = 0x0123456789abcdefULL;
   h.msg_type = 7;
   h.payload_len = 100;
@@ -188,7 +188,7 @@ TEST(FrameV2Test, RequestAndReplyRoundTripWithTheirExtensions) {
   EXPECT_EQ(d->credits, h.credits);
   EXPECT_EQ(d->incarnation, h.incarnation);
   EXPECT_EQ(d->done_lag, h.done_lag);
-  EXPECT_EQ(d->src_nid, 0u);  // filled in from the connection
+  EXPECT_EQ(d->src_nid, Nid::none());  // filled in from the connection
   EXPECT_EQ(d->ext.job(), "slurm.4242");
   EXPECT_TRUE(d->ext.has_trace);
   EXPECT_EQ(d->ext.trace, h.ext.trace);
@@ -219,7 +219,7 @@ TEST(FrameV2Test, RequestAndReplyRoundTripWithTheirExtensions) {
 
 TEST(FrameV2Test, AVersionOneFrameNeverCarriesExtensions) {
   FrameHeader h = v2_request();
-  h.src_nid = Nid::parse("127.0.0.2@tcp")->pack();
+  h.src_nid = *Nid::parse("127.0.0.2@tcp");
   EncodedHead e;
   encode_frame_head(h, 1, &e);
   ASSERT_EQ(e.size, kHeaderSize);

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "wire/le.h"
+#include "wire/nid_form.h"
 
 namespace pfsnet {
 
@@ -20,19 +21,27 @@ Nonce random_nonce() {
   return n;
 }
 
-Buffer encode_hello(const Hello& h) {
-  Buffer b(64 + 2 + 8 * h.nids.size() + 1);
-  uint8_t* p = b.data();
-  std::memcpy(p, h.nonce.data(), 32);
-  std::memcpy(p + 32, h.mac.data(), 32);
-  p[64] = static_cast<uint8_t>(h.nids.size());
-  p[65] = static_cast<uint8_t>(h.nids.size() >> 8);
-  for (size_t i = 0; i < h.nids.size(); ++i) {
-    uint64_t v = h.nids[i].pack();
-    for (int k = 0; k < 8; ++k) p[66 + 8 * i + k] = static_cast<uint8_t>(v >> (8 * k));
+namespace {
+// The NIDs of a HELLO and of the proofs: each in its wire form (wire/nid_form.h), so an
+// IPv4 NID's 8 bytes are version 1's.
+void append_nids(std::vector<uint8_t>* out, const std::vector<Nid>& nids) {
+  for (const Nid& n : nids) {
+    size_t at = out->size();
+    out->resize(at + nid_wire_size(n));
+    put_nid(out->data() + at, n);
   }
-  p[66 + 8 * h.nids.size()] = h.flags;
-  return b;
+}
+}  // namespace
+
+Buffer encode_hello(const Hello& h) {
+  std::vector<uint8_t> b(66);
+  std::memcpy(b.data(), h.nonce.data(), 32);
+  std::memcpy(b.data() + 32, h.mac.data(), 32);
+  b[64] = static_cast<uint8_t>(h.nids.size());
+  b[65] = static_cast<uint8_t>(h.nids.size() >> 8);
+  append_nids(&b, h.nids);
+  b.push_back(h.flags);
+  return Buffer::copy_of(std::span<const uint8_t>(b));
 }
 
 Result<Hello> decode_hello(std::span<const uint8_t> p) {
@@ -42,16 +51,18 @@ Result<Hello> decode_hello(std::span<const uint8_t> p) {
   std::memcpy(h.mac.data(), p.data() + 32, 32);
   size_t n = p[64] | (size_t(p[65]) << 8);
   if (n == 0 || n > kMaxHelloNids) return Status(Code::kProtocol, "malformed HELLO: NID count");
-  if (p.size() != 66 + 8 * n + 1) return Status(Code::kProtocol, "malformed HELLO: length");
-  h.flags = p[66 + 8 * n];
-  if (h.flags & ~kHelloBulk) return Status(Code::kProtocol, "malformed HELLO: unknown flags");
+  size_t at = 66;
   for (size_t i = 0; i < n; ++i) {
-    uint64_t v = 0;
-    for (int k = 0; k < 8; ++k) v |= uint64_t(p[66 + 8 * i + k]) << (8 * k);
-    auto nid = Nid::unpack(v);
+    size_t used = 0;
+    if (p.size() < at + 1) return Status(Code::kProtocol, "malformed HELLO: length");
+    auto nid = get_nid(p.subspan(at, p.size() - at - 1), &used);  // the last byte: flags
     if (!nid.ok()) return Status(Code::kProtocol, "malformed HELLO: " + nid.status().message());
     h.nids.push_back(*nid);
+    at += used;
   }
+  if (p.size() != at + 1) return Status(Code::kProtocol, "malformed HELLO: length");
+  h.flags = p[at];
+  if (h.flags & ~kHelloBulk) return Status(Code::kProtocol, "malformed HELLO: unknown flags");
   return h;
 }
 
@@ -64,11 +75,8 @@ Mac handshake_mac(std::string_view key, char role, const Nonce& mine, const Nonc
   msg.push_back(static_cast<uint8_t>(role));
   msg.insert(msg.end(), theirs.begin(), theirs.end());
   msg.insert(msg.end(), mine.begin(), mine.end());
-  for (const auto* list : {&their_nids, &my_nids})
-    for (const Nid& n : *list) {
-      uint64_t v = n.pack();
-      for (int k = 0; k < 8; ++k) msg.push_back(static_cast<uint8_t>(v >> (8 * k)));
-    }
+  append_nids(&msg, their_nids);
+  append_nids(&msg, my_nids);
   msg.push_back(client_flags);
   Mac mac{};
   unsigned int len = 0;
@@ -85,6 +93,13 @@ std::vector<Nid> announced_nids(const Nid& local, const std::vector<Nid>& node_n
   std::vector<Nid> v = {local};
   for (const Nid& n : node_nids)
     if (n != local) v.push_back(n);
+  return v;
+}
+
+std::vector<Nid> hello_nids(const std::vector<Nid>& announced) {
+  std::vector<Nid> v;
+  for (size_t i = 0; i < announced.size(); ++i)
+    if (i == 0 || !announced[i].is_large()) v.push_back(announced[i]);
   return v;
 }
 
@@ -198,7 +213,8 @@ std::string_view key_used_name(KeyUsed k) {
 HandshakeMachine::HandshakeMachine(ClusterKeys keys, std::vector<Nid> my_nids, bool client,
                                    uint8_t flags, WireSpeaks speaks)
     : keys_(std::move(keys)), client_(client), speaks_(std::move(speaks)) {
-  mine_.nids = std::move(my_nids);
+  all_nids_ = std::move(my_nids);
+  mine_.nids = hello_nids(all_nids_);
   mine_.flags = client ? flags : 0;
 }
 
@@ -239,10 +255,10 @@ Buffer encode_wire_fields(const WireFields& w) {
     std::vector<uint8_t> n;
     for (const Nid& nid : w.nids) {
       n.push_back(static_cast<uint8_t>(nid.type));
-      n.push_back(4);
+      n.push_back(nid.addr_len);
       n.push_back(static_cast<uint8_t>(nid.net_num));
       n.push_back(static_cast<uint8_t>(nid.net_num >> 8));
-      for (int k = 3; k >= 0; --k) n.push_back(static_cast<uint8_t>(nid.addr >> (8 * k)));
+      n.insert(n.end(), nid.addr.begin(), nid.addr.begin() + nid.addr_len);
     }
     put_field(&f, kNids, n);
   }
@@ -298,13 +314,16 @@ Result<WireFields> decode_wire_fields(std::span<const uint8_t> b) {
           uint64_t packed = uint64_t(v[k]) << 48 | uint64_t(v[k + 2] | v[k + 3] << 8) << 32;
           const uint8_t* a = v + k + 4;
           k += 4 + size_t(alen);
-          if (alen != 4) {  // an address this build cannot hold: a NI it cannot use
-            if (w.nids.empty()) return bad("the connection's NID has no IPv4 address");
+          if (alen != 4 && alen != 16) {  // an address this build cannot hold: a NI it cannot use
+            if (w.nids.empty())
+              return bad("the connection's NID has an address of " + std::to_string(alen) +
+                         " bytes");
             continue;
           }
-          auto nid = Nid::unpack(packed | uint32_t(a[0]) << 24 | uint32_t(a[1]) << 16 |
-                                 uint32_t(a[2]) << 8 | a[3]);
+          auto nid = Nid::unpack(packed);
           if (!nid.ok()) return bad(nid.status().message());
+          nid->addr_len = alen;
+          std::memcpy(nid->addr.data(), a, alen);
           if (w.nids.size() == kMaxHelloNids) return bad("too many NIDs");
           w.nids.push_back(*nid);
         }
@@ -322,7 +341,8 @@ Result<WireFields> decode_wire_fields(std::span<const uint8_t> b) {
 Buffer HandshakeMachine::my_fields() const {
   WireFields w{speaks_.min_version, speaks_.max_version, speaks_.features,
                speaks_.release,     speaks_.instance,    {}};
-  if (!client_) w.nids = mine_.nids;  // the client's are in its HELLO
+  // The server's NIDs; the client's are in its HELLO but for the large ones it left out.
+  if (!client_ || all_nids_ != mine_.nids) w.nids = all_nids_;
   return encode_wire_fields(w);
 }
 
@@ -337,7 +357,14 @@ Status HandshakeMachine::take_fields(std::span<const uint8_t> b) {
   session_.peer_release = std::move(w->release);
   session_.peer_instance = w->instance;
   session_.features = speaks_.features & w->features;
-  if (client_) peer_.nids = std::move(w->nids);
+  if (client_) {
+    peer_.nids = std::move(w->nids);
+  } else if (!w->nids.empty()) {  // the client's whole list, its large NIDs too
+    if (peer_.nids.empty() || w->nids[0] != peer_.nids[0])
+      return Status(Code::kProtocol,
+                    "malformed version-2 handshake: its NIDs do not begin with its HELLO's");
+    peer_.nids = std::move(w->nids);
+  }
   return Status::Ok();
 }
 
@@ -503,6 +530,7 @@ HandshakeMachine::Step HandshakeMachine::server_takes_auth(const FrameHeader& h,
   });
   if (!used) return reject(std::string(kWrongClusterKey));
   if (Status st = take_fields(fields); !st.ok()) return done(State::kFailed, st.message());
+  if (std::string why = peer_refusal(); !why.empty()) return reject(why);  // its large NIDs too
   session_.peer_key = *used;
   return done(State::kEstablished, "", Out{FrameKind::kAuth, Buffer(), session_.version});
 }

@@ -137,6 +137,10 @@ bool mac_equal(const Mac& a, const Mac& b);
 // The steps of the exchange above, for every transport that runs it.
 // The NIDs a HELLO announces: `local` (the NI at this end) first, then the node's others.
 std::vector<Nid> announced_nids(const Nid& local, const std::vector<Nid>& node_nids);
+// The NIDs a HELLO -- a version-1 frame whatever is negotiated -- carries of `announced`:
+// the connection's own (first) and the others that version 1 can hold (IPv4). A large
+// NID reaches a version-2 peer in the version-2 fields, never a version-1 peer.
+std::vector<Nid> hello_nids(const std::vector<Nid>& announced);
 // The client's HELLO: a fresh nonce, its NIDs and its flags.
 Hello client_hello(std::vector<Nid> nids, uint8_t flags = 0);
 // The server's HELLO answering `client`: a fresh nonce, its NIDs and its proof of the key.
@@ -229,9 +233,10 @@ class HandshakeMachine {
   WireSpeaks speaks_;
   int step_ = 0;  // frames of the peer's taken
   Hello mine_, peer_;
-  uint64_t offer_ = 0;       // the client HELLO's xid
-  Buffer client_hello_raw_;  // the client HELLO's payload as sent
-  Buffer server_hello_raw_;  // the server's version-2 HELLO payload as sent
+  std::vector<Nid> all_nids_;  // what this end announces; its HELLO may carry fewer (hello_nids)
+  uint64_t offer_ = 0;         // the client HELLO's xid
+  Buffer client_hello_raw_;    // the client HELLO's payload as sent
+  Buffer server_hello_raw_;    // the server's version-2 HELLO payload as sent
   WireSession session_;
   PeerCheck check_;
   State state_ = State::kRunning;

@@ -431,5 +431,61 @@ TEST(HandshakeKeyRotationTest, NodesOnEitherSideOfACommitAcceptEachOther) {
     }
 }
 
+// Large NIDs (IPv6): a HELLO -- a version-1 frame -- carries the connection's NID and the
+// IPv4 others; a version-2 peer gets the whole list in the version-2 fields, a version-1
+// peer never sees a large NID.
+TEST(HandshakeLargeNidsTest, AVersion2PeerLearnsEveryNidAVersion1PeerOnlyTheIpv4Ones) {
+  const Nid c6 = *Nid::parse("2001:2::2@tcp"), s6 = *Nid::parse("2001:2::3@tcp");
+  for (uint16_t server_max : {2, 1}) {
+    Ends e{
+        HandshakeMachine::client(kKey, {kC1, c6, kC2}, 0, speaks(1, 2, kFeaturesSpoken, "c", 1)),
+        HandshakeMachine::server(kKey, {kS1, s6}, speaks(1, server_max, kFeaturesSpoken, "s", 2)),
+        {}};
+    std::vector<Buffer> frames;
+    e.run([&](size_t, HandshakeMachine::Out& o) {
+      frames.push_back(Buffer::copy_of(o.payload.span()));
+    });
+    ASSERT_EQ(e.c.state(), HandshakeMachine::State::kEstablished) << e.c.why();
+    ASSERT_EQ(e.s.state(), HandshakeMachine::State::kEstablished) << e.s.why();
+    auto hello = decode_hello(frames[0].span());
+    ASSERT_TRUE(hello.ok()) << hello.status().to_string();
+    EXPECT_EQ(hello->nids, (std::vector<Nid>{kC1, kC2})) << "the client HELLO holds no large NID";
+    if (server_max == 2) {
+      EXPECT_EQ(e.s.peer_nids(), (std::vector<Nid>{kC1, c6, kC2}));
+      EXPECT_EQ(e.c.peer_nids(), (std::vector<Nid>{kS1, s6}));
+    } else {
+      EXPECT_EQ(e.s.peer_nids(), (std::vector<Nid>{kC1, kC2}));
+      EXPECT_EQ(e.c.peer_nids(), (std::vector<Nid>{kS1}));
+      auto sh = decode_hello(frames[1].span());
+      ASSERT_TRUE(sh.ok());
+      EXPECT_EQ(sh->nids, (std::vector<Nid>{kS1}));
+    }
+  }
+}
+
+// On an IPv6 connection the HELLO's first NID -- the connection's own -- is large, in the
+// marked form a release without large NIDs refuses ("bad NID network type"), which cannot
+// be listening there anyway.
+TEST(HandshakeLargeNidsTest, AnIpv6ConnectionsHelloCarriesItsLargeNidMarked) {
+  const Nid c6 = *Nid::parse("2001:2::2@tcp"), s6 = *Nid::parse("2001:2::3@tcp");
+  Ends e{HandshakeMachine::client(kKey, {c6, kC1}, 0, speaks(1, 2, kFeaturesSpoken, "c", 1)),
+         HandshakeMachine::server(kKey, {s6}, speaks(1, 2, kFeaturesSpoken, "s", 2)),
+         {}};
+  std::vector<Buffer> frames;
+  e.run([&](size_t, HandshakeMachine::Out& o) {
+    frames.push_back(Buffer::copy_of(o.payload.span()));
+  });
+  ASSERT_EQ(e.s.state(), HandshakeMachine::State::kEstablished) << e.s.why();
+  EXPECT_EQ(e.s.peer_nids(), (std::vector<Nid>{c6, kC1}));
+  EXPECT_EQ(e.c.peer_nids(), (std::vector<Nid>{s6}));
+  ASSERT_GE(frames[0].size(), 66u + 8);
+  uint64_t first = 0;
+  for (int k = 0; k < 8; ++k) first |= uint64_t(frames[0].data()[66 + k]) << (8 * k);
+  EXPECT_FALSE(Nid::unpack(first).ok()) << "an old decoder refuses it";
+  EXPECT_EQ(decode_hello(frames[0].span())->nids[0], c6);
+  // Truncated anywhere inside the large NID: malformed, never read past.
+  for (size_t n = 66; n < 66 + 24; ++n) EXPECT_FALSE(decode_hello(frames[0].span().first(n)).ok());
+}
+
 }  // namespace
 }  // namespace pfsnet
