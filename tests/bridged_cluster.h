@@ -20,7 +20,10 @@ class BridgedCluster {
     // (net.speed_mbit): a second link class.
     int64_t link_mbit = 0;
   };
-  BridgedCluster(std::vector<Node> nodes, const std::string& extra) : nodes_(std::move(nodes)) {
+  // `ipv6`: every NI an IPv6 one (large NIDs): node i's are 2001:2:0:1::(10+i)@tcp and
+  // 2001:2:0:2::(10+i)@tcp1, from the IPv6 benchmarking prefix.
+  BridgedCluster(std::vector<Node> nodes, const std::string& extra, bool ipv6 = false)
+      : nodes_(std::move(nodes)), ipv6_(ipv6) {
     ip_ = ip_bin();
     if (geteuid() != 0 || ip_.empty()) {
       skip_ = "needs root and iproute2";
@@ -50,7 +53,9 @@ class BridgedCluster {
                   "netns", sw_}) &&
               ip({"-n", sw_, "link", "set", sw_side, "master", "br" + std::to_string(r)}) &&
               ip({"-n", sw_, "link", "set", sw_side, "up"}) &&
-              ip({"-n", ns, "addr", "add", addr(i, r) + "/24", "dev", ifname(i, r)}) &&
+              (ipv6_ ? ip({"-n", ns, "addr", "add", address(i, r) + "/64", "dev", ifname(i, r),
+                           "nodad"})  // usable at once: no duplicate detection's wait
+                     : ip({"-n", ns, "addr", "add", addr(i, r) + "/24", "dev", ifname(i, r)})) &&
               ip({"-n", ns, "link", "set", ifname(i, r), "up"});
       }
     }
@@ -72,7 +77,7 @@ class BridgedCluster {
     std::string mgs_list;
     for (size_t i = 0; i < nodes_.size(); ++i)
       if (nodes_[i].role == "mgs")
-        mgs_list += (mgs_list.empty() ? "\"" : ", \"") + nid(i, 0) + "\"";
+        mgs_list += (mgs_list.empty() ? "\"" : ", \"") + node_nid(i, 0) + "\"";
     for (size_t i = 0; i < nodes_.size() && ok_; ++i) {
       socket_.push_back(dir_.file(nodes_[i].name + ".sock"));
       if (nodes_[i].role == "etcd") {
@@ -106,8 +111,8 @@ class BridgedCluster {
       write_file(cfg, "[node]\nname = \"" + nodes_[i].name + "\"\ncluster_key_file = \"" +
                           dir_.file("cluster.key") + "\"\nadmin_socket = \"" + socket_[i] +
                           "\"\nroles = [\"" + nodes_[i].role + "\"]\nmgs = [" + mgs_list +
-                          "]\n[[net]]\nnid = \"" + nid(i, 0) + "\"\n" + speed(i) +
-                          "[[net]]\nnid = \"" + nid(i, 1) + "\"\n" + speed(i) + extra);
+                          "]\n[[net]]\nnid = \"" + node_nid(i, 0) + "\"\n" + speed(i) +
+                          "[[net]]\nnid = \"" + node_nid(i, 1) + "\"\n" + speed(i) + extra);
       daemon_.push_back(std::make_unique<Process>(
           std::vector<std::string>{ip_, "netns", "exec", ns_of(i), PFSNETD_BIN, "--config", cfg}));
     }
@@ -137,6 +142,16 @@ class BridgedCluster {
     return "198.18." + std::to_string(rail + 1) + "." + std::to_string(10 + i);
   }
   static std::string nid(size_t i, int rail) { return addr(i, rail) + (rail ? "@tcp1" : "@tcp"); }
+  // Node i's address and NID on a rail in this cluster's family.
+  std::string address(size_t i, int rail) const {
+    if (!ipv6_) return addr(i, rail);
+    char b[32];
+    std::snprintf(b, sizeof b, "2001:2:0:%d::%zx", rail + 1, 10 + i);
+    return b;
+  }
+  std::string node_nid(size_t i, int rail) const {
+    return address(i, rail) + (rail ? "@tcp1" : "@tcp");
+  }
   std::string ifname(size_t i, int rail) const {
     return "n" + std::to_string(i) + "r" + std::to_string(rail) + "_" + tag_;
   }
@@ -191,6 +206,7 @@ class BridgedCluster {
   }
 
   std::vector<Node> nodes_;
+  bool ipv6_ = false;
   std::string ip_, skip_, tag_, sw_;
   bool ok_ = true;
   std::vector<std::string> spaces_;

@@ -142,7 +142,22 @@ Status Daemon::start() {
 }
 
 void Daemon::watch_links() {
-  for (const Nid& n : net_.local_nids()) {
+  // Large NIDs (IPv6) travel in wire version 2 only: say which NIs an older node cannot use.
+  const std::vector<Nid> mine = net_.local_nids();
+  size_t large = 0;
+  for (const Nid& n : mine)
+    if (n.is_large()) {
+      ++large;
+      PFS_LOG_INFO(
+          "NI {} is IPv6 (a large NID): nodes that speak only wire version 1 (releases "
+          "before large NIDs, such as 8827b49) cannot reach this node on it",
+          n.to_string());
+    }
+  if (large > 0 && large == mine.size())
+    PFS_LOG_WARN(
+        "every NI of this node is IPv6: nodes that speak only wire version 1 cannot "
+        "reach it at all (give it an IPv4 NI for them)");
+  for (const Nid& n : mine) {
     auto ifname = LinkMonitor::interface_of(n);
     if (!ifname.ok()) {
       PFS_LOG_WARN("NI {}: no interface holds {}; its link state is not followed", n.to_string(),
