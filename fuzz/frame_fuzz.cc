@@ -134,6 +134,13 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
   // Version-2 handshake fields, the server's (with its NIDs).
   seeds.push_back(
       bytes_of(encode_wire_fields({1, 2, kFeaturesSpoken, "0.9.0+git.abc1234", 42, hello.nids})));
+  // Large NIDs: a HELLO of an IPv6 connection (its first NID marked, then an IPv4 one) and
+  // version-2 fields with an IPv6 NID.
+  Hello hello6;
+  hello6.nids = {*Nid::parse("2001:2::2@tcp"), *Nid::parse("198.18.1.2@tcp")};
+  seeds.push_back(bytes_of(encode_hello(hello6)));
+  seeds.push_back(
+      bytes_of(encode_wire_fields({1, 2, kFeaturesSpoken, "0.9.0+git.abc1234", 42, hello6.nids})));
   // A sealed payload of 8 bytes and its bulk.
   std::vector<uint8_t> bulk(100, 0x5a);
   Buffer sealed = seal_payload(std::vector<uint8_t>(8, 1), bulk);

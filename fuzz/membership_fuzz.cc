@@ -91,20 +91,30 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
   mm.epoch = 4;
   mm.total = 1;
   mm.rows = {row};
-  return {tagged(0, encode(RegisterReq{"client1", kRoleClient, {a, b}, 42})),
-          tagged(1, encode(RegisterRep{1, 2, 3})),
-          tagged(2, encode(PingReq{1, 42, {a, b}, {b}})),
-          tagged(3, encode(PingRep{PingStatus::kOk, 5, 6, {}, {b}})),
-          tagged(4, encode(ReportReq{1, 42, {{a, HealthKind::kPeerNiUnreachable}}})),
-          tagged(5, encode(NotifyReq{8, {ev}, 3, {ev}})),
-          tagged(6, encode(PageReq{10, 100})),
-          tagged(7, encode(st)),
-          tagged(8, encode(sync)),
-          tagged(9, encode(srep)),
-          tagged(10, encode(mm)),
-          tagged(11, encode(RelayReq{NotifyReq{8, {ev}, 2}, {a, b}})),
-          tagged(12, encode(RelayRep{{0, 3}})),
-          tagged(13, encode(ReleasesPage{3, 1, {{1, "0.2.0 (5175907abcde)"}, {2, ""}}}))};
+  // Large NIDs (IPv6) in their marked wire form.
+  Nid six = *Nid::parse("2001:2::5@tcp"), six2 = *Nid::parse("2001:2:0:2::9@tcp1");
+  MeshCell cell6{"oss06", six, six2, 10, 0, 10, 0.2, 0.4, 100, 90, 1500, 1500, true};
+  MeshSyncReq sync6{"client6", {cell6, cell}, {MeshNi{six, 10000, 1, 2}}};
+  PingRep lead6{PingStatus::kOk, 5, 6, Leadership{7, true, six}, {six, a}};
+  return {
+      tagged(0, encode(RegisterReq{"client1", kRoleClient, {a, b}, 42})),
+      tagged(0, encode(RegisterReq{"client6", kRoleClient, {six, a, six2}, 43})),
+      tagged(8, encode(sync6)),
+      tagged(3, encode(lead6)),
+      tagged(5, encode(NotifyReq{9, {NodeEvent{8, "oss06", kRoleServer, NodeState::kUp, {six}}}})),
+      tagged(1, encode(RegisterRep{1, 2, 3})),
+      tagged(2, encode(PingReq{1, 42, {a, b}, {b}})),
+      tagged(3, encode(PingRep{PingStatus::kOk, 5, 6, {}, {b}})),
+      tagged(4, encode(ReportReq{1, 42, {{a, HealthKind::kPeerNiUnreachable}}})),
+      tagged(5, encode(NotifyReq{8, {ev}, 3, {ev}})),
+      tagged(6, encode(PageReq{10, 100})),
+      tagged(7, encode(st)),
+      tagged(8, encode(sync)),
+      tagged(9, encode(srep)),
+      tagged(10, encode(mm)),
+      tagged(11, encode(RelayReq{NotifyReq{8, {ev}, 2}, {a, b}})),
+      tagged(12, encode(RelayRep{{0, 3}})),
+      tagged(13, encode(ReleasesPage{3, 1, {{1, "0.2.0 (5175907abcde)"}, {2, ""}}}))};
 }
 
 }  // namespace pfsnet::fuzz

@@ -116,6 +116,15 @@ TEST(Ipv6Test, DaemonsOnIpv6NidsRegisterPingProbeShowInHealthAndRunSelftestAndBl
       EXPECT_GT(cell["mib_s"].get<double>(), 0) << cell.dump();
     }
   }
+  // Tune: the IPv6 peer measured (RTT, a bulk train) and its settings recommended.
+  {
+    json r = c.cli(kC1, {"tune", "--probe", "--peer", s1, "--size", "256K"});
+    ASSERT_TRUE(r.is_object());
+    ASSERT_EQ(r["peers"].size(), 1u) << r.dump();
+    EXPECT_EQ(r["peers"][0]["peer"], s1);
+    EXPECT_GT(r["peers"][0]["rtt_ms"].get<double>(), 0) << r.dump();
+    EXPECT_GT(r["peers"][0]["bandwidth_mib_s"].get<double>(), 0) << r.dump();
+  }
   // Netverify over an IPv6 path: the port, the handshake, the MTU both ways.
   {
     auto [rc, out] =

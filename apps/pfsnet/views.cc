@@ -39,14 +39,17 @@ void print_tcp(const json& t) {
 // An aligned table within 100 columns; -v adds the errors by kind, timeouts, drops,
 // connections and (peers) every NID the peer announced.
 void print_ni_table(const json& list, const char* title, bool verbose) {
-  std::printf("%-20s %-5s %6s %9s %5s %6s %8s %8s %8s %8s %6s\n", title, "state", "health",
+  // The NID column: 20 wide, or the widest NID (an IPv6 one may be up to 45 bytes).
+  int w = 20;
+  for (const json& n : list) w = std::max(w, static_cast<int>(n["nid"].get<std::string>().size()));
+  std::printf("%-*s %-5s %6s %9s %5s %6s %8s %8s %8s %8s %6s\n", w, title, "state", "health",
               "credits", "min", "queued", "sent", "sent", "recv", "recv", "errors");
   for (const json& n : list) {
     uint64_t errs = 0;
     for (auto& [k, v] : n["errors"].items()) errs += v.get<uint64_t>();
     std::string credits = std::to_string(n["credits"].get<long long>()) + "/" +
                           std::to_string(n["credits_max"].get<long long>());
-    std::printf("%-20s %-5s %6d %9s %5lld %6lld %8llu %8s %8llu %8s %6llu\n",
+    std::printf("%-*s %-5s %6d %9s %5lld %6lld %8llu %8s %8llu %8s %6llu\n", w,
                 n["nid"].get<std::string>().c_str(), n["state"].get<std::string>().c_str(),
                 n["health"].get<int>(), credits.c_str(), n["credits_min"].get<long long>(),
                 n["queued"].get<long long>(), n["send_count"].get<unsigned long long>(),

@@ -110,7 +110,7 @@ struct WireFields {
   uint64_t features = 0;
   std::string release;  // at most 64 printable bytes
   uint64_t instance = 0;
-  std::vector<Nid> nids;  // the server's (the client's are in its HELLO)
+  std::vector<Nid> nids;  // the server's; the client's when its HELLO left large ones out
 };
 Buffer encode_wire_fields(const WireFields& w);
 Result<WireFields> decode_wire_fields(std::span<const uint8_t> bytes);
