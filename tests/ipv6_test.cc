@@ -4,6 +4,8 @@
 // in the mesh, show in `pfsnet health`, and run self-test and the block service.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "bridged_cluster.h"
 
 namespace pfsnet::testing::netns {
@@ -125,11 +127,20 @@ TEST(Ipv6Test, DaemonsOnIpv6NidsRegisterPingProbeShowInHealthAndRunSelftestAndBl
     EXPECT_GT(r["peers"][0]["rtt_ms"].get<double>(), 0) << r.dump();
     EXPECT_GT(r["peers"][0]["bandwidth_mib_s"].get<double>(), 0) << r.dump();
   }
-  // Netverify over an IPv6 path: the port, the handshake, the MTU both ways.
+  // Netverify over an IPv6 path: the port, the handshake, the MTU both ways (UDP probes of
+  // IPv6's headers), routing, the round trip. (Its bandwidth trains' asymmetry check reads
+  // this loaded VM's scheduler as much as the path: left to the netns netverify test.)
   {
-    auto [rc, out] =
-        run({PFSNET_BIN, "--socket", c.socket(kC1), "netverify", s1, "--json"}, 60000ms);
-    EXPECT_EQ(rc, 0) << out;
+    json r = c.cli(kC1, {"netverify", s1, "--no-bandwidth"});
+    ASSERT_TRUE(r.is_object());
+    EXPECT_EQ(r["failed"], 0) << r.dump();
+    std::set<std::string> passed;
+    for (const json& n : r["nodes"])
+      for (const json& p : n["paths"])
+        for (const json& ch : p["checks"])
+          if (ch["result"] == "PASS") passed.insert(ch["check"].get<std::string>());
+    for (const char* want : {"port", "handshake", "mtu", "routing", "rtt"})
+      EXPECT_TRUE(passed.count(want)) << want << ": " << r.dump();
   }
 }
 
