@@ -13,17 +13,6 @@ namespace {
 
 bool is_ipv6_nid(const std::string& nid) { return nid.find(':') != std::string::npos; }
 
-// Polls `pred` every 200 ms until it holds or `limit` passes (bounded in count and time).
-template <class Pred>
-bool poll(Pred pred, std::chrono::milliseconds limit) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  for (int i = 0; i < 1000 && std::chrono::steady_clock::now() < end; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(200ms);  // an observation's polling interval, not a sync
-  }
-  return pred();
-}
-
 TEST(Ipv6Test, DaemonsOnIpv6NidsRegisterPingProbeShowInHealthAndRunSelftestAndBlocks) {
   const std::vector<BridgedCluster::Node> nodes = {
       {"mgs", "mgs"}, {"s1", "server"}, {"c1", "client"}};
@@ -39,7 +28,7 @@ TEST(Ipv6Test, DaemonsOnIpv6NidsRegisterPingProbeShowInHealthAndRunSelftestAndBl
   // Registered, every NID IPv6; every node's mesh row in, each IPv6 path probed both ways;
   // nothing wrong.
   json status, mesh, faults;
-  bool healthy = poll(
+  bool healthy = eventually(
       [&] {
         status = c.cli(kC1, {"status"});
         if (!status.is_object() || status.value("nodes", json::array()).size() != 3) return false;
@@ -184,7 +173,7 @@ TEST(Ipv6Test, OnLoopbackADualStackMgsIsReachedOverIpv6AndAnOldNodeIsToldOnlyIpv
   };
   const json both = json::array({mgs.nid().to_string(), "::1@tcp"});
   json seen_new, seen_old;
-  bool told = poll(
+  bool told = eventually(
       [&] {
         seen_new = status(PFSNET_BIN, neu.socket());
         seen_old = status(old_cli, old.socket());
