@@ -71,6 +71,8 @@ struct Nid {
 template <>
 struct std::hash<pfsnet::Nid> {
   size_t operator()(const pfsnet::Nid& n) const noexcept {
+    // An IPv4 NID hashes as its 64-bit form did (the common case, per RPC: no loop).
+    if (n.addr_len == 4) return std::hash<uint64_t>()(n.small_form());
     uint64_t h = (uint64_t(n.type) << 56) ^ (uint64_t(n.net_num) << 40) ^ n.addr_len;
     for (size_t i = 0; i < n.addr_len; ++i) h = (h ^ n.addr[i]) * 0x100000001b3ull;
     return std::hash<uint64_t>()(h);
