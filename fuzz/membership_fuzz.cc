@@ -3,6 +3,7 @@
 // it decodes or fails cleanly, and what decodes re-encodes canonically (fuzz.h).
 #include "fuzz.h"
 #include "membership/protocol.h"
+#include "membership/release_level.h"
 
 using namespace pfsnet;
 
@@ -20,7 +21,7 @@ void one(Decode decode, std::span<const uint8_t> in) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::span<const uint8_t> in(data + 1, size - 1);
-  switch (data[0] % 14) {
+  switch (data[0] % 17) {
     case 0:
       one(decode_register_req, in);
       break;
@@ -62,6 +63,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 13:
       one(decode_releases_rep, in);
+      break;
+    case 14:
+      one(decode_upgrade_req, in);
+      break;
+    case 15:
+      one(decode_upgrade_rep, in);
+      break;
+    case 16:  // the MGS's release level record (a file, or etcd's value)
+      fuzz::roundtrip(
+          decode_level_record(
+              std::string_view(reinterpret_cast<const char*>(in.data()), in.size())),
+          [](const LevelRecord& r) {
+            return Buffer::copy_of(std::string_view(encode_level_record(r)));
+          },
+          [](std::span<const uint8_t> b) {
+            return decode_level_record(
+                std::string_view(reinterpret_cast<const char*>(b.data()), b.size()));
+          });
       break;
   }
   return 0;
@@ -114,7 +133,22 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
       tagged(10, encode(mm)),
       tagged(11, encode(RelayReq{NotifyReq{8, {ev}, 2}, {a, b}})),
       tagged(12, encode(RelayRep{{0, 3}})),
-      tagged(13, encode(ReleasesPage{3, 1, {{1, "0.2.0 (5175907abcde)"}, {2, ""}}}))};
+      tagged(13, encode(ReleasesPage{3, 1, {{1, "0.2.0 (5175907abcde)"}, {2, ""}}})),
+      tagged(1, encode(RegisterRep{1, 2, 3, {}, false, 2})),
+      tagged(3, encode(PingRep{PingStatus::kOk, 5, 6, {}, {b}, 2})),
+      tagged(14, encode(UpgradeReq{true, 2, false})),
+      tagged(15, encode(UpgradeRep{1,
+                                   2,
+                                   2,
+                                   false,
+                                   "1 node(s) not dead are below level 2",
+                                   5,
+                                   1,
+                                   {NodeLevel{3, "oss01", NodeState::kUp, 1, ""}}})),
+      tagged(16, [] {
+        std::string t = encode_level_record(LevelRecord{2, 1795576298187, "mgs1 (198.18.1.2@tcp)"});
+        return Buffer::copy_of(std::string_view(t));
+      }())};
 }
 
 }  // namespace pfsnet::fuzz

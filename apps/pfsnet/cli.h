@@ -52,5 +52,6 @@ void add_selftest(CLI::App& app, Invocation& inv);
 void add_tune(CLI::App& app, Invocation& inv);
 void add_fault(CLI::App& app, Invocation& inv);
 void add_storage(CLI::App& app, Invocation& inv);
+void add_upgrade(CLI::App& app, Invocation& inv);
 
 }  // namespace pfsnet::cli

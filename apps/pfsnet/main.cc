@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add_nis_and_peers(app, inv);
   add_status(app, inv);
   add_health(app, inv);
+  add_upgrade(app, inv);
   add_mesh(app, inv);
   add_netverify(app, inv);
   add_selftest(app, inv);

@@ -153,6 +153,14 @@ void print_status(const json& t) {
                 fmt_ms(n["last_heard_s_ago"].get<double>()).c_str(),
                 n["heard_via"].get<std::string>().c_str(), nids.c_str());
   }
+  // The cluster's minimum release level: the MGS's own, or as the MGS told this node.
+  const json local = t.value("local", json::object());
+  int level = 0;
+  if (local.contains("level")) level = local["level"]["level"].get<int>();
+  if (local.contains("agent")) level = std::max(level, local["agent"].value("cluster_level", 0));
+  if (level > 0)
+    std::printf("cluster release level %d (pfsnet upgrade check: what a higher one needs)\n",
+                level);
   // The releases the nodes run, each with its nodes: what a rolling upgrade has reached.
   std::string why = t.value("releases_error", std::string());
   if (!why.empty()) {

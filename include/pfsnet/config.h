@@ -165,6 +165,9 @@ struct MembershipConfig {
   std::vector<std::string> etcd;
   int64_t etcd_lease = 5;
   std::string etcd_key = "pfsnet/mgs/leader";
+  // Where an MGS without etcd keeps what outlives it: the cluster's minimum release level
+  // (the file `release_level`; with etcd, the level is kept there).
+  std::string state_dir = "/var/lib/pfsnet";
 };
 
 // Health that sees slowness ([health]): a peer NI (or local NI) whose latency stays well

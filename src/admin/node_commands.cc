@@ -233,6 +233,27 @@ Result<json> status(const NodeParts& node) {
   return j;
 }
 
+// The cluster's minimum release level (pfsnet upgrade check|commit): asked of the MGS.
+Result<json> upgrade(const NodeParts& node, const json& req) {
+  if (!node.membership) return Status(Code::kNotFound, "membership is not running on this node");
+  UpgradeReq q;
+  q.commit = req.value("commit", false);
+  q.force = req.value("force", false);
+  auto level = json_int(req, "level", 0, 0, 65535);
+  if (!level.ok()) return level.status();
+  q.level = static_cast<uint16_t>(*level);
+  if (q.force && !q.commit) return Status(Code::kInvalidArgument, "force goes with commit");
+  auto r = node.membership->upgrade(q, std::chrono::seconds(10));
+  if (!r.ok()) return r.status();
+  json j = upgrade_json(*r);
+  j["commit"] = q.commit;
+  std::optional<Nid> mgs = node.membership->leads() ? std::nullopt : node.membership->current_mgs();
+  j["mgs"] = mgs ? mgs->to_string() : node.cfg.read([](const Config& c) {
+    return c.nets.empty() ? std::string() : c.nets[0].nid.to_string();
+  });
+  return j;
+}
+
 Result<json> selftest(const NodeParts& node, const json& req) {
   auto spec = SelftestSpec::from_json(req);
   if (!spec.ok()) return spec.status();
@@ -329,6 +350,7 @@ void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
       "status", [n](const json&, E) { return status(n); }, "status");
   cmds.add(
       "health", [n](const json&, E) { return health(n); }, "health");
+  cmds.add("upgrade", [n](const json& r, E) { return upgrade(n, r); });
   cmds.add(
       "mesh", [n](const json& r, E) { return mesh(n, r); }, "mesh");
   cmds.add("netverify", [n](const json& r, E) { return netverify(n, r); });

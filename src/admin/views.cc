@@ -266,6 +266,7 @@ json membership_counters_json(const MembershipCounters& m) {
                   {"failovers", c.failovers},
                   {"unknown", c.unknown},
                   {"epoch", m.agent->epoch},
+                  {"cluster_level", m.agent->cluster_level},
                   {"redirects", c.redirects},
                   {"stale", c.stale},
                   {"evictions", c.evictions}};
@@ -284,6 +285,9 @@ json membership_counters_json(const MembershipCounters& m) {
                                 {"chunks_saved", tc.chunks_saved},
                                 {"save_failures", tc.save_failures}};
   }
+  if (m.level)
+    j["level"] = {
+        {"level", m.level->level}, {"set_unix_ms", m.level->set_unix_ms}, {"by", m.level->by}};
   if (m.mgs) {
     const MgsCore::Counters& c = *m.mgs;
     j["mgs"] = {{"registers", c.registers},
@@ -430,6 +434,24 @@ json netverify_json(const NetverifyReport& r) {
           {"passed", passed},
           {"failed", failed},
           {"nodes", nodes}};
+}
+
+json upgrade_json(const UpgradeRep& r) {
+  json nodes = json::array();
+  for (const NodeLevel& n : r.nodes)
+    nodes.push_back({{"id", n.id},
+                     {"name", n.name},
+                     {"state", node_state_name(n.state)},
+                     {"level", n.level},
+                     {"release", n.release}});
+  json features = json::array();
+  for (const LevelFeature& f : features_between(r.level, r.target))
+    features.push_back(
+        {{"level", f.level}, {"name", f.name}, {"what", f.what}, {"breaks", f.breaks}});
+  return {{"level", r.level},           {"mgs_level", r.mgs_level}, {"target", r.target},
+          {"committed", r.committed},   {"refusal", r.refusal},     {"total", r.total},
+          {"below", r.below},           {"nodes", nodes},           {"features", features},
+          {"this_level", kReleaseLevel}};
 }
 
 }  // namespace pfsnet

@@ -27,6 +27,9 @@ nlohmann::json config_changes_json(const std::vector<ConfigChange>& c);
 nlohmann::json tune_report_json(const TuneReport& r);
 // The `status` result: {"mgs", "generation", "total", "nodes": [...], "counters": {...}}.
 nlohmann::json status_table_json(const StatusTable& t);
+// MGS_UPGRADE's answer, with the features between its level and target (release_level.h)
+// and this build's own level.
+nlohmann::json upgrade_json(const UpgradeRep& r);
 nlohmann::json membership_counters_json(const MembershipCounters& c);
 // The `health` result: {"node", "mgs", "nodes", "nodes_up", "problems": [{"kind",
 // "subject", "cause", "since", "since_unix_ms", "seen_by", "evidence"}...]}; "mgs" is ""

@@ -289,6 +289,7 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
        }},
       {"etcd_lease", int_key(&cfg.membership.etcd_lease, 2, 60)},
       {"etcd_key", string_key(&cfg.membership.etcd_key, false)},
+      {"state_dir", string_key(&cfg.membership.state_dir, false)},
   };
   const std::map<std::string, Reader, std::less<>> health_keys = {
       {"slowness", bool_key(&cfg.health.slowness)},

@@ -117,6 +117,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"membership.etcd", list(c.membership.etcd)},
       {"membership.etcd_lease", i(c.membership.etcd_lease)},
       {"membership.etcd_key", str(c.membership.etcd_key)},
+      {"membership.state_dir", str(c.membership.state_dir)},
       {"health.slowness", c.health.slowness ? "true" : "false"},
       {"health.slow_factor", num(c.health.slow_factor)},
       {"health.slow_min_excess_ms", num(c.health.slow_min_excess_ms)},

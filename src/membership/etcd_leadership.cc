@@ -13,6 +13,7 @@ EtcdLeadership::EtcdLeadership(std::unique_ptr<EtcdClient> etcd, LeaseOptions o,
       key_(std::move(key)),
       self_(std::move(self)),
       table_prefix_(key_ + "/table/"),
+      level_key_(key_ + "/level"),
       clock_(clock),
       core_(o, self_) {
   worker_ = std::thread([this] { run(); });
@@ -26,6 +27,25 @@ void EtcdLeadership::tick() {
   const TimePoint now = clock_.now();
   switch (core_.next(now)) {
     case LeaderLease::Call::kNone:
+      if (level_save_) {
+        LevelSave ls = std::move(*level_save_);
+        level_save_.reset();
+        if (!core_.leading(now)) {
+          // Outside the lock: `done` may call back into this object.
+          job_ = [done = std::move(ls.done)] {
+            done(Status(Code::kRejected, "this MGS leads no more"));
+          };
+          break;
+        }
+        job_ = [this, ls = std::move(ls)] {
+          Status st = etcd_->put_if_leader(key_, ls.epoch, {{level_key_, ls.record}});
+          if (!st.ok())
+            PFS_LOG_WARN("MGS leadership: keeping the release level in etcd failed: {}",
+                         st.to_string());
+          ls.done(st);
+        };
+        break;
+      }
       if (to_save_.empty() || !core_.leading(now)) return;
       {
         // Up to 64 chunks and 768 KiB (1 MiB in base64, under etcd's 1.5 MiB request
@@ -77,6 +97,7 @@ void EtcdLeadership::tick() {
         TimePoint sent = clock_.now();
         auto c = etcd_->campaign(key_, self_, lease);
         std::optional<std::vector<std::string>> table;
+        std::optional<std::string> level;
         if (c.ok() && c->leader == self_ && c->leader_lease == lease) {
           // Won (now or before): it leads only with its predecessor's table in hand.
           bool have;
@@ -93,6 +114,15 @@ void EtcdLeadership::tick() {
             }
             table.emplace();
             for (auto& [k, v] : *kvs) table->push_back(std::move(v));
+            auto lv = etcd_->range_prefix(level_key_);
+            if (!lv.ok()) {
+              MutexLock l(mu_);
+              return failed_locked(LeaderLease::Call::kCampaign, "reading the release level",
+                                   lv.status());
+            }
+            level.emplace();
+            for (auto& [k, v] : *lv)
+              if (k == level_key_) *level = std::move(v);
           }
         }
         MutexLock l(mu_);
@@ -102,6 +132,7 @@ void EtcdLeadership::tick() {
           table_counters_.chunks_loaded += table->size();
           loaded_epoch_ = c->epoch;
           loaded_ = std::move(table);
+          loaded_level_ = std::move(level);
         }
         core_.campaigned(*c, sent);
         auto v = core_.view(clock_.now());
@@ -140,6 +171,27 @@ std::optional<std::vector<std::string>> EtcdLeadership::take_table(uint64_t epoc
   MutexLock lk(mu_);
   if (loaded_epoch_ != epoch || !loaded_) return std::nullopt;
   return std::exchange(loaded_, std::nullopt);
+}
+
+std::optional<std::string> EtcdLeadership::take_level(uint64_t epoch) {
+  MutexLock lk(mu_);
+  if (loaded_epoch_ != epoch || !loaded_level_) return std::nullopt;
+  return std::exchange(loaded_level_, std::nullopt);
+}
+
+void EtcdLeadership::save_level(uint64_t epoch, std::string record,
+                                std::function<void(Status)> done) {
+  std::function<void(Status)> replaced;
+  {
+    MutexLock lk(mu_);
+    if (stopping_) {
+      replaced = std::move(done);
+    } else {
+      if (level_save_) replaced = std::move(level_save_->done);  // a newer one goes instead
+      level_save_ = LevelSave{epoch, std::move(record), std::move(done)};
+    }
+  }
+  if (replaced) replaced(Status(Code::kCancelled, "another release level was saved instead"));
 }
 
 void EtcdLeadership::save(uint64_t epoch, std::vector<std::pair<uint32_t, std::string>> chunks) {

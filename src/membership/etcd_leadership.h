@@ -44,6 +44,12 @@ class EtcdLeadership {
   // still of `epoch` (a deposed leader writes nothing).
   std::optional<std::vector<std::string>> take_table(uint64_t epoch);
   void save(uint64_t epoch, std::vector<std::pair<uint32_t, std::string>> chunks);
+  // The cluster's minimum release level's record (release_level.h), under `key`/level: read
+  // with the table (take_level(): the record, "" when none is kept, once, for that epoch;
+  // nullopt when not read for it); save_level() writes one while the leader key is still
+  // of `epoch`, before any table chunk, and calls `done` (on the worker) with the outcome.
+  std::optional<std::string> take_level(uint64_t epoch);
+  void save_level(uint64_t epoch, std::string record, std::function<void(Status)> done);
   struct TableCounters {
     uint64_t loads = 0, chunks_loaded = 0, saves = 0, chunks_saved = 0, save_failures = 0;
   };
@@ -60,6 +66,7 @@ class EtcdLeadership {
   std::unique_ptr<EtcdClient> etcd_;  // the worker's alone
   const std::string key_, self_;
   const std::string table_prefix_;  // key_ + "/table/"
+  const std::string level_key_;     // key_ + "/level"
   Clock& clock_;
   Mutex mu_;
   CondVar cv_;
@@ -67,6 +74,13 @@ class EtcdLeadership {
   std::function<void()> job_ GUARDED_BY(mu_);
   uint64_t loaded_epoch_ GUARDED_BY(mu_) = 0;
   std::optional<std::vector<std::string>> loaded_ GUARDED_BY(mu_);
+  std::optional<std::string> loaded_level_ GUARDED_BY(mu_);
+  struct LevelSave {
+    uint64_t epoch;
+    std::string record;
+    std::function<void(Status)> done;
+  };
+  std::optional<LevelSave> level_save_ GUARDED_BY(mu_);
   uint64_t save_epoch_ GUARDED_BY(mu_) = 0;
   std::map<uint32_t, std::string> to_save_ GUARDED_BY(mu_);
   TableCounters table_counters_ GUARDED_BY(mu_);

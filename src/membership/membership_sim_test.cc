@@ -4,8 +4,10 @@
 // every 2 s; dead after 2 missed periods (+ a quarter period of grace). What the daemon
 // tests assert with wall-clock bounds a loaded host can miss, asserted here exactly.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "membership/service.h"
 #include "membership/sim_members.h"
@@ -283,6 +285,119 @@ TEST_F(InProcessRelayTest, ClientsAreToldThroughAServerAndOneItMissesIsToldByThe
   EXPECT_EQ(mc.notification_retries, 1u);
   EXPECT_EQ(mc.notification_failures, 1u);  // n5 alone: n4's relay itself answered
   EXPECT_EQ(mc.notifications_dropped, 0u);
+}
+
+// The cluster's minimum release level (issue 69): n3 plays a node of a release that speaks
+// only wire version 1 (its handshakes offer nothing, as 8827b49's do).
+class InProcessReleaseLevelTest : public InProcessMembershipTest {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir_);
+    m_.configure = [this](Config& cfg) { cfg.membership.state_dir = dir_; };
+    for (int h : hosts_) start_as(h, h == 3);
+    ASSERT_TRUE(c_.run_until([&] { return up_in_table() == hosts_.size(); }, 5s));
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void start_as(int host, bool version1) {
+    WireSpeaks w;
+    if (version1) {
+      w.max_version = 1;
+      w.features = 0;
+    }
+    ASSERT_NE(m_.start(host, {}, w), nullptr);
+  }
+  Result<UpgradeRep> upgrade(int from, bool commit, bool force = false) {
+    UpgradeReq q;
+    q.commit = commit;
+    q.force = force;
+    return m_.at(from).upgrade(q, 5s);
+  }
+  uint16_t learned(int host) {
+    auto a = m_.at(host).counters().agent;
+    return a ? a->cluster_level : 0;
+  }
+
+  const std::string dir_ = ::testing::TempDir() + "/pfsnet-level-" + std::to_string(getpid());
+};
+
+TEST_F(InProcessReleaseLevelTest, TheLevelRisesOnlyOnceNoLiveNodeIsBelowAndThenKeepsThemOut) {
+  // Every node of this build is told level 1 by the MGS; the version-1 node is told nothing.
+  ASSERT_TRUE(
+      c_.run_until([&] { return learned(4) == 1 && learned(5) == 1 && learned(6) == 1; }, 3s));
+  EXPECT_EQ(learned(3), 0);
+  auto check = upgrade(5, false);
+  ASSERT_TRUE(check.ok()) << check.status().to_string();
+  EXPECT_EQ(check->level, 1);
+  EXPECT_EQ(check->target, kReleaseLevel);
+  EXPECT_EQ(check->total, 5u);
+  ASSERT_EQ(check->nodes.size(), 1u);
+  EXPECT_EQ(check->nodes[0].name, "n3");
+  EXPECT_EQ(check->nodes[0].level, 1);
+  // A commit while n3 is up is refused, by name, and changes nothing.
+  auto refused = upgrade(5, true);
+  ASSERT_TRUE(refused.ok()) << refused.status().to_string();
+  EXPECT_FALSE(refused->committed);
+  EXPECT_NE(refused->refusal.find("below level 2 or not heard from yet: n3"), std::string::npos)
+      << refused->refusal;
+  EXPECT_EQ(upgrade(2, false)->level, 1);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/release_level"));
+
+  // n3 stops (to be upgraded); once the MGS calls it dead it holds nothing back.
+  c_.kill("n3");
+  ASSERT_TRUE(c_.run_until([&] { return m_.state_in(2, "n3") == "dead"; }, 4s));
+  auto done = upgrade(6, true);
+  ASSERT_TRUE(done.ok()) << done.status().to_string();
+  EXPECT_TRUE(done->committed) << done->refusal;
+  EXPECT_EQ(done->level, 2);
+  EXPECT_EQ(done->below, 1u) << "n3, dead, still listed";
+  auto rec = read_level_file(dir_ + "/release_level");
+  ASSERT_TRUE(rec.ok()) << rec.status().to_string();
+  EXPECT_EQ(rec->level, 2);
+  EXPECT_EQ(rec->by, "10.0.0.6@tcp");
+  // Every node hears it with its next ping (clients every 2 s).
+  ASSERT_TRUE(
+      c_.run_until([&] { return learned(4) == 2 && learned(5) == 2 && learned(6) == 2; }, 2100ms));
+
+  // n3 comes back still of version 1: every node refuses it, saying why; it never registers.
+  start_as(3, true);
+  c_.run_for(3s);
+  EXPECT_EQ(m_.state_in(2, "n3"), "dead");
+  Status st = ping(3, 4);
+  EXPECT_EQ(st.code(), Code::kRejected) << st.to_string();
+  EXPECT_NE(st.message().find("minimum release level is 2"), std::string::npos) << st.to_string();
+  EXPECT_TRUE(ping(5, 4).ok());
+  // Upgraded, it is taken back.
+  c_.kill("n3");
+  start_as(3, false);
+  ASSERT_TRUE(c_.run_until([&] { return m_.state_in(2, "n3") == "up"; }, 3s));
+  EXPECT_EQ(upgrade(5, false)->below, 0u);
+  EXPECT_TRUE(ping(3, 4).ok());
+
+  // A level is never lowered.
+  UpgradeReq lower;
+  lower.commit = true;
+  lower.level = 1;
+  auto l = m_.at(5).upgrade(lower, 5s);
+  ASSERT_TRUE(l.ok());
+  EXPECT_NE(l->refusal.find("never lowered"), std::string::npos) << l->refusal;
+}
+
+TEST_F(InProcessReleaseLevelTest, ARestartedMgsKeepsTheLevelFromItsFile) {
+  c_.kill("n3");
+  ASSERT_TRUE(c_.run_until([&] { return m_.state_in(2, "n3") == "dead"; }, 4s));
+  ASSERT_TRUE(upgrade(2, true)->committed);
+  c_.kill("n2");
+  start_as(2, false);
+  // The nodes register again with the new MGS, which tells them the level it read.
+  ASSERT_TRUE(c_.run_until([&] { return up_in_table() == 4; }, 5s));
+  auto r = upgrade(5, false);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->level, 2);
+  EXPECT_EQ(m_.at(2).counters().level->level, 2);
+  // A version-1 node is refused by the restarted MGS itself.
+  start_as(3, true);
+  c_.run_for(3s);
+  EXPECT_EQ(m_.state_in(2, "n3"), "");
 }
 
 }  // namespace

@@ -51,6 +51,16 @@ inline const RpcMethod<PageReq, ReleasesPage> kMgsReleasesRpc{.type = kMsgMgsRel
                                                               .decode_reply = decode_releases_rep,
                                                               .mode = HandlerMode::kWorker,
                                                               .reply_in = ReplyIn::kBulk};
+// The cluster's minimum release level: a check, or a commit that raises it (kept in a file
+// or in etcd before the answer). An MGS of a release before it answers "no handler".
+inline const RpcMethod<UpgradeReq, UpgradeRep> kMgsUpgradeRpc{.type = kMsgMgsUpgrade,
+                                                              .name = "MGS_UPGRADE",
+                                                              .exec = Execution::kRepeatable,
+                                                              .encode_request = encode,
+                                                              .decode_request = decode_upgrade_req,
+                                                              .encode_reply = encode,
+                                                              .decode_reply = decode_upgrade_rep,
+                                                              .mode = HandlerMode::kWorker};
 // State changes, acted on by a worker (act_on may close connections).
 inline const RpcMethod<NotifyReq, Empty> kMgsNotifyRpc{.type = kMsgMgsNotify,
                                                        .name = "MGS_NOTIFY",

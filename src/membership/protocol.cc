@@ -66,6 +66,12 @@ class Reader : public ByteReader {
     e.nids = nids();
     return e;
   }
+  // The optional release level at a reply's end (absent: 0); false for a level of 0.
+  bool cluster_level(uint16_t* level) {
+    if (!ok() || done()) return true;
+    *level = u16();
+    return *level != 0 || !ok();
+  }
   Leadership lead() {
     Leadership l;
     l.epoch = u64();
@@ -204,6 +210,7 @@ Buffer encode(const RegisterRep& m) {
   w.u64(m.generation);
   w.lead(m.lead);
   w.u8(m.evicted ? 1 : 0);
+  if (m.cluster_level) w.u16(m.cluster_level);
   return w.take();
 }
 
@@ -226,6 +233,7 @@ Buffer encode(const PingRep& m) {
   w.lead(m.lead);
   w.u32(static_cast<uint32_t>(m.servers.size()));
   for (const Nid& n : m.servers) w.nid(n);
+  if (m.cluster_level) w.u16(m.cluster_level);
   return w.take();
 }
 
@@ -382,6 +390,8 @@ Result<RegisterRep> decode_register_rep(std::span<const uint8_t> b) {
   if (r.ok() && evicted > 1)
     return Status(Code::kProtocol, "MGS_REGISTER reply: bad eviction flag");
   m.evicted = evicted == 1;
+  if (!r.cluster_level(&m.cluster_level))
+    return Status(Code::kProtocol, "MGS_REGISTER reply: release level 0");
   return finish_decode(r, std::move(m), "MGS_REGISTER reply");
 }
 
@@ -411,6 +421,8 @@ Result<PingRep> decode_ping_rep(std::span<const uint8_t> b) {
   size_t n = r.count(8);
   if (n > kMaxRoleAsks) return Status(Code::kProtocol, "MGS_PING reply names too many servers");
   for (size_t i = 0; i < n && r.ok(); ++i) m.servers.push_back(r.nid());
+  if (!r.cluster_level(&m.cluster_level))
+    return Status(Code::kProtocol, "MGS_PING reply: release level 0");
   return finish_decode(r, std::move(m), "MGS_PING reply");
 }
 
@@ -536,6 +548,80 @@ Result<StatusTable> decode_status_rep(std::span<const uint8_t> b) {
     m.nodes.push_back(std::move(s));
   }
   return finish_decode(r, std::move(m), "MGS_STATUS reply");
+}
+
+Buffer encode(const UpgradeReq& m) {
+  Writer w;
+  w.u8(m.commit ? 1 : 0);
+  w.u16(m.level);
+  w.u8(m.force ? 1 : 0);
+  return w.take();
+}
+
+Result<UpgradeReq> decode_upgrade_req(std::span<const uint8_t> b) {
+  Reader r(b);
+  UpgradeReq m;
+  uint8_t commit = r.u8();
+  m.level = r.u16();
+  uint8_t force = r.u8();
+  if (r.ok() && (commit > 1 || force > 1)) return Status(Code::kProtocol, "MGS_UPGRADE: bad flag");
+  m.commit = commit == 1;
+  m.force = force == 1;
+  return finish_decode(r, std::move(m), "MGS_UPGRADE");
+}
+
+Buffer encode(const UpgradeRep& m) {
+  Writer w;
+  w.u16(m.level);
+  w.u16(m.mgs_level);
+  w.u16(m.target);
+  w.u8(m.committed ? 1 : 0);
+  w.str(m.refusal);  // cut at 255 bytes
+  w.u32(m.total);
+  w.u32(m.below);
+  size_t n = std::min<size_t>(m.nodes.size(), kMaxStatusPage);
+  w.u32(static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    const NodeLevel& e = m.nodes[i];
+    w.u32(e.id);
+    w.str(e.name);
+    w.u8(static_cast<uint8_t>(e.state));
+    w.u16(e.level);
+    w.str(e.release.substr(0, kMaxReleaseBytes));
+  }
+  return w.take();
+}
+
+Result<UpgradeRep> decode_upgrade_rep(std::span<const uint8_t> b) {
+  Reader r(b);
+  UpgradeRep m;
+  m.level = r.u16();
+  m.mgs_level = r.u16();
+  m.target = r.u16();
+  uint8_t committed = r.u8();
+  if (r.ok() && (committed > 1 || m.level == 0))
+    return Status(Code::kProtocol, "MGS_UPGRADE reply: bad level or flag");
+  m.committed = committed == 1;
+  m.refusal = r.str();
+  m.total = r.u32();
+  m.below = r.u32();
+  size_t n = r.count(9);  // id, two lengths, state, level
+  if (n > kMaxStatusPage || n > m.below)
+    return Status(Code::kProtocol, "MGS_UPGRADE reply: too many nodes");
+  for (size_t i = 0; i < n && r.ok(); ++i) {
+    NodeLevel e;
+    e.id = r.u32();
+    e.name = r.str();
+    uint8_t st = r.u8();
+    if (st < 1 || st > 3) return Status(Code::kProtocol, "MGS_UPGRADE reply: bad node state");
+    e.state = static_cast<NodeState>(st);
+    e.level = r.u16();
+    e.release = r.str();
+    if (e.release.size() > kMaxReleaseBytes)
+      return Status(Code::kProtocol, "MGS_UPGRADE reply: a release over 64 bytes");
+    m.nodes.push_back(std::move(e));
+  }
+  return finish_decode(r, std::move(m), "MGS_UPGRADE reply");
 }
 
 Result<ReleasesPage> decode_releases_rep(std::span<const uint8_t> b) {

@@ -11,6 +11,7 @@
 //   MGS_RELAY     MGS -> server  a notification, clients' NIDs -> those it did not reach
 //   MESH_SYNC     node -> MGS  name, its probe-mesh row        -> status, epoch, next, targets
 //   MESH_MATRIX   any  -> MGS  offset, limit (PageReq)        -> a page of the rows (bulk)
+//   MGS_UPGRADE   any  -> MGS  check or commit, a level        -> the level, the nodes below
 //
 // Thread safety: plain values and pure functions.
 #pragma once
@@ -79,6 +80,10 @@ struct RegisterRep {
   // The MGS declared this node (this instance) dead and it did not say it has dropped what
   // it held: not registered; it drops it and registers again with after_eviction.
   bool evicted = false;
+  // The cluster's minimum release level (release_level.h); 0: not said. Appended only for
+  // a node that announced its level in its handshake (an 8827b49 node refuses trailing
+  // bytes); absent from an MGS of a release before levels.
+  uint16_t cluster_level = 0;
 };
 
 struct PingReq {
@@ -102,8 +107,9 @@ struct PingRep {
   PingStatus status = PingStatus::kOk;
   uint64_t generation = 0;
   uint64_t mgs_instance = 0;
-  Leadership lead;           // not_leader: status and the rest are not the leader's
-  std::vector<Nid> servers;  // of the ping's `ask`, the NIDs of servers
+  Leadership lead;             // not_leader: status and the rest are not the leader's
+  std::vector<Nid> servers;    // of the ping's `ask`, the NIDs of servers
+  uint16_t cluster_level = 0;  // as RegisterRep's
 };
 
 // A node tells the MGS of peers it cannot reach: their NIDs failed to connect or timed
@@ -215,6 +221,37 @@ struct ReleasesPage {
 };
 inline constexpr size_t kMaxReleaseBytes = 64;  // as the handshake's release field
 
+// MGS_UPGRADE (release_level.h): the cluster's minimum release level checked against the
+// MGS's table, or raised to `level` (commit). A commit is refused while a node that is not
+// dead is below the level (or its level is not known yet), unless `force`; a level is never
+// lowered, nor raised above what the MGS's release speaks.
+struct UpgradeReq {
+  bool commit = false;
+  uint16_t level = 0;  // 0: the highest the MGS's release speaks (LATEST)
+  bool force = false;
+  bool operator==(const UpgradeReq&) const = default;
+};
+// A node of the table as the level sees it.
+struct NodeLevel {
+  uint32_t id = 0;
+  std::string name;
+  NodeState state = NodeState::kUp;
+  uint16_t level = 0;   // its release's; 0: not known (not heard from since the MGS started)
+  std::string release;  // as its handshake named it; "" from a node of wire version 1
+  bool operator==(const NodeLevel&) const = default;
+};
+struct UpgradeRep {
+  uint16_t level = 1;      // the cluster's minimum release level (after a commit, the new one)
+  uint16_t mgs_level = 0;  // the highest the MGS's release speaks
+  uint16_t target = 0;     // the level checked or committed
+  bool committed = false;  // this request raised the level (a commit to the level in force
+                           // changes nothing and says false)
+  std::string refusal;     // why a commit was refused (at most 255 bytes); "" otherwise
+  uint32_t total = 0;      // nodes in the table
+  uint32_t below = 0;      // of them, below `target` or not known, in any state
+  std::vector<NodeLevel> nodes;  // the first kMaxStatusPage of those, by id
+};
+
 struct MeshCell {
   std::string to;  // the peer node's name
   Nid local, peer;
@@ -301,6 +338,8 @@ Buffer encode_table_chunk(const std::vector<TableRecord>& records);
 Buffer encode(const PageReq& m);
 Buffer encode(const StatusTable& m);
 Buffer encode(const ReleasesPage& m);
+Buffer encode(const UpgradeReq& m);
+Buffer encode(const UpgradeRep& m);
 Buffer encode(const MeshSyncReq& m);
 Buffer encode(const MeshSyncRep& m);
 Buffer encode(const MeshMatrix& m);
@@ -317,6 +356,8 @@ Result<std::vector<TableRecord>> decode_table_chunk(std::span<const uint8_t> b);
 Result<PageReq> decode_page_req(std::span<const uint8_t> b);
 Result<StatusTable> decode_status_rep(std::span<const uint8_t> b);
 Result<ReleasesPage> decode_releases_rep(std::span<const uint8_t> b);
+Result<UpgradeReq> decode_upgrade_req(std::span<const uint8_t> b);
+Result<UpgradeRep> decode_upgrade_rep(std::span<const uint8_t> b);
 Result<MeshSyncReq> decode_mesh_sync_req(std::span<const uint8_t> b);
 Result<MeshSyncRep> decode_mesh_sync_rep(std::span<const uint8_t> b);
 Result<MeshMatrix> decode_mesh_matrix(std::span<const uint8_t> b);

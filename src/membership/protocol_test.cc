@@ -222,5 +222,69 @@ TEST(MembershipProtocol, LargeNidsRoundTripAndAreLeftOutForVersion1Peers) {
   EXPECT_EQ(r.servers, (std::vector<Nid>{v4}));
 }
 
+TEST(MembershipProtocol, TheClusterLevelIsAnOptionalTailAVersion1NodeNeverSees) {
+  // Without a level the replies are byte for byte what an 8827b49 node decodes.
+  RegisterRep rr{7, 9, 11};
+  PingRep pr{PingStatus::kOk, 3, 4};
+  const size_t reg_v1 = encode(rr).size(), ping_v1 = encode(pr).size();
+  rr.cluster_level = 2;
+  pr.cluster_level = 2;
+  Buffer rb = encode(rr), pb = encode(pr);
+  EXPECT_EQ(rb.size(), reg_v1 + 2);
+  EXPECT_EQ(pb.size(), ping_v1 + 2);
+  auto r = decode_register_rep(rb.span());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->cluster_level, 2);
+  EXPECT_EQ(r->id, 7u);
+  auto p = decode_ping_rep(pb.span());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(p->cluster_level, 2);
+  EXPECT_EQ(decode_ping_rep(pb.span().first(ping_v1))->cluster_level, 0) << "absent: not said";
+  // Half a level, a level of 0, or a byte after it: refused.
+  EXPECT_FALSE(decode_ping_rep(pb.span().first(ping_v1 + 1)).ok());
+  pb.data()[ping_v1] = 0;
+  EXPECT_FALSE(decode_ping_rep(pb.span()).ok());
+  Buffer longer(rb.size() + 1);
+  std::memcpy(longer.data(), rb.data(), rb.size());
+  longer.data()[rb.size()] = 0;
+  EXPECT_FALSE(decode_register_rep(longer.span()).ok());
+}
+
+TEST(MembershipProtocol, UpgradeRoundTripsAndRefusesGarbage) {
+  UpgradeReq q{.commit = true, .level = 2, .force = true};
+  Buffer qb = encode(q);
+  auto qq = decode_upgrade_req(qb.span());
+  ASSERT_TRUE(qq.ok());
+  EXPECT_EQ(*qq, q);
+  for (size_t n = 0; n < qb.size(); ++n) EXPECT_FALSE(decode_upgrade_req(qb.span().first(n)).ok());
+  qb.data()[0] = 2;
+  EXPECT_FALSE(decode_upgrade_req(qb.span()).ok()) << "a flag of 2";
+
+  UpgradeRep r;
+  r.level = 1;
+  r.mgs_level = 2;
+  r.target = 2;
+  r.refusal = "2 node(s) not dead are below level 2";
+  r.total = 5;
+  r.below = 2;
+  r.nodes = {{3, "n3", NodeState::kUp, 1, ""}, {9, "n9", NodeState::kDead, 0, "0.9+abc"}};
+  Buffer rb = encode(r);
+  auto back = decode_upgrade_rep(rb.span());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->refusal, r.refusal);
+  EXPECT_EQ(back->nodes, r.nodes);
+  EXPECT_EQ(back->below, 2u);
+  EXPECT_EQ(back->total, 5u);
+  for (size_t n = 0; n < rb.size(); ++n) EXPECT_FALSE(decode_upgrade_rep(rb.span().first(n)).ok());
+  // More nodes listed than are said to be below: refused.
+  r.below = 1;
+  EXPECT_FALSE(decode_upgrade_rep(encode(r).span()).ok());
+  r.below = 2;
+  Buffer bad = encode(r);
+  bad.data()[0] = 0;  // level 0
+  bad.data()[1] = 0;
+  EXPECT_FALSE(decode_upgrade_rep(bad.span()).ok());
+}
+
 }  // namespace
 }  // namespace pfsnet

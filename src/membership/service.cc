@@ -3,6 +3,7 @@
 #include <pfsnet/version.h>
 
 #include <algorithm>
+#include <future>
 #include <random>
 
 #include "base/log.h"
@@ -16,6 +17,11 @@ namespace {
 uint64_t random_instance() {
   std::random_device rd;
   return (uint64_t(rd()) << 32) ^ rd() ^ 1;
+}
+
+int64_t wall_ms(Clock& clock) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(clock.wall_now().time_since_epoch())
+      .count();
 }
 
 std::string nids_text(const std::vector<Nid>& v) {
@@ -61,7 +67,17 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
         leadership_ = std::make_unique<EtcdLeadership>(
             std::move(*etcd), lo, cfg.membership.etcd_key, nids[0].to_string(), clock_);
       } else {
-        leadership_error_ = etcd.status();
+        start_error_ = etcd.status();
+      }
+    } else {
+      // Without etcd the level is kept in a file of the MGS's own.
+      level_path_ = cfg.membership.state_dir + "/release_level";
+      auto rec = read_level_file(level_path_);
+      if (rec.ok()) {
+        MutexLock lk(mu_);
+        set_level_locked(*rec, "kept in " + level_path_);
+      } else {
+        start_error_ = rec.status();
       }
     }
     serve(rpc_, kMgsRegisterRpc, [this](RegisterReq&& q, RpcRequest& req) -> Result<RegisterRep> {
@@ -74,7 +90,8 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
       RegisterRep r;
       if (!l.not_leader) {
         r = mgs_->on_register(q, clock_.now());
-        releases_[r.id] = w ? w->peer_release : std::string();
+        wires_[r.id] = w ? NodeWire{w->peer_release, level_of(*w)} : NodeWire{};
+        if (w && w->peer_says_level) r.cluster_level = level_.level;
       }
       r.lead = l;
       if (!large) for_version1(&r);
@@ -82,20 +99,32 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
     });
     serve(rpc_, kMgsPingRpc, [this](PingReq&& q, RpcRequest& req) -> Result<PingRep> {
       const bool large = net_.takes_large_nids(req.from);
+      std::optional<WireSession> w = net_.wire_of(req.from);
       MutexLock lk(mu_);
       Leadership l = leadership_locked();
       PingRep r;
-      if (!l.not_leader) r = mgs_->on_ping(q, clock_.now());
+      if (!l.not_leader) {
+        r = mgs_->on_ping(q, clock_.now());
+        // A node this MGS took over from etcd (or from its predecessor) pings without
+        // registering: its handshake says what it runs.
+        if (r.status == PingStatus::kOk && w && !wires_.contains(q.id))
+          wires_[q.id] = NodeWire{w->peer_release, level_of(*w)};
+        if (w && w->peer_says_level) r.cluster_level = level_.level;
+      }
       r.lead = l;
       if (!large) for_version1(&r);
       return r;
     });
     serve(rpc_, kMgsReportRpc, [this](ReportReq&& q, RpcRequest& req) -> Result<PingRep> {
       const bool large = net_.takes_large_nids(req.from);
+      std::optional<WireSession> w = net_.wire_of(req.from);
       MutexLock lk(mu_);
       Leadership l = leadership_locked();
       PingRep r;
-      if (!l.not_leader) r = mgs_->on_report(q, clock_.now());
+      if (!l.not_leader) {
+        r = mgs_->on_report(q, clock_.now());
+        if (w && w->peer_says_level) r.cluster_level = level_.level;
+      }
       r.lead = l;
       if (!large) for_version1(&r);
       return r;
@@ -115,6 +144,16 @@ MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc
       if (l.not_leader) return not_leading(l);
       return releases_locked(q.offset, std::min<uint32_t>(q.limit, kMaxStatusPage));
     });
+    serve_async(rpc_, kMgsUpgradeRpc,
+                [this](UpgradeReq&& q, RpcRequest& req, TypedResponder<UpgradeRep> resp) {
+                  auto out = std::make_shared<TypedResponder<UpgradeRep>>(std::move(resp));
+                  upgrade_here(q, req.from.to_string(), [out](Result<UpgradeRep> r) {
+                    if (r.ok())
+                      out->reply(*r);
+                    else
+                      out->fail(r.status());
+                  });
+                });
   }
   std::vector<Nid> others;  // an MGS does not ping itself
   for (const Nid& m : cfg.node.mgs)
@@ -204,7 +243,7 @@ void MembershipService::relay(RelayReq&& q, const Nid& from, TypedResponder<Rela
 MembershipService::~MembershipService() { stop(); }
 
 Status MembershipService::start(TimerQueue& queue) {
-  if (!leadership_error_.ok()) return leadership_error_;
+  if (!start_error_.ok()) return start_error_;
   ticker_.start(queue, clock_, std::chrono::milliseconds(100),
                 [this](TimePoint now) { tick(now); });
   return Status::Ok();
@@ -221,7 +260,7 @@ void MembershipService::register_self_locked() {
   self_id_ =
       mgs_->on_register(RegisterReq{cfg_.node.name, roles_, nids, instance_, true}, clock_.now())
           .id;
-  releases_[self_id_] = release_name();
+  wires_[self_id_] = NodeWire{release_name(), kReleaseLevel};
 }
 
 Status MembershipService::not_leading(const Leadership& l) {
@@ -243,6 +282,17 @@ Leadership MembershipService::leadership_locked() {
       // hold (or a table that does not decode) register when their pings find them unknown.
       table_epoch_ = v.epoch;
       *mgs_ = MgsCore(MgsOptions::from(cfg_), instance_);
+      wires_.clear();  // filled again by registrations and first pings
+      // The cluster's release level, read with the table: never lowered by a record that
+      // is missing (level 1) or unusable while this MGS knows a higher one.
+      if (auto rec = leadership_->take_level(v.epoch)) {
+        auto r = rec->empty() ? Result<LevelRecord>(LevelRecord{}) : decode_level_record(*rec);
+        if (!r.ok())
+          PFS_LOG_ERROR("membership: the release level in etcd is unusable ({}); keeping {}",
+                        r.status().to_string(), level_.level);
+        else if (r->level >= level_.level)
+          set_level_locked(*r, "kept in etcd");
+      }
       if (auto chunks = leadership_->take_table(v.epoch)) {
         Status st = mgs_->restore(*chunks, clock_.now());
         if (!st.ok()) {
@@ -266,6 +316,77 @@ Leadership MembershipService::leadership_locked() {
 }
 
 // ---- MGS side ----
+
+void MembershipService::set_level_locked(const LevelRecord& r, const std::string& how) {
+  const uint16_t before = level_.level;
+  level_ = r;
+  net_.set_min_peer_level(r.level);
+  if (r.level != before || r.level > 1)
+    PFS_LOG_WARN(
+        "membership: the cluster's minimum release level is {} ({}{}): peers below it are "
+        "refused",
+        r.level, how, r.by.empty() ? std::string() : ", set by " + r.by);
+}
+
+std::vector<NodeLevel> MembershipService::node_levels_locked() const {
+  std::vector<NodeLevel> v;
+  for (const NodeRecord& n : mgs_->nodes()) {
+    if (n.name.empty()) continue;
+    NodeLevel e{n.id, n.name, n.state, 0, ""};
+    if (auto w = wires_.find(n.id); w != wires_.end()) {
+      e.level = w->second.level;
+      e.release = w->second.release;
+    }
+    v.push_back(std::move(e));
+  }
+  return v;
+}
+
+void MembershipService::upgrade_here(const UpgradeReq& q, std::string by,
+                                     std::function<void(Result<UpgradeRep>)> done) {
+  MutexLock lk(mu_);
+  Leadership l = leadership_locked();
+  if (l.not_leader) {
+    lk.unlock();
+    return done(not_leading(l));
+  }
+  UpgradeRep rep = decide_level(q, level_.level, kReleaseLevel, node_levels_locked());
+  if (!q.commit || !rep.refusal.empty() || rep.target <= level_.level) {
+    lk.unlock();
+    return done(rep);
+  }
+  LevelRecord rec{rep.target, wall_ms(clock_), std::move(by)};
+  if (leadership_) {  // kept in etcd before it is in force
+    const uint64_t epoch = l.epoch;
+    lk.unlock();
+    leadership_->save_level(epoch, encode_level_record(rec),
+                            [this, rep, rec, epoch, done = std::move(done)](Status st) mutable {
+                              if (!st.ok()) {
+                                rep.refusal =
+                                    "the level could not be kept in etcd: " + st.message();
+                                return done(rep);
+                              }
+                              {
+                                MutexLock l2(mu_);
+                                if (table_epoch_ == epoch && rec.level > level_.level)
+                                  set_level_locked(rec, "committed");
+                              }
+                              rep.level = rec.level;
+                              rep.committed = true;
+                              done(rep);
+                            });
+    return;
+  }
+  if (Status st = write_level_file(level_path_, rec); !st.ok()) {
+    rep.refusal = "the level could not be kept: " + st.message();
+  } else {
+    set_level_locked(rec, "committed, kept in " + level_path_);
+    rep.level = rec.level;
+    rep.committed = true;
+  }
+  lk.unlock();
+  done(rep);
+}
 
 void MembershipService::send_verifications(std::vector<MgsCore::Verify> vs) {
   for (MgsCore::Verify& v : vs) {
@@ -309,8 +430,8 @@ StatusTable MembershipService::table_locked(uint32_t offset, uint32_t limit) con
     // well within it, so until then one node's report is all there is.
     s.verifying = n.verifying && n.state == NodeState::kSuspect &&
                   now - n.reported_at < std::chrono::seconds(1);
-    auto rel = releases_.find(n.id);
-    if (rel != releases_.end()) s.release = rel->second;
+    auto rel = wires_.find(n.id);
+    if (rel != wires_.end()) s.release = rel->second.release;
     t.nodes.push_back(std::move(s));
   }
   const MgsCore::Counters& c = mgs_->counters();
@@ -403,6 +524,22 @@ TimePoint MembershipService::last_server_contact(TimePoint now) {
   return server_contact_;
 }
 
+void MembershipService::learn_level_locked(uint16_t level) {
+  if (level == 0 || level == agent_level_) return;
+  agent_level_ = level;
+  net_.set_min_peer_level(level);
+  if (level > kReleaseLevel)
+    PFS_LOG_ERROR(
+        "membership: the cluster's minimum release level is {}, above this node's release "
+        "({}, level {}): its peers refuse it; upgrade this node",
+        level, release_name(), kReleaseLevel);
+  else
+    PFS_LOG_INFO(
+        "membership: the cluster's minimum release level is {} (MGS {}): peers below "
+        "it are refused",
+        level, agent_->current_mgs().to_string());
+}
+
 void MembershipService::evicted() {
   std::vector<Nid> servers;  // every peer but the MGSs: a client's RPCs go to servers
   std::string why;
@@ -450,6 +587,7 @@ void MembershipService::send_agent_request(TimePoint now) {
           MutexLock lk(mu_);
           if (rep.ok()) {
             agent_->on_register_reply(*rep, t);
+            if (!rep->lead.not_leader) learn_level_locked(rep->cluster_level);
             if (agent_->evicted()) {
               lk.unlock();
               evicted();
@@ -468,6 +606,7 @@ void MembershipService::send_agent_request(TimePoint now) {
           MutexLock lk(mu_);
           if (rep.ok()) {
             agent_->on_ping_reply(*rep, t);
+            if (!rep->lead.not_leader) learn_level_locked(rep->cluster_level);
             if (agent_->evicted()) {
               lk.unlock();
               evicted();
@@ -626,8 +765,8 @@ ReleasesPage MembershipService::releases_locked(uint32_t offset, uint32_t limit)
   for (const NodeRecord& n : mgs_->nodes()) {  // the table's order, as table_locked's
     if (n.name.empty()) continue;
     if (p.total++ < offset || p.nodes.size() >= limit) continue;
-    auto rel = releases_.find(n.id);
-    p.nodes.push_back({n.id, rel == releases_.end() ? std::string() : rel->second});
+    auto rel = wires_.find(n.id);
+    p.nodes.push_back({n.id, rel == wires_.end() ? std::string() : rel->second.release});
   }
   return p;
 }
@@ -687,6 +826,37 @@ Result<StatusTable> MembershipService::status(Duration timeout) {
   return all;
 }
 
+Result<UpgradeRep> MembershipService::upgrade(const UpgradeReq& q, Duration timeout) {
+  if (leads()) {
+    // Answered at once, or by etcd's worker once the level is kept: waited for, bounded.
+    auto out = std::make_shared<std::promise<Result<UpgradeRep>>>();
+    std::future<Result<UpgradeRep>> f = out->get_future();
+    upgrade_here(
+        q, cfg_.node.name + " (" + (cfg_.nets.empty() ? "" : cfg_.nets[0].nid.to_string()) + ")",
+        [out](Result<UpgradeRep> r) { out->set_value(std::move(r)); });
+    if (f.wait_for(timeout) != std::future_status::ready)
+      return Status(Code::kTimeout, "the MGS did not keep the level within the timeout");
+    return f.get();
+  }
+  if (!agent_) return Status(Code::kNotFound, "no MGS configured (node.mgs is empty)");
+  Nid mgs;
+  {
+    MutexLock lk(mu_);
+    mgs = agent_->current_mgs();
+  }
+  CallOptions co;
+  co.timeout = timeout;
+  Result<UpgradeRep> r = call(rpc_, kMgsUpgradeRpc, mgs, q, co);
+  if (r.ok()) return r;
+  if (r.status().code() == Code::kNotFound)  // "no handler": a release before levels
+    return Status(Code::kNotFound,
+                  "MGS " + mgs.to_string() +
+                      " keeps no release level (its release is from before levels: " +
+                      r.status().message().substr(0, 120) + "); upgrade the MGS first");
+  return Status(r.status().code(), "asking MGS " + mgs.to_string() + ": " + r.status().message(),
+                r.status().health_kind());
+}
+
 bool MembershipService::leads() {
   if (!mgs_) return false;
   if (!leadership_) return true;
@@ -705,8 +875,9 @@ MembershipCounters MembershipService::counters() {
   MembershipCounters out;
   if (agent_)
     out.agent = MembershipCounters::Agent{agent_->current_mgs(), agent_->registered(),
-                                          agent_->epoch(), agent_->counters()};
+                                          agent_->epoch(), agent_->counters(), agent_level_};
   if (mgs_) out.mgs = mgs_->counters();
+  if (mgs_ && !leadership_locked().not_leader) out.level = level_;
   if (leadership_)
     out.leadership = {leadership_->view(), leadership_->counters(), leadership_->table_counters()};
   return out;

@@ -24,6 +24,7 @@
 #include "membership/agent.h"
 #include "membership/etcd_leadership.h"
 #include "membership/mgs.h"
+#include "membership/release_level.h"
 #include "rpc/fence.h"
 #include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
@@ -46,9 +47,14 @@ struct MembershipCounters {
     bool registered = false;
     uint64_t epoch = 0;  // the newest leader epoch it heard (0 without etcd)
     AgentCore::Counters counters;
+    // The cluster's minimum release level as the MGS last said it (0: not said -- an MGS
+    // of a release before levels); this node refuses peers below it.
+    uint16_t cluster_level = 0;
   };
   std::optional<Agent> agent;
   std::optional<MgsCore::Counters> mgs;
+  // An MGS that leads: the cluster's minimum release level in force, and its record.
+  std::optional<LevelRecord> level;
 };
 
 class MembershipService final : public NodePart {
@@ -79,6 +85,10 @@ class MembershipService final : public NodePart {
   // `timeout`) unless this node is it.
   Result<StatusTable> status(Duration timeout);
   MembershipCounters counters();
+  // The cluster's minimum release level (release_level.h): `q` checked against the MGS's
+  // table, or committed. Asks the MGS (the current one, within `timeout`) unless this node
+  // is it; an MGS of a release before levels answers that it keeps none (an error).
+  Result<UpgradeRep> upgrade(const UpgradeReq& q, Duration timeout);
   // The MGS this node's agent talks to now; none without an agent.
   std::optional<Nid> current_mgs();
   // On the MGS: its table's generation (every change bumps it) and the nodes it calls
@@ -108,6 +118,16 @@ class MembershipService final : public NodePart {
   // The table slice [offset, offset+limit).
   StatusTable table_locked(uint32_t offset, uint32_t limit) const REQUIRES(mu_);
   ReleasesPage releases_locked(uint32_t offset, uint32_t limit) const REQUIRES(mu_);
+  // The MGS's answer to MGS_UPGRADE from `by` (who asked, for the record): at once, or once
+  // etcd kept a raised level. `done` runs on this thread or etcd's worker, without mu_.
+  void upgrade_here(const UpgradeReq& q, std::string by,
+                    std::function<void(Result<UpgradeRep>)> done) EXCLUDES(mu_);
+  // Every node of the table with its level, as the release level sees them.
+  std::vector<NodeLevel> node_levels_locked() const REQUIRES(mu_);
+  // The MGS's level from now on (read at start or at a lead, or committed).
+  void set_level_locked(const LevelRecord& r, const std::string& how) REQUIRES(mu_);
+  // The level the MGS said in a reply to this node's agent (0: none said).
+  void learn_level_locked(uint16_t level) REQUIRES(mu_);
   // This MGS's leadership for its answers: epoch, and whether (and whom) it follows. On a
   // leader at a new epoch, the table starts afresh (every node registers again).
   Leadership leadership_locked() REQUIRES(mu_);
@@ -130,14 +150,24 @@ class MembershipService final : public NodePart {
   // is under mu_.
   std::unique_ptr<MgsCore> mgs_ PT_GUARDED_BY(mu_);
   uint32_t self_id_ GUARDED_BY(mu_) = 0;  // the MGS's own record
-  // Node id -> the release it named in its handshake when it registered ("" from a node
-  // of wire version 1): StatusNode::release, MGS_RELEASES.
-  std::unordered_map<uint32_t, std::string> releases_ GUARDED_BY(mu_);
+  // Node id -> what its handshake said when it registered, or pinged first after this MGS
+  // took the table over: the release it named ("" from a node of wire version 1;
+  // StatusNode::release, MGS_RELEASES) and its release level (release_level.h).
+  struct NodeWire {
+    std::string release;
+    uint16_t level = 0;  // 0: not known
+  };
+  std::unordered_map<uint32_t, NodeWire> wires_ GUARDED_BY(mu_);
+  // On an MGS: the cluster's minimum release level in force, and where it is kept without
+  // etcd (membership.state_dir/release_level).
+  LevelRecord level_ GUARDED_BY(mu_);
+  std::string level_path_;
+  uint16_t agent_level_ GUARDED_BY(mu_) = 0;  // as the MGS last told this node's agent
   uint64_t instance_ GUARDED_BY(mu_) = 0;
   std::unique_ptr<AgentCore> agent_ PT_GUARDED_BY(mu_);
   // MGS leadership in etcd ([membership] etcd): set by the constructor (locks its own).
   std::unique_ptr<EtcdLeadership> leadership_;
-  Status leadership_error_;                   // a bad endpoint: start() fails with it
+  Status start_error_;  // a bad endpoint or level record: start() fails with it
   uint64_t table_epoch_ GUARDED_BY(mu_) = 0;  // the epoch mgs_'s table is of
   // Peer NID -> receive count at the last look: for heard-from reports, for server contact.
   std::unordered_map<Nid, uint64_t> rx_seen_ GUARDED_BY(mu_), contact_seen_ GUARDED_BY(mu_);

@@ -49,10 +49,12 @@ class SimMembers {
     return cfg;
   }
   // Starts node `host` (again, after a kill): its net, engine and membership, then `extra`.
-  // Null when its net cannot start.
-  MembershipService* start(int host, const Extra& extra = {}) {
+  // `wire`: what its handshakes speak (an older release speaks less). Null when its net
+  // cannot start.
+  MembershipService* start(int host, const Extra& extra = {}, WireSpeaks wire = {}) {
     Config cfg = config(host);
-    SimNode* n = c_.add(name(host), {nid(host)}, NetOptions::from(cfg), RpcOptions::from(cfg));
+    SimNode* n = c_.add(name(host), {nid(host)}, NetOptions::from(cfg), RpcOptions::from(cfg),
+                        std::move(wire));
     if (!n) return nullptr;
     MembershipService& m = n->attach<MembershipService>(cfg, n->net, n->rpc, c_.clock());
     n->on_tick([&m](TimePoint now) { m.tick(now); });

@@ -295,6 +295,12 @@ class Net final : public TransportEvents {
   // if the peer has not.
   void set_conns_per_peer(int64_t n);
   int64_t conns_per_peer() const { return conns_per_peer_.load(std::memory_order_relaxed); }
+  // The cluster's minimum release level (membership learns it from the MGS; `pfsnet
+  // upgrade`): every handshake from now on refuses a peer below it (wire/handshake.h).
+  // Connections open already keep going until they close.
+  void set_min_peer_level(uint16_t level) {
+    min_peer_level_.store(level, std::memory_order_relaxed);
+  }
   bool checksum() const { return checksum_.load(std::memory_order_relaxed); }
 
   std::vector<NiInfo> nis() const;
@@ -326,6 +332,9 @@ class Net final : public TransportEvents {
   // The NI leaves selection as on a link-down event (LOCAL_NI_DOWN), until its link is
   // reported up.
   void on_local_ni_down(const Nid& local, const Status& why) override;
+  uint16_t min_peer_level() const override {
+    return min_peer_level_.load(std::memory_order_relaxed);
+  }
 
   struct PeerNi;
   struct Peer;
@@ -482,6 +491,7 @@ class Net final : public TransportEvents {
   std::atomic<uint32_t> high_water_;
   std::atomic<bool> checksum_;
   std::atomic<int64_t> conns_per_peer_;
+  std::atomic<uint16_t> min_peer_level_{1};
   std::vector<Nid> local_nids_;
   Clock& clock_;
   NetRx* rx_ = nullptr;

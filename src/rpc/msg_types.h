@@ -23,6 +23,8 @@ inline constexpr uint32_t kMsgMgsRelay = 39;  // a notification a server passes 
 // The release each node of the MGS's table named in its handshake (wire version 2): not
 // in MGS_STATUS, which a node of 8827b49 decodes to its last byte.
 inline constexpr uint32_t kMsgMgsReleases = 41;
+// The cluster's minimum release level: checked against the table, or raised (issue 69).
+inline constexpr uint32_t kMsgMgsUpgrade = 42;
 // probe/mesh_service.h: the probe mesh (rows to the MGS, the matrix from it, the probes).
 inline constexpr uint32_t kMsgMeshSync = 23;
 inline constexpr uint32_t kMsgMeshMatrix = 24;
@@ -74,6 +76,7 @@ inline constexpr MsgType kMsgTypes[] = {
     {kMsgMgsReport, "MGS_REPORT"},
     {kMsgMgsRelay, "MGS_RELAY"},
     {kMsgMgsReleases, "MGS_RELEASES"},
+    {kMsgMgsUpgrade, "MGS_UPGRADE"},
     {kMsgMeshSync, "MESH_SYNC"},
     {kMsgMeshMatrix, "MESH_MATRIX"},
     {kMsgMeshProbe, "MESH_PROBE"},

@@ -42,9 +42,10 @@ namespace pfsnet {
 // A node core's options over the in-memory transport on `hub`, under the link-emulation
 // decorator that holds Net's fault delays (as in the daemon's transport stack; the links'
 // own delays are the hub's), on `clock`, without statistics or a health monitor.
+// `wire`: what its handshakes speak (a test plays an older release with less).
 inline NodeCoreOptions mem_node_options(MemHub& hub, Clock& clock, const std::vector<Nid>& nids,
                                         NetOptions no, RpcOptions ro,
-                                        const std::string& cluster_key) {
+                                        const std::string& cluster_key, WireSpeaks wire = {}) {
   NodeCoreOptions o;
   for (const Nid& n : nids) o.cfg.nets.push_back(NetConfig{n});
   o.clock = &clock;
@@ -53,9 +54,10 @@ inline NodeCoreOptions mem_node_options(MemHub& hub, Clock& clock, const std::ve
   o.health = false;
   o.net = std::move(no);
   o.rpc = std::move(ro);
-  o.make_transport = [&hub, nids, cluster_key](TransportEvents& ev, NodeCore& core) {
+  o.make_transport = [&hub, nids, cluster_key, wire](TransportEvents& ev, NodeCore& core) {
     TransportOptions to;
     to.cluster_key = cluster_key;
+    to.wire = wire;
     Clock& c = core.clock();
     return std::make_unique<EmulatingTransport>(
         std::vector<EmulationRule>{},
@@ -73,9 +75,9 @@ inline NodeCoreOptions mem_node_options(MemHub& hub, Clock& clock, const std::ve
 class SimNode {
  public:
   SimNode(MemHub& hub, Clock& clock, std::vector<Nid> nids, NetOptions no, RpcOptions ro,
-          const std::string& cluster_key)
+          const std::string& cluster_key, WireSpeaks wire = {})
       : nids(nids),
-        core(options(hub, clock, nids, std::move(no), ro, cluster_key)),
+        core(options(hub, clock, nids, std::move(no), ro, cluster_key, std::move(wire))),
         net(core.net()),
         rpc(core.rpc()),
         pinger(core.pinger()) {}
@@ -110,10 +112,11 @@ class SimNode {
 
  private:
   static NodeCoreOptions options(MemHub& hub, Clock& clock, const std::vector<Nid>& nids,
-                                 NetOptions no, RpcOptions ro, const std::string& cluster_key) {
+                                 NetOptions no, RpcOptions ro, const std::string& cluster_key,
+                                 WireSpeaks wire) {
     ro.workers = 0;  // every handler on the pumping thread
     ro.spin = {};    // a reply comes only when the waiter runs the cluster
-    return mem_node_options(hub, clock, nids, std::move(no), ro, cluster_key);
+    return mem_node_options(hub, clock, nids, std::move(no), ro, cluster_key, std::move(wire));
   }
   std::vector<std::shared_ptr<void>> parts_;
   std::vector<std::function<void(TimePoint)>> ticks_;
@@ -131,11 +134,12 @@ class SimCluster {
 
   // A node named `name` with `nids`, listening (Net::start) before it returns.
   // REQUIRES: no live node of that name. Returns null when the net cannot start (a NID
-  // taken by a live node).
+  // taken by a live node). `wire`: what its handshakes speak.
   SimNode* add(const std::string& name, std::vector<Nid> nids, NetOptions no = {},
-               RpcOptions ro = {}) {
+               RpcOptions ro = {}, WireSpeaks wire = {}) {
     ro.waiter = &waiter_;
-    auto n = std::make_unique<SimNode>(hub_, clock_, std::move(nids), std::move(no), ro, key_);
+    auto n = std::make_unique<SimNode>(hub_, clock_, std::move(nids), std::move(no), ro, key_,
+                                       std::move(wire));
     if (!n->core.start(Duration::zero()).ok()) return nullptr;
     SimNode* p = n.get();
     nodes_[name] = std::move(n);

@@ -68,6 +68,7 @@ class EmulatingTransport final : public Transport, private TransportEvents {
   void on_local_ni_down(const Nid& local, const Status& why) override {
     events_.on_local_ni_down(local, why);
   }
+  uint16_t min_peer_level() const override { return events_.min_peer_level(); }
 
   // The outer connection of `inner` (its Connection::upper, set in on_connected).
   static Conn* outer_of(const Connection& inner);

@@ -73,10 +73,12 @@ void FabConn::on_connected_event() {
   state_.store(kHandshake);
   std::vector<Nid> mine = announced_nids(local_, t_.node_nids());
   // Fabric messages carry a version-1 frame header (wire/fabric_wire.h): these connections
-  // speak version 1, with no extensions.
+  // speak version 1, with no extensions, and cannot tell a peer's release level: the
+  // cluster's level is not checked on them (docs/wire_format.md, "Release levels").
   WireSpeaks speaks = t_.opts_.wire;
   speaks.max_version = 1;
   speaks.features = 0;
+  speaks.min_peer_level = 1;
   ClusterKeys keys = t_.opts_.cluster_key.get();
   hs_ = outgoing_ ? HandshakeMachine::client(std::move(keys), std::move(mine), 0, speaks)
                   : HandshakeMachine::server(std::move(keys), std::move(mine), speaks);

@@ -276,10 +276,10 @@ void MemTransport::open(const Nid& local, const Nid& remote, bool bulk, ConnectC
     // handed across here: the exchange every transport runs, keys proven both ways.
     HandshakeMachine hc =
         HandshakeMachine::client(opts_.cluster_key.get(), announced_nids(local, node_nids_),
-                                 bulk ? kHelloBulk : uint8_t{0}, opts_.wire);
-    HandshakeMachine hs =
-        HandshakeMachine::server(server->opts_.cluster_key.get(),
-                                 announced_nids(remote, server->node_nids_), server->opts_.wire);
+                                 bulk ? kHelloBulk : uint8_t{0}, speaks_now(opts_.wire, events_));
+    HandshakeMachine hs = HandshakeMachine::server(server->opts_.cluster_key.get(),
+                                                   announced_nids(remote, server->node_nids_),
+                                                   speaks_now(server->opts_.wire, server->events_));
     run_handshake(hc, hs);
     using State = HandshakeMachine::State;
     if (hc.state() != State::kEstablished || hs.state() != State::kEstablished) {

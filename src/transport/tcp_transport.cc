@@ -233,8 +233,8 @@ asio::awaitable<void> TcpTransport::Impl::server_handshake(std::shared_ptr<TcpCo
       co_await c->tls_handshake();
     }
     // The handshake (wire/handshake.h's machine): the client's HELLO, then its proof.
-    HandshakeMachine hs =
-        HandshakeMachine::server(keys, announced_nids(c->local_nid(), node_nids_), opts_.wire);
+    HandshakeMachine hs = HandshakeMachine::server(keys, announced_nids(c->local_nid(), node_nids_),
+                                                   speaks_now(opts_.wire, events_));
     check_certificate(*c, &hs);
     using State = HandshakeMachine::State;
     for (int i = 0; i < 2 && hs.state() == State::kRunning; ++i) {
@@ -347,7 +347,8 @@ asio::awaitable<void> TcpTransport::Impl::client_connect(std::shared_ptr<TcpConn
     }
     // The handshake (wire/handshake.h's machine): HELLO, the server's proof, ours.
     HandshakeMachine hs = HandshakeMachine::client(keys, announced_nids(c->local_nid(), node_nids_),
-                                                   c->bulk() ? kHelloBulk : uint8_t{0}, opts_.wire);
+                                                   c->bulk() ? kHelloBulk : uint8_t{0},
+                                                   speaks_now(opts_.wire, events_));
     check_certificate(*c, &hs);
     using State = HandshakeMachine::State;
     HandshakeMachine::Step st = hs.start();

@@ -226,7 +226,19 @@ class TransportEvents {
     (void)local;
     (void)why;
   }
+  // The cluster's minimum release level as the node knows it (wire/handshake.h,
+  // kReleaseLevel): a handshake from now on refuses a peer below it. Any thread, cheap (read
+  // at every handshake); default 1: every peer is taken.
+  virtual uint16_t min_peer_level() const { return 1; }
 };
+
+// What a handshake of a transport with options `wire` and owner `ev` speaks: the options'
+// versions and features under the owner's release level now.
+inline WireSpeaks speaks_now(const WireSpeaks& wire, const TransportEvents& ev) {
+  WireSpeaks w = wire;
+  w.min_peer_level = ev.min_peer_level();
+  return w;
+}
 
 class TlsContext;
 

@@ -156,7 +156,14 @@ uint16_t marked_max(const Nonce& n) {
 // Version-2 handshake fields: type u8 | length u16 | value. Unknown types are skipped.
 // kNids: the NIDs, each type u8 | address length u8 | net number u16 | address (network
 // byte order), the large form a longer address (IPv6) fits.
-enum Field : uint8_t { kVersions = 1, kFeatures = 2, kRelease = 3, kInstance = 4, kNids = 5 };
+enum Field : uint8_t {
+  kVersions = 1,
+  kFeatures = 2,
+  kRelease = 3,
+  kInstance = 4,
+  kNids = 5,
+  kLevel = 6,
+};
 constexpr size_t kMaxRelease = 64;
 
 void put_field(std::vector<uint8_t>* out, uint8_t type, std::span<const uint8_t> v) {
@@ -262,6 +269,7 @@ Buffer encode_wire_fields(const WireFields& w) {
     }
     put_field(&f, kNids, n);
   }
+  if (w.level) put_int_field<uint16_t>(&f, kLevel, w.level);
   return Buffer::copy_of(std::span<const uint8_t>(f));
 }
 
@@ -305,6 +313,11 @@ Result<WireFields> decode_wire_fields(std::span<const uint8_t> b) {
         if (len != 8) return bad("instance field");
         w.instance = le::get<uint64_t>(v);
         break;
+      case kLevel:
+        if (len != 2 || w.level) return bad("level field");
+        w.level = le::get<uint16_t>(v);
+        if (w.level < 2) return bad("release level " + std::to_string(w.level) + " on version 2");
+        break;
       case kNids: {
         if (nids) return bad("NIDs field twice");
         nids = true;
@@ -340,7 +353,8 @@ Result<WireFields> decode_wire_fields(std::span<const uint8_t> b) {
 
 Buffer HandshakeMachine::my_fields() const {
   WireFields w{speaks_.min_version, speaks_.max_version, speaks_.features,
-               speaks_.release,     speaks_.instance,    {}};
+               speaks_.release,     speaks_.instance,    {},
+               speaks_.level};
   // The server's NIDs; the client's are in its HELLO but for the large ones it left out.
   if (!client_ || all_nids_ != mine_.nids) w.nids = all_nids_;
   return encode_wire_fields(w);
@@ -356,6 +370,8 @@ Status HandshakeMachine::take_fields(std::span<const uint8_t> b) {
   session_.peer_features = w->features;
   session_.peer_release = std::move(w->release);
   session_.peer_instance = w->instance;
+  session_.peer_level = w->level ? w->level : 2;
+  session_.peer_says_level = w->level != 0;
   session_.features = speaks_.features & w->features;
   if (client_) {
     peer_.nids = std::move(w->nids);
@@ -371,6 +387,18 @@ Status HandshakeMachine::take_fields(std::span<const uint8_t> b) {
 // v2: HMAC(key, role | '2' | offer | the client HELLO | second | third): for the server's
 // proof its nonce and fields, for the client's the server's HELLO and its own fields.
 std::string HandshakeMachine::peer_refusal() const { return check_ ? check_(peer_.nids) : ""; }
+
+uint16_t HandshakeMachine::min_version() const {
+  return std::max(speaks_.min_version, wire_floor(speaks_.min_peer_level));
+}
+
+std::string HandshakeMachine::level_refusal(uint16_t peer_level) const {
+  if (peer_level >= speaks_.min_peer_level) return "";
+  return "the cluster's minimum release level is " + std::to_string(speaks_.min_peer_level) +
+         " and the peer's release is of level " + std::to_string(peer_level) +
+         (peer_level == 1 ? " (it speaks only wire version 1)" : "") +
+         ": upgrade it (pfsnet upgrade check lists the nodes below the level)";
+}
 
 std::optional<KeyUsed> HandshakeMachine::accepted_by(
     const std::function<bool(std::string_view)>& ok) const {
@@ -403,7 +431,7 @@ Mac HandshakeMachine::v2_mac(std::string_view key, char role, std::span<const ui
 HandshakeMachine::Step HandshakeMachine::start() {
   if (!client_ || step_ != 0 || state_ != State::kRunning) return Step{};
   mine_ = client_hello(std::move(mine_.nids), mine_.flags);
-  offer_ = wire_offer(speaks_.min_version, speaks_.max_version);
+  offer_ = wire_offer(std::min(min_version(), speaks_.max_version), speaks_.max_version);
   client_hello_raw_ = encode_hello(mine_);
   return Step{Out{FrameKind::kHello, Buffer::copy_of(client_hello_raw_.span()), 1, offer_},
               State::kRunning};
@@ -431,6 +459,7 @@ HandshakeMachine::Step HandshakeMachine::client_takes_hello(const FrameHeader& h
       return done(State::kFailed,
                   "the server speaks wire version " + std::to_string(marked_max(peer_.nonce)) +
                       " but answered version 1: our version offer was removed on the way");
+    if (std::string why = level_refusal(1); !why.empty()) return reject(why);
     if (speaks_.min_version > 1)
       return reject("no common wire version: the peer speaks 1, this node " +
                     versions_string(speaks_.min_version, speaks_.max_version));
@@ -456,6 +485,7 @@ HandshakeMachine::Step HandshakeMachine::client_takes_hello(const FrameHeader& h
   if (!used) return reject(std::string(kWrongClusterKey));
   if (Status st = take_fields(fields); !st.ok()) return done(State::kFailed, st.message());
   if (std::string why = peer_refusal(); !why.empty()) return reject(why);
+  if (std::string why = level_refusal(session_.peer_level); !why.empty()) return reject(why);
   session_.version = h.version;
   session_.peer_key = *used;
   peer_.nonce = nonce;
@@ -481,6 +511,8 @@ HandshakeMachine::Step HandshakeMachine::server_takes_hello(const FrameHeader& h
   client_hello_raw_ = Buffer::copy_of(payload);
   if (std::string why = peer_refusal(); !why.empty()) return reject(why);
   uint16_t v = std::min(offer->second, speaks_.max_version);
+  if (offer->second < min_version() && offer->second >= speaks_.min_version)
+    return reject(level_refusal(1));  // a version-1 peer, below the cluster's level
   if (v < std::max(offer->first, speaks_.min_version))
     return reject("no common wire version: the peer speaks " +
                   versions_string(offer->first, offer->second) + ", this node " +
@@ -531,6 +563,7 @@ HandshakeMachine::Step HandshakeMachine::server_takes_auth(const FrameHeader& h,
   if (!used) return reject(std::string(kWrongClusterKey));
   if (Status st = take_fields(fields); !st.ok()) return done(State::kFailed, st.message());
   if (std::string why = peer_refusal(); !why.empty()) return reject(why);  // its large NIDs too
+  if (std::string why = level_refusal(session_.peer_level); !why.empty()) return reject(why);
   session_.peer_key = *used;
   return done(State::kEstablished, "", Out{FrameKind::kAuth, Buffer(), session_.version});
 }

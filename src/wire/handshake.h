@@ -65,12 +65,26 @@ std::string key_fingerprint(std::string_view key);
 enum class KeyUsed : uint8_t { kCurrent, kNext, kPrevious };
 std::string_view key_used_name(KeyUsed k);  // "current", "next", "previous"
 
+// Release levels (docs/wire_format.md, "Release levels"; Storage Scale's minReleaseLevel):
+// what a release understands of the cluster-wide features, one number that only grows. Level
+// 1 is every release that speaks only wire version 1 (8827b49 and before); level 2 speaks
+// version 2, its extension fields and large NIDs, and announces its level in the handshake.
+// A cluster's minimum release level (kept by the MGS, `pfsnet upgrade`) is the lowest a
+// node may run: a connection's handshake refuses a peer below it.
+inline constexpr uint16_t kReleaseLevel = 2;
+// The lowest wire version a peer of `level` speaks (a level-1 release speaks only 1).
+inline constexpr uint16_t wire_floor(uint16_t level) { return level >= 2 ? 2 : 1; }
+
 // What a node speaks, for its handshakes.
 struct WireSpeaks {
   uint16_t min_version = kWireVersionMin, max_version = kWireVersionMax;
   uint64_t features = kFeaturesSpoken;
-  std::string release;    // this build's (pfsnet/version.h), shown to its peers
-  uint64_t instance = 0;  // this process's run, random per start; 0: not said
+  std::string release;             // this build's (pfsnet/version.h), shown to its peers
+  uint64_t instance = 0;           // this process's run, random per start; 0: not said
+  uint16_t level = kReleaseLevel;  // this build's release level, announced on version 2
+  // The cluster's minimum release level as this node knows it: a peer below it is refused
+  // (a version-1 peer is of level 1). 1: every peer is taken.
+  uint16_t min_peer_level = 1;
 };
 
 // What one connection speaks, from its handshake.
@@ -82,6 +96,10 @@ struct WireSession {
   uint64_t peer_features = 0;
   std::string peer_release;
   uint64_t peer_instance = 0;
+  // The peer's release level: 1 from a version-1 peer; what a version-2 peer announced (2
+  // from one that announced none, which speaks version 2).
+  uint16_t peer_level = 1;
+  bool peer_says_level = false;  // its handshake named its level (a release that has levels)
   // Which of this node's keys the peer proved with (its current key is this node's next
   // or previous one while a rotation is under way).
   KeyUsed peer_key = KeyUsed::kCurrent;
@@ -111,6 +129,7 @@ struct WireFields {
   std::string release;  // at most 64 printable bytes
   uint64_t instance = 0;
   std::vector<Nid> nids;  // the server's; the client's when its HELLO left large ones out
+  uint16_t level = 0;     // the sender's release level; 0: not said
 };
 Buffer encode_wire_fields(const WireFields& w);
 Result<WireFields> decode_wire_fields(std::span<const uint8_t> bytes);
@@ -216,6 +235,10 @@ class HandshakeMachine {
   std::optional<KeyUsed> accepted_by(const std::function<bool(std::string_view)>& ok) const;
   // check_peer's answer for the peer's NIDs ("" without a check: accepted).
   std::string peer_refusal() const;
+  // The lowest version this end accepts: its own, raised by the cluster's release level.
+  uint16_t min_version() const;
+  // Why a peer of `peer_level` is refused under the cluster's level ("" when it is not).
+  std::string level_refusal(uint16_t peer_level) const;
   Step done(State s, std::string why, std::optional<Out> send = std::nullopt);
   Step reject(std::string why);
   Step client_takes_hello(const FrameHeader& h, std::span<const uint8_t> payload);

@@ -487,5 +487,107 @@ TEST(HandshakeLargeNidsTest, AnIpv6ConnectionsHelloCarriesItsLargeNidMarked) {
   for (size_t n = 66; n < 66 + 24; ++n) EXPECT_FALSE(decode_hello(frames[0].span().first(n)).ok());
 }
 
+// Release levels: each end learns the other's; a peer below the cluster's level is refused
+// by whichever end knows the level, saying why.
+WireSpeaks at_level(uint16_t level, uint16_t min_peer_level) {
+  WireSpeaks w = speaks(1, 2, kFeaturesSpoken, "r", 1);
+  w.level = level;
+  w.min_peer_level = min_peer_level;
+  return w;
+}
+
+TEST(HandshakeLevelTest, EachEndLearnsThePeersLevelAndOneThatSaysNoneIsOfLevel2) {
+  Negotiated n = between(at_level(3, 1), at_level(2, 2));
+  n.run();
+  ASSERT_EQ(n.e.c.state(), HandshakeMachine::State::kEstablished) << n.e.c.why();
+  ASSERT_EQ(n.e.s.state(), HandshakeMachine::State::kEstablished) << n.e.s.why();
+  EXPECT_EQ(n.e.c.session().peer_level, 2);
+  EXPECT_TRUE(n.e.c.session().peer_says_level);
+  EXPECT_EQ(n.e.s.session().peer_level, 3);
+  // A version-2 build from before levels announces none: it speaks 2, so it is of level 2,
+  // and the MGS knows not to send it what it does not decode (peer_says_level).
+  Negotiated m = between(at_level(0, 1), at_level(2, 2));
+  m.run();
+  ASSERT_EQ(m.e.s.state(), HandshakeMachine::State::kEstablished) << m.e.s.why();
+  EXPECT_EQ(m.e.s.session().peer_level, 2);
+  EXPECT_FALSE(m.e.s.session().peer_says_level);
+  // A version-1 peer is of level 1.
+  Negotiated v1 = between(speaks(1, 1, 0, "", 0), at_level(2, 1));
+  v1.run();
+  ASSERT_EQ(v1.e.s.state(), HandshakeMachine::State::kEstablished) << v1.e.s.why();
+  EXPECT_EQ(v1.e.s.session().peer_level, 1);
+  EXPECT_FALSE(v1.e.s.session().peer_says_level);
+}
+
+TEST(HandshakeLevelTest, AServerAtLevel2RefusesAVersion1ClientSayingWhy) {
+  Negotiated n = between(speaks(1, 1, 0, "", 0), at_level(2, 2));
+  n.run();
+  EXPECT_EQ(n.e.s.state(), HandshakeMachine::State::kRefused);
+  EXPECT_EQ(n.e.c.state(), HandshakeMachine::State::kRefusedByPeer);
+  EXPECT_EQ(n.e.c.why(),
+            "the cluster's minimum release level is 2 and the peer's release is of level 1 (it "
+            "speaks only wire version 1): upgrade it (pfsnet upgrade check lists the nodes "
+            "below the level)");
+  // The REJECT is a version-1 frame: what an 8827b49 client reads.
+  EXPECT_EQ(n.versions.back(), 1);
+}
+
+TEST(HandshakeLevelTest, AClientAtLevel2OffersOnly2AndRefusesAVersion1Server) {
+  auto m = HandshakeMachine::client(kKey, {kC1}, 0, at_level(2, 2));
+  auto hello = m.start().send;
+  ASSERT_TRUE(hello);
+  EXPECT_EQ(*parse_offer(hello->xid), (std::pair<uint16_t, uint16_t>{2, 2}));
+  // An 8827b49 server reads no offer: it answers version 1's HELLO, its nonce unmarked.
+  auto ch = decode_hello(hello->payload.span());
+  ASSERT_TRUE(ch.ok());
+  auto st = m.on_frame(FrameKind::kHello, encode_hello(server_hello(kKey, *ch, {kS1})).span());
+  EXPECT_EQ(st.state, HandshakeMachine::State::kRefused);
+  ASSERT_TRUE(st.send);
+  EXPECT_EQ(st.send->kind, FrameKind::kReject);
+  EXPECT_NE(m.why().find("minimum release level is 2"), std::string::npos) << m.why();
+}
+
+TEST(HandshakeLevelTest, AVersion2PeerBelowTheLevelIsRefusedByEitherEnd) {
+  Negotiated s = between(at_level(2, 1), at_level(3, 3));  // the server knows level 3
+  s.run();
+  EXPECT_EQ(s.e.s.state(), HandshakeMachine::State::kRefused);
+  EXPECT_EQ(s.e.c.state(), HandshakeMachine::State::kRefusedByPeer);
+  EXPECT_NE(s.e.c.why().find("level is 3 and the peer's release is of level 2:"), std::string::npos)
+      << s.e.c.why();
+  Negotiated c = between(at_level(3, 3), at_level(2, 1));  // the client does
+  c.run();
+  EXPECT_EQ(c.e.c.state(), HandshakeMachine::State::kRefused);
+  EXPECT_EQ(c.e.s.state(), HandshakeMachine::State::kRefusedByPeer);
+  EXPECT_NE(c.e.s.why().find("level is 3"), std::string::npos) << c.e.s.why();
+  // Both at the level: established.
+  Negotiated ok = between(at_level(3, 3), at_level(3, 3));
+  ok.run();
+  EXPECT_EQ(ok.e.c.state(), HandshakeMachine::State::kEstablished) << ok.e.c.why();
+}
+
+TEST(HandshakeLevelTest, TheLevelFieldIsCheckedWhenDecoded) {
+  WireFields w;
+  w.min_version = 1;
+  w.max_version = 2;
+  w.features = 1;
+  w.level = 7;
+  auto back = decode_wire_fields(encode_wire_fields(w).span());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->level, 7);
+  w.level = 0;
+  Buffer base = encode_wire_fields(w);  // no level field
+  EXPECT_EQ(decode_wire_fields(base.span())->level, 0);
+  auto with = [&](std::vector<uint8_t> field) {
+    std::vector<uint8_t> b(base.data(), base.data() + base.size());
+    b.insert(b.end(), field.begin(), field.end());
+    return decode_wire_fields(b);
+  };
+  EXPECT_TRUE(with({6, 2, 0, 2, 0}).ok());
+  EXPECT_FALSE(with({6, 2, 0, 1, 0}).ok()) << "level 1 does not speak version 2";
+  EXPECT_FALSE(with({6, 2, 0, 0, 0}).ok());
+  EXPECT_FALSE(with({6, 1, 0, 2}).ok()) << "a level of one byte";
+  EXPECT_FALSE(with({6, 2, 0, 2, 0, 6, 2, 0, 3, 0}).ok()) << "two levels";
+}
+
 }  // namespace
 }  // namespace pfsnet
