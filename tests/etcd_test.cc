@@ -428,6 +428,26 @@ TEST_F(EtcdTest, KillingTheLeaderMgsMovesEveryNodeToTheNextLeaderAndNoApplicatio
         return status(lead_host)["local"]["leadership"]["table"].value("chunks_saved", 0) > 0;
       },
       20000ms));
+  // The cluster's minimum release level is raised (every node is of this build) and kept
+  // in etcd before the commit is answered; the nodes hear it with their next ping.
+  auto upgrade = [&](int host, const std::string& step) {
+    auto [rc, out] =
+        run({PFSNET_BIN, "--socket", d[host]->socket(), "upgrade", step, "--json"}, 20000ms);
+    return std::make_pair(rc, rc == 0 ? last_json_line(out) : json{{"output", out}});
+  };
+  {
+    json u;
+    ASSERT_TRUE(eventually([&] { return (u = upgrade(5, "check").second).value("below", 9) == 0; },
+                           10000ms))
+        << u.dump();
+    auto [rc, c] = upgrade(5, "commit");
+    ASSERT_EQ(rc, 0) << c.dump();
+    EXPECT_TRUE(c.value("committed", false)) << c.dump();
+    EXPECT_EQ(c.value("level", 0), 2) << c.dump();
+    EXPECT_EQ(status(lead_host)["local"]["level"].value("level", 0), 2);
+    EXPECT_TRUE(eventually(
+        [&] { return status(3)["local"]["agent"].value("cluster_level", 0) == 2; }, 5000ms));
+  }
   auto registers = [&](int host) {
     return status(host)["local"]["agent"].value("registers", uint64_t{0});
   };
@@ -478,6 +498,14 @@ TEST_F(EtcdTest, KillingTheLeaderMgsMovesEveryNodeToTheNextLeaderAndNoApplicatio
       },
       10000ms))
       << agent.dump();
+  // The new leader serves the level its predecessor kept in etcd.
+  EXPECT_EQ(status(other)["local"]["level"].value("level", 0), 2);
+  {
+    auto [rc, c] = upgrade(5, "check");
+    ASSERT_EQ(rc, 0) << c.dump();
+    EXPECT_EQ(c.value("level", 0), 2) << c.dump();
+    EXPECT_EQ(c.value("mgs", ""), next) << c.dump();
+  }
   ASSERT_TRUE(pings.wait_eof(60000ms));
   json p = last_json_line(pings.output());
   EXPECT_EQ(p.value("failed", -1), 0) << p.dump();

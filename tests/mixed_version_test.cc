@@ -50,8 +50,11 @@ class MixedVersionTest : public ::testing::Test {
     o.binary = old ? kOldDaemon : PFSNETD_BIN;
     o.node_extra =
         "roles = [" + std::string(r.roles) + "]\nmgs = [\"" + loopback(kMgs.host) + "@tcp\"]\n";
-    // Clients ping the MGS every 2 s (not 50), so a restarted MGS hears of them soon.
+    // Clients ping the MGS every 2 s (not 50), so a restarted MGS hears of them soon. An
+    // MGS of this build keeps the release level in the test's directory (an 8827b49 daemon
+    // refuses the key: it has none).
     o.extra = "[membership]\nclient_ping_interval = 2\nserver_ping_interval = 2\n";
+    if (!old) o.extra += "state_dir = \"" + dir_.path() + "\"\n";
     nodes_[r.host].reset();  // the one before, if any, has exited
     nodes_[r.host] = std::make_unique<Daemon>(dir_, r.host, key_, o);
     old_[r.host] = old;
@@ -100,6 +103,23 @@ class MixedVersionTest : public ::testing::Test {
     int up = 0;
     for (const json& n : t["nodes"]) up += n["state"] == "up";
     return up == 5;
+  }
+  // `pfsnet upgrade STEP --json` on `from` (this build's CLI): {exit status, its answer}.
+  std::pair<int, json> upgrade(const MixedNode& from, const std::string& step) {
+    auto [rc, out] = run(cli(from, {"upgrade", step, "--json"}));
+    json j = json::object();
+    try {
+      j = last_json_line(out);
+    } catch (const std::exception&) {
+      j["output"] = out;
+    }
+    return {rc, j};
+  }
+  // The cluster's release level as node `r`'s agent last heard it from the MGS.
+  int learned_level(const MixedNode& r) {
+    auto [rc, out] = run(cli(r, {"status", "--json"}));
+    if (rc != 0) return -1;
+    return last_json_line(out)["local"]["agent"].value("cluster_level", -1);
   }
   // What `from`'s peers view says of `to`'s connection (its JSON entry).
   json peer_entry(const MixedNode& from, const MixedNode& to) {
@@ -259,6 +279,103 @@ TEST_F(MixedVersionTest, OldAndNewNodesTalkBothWaysAndAreReplacedOneByOneWithNoR
   auto [rc, out] = run(ping(kOldServer, kOldClient, 4, 1 << 20));
   expect_all_ok("3 -> 5 after the upgrade", rc, out, 4);
   EXPECT_EQ(peer_entry(kOldServer, kOldClient)["wire_version"], 2);
+}
+
+// The minimum release level, as an operator raises it at the end of a rolling upgrade
+// (`mmchconfig release=LATEST`): refused while an 8827b49 node is up, named; committed once
+// every node runs this build; then every node refuses an 8827b49 node, saying why, and a
+// restarted MGS keeps the level.
+TEST_F(MixedVersionTest, TheReleaseLevelRisesOnlyOnceNoOldNodeIsLeftAndThenShutsThemOut) {
+  start(kMgs, false);
+  start(kOldServer, true);
+  start(kNewServer, false);
+  start(kOldClient, true);
+  start(kNewClient, false);
+  ASSERT_TRUE(eventually([&] { return all_registered(); }, 15000ms))
+      << run(cli(kMgs, {"status"})).second;
+
+  // The check names the two old nodes, of level 1 and no release.
+  auto [crc, check] = upgrade(kNewClient, "check");
+  ASSERT_EQ(crc, 0) << check.dump();
+  EXPECT_EQ(check["level"], 1) << check.dump();
+  EXPECT_EQ(check["target"], 2) << check.dump();
+  EXPECT_EQ(check["below"], 2) << check.dump();
+  ASSERT_EQ(check["nodes"].size(), 2u) << check.dump();
+  for (const json& n : check["nodes"]) {
+    EXPECT_TRUE(n["name"] == "n3" || n["name"] == "n5") << check.dump();
+    EXPECT_EQ(n["level"], 1) << check.dump();
+    EXPECT_EQ(n["release"], "") << check.dump();
+  }
+  EXPECT_EQ(check["features"][0]["name"], "wire_v1_refused") << check.dump();
+  auto [hrc, human] = run(cli(kMgs, {"upgrade", "check"}));
+  EXPECT_NE(human.find("2 of 5 node(s) below level 2"), std::string::npos) << human;
+  EXPECT_NE(human.find("(wire version 1)"), std::string::npos) << human;
+  // A commit is refused, naming them, and changes nothing: exit status 1.
+  auto [rrc, refused] = run(cli(kNewServer, {"upgrade", "commit"}));
+  EXPECT_EQ(rrc, 1) << refused;
+  EXPECT_NE(refused.find("commit refused: 2 node(s) not dead are below level 2"), std::string::npos)
+      << refused;
+  EXPECT_NE(refused.find("n3, n5"), std::string::npos) << refused;
+  EXPECT_EQ(upgrade(kMgs, "check").second["level"], 1);
+
+  // The old nodes are replaced by this build's; then nothing holds the level back.
+  for (const MixedNode& r : {kOldServer, kOldClient}) {
+    stop(r);
+    start(r, false);
+  }
+  json after;
+  ASSERT_TRUE(eventually(
+      [&] { return (after = upgrade(kNewClient, "check").second)["below"] == 0; }, 15000ms))
+      << after.dump();
+  auto [ok_rc, committed] = upgrade(kNewServer, "commit");
+  ASSERT_EQ(ok_rc, 0) << committed.dump();
+  EXPECT_TRUE(committed["committed"].get<bool>()) << committed.dump();
+  EXPECT_EQ(committed["level"], 2) << committed.dump();
+  // Every node hears it with its next ping (every 2 s).
+  for (const MixedNode& r : {kOldServer, kNewServer, kOldClient, kNewClient})
+    EXPECT_TRUE(eventually([&] { return learned_level(r) == 2; }, 10000ms)) << r.host;
+
+  // An 8827b49 client now: every node refuses it, saying why; it never registers.
+  const MixedNode kLateOld{7, "\"client\""};
+  start(kLateOld, true);
+  auto [prc, pout] = run(ping(kLateOld, kNewServer, 1, 64, 0, false));
+  EXPECT_NE(prc, 0) << pout;
+  EXPECT_NE(pout.find("minimum release level is 2"), std::string::npos) << pout;
+  auto [mrc, mout] = run(ping(kLateOld, kMgs, 1, 64, 0, false));
+  EXPECT_NE(mrc, 0) << mout;
+  EXPECT_NE(mout.find("minimum release level is 2"), std::string::npos) << mout;
+  auto listed = [&](const std::string& name) {
+    auto [rc, out] = run(cli(kMgs, {"status", "--json"}));
+    if (rc != 0) return true;
+    for (const json& n : last_json_line(out)["nodes"])
+      if (n["name"] == name) return true;
+    return false;
+  };
+  EXPECT_FALSE(listed("n7"));
+  // Its own daemon says why, in 8827b49's words around ours.
+  EXPECT_NE(node(kLateOld).process().output().find(
+                "refused by the peer: the cluster's minimum release level is 2"),
+            std::string::npos)
+      << node(kLateOld).process().output();
+  // The nodes of this build still talk, 1 MiB each way.
+  auto [orc, oout] = run(ping(kNewClient, kOldServer, 2, 1 << 20));
+  expect_all_ok("6 -> 3 at level 2", orc, oout, 2);
+
+  // A restarted MGS keeps the level (membership.state_dir/release_level): the 8827b49 node
+  // is refused by it again, and the others learn the level from it once more.
+  stop(kMgs);
+  start(kMgs, false);
+  ASSERT_TRUE(eventually([&] { return all_registered(); }, 15000ms))
+      << run(cli(kMgs, {"status"})).second;
+  auto [arc, again] = upgrade(kNewClient, "check");
+  ASSERT_EQ(arc, 0) << again.dump();
+  EXPECT_EQ(again["level"], 2) << again.dump();
+  EXPECT_EQ(again["below"], 0) << again.dump();
+  EXPECT_FALSE(listed("n7"));
+  // And never lowered.
+  auto [lrc, lower] = run(cli(kNewClient, {"upgrade", "commit", "--level", "1"}));
+  EXPECT_EQ(lrc, 1) << lower;
+  EXPECT_NE(lower.find("never lowered"), std::string::npos) << lower;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -139,6 +140,9 @@ Result<LevelRecord> read_level_file(const std::string& path) {
 
 Status write_level_file(const std::string& path, const LevelRecord& r) {
   const std::string tmp = path + ".new";
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) return Status(Code::kInternal, "creating the directory of " + path + ": " + ec.message());
   const std::string text = encode_level_record(r);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status(Code::kInternal, errno_text("creating", tmp));

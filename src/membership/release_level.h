@@ -58,7 +58,7 @@ Result<LevelRecord> decode_level_record(std::string_view text);
 // it, or one upgraded from a release before levels); an error naming the file otherwise.
 Result<LevelRecord> read_level_file(const std::string& path);
 // Writes `r` to `path` whole or not at all (a new file, fsync, rename, the directory's
-// fsync).
+// fsync), creating the directory when it does not exist.
 Status write_level_file(const std::string& path, const LevelRecord& r);
 
 }  // namespace pfsnet

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 namespace pfsnet {
@@ -106,12 +107,14 @@ TEST(ReleaseLevelTest, TheFileIsLevelOneWhenAbsentAndWrittenWhole) {
   auto bad = read_level_file(path);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find(path), std::string::npos);
-  // A directory that does not exist: the write fails and says where.
-  Status st = write_level_file(dir + "/missing/release_level", LevelRecord{2, 5, "me"});
+  // A directory that does not exist is made; one that cannot be (a file is in the way):
+  // the write fails and says where.
+  ASSERT_TRUE(write_level_file(dir + "/new/release_level", LevelRecord{2, 5, "me"}).ok());
+  EXPECT_EQ(read_level_file(dir + "/new/release_level")->level, 2);
+  Status st = write_level_file(path + "/release_level", LevelRecord{2, 5, "me"});
   EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("missing"), std::string::npos) << st.message();
-  unlink(path.c_str());
-  rmdir(dir.c_str());
+  EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
