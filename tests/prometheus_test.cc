@@ -155,6 +155,10 @@ TEST(PrometheusTest, MetricsPassPromtoolAndShowMembership) {
             std::string::npos)
       << client;
   EXPECT_EQ(client.find("pfsnet_membership_node_state"), std::string::npos);  // the MGS's only
+  // The cluster's release level: the MGS's own (1: never raised); the client's once its
+  // registration's answer told it.
+  EXPECT_NE(mgs.find("pfsnet_cluster_release_level 1\n"), std::string::npos) << mgs;
+  EXPECT_NE(client.find("pfsnet_cluster_release_level 1\n"), std::string::npos) << client;
   // The release and commit, on both (CliTest checks the commit against git).
   for (const std::string* text : {&mgs, &client})
     EXPECT_NE(text->find("pfsnet_build_info{version=\"" PFSNET_VERSION "\",commit=\""),

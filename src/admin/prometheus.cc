@@ -192,6 +192,15 @@ void membership_metrics(PromText& text, const MetricsSnapshot::Membership& m) {
                 "The newest MGS leader epoch this MGS knows (the leader key's revision).");
     text.sample("pfsnet_membership_epoch", "", double(v.epoch));
   }
+  // The cluster's minimum release level: the MGS's own, or as the MGS told this node.
+  uint16_t level = m.counters.level ? m.counters.level->level : 0;
+  if (m.counters.agent) level = std::max(level, m.counters.agent->cluster_level);
+  if (level > 0) {
+    text.family("pfsnet_cluster_release_level", "gauge",
+                "The cluster's minimum release level (pfsnet upgrade): peers below it are "
+                "refused.");
+    text.sample("pfsnet_cluster_release_level", "", level);
+  }
   if (m.counters.agent) {
     const MembershipCounters::Agent& a = *m.counters.agent;
     text.family("pfsnet_membership_registered", "gauge",
