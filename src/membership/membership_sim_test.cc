@@ -400,5 +400,22 @@ TEST_F(InProcessReleaseLevelTest, ARestartedMgsKeepsTheLevelFromItsFile) {
   EXPECT_EQ(m_.state_in(2, "n3"), "");
 }
 
+TEST_F(InProcessReleaseLevelTest, AForcedCommitShutsOutANodeBelowTheLevelWhenItReconnects) {
+  auto r = upgrade(4, true, /*force=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->committed) << r->refusal;
+  EXPECT_EQ(r->level, 2);
+  ASSERT_EQ(r->nodes.size(), 1u);
+  EXPECT_EQ(r->nodes[0].name, "n3");
+  // n3's connections open before the commit keep going until they close; once restarted it
+  // is refused by every node that heard the level (with its next ping: a client's within 2 s).
+  ASSERT_TRUE(c_.run_until([&] { return learned(5) == 2; }, 2100ms));
+  c_.kill("n3");
+  start_as(3, true);
+  Status st = ping(3, 5);
+  EXPECT_EQ(st.code(), Code::kRejected) << st.to_string();
+  ASSERT_TRUE(c_.run_until([&] { return m_.state_in(2, "n3") == "dead"; }, 5s));
+}
+
 }  // namespace
 }  // namespace pfsnet
