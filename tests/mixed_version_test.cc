@@ -60,6 +60,17 @@ class MixedVersionTest : public ::testing::Test {
     old_[r.host] = old;
     ASSERT_TRUE(nodes_[r.host]->ready()) << nodes_[r.host]->process().output();
   }
+  // The five nodes -- the old server and client of 8827b49, the MGS as `old_mgs` says --
+  // each registered (up in the MGS's table).
+  void start_mixed(bool old_mgs) {
+    start(kMgs, old_mgs);
+    start(kOldServer, true);
+    start(kNewServer, false);
+    start(kOldClient, true);
+    start(kNewClient, false);
+    ASSERT_TRUE(eventually([&] { return all_registered(); }, 15000ms))
+        << run(cli(kMgs, {"status"})).second;
+  }
   // Stops the node of `r` as an operator does (SIGTERM), bounded.
   void stop(const MixedNode& r) {
     Process& p = nodes_[r.host]->process();
@@ -140,13 +151,7 @@ class MixedVersionTest : public ::testing::Test {
 const MixedNode kMixedNodes[] = {kMgs, kOldServer, kNewServer, kOldClient, kNewClient};
 
 TEST_F(MixedVersionTest, OldAndNewNodesTalkBothWaysAndAreReplacedOneByOneWithNoRpcLost) {
-  start(kMgs, true);
-  start(kOldServer, true);
-  start(kNewServer, false);
-  start(kOldClient, true);
-  start(kNewClient, false);
-  ASSERT_TRUE(eventually([&] { return all_registered(); }, 15000ms))
-      << run(cli(kMgs, {"status"})).second;
+  ASSERT_NO_FATAL_FAILURE(start_mixed(/*old_mgs=*/true));
 
   // Every node pings every other, 1 MiB and 64 B: old to new, new to old, new to new.
   for (const MixedNode& a : kMixedNodes)
@@ -286,13 +291,7 @@ TEST_F(MixedVersionTest, OldAndNewNodesTalkBothWaysAndAreReplacedOneByOneWithNoR
 // every node runs this build; then every node refuses an 8827b49 node, saying why, and a
 // restarted MGS keeps the level.
 TEST_F(MixedVersionTest, TheReleaseLevelRisesOnlyOnceNoOldNodeIsLeftAndThenShutsThemOut) {
-  start(kMgs, false);
-  start(kOldServer, true);
-  start(kNewServer, false);
-  start(kOldClient, true);
-  start(kNewClient, false);
-  ASSERT_TRUE(eventually([&] { return all_registered(); }, 15000ms))
-      << run(cli(kMgs, {"status"})).second;
+  ASSERT_NO_FATAL_FAILURE(start_mixed(/*old_mgs=*/false));
 
   // The check names the two old nodes, of level 1 and no release.
   auto [crc, check] = upgrade(kNewClient, "check");

@@ -219,11 +219,13 @@ LeaderLease::Counters EtcdLeadership::counters() {
 }
 
 void EtcdLeadership::stop(bool resign) {
+  std::optional<LevelSave> unsaved;
   {
     MutexLock lk(mu_);
     if (stopping_ && !worker_.joinable()) return;
     stopping_ = true;
     job_ = nullptr;  // a call not started yet is not made
+    unsaved = std::exchange(level_save_, std::nullopt);
     if (resign && core_.lease() != 0) {
       job_ = [this, lease = core_.lease()] {
         {
@@ -236,6 +238,7 @@ void EtcdLeadership::stop(bool resign) {
     }
     cv_.notify_one();
   }
+  if (unsaved) unsaved->done(Status(Code::kCancelled, "the MGS is stopping"));
   if (worker_.joinable()) worker_.join();
 }
 
