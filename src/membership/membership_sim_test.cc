@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "membership/service.h"
 #include "membership/sim_members.h"
@@ -415,6 +416,23 @@ TEST_F(InProcessReleaseLevelTest, AForcedCommitShutsOutANodeBelowTheLevelWhenItR
   Status st = ping(3, 5);
   EXPECT_EQ(st.code(), Code::kRejected) << st.to_string();
   ASSERT_TRUE(c_.run_until([&] { return m_.state_in(2, "n3") == "dead"; }, 5s));
+}
+
+TEST_F(InProcessReleaseLevelTest, AnMgsWhoseLevelRecordDoesNotReadDoesNotStartAndSaysWhy) {
+  const std::string path = dir_ + "/release_level";
+  {
+    std::ofstream f(path);
+    f << "format pfsnet-release-level 1\nlevel two\n";
+  }
+  Config cfg = m_.config(2);
+  cfg.nets[0].nid = SimMembers::nid(9);  // a second MGS process beside the running one
+  SimNode* n = c_.add("n9", {SimMembers::nid(9)}, NetOptions::from(cfg), RpcOptions::from(cfg));
+  ASSERT_NE(n, nullptr);
+  MembershipService& m = n->attach<MembershipService>(cfg, n->net, n->rpc, c_.clock());
+  Status st = m.start(c_.hub());
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(path), std::string::npos) << st.to_string();
+  EXPECT_NE(st.message().find("level 'two'"), std::string::npos) << st.to_string();
 }
 
 }  // namespace
