@@ -346,7 +346,8 @@ TEST_F(MixedVersionTest, TheReleaseLevelRisesOnlyOnceNoOldNodeIsLeftAndThenShuts
   auto listed = [&](const std::string& name) {
     auto [rc, out] = run(cli(kMgs, {"status", "--json"}));
     if (rc != 0) return true;
-    for (const json& n : last_json_line(out)["nodes"])
+    const json t = last_json_line(out);
+    for (const json& n : t["nodes"])
       if (n["name"] == name) return true;
     return false;
   };
