@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <chrono>
+#include <csignal>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -107,6 +108,71 @@ TEST_F(CliTest, APingsJobIdAndTraceReachTheServer) {
                           "1", "--trace", "00-zz"});
   EXPECT_EQ(rc3, 2) << out3;
   EXPECT_NE(out3.find("traceparent"), std::string::npos) << out3;
+}
+
+// The op tracker on real daemons: a ping to a server stopped from outside (SIGSTOP) is seen
+// waiting for its reply, with its job and trace; once the server goes on, it is among the
+// slowest RPCs with its timeline.
+TEST_F(CliTest, DiagOpsShowsAPingWaitingForAStoppedServerAndKeepsItsTimeline) {
+  Daemon a(dir_, 2, key_), b(dir_, 3, key_);
+  ASSERT_TRUE(a.ready()) << a.process().output();
+  ASSERT_TRUE(b.ready()) << b.process().output();
+  auto [rc0, out0] = run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c",
+                          "1"});  // connected: the wait below is for the reply
+  ASSERT_EQ(rc0, 0) << out0;
+  const std::string tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  b.process().kill(SIGSTOP);
+  Process ping({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "1",
+                "--timeout", "30", "--job", "slurm.9", "--trace", tp, "--json"});
+  auto diag = [&](bool history) {
+    std::vector<std::string> v = {PFSNET_BIN, "--socket", a.socket(), "diag", "ops", "--json"};
+    if (history) v.push_back("--history");
+    auto [rc, out] = run(v);
+    return rc == 0 ? last_json_line(out) : json::object();
+  };
+  json op;
+  bool seen = eventually(
+      [&] {
+        for (const json& o : diag(false).value("in_flight", json::array()))
+          if (o["type"] == "PING" && o["job"] == "slurm.9" && o["age_ms"].get<double>() >= 1000)
+            op = o;
+        return !op.is_null();
+      },
+      15000ms);
+  auto [hrc, human] = run({PFSNET_BIN, "--socket", a.socket(), "diag", "ops"});
+  b.process().kill(SIGCONT);
+  ASSERT_TRUE(seen) << diag(false).dump();
+  EXPECT_EQ(op["side"], "client") << op.dump();
+  EXPECT_EQ(op["phase"], "reply") << op.dump();
+  EXPECT_EQ(op["peer"], b.nid().to_string()) << op.dump();
+  EXPECT_EQ(op["trace"], tp) << op.dump();
+  EXPECT_NE(
+      op["detail"].get<std::string>().find("waiting for the reply from " + b.nid().to_string()),
+      std::string::npos)
+      << op.dump();
+  EXPECT_EQ(hrc, 0) << human;
+  EXPECT_NE(human.find("PING"), std::string::npos) << human;
+  EXPECT_NE(human.find("job slurm.9 trace " + tp), std::string::npos) << human;
+  EXPECT_NE(human.find("reply for"), std::string::npos) << human;
+  ASSERT_GE(ping.wait_exit(30000ms), 0);
+  ping.wait_eof(5000ms);
+  EXPECT_EQ(last_json_line(ping.output())["ok"], 1) << ping.output();
+  // Ended: among the slowest lately, with its timeline.
+  json kept;
+  for (const json& o : diag(true).value("history", json::array()))
+    if (o["type"] == "PING" && o["job"] == "slurm.9") kept = o;
+  ASSERT_FALSE(kept.is_null()) << diag(true).dump();
+  EXPECT_GE(kept["duration_ms"].get<double>(), 1000) << kept.dump();
+  EXPECT_EQ(kept["status"], "OK") << kept.dump();
+  ASSERT_GE(kept["events"].size(), 3u) << kept.dump();
+  EXPECT_EQ(kept["events"][0]["what"], "submitted") << kept.dump();
+  EXPECT_NE(kept["events"].back()["what"].get<std::string>().find("reply received"),
+            std::string::npos)
+      << kept.dump();
+  // An argument it does not take is refused, by name.
+  auto [brc, bad] = run({PFSNET_BIN, "--socket", a.socket(), "diag", "ops", "--level", "x"});
+  EXPECT_NE(brc, 0) << bad;
+  EXPECT_NE(bad.find("--level"), std::string::npos) << bad;
 }
 
 // lnet.io_threads = 0 (the default) stands for socklnd's count over the daemon's CPUs:

@@ -140,6 +140,41 @@ int diag_rpc(Invocation& inv, const DiagArgs& a) {
   });
 }
 
+// `pfsnet diag ops`: one line per RPC, oldest first, like mmdiag --waiters; --history: the
+// slowest that ended lately, each with its timeline.
+void print_op(const json& o) {
+  std::string who = o["side"] == "client" ? "to " : "from ";
+  std::string tags;
+  if (!o["job"].get<std::string>().empty()) tags += " job " + o["job"].get<std::string>();
+  if (!o["trace"].get<std::string>().empty()) tags += " trace " + o["trace"].get<std::string>();
+  if (o.contains("duration_ms")) {
+    std::printf("%-6s %-18s xid %-8llu %s%s%s: %.3f s, %s\n", o["side"].get<std::string>().c_str(),
+                o["type"].get<std::string>().c_str(), o["xid"].get<unsigned long long>(),
+                who.c_str(), o["peer"].get<std::string>().c_str(), tags.c_str(),
+                o["duration_ms"].get<double>() / 1000, o["status"].get<std::string>().c_str());
+    for (const json& e : o["events"])
+      std::printf("    +%10.3f ms  %s\n", e["at_ms"].get<double>(),
+                  e["what"].get<std::string>().c_str());
+    return;
+  }
+  std::printf("%-6s %-18s xid %-8llu %s%s%s: %.3f s old, %s for %.3f s: %s\n",
+              o["side"].get<std::string>().c_str(), o["type"].get<std::string>().c_str(),
+              o["xid"].get<unsigned long long>(), who.c_str(), o["peer"].get<std::string>().c_str(),
+              tags.c_str(), o["age_ms"].get<double>() / 1000, o["phase"].get<std::string>().c_str(),
+              o["in_phase_ms"].get<double>() / 1000, o["detail"].get<std::string>().c_str());
+}
+
+void print_diag_ops(const json& r) {
+  const json& now = r["in_flight"];
+  std::printf("%zu RPC(s) in flight on %s%s\n", now.size(), r["node"].get<std::string>().c_str(),
+              now.empty() ? "" : ", oldest first:");
+  for (const json& o : now) print_op(o);
+  if (r.contains("history")) {
+    std::printf("the %zu slowest RPC(s) that ended lately, slowest first:\n", r["history"].size());
+    for (const json& o : r["history"]) print_op(o);
+  }
+}
+
 }  // namespace
 
 void add_diag(CLI::App& app, Invocation& inv) {
@@ -154,6 +189,17 @@ void add_diag(CLI::App& app, Invocation& inv) {
   sub->add_flag("-Y", a->colon, "colon-separated rows with a header row");
   add_json_flag(sub, inv);
   sub->callback([&inv, a] { inv.rc = diag_rpc(inv, *a); });
+  auto* ops = diag->add_subcommand(
+      "ops",
+      "the RPCs in flight now, as client and as server, oldest first, each in its phase "
+      "(like mmdiag --waiters); --history: the slowest that ended lately, with timelines");
+  auto history = std::make_shared<bool>(false);
+  ops->add_flag("--history", *history, "also the slowest RPCs that ended lately (rpc.ops_history)");
+  add_json_flag(ops, inv);
+  ops->callback([&inv, history] {
+    inv.rc = request(inv, {{"cmd", "diag_ops"}, {"history", *history}}, std::chrono::seconds(10),
+                     print_diag_ops);
+  });
 }
 
 }  // namespace pfsnet::cli

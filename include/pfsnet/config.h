@@ -128,6 +128,12 @@ struct RpcConfig {
   // incarnation is forgotten. At restart.
   int64_t reply_cache_entries = 1024;
   int64_t reply_cache_idle = 600;
+  // The op tracker's history (`pfsnet diag ops --history`): the slowest ops_history RPCs of
+  // this node, as client and server, that ended within ops_history_window seconds and
+  // took at least ops_history_min_ms. At restart.
+  int64_t ops_history = 20;
+  int64_t ops_history_window = 600;
+  int64_t ops_history_min_ms = 1;
 };
 
 struct StatsConfig {

@@ -233,6 +233,27 @@ Result<json> status(const NodeParts& node) {
   return j;
 }
 
+// The op tracker (pfsnet diag ops): RPCs in flight now, oldest first; with "history", the
+// slowest that ended lately, each with its timeline.
+Result<json> diag_ops(const NodeParts& node, const json& req) {
+  bool history = false;
+  if (req.contains("history")) {
+    const json& h = req["history"];
+    if (h.is_boolean())
+      history = h.get<bool>();
+    else if (h.is_string() && (h == "1" || h == "true" || h == "0" || h == "false"))
+      history = h == "1" || h == "true";
+    else
+      return Status(Code::kInvalidArgument, "history must be true or false");
+  }
+  const TimePoint now = node.clock.now();
+  const int64_t wall = unix_ms(node.clock.wall_now());
+  json j = {{"node", node.cfg.read([](const Config& c) { return c.node.name; })}};
+  j["in_flight"] = ops_json(node.rpc.ops_in_flight(), node.rpc.type_names(), now, wall);
+  if (history) j["history"] = ops_json(node.rpc.ops_history(), node.rpc.type_names(), now, wall);
+  return j;
+}
+
 // The cluster's minimum release level (pfsnet upgrade check|commit): asked of the MGS.
 Result<json> upgrade(const NodeParts& node, const json& req) {
   if (!node.membership) return Status(Code::kNotFound, "membership is not running on this node");
@@ -343,6 +364,8 @@ void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
       "peers");
   cmds.add(
       "diag_rpc", [n](const json& r, E) { return diag_rpc(n, r); }, "diag/rpc");
+  cmds.add(
+      "diag_ops", [n](const json& r, E) { return diag_ops(n, r); }, "diag/ops");
   cmds.add(
       "config_show", [n](const json&, E) { return config_show(n); }, "config");
   cmds.add("config_set", [n](const json& r, E) { return config_set(n, r); });

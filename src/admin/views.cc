@@ -454,4 +454,35 @@ json upgrade_json(const UpgradeRep& r) {
           {"this_level", kReleaseLevel}};
 }
 
+json ops_json(const std::vector<Op>& ops, const TypeNames& names, TimePoint now,
+              int64_t wall_now_unix_ms) {
+  auto ms = [](Duration d) { return static_cast<double>(d.count()) / 1e6; };
+  json a = json::array();
+  for (const Op& op : ops) {
+    json j = {{"side", op.client ? "client" : "server"},
+              {"xid", op.xid},
+              {"type", names.name(op.type)},
+              {"peer", op.peer.to_string()},
+              {"job", op.job},
+              {"trace", op.trace ? op.trace->to_string() : std::string()},
+              {"phase", op_phase_name(op.phase)},
+              {"attempts", op.attempts},
+              {"detail", op.detail}};
+    if (op.phase == OpPhase::kDone) {
+      j["duration_ms"] = ms(op.ended - op.started);
+      j["status"] = op.status.ok() ? std::string("OK") : op.status.to_string();
+      j["ended_unix_ms"] = wall_now_unix_ms - static_cast<int64_t>(ms(now - op.ended));
+      json ev = json::array();
+      for (const OpEvent& e : op.events)
+        ev.push_back({{"at_ms", ms(e.at - op.started)}, {"what", e.what}});
+      j["events"] = ev;
+    } else {
+      j["age_ms"] = ms(now - op.started);
+      j["in_phase_ms"] = ms(now - op.phase_since);
+    }
+    a.push_back(std::move(j));
+  }
+  return a;
+}
+
 }  // namespace pfsnet

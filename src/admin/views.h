@@ -30,6 +30,12 @@ nlohmann::json status_table_json(const StatusTable& t);
 // MGS_UPGRADE's answer, with the features between its level and target (release_level.h)
 // and this build's own level.
 nlohmann::json upgrade_json(const UpgradeRep& r);
+// The op tracker's ops (rpc/op_tracker.h) as `pfsnet diag ops` shows them, at `now` (the
+// node's clock) and `wall_now`: {"side", "xid", "type", "peer", "job", "trace", "age_ms",
+// "phase", "in_phase_ms", "attempts", "detail"} and, for ended ones, "duration_ms",
+// "status", "ended_unix_ms" and "events": [{"at_ms" (from its start), "what"}].
+nlohmann::json ops_json(const std::vector<Op>& ops, const TypeNames& names, TimePoint now,
+                        int64_t wall_now_unix_ms);
 nlohmann::json membership_counters_json(const MembershipCounters& c);
 // The `health` result: {"node", "mgs", "nodes", "nodes_up", "problems": [{"kind",
 // "subject", "cause", "since", "since_unix_ms", "seen_by", "evidence"}...]}; "mgs" is ""

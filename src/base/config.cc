@@ -248,6 +248,9 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
                     "finished with it, bounded by rpc.reply_cache_entries per client");
        }},
       {"reply_cache_idle", int_key(&cfg.rpc.reply_cache_idle, 60, 7 * 86400)},
+      {"ops_history", int_key(&cfg.rpc.ops_history, 0, 1000)},
+      {"ops_history_window", int_key(&cfg.rpc.ops_history_window, 1, 86400)},
+      {"ops_history_min_ms", int_key(&cfg.rpc.ops_history_min_ms, 0, 3600000)},
   };
   const std::map<std::string, Reader, std::less<>> stats_keys = {
       {"rpcPerfRawStatBufferSize", int_key(&cfg.stats.rpcPerfRawStatBufferSize, 1, 1 << 24)},

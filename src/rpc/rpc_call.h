@@ -73,6 +73,10 @@ struct RpcClient::Call final : TxCompletion {
   // The current attempt's write: times (copied into the reply when it is delivered), path
   // and connection.
   TxTimes tx_times GUARDED_BY(eng->mu_);
+  // The op tracker's view (rpc/op_tracker.h): when the current attempt was armed (handed
+  // to the net), and why the last one failed (none: OK).
+  TimePoint armed_at GUARDED_BY(eng->mu_);
+  Status last_failure GUARDED_BY(eng->mu_);
 
   void on_tx_done(const Status& s, const TxTimes& t) override { eng->on_tx_done(*this, s, t); }
 };

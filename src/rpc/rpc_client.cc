@@ -56,12 +56,13 @@ uint64_t random_incarnation() {
 }  // namespace
 
 RpcClient::RpcClient(Net& net, const RpcOptions& opts, const std::atomic<RpcStats*>& stats,
-                     const TypeNames& names)
+                     const TypeNames& names, OpHistory& history)
     : net_(net),
       opts_(opts),
       stats_(stats),
       names_(names),
       clock_(net.clock()),
+      history_(history),
       waiter_(opts.waiter ? *opts.waiter : cv_waiter_),
       incarnation_(opts.incarnation ? opts.incarnation : random_incarnation()),
       unacked_cap_(std::max<size_t>(1, opts.replay.window / 2)),
@@ -256,6 +257,7 @@ RpcClient::Armed RpcClient::arm_locked(const CallPtr& c, TimePoint now) {
   // The attempt's deadline runs from when it goes on the wire (not from a wait for a
   // max_rpcs_in_flight slot), within the RPC's own deadline.
   c->attempt_deadline = std::min(c->deadline, now + c->attempt_timeout);
+  c->armed_at = now;
   c->tx_keep = c;  // until on_tx_done
   // Every xid below the oldest on the wire is finished here: the server may forget it,
   // and will have by the time this request arrives or any later one does.
@@ -465,6 +467,7 @@ RpcClient::Resend RpcClient::try_resend(const CallPtr& c, const Status& s,
       return Resend::kGiveUp;
     c->sent = false;
     c->damaged = Status::Ok();
+    c->last_failure = s;
     later = recover || connect_at > now;
     if (later) {
       c->resend_at = recover ? std::max(connect_at, now + kRecoverResend) : connect_at;
@@ -514,6 +517,7 @@ void RpcClient::resolve_error(const CallPtr& c, const Status& s) {
   if (next.c) send_call(next);
   if (dones_due_.load(std::memory_order_relaxed)) send_dones();
   if (c->delivered.exchange(true)) return;
+  keep_if_slow(*c);
   if (c->cb) c->cb(std::move(c->reply));
 }
 
@@ -558,7 +562,94 @@ void RpcClient::complete(const CallPtr& c, const Delivery& d) {
     r.received_verbs = d.received_verbs;
     stats->record(r);
   }
+  keep_if_slow(*c);
   if (c->cb) c->cb(std::move(c->reply));
+}
+
+Op RpcClient::op_of(const Call& c) {
+  Op op;
+  op.xid = c.xid;
+  op.type = c.type;
+  op.peer = c.dst;
+  op.job = std::string(c.ext.job());
+  if (c.ext.has_trace) op.trace = c.ext.trace;
+  op.started = c.reply.times.submit;
+  return op;
+}
+
+void RpcClient::keep_if_slow(const Call& c) {
+  // The RPC path's one look: a reply's arrival was stamped already (no clock read).
+  const TimePoint end =
+      c.reply.times.reply_complete != TimePoint{} ? c.reply.times.reply_complete : clock_.now();
+  if (!history_.wants(end - c.reply.times.submit, end)) return;
+  const TimePoint now = clock_.now();
+  Op op = op_of(c);
+  op.phase = OpPhase::kDone;
+  op.phase_since = op.ended = now;
+  op.status = c.reply.status;
+  const RpcTimes& t = c.reply.times;
+  op.events.push_back({t.submit, "submitted"});
+  {
+    MutexLock lk(mu_);
+    op.attempts = c.attempts;
+    if (c.attempts > 1)
+      op.events.push_back({c.armed_at, "attempt " + std::to_string(c.attempts) +
+                                           " after: " + c.last_failure.to_string()});
+  }
+  if (t.write_start != TimePoint{}) op.events.push_back({t.write_start, "write started"});
+  if (t.write_done != TimePoint{}) op.events.push_back({t.write_done, "written"});
+  if (t.reply_first_byte != TimePoint{})
+    op.events.push_back({t.reply_first_byte, "reply arriving"});
+  if (c.reply.status.ok()) {
+    std::string server = "reply received; server: " + op_duration_text(c.reply.exec_time);
+    if (c.reply.queue_time)
+      server += ", of it " + op_duration_text(*c.reply.queue_time) + " queued for a worker";
+    op.events.push_back({t.reply_complete != TimePoint{} ? t.reply_complete : now, server});
+  } else {
+    op.events.push_back({now, "failed: " + c.reply.status.to_string()});
+  }
+  std::stable_sort(op.events.begin(), op.events.end(),
+                   [](const OpEvent& a, const OpEvent& b) { return a.at < b.at; });
+  history_.add(std::move(op));
+}
+
+std::vector<Op> RpcClient::ops() const {
+  std::vector<Op> v;
+  MutexLock lk(mu_);
+  for (const auto& [xid, c] : pending_) {
+    if (c->type == kMsgRpcDone) continue;
+    Op op = op_of(*c);
+    op.attempts = c->attempts;
+    if (c->resend_at) {
+      op.phase = OpPhase::kResend;
+      op.phase_since = c->armed_at;
+      op.detail = "resending at +" + op_duration_text(*c->resend_at - clock_.now()) +
+                  " after: " + c->last_failure.to_string();
+    } else if (!c->sent) {
+      op.phase = OpPhase::kNetwork;
+      op.phase_since = c->armed_at;
+      op.detail = "handed to the net: a connection, credits or the write";
+    } else {
+      op.phase = OpPhase::kReply;
+      op.phase_since = c->tx_times.write_done;
+      op.detail = "waiting for the reply from " + c->dst.to_string();
+    }
+    if (c->attempts > 1 && op.phase != OpPhase::kResend)
+      op.detail += " (attempt " + std::to_string(c->attempts) +
+                   "; the last failed: " + c->last_failure.to_string() + ")";
+    v.push_back(std::move(op));
+  }
+  for (const auto& [dst, t] : targets_)
+    for (const CallPtr& c : t->queue) {
+      Op op = op_of(*c);
+      op.phase = OpPhase::kSlot;
+      op.phase_since = c->reply.times.submit;
+      op.detail = "queued behind " + std::to_string(t->in_flight) + " RPC(s) on the wire to " +
+                  dst.to_string() + " (max_rpcs_in_flight " + std::to_string(limit_locked(*t)) +
+                  ")";
+      v.push_back(std::move(op));
+    }
+  return v;
 }
 
 RpcClient::Armed RpcClient::finish_slot_locked(Call& c) {

@@ -28,6 +28,7 @@
 #include "base/free_list.h"
 #include "base/mutex.h"
 #include "net/net.h"
+#include "rpc/op_tracker.h"
 #include "rpc/reply_cache.h"
 #include "rpc/rpc_options.h"
 #include "stats/rpc_stats.h"
@@ -40,7 +41,7 @@ class RpcClient {
 
   // `stats` (the engine's, switched at run time) and `names` outlive the client.
   RpcClient(Net& net, const RpcOptions& opts, const std::atomic<RpcStats*>& stats,
-            const TypeNames& names);
+            const TypeNames& names, OpHistory& history);
   ~RpcClient();
 
   RpcReply call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, CallOptions opts);
@@ -77,6 +78,9 @@ class RpcClient {
   uint64_t late_replies() const { return late_replies_.load(); }
   uint64_t dones_sent() const { return dones_sent_.load(); }
   uint64_t incarnation() const { return incarnation_; }
+  // Calls in flight (rpc/op_tracker.h), each in its phase: from the calls' own state, under
+  // mu_ once.
+  std::vector<Op> ops() const;
 
   // What comes back (from the engine's NetRx).
   void on_reply(const Nid& from, InFrame&& f, RxCredit credit);
@@ -157,12 +161,16 @@ class RpcClient {
   // Sends a DONE to every target that owes one and has none out.
   void send_dones() EXCLUDES(mu_);
   void on_done_reply(const Nid& dst, const DoneAck& sent, const Status& s) EXCLUDES(mu_);
+  // A call that ended, into the history when it is among the slowest lately.
+  void keep_if_slow(const Call& c);
+  static Op op_of(const Call& c);
 
   Net& net_;
   const RpcOptions opts_;  // max_rpcs_in_flight: the live value is max_in_flight_
   const std::atomic<RpcStats*>& stats_;
   const TypeNames& names_;
   Clock& clock_;
+  OpHistory& history_;
   CondVarWaiter cv_waiter_{clock_};
   Waiter& waiter_;  // opts_.waiter, else cv_waiter_
   const uint64_t incarnation_;

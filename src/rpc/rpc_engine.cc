@@ -2,6 +2,7 @@
 // (rpc_server.h) of one node's RPCs behind one receiver of the net.
 #include "rpc/rpc_engine.h"
 
+#include <algorithm>
 #include <cassert>
 
 #include "rpc/msg_types.h"
@@ -12,9 +13,19 @@ RpcEngine::RpcEngine(Net& net, RpcOptions opts, RpcStats* stats)
     : net_(net),
       max_bulk_(opts.max_bulk),
       stats_(stats),
-      server_(net, opts, stats_, names_),
-      client_(net, opts, stats_, names_) {
+      history_(opts.ops_history),
+      server_(net, opts, stats_, names_, history_),
+      client_(net, opts, stats_, names_, history_) {
   net_.set_rx(this);
+}
+
+std::vector<Op> RpcEngine::ops_in_flight() const {
+  std::vector<Op> v = client_.ops();
+  std::vector<Op> s = server_.ops();
+  v.insert(v.end(), std::make_move_iterator(s.begin()), std::make_move_iterator(s.end()));
+  std::stable_sort(v.begin(), v.end(),
+                   [](const Op& a, const Op& b) { return a.started < b.started; });
+  return v;
 }
 
 RpcEngine::~RpcEngine() {

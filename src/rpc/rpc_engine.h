@@ -83,6 +83,7 @@ class RpcEngine final : public NetRx {
                     Execution exec = Execution::kOnce, AsyncCredit credit = AsyncCredit::kHeld);
   // "PING", or "type-N" for an unnamed type.
   std::string type_name(uint32_t type) const;
+  const TypeNames& type_names() const { return names_; }
   // The type named `name` (defined or handled here), or 0.
   uint32_t type_by_name(std::string_view name) const;
 
@@ -109,6 +110,10 @@ class RpcEngine final : public NetRx {
   size_t forget_client(const Nid& client) { return server_.forget_client(client); }
   // This engine's incarnation as a client (in every request it sends).
   uint64_t incarnation() const { return client_.incarnation(); }
+  // The op tracker (rpc/op_tracker.h): this node's RPCs in flight now, as client and as
+  // server, oldest first; and the slowest that ended within the history's window.
+  std::vector<Op> ops_in_flight() const;
+  std::vector<Op> ops_history() { return history_.slowest(net_.clock().now()); }
   // Fails every pending and queued RPC with kCancelled and stops the workers. New calls
   // fail at once. Idempotent.
   void shutdown();
@@ -175,7 +180,10 @@ class RpcEngine final : public NetRx {
   const uint32_t max_bulk_;
   std::atomic<RpcStats*> stats_{nullptr};
   TypeNames names_;
-  // The two sides share nothing but the net, the statistics and the type names.
+  // The slowest RPCs lately, of both sides (rpc/op_tracker.h).
+  OpHistory history_;
+  // The two sides share nothing but the net, the statistics, the type names and the
+  // history.
   RpcServer server_;
   RpcClient client_;
 };

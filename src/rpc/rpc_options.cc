@@ -18,6 +18,9 @@ RpcOptions RpcOptions::from(const Config& cfg) {
   ro.workers = static_cast<int>(cfg.rpc.workers);
   ro.replay.window = static_cast<size_t>(cfg.rpc.reply_cache_entries);
   ro.replay.idle = std::chrono::seconds(cfg.rpc.reply_cache_idle);
+  ro.ops_history.capacity = static_cast<size_t>(cfg.rpc.ops_history);
+  ro.ops_history.window = std::chrono::seconds(cfg.rpc.ops_history_window);
+  ro.ops_history.min_duration = std::chrono::milliseconds(cfg.rpc.ops_history_min_ms);
   return ro;
 }
 

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "rpc/op_tracker.h"
 #include "rpc/reply_cache.h"
 #include "rpc/waiter.h"
 
@@ -47,6 +48,8 @@ struct RpcOptions {
   // How blocking callers wait for completions (rpc/waiter.h); it outlives the engine.
   // Null: a condition variable on the net's clock. The in-process cluster gives its own.
   Waiter* waiter = nullptr;
+  // The op tracker's history (rpc/op_tracker.h): the slowest RPCs of a window, each end's.
+  OpHistoryOptions ops_history;
 
   // max_rpcs_in_flight (and per peer), the default timeout (transaction_timeout), max_bulk
   // (2 x maxBlockSize) and retry_count of a node's config.

@@ -67,13 +67,14 @@ class ReplyResend final : public TxCompletion {
 }  // namespace
 
 RpcServer::RpcServer(Net& net, const RpcOptions& opts, const std::atomic<RpcStats*>& stats,
-                     TypeNames& names)
+                     TypeNames& names, OpHistory& history)
     : net_(net),
       opts_(opts),
       stats_(stats),
       names_(names),
       clock_(net.clock()),
       workers_(opts.workers, net.clock(), "pfs-rpc-worker"),
+      board_(net.clock(), history),
       replay_(
           [&] {
             ReplyCacheOptions o = opts.replay;
@@ -106,8 +107,10 @@ void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     serve_async(t, from, std::move(f), std::move(credit), saved);
     return;
   }
-  // `queued`: a worker runs it, and says how long it waited for one (none inline).
-  auto run = [this, &t, from, saved](InFrame& fr, RxCredit& cr, bool queued) {
+  // `op`: a worker runs it (null inline), which says how long it waited for one.
+  auto run = [this, &t, from, saved](InFrame& fr, RxCredit& cr, OpBoard::Ticket* op) {
+    const bool queued = op != nullptr;
+    if (op) op->executing();
     RpcRequest req{
         from,       fr.hdr.msg_type, std::move(fr.payload), std::move(fr.bulk), fr.hdr.incarnation,
         fr.hdr.xid, fr.bulk_crc};
@@ -125,23 +128,38 @@ void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     }
     req = RpcRequest{};
     cr.release();  // before the reply, so the credit rides on it
+    if (op) op->ended(resp.status);
     send_reply(from, fr.hdr, fr.times.complete, std::move(resp), true, saved, waited);
   };
   if (t.mode == HandlerMode::kInline) {
-    run(f, credit, false);
+    run(f, credit, nullptr);
     return;
   }
   struct Job {
     InFrame f;
     RxCredit credit;
+    OpBoard::Ticket op;  // off the board once the job is done with (its reply sent)
   };
-  auto job = std::make_shared<Job>(Job{std::move(f), std::move(credit)});
-  if (!workers_.submit([job, run]() mutable { run(job->f, job->credit, true); })) {
+  OpBoard::Ticket op = board_.enter(server_op(from, f.hdr, f.times.complete), OpPhase::kQueued);
+  auto job = std::make_shared<Job>(Job{std::move(f), std::move(credit), std::move(op)});
+  if (!workers_.submit([job, run]() mutable { run(job->f, job->credit, &job->op); })) {
     job->credit.release();
     RpcResponse r;
     r.status = Status(Code::kCancelled, "server is shutting down");
     send_reply(from, job->f.hdr, job->f.times.complete, std::move(r), false, saved);
   }
+}
+
+Op RpcServer::server_op(const Nid& from, const FrameHeader& h, TimePoint arrived) {
+  Op op;
+  op.client = false;
+  op.xid = h.xid;
+  op.type = h.msg_type;
+  op.peer = from;
+  op.job = std::string(h.ext.job());
+  if (h.ext.has_trace) op.trace = h.ext.trace;
+  op.started = arrived;
+  return op;
 }
 
 void RpcServer::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit,
@@ -151,8 +169,12 @@ void RpcServer::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxC
   auto cr = std::make_shared<RxCredit>(std::move(credit));
   FrameHeader hdr = f.hdr;
   TimePoint received = f.times.complete;
-  Responder resp([this, from, hdr, received, cr, saved](RpcResponse&& r) {
+  // On the board until the responder is done with (answered, or dropped unanswered).
+  auto op = std::make_shared<OpBoard::Ticket>(
+      board_.enter(server_op(from, hdr, received), OpPhase::kExecuting));
+  Responder resp([this, from, hdr, received, cr, saved, op](RpcResponse&& r) {
     cr->release();
+    op->ended(r.status);
     send_reply(from, hdr, received, std::move(r), true, saved);
   });
   RpcRequest req{

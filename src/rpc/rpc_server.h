@@ -18,6 +18,7 @@
 
 #include "base/mutex.h"
 #include "net/net.h"
+#include "rpc/op_tracker.h"
 #include "rpc/reply_cache.h"
 #include "rpc/rpc_options.h"
 #include "rpc/worker_pool.h"
@@ -28,8 +29,8 @@ namespace pfsnet {
 class RpcServer {
  public:
   // `stats` (the engine's, switched at run time) and `names` outlive the server.
-  RpcServer(Net& net, const RpcOptions& opts, const std::atomic<RpcStats*>& stats,
-            TypeNames& names);
+  RpcServer(Net& net, const RpcOptions& opts, const std::atomic<RpcStats*>& stats, TypeNames& names,
+            OpHistory& history);
 
   // As RpcEngine::handle / handle_async. REQUIRES: before any traffic; `type` not served.
   void handle(uint32_t type, std::string name, Handler h, HandlerMode mode, Execution exec);
@@ -56,6 +57,9 @@ class RpcServer {
 
   WorkerStats worker_stats() const { return workers_.stats(); }
   ReplyCacheStats replay_stats() const;
+  // Requests in flight: waiting for a worker, on one, or not answered by an asynchronous
+  // handler (rpc/op_tracker.h).
+  std::vector<Op> ops() const { return board_.in_flight(); }
   // An evicted client: its requests' records go; a copy of one is answered OUTCOME_UNKNOWN.
   size_t forget_client(const Nid& client);
 
@@ -86,6 +90,8 @@ class RpcServer {
                   bool counted, bool saved = false, std::optional<Duration> queued = std::nullopt);
   // The request's job id and trace context, from its extension fields.
   static void take_extensions(const FrameHeader& h, RpcRequest* req);
+  // The op of a request from `from` that arrived at `arrived`, for the board.
+  static Op server_op(const Nid& from, const FrameHeader& h, TimePoint arrived);
   // At debug level: a request that came with extension fields, and its wait for a worker.
   void log_request(const Nid& from, const FrameHeader& h, std::optional<Duration> waited);
   // Sends `reply` to `to` back on the NI `local` (packed; 0: any), resent on the best path
@@ -99,6 +105,7 @@ class RpcServer {
   Clock& clock_;
   WorkerPool workers_;
   std::unordered_map<uint32_t, TypeInfo> types_;
+  OpBoard board_;  // requests a worker or an asynchronous handler has
 
   // The memory of requests run (exactly-once).
   mutable Mutex replay_mu_;

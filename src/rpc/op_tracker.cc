@@ -1,0 +1,119 @@
+#include "rpc/op_tracker.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace pfsnet {
+
+const char* op_phase_name(OpPhase p) {
+  switch (p) {
+    case OpPhase::kSlot:
+      return "slot";
+    case OpPhase::kNetwork:
+      return "network";
+    case OpPhase::kReply:
+      return "reply";
+    case OpPhase::kResend:
+      return "resend";
+    case OpPhase::kQueued:
+      return "queued";
+    case OpPhase::kExecuting:
+      return "executing";
+    case OpPhase::kDone:
+      return "done";
+  }
+  return "?";
+}
+
+std::string op_duration_text(Duration d) {
+  const double ns = static_cast<double>(std::max<int64_t>(0, d.count()));
+  char b[32];
+  if (ns >= 1e9)
+    std::snprintf(b, sizeof b, "%.3f s", ns / 1e9);
+  else if (ns >= 1e6)
+    std::snprintf(b, sizeof b, "%.1f ms", ns / 1e6);
+  else
+    std::snprintf(b, sizeof b, "%.0f us", ns / 1e3);
+  return b;
+}
+
+void OpHistory::trim_locked(TimePoint now) {
+  std::erase_if(ops_, [&](const Op& op) { return now - op.ended > o_.window; });
+  std::sort(ops_.begin(), ops_.end(),
+            [](const Op& a, const Op& b) { return length(a) > length(b); });
+  if (ops_.size() > o_.capacity) ops_.resize(o_.capacity);
+  int64_t floor = 0;
+  if (ops_.size() == o_.capacity && !ops_.empty()) floor = length(ops_.back()).count();
+  int64_t refresh = INT64_MAX;
+  for (const Op& op : ops_)
+    refresh = std::min<int64_t>(refresh, (op.ended + o_.window).time_since_epoch().count());
+  floor_ns_.store(floor, std::memory_order_relaxed);
+  refresh_ns_.store(refresh, std::memory_order_relaxed);
+}
+
+void OpHistory::add(Op op) {
+  if (o_.capacity == 0 || length(op) < o_.min_duration) return;
+  MutexLock lk(mu_);
+  const TimePoint now = op.ended;
+  ops_.push_back(std::move(op));
+  trim_locked(now);
+}
+
+std::vector<Op> OpHistory::slowest(TimePoint now) {
+  MutexLock lk(mu_);
+  trim_locked(now);
+  return ops_;
+}
+
+OpBoard::Ticket OpBoard::enter(Op op, OpPhase phase) {
+  op.client = false;
+  op.phase = phase;
+  op.phase_since = clock_.now();
+  if (phase == OpPhase::kExecuting) op.handler_at = op.phase_since;
+  MutexLock lk(mu_);
+  ops_.push_front(std::move(op));
+  return Ticket(this, ops_.begin());
+}
+
+void OpBoard::Ticket::executing() {
+  if (!board_) return;
+  TimePoint now = board_->clock_.now();
+  MutexLock lk(board_->mu_);
+  it_->phase = OpPhase::kExecuting;
+  it_->phase_since = now;
+  it_->handler_at = now;
+}
+
+void OpBoard::Ticket::ended(const Status& s) {
+  if (!board_) return;
+  MutexLock lk(board_->mu_);
+  it_->status = s;
+}
+
+OpBoard::Ticket::~Ticket() {
+  if (!board_) return;
+  const TimePoint now = board_->clock_.now();
+  std::optional<Op> done;
+  {
+    MutexLock lk(board_->mu_);
+    if (board_->history_.wants(now - it_->started, now)) {
+      done = std::move(*it_);
+      done->ended = now;
+      done->phase = OpPhase::kDone;
+      done->phase_since = now;
+      done->events = {{done->started, "arrived"}};
+      if (done->handler_at != TimePoint{})
+        done->events.push_back({done->handler_at, "handler started"});
+      done->events.push_back({now, "replied"});
+    }
+    board_->ops_.erase(it_);
+  }
+  if (done) board_->history_.add(std::move(*done));
+}
+
+std::vector<Op> OpBoard::in_flight() const {
+  MutexLock lk(mu_);
+  return std::vector<Op>(ops_.begin(), ops_.end());
+}
+
+}  // namespace pfsnet

@@ -1,0 +1,144 @@
+// The op tracker (issue 70; Ceph's op tracker, Storage Scale's `mmdiag --waiters`, Lustre's
+// req_history): what an RPC is doing now, on the node that called it and on the one that
+// serves it, and the slowest of those that ended lately, each with its timeline.
+//
+// An op is one RPC as one node sees it. A client's calls are the RPC client's own state
+// (rpc_call.h): listing them adds nothing to the RPC path. A server's requests that wait for
+// a worker or run on one, or whose asynchronous handler has not answered, are on an OpBoard
+// for as long as they are in flight; one that runs inline, on arrival, is never in flight
+// between two looks. OpHistory keeps the slowest ops of a window; an op too fast to enter it
+// costs one comparison.
+//
+// Thread safety: OpBoard and OpHistory lock their own mutex; any thread may call them.
+#pragma once
+
+#include <pfsnet/clock.h>
+#include <pfsnet/nid.h>
+#include <pfsnet/status.h>
+#include <pfsnet/trace_context.h>
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/mutex.h"
+
+namespace pfsnet {
+
+// Where an op is: a client's call, or a server's request.
+enum class OpPhase : uint8_t {
+  kSlot,       // client: queued for a max_rpcs_in_flight slot of its target
+  kNetwork,    // client: handed to the net -- a connection, credits, the write under way
+  kReply,      // client: written, waiting for the reply
+  kResend,     // client: an attempt failed, waiting to send it again
+  kQueued,     // server: arrived, waiting for a worker
+  kExecuting,  // server: its handler runs (or has not answered yet)
+  kDone,       // ended (history)
+};
+const char* op_phase_name(OpPhase p);  // "slot", "network", "reply", ...
+
+struct OpEvent {
+  TimePoint at;
+  std::string what;  // "submitted", "written", "reply received", "resent: ...", ...
+};
+
+struct Op {
+  bool client = true;  // this node called it; false: this node serves it
+  uint64_t xid = 0;
+  uint32_t type = 0;
+  Nid peer;                           // the server called, or the client served
+  std::string job;                    // the request's job id ("" when none)
+  std::optional<TraceContext> trace;  // its W3C trace context, where it had one
+  TimePoint started;                  // submitted (client), arrived (server)
+  TimePoint handler_at;               // server: its handler started (none yet: {})
+  OpPhase phase = OpPhase::kSlot;
+  TimePoint phase_since;
+  int attempts = 1;    // client: attempts so far
+  std::string detail;  // what the phase waits for ("slot 8 of 8 in use", the resend's cause)
+  // History: when it ended, how, and its timeline (built as it enters the history).
+  TimePoint ended;
+  Status status;
+  std::vector<OpEvent> events;
+};
+
+// The slowest ops that ended within the last `window`, at most `capacity`, slowest first.
+struct OpHistoryOptions {
+  size_t capacity = 20;  // 0: none kept
+  Duration window = std::chrono::minutes(10);
+  Duration min_duration = std::chrono::milliseconds(1);  // faster ones never enter
+};
+
+class OpHistory {
+ public:
+  explicit OpHistory(OpHistoryOptions o = {}) : o_(o) {}
+  // Whether an op of `duration` ending at `now` could enter: cheap, no lock (the RPC path
+  // asks before it builds the op). A true may still be turned away by add().
+  bool wants(Duration duration, TimePoint now) const {
+    if (o_.capacity == 0 || duration < o_.min_duration) return false;
+    return duration.count() >= floor_ns_.load(std::memory_order_relaxed) ||
+           now.time_since_epoch().count() >= refresh_ns_.load(std::memory_order_relaxed);
+  }
+  // Keeps `op` (ended at op.ended) if it is among the slowest of the window.
+  void add(Op op);
+  // The ops kept as of `now`, slowest first.
+  std::vector<Op> slowest(TimePoint now);
+  const OpHistoryOptions& options() const { return o_; }
+
+ private:
+  static Duration length(const Op& op) { return op.ended - op.started; }
+  // Drops what left the window; resets the floor (the fastest kept when full, else the
+  // minimum) and when it must be looked at again (the oldest's leaving).
+  void trim_locked(TimePoint now) REQUIRES(mu_);
+
+  const OpHistoryOptions o_;
+  Mutex mu_;
+  std::vector<Op> ops_ GUARDED_BY(mu_);
+  std::atomic<int64_t> floor_ns_{0};
+  std::atomic<int64_t> refresh_ns_{INT64_MAX};
+};
+
+// A server's requests in flight. enter() files one; the Ticket it returns moves it to
+// executing and, when destroyed (the reply sent), takes it off -- into `history` when slow.
+class OpBoard {
+ public:
+  OpBoard(Clock& clock, OpHistory& history) : clock_(clock), history_(history) {}
+
+  class Ticket {
+   public:
+    Ticket() = default;
+    Ticket(Ticket&& o) noexcept : board_(o.board_), it_(o.it_) { o.board_ = nullptr; }
+    Ticket& operator=(Ticket&&) = delete;
+    ~Ticket();
+    // Its handler starts (a worker took it up).
+    void executing();
+    // How it ends (kept in the history): the reply's status.
+    void ended(const Status& s);
+
+   private:
+    friend class OpBoard;
+    using It = std::list<Op>::iterator;
+    Ticket(OpBoard* b, It it) : board_(b), it_(it) {}
+    OpBoard* board_ = nullptr;
+    It it_;
+  };
+
+  // `op` (server side) arrived at op.started and waits in `phase` (queued for a worker, or
+  // executing at once: an asynchronous handler).
+  Ticket enter(Op op, OpPhase phase);
+  std::vector<Op> in_flight() const;
+
+ private:
+  Clock& clock_;
+  OpHistory& history_;
+  mutable Mutex mu_;
+  std::list<Op> ops_ GUARDED_BY(mu_);
+};
+
+// "12.345 s" / "850 ms" / "42 us": an op's ages in the views.
+std::string op_duration_text(Duration d);
+
+}  // namespace pfsnet

@@ -1,0 +1,171 @@
+// The op tracker (rpc/op_tracker.h): the history's rules alone, then the engine's RPCs in
+// flight at both ends -- a client's queued for a slot and waiting for replies, a server's
+// queued for a worker and executing -- and the history they leave, on the manual clock.
+#include "rpc/op_tracker.h"
+
+#include <gtest/gtest.h>
+
+#include "rpc/rpc_test_fixture.h"
+
+namespace pfsnet {
+namespace {
+
+using namespace std::chrono_literals;
+
+Op ended(uint64_t xid, TimePoint start, Duration took) {
+  Op op;
+  op.xid = xid;
+  op.started = start;
+  op.ended = start + took;
+  op.phase = OpPhase::kDone;
+  return op;
+}
+
+TEST(OpHistoryTest, KeepsTheSlowestOfTheWindowAndTurnsAwayTheRestCheaply) {
+  OpHistory h(OpHistoryOptions{3, 60s, 1ms});
+  const TimePoint t0 = TimePoint{} + 1000s;
+  EXPECT_FALSE(h.wants(500us, t0)) << "below the minimum";
+  EXPECT_TRUE(h.wants(5ms, t0)) << "room left";
+  for (auto [xid, ms] : {std::pair{1, 10}, {2, 30}, {3, 20}, {4, 5}})
+    h.add(ended(xid, t0, std::chrono::milliseconds(ms)));
+  std::vector<Op> s = h.slowest(t0 + 1s);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].xid, 2u);
+  EXPECT_EQ(s[1].xid, 3u);
+  EXPECT_EQ(s[2].xid, 1u);
+  // Full: only one slower than the fastest kept (10 ms) may enter.
+  EXPECT_FALSE(h.wants(9ms, t0 + 2s));
+  EXPECT_TRUE(h.wants(11ms, t0 + 2s));
+  // Once the kept ones leave the window, anything above the minimum may enter again.
+  EXPECT_TRUE(h.wants(2ms, t0 + 61s));
+  h.add(ended(5, t0 + 61s, 2ms));
+  s = h.slowest(t0 + 62s);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].xid, 5u);
+  // Capacity 0: nothing is kept, nothing is wanted.
+  OpHistory none(OpHistoryOptions{0, 60s, 0ms});
+  EXPECT_FALSE(none.wants(10s, t0));
+}
+
+TEST(OpBoardTest, ARequestIsListedUntilItsTicketGoesAndASlowOneIsKeptWithItsTimeline) {
+  ManualClock clock;
+  OpHistory h(OpHistoryOptions{5, 60s, 1ms});
+  OpBoard board(clock, h);
+  Op op;
+  op.xid = 7;
+  op.started = clock.now();
+  {
+    OpBoard::Ticket t = board.enter(op, OpPhase::kQueued);
+    ASSERT_EQ(board.in_flight().size(), 1u);
+    EXPECT_EQ(board.in_flight()[0].phase, OpPhase::kQueued);
+    EXPECT_FALSE(board.in_flight()[0].client);
+    clock.advance(2s);
+    t.executing();
+    EXPECT_EQ(board.in_flight()[0].phase, OpPhase::kExecuting);
+    EXPECT_EQ(board.in_flight()[0].phase_since, clock.now());
+    clock.advance(1s);
+    t.ended(Status(Code::kRemoteError, "disk on fire"));
+  }
+  EXPECT_TRUE(board.in_flight().empty());
+  std::vector<Op> s = h.slowest(clock.now());
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].ended - s[0].started, 3s);
+  EXPECT_EQ(s[0].status.code(), Code::kRemoteError);
+  ASSERT_EQ(s[0].events.size(), 3u);
+  EXPECT_EQ(s[0].events[0].what, "arrived");
+  EXPECT_EQ(s[0].events[1].what, "handler started");
+  EXPECT_EQ(s[0].events[1].at - s[0].started, 2s);
+  EXPECT_EQ(s[0].events[2].what, "replied");
+}
+
+}  // namespace
+
+namespace rpc_test {
+namespace {
+
+std::vector<Op> side(const std::vector<Op>& ops, bool client) {
+  std::vector<Op> v;
+  for (const Op& op : ops)
+    if (op.client == client) v.push_back(op);
+  return v;
+}
+
+TEST_F(RpcTest, OpsInFlightShowEachEndsPhaseWithTheJobAndTraceAndLeaveTheirTimelines) {
+  client_.rpc.set_max_rpcs_in_flight(3);
+  Replies r;
+  CallOptions co;
+  co.job_id = "job7";
+  co.trace = *TraceContext::parse("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+  for (int i = 0; i < 4; ++i) client_.rpc.call_async(b_, kBlock, Buffer(), nullptr, r.cb(), co);
+  // The server's two workers hold two requests, the third waits for one; the client's
+  // fourth waits for a slot.
+  auto server_ops = [&] { return server_.rpc.ops_in_flight(); };
+  pump_until([&] {
+    std::vector<Op> s = server_ops();
+    return s.size() == 3 && std::count_if(s.begin(), s.end(), [](const Op& o) {
+                              return o.phase == OpPhase::kExecuting;
+                            }) == 2;
+  });
+  clock_.advance(2s);
+  std::vector<Op> c = side(client_.rpc.ops_in_flight(), true);
+  ASSERT_EQ(c.size(), 4u);
+  int replies = 0, slots = 0;
+  for (const Op& op : c) {
+    EXPECT_EQ(op.peer, b_);
+    EXPECT_EQ(op.type, kBlock);
+    EXPECT_EQ(op.job, "job7");
+    ASSERT_TRUE(op.trace);
+    EXPECT_EQ(*op.trace, *co.trace);
+    EXPECT_EQ(clock_.now() - op.started, 2s);
+    if (op.phase == OpPhase::kReply) {
+      ++replies;
+      EXPECT_NE(op.detail.find("waiting for the reply from 10.0.0.2@tcp"), std::string::npos)
+          << op.detail;
+    } else {
+      ++slots;
+      EXPECT_EQ(op.phase, OpPhase::kSlot);
+      EXPECT_NE(op.detail.find("queued behind 3 RPC(s)"), std::string::npos) << op.detail;
+      EXPECT_NE(op.detail.find("max_rpcs_in_flight 3"), std::string::npos) << op.detail;
+    }
+  }
+  EXPECT_EQ(replies, 3);
+  EXPECT_EQ(slots, 1);
+  // The server's: the same trace (one RPC, two records), queued and executing.
+  std::vector<Op> s = side(server_ops(), false);
+  ASSERT_EQ(s.size(), 3u);
+  int queued = 0;
+  for (const Op& op : s) {
+    EXPECT_EQ(op.peer, a_);
+    EXPECT_EQ(op.job, "job7");
+    ASSERT_TRUE(op.trace);
+    EXPECT_EQ(op.trace->trace_id, co.trace->trace_id);
+    queued += op.phase == OpPhase::kQueued;
+  }
+  EXPECT_EQ(queued, 1);
+
+  release_.open();
+  pump_until([&] { return r.got.size() == 4; });
+  ASSERT_EQ(r.got.size(), 4u);
+  EXPECT_TRUE(client_.rpc.ops_in_flight().empty());
+  pump_until([&] { return server_ops().empty(); });
+  EXPECT_TRUE(server_ops().empty());
+  // Each end keeps them, slowest first, with timelines.
+  std::vector<Op> ch = client_.rpc.ops_history();
+  ASSERT_EQ(side(ch, true).size(), 4u);
+  const Op& slowest = ch[0];
+  EXPECT_TRUE(slowest.client);
+  EXPECT_GE(slowest.ended - slowest.started, 2s);
+  EXPECT_TRUE(slowest.status.ok()) << slowest.status.to_string();
+  ASSERT_GE(slowest.events.size(), 3u);
+  EXPECT_EQ(slowest.events.front().what, "submitted");
+  EXPECT_NE(slowest.events.back().what.find("reply received; server: "), std::string::npos)
+      << slowest.events.back().what;
+  std::vector<Op> sh = side(server_.rpc.ops_history(), false);
+  ASSERT_EQ(sh.size(), 3u) << "the fourth arrived after the clock moved: faster than 1 ms";
+  EXPECT_EQ(sh[0].events.front().what, "arrived");
+  EXPECT_EQ(sh[0].events.back().what, "replied");
+}
+
+}  // namespace
+}  // namespace rpc_test
+}  // namespace pfsnet
