@@ -17,6 +17,10 @@
 //                           version 2 (the default); baseline: a client of the same build
 //                           that offers version 1 only, to the same pfsnetd (11 pairs).
 //   rpc_rate_64b_v2_vs_v1  RPC/s  rpc_rate_64b likewise (21 pairs of 0.5 s).
+//   rpc_rtt_64b_p50_ops_on_vs_off  us  rpc_rtt_64b_p50 with the op tracker's history on
+//                           (the default); baseline: a client with rpc.ops_history = 0 (11
+//                           pairs).
+//   rpc_rate_64b_ops_on_vs_off  RPC/s  rpc_rate_64b likewise (21 pairs of 0.5 s).
 //   frame_head_v2_vs_v1_ns ns  encoding and decoding a 64 B PING's header as version 2
 //                           writes it (no extension fields); baseline: as version 1 does.
 //   rpc_rate_64b_once_vs_repeatable  RPC/s  64 B BRW_WRITEs (exactly-once: recorded in
@@ -176,9 +180,11 @@ struct Client {
   // `tls`: TLS 1.3 keyed from the cluster key, to the TLS server (kServerTlsAddr).
   // `zc_min_payload`: TCP bulk of this many bytes or more sent zero-copy (0: copied).
   // `wire_max`: the highest wire version it offers (1: as a node up to 8827b49 speaks).
+  // `ops_history`: the op tracker's history (rpc.ops_history; 0: off).
   explicit Client(const char* addr, std::chrono::microseconds spin = RpcOptions{}.spin,
                   bool with_stats = true, bool o2ib = false, bool tls = false,
-                  size_t zc_min_payload = 0, uint16_t wire_max = kWireVersionMax)
+                  size_t zc_min_payload = 0, uint16_t wire_max = kWireVersionMax,
+                  size_t ops_history = OpHistoryOptions{}.capacity)
       : me(*Nid::parse(std::string(addr) + (o2ib ? "@o2ib" : "@tcp"))) {
     if (o2ib) server = *Nid::parse(std::string(kServerO2ibAddr) + "@o2ib");
     if (tls) server = *Nid::parse(std::string(kServerTlsAddr) + "@tcp");
@@ -191,6 +197,7 @@ struct Client {
     o.net->peer_credits = 64;
     RpcOptions ro{64, 1, 30s, 2 << 20};
     ro.spin = spin;
+    ro.ops_history.capacity = ops_history;
     o.rpc = ro;
     o.make_transport = [this, me = me, o2ib, tls, zc_min_payload, wire_max](
                            TransportEvents& ev, NodeCore& c) -> std::unique_ptr<Transport> {
@@ -534,6 +541,23 @@ int main(int argc, char** argv) {
     measure(
         "rpc_rate_64b_v2_vs_v1", "RPC/s", [&] { return rate(v1); }, [&] { return rate(client); },
         21);
+  }
+  // What the op tracker costs the 64 B path: the usual client (its history on, as by
+  // default: one comparison per RPC; listing the calls in flight costs the path nothing)
+  // beside one with rpc.ops_history = 0, in turn, to the same pfsnetd.
+  if (want("rpc_rtt_64b_p50_ops_on_vs_off") || want("rpc_rate_64b_ops_on_vs_off")) {
+    Client off("127.0.0.66", RpcOptions{}.spin, true, false, false, 0, kWireVersionMax, 0);
+    measure(
+        "rpc_rtt_64b_p50_ops_on_vs_off", "us", [&] { return rpc_rtt_p50(off, 5000); },
+        [&] { return rpc_rtt_p50(client, 5000); }, 11);
+    auto rate = [&](Client& c) {
+      return closed_loop(64, 0.5, [&](RpcEngine::Callback cb) {
+        c.rpc->call_async(c.server, kMsgPing, Buffer(), small, std::move(cb));
+      });
+    };
+    measure(
+        "rpc_rate_64b_ops_on_vs_off", "RPC/s", [&] { return rate(off); },
+        [&] { return rate(client); }, 21);
   }
   // What exactly-once costs a server: 64 B writes (BRW_WRITE runs once: each is recorded
   // in the reply cache and its reply kept until the client moves on) beside 64 B PINGs

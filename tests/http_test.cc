@@ -88,6 +88,17 @@ TEST(HttpTest, MetricsAndApiAfterTraffic) {
   auto bad = http.Get("/api/v1/diag/rpc?what=bogus");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
+  // The op tracker: nothing in flight here now; the history asked for is there, and a
+  // malformed flag is refused.
+  auto ops = http.Get("/api/v1/diag/ops?history=1");
+  ASSERT_TRUE(ops);
+  EXPECT_EQ(ops->status, 200) << ops->body;
+  json oj = json::parse(ops->body);
+  EXPECT_TRUE(oj["in_flight"].is_array()) << ops->body;
+  EXPECT_TRUE(oj["history"].is_array()) << ops->body;
+  auto bad_ops = http.Get("/api/v1/diag/ops?history=maybe");
+  ASSERT_TRUE(bad_ops);
+  EXPECT_EQ(bad_ops->status, 400) << bad_ops->body;
   auto none = http.Get("/api/v1/shutdown");
   ASSERT_TRUE(none);
   EXPECT_EQ(none->status, 404);

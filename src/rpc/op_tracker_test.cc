@@ -139,7 +139,12 @@ TEST_F(RpcTest, OpsInFlightShowEachEndsPhaseWithTheJobAndTraceAndLeaveTheirTimel
     EXPECT_EQ(op.job, "job7");
     ASSERT_TRUE(op.trace);
     EXPECT_EQ(op.trace->trace_id, co.trace->trace_id);
-    queued += op.phase == OpPhase::kQueued;
+    if (op.phase == OpPhase::kQueued) {
+      ++queued;
+      EXPECT_NE(op.detail.find("waiting for a worker: 2 of 2 busy, 1 request(s) queued"),
+                std::string::npos)
+          << op.detail;
+    }
   }
   EXPECT_EQ(queued, 1);
 

@@ -77,6 +77,8 @@ struct RpcClient::Call final : TxCompletion {
   // to the net), and why the last one failed (none: OK).
   TimePoint armed_at GUARDED_BY(eng->mu_);
   Status last_failure GUARDED_BY(eng->mu_);
+  // Each failed attempt, when and why (the first 8): the history's timeline.
+  std::vector<OpEvent> failures GUARDED_BY(eng->mu_);
 
   void on_tx_done(const Status& s, const TxTimes& t) override { eng->on_tx_done(*this, s, t); }
 };

@@ -468,6 +468,9 @@ RpcClient::Resend RpcClient::try_resend(const CallPtr& c, const Status& s,
     c->sent = false;
     c->damaged = Status::Ok();
     c->last_failure = s;
+    if (c->failures.size() < 8)
+      c->failures.push_back(
+          {now, "attempt " + std::to_string(c->attempts) + " failed: " + s.to_string()});
     later = recover || connect_at > now;
     if (later) {
       c->resend_at = recover ? std::max(connect_at, now + kRecoverResend) : connect_at;
@@ -592,9 +595,9 @@ void RpcClient::keep_if_slow(const Call& c) {
   {
     MutexLock lk(mu_);
     op.attempts = c.attempts;
+    op.events.insert(op.events.end(), c.failures.begin(), c.failures.end());
     if (c.attempts > 1)
-      op.events.push_back({c.armed_at, "attempt " + std::to_string(c.attempts) +
-                                           " after: " + c.last_failure.to_string()});
+      op.events.push_back({c.armed_at, "attempt " + std::to_string(c.attempts) + " sent"});
   }
   if (t.write_start != TimePoint{}) op.events.push_back({t.write_start, "write started"});
   if (t.write_done != TimePoint{}) op.events.push_back({t.write_done, "written"});

@@ -167,6 +167,12 @@ TEST(RpcReplayTest, ACopyOfARunningRequestRunsOnlyWhenItsTypeIsRepeatable) {
     clock.advance(20s);  // the first attempt's deadline (60 s over 3 attempts): resent
     client.rpc.expire(clock.now());
     ASSERT_EQ(client.net.peers().at(0).resends, 1u);
+    // The op tracker sees the second attempt and why the first failed.
+    std::vector<Op> ops = client.rpc.ops_in_flight();
+    ASSERT_EQ(ops.size(), 1u);
+    EXPECT_EQ(ops[0].attempts, 2);
+    EXPECT_NE(ops[0].detail.find("(attempt 2; the last failed: "), std::string::npos)
+        << ops[0].detail;
     if (exec == Execution::kOnce) {
       ASSERT_TRUE(pump_until([&] { return server.rpc.replay_stats().running_copies == 1; }));
       EXPECT_EQ(runs.load(), 1);  // two workers, one run
@@ -178,6 +184,13 @@ TEST(RpcReplayTest, ACopyOfARunningRequestRunsOnlyWhenItsTypeIsRepeatable) {
     ASSERT_TRUE(pump_until([&] { return r.got.size() == 1; }));
     ASSERT_TRUE(r.got[0].status.ok()) << r.got[0].status.to_string();
     EXPECT_EQ(r.got[0].payload.view().substr(0, 4), "run ");
+    // Its timeline names the failed attempt and the one that was answered.
+    std::vector<Op> kept = client.rpc.ops_history();
+    ASSERT_EQ(kept.size(), 1u);
+    std::string timeline;
+    for (const OpEvent& e : kept[0].events) timeline += e.what + "\n";
+    EXPECT_NE(timeline.find("attempt 1 failed: "), std::string::npos) << timeline;
+    EXPECT_NE(timeline.find("attempt 2 sent"), std::string::npos) << timeline;
     if (exec == Execution::kOnce) {
       EXPECT_EQ(r.got[0].payload.view(), "run 1");
       EXPECT_EQ(server.rpc.replay_stats().entries, 1u);  // kept until the client moves on

@@ -150,6 +150,22 @@ void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
   }
 }
 
+std::vector<Op> RpcServer::ops() const {
+  std::vector<Op> v = board_.in_flight();
+  const WorkerStats w = workers_.stats();
+  for (Op& op : v) {
+    if (op.phase == OpPhase::kQueued)
+      op.detail = "waiting for a worker: " + std::to_string(w.busy) + " of " +
+                  std::to_string(w.threads) + " busy, " + std::to_string(w.queued) +
+                  " request(s) queued (rpc.workers)";
+    else if (op.handler_at == TimePoint{} || op.handler_at == op.started)
+      op.detail = "its handler has not answered";
+    else
+      op.detail = "its handler runs on a worker";
+  }
+  return v;
+}
+
 Op RpcServer::server_op(const Nid& from, const FrameHeader& h, TimePoint arrived) {
   Op op;
   op.client = false;

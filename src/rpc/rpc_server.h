@@ -59,7 +59,7 @@ class RpcServer {
   ReplyCacheStats replay_stats() const;
   // Requests in flight: waiting for a worker, on one, or not answered by an asynchronous
   // handler (rpc/op_tracker.h).
-  std::vector<Op> ops() const { return board_.in_flight(); }
+  std::vector<Op> ops() const;
   // An evicted client: its requests' records go; a copy of one is answered OUTCOME_UNKNOWN.
   size_t forget_client(const Nid& client);
 
