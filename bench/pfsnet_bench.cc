@@ -524,6 +524,12 @@ int main(int argc, char** argv) {
           client.rpc->call_async(client.server, kMsgPing, Buffer(), small, std::move(cb));
         });
       });
+  // rpc_rate_64b in a half-second slice, for the figures of many alternating pairs.
+  auto rate = [&](Client& c) {
+    return closed_loop(64, 0.5, [&](RpcEngine::Callback cb) {
+      c.rpc->call_async(c.server, kMsgPing, Buffer(), small, std::move(cb));
+    });
+  };
   // What wire version 2 costs the 64 B path (its header's extension-area fields, the
   // negotiation's per-connection features) beside version 1 on the same build, server and
   // run: a second client that offers version 1 only, measured in turn with the usual one
@@ -533,11 +539,6 @@ int main(int argc, char** argv) {
     measure(
         "rpc_rtt_64b_p50_v2_vs_v1", "us", [&] { return rpc_rtt_p50(v1, 5000); },
         [&] { return rpc_rtt_p50(client, 5000); }, 11);
-    auto rate = [&](Client& c) {
-      return closed_loop(64, 0.5, [&](RpcEngine::Callback cb) {
-        c.rpc->call_async(c.server, kMsgPing, Buffer(), small, std::move(cb));
-      });
-    };
     measure(
         "rpc_rate_64b_v2_vs_v1", "RPC/s", [&] { return rate(v1); }, [&] { return rate(client); },
         21);
@@ -550,11 +551,6 @@ int main(int argc, char** argv) {
     measure(
         "rpc_rtt_64b_p50_ops_on_vs_off", "us", [&] { return rpc_rtt_p50(off, 5000); },
         [&] { return rpc_rtt_p50(client, 5000); }, 11);
-    auto rate = [&](Client& c) {
-      return closed_loop(64, 0.5, [&](RpcEngine::Callback cb) {
-        c.rpc->call_async(c.server, kMsgPing, Buffer(), small, std::move(cb));
-      });
-    };
     measure(
         "rpc_rate_64b_ops_on_vs_off", "RPC/s", [&] { return rate(off); },
         [&] { return rate(client); }, 21);
