@@ -152,6 +152,8 @@ void print_op(const json& o) {
                 o["type"].get<std::string>().c_str(), o["xid"].get<unsigned long long>(),
                 who.c_str(), o["peer"].get<std::string>().c_str(), tags.c_str(),
                 o["duration_ms"].get<double>() / 1000, o["status"].get<std::string>().c_str());
+    if (o.contains("blame"))
+      std::printf("    %s\n", o["blame"]["verdict"].get<std::string>().c_str());
     for (const json& e : o["events"])
       std::printf("    +%10.3f ms  %s\n", e["at_ms"].get<double>(),
                   e["what"].get<std::string>().c_str());

@@ -476,6 +476,13 @@ json ops_json(const std::vector<Op>& ops, const TypeNames& names, TimePoint now,
       for (const OpEvent& e : op.events)
         ev.push_back({{"at_ms", ms(e.at - op.started)}, {"what", e.what}});
       j["events"] = ev;
+      if (op.blame)
+        j["blame"] = {{"slot_ms", ms(op.blame->slot)},
+                      {"net_wait_ms", ms(op.blame->net_wait)},
+                      {"wire_ms", ms(op.blame->wire)},
+                      {"server_queue_ms", ms(op.blame->server_queue)},
+                      {"server_exec_ms", ms(op.blame->server_exec)},
+                      {"verdict", op.blame->verdict}};
     } else {
       j["age_ms"] = ms(now - op.started);
       j["in_phase_ms"] = ms(now - op.phase_since);

@@ -37,6 +37,41 @@ std::string op_duration_text(Duration d) {
   return b;
 }
 
+Op::Blame op_blame(TimePoint submit, TimePoint granted, TimePoint write_start, TimePoint end,
+                   Duration exec, std::optional<Duration> queue, int attempts, int64_t slot_limit) {
+  auto nonneg = [](Duration d) { return std::max(Duration(0), d); };
+  if (granted == TimePoint{}) granted = submit;
+  if (write_start == TimePoint{}) write_start = granted;
+  Op::Blame b;
+  b.slot = nonneg(granted - submit);
+  b.net_wait = nonneg(write_start - granted);
+  b.server_queue = nonneg(std::min(exec, queue.value_or(Duration(0))));
+  b.server_exec = nonneg(exec - b.server_queue);
+  b.wire = nonneg(end - write_start - exec);
+  const Duration total = nonneg(end - submit);
+  const std::string of = " of " + op_duration_text(total);
+  struct Part {
+    Duration d;
+    std::string text;
+  };
+  const Part parts[] = {
+      {b.server_queue, "server: " + op_duration_text(b.server_queue) + of + " queued for a worker"},
+      {b.server_exec, "server: " + op_duration_text(b.server_exec) + of + " executing"},
+      {b.wire, "network: " + op_duration_text(b.wire) + of +
+                   " on the wire (the round trip less the server's time" +
+                   (attempts > 1 ? "; " + std::to_string(attempts) + " attempts" : "") + ")"},
+      {b.slot, "client: waited " + op_duration_text(b.slot) + of +
+                   " for a max_rpcs_in_flight slot (" + std::to_string(slot_limit) + ")"},
+      {b.net_wait,
+       "client: waited " + op_duration_text(b.net_wait) + of + " for a connection or credits"},
+  };
+  const Part* top = &parts[0];
+  for (const Part& p : parts)
+    if (p.d > top->d) top = &p;
+  b.verdict = top->text;
+  return b;
+}
+
 void OpHistory::trim_locked(TimePoint now) {
   std::erase_if(ops_, [&](const Op& op) { return now - op.ended > o_.window; });
   std::sort(ops_.begin(), ops_.end(),

@@ -63,7 +63,27 @@ struct Op {
   TimePoint ended;
   Status status;
   std::vector<OpEvent> events;
+  // A client's ended RPC: where its time went, and who is to blame (op_blame()).
+  struct Blame {
+    Duration slot{0};          // client: queued for a max_rpcs_in_flight slot
+    Duration net_wait{0};      // client: slot held, waiting for a connection, credits, the write
+    Duration wire{0};          // network: the round trip less the server's own time
+    Duration server_queue{0};  // server: waiting for a worker
+    Duration server_exec{0};   // server: its handler (queue time not included)
+    std::string verdict;       // "server: 2.900 s of 3.000 s queued for a worker", ...
+  };
+  std::optional<Blame> blame;
 };
+
+// What an ended client RPC's times say of where its time went: `submit` -> `granted` (a slot)
+// -> `write_start` -> reply at `end`, of which the server's own `exec` (including `queue`,
+// where it said); `attempts` made; `slot_limit` its target's max_rpcs_in_flight. The verdict
+// names the largest part: "client: waited X of T for a max_rpcs_in_flight slot (N)",
+// "client: waited X of T for a connection or credits", "network: X of T on the wire
+// (the round trip less the server's time; N attempts)", "server: X of T queued for a worker",
+// "server: X of T executing". Pure.
+Op::Blame op_blame(TimePoint submit, TimePoint granted, TimePoint write_start, TimePoint end,
+                   Duration exec, std::optional<Duration> queue, int attempts, int64_t slot_limit);
 
 // The slowest ops that ended within the last `window`, at most `capacity`, slowest first.
 struct OpHistoryOptions {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "rpc/rpc_test_fixture.h"
 
 namespace pfsnet {
@@ -45,6 +47,27 @@ TEST(OpHistoryTest, KeepsTheSlowestOfTheWindowAndTurnsAwayTheRestCheaply) {
   // Capacity 0: nothing is kept, nothing is wanted.
   OpHistory none(OpHistoryOptions{0, 60s, 0ms});
   EXPECT_FALSE(none.wants(10s, t0));
+}
+
+TEST(OpBlameTest, TheLargestPartIsToBlame) {
+  const TimePoint t0 = TimePoint{} + 100s;
+  // 3 s in all: 0.1 s for a slot, 2.8 s at the server of which 2.7 s queued.
+  Op::Blame b = op_blame(t0, t0 + 100ms, t0 + 100ms, t0 + 3s, 2800ms, 2700ms, 1, 8);
+  EXPECT_EQ(b.slot, 100ms);
+  EXPECT_EQ(b.server_queue, 2700ms);
+  EXPECT_EQ(b.server_exec, 100ms);
+  EXPECT_EQ(b.wire, 100ms);
+  EXPECT_EQ(b.verdict, "server: 2.700 s of 3.000 s queued for a worker");
+  b = op_blame(t0, t0, t0, t0 + 2s, 1900ms, std::nullopt, 1, 8);
+  EXPECT_EQ(b.verdict, "server: 1.900 s of 2.000 s executing");
+  b = op_blame(t0, t0, t0 + 10ms, t0 + 1210ms, 200ms, std::nullopt, 3, 8);
+  EXPECT_EQ(b.verdict,
+            "network: 1.000 s of 1.210 s on the wire (the round trip less the server's time; 3 "
+            "attempts)");
+  b = op_blame(t0, t0 + 1200ms, t0 + 1200ms, t0 + 1300ms, 50ms, std::nullopt, 1, 4);
+  EXPECT_EQ(b.verdict, "client: waited 1.200 s of 1.300 s for a max_rpcs_in_flight slot (4)");
+  b = op_blame(t0, t0, t0 + 900ms, t0 + 1s, 10ms, std::nullopt, 1, 4);
+  EXPECT_EQ(b.verdict, "client: waited 900.0 ms of 1.000 s for a connection or credits");
 }
 
 TEST(OpBoardTest, ARequestIsListedUntilItsTicketGoesAndASlowOneIsKeptWithItsTimeline) {
@@ -165,10 +188,45 @@ TEST_F(RpcTest, OpsInFlightShowEachEndsPhaseWithTheJobAndTraceAndLeaveTheirTimel
   EXPECT_EQ(slowest.events.front().what, "submitted");
   EXPECT_NE(slowest.events.back().what.find("reply received; server: "), std::string::npos)
       << slowest.events.back().what;
+  // Who is to blame, per RPC: the three the server held (two executing, one queued for a
+  // worker) and the one that waited for a slot at the client.
+  std::map<std::string, int> verdicts;
+  for (const Op& op : side(ch, true)) {
+    ASSERT_TRUE(op.blame);
+    verdicts[op.blame->verdict]++;
+  }
+  EXPECT_EQ(verdicts["server: 2.000 s of 2.000 s executing"], 2)
+      << ::testing::PrintToString(verdicts);
+  EXPECT_EQ(verdicts["server: 2.000 s of 2.000 s queued for a worker"], 1)
+      << ::testing::PrintToString(verdicts);
+  EXPECT_EQ(verdicts["client: waited 2.000 s of 2.000 s for a max_rpcs_in_flight slot (3)"], 1)
+      << ::testing::PrintToString(verdicts);
   std::vector<Op> sh = side(server_.rpc.ops_history(), false);
   ASSERT_EQ(sh.size(), 3u) << "the fourth arrived after the clock moved: faster than 1 ms";
   EXPECT_EQ(sh[0].events.front().what, "arrived");
   EXPECT_EQ(sh[0].events.back().what, "replied");
+}
+
+// A slow link: the round trip is the network's, and the verdict says so.
+TEST_F(RpcTest, ASlowLinkIsBlamedOnTheNetwork) {
+  Replies first;  // connected before the link slows
+  client_.rpc.call_async(b_, kEcho, Buffer(), nullptr, first.cb(), CallOptions{});
+  pump_until([&] { return !first.got.empty(); });
+  ASSERT_EQ(first.got.size(), 1u);
+  hub_.set_delay(a_, b_, 300ms);
+  hub_.set_delay(b_, a_, 300ms);
+  Replies r;
+  client_.rpc.call_async(b_, kEcho, Buffer(), nullptr, r.cb(), CallOptions{});
+  for (int i = 0; i < 100 && r.got.empty(); ++i) {
+    clock_.advance(50ms);
+    hub_.pump();
+  }
+  ASSERT_EQ(r.got.size(), 1u);
+  std::vector<Op> h = client_.rpc.ops_history();
+  ASSERT_FALSE(h.empty());
+  ASSERT_TRUE(h[0].blame);
+  EXPECT_GE(h[0].blame->wire, 600ms);
+  EXPECT_EQ(h[0].blame->verdict.rfind("network: ", 0), 0u) << h[0].blame->verdict;
 }
 
 }  // namespace

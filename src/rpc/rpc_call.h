@@ -76,6 +76,7 @@ struct RpcClient::Call final : TxCompletion {
   // The op tracker's view (rpc/op_tracker.h): when the current attempt was armed (handed
   // to the net), and why the last one failed (none: OK).
   TimePoint armed_at GUARDED_BY(eng->mu_);
+  TimePoint granted_at GUARDED_BY(eng->mu_);  // first armed: its slot granted
   Status last_failure GUARDED_BY(eng->mu_);
   // Each failed attempt, when and why (the first 8): the history's timeline.
   std::vector<OpEvent> failures GUARDED_BY(eng->mu_);

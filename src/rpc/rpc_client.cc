@@ -258,6 +258,7 @@ RpcClient::Armed RpcClient::arm_locked(const CallPtr& c, TimePoint now) {
   // max_rpcs_in_flight slot), within the RPC's own deadline.
   c->attempt_deadline = std::min(c->deadline, now + c->attempt_timeout);
   c->armed_at = now;
+  if (c->granted_at == TimePoint{}) c->granted_at = now;
   c->tx_keep = c;  // until on_tx_done
   // Every xid below the oldest on the wire is finished here: the server may forget it,
   // and will have by the time this request arrives or any later one does.
@@ -598,6 +599,10 @@ void RpcClient::keep_if_slow(const Call& c) {
     op.events.insert(op.events.end(), c.failures.begin(), c.failures.end());
     if (c.attempts > 1)
       op.events.push_back({c.armed_at, "attempt " + std::to_string(c.attempts) + " sent"});
+    if (c.reply.status.ok())
+      op.blame = op_blame(t.submit, c.granted_at, t.write_start, end, c.reply.exec_time,
+                          c.reply.queue_time, c.attempts,
+                          c.target ? limit_locked(*c.target) : max_in_flight_);
   }
   if (t.write_start != TimePoint{}) op.events.push_back({t.write_start, "write started"});
   if (t.write_done != TimePoint{}) op.events.push_back({t.write_done, "written"});
