@@ -104,7 +104,6 @@ OpBoard::Ticket OpBoard::enter(Op op, OpPhase phase) {
   op.client = false;
   op.phase = phase;
   op.phase_since = clock_.now();
-  if (phase == OpPhase::kExecuting) op.handler_at = op.phase_since;
   MutexLock lk(mu_);
   ops_.push_front(std::move(op));
   return Ticket(this, ops_.begin());

@@ -54,7 +54,7 @@ struct Op {
   std::string job;                    // the request's job id ("" when none)
   std::optional<TraceContext> trace;  // its W3C trace context, where it had one
   TimePoint started;                  // submitted (client), arrived (server)
-  TimePoint handler_at;               // server: its handler started (none yet: {})
+  TimePoint handler_at;               // server: a worker started its handler (none: {})
   OpPhase phase = OpPhase::kSlot;
   TimePoint phase_since;
   int attempts = 1;    // client: attempts so far

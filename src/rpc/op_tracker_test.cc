@@ -90,6 +90,13 @@ TEST(OpBoardTest, ARequestIsListedUntilItsTicketGoesAndASlowOneIsKeptWithItsTime
     t.ended(Status(Code::kRemoteError, "disk on fire"));
   }
   EXPECT_TRUE(board.in_flight().empty());
+  // An asynchronous handler's request executes from its arrival: no worker start to show.
+  {
+    op.started = clock.now();  // answered at once: too fast for the history
+    OpBoard::Ticket t = board.enter(op, OpPhase::kExecuting);
+    EXPECT_EQ(board.in_flight()[0].phase, OpPhase::kExecuting);
+    EXPECT_EQ(board.in_flight()[0].handler_at, TimePoint{});
+  }
   std::vector<Op> s = h.slowest(clock.now());
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].ended - s[0].started, 3s);

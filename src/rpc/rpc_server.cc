@@ -158,7 +158,7 @@ std::vector<Op> RpcServer::ops() const {
       op.detail = "waiting for a worker: " + std::to_string(w.busy) + " of " +
                   std::to_string(w.threads) + " busy, " + std::to_string(w.queued) +
                   " request(s) queued (rpc.workers)";
-    else if (op.handler_at == TimePoint{} || op.handler_at == op.started)
+    else if (op.handler_at == TimePoint{})  // an asynchronous handler's, since arrival
       op.detail = "its handler has not answered";
     else
       op.detail = "its handler runs on a worker";
