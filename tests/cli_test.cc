@@ -285,7 +285,9 @@ TEST_F(CliTest, PingFailuresAreCountedByKind) {
   EXPECT_EQ(rc, 1) << out;
   json j = last_json_line(out);
   EXPECT_EQ(j["failed"], 10);
-  EXPECT_EQ(j["errors"]["PEER_NI_CONNECT_ERROR"], 10);
+  // (Once, under ctest -j2's load, one of the ten was of another kind, not reproduced since
+  // in 6 runs beside three busy loops: the whole summary says which when it comes back.)
+  EXPECT_EQ(j["errors"]["PEER_NI_CONNECT_ERROR"], 10) << j.dump();
   // 30 refused connects (3 tries per ping): the log's limiter lets one warning through per
   // 10 s interval and holds the rest back, counted (a "held back" line, not counted here,
   // ends each interval) -- so at least one, and any two at least 10 s apart by the log's own
