@@ -200,6 +200,10 @@ struct HealthConfig {
   // judged. An idle host waits 0.05 ms, eight busy daemons on two cores 0.11 ms, a cgroup
   // quota of 1% 2-4 ms (restart).
   double cpu_starved_ms = 1.0;
+  // SLOW_OPS (Ceph's osd_op_complaint_time): RPCs this node called or serves that have been
+  // in flight this many seconds; the oldest's verdict (`pfsnet diag ops`) is the evidence.
+  // 0: never listed. Takes effect at once.
+  double slow_ops_s = 30;
 };
 
 // The probe mesh ([mesh], src/probe/mesh.h): every node probes `peers` others (the MGS

@@ -9,6 +9,7 @@
 #include "base/json_fields.h"
 #include "base/mutex.h"
 #include "rpc/health_monitor.h"
+#include "rpc/op_tracker.h"
 #include "selftest/selftest.h"
 #include "transport/transport.h"
 
@@ -74,6 +75,16 @@ ProblemInputs own_inputs(const NodeParts& node, std::vector<NiInfo> nis,
     in.cpu_since_unix_ms = cpu.since_unix_ms;
     in.cpu_evidence = std::move(cpu.evidence);
   }
+  const double slow_ops_s = node.cfg.read([](const Config& c) { return c.health.slow_ops_s; });
+  const TimePoint now = node.clock.now();
+  if (auto s = find_slow_ops(
+          node.rpc.ops_in_flight(), now,
+          std::chrono::duration_cast<Duration>(std::chrono::duration<double>(slow_ops_s)),
+          [&](uint32_t t) { return node.rpc.type_name(t); }))
+    in.slow_ops = {
+        in.now_unix_ms -
+            std::chrono::duration_cast<std::chrono::milliseconds>(now - s->since).count(),
+        std::move(s->evidence)};
   return in;
 }
 

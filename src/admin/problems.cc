@@ -10,8 +10,8 @@ namespace pfsnet {
 
 const std::vector<std::string>& problem_causes() {
   static const std::vector<std::string> causes = {
-      "UNREACHABLE", "DEAD", "DOWN",      "PARTITION", "SUSPECT", "CPU",     "LOSSY",
-      "SLOW",        "MTU",  "THROTTLED", "UNHEALTHY", "SERVER",  "SETTINGS"};
+      "UNREACHABLE", "DEAD", "DOWN",      "PARTITION", "SUSPECT", "CPU",      "LOSSY",
+      "SLOW",        "MTU",  "THROTTLED", "UNHEALTHY", "SERVER",  "SLOW_OPS", "SETTINGS"};
   return causes;
 }
 
@@ -63,6 +63,7 @@ std::vector<Problem> find_problems(const ProblemInputs& in) {
                       in.table->mgs.to_string()));
     }
   if (in.cpu_starved) add("node", in.node, "CPU", in.cpu_since_unix_ms, in.cpu_evidence);
+  if (in.slow_ops) add("node", in.node, "SLOW_OPS", in.slow_ops->first, in.slow_ops->second);
   for (const NiInfo& i : in.nis) {
     std::string nid = i.nid.to_string();
     if (!i.up)

@@ -7,6 +7,8 @@
 //                           SLOW, LOSSY (slowness, net/slowness_board.h)
 //   this node's peer NIs    UNHEALTHY, SLOW, LOSSY; SERVER (the peer's execution time)
 //   this node's CPU         CPU (kind "node": its threads wait for a processor)
+//   this node's RPCs        SLOW_OPS (kind "node": RPCs it called or serves in flight for
+//                           over health.slow_ops_s, with the oldest's verdict)
 //   the tuning check        SETTINGS (the settings do not fit the measured path)
 //   this node's TLS         SETTINGS (a certificate expires within 30 days, or has)
 //   other nodes' own lists  any of the above (probe/cluster_health.h: each node sends its
@@ -49,6 +51,9 @@ struct ProblemInputs {
   bool cpu_starved = false;
   int64_t cpu_since_unix_ms = 0;
   std::string cpu_evidence;
+  // RPCs in flight on this node for over health.slow_ops_s (rpc/op_tracker.h's
+  // find_slow_ops): since the oldest crossed it, and its evidence. Empty: none.
+  std::optional<std::pair<int64_t, std::string>> slow_ops;
   // The probe mesh's rows (the MGS's: every node's) and their outlier marks; null: none.
   const std::vector<MeshRow>* mesh = nullptr;
   const std::vector<std::vector<MeshMark>>* mesh_marks = nullptr;
@@ -64,7 +69,7 @@ inline bool down_in_table(const StatusNode& n) { return n.state != NodeState::kU
 
 // Every cause a problem can have, severest first: UNREACHABLE (the MGS could not be asked),
 // DEAD, DOWN, PARTITION, SUSPECT, CPU, LOSSY, SLOW, MTU, THROTTLED, UNHEALTHY, SERVER,
-// SETTINGS. docs/health.md has a section for each (HealthCatalogueTest).
+// SLOW_OPS, SETTINGS. docs/health.md has a section for each (HealthCatalogueTest).
 const std::vector<std::string>& problem_causes();
 
 std::vector<Problem> find_problems(const ProblemInputs& in);

@@ -486,6 +486,7 @@ json ops_json(const std::vector<Op>& ops, const TypeNames& names, TimePoint now,
     } else {
       j["age_ms"] = ms(now - op.started);
       j["in_phase_ms"] = ms(now - op.phase_since);
+      j["verdict"] = op_verdict_now(op, now);  // whose it is now (SLOW_OPS's evidence)
     }
     a.push_back(std::move(j));
   }

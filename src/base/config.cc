@@ -303,6 +303,7 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"quiet_bytes", int_key(&cfg.health.quiet_bytes, 1, int64_t{1} << 40)},
       {"report_interval", number_key(&cfg.health.report_interval, 0.1, 3600)},
       {"cpu_starved_ms", number_key(&cfg.health.cpu_starved_ms, 0, 60000)},
+      {"slow_ops_s", number_key(&cfg.health.slow_ops_s, 0, 86400)},
   };
   const std::map<std::string, Reader, std::less<>> mesh_keys = {
       {"enabled", bool_key(&cfg.mesh.enabled)},

@@ -4,6 +4,8 @@
 #include <pfsnet/config.h>
 #include <toml++/toml.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -59,6 +61,11 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
   // Shortest text that reads back as the same double (and as a TOML float).
   auto num = [](double v) {
     char b[32] = "";
+    // A whole number as one ("30.0", not the shortest "%g" form "3e+01").
+    if (v == static_cast<double>(static_cast<int64_t>(v)) && std::abs(v) < 1e15) {
+      std::snprintf(b, sizeof(b), "%.1f", v);
+      return std::string(b);
+    }
     for (int p = 1; p <= 17; ++p) {
       std::snprintf(b, sizeof(b), "%.*g", p, v);
       if (std::strtod(b, nullptr) == v) break;
@@ -129,6 +136,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"health.quiet_bytes", i(c.health.quiet_bytes)},
       {"health.report_interval", num(c.health.report_interval)},
       {"health.cpu_starved_ms", num(c.health.cpu_starved_ms)},
+      {"health.slow_ops_s", num(c.health.slow_ops_s)},
       {"mesh.enabled", c.mesh.enabled ? "true" : "false"},
       {"mesh.peers", i(c.mesh.peers)},
       {"mesh.interval", num(c.mesh.interval)},

@@ -14,7 +14,7 @@ bool runtime_key(std::string_view key) {
          key == "rpc.max_rpcs_in_flight" || key == "rpc.peer_rpcs_in_flight" ||
          key == "lnet.credits" || key == "lnet.peer_credits" || key == "lnet.checksum" ||
          key == "lnet.tx_buffer_size" || key == "lnet.rx_buffer_size" ||
-         key == "lnet.conns_per_peer";
+         key == "lnet.conns_per_peer" || key == "health.slow_ops_s";
 }
 
 std::vector<ConfigChange> config_diff(const Config& before, const Config& after) {
@@ -97,6 +97,7 @@ Result<ConfigApplied> LiveConfig::apply_locked(const Config& next, bool refuse_r
 
   in_force.rpc.max_rpcs_in_flight = next.rpc.max_rpcs_in_flight;
   in_force.rpc.peer_rpcs_in_flight = next.rpc.peer_rpcs_in_flight;
+  in_force.health.slow_ops_s = next.health.slow_ops_s;
   for (const Applier& a : appliers_) a(cfg_, in_force);
   for (const ConfigChange& c : out.changed)
     PFS_LOG_INFO("config: {} changed from {} to {}", c.key, c.from, c.to);

@@ -22,8 +22,8 @@ namespace pfsnet {
 
 // Keys that take effect at run time: stats.*, tune.*, node.log_level,
 // rpc.max_rpcs_in_flight, rpc.peer_rpcs_in_flight, lnet.credits, lnet.peer_credits, lnet.checksum,
-// lnet.tx_buffer_size, lnet.rx_buffer_size, lnet.conns_per_peer (new connections). Every
-// other key needs a restart.
+// lnet.tx_buffer_size, lnet.rx_buffer_size, lnet.conns_per_peer (new connections),
+// health.slow_ops_s. Every other key needs a restart.
 bool runtime_key(std::string_view key);
 
 struct ConfigChange {

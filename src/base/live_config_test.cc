@@ -18,9 +18,9 @@ nid = "127.0.0.2@tcp"
 }
 
 TEST(LiveConfigTest, RuntimeKeys) {
-  for (const char* k :
-       {"stats.maxBlockSize", "tune.auto", "node.log_level", "rpc.max_rpcs_in_flight",
-        "rpc.peer_rpcs_in_flight", "lnet.credits", "lnet.peer_credits", "lnet.checksum"})
+  for (const char* k : {"stats.maxBlockSize", "tune.auto", "node.log_level",
+                        "rpc.max_rpcs_in_flight", "rpc.peer_rpcs_in_flight", "lnet.credits",
+                        "lnet.peer_credits", "lnet.checksum", "health.slow_ops_s"})
     EXPECT_TRUE(runtime_key(k)) << k;
   for (const char* k : {"node.name", "lnet.transaction_timeout", "net.nid",
                         "membership.ping_miss_limit", "statsx.foo", "lnet.credits_x"})

@@ -37,6 +37,52 @@ std::string op_duration_text(Duration d) {
   return b;
 }
 
+std::string op_verdict_now(const Op& op, TimePoint now) {
+  const std::string in = op_duration_text(now - op.phase_since);
+  const std::string detail = op.detail.empty() ? "" : " (" + op.detail + ")";
+  switch (op.phase) {
+    case OpPhase::kSlot:
+      return "client: waiting " + in + " for a max_rpcs_in_flight slot" + detail;
+    case OpPhase::kNetwork:
+      return "client: waiting " + in + " for a connection, credits or the write to " +
+             op.peer.to_string();
+    case OpPhase::kReply:
+      return "network or server: waiting " + in + " for the reply from " + op.peer.to_string() +
+             (op.attempts > 1 ? " (attempt " + std::to_string(op.attempts) + ")" : "");
+    case OpPhase::kResend:
+      return "network: attempt " + std::to_string(op.attempts) + " failed, resending" + detail;
+    case OpPhase::kQueued:
+      return "server: queued " + in + " for a worker" + detail;
+    case OpPhase::kExecuting:
+      return "server: executing for " + in + detail;
+    case OpPhase::kDone:
+      break;
+  }
+  return op.blame ? op.blame->verdict : "ended";
+}
+
+std::optional<SlowOps> find_slow_ops(const std::vector<Op>& ops, TimePoint now, Duration threshold,
+                                     const std::function<std::string(uint32_t)>& type_name) {
+  if (threshold <= Duration::zero()) return std::nullopt;
+  SlowOps s;
+  const Op* oldest = nullptr;
+  for (const Op& op : ops) {
+    if (op.phase == OpPhase::kDone || now - op.started < threshold) continue;
+    ++s.count;
+    if (!oldest || op.started < oldest->started) oldest = &op;
+  }
+  if (!oldest) return std::nullopt;
+  s.oldest = *oldest;
+  s.since = oldest->started + threshold;
+  s.evidence = std::to_string(s.count) + " RPC(s) in flight for over " +
+               op_duration_text(threshold) + "; the oldest, " + type_name(oldest->type) + " xid " +
+               std::to_string(oldest->xid) + (oldest->client ? " to " : " from ") +
+               oldest->peer.to_string() + (oldest->job.empty() ? "" : " job " + oldest->job) +
+               ", for " + op_duration_text(now - oldest->started) + ": " +
+               op_verdict_now(*oldest, now);
+  return s;
+}
+
 Op::Blame op_blame(TimePoint submit, TimePoint granted, TimePoint write_start, TimePoint end,
                    Duration exec, std::optional<Duration> queue, int attempts, int64_t slot_limit) {
   auto nonneg = [](Duration d) { return std::max(Duration(0), d); };

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
@@ -84,6 +85,25 @@ struct Op {
 // "server: X of T executing". Pure.
 Op::Blame op_blame(TimePoint submit, TimePoint granted, TimePoint write_start, TimePoint end,
                    Duration exec, std::optional<Duration> queue, int attempts, int64_t slot_limit);
+
+// Whose an op still in flight is, from its phase, with how long it has been in it: "server:
+// queued 41.2 s for a worker (...)", "server: executing for 41.2 s (...)", "client: waiting
+// 3.1 s for a max_rpcs_in_flight slot (...)", "client: waiting 2.0 s for a connection or
+// credits", "network or server: waiting 41.2 s for the reply from NID" (the client cannot
+// tell which; the server's own list can), "network: attempt 3 failed, resending (...)". Pure.
+std::string op_verdict_now(const Op& op, TimePoint now);
+
+// Ceph's SLOW_OPS: the ops in flight at `now` for at least `threshold`, and the oldest.
+struct SlowOps {
+  size_t count = 0;
+  Op oldest;
+  TimePoint since;       // when the oldest crossed the threshold
+  std::string evidence;  // "2 RPC(s) in flight over 30.000 s; the oldest: BLOCK_WRITE ..."
+};
+// None when no op is that old (or `threshold` is zero: the rule is off). `type_name` names
+// a message type ("BLOCK_WRITE"). Pure.
+std::optional<SlowOps> find_slow_ops(const std::vector<Op>& ops, TimePoint now, Duration threshold,
+                                     const std::function<std::string(uint32_t)>& type_name);
 
 // The slowest ops that ended within the last `window`, at most `capacity`, slowest first.
 struct OpHistoryOptions {

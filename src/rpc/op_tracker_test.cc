@@ -70,6 +70,52 @@ TEST(OpBlameTest, TheLargestPartIsToBlame) {
   EXPECT_EQ(b.verdict, "client: waited 900.0 ms of 1.000 s for a connection or credits");
 }
 
+TEST(SlowOpsTest, OpsOverTheThresholdAreCountedAndTheOldestExplained) {
+  const TimePoint t0 = TimePoint{} + 1000s;
+  auto op = [&](uint64_t xid, bool client, Duration age, OpPhase phase, Duration in_phase) {
+    Op o;
+    o.xid = xid;
+    o.client = client;
+    o.type = 20;
+    o.peer = *Nid::parse("198.18.0.2@tcp");
+    o.started = t0 - age;
+    o.phase = phase;
+    o.phase_since = t0 - in_phase;
+    return o;
+  };
+  auto name = [](uint32_t t) { return t == 20 ? std::string("BLOCK_WRITE") : "?"; };
+  std::vector<Op> ops = {op(1, false, 29s, OpPhase::kQueued, 29s),
+                         op(2, false, 41s, OpPhase::kQueued, 40s),
+                         op(3, false, 35s, OpPhase::kExecuting, 2s)};
+  ops[1].job = "slurm.42";
+  ops[1].detail = "waiting for a worker: 4 of 4 busy, 16 request(s) queued (rpc.workers)";
+  std::optional<SlowOps> s = find_slow_ops(ops, t0, 30s, name);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->count, 2u) << "29 s is under the threshold";
+  EXPECT_EQ(s->oldest.xid, 2u);
+  EXPECT_EQ(s->since, t0 - 41s + 30s);
+  EXPECT_EQ(s->evidence,
+            "2 RPC(s) in flight for over 30.000 s; the oldest, BLOCK_WRITE xid 2 from "
+            "198.18.0.2@tcp job slurm.42, for 41.000 s: server: queued 40.000 s for a worker "
+            "(waiting for a worker: 4 of 4 busy, 16 request(s) queued (rpc.workers))");
+  // A client's: it cannot tell the wire from the server.
+  ops = {op(9, true, 31s, OpPhase::kReply, 30s)};
+  ops[0].attempts = 2;
+  s = find_slow_ops(ops, t0, 30s, name);
+  ASSERT_TRUE(s);
+  EXPECT_NE(s->evidence.find("BLOCK_WRITE xid 9 to 198.18.0.2@tcp, for 31.000 s: network or "
+                             "server: waiting 30.000 s for the reply from 198.18.0.2@tcp "
+                             "(attempt 2)"),
+            std::string::npos)
+      << s->evidence;
+  EXPECT_EQ(op_verdict_now(op(1, true, 5s, OpPhase::kNetwork, 4s), t0),
+            "client: waiting 4.000 s for a connection, credits or the write to 198.18.0.2@tcp");
+  // None old enough, or the rule off.
+  EXPECT_FALSE(find_slow_ops(ops, t0, 32s, name));
+  EXPECT_FALSE(find_slow_ops(ops, t0, 0s, name));
+  EXPECT_FALSE(find_slow_ops({}, t0, 30s, name));
+}
+
 TEST(OpBoardTest, ARequestIsListedUntilItsTicketGoesAndASlowOneIsKeptWithItsTimeline) {
   ManualClock clock;
   OpHistory h(OpHistoryOptions{5, 60s, 1ms});
