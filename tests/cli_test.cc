@@ -121,6 +121,19 @@ TEST_F(CliTest, DiagOpsShowsAPingWaitingForAStoppedServerAndKeepsItsTimeline) {
                           "1"});  // connected: the wait below is for the reply
   ASSERT_EQ(rc0, 0) << out0;
   const std::string tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  // SLOW_OPS after 2 s rather than 30 (a run-time key).
+  auto [src, sout] =
+      run({PFSNET_BIN, "--socket", a.socket(), "config", "set", "health.slow_ops_s=2"});
+  ASSERT_EQ(src, 0) << sout;
+  auto slow_ops = [&] {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", a.socket(), "health", "--json"});
+    json found;
+    if (rc == 0 || rc == 1)
+      for (const json& p : last_json_line(out).value("problems", json::array()))
+        if (p["cause"] == "SLOW_OPS") found = p;
+    return found;
+  };
+  EXPECT_TRUE(slow_ops().is_null());
   b.process().kill(SIGSTOP);
   Process ping({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "1",
                 "--timeout", "30", "--job", "slurm.9", "--trace", tp, "--json"});
@@ -140,6 +153,14 @@ TEST_F(CliTest, DiagOpsShowsAPingWaitingForAStoppedServerAndKeepsItsTimeline) {
       },
       15000ms);
   auto [hrc, human] = run({PFSNET_BIN, "--socket", a.socket(), "diag", "ops"});
+  // pfsnet health on the client names the waiting ping, once 2 s old, with its verdict.
+  json slow;
+  eventually(
+      [&] {
+        slow = slow_ops();
+        return !slow.is_null();
+      },
+      15000ms);
   b.process().kill(SIGCONT);
   ASSERT_TRUE(seen) << diag(false).dump();
   EXPECT_EQ(op["side"], "client") << op.dump();
@@ -154,9 +175,19 @@ TEST_F(CliTest, DiagOpsShowsAPingWaitingForAStoppedServerAndKeepsItsTimeline) {
   EXPECT_NE(human.find("PING"), std::string::npos) << human;
   EXPECT_NE(human.find("job slurm.9 trace " + tp), std::string::npos) << human;
   EXPECT_NE(human.find("reply for"), std::string::npos) << human;
+  ASSERT_FALSE(slow.is_null());
+  EXPECT_EQ(slow["kind"], "node") << slow.dump();
+  const std::string ev = slow["evidence"];
+  EXPECT_NE(ev.find("1 RPC(s) in flight for over 2.000 s; the oldest, PING xid "),
+            std::string::npos)
+      << ev;
+  EXPECT_NE(ev.find(" to " + b.nid().to_string() + " job slurm.9, for "), std::string::npos) << ev;
+  EXPECT_NE(ev.find("network or server: waiting "), std::string::npos) << ev;
+  EXPECT_NE(ev.find(" for the reply from " + b.nid().to_string()), std::string::npos) << ev;
   ASSERT_GE(ping.wait_exit(30000ms), 0);
   ping.wait_eof(5000ms);
   EXPECT_EQ(last_json_line(ping.output())["ok"], 1) << ping.output();
+  EXPECT_TRUE(slow_ops().is_null()) << "the ping ended: " << slow_ops().dump();
   // Ended: among the slowest lately, with its timeline.
   json kept;
   for (const json& o : diag(true).value("history", json::array()))
