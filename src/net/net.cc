@@ -357,6 +357,48 @@ TimePoint Net::connect_due(const Nid& dst, TimePoint now) {
   return due == TimePoint::max() ? now : due;  // no NI up: the send's own error says so
 }
 
+SendWait Net::send_wait(const Nid& dst, TimePoint now) {
+  SendWait out;
+  PeerNi* pni = table_->find(dst);
+  if (!pni) return out;
+  std::vector<Path*> paths;
+  table_->peer_paths(*pni, &paths);
+  for (Path* p : paths) {
+    LocalNi* ni = p->ni;
+    if (!ni->up.load()) continue;
+    const std::string link = ni->nid.to_string() + " -> " + p->pni->nid.to_string();
+    std::string why;
+    SendWait::Kind kind = SendWait::Kind::kConnect;
+    {
+      MutexLock lk(ni->mu);
+      const size_t queued = p->queue.size() + p->bulk_queue.size();
+      if (queued == 0) continue;
+      if (p->backing_off(now)) {
+        why = fmt::format("reconnect {} backs off {:.1f} s more after: {}", link,
+                          std::chrono::duration<double>(p->reconnect_at - now).count(),
+                          p->reconnect_why);
+      } else if (!p->tx_conn) {
+        why = "connecting " + link;
+      } else if (p->blocked_on_ni || ni->tx_credits <= 0) {
+        kind = SendWait::Kind::kCredits;
+        why = "waiting for a credit of local NI " + ni->nid.to_string() + " (lnet.credits " +
+              std::to_string(credits()) + ", all held)";
+      } else if (p->tx_state && p->tx_state->tx_credits <= 0) {
+        kind = SendWait::Kind::kCredits;
+        why = "waiting for peer_credits on " + link + " (" +
+              std::to_string(p->tx_state->outstanding) + " sent, none credited back yet; " +
+              "lnet.peer_credits " + std::to_string(peer_credits()) + ")";
+      } else {
+        kind = SendWait::Kind::kWrite;
+        why = std::to_string(queued) + " message(s) queued on " + link;
+      }
+    }
+    out.kind = std::max(out.kind, kind);
+    out.text += (out.text.empty() ? "" : "; ") + why;
+  }
+  return out;
+}
+
 void Net::back_off_locked(Path& p, TimePoint now, const Status& why) {
   p.reconnect_interval = p.reconnect_interval.count() == 0
                              ? opts_.min_reconnect

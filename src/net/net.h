@@ -69,6 +69,7 @@
 #include "base/mutex.h"
 #include "net/fault_injector.h"
 #include "net/health.h"
+#include "net/send_wait.h"
 #include "transport/transport.h"
 
 namespace pfsnet {
@@ -232,6 +233,15 @@ class Net final : public TransportEvents {
   // earliest backoff's end (a caller whose send failed on a connect waits for that, within
   // its own deadline, rather than resending at once). Any thread.
   TimePoint connect_due(const Nid& dst, TimePoint now);
+
+  // What a send to `dst` waits for now, on each of its paths where one waits (`pfsnet diag
+  // ops`: a client's RPC in its `network` phase): "reconnect L -> P backs off 1.2 s more
+  // after: <why>", "connecting L -> P", "waiting for a credit of local NI L (credits 64,
+  // all held)", "waiting for peer_credits on L -> P (8 sent, none credited back yet)", "N
+  // message(s) queued on L -> P" (the write under way). Joined by "; "; empty when nothing
+  // waits (or `dst` is unknown), with the kind that weighs most. Takes each path's NI lock
+  // in turn. Any thread.
+  SendWait send_wait(const Nid& dst, TimePoint now);
 
   // Applies transmit deadlines at `now` (see above), and returns the credits owed on any
   // connection on an explicit credit frame. Returns how many messages it failed or whose

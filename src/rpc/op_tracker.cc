@@ -44,6 +44,16 @@ std::string op_verdict_now(const Op& op, TimePoint now) {
     case OpPhase::kSlot:
       return "client: waiting " + in + " for a max_rpcs_in_flight slot" + detail;
     case OpPhase::kNetwork:
+      switch (op.net_wait) {
+        case SendWait::Kind::kConnect:
+          return "network: waiting " + in + " to connect to " + op.peer.to_string() + detail;
+        case SendWait::Kind::kCredits:
+          return "client: waiting " + in + " for credits" + detail;
+        case SendWait::Kind::kWrite:
+          return "client: waiting " + in + " for the write to " + op.peer.to_string() + detail;
+        case SendWait::Kind::kNone:
+          break;
+      }
       return "client: waiting " + in + " for a connection, credits or the write to " +
              op.peer.to_string();
     case OpPhase::kReply:

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "net/send_wait.h"
 
 namespace pfsnet {
 
@@ -60,6 +61,8 @@ struct Op {
   TimePoint phase_since;
   int attempts = 1;    // client: attempts so far
   std::string detail;  // what the phase waits for ("slot 8 of 8 in use", the resend's cause)
+  // client, `network` phase: what the net holds its frame for (Net::send_wait).
+  SendWait::Kind net_wait = SendWait::Kind::kNone;
   // History: when it ended, how, and its timeline (built as it enters the history).
   TimePoint ended;
   Status status;
@@ -88,8 +91,9 @@ Op::Blame op_blame(TimePoint submit, TimePoint granted, TimePoint write_start, T
 
 // Whose an op still in flight is, from its phase, with how long it has been in it: "server:
 // queued 41.2 s for a worker (...)", "server: executing for 41.2 s (...)", "client: waiting
-// 3.1 s for a max_rpcs_in_flight slot (...)", "client: waiting 2.0 s for a connection or
-// credits", "network or server: waiting 41.2 s for the reply from NID" (the client cannot
+// 3.1 s for a max_rpcs_in_flight slot (...)", "client: waiting 2.0 s for credits (waiting for
+// peer_credits on L -> P ...)", "network: waiting 2.0 s to connect to P (...)", "network or
+// server: waiting 41.2 s for the reply from NID" (the client cannot
 // tell which; the server's own list can), "network: attempt 3 failed, resending (...)". Pure.
 std::string op_verdict_now(const Op& op, TimePoint now);
 

@@ -261,6 +261,52 @@ TEST_F(RpcTest, OpsInFlightShowEachEndsPhaseWithTheJobAndTraceAndLeaveTheirTimel
 }
 
 // A slow link: the round trip is the network's, and the verdict says so.
+// A client's RPC the net holds before writing it says for what: a window of one peer credit
+// held by the request the server runs (client: credits), a connect that does not complete
+// (network).
+TEST_F(RpcTest, AnUnsentRpcSaysWhetherItWaitsForCreditsOrAConnection) {
+  const Nid c = nid("10.0.0.3@tcp");
+  Node tight(hub_, clock_, c, /*max_in_flight=*/4, /*peer_credits=*/1);
+  tight.rpc.define_type(kBlock, "BLOCK");
+  auto r = std::make_shared<Replies>();
+  auto cb = [r](RpcReply&& x) { r->got.push_back(std::move(x)); };
+  for (int i = 0; i < 2; ++i) tight.rpc.call_async(b_, kBlock, Buffer(), nullptr, cb);
+  pump_until([&] { return server_.rpc.ops_in_flight().size() == 1; });
+  clock_.advance(1500ms);
+  std::vector<Op> ops = side(tight.rpc.ops_in_flight(), true);
+  ASSERT_EQ(ops.size(), 2u);
+  const Op& waiting = ops[0].phase == OpPhase::kNetwork ? ops[0] : ops[1];
+  ASSERT_EQ(waiting.phase, OpPhase::kNetwork);
+  EXPECT_EQ(waiting.net_wait, SendWait::Kind::kCredits);
+  EXPECT_EQ(waiting.detail,
+            "waiting for peer_credits on 10.0.0.3@tcp -> 10.0.0.2@tcp (1 sent, none credited "
+            "back yet; lnet.peer_credits 1)");
+  EXPECT_EQ(op_verdict_now(waiting, clock_.now()),
+            "client: waiting 1.500 s for credits (" + waiting.detail + ")");
+  release_.open();
+  pump_until([&] { return r->got.size() == 2; });
+  ASSERT_EQ(r->got.size(), 2u);
+
+  // A connect that hangs (the link cut: connects wait, neither fails).
+  const Nid d = nid("10.0.0.4@tcp");
+  Node far(hub_, clock_, d);
+  hub_.set_cut(c, d, true);
+  tight.rpc.call_async(d, kEcho, Buffer(), nullptr, cb);
+  hub_.pump();
+  clock_.advance(2s);
+  ops = side(tight.rpc.ops_in_flight(), true);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].phase, OpPhase::kNetwork);
+  EXPECT_EQ(ops[0].net_wait, SendWait::Kind::kConnect);
+  EXPECT_EQ(ops[0].detail, "connecting 10.0.0.3@tcp -> 10.0.0.4@tcp");
+  EXPECT_EQ(op_verdict_now(ops[0], clock_.now()),
+            "network: waiting 2.000 s to connect to 10.0.0.4@tcp (connecting 10.0.0.3@tcp -> "
+            "10.0.0.4@tcp)");
+  hub_.set_cut(c, d, false);
+  pump_until([&] { return r->got.size() == 3; });
+  EXPECT_EQ(r->got.size(), 3u);
+}
+
 TEST_F(RpcTest, ASlowLinkIsBlamedOnTheNetwork) {
   Replies first;  // connected before the link slows
   client_.rpc.call_async(b_, kEcho, Buffer(), nullptr, first.cb(), CallOptions{});

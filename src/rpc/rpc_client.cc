@@ -622,6 +622,23 @@ void RpcClient::keep_if_slow(const Call& c) {
 }
 
 std::vector<Op> RpcClient::ops() const {
+  std::vector<Op> v = ops_of_calls();
+  // What the net holds each unsent one for, asked outside the client's lock.
+  const TimePoint now = clock_.now();
+  for (Op& op : v) {
+    if (op.phase != OpPhase::kNetwork) continue;
+    SendWait w = net_.send_wait(op.peer, now);
+    op.net_wait = w.kind;
+    // (ops_of_calls() left the detail the attempt's note alone)
+    op.detail = (w.kind == SendWait::Kind::kNone
+                     ? std::string("handed to the net: a connection, credits or the write")
+                     : std::move(w.text)) +
+                op.detail;
+  }
+  return v;
+}
+
+std::vector<Op> RpcClient::ops_of_calls() const {
   std::vector<Op> v;
   MutexLock lk(mu_);
   for (const auto& [xid, c] : pending_) {
@@ -635,8 +652,7 @@ std::vector<Op> RpcClient::ops() const {
                   " after: " + c->last_failure.to_string();
     } else if (!c->sent) {
       op.phase = OpPhase::kNetwork;
-      op.phase_since = c->armed_at;
-      op.detail = "handed to the net: a connection, credits or the write";
+      op.phase_since = c->armed_at;  // ops() says what the net holds it for
     } else {
       op.phase = OpPhase::kReply;
       op.phase_since = c->tx_times.write_done;

@@ -79,7 +79,7 @@ class RpcClient {
   uint64_t dones_sent() const { return dones_sent_.load(); }
   uint64_t incarnation() const { return incarnation_; }
   // Calls in flight (rpc/op_tracker.h), each in its phase: from the calls' own state, under
-  // mu_ once.
+  // mu_ once; an unsent one's wait in the net (Net::send_wait) asked after.
   std::vector<Op> ops() const;
 
   // What comes back (from the engine's NetRx).
@@ -98,6 +98,8 @@ class RpcClient {
 
  private:
   std::string type_name(uint32_t type) const { return names_.name(type); }
+  // ops()' part under mu_: every call's phase and detail from its own state.
+  std::vector<Op> ops_of_calls() const EXCLUDES(mu_);
   CallPtr start_call(const Nid& dst, uint32_t type, Buffer payload, BulkData bulk, Callback cb,
                      CallOptions o);
   void submit(const CallPtr& c);
