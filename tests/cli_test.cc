@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -108,6 +109,69 @@ TEST_F(CliTest, APingsJobIdAndTraceReachTheServer) {
                           "1", "--trace", "00-zz"});
   EXPECT_EQ(rc3, 2) << out3;
   EXPECT_NE(out3.find("traceparent"), std::string::npos) << out3;
+}
+
+// Job statistics on real daemons: two jobs from one client and one from another, known
+// loads, counted per job and per client on the server (`pfsnet diag jobs`, like lljobstat).
+TEST_F(CliTest, DiagJobsCountsEachJobAndClientOnTheServer) {
+  Daemon a(dir_, 2, key_), b(dir_, 3, key_), c(dir_, 4, key_);
+  ASSERT_TRUE(a.ready()) << a.process().output();
+  ASSERT_TRUE(b.ready()) << b.process().output();
+  ASSERT_TRUE(c.ready()) << c.process().output();
+  auto ping = [&](Daemon& from, const char* job, const char* count, const char* size) {
+    auto [rc, out] = run({PFSNET_BIN, "--socket", from.socket(), "ping", b.nid().to_string(), "-c",
+                          count, "-s", size, "--mode", "write", "--job", job});
+    EXPECT_EQ(rc, 0) << out;
+  };
+  ping(a, "slurm.1", "5", "4096");
+  ping(a, "slurm.2", "3", "100");
+  ping(c, "pbs.7", "4", "1000");
+  auto [rc, out] =
+      run({PFSNET_BIN, "--socket", b.socket(), "diag", "jobs", "--top", "0", "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  const json r = last_json_line(out);
+  std::map<std::string, json> jobs, clients;
+  for (const json& e : r["jobs"]["top"]) jobs[e["key"]] = e;
+  for (const json& e : r["clients"]["top"]) clients[e["key"]] = e;
+  ASSERT_TRUE(jobs.count("slurm.1") && jobs.count("slurm.2") && jobs.count("pbs.7")) << r.dump();
+  EXPECT_EQ(jobs["slurm.1"]["rpcs"], 5) << r.dump();
+  EXPECT_EQ(jobs["slurm.2"]["rpcs"], 3) << r.dump();
+  EXPECT_EQ(jobs["pbs.7"]["rpcs"], 4) << r.dump();
+  // The bulk each wrote, and a small request header each.
+  for (const auto& [job, bulk] :
+       {std::pair{"slurm.1", 5 * 4096}, {"slurm.2", 3 * 100}, {"pbs.7", 4 * 1000}}) {
+    const uint64_t in = jobs[job]["bytes_in"];
+    EXPECT_GE(in, uint64_t(bulk)) << job;
+    EXPECT_LT(in, uint64_t(bulk) + 5 * 256) << job;
+  }
+  EXPECT_EQ(jobs["slurm.1"]["types"][0]["type"], "BRW_WRITE") << r.dump();
+  // Per client: a's two jobs, c's one (and nothing of a job no one ran).
+  ASSERT_TRUE(clients.count(a.nid().to_string()) && clients.count(c.nid().to_string())) << r.dump();
+  EXPECT_GE(clients[a.nid().to_string()]["rpcs"].get<int>(), 8);
+  EXPECT_GE(clients[c.nid().to_string()]["rpcs"].get<int>(), 4);
+  EXPECT_EQ(r["jobs"]["other"]["rpcs"], 0);
+  // The human table, largest first by bytes; --by rpcs; a wrong --by refused.
+  auto [hrc, human] = run({PFSNET_BIN, "--socket", b.socket(), "diag", "jobs", "--top", "2"});
+  EXPECT_EQ(hrc, 0) << human;
+  EXPECT_LT(human.find("slurm.1"), human.find("pbs.7")) << human;
+  EXPECT_EQ(human.find("slurm.2 "), std::string::npos) << "top 2 of jobs: " << human;
+  EXPECT_NE(human.find("other"), std::string::npos) << human;
+  auto [brc, bad] = run({PFSNET_BIN, "--socket", b.socket(), "diag", "jobs", "--by", "speed"});
+  EXPECT_EQ(brc, 2) << bad;
+  EXPECT_NE(bad.find("--by takes bytes, rpcs or time"), std::string::npos) << bad;
+  // Over an interval in which no job ran: every job's rates are zero, its totals were not.
+  auto [irc, iout] = run({PFSNET_BIN, "--socket", b.socket(), "diag", "jobs", "--interval", "1",
+                          "--top", "0", "--json"});
+  ASSERT_EQ(irc, 0) << iout;
+  const json rates = last_json_line(iout);
+  EXPECT_GE(rates["interval_s"].get<double>(), 1.0) << rates.dump();
+  int seen = 0;
+  for (const json& e : rates["jobs"]["top"]) {
+    if (e["key"] == "slurm.1" || e["key"] == "slurm.2" || e["key"] == "pbs.7") ++seen;
+    EXPECT_EQ(e["rpcs"].get<double>(), 0.0) << e.dump();
+    EXPECT_EQ(e["bytes_in"].get<double>(), 0.0) << e.dump();
+  }
+  EXPECT_EQ(seen, 3) << rates.dump();
 }
 
 // The op tracker on real daemons: a ping to a server stopped from outside (SIGSTOP) is seen

@@ -99,6 +99,20 @@ TEST(HttpTest, MetricsAndApiAfterTraffic) {
   auto bad_ops = http.Get("/api/v1/diag/ops?history=maybe");
   ASSERT_TRUE(bad_ops);
   EXPECT_EQ(bad_ops->status, 400) << bad_ops->body;
+  // Job statistics: a's view as a server (it answered nothing here: empty tables); its
+  // query's words and numbers checked.
+  auto jobs = http.Get("/api/v1/diag/jobs?top=3&by=rpcs");
+  ASSERT_TRUE(jobs);
+  EXPECT_EQ(jobs->status, 200) << jobs->body;
+  json jj = json::parse(jobs->body);
+  EXPECT_TRUE(jj["jobs"]["top"].is_array()) << jobs->body;
+  EXPECT_TRUE(jj["clients"]["top"].is_array()) << jobs->body;
+  EXPECT_EQ(jj["by"], "rpcs") << jobs->body;
+  for (const char* q : {"/api/v1/diag/jobs?by=speed", "/api/v1/diag/jobs?top=x"}) {
+    auto bad_jobs = http.Get(q);
+    ASSERT_TRUE(bad_jobs);
+    EXPECT_EQ(bad_jobs->status, 400) << q << ": " << bad_jobs->body;
+  }
   auto none = http.Get("/api/v1/shutdown");
   ASSERT_TRUE(none);
   EXPECT_EQ(none->status, 404);

@@ -1,7 +1,11 @@
 // pfsnet diag rpc [node[=NID]|size|message|mesh|all] [N{s|m|h|d}] [-Y] [--json]: the RPC
-// statistics as mmdiag --rpc shows them.
+// statistics as mmdiag --rpc shows them. diag ops: the RPCs in flight and the slowest lately.
+// diag jobs [--by bytes|rpcs|time] [--top K] [--interval S]: per job and per client.
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <map>
+#include <thread>
 
 #include "cli.h"
 
@@ -177,6 +181,104 @@ void print_diag_ops(const json& r) {
   }
 }
 
+// `pfsnet diag jobs`: the top jobs and clients of this node as a server, like lljobstat.
+// With --interval S: what each did in those S seconds (two samples' difference), per second.
+struct JobsArgs {
+  std::string by = "bytes";
+  int64_t top = 10;
+  double interval = 0;
+};
+
+// b - a for every job (client) of b, per second over `seconds`; the `other` entries too.
+json job_rates(const json& a, const json& b, double seconds) {
+  auto rate = [&](const json& now, const json* before) {
+    json r = now;
+    for (const char* k : {"rpcs", "bytes_in", "bytes_out"}) {
+      double d = now[k].get<double>() - (before ? (*before)[k].get<double>() : 0.0);
+      r[k] = std::max(0.0, d) / seconds;
+    }
+    for (const char* k : {"exec_ms", "queue_ms"})
+      r[k] = std::max(0.0, now[k].get<double>() - (before ? (*before)[k].get<double>() : 0.0)) /
+             seconds;
+    return r;
+  };
+  json out = b;
+  for (const char* table : {"jobs", "clients"}) {
+    std::map<std::string, const json*> prev;
+    for (const json& e : a[table]["top"]) prev[e["key"].get<std::string>()] = &e;
+    json top = json::array();
+    for (const json& e : b[table]["top"]) {
+      auto it = prev.find(e["key"].get<std::string>());
+      top.push_back(rate(e, it == prev.end() ? nullptr : it->second));
+    }
+    out[table]["top"] = top;
+    out[table]["other"] = rate(b[table]["other"], &a[table]["other"]);
+  }
+  out["interval_s"] = seconds;
+  return out;
+}
+
+void print_job_table(const char* what, const json& t, const std::string& by, int64_t top,
+                     bool rates) {
+  // Largest first by `by` (rates change the order the daemon sorted the totals in).
+  std::vector<json> rows(t["top"].begin(), t["top"].end());
+  const char* key = by == "rpcs" ? "rpcs" : by == "time" ? "exec_ms" : nullptr;
+  auto measure = [&](const json& e) {
+    return key ? e[key].get<double>() : e["bytes_in"].get<double>() + e["bytes_out"].get<double>();
+  };
+  std::stable_sort(rows.begin(), rows.end(),
+                   [&](const json& x, const json& y) { return measure(x) > measure(y); });
+  const json& other = t["other"];
+  if (top > 0 && rows.size() > size_t(top)) rows.resize(size_t(top));
+  std::printf("%s (%zu kept, %llu more in other%s):\n", what, t["kept"].get<size_t>(),
+              other["keys"].get<unsigned long long>(), rates ? "; per second" : "");
+  std::printf("  %-24s %12s %12s %12s %10s %10s %12s\n", what, rates ? "rpcs/s" : "rpcs",
+              rates ? "in/s" : "in", rates ? "out/s" : "out", "p50 ms", "p99 ms",
+              rates ? "queued ms/s" : "queued ms");
+  auto row = [&](const json& e, const std::string& name) {
+    std::printf("  %-24s %12.*f %12s %12s %10.3f %10.3f %12.3f\n", name.c_str(), rates ? 1 : 0,
+                e["rpcs"].get<double>(), human_bytes(uint64_t(e["bytes_in"].get<double>())).c_str(),
+                human_bytes(uint64_t(e["bytes_out"].get<double>())).c_str(),
+                e["p50_ms"].get<double>(), e["p99_ms"].get<double>(), e["queue_ms"].get<double>());
+  };
+  for (const json& e : rows) row(e, e["key"].get<std::string>().empty() ? "-" : e["key"]);
+  if (other["rpcs"].get<double>() > 0) row(other, "other");
+}
+
+int diag_jobs(Invocation& inv, const JobsArgs& a) {
+  if (a.by != "bytes" && a.by != "rpcs" && a.by != "time")
+    return fail("--by takes bytes, rpcs or time");
+  if (a.top < 0) return fail("--top must be 0 or more");
+  if (a.interval < 0 || a.interval > 3600) return fail("--interval must be 0..3600 seconds");
+  auto human = [a](const json& r) {
+    const bool rates = r.contains("interval_s");
+    std::printf("node %s, by %s%s\n", r["node"].get<std::string>().c_str(), a.by.c_str(),
+                rates ? (", over " + fmt_ms(r["interval_s"].get<double>()) + " s").c_str() : "");
+    print_job_table("job", r["jobs"], a.by, a.top, rates);
+    print_job_table("client", r["clients"], a.by, a.top, rates);
+  };
+  const json req = {{"cmd", "diag_jobs"}, {"by", a.by}, {"top", a.interval > 0 ? 0 : a.top}};
+  if (a.interval <= 0) return request(inv, req, std::chrono::seconds(10), human);
+  // Two samples of every entry kept, `interval` apart.
+  Invocation quiet = inv;
+  quiet.json = false;
+  json first, second;
+  int rc = request(quiet, req, std::chrono::seconds(10), [&](const json& r) { first = r; });
+  if (rc != 0) return rc;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(a.interval));
+  rc = request(quiet, req, std::chrono::seconds(10), [&](const json& r) { second = r; });
+  if (rc != 0) return rc;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  json rates = job_rates(first, second, seconds);
+  if (inv.json)
+    std::printf("%s\n", rates.dump().c_str());
+  else
+    human(rates);
+  return 0;
+}
+
 }  // namespace
 
 void add_diag(CLI::App& app, Invocation& inv) {
@@ -202,6 +304,17 @@ void add_diag(CLI::App& app, Invocation& inv) {
     inv.rc = request(inv, {{"cmd", "diag_ops"}, {"history", *history}}, std::chrono::seconds(10),
                      print_diag_ops);
   });
+  auto* jobs = diag->add_subcommand(
+      "jobs",
+      "what each job and each client asked of this node as a server (RPCs, bytes, execution "
+      "p50/p99, time queued), the top by bytes, rpcs or time, like lljobstat");
+  auto ja = std::make_shared<JobsArgs>();
+  jobs->add_option("--by", ja->by, "bytes (default), rpcs or time (execution)");
+  jobs->add_option("--top", ja->top, "how many of each (default 10; 0: every one kept)");
+  jobs->add_option("--interval", ja->interval,
+                   "seconds: what each did over that long, per second (two samples)");
+  add_json_flag(jobs, inv);
+  jobs->callback([&inv, ja] { inv.rc = diag_jobs(inv, *ja); });
 }
 
 }  // namespace pfsnet::cli

@@ -144,6 +144,13 @@ struct StatsConfig {
   int64_t rpcPerfNumberHourIntervals = 24;
   int64_t rpcPerfNumberDayIntervals = 30;
   int64_t maxBlockSize = 1048576;
+  // Job statistics (`pfsnet diag jobs`, Lustre's job_stats): jobs -- and clients -- counted
+  // one by one, at most job_stats_max of each (more go into one `other`); an entry without
+  // an RPC for job_cleanup_interval seconds goes; /metrics has the top metrics_top_jobs of
+  // each by bytes, and `other`.
+  int64_t job_stats_max = 1024;
+  int64_t job_cleanup_interval = 600;
+  int64_t metrics_top_jobs = 10;
 };
 
 struct MembershipConfig {

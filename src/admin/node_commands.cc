@@ -1,5 +1,6 @@
 #include "admin/node_commands.h"
 
+#include <charconv>
 #include <map>
 #include <memory>
 #include <set>
@@ -265,6 +266,35 @@ Result<json> diag_ops(const NodeParts& node, const json& req) {
   return j;
 }
 
+// What each job and each client asked of this node as a server (stats/job_stats.h; Lustre's
+// job_stats): the top `top` (0: every one kept) of each by `by` (bytes, rpcs, time), and
+// `other`.
+Result<json> diag_jobs(const NodeParts& node, const json& req) {
+  JobStats::By by = JobStats::By::kBytes;
+  if (req.contains("by") &&
+      (!req["by"].is_string() || !parse_job_stats_by(req["by"].get<std::string>(), &by)))
+    return Status(Code::kInvalidArgument, "by must be bytes, rpcs or time");
+  json q = req;  // the HTTP API's query gives "top" as a string
+  if (q.contains("top") && q["top"].is_string()) {
+    const std::string t = q["top"];
+    int64_t n = -1;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+    if (ec == std::errc() && end == t.data() + t.size()) q["top"] = n;
+  }
+  auto top = json_int(q, "top", 10, 0, 1'000'000);
+  if (!top.ok()) return top.status();
+  const size_t k = *top == 0 ? SIZE_MAX : static_cast<size_t>(*top);
+  const TimePoint now = node.clock.now();
+  const int64_t wall = unix_ms(node.clock.wall_now());
+  JobStats& jobs = node.stats.jobs();
+  return json{
+      {"node", node.cfg.read([](const Config& c) { return c.node.name; })},
+      {"by", req.value("by", std::string("bytes"))},
+      {"unix_ms", wall},
+      {"jobs", job_view_json(jobs.top_jobs(k, by), node.rpc.type_names(), now, wall)},
+      {"clients", job_view_json(jobs.top_clients(k, by), node.rpc.type_names(), now, wall)}};
+}
+
 // The cluster's minimum release level (pfsnet upgrade check|commit): asked of the MGS.
 Result<json> upgrade(const NodeParts& node, const json& req) {
   if (!node.membership) return Status(Code::kNotFound, "membership is not running on this node");
@@ -378,6 +408,8 @@ void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
   cmds.add(
       "diag_ops", [n](const json& r, E) { return diag_ops(n, r); }, "diag/ops");
   cmds.add(
+      "diag_jobs", [n](const json& r, E) { return diag_jobs(n, r); }, "diag/jobs");
+  cmds.add(
       "config_show", [n](const json&, E) { return config_show(n); }, "config");
   cmds.add("config_set", [n](const json& r, E) { return config_set(n, r); });
   cmds.add(
@@ -453,6 +485,11 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   }
   m.workers = node.rpc.worker_stats();
   m.replay = node.rpc.replay_stats();
+  const int64_t top_jobs = node.cfg.read([](const Config& c) { return c.stats.metrics_top_jobs; });
+  if (top_jobs > 0) {
+    m.jobs = node.stats.jobs().top_jobs(size_t(top_jobs), JobStats::By::kBytes);
+    m.clients = node.stats.jobs().top_clients(size_t(top_jobs), JobStats::By::kBytes);
+  }
   if (node.health) {
     MetricsSnapshot::Slowness s;
     for (SlowCause c : {SlowCause::kSlow, SlowCause::kLossy, SlowCause::kServer}) {

@@ -45,6 +45,59 @@ WindowSummary summarize_seconds(const StatView& v) {
 
 namespace {
 
+// A label's value with the bytes that could end it escaped (a peer's release, a job id: the
+// words of others).
+std::string label_escaped(std::string_view v) {
+  std::string out;
+  for (char ch : v) {
+    if (ch == '\\' || ch == '"') out += '\\';
+    if (ch == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += ch;
+  }
+  return out;
+}
+
+// The top K jobs and clients of this server (stats/job_stats.h) and one `other` series each
+// (label value "__other__"): at most K + 1 series per family, however many jobs there are.
+void job_metrics(PromText& t, const JobStats::View& jobs, const JobStats::View& clients) {
+  struct Table {
+    const char* what;  // "job", "client"
+    const JobStats::View& v;
+  };
+  for (const Table& tb : {Table{"job", jobs}, Table{"client", clients}}) {
+    const std::string p = std::string("pfsnet_") + tb.what;
+    std::vector<std::pair<std::string, const JobEntry*>> rows;
+    for (const JobEntry& e : tb.v.top)
+      rows.emplace_back(std::string(tb.what) + "=\"" + label_escaped(e.key) + "\"", &e);
+    rows.emplace_back(std::string(tb.what) + "=\"__other__\"", &tb.v.other);
+    t.family(p + "_rpcs_total", "counter",
+             "RPCs this server answered, per top job or client by bytes (stats.metrics_top_jobs) "
+             "and __other__ for the rest.");
+    for (const auto& [l, e] : rows) t.sample(p + "_rpcs_total", l, double(e->rpcs));
+    t.family(p + "_bytes_total", "counter",
+             "Bytes of requests (in) and replies (out), payload and bulk.");
+    for (const auto& [l, e] : rows) {
+      t.sample(p + "_bytes_total", l + ",direction=\"in\"", double(e->bytes_in));
+      t.sample(p + "_bytes_total", l + ",direction=\"out\"", double(e->bytes_out));
+    }
+    t.family(p + "_exec_seconds_total", "counter", "Time its requests' handlers ran.");
+    for (const auto& [l, e] : rows)
+      t.sample(p + "_exec_seconds_total", l, double(e->exec_ns) / 1e9);
+    t.family(p + "_queue_seconds_total", "counter", "Time its requests waited for a worker.");
+    for (const auto& [l, e] : rows)
+      t.sample(p + "_queue_seconds_total", l, double(e->queue_ns) / 1e9);
+    t.family(p + "_stats_entries", "gauge",
+             "Entries counted one by one (at most stats.job_stats_max).");
+    t.sample(p + "_stats_entries", "", double(tb.v.kept));
+    t.family(p + "_stats_overflow_total", "counter",
+             "Distinct ids counted straight into __other__: the table was full.");
+    t.sample(p + "_stats_overflow_total", "", double(tb.v.overflow_keys));
+  }
+}
+
 void tune_metrics(PromText& t, const TuneStatus& s) {
   t.family("pfsnet_tune_settings_fit", "gauge",
            "1 when the last check found the settings fit the measured RTT, bandwidth and peers.");
@@ -317,11 +370,7 @@ std::string prometheus_text(const MetricsSnapshot& m) {
               "and the peer's release (empty from a version-1 peer); absent while none is open.");
   for (const NiInfo& i : peers) {
     if (i.wire_version == 0) continue;
-    std::string release;
-    for (char ch : i.release) {
-      if (ch == '\\' || ch == '"') release += '\\';
-      release += ch;
-    }
+    const std::string release = label_escaped(i.release);
     text.sample("pfsnet_peer_wire_version",
                 "nid=\"" + i.nid.to_string() + "\",features=\"" + feature_names(i.features) +
                     "\",release=\"" + release + "\"",
@@ -516,6 +565,7 @@ std::string prometheus_text(const MetricsSnapshot& m) {
               std::chrono::duration<double>(w.wait_max).count());
 
   // Exactly-once execution: what the reply cache holds and what it did with copies.
+  if (m.jobs && m.clients) job_metrics(text, *m.jobs, *m.clients);
   const ReplyCacheStats& rc = m.replay;
   text.family("pfsnet_rpc_reply_cache_clients", "gauge",
               "Client incarnations whose requests this server remembers.");

@@ -53,6 +53,8 @@ struct MetricsSnapshot {
   std::optional<TuneStatus> tune;  // absent: no tuning families
   WorkerStats workers;
   ReplyCacheStats replay;  // exactly-once execution of the requests served here
+  // The top stats.metrics_top_jobs jobs and clients by bytes, and `other` (absent: none).
+  std::optional<JobStats::View> jobs, clients;
   // The health monitor's counters (absent: none runs): degradations by SlowCause, probes.
   struct Slowness {
     std::array<uint64_t, 4> degraded{};

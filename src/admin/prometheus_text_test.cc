@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <sstream>
@@ -379,4 +380,33 @@ TEST(PrometheusTextTest, EveryFamilyHasHelpAndTypeOnce) {
 }
 
 }  // namespace
+// Jobs and clients: the top K as series, the rest as one __other__, the job id escaped.
+TEST(PrometheusTextTest, TheTopJobsAndOtherAreTheOnlySeries) {
+  ManualClock clock;
+  JobStats js(clock, JobStatsOptions{});
+  const Nid c = *Nid::parse("198.18.0.1@tcp");
+  for (int j = 0; j < 50; ++j)
+    js.record("job" + std::to_string(j), c, 1, uint64_t(1000 + j), 10, std::chrono::milliseconds(2),
+              std::chrono::milliseconds(1));
+  js.record("a\"b", c, 1, 100000, 0, std::chrono::milliseconds(1), Duration::zero());
+  MetricsSnapshot m = snapshot();
+  m.jobs = js.top_jobs(3, JobStats::By::kBytes);
+  m.clients = js.top_clients(3, JobStats::By::kBytes);
+  const std::string t = prometheus_text(m);
+  const std::string rpcs = family_block(t, "pfsnet_job_rpcs_total");
+  EXPECT_EQ(std::count(rpcs.begin(), rpcs.end(), '\n'), 2 + 3 + 1) << rpcs;  // HELP, TYPE, 3, other
+  EXPECT_NE(rpcs.find("pfsnet_job_rpcs_total{job=\"a\\\"b\"} 1\n"), std::string::npos) << rpcs;
+  EXPECT_NE(rpcs.find("pfsnet_job_rpcs_total{job=\"job49\"} 1\n"), std::string::npos) << rpcs;
+  EXPECT_NE(rpcs.find("pfsnet_job_rpcs_total{job=\"__other__\"} 48\n"), std::string::npos) << rpcs;
+  EXPECT_NE(t.find("pfsnet_job_bytes_total{job=\"a\\\"b\",direction=\"in\"} 100000\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("pfsnet_client_rpcs_total{client=\"198.18.0.1@tcp\"} 51\n"), std::string::npos)
+      << t;
+  EXPECT_NE(t.find("pfsnet_client_rpcs_total{client=\"__other__\"} 0\n"), std::string::npos);
+  EXPECT_NE(t.find("pfsnet_job_stats_entries 51\n"), std::string::npos);
+  EXPECT_NE(t.find("pfsnet_job_stats_overflow_total 0\n"), std::string::npos);
+  EXPECT_NE(t.find("pfsnet_job_queue_seconds_total{job=\"job49\"} 0.001\n"), std::string::npos)
+      << t;
+}
+
 }  // namespace pfsnet

@@ -493,4 +493,42 @@ json ops_json(const std::vector<Op>& ops, const TypeNames& names, TimePoint now,
   return a;
 }
 
+json job_view_json(const JobStats::View& v, const TypeNames& names, TimePoint now,
+                   int64_t wall_now_unix_ms) {
+  auto ms = [](double ns) { return ns / 1e6; };
+  auto wall = [&](TimePoint t) {
+    return t == TimePoint{}
+               ? int64_t{0}
+               : wall_now_unix_ms -
+                     std::chrono::duration_cast<std::chrono::milliseconds>(now - t).count();
+  };
+  auto entry = [&](const JobEntry& e) {
+    json types = json::array();
+    for (const auto& [type, c] : e.types)
+      types.push_back({{"type", names.name(type)},
+                       {"rpcs", c.rpcs},
+                       {"bytes_in", c.bytes_in},
+                       {"bytes_out", c.bytes_out}});
+    return json{{"key", e.key},
+                {"rpcs", e.rpcs},
+                {"bytes_in", e.bytes_in},
+                {"bytes_out", e.bytes_out},
+                {"exec_ms", ms(double(e.exec_ns))},
+                {"queue_ms", ms(double(e.queue_ns))},
+                {"p50_ms", ms(double(e.exec.quantile(0.5)))},
+                {"p99_ms", ms(double(e.exec.quantile(0.99)))},
+                {"first_unix_ms", wall(e.first)},
+                {"last_unix_ms", wall(e.last)},
+                {"keys", e.keys},
+                {"types", types}};
+  };
+  json top = json::array();
+  for (const JobEntry& e : v.top) top.push_back(entry(e));
+  return {{"top", top},
+          {"other", entry(v.other)},
+          {"kept", v.kept},
+          {"overflow_keys", v.overflow_keys},
+          {"memory_bytes", v.memory_bytes}};
+}
+
 }  // namespace pfsnet

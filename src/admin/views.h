@@ -11,6 +11,7 @@
 #include "net/net.h"
 #include "probe/mesh_service.h"
 #include "probe/netverify_service.h"
+#include "stats/job_stats.h"
 #include "tune/tune_service.h"
 
 namespace pfsnet {
@@ -36,6 +37,13 @@ nlohmann::json upgrade_json(const UpgradeRep& r);
 // "status", "ended_unix_ms" and "events": [{"at_ms" (from its start), "what"}].
 nlohmann::json ops_json(const std::vector<Op>& ops, const TypeNames& names, TimePoint now,
                         int64_t wall_now_unix_ms);
+
+// A job statistics table's view (pfsnet diag jobs): {"top": [E...], "other": E, "kept",
+// "overflow_keys", "memory_bytes"} with E = {"key", "rpcs", "bytes_in", "bytes_out",
+// "exec_ms", "queue_ms", "p50_ms", "p99_ms", "first_unix_ms", "last_unix_ms", "types":
+// [{"type", "rpcs", "bytes_in", "bytes_out"}]} ("other" has "keys": how many it sums).
+nlohmann::json job_view_json(const JobStats::View& v, const TypeNames& names, TimePoint now,
+                             int64_t wall_now_unix_ms);
 nlohmann::json membership_counters_json(const MembershipCounters& c);
 // The `health` result: {"node", "mgs", "nodes", "nodes_up", "problems": [{"kind",
 // "subject", "cause", "since", "since_unix_ms", "seen_by", "evidence"}...]}; "mgs" is ""

@@ -323,6 +323,14 @@ void RpcServer::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
   // The wait for a worker, under its own name (RPC_QUEUE): diag rpc shows it beside the
   // execution times.
   if (stats && counted && queued) stats->record_exec(RawExecRecord{queued->count(), kMsgRpcQueue});
+  // Per job and per client (diag jobs): what it asked and what it got back -- the payload
+  // and bulk the handler saw (a sealed payload's checksum is the wire's, not the job's).
+  const uint64_t asked = uint64_t(req.payload_len) + req.bulk_len -
+                         ((req.flags & kFlagDataCrc) ? std::min(req.payload_len, kDataCrcSize) : 0);
+  if (stats && counted)
+    stats->jobs().record(req.ext.job_id_len ? req.ext.job() : std::string_view(), to, req.msg_type,
+                         asked, reply->payload.size() + (reply->bulk ? bulk_size : 0),
+                         Duration(exec), queued.value_or(Duration::zero()));
   Nid dest = to;
   Nid local = req.dst_nid;
   if (saved) {

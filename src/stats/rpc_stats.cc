@@ -83,7 +83,11 @@ size_t RpcStats::size_range(uint64_t size, int64_t max_block_size) {
 }
 
 RpcStats::RpcStats(const StatsConfig& cfg, Clock& clock, bool verbs_configured)
-    : clock_(clock), verbs_(verbs_configured), cfg_(cfg), rings_(ring_sizes(cfg)) {
+    : clock_(clock),
+      verbs_(verbs_configured),
+      cfg_(cfg),
+      rings_(ring_sizes(cfg)),
+      jobs_(clock, job_options(cfg)) {
   stat_bufs_.push_back(std::make_unique<RawBuffer<RawStatRecord>>(cfg.rpcPerfRawStatBufferSize));
   exec_bufs_.push_back(std::make_unique<RawBuffer<RawExecRecord>>(cfg.rpcPerfRawExecBufferSize));
   stat_buf_.store(stat_bufs_.back().get());
@@ -237,6 +241,7 @@ void RpcStats::process_locked() {
 }
 
 void RpcStats::set_config(const StatsConfig& cfg) {
+  jobs_.set_options(job_options(cfg));
   MutexLock lk(mu_);
   rings_ = ring_sizes(cfg);
   auto resize = [&](std::unique_ptr<Aggregate>& a) REQUIRES(mu_) {

@@ -38,6 +38,7 @@
 
 #include "base/mutex.h"
 #include "stats/aggregate.h"
+#include "stats/job_stats.h"
 #include "stats/raw_buffer.h"
 
 namespace pfsnet {
@@ -78,6 +79,13 @@ class RpcStats {
   // A probe of the mesh (label "mesh", ProbeStat): its outcome on path local -> peer
   // `ns` its time. Takes the lock: a probe is rare, not the RPC path.
   void record_probe(const Nid& local, const Nid& peer, ProbeStat s, int64_t ns);
+
+  // Per job and per client (stats/job_stats.h): the server's part of every RPC it answers.
+  JobStats& jobs() { return jobs_; }
+  static JobStatsOptions job_options(const StatsConfig& cfg) {
+    return JobStatsOptions{static_cast<size_t>(cfg.job_stats_max),
+                           std::chrono::seconds(cfg.job_cleanup_interval)};
+  }
 
   uint64_t dropped_stat() const;
   uint64_t dropped_exec() const;
@@ -135,6 +143,8 @@ class RpcStats {
   int64_t minute_start_ GUARDED_BY(mu_) = 0;
   int64_t hour_start_ GUARDED_BY(mu_) = 0;
   int64_t day_start_ GUARDED_BY(mu_) = 0;
+
+  JobStats jobs_;  // its own locks
 };
 
 }  // namespace pfsnet
