@@ -49,6 +49,9 @@
 //   rpc_rate_stats_on_vs_off  RPC/s  rpc_rate_64b with the client recording statistics;
 //                           baseline: the same client with recording switched off.
 //   stats_record_ns  ns     one RpcStats::record(); baseline: a plain store of the record.
+//   job_stats_record_ns ns  one JobStats::record() (a server, per RPC it answers: diag jobs);
+//                           baseline: one 64 B RPC's time at rpc_rate_64b (a 0.5 s slice),
+//                           so the ratio is its share of the 64 B path.
 //   stats_process_1m_ms ms  processing 1 M raw records (1000 peers) into the aggregates;
 //                           baseline: reading them from a vector.
 //   stats_bytes_per_peer B  statistics of one TCP peer active for 30 days (every ring
@@ -332,6 +335,23 @@ std::pair<double, double> stats_record_ns() {
   return {ns, base};
 }
 
+// Nanoseconds for one JobStats::record() -- what a server adds to each RPC it answers for
+// `pfsnet diag jobs` -- over three job ids and two clients in turn, as a busy server sees.
+double job_stats_record_ns() {
+  constexpr size_t kN = 1 << 21;
+  MonotonicClock clock;
+  JobStats js(clock, JobStatsOptions{});
+  const std::string jobs[] = {"slurm.41325311", "slurm.41325312", "pbs.9917.mgmt-node"};
+  const Nid clients[] = {*Nid::parse("198.18.0.11@tcp"), *Nid::parse("198.18.0.12@tcp")};
+  const Duration exec = std::chrono::microseconds(3);
+  auto t0 = SteadyClock::now();
+  for (size_t i = 0; i < kN; ++i)  // the server passes the time it read for the reply
+    js.record(jobs[i % 3], clients[i & 1], kMsgPing, 64, 64, exec, Duration::zero(),
+              TimePoint(std::chrono::nanoseconds(i)));
+  auto t1 = SteadyClock::now();
+  return std::chrono::duration<double, std::nano>(t1 - t0).count() / kN;
+}
+
 // Nanoseconds to encode and decode one 64 B PING request's header as wire `version` writes
 // it -- the header every frame carries, with no extension fields (a PING has none) -- the
 // work a connection does per frame at each end, through the transports' own calls.
@@ -530,6 +550,12 @@ int main(int argc, char** argv) {
       c.rpc->call_async(c.server, kMsgPing, Buffer(), small, std::move(cb));
     });
   };
+  // What job statistics cost a server per RPC, as a share of one 64 B RPC's time at
+  // rpc_rate_64b (one rate slice, same run): the ratio is the fraction.
+  if (want("job_stats_record_ns")) {
+    const double per_rpc_ns = 1e9 / rate(client);
+    print_figure("job_stats_record_ns", job_stats_record_ns(), per_rpc_ns, "ns");
+  }
   // What wire version 2 costs the 64 B path (its header's extension-area fields, the
   // negotiation's per-connection features) beside version 1 on the same build, server and
   // run: a second client that offers version 1 only, measured in turn with the usual one

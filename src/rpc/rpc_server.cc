@@ -330,7 +330,7 @@ void RpcServer::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
   if (stats && counted)
     stats->jobs().record(req.ext.job_id_len ? req.ext.job() : std::string_view(), to, req.msg_type,
                          asked, reply->payload.size() + (reply->bulk ? bulk_size : 0),
-                         Duration(exec), queued.value_or(Duration::zero()));
+                         Duration(exec), queued.value_or(Duration::zero()), now);
   Nid dest = to;
   Nid local = req.dst_nid;
   if (saved) {

@@ -14,10 +14,22 @@ void JobEntry::add(uint32_t type, uint64_t in, uint64_t out, int64_t exec_ns_, i
   exec_ns += exec_ns_;
   queue_ns += queue_ns_;
   exec.add(exec_ns_);
-  JobTypeCounts& t = types[type];
+  JobTypeCounts& t = type_counts(type);
   ++t.rpcs;
   t.bytes_in += in;
   t.bytes_out += out;
+}
+
+const JobTypeCounts* JobEntry::type(uint32_t t) const {
+  for (const auto& [k, c] : types)
+    if (k == t) return &c;
+  return nullptr;
+}
+
+JobTypeCounts& JobEntry::type_counts(uint32_t t) {
+  for (auto& [k, c] : types)
+    if (k == t) return c;
+  return types.emplace_back(t, JobTypeCounts{}).second;
 }
 
 void JobEntry::merge(const JobEntry& o) {
@@ -31,7 +43,7 @@ void JobEntry::merge(const JobEntry& o) {
   queue_ns += o.queue_ns;
   exec.merge(o.exec);
   for (const auto& [type, c] : o.types) {
-    JobTypeCounts& t = types[type];
+    JobTypeCounts& t = type_counts(type);
     t.rpcs += c.rpcs;
     t.bytes_in += c.bytes_in;
     t.bytes_out += c.bytes_out;
@@ -45,26 +57,43 @@ std::string key_text(const Nid& nid) { return nid.to_string(); }
 }  // namespace
 
 void JobStats::record(std::string_view job, const Nid& client, uint32_t type, uint64_t bytes_in,
-                      uint64_t bytes_out, Duration exec, Duration queued) {
-  const TimePoint now = clock_.now();
+                      uint64_t bytes_out, Duration exec, Duration queued, TimePoint now) {
+  MutexLock lk(mu_);
   jobs_.add(job, type, bytes_in, bytes_out, exec.count(), queued.count(), now);
   clients_.add(client, type, bytes_in, bytes_out, exec.count(), queued.count(), now);
+}
+
+JobStats::View JobStats::top_jobs(size_t k, By by) {
+  View all;
+  {
+    MutexLock lk(mu_);
+    all = jobs_.snapshot(clock_.now());
+  }
+  return top(std::move(all), k, by);
+}
+
+JobStats::View JobStats::top_clients(size_t k, By by) {
+  View all;
+  {
+    MutexLock lk(mu_);
+    all = clients_.snapshot(clock_.now());
+  }
+  return top(std::move(all), k, by);
 }
 
 template <class Key, class Hash>
 template <class K>
 void JobStats::Table<Key, Hash>::add(const K& key, uint32_t type, uint64_t in, uint64_t out,
                                      int64_t exec_ns, int64_t queue_ns, TimePoint now) {
-  MutexLock lk(mu_);
-  auto it = entries_.find(key);
-  if (it == entries_.end()) {
-    if (entries_.size() >= o_.max_entries) expire_locked(now);
-    if (entries_.size() >= o_.max_entries) {  // full of live entries: counted in `other`
-      ++overflow_keys_;
-      other_.add(type, in, out, exec_ns, queue_ns, now);
+  auto it = entries.find(key);
+  if (it == entries.end()) {
+    if (entries.size() >= o.max_entries) expire(now, false);
+    if (entries.size() >= o.max_entries) {  // full of live entries: counted in `other`
+      ++overflow_keys;
+      other.add(type, in, out, exec_ns, queue_ns, now);
       return;
     }
-    it = entries_.emplace(Key(key), JobEntry{}).first;
+    it = entries.emplace(Key(key), JobEntry{}).first;
     it->second.key = key_text(key);
     it->second.keys = 1;
   }
@@ -72,14 +101,14 @@ void JobStats::Table<Key, Hash>::add(const K& key, uint32_t type, uint64_t in, u
 }
 
 template <class Key, class Hash>
-void JobStats::Table<Key, Hash>::expire_locked(TimePoint now) {
+void JobStats::Table<Key, Hash>::expire(TimePoint now, bool force) {
   // At most once a second: a full table of live entries makes every new key look.
-  if (now < next_expire_) return;
-  next_expire_ = now + std::chrono::seconds(1);
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    if (now - it->second.last >= o_.idle) {
-      other_.merge(it->second);
-      it = entries_.erase(it);
+  if (!force && now < next_expire) return;
+  next_expire = now + std::chrono::seconds(1);
+  for (auto it = entries.begin(); it != entries.end();) {
+    if (now - it->second.last >= o.idle) {
+      other.merge(it->second);
+      it = entries.erase(it);
     } else {
       ++it;
     }
@@ -87,26 +116,23 @@ void JobStats::Table<Key, Hash>::expire_locked(TimePoint now) {
 }
 
 template <class Key, class Hash>
-JobStats::View JobStats::Table<Key, Hash>::view(size_t k, By by, TimePoint now) {
+JobStats::View JobStats::Table<Key, Hash>::snapshot(TimePoint now) {
+  expire(now, true);
   View v;
-  std::vector<JobEntry> all;
-  {
-    MutexLock lk(mu_);
-    next_expire_ = {};
-    expire_locked(now);
-    all.reserve(entries_.size());
-    for (const auto& [key, e] : entries_) all.push_back(e);
-    v.other = other_;
-    v.overflow_keys = overflow_keys_;
-    v.kept = entries_.size();
-    // The entries with their keys, histograms and per-type nodes (a std::map node: the pair
-    // and about 32 bytes of links), a hash node each, and the buckets.
-    v.memory_bytes = sizeof(*this) + entries_.bucket_count() * sizeof(void*);
-    for (const auto& [key, e] : entries_)
-      v.memory_bytes += sizeof(Key) + sizeof(e) + sizeof(void*) + e.key.capacity() +
-                        e.exec.bytes() +
-                        e.types.size() * (sizeof(std::pair<const uint32_t, JobTypeCounts>) + 32);
-  }
+  v.top.reserve(entries.size());
+  for (const auto& [key, e] : entries) v.top.push_back(e);
+  v.other = other;
+  v.overflow_keys = overflow_keys;
+  v.kept = entries.size();
+  // The entries with their keys, histograms and type lists, a hash node each, the buckets.
+  v.memory_bytes = sizeof(*this) + entries.bucket_count() * sizeof(void*);
+  for (const auto& [key, e] : entries)
+    v.memory_bytes += sizeof(Key) + sizeof(e) + sizeof(void*) + e.key.capacity() + e.exec.bytes() +
+                      e.types.capacity() * sizeof(std::pair<uint32_t, JobTypeCounts>);
+  return v;
+}
+
+JobStats::View JobStats::top(View all, size_t k, By by) {
   auto measure = [by](const JobEntry& e) -> double {
     switch (by) {
       case By::kRpcs:
@@ -118,27 +144,21 @@ JobStats::View JobStats::Table<Key, Hash>::view(size_t k, By by, TimePoint now) 
     }
     return double(e.bytes());
   };
-  std::sort(all.begin(), all.end(), [&](const JobEntry& a, const JobEntry& b) {
+  std::vector<JobEntry> entries = std::move(all.top);
+  std::sort(entries.begin(), entries.end(), [&](const JobEntry& a, const JobEntry& b) {
     double x = measure(a), y = measure(b);
     return x != y ? x > y : a.key < b.key;
   });
-  for (size_t i = 0; i < all.size(); ++i) {
+  all.top.clear();
+  for (size_t i = 0; i < entries.size(); ++i) {
     if (i < k)
-      v.top.push_back(std::move(all[i]));
+      all.top.push_back(std::move(entries[i]));
     else
-      v.other.merge(all[i]);
+      all.other.merge(entries[i]);
   }
-  v.other.key = "other";
-  return v;
+  all.other.key = "other";
+  return all;
 }
-
-template class JobStats::Table<std::string, JobStats::IdHash>;
-template class JobStats::Table<Nid, std::hash<Nid>>;
-template void JobStats::Table<std::string, JobStats::IdHash>::add(const std::string_view&,
-                                                                  uint32_t, uint64_t, uint64_t,
-                                                                  int64_t, int64_t, TimePoint);
-template void JobStats::Table<Nid, std::hash<Nid>>::add(const Nid&, uint32_t, uint64_t, uint64_t,
-                                                        int64_t, int64_t, TimePoint);
 
 bool parse_job_stats_by(std::string_view s, JobStats::By* by) {
   if (s == "bytes")

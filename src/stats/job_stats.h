@@ -12,14 +12,13 @@
 // bytes, RPCs or execution time plus `other` (every entry below the top K and the
 // overflow), so /metrics has at most K + 1 series per table.
 //
-// Thread safety: record() and the views lock the table's mutex; any thread.
+// Thread safety: record() and the views take one mutex; any thread.
 #pragma once
 
 #include <pfsnet/clock.h>
 #include <pfsnet/nid.h>
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -45,7 +44,7 @@ struct JobEntry {
   uint64_t rpcs = 0, bytes_in = 0, bytes_out = 0;
   int64_t exec_ns = 0, queue_ns = 0;  // sums: executing, and waiting for a worker
   SparseHistogram exec;               // execution times, for p50 / p99
-  std::map<uint32_t, JobTypeCounts> types;
+  std::vector<std::pair<uint32_t, JobTypeCounts>> types;  // by message type, a few each
   TimePoint first{}, last{};
   size_t keys = 0;  // `other`: how many jobs (clients) it sums; 1 for a kept entry
 
@@ -53,6 +52,9 @@ struct JobEntry {
            TimePoint now);
   void merge(const JobEntry& o);
   uint64_t bytes() const { return bytes_in + bytes_out; }
+  // Its counts of message type `type` (null: none).
+  const JobTypeCounts* type(uint32_t type) const;
+  JobTypeCounts& type_counts(uint32_t type);
 };
 
 class JobStats {
@@ -61,14 +63,20 @@ class JobStats {
   // At run time (stats.job_stats_max, stats.job_cleanup_interval): a smaller bound lets the
   // entries over it stay until they go idle.
   void set_options(JobStatsOptions o) {
-    jobs_.set_options(o);
-    clients_.set_options(o);
+    MutexLock lk(mu_);
+    jobs_.o = o;
+    clients_.o = o;
   }
 
-  // One RPC this server answered: its job id, client, type, request and reply sizes
-  // (payload and bulk), execution time and wait for a worker (zero: none).
+  // One RPC this server answered at `now`: its job id, client, type, request and reply
+  // sizes (payload and bulk), execution time and wait for a worker (zero: none). One lock;
+  // no allocation once the job and the client have their entries.
   void record(std::string_view job, const Nid& client, uint32_t type, uint64_t bytes_in,
-              uint64_t bytes_out, Duration exec, Duration queued);
+              uint64_t bytes_out, Duration exec, Duration queued, TimePoint now);
+  void record(std::string_view job, const Nid& client, uint32_t type, uint64_t bytes_in,
+              uint64_t bytes_out, Duration exec, Duration queued) {
+    record(job, client, type, bytes_in, bytes_out, exec, queued, clock_.now());
+  }
 
   enum class By : uint8_t { kBytes, kRpcs, kTime };
   struct View {
@@ -78,43 +86,39 @@ class JobStats {
     uint64_t overflow_keys = 0;  // distinct keys counted straight into `other`
     size_t memory_bytes = 0;     // the table's, estimated
   };
-  View top_jobs(size_t k, By by) { return jobs_.view(k, by, clock_.now()); }
-  View top_clients(size_t k, By by) { return clients_.view(k, by, clock_.now()); }
+  View top_jobs(size_t k, By by);
+  View top_clients(size_t k, By by);
 
  private:
-  // Looks a job id up without making a string of it (the RPC path allocates nothing).
+  // Looks a job id up without making a string of it.
   struct IdHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  // Jobs by id, clients by NID (formatted only when an entry is made).
+  // Jobs by id, clients by NID (formatted only when an entry is made). Guarded as a whole.
   template <class Key, class Hash>
-  class Table {
-   public:
-    explicit Table(JobStatsOptions o) : o_(o) {}
-    void set_options(JobStatsOptions o) {
-      MutexLock lk(mu_);
-      o_ = o;
-    }
+  struct Table {
+    explicit Table(JobStatsOptions options) : o(options) {}
     template <class K>
     void add(const K& key, uint32_t type, uint64_t in, uint64_t out, int64_t exec_ns,
              int64_t queue_ns, TimePoint now);
-    View view(size_t k, By by, TimePoint now);
+    // Idle entries into `other` (at most once a second unless `force`).
+    void expire(TimePoint now, bool force);
+    // Every entry (in `top`, unsorted), `other`, the counts and memory.
+    View snapshot(TimePoint now);
 
-   private:
-    void expire_locked(TimePoint now) REQUIRES(mu_);
-
-    Mutex mu_;
-    JobStatsOptions o_ GUARDED_BY(mu_);
-    std::unordered_map<Key, JobEntry, Hash, std::equal_to<>> entries_ GUARDED_BY(mu_);
-    JobEntry other_ GUARDED_BY(mu_);  // the overflow, and what idle entries left
-    uint64_t overflow_keys_ GUARDED_BY(mu_) = 0;
-    TimePoint next_expire_ GUARDED_BY(mu_){};
+    JobStatsOptions o;
+    std::unordered_map<Key, JobEntry, Hash, std::equal_to<>> entries;
+    JobEntry other;  // the overflow, and what idle entries left
+    uint64_t overflow_keys = 0;
+    TimePoint next_expire{};
   };
+  static View top(View all, size_t k, By by);
 
   Clock& clock_;
-  Table<std::string, IdHash> jobs_;
-  Table<Nid, std::hash<Nid>> clients_;
+  Mutex mu_;
+  Table<std::string, IdHash> jobs_ GUARDED_BY(mu_);
+  Table<Nid, std::hash<Nid>> clients_ GUARDED_BY(mu_);
 };
 
 // "bytes", "rpcs", "time" (the CLI's --by); false for anything else.

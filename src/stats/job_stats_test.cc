@@ -44,13 +44,13 @@ TEST(JobStatsTest, TwoJobsOnOneClientAndOneOnAnotherAreCountedExactly) {
   EXPECT_EQ(a->exec_ns, 20'000'000);
   EXPECT_EQ(a->queue_ns, 10'000'000);
   EXPECT_EQ(a->types.size(), 1u);
-  EXPECT_EQ(a->types.at(kWrite).rpcs, 10u);
+  EXPECT_EQ(a->type(kWrite)->rpcs, 10u);
   // p50 / p99 within the histogram's 1/16.
   EXPECT_NEAR(double(a->exec.quantile(0.5)), 2e6, 2e6 / 16);
   EXPECT_NEAR(double(a->exec.quantile(0.99)), 2e6, 2e6 / 16);
   EXPECT_EQ(b->rpcs, 5u);
   EXPECT_EQ(b->bytes_out, 5u * (64 << 10));
-  EXPECT_EQ(b->types.at(kRead).bytes_out, 5u * (64 << 10));
+  EXPECT_EQ(b->type(kRead)->bytes_out, 5u * (64 << 10));
   EXPECT_EQ(b->first, clock.now());
   EXPECT_EQ(c->rpcs, 3u);
   EXPECT_EQ(c->bytes_in, 3u * 4096);
@@ -73,7 +73,7 @@ TEST(JobStatsTest, TwoJobsOnOneClientAndOneOnAnotherAreCountedExactly) {
   EXPECT_EQ(one.other.key, "other");
   EXPECT_EQ(one.other.rpcs, 9u);
   EXPECT_EQ(one.other.keys, 3u);
-  EXPECT_EQ(one.other.types.at(kRead).rpcs, 6u);
+  EXPECT_EQ(one.other.type(kRead)->rpcs, 6u);
   // By time: A's 20 ms first.
   EXPECT_EQ(s.top_jobs(1, JobStats::By::kTime).top[0].key, "A");
 }
