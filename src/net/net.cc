@@ -375,8 +375,8 @@ SendWait Net::send_wait(const Nid& dst, TimePoint now) {
       if (queued == 0) continue;
       if (p->backing_off(now)) {
         why = fmt::format("reconnect {} backs off {:.1f} s more after: {}", link,
-                          std::chrono::duration<double>(p->reconnect_at - now).count(),
-                          p->reconnect_why);
+                          std::chrono::duration<double>(p->next_connect() - now).count(),
+                          p->last_connect_error());
       } else if (!p->tx_conn) {
         why = "connecting " + link;
       } else if (p->blocked_on_ni || ni->tx_credits <= 0) {
