@@ -174,6 +174,37 @@ TEST_F(CliTest, DiagJobsCountsEachJobAndClientOnTheServer) {
   EXPECT_EQ(seen, 3) << rates.dump();
 }
 
+// A job id from the calling process's environment (rpc.jobid_var, as Lustre's): `pfsnet ping`
+// run with SLURM_JOB_ID set tags its RPCs with it; without it, the template (%e.%u) names
+// the pfsnet process; --job still wins.
+TEST_F(CliTest, APingsJobIdComesFromItsEnvironmentAsTheDaemonSays) {
+  DaemonOptions o;
+  o.extra = "[rpc]\njobid_var = \"SLURM_JOB_ID\"\n";
+  Daemon a(dir_, 2, key_, o), b(dir_, 3, key_);
+  ASSERT_TRUE(a.ready()) << a.process().output();
+  ASSERT_TRUE(b.ready()) << b.process().output();
+  auto ping = [&](std::vector<std::string> env_and_args) {
+    std::vector<std::string> argv = {"/usr/bin/env"};
+    for (auto& s : env_and_args) argv.push_back(s);
+    auto [rc, out] = run(argv);
+    EXPECT_EQ(rc, 0) << out;
+  };
+  const std::string to = b.nid().to_string();
+  ping({"SLURM_JOB_ID=41325311", PFSNET_BIN, "--socket", a.socket(), "ping", to, "-c", "3"});
+  ping({"-u", "SLURM_JOB_ID", PFSNET_BIN, "--socket", a.socket(), "ping", to, "-c", "2"});
+  ping({"SLURM_JOB_ID=41325311", PFSNET_BIN, "--socket", a.socket(), "ping", to, "-c", "1", "--job",
+        "mine"});
+  auto [rc, out] =
+      run({PFSNET_BIN, "--socket", b.socket(), "diag", "jobs", "--top", "0", "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  std::map<std::string, int> rpcs;
+  const json r = last_json_line(out);  // (not a range over a member of a temporary)
+  for (const json& e : r["jobs"]["top"]) rpcs[e["key"].get<std::string>()] += e["rpcs"].get<int>();
+  EXPECT_EQ(rpcs["41325311"], 3) << out;
+  EXPECT_EQ(rpcs["pfsnet." + std::to_string(getuid())], 2) << out;
+  EXPECT_EQ(rpcs["mine"], 1) << out;
+}
+
 // The op tracker on real daemons: a ping to a server stopped from outside (SIGSTOP) is seen
 // waiting for its reply, with its job and trace; once the server goes on, it is among the
 // slowest RPCs with its timeline.

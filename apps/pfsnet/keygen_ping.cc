@@ -4,6 +4,7 @@
 #include <openssl/rand.h>
 #include <pfsnet/nid.h>
 #include <sys/stat.h>
+#include <toml++/toml.h>
 #include <unistd.h>
 
 #include <array>
@@ -12,6 +13,7 @@
 #include <iostream>
 
 #include "admin/admin_client.h"
+#include "base/job_id.h"
 #include "cli.h"
 
 namespace pfsnet::cli {
@@ -112,13 +114,38 @@ struct PingArgs {
   bool wait = false;
 };
 
+// This process's job id when --job names none: the daemon's rpc.jobid_var and
+// rpc.jobid_name (base/job_id.h) resolved here -- a batch job's SLURM_JOB_ID is in the
+// environment of the `pfsnet` it runs, not of the daemon. "" when the rule gives none or the
+// daemon's settings cannot be had (the ping itself then says why).
+std::string own_job_id(const Invocation& inv) {
+  auto r = admin_request(inv.socket, {{"cmd", "config_show"}}, std::chrono::seconds(5));
+  if (!r.ok()) return {};
+  JobIdRule rule;
+  for (const json& e : r->value("config", json::array())) {
+    const std::string key = e.value("key", std::string());
+    if (key != "rpc.jobid_var" && key != "rpc.jobid_name") continue;
+    // The value as the config file writes it: a TOML string.
+    std::string v;
+    try {
+      toml::table t = toml::parse("v = " + e.value("value", std::string()));
+      v = t["v"].value_or(std::string());
+    } catch (const toml::parse_error&) {
+      return {};
+    }
+    (key == "rpc.jobid_var" ? rule.var : rule.name) = std::move(v);
+  }
+  return resolve_job_id(rule, this_process());
+}
+
 int ping(Invocation& inv, const PingArgs& a) {
   auto nid = Nid::parse(a.nid);
   if (!nid.ok()) return fail(nid.status().message());
   json req = {{"cmd", "ping"},         {"nid", nid->to_string()}, {"count", a.count},
               {"size", a.size},        {"timeout", a.timeout},    {"mode", a.mode},
               {"interval", a.interval}};
-  if (!a.job.empty()) req["job_id"] = a.job;
+  if (const std::string job = a.job.empty() ? own_job_id(inv) : a.job; !job.empty())
+    req["job_id"] = job;
   if (!a.trace.empty()) req["trace"] = a.trace;
   if (a.wait) req["wait"] = true;
   auto limit = std::chrono::milliseconds(

@@ -134,6 +134,11 @@ struct RpcConfig {
   int64_t ops_history = 20;
   int64_t ops_history_window = 600;
   int64_t ops_history_min_ms = 1;
+  // The job id of this process's RPCs whose caller names none (base/job_id.h; Lustre's
+  // jobid_var and jobid_name): "disable", "procname_uid", "nodelocal" (jobid_name) or an
+  // environment variable's name (SLURM_JOB_ID, ...). At restart.
+  std::string jobid_var = "disable";
+  std::string jobid_name = "%e.%u";
 };
 
 struct StatsConfig {

@@ -14,6 +14,8 @@
 #include <map>
 #include <sstream>
 
+#include "base/job_id.h"
+
 namespace pfsnet {
 namespace {
 
@@ -251,6 +253,26 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"ops_history", int_key(&cfg.rpc.ops_history, 0, 1000)},
       {"ops_history_window", int_key(&cfg.rpc.ops_history_window, 1, 86400)},
       {"ops_history_min_ms", int_key(&cfg.rpc.ops_history_min_ms, 0, 3600000)},
+      {"jobid_var",
+       [&](const Ctx& c, const toml::node& n, std::string_view key) {
+         Status s = string_key(&cfg.rpc.jobid_var, false)(c, n, key);
+         if (!s.ok()) return s;
+         const std::string& v = cfg.rpc.jobid_var;
+         bool name = !v.empty() && !std::isdigit(static_cast<unsigned char>(v[0]));
+         for (char ch : v)
+           name = name && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
+         if (name) return Status::Ok();
+         return err(c, n.source(), key,
+                    "must be disable, procname_uid, nodelocal or an environment variable's "
+                    "name (letters, digits, '_')");
+       }},
+      {"jobid_name",
+       [&](const Ctx& c, const toml::node& n, std::string_view key) {
+         Status s = string_key(&cfg.rpc.jobid_name, false)(c, n, key);
+         if (!s.ok()) return s;
+         Status t = check_job_name(cfg.rpc.jobid_name);
+         return t.ok() ? t : err(c, n.source(), key, t.message());
+       }},
   };
   const std::map<std::string, Reader, std::less<>> stats_keys = {
       {"rpcPerfRawStatBufferSize", int_key(&cfg.stats.rpcPerfRawStatBufferSize, 1, 1 << 24)},

@@ -108,6 +108,8 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"rpc.ops_history", i(c.rpc.ops_history)},
       {"rpc.ops_history_window", i(c.rpc.ops_history_window)},
       {"rpc.ops_history_min_ms", i(c.rpc.ops_history_min_ms)},
+      {"rpc.jobid_var", str(c.rpc.jobid_var)},
+      {"rpc.jobid_name", str(c.rpc.jobid_name)},
       {"stats.rpcPerfRawStatBufferSize", i(c.stats.rpcPerfRawStatBufferSize)},
       {"stats.rpcPerfRawExecBufferSize", i(c.stats.rpcPerfRawExecBufferSize)},
       {"stats.rpcPerfNumberSecondIntervals", i(c.stats.rpcPerfNumberSecondIntervals)},

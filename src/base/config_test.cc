@@ -100,6 +100,18 @@ TEST(ConfigTest, UnknownKeyNamesFileLineAndKey) {
             "test.toml:3: key 'net.bogus': unknown key");
 }
 
+TEST(ConfigTest, AJobIdRuleIsCheckedWhereItIsRead) {
+  EXPECT_EQ(error_of("[rpc]\njobid_name = \"%e.%q\"\n"),
+            "test.toml:2: key 'rpc.jobid_name': unknown code %q (%e %u %g %h %H %p %j %%)");
+  EXPECT_EQ(error_of("[rpc]\njobid_var = \"SLURM JOB\"\n"),
+            "test.toml:2: key 'rpc.jobid_var': must be disable, procname_uid, nodelocal or an "
+            "environment variable's name (letters, digits, '_')");
+  auto ok = parse_config("[rpc]\njobid_var = \"SLURM_JOB_ID\"\njobid_name = \"%j.%u\"\n", "t.toml");
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_EQ(ok->rpc.jobid_var, "SLURM_JOB_ID");
+  EXPECT_EQ(ok->rpc.jobid_name, "%j.%u");
+}
+
 TEST(ConfigTest, WrongTypeIsAnError) {
   EXPECT_EQ(error_of("[lnet]\ncredits = \"64\"\n"),
             "test.toml:2: key 'lnet.credits': must be an integer");

@@ -106,6 +106,7 @@ RpcClient::CallPtr RpcClient::start_call(const Nid& dst, uint32_t type, Buffer p
   c->one_stream = o.one_stream;
   c->recover = o.recover;
   c->no_delay = o.no_delay;
+  if (o.job_id.empty()) o.job_id = opts_.default_job_id;  // this process's, if any
   const bool bad_job = !o.job_id.empty() && !c->ext.set_job(o.job_id);
   if (o.trace) {
     c->ext.has_trace = o.trace->valid();

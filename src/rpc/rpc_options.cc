@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 
+#include "base/job_id.h"
 #include "rpc/msg_types.h"
 
 namespace pfsnet {
@@ -21,6 +22,8 @@ RpcOptions RpcOptions::from(const Config& cfg) {
   ro.ops_history.capacity = static_cast<size_t>(cfg.rpc.ops_history);
   ro.ops_history.window = std::chrono::seconds(cfg.rpc.ops_history_window);
   ro.ops_history.min_duration = std::chrono::milliseconds(cfg.rpc.ops_history_min_ms);
+  ro.default_job_id =
+      resolve_job_id(JobIdRule{cfg.rpc.jobid_var, cfg.rpc.jobid_name}, this_process());
   return ro;
 }
 

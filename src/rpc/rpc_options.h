@@ -50,6 +50,9 @@ struct RpcOptions {
   Waiter* waiter = nullptr;
   // The op tracker's history (rpc/op_tracker.h): the slowest RPCs of a window, each end's.
   OpHistoryOptions ops_history;
+  // The job id of a call whose CallOptions name none (rpc.jobid_var, rpc.jobid_name
+  // resolved in this process: base/job_id.h); "" for none.
+  std::string default_job_id;
 
   // max_rpcs_in_flight (and per peer), the default timeout (transaction_timeout), max_bulk
   // (2 x maxBlockSize) and retry_count of a node's config.
