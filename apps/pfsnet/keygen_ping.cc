@@ -135,7 +135,7 @@ std::string own_job_id(const Invocation& inv) {
     }
     (key == "rpc.jobid_var" ? rule.var : rule.name) = std::move(v);
   }
-  return resolve_job_id(rule, this_process());
+  return resolve_job_id(rule);
 }
 
 int ping(Invocation& inv, const PingArgs& a) {

@@ -92,13 +92,17 @@ std::string expand_job_name(std::string_view tmpl, const ProcessFacts& p,
 }
 
 std::string resolve_job_id(const JobIdRule& rule, const ProcessFacts& facts) {
-  if (rule.var.empty() || rule.var == "disable") return {};
+  if (!rule.enabled()) return {};
   if (rule.var == "procname_uid") return as_job_id(expand_job_name("%e.%u", facts, {}));
   if (rule.var == "nodelocal") return as_job_id(expand_job_name(rule.name, facts, {}));
   std::optional<std::string> v = facts.env ? facts.env(rule.var) : std::nullopt;
   const bool names_var = rule.name.find("%j") != std::string::npos;
   if (v && !v->empty()) return as_job_id(names_var ? expand_job_name(rule.name, facts, *v) : *v);
   return names_var ? std::string() : as_job_id(expand_job_name(rule.name, facts, {}));
+}
+
+std::string resolve_job_id(const JobIdRule& rule) {
+  return rule.enabled() ? resolve_job_id(rule, this_process()) : std::string();
 }
 
 }  // namespace pfsnet

@@ -26,6 +26,7 @@ namespace pfsnet {
 struct JobIdRule {
   std::string var = "disable";
   std::string name = "%e.%u";
+  bool enabled() const { return !var.empty() && var != "disable"; }
 };
 
 // What the rule may read of a process.
@@ -46,5 +47,8 @@ std::string expand_job_name(std::string_view tmpl, const ProcessFacts& p,
                             std::string_view var_value);
 // The job id `rule` gives a process with `facts`; "" for none.
 std::string resolve_job_id(const JobIdRule& rule, const ProcessFacts& facts);
+// The same for this process, whose facts are read only when the rule is enabled (the
+// default, "disable", reads nothing: RpcOptions::from runs at every config change).
+std::string resolve_job_id(const JobIdRule& rule);
 
 }  // namespace pfsnet

@@ -63,6 +63,9 @@ TEST(JobIdTest, ThisProcessIsNamed) {
   ASSERT_TRUE(p.env);
   EXPECT_TRUE(p.env("PATH").has_value() || !p.env("PFSNET_SURELY_UNSET_VARIABLE").has_value());
   EXPECT_FALSE(p.env("PFSNET_SURELY_UNSET_VARIABLE").has_value());
+  // Resolved for this process: nothing read while disabled, its own facts when not.
+  EXPECT_EQ(resolve_job_id(JobIdRule{}), "");
+  EXPECT_EQ(resolve_job_id(JobIdRule{"procname_uid", ""}), p.exe + "." + std::to_string(p.uid));
 }
 
 }  // namespace

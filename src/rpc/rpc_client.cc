@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cassert>
 #include <deque>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -106,8 +107,9 @@ RpcClient::CallPtr RpcClient::start_call(const Nid& dst, uint32_t type, Buffer p
   c->one_stream = o.one_stream;
   c->recover = o.recover;
   c->no_delay = o.no_delay;
-  if (o.job_id.empty()) o.job_id = opts_.default_job_id;  // this process's, if any
-  const bool bad_job = !o.job_id.empty() && !c->ext.set_job(o.job_id);
+  // The caller's, else this process's (if any): no copy per call.
+  const std::string& job = o.job_id.empty() ? opts_.default_job_id : o.job_id;
+  const bool bad_job = !job.empty() && !c->ext.set_job(job);
   if (o.trace) {
     c->ext.has_trace = o.trace->valid();
     c->ext.trace = *o.trace;
@@ -123,7 +125,7 @@ RpcClient::CallPtr RpcClient::start_call(const Nid& dst, uint32_t type, Buffer p
   c->cb = std::move(cb);
   if (bad_job || (o.trace && !o.trace->valid())) {  // refused unsent
     resolve_error(c, Status(Code::kInvalidArgument,
-                            bad_job ? "job id '" + o.job_id.substr(0, 80) +
+                            bad_job ? "job id '" + job.substr(0, 80) +
                                           "': 1 to 64 printable ASCII bytes, no space"
                                     : std::string("trace context with an all-zero id")));
     return c;
@@ -624,11 +626,15 @@ void RpcClient::keep_if_slow(const Call& c) {
 
 std::vector<Op> RpcClient::ops() const {
   std::vector<Op> v = ops_of_calls();
-  // What the net holds each unsent one for, asked outside the client's lock.
+  // What the net holds each unsent one for, asked outside the client's lock: once per
+  // server (its calls wait on the same paths).
   const TimePoint now = clock_.now();
+  std::map<Nid, SendWait> waits;
   for (Op& op : v) {
     if (op.phase != OpPhase::kNetwork) continue;
-    SendWait w = net_.send_wait(op.peer, now);
+    auto it = waits.find(op.peer);
+    if (it == waits.end()) it = waits.emplace(op.peer, net_.send_wait(op.peer, now)).first;
+    SendWait w = it->second;
     op.net_wait = w.kind;
     // (ops_of_calls() left the detail the attempt's note alone)
     op.detail = (w.kind == SendWait::Kind::kNone

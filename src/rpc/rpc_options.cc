@@ -22,8 +22,7 @@ RpcOptions RpcOptions::from(const Config& cfg) {
   ro.ops_history.capacity = static_cast<size_t>(cfg.rpc.ops_history);
   ro.ops_history.window = std::chrono::seconds(cfg.rpc.ops_history_window);
   ro.ops_history.min_duration = std::chrono::milliseconds(cfg.rpc.ops_history_min_ms);
-  ro.default_job_id =
-      resolve_job_id(JobIdRule{cfg.rpc.jobid_var, cfg.rpc.jobid_name}, this_process());
+  ro.default_job_id = resolve_job_id(JobIdRule{cfg.rpc.jobid_var, cfg.rpc.jobid_name});
   return ro;
 }
 
