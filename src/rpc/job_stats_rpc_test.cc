@@ -20,7 +20,8 @@ const JobEntry* entry(const JobStats::View& v, const std::string& key) {
 TEST_F(RpcTest, TheServerCountsEachJobAndEachClientExactly) {
   RpcStats stats(StatsConfig{}, clock_, false);
   server_.rpc.set_stats(&stats);
-  Node other(hub_, clock_, nid("10.0.0.3@tcp"));
+  // Its own calls name no job: they carry its process's (RpcOptions::default_job_id).
+  Node other(hub_, clock_, nid("10.0.0.3@tcp"), 8, 8, 0, kWireVersionMax, "pbs.77");
   auto r = std::make_shared<Replies>();
   auto call = [&](Node& from, const char* job, size_t size, int n) {
     CallOptions co;
@@ -33,15 +34,16 @@ TEST_F(RpcTest, TheServerCountsEachJobAndEachClientExactly) {
   call(client_, "A", 1000, 5);
   call(client_, "B", 10, 3);
   call(other, "C", 100, 4);
+  call(other, "", 7, 2);
   // And one without a job id: counted under "".
   client_.rpc.call_async(b_, kEcho, Buffer::copy_of(std::string_view("yy")), nullptr,
                          [r](RpcReply&& x) { r->got.push_back(std::move(x)); });
-  pump_until([&] { return r->got.size() == 13; });
-  ASSERT_EQ(r->got.size(), 13u);
+  pump_until([&] { return r->got.size() == 15; });
+  ASSERT_EQ(r->got.size(), 15u);
   for (const RpcReply& x : r->got) EXPECT_TRUE(x.status.ok()) << x.status.to_string();
 
   JobStats::View jobs = stats.jobs().top_jobs(10, JobStats::By::kBytes);
-  ASSERT_EQ(jobs.top.size(), 4u);
+  ASSERT_EQ(jobs.top.size(), 5u);
   EXPECT_EQ(jobs.top[0].key, "A");
   const JobEntry *a = entry(jobs, "A"), *b = entry(jobs, "B"), *c = entry(jobs, "C"),
                  *none = entry(jobs, "");
@@ -55,6 +57,10 @@ TEST_F(RpcTest, TheServerCountsEachJobAndEachClientExactly) {
   EXPECT_EQ(c->rpcs, 4u);
   EXPECT_EQ(c->bytes_in, 400u);
   EXPECT_EQ(none->rpcs, 1u);
+  const JobEntry* own = entry(jobs, "pbs.77");
+  ASSERT_TRUE(own);
+  EXPECT_EQ(own->rpcs, 2u);
+  EXPECT_EQ(own->bytes_in, 14u);
   EXPECT_EQ(jobs.other.rpcs, 0u);
 
   JobStats::View clients = stats.jobs().top_clients(10, JobStats::By::kRpcs);
@@ -63,7 +69,7 @@ TEST_F(RpcTest, TheServerCountsEachJobAndEachClientExactly) {
   EXPECT_EQ(clients.top[0].rpcs, 9u);
   EXPECT_EQ(clients.top[0].bytes_in, 5u * 1000 + 30 + 2);
   EXPECT_EQ(clients.top[1].key, "10.0.0.3@tcp");
-  EXPECT_EQ(clients.top[1].rpcs, 4u);
+  EXPECT_EQ(clients.top[1].rpcs, 6u);
   // The client keeps none: it answered nothing.
   server_.rpc.set_stats(nullptr);
 }

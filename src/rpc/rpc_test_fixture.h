@@ -24,15 +24,18 @@ struct Node {
   // retry_count 0: these tests see each failure as it happens; the resend tests set it.
   // `wire_max`: the highest wire version it speaks (1: a node of pfsnet up to 8827b49).
   Node(MemHub& hub, Clock& clock, Nid n, int64_t max_in_flight = 8, int peer_credits = 8,
-       int64_t retry_count = 0, uint16_t wire_max = kWireVersionMax)
-      : core(options(hub, clock, n, max_in_flight, peer_credits, retry_count, wire_max)),
+       int64_t retry_count = 0, uint16_t wire_max = kWireVersionMax,
+       const std::string& default_job_id = "")
+      : core(options(hub, clock, n, max_in_flight, peer_credits, retry_count, wire_max,
+                     default_job_id)),
         net(core.net()),
         rpc(core.rpc()),
         pinger(core.pinger()) {
     EXPECT_TRUE(core.start(Duration::zero()).ok());
   }
   static NodeCoreOptions options(MemHub& hub, Clock& clock, Nid n, int64_t max_in_flight,
-                                 int peer_credits, int64_t retry_count, uint16_t wire_max) {
+                                 int peer_credits, int64_t retry_count, uint16_t wire_max,
+                                 const std::string& default_job_id = "") {
     NodeCoreOptions o;
     o.cfg.nets.push_back(NetConfig{n});
     o.clock = &clock;
@@ -54,6 +57,7 @@ struct Node {
     ro.default_timeout = 10s;
     ro.max_bulk = 2 << 20;
     ro.retry_count = retry_count;
+    ro.default_job_id = default_job_id;
     o.rpc = ro;
     return o;
   }
