@@ -111,6 +111,53 @@ TEST_F(CliTest, APingsJobIdAndTraceReachTheServer) {
   EXPECT_NE(out3.find("traceparent"), std::string::npos) << out3;
 }
 
+// node.log_format = "json" on real daemons: every line one object with its node and
+// component; a traced RPC's lines at both ends carry the same trace_id, xid and job.
+TEST_F(CliTest, JsonLogsNameATracedRpcByTheSameTraceIdAtBothEnds) {
+  DaemonOptions o;
+  o.node_extra = "log_level = \"debug\"\nlog_format = \"json\"\n";
+  Daemon a(dir_, 2, key_, o), b(dir_, 3, key_, o);
+  ASSERT_TRUE(a.ready()) << a.process().output();
+  ASSERT_TRUE(b.ready()) << b.process().output();
+  const std::string id = "0af7651916cd43dd8448eb211c80319c";
+  auto [rc, out] = run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c", "1",
+                        "-s", "4096", "--mode", "write", "--job", "jsonlog.1", "--trace",
+                        "00-" + id + "-b7ad6b7169203331-01"});
+  ASSERT_EQ(rc, 0) << out;
+  const std::string needle = "\"trace_id\":\"" + id + "\"";
+  ASSERT_TRUE(a.process().wait_for_output(needle, 5000ms)) << a.process().output();
+  ASSERT_TRUE(b.process().wait_for_output(needle, 5000ms)) << b.process().output();
+  // The line of the RPC at each end, every line of both logs an object.
+  auto traced = [&](Daemon& d, const std::string& node) {
+    json found;
+    std::istringstream lines(d.process().output());
+    int n = 0;
+    for (std::string line; std::getline(lines, line);) {
+      json j = json::parse(line, nullptr, false);
+      EXPECT_TRUE(j.is_object()) << "not a JSON object: " << line;
+      if (!j.is_object()) continue;
+      ++n;
+      EXPECT_EQ(j.value("node", ""), node) << line;
+      EXPECT_TRUE(j.contains("ts") && j.contains("level") && j.contains("component") &&
+                  j.contains("msg"))
+          << line;
+      if (j.value("trace_id", "") == id) found = j;
+    }
+    EXPECT_GT(n, 3);
+    return found;
+  };
+  const json client = traced(a, "n2"), server = traced(b, "n3");
+  ASSERT_TRUE(client.is_object() && server.is_object());
+  EXPECT_EQ(client["component"], "rpc") << client.dump();
+  EXPECT_EQ(client["msg"].get<std::string>().rfind("call BRW_WRITE xid ", 0), 0u) << client.dump();
+  EXPECT_EQ(server["msg"].get<std::string>().rfind("request BRW_WRITE xid ", 0), 0u)
+      << server.dump();
+  EXPECT_EQ(client["job"], "jsonlog.1");
+  EXPECT_EQ(server["job"], "jsonlog.1");
+  EXPECT_EQ(client["xid"], server["xid"]);
+  EXPECT_EQ(client["span_id"], "b7ad6b7169203331");
+}
+
 // Job statistics on real daemons: two jobs from one client and one from another, known
 // loads, counted per job and per client on the server (`pfsnet diag jobs`, like lljobstat).
 TEST_F(CliTest, DiagJobsCountsEachJobAndClientOnTheServer) {

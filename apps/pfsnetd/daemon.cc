@@ -66,7 +66,7 @@ Daemon::Daemon(Config cfg, ClusterKeys keys)
   // What a change of the run-time keys does (config set, SIGHUP, tune --apply, auto-tune).
   cfg_.on_apply([this](const Config& before, const Config& after) {
     stats_.set_config(after.stats);
-    (void)init_logging(after.node.log_level);
+    (void)init_logging(after.node.log_level, after.node.log_format, after.node.name);
     if (after.lnet.credits != before.lnet.credits ||
         after.lnet.peer_credits != before.lnet.peer_credits)
       net_.set_credits(after.lnet.credits, after.lnet.peer_credits);

@@ -42,7 +42,12 @@ int main(int argc, char** argv) {
   pfsnet::detail::set_large_block_cache_limit(
       std::max<size_t>(256 << 20, static_cast<size_t>(cfg->storage.pagepool) + (128 << 20)));
   if (!level.empty()) cfg->node.log_level = level;
-  (void)pfsnet::init_logging(cfg->node.log_level);
+  if (pfsnet::Status s =
+          pfsnet::init_logging(cfg->node.log_level, cfg->node.log_format, cfg->node.name);
+      !s.ok()) {
+    std::fprintf(stderr, "pfsnetd: %s\n", s.message().c_str());
+    return 2;
+  }
   auto key = pfsnet::load_cluster_keys(cfg->node.cluster_key_file);
   if (!key.ok()) {
     std::fprintf(stderr, "pfsnetd: %s\n", key.status().message().c_str());

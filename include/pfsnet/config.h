@@ -28,6 +28,9 @@ struct NodeConfig {
   // this file's contents without its trailing newline (mode at most 0600, >= 16 bytes).
   std::string http_token_file;
   std::string log_level = "info";  // trace, debug, info, warn, error, off
+  // "text" (TIME LEVEL message) or "json" (one object a line: ts, level, node, component,
+  // msg, and an RPC's xid, job and trace_id where the line is about one).
+  std::string log_format = "text";
 };
 
 // Bounds of net.rx_depth and net.msg_size: what the fabric LND's wire accepts of a peer

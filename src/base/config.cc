@@ -181,6 +181,13 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
            if (cfg.node.log_level == l) return Status::Ok();
          return err(c, n.source(), key, "must be one of trace, debug, info, warn, error, off");
        }},
+      {"log_format",
+       [&](const Ctx& c, const toml::node& n, std::string_view key) {
+         Status s = string_key(&cfg.node.log_format, false)(c, n, key);
+         if (!s.ok()) return s;
+         if (cfg.node.log_format == "text" || cfg.node.log_format == "json") return Status::Ok();
+         return err(c, n.source(), key, "must be text or json");
+       }},
       {"admin_socket", string_key(&cfg.node.admin_socket, false)},
       {"http",
        [&](const Ctx& c, const toml::node& n, std::string_view key) {

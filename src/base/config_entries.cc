@@ -46,6 +46,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"node.http", str(c.node.http)},
       {"node.http_token_file", str(c.node.http_token_file)},
       {"node.log_level", str(c.node.log_level)},
+      {"node.log_format", str(c.node.log_format)},
   };
   for (const NetConfig& n : c.nets) {
     e.emplace_back("net.nid", str(n.nid.to_string()));

@@ -228,6 +228,8 @@ TEST(ConfigTest, BadValuesAreErrors) {
             std::string::npos);
   EXPECT_NE(error_of("[lnet]\nmin_reconnect_ms = 0\n").find("lnet.min_reconnect_ms"),
             std::string::npos);
+  EXPECT_EQ(error_of("[node]\nlog_format = \"xml\"\n"),
+            "test.toml:2: key 'node.log_format': must be text or json");
 }
 
 TEST(ConfigTest, EtcdEndpointsAreHttpHostPortAndTheLeaseIsBounded) {

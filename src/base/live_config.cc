@@ -11,9 +11,9 @@ namespace pfsnet {
 
 bool runtime_key(std::string_view key) {
   return key.starts_with("stats.") || key.starts_with("tune.") || key == "node.log_level" ||
-         key == "rpc.max_rpcs_in_flight" || key == "rpc.peer_rpcs_in_flight" ||
-         key == "lnet.credits" || key == "lnet.peer_credits" || key == "lnet.checksum" ||
-         key == "lnet.tx_buffer_size" || key == "lnet.rx_buffer_size" ||
+         key == "node.log_format" || key == "rpc.max_rpcs_in_flight" ||
+         key == "rpc.peer_rpcs_in_flight" || key == "lnet.credits" || key == "lnet.peer_credits" ||
+         key == "lnet.checksum" || key == "lnet.tx_buffer_size" || key == "lnet.rx_buffer_size" ||
          key == "lnet.conns_per_peer" || key == "health.slow_ops_s";
 }
 
@@ -88,6 +88,7 @@ Result<ConfigApplied> LiveConfig::apply_locked(const Config& next, bool refuse_r
   in_force.stats = next.stats;
   in_force.tune = next.tune;
   in_force.node.log_level = next.node.log_level;
+  in_force.node.log_format = next.node.log_format;
   in_force.lnet.credits = next.lnet.credits;
   in_force.lnet.peer_credits = next.lnet.peer_credits;
   in_force.lnet.checksum = next.lnet.checksum;

@@ -76,8 +76,19 @@ ClusterHealthService::ClusterHealthService(const Config& cfg, RpcEngine& rpc,
 void ClusterHealthService::set_local(std::vector<Problem> problems) {
   const TimePoint now = clock_.now();
   MutexLock lk(mu_);
+  // Each start and end a line with a stable code (the JSON format's "event" and "code":
+  // the cause, as `pfsnet health` and docs/health.md name it).
+  auto fields = [](const Problem& p, std::string_view event, const std::string& lasted) {
+    std::vector<LogField> f{
+        {"event", event}, {"code", p.cause}, {"kind", p.kind}, {"subject", p.subject}};
+    if (!p.code.empty()) f.push_back({"check", p.code});  // SETTINGS: which check
+    if (!lasted.empty()) f.push_back({"lasted_s", lasted});
+    return f;
+  };
   for (const Problem& p : problems)
     if (!has(local_, p)) {
+      const auto f = fields(p, "health_problem_started", "");
+      ScopedLogFields ev(f);
       PFS_LOG_WARN("health: problem started: {}", describe(p));
       ++counters_.started[p.cause];
       began_[{p.kind, p.subject, p.cause}] = now;
@@ -88,6 +99,9 @@ void ClusterHealthService::set_local(std::vector<Problem> problems) {
       double lasted =
           it == began_.end() ? 0 : std::chrono::duration<double>(now - it->second).count();
       if (it != began_.end()) began_.erase(it);
+      const std::string lasted_s = std::to_string(static_cast<int64_t>(lasted));
+      const auto f = fields(p, "health_problem_ended", lasted_s);
+      ScopedLogFields ev(f);
       PFS_LOG_INFO("health: problem ended: {} (listed for {:.0f} s)", describe(p), lasted);
       ++counters_.ended[p.cause];
       counters_.lasted_seconds[p.cause] += lasted;

@@ -26,8 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "base/log.h"
 #include "base/mutex.h"
 #include "net/send_wait.h"
+#include "wire/frame.h"
 
 namespace pfsnet {
 
@@ -184,5 +186,11 @@ class OpBoard {
 
 // "12.345 s" / "850 ms" / "42 us": an op's ages in the views.
 std::string op_duration_text(Duration d);
+
+// The RPC of an xid and its frame's extension fields, for the lines logged about it
+// (base/log.h: the JSON format's xid, job and trace_id). Points into `e`.
+inline LogRpc log_rpc(uint64_t xid, const FrameExt& e) {
+  return LogRpc{xid, e.job(), e.has_trace ? &e.trace : nullptr};
+}
 
 }  // namespace pfsnet

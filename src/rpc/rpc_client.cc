@@ -524,8 +524,30 @@ void RpcClient::resolve_error(const CallPtr& c, const Status& s) {
   if (next.c) send_call(next);
   if (dones_due_.load(std::memory_order_relaxed)) send_dones();
   if (c->delivered.exchange(true)) return;
-  keep_if_slow(*c);
-  if (c->cb) c->cb(std::move(c->reply));
+  deliver(*c);
+}
+
+void RpcClient::deliver(Call& c) {
+  keep_if_slow(c);
+  // What the caller's callback logs names this RPC (the JSON format's xid, job, trace_id).
+  ScopedLogRpc in_rpc(log_rpc(c.xid, c.ext));
+  if (!c.ext.empty()) log_call(c);
+  if (c.cb) c.cb(std::move(c.reply));
+}
+
+void RpcClient::log_call(const Call& c) const {
+  // At run time (node.log_level = "debug"), as the server's line of each such request.
+  if (!spdlog::should_log(spdlog::level::debug)) return;
+  PFS_LOG_AT(spdlog::level::debug, "call {} xid {} to {}: {} after {} us, job {}, trace {}",
+             type_name(c.type), c.xid, c.dst.to_string(),
+             c.reply.status.ok() ? std::string("ok") : c.reply.status.to_string(),
+             std::chrono::duration_cast<std::chrono::microseconds>(
+                 (c.reply.times.reply_complete != TimePoint{} ? c.reply.times.reply_complete
+                                                              : clock_.now()) -
+                 c.reply.times.submit)
+                 .count(),
+             c.ext.job_id_len ? c.ext.job() : std::string_view("-"),
+             c.ext.has_trace ? c.ext.trace.to_string() : std::string("-"));
 }
 
 std::optional<RpcClient::Delivery> RpcClient::complete_locked(Call& c) {
@@ -569,8 +591,7 @@ void RpcClient::complete(const CallPtr& c, const Delivery& d) {
     r.received_verbs = d.received_verbs;
     stats->record(r);
   }
-  keep_if_slow(*c);
-  if (c->cb) c->cb(std::move(c->reply));
+  deliver(*c);
 }
 
 Op RpcClient::op_of(const Call& c) {

@@ -165,6 +165,10 @@ class RpcClient {
   void on_done_reply(const Nid& dst, const DoneAck& sent, const Status& s) EXCLUDES(mu_);
   // A call that ended, into the history when it is among the slowest lately.
   void keep_if_slow(const Call& c);
+  // Hands `c`'s reply to its callback (once: after keep_if_slow and the debug line).
+  void deliver(Call& c);
+  // The debug line of a call that carried a job id or a trace, as it completes.
+  void log_call(const Call& c) const;
   static Op op_of(const Call& c);
 
   Net& net_;

@@ -117,6 +117,8 @@ void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     take_extensions(fr.hdr, &req);
     std::optional<Duration> waited;
     if (queued) waited = std::max(Duration(0), clock_.now() - fr.times.complete);
+    // What the handler logs names this RPC (the JSON format's xid, job, trace_id).
+    ScopedLogRpc in_rpc(log_rpc(fr.hdr.xid, fr.hdr.ext));
     if (!fr.hdr.ext.empty()) log_request(from, fr.hdr, waited);
     RpcResponse resp;
     try {
@@ -197,6 +199,7 @@ void RpcServer::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxC
       from,      f.hdr.msg_type, std::move(f.payload), std::move(f.bulk), f.hdr.incarnation,
       f.hdr.xid, f.bulk_crc};
   take_extensions(hdr, &req);
+  ScopedLogRpc in_rpc(log_rpc(hdr.xid, hdr.ext));
   if (!hdr.ext.empty()) log_request(from, hdr, std::nullopt);
   try {
     t.async(req, std::move(resp));
@@ -279,11 +282,11 @@ void RpcServer::log_request(const Nid& from, const FrameHeader& h, std::optional
   // At run time (node.log_level = "debug"), not compiled out as PFS_LOG_DEBUG is: only
   // requests that carry extension fields come here.
   if (!spdlog::should_log(spdlog::level::debug)) return;
-  spdlog::debug(
-      "request {} xid {} from {}: job {}, trace {}, queued {} us", type_name(h.msg_type), h.xid,
-      from.to_string(), h.ext.job_id_len ? h.ext.job() : std::string_view("-"),
-      h.ext.has_trace ? h.ext.trace.to_string() : std::string("-"),
-      waited ? std::chrono::duration_cast<std::chrono::microseconds>(*waited).count() : 0);
+  PFS_LOG_AT(spdlog::level::debug, "request {} xid {} from {}: job {}, trace {}, queued {} us",
+             type_name(h.msg_type), h.xid, from.to_string(),
+             h.ext.job_id_len ? h.ext.job() : std::string_view("-"),
+             h.ext.has_trace ? h.ext.trace.to_string() : std::string("-"),
+             waited ? std::chrono::duration_cast<std::chrono::microseconds>(*waited).count() : 0);
 }
 
 void RpcServer::send_reply(const Nid& to, const FrameHeader& req, TimePoint received,
