@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <time.h>
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -64,7 +65,16 @@ class JsonFormatter final : public spdlog::formatter {
     }
     for (const ScopedLogFields* f = t_fields; f; f = f->outer())
       for (const LogField& x : f->fields())
-        if (!j.contains(x.name)) j[std::string(x.name)] = x.value;  // the innermost wins
+        if (!j.contains(x.name)) {  // the innermost wins
+          auto& v = j[std::string(x.name)];
+          char* end = nullptr;
+          const std::string text(x.value);
+          const double d = x.number ? std::strtod(text.c_str(), &end) : 0;
+          if (x.number && end && *end == 0 && !text.empty())
+            v = d;
+          else
+            v = x.value;
+        }
     // Bytes that are not UTF-8 (a peer's text in a message) become U+FFFD, not an exception.
     const std::string s = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     dest.append(s.data(), s.data() + s.size());

@@ -35,6 +35,7 @@ struct LogRpc {
 // Named fields of an event (e.g. {"event", "health_problem_started"}, {"code", "LOSSY"}).
 struct LogField {
   std::string_view name, value;
+  bool number = false;  // `value` is a decimal number: written as a JSON number
 };
 
 // While alive, every line this thread logs carries `rpc` in the JSON format (the

@@ -82,7 +82,7 @@ void ClusterHealthService::set_local(std::vector<Problem> problems) {
     std::vector<LogField> f{
         {"event", event}, {"code", p.cause}, {"kind", p.kind}, {"subject", p.subject}};
     if (!p.code.empty()) f.push_back({"check", p.code});  // SETTINGS: which check
-    if (!lasted.empty()) f.push_back({"lasted_s", lasted});
+    if (!lasted.empty()) f.push_back({"lasted_s", lasted, true});
     return f;
   };
   for (const Problem& p : problems)

@@ -3,7 +3,12 @@
 // cluster-health services over the in-memory transport, on manual time in 100 ms steps,
 // reports every 0.5 s. What reaches the MGS's board, when, and when it leaves it.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "base/log.h"
 #include "membership/sim_members.h"
 #include "probe/cluster_health_service.h"
 #include "rpc/sim_cluster.h"
@@ -70,6 +75,38 @@ TEST_F(InProcessClusterHealthTest, ANodesListReachesTheMgsAtItsNextRoundAndLeave
   uint64_t quiet = health_[4]->counters().reports_sent;
   c_.run_for(10s);
   EXPECT_EQ(health_[4]->counters().reports_sent, quiet);
+}
+
+// Each start and end of a node's own problem is logged with a stable code: in the JSON
+// format, "event" and "code" (the cause), with how long it lasted at its end.
+TEST_F(InProcessClusterHealthTest, EachStartAndEndIsLoggedWithItsCode) {
+  std::ostringstream lines;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(lines);
+  sink->set_formatter(json_log_formatter("n3"));
+  spdlog::logger* log = spdlog::default_logger_raw();
+  log->sinks().push_back(sink);
+  health_[3]->set_local({unhealthy_peer(4)});
+  c_.run_for(2s);
+  health_[3]->set_local({});
+  log->sinks().pop_back();
+  std::vector<nlohmann::json> events;
+  std::istringstream in(lines.str());
+  for (std::string l; std::getline(in, l);) {
+    auto j = nlohmann::json::parse(l);
+    if (j.contains("event")) events.push_back(j);
+  }
+  ASSERT_EQ(events.size(), 2u) << lines.str();
+  EXPECT_EQ(events[0]["event"], "health_problem_started");
+  EXPECT_EQ(events[0]["level"], "warning");
+  EXPECT_EQ(events[0]["code"], "UNHEALTHY");
+  EXPECT_EQ(events[0]["kind"], "peer_ni");
+  EXPECT_EQ(events[0]["subject"], "10.0.0.4@tcp");
+  EXPECT_EQ(events[0]["component"], "probe");
+  EXPECT_FALSE(events[0].contains("lasted_s"));
+  EXPECT_EQ(events[1]["event"], "health_problem_ended");
+  EXPECT_EQ(events[1]["level"], "info");
+  EXPECT_EQ(events[1]["code"], "UNHEALTHY");
+  EXPECT_EQ(events[1]["lasted_s"], 2.0);
 }
 
 // A restarted MGS has an empty board; a node whose list is not empty sends it again within
