@@ -1,8 +1,10 @@
 // Fuzz target: the probes' messages from peers -- cluster health (HEALTH_REPORT, the
 // HEALTH_CLUSTER page), netverify (NETVERIFY_INFO, NETVERIFY_MTU_SEND, its UDP datagrams)
-// and the probe mesh's MTU ask and answer. The first byte picks the decoder.
+// the probe mesh's MTU ask and answer, and HEALTH_MUTE's request and reply. The first byte
+// picks the decoder.
 #include "fuzz.h"
 #include "probe/cluster_health.h"
+#include "probe/health_mutes.h"
 #include "probe/mesh.h"
 #include "probe/netverify.h"
 
@@ -11,7 +13,7 @@ using namespace pfsnet;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::span<const uint8_t> in(data + 1, size - 1);
-  switch (data[0] % 8) {
+  switch (data[0] % 10) {
     case 0:
       fuzz::roundtrip(decode_health_report(in), encode_health_report, decode_health_report);
       break;
@@ -44,6 +46,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_CHECK(decode_mesh_mtu_answer(encode_mesh_mtu_answer(mtu).span()) == mtu);
       }
       break;
+    case 8:
+      fuzz::roundtrip(decode_mute_req(in), encode_mute_req, decode_mute_req);
+      break;
+    case 9:
+      fuzz::roundtrip(decode_mute_list(in), encode_mute_list, decode_mute_list);
+      break;
   }
   return 0;
 }
@@ -63,11 +71,14 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
   NvMtuSendRep mrep{{576, 1280, 1500}, {9000}};
   NvDatagram probe{NvKind::kProbe, 77, 1500, "", "", ""};
   NvDatagram ack{NvKind::kAck, 77, 1500, "eth0", "198.18.1.2", "198.18.1.3"};
+  HealthMute m{"LOSSY", "198.18.1.2@tcp -> 198.18.2.3@tcp1", 1795576298187, 1795583498187, true,
+               2, "c1"};
   return {tagged(0, encode_health_report(rep)),    tagged(1, encode_health_page(page)),
           tagged(2, encode_nv_info(info)),         tagged(3, encode_nv_mtu_send_req(mreq)),
           tagged(4, encode_nv_mtu_send_rep(mrep)), tagged(5, encode_nv_datagram(probe)),
           tagged(5, encode_nv_datagram(ack)),      tagged(6, encode_mesh_mtu_ask(a)),
-          tagged(7, encode_mesh_mtu_answer(9000))};
+          tagged(7, encode_mesh_mtu_answer(9000)),  tagged(8, encode_mute_req({MuteOp::kSet, m})),
+          tagged(9, encode_mute_list({{m, m}}))};
 }
 
 }  // namespace pfsnet::fuzz

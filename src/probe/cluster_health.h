@@ -40,6 +40,8 @@ struct Problem {
   int64_t since_unix_ms = 0;  // 0: not known
   std::string evidence;
   std::string code;  // SETTINGS: which (the tuning check's code, e.g. rpcs_below_bdp)
+  // A mute hides it (probe/health_mutes.h; set by the view, never on the wire).
+  bool muted = false;
   bool operator==(const Problem&) const = default;
 };
 
