@@ -626,5 +626,75 @@ TEST(ClusterHealthTest, ANodesOwnProblemIsInEveryNodesHealthAndLeavesWithIt) {
   EXPECT_NE(line.find("(listed for "), std::string::npos) << line;
 }
 
+// `pfsnet health mute` on real daemons (Ceph's health mute): n3's problem (its PINGs to n4
+// dropped) muted from client n6 for 4 s leaves n6's default list -- "1 muted" -- stays in
+// `--all` and the JSON as muted, and is listed again when the TTL ends; a mute cleared
+// early; an unknown cause, a bad TTL and a clear of nothing are refused.
+TEST(ClusterHealthTest, AMutedProblemLeavesTheDefaultListUntilItsTtlEnds) {
+  Cluster c(false, std::string(kMembership) + "[health]\nreport_interval = 0.5\n");
+  ASSERT_TRUE(c.ready());
+  const std::string n4 = loopback(4) + "@tcp";
+  auto cli = [&](int node, std::vector<std::string> args) {
+    std::vector<std::string> argv{PFSNET_BIN, "--socket", c.d(node).socket()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(argv, 20000ms);
+  };
+  auto [frc, fout] = cli(3, {"fault", "add", "drop", "--dst", n4, "--type", "PING", "--rate", "1",
+                             "--health", "PEER_NI_UNREACHABLE", "--json"});
+  ASSERT_EQ(frc, 0) << fout;
+  (void)cli(3, {"ping", n4, "--count", "2", "--timeout", "1"});
+  json h, p;
+  auto health6 = [&] {
+    auto [rc, out] = cli(6, {"health", "--json"});
+    h = rc == 0 ? last_json_line(out) : json::object();
+    p = json();
+    for (const json& x : h.value("problems", json::array()))
+      if (x["kind"] == "peer_ni" && x["subject"] == n4 && x["cause"] == "UNHEALTHY") p = x;
+    return !p.is_null();
+  };
+  ASSERT_TRUE(eventually(health6, 15000ms)) << h.dump();
+  EXPECT_EQ(p["muted"], false);
+  // Refused: an unknown cause, a TTL that is not one, a clear of no mute.
+  auto [brc, bout] = cli(6, {"health", "mute", "UNHEALTY", n4});
+  EXPECT_EQ(brc, 2) << bout;
+  EXPECT_NE(bout.find("unknown cause 'UNHEALTY'"), std::string::npos) << bout;
+  auto [trc, tout] = cli(6, {"health", "mute", "UNHEALTHY", n4, "--ttl", "soon"});
+  EXPECT_EQ(trc, 2) << tout;
+  auto [nrc, nout] = cli(6, {"health", "unmute", "LOSSY"});
+  EXPECT_EQ(nrc, 2) << nout;
+  EXPECT_NE(nout.find("no mute of LOSSY"), std::string::npos) << nout;
+  // Muted for 4 s.
+  auto [mrc, mout] = cli(6, {"health", "mute", "UNHEALTHY", n4, "--ttl", "4s", "--json"});
+  ASSERT_EQ(mrc, 0) << mout;
+  const auto muted_at = std::chrono::steady_clock::now();
+  json m = last_json_line(mout)["mutes"];
+  ASSERT_EQ(m.size(), 1u) << mout;
+  EXPECT_EQ(m[0]["matched"], 1) << mout;  // what it covered when set
+  EXPECT_EQ(m[0]["by"], "n6");
+  ASSERT_TRUE(health6()) << h.dump();
+  EXPECT_EQ(p["muted"], true) << h.dump();
+  EXPECT_EQ(h["muted"], 1);
+  EXPECT_EQ(h["mutes"][0]["hides"], true) << h.dump();
+  auto [hrc, human] = cli(6, {"health"});
+  EXPECT_EQ(human.find("peer_ni  " + n4), std::string::npos) << human;  // not in the default list
+  EXPECT_NE(human.find("1 muted (--all lists them)"), std::string::npos) << human;
+  auto [arc, all] = cli(6, {"health", "--all"});
+  EXPECT_NE(all.find("UNHEALTHY (muted)"), std::string::npos) << all;
+  EXPECT_NE(all.find("mute UNHEALTHY " + n4 + " until"), std::string::npos) << all;
+  // Listed again once the TTL is over (with the MGS's clock; bounded wait).
+  ASSERT_TRUE(eventually([&] { return health6() && p["muted"] == false; }, 15000ms)) << h.dump();
+  EXPECT_GE(std::chrono::steady_clock::now() - muted_at, 3500ms);
+  EXPECT_TRUE(h["mutes"].empty()) << h.dump();
+  // Muted again, then cleared early: listed at once.
+  ASSERT_EQ(cli(6, {"health", "mute", "UNHEALTHY", "--ttl", "1h", "--sticky"}).first, 0);
+  ASSERT_TRUE(health6());
+  EXPECT_EQ(p["muted"], true) << h.dump();
+  auto [urc, uout] = cli(3, {"health", "unmute", "UNHEALTHY"});
+  ASSERT_EQ(urc, 0) << uout;
+  EXPECT_NE(uout.find("no mutes"), std::string::npos) << uout;
+  ASSERT_TRUE(health6());
+  EXPECT_EQ(p["muted"], false) << h.dump();
+}
+
 }  // namespace
 }  // namespace pfsnet::testing

@@ -1,3 +1,4 @@
+#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
@@ -66,6 +67,22 @@ std::optional<int64_t> size_with_unit(const std::string& text) {
     if (unit == "M" || unit == "m") return size << 20;
     if (unit == "G" || unit == "g") return size << 30;
     if (unit.empty()) return size;
+  } catch (...) {
+  }
+  return std::nullopt;
+}
+
+std::optional<double> seconds_with_unit(const std::string& text) {
+  try {
+    size_t used = 0;
+    double v = std::stod(text, &used);
+    std::string unit = text.substr(used);
+    if (!(v >= 0) || text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
+      return std::nullopt;
+    if (unit.empty() || unit == "s") return v;
+    if (unit == "m") return v * 60;
+    if (unit == "h") return v * 3600;
+    if (unit == "d") return v * 86400;
   } catch (...) {
   }
   return std::nullopt;

@@ -185,21 +185,47 @@ void print_status(const json& t) {
   }
 }
 
-// `pfsnet health`: one line per problem, severest first; -v adds the evidence.
-void print_health(const json& h, bool verbose) {
+// The mutes in force, and those lifted because their problem grew worse (always shown:
+// what was hidden is back).
+void print_mutes(const json& mutes, bool all) {
+  for (const json& m : mutes) {
+    if (m["hides"].get<bool>() && !all) continue;
+    std::string what =
+        m["cause"].get<std::string>() + (m["subject"].get<std::string>().empty()
+                                             ? " (every subject)"
+                                             : " " + m["subject"].get<std::string>());
+    std::printf(
+        "mute %s until %s by %s%s: %s\n", what.c_str(), m["until"].get<std::string>().c_str(),
+        m["by"].get<std::string>().c_str(), m["sticky"].get<bool>() ? ", sticky" : "",
+        m["hides"].get<bool>() ? ("hides " + std::to_string(m["covers"].get<size_t>())).c_str()
+                               : ("lifted, " + m["reason"].get<std::string>()).c_str());
+  }
+}
+
+// `pfsnet health`: one line per problem, severest first; -v adds the evidence; muted
+// problems only with --all.
+void print_health(const json& h, bool verbose, bool all) {
   std::string mgs = h["mgs"].get<std::string>();
   std::string where = mgs.empty()
                           ? std::string("without the MGS's table")
                           : "MGS " + mgs + ": " + std::to_string(h["nodes_up"].get<size_t>()) +
                                 " of " + std::to_string(h["nodes"].get<size_t>()) + " nodes up";
-  const json& list = h["problems"];
+  json list = json::array();
+  for (const json& p : h["problems"])
+    if (all || !p.value("muted", false)) list.push_back(p);
+  const size_t muted = h.value("muted", size_t(0));
+  const std::string muted_note =
+      muted && !all ? "; " + std::to_string(muted) + " muted (--all lists them)" : "";
+  if (h.contains("mutes_error"))
+    std::printf("mutes could not be had: %s\n", h["mutes_error"].get<std::string>().c_str());
+  if (h.contains("mutes")) print_mutes(h["mutes"], all);
   if (list.empty()) {
-    std::printf("no problems seen from %s (%s)\n", h["node"].get<std::string>().c_str(),
-                where.c_str());
+    std::printf("no problems seen from %s (%s%s)\n", h["node"].get<std::string>().c_str(),
+                where.c_str(), muted_note.c_str());
     return;
   }
-  std::printf("%zu problem(s) seen from %s (%s)\n", list.size(),
-              h["node"].get<std::string>().c_str(), where.c_str());
+  std::printf("%zu problem(s) seen from %s (%s%s)\n", list.size(),
+              h["node"].get<std::string>().c_str(), where.c_str(), muted_note.c_str());
   // The cause column fits its widest entry (a SETTINGS problem names its code too).
   auto cause_of = [](const json& p) {
     std::string cause = p["cause"].get<std::string>();
@@ -207,10 +233,12 @@ void print_health(const json& h, bool verbose) {
     return cause;
   };
   int width = 11;
-  for (const json& p : list) width = std::max(width, static_cast<int>(cause_of(p).size()));
+  for (const json& p : list)
+    width =
+        std::max(width, static_cast<int>(cause_of(p).size()) + (p.value("muted", false) ? 8 : 0));
   std::printf("%-24s %-*s %-8s %-24s %s\n", "since", width, "cause", "what", "subject", "seen by");
   for (const json& p : list) {
-    std::string cause = cause_of(p);
+    std::string cause = cause_of(p) + (p.value("muted", false) ? " (muted)" : "");
     std::printf("%-24s %-*s %-8s %-24s %s\n",
                 p["since"].get<std::string>().empty() ? "-" : p["since"].get<std::string>().c_str(),
                 width, cause.c_str(), p["kind"].get<std::string>().c_str(),
@@ -279,11 +307,62 @@ void add_health(CLI::App& app, Invocation& inv) {
       "or degraded (SLOW, LOSSY), slow servers and settings that do not fit, as this node "
       "sees them");
   auto verbose = std::make_shared<bool>(false);
+  auto all = std::make_shared<bool>(false);
   add_json_flag(sub, inv);
   sub->add_flag("-v,--verbose", *verbose, "also the evidence: the figures that made each call");
-  sub->callback([&inv, verbose] {
+  sub->add_flag("--all", *all, "also the muted problems, and every mute in force");
+  // `pfsnet health mute CAUSE [SUBJECT] --ttl 2h [--sticky]`, `unmute CAUSE [SUBJECT]`
+  // (Ceph's health mute): for the whole cluster, kept by the MGS.
+  struct MuteArgs {
+    std::string cause, subject, ttl = "1h";
+    bool sticky = false;
+  };
+  auto args = std::make_shared<MuteArgs>();
+  auto* mute = sub->add_subcommand(
+      "mute",
+      "hide a problem known and being handled from what alerts (the default list, /metrics' "
+      "muted=\"0\" series), for the whole cluster, until the TTL ends or -- unless --sticky -- "
+      "it grows worse");
+  mute->add_option("cause", args->cause, "the cause, as pfsnet health lists it (LOSSY, ...)")
+      ->required();
+  mute->add_option("subject", args->subject, "only this subject (default: every one)");
+  mute->add_option("--ttl", args->ttl, "how long: 90s, 30m, 2h, 1d (default 1h)");
+  mute->add_flag("--sticky", args->sticky, "stay muted when the problem grows worse");
+  add_json_flag(mute, inv);
+  auto* unmute = sub->add_subcommand("unmute", "end a mute before its TTL");
+  unmute->add_option("cause", args->cause, "the cause it names")->required();
+  unmute->add_option("subject", args->subject, "the subject it names (default: none)");
+  add_json_flag(unmute, inv);
+  auto print = [](const json& r) {
+    if (r["mutes"].empty()) std::printf("no mutes\n");
+    print_mutes(r["mutes"], true);
+  };
+  mute->callback([&inv, args, print] {
+    std::optional<double> ttl = seconds_with_unit(args->ttl);
+    if (!ttl) {
+      inv.rc = fail("--ttl '" + args->ttl + "': a duration such as 90s, 30m, 2h or 1d");
+      return;
+    }
+    inv.rc = request(inv,
+                     {{"cmd", "health_mute"},
+                      {"cause", args->cause},
+                      {"subject", args->subject},
+                      {"ttl_s", *ttl},
+                      {"sticky", args->sticky}},
+                     std::chrono::seconds(30), print);
+  });
+  unmute->callback([&inv, args, print] {
+    inv.rc = request(inv,
+                     {{"cmd", "health_mute"},
+                      {"cause", args->cause},
+                      {"subject", args->subject},
+                      {"clear", true}},
+                     std::chrono::seconds(30), print);
+  });
+  sub->callback([&inv, verbose, all, sub] {
+    if (!sub->get_subcommands().empty()) return;  // mute or unmute ran
     inv.rc = request(inv, {{"cmd", "health"}}, std::chrono::seconds(30),
-                     [&](const json& h) { print_health(h, *verbose); });
+                     [&](const json& h) { print_health(h, *verbose, *all); });
   });
 }
 

@@ -89,11 +89,20 @@ ProblemInputs own_inputs(const NodeParts& node, std::vector<NiInfo> nis,
   return in;
 }
 
+// The cluster's problems as this node sees them.
+struct HealthList {
+  std::string node;
+  std::optional<StatusTable> table;
+  std::vector<Problem> problems;
+  bool mgs_ok = false;  // the MGS could be asked
+};
+
 // The problems this node sees, with the MGS's dead and suspect nodes (admin/problems.h).
 // An MGS that cannot be asked is a problem of its own.
-Result<json> health(const NodeParts& node) {
+HealthList cluster_problems(const NodeParts& node) {
   ProblemInputs in = own_inputs(node, node.net.nis(), node.net.peers());
-  std::optional<StatusTable> table;
+  HealthList out;
+  std::optional<StatusTable>& table = out.table;
   std::string mgs_error;
   if (node.membership && (node.membership->is_mgs() || node.membership->has_agent())) {
     auto t = node.membership->status(std::chrono::seconds(5));
@@ -161,7 +170,63 @@ Result<json> health(const NodeParts& node) {
         problems.begin(),
         Problem{"mgs", "MGS", "UNREACHABLE", in.node, 0,  // first: what follows may be partial
                 "its table could not be had, so dead nodes are not listed: " + mgs_error, ""});
-  return health_json(in.node, in.table, problems);
+  out.node = in.node;
+  out.problems = std::move(problems);
+  out.mgs_ok = has_mgs && mgs_error.empty();
+  return out;
+}
+
+Result<json> health(const NodeParts& node) {
+  HealthList h = cluster_problems(node);
+  // The cluster's mutes (the MGS's): which problems they hide now.
+  std::vector<MuteState> states;
+  std::string mutes_error;
+  if (node.cluster_health && h.mgs_ok) {
+    auto m = node.cluster_health->mutes(MuteReq{}, std::chrono::seconds(5));
+    if (m.ok())
+      states = apply_mutes(h.problems, *m, unix_ms(node.clock.wall_now()));
+    else
+      mutes_error = m.status().message();
+  }
+  json j = health_json(h.node, h.table ? &*h.table : nullptr, h.problems, states);
+  if (!mutes_error.empty()) j["mutes_error"] = mutes_error;
+  return j;
+}
+
+// `pfsnet health mute CAUSE [SUBJECT] --ttl S [--sticky]` and `unmute`: at the MGS, for
+// the whole cluster. A mute remembers how many problems it covered when set (from this
+// node's view), so that more later make it lift unless sticky.
+Result<json> health_mute(const NodeParts& node, const json& req) {
+  if (!node.cluster_health) return Status(Code::kNotFound, "cluster health is not running here");
+  const std::string cause = req.value("cause", std::string());
+  const std::string subject = req.value("subject", std::string());
+  const bool clear = req.value("clear", false);
+  const auto& causes = problem_causes();
+  if (std::find(causes.begin(), causes.end(), cause) == causes.end()) {
+    std::string all;
+    for (const std::string& c : causes) all += (all.empty() ? "" : ", ") + c;
+    return Status(Code::kInvalidArgument, "unknown cause '" + cause + "' (one of " + all + ")");
+  }
+  MuteReq q;
+  q.op = clear ? MuteOp::kClear : MuteOp::kSet;
+  q.mute.cause = cause;
+  q.mute.subject = subject;
+  q.mute.by = node.cfg.read([](const Config& c) { return c.node.name; });
+  if (!clear) {
+    const double ttl_s = req.value("ttl_s", 0.0);
+    if (!(ttl_s >= 1 && ttl_s <= 366.0 * 86400))
+      return Status(Code::kInvalidArgument, "--ttl must be from 1 s to 366 days");
+    q.mute.sticky = req.value("sticky", false);
+    q.mute.set_unix_ms = unix_ms(node.clock.wall_now());
+    q.mute.until_unix_ms = q.mute.set_unix_ms + static_cast<int64_t>(ttl_s * 1000);
+    HealthList h = cluster_problems(node);
+    for (const Problem& p : h.problems) q.mute.matched += mute_covers(q.mute, p) ? 1 : 0;
+  }
+  auto m = node.cluster_health->mutes(q, std::chrono::seconds(5));
+  if (!m.ok()) return m.status();
+  std::vector<Problem> none;
+  json j = health_json("", nullptr, none, apply_mutes(none, *m, unix_ms(node.clock.wall_now())));
+  return json{{"mutes", j["mutes"]}};
 }
 
 // The probe mesh: the MGS's rows (every node's), or with "local" this node's own row, each
@@ -416,6 +481,7 @@ void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
       "status", [n](const json&, E) { return status(n); }, "status");
   cmds.add(
       "health", [n](const json&, E) { return health(n); }, "health");
+  cmds.add("health_mute", [n](const json& r, E) { return health_mute(n, r); });
   cmds.add("upgrade", [n](const json& r, E) { return upgrade(n, r); });
   cmds.add(
       "mesh", [n](const json& r, E) { return mesh(n, r); }, "mesh");
@@ -479,6 +545,8 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   ProblemInputs in = own_inputs(node, m.nis, m.peers);
   if (m.membership && m.membership->table) in.table = &*m.membership->table;
   m.problems = find_problems(in);
+  if (node.cluster_health)  // the mutes as last learnt: no RPC on a scrape
+    (void)apply_mutes(m.problems, node.cluster_health->known_mutes(), in.now_unix_ms);
   if (node.cluster_health) {
     ClusterHealthService::Counters hc = node.cluster_health->counters();
     m.health_events = MetricsSnapshot::HealthEvents{hc.started, hc.ended, hc.lasted_seconds};

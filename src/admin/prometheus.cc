@@ -529,12 +529,13 @@ std::string prometheus_text(const MetricsSnapshot& m) {
       text.sample("pfsnet_health_problem_seconds_total", "cause=\"" + cause + "\"", secs);
   }
 
-  // What `pfsnet health` lists from this node's view: 1 while it holds, with its start.
+  // What `pfsnet health` lists from this node's view: 1 while it holds, with its start;
+  // muted="1" while a mute of the cluster's hides it (pfsnet health mute).
   text.family("pfsnet_problem", "gauge",
               "A problem this node sees (pfsnet health): 1 while it holds; absent otherwise.");
   auto labels = [](const Problem& p) {
     return "kind=\"" + p.kind + "\",subject=\"" + p.subject + "\",cause=\"" + p.cause +
-           "\",code=\"" + p.code + "\"";
+           "\",code=\"" + p.code + "\",muted=\"" + (p.muted ? "1" : "0") + "\"";
   };
   for (const Problem& p : m.problems) text.sample("pfsnet_problem", labels(p), 1);
   text.family("pfsnet_problem_since_timestamp_seconds", "gauge",

@@ -287,6 +287,18 @@ TEST(PrometheusTextTest, SlownessFamilies) {
   EXPECT_NE(t.find("pfsnet_cpu_starved_seconds_total 13\n"), std::string::npos);
   EXPECT_NE(t.find("pfsnet_health_problems_ended_total{cause=\"CPU\"} 1\n"), std::string::npos);
   EXPECT_NE(t.find("pfsnet_health_problem_seconds_total{cause=\"CPU\"} 13.5\n"), std::string::npos);
+  // A problem while a mute hides it: muted="1" (the packaged alert skips it); else "0".
+  m.problems = {Problem{"path", "a -> b", "LOSSY", "c1", 1795576298000, "", ""},
+                Problem{"node", "oss1", "SLOW_OPS", "oss1", 0, "", ""}};
+  m.problems[0].muted = true;
+  t = prometheus_text(m);
+  EXPECT_NE(t.find("pfsnet_problem{kind=\"path\",subject=\"a -> b\",cause=\"LOSSY\",code=\"\","
+                   "muted=\"1\"} 1\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("pfsnet_problem{kind=\"node\",subject=\"oss1\",cause=\"SLOW_OPS\",code=\"\","
+                   "muted=\"0\"} 1\n"),
+            std::string::npos);
   EXPECT_EQ(family_block(t, "pfsnet_health_degraded_events_total"),
             "# HELP pfsnet_health_degraded_events_total Times an NI was called degraded, by "
             "cause.\n"

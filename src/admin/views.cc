@@ -306,7 +306,7 @@ json membership_counters_json(const MembershipCounters& m) {
 }
 
 json health_json(const std::string& node, const StatusTable* table,
-                 const std::vector<Problem>& problems) {
+                 const std::vector<Problem>& problems, const std::vector<MuteState>& mutes) {
   json list = json::array();
   for (const Problem& p : problems)
     list.push_back({{"kind", p.kind},
@@ -316,15 +316,31 @@ json health_json(const std::string& node, const StatusTable* table,
                     {"since_unix_ms", p.since_unix_ms},
                     {"seen_by", p.seen_by},
                     {"evidence", p.evidence},
-                    {"code", p.code}});
-  size_t up = 0;
+                    {"code", p.code},
+                    {"muted", p.muted}});
+  size_t up = 0, muted = 0;
   if (table)
     for (const StatusNode& n : table->nodes) up += n.state == NodeState::kUp;
+  for (const Problem& p : problems) muted += p.muted ? 1 : 0;
+  json ms = json::array();
+  for (const MuteState& s : mutes)
+    ms.push_back({{"cause", s.mute.cause},
+                  {"subject", s.mute.subject},
+                  {"until", format_unix_ms(s.mute.until_unix_ms)},
+                  {"until_unix_ms", s.mute.until_unix_ms},
+                  {"sticky", s.mute.sticky},
+                  {"by", s.mute.by},
+                  {"covers", s.covers},
+                  {"matched", s.mute.matched},
+                  {"hides", s.hides},
+                  {"reason", s.reason}});
   return {{"node", node},
           {"mgs", table ? table->mgs.to_string() : ""},
           {"nodes", table ? table->nodes.size() : 0},
           {"nodes_up", up},
-          {"problems", list}};
+          {"problems", list},
+          {"muted", muted},
+          {"mutes", ms}};
 }
 
 json mesh_json(const MeshMatrix& m, const std::vector<std::vector<MeshMark>>& marks,

@@ -9,6 +9,7 @@
 #include "base/live_config.h"
 #include "membership/service.h"
 #include "net/net.h"
+#include "probe/health_mutes.h"
 #include "probe/mesh_service.h"
 #include "probe/netverify_service.h"
 #include "stats/job_stats.h"
@@ -46,10 +47,13 @@ nlohmann::json job_view_json(const JobStats::View& v, const TypeNames& names, Ti
                              int64_t wall_now_unix_ms);
 nlohmann::json membership_counters_json(const MembershipCounters& c);
 // The `health` result: {"node", "mgs", "nodes", "nodes_up", "problems": [{"kind",
-// "subject", "cause", "since", "since_unix_ms", "seen_by", "evidence"}...]}; "mgs" is ""
-// and the node counts 0 when the MGS's table was not had.
+// "subject", "cause", "since", "since_unix_ms", "seen_by", "evidence", "code", "muted"}...],
+// "muted": N, "mutes": [{"cause", "subject", "until", "until_unix_ms", "sticky", "by",
+// "covers", "matched", "hides", "reason"}...]}; "mgs" is "" and the node counts 0 when the
+// MGS's table was not had; "mutes_error" when the mutes could not be had.
 nlohmann::json health_json(const std::string& node, const StatusTable* table,
-                           const std::vector<Problem>& problems);
+                           const std::vector<Problem>& problems,
+                           const std::vector<MuteState>& mutes = {});
 // The `mesh` result: {"mgs", "epoch", "rows": [{"from", "updated_unix_ms", "cells": [{"to",
 // "local", "peer", "sent", "lost", "rtt_count", "p50_ms", "p99_ms", "write_mib_s",
 // "read_mib_s", "outlier"}...]}...], "outliers", "local": {this node's counters and

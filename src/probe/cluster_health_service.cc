@@ -42,6 +42,15 @@ const RpcMethod<PageReq, HealthPage> kClusterRpc{.type = kMsgHealthCluster,
                                                  .mode = HandlerMode::kWorker,
                                                  .reply_in = ReplyIn::kBulk};
 
+// The cluster's mutes: listed, set or cleared at the MGS; the reply is every mute now.
+const RpcMethod<MuteReq, MuteList> kMuteRpc{.type = kMsgHealthMute,
+                                            .name = "HEALTH_MUTE",
+                                            .exec = Execution::kRepeatable,
+                                            .encode_request = encode_mute_req,
+                                            .decode_request = decode_mute_req,
+                                            .encode_reply = encode_mute_list,
+                                            .decode_reply = decode_mute_list};
+
 }  // namespace
 
 ClusterHealthService::ClusterHealthService(const Config& cfg, RpcEngine& rpc,
@@ -56,7 +65,12 @@ ClusterHealthService::ClusterHealthService(const Config& cfg, RpcEngine& rpc,
     {
       MutexLock lk(mu_);
       board_.emplace(interval_ * kRefreshIntervals * kKeepRefreshes);
+      mute_board_.emplace();
     }
+    serve(rpc_, kMuteRpc, [this](MuteReq&& q, RpcRequest&) -> Result<MuteList> {
+      MutexLock lk(mu_);
+      return change_mutes(q);
+    });
     serve(rpc_, kReportRpc, [this](HealthReport&& rep, RpcRequest&) -> Result<Empty> {
       TimePoint now = clock_.now();
       MutexLock lk(mu_);
@@ -160,6 +174,9 @@ void ClusterHealthService::tick(TimePoint now) {
     MutexLock lk(mu_);
     in_flight_ = true;
   }
+  // A node with problems learns the cluster's mutes as often as it reports them (its
+  // /metrics marks the muted ones); a healthy node has none to mark and asks nothing.
+  refresh_mutes();
   auto sent = std::make_shared<std::vector<Problem>>(rep.problems);
   CallOptions co;
   co.timeout = std::max<Duration>(interval_, std::chrono::seconds(1));
@@ -175,6 +192,77 @@ void ClusterHealthService::tick(TimePoint now) {
         } else {
           ++counters_.report_failures;  // tried again at the next tick
         }
+      },
+      co);
+}
+
+int64_t ClusterHealthService::now_unix_ms() const {
+  return clock_.wall_now().time_since_epoch().count() / 1000000;
+}
+
+Result<MuteList> ClusterHealthService::change_mutes(const MuteReq& q) {
+  const int64_t now = now_unix_ms();
+  if (q.op == MuteOp::kSet) {
+    if (Status s = mute_board_->set(q.mute, now); !s.ok()) return s;
+    PFS_LOG_INFO("health: {} muted{} until {} by {}{}", q.mute.cause,
+                 q.mute.subject.empty() ? "" : " for " + q.mute.subject,
+                 q.mute.until_unix_ms / 1000, q.mute.by, q.mute.sticky ? " (sticky)" : "");
+  } else if (q.op == MuteOp::kClear) {
+    if (!mute_board_->clear(q.mute.cause, q.mute.subject))
+      return Status(Code::kNotFound, "no mute of " + q.mute.cause +
+                                         (q.mute.subject.empty() ? "" : " " + q.mute.subject));
+    PFS_LOG_INFO("health: {}{} unmuted by {}", q.mute.cause,
+                 q.mute.subject.empty() ? "" : " for " + q.mute.subject, q.mute.by);
+  }
+  MuteList l{mute_board_->list(now)};
+  mutes_ = l.mutes;
+  return l;
+}
+
+Result<std::vector<HealthMute>> ClusterHealthService::mutes(const MuteReq& q, Duration timeout) {
+  const bool leads = membership_.leads();
+  {
+    MutexLock lk(mu_);
+    if (mute_board_ && leads) {
+      auto l = change_mutes(q);
+      if (!l.ok()) return l.status();
+      return std::move(l->mutes);
+    }
+  }
+  std::optional<Nid> mgs = membership_.current_mgs();
+  if (!mgs) return Status(Code::kNotFound, "no MGS configured (node.mgs is empty)");
+  CallOptions co;
+  co.timeout = timeout;
+  Result<MuteList> l = call(rpc_, kMuteRpc, *mgs, q, co);
+  if (!l.ok())
+    return Status(l.status().code(),
+                  "asking MGS " + mgs->to_string() + ": " + l.status().message());
+  MutexLock lk(mu_);
+  mutes_ = l->mutes;
+  return std::move(l->mutes);
+}
+
+std::vector<HealthMute> ClusterHealthService::known_mutes() const {
+  MutexLock lk(mu_);
+  return mutes_;
+}
+
+void ClusterHealthService::refresh_mutes() {
+  std::optional<Nid> mgs = membership_.current_mgs();
+  if (!mgs) return;
+  {
+    MutexLock lk(mu_);
+    if (mutes_in_flight_) return;
+    mutes_in_flight_ = true;
+  }
+  CallOptions co;
+  co.timeout = std::max<Duration>(interval_, std::chrono::seconds(1));
+  call_async(
+      rpc_, kMuteRpc, *mgs, MuteReq{},
+      [this](Result<MuteList> r) {
+        MutexLock lk(mu_);
+        mutes_in_flight_ = false;
+        if (r.ok()) mutes_ = std::move(r->mutes);  // an MGS without mutes (older): none
       },
       co);
 }

@@ -26,6 +26,7 @@
 #include "base/mutex.h"
 #include "membership/service.h"
 #include "probe/cluster_health.h"
+#include "probe/health_mutes.h"
 #include "rpc/node_part.h"
 #include "rpc/rpc_engine.h"
 
@@ -54,6 +55,12 @@ class ClusterHealthService final : public NodePart {
   // each within `timeout`).
   Result<std::vector<NodeProblems>> cluster(Duration timeout);
   Duration report_interval() const { return interval_; }
+  // The cluster's mutes (probe/health_mutes.h) after `q` (list, set or clear) at the MGS
+  // (on the MGS: its own), within `timeout`.
+  Result<std::vector<HealthMute>> mutes(const MuteReq& q, Duration timeout);
+  // The mutes as last learnt, without asking: the MGS's own; another node's as of its
+  // last report (a node with problems asks at each report; a healthy one never).
+  std::vector<HealthMute> known_mutes() const;
 
   struct Counters {
     uint64_t reports_sent = 0, report_failures = 0, reports_received = 0;
@@ -68,6 +75,11 @@ class ClusterHealthService final : public NodePart {
   // On the MGS: the lists of the nodes its table calls DEAD leave the board (looked at
   // again only when the table changed).
   void forget_the_dead();
+  // On the MGS: `q` applied to mute_board_; every mute after it.
+  Result<MuteList> change_mutes(const MuteReq& q) REQUIRES(mu_);
+  // Asks the MGS for its mutes into mutes_ (asynchronously; one at a time).
+  void refresh_mutes();
+  int64_t now_unix_ms() const;
 
   std::string name_;
   RpcEngine& rpc_;
@@ -82,8 +94,11 @@ class ClusterHealthService final : public NodePart {
   std::optional<std::vector<Problem>> acked_ GUARDED_BY(mu_);  // the list the MGS last took
   TimePoint next_refresh_ GUARDED_BY(mu_){};
   bool in_flight_ GUARDED_BY(mu_) = false;
-  std::optional<HealthBoard> board_ GUARDED_BY(mu_);  // the MGS's
-  uint64_t seen_generation_ GUARDED_BY(mu_) = 0;      // of the MGS's table, last looked at
+  std::optional<HealthBoard> board_ GUARDED_BY(mu_);     // the MGS's
+  std::optional<MuteBoard> mute_board_ GUARDED_BY(mu_);  // the MGS's
+  std::vector<HealthMute> mutes_ GUARDED_BY(mu_);        // as last learnt
+  bool mutes_in_flight_ GUARDED_BY(mu_) = false;
+  uint64_t seen_generation_ GUARDED_BY(mu_) = 0;  // of the MGS's table, last looked at
   Counters counters_ GUARDED_BY(mu_);
   // When each problem of local_ was first listed: (kind, subject, cause).
   std::map<std::tuple<std::string, std::string, std::string>, TimePoint> began_ GUARDED_BY(mu_);

@@ -109,6 +109,47 @@ TEST_F(InProcessClusterHealthTest, EachStartAndEndIsLoggedWithItsCode) {
   EXPECT_EQ(events[1]["lasted_s"], 2.0);
 }
 
+// The MGS keeps the cluster's mutes (pfsnet health mute): set from any node, learnt by a
+// node with problems at its reports (its /metrics marks them), never asked for by a
+// healthy one; cleared, or gone at the TTL's end.
+TEST_F(InProcessClusterHealthTest, TheMgsKeepsTheMutesAndANodeWithProblemsLearnsThem) {
+  health_[3]->set_local({unhealthy_peer(4)});
+  const int64_t now = c_.clock().wall_now().time_since_epoch().count() / 1000000;
+  MuteReq set{MuteOp::kSet,
+              HealthMute{"UNHEALTHY", "10.0.0.4@tcp", now, now + 10000, false, 1, "n5"}};
+  auto m = health_[5]->mutes(set, 1s);  // n5 (a client) asks the MGS
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_EQ(m->size(), 1u);
+  EXPECT_EQ((*m)[0].by, "n5");
+  // n3 has a problem: it learns the mute by its next refresh (6 intervals of 0.5 s).
+  auto learnt = c_.run_until([&] { return health_[3]->known_mutes().size() == 1; }, 5s);
+  ASSERT_TRUE(learnt.has_value());
+  EXPECT_LE(*learnt, 3100ms);
+  std::vector<Problem> mine{unhealthy_peer(4)};
+  auto states = apply_mutes(mine, health_[3]->known_mutes(), now + 1000);
+  EXPECT_TRUE(mine[0].muted);
+  // n4 has none: it asked nothing.
+  c_.run_for(4s);
+  EXPECT_TRUE(health_[4]->known_mutes().empty());
+  // A clear of what is not muted says so; a clear of the mute empties the list everywhere.
+  MuteReq other{MuteOp::kClear, HealthMute{"LOSSY", "", 0, 0, false, 0, "n5"}};
+  EXPECT_EQ(health_[6]->mutes(other, 1s).status().code(), Code::kNotFound);
+  MuteReq clear{MuteOp::kClear, HealthMute{"UNHEALTHY", "10.0.0.4@tcp", 0, 0, false, 0, "n6"}};
+  auto cleared = health_[6]->mutes(clear, 1s);
+  ASSERT_TRUE(cleared.ok()) << cleared.status().to_string();
+  EXPECT_TRUE(cleared->empty());
+  ASSERT_TRUE(c_.run_until([&] { return health_[3]->known_mutes().empty(); }, 5s).has_value());
+  // A TTL of 2 s: listed, then gone after 2 s.
+  const int64_t t = c_.clock().wall_now().time_since_epoch().count() / 1000000;
+  MuteReq brief{MuteOp::kSet, HealthMute{"UNHEALTHY", "", t, t + 2000, true, 1, "n5"}};
+  ASSERT_TRUE(health_[5]->mutes(brief, 1s).ok());
+  EXPECT_EQ(health_[2]->mutes(MuteReq{}, 1s)->size(), 1u);
+  c_.run_for(2100ms);
+  EXPECT_TRUE(health_[2]->mutes(MuteReq{}, 1s)->empty());
+  // A TTL already over is refused.
+  EXPECT_EQ(health_[5]->mutes(brief, 1s).status().code(), Code::kInvalidArgument);
+}
+
 // A restarted MGS has an empty board; a node whose list is not empty sends it again within
 // 6 intervals (3 s), so the new MGS learns it without anyone asking.
 TEST_F(InProcessClusterHealthTest, ARestartedMgsLearnsTheListsAgainWithinTheirRefresh) {

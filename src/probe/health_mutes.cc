@@ -27,8 +27,7 @@ HealthMute read_mute(ByteReader& r) {
   m.sticky = sticky == 1;
   m.matched = r.u32();
   m.by = r.str();
-  if (sticky > 1 || m.set_unix_ms < 0 || m.until_unix_ms < m.set_unix_ms)
-    r.fail();
+  if (sticky > 1 || m.set_unix_ms < 0 || m.until_unix_ms < m.set_unix_ms) r.fail();
   return m;
 }
 

@@ -35,6 +35,8 @@ inline constexpr uint32_t kMsgNetverifyMtuSend = 27;
 // probe/cluster_health_service.h: a node's own problems to the MGS, and every node's back.
 inline constexpr uint32_t kMsgHealthReport = 28;
 inline constexpr uint32_t kMsgHealthCluster = 29;
+// probe/health_mutes.h: the cluster's muted problems, kept by the MGS (issue 70).
+inline constexpr uint32_t kMsgHealthMute = 43;
 // selftest/selftest.h: one client's share of a self-test step.
 inline constexpr uint32_t kMsgSelftestRun = 20;
 // tune/tune.h: the packet-train probe.
@@ -84,6 +86,7 @@ inline constexpr MsgType kMsgTypes[] = {
     {kMsgNetverifyMtuSend, "NETVERIFY_MTU_SEND"},
     {kMsgHealthReport, "HEALTH_REPORT"},
     {kMsgHealthCluster, "HEALTH_CLUSTER"},
+    {kMsgHealthMute, "HEALTH_MUTE"},
     {kMsgSelftestRun, "SELFTEST_RUN"},
     {kMsgTuneProbe, "TUNE_PROBE"},
     {kMsgBlockInfo, "BLOCK_INFO"},
