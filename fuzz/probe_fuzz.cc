@@ -71,13 +71,13 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
   NvMtuSendRep mrep{{576, 1280, 1500}, {9000}};
   NvDatagram probe{NvKind::kProbe, 77, 1500, "", "", ""};
   NvDatagram ack{NvKind::kAck, 77, 1500, "eth0", "198.18.1.2", "198.18.1.3"};
-  HealthMute m{"LOSSY", "198.18.1.2@tcp -> 198.18.2.3@tcp1", 1795576298187, 1795583498187, true,
-               2, "c1"};
+  HealthMute m{"LOSSY", "198.18.1.2@tcp -> 198.18.2.3@tcp1", 1795576298187, 1795583498187, true, 2,
+               "c1"};
   return {tagged(0, encode_health_report(rep)),    tagged(1, encode_health_page(page)),
           tagged(2, encode_nv_info(info)),         tagged(3, encode_nv_mtu_send_req(mreq)),
           tagged(4, encode_nv_mtu_send_rep(mrep)), tagged(5, encode_nv_datagram(probe)),
           tagged(5, encode_nv_datagram(ack)),      tagged(6, encode_mesh_mtu_ask(a)),
-          tagged(7, encode_mesh_mtu_answer(9000)),  tagged(8, encode_mute_req({MuteOp::kSet, m})),
+          tagged(7, encode_mesh_mtu_answer(9000)), tagged(8, encode_mute_req({MuteOp::kSet, m})),
           tagged(9, encode_mute_list({{m, m}}))};
 }
 
