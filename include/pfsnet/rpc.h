@@ -13,6 +13,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace pfsnet {
@@ -160,13 +161,18 @@ enum class HandlerMode { kInline, kWorker };
 class Responder {
  public:
   using Send = std::function<void(RpcResponse&&)>;
+  // What the request waits for ("" = nothing any more): the engine's op tracker.
+  using Note = std::function<void(std::string_view waiting_for)>;
   Responder() = default;
-  explicit Responder(Send send) : send_(std::move(send)) {}
-  Responder(Responder&& o) noexcept : send_(std::exchange(o.send_, nullptr)) {}
+  explicit Responder(Send send, Note note = nullptr)
+      : send_(std::move(send)), note_(std::move(note)) {}
+  Responder(Responder&& o) noexcept
+      : send_(std::exchange(o.send_, nullptr)), note_(std::exchange(o.note_, nullptr)) {}
   Responder& operator=(Responder&& o) noexcept {
     if (this != &o) {
       drop();
       send_ = std::exchange(o.send_, nullptr);
+      note_ = std::exchange(o.note_, nullptr);
     }
     return *this;
   }
@@ -178,6 +184,14 @@ class Responder {
     if (Send s = std::exchange(send_, nullptr)) s(std::move(r));
   }
   bool answered() const { return !send_; }
+  // The handler waits for a resource of its own: `pfsnet diag ops` shows the request in
+  // phase "waiting", for `what` ("a block buffer: all 64 in use, ..."), until resumed().
+  void waiting_for(std::string_view what) {
+    if (note_ && send_) note_(what);
+  }
+  void resumed() {
+    if (note_ && send_) note_({});
+  }
 
  private:
   void drop() {
@@ -187,6 +201,7 @@ class Responder {
     reply(std::move(r));
   }
   Send send_;
+  Note note_;
 };
 // An asynchronous handler: runs on the I/O thread (it must not block) and answers through
 // the Responder now or later.

@@ -21,6 +21,8 @@ const char* op_phase_name(OpPhase p) {
       return "executing";
     case OpPhase::kDone:
       return "done";
+    case OpPhase::kWaiting:
+      return "waiting";
   }
   return "?";
 }
@@ -65,6 +67,8 @@ std::string op_verdict_now(const Op& op, TimePoint now) {
       return "server: queued " + in + " for a worker" + detail;
     case OpPhase::kExecuting:
       return "server: executing for " + in + detail;
+    case OpPhase::kWaiting:
+      return "server: waiting " + in + " for " + op.detail;
     case OpPhase::kDone:
       break;
   }
@@ -174,6 +178,27 @@ void OpBoard::Ticket::executing() {
   it_->handler_at = now;
 }
 
+void OpBoard::Ticket::waiting(std::string what) {
+  if (!board_) return;
+  TimePoint now = board_->clock_.now();
+  MutexLock lk(board_->mu_);
+  it_->phase = OpPhase::kWaiting;
+  it_->phase_since = now;
+  it_->events.push_back({now, "waiting for " + what});
+  it_->detail = std::move(what);
+}
+
+void OpBoard::Ticket::resumed() {
+  if (!board_) return;
+  TimePoint now = board_->clock_.now();
+  MutexLock lk(board_->mu_);
+  if (it_->phase != OpPhase::kWaiting) return;
+  it_->events.push_back({now, "resumed after " + op_duration_text(now - it_->phase_since)});
+  it_->phase = OpPhase::kExecuting;
+  it_->phase_since = now;
+  it_->detail.clear();
+}
+
 void OpBoard::Ticket::ended(const Status& s) {
   if (!board_) return;
   MutexLock lk(board_->mu_);
@@ -191,9 +216,11 @@ OpBoard::Ticket::~Ticket() {
       done->ended = now;
       done->phase = OpPhase::kDone;
       done->phase_since = now;
+      std::vector<OpEvent> waits = std::move(done->events);  // its handler's waits
       done->events = {{done->started, "arrived"}};
       if (done->handler_at != TimePoint{})
         done->events.push_back({done->handler_at, "handler started"});
+      for (OpEvent& e : waits) done->events.push_back(std::move(e));
       done->events.push_back({now, "replied"});
     }
     board_->ops_.erase(it_);

@@ -42,6 +42,7 @@ enum class OpPhase : uint8_t {
   kQueued,     // server: arrived, waiting for a worker
   kExecuting,  // server: its handler runs (or has not answered yet)
   kDone,       // ended (history)
+  kWaiting,    // server: its handler waits for a resource it names (a block buffer)
 };
 const char* op_phase_name(OpPhase p);  // "slot", "network", "reply", ...
 
@@ -161,6 +162,10 @@ class OpBoard {
     ~Ticket();
     // Its handler starts (a worker took it up).
     void executing();
+    // Its handler waits for `what` ("a block buffer: ..."); resumed() when it has it.
+    // Both are in its timeline.
+    void waiting(std::string what);
+    void resumed();
     // How it ends (kept in the history): the reply's status.
     void ended(const Status& s);
 

@@ -154,6 +154,54 @@ TEST(OpBoardTest, ARequestIsListedUntilItsTicketGoesAndASlowOneIsKeptWithItsTime
   EXPECT_EQ(s[0].events[2].what, "replied");
 }
 
+// An asynchronous handler that waits for a resource of its own says so (Responder::
+// waiting_for): the request is in phase "waiting" with what it waits for, blamed on the
+// server by its verdict, and its timeline keeps the wait.
+TEST(OpBoardTest, AHandlerWaitingForAResourceIsInPhaseWaitingAndKeepsTheWaitInItsTimeline) {
+  ManualClock clock;
+  OpHistory h(OpHistoryOptions{5, 60s, 1ms});
+  OpBoard board(clock, h);
+  Op op;
+  op.xid = 8;
+  op.started = clock.now();
+  {
+    auto t = std::make_shared<OpBoard::Ticket>(board.enter(op, OpPhase::kExecuting));
+    Responder resp([](RpcResponse&&) {},
+                   [t](std::string_view what) {
+                     if (what.empty())
+                       t->resumed();
+                     else
+                       t->waiting(std::string(what));
+                   });
+    resp.resumed();  // not waiting: nothing changes
+    EXPECT_EQ(board.in_flight()[0].phase, OpPhase::kExecuting);
+    clock.advance(1s);
+    resp.waiting_for("a block buffer: all 4 of 64 KiB in use, 2 request(s) ahead");
+    clock.advance(2500ms);
+    Op now = board.in_flight()[0];
+    EXPECT_EQ(now.phase, OpPhase::kWaiting);
+    EXPECT_STREQ(op_phase_name(now.phase), "waiting");
+    EXPECT_EQ(op_verdict_now(now, clock.now()),
+              "server: waiting 2.500 s for a block buffer: all 4 of 64 KiB in use, 2 request(s) "
+              "ahead");
+    resp.resumed();
+    EXPECT_EQ(board.in_flight()[0].phase, OpPhase::kExecuting);
+    EXPECT_EQ(board.in_flight()[0].detail, "");
+    clock.advance(500ms);
+    resp.reply(RpcResponse{});
+    resp.waiting_for("after the reply");  // answered: nothing
+  }
+  std::vector<Op> s = h.slowest(clock.now());
+  ASSERT_EQ(s.size(), 1u);
+  ASSERT_EQ(s[0].events.size(), 4u);
+  EXPECT_EQ(s[0].events[0].what, "arrived");
+  EXPECT_EQ(s[0].events[1].what,
+            "waiting for a block buffer: all 4 of 64 KiB in use, 2 request(s) ahead");
+  EXPECT_EQ(s[0].events[1].at - s[0].started, 1s);
+  EXPECT_EQ(s[0].events[2].what, "resumed after 2.500 s");
+  EXPECT_EQ(s[0].events[3].what, "replied");
+}
+
 }  // namespace
 
 namespace rpc_test {

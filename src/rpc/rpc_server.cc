@@ -156,6 +156,7 @@ std::vector<Op> RpcServer::ops() const {
   std::vector<Op> v = board_.in_flight();
   const WorkerStats w = workers_.stats();
   for (Op& op : v) {
+    if (op.phase == OpPhase::kWaiting) continue;  // its handler said for what
     if (op.phase == OpPhase::kQueued)
       op.detail = "waiting for a worker: " + std::to_string(w.busy) + " of " +
                   std::to_string(w.threads) + " busy, " + std::to_string(w.queued) +
@@ -190,11 +191,18 @@ void RpcServer::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxC
   // On the board until the responder is done with (answered, or dropped unanswered).
   auto op = std::make_shared<OpBoard::Ticket>(
       board_.enter(server_op(from, hdr, received), OpPhase::kExecuting));
-  Responder resp([this, from, hdr, received, cr, saved, op](RpcResponse&& r) {
-    cr->release();
-    op->ended(r.status);
-    send_reply(from, hdr, received, std::move(r), true, saved);
-  });
+  Responder resp(
+      [this, from, hdr, received, cr, saved, op](RpcResponse&& r) {
+        cr->release();
+        op->ended(r.status);
+        send_reply(from, hdr, received, std::move(r), true, saved);
+      },
+      [op](std::string_view what) {  // what its handler waits for (diag ops)
+        if (what.empty())
+          op->resumed();
+        else
+          op->waiting(std::string(what));
+      });
   RpcRequest req{
       from,      f.hdr.msg_type, std::move(f.payload), std::move(f.bulk), f.hdr.incarnation,
       f.hdr.xid, f.bulk_crc};

@@ -26,12 +26,13 @@ BlockBuffers::BlockBuffers(size_t count, size_t buffer_size, const Clock& clock)
 
 BlockBuffers::~BlockBuffers() { std::free(memory_); }
 
-void BlockBuffers::acquire(Ready ready) {
+void BlockBuffers::acquire(Ready ready, const std::function<void(size_t ahead)>& on_queue) {
   uint8_t* p = nullptr;
   {
     MutexLock lk(mu_);
     if (!stopped_) {
       if (free_.empty() || !waiters_.empty()) {
+        if (on_queue) on_queue(waiters_.size());
         waiters_.push_back({std::move(ready), clock_.now()});
         st_.waiting_max = std::max(st_.waiting_max, waiters_.size());
         return;

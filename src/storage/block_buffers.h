@@ -44,8 +44,11 @@ class BlockBuffers final : public BufferPool, public std::enable_shared_from_thi
   static std::shared_ptr<BlockBuffers> make(size_t count, size_t buffer_size, const Clock& clock);
   ~BlockBuffers() override;
 
-  // Runs `ready` with a free buffer now, or when one comes back (first come, first served).
-  void acquire(Ready ready);
+  // Runs `ready` with a free buffer now, or when one comes back (first come, first served);
+  // in that case first `on_queue(ahead)` (under the pool's lock, before `ready` can run:
+  // it must not call the pool), `ahead` the requests waiting before this one.
+  void acquire(Ready ready, const std::function<void(size_t ahead)>& on_queue = nullptr);
+  size_t count() const { return count_; }
   // Waiters get an empty buffer; later acquires too. Buffers out stay valid.
   void stop();
 

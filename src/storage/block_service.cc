@@ -174,19 +174,27 @@ void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
   op->data = std::move(req.bulk);
   op->data_crc = req.bulk_crc;
   op->resp = std::move(resp);
-  buffers_->acquire([this, op](Buffer buf, Duration waited) {
-    if (stats_) stats_->record_exec(RawExecRecord{waited.count(), kMsgBlockBufferWait});
-    if (buf.empty()) {
-      op->resp.reply(RpcResponse{Status(Code::kCancelled, "block server stopping"), {}, {}});
-      return;
-    }
-    op->buf = std::move(buf);
-    // A target in memory takes or shares a whole block without a copy, written or read:
-    // no storage thread needed (a hand-off cost more than the work).
-    if (whole(op->io) && !stores_[op->io.target]->blocks_thread()) return run(op);
-    if (!io_->submit([this, op] { run(op); }))
-      op->resp.reply(RpcResponse{Status(Code::kCancelled, "block server stopping"), {}, {}});
-  });
+  auto queued = [this, op](size_t ahead) {  // `pfsnet diag ops`: what it waits for
+    op->resp.waiting_for("a block buffer: all " + std::to_string(buffers_->count()) + " of " +
+                         std::to_string(buffers_->buffer_size() >> 10) + " KiB in use, " +
+                         std::to_string(ahead) + " request(s) ahead (storage.buffers)");
+  };
+  buffers_->acquire(
+      [this, op](Buffer buf, Duration waited) {
+        if (stats_) stats_->record_exec(RawExecRecord{waited.count(), kMsgBlockBufferWait});
+        op->resp.resumed();  // if it waited: executing again
+        if (buf.empty()) {
+          op->resp.reply(RpcResponse{Status(Code::kCancelled, "block server stopping"), {}, {}});
+          return;
+        }
+        op->buf = std::move(buf);
+        // A target in memory takes or shares a whole block without a copy, written or read:
+        // no storage thread needed (a hand-off cost more than the work).
+        if (whole(op->io) && !stores_[op->io.target]->blocks_thread()) return run(op);
+        if (!io_->submit([this, op] { run(op); }))
+          op->resp.reply(RpcResponse{Status(Code::kCancelled, "block server stopping"), {}, {}});
+      },
+      queued);
 }
 
 void BlockService::run(const std::shared_ptr<Op>& op) {

@@ -374,6 +374,14 @@ TEST_F(BlockServiceTest, RequestsWaitForBuffersInsteadOfFailing) {
   EXPECT_EQ(st.acquired, 64u);
   EXPECT_LE(st.in_use_max, 4u);
   EXPECT_GT(st.waited, 0u);
+  // The slowest writes' timelines on the server (diag ops --history) say what they waited
+  // for: the slowest of all waited for a buffer, behind the others.
+  std::vector<Op> slow = s.rpc->ops_history();
+  ASSERT_FALSE(slow.empty());
+  bool waited = false;
+  for (const OpEvent& e : slow[0].events)
+    waited |= e.what.rfind("waiting for a block buffer: all 4 of ", 0) == 0;
+  EXPECT_TRUE(waited) << slow[0].events.size();
   EXPECT_EQ(st.in_use, 0u);
   for (auto& f : files) {
     std::vector<uint8_t> got(p.size());

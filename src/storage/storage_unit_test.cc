@@ -73,14 +73,19 @@ TEST(BlockBuffersTest, ARequestWaitsForAFreeBufferFirstComeFirstServed) {
   auto pool = BlockBuffers::make(2, 4096, clock);
   std::vector<Buffer> held;
   std::vector<std::pair<int, Duration>> got;
+  std::vector<std::pair<int, size_t>> queued;  // who waits, behind how many (diag ops)
   for (int i = 0; i < 4; ++i)
-    pool->acquire([&, i](Buffer b, Duration waited) {
-      EXPECT_EQ(b.size(), 4096u);
-      EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 4096, 0u);  // O_DIRECT can use it
-      got.emplace_back(i, waited);
-      held.push_back(std::move(b));
-    });
+    pool->acquire(
+        [&, i](Buffer b, Duration waited) {
+          EXPECT_EQ(b.size(), 4096u);
+          EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 4096, 0u);  // O_DIRECT can use it
+          got.emplace_back(i, waited);
+          held.push_back(std::move(b));
+        },
+        [&, i](size_t ahead) { queued.emplace_back(i, ahead); });
   ASSERT_EQ(got.size(), 2u);  // two buffers: requests 2 and 3 wait
+  EXPECT_EQ(queued, (std::vector<std::pair<int, size_t>>{{2, 0}, {3, 1}}));
+  EXPECT_EQ(pool->count(), 2u);
   auto s = pool->stats();
   EXPECT_EQ(s.in_use, 2u);
   EXPECT_EQ(s.waiting, 2u);
