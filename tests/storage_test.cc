@@ -210,6 +210,41 @@ TEST(StorageTest, AStripedFileWrittenByOneClientReadsBackFromAnother) {
 
 // s2's target is a raw block device (a loop device): its slot table and blocks are what
 // the restarted server finds.
+// `pfsnet file put/get --job` (or the job id the daemon's rpc.jobid_var gives in the
+// command's environment): every block RPC carries it, so each server counts the transfer
+// under that job (`pfsnet diag jobs`).
+TEST(StorageTest, FilePutAndGetCarryTheirJobIdToEveryServer) {
+  StorageCluster c;
+  ASSERT_TRUE(c.ready());
+  std::string data = random_bytes(1 << 20, 5);  // 16 blocks of 64 KiB over 3 targets
+  write_file(c.dir.file("in"), data);
+  auto [rc, out] = run({PFSNET_BIN, "--socket", c.c1.socket(), "file", "put", "jobbed",
+                        c.dir.file("in"), "--servers", c.servers(), "--job", "slurm.77"},
+                       60000ms);
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) =
+      run({PFSNET_BIN, "--socket", c.c2.socket(), "file", "get", "jobbed", c.dir.file("out"),
+           "--servers", c.servers(), "--length", "1M", "--job", "slurm.78"},
+          60000ms);
+  ASSERT_EQ(rc, 0) << out;
+  // Per job, over both servers: the writes of one, the reads of the other, all of them.
+  std::map<std::string, std::map<std::string, uint64_t>> by_job;  // job -> type -> RPCs
+  for (const Daemon* s : {&c.s1, &c.s2}) {
+    auto [jrc, jout] =
+        run({PFSNET_BIN, "--socket", s->socket(), "diag", "jobs", "--top", "0", "--json"});
+    ASSERT_EQ(jrc, 0) << jout;
+    const json r = last_json_line(jout);
+    for (const json& e : r["jobs"]["top"])
+      for (const json& t : e["types"])
+        by_job[e["key"].get<std::string>()][t["type"].get<std::string>()] +=
+            t["rpcs"].get<uint64_t>();
+  }
+  EXPECT_EQ(by_job["slurm.77"]["BLOCK_WRITE"], 16u) << ::testing::PrintToString(by_job);
+  EXPECT_EQ(by_job["slurm.77"]["BLOCK_READ"], 0u);
+  EXPECT_GE(by_job["slurm.78"]["BLOCK_READ"], 16u) << ::testing::PrintToString(by_job);
+  EXPECT_EQ(by_job["slurm.78"]["BLOCK_WRITE"], 0u);
+}
+
 TEST(StorageTest, AServerKilledInTheMiddleOfWritesLosesNoneThatWereAcknowledged) {
   TempDir devdir;
   LoopDevice dev(devdir, "s2-t0", 16 << 20);

@@ -33,10 +33,13 @@ int request(const Invocation& inv, const json& req, std::chrono::milliseconds ti
 // Adds --json to `sub`.
 void add_json_flag(CLI::App* sub, Invocation& inv);
 
-std::string fmt_ms(double v);                                      // "1.234"
-std::string human_bytes(uint64_t v);                               // "1.5MiB"
-std::string utc(int64_t unix_seconds);                             // "2026-11-22T05:30:00Z"
-std::optional<int64_t> size_with_unit(const std::string& text);    // "64K", "1M", "4096"
+std::string fmt_ms(double v);                                    // "1.234"
+std::string human_bytes(uint64_t v);                             // "1.5MiB"
+std::string utc(int64_t unix_seconds);                           // "2026-11-22T05:30:00Z"
+std::optional<int64_t> size_with_unit(const std::string& text);  // "64K", "1M", "4096"
+// This process's job id when --job names none: the daemon's rpc.jobid_var and
+// rpc.jobid_name resolved in this command's environment; "" when none.
+std::string own_job_id(const Invocation& inv);
 std::optional<double> seconds_with_unit(const std::string& text);  // "90", "90s", "30m", "2h", "1d"
 
 // The subcommands.

@@ -114,30 +114,6 @@ struct PingArgs {
   bool wait = false;
 };
 
-// This process's job id when --job names none: the daemon's rpc.jobid_var and
-// rpc.jobid_name (base/job_id.h) resolved here -- a batch job's SLURM_JOB_ID is in the
-// environment of the `pfsnet` it runs, not of the daemon. "" when the rule gives none or the
-// daemon's settings cannot be had (the ping itself then says why).
-std::string own_job_id(const Invocation& inv) {
-  auto r = admin_request(inv.socket, {{"cmd", "config_show"}}, std::chrono::seconds(5));
-  if (!r.ok()) return {};
-  JobIdRule rule;
-  for (const json& e : r->value("config", json::array())) {
-    const std::string key = e.value("key", std::string());
-    if (key != "rpc.jobid_var" && key != "rpc.jobid_name") continue;
-    // The value as the config file writes it: a TOML string.
-    std::string v;
-    try {
-      toml::table t = toml::parse("v = " + e.value("value", std::string()));
-      v = t["v"].value_or(std::string());
-    } catch (const toml::parse_error&) {
-      return {};
-    }
-    (key == "rpc.jobid_var" ? rule.var : rule.name) = std::move(v);
-  }
-  return resolve_job_id(rule);
-}
-
 int ping(Invocation& inv, const PingArgs& a) {
   auto nid = Nid::parse(a.nid);
   if (!nid.ok()) return fail(nid.status().message());
@@ -185,6 +161,30 @@ int ping(Invocation& inv, const PingArgs& a) {
 }
 
 }  // namespace
+
+// This process's job id when --job names none: the daemon's rpc.jobid_var and
+// rpc.jobid_name (base/job_id.h) resolved here -- a batch job's SLURM_JOB_ID is in the
+// environment of the `pfsnet` it runs, not of the daemon. "" when the rule gives none or the
+// daemon's settings cannot be had (the ping itself then says why).
+std::string own_job_id(const Invocation& inv) {
+  auto r = admin_request(inv.socket, {{"cmd", "config_show"}}, std::chrono::seconds(5));
+  if (!r.ok()) return {};
+  JobIdRule rule;
+  for (const json& e : r->value("config", json::array())) {
+    const std::string key = e.value("key", std::string());
+    if (key != "rpc.jobid_var" && key != "rpc.jobid_name") continue;
+    // The value as the config file writes it: a TOML string.
+    std::string v;
+    try {
+      toml::table t = toml::parse("v = " + e.value("value", std::string()));
+      v = t["v"].value_or(std::string());
+    } catch (const toml::parse_error&) {
+      return {};
+    }
+    (key == "rpc.jobid_var" ? rule.var : rule.name) = std::move(v);
+  }
+  return resolve_job_id(rule);
+}
 
 void add_keygen(CLI::App& app, Invocation& inv) {
   auto* sub = app.add_subcommand(

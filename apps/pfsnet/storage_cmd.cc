@@ -68,7 +68,7 @@ void add_file_sub(CLI::App* file, Invocation& inv, bool put) {
             "returns)"
           : "read LENGTH bytes of a striped file into a local file");
   struct Args {
-    std::string name, local, servers, offset = "0", length;
+    std::string name, local, servers, offset = "0", length, job;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("name", a->name, "the striped file")->required();
@@ -80,6 +80,9 @@ void add_file_sub(CLI::App* file, Invocation& inv, bool put) {
       ->required();
   sub->add_option("--offset", a->offset, "where in the striped file (bytes, K/M/G)");
   if (!put) sub->add_option("--length", a->length, "bytes to read (K/M/G)")->required();
+  sub->add_option("--job", a->job,
+                  "job id each block RPC carries (default: as the daemon's rpc.jobid_var and "
+                  "rpc.jobid_name say, in this command's environment)");
   add_json_flag(sub, inv);
   sub->callback([&inv, a, put] {
     auto off = size_with_unit(a->offset);
@@ -92,6 +95,8 @@ void add_file_sub(CLI::App* file, Invocation& inv, bool put) {
              {"path", std::filesystem::absolute(a->local).string()},
              {"servers", split(a->servers)},
              {"offset", *off}};
+    if (const std::string job = a->job.empty() ? own_job_id(inv) : a->job; !job.empty())
+      req["job_id"] = job;
     if (!put) {
       auto len = size_with_unit(a->length);
       if (!len || *len <= 0) {

@@ -128,6 +128,7 @@ Result<json> transfer(const NodeParts& n, const json& req, bool put) {
   if (!a.ok()) return a.status();
   StripedFileOptions fo = n.cfg.read([](const Config& c) { return StripedFileOptions::from(c); });
   if (n.cfg.read([](const Config& c) { return c.storage.tokens; })) fo.tokens = n.tokens;
+  fo.job_id = req.value("job_id", std::string());  // the CLI's (its environment's) job
   auto f = StripedFile::open(n.rpc, a->name, a->servers, fo);
   if (!f.ok()) return f.status();
   int fd = put ? ::open(a->path.c_str(), O_RDONLY | O_CLOEXEC)

@@ -30,6 +30,7 @@ Result<std::unique_ptr<StripedFile>> StripedFile::open(RpcEngine& rpc, const std
   std::vector<uint32_t> counts;
   CallOptions co;
   co.timeout = std::min<Duration>(opts.timeout, std::chrono::seconds(10));
+  co.job_id = opts.job_id;
   for (const Nid& s : servers) {
     Result<BlockInfo> info = call(rpc, kBlockInfoRpc, s, Empty{}, co);
     if (!info.ok())
@@ -69,6 +70,13 @@ StripedFile::StripedFile(RpcEngine& rpc, std::string name, StripeLayout layout,
 StripedFile::~StripedFile() { (void)close(); }
 
 Duration StripedFile::rpc_timeout() const { return opts_.timeout; }
+
+CallOptions StripedFile::block_call() const {
+  CallOptions co;
+  co.timeout = rpc_timeout();
+  co.job_id = opts_.job_id;
+  return co;
+}
 
 TimePoint StripedFile::deadline(int factor) const {
   return rpc_.clock().now() + factor * rpc_timeout();
@@ -174,14 +182,13 @@ Status StripedFile::write_call(uint64_t offset, std::span<const uint8_t> data,
     // Into the pagepool, the data checksum taken in the same pass (the RPC's seal joins it);
     // a pagepool block's memory is a freed one's (Buffer::page_aligned), not fresh pages.
     Buffer copy = Buffer::page_aligned(e.length);
-    CallOptions co;
+    CallOptions co = block_call();
     if (rpc_.net().checksum())
       co.bulk_crc = crc32c_copy(copy.data(), data.subspan(e.buf_offset, e.length));
     else if (e.length)
       std::memcpy(copy.data(), data.data() + e.buf_offset, e.length);
     BulkData bulk = make_bulk(std::move(copy));
     const Nid server = layout_.targets()[e.target].server;
-    co.timeout = rpc_timeout();
     co.recover = true;  // a restarted server answers a resent write it ran (last_rcvd)
     rpc_.call_async(
         server, kMsgBlockWrite, encode_block_io(io), std::move(bulk),
@@ -209,8 +216,7 @@ Status StripedFile::send_direct(const std::vector<Extent>& ext, std::span<const 
   const TimePoint until = deadline(2);
   auto lent = std::make_shared<LentMemory>();
   CallBatch batch(rpc_);
-  CallOptions co;
-  co.timeout = rpc_timeout();
+  CallOptions co = block_call();
   co.recover = true;  // a restarted server answers a resent write it ran (last_rcvd)
   for (const Extent& e : ext) {
     BlockIo io{name_, layout_.targets()[e.target].target, e.target_block, e.offset, e.length};
@@ -330,8 +336,7 @@ void StripedFile::fetch(const std::vector<uint64_t>& blocks) {
   for (uint64_t fb : blocks) {
     size_t t = layout_.target_of(fb);
     BlockIo io{name_, layout_.targets()[t].target, layout_.target_block(fb), 0, bs};
-    CallOptions co;
-    co.timeout = rpc_timeout();
+    CallOptions co = block_call();
     co.recover = true;  // a read changes nothing: it waits for a restarting server too
     co.reply_bulk = bs;
     co.reply_memory = [this, fb](size_t n, std::function<void()> cancel) {

@@ -74,6 +74,9 @@ struct StripedFileOptions {
   // write returns once its blocks are acknowledged (its status is theirs; no write-behind).
   // Reads still go through the pagepool.
   bool direct_writes = false;
+  // The job id every block RPC carries (docs/statistics.md, "Jobs and clients"); empty: the
+  // engine's (RpcOptions::default_job_id, from rpc.jobid_var).
+  std::string job_id;
 
   static StripedFileOptions from(const Config& cfg);
 };
@@ -158,6 +161,8 @@ class StripedFile final : public TokenHolder {
     bool drop_cache = true;  // given to a writer (a reader: this node keeps reading there)
   };
   Duration rpc_timeout() const;
+  // A block RPC's options: its timeout and the file's job id.
+  CallOptions block_call() const;
   TimePoint deadline(int factor = 1) const;
   // Until `pred` holds or `until` passes, by the engine's waiter (rpc/waiter.h): on cv_,
   // or on `cv` (a block's, block_cv()).
