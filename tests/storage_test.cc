@@ -245,6 +245,73 @@ TEST(StorageTest, FilePutAndGetCarryTheirJobIdToEveryServer) {
   EXPECT_EQ(by_job["slurm.78"]["BLOCK_WRITE"], 0u);
 }
 
+// Two slow cases of the op tracker on real daemons, each blamed where it is: a block
+// server whose target is slowed (an emulated disk of 0.25 MB/s: 0.25 s a 64 KiB block) holds
+// its requests -- its SLOW_OPS names "server: executing" -- while the client, whose window
+// (max_rpcs_in_flight 2) is too small for a 1 MiB write-behind, keeps the rest waiting for
+// a slot -- "client: waiting ... for a max_rpcs_in_flight slot". When the put is done, both
+// are in the client's history with those verdicts, and SLOW_OPS is gone.
+TEST(StorageTest, ASlowedTargetIsBlamedOnTheServerAndASmallWindowOnTheClient) {
+  TempDir dir;
+  const std::string key = TwoDaemons::write_key(dir);
+  DaemonOptions so = server_opts(dir, "slow", 1);
+  so.transaction_timeout = 30;  // attempts of 10 s: none is resent
+  so.extra += "disk_mbyte = 0.25\n[health]\nslow_ops_s = 0.3\n";
+  DaemonOptions co = client_opts();
+  co.transaction_timeout = 30;
+  co.extra += "[rpc]\nmax_rpcs_in_flight = 2\n[health]\nslow_ops_s = 0.3\n";
+  Daemon s(dir, 2, key, so), c(dir, 3, key, co);
+  ASSERT_TRUE(s.ready()) << s.process().output();
+  ASSERT_TRUE(c.ready()) << c.process().output();
+  write_file(dir.file("in"), random_bytes(1 << 20, 9));  // 16 blocks
+  Process put({PFSNET_BIN, "--socket", c.socket(), "file", "put", "slow", dir.file("in"),
+               "--servers", s.nid().to_string(), "--job", "slow.1"});
+  auto json_of = [&](const Daemon& d, std::vector<std::string> args) {
+    std::vector<std::string> v = {PFSNET_BIN, "--socket", d.socket()};
+    v.insert(v.end(), args.begin(), args.end());
+    v.push_back("--json");
+    auto [rc, out] = run(v);
+    return rc == 0 ? last_json_line(out) : json::object();
+  };
+  auto slow_ops = [&](const Daemon& d) {
+    for (const json& p : json_of(d, {"health"}).value("problems", json::array()))
+      if (p["cause"] == "SLOW_OPS") return p;
+    return json();
+  };
+  json server_slow, client_slot;
+  eventually(
+      [&] {
+        if (server_slow.is_null()) server_slow = slow_ops(s);
+        if (client_slot.is_null())
+          for (const json& o : json_of(c, {"diag", "ops"}).value("in_flight", json::array()))
+            if (o["phase"] == "slot" && o["age_ms"].get<double>() >= 300) client_slot = o;
+        return !server_slow.is_null() && !client_slot.is_null();
+      },
+      20000ms);
+  ASSERT_EQ(put.wait_exit(60000ms), 0) << put.output();
+  ASSERT_FALSE(server_slow.is_null()) << s.process().output();
+  const std::string ev = server_slow["evidence"];
+  EXPECT_NE(ev.find("BLOCK_WRITE xid "), std::string::npos) << ev;
+  EXPECT_NE(ev.find(" from " + c.nid().to_string() + " job slow.1, for "), std::string::npos) << ev;
+  EXPECT_NE(ev.find(": server: executing for "), std::string::npos) << ev;
+  ASSERT_FALSE(client_slot.is_null());
+  const std::string verdict = client_slot["verdict"];
+  EXPECT_EQ(verdict.rfind("client: waiting ", 0), 0u) << client_slot.dump();
+  EXPECT_NE(verdict.find("for a max_rpcs_in_flight slot"), std::string::npos) << verdict;
+  EXPECT_NE(verdict.find("max_rpcs_in_flight 2"), std::string::npos) << verdict;
+  // Over: no SLOW_OPS, and the client's history blames each write where its time went.
+  EXPECT_TRUE(slow_ops(s).is_null());
+  EXPECT_TRUE(slow_ops(c).is_null());
+  std::map<std::string, int> blamed;  // "server" / "client" / "network"
+  for (const json& o : json_of(c, {"diag", "ops", "--history"}).value("history", json::array()))
+    if (o["type"] == "BLOCK_WRITE" && o.contains("blame")) {
+      const std::string v = o["blame"]["verdict"];
+      blamed[v.substr(0, v.find(':'))]++;
+    }
+  EXPECT_GT(blamed["server"], 0) << ::testing::PrintToString(blamed);
+  EXPECT_GT(blamed["client"], 0) << ::testing::PrintToString(blamed);
+}
+
 TEST(StorageTest, AServerKilledInTheMiddleOfWritesLosesNoneThatWereAcknowledged) {
   TempDir devdir;
   LoopDevice dev(devdir, "s2-t0", 16 << 20);
