@@ -324,8 +324,13 @@ TEST_F(CliTest, DiagOpsShowsAPingWaitingForAStoppedServerAndKeepsItsTimeline) {
             std::string::npos)
       << ev;
   EXPECT_NE(ev.find(" to " + b.nid().to_string() + " job slurm.9, for "), std::string::npos) << ev;
-  EXPECT_NE(ev.find("network or server: waiting "), std::string::npos) << ev;
-  EXPECT_NE(ev.find(" for the reply from " + b.nid().to_string()), std::string::npos) << ev;
+  // A stopped process's kernel still acknowledges what reaches its socket: TCP says the
+  // server's host has the request, so the wait is the server's.
+  EXPECT_NE(ev.find(": server: waiting "), std::string::npos) << ev;
+  EXPECT_NE(ev.find(" for the reply from " + b.nid().to_string() + ", whose host has the request"),
+            std::string::npos)
+      << ev;
+  EXPECT_NE(ev.find("every byte written acknowledged"), std::string::npos) << ev;
   ASSERT_GE(ping.wait_exit(30000ms), 0);
   ping.wait_eof(5000ms);
   EXPECT_EQ(last_json_line(ping.output())["ok"], 1) << ping.output();
@@ -346,6 +351,61 @@ TEST_F(CliTest, DiagOpsShowsAPingWaitingForAStoppedServerAndKeepsItsTimeline) {
   auto [brc, bad] = run({PFSNET_BIN, "--socket", a.socket(), "diag", "ops", "--level", "x"});
   EXPECT_NE(brc, 0) << bad;
   EXPECT_NE(bad.find("--level"), std::string::npos) << bad;
+}
+
+// The other side of the same look: what the client writes to its server is dropped on the
+// way in (nftables, from outside pfsnet), so TCP loses and retransmits it -- the ping waiting
+// for its reply is the network's, with TCP's figures; once the drop goes it completes.
+TEST_F(CliTest, DiagOpsBlamesTheNetworkWhenTcpLosesTheRequest) {
+  if (geteuid() != 0 || access("/usr/sbin/nft", X_OK) != 0)
+    GTEST_SKIP() << "needs root and nftables";
+  Daemon a(dir_, 2, key_), b(dir_, 3, key_);
+  ASSERT_TRUE(a.ready()) << a.process().output();
+  ASSERT_TRUE(b.ready()) << b.process().output();
+  auto [rc0, out0] = run({PFSNET_BIN, "--socket", a.socket(), "ping", b.nid().to_string(), "-c",
+                          "1"});  // connected: the drop below takes the request's segments
+  ASSERT_EQ(rc0, 0) << out0;
+  const std::string table = "pfsdrop" + std::to_string(getpid());
+  const std::string from = a.nid().to_string(), to = b.nid().to_string();
+  const std::string rules = "table inet " + table +
+                            " {\n chain in {\n  type filter hook input priority 0;\n  ip saddr " +
+                            from.substr(0, from.find('@')) + " ip daddr " +
+                            to.substr(0, to.find('@')) + " meta l4proto tcp drop\n }\n}\n";
+  const std::string file = dir_.file("drop.nft");
+  write_file(file, rules);
+  ASSERT_EQ(run({"/usr/sbin/nft", "-f", file}).first, 0) << rules;
+  struct Undo {  // the rule goes whatever happens below
+    std::string table;
+    ~Undo() { (void)run({"/usr/sbin/nft", "delete", "table", "inet", table}); }
+  } undo{table};
+  Process ping({PFSNET_BIN, "--socket", a.socket(), "ping", to, "-c", "1", "--timeout", "30",
+                "--job", "lossy.1", "--json"});
+  json op, seen;
+  eventually(
+      [&] {
+        auto [rc, out] = run({PFSNET_BIN, "--socket", a.socket(), "diag", "ops", "--json"});
+        if (rc != 0) return false;
+        const json r = last_json_line(out);
+        for (const json& o : r.value("in_flight", json::array()))
+          if (o["job"] == "lossy.1") {
+            seen = o;
+            if (o["verdict"].get<std::string>().rfind("network: waiting ", 0) == 0) op = o;
+          }
+        return !op.is_null();
+      },
+      15000ms);
+  (void)run({"/usr/sbin/nft", "delete", "table", "inet", table});
+  ASSERT_FALSE(op.is_null()) << "no network verdict; the last: " << seen.dump();
+  const std::string v = op["verdict"];
+  std::printf("dropped on the way: %s\n", v.c_str());
+  EXPECT_EQ(op["phase"], "reply") << op.dump();
+  EXPECT_NE(v.find(" for the reply from " + to), std::string::npos) << v;
+  EXPECT_NE(v.find("(TCP on " + from + " -> " + to + ": "), std::string::npos) << v;
+  EXPECT_NE(v.find(" retransmitting"), std::string::npos) << v;
+  // The drop gone, TCP's next retransmit delivers it: the ping completes.
+  ASSERT_GE(ping.wait_exit(30000ms), 0);
+  ping.wait_eof(5000ms);
+  EXPECT_EQ(last_json_line(ping.output())["ok"], 1) << ping.output();
 }
 
 // lnet.io_threads = 0 (the default) stands for socklnd's count over the daemon's CPUs:

@@ -40,6 +40,9 @@ struct TcpKernelInfo {
   // for them: the once-a-second sampling does not).
   uint32_t snd_wnd = 0;
   uint32_t sndbuf = 0, rcvbuf = 0;
+  // Bytes written by the application that TCP has not sent yet (held by the peer's window
+  // or the congestion window).
+  uint32_t notsent_bytes = 0;
 };
 
 // A path's TCP counters summed over every connection it has had, the closed ones

@@ -399,6 +399,65 @@ SendWait Net::send_wait(const Nid& dst, TimePoint now) {
   return out;
 }
 
+ReplyWait Net::reply_wait(const Nid& dst) {
+  ReplyWait out;
+  PeerNi* pni = table_->find(dst);
+  if (!pni) return out;
+  std::vector<Path*> paths;
+  table_->peer_paths(*pni, &paths);
+  bool any = false, all_acked = true;
+  for (Path* p : paths) {
+    std::vector<ConnectionPtr> conns;
+    {
+      MutexLock lk(p->ni->mu);
+      conns = p->conns;
+    }
+    if (conns.empty()) continue;
+    uint64_t lost = 0, retrans = 0, unacked = 0, notsent = 0;
+    bool closed_window = false;
+    std::optional<TcpKernelInfo> busiest;
+    for (const ConnectionPtr& c : conns) {  // outside the lock: a system call each
+      std::optional<TcpKernelInfo> k = c->kernel_tcp_info(false);
+      if (!k) continue;
+      lost += k->lost;
+      retrans += k->retransmitting;
+      unacked += k->unacked;
+      notsent += k->notsent_bytes;
+      closed_window |= k->snd_wnd == 0 && k->notsent_bytes > 0;
+      if (!busiest || k->bytes_sent > busiest->bytes_sent) busiest = k;
+    }
+    if (!busiest) continue;
+    any = true;
+    auto us = [](uint32_t v) {
+      return v >= 1000 ? fmt::format("{:.1f} ms", v / 1000.0) : fmt::format("{} us", v);
+    };
+    const std::string rtt = "srtt " + us(busiest->rtt_us) + ", lowest " + us(busiest->min_rtt_us);
+    std::string what;
+    ReplyWait::Kind kind;
+    if (lost || retrans) {
+      kind = ReplyWait::Kind::kLosing;
+      what = fmt::format("{} segment(s) lost, {} retransmitting, {} unacknowledged", lost, retrans,
+                         unacked);
+    } else if (closed_window) {
+      kind = ReplyWait::Kind::kStalled;
+      what = fmt::format("the peer's window is closed, {} B unsent: it is not reading", notsent);
+    } else if (unacked || notsent) {
+      kind = ReplyWait::Kind::kUnacked;
+      what = fmt::format("{} segment(s) unacknowledged, {} B unsent", unacked, notsent);
+    } else {
+      kind = ReplyWait::Kind::kDelivered;
+      what = "every byte written acknowledged";
+    }
+    all_acked &= kind == ReplyWait::Kind::kDelivered;
+    if (kind != ReplyWait::Kind::kDelivered) out.kind = std::max(out.kind, kind);
+    out.text += (out.text.empty() ? "" : "; ") + std::string("TCP on ") + p->ni->nid.to_string() +
+                " -> " + p->pni->nid.to_string() + ": " + what + " (" + rtt + ")";
+  }
+  // Delivered only when every connection to it says so (the request went on one of them).
+  if (any && all_acked) out.kind = ReplyWait::Kind::kDelivered;
+  return out;
+}
+
 void Net::back_off_locked(Path& p, TimePoint now, const Status& why) {
   p.reconnect_interval = p.reconnect_interval.count() == 0
                              ? opts_.min_reconnect

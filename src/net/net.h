@@ -242,6 +242,12 @@ class Net final : public TransportEvents {
   // waits (or `dst` is unknown), with the kind that weighs most. Takes each path's NI lock
   // in turn. Any thread.
   SendWait send_wait(const Nid& dst, TimePoint now);
+  // What TCP says of what was written to `dst`, per path, from its open connections'
+  // kernel figures (a system call each): "TCP on L -> P: all N B acknowledged (srtt 0.1 ms)",
+  // "... 3 segment(s) lost, 2 retransmitting, 12 unacknowledged (srtt 900.0 ms, lowest
+  // 0.1 ms)", "... the peer's window is closed, 64 KiB unsent". Kind kNone without TCP. For
+  // `diag ops`: a client RPC waiting for its reply. Any thread.
+  ReplyWait reply_wait(const Nid& dst);
 
   // Applies transmit deadlines at `now` (see above), and returns the credits owed on any
   // connection on an explicit credit frame. Returns how many messages it failed or whose

@@ -16,4 +16,18 @@ struct SendWait {
   std::string text;         // each waiting path's reason, "; "-joined
 };
 
+// What TCP says of the requests written to a peer (Net::reply_wait): the op tracker's
+// verdict of a client RPC in its `reply` phase -- whether the peer's host has its request.
+struct ReplyWait {
+  enum class Kind : uint8_t {
+    kNone,       // no TCP figures (another transport, no connection)
+    kUnacked,    // data in flight without loss: on its way, or the server's
+    kDelivered,  // every byte written acknowledged by the peer's kernel: the server has it
+    kStalled,    // the peer's window is closed: its process does not read
+    kLosing,     // segments lost or being retransmitted: the network
+  };
+  Kind kind = Kind::kNone;  // the worst over the destination's connections
+  std::string text;         // "TCP on L -> P: ...", "; "-joined
+};
+
 }  // namespace pfsnet

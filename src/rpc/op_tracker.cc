@@ -58,9 +58,29 @@ std::string op_verdict_now(const Op& op, TimePoint now) {
       }
       return "client: waiting " + in + " for a connection, credits or the write to " +
              op.peer.to_string();
-    case OpPhase::kReply:
-      return "network or server: waiting " + in + " for the reply from " + op.peer.to_string() +
-             (op.attempts > 1 ? " (attempt " + std::to_string(op.attempts) + ")" : "");
+    case OpPhase::kReply: {
+      const std::string wait =
+          "waiting " + in + " for the reply from " + op.peer.to_string() +
+          (op.attempts > 1 ? " (attempt " + std::to_string(op.attempts) + ")" : "");
+      // TCP's word on what was written to it, where there is one (Net::reply_wait).
+      const size_t tcp = op.detail.find("TCP on ");
+      const std::string said = tcp == std::string::npos ? "" : " (" + op.detail.substr(tcp) + ")";
+      switch (op.reply_wait) {
+        case ReplyWait::Kind::kDelivered:
+          // A reply of bulk may be on its way back already: the client cannot tell.
+          if (op.reply_bulk == 0) return "server: " + wait + ", whose host has the request" + said;
+          return "network or server: " + wait + ", whose host has the request; its reply (up " +
+                 "to " + std::to_string(op.reply_bulk) + " B) may be on its way" + said;
+        case ReplyWait::Kind::kStalled:
+          return "server: " + wait + ", which does not read its connection" + said;
+        case ReplyWait::Kind::kLosing:
+          return "network: " + wait + said;
+        case ReplyWait::Kind::kUnacked:
+        case ReplyWait::Kind::kNone:
+          break;
+      }
+      return "network or server: " + wait + said;
+    }
     case OpPhase::kResend:
       return "network: attempt " + std::to_string(op.attempts) + " failed, resending" + detail;
     case OpPhase::kQueued:

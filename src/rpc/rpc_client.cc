@@ -651,7 +651,15 @@ std::vector<Op> RpcClient::ops() const {
   // server (its calls wait on the same paths).
   const TimePoint now = clock_.now();
   std::map<Nid, SendWait> waits;
+  std::map<Nid, ReplyWait> replies;
   for (Op& op : v) {
+    if (op.phase == OpPhase::kReply) {  // whether the server's host has it, by TCP
+      auto it = replies.find(op.peer);
+      if (it == replies.end()) it = replies.emplace(op.peer, net_.reply_wait(op.peer)).first;
+      op.reply_wait = it->second.kind;
+      if (!it->second.text.empty()) op.detail += "; " + it->second.text;
+      continue;
+    }
     if (op.phase != OpPhase::kNetwork) continue;
     auto it = waits.find(op.peer);
     if (it == waits.end()) it = waits.emplace(op.peer, net_.send_wait(op.peer, now)).first;
@@ -684,6 +692,7 @@ std::vector<Op> RpcClient::ops_of_calls() const {
     } else {
       op.phase = OpPhase::kReply;
       op.phase_since = c->tx_times.write_done;
+      op.reply_bulk = c->reply_bulk;
       op.detail = "waiting for the reply from " + c->dst.to_string();
     }
     if (c->attempts > 1 && op.phase != OpPhase::kResend)

@@ -34,6 +34,7 @@ std::optional<TcpKernelInfo> read_tcp_kernel_info(int fd, bool with_buffers) {
   k.rwnd_limited_us = t.tcpi_rwnd_limited;
   k.sndbuf_limited_us = t.tcpi_sndbuf_limited;
   k.snd_wnd = t.tcpi_snd_wnd;
+  k.notsent_bytes = t.tcpi_notsent_bytes;
   if (!with_buffers) return k;
   int v = 0;
   socklen_t vl = sizeof(v);
