@@ -7,6 +7,7 @@
 #include "base/mutex.h"
 #include "net/net_internal.h"
 #include "net/peer_table.h"
+#include "net/slowness.h"
 #include "wire/data_crc.h"
 #include "wire/le.h"
 
@@ -399,6 +400,18 @@ SendWait Net::send_wait(const Nid& dst, TimePoint now) {
   return out;
 }
 
+ReplyWait::Kind reply_wait_kind(uint64_t lost, uint64_t retransmitting, uint64_t unacked,
+                                uint64_t notsent, bool closed_window, uint32_t srtt_us,
+                                uint32_t min_rtt_us) {
+  if (lost || retransmitting) return ReplyWait::Kind::kLosing;
+  if (closed_window) return ReplyWait::Kind::kStalled;
+  // Health's judgement of a queue (2 ms and a quarter above the lowest RTT).
+  if (unacked && queue_stands(srtt_us / 1000.0, min_rtt_us / 1000.0, -1))
+    return ReplyWait::Kind::kQueue;
+  if (unacked || notsent) return ReplyWait::Kind::kUnacked;
+  return ReplyWait::Kind::kDelivered;
+}
+
 ReplyWait Net::reply_wait(const Nid& dst) {
   ReplyWait out;
   PeerNi* pni = table_->find(dst);
@@ -432,21 +445,28 @@ ReplyWait Net::reply_wait(const Nid& dst) {
       return v >= 1000 ? fmt::format("{:.1f} ms", v / 1000.0) : fmt::format("{} us", v);
     };
     const std::string rtt = "srtt " + us(busiest->rtt_us) + ", lowest " + us(busiest->min_rtt_us);
+    const ReplyWait::Kind kind = reply_wait_kind(lost, retrans, unacked, notsent, closed_window,
+                                                 busiest->rtt_us, busiest->min_rtt_us);
     std::string what;
-    ReplyWait::Kind kind;
-    if (lost || retrans) {
-      kind = ReplyWait::Kind::kLosing;
-      what = fmt::format("{} segment(s) lost, {} retransmitting, {} unacknowledged", lost, retrans,
-                         unacked);
-    } else if (closed_window) {
-      kind = ReplyWait::Kind::kStalled;
-      what = fmt::format("the peer's window is closed, {} B unsent: it is not reading", notsent);
-    } else if (unacked || notsent) {
-      kind = ReplyWait::Kind::kUnacked;
-      what = fmt::format("{} segment(s) unacknowledged, {} B unsent", unacked, notsent);
-    } else {
-      kind = ReplyWait::Kind::kDelivered;
-      what = "every byte written acknowledged";
+    switch (kind) {
+      case ReplyWait::Kind::kLosing:
+        what = fmt::format("{} segment(s) lost, {} retransmitting, {} unacknowledged", lost,
+                           retrans, unacked);
+        break;
+      case ReplyWait::Kind::kStalled:
+        what = fmt::format("the peer's window is closed, {} B unsent: it is not reading", notsent);
+        break;
+      case ReplyWait::Kind::kQueue:
+        what = fmt::format("{} segment(s) unacknowledged behind a queue standing on the path",
+                           unacked);
+        break;
+      case ReplyWait::Kind::kUnacked:
+        what = fmt::format("{} segment(s) unacknowledged, {} B unsent", unacked, notsent);
+        break;
+      case ReplyWait::Kind::kDelivered:
+      case ReplyWait::Kind::kNone:
+        what = "every byte written acknowledged";
+        break;
     }
     all_acked &= kind == ReplyWait::Kind::kDelivered;
     if (kind != ReplyWait::Kind::kDelivered) out.kind = std::max(out.kind, kind);

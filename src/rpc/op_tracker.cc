@@ -74,6 +74,7 @@ std::string op_verdict_now(const Op& op, TimePoint now) {
         case ReplyWait::Kind::kStalled:
           return "server: " + wait + ", which does not read its connection" + said;
         case ReplyWait::Kind::kLosing:
+        case ReplyWait::Kind::kQueue:
           return "network: " + wait + said;
         case ReplyWait::Kind::kUnacked:
         case ReplyWait::Kind::kNone:

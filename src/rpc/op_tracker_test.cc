@@ -116,6 +116,54 @@ TEST(SlowOpsTest, OpsOverTheThresholdAreCountedAndTheOldestExplained) {
   EXPECT_FALSE(find_slow_ops({}, t0, 30s, name));
 }
 
+// What TCP says of what a client wrote to its server decides whose a wait for the reply
+// is: lost segments or a standing queue -> network, all acknowledged -> the server (whose
+// host has it; a read's reply may be on its way, so not then), a closed window -> a server
+// not reading, the rest -> either.
+TEST(OpTrackerTest, AWaitForTheReplyIsBlamedByWhatTcpSaysOfTheRequest) {
+  using K = ReplyWait::Kind;
+  EXPECT_EQ(reply_wait_kind(1, 0, 3, 0, false, 900, 100), K::kLosing);
+  EXPECT_EQ(reply_wait_kind(0, 2, 3, 0, false, 900, 100), K::kLosing);
+  EXPECT_EQ(reply_wait_kind(0, 0, 0, 65536, true, 900, 100), K::kStalled);
+  // A queue stands 2 ms and a quarter of the lowest RTT above it (health's judgement).
+  EXPECT_EQ(reply_wait_kind(0, 0, 40, 0, false, 2200, 100), K::kQueue);
+  EXPECT_EQ(reply_wait_kind(0, 0, 40, 0, false, 63000, 50000), K::kQueue);
+  EXPECT_EQ(reply_wait_kind(0, 0, 40, 0, false, 60000, 50000), K::kUnacked);
+  EXPECT_EQ(reply_wait_kind(0, 0, 0, 0, false, 63000, 50000), K::kDelivered);  // nothing out
+  EXPECT_EQ(reply_wait_kind(0, 0, 0, 141, false, 35, 7), K::kUnacked);
+  EXPECT_EQ(reply_wait_kind(0, 0, 0, 0, false, 35, 7), K::kDelivered);
+  const TimePoint t0 = TimePoint(std::chrono::seconds(1000));
+  Op op;
+  op.peer = *Nid::parse("198.18.0.2@tcp");
+  op.phase = OpPhase::kReply;
+  op.phase_since = t0 - 12s;
+  op.detail =
+      "waiting for the reply from 198.18.0.2@tcp; TCP on 198.18.0.1@tcp -> "
+      "198.18.0.2@tcp: every byte written acknowledged (srtt 35 us, lowest 7 us)";
+  op.reply_wait = K::kDelivered;
+  EXPECT_EQ(op_verdict_now(op, t0),
+            "server: waiting 12.000 s for the reply from 198.18.0.2@tcp, whose host has the "
+            "request (TCP on 198.18.0.1@tcp -> 198.18.0.2@tcp: every byte written acknowledged "
+            "(srtt 35 us, lowest 7 us))");
+  op.reply_bulk = 1 << 20;  // a read: its reply may be coming back
+  EXPECT_EQ(op_verdict_now(op, t0).rfind("network or server: waiting 12.000 s", 0), 0u);
+  EXPECT_NE(op_verdict_now(op, t0).find("its reply (up to 1048576 B) may be on its way"),
+            std::string::npos);
+  op.reply_bulk = 0;
+  for (K k : {K::kLosing, K::kQueue}) {
+    op.reply_wait = k;
+    EXPECT_EQ(op_verdict_now(op, t0).rfind("network: waiting 12.000 s for the reply", 0), 0u);
+  }
+  op.reply_wait = K::kStalled;
+  EXPECT_NE(op_verdict_now(op, t0).find("server: waiting 12.000 s for the reply from "
+                                        "198.18.0.2@tcp, which does not read its connection"),
+            std::string::npos);
+  op.reply_wait = K::kNone;  // no TCP (the in-memory transport, RDMA)
+  op.detail = "waiting for the reply from 198.18.0.2@tcp";
+  EXPECT_EQ(op_verdict_now(op, t0),
+            "network or server: waiting 12.000 s for the reply from 198.18.0.2@tcp");
+}
+
 TEST(OpBoardTest, ARequestIsListedUntilItsTicketGoesAndASlowOneIsKeptWithItsTimeline) {
   ManualClock clock;
   OpHistory h(OpHistoryOptions{5, 60s, 1ms});
