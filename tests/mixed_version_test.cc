@@ -185,6 +185,18 @@ TEST_F(MixedVersionTest, OldAndNewNodesTalkBothWaysAndAreReplacedOneByOneWithNoR
     auto [hrc, human] = run(cli(kNewClient, {"status"}));
     EXPECT_NE(human.find("releases: unknown: MGS "), std::string::npos) << human;
   }
+  // pfsnet health through it: an 8827b49 MGS keeps no mutes -- none, not an error -- and a
+  // mute asked of it says why it cannot be kept.
+  {
+    auto [rc, out] = run(cli(kNewClient, {"health", "--json"}));
+    ASSERT_EQ(rc, 0) << out;
+    const json h = last_json_line(out);
+    EXPECT_TRUE(h["mutes"].empty()) << out;
+    EXPECT_FALSE(h.contains("mutes_error")) << out;
+    auto [mrc, mout] = run(cli(kNewClient, {"health", "mute", "LOSSY", "--ttl", "1h"}));
+    EXPECT_EQ(mrc, 2) << mout;
+    EXPECT_NE(mout.find("is of a release before health mutes"), std::string::npos) << mout;
+  }
 
   // A rolling upgrade: each old node in turn stops and comes back as this build's, while
   // the other nodes keep RPCs going (64 B every 10 ms, 1 MiB every 50 ms, data checked), old

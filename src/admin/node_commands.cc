@@ -185,8 +185,8 @@ Result<json> health(const NodeParts& node) {
     auto m = node.cluster_health->mutes(MuteReq{}, std::chrono::seconds(5));
     if (m.ok())
       states = apply_mutes(h.problems, *m, unix_ms(node.clock.wall_now()));
-    else if (m.status().message().find("no handler for message type") == std::string::npos)
-      mutes_error = m.status().message();  // (an MGS of a release before mutes has none)
+    else
+      mutes_error = m.status().message();
   }
   json j = health_json(h.node, h.table ? &*h.table : nullptr, h.problems, states);
   if (!mutes_error.empty()) j["mutes_error"] = mutes_error;
@@ -225,8 +225,7 @@ Result<json> health_mute(const NodeParts& node, const json& req) {
   auto m = node.cluster_health->mutes(q, std::chrono::seconds(5));
   if (!m.ok()) return m.status();
   std::vector<Problem> none;
-  json j = health_json("", nullptr, none, apply_mutes(none, *m, unix_ms(node.clock.wall_now())));
-  return json{{"mutes", j["mutes"]}};
+  return json{{"mutes", mutes_json(apply_mutes(none, *m, unix_ms(node.clock.wall_now())))}};
 }
 
 // The probe mesh: the MGS's rows (every node's), or with "local" this node's own row, each
@@ -545,9 +544,9 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   ProblemInputs in = own_inputs(node, m.nis, m.peers);
   if (m.membership && m.membership->table) in.table = &*m.membership->table;
   m.problems = find_problems(in);
-  if (node.cluster_health)  // the mutes as last learnt: no RPC on a scrape
-    (void)apply_mutes(m.problems, node.cluster_health->known_mutes(), in.now_unix_ms);
   if (node.cluster_health) {
+    // The mutes as last learnt: no RPC on a scrape.
+    (void)apply_mutes(m.problems, node.cluster_health->known_mutes(), in.now_unix_ms);
     ClusterHealthService::Counters hc = node.cluster_health->counters();
     m.health_events = MetricsSnapshot::HealthEvents{hc.started, hc.ended, hc.lasted_seconds};
   }

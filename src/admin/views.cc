@@ -322,6 +322,16 @@ json health_json(const std::string& node, const StatusTable* table,
   if (table)
     for (const StatusNode& n : table->nodes) up += n.state == NodeState::kUp;
   for (const Problem& p : problems) muted += p.muted ? 1 : 0;
+  return {{"node", node},
+          {"mgs", table ? table->mgs.to_string() : ""},
+          {"nodes", table ? table->nodes.size() : 0},
+          {"nodes_up", up},
+          {"problems", list},
+          {"muted", muted},
+          {"mutes", mutes_json(mutes)}};
+}
+
+json mutes_json(const std::vector<MuteState>& mutes) {
   json ms = json::array();
   for (const MuteState& s : mutes)
     ms.push_back({{"cause", s.mute.cause},
@@ -334,13 +344,7 @@ json health_json(const std::string& node, const StatusTable* table,
                   {"matched", s.mute.matched},
                   {"hides", s.hides},
                   {"reason", s.reason}});
-  return {{"node", node},
-          {"mgs", table ? table->mgs.to_string() : ""},
-          {"nodes", table ? table->nodes.size() : 0},
-          {"nodes_up", up},
-          {"problems", list},
-          {"muted", muted},
-          {"mutes", ms}};
+  return ms;
 }
 
 json mesh_json(const MeshMatrix& m, const std::vector<std::vector<MeshMark>>& marks,

@@ -54,6 +54,8 @@ nlohmann::json membership_counters_json(const MembershipCounters& c);
 nlohmann::json health_json(const std::string& node, const StatusTable* table,
                            const std::vector<Problem>& problems,
                            const std::vector<MuteState>& mutes = {});
+// The mutes' part of it: [{"cause", "subject", "until", ...}...].
+nlohmann::json mutes_json(const std::vector<MuteState>& mutes);
 // The `mesh` result: {"mgs", "epoch", "rows": [{"from", "updated_unix_ms", "cells": [{"to",
 // "local", "peer", "sent", "lost", "rtt_count", "p50_ms", "p99_ms", "write_mib_s",
 // "read_mib_s", "outlier"}...]}...], "outliers", "local": {this node's counters and

@@ -3,7 +3,6 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <time.h>
 
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -67,11 +66,8 @@ class JsonFormatter final : public spdlog::formatter {
       for (const LogField& x : f->fields())
         if (!j.contains(x.name)) {  // the innermost wins
           auto& v = j[std::string(x.name)];
-          char* end = nullptr;
-          const std::string text(x.value);
-          const double d = x.number ? std::strtod(text.c_str(), &end) : 0;
-          if (x.number && end && *end == 0 && !text.empty())
-            v = d;
+          if (x.number)
+            v = *x.number;
           else
             v = x.value;
         }

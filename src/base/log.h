@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,7 +36,7 @@ struct LogRpc {
 // Named fields of an event (e.g. {"event", "health_problem_started"}, {"code", "LOSSY"}).
 struct LogField {
   std::string_view name, value;
-  bool number = false;  // `value` is a decimal number: written as a JSON number
+  std::optional<double> number;  // set: the field is this number (a JSON number), not `value`
 };
 
 // While alive, every line this thread logs carries `rpc` in the JSON format (the

@@ -92,16 +92,16 @@ void ClusterHealthService::set_local(std::vector<Problem> problems) {
   MutexLock lk(mu_);
   // Each start and end a line with a stable code (the JSON format's "event" and "code":
   // the cause, as `pfsnet health` and docs/health.md name it).
-  auto fields = [](const Problem& p, std::string_view event, const std::string& lasted) {
+  auto fields = [](const Problem& p, std::string_view event, std::optional<double> lasted) {
     std::vector<LogField> f{
         {"event", event}, {"code", p.cause}, {"kind", p.kind}, {"subject", p.subject}};
     if (!p.code.empty()) f.push_back({"check", p.code});  // SETTINGS: which check
-    if (!lasted.empty()) f.push_back({"lasted_s", lasted, true});
+    if (lasted) f.push_back({"lasted_s", {}, *lasted});
     return f;
   };
   for (const Problem& p : problems)
     if (!has(local_, p)) {
-      const auto f = fields(p, "health_problem_started", "");
+      const auto f = fields(p, "health_problem_started", std::nullopt);
       ScopedLogFields ev(f);
       PFS_LOG_WARN("health: problem started: {}", describe(p));
       ++counters_.started[p.cause];
@@ -113,8 +113,7 @@ void ClusterHealthService::set_local(std::vector<Problem> problems) {
       double lasted =
           it == began_.end() ? 0 : std::chrono::duration<double>(now - it->second).count();
       if (it != began_.end()) began_.erase(it);
-      const std::string lasted_s = std::to_string(static_cast<int64_t>(lasted));
-      const auto f = fields(p, "health_problem_ended", lasted_s);
+      const auto f = fields(p, "health_problem_ended", lasted);
       ScopedLogFields ev(f);
       PFS_LOG_INFO("health: problem ended: {} (listed for {:.0f} s)", describe(p), lasted);
       ++counters_.ended[p.cause];
@@ -234,6 +233,13 @@ Result<std::vector<HealthMute>> ClusterHealthService::mutes(const MuteReq& q, Du
   CallOptions co;
   co.timeout = timeout;
   Result<MuteList> l = call(rpc_, kMuteRpc, *mgs, q, co);
+  // An MGS of a release before mutes has no handler for them (kNotFound): it keeps none.
+  if (!l.ok() && l.status().code() == Code::kNotFound && q.op == MuteOp::kList)
+    return std::vector<HealthMute>{};
+  if (!l.ok() && l.status().code() == Code::kNotFound && q.op == MuteOp::kSet)
+    return Status(Code::kNotFound,
+                  "MGS " + mgs->to_string() +
+                      " is of a release before health mutes: " + l.status().message());
   if (!l.ok())
     return Status(l.status().code(),
                   "asking MGS " + mgs->to_string() + ": " + l.status().message());

@@ -63,9 +63,8 @@ std::string op_verdict_now(const Op& op, TimePoint now) {
           "waiting " + in + " for the reply from " + op.peer.to_string() +
           (op.attempts > 1 ? " (attempt " + std::to_string(op.attempts) + ")" : "");
       // TCP's word on what was written to it, where there is one (Net::reply_wait).
-      const size_t tcp = op.detail.find("TCP on ");
-      const std::string said = tcp == std::string::npos ? "" : " (" + op.detail.substr(tcp) + ")";
-      switch (op.reply_wait) {
+      const std::string said = op.reply_wait.text.empty() ? "" : " (" + op.reply_wait.text + ")";
+      switch (op.reply_wait.kind) {
         case ReplyWait::Kind::kDelivered:
           // A reply of bulk may be on its way back already: the client cannot tell.
           if (op.reply_bulk == 0) return "server: " + wait + ", whose host has the request" + said;

@@ -67,7 +67,7 @@ struct Op {
   // client, `network` phase: what the net holds its frame for (Net::send_wait).
   SendWait::Kind net_wait = SendWait::Kind::kNone;
   // client, `reply` phase: what TCP says of what went to the server (Net::reply_wait).
-  ReplyWait::Kind reply_wait = ReplyWait::Kind::kNone;
+  ReplyWait reply_wait;
   uint64_t reply_bulk = 0;  // client: the bulk its reply may carry (a read's), bytes
   // History: when it ended, how, and its timeline (built as it enters the history).
   TimePoint ended;

@@ -137,10 +137,9 @@ TEST(OpTrackerTest, AWaitForTheReplyIsBlamedByWhatTcpSaysOfTheRequest) {
   op.peer = *Nid::parse("198.18.0.2@tcp");
   op.phase = OpPhase::kReply;
   op.phase_since = t0 - 12s;
-  op.detail =
-      "waiting for the reply from 198.18.0.2@tcp; TCP on 198.18.0.1@tcp -> "
-      "198.18.0.2@tcp: every byte written acknowledged (srtt 35 us, lowest 7 us)";
-  op.reply_wait = K::kDelivered;
+  op.reply_wait = {K::kDelivered,
+                   "TCP on 198.18.0.1@tcp -> 198.18.0.2@tcp: every byte written acknowledged "
+                   "(srtt 35 us, lowest 7 us)"};
   EXPECT_EQ(op_verdict_now(op, t0),
             "server: waiting 12.000 s for the reply from 198.18.0.2@tcp, whose host has the "
             "request (TCP on 198.18.0.1@tcp -> 198.18.0.2@tcp: every byte written acknowledged "
@@ -151,15 +150,14 @@ TEST(OpTrackerTest, AWaitForTheReplyIsBlamedByWhatTcpSaysOfTheRequest) {
             std::string::npos);
   op.reply_bulk = 0;
   for (K k : {K::kLosing, K::kQueue}) {
-    op.reply_wait = k;
+    op.reply_wait.kind = k;
     EXPECT_EQ(op_verdict_now(op, t0).rfind("network: waiting 12.000 s for the reply", 0), 0u);
   }
-  op.reply_wait = K::kStalled;
+  op.reply_wait.kind = K::kStalled;
   EXPECT_NE(op_verdict_now(op, t0).find("server: waiting 12.000 s for the reply from "
                                         "198.18.0.2@tcp, which does not read its connection"),
             std::string::npos);
-  op.reply_wait = K::kNone;  // no TCP (the in-memory transport, RDMA)
-  op.detail = "waiting for the reply from 198.18.0.2@tcp";
+  op.reply_wait = {};  // no TCP (the in-memory transport, RDMA)
   EXPECT_EQ(op_verdict_now(op, t0),
             "network or server: waiting 12.000 s for the reply from 198.18.0.2@tcp");
 }

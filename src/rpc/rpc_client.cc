@@ -656,7 +656,7 @@ std::vector<Op> RpcClient::ops() const {
     if (op.phase == OpPhase::kReply) {  // whether the server's host has it, by TCP
       auto it = replies.find(op.peer);
       if (it == replies.end()) it = replies.emplace(op.peer, net_.reply_wait(op.peer)).first;
-      op.reply_wait = it->second.kind;
+      op.reply_wait = it->second;
       if (!it->second.text.empty()) op.detail += "; " + it->second.text;
       continue;
     }

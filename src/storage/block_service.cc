@@ -30,6 +30,7 @@ struct BlockService::Op {
   Buffer buf;                        // the block buffer
   SharedBlock block;  // a whole block read, shared with the target (no copy), and its CRC
   Responder resp;
+  bool queued_for_buffer = false;  // set under the pool's lock, before its buffer comes
   TimePoint io_start{};
   Status status;
 };
@@ -175,6 +176,7 @@ void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
   op->data_crc = req.bulk_crc;
   op->resp = std::move(resp);
   auto queued = [this, op](size_t ahead) {  // `pfsnet diag ops`: what it waits for
+    op->queued_for_buffer = true;
     op->resp.waiting_for("a block buffer: all " + std::to_string(buffers_->count()) + " of " +
                          std::to_string(buffers_->buffer_size() >> 10) + " KiB in use, " +
                          std::to_string(ahead) + " request(s) ahead (storage.buffers)");
@@ -182,7 +184,7 @@ void BlockService::on_io(uint32_t type, RpcRequest& req, Responder resp) {
   buffers_->acquire(
       [this, op](Buffer buf, Duration waited) {
         if (stats_) stats_->record_exec(RawExecRecord{waited.count(), kMsgBlockBufferWait});
-        op->resp.resumed();  // if it waited: executing again
+        if (op->queued_for_buffer) op->resp.resumed();  // executing again
         if (buf.empty()) {
           op->resp.reply(RpcResponse{Status(Code::kCancelled, "block server stopping"), {}, {}});
           return;
