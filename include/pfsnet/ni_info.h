@@ -43,6 +43,8 @@ struct TcpKernelInfo {
   // Bytes written by the application that TCP has not sent yet (held by the peer's window
   // or the congestion window).
   uint32_t notsent_bytes = 0;
+  // Milliseconds since the connection last sent data: its smoothed RTT is as old as that.
+  uint32_t last_data_sent_ms = 0;
 };
 
 // A path's TCP counters summed over every connection it has had, the closed ones

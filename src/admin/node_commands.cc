@@ -155,13 +155,14 @@ HealthList cluster_problems(const NodeParts& node) {
   fold_partitions(problems, rows, culprits, rule.min_sent);
   // A link at capacity is busy, not faulty: what its load explains is left out.
   drop_saturated(problems, saturated_nis(rows));
-  // A node starved of CPU answers late on every path: what that explains is left out.
+  // A node starved of CPU, or a server whose process answers late, is late on every path:
+  // what that explains is left out.
   std::map<std::string, std::vector<std::string>> nids_of;
   if (table)
     for (const StatusNode& n : table->nodes)
       for (const Nid& x : n.nids) nids_of[n.name].push_back(x.to_string());
   for (const NiInfo& i : in.nis) nids_of[in.node].push_back(i.nid.to_string());
-  drop_starved(problems, nids_of);
+  drop_slow_nodes(problems, nids_of);
   // One node alone finding fault with a peer others reach fine: the observer's problem.
   attribute_to_observers(problems, rows, marks, rule.min_sent);
   sort_problems(problems);

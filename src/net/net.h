@@ -70,6 +70,7 @@
 #include "net/fault_injector.h"
 #include "net/health.h"
 #include "net/send_wait.h"
+#include "net/slowness.h"
 #include "transport/transport.h"
 
 namespace pfsnet {
@@ -171,6 +172,10 @@ struct PathSample {
   TcpTotals tcp_total;
   // The kernel's smoothed and lowest RTT of its busiest open connection (0: none open).
   double srtt_ms = 0, min_rtt_ms = 0;
+  // The most queue in the smoothed RTT of a connection that sent within the last second
+  // (the busiest's when none did): what the wire holds now (ms).
+  double queue_ms = 0;
+  std::vector<ConnFigures> conns;  // each open connection's
 };
 
 // One peer node's traffic, summed over its NIs: a light snapshot for sampling every

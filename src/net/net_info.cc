@@ -43,15 +43,16 @@ void fill(NiInfo& i, const Health& health, TimePoint now) {
 }
 
 // The path's TCP totals: its closed connections' and each open one's now. nullopt when it
-// never had a TCP connection. A system call per open connection. `rtt` (when asked): the
-// smoothed and lowest RTT (ms) of the open connection that has sent the most.
+// never had a TCP connection. A system call per open connection. `sample` (when given):
+// the RTTs and per-connection figures of a PathSample.
 std::optional<TcpTotals> tcp_totals(const TcpTotals& closed,
                                     const std::vector<ConnectionPtr>& conns,
                                     std::optional<TcpKernelInfo>* busiest,
-                                    std::pair<double, double>* rtt = nullptr) {
+                                    PathSample* sample = nullptr) {
   std::optional<TcpTotals> t;
   if (closed.segs_out > 0) t = closed;
-  uint64_t most = 0;
+  std::optional<TcpKernelInfo> most, queued;  // the busiest; the fresh one most queued
+  auto excess = [](const TcpKernelInfo& k) { return int64_t(k.rtt_us) - int64_t(k.min_rtt_us); };
   for (const ConnectionPtr& c : conns) {
     // The counters only, unless a view wants the busiest connection's whole figures.
     auto k = c->kernel_tcp_info(busiest != nullptr);
@@ -59,11 +60,20 @@ std::optional<TcpTotals> tcp_totals(const TcpTotals& closed,
     if (!t) t.emplace();
     t->add(*k);
     t->pacing_rate += k->pacing_rate;
-    if (busiest && (!*busiest || k->bytes_sent > (*busiest)->bytes_sent)) *busiest = k;
-    if (rtt && (most == 0 || k->bytes_sent > most)) {
-      most = std::max<uint64_t>(1, k->bytes_sent);
-      *rtt = {k->rtt_us / 1000.0, k->min_rtt_us / 1000.0};
-    }
+    if (!most || k->bytes_sent > most->bytes_sent) most = k;
+    if (k->last_data_sent_ms <= 1000 && (!queued || excess(*k) > excess(*queued))) queued = k;
+    if (sample)
+      sample->conns.push_back(
+          ConnFigures{reinterpret_cast<uintptr_t>(c.get()),
+                      k->total_retrans - std::min(k->dsack_dups, k->total_retrans),
+                      k->rtt_us / 1000.0, k->min_rtt_us / 1000.0});
+  }
+  if (busiest && most) *busiest = most;
+  if (sample && most) {
+    sample->srtt_ms = most->rtt_us / 1000.0;
+    sample->min_rtt_ms = most->min_rtt_us / 1000.0;
+    const TcpKernelInfo& q = queued && excess(*queued) > excess(*most) ? *queued : *most;
+    sample->queue_ms = double(std::max<int64_t>(0, excess(q))) / 1000.0;
   }
   return t;
 }
@@ -200,12 +210,9 @@ std::vector<PathSample> Net::path_samples(
       conns = p->conns;
       closed = p->closed_tcp;
     }
-    std::pair<double, double> rtt{0, 0};
-    if (auto t = tcp_totals(closed, conns, nullptr, &rtt)) {
+    if (auto t = tcp_totals(closed, conns, nullptr, &s)) {
       s.tcp = true;
       s.tcp_total = *t;
-      s.srtt_ms = rtt.first;
-      s.min_rtt_ms = rtt.second;
     }
     v.push_back(s);
   }

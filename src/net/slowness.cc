@@ -32,6 +32,7 @@ std::string SlownessEvidence::text() const {
   if (exec_baseline_ms > 0)
     s += fmt::format("{}server execution {:.3f} ms (baseline {:.3f} ms)", sep(), exec_ms,
                      exec_baseline_ms);
+  if (wire_judged) s += fmt::format("{}TCP's RTT +{:.3f} ms over its lowest", sep(), wire_ms);
   if (segs > 0)
     s += fmt::format("{}TCP retransmitted {} of {} segments ({:.2f}%)", sep(), retrans, segs,
                      loss * 100);
@@ -50,6 +51,17 @@ bool queue_stands(double srtt_ms, double min_rtt_ms, double host_excess_ms) {
   return min_rtt_ms > 0 && excess >= std::max(2.0, 0.25 * min_rtt_ms) &&
          (host_excess_ms < 0 || excess >= 3 * host_excess_ms);
 }
+
+namespace {
+
+// The upper median: a queue is judged present when half the seconds show one.
+double upper_median(std::vector<double>& v) {
+  auto mid = v.begin() + static_cast<long>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
+}  // namespace
 
 double lower_median(std::vector<double>& v) {
   if (v.empty()) return 0;
@@ -75,8 +87,15 @@ SlowCause SlownessTracker::judge(double scale) const {
   auto above = [&](double v, double ref) { return ref > 0 && v > limit(ref, scale); };
   if (e.segs >= opts_.min_segments && e.loss > opts_.loss_ratio * scale) return SlowCause::kLossy;
   if (e.samples >= opts_.min_samples) {
-    if (above(e.latency_ms, e.baseline_ms) || above(e.latency_ms, e.peers_ms))
+    if (above(e.latency_ms, e.baseline_ms) || above(e.latency_ms, e.peers_ms)) {
+      // What the latency stands above the lower of its references: if the wire's queue
+      // (TCP's RTT) holds under a quarter of it, the time is spent at the server.
+      double ref = e.baseline_ms > 0 && (e.peers_ms <= 0 || e.baseline_ms < e.peers_ms)
+                       ? e.baseline_ms
+                       : e.peers_ms;
+      if (e.wire_judged && 4 * e.wire_ms < e.latency_ms - ref) return SlowCause::kServer;
       return SlowCause::kSlow;
+    }
     if (above(e.exec_ms, e.exec_baseline_ms)) return SlowCause::kServer;
   }
   return SlowCause::kNone;
@@ -91,22 +110,26 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
   }
   // The kernel's counters: deltas per sample; a counter that went down is a new connection.
   std::pair<uint64_t, uint64_t> d{0, 0};
+  uint64_t congestion = 0;
   if (have_tcp_) {
     if (s.segs_out >= last_segs_ && s.retrans >= last_retrans_)
       d = {s.segs_out - last_segs_, s.retrans - last_retrans_};
     else
       d = {s.segs_out, s.retrans};
+    congestion = s.congestion_retrans >= last_congestion_ ? s.congestion_retrans - last_congestion_
+                                                          : s.congestion_retrans;
   }
   have_tcp_ = true;
   last_segs_ = s.segs_out;
   last_retrans_ = s.retrans;
+  last_congestion_ = s.congestion_retrans;
   // A drop's retransmit comes a round trip or more after it, when the queue that dropped
   // it may have drained: a second right after one that saw a queue still carries its drops
   // (auto-tune overfilling a clean 50 ms path: the queue showed in one second's RTT, and
   // the next second's retransmits were named random loss).
   bool queued = s.queueing || queued_last_;
   queued_last_ = s.queueing;
-  tcp_.push_back({d.first, d.second, queued});
+  tcp_.push_back({d.first, d.second, congestion, queued});
   while (tcp_.size() > static_cast<size_t>(opts_.window)) tcp_.pop_front();
   clean_segs_ += d.first;
   if (!queued) clean_retrans_ += d.second;
@@ -119,7 +142,7 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
              s.latency_ms <= limit(base, 2.0 / 3.0);
   }
   if (counts) {
-    window_.push_back({s.latency_ms, s.exec_ms});
+    window_.push_back({s.latency_ms, s.exec_ms, s.rtt_excess_ms});
     while (window_.size() > static_cast<size_t>(opts_.window)) window_.pop_front();
   }
 
@@ -128,6 +151,7 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
   for (const TcpDelta& t : tcp_) {
     e.segs += t.segs;
     (t.queueing ? e.congestion_retrans : e.retrans) += t.retrans;
+    e.congestion_retrans += t.congestion;
   }
   e.loss = e.segs ? double(e.retrans) / double(e.segs) : 0;
   e.tcp_seconds = static_cast<int>(tcp_.size());
@@ -136,15 +160,19 @@ std::optional<SlownessTracker::Change> SlownessTracker::add(const SlownessSample
   e.latency_judged = judged_latency;
   if (judged_latency) {
     // Scratch for the medians: no allocation once grown to the window.
-    thread_local std::vector<double> lat, exec;
+    thread_local std::vector<double> lat, exec, wire;
     lat.clear();
     exec.clear();
+    wire.clear();
     for (const Second& w : window_) {
       lat.push_back(w.latency_ms);
       exec.push_back(w.exec_ms);
+      if (w.rtt_excess_ms >= 0) wire.push_back(w.rtt_excess_ms);
     }
     e.latency_ms = lower_median(lat);
     e.exec_ms = lower_median(exec);
+    e.wire_judged = wire.size() >= static_cast<size_t>(opts_.min_samples);
+    if (e.wire_judged) e.wire_ms = upper_median(wire);
     // The baselines learn only while healthy: slowness never becomes the norm while it
     // lasts.
     if (!degraded_) {

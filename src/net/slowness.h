@@ -24,7 +24,15 @@
 //             6 us minimum; 5% random drops 0.15-0.4 ms.
 //   SERVER    the server's execution time (queue wait included) > factor x its own
 //             baseline and above it by min_excess while latency is normal: the server,
-//             not the network, is slow.
+//             not the network, is slow. Or latency SLOW while the kernel's round trip on
+//             the same paths is not: the window's median queue in TCP's smoothed RTT (the
+//             caller's `rtt_excess_ms`, over at least min_samples seconds) is under a
+//             quarter of what the latency stands above its reference. A queue on the wire
+//             delays TCP's ACKs as much as the RPCs; a server process that reads late
+//             (stopped, descheduled) does not -- its kernel ACKs at once. Measured in
+//             the drill (tests/netns_drill_test.cc): a server SIGSTOPped 800 ms of each
+//             second made RPCs to it wait 107 ms (median) while TCP's RTT stood 4.4 ms
+//             above its lowest.
 //   damping   degraded after `trip` (3) judgements in a row say so, healthy again after
 //             `clear` (10) in a row say not; a judgement needs the bad figure to fall
 //             below 2/3 of its threshold to count as good (hysteresis), so a figure that
@@ -86,8 +94,23 @@ struct SlownessSample {
   double latency_ms = 0;
   double exec_ms = 0;
   uint64_t segs_out = 0, retrans = 0;
+  // Retransmits known to be congestion whatever the second's `queueing` (cumulative, not
+  // in `retrans`): those of a connection whose own RTT showed a queue.
+  uint64_t congestion_retrans = 0;
   bool busy = false;      // much bulk moved this second: the latency may only speak for health
   bool queueing = false;  // the kernel saw a queue standing on the path this second
+  // The kernel's smoothed RTT above its lowest on the subject's paths this second, the
+  // largest of them (ms); < 0: no TCP figures.
+  double rtt_excess_ms = -1;
+};
+
+// One TCP connection of a path at a sample: who it is (stable while it lives), the
+// segments it retransmitted that its peer did not have already (total less D-SACKed), and
+// its RTT now -- so that a retransmit is judged by the queue on its own connection.
+struct ConnFigures {
+  uintptr_t id = 0;
+  uint64_t lost = 0;
+  double srtt_ms = 0, min_rtt_ms = 0;
 };
 
 // Whether a smoothed RTT of `srtt_ms` over a minimum of `min_rtt_ms` is a queue standing on
@@ -117,6 +140,8 @@ struct SlownessEvidence {
   int samples = 0;                  // latency samples in the window
   bool latency_judged = false;      // enough of them: latency_ms and the references hold
   int tcp_seconds = 0;              // seconds of TCP counters behind segs and retrans
+  double wire_ms = 0;               // the window's median of rtt_excess_ms
+  bool wire_judged = false;         // over at least min_samples seconds that had it
   // "latency 4.200 ms (baseline 0.300 ms, x14.0), ..., over 10 s"; the latency part only
   // when it was judged (a path with TCP counters and too few small RPCs has none).
   std::string text() const;
@@ -147,7 +172,7 @@ class SlownessTracker {
 
  private:
   struct Second {
-    double latency_ms, exec_ms;
+    double latency_ms, exec_ms, rtt_excess_ms;
   };
   // Per-minute lowest window medians (latency, execution), for the baselines.
   struct Minute {
@@ -163,11 +188,11 @@ class SlownessTracker {
   SlownessOptions opts_;
   std::deque<Second> window_;  // seconds with traffic, newest last
   struct TcpDelta {
-    uint64_t segs, retrans;
+    uint64_t segs, retrans, congestion;
     bool queueing;
   };
   std::deque<TcpDelta> tcp_;  // per-sample deltas
-  uint64_t last_segs_ = 0, last_retrans_ = 0;
+  uint64_t last_segs_ = 0, last_retrans_ = 0, last_congestion_ = 0;
   bool have_tcp_ = false;
   bool queued_last_ = false;  // the last sample saw a queue standing
   std::deque<Minute> minutes_;

@@ -19,7 +19,8 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
   struct Sum {
     uint64_t rpcs = 0, bytes = 0;
     double latency_ms = 0, exec_ms = 0;
-    bool queueing = false;  // a path of it has a queue standing
+    bool queueing = false;      // a path of it has a queue standing
+    double rtt_excess_ms = -1;  // the largest queue in a path's smoothed RTT
   };
   std::map<Nid, Sum> sums;
   // The host's own delay this second: the median smoothed-RTT excess of its TCP paths (once
@@ -51,6 +52,19 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
     s.latency_ms += f.latency_ms;
     s.exec_ms += f.exec_ms;
     s.queueing = s.queueing || (f.tcp && queue_stands(f.srtt_ms, f.min_rtt_ms, host_excess));
+    if (f.tcp && f.min_rtt_ms > 0) s.rtt_excess_ms = std::max(s.rtt_excess_ms, f.queue_ms);
+    // Retransmits judged by their own connection's queue: the one that retransmitted may
+    // not be the busiest (a shaper's queue showed on the connection a bulk probe crossed).
+    uint64_t congested = 0;
+    std::unordered_map<uintptr_t, uint64_t> lost;
+    for (const ConnFigures& k : f.conns) {
+      lost[k.id] = k.lost;
+      auto was = ps.conn_lost.find(k.id);
+      if (was == ps.conn_lost.end()) continue;  // new: its first reading is the start
+      uint64_t d = k.lost >= was->second ? k.lost - was->second : k.lost;
+      if (d > 0 && queue_stands(k.srtt_ms, k.min_rtt_ms, host_excess)) congested += d;
+    }
+    ps.conn_lost = std::move(lost);
     if (f.tcp) {
       // Totals never go down; the first reading is the start, not a delta.
       if (ps.have_tcp && f.segs_out >= ps.segs_out && f.retrans >= ps.retrans) {
@@ -59,8 +73,10 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
         // stopped: nothing got through), named as such elsewhere -- not random loss, and
         // not to be worked off segment by segment once the path is back.
         if (2 * retrans <= segs) {
+          congested = std::min(congested, retrans);
           pe.segs_out += segs;
-          pe.retrans += retrans;
+          pe.retrans += retrans - congested;
+          pe.congestion += congested;
         }
       }
       ps.have_tcp = true;
@@ -84,7 +100,9 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
     }
     smp.segs_out = pe.segs_out;
     smp.retrans = pe.retrans;
+    smp.congestion_retrans = pe.congestion;
     smp.queueing = sum.queueing;
+    smp.rtt_excess_ms = sum.rtt_excess_ms;
     auto m = medians_.find(peer.net());
     SlowCause was = pe.tracker.cause();
     bool was_degraded = pe.tracker.degraded();

@@ -53,6 +53,8 @@ struct PathFigures {
   bool tcp = false;                    // the TCP totals were read this second
   uint64_t segs_out = 0, retrans = 0;  // TCP totals (never going down)
   double srtt_ms = 0, min_rtt_ms = 0;  // the kernel's RTT of its busiest connection (0: none)
+  double queue_ms = 0;                 // the most queue in a fresh connection's RTT (net.h)
+  std::vector<ConnFigures> conns;      // its open connections'
 };
 
 struct SlownessChange {
@@ -92,12 +94,14 @@ class SlownessBoard {
     uint64_t bytes = 0;
     bool have_tcp = false;
     uint64_t segs_out = 0, retrans = 0;
-    TimePoint last_active{};  // bytes moved
+    std::unordered_map<uintptr_t, uint64_t> conn_lost;  // each open connection's, last second
+    TimePoint last_active{};                            // bytes moved
     bool active_ever = false;
   };
   struct PeerState {
     SlownessTracker tracker;
     uint64_t segs_out = 0, retrans = 0;  // summed deltas of its paths: never going down
+    uint64_t congestion = 0;             // of the retransmits, those on a connection with a queue
     explicit PeerState(const SlownessOptions& o) : tracker(o) {}
   };
   std::vector<SlownessChange> local_changes(TimePoint now);

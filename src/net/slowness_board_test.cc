@@ -34,7 +34,9 @@ struct Drive {
     double latency_ms = 0.2;
     uint64_t rpcs = 10, bytes = 10000, segs = 500;
     double loss = 0;
-    double srtt_ms = 0.05, min_rtt_ms = 0.01;  // the kernel's RTT of the path
+    // The kernel's RTT of the path; srtt < 0: the latency's (a slow wire delays TCP's
+    // round trip as much as the RPCs').
+    double srtt_ms = -1, min_rtt_ms = 0.01;
   };
   void run(int n, const std::map<size_t, Second>& special = {}) {
     for (int i = 0; i < n; ++i) {
@@ -56,8 +58,9 @@ struct Drive {
         f.tcp = true;
         f.segs_out = p.segs;
         f.retrans = p.retrans;
-        f.srtt_ms = s.srtt_ms;
+        f.srtt_ms = s.srtt_ms >= 0 ? s.srtt_ms : s.min_rtt_ms + s.latency_ms;
         f.min_rtt_ms = s.min_rtt_ms;
+        f.queue_ms = f.srtt_ms - f.min_rtt_ms;
         v.push_back(f);
       }
       clock.advance(1s);
@@ -170,6 +173,51 @@ TEST(SlownessBoardTest, ALoadedHostsDelayOnEveryPathIsNoQueue) {
   t.run(60);
   t.run(30, {{shaped, {.segs = 2000, .loss = 0.03, .srtt_ms = 50, .min_rtt_ms = 0.01}}});
   EXPECT_FALSE(t.degraded("198.18.0.2@tcp"));
+}
+
+// Issue 70, item 6: a path's retransmits on a connection whose own RTT shows a queue are
+// congestion, though its busiest connection shows none (a 20 Mbit/s tbf was called LOSSY
+// by one peer: the retransmits were on the connection a bulk probe had crossed). On a
+// connection without a queue they are loss.
+TEST(SlownessBoardTest, RetransmitsAreJudgedByTheQueueOnTheirOwnConnection) {
+  for (double queue_ms : {30.0, 0.0}) {
+    SlownessBoard board;
+    ManualClock clock;
+    const Nid local = nid("198.18.0.1@tcp"), peer = nid("198.18.0.2@tcp");
+    uint64_t segs = 0, lost = 0;
+    std::vector<SlownessChange> changes;
+    for (int i = 0; i < 30; ++i) {
+      PathFigures f;
+      f.local = local;
+      f.peer = peer;
+      f.tcp = true;
+      f.bytes = 10000 * uint64_t(i + 1);
+      f.rpcs = 10;
+      f.latency_ms = 0.2 * 10;
+      f.exec_ms = 0.05 * 10;
+      segs += 2000;
+      if (i >= 10) lost += 60;  // 3% of the path's segments, from the 11th second
+      f.segs_out = segs;
+      f.retrans = lost;
+      f.srtt_ms = 0.05;  // the busiest connection: no queue
+      f.min_rtt_ms = 0.01;
+      f.conns = {ConnFigures{1, 0, 0.05, 0.01}, ConnFigures{2, lost, 0.01 + queue_ms, 0.01}};
+      clock.advance(1s);
+      for (SlownessChange& c : board.second({f}, clock.now())) changes.push_back(c);
+    }
+    const SlownessTracker* t = board.tracker(peer);
+    ASSERT_NE(t, nullptr);
+    if (queue_ms > 0) {
+      EXPECT_FALSE(t->degraded()) << t->evidence().text();
+      EXPECT_EQ(t->evidence().retrans, 0u);
+      EXPECT_EQ(t->evidence().congestion_retrans, 600u);
+      EXPECT_NE(t->evidence().text().find("600 more while a queue stood"), std::string::npos)
+          << t->evidence().text();
+    } else {
+      EXPECT_TRUE(t->degraded());
+      EXPECT_EQ(t->cause(), SlowCause::kLossy);
+    }
+  }
 }
 
 // A link down for a while: what TCP sent then was all retransmissions. That is an outage

@@ -14,6 +14,7 @@ struct Feed {
   std::vector<std::pair<int, SlownessTracker::Change>> changes;  // (second, change)
   int second = 0;
   uint64_t segs = 0, retrans = 0;
+  double wire_ms = -1;  // the queue in TCP's smoothed RTT each second (< 0: no TCP)
 
   explicit Feed(SlownessOptions o = {}) : t(o) {}
   // `n` seconds of traffic at `latency_ms` (and `exec_ms`), `seg_rate` segments a second of
@@ -25,7 +26,9 @@ struct Feed {
       retrans += static_cast<uint64_t>(double(seg_rate) * loss);
       clock.advance(1s);
       ++second;
-      auto c = t.add({count, latency_ms, exec_ms, segs, retrans}, clock.now(), peers_ms);
+      SlownessSample s{count, latency_ms, exec_ms, segs, retrans};
+      s.rtt_excess_ms = wire_ms;
+      auto c = t.add(s, clock.now(), peers_ms);
       if (c) changes.emplace_back(second, *c);
     }
   }
@@ -246,6 +249,41 @@ TEST(SlownessTest, ASlowServerIsToldApartFromASlowNetwork) {
   ASSERT_EQ(f.changes.size(), 2u);
   EXPECT_TRUE(f.changes[1].second.degraded);
   EXPECT_EQ(f.changes[1].second.cause, SlowCause::kSlow);
+}
+
+// Issue 70, item 6: a server stopped 80% of each second (SIGSTOP) made its peers' RPCs
+// wait hundreds of ms while TCP's round trip to it stayed short (its kernel ACKs): SERVER,
+// not SLOW. A shaper's queue holds the ACKs as long as the RPCs: SLOW.
+TEST(SlownessTest, LatencyThatTcpsRoundTripDoesNotShareIsTheServers) {
+  Feed stopped;
+  stopped.wire_ms = 0.05;
+  stopped.run(60, 0.2);
+  stopped.run(10, 300.0);  // RPCs wait 300 ms; the kernel's RTT stays 0.05 ms above its lowest
+  ASSERT_EQ(stopped.changes.size(), 1u);
+  EXPECT_EQ(stopped.changes[0].second.cause, SlowCause::kServer);
+  EXPECT_NE(stopped.changes[0].second.evidence.text().find("TCP's RTT +0.050 ms over its lowest"),
+            std::string::npos)
+      << stopped.changes[0].second.evidence.text();
+  // Under a quarter: 74 ms of 299.8 is still the server's; at 80 the wire's.
+  Feed edge;
+  edge.wire_ms = 74;
+  edge.run(60, 0.2);
+  edge.run(10, 300.0);
+  ASSERT_EQ(edge.changes.size(), 1u);
+  EXPECT_EQ(edge.changes[0].second.cause, SlowCause::kServer);
+  Feed shaped;
+  shaped.wire_ms = 0.05;
+  shaped.run(60, 0.2);
+  shaped.wire_ms = 80;
+  shaped.run(10, 300.0);
+  ASSERT_EQ(shaped.changes.size(), 1u);
+  EXPECT_EQ(shaped.changes[0].second.cause, SlowCause::kSlow);
+  // Without TCP's figures (another transport) latency is the network's, as before.
+  Feed other;
+  other.run(60, 0.2);
+  other.run(10, 300.0);
+  ASSERT_EQ(other.changes.size(), 1u);
+  EXPECT_EQ(other.changes[0].second.cause, SlowCause::kSlow);
 }
 
 TEST(SlownessTest, SlowFromTheStartIsCaughtByItsPeersNotByItsOwnHistory) {

@@ -210,9 +210,11 @@ void drop_consequences(std::vector<Problem>& v) {
   auto consequence = [](const std::string& cause) {
     return cause == "UNHEALTHY" || cause == "SLOW" || cause == "LOSSY" || cause == "THROTTLED";
   };
-  std::set<std::string> down;
+  std::set<std::string> down, shaped;
   std::set<std::pair<std::string, std::string>> faulty_ends;  // (node, network)
   for (const Problem& p : v) {
+    if (p.kind == "ni" && p.cause == "THROTTLED" && p.subject.find(" (") != std::string::npos)
+      shaped.insert(p.subject.substr(0, p.subject.find(' ')));
     bool faulty = p.cause == "DOWN" || p.cause == "SLOW" || p.cause == "LOSSY" ||
                   p.cause == "THROTTLED";  // an NI UNHEALTHY by errors may be its peers' victim
     if (p.kind != "ni" || !faulty) continue;
@@ -246,6 +248,9 @@ void drop_consequences(std::vector<Problem>& v) {
   std::erase_if(v, [&](const Problem& p) {
     if (!consequence(p.cause)) return false;
     if (names_down(p.subject) || path_of_faulty_node(p)) return true;
+    if (p.kind == "peer_ni" && p.cause == "LOSSY" && shaped.count(p.subject) &&
+        seers_of(p.seen_by).size() == 1)
+      return true;
     return p.kind == "peer_ni" && faulty_ends.count({p.seen_by, net_of(p.subject)}) != 0;
   });
 }
@@ -293,8 +298,9 @@ void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::st
                  });
 }
 
-void drop_starved(std::vector<Problem>& v,
-                  const std::map<std::string, std::vector<std::string>>& nids_of) {
+void drop_slow_nodes(std::vector<Problem>& v,
+                     const std::map<std::string, std::vector<std::string>>& nids_of) {
+  // Starved nodes first: what they explain includes their SERVER lines.
   std::map<std::string, std::string> culprits;  // NID -> node
   std::set<std::string> starved;
   for (const Problem& p : v)
@@ -304,6 +310,19 @@ void drop_starved(std::vector<Problem>& v,
       for (const std::string& nid : it->second) culprits[nid] = node;
   drop_explained(v, culprits, {"SLOW", "LOSSY", "THROTTLED", "UNHEALTHY", "SERVER"},
                  [&](const std::string& who, const std::string&) { return starved.count(who); });
+  // Then servers that answer late: every NID of the node a SERVER line names.
+  culprits.clear();
+  std::set<std::string> late;
+  for (const Problem& p : v) {
+    if (p.kind != "server" || p.cause != "SERVER") continue;
+    for (const auto& [node, nids] : nids_of)
+      if (std::find(nids.begin(), nids.end(), p.subject) != nids.end()) {
+        late.insert(node);
+        for (const std::string& nid : nids) culprits[nid] = node;
+      }
+  }
+  drop_explained(v, culprits, {"SLOW", "LOSSY", "THROTTLED", "UNHEALTHY"},
+                 [&](const std::string& who, const std::string&) { return late.count(who); });
 }
 
 void attribute_to_observers(std::vector<Problem>& v, const std::vector<MeshRow>& rows,

@@ -117,6 +117,11 @@ void merge_cluster_problems(std::vector<Problem>& into, const std::vector<NodePr
 //                                   not; and the mesh's SLOW or THROTTLED paths to or from
 //                                   its node: the node's traffic moved to its other NIs,
 //                                   whose bulk probes then share them
+//   an NI the probe mesh names      a peer NI view of it LOSSY from one node alone: the
+//   THROTTLED ("NID (node)")        shaper's full queue dropped that node's segments or
+//                                   their ACKs (congestion, not loss; issue 70 item 6: a
+//                                   20 Mbit/s tbf was called LOSSY by one of nine peers on
+//                                   1.15% retransmitted). Seen so by two or more, it stays.
 void drop_consequences(std::vector<Problem>& v);
 
 // An NI whose link is at capacity: the probe mesh's rows say it carried at least
@@ -141,8 +146,13 @@ void drop_saturated(std::vector<Problem>& v, const std::map<std::string, std::st
 // reads their replies late. Those are left out -- the SLOW, LOSSY, THROTTLED, UNHEALTHY and
 // SERVER problems naming its NIs (`nids_of`: the NIDs of each node), and the peer NIs only
 // starved nodes see so -- and the CPU line stays.
-void drop_starved(std::vector<Problem>& v,
-                  const std::map<std::string, std::vector<std::string>>& nids_of);
+//
+// A server named SERVER (kind "server", subject its first NID: its peers' RPCs wait for it
+// while TCP's round trip to it stays short -- a process stopped or descheduled most of the
+// time, net/slowness.h) explains the same, but for the SERVER line itself, which stays: the
+// peers' SLOW views of its NIs and the mesh's late or lost probes to and from it.
+void drop_slow_nodes(std::vector<Problem>& v,
+                     const std::map<std::string, std::vector<std::string>>& nids_of);
 
 // What the list is for (issue 34 item 6): a peer NI that one node alone calls SLOW or
 // UNHEALTHY while at least kFineViews other nodes' mesh probes reach it fine (answered, at

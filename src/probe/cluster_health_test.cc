@@ -148,6 +148,26 @@ TEST(ClusterHealthMerge, PeersOnlyAFaultyNisNodeCallsFaultyAreLeftOut) {
                                             "n4 -> n5 (198.18.2.4@tcp1 -> 198.18.2.5@tcp1)"}));
 }
 
+// Issue 70, item 6: a peer calling a shaped NI LOSSY alone saw its queue overflow
+// (congestion); two peers seeing loss on it keep it listed.
+TEST(ClusterHealthMerge, OnePeersLossOnAShapedNiIsCongestion) {
+  std::vector<Problem> v = {
+      prob("ni", "198.18.1.4@tcp (n4)", "THROTTLED", "n1,n2,n3"),
+      prob("peer_ni", "198.18.1.4@tcp", "LOSSY", "n7"),      // one of its peers: congestion
+      prob("peer_ni", "198.18.1.5@tcp", "LOSSY", "n7"),      // not shaped: kept
+      prob("peer_ni", "198.18.2.4@tcp1", "LOSSY", "n7"),     // its other rail, not shaped: kept
+      prob("ni", "198.18.1.6@tcp (n6)", "THROTTLED", "n1"),  // shaped, and lossy to two: kept
+      prob("peer_ni", "198.18.1.6@tcp", "LOSSY", "n7, n8"),
+  };
+  drop_consequences(v);
+  std::vector<std::string> left;
+  for (const Problem& p : v) left.push_back(p.subject + " " + p.cause);
+  EXPECT_EQ(left,
+            (std::vector<std::string>{"198.18.1.4@tcp (n4) THROTTLED", "198.18.1.5@tcp LOSSY",
+                                      "198.18.2.4@tcp1 LOSSY", "198.18.1.6@tcp (n6) THROTTLED",
+                                      "198.18.1.6@tcp LOSSY"}));
+}
+
 TEST(ClusterHealthMerge, WhatALinkAtCapacityExplainsIsLeftOut) {
   // n4's 50 Mbit/s link carried 5.9 MiB/s (at least 70% of 5.96) in the window; n5's
   // 10 Gbit/s link 300 MiB/s (a quarter); n6's speed is not known.
@@ -198,7 +218,7 @@ TEST(ClusterHealthMerge, WhatANodeStarvedOfCpuExplainsIsLeftOut) {
       prob("ni", "198.18.1.4@tcp (n4)", "MTU", "n1"),        // not a matter of time
       prob("peer_ni", "198.18.1.1@tcp", "SLOW", "n5"),       // nothing to do with n4
   };
-  drop_starved(v, nids);
+  drop_slow_nodes(v, nids);
   std::vector<std::string> left;
   for (const Problem& p : v) left.push_back(p.subject + " " + p.cause + " " + p.seen_by);
   EXPECT_EQ(left,
@@ -206,8 +226,33 @@ TEST(ClusterHealthMerge, WhatANodeStarvedOfCpuExplainsIsLeftOut) {
                                       "198.18.1.4@tcp (n4) MTU n1", "198.18.1.1@tcp SLOW n5"}));
   // No node starved: nothing is left out.
   std::vector<Problem> w(v.begin() + 1, v.end());
-  drop_starved(w, nids);
+  drop_slow_nodes(w, nids);
   EXPECT_EQ(w.size(), 3u);
+}
+
+// Issue 70, item 6: a server that answers late (SERVER: its peers' RPCs wait, TCP's round
+// trip does not) explains its peers' SLOW views of each of its NIs and the mesh's late
+// probes; the SERVER line stays, and what is not about it too.
+TEST(ClusterHealthMerge, WhatAServerThatAnswersLateExplainsIsLeftOut) {
+  const std::map<std::string, std::vector<std::string>> nids = {
+      {"n1", {"198.18.1.1@tcp"}},
+      {"n4", {"198.18.1.4@tcp", "198.18.2.4@tcp1"}},
+      {"n5", {"198.18.1.5@tcp"}}};
+  std::vector<Problem> v = {
+      prob("server", "198.18.1.4@tcp", "SERVER", "n1, n2"),
+      prob("peer_ni", "198.18.2.4@tcp1", "SLOW", "n2"),        // a peer that judged it SLOW still
+      prob("ni", "198.18.2.4@tcp1 (n4)", "SLOW", "n1,n2,n5"),  // the mesh
+      prob("path", "n1 -> n4 (198.18.1.1@tcp -> 198.18.1.4@tcp)", "LOSSY", "n1"),  // timed out
+      prob("peer_ni", "198.18.1.5@tcp", "SLOW", "n4"),  // it reads replies late
+      prob("ni", "198.18.1.4@tcp (n4)", "MTU", "n1"),   // not a matter of time
+      prob("peer_ni", "198.18.1.1@tcp", "SLOW", "n5"),  // nothing to do with n4
+  };
+  drop_slow_nodes(v, nids);
+  std::vector<std::string> left;
+  for (const Problem& p : v) left.push_back(p.subject + " " + p.cause + " " + p.seen_by);
+  EXPECT_EQ(left,
+            (std::vector<std::string>{"198.18.1.4@tcp SERVER n1, n2", "198.18.1.4@tcp (n4) MTU n1",
+                                      "198.18.1.1@tcp SLOW n5"}));
 }
 
 // A mesh of n1..n4 on @tcp where every node probes every other: answered, unmarked.

@@ -123,7 +123,7 @@ void HealthMonitor::second(TimePoint now) {
       });
   std::vector<PathFigures> figs;
   figs.reserve(samples.size());
-  for (const PathSample& s : samples) {
+  for (PathSample& s : samples) {
     PathFigures f;
     f.local = s.local;
     f.peer = s.peer;
@@ -135,6 +135,8 @@ void HealthMonitor::second(TimePoint now) {
     f.retrans = s.tcp_total.retrans - std::min(s.tcp_total.spurious, s.tcp_total.retrans);
     f.srtt_ms = s.srtt_ms;
     f.min_rtt_ms = s.min_rtt_ms;
+    f.queue_ms = s.queue_ms;
+    f.conns = std::move(s.conns);
     if (auto it = lat.find({s.local, s.peer}); it != lat.end()) {
       f.rpcs = it->second.count;
       f.latency_ms = it->second.latency_ms;

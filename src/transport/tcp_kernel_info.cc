@@ -35,6 +35,7 @@ std::optional<TcpKernelInfo> read_tcp_kernel_info(int fd, bool with_buffers) {
   k.sndbuf_limited_us = t.tcpi_sndbuf_limited;
   k.snd_wnd = t.tcpi_snd_wnd;
   k.notsent_bytes = t.tcpi_notsent_bytes;
+  k.last_data_sent_ms = t.tcpi_last_data_sent;
   if (!with_buffers) return k;
   int v = 0;
   socklen_t vl = sizeof(v);
