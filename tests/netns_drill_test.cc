@@ -78,8 +78,8 @@ class Drill {
       if (!ps.empty() && listed.is_null()) listed = ps;
     });
     if (!listed.is_null())
-      return ::testing::AssertionFailure() << "listed under load, before any fault: "
-                                           << listed.dump();
+      return ::testing::AssertionFailure()
+             << "listed under load, before any fault: " << listed.dump();
     return ::testing::AssertionSuccess();
   }
   json faults() { return faults_at(c_, kC3); }
@@ -134,9 +134,9 @@ std::string lines(const json& ps) {
   return s;
 }
 
-#define SKIP_UNDER_SANITIZERS()                                                   \
-  do {                                                                            \
-    if (PFSNET_UNDER_ASAN || PFSNET_UNDER_TSAN)                                   \
+#define SKIP_UNDER_SANITIZERS()                                                    \
+  do {                                                                             \
+    if (PFSNET_UNDER_ASAN || PFSNET_UNDER_TSAN)                                    \
       GTEST_SKIP() << "timing-bound: six sanitized daemons under load, two cores"; \
   } while (0)
 
@@ -147,13 +147,15 @@ TEST(NetnsDrillTest, ThreePerCentDropsBothWaysAreNamedLossyWithin15s) {
   Drill d;
   if (!d.skip().empty()) GTEST_SKIP() << d.skip();
   ASSERT_TRUE(d.start());
-  ASSERT_TRUE(d.c().nft(Drill::kS1, "table inet pfsloss {\n"
-                                    " chain in {\n  type filter hook input priority 0;\n"
-                                    "  iifname \"" + d.dev() +
-                                        "\" numgen random mod 100 < 3 drop\n }\n"
-                                        " chain out {\n  type filter hook output priority 0;\n"
-                                        "  oifname \"" +
-                                        d.dev() + "\" numgen random mod 100 < 3 drop\n }\n}\n"));
+  ASSERT_TRUE(d.c().nft(Drill::kS1,
+                        "table inet pfsloss {\n"
+                        " chain in {\n  type filter hook input priority 0;\n"
+                        "  iifname \"" +
+                            d.dev() +
+                            "\" numgen random mod 100 < 3 drop\n }\n"
+                            " chain out {\n  type filter hook output priority 0;\n"
+                            "  oifname \"" +
+                            d.dev() + "\" numgen random mod 100 < 3 drop\n }\n}\n"));
   double named = d.watch(60, [](const json& ps) {
     for (const json& p : ps)
       if (mentions(p, Drill::ni()) && p["cause"] == "LOSSY") return true;

@@ -156,6 +156,7 @@ struct StatsConfig {
   // one by one, at most job_stats_max of each (more go into one `other`); an entry without
   // an RPC for job_cleanup_interval seconds goes; /metrics has the top metrics_top_jobs of
   // each by bytes, and `other`.
+  bool job_stats = true;  // false: servers count no job or client statistics
   int64_t job_stats_max = 1024;
   int64_t job_cleanup_interval = 600;
   int64_t metrics_top_jobs = 10;

@@ -288,6 +288,7 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"rpcPerfNumberMinuteIntervals", int_key(&cfg.stats.rpcPerfNumberMinuteIntervals, 1, 10080)},
       {"rpcPerfNumberHourIntervals", int_key(&cfg.stats.rpcPerfNumberHourIntervals, 1, 8784)},
       {"rpcPerfNumberDayIntervals", int_key(&cfg.stats.rpcPerfNumberDayIntervals, 1, 3660)},
+      {"job_stats", bool_key(&cfg.stats.job_stats)},
       {"job_stats_max", int_key(&cfg.stats.job_stats_max, 1, 1'000'000)},
       {"job_cleanup_interval", int_key(&cfg.stats.job_cleanup_interval, 1, 30 * 86400)},
       {"metrics_top_jobs", int_key(&cfg.stats.metrics_top_jobs, 0, 1000)},

@@ -118,6 +118,7 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"stats.rpcPerfNumberHourIntervals", i(c.stats.rpcPerfNumberHourIntervals)},
       {"stats.rpcPerfNumberDayIntervals", i(c.stats.rpcPerfNumberDayIntervals)},
       {"stats.maxBlockSize", i(c.stats.maxBlockSize)},
+      {"stats.job_stats", c.stats.job_stats ? "true" : "false"},
       {"stats.job_stats_max", i(c.stats.job_stats_max)},
       {"stats.job_cleanup_interval", i(c.stats.job_cleanup_interval)},
       {"stats.metrics_top_jobs", i(c.stats.metrics_top_jobs)},

@@ -58,6 +58,7 @@ std::string key_text(const Nid& nid) { return nid.to_string(); }
 
 void JobStats::record(std::string_view job, const Nid& client, uint32_t type, uint64_t bytes_in,
                       uint64_t bytes_out, Duration exec, Duration queued, TimePoint now) {
+  if (!enabled_.load(std::memory_order_relaxed)) return;
   MutexLock lk(mu_);
   jobs_.add(job, type, bytes_in, bytes_out, exec.count(), queued.count(), now);
   clients_.add(client, type, bytes_in, bytes_out, exec.count(), queued.count(), now);

@@ -18,6 +18,7 @@
 #include <pfsnet/clock.h>
 #include <pfsnet/nid.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -32,6 +33,7 @@ namespace pfsnet {
 struct JobStatsOptions {
   size_t max_entries = 1024;                 // jobs kept one by one, and clients
   Duration idle = std::chrono::minutes(10);  // an entry without an RPC this long goes
+  bool enabled = true;                       // false: record() counts nothing (stats.job_stats)
 };
 
 struct JobTypeCounts {
@@ -59,14 +61,17 @@ struct JobEntry {
 
 class JobStats {
  public:
-  JobStats(Clock& clock, JobStatsOptions o) : clock_(clock), jobs_(o), clients_(o) {}
+  JobStats(Clock& clock, JobStatsOptions o)
+      : clock_(clock), enabled_(o.enabled), jobs_(o), clients_(o) {}
   // At run time (stats.job_stats_max, stats.job_cleanup_interval): a smaller bound lets the
   // entries over it stay until they go idle.
   void set_options(JobStatsOptions o) {
+    enabled_.store(o.enabled, std::memory_order_relaxed);
     MutexLock lk(mu_);
     jobs_.o = o;
     clients_.o = o;
   }
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
 
   // One RPC this server answered at `now`: its job id, client, type, request and reply
   // sizes (payload and bulk), execution time and wait for a worker (zero: none). One lock;
@@ -116,6 +121,7 @@ class JobStats {
   static View top(View all, size_t k, By by);
 
   Clock& clock_;
+  std::atomic<bool> enabled_;
   Mutex mu_;
   Table<std::string, IdHash> jobs_ GUARDED_BY(mu_);
   Table<Nid, std::hash<Nid>> clients_ GUARDED_BY(mu_);

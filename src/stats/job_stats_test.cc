@@ -132,6 +132,32 @@ TEST(JobStatsTest, TenThousandJobIdsCostWhatTheBoundDoes) {
               v.kept, double(v.memory_bytes) / 1024, view_ms);
 }
 
+// stats.job_stats = false (at run time): nothing more is counted; what was stays shown; on
+// again, counting resumes.
+TEST(JobStatsTest, SwitchedOffItCountsNothingAndOnAgainItResumes) {
+  ManualClock clock;
+  JobStats s(clock, JobStatsOptions{});
+  const Nid c1 = nid("198.18.0.1@tcp");
+  s.record("A", c1, kWrite, 100, 10, 1ms, 0ns);
+  JobStatsOptions off;
+  off.enabled = false;
+  s.set_options(off);
+  EXPECT_FALSE(s.enabled());
+  for (int i = 0; i < 5; ++i) s.record("A", c1, kWrite, 100, 10, 1ms, 0ns);
+  s.record("B", c1, kWrite, 100, 10, 1ms, 0ns);
+  JobStats::View v = s.top_jobs(10, JobStats::By::kRpcs);
+  ASSERT_EQ(v.top.size(), 1u);
+  EXPECT_EQ(v.top[0].rpcs, 1u);
+  EXPECT_EQ(s.top_clients(10, JobStats::By::kRpcs).top.at(0).rpcs, 1u);
+  s.set_options(JobStatsOptions{});
+  s.record("A", c1, kWrite, 100, 10, 1ms, 0ns);
+  EXPECT_EQ(find(s.top_jobs(10, JobStats::By::kRpcs), "A")->rpcs, 2u);
+  // Off from the start (the config's key at the daemon's start).
+  JobStats quiet(clock, off);
+  quiet.record("A", c1, kWrite, 100, 10, 1ms, 0ns);
+  EXPECT_TRUE(quiet.top_jobs(10, JobStats::By::kRpcs).top.empty());
+}
+
 TEST(JobStatsTest, TheOrderIsNamedByAWord) {
   JobStats::By by = JobStats::By::kTime;
   EXPECT_TRUE(parse_job_stats_by("rpcs", &by));

@@ -84,7 +84,7 @@ class RpcStats {
   JobStats& jobs() { return jobs_; }
   static JobStatsOptions job_options(const StatsConfig& cfg) {
     return JobStatsOptions{static_cast<size_t>(cfg.job_stats_max),
-                           std::chrono::seconds(cfg.job_cleanup_interval)};
+                           std::chrono::seconds(cfg.job_cleanup_interval), cfg.job_stats};
   }
 
   uint64_t dropped_stat() const;
