@@ -219,6 +219,29 @@ TEST_F(CliTest, DiagJobsCountsEachJobAndClientOnTheServer) {
     EXPECT_EQ(e["bytes_in"].get<double>(), 0.0) << e.dump();
   }
   EXPECT_EQ(seen, 3) << rates.dump();
+  // Switched off at run time (stats.job_stats): what was counted stays, nothing more is;
+  // on again, counting resumes.
+  auto set = [&](const char* kv) {
+    auto [src, sout] = run({PFSNET_BIN, "--socket", b.socket(), "config", "set", kv});
+    EXPECT_EQ(src, 0) << sout;
+  };
+  auto rpcs_of = [&](const char* job) {
+    auto [jrc, jout] =
+        run({PFSNET_BIN, "--socket", b.socket(), "diag", "jobs", "--top", "0", "--json"});
+    EXPECT_EQ(jrc, 0) << jout;
+    const json j = last_json_line(jout);
+    for (const json& e : j["jobs"]["top"])
+      if (e["key"] == job) return e["rpcs"].get<int>();
+    return 0;
+  };
+  set("stats.job_stats=false");
+  ping(a, "slurm.1", "4", "100");
+  ping(a, "slurm.9", "2", "100");
+  EXPECT_EQ(rpcs_of("slurm.1"), 5);
+  EXPECT_EQ(rpcs_of("slurm.9"), 0);
+  set("stats.job_stats=true");
+  ping(a, "slurm.1", "2", "100");
+  EXPECT_EQ(rpcs_of("slurm.1"), 7);
 }
 
 // A job id from the calling process's environment (rpc.jobid_var, as Lustre's): `pfsnet ping`
