@@ -18,13 +18,14 @@
 //                           that offers version 1 only, to the same pfsnetd (11 pairs).
 //   rpc_rate_64b_v2_vs_v1  RPC/s  rpc_rate_64b likewise (21 pairs of 0.5 s).
 //   rpc_rtt_64b_p50_ops_on_vs_off  us  rpc_rtt_64b_p50 with the op tracker's history on
-//                           (the default); baseline: a client with rpc.ops_history = 0 (11
-//                           pairs).
+//                           (the default); baseline: the same client with it off (11
+//                           pairs, in turn).
 //   rpc_rate_64b_ops_on_vs_off  RPC/s  rpc_rate_64b likewise (21 pairs of 0.5 s).
 //   rpc_rtt_64b_p50_tracking_on_vs_off  us  rpc_rtt_64b_p50 with what can be switched off
 //                           of the op tracker and job statistics on at both ends (the
-//                           defaults); baseline: a client with rpc.ops_history = 0 to a
-//                           second pfsnetd with stats.job_stats = false (11 pairs).
+//                           defaults); baseline: the client's history off and the server's
+//                           job statistics off (stats.job_stats, through its admin socket),
+//                           in turn (11 pairs).
 //   rpc_rate_64b_tracking_on_vs_off  RPC/s  rpc_rate_64b likewise (21 pairs of 0.5 s).
 //   frame_head_v2_vs_v1_ns ns  encoding and decoding a 64 B PING's header as version 2
 //                           writes it (no extension fields); baseline: as version 1 does.
@@ -92,6 +93,7 @@
 #include <thread>
 #include <vector>
 
+#include "admin/admin_client.h"
 #include "base/log.h"
 #include "fabric_rma_stream.h"
 #include "figure.h"
@@ -123,9 +125,6 @@ constexpr char kRmaStreamAddr[] = "127.0.0.73";
 // A second pfsnetd with TLS on (tls.enabled) and its client.
 constexpr char kServerTlsAddr[] = "127.0.0.82";
 constexpr char kClientTlsAddr[] = "127.0.0.81";
-// A third pfsnetd with job statistics off (stats.job_stats = false) and its client.
-constexpr char kServerQuietAddr[] = "127.0.0.92";
-constexpr char kClientQuietAddr[] = "127.0.0.91";
 constexpr uint16_t kRmaStreamPort = 7992;
 constexpr uint16_t kTcpPort = 7990;
 constexpr char kKey[] = "pfsnet-bench-cluster-key-0000001";
@@ -151,27 +150,23 @@ struct PfsnetServer {
   }
 };
 
-// `tls`: the TLS server (kServerTlsAddr, tls.enabled, TCP only); `quiet`: the one without
-// job statistics (kServerQuietAddr, stats.job_stats = false, TCP only); else the usual one.
-void start_pfsnetd(PfsnetServer& s, const std::string& pfsnetd, bool tls = false,
-                   bool quiet = false) {
+// `tls`: the TLS server (kServerTlsAddr, tls.enabled, TCP only); else the usual one.
+void start_pfsnetd(PfsnetServer& s, const std::string& pfsnetd, bool tls = false) {
   char tmpl[] = "/tmp/pfsnet-bench-XXXXXX";
   s.dir = mkdtemp(tmpl);
   std::string key = s.dir + "/key", cfg = s.dir + "/server.toml";
   std::ofstream(key) << kKey;
   chmod(key.c_str(), 0600);
-  std::string nets = tls     ? std::string("[[net]]\nnid = \"") + kServerTlsAddr + "@tcp\"\n"
-                     : quiet ? std::string("[[net]]\nnid = \"") + kServerQuietAddr + "@tcp\"\n"
-                             : std::string("[[net]]\nnid = \"") + kServerAddr +
-                                   "@tcp\"\n[[net]]\nnid = \"" + kServerO2ibAddr +
-                                   "@o2ib\"\nprovider = \"tcp\"\n";
+  std::string nets = tls ? std::string("[[net]]\nnid = \"") + kServerTlsAddr + "@tcp\"\n"
+                         : std::string("[[net]]\nnid = \"") + kServerAddr +
+                               "@tcp\"\n[[net]]\nnid = \"" + kServerO2ibAddr +
+                               "@o2ib\"\nprovider = \"tcp\"\n";
   std::ofstream(cfg) << "[node]\nname = \"bench-server\"\ncluster_key_file = \"" << key
                      << "\"\nadmin_socket = \"" << s.dir << "/s.sock\"\n"
                      << nets
                      << "[lnet]\ncredits = 256\npeer_credits = "
                         "64\n[rpc]\nmax_rpcs_in_flight = 64\n"
-                     << (tls ? "[tls]\nenabled = true\n" : "")
-                     << (quiet ? "[stats]\njob_stats = false\n" : "");
+                     << (tls ? "[tls]\nenabled = true\n" : "");
   const char* argv[] = {pfsnetd.c_str(), "--config", cfg.c_str(), "--log-level", "warn", nullptr};
   if (posix_spawn(&s.pid, argv[0], nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
     std::perror("bench: spawn pfsnetd");
@@ -196,16 +191,13 @@ struct Client {
   // `zc_min_payload`: TCP bulk of this many bytes or more sent zero-copy (0: copied).
   // `wire_max`: the highest wire version it offers (1: as a node up to 8827b49 speaks).
   // `ops_history`: the op tracker's history (rpc.ops_history; 0: off).
-  // `server_addr`: another pfsnetd's @tcp address (null: kServerAddr's, or as o2ib and tls say).
   explicit Client(const char* addr, std::chrono::microseconds spin = RpcOptions{}.spin,
                   bool with_stats = true, bool o2ib = false, bool tls = false,
                   size_t zc_min_payload = 0, uint16_t wire_max = kWireVersionMax,
-                  size_t ops_history = OpHistoryOptions{}.capacity,
-                  const char* server_addr = nullptr)
+                  size_t ops_history = OpHistoryOptions{}.capacity)
       : me(*Nid::parse(std::string(addr) + (o2ib ? "@o2ib" : "@tcp"))) {
     if (o2ib) server = *Nid::parse(std::string(kServerO2ibAddr) + "@o2ib");
     if (tls) server = *Nid::parse(std::string(kServerTlsAddr) + "@tcp");
-    if (server_addr) server = *Nid::parse(std::string(server_addr) + "@tcp");
     NodeCoreOptions o;
     o.cfg.nets.push_back(NetConfig{me});
     o.stats = with_stats;
@@ -584,34 +576,46 @@ int main(int argc, char** argv) {
         "rpc_rate_64b_v2_vs_v1", "RPC/s", [&] { return rate(v1); }, [&] { return rate(client); },
         21);
   }
-  // What the op tracker costs the 64 B path: the usual client (its history on, as by
+  // What the op tracker costs the 64 B path: the usual client with its history on (as by
   // default: one comparison per RPC; listing the calls in flight costs the path nothing)
-  // beside one with rpc.ops_history = 0, in turn, to the same pfsnetd.
-  if (want("rpc_rtt_64b_p50_ops_on_vs_off") || want("rpc_rate_64b_ops_on_vs_off")) {
-    Client off("127.0.0.66", RpcOptions{}.spin, true, false, false, 0, kWireVersionMax, 0);
-    measure(
-        "rpc_rtt_64b_p50_ops_on_vs_off", "us", [&] { return rpc_rtt_p50(off, 5000); },
-        [&] { return rpc_rtt_p50(client, 5000); }, 11);
-    measure(
-        "rpc_rate_64b_ops_on_vs_off", "RPC/s", [&] { return rate(off); },
-        [&] { return rate(client); }, 21);
-  }
-  // What the op tracker and job statistics cost the 64 B path together, both ends: the
-  // usual client (history on) to the usual pfsnetd (job statistics on) beside a client
-  // with rpc.ops_history = 0 to a pfsnetd with stats.job_stats = false, in turn.
-  if (want("rpc_rtt_64b_p50_tracking_on_vs_off") || want("rpc_rate_64b_tracking_on_vs_off")) {
-    PfsnetServer quiet_server;
-    start_pfsnetd(quiet_server, pfsnetd, false, true);
-    Client off(kClientQuietAddr, RpcOptions{}.spin, true, false, false, 0, kWireVersionMax, 0,
-               kServerQuietAddr);
-    rpc_rtt_p50(off, 1000);  // warm
-    measure(
-        "rpc_rtt_64b_p50_tracking_on_vs_off", "us", [&] { return rpc_rtt_p50(off, 5000); },
-        [&] { return rpc_rtt_p50(client, 5000); }, 11);
-    measure(
-        "rpc_rate_64b_tracking_on_vs_off", "RPC/s", [&] { return rate(off); },
-        [&] { return rate(client); }, 21);
-  }
+  // beside the same client with it off (OpHistory::set_capacity(0)), in turn -- one client,
+  // one connection, one server: a second client's placement on the cores moved the ratio
+  // by 5% from run to run. And with the server's job statistics too: switched off and on
+  // through its admin socket (stats.job_stats, a run-time key).
+  OpHistory& history = client.rpc->history();
+  const size_t history_on = history.capacity();
+  auto job_stats = [&](bool on) {
+    auto r = admin_request(server.dir + "/s.sock",
+                           {{"cmd", "config_set"},
+                            {"set", {std::string("stats.job_stats=") + (on ? "true" : "false")}}},
+                           5000ms);
+    if (!r.ok()) {
+      std::fprintf(stderr, "bench: config_set stats.job_stats: %s\n",
+                   r.status().to_string().c_str());
+      std::exit(1);
+    }
+  };
+  // `f` with the history off, and the server's job statistics off too when `all`.
+  auto off = [&](bool all, const std::function<double()>& f) {
+    history.set_capacity(0);
+    if (all) job_stats(false);
+    double v = f();
+    if (all) job_stats(true);
+    history.set_capacity(history_on);
+    return v;
+  };
+  auto rtt = [&] { return rpc_rtt_p50(client, 5000); };
+  auto rate_of_client = [&] { return rate(client); };
+  measure(
+      "rpc_rtt_64b_p50_ops_on_vs_off", "us", [&] { return off(false, rtt); }, rtt, 11);
+  measure(
+      "rpc_rate_64b_ops_on_vs_off", "RPC/s", [&] { return off(false, rate_of_client); },
+      rate_of_client, 21);
+  measure(
+      "rpc_rtt_64b_p50_tracking_on_vs_off", "us", [&] { return off(true, rtt); }, rtt, 11);
+  measure(
+      "rpc_rate_64b_tracking_on_vs_off", "RPC/s", [&] { return off(true, rate_of_client); },
+      rate_of_client, 21);
   // What exactly-once costs a server: 64 B writes (BRW_WRITE runs once: each is recorded
   // in the reply cache and its reply kept until the client moves on) beside 64 B PINGs
   // (repeatable: not recorded), 64 in flight each.

@@ -6,12 +6,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -83,6 +85,8 @@ pid_t TcpBaseline::start_server() const {
     close(lfd);
     return pid;
   }
+  // Gone with the bench, however it ends (an exit on error left it holding the output).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
   for (;;) {
     int fd = accept(lfd, nullptr, nullptr);
     if (fd < 0) continue;

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <map>
 #include <thread>
 
 #include "base/sanitizers.h"
@@ -193,6 +194,25 @@ TEST(NetnsDrillTest, AShapedLinkIsNamedSlowOrThrottledAndNeverLossy) {
   std::printf("tbf 20 Mbit/s: named SLOW or THROTTLED after %.1f s\n%s", named,
               lines(d.last()).c_str());
   EXPECT_GE(named, 0) << "not named in 90 s";
+  // Issue 70, item 3: the slow RPCs to the shaped NI are the network's. c3's slowest RPCs
+  // (`diag ops --history`) to s1's shaped NI are blamed on the wire.
+  {
+    const json h = d.c().cli(Drill::kC3, {"diag", "ops", "--history"});
+    std::map<std::string, int> blamed;  // "network" / "server" / "client"
+    std::string first;
+    for (const json& o : h.value("history", json::array()))
+      if (o.value("peer", "") == Drill::ni() && o.contains("blame")) {
+        const std::string v = o["blame"]["verdict"];
+        blamed[v.substr(0, v.find(':'))]++;
+        if (first.empty() && v.starts_with("network:")) first = v;
+      }
+    std::printf("c3's slowest RPCs to the shaped NI, blamed: %s; the slowest network one: %s\n",
+                ::testing::PrintToString(blamed).c_str(), first.c_str());
+    EXPECT_GT(blamed["network"], 0) << h.dump();
+    EXPECT_EQ(blamed["server"], 0) << h.dump();
+    // Set against TCP's view of the path: its RTT, read when the RPC ended.
+    EXPECT_NE(first.find("now TCP on "), std::string::npos) << first;
+  }
   d.watch(30, nullptr, each);
   std::printf("and 30 s later:\n%s", lines(d.last()).c_str());
   for (const std::string& l : lossy) ADD_FAILURE() << "congestion called loss at " << l;

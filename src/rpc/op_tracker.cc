@@ -156,9 +156,10 @@ void OpHistory::trim_locked(TimePoint now) {
   std::erase_if(ops_, [&](const Op& op) { return now - op.ended > o_.window; });
   std::sort(ops_.begin(), ops_.end(),
             [](const Op& a, const Op& b) { return length(a) > length(b); });
-  if (ops_.size() > o_.capacity) ops_.resize(o_.capacity);
+  const size_t capacity = capacity_.load(std::memory_order_relaxed);
+  if (ops_.size() > capacity) ops_.resize(capacity);
   int64_t floor = 0;
-  if (ops_.size() == o_.capacity && !ops_.empty()) floor = length(ops_.back()).count();
+  if (ops_.size() == capacity && !ops_.empty()) floor = length(ops_.back()).count();
   int64_t refresh = INT64_MAX;
   for (const Op& op : ops_)
     refresh = std::min<int64_t>(refresh, (op.ended + o_.window).time_since_epoch().count());
@@ -167,11 +168,20 @@ void OpHistory::trim_locked(TimePoint now) {
 }
 
 void OpHistory::add(Op op) {
-  if (o_.capacity == 0 || length(op) < o_.min_duration) return;
+  if (capacity_.load(std::memory_order_relaxed) == 0 || length(op) < o_.min_duration) return;
   MutexLock lk(mu_);
   const TimePoint now = op.ended;
   ops_.push_back(std::move(op));
   trim_locked(now);
+}
+
+void OpHistory::set_capacity(size_t capacity) {
+  MutexLock lk(mu_);
+  capacity_.store(capacity, std::memory_order_relaxed);
+  // Nothing leaves the window here: trimmed as of the newest op's end.
+  TimePoint newest{};
+  for (const Op& op : ops_) newest = std::max(newest, op.ended);
+  trim_locked(newest);
 }
 
 std::vector<Op> OpHistory::slowest(TimePoint now) {

@@ -124,11 +124,11 @@ struct OpHistoryOptions {
 
 class OpHistory {
  public:
-  explicit OpHistory(OpHistoryOptions o = {}) : o_(o) {}
+  explicit OpHistory(OpHistoryOptions o = {}) : o_(o), capacity_(o.capacity) {}
   // Whether an op of `duration` ending at `now` could enter: cheap, no lock (the RPC path
   // asks before it builds the op). A true may still be turned away by add().
   bool wants(Duration duration, TimePoint now) const {
-    if (o_.capacity == 0 || duration < o_.min_duration) return false;
+    if (capacity_.load(std::memory_order_relaxed) == 0 || duration < o_.min_duration) return false;
     return duration.count() >= floor_ns_.load(std::memory_order_relaxed) ||
            now.time_since_epoch().count() >= refresh_ns_.load(std::memory_order_relaxed);
   }
@@ -136,7 +136,10 @@ class OpHistory {
   void add(Op op);
   // The ops kept as of `now`, slowest first.
   std::vector<Op> slowest(TimePoint now);
-  const OpHistoryOptions& options() const { return o_; }
+  // At run time: keep at most `capacity` (0: none; the slowest stay). The benchmark turns
+  // the history off and on in one client, to weigh its cost without a second client.
+  void set_capacity(size_t capacity);
+  size_t capacity() const { return capacity_.load(std::memory_order_relaxed); }
 
  private:
   static Duration length(const Op& op) { return op.ended - op.started; }
@@ -144,7 +147,8 @@ class OpHistory {
   // minimum) and when it must be looked at again (the oldest's leaving).
   void trim_locked(TimePoint now) REQUIRES(mu_);
 
-  const OpHistoryOptions o_;
+  const OpHistoryOptions o_;  // its capacity the first; capacity_ the one in force
+  std::atomic<size_t> capacity_;
   Mutex mu_;
   std::vector<Op> ops_ GUARDED_BY(mu_);
   std::atomic<int64_t> floor_ns_{0};

@@ -628,6 +628,12 @@ void RpcClient::keep_if_slow(const Call& c) {
                           c.reply.queue_time, c.attempts,
                           c.target ? limit_locked(*c.target) : max_in_flight_);
   }
+  // The network's share set against TCP's own view of the path, read now (a system call
+  // per connection, for the few RPCs slow enough to be kept): a standing queue (srtt far
+  // above its lowest), segments being lost, or nothing the kernel saw.
+  if (op.blame && op.blame->verdict.starts_with("network:"))
+    if (ReplyWait w = net_.reply_wait(c.dst); !w.text.empty())
+      op.blame->verdict += "; now " + w.text;
   if (t.write_start != TimePoint{}) op.events.push_back({t.write_start, "write started"});
   if (t.write_done != TimePoint{}) op.events.push_back({t.write_done, "written"});
   if (t.reply_first_byte != TimePoint{})

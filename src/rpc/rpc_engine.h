@@ -114,6 +114,7 @@ class RpcEngine final : public NetRx {
   // server, oldest first; and the slowest that ended within the history's window.
   std::vector<Op> ops_in_flight() const;
   std::vector<Op> ops_history() { return history_.slowest(net_.clock().now()); }
+  OpHistory& history() { return history_; }
   // Fails every pending and queued RPC with kCancelled and stops the workers. New calls
   // fail at once. Idempotent.
   void shutdown();
