@@ -49,6 +49,33 @@ TEST(OpHistoryTest, KeepsTheSlowestOfTheWindowAndTurnsAwayTheRestCheaply) {
   EXPECT_FALSE(none.wants(10s, t0));
 }
 
+// At run time: off keeps nothing and wants nothing; on again with a smaller capacity keeps
+// the slowest of what it had.
+TEST(OpHistoryTest, ItsCapacitySetAtRunTimeTurnsItOffAndOnKeepingTheSlowest) {
+  OpHistory h(OpHistoryOptions{3, 60s, 1ms});
+  const TimePoint t0 = TimePoint{} + 1000s;
+  for (auto [xid, ms] : {std::pair{1, 10}, {2, 30}, {3, 20}})
+    h.add(ended(xid, t0, std::chrono::milliseconds(ms)));
+  h.set_capacity(0);
+  EXPECT_EQ(h.capacity(), 0u);
+  EXPECT_FALSE(h.wants(10s, t0 + 1s));
+  h.add(ended(4, t0, 50ms));
+  EXPECT_TRUE(h.slowest(t0 + 1s).empty());
+  h.set_capacity(2);
+  EXPECT_TRUE(h.wants(5ms, t0 + 1s)) << "room again";
+  for (auto [xid, ms] : {std::pair{5, 10}, {6, 30}, {7, 20}})
+    h.add(ended(xid, t0, std::chrono::milliseconds(ms)));
+  std::vector<Op> s = h.slowest(t0 + 1s);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].xid, 6u);
+  EXPECT_EQ(s[1].xid, 7u);
+  h.set_capacity(1);  // smaller: the slowest stays
+  s = h.slowest(t0 + 1s);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].xid, 6u);
+  EXPECT_FALSE(h.wants(20ms, t0 + 1s));
+}
+
 TEST(OpBlameTest, TheLargestPartIsToBlame) {
   const TimePoint t0 = TimePoint{} + 100s;
   // 3 s in all: 0.1 s for a slot, 2.8 s at the server of which 2.7 s queued.
