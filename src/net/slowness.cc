@@ -89,11 +89,11 @@ SlowCause SlownessTracker::judge(double scale) const {
   if (e.samples >= opts_.min_samples) {
     if (above(e.latency_ms, e.baseline_ms) || above(e.latency_ms, e.peers_ms)) {
       // What the latency stands above the lower of its references: if the wire's queue
-      // (TCP's RTT) holds under a quarter of it, the time is spent at the server.
+      // (TCP's RTT) holds under a tenth of it, the time is spent at the server.
       double ref = e.baseline_ms > 0 && (e.peers_ms <= 0 || e.baseline_ms < e.peers_ms)
                        ? e.baseline_ms
                        : e.peers_ms;
-      if (e.wire_judged && 4 * e.wire_ms < e.latency_ms - ref) return SlowCause::kServer;
+      if (e.wire_judged && 10 * e.wire_ms < e.latency_ms - ref) return SlowCause::kServer;
       return SlowCause::kSlow;
     }
     if (above(e.exec_ms, e.exec_baseline_ms)) return SlowCause::kServer;

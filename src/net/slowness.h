@@ -27,12 +27,15 @@
 //             not the network, is slow. Or latency SLOW while the kernel's round trip on
 //             the same paths is not: the window's median queue in TCP's smoothed RTT (the
 //             caller's `rtt_excess_ms`, over at least min_samples seconds) is under a
-//             quarter of what the latency stands above its reference. A queue on the wire
+//             tenth of what the latency stands above its reference. A queue on the wire
 //             delays TCP's ACKs as much as the RPCs; a server process that reads late
 //             (stopped, descheduled) does not -- its kernel ACKs at once. Measured in
 //             the drill (tests/netns_drill_test.cc): a server SIGSTOPped 800 ms of each
-//             second made RPCs to it wait 107 ms (median) while TCP's RTT stood 4.4 ms
-//             above its lowest.
+//             second made RPCs to it wait 107-613 ms (median) while TCP's RTT stood
+//             1.6-4.4 ms above its lowest (24-213 times less); on a host overloaded by
+//             eight daemons and bulk, a busy server's RPCs waited 138 ms over a 10 ms
+//             baseline with 26 ms of queue in TCP's RTT (4.9 times less) -- a quarter
+//             called that SERVER, unexplained by the saturated links it was on.
 //   damping   degraded after `trip` (3) judgements in a row say so, healthy again after
 //             `clear` (10) in a row say not; a judgement needs the bad figure to fall
 //             below 2/3 of its threshold to count as good (hysteresis), so a figure that
