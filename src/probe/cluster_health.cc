@@ -357,6 +357,12 @@ void attribute_to_observers(std::vector<Problem>& v, const std::vector<MeshRow>&
   std::vector<Problem> out;
   std::map<std::tuple<std::string, std::string, std::string>, Mine> mine;  // observer, net, cause
   for (Problem& p : v) {
+    // A server's views (SERVER: it answered late) whose every seer's mesh probes now reach it
+    // fine, as more than kFineViews nodes' do: older than the probes (a starved server given
+    // its CPU back, still in its peers' windows). Left out.
+    if (p.kind == "server" && p.cause == "SERVER" && fine[p.subject].size() > kFineViews &&
+        all_seers(p.seen_by, [&](const std::string& who) { return fine[p.subject].count(who); }))
+      continue;
     bool single = p.seen_by.find(',') == std::string::npos && !p.seen_by.empty();
     if (p.kind != "peer_ni" || (p.cause != "SLOW" && p.cause != "UNHEALTHY") || !single) {
       out.push_back(std::move(p));

@@ -163,7 +163,9 @@ void drop_slow_nodes(std::vector<Problem>& v,
 // the mesh's few small probes over TCP hide a loss its retransmits repair, so their being
 // answered is no evidence against it. When the observer's own probes reach the peer fine
 // too, its view is older than they are (a fault healed, still in its window: seen after a
-// starved server got its CPU back) and is left out.
+// starved server got its CPU back) and is left out. So is a SERVER line (a server that
+// answered late) whose every seer's probes reach the server's NI fine, as more than
+// kFineViews nodes' do.
 inline constexpr size_t kFineViews = 2;
 
 // Partitions (issue 34 item 3): on a network, nodes that reach each other (a mesh cell

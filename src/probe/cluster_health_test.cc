@@ -325,6 +325,15 @@ TEST(ClusterHealthMerge, APeerOnlyOneNodeFindsFaultWithIsThatNodesProblem) {
   attribute_to_observers(w, rows, none, 5);
   ASSERT_EQ(w.size(), 1u);
   EXPECT_EQ(w[0].subject, "n9");
+  // So is a SERVER line whose every seer's probes reach the server fine (a starved server
+  // given its CPU back, its peers' windows not yet clear); while a seer's probes to it stand
+  // out, it stays.
+  w = {prob("server", "198.18.1.2@tcp", "SERVER", "n1, n3")};
+  attribute_to_observers(w, rows, none, 5);
+  EXPECT_TRUE(w.empty());
+  w = {prob("server", "198.18.1.2@tcp", "SERVER", "n1, n3")};
+  attribute_to_observers(w, rows, marks, 5);  // n1's probe of n2 stands out
+  EXPECT_EQ(w.size(), 1u);
 }
 
 TEST(ClusterHealthMerge, NodesThatCannotReachEachOtherAreOnePartition) {
