@@ -264,35 +264,25 @@ TEST(SlownessTest, LatencyThatTcpsRoundTripDoesNotShareIsTheServers) {
   EXPECT_NE(stopped.changes[0].second.evidence.text().find("TCP's RTT +0.050 ms over its lowest"),
             std::string::npos)
       << stopped.changes[0].second.evidence.text();
+  // The cause after a minute at `base_ms` and ten seconds at `slow_ms`, TCP's RTT queue `wire_ms`
+  // then (< 0: no TCP figures).
+  auto cause = [](double base_ms, double slow_ms, double wire_ms) {
+    Feed f;
+    f.wire_ms = wire_ms < 0 ? -1 : 0.05;
+    f.run(60, base_ms);
+    f.wire_ms = wire_ms;
+    f.run(10, slow_ms);
+    EXPECT_EQ(f.changes.size(), 1u);
+    return f.changes.empty() ? SlowCause::kNone : f.changes[0].second.cause;
+  };
   // Under a tenth: 29 ms of 299.8 is still the server's; at 80 the wire's.
-  Feed edge;
-  edge.wire_ms = 29;
-  edge.run(60, 0.2);
-  edge.run(10, 300.0);
-  ASSERT_EQ(edge.changes.size(), 1u);
-  EXPECT_EQ(edge.changes[0].second.cause, SlowCause::kServer);
-  Feed shaped;
-  shaped.wire_ms = 0.05;
-  shaped.run(60, 0.2);
-  shaped.wire_ms = 80;
-  shaped.run(10, 300.0);
-  ASSERT_EQ(shaped.changes.size(), 1u);
-  EXPECT_EQ(shaped.changes[0].second.cause, SlowCause::kSlow);
+  EXPECT_EQ(cause(0.2, 300.0, 29), SlowCause::kServer);
+  EXPECT_EQ(cause(0.2, 300.0, 80), SlowCause::kSlow);
   // A host overloaded under bulk (the quiet-cluster test's, 2026-12-06): 138 ms over a 10 ms
   // baseline with 26 ms of queue in TCP's RTT -- load on the path, not a stopped server.
-  Feed loaded;
-  loaded.wire_ms = 1;
-  loaded.run(60, 10.0);
-  loaded.wire_ms = 26;
-  loaded.run(10, 138.0);
-  ASSERT_EQ(loaded.changes.size(), 1u);
-  EXPECT_EQ(loaded.changes[0].second.cause, SlowCause::kSlow);
+  EXPECT_EQ(cause(10.0, 138.0, 26), SlowCause::kSlow);
   // Without TCP's figures (another transport) latency is the network's, as before.
-  Feed other;
-  other.run(60, 0.2);
-  other.run(10, 300.0);
-  ASSERT_EQ(other.changes.size(), 1u);
-  EXPECT_EQ(other.changes[0].second.cause, SlowCause::kSlow);
+  EXPECT_EQ(cause(0.2, 300.0, -1), SlowCause::kSlow);
 }
 
 TEST(SlownessTest, SlowFromTheStartIsCaughtByItsPeersNotByItsOwnHistory) {
