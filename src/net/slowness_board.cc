@@ -55,16 +55,20 @@ std::vector<SlownessChange> SlownessBoard::second(const std::vector<PathFigures>
     if (f.tcp && f.min_rtt_ms > 0) s.rtt_excess_ms = std::max(s.rtt_excess_ms, f.queue_ms);
     // Retransmits judged by their own connection's queue: the one that retransmitted may
     // not be the busiest (a shaper's queue showed on the connection a bulk probe crossed).
+    // (Kept in place: no map built per path each second; a closed connection's entry goes.)
     uint64_t congested = 0;
-    std::unordered_map<uintptr_t, uint64_t> lost;
     for (const ConnFigures& k : f.conns) {
-      lost[k.id] = k.lost;
-      auto was = ps.conn_lost.find(k.id);
-      if (was == ps.conn_lost.end()) continue;  // new: its first reading is the start
+      auto [was, fresh] = ps.conn_lost.try_emplace(k.id, k.lost);
+      if (fresh) continue;  // new: its first reading is the start
       uint64_t d = k.lost >= was->second ? k.lost - was->second : k.lost;
       if (d > 0 && queue_stands(k.srtt_ms, k.min_rtt_ms, host_excess)) congested += d;
+      was->second = k.lost;
     }
-    ps.conn_lost = std::move(lost);
+    if (ps.conn_lost.size() > f.conns.size())
+      std::erase_if(ps.conn_lost, [&](const auto& e) {
+        return std::none_of(f.conns.begin(), f.conns.end(),
+                            [&](const ConnFigures& k) { return k.id == e.first; });
+      });
     if (f.tcp) {
       // Totals never go down; the first reading is the start, not a delta.
       if (ps.have_tcp && f.segs_out >= ps.segs_out && f.retrans >= ps.retrans) {
