@@ -220,6 +220,12 @@ struct HealthConfig {
   // in flight this many seconds; the oldest's verdict (`pfsnet diag ops`) is the evidence.
   // 0: never listed. Takes effect at once.
   double slow_ops_s = 30;
+  // And RPCs in flight over slow_ops_p99_factor x their type's p99 on this node (of the last
+  // 5-10 minutes, once 100 of the type ran: RpcStats::type_p99), and at least
+  // slow_ops_p99_min_s: a 20 ms write taking 3 s is listed long before 30 s. 0: that trigger
+  // off. Take effect at once.
+  double slow_ops_p99_factor = 10;
+  double slow_ops_p99_min_s = 1;
 };
 
 // The probe mesh ([mesh], src/probe/mesh.h): every node probes `peers` others (the MGS

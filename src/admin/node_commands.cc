@@ -76,12 +76,19 @@ ProblemInputs own_inputs(const NodeParts& node, std::vector<NiInfo> nis,
     in.cpu_since_unix_ms = cpu.since_unix_ms;
     in.cpu_evidence = std::move(cpu.evidence);
   }
-  const double slow_ops_s = node.cfg.read([](const Config& c) { return c.health.slow_ops_s; });
   const TimePoint now = node.clock.now();
-  if (auto s = find_slow_ops(
-          node.rpc.ops_in_flight(), now,
-          std::chrono::duration_cast<Duration>(std::chrono::duration<double>(slow_ops_s)),
-          [&](uint32_t t) { return node.rpc.type_name(t); }))
+  auto seconds = [](double s) {
+    return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+  };
+  SlowOpsRule rule;
+  node.cfg.read([&](const Config& c) {
+    rule.threshold = seconds(c.health.slow_ops_s);
+    rule.p99_factor = c.health.slow_ops_p99_factor;
+    rule.p99_min = seconds(c.health.slow_ops_p99_min_s);
+  });
+  rule.type_p99 = [&node](bool client, uint32_t type) { return node.stats.type_p99(client, type); };
+  if (auto s = find_slow_ops(node.rpc.ops_in_flight(), now, rule,
+                             [&](uint32_t t) { return node.rpc.type_name(t); }))
     in.slow_ops = {
         in.now_unix_ms -
             std::chrono::duration_cast<std::chrono::milliseconds>(now - s->since).count(),

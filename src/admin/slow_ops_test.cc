@@ -18,6 +18,11 @@ namespace {
 
 class SlowOpsTest : public RpcTest {
  protected:
+  // The statistics go before the nodes (the base's): none may be left pointing at them.
+  ~SlowOpsTest() override {
+    client_.rpc.set_stats(nullptr);
+    server_.rpc.set_stats(nullptr);
+  }
   static Config config(const std::string& name, double slow_ops_s) {
     Config c;
     c.node.name = name;
@@ -25,7 +30,7 @@ class SlowOpsTest : public RpcTest {
     return c;
   }
   std::vector<Problem> slow_ops(Node& n, LiveConfig& cfg) {
-    NodeParts parts{n.net, n.rpc, stats_, cfg, clock_};
+    NodeParts parts{n.net, n.rpc, &n == &server_ ? server_stats_ : stats_, cfg, clock_};
     std::vector<Problem> v = local_problems(parts);
     std::erase_if(v, [](const Problem& p) { return p.cause != "SLOW_OPS"; });
     return v;
@@ -39,8 +44,9 @@ class SlowOpsTest : public RpcTest {
                                          }) == 2;
     });
   }
-  RpcStats stats_{StatsConfig{}, clock_, false};
-  LiveConfig client_cfg_{config("c1", 5)}, server_cfg_{config("s1", 5)};
+  RpcStats stats_{StatsConfig{}, clock_, false}, server_stats_{StatsConfig{}, clock_, false};
+  LiveConfig client_cfg_{config("c1", 5)}, server_cfg_{config("s1", 5)},
+      server_cfg30_{config("s1", 30)};
 };
 
 TEST_F(SlowOpsTest, EachEndNamesItsOldestRpcWithItsVerdictUntilItEnds) {
@@ -133,6 +139,67 @@ TEST_F(SlowOpsTest, ARequestQueuedForAWorkerIsBlamedOnTheServersQueue) {
   release_.open();
   pump_until([&] { return r->got.size() == 3; });
   EXPECT_EQ(r->got.size(), 3u);
+}
+
+// The second trigger: RPCs in flight over health.slow_ops_p99_factor x their type's p99 on
+// this node. The p99 comes from the RPCs that ran (RpcStats::type_p99, both ends); a BLOCK
+// call then held for 3.5 s is listed, under the 30 s threshold, where 10 x a p99 of 300 ms
+// is 3 s.
+TEST_F(SlowOpsTest, AnRpcOverTenTimesItsTypesP99IsListedLongBeforeTheThreshold) {
+  client_.rpc.set_stats(&stats_);
+  server_.rpc.set_stats(&server_stats_);
+  // 150 SLOW calls, 3 ms each on the server: their p99 on both ends.
+  auto r = std::make_shared<Replies>();
+  for (int i = 0; i < 150; ++i) {
+    client_.rpc.call_async(b_, kSlow, Buffer(), nullptr,
+                           [r](RpcReply&& x) { r->got.push_back(std::move(x)); });
+    pump_until([&] { return r->got.size() == size_t(i) + 1; });
+  }
+  ASSERT_EQ(r->got.size(), 150u);
+  EXPECT_FALSE(stats_.type_p99(true, kSlow)) << "not before the second is processed";
+  stats_.process_second();
+  server_stats_.process_second();
+  ASSERT_TRUE(stats_.type_p99(true, kSlow));
+  EXPECT_NEAR(double(stats_.type_p99(true, kSlow)->count()), 3e6, 3e6 / 16);
+  ASSERT_TRUE(server_stats_.type_p99(false, kSlow));
+  EXPECT_NEAR(double(server_stats_.type_p99(false, kSlow)->count()), 3e6, 3e6 / 16);
+  EXPECT_FALSE(stats_.type_p99(false, kSlow)) << "the client served none";
+  EXPECT_FALSE(stats_.type_p99(true, kBlock)) << "no BLOCK ran";
+  // BLOCK's p99 as a client: 300 ms (100 of them, as the RPC path records them).
+  for (int i = 0; i < 100; ++i) {
+    RawStatRecord rec;
+    rec.msg_type = kBlock;
+    rec.total_ns = std::chrono::nanoseconds(300ms).count();
+    stats_.record(rec);
+  }
+  stats_.process_second();
+  ASSERT_TRUE(stats_.type_p99(true, kBlock));
+  const Duration p99 = *stats_.type_p99(true, kBlock);
+  EXPECT_NEAR(double(p99.count()), 300e6, 300e6 / 16);
+
+  LiveConfig cfg{config("c1", 30)};  // factor 10 and 1 s, the defaults
+  client_.rpc.call_async(b_, kBlock, Buffer(), nullptr,
+                         [r](RpcReply&& x) { r->got.push_back(std::move(x)); });
+  until_executing(0);
+  clock_.advance(10 * p99 - 1ms);
+  EXPECT_TRUE(slow_ops(client_, cfg).empty());
+  clock_.advance(2ms);
+  std::vector<Problem> c = slow_ops(client_, cfg);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_NE(c[0].evidence.find("1 RPC(s) in flight for over 30.000 s or over 10 x their type's "
+                               "p99 (and 1.000 s); the oldest, BLOCK (its type's p99 " +
+                               op_duration_text(p99) + ") xid "),
+            std::string::npos)
+      << c[0].evidence;
+  // The factor at 0: the threshold alone, which 3 s does not reach.
+  LiveConfig off{config("c1", 30)};
+  ASSERT_TRUE(off.set({"health.slow_ops_p99_factor=0"}).ok());
+  EXPECT_TRUE(slow_ops(client_, off).empty());
+  // The server has no p99 for BLOCK: its request is not slow yet.
+  EXPECT_TRUE(slow_ops(server_, server_cfg30_).empty());
+  release_.open();
+  pump_until([&] { return r->got.size() == 151; });
+  EXPECT_EQ(r->got.size(), 151u);
 }
 
 }  // namespace

@@ -337,6 +337,8 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"report_interval", number_key(&cfg.health.report_interval, 0.1, 3600)},
       {"cpu_starved_ms", number_key(&cfg.health.cpu_starved_ms, 0, 60000)},
       {"slow_ops_s", number_key(&cfg.health.slow_ops_s, 0, 86400)},
+      {"slow_ops_p99_factor", number_key(&cfg.health.slow_ops_p99_factor, 0, 1000)},
+      {"slow_ops_p99_min_s", number_key(&cfg.health.slow_ops_p99_min_s, 0, 86400)},
   };
   const std::map<std::string, Reader, std::less<>> mesh_keys = {
       {"enabled", bool_key(&cfg.mesh.enabled)},

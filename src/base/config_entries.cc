@@ -144,6 +144,8 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"health.report_interval", num(c.health.report_interval)},
       {"health.cpu_starved_ms", num(c.health.cpu_starved_ms)},
       {"health.slow_ops_s", num(c.health.slow_ops_s)},
+      {"health.slow_ops_p99_factor", num(c.health.slow_ops_p99_factor)},
+      {"health.slow_ops_p99_min_s", num(c.health.slow_ops_p99_min_s)},
       {"mesh.enabled", c.mesh.enabled ? "true" : "false"},
       {"mesh.peers", i(c.mesh.peers)},
       {"mesh.interval", num(c.mesh.interval)},

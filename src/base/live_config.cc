@@ -14,7 +14,8 @@ bool runtime_key(std::string_view key) {
          key == "node.log_format" || key == "rpc.max_rpcs_in_flight" ||
          key == "rpc.peer_rpcs_in_flight" || key == "lnet.credits" || key == "lnet.peer_credits" ||
          key == "lnet.checksum" || key == "lnet.tx_buffer_size" || key == "lnet.rx_buffer_size" ||
-         key == "lnet.conns_per_peer" || key == "health.slow_ops_s";
+         key == "lnet.conns_per_peer" || key == "health.slow_ops_s" ||
+         key == "health.slow_ops_p99_factor" || key == "health.slow_ops_p99_min_s";
 }
 
 std::vector<ConfigChange> config_diff(const Config& before, const Config& after) {
@@ -99,6 +100,8 @@ Result<ConfigApplied> LiveConfig::apply_locked(const Config& next, bool refuse_r
   in_force.rpc.max_rpcs_in_flight = next.rpc.max_rpcs_in_flight;
   in_force.rpc.peer_rpcs_in_flight = next.rpc.peer_rpcs_in_flight;
   in_force.health.slow_ops_s = next.health.slow_ops_s;
+  in_force.health.slow_ops_p99_factor = next.health.slow_ops_p99_factor;
+  in_force.health.slow_ops_p99_min_s = next.health.slow_ops_p99_min_s;
   for (const Applier& a : appliers_) a(cfg_, in_force);
   for (const ConfigChange& c : out.changed)
     PFS_LOG_INFO("config: {} changed from {} to {}", c.key, c.from, c.to);

@@ -1,5 +1,7 @@
 #include "rpc/op_tracker.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -95,25 +97,54 @@ std::string op_verdict_now(const Op& op, TimePoint now) {
   return op.blame ? op.blame->verdict : "ended";
 }
 
-std::optional<SlowOps> find_slow_ops(const std::vector<Op>& ops, TimePoint now, Duration threshold,
+std::optional<SlowOpsRule::Limit> SlowOpsRule::limit(const Op& op) const {
+  std::optional<Limit> l;
+  if (threshold > Duration::zero()) l = Limit{threshold, std::nullopt};
+  if (p99_factor > 0 && type_p99)
+    if (std::optional<Duration> p99 = type_p99(op.client, op.type)) {
+      const Duration rel = std::max(
+          p99_min, std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::nano>(
+                       double(p99->count()) * p99_factor)));
+      if (!l || rel < l->after) l = Limit{rel, p99};
+    }
+  return l;
+}
+
+std::optional<SlowOps> find_slow_ops(const std::vector<Op>& ops, TimePoint now,
+                                     const SlowOpsRule& rule,
                                      const std::function<std::string(uint32_t)>& type_name) {
-  if (threshold <= Duration::zero()) return std::nullopt;
   SlowOps s;
   const Op* oldest = nullptr;
+  std::optional<Duration> oldest_p99;  // the oldest's type's p99, when that made it slow
+  bool relative = false;               // one of them is slow for its type's p99
   for (const Op& op : ops) {
-    if (op.phase == OpPhase::kDone || now - op.started < threshold) continue;
+    if (op.phase == OpPhase::kDone) continue;
+    const std::optional<SlowOpsRule::Limit> limit = rule.limit(op);
+    if (!limit || now - op.started < limit->after) continue;
     ++s.count;
-    if (!oldest || op.started < oldest->started) oldest = &op;
+    const TimePoint crossed = op.started + limit->after;
+    if (s.count == 1 || crossed < s.since) s.since = crossed;
+    relative = relative || limit->p99.has_value();
+    if (!oldest || op.started < oldest->started) {
+      oldest = &op;
+      oldest_p99 = limit->p99;
+    }
   }
   if (!oldest) return std::nullopt;
   s.oldest = *oldest;
-  s.since = oldest->started + threshold;
-  s.evidence = std::to_string(s.count) + " RPC(s) in flight for over " +
-               op_duration_text(threshold) + "; the oldest, " + type_name(oldest->type) + " xid " +
-               std::to_string(oldest->xid) + (oldest->client ? " to " : " from ") +
-               oldest->peer.to_string() + (oldest->job.empty() ? "" : " job " + oldest->job) +
-               ", for " + op_duration_text(now - oldest->started) + ": " +
-               op_verdict_now(*oldest, now);
+  std::string over;
+  if (rule.threshold > Duration::zero()) over = "for over " + op_duration_text(rule.threshold);
+  if (relative)
+    over +=
+        (over.empty() ? "" : " or ") + fmt::format("over {:g} x their type's p99 (and {})",
+                                                   rule.p99_factor, op_duration_text(rule.p99_min));
+  const std::string whose =
+      oldest_p99 ? " (its type's p99 " + op_duration_text(*oldest_p99) + ")" : std::string();
+  s.evidence = std::to_string(s.count) + " RPC(s) in flight " + over + "; the oldest, " +
+               type_name(oldest->type) + whose + " xid " + std::to_string(oldest->xid) +
+               (oldest->client ? " to " : " from ") + oldest->peer.to_string() +
+               (oldest->job.empty() ? "" : " job " + oldest->job) + ", for " +
+               op_duration_text(now - oldest->started) + ": " + op_verdict_now(*oldest, now);
   return s;
 }
 

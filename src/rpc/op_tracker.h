@@ -103,16 +103,32 @@ Op::Blame op_blame(TimePoint submit, TimePoint granted, TimePoint write_start, T
 // tell which; the server's own list can), "network: attempt 3 failed, resending (...)". Pure.
 std::string op_verdict_now(const Op& op, TimePoint now);
 
-// Ceph's SLOW_OPS: the ops in flight at `now` for at least `threshold`, and the oldest.
+// Ceph's SLOW_OPS: the ops in flight at `now` for at least `threshold` -- or for at least
+// `p99_factor` x their type's p99 (`type_p99(client, type)`; none: not known) and
+// `p99_min` -- and the oldest of them.
+struct SlowOpsRule {
+  Duration threshold{0};  // health.slow_ops_s; 0: that trigger off
+  double p99_factor = 0;  // health.slow_ops_p99_factor; 0: that trigger off
+  Duration p99_min{0};    // health.slow_ops_p99_min_s
+  std::function<std::optional<Duration>(bool client, uint32_t type)> type_p99;
+  // How long `op` may be in flight before it is slow (none: never), and its type's p99
+  // where that made the limit.
+  struct Limit {
+    Duration after;
+    std::optional<Duration> p99;
+  };
+  std::optional<Limit> limit(const Op& op) const;
+};
 struct SlowOps {
   size_t count = 0;
   Op oldest;
-  TimePoint since;       // when the oldest crossed the threshold
+  TimePoint since;       // when the first of them crossed its limit
   std::string evidence;  // "2 RPC(s) in flight over 30.000 s; the oldest: BLOCK_WRITE ..."
 };
-// None when no op is that old (or `threshold` is zero: the rule is off). `type_name` names
-// a message type ("BLOCK_WRITE"). Pure.
-std::optional<SlowOps> find_slow_ops(const std::vector<Op>& ops, TimePoint now, Duration threshold,
+// None when no op is that old (or both triggers are off). `type_name` names a message type
+// ("BLOCK_WRITE"). Pure.
+std::optional<SlowOps> find_slow_ops(const std::vector<Op>& ops, TimePoint now,
+                                     const SlowOpsRule& rule,
                                      const std::function<std::string(uint32_t)>& type_name);
 
 // The slowest ops that ended within the last `window`, at most `capacity`, slowest first.

@@ -97,6 +97,13 @@ TEST(OpBlameTest, TheLargestPartIsToBlame) {
   EXPECT_EQ(b.verdict, "client: waited 900.0 ms of 1.000 s for a connection or credits");
 }
 
+// The absolute trigger alone (health.slow_ops_s).
+SlowOpsRule over(Duration threshold) {
+  SlowOpsRule r;
+  r.threshold = threshold;
+  return r;
+}
+
 TEST(SlowOpsTest, OpsOverTheThresholdAreCountedAndTheOldestExplained) {
   const TimePoint t0 = TimePoint{} + 1000s;
   auto op = [&](uint64_t xid, bool client, Duration age, OpPhase phase, Duration in_phase) {
@@ -116,7 +123,7 @@ TEST(SlowOpsTest, OpsOverTheThresholdAreCountedAndTheOldestExplained) {
                          op(3, false, 35s, OpPhase::kExecuting, 2s)};
   ops[1].job = "slurm.42";
   ops[1].detail = "waiting for a worker: 4 of 4 busy, 16 request(s) queued (rpc.workers)";
-  std::optional<SlowOps> s = find_slow_ops(ops, t0, 30s, name);
+  std::optional<SlowOps> s = find_slow_ops(ops, t0, over(30s), name);
   ASSERT_TRUE(s);
   EXPECT_EQ(s->count, 2u) << "29 s is under the threshold";
   EXPECT_EQ(s->oldest.xid, 2u);
@@ -128,7 +135,7 @@ TEST(SlowOpsTest, OpsOverTheThresholdAreCountedAndTheOldestExplained) {
   // A client's: it cannot tell the wire from the server.
   ops = {op(9, true, 31s, OpPhase::kReply, 30s)};
   ops[0].attempts = 2;
-  s = find_slow_ops(ops, t0, 30s, name);
+  s = find_slow_ops(ops, t0, over(30s), name);
   ASSERT_TRUE(s);
   EXPECT_NE(s->evidence.find("BLOCK_WRITE xid 9 to 198.18.0.2@tcp, for 31.000 s: network or "
                              "server: waiting 30.000 s for the reply from 198.18.0.2@tcp "
@@ -138,9 +145,65 @@ TEST(SlowOpsTest, OpsOverTheThresholdAreCountedAndTheOldestExplained) {
   EXPECT_EQ(op_verdict_now(op(1, true, 5s, OpPhase::kNetwork, 4s), t0),
             "client: waiting 4.000 s for a connection, credits or the write to 198.18.0.2@tcp");
   // None old enough, or the rule off.
-  EXPECT_FALSE(find_slow_ops(ops, t0, 32s, name));
-  EXPECT_FALSE(find_slow_ops(ops, t0, 0s, name));
-  EXPECT_FALSE(find_slow_ops({}, t0, 30s, name));
+  EXPECT_FALSE(find_slow_ops(ops, t0, over(32s), name));
+  EXPECT_FALSE(find_slow_ops(ops, t0, over(0s), name));
+  EXPECT_FALSE(find_slow_ops({}, t0, over(30s), name));
+}
+
+// The second trigger: an op in flight over N x its type's p99 (and the floor), long before
+// the absolute threshold; a type without a p99 (too few ran) only by the threshold.
+TEST(SlowOpsTest, AnOpOverNTimesItsTypesP99IsSlowBeforeTheThreshold) {
+  const TimePoint t0 = TimePoint{} + 1000s;
+  auto op = [&](uint64_t xid, bool client, uint32_t type, Duration age) {
+    Op o;
+    o.xid = xid;
+    o.client = client;
+    o.type = type;
+    o.peer = *Nid::parse("198.18.0.2@tcp");
+    o.started = t0 - age;
+    o.phase = client ? OpPhase::kReply : OpPhase::kExecuting;
+    o.phase_since = o.started;
+    return o;
+  };
+  auto name = [](uint32_t t) { return t == 20 ? std::string("BLOCK_WRITE") : "PING"; };
+  SlowOpsRule rule = over(30s);
+  rule.p99_factor = 10;
+  rule.p99_min = 1s;
+  // BLOCK_WRITE's p99: 200 ms as a client, 150 ms as a server; PING's is not known.
+  rule.type_p99 = [](bool client, uint32_t type) -> std::optional<Duration> {
+    if (type != 20) return std::nullopt;
+    return client ? Duration(200ms) : Duration(150ms);
+  };
+  // 10 x 200 ms = 2 s: a client's write 2.5 s old is slow, one of 1.9 s is not; a PING of
+  // 20 s is not (no p99, under 30 s); the server's write of 1.6 s is (10 x 150 ms = 1.5 s).
+  std::vector<Op> ops = {op(1, true, 20, 1900ms), op(2, true, 20, 2500ms), op(3, true, 21, 20s)};
+  std::optional<SlowOps> s = find_slow_ops(ops, t0, rule, name);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->count, 1u);
+  EXPECT_EQ(s->oldest.xid, 2u);
+  EXPECT_EQ(s->since, t0 - 2500ms + 2s);
+  EXPECT_NE(
+      s->evidence.find("1 RPC(s) in flight for over 30.000 s or over 10 x their type's p99 "
+                       "(and 1.000 s); the oldest, BLOCK_WRITE (its type's p99 200.0 ms) xid 2 "
+                       "to 198.18.0.2@tcp, for 2.500 s: "),
+      std::string::npos)
+      << s->evidence;
+  s = find_slow_ops({op(4, false, 20, 1600ms)}, t0, rule, name);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->since, t0 - 1600ms + 1500ms);
+  // The floor: with a p99 of 20 ms, 10 x is 200 ms, but nothing is slow under 1 s.
+  rule.type_p99 = [](bool, uint32_t) -> std::optional<Duration> { return 20ms; };
+  EXPECT_FALSE(find_slow_ops({op(5, true, 20, 900ms)}, t0, rule, name));
+  s = find_slow_ops({op(5, true, 20, 1100ms), op(6, true, 21, 40s)}, t0, rule, name);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->count, 2u);
+  EXPECT_EQ(s->oldest.xid, 6u) << "the oldest is named, whichever trigger made it slow";
+  EXPECT_EQ(s->since, t0 - 40s + 1s) << "since the first crossed its limit (1 s: the floor)";
+  // The factor 0: that trigger off; both off: nothing.
+  rule.p99_factor = 0;
+  EXPECT_FALSE(find_slow_ops({op(5, true, 20, 29s)}, t0, rule, name));
+  rule.threshold = 0s;
+  EXPECT_FALSE(find_slow_ops({op(5, true, 20, 100s)}, t0, rule, name));
 }
 
 // What TCP says of what a client wrote to its server decides whose a wait for the reply

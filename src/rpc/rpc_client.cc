@@ -584,6 +584,8 @@ void RpcClient::complete(const CallPtr& c, const Delivery& d) {
     r.local_ni = d.sent_on;
     r.peer_ni = d.sent_to;
     r.exec_ns = c->reply.exec_time.count();
+    r.total_ns = (t.reply_complete - t.submit).count();
+    r.msg_type = c->type;
     r.bytes_sent = static_cast<uint32_t>(c->reply.bytes_sent);
     r.bytes_received = static_cast<uint32_t>(c->reply.bytes_received);
     // By the kinds of the two paths: a peer with tcp and o2ib NIs may answer on the other.

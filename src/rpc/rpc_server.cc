@@ -330,7 +330,8 @@ void RpcServer::send_reply(const Nid& to, const FrameHeader& req, TimePoint rece
     reply->hdr.ext.queue_ns = static_cast<uint64_t>(queued->count());
   }
   RpcStats* stats = stats_.load(std::memory_order_acquire);
-  if (stats && counted) stats->record_exec(RawExecRecord{exec, req.msg_type});
+  if (stats && counted)
+    stats->record_exec(RawExecRecord{exec, req.msg_type, queued ? queued->count() : 0});
   // The wait for a worker, under its own name (RPC_QUEUE): diag rpc shows it beside the
   // execution times.
   if (stats && counted && queued) stats->record_exec(RawExecRecord{queued->count(), kMsgRpcQueue});

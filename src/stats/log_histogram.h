@@ -19,10 +19,12 @@ class LogHistogram {
   static constexpr int kOctaves = 40;
   static constexpr int kBuckets = kOctaves << kSubBits;
 
-  void add(int64_t v) {
-    int i = index(v);
-    ++buckets_[i];
-    ++count_;
+  void add(int64_t v) { add_bucket(index(v), 1); }
+  // `n` values in bucket `i` (a histogram merged into another).
+  void add_bucket(int i, uint64_t n) {
+    if (n == 0) return;
+    buckets_[i] += static_cast<uint32_t>(n);
+    count_ += n;
     lo_ = std::min(lo_, i);
     hi_ = std::max(hi_, i);
   }

@@ -25,6 +25,10 @@ struct RawStatRecord {
   // from the reply: what health's slowness judgement takes per path.
   Nid local_ni, peer_ni;
   int64_t exec_ns = 0;
+  // Submitted to reply received: what SLOW_OPS sets an RPC in flight against (its type's
+  // p99, RpcStats::type_p99).
+  int64_t total_ns = 0;
+  uint32_t msg_type = 0;
   uint32_t bytes_sent = 0;
   uint32_t bytes_received = 0;
   bool sent_verbs = false;
@@ -35,6 +39,9 @@ struct RawStatRecord {
 struct RawExecRecord {
   int64_t exec_ns = 0;
   uint32_t msg_type = 0;
+  // A request's time queued for a worker before its handler ran; -1: not a request's record
+  // (a phase's own: time queued, a block buffer's wait, the disk's).
+  int64_t queue_ns = -1;
 };
 
 template <class T>

@@ -171,6 +171,17 @@ void RpcStats::add_record(const RawStatRecord& r) {
     p.latency_ms += static_cast<double>(r.latency_ns) / 1e6;
     p.exec_ms += static_cast<double>(r.exec_ns) / 1e6;
   }
+  type_times_[{true, r.msg_type}].cur.add(r.total_ns);
+}
+
+std::optional<Duration> RpcStats::type_p99(bool client, uint32_t type) const {
+  MutexLock lk(mu_);
+  auto it = type_times_.find({client, type});
+  if (it == type_times_.end()) return std::nullopt;
+  LogHistogram both = it->second.prev;
+  it->second.cur.for_each([&](int i, uint64_t n) { both.add_bucket(i, n); });
+  if (both.count() < kTypeP99MinSamples) return std::nullopt;
+  return Duration(both.quantile(0.99));
 }
 
 std::vector<RpcStats::PathLatency> RpcStats::take_path_latency() {
@@ -199,10 +210,21 @@ void RpcStats::process_locked() {
     b->drain([this](const RawExecRecord& r) {
       mu_.assert_held();
       get(messages_[r.msg_type]).add(r.exec_ns);
+      if (r.queue_ns >= 0) type_times_[{false, r.msg_type}].cur.add(r.exec_ns);
     });
 
   int64_t start = second_start_;
   ++seconds_done_;
+  if (seconds_done_ % kTypeP99EpochSeconds == 0)
+    for (auto it = type_times_.begin(); it != type_times_.end();) {
+      if (it->second.cur.count() == 0 && it->second.prev.count() == 0) {
+        it = type_times_.erase(it);  // a type not seen for two epochs
+        continue;
+      }
+      it->second.prev = it->second.cur;
+      it->second.cur.clear();
+      ++it;
+    }
   bool minute_done = seconds_done_ % 60 == 0;
   bool hour_done = seconds_done_ % 3600 == 0;
   bool day_done = seconds_done_ % 86400 == 0;
@@ -371,6 +393,7 @@ size_t RpcStats::memory_bytes() const {
     for (auto& a : sizes_)
       if (a) b += a->bytes();
     for (auto& [k, a] : messages_) b += a->bytes() + 48;
+    b += type_times_.size() * (sizeof(TypeTimes) + 48);
     for (auto& [k, p] : probes_)
       for (auto& a : p.stats)
         if (a) b += a->bytes();

@@ -39,6 +39,7 @@
 #include "base/mutex.h"
 #include "stats/aggregate.h"
 #include "stats/job_stats.h"
+#include "stats/log_histogram.h"
 #include "stats/raw_buffer.h"
 
 namespace pfsnet {
@@ -75,6 +76,14 @@ class RpcStats {
     double latency_ms = 0, exec_ms = 0;  // sums
   };
   std::vector<PathLatency> take_path_latency();
+
+  // An RPC type's p99 on this node over the last 5 to 10 minutes, for SLOW_OPS's second
+  // trigger (an RPC in flight N x longer than its type's p99 usually takes): as its client,
+  // submitted to reply; as its server, arrival to reply. None with fewer than
+  // kTypeP99MinSamples of that type in the window (a p99 of a few is not one).
+  static constexpr uint64_t kTypeP99MinSamples = 100;
+  static constexpr int64_t kTypeP99EpochSeconds = 300;
+  std::optional<Duration> type_p99(bool client, uint32_t type) const;
 
   // A probe of the mesh (label "mesh", ProbeStat): its outcome on path local -> peer
   // `ns` its time. Takes the lock: a probe is rare, not the RPC path.
@@ -136,6 +145,13 @@ class RpcStats {
   // Keyed by (local NI, peer NI); bounded by the paths that carried small RPCs between two
   // take_path_latency() calls (a taker that stops leaves at most one entry per path).
   std::map<std::pair<Nid, Nid>, PathLatency> path_latency_ GUARDED_BY(mu_);
+
+  // type_p99's figures, per (client?, type): this epoch's and the last one's, dense (a value
+  // costs one increment as the second is processed). A few types: 2.5 KB each.
+  struct TypeTimes {
+    LogHistogram cur, prev;
+  };
+  std::map<std::pair<bool, uint32_t>, TypeTimes> type_times_ GUARDED_BY(mu_);
 
   TimePoint next_second_ GUARDED_BY(mu_);
   int64_t second_start_ GUARDED_BY(mu_) = 0;  // unix seconds of the second being filled
