@@ -429,6 +429,23 @@ TEST_F(CliTest, DiagOpsBlamesTheNetworkWhenTcpLosesTheRequest) {
   ASSERT_GE(ping.wait_exit(30000ms), 0);
   ping.wait_eof(5000ms);
   EXPECT_EQ(last_json_line(ping.output())["ok"], 1) << ping.output();
+  // Ended, it is in the history with its time split: the network's, set against TCP's view
+  // of the path and the probe mesh's (these two nodes have no MGS to give the mesh targets:
+  // it says it does not probe that path).
+  auto [rc, out] = run({PFSNET_BIN, "--socket", a.socket(), "diag", "ops", "--history", "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  const json h = last_json_line(out);
+  json ended;
+  for (const json& o : h.value("history", json::array()))
+    if (o.value("job", "") == "lossy.1") ended = o;
+  ASSERT_FALSE(ended.is_null()) << out;
+  ASSERT_TRUE(ended.contains("blame")) << ended.dump();
+  const std::string hv = ended["blame"].value("verdict", "");
+  std::printf("in the history: %s\n", hv.c_str());
+  EXPECT_EQ(hv.rfind("network: ", 0), 0u) << hv;
+  EXPECT_NE(hv.find("; the probe mesh does not probe " + from + " -> " + to + " now"),
+            std::string::npos)
+      << hv;
 }
 
 // lnet.io_threads = 0 (the default) stands for socklnd's count over the daemon's CPUs:

@@ -54,6 +54,17 @@ uint32_t decode_mesh_mtu_answer(std::span<const uint8_t> b) {
   return r.u32();
 }
 
+std::string mesh_path_view(const MeshCell& c, double median_p50_ms, Duration window) {
+  std::string s = fmt::format("mesh on {} -> {}, last {:.0f} s: ", c.local.to_string(),
+                              c.peer.to_string(), std::chrono::duration<double>(window).count());
+  if (c.rtt_count == 0) return s + fmt::format("none of {} probe(s) answered", c.sent);
+  s += fmt::format("p50 {:.3f} ms, p99 {:.3f} ms", c.p50_ms, c.p99_ms);
+  if (median_p50_ms > 0)
+    s += fmt::format(" ({:.1f} x the median p50 {:.3f} ms of this node's probed paths)",
+                     c.p99_ms / median_p50_ms, median_p50_ms);
+  return s + fmt::format(", {} of {} probe(s) lost", c.lost, c.sent);
+}
+
 std::vector<MtuOutlier> mtu_outliers(const std::vector<MeshRow>& rows) {
   struct Ni {
     std::string node;

@@ -103,6 +103,12 @@ Buffer encode_mesh_mtu_answer(uint32_t mtu);
 // The MTU, or 0 when `b` is not an answer.
 uint32_t decode_mesh_mtu_answer(std::span<const uint8_t> b);
 
+// What the probe mesh says of one path, set beside a slow RPC's network verdict (issue 70
+// item 3: the wire's share against the mesh's view of that path in the same seconds):
+// "mesh on L -> P, last 90 s: p50 0.410 ms, p99 3.200 ms (10.7 x the median p50 0.300 ms of
+// this node's probed paths), 0 of 120 probes lost". `median_p50_ms` 0: not known (left out).
+std::string mesh_path_view(const MeshCell& c, double median_p50_ms, Duration window);
+
 // An NI whose MTU is not the one its link's NIs have. A link is the NIs joined by cells
 // whose peer is on the prober's own link (on_link) with both MTUs known; its usual MTU is
 // the one more than half of its NIs have. On a link without one (two NIs that differ,

@@ -142,10 +142,14 @@ Status MeshService::start(TimerQueue& queue) {
   if (!opts_.enabled) return Status::Ok();
   ticker_.start(queue, clock_, std::chrono::milliseconds(100),
                 [this](TimePoint now) { tick(now); });
+  rpc_.set_path_view([this](const Nid& local, const Nid& peer) { return path_view(local, peer); });
   return Status::Ok();
 }
 
-void MeshService::stop() { ticker_.stop(); }
+void MeshService::stop() {
+  rpc_.set_path_view(nullptr);  // waits for a look under way
+  ticker_.stop();
+}
 
 void MeshService::tick(TimePoint now) {
   if (!opts_.enabled) return;
@@ -394,6 +398,27 @@ MeshRow MeshService::row_locked(TimePoint now) {
     row.nis.push_back({nid, st.speed_mbit, tx, rx});
   }
   return row;
+}
+
+std::string MeshService::path_view(const Nid& local, const Nid& peer) {
+  MutexLock lk(mu_);
+  const TimePoint now = clock_.now();
+  auto it = paths_.find({local, peer});
+  if (it == paths_.end())
+    return "the probe mesh does not probe " + local.to_string() + " -> " + peer.to_string() +
+           " now";
+  std::vector<double> p50s;
+  for (auto& [k, p] : paths_)
+    if (MeshCell c = p.window.cell(now); c.rtt_count > 0) p50s.push_back(c.p50_ms);
+  double median = 0;
+  if (!p50s.empty()) {
+    std::nth_element(p50s.begin(), p50s.begin() + long(p50s.size() / 2), p50s.end());
+    median = p50s[p50s.size() / 2];
+  }
+  MeshCell c = it->second.window.cell(now);
+  c.local = local;
+  c.peer = peer;
+  return mesh_path_view(c, median, opts_.window);
 }
 
 MeshRow MeshService::local_row() {

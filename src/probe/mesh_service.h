@@ -102,6 +102,10 @@ class MeshService final : public NodePart {
 
   // This node's row now.
   MeshRow local_row();
+  // Its view of path local -> peer now (mesh_path_view), or that it does not probe it: what
+  // a slow RPC's network verdict is set against (RpcEngine::set_path_view, from start() to
+  // stop()).
+  std::string path_view(const Nid& local, const Nid& peer);
   // The rows the MGS holds (asked page by page, each within `timeout`, unless this node is
   // the MGS); the outliers are for the caller to mark.
   Result<MeshMatrix> matrix(Duration timeout);

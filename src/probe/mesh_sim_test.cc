@@ -120,6 +120,28 @@ TEST_F(InProcessMeshTest, ASlowLinkIsNamedWithinAWindowAndNotOnceItIsFast) {
   ASSERT_TRUE(named) << from << "->" << to << " never named";
   // Named once its probes' p50 moves (half the window's probes), and reported.
   EXPECT_LE(*named, 3s);
+  // The prober's own view of that path, as a slow RPC's network verdict gets it (issue 70
+  // item 3), beside its other paths'; a path it does not probe, said so.
+  MeshService* prober = nullptr;
+  for (int h : kHosts)
+    if (SimMembers::name(h) == from) prober = mesh_[h];
+  ASSERT_NE(prober, nullptr);
+  std::optional<MeshCell> cell;
+  for (const MeshRow& row : rows())
+    for (const MeshCell& x : row.cells)
+      if (row.from == from && x.to == to) cell = x;
+  ASSERT_TRUE(cell);
+  const std::string view = prober->path_view(cell->local, cell->peer);
+  EXPECT_EQ(view.rfind("mesh on " + cell->local.to_string() + " -> " + cell->peer.to_string() +
+                           ", last 4 s: p50 ",
+                       0),
+            0u)
+      << view;
+  EXPECT_NE(view.find(" x the median p50 2.0"), std::string::npos) << view;
+  EXPECT_NE(view.find(", 0 of "), std::string::npos) << view;
+  EXPECT_EQ(prober->path_view(cell->peer, cell->local), "the probe mesh does not probe " +
+                                                            cell->peer.to_string() + " -> " +
+                                                            cell->local.to_string() + " now");
   // Only paths over that link (either direction) are named.
   for (const std::string& s : slow())
     EXPECT_TRUE(s == from + "->" + to || s == to + "->" + from) << s;

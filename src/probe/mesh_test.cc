@@ -116,6 +116,29 @@ MeshCell cell(const std::string& to, double p50, uint32_t sent = 10, uint32_t lo
   return c;
 }
 
+// A slow RPC's network verdict carries the mesh's view of its path (issue 70 item 3).
+TEST(MeshPathViewTest, SaysThePathsFiguresBesideItsNodesOtherPaths) {
+  MeshCell c;
+  c.local = *Nid::parse("198.18.0.1@tcp");
+  c.peer = *Nid::parse("198.18.0.2@tcp");
+  c.sent = 120;
+  c.lost = 2;
+  c.rtt_count = 118;
+  c.p50_ms = 0.41;
+  c.p99_ms = 3.2;
+  EXPECT_EQ(mesh_path_view(c, 0.3, std::chrono::seconds(90)),
+            "mesh on 198.18.0.1@tcp -> 198.18.0.2@tcp, last 90 s: p50 0.410 ms, p99 3.200 ms "
+            "(10.7 x the median p50 0.300 ms of this node's probed paths), 2 of 120 probe(s) "
+            "lost");
+  EXPECT_EQ(mesh_path_view(c, 0, std::chrono::seconds(90)),
+            "mesh on 198.18.0.1@tcp -> 198.18.0.2@tcp, last 90 s: p50 0.410 ms, p99 3.200 ms, 2 "
+            "of 120 probe(s) lost");
+  c.rtt_count = 0;
+  c.lost = 120;
+  EXPECT_EQ(mesh_path_view(c, 0.3, std::chrono::seconds(90)),
+            "mesh on 198.18.0.1@tcp -> 198.18.0.2@tcp, last 90 s: none of 120 probe(s) answered");
+}
+
 TEST(MeshOutliersTest, NamesTheSlowTheLossyAndTheThrottledAndNothingElse) {
   std::vector<MeshRow> rows(3);
   rows[0].from = "a";

@@ -498,6 +498,12 @@ TEST_F(RpcTest, ASlowLinkIsBlamedOnTheNetwork) {
   ASSERT_EQ(first.got.size(), 1u);
   hub_.set_delay(a_, b_, 300ms);
   hub_.set_delay(b_, a_, 300ms);
+  // The probe mesh's view of the path (MeshService::path_view), set beside the verdict.
+  std::vector<std::pair<Nid, Nid>> asked;
+  client_.rpc.set_path_view([&](const Nid& local, const Nid& peer) {
+    asked.emplace_back(local, peer);
+    return std::string("mesh on the path: p99 8.0 x its median");
+  });
   Replies r;
   client_.rpc.call_async(b_, kEcho, Buffer(), nullptr, r.cb(), CallOptions{});
   for (int i = 0; i < 100 && r.got.empty(); ++i) {
@@ -510,6 +516,11 @@ TEST_F(RpcTest, ASlowLinkIsBlamedOnTheNetwork) {
   ASSERT_TRUE(h[0].blame);
   EXPECT_GE(h[0].blame->wire, 600ms);
   EXPECT_EQ(h[0].blame->verdict.rfind("network: ", 0), 0u) << h[0].blame->verdict;
+  EXPECT_TRUE(h[0].blame->verdict.ends_with("; mesh on the path: p99 8.0 x its median"))
+      << h[0].blame->verdict;
+  ASSERT_EQ(asked.size(), 1u) << "asked for the slow RPC alone, not the fast first";
+  EXPECT_EQ(asked[0], std::make_pair(a_, b_));
+  client_.rpc.set_path_view(nullptr);
 }
 
 }  // namespace

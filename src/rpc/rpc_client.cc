@@ -633,9 +633,15 @@ void RpcClient::keep_if_slow(const Call& c) {
   // The network's share set against TCP's own view of the path, read now (a system call
   // per connection, for the few RPCs slow enough to be kept): a standing queue (srtt far
   // above its lowest), segments being lost, or nothing the kernel saw.
-  if (op.blame && op.blame->verdict.starts_with("network:"))
+  // And against the probe mesh's view of the path it took, in the same seconds.
+  if (op.blame && op.blame->verdict.starts_with("network:")) {
     if (ReplyWait w = net_.reply_wait(c.dst); !w.text.empty())
       op.blame->verdict += "; now " + w.text;
+    MutexLock lk(view_mu_);
+    if (path_view_ && c.tx_times.local_nid != Nid())
+      if (std::string m = path_view_(c.tx_times.local_nid, c.tx_times.peer_nid); !m.empty())
+        op.blame->verdict += "; " + m;
+  }
   if (t.write_start != TimePoint{}) op.events.push_back({t.write_start, "write started"});
   if (t.write_done != TimePoint{}) op.events.push_back({t.write_done, "written"});
   if (t.reply_first_byte != TimePoint{})

@@ -57,6 +57,14 @@ class RpcClient {
   bool shutdown();
 
   void set_max_rpcs_in_flight(int64_t n);
+  // What another part says of path local -> peer now ("" when it has nothing): a slow RPC
+  // kept in the history with a network verdict gets it beside TCP's view. Clearing it
+  // (nullptr) waits for a look under way, so its owner may go after.
+  using PathView = std::function<std::string(const Nid& local, const Nid& peer)>;
+  void set_path_view(PathView v) {
+    MutexLock lk(view_mu_);
+    path_view_ = std::move(v);
+  }
   void set_peer_rpcs_in_flight(const std::vector<std::pair<Nid, int64_t>>& limits);
   size_t fail_calls_to(const std::vector<Nid>& nids, const Status& s, bool spare_recover);
 
@@ -177,6 +185,9 @@ class RpcClient {
   const TypeNames& names_;
   Clock& clock_;
   OpHistory& history_;
+  // Taken alone, and before the view's own locks; never while mu_ is held.
+  Mutex view_mu_;
+  PathView path_view_ GUARDED_BY(view_mu_);
   CondVarWaiter cv_waiter_{clock_};
   Waiter& waiter_;  // opts_.waiter, else cv_waiter_
   const uint64_t incarnation_;

@@ -128,6 +128,10 @@ class RpcEngine final : public NetRx {
     client_.set_peer_rpcs_in_flight(limits);
   }
 
+  // What another part (the probe mesh) says of a path, set beside a slow RPC's network
+  // verdict in the history; null: nothing. Clearing it waits for a look under way.
+  void set_path_view(RpcClient::PathView v) { client_.set_path_view(std::move(v)); }
+
   // Turns statistics recording on (a RpcStats that outlives the engine) or off (null).
   void set_stats(RpcStats* stats) { stats_.store(stats, std::memory_order_release); }
 
