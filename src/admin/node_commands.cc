@@ -59,145 +59,10 @@ Result<json> diag_rpc(const NodeParts& node, const json& req) {
   return j;
 }
 
-// What this node knows of itself: its NIs and peer NIs (`nis`, `peers`: as the caller took
-// them), its settings, its CPU.
-ProblemInputs own_inputs(const NodeParts& node, std::vector<NiInfo> nis,
-                         std::vector<NiInfo> peers) {
-  ProblemInputs in;
-  in.node = node.cfg.read([](const Config& c) { return c.node.name; });
-  in.nis = std::move(nis);
-  in.peers = std::move(peers);
-  if (node.tune) in.settings = node.tune->status().active;
-  if (node.tls) in.certificates = node.tls->certificates();
-  in.now_unix_ms = unix_ms(node.clock.wall_now());
-  if (node.health) {
-    HealthMonitor::CpuState cpu = node.health->cpu();
-    in.cpu_starved = cpu.starved;
-    in.cpu_since_unix_ms = cpu.since_unix_ms;
-    in.cpu_evidence = std::move(cpu.evidence);
-  }
-  const TimePoint now = node.clock.now();
-  auto seconds = [](double s) {
-    return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
-  };
-  SlowOpsRule rule;
-  node.cfg.read([&](const Config& c) {
-    rule.threshold = seconds(c.health.slow_ops_s);
-    rule.p99_factor = c.health.slow_ops_p99_factor;
-    rule.p99_min = seconds(c.health.slow_ops_p99_min_s);
-  });
-  rule.type_p99 = [&node](bool client, uint32_t type) { return node.stats.type_p99(client, type); };
-  if (auto s = find_slow_ops(node.rpc.ops_in_flight(), now, rule,
-                             [&](uint32_t t) { return node.rpc.type_name(t); }))
-    in.slow_ops = {
-        in.now_unix_ms -
-            std::chrono::duration_cast<std::chrono::milliseconds>(now - s->since).count(),
-        std::move(s->evidence)};
-  return in;
-}
-
-// The cluster's problems as this node sees them.
-struct HealthList {
-  std::string node;
-  std::optional<StatusTable> table;
-  std::vector<Problem> problems;
-  bool mgs_ok = false;  // the MGS could be asked
-};
-
-// The problems this node sees, with the MGS's dead and suspect nodes (admin/problems.h).
-// An MGS that cannot be asked is a problem of its own.
-HealthList cluster_problems(const NodeParts& node) {
-  ProblemInputs in = own_inputs(node, node.net.nis(), node.net.peers());
-  HealthList out;
-  std::optional<StatusTable>& table = out.table;
-  std::string mgs_error;
-  if (node.membership && (node.membership->is_mgs() || node.membership->has_agent())) {
-    auto t = node.membership->status(std::chrono::seconds(5));
-    if (t.ok())
-      table = std::move(*t);
-    else
-      mgs_error = t.status().message();
-  }
-  in.table = table ? &*table : nullptr;
-  // The probe mesh's outliers, over the whole cluster (the MGS's rows).
-  std::vector<MeshRow> rows;
-  std::vector<std::vector<MeshMark>> marks;
-  const MeshOutlierRule rule = MeshOutlierRule::from(node.cfg.get());
-  if (node.mesh && mgs_error.empty()) {
-    auto m = node.mesh->matrix(std::chrono::seconds(5));
-    if (m.ok()) {
-      rows = std::move(m->rows);
-      marks = mark_outliers(rows, rule);
-      in.mesh = &rows;
-      in.mesh_marks = &marks;
-    }
-  }
-  std::vector<Problem> problems = find_problems(in);
-  // Every other node's own list, as the MGS gathered them.
-  bool has_mgs = node.membership && (node.membership->is_mgs() || node.membership->has_agent());
-  if (node.cluster_health && has_mgs && mgs_error.empty()) {
-    auto others = node.cluster_health->cluster(std::chrono::seconds(5));
-    if (others.ok()) {
-      std::vector<std::string> down;
-      if (table)
-        for (const StatusNode& n : table->nodes)
-          if (down_in_table(n))
-            for (const Nid& x : n.nids) down.push_back(x.to_string());
-      merge_cluster_problems(problems, *others, in.node, down);
-      sort_problems(problems);
-    } else {
-      mgs_error = "other nodes' own problems could not be had: " + others.status().message();
-    }
-  }
-  drop_consequences(problems);
-  // Nodes that cannot reach each other on a network: one partition, not a line per pair.
-  std::set<std::string> culprits;
-  if (table)
-    for (const StatusNode& n : table->nodes)
-      if (down_in_table(n))
-        for (const Nid& x : n.nids) culprits.insert(x.to_string());
-  for (const Problem& p : problems)
-    if (p.kind == "ni" && p.cause == "DOWN")
-      culprits.insert(p.subject.substr(0, p.subject.find(' ')));
-  fold_partitions(problems, rows, culprits, rule.min_sent);
-  // A link at capacity is busy, not faulty: what its load explains is left out.
-  drop_saturated(problems, saturated_nis(rows));
-  // A node starved of CPU, or a server whose process answers late, is late on every path:
-  // what that explains is left out.
-  std::map<std::string, std::vector<std::string>> nids_of;
-  if (table)
-    for (const StatusNode& n : table->nodes)
-      for (const Nid& x : n.nids) nids_of[n.name].push_back(x.to_string());
-  for (const NiInfo& i : in.nis) nids_of[in.node].push_back(i.nid.to_string());
-  drop_slow_nodes(problems, nids_of);
-  // One node alone finding fault with a peer others reach fine: the observer's problem.
-  attribute_to_observers(problems, rows, marks, rule.min_sent);
-  sort_problems(problems);
-  if (!mgs_error.empty())
-    problems.insert(
-        problems.begin(),
-        Problem{"mgs", "MGS", "UNREACHABLE", in.node, 0,  // first: what follows may be partial
-                "its table could not be had, so dead nodes are not listed: " + mgs_error, ""});
-  out.node = in.node;
-  out.problems = std::move(problems);
-  out.mgs_ok = has_mgs && mgs_error.empty();
-  return out;
-}
-
 Result<json> health(const NodeParts& node) {
-  HealthList h = cluster_problems(node);
-  // The cluster's mutes (the MGS's): which problems they hide now.
-  std::vector<MuteState> states;
-  std::string mutes_error;
-  if (node.cluster_health && h.mgs_ok) {
-    auto m = node.cluster_health->mutes(MuteReq{}, std::chrono::seconds(5));
-    if (m.ok())
-      states = apply_mutes(h.problems, *m, unix_ms(node.clock.wall_now()));
-    else
-      mutes_error = m.status().message();
-  }
-  json j = health_json(h.node, h.table ? &*h.table : nullptr, h.problems, states);
-  if (!mutes_error.empty()) j["mutes_error"] = mutes_error;
+  HealthList h = health_view(node).list(std::chrono::seconds(5));
+  json j = health_json(h.node, h.table ? &*h.table : nullptr, h.problems, h.mutes);
+  if (!h.mutes_error.empty()) j["mutes_error"] = h.mutes_error;
   return j;
 }
 
@@ -227,7 +92,7 @@ Result<json> health_mute(const NodeParts& node, const json& req) {
     q.mute.sticky = req.value("sticky", false);
     q.mute.set_unix_ms = unix_ms(node.clock.wall_now());
     q.mute.until_unix_ms = q.mute.set_unix_ms + static_cast<int64_t>(ttl_s * 1000);
-    HealthList h = cluster_problems(node);
+    HealthList h = health_view(node).list(std::chrono::seconds(5));
     for (const Problem& p : h.problems) q.mute.matched += mute_covers(q.mute, p) ? 1 : 0;
   }
   auto m = node.cluster_health->mutes(q, std::chrono::seconds(5));
@@ -460,8 +325,14 @@ Result<TuneRequest> parse_tune_request(const json& req) {
   return tr;
 }
 
+HealthView health_view(const NodeParts& node) {
+  return HealthView(HealthSources{node.net, node.rpc, node.stats, node.cfg, node.clock,
+                                  node.membership, node.tune, node.health, node.mesh,
+                                  node.cluster_health, node.tls});
+}
+
 std::vector<Problem> local_problems(const NodeParts& node) {
-  return find_problems(own_inputs(node, node.net.nis(), node.net.peers()));
+  return health_view(node).own_findings();
 }
 
 void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
@@ -546,15 +417,12 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
     }
     m.membership = std::move(ms);
   }
-  // This node's own problems; on the MGS with its table's DEAD and SUSPECT nodes (another
-  // node's table is not asked for on a scrape).
-  // The NIs and peers this snapshot took already: not walked a second time per scrape.
-  ProblemInputs in = own_inputs(node, m.nis, m.peers);
-  if (m.membership && m.membership->table) in.table = &*m.membership->table;
-  m.problems = find_problems(in);
+  // The health view's list from what this node holds (no RPC on a scrape): its own
+  // findings; on the MGS with its table's DEAD and SUSPECT nodes. The NIs and peers this
+  // snapshot took already: not walked a second time per scrape.
+  m.problems = health_view(node).scrape(
+      m.nis, m.peers, m.membership && m.membership->table ? &*m.membership->table : nullptr);
   if (node.cluster_health) {
-    // The mutes as last learnt: no RPC on a scrape.
-    (void)apply_mutes(m.problems, node.cluster_health->known_mutes(), in.now_unix_ms);
     ClusterHealthService::Counters hc = node.cluster_health->counters();
     m.health_events = MetricsSnapshot::HealthEvents{hc.started, hc.ended, hc.lasted_seconds};
   }

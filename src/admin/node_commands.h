@@ -17,6 +17,7 @@
 #include "admin/admin_commands.h"
 #include "admin/prometheus.h"
 #include "base/live_config.h"
+#include "health/view.h"
 #include "membership/service.h"
 #include "net/net.h"
 #include "probe/cluster_health_service.h"
@@ -58,6 +59,8 @@ void add_storage_commands(AdminCommands& cmds, const NodeParts& node);
 // turnaround_ms (one block request's).
 Result<nlohmann::json> storage_advice_json(const NodeParts& node, const nlohmann::json& req);
 
+// The health view (health/view.h) over the node's parts: the one list every consumer shows.
+HealthView health_view(const NodeParts& node);
 // This node's own problems (its NIs, its peer NIs, its settings): what it sends to the MGS
 // for everyone's `pfsnet health`.
 std::vector<Problem> local_problems(const NodeParts& node);

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "admin/problems.h"
+#include "health/problems.h"
 #include "membership/service.h"
 #include "net/net.h"
 #include "probe/mesh.h"

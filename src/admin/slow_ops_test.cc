@@ -96,6 +96,13 @@ TEST_F(SlowOpsTest, EachEndNamesItsOldestRpcWithItsVerdictUntilItEnds) {
   LiveConfig off{config("s1", 0)}, later{config("s1", 6)};
   EXPECT_TRUE(slow_ops(server_, off).empty());
   EXPECT_TRUE(slow_ops(server_, later).empty());
+  // The MGS declares the server dead: the client's RPCs to it are that node's DEAD, not the
+  // client's SLOW_OPS; the server's own stay its own.
+  client_.net.set_peer_dead(b_, true, "declared dead by the MGS (test)");
+  EXPECT_TRUE(slow_ops(client_, client_cfg_).empty());
+  EXPECT_EQ(slow_ops(server_, server_cfg_).size(), 1u);
+  client_.net.set_peer_dead(b_, false, "");
+  EXPECT_EQ(slow_ops(client_, client_cfg_).size(), 1u);
 
   release_.open();
   pump_until([&] { return r->got.size() == 3; });

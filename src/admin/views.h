@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "admin/problems.h"
 #include "base/live_config.h"
+#include "health/problems.h"
 #include "membership/service.h"
 #include "net/net.h"
 #include "probe/health_mutes.h"

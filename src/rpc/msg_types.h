@@ -62,6 +62,36 @@ inline constexpr uint32_t kMsgRpcDone = 4;
 // waited for one, so `diag rpc` shows the queue beside the execution times.
 inline constexpr uint32_t kMsgRpcQueue = 40;
 
+// The cluster watching itself: the pinger's, the probe mesh's, netverify's, cluster health's
+// and the tuner's messages, and the engine's own RPC_DONE. How late they are is what those
+// services report (DEAD and SUSPECT, the mesh's cells, netverify's verdicts), so SLOW_OPS
+// sets none of them against its type's p99 (a mesh probe waiting for a connection to a node
+// that just died is that node's DEAD, not every prober's SLOW_OPS).
+constexpr bool monitoring_msg(uint32_t type) {
+  switch (type) {
+    case kMsgMgsRegister:
+    case kMsgMgsPing:
+    case kMsgMgsNotify:
+    case kMsgMgsStatus:
+    case kMsgMgsReport:
+    case kMsgMgsRelay:
+    case kMsgMgsReleases:
+    case kMsgMeshSync:
+    case kMsgMeshMatrix:
+    case kMsgMeshProbe:
+    case kMsgNetverifyInfo:
+    case kMsgNetverifyMtuSend:
+    case kMsgHealthReport:
+    case kMsgHealthCluster:
+    case kMsgHealthMute:
+    case kMsgTuneProbe:
+    case kMsgRpcDone:
+      return true;
+    default:
+      return false;
+  }
+}
+
 struct MsgType {
   uint32_t id;
   std::string_view name;

@@ -71,4 +71,16 @@ TEST(PingPatternTest, FilledAndCheckedByteForByteAcrossPeriods) {
 }
 
 }  // namespace
+// SLOW_OPS leaves the cluster's own monitoring out of its p99 trigger: the services that
+// send those messages report their lateness. Work -- an application's, the block service's,
+// a ping an operator runs -- is in.
+TEST(MsgTypesTest, MonitoringIsTheClustersWatchingOfItselfAndNothingElse) {
+  for (uint32_t t : {kMsgMgsPing, kMsgMgsReport, kMsgMeshProbe, kMsgMeshSync, kMsgHealthReport,
+                     kMsgNetverifyInfo, kMsgTuneProbe, kMsgRpcDone})
+    EXPECT_TRUE(monitoring_msg(t)) << t;
+  for (uint32_t t : {kMsgPing, kMsgBrwWrite, kMsgBrwRead, kMsgBlockWrite, kMsgBlockRead,
+                     kMsgTokenAcquire, kMsgSelftestRun, kMsgIobench, kMsgFirstUser})
+    EXPECT_FALSE(monitoring_msg(t)) << t;
+}
+
 }  // namespace pfsnet

@@ -1,4 +1,4 @@
-#include "admin/problems.h"
+#include "health/problems.h"
 
 #include <gtest/gtest.h>
 

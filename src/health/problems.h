@@ -12,7 +12,7 @@
 //   the tuning check        SETTINGS (the settings do not fit the measured path)
 //   this node's TLS         SETTINGS (a certificate expires within 30 days, or has)
 //   other nodes' own lists  any of the above (probe/cluster_health.h: each node sends its
-//                           own to the MGS; merge_cluster_problems folds them in)
+//                           own to the MGS; health/rules.h's judge() folds them in)
 //   the probe mesh          SLOW, LOSSY, THROTTLED (probe/mesh.h's outlier cells, the whole
 //                           cluster's): an NI in at least two outlier cells that are at
 //                           least half of the mesh cells it is in is the culprit (kind "ni",
@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "health/problem.h"
 #include "membership/protocol.h"
-#include "probe/cluster_health.h"
 #include "probe/mesh.h"
 #include "transport/tls.h"
 #include "tune/tune.h"

@@ -1,0 +1,147 @@
+#include "health/view.h"
+
+#include <future>
+#include <set>
+
+#include "rpc/msg_types.h"
+#include "rpc/op_tracker.h"
+
+namespace pfsnet {
+
+namespace {
+
+Duration seconds(double s) {
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
+
+}  // namespace
+
+HealthFetchers HealthView::fetchers_of(const HealthSources& s) {
+  HealthFetchers f;
+  MembershipService* m = s.membership;
+  const bool has_mgs = m && (m->is_mgs() || m->has_agent());
+  if (has_mgs) f.table = [m](Duration t) { return m->status(t); };
+  if (MeshService* mesh = s.mesh)
+    f.mesh = [mesh](Duration t) -> Result<std::vector<MeshRow>> {
+      auto r = mesh->matrix(t);
+      if (!r.ok()) return r.status();
+      return std::move(r->rows);
+    };
+  if (ClusterHealthService* ch = s.cluster_health; ch && has_mgs) {
+    f.others = [ch](Duration t) { return ch->cluster(t); };
+    f.mutes = [ch](Duration t) { return ch->mutes(MuteReq{}, t); };
+  }
+  return f;
+}
+
+ProblemInputs HealthView::own_inputs(std::vector<NiInfo> nis, std::vector<NiInfo> peers) const {
+  ProblemInputs in;
+  in.node = s_.cfg.read([](const Config& c) { return c.node.name; });
+  in.nis = std::move(nis);
+  in.peers = std::move(peers);
+  if (s_.tune) in.settings = s_.tune->status().active;
+  if (s_.tls) in.certificates = s_.tls->certificates();
+  in.now_unix_ms = unix_ms(s_.clock.wall_now());
+  if (s_.health) {
+    HealthMonitor::CpuState cpu = s_.health->cpu();
+    in.cpu_starved = cpu.starved;
+    in.cpu_since_unix_ms = cpu.since_unix_ms;
+    in.cpu_evidence = std::move(cpu.evidence);
+  }
+  const TimePoint now = s_.clock.now();
+  SlowOpsRule rule;
+  s_.cfg.read([&](const Config& c) {
+    rule.threshold = seconds(c.health.slow_ops_s);
+    rule.p99_factor = c.health.slow_ops_p99_factor;
+    rule.p99_min = seconds(c.health.slow_ops_p99_min_s);
+  });
+  RpcStats& stats = s_.stats;
+  rule.type_p99 = [&stats](bool client, uint32_t type) -> std::optional<Duration> {
+    if (monitoring_msg(type)) return std::nullopt;  // the services that send them report it
+    return stats.type_p99(client, type);
+  };
+  RpcEngine& rpc = s_.rpc;
+  // An RPC this node waits on a peer for that the MGS declared dead, or one of whose NIs this
+  // node's errors made unhealthy, is not SLOW_OPS: that peer's DEAD, or its NI's UNHEALTHY,
+  // names why (drilled: a ping load to a killed server listed every client).
+  std::set<Nid> failing;
+  for (const NiInfo& i : in.peers)
+    if (i.health < kMaxHealth) failing.insert({i.peer, i.nid});
+  std::vector<Op> ops = rpc.ops_in_flight();
+  std::erase_if(ops, [&](const Op& op) {
+    return op.client && (failing.count(op.peer) || s_.net.peer_dead(op.peer));
+  });
+  if (auto so = find_slow_ops(ops, now, rule,
+                              [&rpc](uint32_t t) { return rpc.type_name(t); }))
+    in.slow_ops = {
+        in.now_unix_ms -
+            std::chrono::duration_cast<std::chrono::milliseconds>(now - so->since).count(),
+        std::move(so->evidence)};
+  return in;
+}
+
+std::vector<Problem> HealthView::own_findings() const {
+  return find_problems(own_inputs(s_.net.nis(), s_.net.peers()));
+}
+
+HealthList HealthView::list(Duration deadline) const {
+  // Asked at once: a slow MGS costs one deadline, not one per question.
+  std::optional<Result<StatusTable>> table;
+  std::optional<Result<std::vector<MeshRow>>> mesh;
+  std::optional<Result<std::vector<NodeProblems>>> others;
+  std::optional<Result<std::vector<HealthMute>>> mutes;
+  std::vector<std::function<void()>> asks;
+  if (f_.table) asks.push_back([&] { table = f_.table(deadline); });
+  if (f_.mesh) asks.push_back([&] { mesh = f_.mesh(deadline); });
+  if (f_.others) asks.push_back([&] { others = f_.others(deadline); });
+  if (f_.mutes) asks.push_back([&] { mutes = f_.mutes(deadline); });
+  if (f_.run) {
+    f_.run(asks);
+  } else {
+    std::vector<std::future<void>> running;
+    for (const auto& a : asks) running.push_back(std::async(std::launch::async, a));
+    for (auto& r : running) r.get();
+  }
+
+  ClusterInputs in;
+  in.own = own_inputs(s_.net.nis(), s_.net.peers());
+  in.rule = MeshOutlierRule::from(s_.cfg.get());
+  if (table) {
+    if (table->ok())
+      in.table = std::move(**table);
+    else
+      in.mgs_error = table->status().message();
+  }
+  if (mesh && mesh->ok()) in.rows = std::move(**mesh);
+  if (others) {
+    if (others->ok())
+      in.others = std::move(**others);
+    else if (in.mgs_error.empty())
+      in.mgs_error = "other nodes' own problems could not be had: " + others->status().message();
+  }
+  HealthList out;
+  out.node = in.own.node;
+  out.problems = judge(in);
+  out.mgs_ok = table.has_value() && in.mgs_error.empty();
+  if (mutes && out.mgs_ok) {
+    if (mutes->ok())
+      out.mutes = apply_mutes(out.problems, **mutes, unix_ms(s_.clock.wall_now()));
+    else
+      out.mutes_error = mutes->status().message();
+  }
+  out.table = std::move(in.table);
+  return out;
+}
+
+std::vector<Problem> HealthView::scrape(std::vector<NiInfo> nis, std::vector<NiInfo> peers,
+                                        const StatusTable* table) const {
+  ClusterInputs in;
+  in.own = own_inputs(std::move(nis), std::move(peers));
+  if (table) in.table = *table;
+  std::vector<Problem> v = judge(in);
+  if (s_.cluster_health)  // the mutes as last learnt: no RPC on a scrape
+    (void)apply_mutes(v, s_.cluster_health->known_mutes(), in.own.now_unix_ms);
+  return v;
+}
+
+}  // namespace pfsnet
