@@ -78,7 +78,8 @@ std::vector<Problem> judge(const ClusterInputs& in) {
   // Nodes that cannot reach each other on a network: one partition, not a line per pair.
   std::set<std::string> culprits(down.begin(), down.end());
   for (const Problem& p : problems)
-    if (p.kind == "ni" && p.cause == "DOWN") culprits.insert(p.subject.substr(0, p.subject.find(' ')));
+    if (p.kind == "ni" && p.cause == "DOWN")
+      culprits.insert(p.subject.substr(0, p.subject.find(' ')));
   fold_partitions(problems, in.rows, culprits, in.rule.min_sent);
   // A link at capacity is busy, not faulty: what its load explains is left out.
   drop_saturated(problems, saturated_nis(in.rows));
@@ -94,11 +95,10 @@ std::vector<Problem> judge(const ClusterInputs& in) {
   attribute_to_observers(problems, in.rows, marks, in.rule.min_sent);
   sort_problems(problems);
   if (!in.mgs_error.empty())
-    problems.insert(problems.begin(),  // first: what follows may be partial
-                    Problem{"mgs", "MGS", "UNREACHABLE", own.node, 0,
-                            "its table could not be had, so dead nodes are not listed: " +
-                                in.mgs_error,
-                            ""});
+    problems.insert(
+        problems.begin(),  // first: what follows may be partial
+        Problem{"mgs", "MGS", "UNREACHABLE", own.node, 0,
+                "its table could not be had, so dead nodes are not listed: " + in.mgs_error, ""});
   return problems;
 }
 

@@ -17,7 +17,7 @@
 
 #include "health/problem.h"
 #include "health/problems.h"
-#include "membership/protocol.h"  // MeshRow, StatusTable
+#include "membership/protocol.h"   // MeshRow, StatusTable
 #include "probe/cluster_health.h"  // NodeProblems
 #include "probe/mesh.h"            // MeshMark, MeshOutlierRule
 

@@ -2,16 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include "health/test_problem.h"
+
 // The passes of health/rules.h, one rule a test (pure: lists in, list out).
 namespace pfsnet {
 namespace {
-
-using std::chrono::seconds;
-
-Problem prob(std::string kind, std::string subject, std::string cause, std::string by = "",
-             int64_t since = 0) {
-  return Problem{kind, subject, cause, by, since, "evidence of " + subject, ""};
-}
 
 TEST(ClusterHealthMerge, OneEntryPerProblemSeenByAllWhoSeeItSinceTheEarliest) {
   std::vector<Problem> mine = {prob("peer_ni", "198.18.1.3@tcp", "UNHEALTHY", "n5", 5000)};

@@ -71,8 +71,7 @@ ProblemInputs HealthView::own_inputs(std::vector<NiInfo> nis, std::vector<NiInfo
   std::erase_if(ops, [&](const Op& op) {
     return op.client && (failing.count(op.peer) || s_.net.peer_dead(op.peer));
   });
-  if (auto so = find_slow_ops(ops, now, rule,
-                              [&rpc](uint32_t t) { return rpc.type_name(t); }))
+  if (auto so = find_slow_ops(ops, now, rule, [&rpc](uint32_t t) { return rpc.type_name(t); }))
     in.slow_ops = {
         in.now_unix_ms -
             std::chrono::duration_cast<std::chrono::milliseconds>(now - so->since).count(),

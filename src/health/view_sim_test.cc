@@ -8,36 +8,20 @@
 #include <gtest/gtest.h>
 
 #include "health/view.h"
-#include "membership/sim_members.h"
-#include "probe/cluster_health_service.h"
-#include "rpc/sim_cluster.h"
+#include "probe/cluster_health_sim.h"
 
 namespace pfsnet {
 namespace {
 
 using namespace std::chrono_literals;
 
-class InProcessHealthViewTest : public ::testing::Test {
+class InProcessHealthViewTest : public ClusterHealthSimTest {
  protected:
-  void SetUp() override {
-    m_.configure = [](Config& cfg) { cfg.health.report_interval = 0.5; };
-    for (int h : {2, 3, 4, 5, 6}) start(h);
-    ASSERT_TRUE(c_.run_until([&] { return m_.up_in_table(2) == 5; }, 5s));
-  }
-  void start(int host) {
-    ASSERT_NE(m_.start(host,
-                       [this, host](SimNode& n, const Config& cfg, MembershipService& ms) {
-                         auto& ch = n.attach<ClusterHealthService>(cfg, n.rpc, ms, c_.clock());
-                         n.on_tick([&ch](TimePoint now) { ch.tick(now); });
-                         health_[host] = &ch;
-                       }),
-              nullptr);
-  }
   // n5's view, its asks run in turn on this thread.
   HealthList list() {
     SimNode* n = c_.find("n5");
-    HealthSources s{n->net, n->rpc, stats_, cfg_, c_.clock(), &m_.at(5), nullptr, nullptr,
-                    nullptr, health_[5], nullptr};
+    HealthSources s{n->net,  n->rpc,  stats_,  cfg_,       c_.clock(), &m_.at(5),
+                    nullptr, nullptr, nullptr, health_[5], nullptr};
     HealthFetchers f = HealthView::fetchers_of(s);
     f.run = [](const std::vector<std::function<void()>>& asks) {
       for (const auto& a : asks) a();
@@ -51,11 +35,10 @@ class InProcessHealthViewTest : public ::testing::Test {
       if (np.node == node) return true;
     return false;
   }
-  static std::string line(const Problem& p) { return p.cause + " " + p.subject + " by " + p.seen_by; }
+  static std::string line(const Problem& p) {
+    return p.cause + " " + p.subject + " by " + p.seen_by;
+  }
 
-  SimCluster c_;
-  SimMembers m_{c_};
-  std::map<int, ClusterHealthService*> health_;
   RpcStats stats_{StatsConfig{}, c_.clock(), false};
   LiveConfig cfg_{m_.config(5)};
 };

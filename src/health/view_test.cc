@@ -30,9 +30,9 @@ class HealthViewTest : public RpcTest {
     given_.push_back(given);
     ++arrived_;
     cv_.notify_all();
-    all_met_ = cv_.wait_for(lk, std::chrono::seconds(10),
-                           [&]() REQUIRES(mu_) { return arrived_ == 4; }) &&
-               all_met_;
+    all_met_ = cv_.wait_for(lk, std::chrono::seconds(10), [&]() REQUIRES(mu_) {
+      return arrived_ == 4;
+    }) && all_met_;
   }
   HealthFetchers fetchers(Status table_status) {
     HealthFetchers f;

@@ -2,6 +2,8 @@
 // sim_members.h): an MGS, two servers and two clients with the real membership and
 // cluster-health services over the in-memory transport, on manual time in 100 ms steps,
 // reports every 0.5 s. What reaches the MGS's board, when, and when it leaves it.
+#include "probe/cluster_health_sim.h"
+
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 
@@ -9,31 +11,14 @@
 #include <sstream>
 
 #include "base/log.h"
-#include "membership/sim_members.h"
-#include "probe/cluster_health_service.h"
-#include "rpc/sim_cluster.h"
 
 namespace pfsnet {
 namespace {
 
 using namespace std::chrono_literals;
 
-class InProcessClusterHealthTest : public ::testing::Test {
+class InProcessClusterHealthTest : public ClusterHealthSimTest {
  protected:
-  void SetUp() override {
-    m_.configure = [](Config& cfg) { cfg.health.report_interval = 0.5; };
-    for (int h : {2, 3, 4, 5, 6}) start(h);
-    ASSERT_TRUE(c_.run_until([&] { return m_.up_in_table(2) == 5; }, 5s));
-  }
-  void start(int host) {
-    ASSERT_NE(m_.start(host,
-                       [this, host](SimNode& n, const Config& cfg, MembershipService& ms) {
-                         auto& ch = n.attach<ClusterHealthService>(cfg, n.rpc, ms, c_.clock());
-                         n.on_tick([&ch](TimePoint now) { ch.tick(now); });
-                         health_[host] = &ch;
-                       }),
-              nullptr);
-  }
   // What the MGS's board holds for `node` (nothing when it holds no list).
   std::vector<Problem> on_board(const std::string& node) {
     auto all = health_[2]->cluster(1s);  // the MGS answers from its own board
@@ -47,10 +32,6 @@ class InProcessClusterHealthTest : public ::testing::Test {
         "peer_ni", SimMembers::nid(host).to_string(), "UNHEALTHY", "", 0, "PEER_NI_UNREACHABLE",
         ""};
   }
-
-  SimCluster c_;
-  SimMembers m_{c_};
-  std::map<int, ClusterHealthService*> health_;
 };
 
 TEST_F(InProcessClusterHealthTest, ANodesListReachesTheMgsAtItsNextRoundAndLeavesWithIt) {

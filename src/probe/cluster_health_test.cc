@@ -2,15 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "health/test_problem.h"
+
 namespace pfsnet {
 namespace {
 
 using std::chrono::seconds;
-
-Problem prob(std::string kind, std::string subject, std::string cause, std::string by = "",
-             int64_t since = 0) {
-  return Problem{kind, subject, cause, by, since, "evidence of " + subject, ""};
-}
 
 TEST(ClusterHealthCodec, ReportsAndPagesRoundTripAndRefuseGarbage) {
   HealthReport r{"n3",
