@@ -9,11 +9,16 @@
 
 namespace pfsnet {
 
-inline Problem prob(std::string kind, std::string subject, std::string cause,
-                    std::string by = "", int64_t since = 0) {
+inline Problem prob(std::string kind, std::string subject, std::string cause, std::string by = "",
+                    int64_t since = 0) {
   std::string evidence = "evidence of " + subject;
-  return Problem{std::move(kind), std::move(subject), std::move(cause), std::move(by), since,
-                 std::move(evidence), ""};
+  return Problem{std::move(kind),
+                 std::move(subject),
+                 std::move(cause),
+                 std::move(by),
+                 since,
+                 std::move(evidence),
+                 ""};
 }
 
 }  // namespace pfsnet

@@ -619,8 +619,11 @@ void RpcClient::keep_if_slow(const Call& c) {
   op.status = c.reply.status;
   const RpcTimes& t = c.reply.times;
   op.events.push_back({t.submit, "submitted"});
+  Nid path_local, path_peer;  // the path its last attempt took
   {
     MutexLock lk(mu_);
+    path_local = c.tx_times.local_nid;
+    path_peer = c.tx_times.peer_nid;
     op.attempts = c.attempts;
     op.events.insert(op.events.end(), c.failures.begin(), c.failures.end());
     if (c.attempts > 1)
@@ -638,8 +641,8 @@ void RpcClient::keep_if_slow(const Call& c) {
     if (ReplyWait w = net_.reply_wait(c.dst); !w.text.empty())
       op.blame->verdict += "; now " + w.text;
     MutexLock lk(view_mu_);
-    if (path_view_ && c.tx_times.local_nid != Nid())
-      if (std::string m = path_view_(c.tx_times.local_nid, c.tx_times.peer_nid); !m.empty())
+    if (path_view_ && path_local != Nid())
+      if (std::string m = path_view_(path_local, path_peer); !m.empty())
         op.blame->verdict += "; " + m;
   }
   if (t.write_start != TimePoint{}) op.events.push_back({t.write_start, "write started"});
