@@ -30,7 +30,7 @@ grep -q "$("$prefix/bin/pfsnet" --version | awk '{print $2}')" <<<"$text" ||
   { echo "install: pfsnet(1) names another version" >&2; exit 1; }
 text=$(MANPATH="$prefix/share/man" MANWIDTH=200 man 5 pfsnetd.toml 2>/dev/null)
 keys=$(grep -c '^| `' "$src/docs/configuration.md")
-[ "$(grep -cE '^       [a-z]+\.[A-Za-z_]+$' <<<"$text")" -eq "$keys" ] ||
+[ "$(grep -cE '^       [a-z]+\.[A-Za-z0-9_]+$' <<<"$text")" -eq "$keys" ] ||
   { echo "install: pfsnetd.toml(5) lacks keys of docs/configuration.md ($keys)" >&2; exit 1; }
 # Only the public API is installed: no internal header.
 if [ -e "$prefix/include/pfsnet/rpc/rpc_engine.h" ] || [ -d "$prefix/include/pfsnet/net" ]; then

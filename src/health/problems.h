@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "health/problem.h"
 #include "membership/protocol.h"
+#include "probe/cluster_health.h"
 #include "probe/mesh.h"
 #include "transport/tls.h"
 #include "tune/tune.h"

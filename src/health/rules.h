@@ -15,10 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "health/problem.h"
 #include "health/problems.h"
 #include "membership/protocol.h"   // MeshRow, StatusTable
-#include "probe/cluster_health.h"  // NodeProblems
+#include "probe/cluster_health.h"  // Problem, NodeProblems
 #include "probe/mesh.h"            // MeshMark, MeshOutlierRule
 
 namespace pfsnet {

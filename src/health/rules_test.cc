@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "health/test_problem.h"
+#include "probe/test_problem.h"
 
 // The passes of health/rules.h, one rule a test (pure: lists in, list out).
 namespace pfsnet {

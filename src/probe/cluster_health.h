@@ -23,9 +23,29 @@
 #include <string>
 #include <vector>
 
-#include "health/problem.h"
+#include "membership/protocol.h"  // MeshRow
+#include "probe/mesh.h"           // MeshMark
 
 namespace pfsnet {
+
+// A problem as `pfsnet health` lists it: what is faulty -- a node, a local NI, a peer NI, a
+// server, a path, a network, the settings -- its cause, since when, who sees it and the
+// figures behind the call. A node's own findings (health/problems.h) travel to the MGS as
+// these; the rules (health/rules.h) make the one list of them that every consumer shows.
+struct Problem {
+  std::string kind;     // "node", "ni", "peer_ni", "server", "settings", "path", "network"
+  std::string subject;  // the node's name, the NID, the peer the settings are about, or
+                        // the network ("tcp1")
+  std::string cause;    // DEAD SUSPECT DOWN PARTITION LOSSY SLOW MTU THROTTLED UNHEALTHY SERVER
+                        // SLOW_OPS SETTINGS UNREACHABLE
+  std::string seen_by;  // the node(s) whose view this is, ", "-separated
+  int64_t since_unix_ms = 0;  // 0: not known
+  std::string evidence;
+  std::string code;  // SETTINGS: which (the tuning check's code, e.g. rpcs_below_bdp)
+  // A mute hides it (probe/health_mutes.h; set by the view, never on the wire).
+  bool muted = false;
+  bool operator==(const Problem&) const = default;
+};
 
 inline constexpr size_t kMaxReportedProblems = 64;   // per node; more are cut
 inline constexpr uint32_t kMaxHealthPage = 1000;     // nodes per HEALTH_CLUSTER page

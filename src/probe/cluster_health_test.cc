@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "health/test_problem.h"
+#include "probe/test_problem.h"
 
 namespace pfsnet {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "health/problem.h"
+#include "probe/cluster_health.h"
 
 namespace pfsnet {
 
