@@ -53,9 +53,9 @@ bool all_seers(const std::string& seen_by, Pred pred) {
 
 }  // namespace
 
-std::vector<Problem> judge(const ClusterInputs& in) {
-  ProblemInputs own = in.own;
-  own.table = in.table ? &*in.table : nullptr;
+std::vector<Problem> judge(ClusterInputs in) {
+  ProblemInputs& own = in.own;
+  own.table = in.table;
   // The probe mesh's outliers, over the whole cluster: marked once, for every rule below.
   const std::vector<std::vector<MeshMark>> marks = mark_outliers(in.rows, in.rule);
   if (!in.rows.empty()) {

@@ -27,7 +27,7 @@ struct ClusterInputs {
   // This node's own findings' inputs (its NIs, peers, CPU, RPCs, settings, certificates);
   // judge() sets their table and mesh from the fields below.
   ProblemInputs own;
-  std::optional<StatusTable> table;                 // the MGS's; none: not had
+  const StatusTable* table = nullptr;               // the MGS's; null: not had
   std::vector<MeshRow> rows;                        // the MGS's mesh rows; empty: none
   std::optional<std::vector<NodeProblems>> others;  // every node's own list; none: not had
   MeshOutlierRule rule;
@@ -40,7 +40,7 @@ struct ClusterInputs {
 // table's dead and suspect nodes and the mesh's outliers (marked once, here), every other
 // node's merged in, then drop_consequences, fold_partitions, drop_saturated,
 // drop_slow_nodes and attribute_to_observers, in that order.
-std::vector<Problem> judge(const ClusterInputs& in);
+std::vector<Problem> judge(ClusterInputs in);
 
 // Folds the nodes' lists into `into` (this node's own), leaving out `self`'s list (its own
 // view is fresher) and a peer NI of the nodes in `down` (DEAD or SUSPECT: the node is the

@@ -1,6 +1,7 @@
 #include "health/view.h"
 
 #include <future>
+#include <map>
 #include <set>
 
 #include "rpc/msg_types.h"
@@ -55,10 +56,15 @@ ProblemInputs HealthView::own_inputs(std::vector<NiInfo> nis, std::vector<NiInfo
     rule.p99_factor = c.health.slow_ops_p99_factor;
     rule.p99_min = seconds(c.health.slow_ops_p99_min_s);
   });
+  // Asked once per end and type in this look, not once per RPC in flight (each asking takes
+  // the statistics' lock and merges two histograms).
   RpcStats& stats = s_.stats;
-  rule.type_p99 = [&stats](bool client, uint32_t type) -> std::optional<Duration> {
+  std::map<std::pair<bool, uint32_t>, std::optional<Duration>> p99s;
+  rule.type_p99 = [&stats, &p99s](bool client, uint32_t type) -> std::optional<Duration> {
     if (monitoring_msg(type)) return std::nullopt;  // the services that send them report it
-    return stats.type_p99(client, type);
+    auto [it, fresh] = p99s.try_emplace({client, type});
+    if (fresh) it->second = stats.type_p99(client, type);
+    return it->second;
   };
   RpcEngine& rpc = s_.rpc;
   // An RPC this node waits on a peer for that the MGS declared dead, or one of whose NIs this
@@ -105,11 +111,14 @@ HealthList HealthView::list(Duration deadline) const {
   ClusterInputs in;
   in.own = own_inputs(s_.net.nis(), s_.net.peers());
   in.rule = MeshOutlierRule::from(s_.cfg.get());
+  HealthList out;
   if (table) {
-    if (table->ok())
-      in.table = std::move(**table);
-    else
+    if (table->ok()) {
+      out.table = std::move(**table);
+      in.table = &*out.table;
+    } else {
       in.mgs_error = table->status().message();
+    }
   }
   if (mesh && mesh->ok()) in.rows = std::move(**mesh);
   if (others) {
@@ -118,17 +127,15 @@ HealthList HealthView::list(Duration deadline) const {
     else if (in.mgs_error.empty())
       in.mgs_error = "other nodes' own problems could not be had: " + others->status().message();
   }
-  HealthList out;
   out.node = in.own.node;
-  out.problems = judge(in);
   out.mgs_ok = table.has_value() && in.mgs_error.empty();
+  out.problems = judge(std::move(in));
   if (mutes && out.mgs_ok) {
     if (mutes->ok())
       out.mutes = apply_mutes(out.problems, **mutes, unix_ms(s_.clock.wall_now()));
     else
       out.mutes_error = mutes->status().message();
   }
-  out.table = std::move(in.table);
   return out;
 }
 
@@ -136,10 +143,11 @@ std::vector<Problem> HealthView::scrape(std::vector<NiInfo> nis, std::vector<NiI
                                         const StatusTable* table) const {
   ClusterInputs in;
   in.own = own_inputs(std::move(nis), std::move(peers));
-  if (table) in.table = *table;
-  std::vector<Problem> v = judge(in);
+  in.table = table;  // the MGS's own, as the snapshot took it: not copied per scrape
+  const int64_t now_ms = in.own.now_unix_ms;
+  std::vector<Problem> v = judge(std::move(in));
   if (s_.cluster_health)  // the mutes as last learnt: no RPC on a scrape
-    (void)apply_mutes(v, s_.cluster_health->known_mutes(), in.own.now_unix_ms);
+    (void)apply_mutes(v, s_.cluster_health->known_mutes(), now_ms);
   return v;
 }
 
