@@ -352,6 +352,7 @@ void StripedFile::fetch(const std::vector<uint64_t>& blocks) {
           std::shared_ptr<Offer> offer = it != cache_.end() ? it->second.offer : nullptr;
           // Received into the reader's buffer (offered_memory): its bytes are there.
           const bool into_offer = offer && r.bulk.size() == bs && r.bulk.data() == offer->at;
+          if (offer && offer->taken && !into_offer) offer->let_go = true;
           if (it != cache_.end() && it->second.stale) {
             cached_bytes_ -= bs;
             cache_.erase(it);
@@ -422,9 +423,11 @@ void StripedFile::settle_offers(const std::vector<std::shared_ptr<Offer>>& offer
     if (o->lent->wait_returned(rpc_.waiter(), rpc_.clock().now())) continue;
     {
       MutexLock lk(mu_);
-      ++st_.reads_cut_off;
+      // The RPC layer's own give-up (its connection is closing on an I/O thread) is not
+      // the read's: only a reception the read stops is counted.
+      if (!o->let_go) ++st_.reads_cut_off;
     }
-    o->lent->cancel();
+    o->lent->cancel();  // closing a connection already closing changes nothing
     if (o->lent->wait_returned(rpc_.waiter(), deadline())) continue;
     // The I/O thread did not let go of a closed connection's frame within the RPC
     // timeout: returning would leave the caller's buffer written behind its back.

@@ -144,6 +144,10 @@ class StripedFile final : public TokenHolder {
     std::shared_ptr<LentMemory> lent = std::make_shared<LentMemory>();
     bool taken = false;   // (mu_) a reply was received into it, or is
     bool filled = false;  // (mu_) a whole reply was: the reader's bytes are there
+    // (mu_) the RPC ended with it taken and not filled: the RPC layer let that reception
+    // go (its connection closed by the attempt deadline, or the frame damaged) -- the
+    // read has nothing of its own to cut off, only the frame's release to wait for
+    bool let_go = false;
   };
   struct Block {
     enum State { kLoading, kReady, kFailed } state = kLoading;
