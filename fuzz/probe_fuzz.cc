@@ -1,9 +1,11 @@
 // Fuzz target: the probes' messages from peers -- cluster health (HEALTH_REPORT, the
 // HEALTH_CLUSTER page), netverify (NETVERIFY_INFO, NETVERIFY_MTU_SEND, its UDP datagrams)
-// the probe mesh's MTU ask and answer, and HEALTH_MUTE's request and reply. The first byte
+// the probe mesh's MTU ask and answer, HEALTH_MUTE's request and reply, and HEALTH_LIST's
+// reply (its request is a HEALTH_REPORT). The first byte
 // picks the decoder.
 #include "fuzz.h"
 #include "probe/cluster_health.h"
+#include "probe/health_list.h"
 #include "probe/health_mutes.h"
 #include "probe/mesh.h"
 #include "probe/netverify.h"
@@ -13,7 +15,7 @@ using namespace pfsnet;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::span<const uint8_t> in(data + 1, size - 1);
-  switch (data[0] % 10) {
+  switch (data[0] % 11) {
     case 0:
       fuzz::roundtrip(decode_health_report(in), encode_health_report, decode_health_report);
       break;
@@ -52,6 +54,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 9:
       fuzz::roundtrip(decode_mute_list(in), encode_mute_list, decode_mute_list);
       break;
+    case 10:
+      fuzz::roundtrip(decode_health_list(in), encode_health_list, decode_health_list);
+      break;
   }
   return 0;
 }
@@ -73,12 +78,22 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
   NvDatagram ack{NvKind::kAck, 77, 1500, "eth0", "198.18.1.2", "198.18.1.3"};
   HealthMute m{"LOSSY", "198.18.1.2@tcp -> 198.18.2.3@tcp1", 1795576298187, 1795583498187, true, 2,
                "c1"};
-  return {tagged(0, encode_health_report(rep)),    tagged(1, encode_health_page(page)),
-          tagged(2, encode_nv_info(info)),         tagged(3, encode_nv_mtu_send_req(mreq)),
-          tagged(4, encode_nv_mtu_send_rep(mrep)), tagged(5, encode_nv_datagram(probe)),
-          tagged(5, encode_nv_datagram(ack)),      tagged(6, encode_mesh_mtu_ask(a)),
-          tagged(7, encode_mesh_mtu_answer(9000)), tagged(8, encode_mute_req({MuteOp::kSet, m})),
-          tagged(9, encode_mute_list({{m, m}}))};
+  Problem muted = p;
+  muted.muted = true;
+  HealthListReply list{true, a, 5, 4, {p, muted}, 3, {{m, 1, false, "grew worse"}}, ""};
+  return {tagged(0, encode_health_report(rep)),
+          tagged(1, encode_health_page(page)),
+          tagged(2, encode_nv_info(info)),
+          tagged(3, encode_nv_mtu_send_req(mreq)),
+          tagged(4, encode_nv_mtu_send_rep(mrep)),
+          tagged(5, encode_nv_datagram(probe)),
+          tagged(5, encode_nv_datagram(ack)),
+          tagged(6, encode_mesh_mtu_ask(a)),
+          tagged(7, encode_mesh_mtu_answer(9000)),
+          tagged(8, encode_mute_req({MuteOp::kSet, m})),
+          tagged(9, encode_mute_list({{m, m}})),
+          tagged(10, encode_health_list(list)),
+          tagged(10, encode_health_list(HealthListReply{}))};
 }
 
 }  // namespace pfsnet::fuzz

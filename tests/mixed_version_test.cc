@@ -193,6 +193,9 @@ TEST_F(MixedVersionTest, OldAndNewNodesTalkBothWaysAndAreReplacedOneByOneWithNoR
     const json h = last_json_line(out);
     EXPECT_TRUE(h["mutes"].empty()) << out;
     EXPECT_FALSE(h.contains("mutes_error")) << out;
+    // It has no HEALTH_LIST: the list is judged on the asking node, from its four answers.
+    EXPECT_EQ(h["judged_at"], "node") << out;
+    EXPECT_EQ(h["nodes"], 5) << out;
     auto [mrc, mout] = run(cli(kNewClient, {"health", "mute", "LOSSY", "--ttl", "1h"}));
     EXPECT_EQ(mrc, 2) << mout;
     EXPECT_NE(mout.find("is of a release before health mutes"), std::string::npos) << mout;
@@ -272,6 +275,17 @@ TEST_F(MixedVersionTest, OldAndNewNodesTalkBothWaysAndAreReplacedOneByOneWithNoR
           named += !is_old;
         }
         EXPECT_EQ(named, 3) << out;
+      }
+      // pfsnet health: judged at the new MGS (HEALTH_LIST) for a node of this build; an
+      // 8827b49 node's asks its four questions of it as before.
+      {
+        auto [nrc, nout] = run(cli(kNewClient, {"health", "--json"}));
+        ASSERT_EQ(nrc, 0) << nout;
+        EXPECT_EQ(last_json_line(nout)["judged_at"], "mgs") << nout;
+        EXPECT_EQ(last_json_line(nout)["nodes"], 5) << nout;
+        auto [orc, oout] = run(cli(kOldClient, {"health", "--json"}));
+        ASSERT_EQ(orc, 0) << oout;
+        EXPECT_EQ(last_json_line(oout)["nodes"], 5) << oout;
       }
       auto [hrc, human] = run(cli(kNewServer, {"status"}));
       EXPECT_NE(human.find("release " + release_name() + ": 3 node(s)"), std::string::npos)

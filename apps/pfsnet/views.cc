@@ -210,6 +210,7 @@ void print_health(const json& h, bool verbose, bool all) {
                           ? std::string("without the MGS's table")
                           : "MGS " + mgs + ": " + std::to_string(h["nodes_up"].get<size_t>()) +
                                 " of " + std::to_string(h["nodes"].get<size_t>()) + " nodes up";
+  if (h.value("judged_at", std::string()) == "mgs") where += ", judged there";
   json list = json::array();
   for (const json& p : h["problems"])
     if (all || !p.value("muted", false)) list.push_back(p);
@@ -245,6 +246,9 @@ void print_health(const json& h, bool verbose, bool all) {
                 p["subject"].get<std::string>().c_str(), p["seen_by"].get<std::string>().c_str());
     if (verbose) std::printf("    %s\n", p["evidence"].get<std::string>().c_str());
   }
+  if (const size_t more = h.value("problems_left_off", size_t(0)))
+    std::printf("... and %zu more, not listed (the MGS sends the first %zu)\n", more,
+                static_cast<size_t>(10000));
 }
 
 void print_config(const json& r) {

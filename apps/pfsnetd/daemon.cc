@@ -84,6 +84,8 @@ Daemon::Daemon(Config cfg, ClusterKeys keys)
                 mesh_.get(), netverify_.get(), cluster_health_.get(), storage_.get(), tokens_.get(),
                 transport_.tls.get()});
   cluster_health_->report_from([this] { return local_problems(*parts_); });
+  // The MGS judges the cluster's list where the mesh's rows and every node's list are.
+  if (membership_->is_mgs()) serve_health_list(rpc_, [this] { return health_view(*parts_); });
   // Opened, started and stopped (in reverse) by the core, in this order. The block
   // targets open before the NIs listen: from its first connection the daemon serves every
   // message type it ever will (a block request that came before the targets were open was

@@ -60,10 +60,7 @@ Result<json> diag_rpc(const NodeParts& node, const json& req) {
 }
 
 Result<json> health(const NodeParts& node) {
-  HealthList h = health_view(node).list(std::chrono::seconds(5));
-  json j = health_json(h.node, h.table ? &*h.table : nullptr, h.problems, h.mutes);
-  if (!h.mutes_error.empty()) j["mutes_error"] = h.mutes_error;
-  return j;
+  return health_json(health_view(node).list(std::chrono::seconds(5)));
 }
 
 // `pfsnet health mute CAUSE [SUBJECT] --ttl S [--sticky]` and `unmute`: at the MGS, for

@@ -305,8 +305,9 @@ json membership_counters_json(const MembershipCounters& m) {
   return j;
 }
 
-json health_json(const std::string& node, const StatusTable* table,
-                 const std::vector<Problem>& problems, const std::vector<MuteState>& mutes) {
+json health_json(const HealthList& h) {
+  const std::vector<Problem>& problems = h.problems;
+  const TableSummary* table = h.table ? &*h.table : nullptr;
   json list = json::array();
   for (const Problem& p : problems)
     list.push_back({{"kind", p.kind},
@@ -318,17 +319,19 @@ json health_json(const std::string& node, const StatusTable* table,
                     {"evidence", p.evidence},
                     {"code", p.code},
                     {"muted", p.muted}});
-  size_t up = 0, muted = 0;
-  if (table)
-    for (const StatusNode& n : table->nodes) up += n.state == NodeState::kUp;
+  size_t muted = 0;
   for (const Problem& p : problems) muted += p.muted ? 1 : 0;
-  return {{"node", node},
-          {"mgs", table ? table->mgs.to_string() : ""},
-          {"nodes", table ? table->nodes.size() : 0},
-          {"nodes_up", up},
-          {"problems", list},
-          {"muted", muted},
-          {"mutes", mutes_json(mutes)}};
+  json j = {{"node", h.node},
+            {"mgs", table ? table->mgs.to_string() : ""},
+            {"nodes", table ? table->nodes : 0},
+            {"nodes_up", table ? table->up : 0},
+            {"problems", list},
+            {"muted", muted},
+            {"mutes", mutes_json(h.mutes)},
+            {"judged_at", h.judged_at_mgs ? "mgs" : "node"}};
+  if (h.left_off) j["problems_left_off"] = h.left_off;
+  if (!h.mutes_error.empty()) j["mutes_error"] = h.mutes_error;
+  return j;
 }
 
 json mutes_json(const std::vector<MuteState>& mutes) {

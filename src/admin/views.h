@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/live_config.h"
-#include "health/problems.h"
+#include "health/view.h"
 #include "membership/service.h"
 #include "net/net.h"
 #include "probe/health_mutes.h"
@@ -50,10 +50,11 @@ nlohmann::json membership_counters_json(const MembershipCounters& c);
 // "subject", "cause", "since", "since_unix_ms", "seen_by", "evidence", "code", "muted"}...],
 // "muted": N, "mutes": [{"cause", "subject", "until", "until_unix_ms", "sticky", "by",
 // "covers", "matched", "hides", "reason"}...]}; "mgs" is "" and the node counts 0 when the
-// MGS's table was not had; "mutes_error" when the mutes could not be had.
-nlohmann::json health_json(const std::string& node, const StatusTable* table,
-                           const std::vector<Problem>& problems,
-                           const std::vector<MuteState>& mutes = {});
+// MGS's table was not had; "mutes_error" when the mutes could not be had; "judged_at":
+// "mgs" (HEALTH_LIST) or "node" (this node judged: it is the MGS, or the MGS is of a
+// release before HEALTH_LIST, or could not be asked); "problems_left_off" when the list
+// was longer than a HEALTH_LIST reply carries.
+nlohmann::json health_json(const HealthList& h);
 // The mutes' part of it: [{"cause", "subject", "until", ...}...].
 nlohmann::json mutes_json(const std::vector<MuteState>& mutes);
 // The `mesh` result: {"mgs", "epoch", "rows": [{"from", "updated_unix_ms", "cells": [{"to",

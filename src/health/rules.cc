@@ -69,6 +69,11 @@ std::vector<Problem> judge(ClusterInputs in) {
     for (const StatusNode& n : in.table->nodes)
       if (down_in_table(n))
         for (const Nid& x : n.nids) down.push_back(x.to_string());
+  // The asking node's own findings, fresher than its list on the MGS's board.
+  if (!in.found.empty()) {
+    merge_cluster_problems(problems, {NodeProblems{own.node, 0, std::move(in.found)}}, "", down);
+    sort_problems(problems);
+  }
   // Every other node's own list, as the MGS gathered them.
   if (in.others) {
     merge_cluster_problems(problems, *in.others, own.node, down);

@@ -30,6 +30,9 @@ struct ClusterInputs {
   const StatusTable* table = nullptr;               // the MGS's; null: not had
   std::vector<MeshRow> rows;                        // the MGS's mesh rows; empty: none
   std::optional<std::vector<NodeProblems>> others;  // every node's own list; none: not had
+  // The asking node's own findings as it found them (judged at the MGS, HEALTH_LIST: `own`
+  // then carries only its name and the time), merged in before every other node's.
+  std::vector<Problem> found;
   MeshOutlierRule rule;
   // Why the MGS, or part of what it holds, could not be had ("": all was, or no MGS): the
   // list then starts with an UNREACHABLE line, since what follows may be partial.

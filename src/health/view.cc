@@ -6,6 +6,7 @@
 
 #include "rpc/msg_types.h"
 #include "rpc/op_tracker.h"
+#include "rpc/rpc_method.h"
 
 namespace pfsnet {
 
@@ -14,6 +15,21 @@ namespace {
 Duration seconds(double s) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
 }
+
+}  // namespace
+
+namespace {
+
+// The cluster's list judged at the MGS, in the reply's bulk, built on a worker.
+const RpcMethod<HealthReport, HealthListReply> kListRpc{.type = kMsgHealthList,
+                                                        .name = "HEALTH_LIST",
+                                                        .exec = Execution::kRepeatable,
+                                                        .encode_request = encode_health_report,
+                                                        .decode_request = decode_health_report,
+                                                        .encode_reply = encode_health_list,
+                                                        .decode_reply = decode_health_list,
+                                                        .mode = HandlerMode::kWorker,
+                                                        .reply_in = ReplyIn::kBulk};
 
 }  // namespace
 
@@ -32,6 +48,18 @@ HealthFetchers HealthView::fetchers_of(const HealthSources& s) {
     f.others = [ch](Duration t) { return ch->cluster(t); };
     f.mutes = [ch](Duration t) { return ch->mutes(MuteReq{}, t); };
   }
+  if (has_mgs && !m->is_mgs() && s.cluster_health)
+    f.judged = [m, &rpc = s.rpc](const HealthReport& mine, Duration t) -> Result<HealthListReply> {
+      std::optional<Nid> mgs = m->current_mgs();
+      if (!mgs) return Status(Code::kUnreachable, "no MGS known");
+      CallOptions co;
+      co.timeout = t;
+      auto r = call(rpc, kListRpc, *mgs, mine, co);
+      if (!r.ok() && r.status().code() != Code::kNotFound)
+        return Status(r.status().code(),
+                      "asking MGS " + mgs->to_string() + " for the list: " + r.status().message());
+      return r;
+    };
   return f;
 }
 
@@ -89,17 +117,21 @@ std::vector<Problem> HealthView::own_findings() const {
   return find_problems(own_inputs(s_.net.nis(), s_.net.peers()));
 }
 
-HealthList HealthView::list(Duration deadline) const {
-  // Asked at once: a slow MGS costs one deadline, not one per question.
+struct HealthView::Fetched {
   std::optional<Result<StatusTable>> table;
   std::optional<Result<std::vector<MeshRow>>> mesh;
   std::optional<Result<std::vector<NodeProblems>>> others;
   std::optional<Result<std::vector<HealthMute>>> mutes;
+};
+
+HealthView::Fetched HealthView::fetch(Duration deadline) const {
+  // Asked at once: a slow MGS costs one deadline, not one per question.
+  Fetched got;
   std::vector<std::function<void()>> asks;
-  if (f_.table) asks.push_back([&] { table = f_.table(deadline); });
-  if (f_.mesh) asks.push_back([&] { mesh = f_.mesh(deadline); });
-  if (f_.others) asks.push_back([&] { others = f_.others(deadline); });
-  if (f_.mutes) asks.push_back([&] { mutes = f_.mutes(deadline); });
+  if (f_.table) asks.push_back([&] { got.table = f_.table(deadline); });
+  if (f_.mesh) asks.push_back([&] { got.mesh = f_.mesh(deadline); });
+  if (f_.others) asks.push_back([&] { got.others = f_.others(deadline); });
+  if (f_.mutes) asks.push_back([&] { got.mutes = f_.mutes(deadline); });
   if (f_.run) {
     f_.run(asks);
   } else {
@@ -107,36 +139,101 @@ HealthList HealthView::list(Duration deadline) const {
     for (const auto& a : asks) running.push_back(std::async(std::launch::async, a));
     for (auto& r : running) r.get();
   }
+  return got;
+}
 
-  ClusterInputs in;
-  in.own = own_inputs(s_.net.nis(), s_.net.peers());
+HealthList HealthView::finish(ClusterInputs in, Fetched got) const {
   in.rule = MeshOutlierRule::from(s_.cfg.get());
   HealthList out;
-  if (table) {
-    if (table->ok()) {
-      out.table = std::move(**table);
-      in.table = &*out.table;
+  std::optional<StatusTable> table;
+  if (got.table) {
+    if (got.table->ok()) {
+      table = std::move(**got.table);
+      in.table = &*table;
+      TableSummary t{table->mgs, table->nodes.size(), 0};
+      for (const StatusNode& n : table->nodes) t.up += n.state == NodeState::kUp;
+      out.table = t;
     } else {
-      in.mgs_error = table->status().message();
+      in.mgs_error = got.table->status().message();
     }
   }
-  if (mesh && mesh->ok()) in.rows = std::move(**mesh);
-  if (others) {
-    if (others->ok())
-      in.others = std::move(**others);
+  if (got.mesh && got.mesh->ok()) in.rows = std::move(**got.mesh);
+  if (got.others) {
+    if (got.others->ok())
+      in.others = std::move(**got.others);
     else if (in.mgs_error.empty())
-      in.mgs_error = "other nodes' own problems could not be had: " + others->status().message();
+      in.mgs_error =
+          "other nodes' own problems could not be had: " + got.others->status().message();
   }
   out.node = in.own.node;
-  out.mgs_ok = table.has_value() && in.mgs_error.empty();
+  out.mgs_ok = got.table.has_value() && in.mgs_error.empty();
   out.problems = judge(std::move(in));
-  if (mutes && out.mgs_ok) {
-    if (mutes->ok())
-      out.mutes = apply_mutes(out.problems, **mutes, unix_ms(s_.clock.wall_now()));
+  if (got.mutes && out.mgs_ok) {
+    if (got.mutes->ok())
+      out.mutes = apply_mutes(out.problems, **got.mutes, unix_ms(s_.clock.wall_now()));
     else
-      out.mutes_error = mutes->status().message();
+      out.mutes_error = got.mutes->status().message();
   }
   return out;
+}
+
+HealthList HealthView::list(Duration deadline) const {
+  ClusterInputs in;
+  in.own = own_inputs(s_.net.nis(), s_.net.peers());
+  if (f_.judged) {
+    // This node's own findings (no table, no mesh: those are the MGS's to judge).
+    auto r = f_.judged(HealthReport{in.own.node, find_problems(in.own)}, deadline);
+    if (r.ok()) {
+      HealthList out;
+      out.node = in.own.node;
+      if (r->has_table) out.table = TableSummary{r->mgs, r->nodes, r->nodes_up};
+      out.problems = std::move(r->problems);
+      out.left_off = r->left_off;
+      out.mutes = std::move(r->mutes);
+      out.mutes_error = std::move(r->mutes_error);
+      out.mgs_ok = r->has_table;
+      out.judged_at_mgs = true;
+      return out;
+    }
+    // An MGS of a release before HEALTH_LIST has no handler for it: asked as it was then.
+    // Any other failure is the MGS's: judged here from this node's own view, as when the
+    // four questions all fail.
+    if (r.status().code() != Code::kNotFound)
+      return finish(std::move(in), Fetched{Result<StatusTable>(r.status()), std::nullopt,
+                                           std::nullopt, std::nullopt});
+  }
+  return finish(std::move(in), fetch(deadline));
+}
+
+HealthList HealthView::judged_for(const HealthReport& asker, Duration deadline) const {
+  ClusterInputs in;
+  in.own.node = asker.node;
+  in.own.now_unix_ms = unix_ms(s_.clock.wall_now());
+  in.found = asker.problems;
+  return finish(std::move(in), fetch(deadline));
+}
+
+HealthListReply health_list_reply(const HealthList& l) {
+  HealthListReply r;
+  if (l.table) {
+    r.has_table = true;
+    r.mgs = l.table->mgs;
+    r.nodes = static_cast<uint32_t>(l.table->nodes);
+    r.nodes_up = static_cast<uint32_t>(l.table->up);
+  }
+  r.problems = l.problems;
+  r.left_off = static_cast<uint32_t>(l.left_off);
+  r.mutes = l.mutes;
+  r.mutes_error = l.mutes_error;
+  return r;
+}
+
+void serve_health_list(RpcEngine& rpc, std::function<HealthView()> view) {
+  serve(rpc, kListRpc,
+        [view = std::move(view)](HealthReport&& asker, RpcRequest&) -> Result<HealthListReply> {
+          // Its own questions are local on the MGS; the asker's deadline bounds them anyway.
+          return health_list_reply(view().judged_for(asker, std::chrono::seconds(5)));
+        });
 }
 
 std::vector<Problem> HealthView::scrape(std::vector<NiInfo> nis, std::vector<NiInfo> peers,

@@ -22,6 +22,7 @@
 #include "membership/service.h"
 #include "net/net.h"
 #include "probe/cluster_health_service.h"
+#include "probe/health_list.h"
 #include "probe/health_mutes.h"
 #include "probe/mesh_service.h"
 #include "rpc/health_monitor.h"
@@ -50,6 +51,10 @@ struct HealthSources {
 // What list() asks of the MGS, each within the time it is given. By default the sources'
 // own calls; a test gives its own. Null: not asked.
 struct HealthFetchers {
+  // The list judged at the MGS for this node's own findings (HEALTH_LIST): one question
+  // instead of the four below. An MGS that does not know it answers kNotFound, and the four
+  // are asked. Set on a node whose MGS is another (the MGS judges with the four).
+  std::function<Result<HealthListReply>(const HealthReport&, Duration)> judged;
   std::function<Result<StatusTable>(Duration)> table;
   std::function<Result<std::vector<MeshRow>>(Duration)> mesh;
   std::function<Result<std::vector<NodeProblems>>(Duration)> others;
@@ -60,14 +65,22 @@ struct HealthFetchers {
   std::function<void(const std::vector<std::function<void()>>&)> run;
 };
 
+// The MGS's table in brief, as `pfsnet health` shows it.
+struct TableSummary {
+  Nid mgs;
+  size_t nodes = 0, up = 0;
+};
+
 // The cluster's problems as this node sees them, ready to render.
 struct HealthList {
   std::string node;
-  std::optional<StatusTable> table;
-  std::vector<Problem> problems;  // judge()'s, the muted ones marked
-  std::vector<MuteState> mutes;   // the cluster's mutes, with what each covers now
-  bool mgs_ok = false;            // the MGS was asked, and answered
-  std::string mutes_error;        // why the mutes could not be had ("": they could)
+  std::optional<TableSummary> table;  // none: not had
+  std::vector<Problem> problems;      // judge()'s, the muted ones marked
+  size_t left_off = 0;                // more than a HEALTH_LIST reply carries, not listed
+  std::vector<MuteState> mutes;       // the cluster's mutes, with what each covers now
+  bool mgs_ok = false;                // the MGS was asked, and answered
+  bool judged_at_mgs = false;         // judged there (HEALTH_LIST); false: on this node
+  std::string mutes_error;            // why the mutes could not be had ("": they could)
 };
 
 class HealthView {
@@ -82,16 +95,33 @@ class HealthView {
   ProblemInputs own_inputs(std::vector<NiInfo> nis, std::vector<NiInfo> peers) const;
   // This node's own findings: what it reports to the MGS.
   std::vector<Problem> own_findings() const;
-  // The cluster's list: the four fetches at once, each within `deadline`, then judged.
+  // The cluster's list: judged at the MGS (one question, within `deadline`), or -- this
+  // node the MGS, or the MGS of a release before HEALTH_LIST -- the four fetches at once,
+  // each within `deadline`, then judged here.
   HealthList list(Duration deadline) const;
+  // On the MGS: the list for the node that sent `asker` (its own findings), judged from what
+  // the MGS holds (the four fetches, local there) -- HEALTH_LIST's answer.
+  HealthList judged_for(const HealthReport& asker, Duration deadline) const;
   // The list from what this node holds, without an RPC (a scrape): its own findings, the
   // MGS's `table` where this node holds it (the MGS; null: none), the mutes as last learnt.
   std::vector<Problem> scrape(std::vector<NiInfo> nis, std::vector<NiInfo> peers,
                               const StatusTable* table) const;
 
  private:
+  struct Fetched;
+  // The four fetches at once, each within `deadline`.
+  Fetched fetch(Duration deadline) const;
+  // judge() over `in` and what was fetched, the mutes applied.
+  HealthList finish(ClusterInputs in, Fetched got) const;
+
   HealthSources s_;
   HealthFetchers f_;
 };
+
+// Serves HEALTH_LIST on the MGS: each request judged by a view `view()` makes (a worker
+// runs it). REQUIRES: this node is an MGS; before any traffic; what `view` uses outlives
+// the engine's handlers.
+void serve_health_list(RpcEngine& rpc, std::function<HealthView()> view);
+HealthListReply health_list_reply(const HealthList& l);
 
 }  // namespace pfsnet

@@ -17,17 +17,28 @@ using namespace std::chrono_literals;
 
 class InProcessHealthViewTest : public ClusterHealthSimTest {
  protected:
-  // n5's view, its asks run in turn on this thread.
-  HealthList list() {
-    SimNode* n = c_.find("n5");
-    HealthSources s{n->net,  n->rpc,  stats_,  cfg_,       c_.clock(), &m_.at(5),
-                    nullptr, nullptr, nullptr, health_[5], nullptr};
+  InProcessHealthViewTest() {
+    // The MGS (n2) judges HEALTH_LIST with a view of its own, unless the test makes it an
+    // MGS of a release before it.
+    also_ = [this](int host, SimNode& n, const Config&, MembershipService& ms,
+                   ClusterHealthService& ch) {
+      if (host != 2 || !mgs_judges_) return;
+      serve_health_list(n.rpc, [this, &n, &ms, &ch] { return view(n, cfg2_, ms, &ch); });
+    };
+  }
+  // A node's view, its asks run in turn on this thread (the one that drives the cluster).
+  HealthView view(SimNode& n, LiveConfig& cfg, MembershipService& ms, ClusterHealthService* ch) {
+    HealthSources s{n.net,   n.rpc,   stats_,  cfg, c_.clock(), &ms,
+                    nullptr, nullptr, nullptr, ch,  nullptr};
     HealthFetchers f = HealthView::fetchers_of(s);
     f.run = [](const std::vector<std::function<void()>>& asks) {
       for (const auto& a : asks) a();
     };
-    return HealthView(s, std::move(f)).list(1s);
+    if (!ask_mgs_to_judge_) f.judged = nullptr;
+    return HealthView(s, std::move(f));
   }
+  // n5's list.
+  HealthList list() { return view(*c_.find("n5"), cfg_, m_.at(5), health_[5]).list(1s); }
   bool on_board(const std::string& node) {
     auto all = health_[2]->cluster(1s);
     if (!all.ok()) return false;
@@ -40,7 +51,14 @@ class InProcessHealthViewTest : public ClusterHealthSimTest {
   }
 
   RpcStats stats_{StatsConfig{}, c_.clock(), false};
-  LiveConfig cfg_{m_.config(5)};
+  LiveConfig cfg_{m_.config(5)}, cfg2_{m_.config(2)};
+  bool mgs_judges_ = true, ask_mgs_to_judge_ = true;
+};
+
+// An MGS of a release before HEALTH_LIST: it has no handler for it.
+class InProcessOldMgsHealthViewTest : public InProcessHealthViewTest {
+ protected:
+  InProcessOldMgsHealthViewTest() { mgs_judges_ = false; }
 };
 
 TEST_F(InProcessHealthViewTest, TheListIsTheRulesOverWhatTheMgsHoldsAndEndsWithIt) {
@@ -52,6 +70,10 @@ TEST_F(InProcessHealthViewTest, TheListIsTheRulesOverWhatTheMgsHoldsAndEndsWithI
   ASSERT_TRUE(c_.run_until([&] { return on_board("n3") && on_board("n6"); }, 5s));
   HealthList h = list();
   EXPECT_TRUE(h.mgs_ok);
+  EXPECT_TRUE(h.judged_at_mgs);  // one question (HEALTH_LIST), judged where the rows are
+  ASSERT_TRUE(h.table);
+  EXPECT_EQ(h.table->nodes, 5u);
+  EXPECT_EQ(h.table->up, 5u);
   std::vector<std::string> lines;
   for (const Problem& p : h.problems) lines.push_back(line(p));
   EXPECT_EQ(lines, (std::vector<std::string>{"UNHEALTHY 10.0.0.4@tcp by n6", "SETTINGS n3 by n3"}));
@@ -70,6 +92,12 @@ TEST_F(InProcessHealthViewTest, TheListIsTheRulesOverWhatTheMgsHoldsAndEndsWithI
             0)
       << "the dead node's NI: named by its node's death";
   EXPECT_NE(std::find(lines.begin(), lines.end(), "SETTINGS n3 by n3"), lines.end());
+  // Judged at the MGS as n5 would judge it from the four answers.
+  ask_mgs_to_judge_ = false;
+  HealthList here = list();
+  ask_mgs_to_judge_ = true;
+  EXPECT_FALSE(here.judged_at_mgs);
+  EXPECT_EQ(here.problems, h.problems);
 
   // Muted from n6: n5's list marks it, with what the mute covers.
   const int64_t now = unix_ms(c_.clock().wall_now());
@@ -91,6 +119,27 @@ TEST_F(InProcessHealthViewTest, TheListIsTheRulesOverWhatTheMgsHoldsAndEndsWithI
   EXPECT_EQ(h.problems[0].cause, "UNREACHABLE");
   EXPECT_EQ(h.problems[0].seen_by, "n5");
   EXPECT_TRUE(h.mutes.empty());
+}
+
+}  // namespace
+}  // namespace pfsnet
+
+namespace pfsnet {
+namespace {
+
+TEST_F(InProcessOldMgsHealthViewTest, AnMgsThatCannotJudgeIsAskedItsFourQuestions) {
+  // n5's own finding goes with its question; the MGS says it knows no HEALTH_LIST.
+  health_[3]->set_local(
+      {Problem{"settings", "n3", "SETTINGS", "n3", 0, "rpcs below the BDP", "rpcs_below_bdp"}});
+  ASSERT_TRUE(c_.run_until([&] { return on_board("n3"); }, 5s));
+  c_.kill("n4");
+  ASSERT_TRUE(c_.run_until([&] { return m_.state_in(2, "n4") == "dead"; }, 15s));
+  HealthList h = list();
+  EXPECT_TRUE(h.mgs_ok);
+  EXPECT_FALSE(h.judged_at_mgs);  // judged here, from the four answers
+  std::vector<std::string> lines;
+  for (const Problem& p : h.problems) lines.push_back(line(p));
+  EXPECT_EQ(lines, (std::vector<std::string>{"DEAD n4 by n5", "SETTINGS n3 by n3"}));
 }
 
 }  // namespace

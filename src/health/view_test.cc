@@ -118,6 +118,61 @@ TEST_F(HealthViewTest, AnMgsWhoseTableCannotBeHadIsListedFirstAndTheRestStays) {
   EXPECT_TRUE(h.mutes.empty());
 }
 
+// HEALTH_LIST: one question where the MGS can judge; four where it is of a release before
+// it (kNotFound); none more where it could not be asked at all (one deadline, not two).
+TEST_F(HealthViewTest, TheMgsJudgesWhereItCanAndAnOlderOneIsAskedTheFourQuestions) {
+  Result<HealthListReply> answer = Status(Code::kNotFound, "no handler for message type 44");
+  int asked = 0;
+  HealthFetchers f = fetchers(Status::Ok());
+  f.judged = [&](const HealthReport& mine, Duration d) -> Result<HealthListReply> {
+    ++asked;
+    EXPECT_EQ(mine.node, "c1");
+    EXPECT_EQ(d, std::chrono::seconds(5));
+    return answer;
+  };
+  HealthView view(sources(), f);
+  HealthList h = view.list(std::chrono::seconds(5));
+  EXPECT_EQ(asked, 1);
+  EXPECT_FALSE(h.judged_at_mgs);
+  EXPECT_TRUE(h.mgs_ok);
+  ASSERT_EQ(h.problems.size(), 2u);  // as the four answers make it
+  EXPECT_EQ(h.problems[0].cause, "DEAD");
+  {
+    MutexLock lk(mu_);
+    EXPECT_EQ(given_.size(), 4u);
+  }
+
+  answer = Status(Code::kTimeout, "asking MGS 198.18.0.9@tcp for the list: no answer within 5 s");
+  h = view.list(std::chrono::seconds(5));
+  EXPECT_EQ(asked, 2);
+  {
+    MutexLock lk(mu_);
+    EXPECT_EQ(given_.size(), 4u) << "the four were asked after an MGS that did not answer";
+  }
+  EXPECT_FALSE(h.mgs_ok);
+  ASSERT_FALSE(h.problems.empty());
+  EXPECT_EQ(h.problems[0].cause, "UNREACHABLE");
+  EXPECT_NE(h.problems[0].evidence.find("no answer within 5 s"), std::string::npos);
+
+  HealthListReply judged;
+  judged.has_table = true;
+  judged.mgs = nid("198.18.0.9@tcp");
+  judged.nodes = 7;
+  judged.nodes_up = 6;
+  judged.problems = {Problem{"node", "s9", "DEAD", "c1", 1000, "last heard 9.0 s ago", ""}};
+  judged.left_off = 3;
+  answer = judged;
+  h = view.list(std::chrono::seconds(5));
+  EXPECT_EQ(asked, 3);
+  EXPECT_TRUE(h.judged_at_mgs);
+  EXPECT_TRUE(h.mgs_ok);
+  EXPECT_EQ(h.problems, judged.problems);
+  EXPECT_EQ(h.left_off, 3u);
+  ASSERT_TRUE(h.table);
+  EXPECT_EQ(h.table->nodes, 7u);
+  EXPECT_EQ(h.table->up, 6u);
+}
+
 // No MGS (no fetchers): the node's own findings alone, judged by the same rules, as /metrics
 // shows them.
 TEST_F(HealthViewTest, WithoutAnMgsTheListIsTheNodesOwnAndTheScrapeIsTheSame) {

@@ -10,16 +10,27 @@
 #include "wire/byte_codec.h"
 
 namespace pfsnet {
+
+void write_problem(ByteWriter& w, const Problem& p) {
+  for (const std::string* s : {&p.kind, &p.subject, &p.cause, &p.seen_by, &p.evidence, &p.code})
+    w.str(*s);
+  w.i64(p.since_unix_ms);
+}
+
+Problem read_problem(ByteReader& r) {
+  Problem p;
+  for (std::string* s : {&p.kind, &p.subject, &p.cause, &p.seen_by, &p.evidence, &p.code})
+    *s = r.str();
+  p.since_unix_ms = r.i64();
+  if (p.kind.empty() || p.subject.empty() || p.cause.empty() || p.since_unix_ms < 0) r.fail();
+  return p;
+}
+
 namespace {
 void write_problems(ByteWriter& w, const std::vector<Problem>& v) {
   size_t n = std::min(v.size(), kMaxReportedProblems);
   w.u32(static_cast<uint32_t>(n));
-  for (size_t i = 0; i < n; ++i) {
-    const Problem& p = v[i];
-    for (const std::string* s : {&p.kind, &p.subject, &p.cause, &p.seen_by, &p.evidence, &p.code})
-      w.str(*s);
-    w.i64(p.since_unix_ms);
-  }
+  for (size_t i = 0; i < n; ++i) write_problem(w, v[i]);
 }
 
 std::vector<Problem> read_problems(ByteReader& r) {
@@ -29,14 +40,7 @@ std::vector<Problem> read_problems(ByteReader& r) {
     r.fail();
     return v;
   }
-  for (size_t i = 0; r.ok() && i < n; ++i) {
-    Problem p;
-    for (std::string* s : {&p.kind, &p.subject, &p.cause, &p.seen_by, &p.evidence, &p.code})
-      *s = r.str();
-    p.since_unix_ms = r.i64();
-    if (p.kind.empty() || p.subject.empty() || p.cause.empty() || p.since_unix_ms < 0) r.fail();
-    v.push_back(std::move(p));
-  }
+  for (size_t i = 0; r.ok() && i < n; ++i) v.push_back(read_problem(r));
   return v;
 }
 

@@ -47,6 +47,12 @@ struct Problem {
   bool operator==(const Problem&) const = default;
 };
 
+class ByteWriter;
+class ByteReader;
+// One problem in its wire form (Problem::muted not in it); a malformed one fails `r`.
+void write_problem(ByteWriter& w, const Problem& p);
+Problem read_problem(ByteReader& r);
+
 inline constexpr size_t kMaxReportedProblems = 64;   // per node; more are cut
 inline constexpr uint32_t kMaxHealthPage = 1000;     // nodes per HEALTH_CLUSTER page
 inline constexpr size_t kHealthPageBytes = 1 << 20;  // and at most this encoded (its bulk)

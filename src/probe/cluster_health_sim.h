@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 
 #include "membership/sim_members.h"
@@ -28,6 +29,7 @@ class ClusterHealthSimTest : public ::testing::Test {
                          auto& ch = n.attach<ClusterHealthService>(cfg, n.rpc, ms, c_.clock());
                          n.on_tick([&ch](TimePoint now) { ch.tick(now); });
                          health_[host] = &ch;
+                         if (also_) also_(host, n, cfg, ms, ch);
                        }),
               nullptr);
   }
@@ -35,6 +37,9 @@ class ClusterHealthSimTest : public ::testing::Test {
   SimCluster c_;
   SimMembers m_{c_};
   std::map<int, ClusterHealthService*> health_;
+  // What a test adds to each node as it starts (handlers of its own), when set.
+  std::function<void(int host, SimNode&, const Config&, MembershipService&, ClusterHealthService&)>
+      also_;
 };
 
 }  // namespace pfsnet

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "probe/health_list.h"
 #include "probe/test_problem.h"
 
 namespace pfsnet {
@@ -30,6 +31,49 @@ TEST(ClusterHealthCodec, ReportsAndPagesRoundTripAndRefuseGarbage) {
   EXPECT_EQ(*dp, p);
   std::vector<uint8_t> junk(40, 0xff);
   EXPECT_FALSE(decode_health_page(junk).ok());
+}
+
+// HEALTH_LIST's reply: the judged list with its muted marks, the mutes' states and the
+// table in brief; beyond kMaxListedProblems counted, not carried.
+TEST(ClusterHealthCodec, TheJudgedListRoundTripsCountsWhatItLeavesOffAndRefusesGarbage) {
+  HealthListReply r;
+  r.has_table = true;
+  r.mgs = *Nid::parse("198.18.0.9@tcp");
+  r.nodes = 5;
+  r.nodes_up = 4;
+  r.problems = {prob("node", "n4", "DEAD", "n5", 1795511159000),
+                prob("settings", "n3", "SETTINGS")};
+  r.problems[1].muted = true;
+  r.mutes = {MuteState{HealthMute{"SETTINGS", "n3", 1000, 61000, false, 1, "n6"}, 1, true, ""}};
+  r.mutes_error = "";
+  Buffer b = encode_health_list(r);
+  auto d = decode_health_list(b.span());
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(*d, r);
+  for (size_t cut = 0; cut < b.size(); ++cut)
+    EXPECT_FALSE(decode_health_list(std::span(b.data(), cut)).ok()) << cut;
+  // More up than there are, or a muted mark that is neither 0 nor 1: malformed.
+  r.nodes_up = 6;
+  EXPECT_FALSE(decode_health_list(encode_health_list(r).span()).ok());
+  r.nodes_up = 4;
+  // A list of one problem: its muted byte just before left_off, the mutes' count and the
+  // mutes' error.
+  HealthListReply one = r;
+  one.problems.resize(1);
+  one.mutes.clear();
+  Buffer e1 = encode_health_list(one);
+  std::vector<uint8_t> bad(e1.data(), e1.data() + e1.size());
+  bad[bad.size() - 1 /* mutes_error */ - 4 /* mutes */ - 4 /* left_off */ - 1] = 2;
+  EXPECT_FALSE(decode_health_list(bad).ok());
+  // Past the cap: the first kMaxListedProblems carried, the rest counted.
+  HealthListReply big;
+  big.problems.assign(kMaxListedProblems + 7, prob("ni", "x@tcp", "DOWN"));
+  big.left_off = 1;
+  auto db = decode_health_list(encode_health_list(big).span());
+  ASSERT_TRUE(db.ok());
+  EXPECT_EQ(db->problems.size(), kMaxListedProblems);
+  EXPECT_EQ(db->left_off, 8u);
+  EXPECT_FALSE(db->has_table);
 }
 
 TEST(ClusterHealthBoard, KeepsTheLastListOfEachNodeDropsEmptyAndStaleOnes) {

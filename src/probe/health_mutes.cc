@@ -5,7 +5,6 @@
 #include "wire/byte_codec.h"
 
 namespace pfsnet {
-namespace {
 
 void write_mute(ByteWriter& w, const HealthMute& m) {
   w.str(m.cause);
@@ -30,6 +29,8 @@ HealthMute read_mute(ByteReader& r) {
   if (sticky > 1 || m.set_unix_ms < 0 || m.until_unix_ms < m.set_unix_ms) r.fail();
   return m;
 }
+
+namespace {
 
 bool same_target(const HealthMute& a, const HealthMute& b) {
   return a.cause == b.cause && a.subject == b.subject;

@@ -33,6 +33,10 @@ struct HealthMute {
   bool operator==(const HealthMute&) const = default;
 };
 
+// One mute in its wire form; a malformed one fails `r`.
+void write_mute(ByteWriter& w, const HealthMute& m);
+HealthMute read_mute(ByteReader& r);
+
 // HEALTH_MUTE: list (op kList), set (kSet: `mute`, replacing one of the same cause and
 // subject) or clear (kClear: `mute.cause` and `mute.subject`); the reply: every mute now.
 enum class MuteOp : uint8_t { kList = 0, kSet = 1, kClear = 2 };
@@ -59,6 +63,7 @@ struct MuteState {
   size_t covers = 0;
   bool hides = true;   // false: grown worse (not sticky), its problems shown again
   std::string reason;  // why not, e.g. "grew worse: 3 LOSSY listed, 1 when muted"
+  bool operator==(const MuteState&) const = default;
 };
 // Marks the problems of `list` that an unexpired mute hides (Problem::muted); a problem
 // two mutes cover is muted when either hides it. Returns the unexpired mutes' states.

@@ -37,6 +37,8 @@ inline constexpr uint32_t kMsgHealthReport = 28;
 inline constexpr uint32_t kMsgHealthCluster = 29;
 // probe/health_mutes.h: the cluster's muted problems, kept by the MGS (issue 70).
 inline constexpr uint32_t kMsgHealthMute = 43;
+// health/view.h: the cluster's list judged at the MGS (probe/health_list.h; issue 70).
+inline constexpr uint32_t kMsgHealthList = 44;
 // selftest/selftest.h: one client's share of a self-test step.
 inline constexpr uint32_t kMsgSelftestRun = 20;
 // tune/tune.h: the packet-train probe.
@@ -84,6 +86,7 @@ constexpr bool monitoring_msg(uint32_t type) {
     case kMsgHealthReport:
     case kMsgHealthCluster:
     case kMsgHealthMute:
+    case kMsgHealthList:
     case kMsgTuneProbe:
     case kMsgRpcDone:
       return true;
@@ -117,6 +120,7 @@ inline constexpr MsgType kMsgTypes[] = {
     {kMsgHealthReport, "HEALTH_REPORT"},
     {kMsgHealthCluster, "HEALTH_CLUSTER"},
     {kMsgHealthMute, "HEALTH_MUTE"},
+    {kMsgHealthList, "HEALTH_LIST"},
     {kMsgSelftestRun, "SELFTEST_RUN"},
     {kMsgTuneProbe, "TUNE_PROBE"},
     {kMsgBlockInfo, "BLOCK_INFO"},
