@@ -86,6 +86,11 @@ template <class Key, class Hash>
 template <class K>
 void JobStats::Table<Key, Hash>::add(const K& key, uint32_t type, uint64_t in, uint64_t out,
                                      int64_t exec_ns, int64_t queue_ns, TimePoint now) {
+  for (std::pair<const Key, JobEntry>* e : recent)
+    if (e && e->first == key) {
+      e->second.add(type, in, out, exec_ns, queue_ns, now);
+      return;
+    }
   auto it = entries.find(key);
   if (it == entries.end()) {
     if (entries.size() >= o.max_entries) expire(now, false);
@@ -98,6 +103,7 @@ void JobStats::Table<Key, Hash>::add(const K& key, uint32_t type, uint64_t in, u
     it->second.key = key_text(key);
     it->second.keys = 1;
   }
+  recent[recent_next++ % kRecent] = &*it;
   it->second.add(type, in, out, exec_ns, queue_ns, now);
 }
 
@@ -106,6 +112,7 @@ void JobStats::Table<Key, Hash>::expire(TimePoint now, bool force) {
   // At most once a second: a full table of live entries makes every new key look.
   if (!force && now < next_expire) return;
   next_expire = now + std::chrono::seconds(1);
+  recent.fill(nullptr);  // an entry may go
   for (auto it = entries.begin(); it != entries.end();) {
     if (now - it->second.last >= o.idle) {
       other.merge(it->second);

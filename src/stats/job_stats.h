@@ -18,6 +18,7 @@
 #include <pfsnet/clock.h>
 #include <pfsnet/nid.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -114,6 +115,11 @@ class JobStats {
 
     JobStatsOptions o;
     std::unordered_map<Key, JobEntry, Hash, std::equal_to<>> entries;
+    // The entries of the last few keys added to (a server's RPCs come from a few jobs and
+    // clients at a time), looked at before the hash: cleared whenever an entry goes.
+    static constexpr size_t kRecent = 4;
+    std::array<std::pair<const Key, JobEntry>*, kRecent> recent{};
+    size_t recent_next = 0;
     JobEntry other;  // the overflow, and what idle entries left
     uint64_t overflow_keys = 0;
     TimePoint next_expire{};

@@ -106,6 +106,31 @@ TEST(JobStatsTest, AnIdleEntryGoesIntoOtherAndAFullTableCountsNewJobsThere) {
   EXPECT_EQ(total, 5u) << "nothing is lost from the totals";
 }
 
+// The entries of the last keys added to are looked at first: one that went idle (into
+// `other`) is not added to again -- the job's next RPC makes a new entry.
+TEST(JobStatsTest, AJobBackAfterItsEntryWentGetsANewOne) {
+  ManualClock clock;
+  JobStats s(clock, JobStatsOptions{4, 60s});
+  const Nid c = nid("198.18.0.1@tcp");
+  s.record("A", c, kWrite, 100, 0, 1ms, 0ns);
+  s.record("A", c, kWrite, 100, 0, 1ms, 0ns);
+  clock.advance(61s);
+  JobStats::View v = s.top_jobs(10, JobStats::By::kBytes);  // A goes
+  EXPECT_TRUE(v.top.empty());
+  EXPECT_EQ(v.other.rpcs, 2u);
+  s.record("A", c, kRead, 10, 0, 1ms, 0ns);
+  v = s.top_jobs(10, JobStats::By::kBytes);
+  ASSERT_EQ(v.top.size(), 1u);
+  EXPECT_EQ(v.top[0].key, "A");
+  EXPECT_EQ(v.top[0].rpcs, 1u);
+  EXPECT_EQ(v.top[0].bytes_in, 10u);
+  EXPECT_EQ(v.other.rpcs, 2u);
+  // The client was busy all along (its table is looked at on its own view): all three.
+  JobStats::View cv = s.top_clients(10, JobStats::By::kBytes);
+  ASSERT_EQ(cv.top.size(), 1u);
+  EXPECT_EQ(cv.top[0].rpcs, 3u);
+}
+
 // 10,000 job ids on a table of 1,024: memory stays that of 1,024 entries, every RPC is in
 // the totals, and a view (what a /metrics scrape takes) stays small.
 TEST(JobStatsTest, TenThousandJobIdsCostWhatTheBoundDoes) {
