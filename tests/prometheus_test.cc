@@ -317,10 +317,11 @@ TEST(PrometheusTest, PackagedRulesAndDashboardUseOnlyMetricsPfsnetdServes) {
 }
 
 // Health events on /metrics: a problem this node sees (its peer NI made unhealthy by errors
-// from a fault rule) counts as started, and as ended once the peer is healthy again.
+// from a fault rule) counts as started, and as ended once the peer is healthy again. The
+// client lists it as its own (list="node"), the MGS in the cluster's list (list="cluster").
 TEST(PrometheusTest, HealthEventsCountProblemsThatStartAndEnd) {
   const std::string fast = "[health]\nreport_interval = 0.5\n";
-  auto [oa, ob] = mgs_and_client(false, true, fast);
+  auto [oa, ob] = mgs_and_client(true, true, fast);
   TwoDaemons c(oa, ob);
   ASSERT_TRUE(c.ready());
   const std::string a = c.a.nid().to_string();
@@ -346,6 +347,24 @@ TEST(PrometheusTest, HealthEventsCountProblemsThatStartAndEnd) {
   EXPECT_TRUE(
       eventually([&] { return counter("pfsnet_health_problems_started_total") >= 1; }, 15000ms));
   EXPECT_EQ(counter("pfsnet_health_problems_ended_total"), 0);
+  auto metrics = [](int host) {
+    httplib::Client h(loopback(host), 9708);
+    h.set_connection_timeout(2);
+    h.set_read_timeout(5);
+    auto r = h.Get("/metrics");
+    return r && r->status == 200 ? r->body : std::string();
+  };
+  const std::string problem =
+      "pfsnet_problem{kind=\"peer_ni\",subject=\"" + a + "\",cause=\"UNHEALTHY\",code=\"\",";
+  std::string mgs;
+  EXPECT_TRUE(eventually(
+      [&] {
+        mgs = metrics(2);
+        return mgs.find(problem + "muted=\"0\",list=\"cluster\"} 1\n") != std::string::npos;
+      },
+      15000ms))
+      << mgs;
+  EXPECT_NE(metrics(3).find(problem + "muted=\"0\",list=\"node\"} 1\n"), std::string::npos);
   ASSERT_EQ(run({PFSNET_BIN, "--socket", c.b.socket(), "fault", "del", std::to_string(id)}).first,
             0);
   EXPECT_TRUE(

@@ -414,11 +414,17 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
     }
     m.membership = std::move(ms);
   }
-  // The health view's list from what this node holds (no RPC on a scrape): its own
-  // findings; on the MGS with its table's DEAD and SUSPECT nodes. The NIs and peers this
-  // snapshot took already: not walked a second time per scrape.
-  m.problems = health_view(node).scrape(
-      m.nis, m.peers, m.membership && m.membership->table ? &*m.membership->table : nullptr);
+  // The health view's list from what this node holds (no RPC on a scrape): on the MGS that
+  // leads, the cluster's -- its table, the probe mesh's rows, every node's own list and the
+  // mutes are all its own, judged as `pfsnet health` judges them there; on any other node
+  // its own findings (the NIs and peers this snapshot took already: not walked again).
+  if (node.membership && node.membership->leads() && m.membership && m.membership->table) {
+    m.problems = health_view(node).list(std::chrono::seconds(5)).problems;
+    m.cluster_list = true;
+  } else {
+    m.problems = health_view(node).scrape(
+        m.nis, m.peers, m.membership && m.membership->table ? &*m.membership->table : nullptr);
+  }
   if (node.cluster_health) {
     ClusterHealthService::Counters hc = node.cluster_health->counters();
     m.health_events = MetricsSnapshot::HealthEvents{hc.started, hc.ended, hc.lasted_seconds};

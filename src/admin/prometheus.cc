@@ -529,17 +529,21 @@ std::string prometheus_text(const MetricsSnapshot& m) {
       text.sample("pfsnet_health_problem_seconds_total", "cause=\"" + cause + "\"", secs);
   }
 
-  // What `pfsnet health` lists from this node's view: 1 while it holds, with its start;
-  // muted="1" while a mute of the cluster's hides it (pfsnet health mute).
+  // What `pfsnet health` lists: on the MGS the cluster's list (list="cluster"), elsewhere
+  // the node's own findings (list="node"); 1 while it holds, with its start; muted="1" while
+  // a mute of the cluster's hides it (pfsnet health mute).
   text.family("pfsnet_problem", "gauge",
-              "A problem this node sees (pfsnet health): 1 while it holds; absent otherwise.");
-  auto labels = [](const Problem& p) {
+              "A problem pfsnet health lists (list=cluster: the MGS's list of the whole cluster; "
+              "list=node: this node's own findings): 1 while it holds; absent otherwise.");
+  const std::string list = m.cluster_list ? "cluster" : "node";
+  auto labels = [&list](const Problem& p) {
     return "kind=\"" + p.kind + "\",subject=\"" + p.subject + "\",cause=\"" + p.cause +
-           "\",code=\"" + p.code + "\",muted=\"" + (p.muted ? "1" : "0") + "\"";
+           "\",code=\"" + p.code + "\",muted=\"" + (p.muted ? "1" : "0") + "\",list=\"" + list +
+           "\"";
   };
   for (const Problem& p : m.problems) text.sample("pfsnet_problem", labels(p), 1);
   text.family("pfsnet_problem_since_timestamp_seconds", "gauge",
-              "When a problem this node sees began, Unix seconds (0: not known).");
+              "When a problem pfsnet health lists began, Unix seconds (0: not known).");
   for (const Problem& p : m.problems)
     text.sample("pfsnet_problem_since_timestamp_seconds", labels(p),
                 double(p.since_unix_ms) / 1000.0);

@@ -68,7 +68,10 @@ struct MetricsSnapshot {
     bool cpu_starved = false;
   };
   std::optional<Slowness> slowness;
-  std::vector<Problem> problems;  // this node's (pfsnet health without the MGS's table)
+  // What `pfsnet health` lists, as far as this node holds it without an RPC: on the MGS that
+  // leads, the cluster's list (`cluster_list`); on any other node, its own findings.
+  std::vector<Problem> problems;
+  bool cluster_list = false;
   // Health events: this node's problems that started and ended, by cause (absent: the
   // health reporter does not run).
   struct HealthEvents {

@@ -293,12 +293,19 @@ TEST(PrometheusTextTest, SlownessFamilies) {
   m.problems[0].muted = true;
   t = prometheus_text(m);
   EXPECT_NE(t.find("pfsnet_problem{kind=\"path\",subject=\"a -> b\",cause=\"LOSSY\",code=\"\","
-                   "muted=\"1\"} 1\n"),
+                   "muted=\"1\",list=\"node\"} 1\n"),
             std::string::npos)
       << t;
   EXPECT_NE(t.find("pfsnet_problem{kind=\"node\",subject=\"oss1\",cause=\"SLOW_OPS\",code=\"\","
-                   "muted=\"0\"} 1\n"),
+                   "muted=\"0\",list=\"node\"} 1\n"),
             std::string::npos);
+  // The MGS's: the cluster's list.
+  m.cluster_list = true;
+  t = prometheus_text(m);
+  EXPECT_NE(t.find("pfsnet_problem{kind=\"node\",subject=\"oss1\",cause=\"SLOW_OPS\",code=\"\","
+                   "muted=\"0\",list=\"cluster\"} 1\n"),
+            std::string::npos)
+      << t;
   EXPECT_EQ(family_block(t, "pfsnet_health_degraded_events_total"),
             "# HELP pfsnet_health_degraded_events_total Times an NI was called degraded, by "
             "cause.\n"
