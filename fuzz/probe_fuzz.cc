@@ -1,7 +1,7 @@
 // Fuzz target: the probes' messages from peers -- cluster health (HEALTH_REPORT, the
 // HEALTH_CLUSTER page), netverify (NETVERIFY_INFO, NETVERIFY_MTU_SEND, its UDP datagrams)
 // the probe mesh's MTU ask and answer, HEALTH_MUTE's request and reply, and HEALTH_LIST's
-// reply (its request is a HEALTH_REPORT). The first byte
+// request and reply. The first byte
 // picks the decoder.
 #include "fuzz.h"
 #include "probe/cluster_health.h"
@@ -15,7 +15,7 @@ using namespace pfsnet;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::span<const uint8_t> in(data + 1, size - 1);
-  switch (data[0] % 11) {
+  switch (data[0] % 12) {
     case 0:
       fuzz::roundtrip(decode_health_report(in), encode_health_report, decode_health_report);
       break;
@@ -57,6 +57,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 10:
       fuzz::roundtrip(decode_health_list(in), encode_health_list, decode_health_list);
       break;
+    case 11:
+      fuzz::roundtrip(decode_health_list_request(in), encode_health_list_request,
+                      decode_health_list_request);
+      break;
   }
   return 0;
 }
@@ -93,7 +97,8 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
           tagged(8, encode_mute_req({MuteOp::kSet, m})),
           tagged(9, encode_mute_list({{m, m}})),
           tagged(10, encode_health_list(list)),
-          tagged(10, encode_health_list(HealthListReply{}))};
+          tagged(10, encode_health_list(HealthListReply{})),
+          tagged(11, encode_health_list_request(rep))};
 }
 
 }  // namespace pfsnet::fuzz

@@ -21,15 +21,16 @@ Duration seconds(double s) {
 namespace {
 
 // The cluster's list judged at the MGS, in the reply's bulk, built on a worker.
-const RpcMethod<HealthReport, HealthListReply> kListRpc{.type = kMsgHealthList,
-                                                        .name = "HEALTH_LIST",
-                                                        .exec = Execution::kRepeatable,
-                                                        .encode_request = encode_health_report,
-                                                        .decode_request = decode_health_report,
-                                                        .encode_reply = encode_health_list,
-                                                        .decode_reply = decode_health_list,
-                                                        .mode = HandlerMode::kWorker,
-                                                        .reply_in = ReplyIn::kBulk};
+const RpcMethod<HealthReport, HealthListReply> kListRpc{
+    .type = kMsgHealthList,
+    .name = "HEALTH_LIST",
+    .exec = Execution::kRepeatable,
+    .encode_request = encode_health_list_request,
+    .decode_request = decode_health_list_request,
+    .encode_reply = encode_health_list,
+    .decode_reply = decode_health_list,
+    .mode = HandlerMode::kWorker,
+    .reply_in = ReplyIn::kBulk};
 
 }  // namespace
 

@@ -74,6 +74,17 @@ TEST(ClusterHealthCodec, TheJudgedListRoundTripsCountsWhatItLeavesOffAndRefusesG
   EXPECT_EQ(db->problems.size(), kMaxListedProblems);
   EXPECT_EQ(db->left_off, 8u);
   EXPECT_FALSE(db->has_table);
+
+  // The request: the asking node's whole list, past HEALTH_REPORT's 64.
+  HealthReport mine{"c1", std::vector<Problem>(100, prob("peer_ni", "x@tcp", "UNHEALTHY"))};
+  Buffer q = encode_health_list_request(mine);
+  auto dq = decode_health_list_request(q.span());
+  ASSERT_TRUE(dq.ok()) << dq.status().to_string();
+  EXPECT_EQ(*dq, mine);
+  for (size_t cut = 0; cut < q.size(); cut += 7)
+    EXPECT_FALSE(decode_health_list_request(std::span(q.data(), cut)).ok()) << cut;
+  EXPECT_FALSE(decode_health_list_request(encode_health_list_request({"", {}}).span()).ok())
+      << "a request names its node";
 }
 
 TEST(ClusterHealthBoard, KeepsTheLastListOfEachNodeDropsEmptyAndStaleOnes) {

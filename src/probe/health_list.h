@@ -39,5 +39,9 @@ struct HealthListReply {
 // The reply travels in the reply's bulk (a large cluster's list is larger than a payload).
 Buffer encode_health_list(const HealthListReply& r);
 Result<HealthListReply> decode_health_list(std::span<const uint8_t> b);
+// The request: the asking node's name and its own findings, as HEALTH_REPORT lays them out
+// but up to kMaxListedProblems (its whole list: HEALTH_REPORT cuts at kMaxReportedProblems).
+Buffer encode_health_list_request(const HealthReport& r);
+Result<HealthReport> decode_health_list_request(std::span<const uint8_t> b);
 
 }  // namespace pfsnet
