@@ -1,10 +1,10 @@
 // HEALTH_LIST (msg 44, issue 70 item 7): the cluster's list judged at the MGS, where the
 // probe mesh's rows, the node table and every node's own list are -- the mesh's outliers
 // marked once, there, and one RPC on the operator's path instead of four. The asking node
-// sends its own findings, fresh (a HealthReport, as HEALTH_REPORT's); the MGS answers with
-// the list health/rules.h's judge() makes of them and what it holds, its mutes applied, and
-// its table in brief. An MGS of a release before it has no handler for the type (kNotFound):
-// the asking node then asks its four questions and judges itself (health/view.h).
+// sends its own findings, fresh and whole (a HealthReport, laid out as HEALTH_REPORT's); the MGS
+// answers with the list health/rules.h's judge() makes of them and what it holds, its mutes
+// applied, and its table in brief. An MGS of a release before it has no handler for the type
+// (kNotFound): the asking node then asks its four questions and judges itself (health/view.h).
 //
 // Thread safety: pure functions.
 #pragma once
