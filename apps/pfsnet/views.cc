@@ -247,8 +247,7 @@ void print_health(const json& h, bool verbose, bool all) {
     if (verbose) std::printf("    %s\n", p["evidence"].get<std::string>().c_str());
   }
   if (const size_t more = h.value("problems_left_off", size_t(0)))
-    std::printf("... and %zu more, not listed (the MGS sends the first %zu)\n", more,
-                static_cast<size_t>(10000));
+    std::printf("... and %zu more, not listed (more than the MGS's answer carries)\n", more);
 }
 
 void print_config(const json& r) {

@@ -418,12 +418,11 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   // leads, the cluster's -- its table, the probe mesh's rows, every node's own list and the
   // mutes are all its own, judged as `pfsnet health` judges them there; on any other node
   // its own findings (the NIs and peers this snapshot took already: not walked again).
-  if (node.membership && node.membership->leads() && m.membership && m.membership->table) {
+  if (m.membership && m.membership->table) {  // taken above only where this node leads
     m.problems = health_view(node).list(std::chrono::seconds(5)).problems;
     m.cluster_list = true;
   } else {
-    m.problems = health_view(node).scrape(
-        m.nis, m.peers, m.membership && m.membership->table ? &*m.membership->table : nullptr);
+    m.problems = health_view(node).scrape(m.nis, m.peers);
   }
   if (node.cluster_health) {
     ClusterHealthService::Counters hc = node.cluster_health->counters();

@@ -199,9 +199,10 @@ HealthList HealthView::list(Duration deadline) const {
     // An MGS of a release before HEALTH_LIST has no handler for it: asked as it was then.
     // Any other failure is the MGS's: judged here from this node's own view, as when the
     // four questions all fail.
-    if (r.status().code() != Code::kNotFound)
-      return finish(std::move(in), Fetched{Result<StatusTable>(r.status()), std::nullopt,
-                                           std::nullopt, std::nullopt});
+    if (r.status().code() != Code::kNotFound) {
+      in.mgs_error = r.status().message();
+      return finish(std::move(in), Fetched{});
+    }
   }
   return finish(std::move(in), fetch(deadline));
 }
@@ -237,11 +238,9 @@ void serve_health_list(RpcEngine& rpc, std::function<HealthView()> view) {
         });
 }
 
-std::vector<Problem> HealthView::scrape(std::vector<NiInfo> nis, std::vector<NiInfo> peers,
-                                        const StatusTable* table) const {
+std::vector<Problem> HealthView::scrape(std::vector<NiInfo> nis, std::vector<NiInfo> peers) const {
   ClusterInputs in;
   in.own = own_inputs(std::move(nis), std::move(peers));
-  in.table = table;  // the MGS's own, as the snapshot took it: not copied per scrape
   const int64_t now_ms = in.own.now_unix_ms;
   std::vector<Problem> v = judge(std::move(in));
   if (s_.cluster_health)  // the mutes as last learnt: no RPC on a scrape

@@ -1,9 +1,11 @@
 // The one list of `pfsnet health` (issue 70 item 7): what the rules (health/rules.h) make of
 // this node's own findings and of what the MGS holds -- its table, the probe mesh's rows,
-// every node's own list, the mutes -- fetched in parallel under one deadline. Every consumer
-// shows what it yields: the CLI and the HTTP API (list), /metrics (scrape: the same rules
-// over what this node holds, no RPC), and the MGS's board (own_findings: what this node
-// reports for everyone else's list). Admin only renders.
+// every node's own list, the mutes -- judged at the MGS (HEALTH_LIST, judged_for) or, where
+// the MGS cannot, fetched in parallel under one deadline and judged here. Every consumer
+// shows what it yields: the CLI and the HTTP API (list), /metrics (on the MGS list(), all of
+// it local; elsewhere scrape: the node's own findings by the same rules, no RPC), and the
+// MGS's board (own_findings: what this node reports for everyone else's list). Admin only
+// renders.
 //
 // Threads: any thread; the sources are thread-safe. list() runs each fetch on a thread of
 // its own (std::async) and waits for all of them: each takes its deadline.
@@ -102,10 +104,10 @@ class HealthView {
   // On the MGS: the list for the node that sent `asker` (its own findings), judged from what
   // the MGS holds (the four fetches, local there) -- HEALTH_LIST's answer.
   HealthList judged_for(const HealthReport& asker, Duration deadline) const;
-  // The list from what this node holds, without an RPC (a scrape): its own findings, the
-  // MGS's `table` where this node holds it (the MGS; null: none), the mutes as last learnt.
-  std::vector<Problem> scrape(std::vector<NiInfo> nis, std::vector<NiInfo> peers,
-                              const StatusTable* table) const;
+  // A node's list without an RPC (a scrape, on a node that is not the MGS): its own findings
+  // from `nis` and `peers`, judged by the same rules, the mutes as last learnt. (The MGS's
+  // scrape is list(): everything it is judged from is the MGS's own.)
+  std::vector<Problem> scrape(std::vector<NiInfo> nis, std::vector<NiInfo> peers) const;
 
  private:
   struct Fetched;

@@ -179,7 +179,7 @@ TEST_F(HealthViewTest, WithoutAnMgsTheListIsTheNodesOwnAndTheScrapeIsTheSame) {
   HealthView view(sources(), HealthFetchers{});
   HealthList h = view.list(std::chrono::seconds(5));
   EXPECT_FALSE(h.mgs_ok);
-  EXPECT_EQ(h.problems, view.scrape(client_.net.nis(), client_.net.peers(), nullptr));
+  EXPECT_EQ(h.problems, view.scrape(client_.net.nis(), client_.net.peers()));
   EXPECT_EQ(h.problems, view.own_findings());
 }
 

@@ -27,16 +27,16 @@ Problem read_problem(ByteReader& r) {
 }
 
 namespace {
-void write_problems(ByteWriter& w, const std::vector<Problem>& v) {
-  size_t n = std::min(v.size(), kMaxReportedProblems);
+void write_problems(ByteWriter& w, const std::vector<Problem>& v, size_t max) {
+  size_t n = std::min(v.size(), max);
   w.u32(static_cast<uint32_t>(n));
   for (size_t i = 0; i < n; ++i) write_problem(w, v[i]);
 }
 
-std::vector<Problem> read_problems(ByteReader& r) {
+std::vector<Problem> read_problems(ByteReader& r, size_t max) {
   size_t n = r.count(6 + 8);
   std::vector<Problem> v;
-  if (n > kMaxReportedProblems) {
+  if (n > max) {
     r.fail();
     return v;
   }
@@ -49,20 +49,29 @@ Key key_of(const Problem& p) { return {p.kind, p.subject, p.cause}; }
 
 }  // namespace
 
-Buffer encode_health_report(const HealthReport& r) {
+Buffer encode_health_report_up_to(const HealthReport& r, size_t max_problems) {
   ByteWriter w;
   w.str(r.node);
-  write_problems(w, r.problems);
+  write_problems(w, r.problems, max_problems);
   return w.take();
 }
 
-Result<HealthReport> decode_health_report(std::span<const uint8_t> b) {
+Result<HealthReport> decode_health_report_up_to(std::span<const uint8_t> b, size_t max_problems,
+                                                const char* what) {
   ByteReader r(b);
   HealthReport v;
   v.node = r.str();
   if (v.node.empty()) r.fail();
-  v.problems = read_problems(r);
-  return finish_decode(r, std::move(v), "HEALTH_REPORT");
+  v.problems = read_problems(r, max_problems);
+  return finish_decode(r, std::move(v), what);
+}
+
+Buffer encode_health_report(const HealthReport& r) {
+  return encode_health_report_up_to(r, kMaxReportedProblems);
+}
+
+Result<HealthReport> decode_health_report(std::span<const uint8_t> b) {
+  return decode_health_report_up_to(b, kMaxReportedProblems, "HEALTH_REPORT");
 }
 
 Buffer encode_health_page(const HealthPage& p) {
@@ -74,7 +83,7 @@ Buffer encode_health_page(const HealthPage& p) {
   for (size_t i = 0; i < n; ++i) {
     w.str(p.nodes[i].node);
     w.i64(p.nodes[i].updated_unix_ms);
-    write_problems(w, p.nodes[i].problems);
+    write_problems(w, p.nodes[i].problems, kMaxReportedProblems);
   }
   return w.take();
 }
@@ -90,7 +99,7 @@ Result<HealthPage> decode_health_page(std::span<const uint8_t> b) {
     NodeProblems np;
     np.node = r.str();
     np.updated_unix_ms = r.i64();
-    np.problems = read_problems(r);
+    np.problems = read_problems(r, kMaxReportedProblems);
     if (np.node.empty()) r.fail();
     p.nodes.push_back(std::move(np));
   }

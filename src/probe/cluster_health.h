@@ -65,6 +65,11 @@ struct HealthReport {
 };
 Buffer encode_health_report(const HealthReport& r);
 Result<HealthReport> decode_health_report(std::span<const uint8_t> b);
+// The same layout with up to `max_problems` (HEALTH_LIST's request: a node's whole list);
+// `what` names the message in a decoding error.
+Buffer encode_health_report_up_to(const HealthReport& r, size_t max_problems);
+Result<HealthReport> decode_health_report_up_to(std::span<const uint8_t> b, size_t max_problems,
+                                                const char* what);
 
 struct NodeProblems {
   std::string node;

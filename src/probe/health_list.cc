@@ -72,23 +72,11 @@ Result<HealthListReply> decode_health_list(std::span<const uint8_t> b) {
 }
 
 Buffer encode_health_list_request(const HealthReport& r) {
-  ByteWriter w;
-  w.str(r.node);
-  const size_t n = std::min(r.problems.size(), kMaxListedProblems);
-  w.u32(static_cast<uint32_t>(n));
-  for (size_t i = 0; i < n; ++i) write_problem(w, r.problems[i]);
-  return w.take();
+  return encode_health_report_up_to(r, kMaxListedProblems);
 }
 
 Result<HealthReport> decode_health_list_request(std::span<const uint8_t> b) {
-  ByteReader r(b);
-  HealthReport v;
-  v.node = r.str();
-  if (v.node.empty()) r.fail();
-  const size_t n = r.count(6 + 8);  // a problem at its smallest
-  if (n > kMaxListedProblems) r.fail();
-  for (size_t i = 0; r.ok() && i < n; ++i) v.problems.push_back(read_problem(r));
-  return finish_decode(r, std::move(v), "HEALTH_LIST");
+  return decode_health_report_up_to(b, kMaxListedProblems, "HEALTH_LIST");
 }
 
 }  // namespace pfsnet
