@@ -45,7 +45,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  y->credits == x.credits && y->ext.job() == x.ext.job() &&
                  y->ext.has_trace == x.ext.has_trace && y->ext.trace == x.ext.trace &&
                  y->ext.has_queue_time == x.ext.has_queue_time &&
-                 y->ext.queue_ns == x.ext.queue_ns);
+                 y->ext.queue_ns == x.ext.queue_ns && y->ext.routed == x.ext.routed &&
+                 y->ext.hops == x.ext.hops && y->ext.route_src == x.ext.route_src &&
+                 y->ext.route_dst == x.ext.route_dst);
+      FUZZ_CHECK(!x.ext.routed || (!x.ext.route_src.is_none() && !x.ext.route_dst.is_none() &&
+                                   x.ext.hops <= kMaxFrameHops));
     }
   }
   // Version-2 handshake fields: what decodes re-encodes to fields that decode the same.
@@ -129,6 +133,19 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
   r.kind = FrameKind::kReply;
   r.ext.has_queue_time = true;
   r.ext.queue_ns = 12345;
+  encode_frame_head(r, 2, &eh);
+  seeds.emplace_back(eh.span().begin(), eh.span().end());
+  // Routed frames: a request from an IPv4 NI to an IPv6 one two routers on, and its reply.
+  FrameHeader rt = v2;
+  rt.ext.routed = true;
+  rt.ext.hops = 2;
+  rt.ext.route_src = *Nid::parse("198.18.1.2@tcp1");
+  rt.ext.route_dst = *Nid::parse("2001:2::5@tcp2");
+  encode_frame_head(rt, 2, &eh);
+  seeds.emplace_back(eh.span().begin(), eh.span().end());
+  r.ext.routed = true;
+  r.ext.route_src = rt.ext.route_dst;
+  r.ext.route_dst = rt.ext.route_src;
   encode_frame_head(r, 2, &eh);
   seeds.emplace_back(eh.span().begin(), eh.span().end());
   // Version-2 handshake fields, the server's (with its NIDs).

@@ -72,17 +72,18 @@ TEST_F(CliTest, PingBetweenTwoDaemons) {
   // release (this build's) to each other.
   EXPECT_EQ(p[0]["wire_version"], 2);
   EXPECT_EQ(p[0]["wire_versions"], "1-2");
-  EXPECT_EQ(p[0]["features"], "job_id,trace,queue_time");
+  EXPECT_EQ(p[0]["features"], "job_id,trace,queue_time,routing");
   EXPECT_NE(p[0]["release"].get<std::string>().find(std::string(version()) + " ("),
             std::string::npos)
       << p[0].dump();
   EXPECT_EQ(p[0]["paths"][0]["wire_version"], 2);
   auto [rc4, verbose] = run({PFSNET_BIN, "--socket", a.socket(), "peers", "-v"});
   ASSERT_EQ(rc4, 0) << verbose;
-  EXPECT_NE(verbose.find("wire version 2 (peer speaks 1-2), features job_id,trace,queue_time\n"
-                         "    peer release " +
-                         std::string(version())),
-            std::string::npos)
+  EXPECT_NE(
+      verbose.find("wire version 2 (peer speaks 1-2), features job_id,trace,queue_time,routing\n"
+                   "    peer release " +
+                   std::string(version())),
+      std::string::npos)
       << verbose;
 }
 

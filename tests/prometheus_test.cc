@@ -165,9 +165,10 @@ TEST(PrometheusTest, MetricsPassPromtoolAndShowMembership) {
               std::string::npos)
         << *text;
   // The client's connection to the MGS speaks wire version 2, both of this build.
-  EXPECT_NE(client.find("pfsnet_peer_wire_version{nid=\"" + c.a.nid().to_string() +
-                        "\",features=\"job_id,trace,queue_time\",release=\"" PFSNET_VERSION " ("),
-            std::string::npos)
+  EXPECT_NE(
+      client.find("pfsnet_peer_wire_version{nid=\"" + c.a.nid().to_string() +
+                  "\",features=\"job_id,trace,queue_time,routing\",release=\"" PFSNET_VERSION " ("),
+      std::string::npos)
       << client;
   // The server executed the pings: its execution histogram.
   EXPECT_NE(mgs.find("pfsnet_rpc_message_execution_seconds_count{type=\"PING\"}"),

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   add_selftest(app, inv);
   add_tune(app, inv);
   add_fault(app, inv);
+  add_route(app, inv);
   add_storage(app, inv);
   try {
     app.parse(argc, argv);  // runs the chosen subcommand's callback

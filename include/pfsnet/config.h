@@ -64,6 +64,27 @@ struct EmulationConfig {
   bool shared = false;
 };
 
+// A route ([[route]] tables; LNet's `lnetctl route add`): frames for NIDs on network `net`
+// (e.g. "tcp2", held as Nid::net()) go through the router `gateway`, a NID on one of this
+// node's networks; `hops` is how many routers the path crosses and `priority` ranks the
+// gateways of one network (lower is preferred). Among a network's gateways a node takes
+// the lowest priority, then the fewest hops, then the healthiest, then the one with the
+// most credits, round-robin among equals.
+struct RouteConfig {
+  uint32_t net = 0;
+  Nid gateway;
+  int64_t hops = 1;
+  int64_t priority = 0;
+  friend bool operator==(const RouteConfig&, const RouteConfig&) = default;
+};
+inline constexpr int64_t kMaxRouteHops = 255;
+inline constexpr int64_t kMaxRoutePriority = 2147483647;
+// A route a node with NIs `nets` can use: not to one of its own networks, through a
+// gateway on one of them (the same address family); an error says which is wrong.
+Status check_route(const RouteConfig& r, const std::vector<NetConfig>& nets);
+// Each of `routes` checked so, and none twice (the same network and gateway).
+Status check_routes(const std::vector<RouteConfig>& routes, const std::vector<NetConfig>& nets);
+
 struct LnetConfig {
   int64_t credits = 64;
   int64_t peer_credits = 8;
@@ -111,6 +132,22 @@ struct LnetConfig {
   // copying after its first few. 0: always copied. Plaintext only (TLS seals a copy). At
   // restart.
   int64_t zc_min_payload = 16384;
+  // This node forwards frames between its networks for others (an LNet router): a frame
+  // whose destination is on another network goes on to it, or to the next router. At
+  // restart.
+  bool routing = false;
+  // A router's buffers (LNet's tiny/small/large_router_buffers): how many forwarded frames
+  // of each size class it holds at once -- tiny: at most 512 bytes of payload and bulk;
+  // small: at most 64 KiB; large: up to the bulk limit. A frame waits for a buffer of its
+  // class, holding its sender's credit, so a router's memory for forwarding is bounded by
+  // these. At restart.
+  int64_t tiny_router_buffers = 2048;
+  int64_t small_router_buffers = 512;
+  int64_t large_router_buffers = 64;
+  // The router's buffers one peer NI may hold at once (LNet's peer_buffer_credits); past
+  // them its frames wait, and its connections are not read until one is let go, so one
+  // peer cannot take a router's every buffer. 0: lnet.peer_credits. At restart.
+  int64_t peer_buffer_credits = 0;
 };
 
 struct RpcConfig {
@@ -322,6 +359,7 @@ struct Config {
   TuneConfig tune;
   StorageConfig storage;
   std::vector<EmulationConfig> emulation;
+  std::vector<RouteConfig> routes;
 
   // Largest bulk an RPC may carry: 2 x maxBlockSize.
   int64_t max_bulk() const { return 2 * stats.maxBlockSize; }

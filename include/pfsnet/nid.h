@@ -89,6 +89,11 @@ struct std::hash<std::pair<pfsnet::Nid, pfsnet::Nid>> {
 };
 
 namespace pfsnet {
+// A network's name, "tcp", "tcp2", "o2ib1" (what follows a NID's '@'), as the one number
+// Nid::net() gives: type << 16 | net_num. Errors name what is wrong.
+Result<uint32_t> parse_lnet_net(std::string_view net);
+std::string lnet_net_name(uint32_t net);
+
 // 64 bits of a NID to seed a hash or a spread with: an IPv4 NID's small form (what the
 // seeds have always been), a large NID's hash.
 inline uint64_t nid_seed(const Nid& n) {

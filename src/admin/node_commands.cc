@@ -390,6 +390,7 @@ void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
   cmds.add("fault_list", [n](const json&, E) { return fault_list(n); });
   cmds.add("fault_del", [n](const json& r, E) { return fault_del(n, r); });
   add_storage_commands(cmds, n);
+  add_route_commands(cmds, n);
 }
 
 MetricsSnapshot metrics_snapshot(const NodeParts& node) {
@@ -430,6 +431,8 @@ MetricsSnapshot metrics_snapshot(const NodeParts& node) {
   }
   m.workers = node.rpc.worker_stats();
   m.replay = node.rpc.replay_stats();
+  m.routes = node.net.routes();
+  m.router = node.net.router_stats();
   const int64_t top_jobs = node.cfg.read([](const Config& c) { return c.stats.metrics_top_jobs; });
   if (top_jobs > 0) {
     m.jobs = node.stats.jobs().top_jobs(size_t(top_jobs), JobStats::By::kBytes);

@@ -51,6 +51,10 @@ struct NodeParts {
 };
 
 void add_node_commands(AdminCommands& cmds, const NodeParts& node);
+// route_add, route_del, route_show and routerstat (route_commands.cc).
+void add_route_commands(AdminCommands& cmds, const NodeParts& node);
+// A router's figures as routerstat and /api/v1/routerstat show them.
+nlohmann::json router_stats_json(const RouterStats& s);
 // storage (the block server's figures), file_put and file_get (storage_commands.cc).
 void add_storage_commands(AdminCommands& cmds, const NodeParts& node);
 // The GPFS paper's block service rules (tune/storage_rules.h) for the `tune` command, from

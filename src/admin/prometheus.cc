@@ -60,6 +60,65 @@ std::string label_escaped(std::string_view v) {
   return out;
 }
 
+// Routes (one series per route) and, on a router, what it forwarded and its buffers
+// (routerstat's figures).
+void route_metrics(PromText& t, const std::vector<RouteInfo>& routes, const RouterStats& r) {
+  if (!routes.empty()) {
+    auto l = [](const RouteInfo& i) {
+      return "net=\"" + lnet_net_name(i.route.net) + "\",gateway=\"" + i.route.gateway.to_string() +
+             "\"";
+    };
+    t.family("pfsnet_route_usable", "gauge",
+             "1 while the route's gateway may be chosen (reachable, not backing off, not dead).");
+    for (const RouteInfo& i : routes) t.sample("pfsnet_route_usable", l(i), i.usable ? 1 : 0);
+    t.family("pfsnet_route_hops", "gauge", "The route's hops.");
+    for (const RouteInfo& i : routes) t.sample("pfsnet_route_hops", l(i), double(i.route.hops));
+    t.family("pfsnet_route_priority", "gauge", "The route's priority (lower is preferred).");
+    for (const RouteInfo& i : routes)
+      t.sample("pfsnet_route_priority", l(i), double(i.route.priority));
+  }
+  t.family("pfsnet_routed_frames_total", "counter",
+           "Frames of this node's own sent through a router, and routed frames received here.");
+  t.sample("pfsnet_routed_frames_total", "direction=\"sent\"", double(r.sent_routed));
+  t.sample("pfsnet_routed_frames_total", "direction=\"received\"", double(r.received_routed));
+  t.family("pfsnet_router_dropped_total", "counter",
+           "Routed frames for other nodes this node dropped, by reason.");
+  t.sample("pfsnet_router_dropped_total", "reason=\"not_router\"", double(r.dropped_not_router));
+  if (!r.routing) return;
+  t.sample("pfsnet_router_dropped_total", "reason=\"no_route\"", double(r.dropped_no_route));
+  t.sample("pfsnet_router_dropped_total", "reason=\"failed\"", double(r.dropped_failed));
+  t.sample("pfsnet_router_dropped_total", "reason=\"loop\"", double(r.dropped_loop));
+  t.family("pfsnet_router_forwarded_frames_total", "counter", "Frames forwarded for others.");
+  t.sample("pfsnet_router_forwarded_frames_total", "", double(r.forwarded));
+  t.family("pfsnet_router_forwarded_bytes_total", "counter",
+           "Bytes forwarded for others (headers, payload and bulk).");
+  t.sample("pfsnet_router_forwarded_bytes_total", "", double(r.forwarded_bytes));
+  t.family("pfsnet_router_corrupt_total", "counter",
+           "Frames whose data failed its checksum on the hop into this router (forwarded as "
+           "they came, for their destination to refuse).");
+  t.sample("pfsnet_router_corrupt_total", "", double(r.corrupt));
+  auto pool = [](size_t i) {
+    return "pool=\"" + std::string(router_pool_name(RouterPool(i))) + "\"";
+  };
+  t.family("pfsnet_router_buffers", "gauge",
+           "Router buffers of each pool (lnet.tiny/small/large_router_buffers).");
+  for (size_t i = 0; i < kRouterPools; ++i)
+    t.sample("pfsnet_router_buffers", pool(i), double(r.pools[i].buffers));
+  t.family("pfsnet_router_buffers_in_use", "gauge", "Router buffers held by frames now.");
+  for (size_t i = 0; i < kRouterPools; ++i)
+    t.sample("pfsnet_router_buffers_in_use", pool(i), double(r.pools[i].in_use));
+  t.family("pfsnet_router_buffers_min_free", "gauge",
+           "The fewest free a pool has had (negative: frames waited for one).");
+  for (size_t i = 0; i < kRouterPools; ++i)
+    t.sample("pfsnet_router_buffers_min_free", pool(i), double(r.pools[i].min_free));
+  t.family("pfsnet_router_buffer_waits_total", "counter", "Frames that waited for a buffer.");
+  for (size_t i = 0; i < kRouterPools; ++i)
+    t.sample("pfsnet_router_buffer_waits_total", pool(i), double(r.pools[i].waits));
+  t.family("pfsnet_router_peer_credit_waits_total", "counter",
+           "Frames that waited for a router credit of their peer (lnet.peer_buffer_credits).");
+  t.sample("pfsnet_router_peer_credit_waits_total", "", double(r.peer_waits));
+}
+
 // The top K jobs and clients of this server (stats/job_stats.h) and one `other` series each
 // (label value "__other__"): at most K + 1 series per family, however many jobs there are.
 void job_metrics(PromText& t, const JobStats::View& jobs, const JobStats::View& clients) {
@@ -602,6 +661,8 @@ std::string prometheus_text(const MetricsSnapshot& m) {
   text.family("pfsnet_rpc_done_acks_total", "counter",
               "DONE messages applied: clients saying which requests they are finished with.");
   text.sample("pfsnet_rpc_done_acks_total", "", double(rc.done_acks));
+
+  route_metrics(text, m.routes, m.router);
 
   text.family("pfsnet_rpc_raw_dropped_total", "counter",
               "Raw statistics records dropped (buffer full).");

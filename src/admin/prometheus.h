@@ -92,6 +92,9 @@ struct MetricsSnapshot {
     std::optional<StatusTable> table;
   };
   std::optional<Membership> membership;
+  // Routes (none: no route families) and, on a router (lnet.routing), what it forwarded.
+  std::vector<RouteInfo> routes;
+  RouterStats router;
 };
 
 // Count, average, minimum and maximum (ms) over a statistic's one-second intervals: the

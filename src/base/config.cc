@@ -135,6 +135,41 @@ std::string host_name() {
 
 }  // namespace
 
+Status check_route(const RouteConfig& r, const std::vector<NetConfig>& nets) {
+  const std::string what = "route to " + lnet_net_name(r.net) + " via " + r.gateway.to_string();
+  bool gateway_local = false;
+  for (const NetConfig& n : nets) {
+    if (n.nid.net() == r.net)
+      return Status(Code::kInvalidArgument, what + ": " + lnet_net_name(r.net) +
+                                                " is a network of this node (" + n.nid.to_string() +
+                                                "): its NIDs are reached directly");
+    gateway_local |= n.nid.net() == r.gateway.net() && n.nid.addr_len == r.gateway.addr_len;
+    if (n.nid == r.gateway)
+      return Status(Code::kInvalidArgument, what + ": the gateway is this node's own NI");
+  }
+  if (!gateway_local)
+    return Status(Code::kInvalidArgument,
+                  what + ": the gateway must be on a network this node has an NI on");
+  if (r.hops < 1 || r.hops > kMaxRouteHops)
+    return Status(Code::kInvalidArgument,
+                  what + ": hops must be 1.." + std::to_string(kMaxRouteHops));
+  if (r.priority < 0 || r.priority > kMaxRoutePriority)
+    return Status(Code::kInvalidArgument,
+                  what + ": priority must be 0.." + std::to_string(kMaxRoutePriority));
+  return Status::Ok();
+}
+
+Status check_routes(const std::vector<RouteConfig>& routes, const std::vector<NetConfig>& nets) {
+  for (size_t i = 0; i < routes.size(); ++i) {
+    if (Status s = check_route(routes[i], nets); !s.ok()) return s;
+    for (size_t j = 0; j < i; ++j)
+      if (routes[j].net == routes[i].net && routes[j].gateway == routes[i].gateway)
+        return Status(Code::kInvalidArgument, "route to " + lnet_net_name(routes[i].net) + " via " +
+                                                  routes[i].gateway.to_string() + " given twice");
+  }
+  return Status::Ok();
+}
+
 Result<Config> parse_config(std::string_view text, std::string_view origin) {
   Ctx c{std::string(origin)};
   toml::table root;
@@ -227,6 +262,11 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"conns_per_peer", int_key(&cfg.lnet.conns_per_peer, 1, 16)},
       {"io_threads", int_key(&cfg.lnet.io_threads, 0, 256)},
       {"zc_min_payload", int_key(&cfg.lnet.zc_min_payload, 0, int64_t(1) << 30)},
+      {"routing", bool_key(&cfg.lnet.routing)},
+      {"tiny_router_buffers", int_key(&cfg.lnet.tiny_router_buffers, 1, 1 << 20)},
+      {"small_router_buffers", int_key(&cfg.lnet.small_router_buffers, 1, 1 << 20)},
+      {"large_router_buffers", int_key(&cfg.lnet.large_router_buffers, 1, 1 << 16)},
+      {"peer_buffer_credits", int_key(&cfg.lnet.peer_buffer_credits, 0, 1 << 16)},
   };
   const std::map<std::string, Reader, std::less<>> rpc_keys = {
       {"max_rpcs_in_flight", int_key(&cfg.rpc.max_rpcs_in_flight, 1, 1 << 16)},
@@ -467,6 +507,38 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       }
       continue;
     }
+    if (name == "route") {
+      const toml::array* arr = v.as_array();
+      if (!arr || !arr->is_array_of_tables())
+        return err(c, k.source(), "route", "must be an array of tables ([[route]])");
+      for (const toml::node& e : *arr) {
+        const toml::table& t = *e.as_table();
+        RouteConfig r;
+        std::string net_text, gw_text;
+        const std::map<std::string, Reader, std::less<>> keys = {
+            {"net", string_key(&net_text, false)},
+            {"gateway", string_key(&gw_text, false)},
+            {"hops", int_key(&r.hops, 1, kMaxRouteHops)},
+            {"priority", int_key(&r.priority, 0, kMaxRoutePriority)},
+        };
+        Status s = read_table(c, t, "route", keys);
+        if (!s.ok()) return s;
+        if (net_text.empty())
+          return err(c, t.source(), "route.net", "is required in every [[route]]");
+        if (gw_text.empty())
+          return err(c, t.source(), "route.gateway", "is required in every [[route]]");
+        auto net = parse_lnet_net(net_text);
+        if (!net.ok())
+          return err(c, t["net"].node()->source(), "route.net", net.status().message());
+        auto gw = Nid::parse(gw_text);
+        if (!gw.ok())
+          return err(c, t["gateway"].node()->source(), "route.gateway", gw.status().message());
+        r.net = *net;
+        r.gateway = *gw;
+        cfg.routes.push_back(r);
+      }
+      continue;
+    }
     auto it = sections.find(name);
     if (it == sections.end()) return err(c, k.source(), name, "unknown section");
     const toml::table* t = v.as_table();
@@ -496,6 +568,9 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
         return err(c, t->source(), "tune.max_credits", "must not be below tune.max_peer_credits");
     }
   }
+  // Routes are checked against the NIs once every table is read ([[route]] may come first).
+  if (Status s = check_routes(cfg.routes, cfg.nets); !s.ok())
+    return err(c, root.source(), "route", s.message());
   if (!is_pow2(cfg.storage.block_size) || cfg.storage.block_size > cfg.stats.maxBlockSize)
     return err(c, root.source(), "storage.block_size",
                "must be a power of two not above stats.maxBlockSize (" +

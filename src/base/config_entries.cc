@@ -101,6 +101,11 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
       {"lnet.conns_per_peer", i(c.lnet.conns_per_peer)},
       {"lnet.io_threads", i(c.lnet.io_threads)},
       {"lnet.zc_min_payload", i(c.lnet.zc_min_payload)},
+      {"lnet.routing", c.lnet.routing ? "true" : "false"},
+      {"lnet.tiny_router_buffers", i(c.lnet.tiny_router_buffers)},
+      {"lnet.small_router_buffers", i(c.lnet.small_router_buffers)},
+      {"lnet.large_router_buffers", i(c.lnet.large_router_buffers)},
+      {"lnet.peer_buffer_credits", i(c.lnet.peer_buffer_credits)},
       {"rpc.max_rpcs_in_flight", i(c.rpc.max_rpcs_in_flight)},
       {"rpc.peer_rpcs_in_flight", peer_table(c.rpc.peer_rpcs_in_flight)},
       {"rpc.workers", i(c.rpc.workers)},
@@ -186,6 +191,12 @@ std::vector<std::pair<std::string, std::string>> config_entries(const Config& c)
     e.emplace_back("emulation.rate_mbit", num(m.rate_mbit));
     e.emplace_back("emulation.shared", m.shared ? "true" : "false");
   }
+  for (const RouteConfig& r : c.routes) {
+    e.emplace_back("route.net", str(lnet_net_name(r.net)));
+    e.emplace_back("route.gateway", str(r.gateway.to_string()));
+    e.emplace_back("route.hops", i(r.hops));
+    e.emplace_back("route.priority", i(r.priority));
+  }
   return e;
 }
 
@@ -206,10 +217,11 @@ Status apply_config_assignments(Config* cfg, const std::vector<std::string>& ass
       return Status(Code::kInvalidArgument,
                     "key '" + key + "': '" + value + "' is not a TOML value (strings need quotes)");
     }
-    if (key.rfind("net.", 0) == 0 || key.rfind("emulation.", 0) == 0)
-      return Status(
-          Code::kInvalidArgument,
-          "key '" + key + "': [[net]] and [[emulation]] tables are set in the config file");
+    if (key.rfind("net.", 0) == 0 || key.rfind("emulation.", 0) == 0 || key.rfind("route.", 0) == 0)
+      return Status(Code::kInvalidArgument,
+                    "key '" + key +
+                        "': [[net]], [[emulation]] and [[route]] tables are set in the config "
+                        "file (routes at run time: pfsnet route add)");
     bool found = false;
     for (auto& [k, v] : entries)
       if (k == key) {
@@ -221,8 +233,9 @@ Status apply_config_assignments(Config* cfg, const std::vector<std::string>& ass
   std::string text, section;
   for (const auto& [k, v] : entries) {
     std::string sec = k.substr(0, k.find('.')), name = k.substr(k.find('.') + 1);
-    if (sec == "net" || sec == "emulation") {
-      if (name == (sec == "net" ? "nid" : "ni")) text += "[[" + sec + "]]\n";
+    if (sec == "net" || sec == "emulation" || sec == "route") {
+      if (name == (sec == "net" ? "nid" : sec == "route" ? "net" : "ni"))
+        text += "[[" + sec + "]]\n";
       section.clear();
     } else if (sec != section) {
       text += "[" + sec + "]\n";

@@ -470,3 +470,64 @@ TEST(ConfigTest, RenderedStringsParseBackToThemselves) {
 
 }  // namespace
 }  // namespace pfsnet
+
+namespace pfsnet {
+namespace {
+
+TEST(ConfigTest, RouteTablesAndTheRouterKeys) {
+  auto r = parse_config(
+      "[[route]]\nnet = \"tcp2\"\ngateway = \"198.18.1.2@tcp1\"\n"
+      "[[net]]\nnid = \"198.18.1.1@tcp1\"\n"
+      "[[route]]\nnet = \"o2ib3\"\ngateway = \"198.18.1.3@tcp1\"\nhops = 2\npriority = 7\n"
+      "[lnet]\nrouting = true\nlarge_router_buffers = 16\npeer_buffer_credits = 4\n",
+      "r.toml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->routes.size(), 2u);
+  EXPECT_EQ(lnet_net_name(r->routes[0].net), "tcp2");
+  EXPECT_EQ(r->routes[0].hops, 1);
+  EXPECT_EQ(lnet_net_name(r->routes[1].net), "o2ib3");
+  EXPECT_EQ(r->routes[1].priority, 7);
+  EXPECT_TRUE(r->lnet.routing);
+  EXPECT_EQ(r->lnet.large_router_buffers, 16);
+  EXPECT_EQ(r->lnet.peer_buffer_credits, 4);
+  // Round trip through config show / config set; routes are not run-time keys there.
+  Config c = *r;
+  EXPECT_TRUE(apply_config_assignments(&c, {"rpc.workers=8"}).ok());
+  EXPECT_EQ(c.routes, r->routes);
+  auto refused = apply_config_assignments(&c, {"route.hops=3"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("pfsnet route add"), std::string::npos) << refused.message();
+  // Errors name what is wrong.
+  const std::string ni = "[[net]]\nnid = \"198.18.1.1@tcp1\"\n";
+  for (auto [bad, why] : std::vector<std::pair<std::string, std::string>>{
+           {ni + "[[route]]\nnet = \"tcp1\"\ngateway = \"198.18.1.2@tcp1\"\n",
+            "is a network of this node"},
+           {ni + "[[route]]\nnet = \"tcp2\"\ngateway = \"198.18.9.2@tcp9\"\n",
+            "on a network this node has an NI on"},
+           {ni + "[[route]]\nnet = \"tcp2\"\ngateway = \"198.18.1.1@tcp1\"\n", "own NI"},
+           {ni + "[[route]]\nnet = \"tcp2\"\n", "route.gateway"},
+           {ni + "[[route]]\ngateway = \"198.18.1.2@tcp1\"\n", "route.net"},
+           {ni + "[[route]]\nnet = \"ib\"\ngateway = \"198.18.1.2@tcp1\"\n", "network type"},
+           {ni + "[[route]]\nnet = \"tcp2\"\ngateway = \"198.18.1.2@tcp1\"\nhops = 0\n",
+            "route.hops"},
+           {ni + "[[route]]\nnet = \"tcp2\"\ngateway = \"198.18.1.2@tcp1\"\n[[route]]\n"
+                 "net = \"tcp2\"\ngateway = \"198.18.1.2@tcp1\"\n",
+            "given twice"},
+           {"[route]\nnet = \"tcp2\"\n", "[[route]]"},
+       }) {
+    auto e = parse_config(bad, "bad.toml");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_NE(e.status().message().find(why), std::string::npos) << e.status().message();
+  }
+}
+
+TEST(ConfigTest, NetworkNamesParseAndPrintAsLnetWritesThem) {
+  for (const char* n : {"tcp", "tcp2", "o2ib", "o2ib17", "tcp65535"})
+    EXPECT_EQ(lnet_net_name(*parse_lnet_net(n)), n);
+  EXPECT_EQ(*parse_lnet_net("tcp2"), Nid::parse("1.2.3.4@tcp2")->net());
+  for (const char* n : {"", "ib", "tcp01", "tcp65536", "tcp-1", "o2ibx"})
+    EXPECT_FALSE(parse_lnet_net(n).ok()) << n;
+}
+
+}  // namespace
+}  // namespace pfsnet

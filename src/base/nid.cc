@@ -64,22 +64,10 @@ Result<Nid> Nid::parse(std::string_view text) {
     nid.set_ipv4(a);
   }
 
-  std::string_view type;
-  if (net.starts_with("tcp")) {
-    nid.type = NetType::kTcp;
-    type = "tcp";
-  } else if (net.starts_with("o2ib")) {
-    nid.type = NetType::kO2ib;
-    type = "o2ib";
-  } else {
-    return bad(text, "network type must be tcp or o2ib");
-  }
-  std::string_view num = net.substr(type.size());
-  if (!num.empty()) {
-    uint32_t n = 0;
-    if (!parse_u32(num, 65535, &n)) return bad(text, "network number must be 0..65535");
-    nid.net_num = static_cast<uint16_t>(n);
-  }
+  auto n = parse_lnet_net(net);
+  if (!n.ok()) return bad(text, n.status().message());
+  nid.type = static_cast<NetType>(*n >> 16);
+  nid.net_num = static_cast<uint16_t>(*n);
   return nid;
 }
 
@@ -117,10 +105,30 @@ std::string Nid::address_string() const {
   return s;
 }
 
-std::string Nid::to_string() const {
-  std::string s = address_string();
-  s += type == NetType::kO2ib ? "@o2ib" : "@tcp";
-  if (net_num != 0) s += std::to_string(net_num);
+std::string Nid::to_string() const { return address_string() + "@" + lnet_net_name(net()); }
+
+Result<uint32_t> parse_lnet_net(std::string_view net) {
+  std::string_view type;
+  NetType t;
+  if (net.starts_with("tcp")) {
+    t = NetType::kTcp;
+    type = "tcp";
+  } else if (net.starts_with("o2ib")) {
+    t = NetType::kO2ib;
+    type = "o2ib";
+  } else {
+    return Status(Code::kInvalidArgument, "network type must be tcp or o2ib");
+  }
+  std::string_view num = net.substr(type.size());
+  uint32_t n = 0;
+  if (!num.empty() && !parse_u32(num, 65535, &n))
+    return Status(Code::kInvalidArgument, "network number must be 0..65535");
+  return uint32_t(t) << 16 | n;
+}
+
+std::string lnet_net_name(uint32_t net) {
+  std::string s = NetType(net >> 16) == NetType::kO2ib ? "o2ib" : "tcp";
+  if (uint16_t num = static_cast<uint16_t>(net); num != 0) s += std::to_string(num);
   return s;
 }
 

@@ -50,6 +50,12 @@ NetOptions NetOptions::from(const Config& cfg) {
   o.checksum = cfg.lnet.checksum;
   o.conns_per_peer = cfg.lnet.conns_per_peer;
   for (const NetConfig& n : cfg.nets) o.ports[n.nid] = n.port;
+  o.routes = cfg.routes;
+  o.routing = cfg.lnet.routing;
+  o.router_buffers = {cfg.lnet.tiny_router_buffers, cfg.lnet.small_router_buffers,
+                      cfg.lnet.large_router_buffers};
+  o.peer_buffer_credits = cfg.lnet.peer_buffer_credits;
+  o.forward_timeout = o.transaction_timeout / (cfg.lnet.retry_count + 1);
   return o;
 }
 
@@ -88,6 +94,14 @@ Net::Net(NetOptions opts, std::vector<Nid> local_nids, Clock& clock,
     nis_.push_back(std::move(ni));
   }
   table_ = std::make_unique<PeerTable>(nis, clock_);
+  {
+    MutexLock lk(routes_mu_);
+    for (const RouteConfig& r : opts_.routes) (void)routes_.add(r, true);
+  }
+  if (opts_.routing)
+    router_ = std::make_unique<RouterState>(opts_.router_buffers, opts_.peer_buffer_credits > 0
+                                                                      ? opts_.peer_buffer_credits
+                                                                      : opts_.peer_credits);
   transport_ = make_transport(*this);
 }
 
@@ -123,6 +137,13 @@ void Net::shutdown() {
     ni->blocked.clear();
   }
   for (TxMsg* m : dead) fail(m, Status(Code::kCancelled, "shutting down"));
+  if (router_) {  // frames waiting for a router buffer: dropped, their credits let go
+    std::vector<std::unique_ptr<Forward>> waiting;
+    {
+      MutexLock lk(router_->mu);
+      waiting = router_->buffers.take_waiting();
+    }
+  }
 }
 
 Net::LocalNi* Net::local_ni(const Nid& nid) const {
@@ -253,14 +274,17 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
     err = Status(Code::kPeerDead, dead_why_[dpni->nid]);
   }
   if (err.ok() && !p) p = select(*dpni);
+  bool via_router = false;
   if (err.ok() && !p) {
-    // A path exists exactly where a local NI shares the network.
-    if (!table_->peer_reachable(*dpni))
-      err = Status(Code::kInvalidArgument, "no local NI on the network of " + dst.to_string());
-    else
+    // A path exists exactly where a local NI shares the network; elsewhere a router's.
+    if (!table_->peer_reachable(*dpni)) {
+      p = gateway_path(dst, &err);
+      via_router = p != nullptr;
+    } else {
       err = Status(Code::kUnreachable,
                    "every local NI on the networks of " + dst.to_string() + " is down",
                    HealthKind::kLocalNiDown);
+    }
   }
   if (err.ok() && strict && !p->ni->up.load()) {
     m->path = p;
@@ -275,6 +299,18 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
   OutFrame& fr = *m->frame;
   fr.hdr.src_nid = p->ni->nid;
   fr.hdr.dst_nid = p->pni->nid;
+  m->routed = via_router;
+  if (via_router && !fr.hdr.ext.routed) {  // its own: the two ends travel with it
+    if (Status s = check_routes_to(*p); !s.ok()) {
+      fail(m, s);
+      return;
+    }
+    fr.hdr.ext.routed = true;
+    fr.hdr.ext.hops = 0;
+    fr.hdr.ext.route_src = via_local && local_ni(*via_local) ? *via_local : p->ni->nid;
+    fr.hdr.ext.route_dst = dst;
+    sent_routed_.fetch_add(1, std::memory_order_relaxed);
+  }
   if (checksum_.load(std::memory_order_relaxed) && !(fr.hdr.flags & kFlagDataCrc) &&
       (fr.hdr.kind == FrameKind::kRequest || fr.hdr.kind == FrameKind::kReply)) {
     le::put<uint32_t>(fr.seal,
@@ -653,7 +689,27 @@ void Net::drain_ni_locked(LocalNi& ni, Out* out) {
 }
 
 void Net::transmit(Out& out) {
-  out.take_each([](Connection& conn, TxMsg* m) { conn.send(std::move(m->frame)); });
+  out.take_each([](Connection& conn, TxMsg* m) {
+    // A routed frame only where both ends speak routing (send checks an open connection
+    // first; one that opened meanwhile is closed, failing it, and the gateway with it).
+    if (m->frame->hdr.ext.routed && !(conn.wire().features & kFeatureRouting))
+      conn.close(Status(Code::kProtocol, "gateway " + conn.peer_nid().to_string() +
+                                             " does not speak routing (its release is older)"));
+    conn.send(std::move(m->frame));
+  });
+}
+
+Status Net::check_routes_to(Path& p) {
+  MutexLock lk(p.ni->mu);
+  if (!p.tx_conn || (p.tx_conn->wire().features & kFeatureRouting)) return Status::Ok();
+  return Status(Code::kUnreachable,
+                "gateway " + p.pni->nid.to_string() +
+                    " cannot route: its connection does not speak routing (wire version " +
+                    std::to_string(p.tx_conn->wire().version) + ", release " +
+                    (p.tx_conn->wire().peer_release.empty() ? std::string("unknown")
+                                                            : p.tx_conn->wire().peer_release) +
+                    ")",
+                HealthKind::kPeerNiUnreachable);
 }
 
 void Net::start_connect_locked(Path& p) {
@@ -721,6 +777,7 @@ void Net::TxMsg::on_tx_done(const Status& s, const TxTimes& t) {
   }
   TxTimes tt = t;
   tt.conn_id = conn_id;
+  tt.routed = routed;
   Status st = s;
   if (path) {
     tt.local_nid = path->ni->nid;

@@ -69,6 +69,8 @@
 #include "base/mutex.h"
 #include "net/fault_injector.h"
 #include "net/health.h"
+#include "net/router_buffers.h"
+#include "net/routes.h"
 #include "net/send_wait.h"
 #include "net/slowness.h"
 #include "transport/transport.h"
@@ -156,6 +158,14 @@ struct NetOptions {
   bool checksum = true;           // lnet.checksum: seal requests and replies (wire/data_crc.h)
   int64_t conns_per_peer = 1;     // lnet.conns_per_peer: bulk connections per TCP path
   std::map<Nid, uint16_t> ports;  // local NID -> port; peers use the same port
+  // Routing (net_router.cc): the routes this node sends by; whether it forwards for others
+  // (lnet.routing) and with what buffers; how long a forwarded frame may wait to go on
+  // (LNet's LND timeout: transaction_timeout / (retry_count + 1)).
+  std::vector<RouteConfig> routes;
+  bool routing = false;
+  std::array<int64_t, kRouterPools> router_buffers{2048, 512, 64};
+  int64_t peer_buffer_credits = 0;  // 0: peer_credits
+  Duration forward_timeout = std::chrono::seconds(50) / 3;
 
   static NetOptions from(const Config& cfg);
   // Credits owed before an explicit credit frame is sent: half the window, at least 1,
@@ -186,6 +196,37 @@ struct PeerLoad {
   uint64_t bytes = 0;  // sent and received, frame headers included
   uint64_t sends = 0;
   bool up = false;  // a connection to one of its NIs is open
+};
+
+// A route as the Net sees it now (`pfsnet route show`): its gateway's state.
+struct RouteInfo {
+  RouteConfig route;
+  bool usable = false;
+  // "up"; or why the gateway is not used: "no local NI up on tcp1", "declared dead: ...",
+  // "reconnect backs off 3.2 s more after: ...".
+  std::string state;
+  bool connected = false;  // a connection to the gateway is open
+  int health = 0;          // the gateway NI's (selection value)
+  int64_t credits = 0;     // free on the path to it (negative: messages queued)
+  uint64_t sent = 0;       // messages sent to the gateway NI (its own and routed)
+};
+
+// A router's figures (`pfsnet routerstat`), since start.
+struct RouterStats {
+  bool routing = false;  // lnet.routing: this node forwards for others
+  uint64_t forwarded = 0, forwarded_bytes = 0;
+  // Frames not forwarded: no route to their network (or the next hop failed them: dead,
+  // unreachable, deadline), a loop (kMaxFrameHops), this node is not a router.
+  uint64_t dropped_no_route = 0, dropped_failed = 0, dropped_loop = 0, dropped_not_router = 0;
+  // Forwarded though their data failed its checksum on the way in (the destination refuses
+  // them and their sender sends again; counted here against the hop they came on).
+  uint64_t corrupt = 0;
+  std::array<RouterPoolStats, kRouterPools> pools{};
+  int64_t peer_buffer_credits = 0;
+  int64_t peer_queued = 0;  // frames waiting for a credit of their peer now
+  uint64_t peer_waits = 0;  // ... since start
+  // Routed frames that reached this node as their destination, and that it sent routed.
+  uint64_t received_routed = 0, sent_routed = 0;
 };
 
 // A recovery ping to send: from `local` to `peer`, on exactly that path.
@@ -260,7 +301,8 @@ class Net final : public TransportEvents {
   size_t expire(TimePoint now);
 
   // A message sent on `path` got no reply by its deadline: a remote timeout. Demerits
-  // the peer NI, counts it, and closes the connection (so nothing more waits on it).
+  // the peer NI, counts it, and closes the connection (so nothing more waits on it) --
+  // unless it went through a router (TxTimes::routed), whose connection carries others'.
   void report_remote_timeout(const TxTimes& path, const std::string& what);
   // A message that failed on `path` is being sent again: counted on both NIs.
   void note_resend(const TxTimes& path);
@@ -324,6 +366,16 @@ class Net final : public TransportEvents {
   }
   bool checksum() const { return checksum_.load(std::memory_order_relaxed); }
 
+  // Routes at run time (`pfsnet route add/del`): checked as the config's are (not to one of
+  // this node's networks, through a gateway on one of them); `replace` changes the hops and
+  // priority of a route that is there. Frames sent from then on take them. Any thread.
+  Status add_route(const RouteConfig& r, bool replace = false);
+  Status del_route(uint32_t net, const std::optional<Nid>& gateway);
+  std::vector<RouteInfo> routes();
+  RouterStats router_stats() const;
+  // Whether `nid` is reached through a router (no local NI shares its network).
+  bool routed(const Nid& nid) const;
+
   std::vector<NiInfo> nis() const;
   // Snapshots of the peer NIs. With `kernel_tcp`, each path also gets the kernel's TCP
   // figures (a system call per connection: for views, not for once-a-second sampling).
@@ -363,6 +415,7 @@ class Net final : public TransportEvents {
   struct ConnState;
   struct TxMsg;
   class PeerTable;
+  struct Forward;  // a frame a router forwards (net_router.cc)
   // The state of one local NI and of one path (local NI, peer NI); the locks are
   // described in net_internal.h.
   struct LocalNi {
@@ -496,9 +549,30 @@ class Net final : public TransportEvents {
   // connect (it comes before m's deadline); else why it fails at once.
   Status backoff_locked(Path& p, const TxMsg& m) REQUIRES(p.ni->mu);
   // A frame on `c` failed its data checksum: counted, blamed on the peer NI, handed up.
-  void on_corrupt(Connection& c, ConnState& cs, const InFrame& f);
+  void on_corrupt(Connection& c, ConnState& cs, const Nid& from, const InFrame& f);
   void fail(TxMsg* m, const Status& s);
   void finish_failures(Failed& failed);
+
+  // Routing (net_router.cc). The path to the gateway a frame for `dst` (on a network no
+  // local NI is on) goes to, chosen among the routes to its network; null with `err` set
+  // when there is none.
+  Path* gateway_path(const Nid& dst, Status* err);
+  // The gateway's state for the choice and the views; `why` (may be null) says why it is
+  // not usable.
+  GatewayView gateway_view(PeerNi& gw, TimePoint now, std::string* why);
+  // A frame of this node's own to route through `p`'s gateway: an error when the open
+  // connection to it does not speak routing (an older release).
+  Status check_routes_to(Path& p);
+  // A routed frame `f` on `c` for another node: forwarded (lnet.routing) or dropped.
+  // `corrupt`: its data failed its checksum here (forwarded as it came, for the
+  // destination to refuse).
+  void forward(Connection& c, ConnState& cs, InFrame&& f, bool corrupt,
+               std::optional<std::array<uint8_t, kDataCrcSize>> seal);
+  // Sends each of `go` on to its next hop (a frame that fails at once lets its buffer go
+  // to the next in turn: iterative, never recursive).
+  void send_forwards(std::vector<std::unique_ptr<Forward>>& go);
+  // A forwarded frame is done (written on, or failed): its buffer and credit let go.
+  void forward_done(Forward* fw, const Status& s);
   // The state on_connected gave `c` (its Connection::upper), null once it closed: no
   // lookup, no lock, no reference taken -- `c` owns it, so it lives while `c` is held.
   ConnState* conn_state(const Connection& c) const;
@@ -525,6 +599,16 @@ class Net final : public TransportEvents {
   mutable Mutex dead_mu_;
   // Packed peer NID -> why it is dead.
   std::unordered_map<Nid, std::string> dead_why_ GUARDED_BY(dead_mu_);
+
+  // Routing.
+  mutable Mutex routes_mu_;
+  RouteTable routes_ GUARDED_BY(routes_mu_);
+  // Round-robin among equal gateways: when each was last chosen (a counter).
+  std::unordered_map<Nid, uint64_t> gateway_used_ GUARDED_BY(routes_mu_);
+  uint64_t gateway_turn_ GUARDED_BY(routes_mu_) = 0;
+  struct RouterState;
+  std::unique_ptr<RouterState> router_;  // set when lnet.routing
+  std::atomic<uint64_t> received_routed_{0}, sent_routed_{0}, dropped_not_router_{0};
 
   std::unique_ptr<Transport> transport_;
   std::atomic<bool> shut_{false};

@@ -113,6 +113,13 @@ void Net::on_frame(Connection& c, InFrame&& f) {
     set_peer_dead(pni.nid, false, "");
     PFS_LOG_INFO("heard from {} directly: it is alive, whatever the MGS said", pni.nid.to_string());
   }
+  // A routed frame for another node goes on (net_router.cc), its seal with it.
+  const bool transit = f.hdr.ext.routed && !local_ni(f.hdr.ext.route_dst);
+  std::optional<std::array<uint8_t, kDataCrcSize>> seal;
+  if (transit && (f.hdr.flags & kFlagDataCrc) && f.payload.size() >= kDataCrcSize) {
+    seal.emplace();
+    std::copy_n(f.payload.data() + f.payload.size() - kDataCrcSize, kDataCrcSize, seal->begin());
+  }
   const bool corrupt =
       (f.hdr.flags & kFlagDataCrc) && !unseal_payload(&f.payload, f.bulk.span(), &f.bulk_crc);
   if (!corrupt) {
@@ -130,8 +137,21 @@ void Net::on_frame(Connection& c, InFrame&& f) {
     PFS_LOG_WARN("dropping frame on {} addressed to another NID", c.describe());
     return;
   }
+  if (transit) {
+    forward(c, *cs, std::move(f), corrupt, corrupt ? std::nullopt : seal);
+    return;
+  }
+  // A routed frame for this node: it comes from its first sender, to the NI it named (the
+  // layer above replies to the one from the other).
+  Nid from = c.peer_nid();
+  if (f.hdr.ext.routed) {
+    from = f.hdr.ext.route_src;
+    f.hdr.src_nid = from;
+    f.hdr.dst_nid = f.hdr.ext.route_dst;
+    received_routed_.fetch_add(1, std::memory_order_relaxed);
+  }
   if (corrupt) {
-    on_corrupt(c, *cs, f);
+    on_corrupt(c, *cs, from, f);
     return;
   }
   // A sender out of credits gets every owed credit back when this frame is consumed.
@@ -139,19 +159,20 @@ void Net::on_frame(Connection& c, InFrame&& f) {
                                 ? 1
                                 : cs->high_water.load(std::memory_order_relaxed));
   if (!rx_) return;
-  rx_->on_message(c.peer_nid(), std::move(f), std::move(credit));
+  rx_->on_message(from, std::move(f), std::move(credit));
 }
 
 std::optional<Buffer> Net::bulk_sink(Connection& c, const FrameHeader& h) {
   ConnState* cs = conn_state(c);
   if (!cs || !rx_ || h.kind != FrameKind::kReply || h.dst_nid != cs->ni->nid) return std::nullopt;
+  if (h.ext.routed && !local_ni(h.ext.route_dst)) return std::nullopt;  // a router's to forward
   return rx_->reply_memory(h, [conn = cs->conn] {
     if (ConnectionPtr c = conn.lock())
       c->close(Status(Code::kCancelled, "a reply's caller gave up while it was received"));
   });
 }
 
-void Net::on_corrupt(Connection& c, ConnState& cs, const InFrame& f) {
+void Net::on_corrupt(Connection& c, ConnState& cs, const Nid& from, const InFrame& f) {
   LocalNi& ni = *cs.ni;
   PeerNi& pni = *cs.path->pni;
   ni.counters.count_error(HealthKind::kPeerNiCorrupt);
@@ -165,7 +186,7 @@ void Net::on_corrupt(Connection& c, ConnState& cs, const InFrame& f) {
   RxCredit credit(cs.conn, (f.hdr.flags & kFlagWindowEmpty)
                                ? 1
                                : cs.high_water.load(std::memory_order_relaxed));
-  if (rx_) rx_->on_corrupt(c.peer_nid(), f.hdr, std::move(credit));
+  if (rx_) rx_->on_corrupt(from, f.hdr, std::move(credit));
 }
 
 void Net::on_closed(Connection& c, const Status& why) {
@@ -324,6 +345,10 @@ size_t Net::expire(TimePoint now) {
 }
 
 void Net::report_remote_timeout(const TxTimes& path, const std::string& what) {
+  // Through a router, the silence is the far end's or the router's: not the hop's to pay
+  // for (LNet's pitfall: health seen through a router is only the router's). The
+  // connection to the router carries others' RPCs; it stays.
+  if (path.routed) return;
   Path* p = table_->find_path(path.local_nid, path.peer_nid);
   if (!p) return;
   p->ni->counters.remote_timeouts.fetch_add(1);

@@ -11,7 +11,8 @@
 //     peers of different NIs, and none by every peer: a send takes the table's lock
 //     shared and its NI's lock.
 //   ConnState::tx_mu, Health's, FaultInjector's, Net::recovery_mu_,
-//     Net::dead_mu_ (leaves: nothing is taken under them)
+//     Net::dead_mu_, Net::routes_mu_, RouterState::mu (leaves: nothing is taken under
+//     them)
 // Peer NIs, peers and paths are never freed before the Net, so their pointers stay valid
 // once the table's lock is dropped.
 #pragma once
@@ -81,10 +82,33 @@ struct Net::TxMsg final : TxCompletion {
   TxMsg* prev = nullptr;
   TxMsg* next = nullptr;
   bool expired = false;
+  bool routed = false;  // to a gateway, for a NID on another network
   uint64_t conn_id = 0;
 
   void on_tx_done(const Status& s, const TxTimes& t) override;
   PFSNET_THREAD_FREE_LIST(TxMsg)
+};
+
+// A frame a router forwards (net_router.cc).
+struct Net::Forward final : TxCompletion {
+  Net* net = nullptr;
+  PeerNi* from = nullptr;  // the peer NI it came from (whose router credit it holds)
+  RouterPool pool = RouterPool::kTiny;
+  RxCredit credit;  // of the hop it came on: returned once it is written on
+  std::unique_ptr<OutFrame> frame;
+  uint64_t bytes = 0;
+
+  void on_tx_done(const Status& s, const TxTimes& t) override;
+};
+
+// A router's state (lnet.routing): its buffers and its counters.
+struct Net::RouterState {
+  RouterState(std::array<int64_t, kRouterPools> sizes, int64_t peer_credits)
+      : buffers(sizes, peer_credits) {}
+  mutable Mutex mu;  // a leaf: nothing is taken under it
+  RouterBuffers<PeerNi*, std::unique_ptr<Forward>> buffers GUARDED_BY(mu);
+  std::atomic<uint64_t> forwarded{0}, forwarded_bytes{0};
+  std::atomic<uint64_t> no_route{0}, failed{0}, loop{0}, corrupt{0};
 };
 
 // Whether NIs `a` and `b` can form a path: the same network, and -- an @tcp network may

@@ -43,6 +43,8 @@ struct TxTimes {
   // was handed to (0 = it never reached one).
   Nid local_nid, peer_nid;
   uint64_t conn_id = 0;
+  // The frame went to a router for a NID on another network (peer_nid is the gateway's).
+  bool routed = false;
 };
 struct RxTimes {
   TimePoint first_byte;  // read that brought the frame's first byte completed

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "wire/le.h"
+#include "wire/nid_form.h"
 
 namespace pfsnet {
 namespace {
@@ -105,7 +106,8 @@ bool is_valid_frame_kind(uint8_t k) { return k >= 1 && k <= 6; }
 std::string feature_names(uint64_t features) {
   static const std::pair<uint64_t, const char*> kNames[] = {{kFeatureJobId, "job_id"},
                                                             {kFeatureTraceContext, "trace"},
-                                                            {kFeatureQueueTime, "queue_time"}};
+                                                            {kFeatureQueueTime, "queue_time"},
+                                                            {kFeatureRouting, "routing"}};
   std::string s;
   for (auto [bit, name] : kNames)
     if (features & bit) {
@@ -165,11 +167,13 @@ void FrameExt::keep_only(uint64_t features) {
   if (!(features & kFeatureJobId)) job_id_len = 0;
   if (!(features & kFeatureTraceContext)) has_trace = false;
   if (!(features & kFeatureQueueTime)) has_queue_time = false;
+  if (!(features & kFeatureRouting)) routed = false;
 }
 
 size_t FrameExt::encoded_size() const {
   return (job_id_len ? 2 + job_id_len : 0) + (has_trace ? 2 + kTraceContextSize : 0) +
-         (has_queue_time ? 2 + 8 : 0);
+         (has_queue_time ? 2 + 8 : 0) +
+         (routed ? 3 + nid_wire_size(route_src) + nid_wire_size(route_dst) : 0);
 }
 
 // A version-1 header's NID: 0 (a sender that has none to give, or whose NID is large) reads
@@ -232,6 +236,16 @@ void encode_frame_head(const FrameHeader& h, uint16_t version, EncodedHead* out)
     e[n++] = 8;
     put<uint64_t>(e + n, h.ext.queue_ns);
     n += 8;
+  }
+  if (h.ext.routed) {  // hops u8 | source NID | destination NID (wire/nid_form.h)
+    e[n++] = static_cast<uint8_t>(ExtType::kRoute);
+    e[n++] =
+        static_cast<uint8_t>(1 + nid_wire_size(h.ext.route_src) + nid_wire_size(h.ext.route_dst));
+    e[n++] = h.ext.hops;
+    put_nid(e + n, h.ext.route_src);
+    n += nid_wire_size(h.ext.route_src);
+    put_nid(e + n, h.ext.route_dst);
+    n += nid_wire_size(h.ext.route_dst);
   }
   // Every byte written once, as version 1's encoder does (no memset first: 5 % of a
   // header's cost, frame_head_v2_vs_v1_ns).
@@ -310,15 +324,18 @@ Status decode_extensions(std::span<const uint8_t> b, FrameHeader* h) {
     if (b.size() - i - 2 < len)
       return bad("extension field " + std::to_string(type) + " truncated");
     i += 2 + size_t(len);
-    auto place = [&](bool on_request, size_t min_len, size_t max_len) -> Status {
-      if (on_request != request)
+    // Each known type once: a bit per type (kRoute's is its number less bit 7).
+    const uint32_t bit = 1u << (type & 31);
+    auto place = [&](bool on_request, size_t min_len, size_t max_len,
+                     bool either = false) -> Status {
+      if (!either && on_request != request)
         return bad("extension field " + std::to_string(type) + " on a " +
                    (request ? "REQUEST" : "REPLY"));
       if (len < min_len || len > max_len)
         return bad("extension field " + std::to_string(type) + " of " + std::to_string(len) +
                    " bytes");
-      if (seen & (1u << type)) return bad("extension field " + std::to_string(type) + " twice");
-      seen |= 1u << type;
+      if (seen & bit) return bad("extension field " + std::to_string(type) + " twice");
+      seen |= bit;
       return Status::Ok();
     };
     switch (static_cast<ExtType>(type)) {
@@ -341,6 +358,23 @@ Status decode_extensions(std::span<const uint8_t> b, FrameHeader* h) {
         if (Status s = place(false, 8, 8); !s.ok()) return s;
         h->ext.queue_ns = get<uint64_t>(v);
         h->ext.has_queue_time = true;
+        break;
+      }
+      case ExtType::kRoute: {
+        if (Status s = place(true, 1 + 8 + 8, 1 + 24 + 24, true); !s.ok()) return s;
+        std::span<const uint8_t> rest(v + 1, len - 1);
+        size_t a = 0, b = 0;
+        auto src = get_nid(rest, &a);
+        if (!src.ok()) return bad("route source: " + src.status().message());
+        auto dst = get_nid(rest.subspan(a), &b);
+        if (!dst.ok()) return bad("route destination: " + dst.status().message());
+        if (a + b != rest.size()) return bad("route field with trailing bytes");
+        if (src->is_none() || dst->is_none()) return bad("route field without an address");
+        if (v[0] > kMaxFrameHops) return bad("route field of " + std::to_string(v[0]) + " hops");
+        h->ext.routed = true;
+        h->ext.hops = v[0];
+        h->ext.route_src = *src;
+        h->ext.route_dst = *dst;
         break;
       }
       default:

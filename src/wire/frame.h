@@ -66,7 +66,12 @@ enum class ExtType : uint8_t {
   kJobId = 1,         // REQUEST: the job the RPC works for (1..kMaxJobId printable bytes)
   kTraceContext = 2,  // REQUEST: W3C trace context (trace id 16, parent id 8, flags 1)
   kQueueTime = 3,     // REPLY: ns the request waited at the server before its handler ran
+  // REQUEST and REPLY: a routed frame's two ends and the routers it crossed (bit 7 set: a
+  // receiver that does not know it must refuse the frame, not take it for its own).
+  kRoute = 0x84,
 };
+// A routed frame that has crossed this many routers is dropped: a routing loop.
+inline constexpr uint8_t kMaxFrameHops = 32;
 inline constexpr size_t kMaxJobId = 64;
 inline constexpr size_t kTraceContextSize = 25;
 
@@ -75,9 +80,13 @@ inline constexpr size_t kTraceContextSize = 25;
 inline constexpr uint64_t kFeatureJobId = 1 << 0;
 inline constexpr uint64_t kFeatureTraceContext = 1 << 1;
 inline constexpr uint64_t kFeatureQueueTime = 1 << 2;
+// The node understands routed frames (ExtType::kRoute): a router forwards them, any other
+// node takes those addressed to it and drops the rest. A routed frame goes only on a
+// connection whose two ends announce it.
+inline constexpr uint64_t kFeatureRouting = 1 << 3;
 inline constexpr uint64_t kFeaturesSpoken =
-    kFeatureJobId | kFeatureTraceContext | kFeatureQueueTime;
-// "job_id,trace,queue_time" (the bits this build knows by name; others as hex).
+    kFeatureJobId | kFeatureTraceContext | kFeatureQueueTime | kFeatureRouting;
+// "job_id,trace,queue_time,routing" (the bits this build knows by name; others as hex).
 std::string feature_names(uint64_t features);
 
 // The extension fields of one frame (version 2 only; a version-1 connection carries none).
@@ -88,8 +97,14 @@ struct FrameExt {
   TraceContext trace;
   bool has_queue_time = false;
   uint64_t queue_ns = 0;
+  // A routed frame (ExtType::kRoute): the NI that sent it first and the NI it is for,
+  // across routers (a version-2 header carries only its hop's, the connection's), and how
+  // many routers it has crossed.
+  bool routed = false;
+  uint8_t hops = 0;
+  Nid route_src = Nid::none(), route_dst = Nid::none();
 
-  bool empty() const { return job_id_len == 0 && !has_trace && !has_queue_time; }
+  bool empty() const { return job_id_len == 0 && !has_trace && !has_queue_time && !routed; }
   std::string_view job() const { return {job_id.data(), job_id_len}; }
   // Sets the job id; false (and nothing set) unless 1..kMaxJobId printable ASCII bytes.
   bool set_job(std::string_view id);

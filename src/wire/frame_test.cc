@@ -342,7 +342,7 @@ TEST(FrameV2Test, JobIdsAndTraceContextsAreChecked) {
   EXPECT_TRUE(some.has_queue_time);
   all.keep_only(0);
   EXPECT_TRUE(all.empty());
-  EXPECT_EQ(feature_names(kFeaturesSpoken), "job_id,trace,queue_time");
+  EXPECT_EQ(feature_names(kFeaturesSpoken), "job_id,trace,queue_time,routing");
   EXPECT_EQ(feature_names(kFeatureTraceContext | (uint64_t{1} << 40)), "trace,0x10000000000");
   EXPECT_EQ(feature_names(0), "");
 }

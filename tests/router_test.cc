@@ -1,0 +1,159 @@
+// Routing between networks with real daemons (issue 71): a client on tcp1, a server on
+// tcp2 and a router with an NI on each, each a pfsnetd on its own loopback addresses. The
+// client reaches the server only through the router: 1 MiB writes and reads (data checked
+// at the far end) and small pings; routes added and deleted at run time; the router's
+// counters and the client's view of its route.
+#include <gtest/gtest.h>
+
+#include "cluster.h"
+
+namespace pfsnet::testing {
+namespace routed_daemons {
+
+// `pfsnet ping` from `from` to `to`; `--json` unless `human` (whose lines name each error).
+std::pair<int, std::string> ping(const Daemon& from, const std::string& to,
+                                 std::vector<std::string> extra, bool human = false,
+                                 const std::string& timeout = "10") {
+  std::vector<std::string> argv = {PFSNET_BIN, "--socket",  from.socket(), "ping",
+                                   to,         "--timeout", timeout};
+  if (!human) argv.push_back("--json");
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return run(argv, 60000ms);
+}
+
+nlohmann::json cli(const Daemon& d, std::vector<std::string> args) {
+  std::vector<std::string> argv = {PFSNET_BIN, "--socket", d.socket()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--json");
+  auto [rc, out] = run(argv, 20000ms);
+  EXPECT_EQ(rc, 0) << out;
+  return rc == 0 ? last_json_line(out) : nlohmann::json();
+}
+
+TEST(RoutedDaemonsTest, BulkAndPingsCrossARouterAndRoutesChangeAtRunTime) {
+  TempDir dir;
+  const std::string key = dir.file("cluster.key");
+  write_file(key, "routed-daemons-test-cluster-key", 0600);
+  const std::string router_a = loopback(2) + "@tcp1", router_b = loopback(3) + "@tcp2";
+  DaemonOptions ro;
+  ro.net = "tcp1";
+  ro.extra = "routing = true\n[[net]]\nnid = \"" + router_b + "\"\n";
+  Daemon router(dir, 2, key, ro);
+  ASSERT_TRUE(router.ready()) << router.process().output();
+  DaemonOptions so;
+  so.net = "tcp2";
+  so.extra = "[[route]]\nnet = \"tcp1\"\ngateway = \"" + router_b + "\"\n";
+  Daemon server(dir, 4, key, so);
+  ASSERT_TRUE(server.ready()) << server.process().output();
+  DaemonOptions co;
+  co.net = "tcp1";
+  Daemon client(dir, 1, key, co);
+  ASSERT_TRUE(client.ready()) << client.process().output();
+  const std::string target = server.nid().to_string();
+
+  // No route yet: the ping fails at once, saying so.
+  {
+    auto [rc, out] = ping(client, target, {"--count", "1"}, true);
+    EXPECT_NE(rc, 0) << out;
+    EXPECT_NE(out.find("no route"), std::string::npos) << out;
+  }
+  nlohmann::json added =
+      cli(client, {"route", "add", "--net", "tcp2", "--gateway", router_a, "--priority", "3"});
+  EXPECT_EQ(added["added"]["net"], "tcp2") << added.dump();
+
+  // 1 MiB writes and reads through the router, the data checked at the far end; then small
+  // pings.
+  for (const char* mode : {"write", "read"}) {
+    auto [rc, out] = ping(client, target, {"--mode", mode, "--size", "1048576", "--count", "5"});
+    ASSERT_EQ(rc, 0) << out;
+    nlohmann::json j = last_json_line(out);
+    EXPECT_EQ(j["ok"], 5) << out;
+    EXPECT_EQ(j["failed"], 0) << out;
+  }
+  {
+    auto [rc, out] = ping(client, target, {"--count", "20"});
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_EQ(last_json_line(out)["ok"], 20) << out;
+  }
+
+  // The client's route: usable, connected to its gateway, with sends on it.
+  nlohmann::json routes = cli(client, {"route", "show"});
+  ASSERT_EQ(routes["routes"].size(), 1u) << routes.dump();
+  const nlohmann::json& r = routes["routes"][0];
+  EXPECT_EQ(r["gateway"], router_a);
+  EXPECT_EQ(r["priority"], 3);
+  EXPECT_EQ(r["state"], "up");
+  EXPECT_TRUE(r["usable"].get<bool>());
+  EXPECT_TRUE(r["connected"].get<bool>());
+  EXPECT_GE(r["sent"].get<uint64_t>(), 30u);
+  EXPECT_FALSE(routes["routing"].get<bool>());
+  // The router forwarded both ways, every buffer given back; the ends counted theirs.
+  nlohmann::json rs = cli(router, {"routerstat"});
+  EXPECT_TRUE(rs["routing"].get<bool>());
+  EXPECT_GE(rs["forwarded"].get<uint64_t>(), 2u * 30u) << rs.dump();
+  EXPECT_GE(rs["forwarded_bytes"].get<uint64_t>(), 10u << 20) << rs.dump();
+  for (const nlohmann::json& p : rs["pools"]) EXPECT_EQ(p["in_use"], 0) << rs.dump();
+  EXPECT_EQ(rs["dropped"]["no_route"], 0);
+  EXPECT_GE(cli(client, {"routerstat"})["sent_routed"].get<uint64_t>(), 30u);
+  EXPECT_GE(cli(server, {"routerstat"})["received_routed"].get<uint64_t>(), 30u);
+  // The two ends never connected: the server's peers are the router's NI alone.
+  nlohmann::json peers = cli(server, {"peers"});
+  for (const nlohmann::json& p : peers["peers"]) {
+    if (p["nid"] == client.nid().to_string()) {
+      EXPECT_EQ(p["connections"], 0) << p.dump();
+    }
+  }
+
+  // Bad requests change nothing.
+  for (std::vector<std::string> bad :
+       {std::vector<std::string>{"route", "add", "--net", "tcp1", "--gateway", router_a},
+        {"route", "add", "--net", "tcp2", "--gateway", "198.18.0.1@tcp9"},
+        {"route", "add", "--net", "tcpx", "--gateway", router_a},
+        {"route", "del", "--net", "tcp7"}}) {
+    std::vector<std::string> argv = {PFSNET_BIN, "--socket", client.socket()};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    auto [rc, out] = run(argv, 20000ms);
+    EXPECT_NE(rc, 0) << out;
+  }
+  EXPECT_EQ(cli(client, {"route", "show"})["routes"].size(), 1u);
+
+  // Deleted: the next ping fails again.
+  cli(client, {"route", "del", "--net", "tcp2"});
+  EXPECT_TRUE(cli(client, {"routes"})["routes"].empty());
+  auto [rc, out] = ping(client, target, {"--count", "1"}, true);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("no route"), std::string::npos) << out;
+}
+
+// A node that is not a router drops a routed frame for another node rather than taking
+// it for its own: the client's ping fails (its deadline), the middle node counts it.
+TEST(RoutedDaemonsTest, ANodeThatDoesNotRouteDropsWhatIsNotForIt) {
+  TempDir dir;
+  const std::string key = dir.file("cluster.key");
+  write_file(key, "routed-daemons-test-cluster-key", 0600);
+  const std::string mid_a = loopback(12) + "@tcp1", mid_b = loopback(13) + "@tcp2";
+  DaemonOptions mo;
+  mo.net = "tcp1";
+  mo.extra = "[[net]]\nnid = \"" + mid_b + "\"\n";  // two networks, routing off
+  Daemon mid(dir, 12, key, mo);
+  ASSERT_TRUE(mid.ready()) << mid.process().output();
+  DaemonOptions so;
+  so.net = "tcp2";
+  Daemon server(dir, 14, key, so);
+  ASSERT_TRUE(server.ready());
+  DaemonOptions co;
+  co.net = "tcp1";
+  co.transaction_timeout = 2;
+  co.extra = "retry_count = 0\n[[route]]\nnet = \"tcp2\"\ngateway = \"" + mid_a + "\"\n";
+  Daemon client(dir, 11, key, co);
+  ASSERT_TRUE(client.ready());
+  auto [rc, out] = ping(client, server.nid().to_string(), {"--count", "1"}, false, "2");
+  EXPECT_NE(rc, 0) << out;
+  nlohmann::json rs = cli(mid, {"routerstat"});
+  EXPECT_FALSE(rs["routing"].get<bool>());
+  EXPECT_GE(rs["dropped"]["not_router"].get<uint64_t>(), 1u) << rs.dump() << "\n" << out;
+  EXPECT_EQ(cli(server, {"routerstat"})["received_routed"], 0);
+}
+
+}  // namespace routed_daemons
+}  // namespace pfsnet::testing
