@@ -1,13 +1,23 @@
 // Fuzz target: the RPC engine's own messages from peers -- RPC_DONE (rpc/reply_cache.h: an
 // upper bound and the xids still open below it), then applied to a reply cache holding
 // records of that incarnation, which must stay within its window and never hold a record
-// the message called finished.
+// the message called finished -- and a ROUTER_PING's answer (rpc/router_pinger.h), which
+// decodes within its bounds and re-encodes to itself, or fails cleanly.
 #include "fuzz.h"
 #include "rpc/reply_cache.h"
+#include "rpc/router_pinger.h"
 
 using namespace pfsnet;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto rp = decode_router_ping_reply(std::span<const uint8_t>(data, size));
+  if (rp.ok()) {
+    FUZZ_CHECK(rp->nis.size() <= kMaxRouterPingNis);
+    auto again = decode_router_ping_reply(encode_router_ping_reply(*rp).span());
+    FUZZ_CHECK(again.ok() && again->routing == rp->routing && again->nis == rp->nis);
+  } else {
+    FUZZ_CHECK(rp.status().code() == Code::kProtocol);
+  }
   auto d = decode_done(std::span<const uint8_t>(data, size));
   if (!d.ok()) {
     FUZZ_CHECK(d.status().code() == Code::kProtocol);
@@ -44,6 +54,11 @@ namespace pfsnet::fuzz {
 std::vector<std::vector<uint8_t>> fuzz_seeds() {
   return {bytes_of(encode_done(DoneAck{100, {3, 7, 99}})), bytes_of(encode_done(DoneAck{1, {}})),
           bytes_of(encode_done(DoneAck{40, {1, 2, 30}})),
-          bytes_of(encode_done(DoneAck{UINT64_MAX, {0, UINT64_MAX - 1}}))};
+          bytes_of(encode_done(DoneAck{UINT64_MAX, {0, UINT64_MAX - 1}})),
+          bytes_of(
+              encode_router_ping_reply(RouterPingReply{true,
+                                                       {{*Nid::parse("198.18.1.2@tcp1"), true},
+                                                        {*Nid::parse("2001:2::2@tcp2"), false},
+                                                        {*Nid::parse("198.18.3.2@o2ib"), true}}}))};
 }
 }  // namespace pfsnet::fuzz

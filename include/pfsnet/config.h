@@ -148,6 +148,17 @@ struct LnetConfig {
   // them its frames wait, and its connections are not read until one is let go, so one
   // peer cannot take a router's every buffer. 0: lnet.peer_credits. At restart.
   int64_t peer_buffer_credits = 0;
+  // Router pings (LNet's router checker): every router_ping_interval seconds a node asks
+  // each of its gateways whether it routes and which of its NIs are up; one that has not
+  // answered within router_ping_timeout seconds is not used until it answers again. So a
+  // router that dies silently is out of use within interval + timeout (15 s), before an
+  // RPC's attempt on it times out (transaction_timeout / (retry_count + 1), 16.7 s). LNet's
+  // alive_router_check_interval and router_ping_timeout (60 and 50 s there). At restart.
+  int64_t router_ping_interval = 10;
+  int64_t router_ping_timeout = 5;
+  // A gateway whose NI on a route's network is down (it lost its far side) is not used for
+  // that route (LNet's avoid_asym_router_failure). At restart.
+  bool avoid_asym_router_failure = true;
 };
 
 struct RpcConfig {

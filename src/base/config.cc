@@ -267,6 +267,9 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"small_router_buffers", int_key(&cfg.lnet.small_router_buffers, 1, 1 << 20)},
       {"large_router_buffers", int_key(&cfg.lnet.large_router_buffers, 1, 1 << 16)},
       {"peer_buffer_credits", int_key(&cfg.lnet.peer_buffer_credits, 0, 1 << 16)},
+      {"router_ping_interval", int_key(&cfg.lnet.router_ping_interval, 1, 3600)},
+      {"router_ping_timeout", int_key(&cfg.lnet.router_ping_timeout, 1, 3600)},
+      {"avoid_asym_router_failure", bool_key(&cfg.lnet.avoid_asym_router_failure)},
   };
   const std::map<std::string, Reader, std::less<>> rpc_keys = {
       {"max_rpcs_in_flight", int_key(&cfg.rpc.max_rpcs_in_flight, 1, 1 << 16)},

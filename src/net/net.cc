@@ -56,6 +56,9 @@ NetOptions NetOptions::from(const Config& cfg) {
                       cfg.lnet.large_router_buffers};
   o.peer_buffer_credits = cfg.lnet.peer_buffer_credits;
   o.forward_timeout = o.transaction_timeout / (cfg.lnet.retry_count + 1);
+  o.router_ping_interval = std::chrono::seconds(cfg.lnet.router_ping_interval);
+  o.router_ping_timeout = std::chrono::seconds(cfg.lnet.router_ping_timeout);
+  o.avoid_asym_router_failure = cfg.lnet.avoid_asym_router_failure;
   return o;
 }
 

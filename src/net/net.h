@@ -166,6 +166,12 @@ struct NetOptions {
   std::array<int64_t, kRouterPools> router_buffers{2048, 512, 64};
   int64_t peer_buffer_credits = 0;  // 0: peer_credits
   Duration forward_timeout = std::chrono::seconds(50) / 3;
+  // Router pings (rpc/router_pinger.h): how often each gateway is asked, how long it has
+  // to answer, and whether a gateway whose NI on a route's network is down is left for that
+  // route (LNet's avoid_asym_router_failure).
+  Duration router_ping_interval = std::chrono::seconds(10);
+  Duration router_ping_timeout = std::chrono::seconds(5);
+  bool avoid_asym_router_failure = true;
 
   static NetOptions from(const Config& cfg);
   // Credits owed before an explicit credit frame is sent: half the window, at least 1,
@@ -209,6 +215,15 @@ struct RouteInfo {
   int health = 0;          // the gateway NI's (selection value)
   int64_t credits = 0;     // free on the path to it (negative: messages queued)
   uint64_t sent = 0;       // messages sent to the gateway NI (its own and routed)
+};
+
+// What the last router ping of a gateway found (rpc/router_pinger.h).
+struct GatewayStatus {
+  bool answered = false;                  // it answered (false: the ping failed; `why` says how)
+  bool routing = false;                   // it routes (lnet.routing)
+  std::vector<std::pair<Nid, bool>> nis;  // its NIs, each up or not
+  std::string why;
+  TimePoint at{};  // when (set by Net)
 };
 
 // A router's figures (`pfsnet routerstat`), since start.
@@ -373,6 +388,15 @@ class Net final : public TransportEvents {
   Status del_route(uint32_t net, const std::optional<Nid>& gateway);
   std::vector<RouteInfo> routes();
   RouterStats router_stats() const;
+  // Router pings: the gateways of every route (each once), what the last ping of one found
+  // (the next choice of a gateway takes it into account), and what this node says of
+  // itself when pinged: whether it routes and its NIs, each up or down.
+  std::vector<Nid> gateways() const;
+  void set_gateway_status(const Nid& gw, GatewayStatus s);
+  bool routing() const { return router_ != nullptr; }
+  std::vector<std::pair<Nid, bool>> local_ni_states() const;
+  Duration router_ping_interval() const { return opts_.router_ping_interval; }
+  Duration router_ping_timeout() const { return opts_.router_ping_timeout; }
   // Whether `nid` is reached through a router (no local NI shares its network).
   bool routed(const Nid& nid) const;
 
@@ -559,7 +583,7 @@ class Net final : public TransportEvents {
   Path* gateway_path(const Nid& dst, Status* err);
   // The gateway's state for the choice and the views; `why` (may be null) says why it is
   // not usable.
-  GatewayView gateway_view(PeerNi& gw, TimePoint now, std::string* why);
+  GatewayView gateway_view(const RouteConfig& r, PeerNi& gw, TimePoint now, std::string* why);
   // A frame of this node's own to route through `p`'s gateway: an error when the open
   // connection to it does not speak routing (an older release).
   Status check_routes_to(Path& p);
@@ -605,6 +629,7 @@ class Net final : public TransportEvents {
   RouteTable routes_ GUARDED_BY(routes_mu_);
   // Round-robin among equal gateways: when each was last chosen (a counter).
   std::unordered_map<Nid, uint64_t> gateway_used_ GUARDED_BY(routes_mu_);
+  std::unordered_map<Nid, GatewayStatus> gateway_status_ GUARDED_BY(routes_mu_);
   uint64_t gateway_turn_ GUARDED_BY(routes_mu_) = 0;
   struct RouterState;
   std::unique_ptr<RouterState> router_;  // set when lnet.routing

@@ -10,6 +10,7 @@
 // its sender sends it again. Exactly-once is the destination's (its reply cache): a router
 // keeps no RPC state. A router stores and forwards whole frames (the transport delivers
 // them whole): a 1 MiB frame waits for its last byte before its first goes on.
+#include <algorithm>
 #include <deque>
 
 #include "base/log.h"
@@ -51,7 +52,44 @@ bool Net::routed(const Nid& nid) const {
   return true;
 }
 
-GatewayView Net::gateway_view(PeerNi& gw, TimePoint now, std::string* why) {
+std::vector<Nid> Net::gateways() const {
+  std::vector<Nid> v;
+  MutexLock lk(routes_mu_);
+  for (const RouteConfig& r : routes_.all())
+    if (std::find(v.begin(), v.end(), r.gateway) == v.end()) v.push_back(r.gateway);
+  return v;
+}
+
+void Net::set_gateway_status(const Nid& gw, GatewayStatus s) {
+  s.at = clock_.now();
+  bool was_answering = true, was_routing = true;
+  {
+    MutexLock lk(routes_mu_);
+    auto it = gateway_status_.find(gw);
+    if (it != gateway_status_.end()) {
+      was_answering = it->second.answered;
+      was_routing = it->second.routing;
+    }
+    gateway_status_[gw] = s;
+  }
+  if (!s.answered && was_answering)
+    PFS_LOG_WARN(
+        "gateway {} is dead to this node: its router ping failed ({}); routes through "
+        "it are not used until it answers",
+        gw.to_string(), s.why);
+  else if (s.answered && !was_answering)
+    PFS_LOG_INFO("gateway {} answers router pings again", gw.to_string());
+  if (s.answered && !s.routing && was_routing)
+    PFS_LOG_WARN("gateway {} does not route (its lnet.routing is off): not used", gw.to_string());
+}
+
+std::vector<std::pair<Nid, bool>> Net::local_ni_states() const {
+  std::vector<std::pair<Nid, bool>> v;
+  for (const auto& ni : nis_) v.emplace_back(ni->nid, ni->up.load());
+  return v;
+}
+
+GatewayView Net::gateway_view(const RouteConfig& r, PeerNi& gw, TimePoint now, std::string* why) {
   GatewayView v;
   v.health = gw.health.selection_value();
   if (gw.dead.load()) {
@@ -61,6 +99,46 @@ GatewayView Net::gateway_view(PeerNi& gw, TimePoint now, std::string* why) {
       *why = "declared dead: " + dead_why_[gw.nid];
     }
     return v;
+  }
+  // What its last router ping found: no answer, no routing, or (asymmetric) its far side
+  // down. Until its first answer a gateway is taken as up (LNet's default).
+  std::optional<GatewayStatus> st;
+  {
+    MutexLock lk(routes_mu_);
+    if (auto it = gateway_status_.find(gw.nid); it != gateway_status_.end()) st = it->second;
+  }
+  if (st) {
+    auto ago = [&] {
+      return fmt::format("{:.1f} s ago", std::chrono::duration<double>(now - st->at).count());
+    };
+    std::string bad;
+    if (!st->answered) {
+      bad = "dead: its router ping failed " + ago() + " (" + st->why + ")";
+    } else if (!st->routing) {
+      bad = "it does not route (lnet.routing is off there)";
+    } else if (opts_.avoid_asym_router_failure) {
+      // Its far side: an NI on the route's network that is up (one hop), or for a longer
+      // route any NI up besides those on this node's networks.
+      bool far = false, any_on_net = false;
+      std::string down;
+      for (const auto& [ni, up] : st->nis) {
+        bool on_net = ni.net() == r.net;
+        any_on_net |= on_net;
+        if (on_net && !up) down += (down.empty() ? "" : ", ") + ni.to_string();
+        if (up && (on_net || (r.hops > 1 && routed(ni)))) far = true;
+      }
+      if (!far)
+        bad = !down.empty() ? "its NI " + down + " is down: it cannot reach " +
+                                  lnet_net_name(r.net) + " (asymmetric router failure)"
+              : r.hops == 1 && !any_on_net
+                  ? "it has no NI on " + lnet_net_name(r.net) + " (a route of 1 hop through it)"
+                  : "none of its NIs beyond this node's networks is up";
+    }
+    if (!bad.empty()) {
+      v.usable = false;
+      if (why) *why = bad;
+      return v;
+    }
   }
   thread_local std::vector<Path*> paths;
   table_->peer_paths(gw, &paths);
@@ -113,7 +191,7 @@ Net::Path* Net::gateway_path(const Nid& dst, Status* err) {
   for (size_t i = 0; i < routes.size(); ++i) {
     PeerNi* gw = table_->get(routes[i].gateway);
     gws.push_back(gw);
-    views.push_back(gateway_view(*gw, now, &whys[i]));
+    views.push_back(gateway_view(routes[i], *gw, now, &whys[i]));
   }
   {
     MutexLock lk(routes_mu_);
@@ -150,7 +228,7 @@ std::vector<RouteInfo> Net::routes() {
     info.route = r;
     PeerNi* gw = table_->get(r.gateway);
     std::string why;
-    GatewayView v = gateway_view(*gw, now, &why);
+    GatewayView v = gateway_view(r, *gw, now, &why);
     info.usable = v.usable;
     info.state = v.usable ? "up" : why;
     info.health = v.health;

@@ -39,6 +39,8 @@ inline constexpr uint32_t kMsgHealthCluster = 29;
 inline constexpr uint32_t kMsgHealthMute = 43;
 // health/view.h: the cluster's list judged at the MGS (probe/health_list.h; issue 70).
 inline constexpr uint32_t kMsgHealthList = 44;
+// rpc/router_pinger.h: is a gateway alive, does it route, which of its NIs are up (issue 71).
+inline constexpr uint32_t kMsgRouterPing = 45;
 // selftest/selftest.h: one client's share of a self-test step.
 inline constexpr uint32_t kMsgSelftestRun = 20;
 // tune/tune.h: the packet-train probe.
@@ -87,6 +89,7 @@ constexpr bool monitoring_msg(uint32_t type) {
     case kMsgHealthCluster:
     case kMsgHealthMute:
     case kMsgHealthList:
+    case kMsgRouterPing:
     case kMsgTuneProbe:
     case kMsgRpcDone:
       return true;
@@ -121,6 +124,7 @@ inline constexpr MsgType kMsgTypes[] = {
     {kMsgHealthCluster, "HEALTH_CLUSTER"},
     {kMsgHealthMute, "HEALTH_MUTE"},
     {kMsgHealthList, "HEALTH_LIST"},
+    {kMsgRouterPing, "ROUTER_PING"},
     {kMsgSelftestRun, "SELFTEST_RUN"},
     {kMsgTuneProbe, "TUNE_PROBE"},
     {kMsgBlockInfo, "BLOCK_INFO"},

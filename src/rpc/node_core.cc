@@ -34,8 +34,12 @@ NodeCore::NodeCore(NodeCoreOptions o)
   if (o.health)
     health_ = std::make_unique<HealthMonitor>(*net_, *rpc_, stats_.get(),
                                               HealthMonitorOptions::from(cfg_));
-  timers_ = std::make_unique<NodeTimers>(*net_, *rpc_, stats_.get(), pinger_.get(), health_.get());
+  routers_ = std::make_unique<RouterPinger>(*net_, *rpc_, net_->router_ping_interval(),
+                                            net_->router_ping_timeout());
+  timers_ = std::make_unique<NodeTimers>(*net_, *rpc_, stats_.get(), pinger_.get(), health_.get(),
+                                         routers_.get());
   serve_ping(*rpc_, ro.max_bulk);
+  serve_router_ping(*rpc_, *net_);
 }
 
 Status NodeCore::start(Duration tick) {

@@ -28,6 +28,7 @@
 #include "rpc/node_part.h"
 #include "rpc/node_timers.h"
 #include "rpc/recovery_pinger.h"
+#include "rpc/router_pinger.h"
 #include "rpc/rpc_engine.h"
 #include "stats/rpc_stats.h"
 #include "transport/timer_queue.h"
@@ -84,6 +85,7 @@ class NodeCore {
   Net& net() { return *net_; }
   RpcEngine& rpc() { return *rpc_; }
   RecoveryPinger& pinger() { return *pinger_; }
+  RouterPinger& router_pinger() { return *routers_; }
   HealthMonitor* health() { return health_.get(); }
   TimerQueue& timer_queue() { return *queue_; }
 
@@ -96,6 +98,7 @@ class NodeCore {
   TimerQueue* queue_;
   std::unique_ptr<Net> net_;
   std::unique_ptr<RecoveryPinger> pinger_;  // outlives rpc_: its pings' callbacks use it
+  std::unique_ptr<RouterPinger> routers_;   // likewise
   std::unique_ptr<RpcEngine> rpc_;
   std::unique_ptr<HealthMonitor> health_;  // outlives rpc_'s shutdown: its probes use it
   std::unique_ptr<NodeTimers> timers_;

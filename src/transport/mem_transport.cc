@@ -83,10 +83,23 @@ bool MemHub::delayed(const Nid& from, const Nid& to) const {
   return delay_.count({from, to}) > 0;
 }
 
-void MemHub::enqueue_frame(const Nid& from, const Nid& to, std::function<void()> fn) {
+void MemHub::release_held_of(const void* owner) {
+  MutexLock lk(mu_);
+  std::deque<CutHeld> still;
+  for (CutHeld& h : cut_held_) {
+    if (h.owner == owner)
+      events_.push_back(std::move(h.fn));
+    else
+      still.push_back(std::move(h));
+  }
+  cut_held_ = std::move(still);
+}
+
+void MemHub::enqueue_frame(const Nid& from, const Nid& to, std::function<void()> fn,
+                           const void* owner) {
   MutexLock lk(mu_);
   if (is_cut(from, to)) {
-    cut_held_.push_back({link_of(from, to), from, std::move(fn)});
+    cut_held_.push_back({link_of(from, to), from, std::move(fn), owner});
     return;
   }
   std::pair<Nid, Nid> dir{from, to};
@@ -157,8 +170,8 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
     // else it is written when the hub delivers it.
     std::optional<TimePoint> sent;
     if (owner_.hub_.delayed(local_, peer_nids_.at(0))) sent = owner_.clock_.now();
-    owner_.hub_.enqueue_frame(local_, peer_nids_.at(0),
-                              [self, frame, sent] { self->deliver(*frame, sent); });
+    owner_.hub_.enqueue_frame(
+        local_, peer_nids_.at(0), [self, frame, sent] { self->deliver(*frame, sent); }, this);
   }
 
   void close(const Status& why) override {
@@ -173,6 +186,7 @@ class MemTransport::Conn final : public Connection, public std::enable_shared_fr
     if (!open_) return;
     open_ = false;
     close_kind_ = why.health_kind();
+    owner_.hub_.release_held_of(this);
     owner_.events_.on_closed(*this, why);
     if (tell_other) {
       if (auto o = other_.lock()) o->do_close(Status(Code::kClosed, "closed by peer"), false);

@@ -39,7 +39,13 @@ class MemHub final : public TimerQueue {
   // through). Other links are untouched.
   void set_cut(const Nid& a, const Nid& b, bool cut);
   // A frame delivery from `from` to `to`: held while stalled or while their link is cut.
-  void enqueue_frame(const Nid& from, const Nid& to, std::function<void()> fn);
+  void enqueue_frame(const Nid& from, const Nid& to, std::function<void()> fn,
+                     const void* owner = nullptr);
+  // Connection `owner` closed: the frames it sent that a cut holds run now -- they find it
+  // closed and fail, never delivered -- as a closed socket fails what it had not sent
+  // (without it, what a connection closed for a passed deadline held would wait for the
+  // heal, which TCP never makes a sender do).
+  void release_held_of(const void* owner);
   // Frames from `from` to `to` arrive `one_way` after they were sent (in order; zero: at
   // once): a link's delay, seen by TCP's round trip and the RPC statistics alike.
   void set_delay(const Nid& from, const Nid& to, Duration one_way);
@@ -71,6 +77,7 @@ class MemHub final : public TimerQueue {
     std::pair<Nid, Nid> link;
     Nid from;
     std::function<void()> fn;
+    const void* owner = nullptr;  // the connection that sent it (frames only)
   };
   std::deque<CutHeld> cut_held_ GUARDED_BY(mu_);
   // Per direction (from, to): its delay, and when its last frame arrives (none overtakes).
