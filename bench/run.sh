@@ -12,12 +12,16 @@
 # lines, about 9 minutes; needs root and iperf3) and gpfs_bench (the GPFS
 # paper's Tables 1-2 with 1 server and 32 client daemons, Tables 4-5 with 2 servers, Tables
 # 7-8 with the high nodes' faster server and 28 clients -- each beside the paper's -- and
-# the block service with an in-memory target against raw TCP; each cell moves 1 GiB).
+# the block service with an in-memory target against raw TCP; each cell moves 1 GiB) and
+# router_bench (1 MiB writes and 64 B round trips through an LNet-style router beside the
+# same pair on one network, on 1 Gbit/s tbf-shaped veths in namespaces; and unshaped, where
+# the three daemons' CPUs are the bound; about 2 minutes; needs root).
+#   bench/run.sh --router    router_bench alone
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DPFSNET_BUILD_TESTS=OFF >/dev/null
-cmake --build build-release -j "$(nproc)" --target pfsnet_bench membership_bench health_bench mesh_bench wan_bench gpfs_bench pfsnetd pfsnet_delay_line >/dev/null
+cmake --build build-release -j "$(nproc)" --target pfsnet_bench membership_bench health_bench mesh_bench wan_bench gpfs_bench router_bench pfsnetd pfsnet_delay_line >/dev/null
 # Runs one part, saying on stderr how long it took.
 part() {
   local name=$1 start=$SECONDS
@@ -25,6 +29,10 @@ part() {
   "$@"
   echo "bench: $name took $((SECONDS - start)) s" >&2
 }
+if [ "${1:-}" = "--router" ]; then
+  part router_bench build-release/bench/router_bench --pfsnetd build-release/apps/pfsnetd --unshaped
+  exit 0
+fi
 if [ "${1:-}" = "--quick" ]; then
   part pfsnet_bench build-release/bench/pfsnet_bench --pfsnetd build-release/apps/pfsnetd \
     --only rpc_rtt_64b_p50,rpc_rate_64b,bulk_write_1m,bulk_read_1m,rpc_rate_64b_once_vs_repeatable
@@ -39,4 +47,5 @@ if [ $# -eq 0 ]; then
     --delay-line build-release/tools/delay_line/pfsnet_delay_line
   part gpfs_bench build-release/bench/gpfs_bench --pfsnetd build-release/apps/pfsnetd \
     --pfsnet-bench build-release/bench/pfsnet_bench
+  part router_bench build-release/bench/router_bench --pfsnetd build-release/apps/pfsnetd --unshaped
 fi

@@ -274,7 +274,19 @@ TEST(RouterNetnsTest, TwoRoutersUnderLoadOneKilledThenCutFromItsFarSideAndNoRpcF
   EXPECT_LE(silent, 2.0 + 0.5);
   std::fprintf(stderr, "silent router out of use after %.2f s: %s\n", silent,
                silent_route["state"].get<std::string>().c_str());
-  std::this_thread::sleep_for(4s);
+  // `pfsnet health` on the client names it, and that tcp2 is still reached through r1.
+  json router_problem;
+  EXPECT_TRUE(eventually(
+      [&] {
+        json h = c.cli(kClient, {"health"});
+        for (const json& p : h.value("problems", json::array()))
+          if (p["cause"] == "ROUTER" && p["subject"] == r2) router_problem = p;
+        return router_problem.is_object();
+      },
+      10000ms));
+  EXPECT_NE(router_problem.value("evidence", "").find("tcp2 still reached"), std::string::npos)
+      << router_problem.dump();
+  std::this_thread::sleep_for(3s);
   c.process(kR2).kill(SIGCONT);
   ASSERT_TRUE(eventually(
       [&] {

@@ -10,7 +10,7 @@ namespace pfsnet {
 
 const std::vector<std::string>& problem_causes() {
   static const std::vector<std::string> causes = {
-      "UNREACHABLE", "DEAD", "DOWN",      "PARTITION", "SUSPECT", "CPU",      "LOSSY",
+      "UNREACHABLE", "DEAD", "DOWN",      "PARTITION", "SUSPECT", "ROUTER",   "CPU",     "LOSSY",
       "SLOW",        "MTU",  "THROTTLED", "UNHEALTHY", "SERVER",  "SLOW_OPS", "SETTINGS"};
   return causes;
 }
@@ -62,6 +62,29 @@ std::vector<Problem> find_problems(const ProblemInputs& in) {
                       n.heard_by_report ? "a server's report" : "its ping",
                       in.table->mgs.to_string()));
     }
+  // Gateways this node does not use, one line each, with what that cuts off: a network
+  // none of whose gateways is usable. Not one whose local NI is down (that NI's DOWN says
+  // it), nor one the MGS calls dead (its DEAD does).
+  {
+    std::map<uint32_t, bool> reachable;  // network -> some gateway to it is usable
+    for (const RouteInfo& r : in.routes) reachable[r.route.net] |= r.usable;
+    std::map<Nid, std::vector<const RouteInfo*>> by_gw;
+    for (const RouteInfo& r : in.routes)
+      if (!r.usable && !r.state.starts_with("no local NI up") &&
+          !culprit_nids.count(r.route.gateway))
+        by_gw[r.route.gateway].push_back(&r);
+    for (const auto& [gw, rs] : by_gw) {
+      std::string cut, still;
+      for (const RouteInfo* r : rs)
+        (reachable[r->route.net] ? still : cut) += (reachable[r->route.net] ? still : cut).empty()
+                                                       ? lnet_net_name(r->route.net)
+                                                       : ", " + lnet_net_name(r->route.net);
+      std::string ev = "not used: " + rs.front()->state;
+      if (!cut.empty()) ev += "; cut off from " + cut + " (no other gateway is usable)";
+      if (!still.empty()) ev += "; " + still + " still reached through other gateways";
+      add("router", gw.to_string(), "ROUTER", rs.front()->since_unix_ms, ev);
+    }
+  }
   if (in.cpu_starved) add("node", in.node, "CPU", in.cpu_since_unix_ms, in.cpu_evidence);
   if (in.slow_ops) add("node", in.node, "SLOW_OPS", in.slow_ops->first, in.slow_ops->second);
   for (const NiInfo& i : in.nis) {

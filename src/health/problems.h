@@ -7,6 +7,9 @@
 //                           SLOW, LOSSY (slowness, net/slowness_board.h)
 //   this node's peer NIs    UNHEALTHY, SLOW, LOSSY; SERVER (the peer's execution time)
 //   this node's CPU         CPU (kind "node": its threads wait for a processor)
+//   this node's routes      ROUTER (kind "router": a gateway it does not use -- dead to its
+//                           router pings, not routing, its far side down, its connect
+//                           failing -- with the networks that are cut off for it)
 //   this node's RPCs        SLOW_OPS (kind "node": RPCs it called or serves in flight for
 //                           over health.slow_ops_s, with the oldest's verdict)
 //   the tuning check        SETTINGS (the settings do not fit the measured path)
@@ -32,6 +35,7 @@
 #include <vector>
 
 #include "membership/protocol.h"
+#include "net/net.h"
 #include "probe/cluster_health.h"
 #include "probe/mesh.h"
 #include "transport/tls.h"
@@ -57,6 +61,8 @@ struct ProblemInputs {
   // The probe mesh's rows (the MGS's: every node's) and their outlier marks; null: none.
   const std::vector<MeshRow>* mesh = nullptr;
   const std::vector<std::vector<MeshMark>>* mesh_marks = nullptr;
+  // This node's routes and their gateways' states (Net::routes()).
+  std::vector<RouteInfo> routes;
 };
 
 // How long before a certificate expires `pfsnet health` says so (SETTINGS).
@@ -68,7 +74,7 @@ inline constexpr int64_t kCertificateWarningDays = 30;
 inline bool down_in_table(const StatusNode& n) { return n.state != NodeState::kUp && !n.verifying; }
 
 // Every cause a problem can have, severest first: UNREACHABLE (the MGS could not be asked),
-// DEAD, DOWN, PARTITION, SUSPECT, CPU, LOSSY, SLOW, MTU, THROTTLED, UNHEALTHY, SERVER,
+// DEAD, DOWN, PARTITION, SUSPECT, ROUTER, CPU, LOSSY, SLOW, MTU, THROTTLED, UNHEALTHY, SERVER,
 // SLOW_OPS, SETTINGS. docs/health.md has a section for each (HealthCatalogueTest).
 const std::vector<std::string>& problem_causes();
 

@@ -296,6 +296,43 @@ TEST(ProblemsTest, ACertificateNearItsEndIsASettingsProblem) {
   EXPECT_TRUE(find_problems(in).empty());
 }
 
+// ROUTER: one line per gateway not used, with the networks that cuts off -- not one whose
+// local NI is down (its DOWN says so) nor one the MGS calls dead (its DEAD does).
+TEST(ProblemsTest, AGatewayNotUsedIsNamedWithTheNetworksItCutsOff) {
+  auto info = [](const char* net, const char* gw, bool usable, std::string state) {
+    RouteInfo r;
+    r.route = RouteConfig{*parse_lnet_net(net), nid(gw), 1, 0};
+    r.usable = usable;
+    r.state = std::move(state);
+    r.since_unix_ms = 4000;
+    return r;
+  };
+  ProblemInputs in;
+  in.node = "client1";
+  in.routes = {info("tcp2", "198.18.1.2@tcp1", false, "dead: its router ping failed 1.0 s ago"),
+               info("tcp3", "198.18.1.2@tcp1", false, "dead: its router ping failed 1.0 s ago"),
+               info("tcp2", "198.18.1.4@tcp1", true, "up"),
+               info("tcp4", "198.18.9.2@tcp9", false, "no local NI up on tcp9")};
+  std::vector<Problem> p = find_problems(in);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].kind, "router");
+  EXPECT_EQ(p[0].subject, "198.18.1.2@tcp1");
+  EXPECT_EQ(p[0].cause, "ROUTER");
+  EXPECT_EQ(p[0].since_unix_ms, 4000);
+  EXPECT_EQ(p[0].evidence,
+            "not used: dead: its router ping failed 1.0 s ago; cut off from tcp3 (no other "
+            "gateway is usable); tcp2 still reached through other gateways");
+  // The MGS calls it dead: its DEAD is the line.
+  StatusTable t;
+  t.mgs = nid("198.18.1.9@tcp1");
+  t.nodes = {
+      StatusNode{2, "r1", 2, NodeState::kDead, {nid("198.18.1.2@tcp1")}, 0, 0, 5000, 31000, false}};
+  in.table = &t;
+  p = find_problems(in);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].cause, "DEAD");
+}
+
 // docs/health.md, the health catalogue: a section ("## CAUSE") for every cause a problem
 // can have, in problem_causes()' order (the order pfsnet health sorts by), and none for a
 // cause the code does not have.

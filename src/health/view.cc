@@ -69,6 +69,7 @@ ProblemInputs HealthView::own_inputs(std::vector<NiInfo> nis, std::vector<NiInfo
   in.node = s_.cfg.read([](const Config& c) { return c.node.name; });
   in.nis = std::move(nis);
   in.peers = std::move(peers);
+  in.routes = s_.net.routes();
   if (s_.tune) in.settings = s_.tune->status().active;
   if (s_.tls) in.certificates = s_.tls->certificates();
   in.now_unix_ms = unix_ms(s_.clock.wall_now());

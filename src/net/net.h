@@ -215,6 +215,9 @@ struct RouteInfo {
   int health = 0;          // the gateway NI's (selection value)
   int64_t credits = 0;     // free on the path to it (negative: messages queued)
   uint64_t sent = 0;       // messages sent to the gateway NI (its own and routed)
+  // When the gateway's router pings last changed what they say (answering or not, routing
+  // or not, its NIs' states), wall-clock ms; 0: no answer yet.
+  int64_t since_unix_ms = 0;
 };
 
 // What the last router ping of a gateway found (rpc/router_pinger.h).
@@ -223,7 +226,8 @@ struct GatewayStatus {
   bool routing = false;                   // it routes (lnet.routing)
   std::vector<std::pair<Nid, bool>> nis;  // its NIs, each up or not
   std::string why;
-  TimePoint at{};  // when (set by Net)
+  TimePoint at{};             // when (set by Net)
+  int64_t since_unix_ms = 0;  // since when it says what it says (set by Net)
 };
 
 // A router's figures (`pfsnet routerstat`), since start.

@@ -62,13 +62,17 @@ std::vector<Nid> Net::gateways() const {
 
 void Net::set_gateway_status(const Nid& gw, GatewayStatus s) {
   s.at = clock_.now();
+  s.since_unix_ms = unix_ms(clock_.wall_now());
   bool was_answering = true, was_routing = true;
   {
     MutexLock lk(routes_mu_);
     auto it = gateway_status_.find(gw);
     if (it != gateway_status_.end()) {
-      was_answering = it->second.answered;
-      was_routing = it->second.routing;
+      const GatewayStatus& o = it->second;
+      was_answering = o.answered;
+      was_routing = o.routing;
+      if (o.answered == s.answered && o.routing == s.routing && o.nis == s.nis)
+        s.since_unix_ms = o.since_unix_ms;  // nothing changed: since then
     }
     gateway_status_[gw] = s;
   }
@@ -234,6 +238,11 @@ std::vector<RouteInfo> Net::routes() {
     info.health = v.health;
     info.credits = v.credits;
     info.sent = gw->counters.send_count.load(std::memory_order_relaxed);
+    {
+      MutexLock lk(routes_mu_);
+      if (auto it = gateway_status_.find(r.gateway); it != gateway_status_.end())
+        info.since_unix_ms = it->second.since_unix_ms;
+    }
     for (Path* p : table_->paths_of(*gw)) {
       MutexLock lk(p->ni->mu);
       info.connected |= p->tx_conn != nullptr;

@@ -33,11 +33,12 @@ namespace pfsnet {
 // figures behind the call. A node's own findings (health/problems.h) travel to the MGS as
 // these; the rules (health/rules.h) make the one list of them that every consumer shows.
 struct Problem {
-  std::string kind;     // "node", "ni", "peer_ni", "server", "settings", "path", "network"
+  std::string kind;     // "node", "ni", "peer_ni", "server", "settings", "path", "network",
+                        // "router"
   std::string subject;  // the node's name, the NID, the peer the settings are about, or
                         // the network ("tcp1")
-  std::string cause;    // DEAD SUSPECT DOWN PARTITION LOSSY SLOW MTU THROTTLED UNHEALTHY SERVER
-                        // SLOW_OPS SETTINGS UNREACHABLE
+  std::string cause;    // DEAD SUSPECT DOWN PARTITION ROUTER LOSSY SLOW MTU THROTTLED UNHEALTHY
+                        // SERVER SLOW_OPS SETTINGS UNREACHABLE
   std::string seen_by;  // the node(s) whose view this is, ", "-separated
   int64_t since_unix_ms = 0;  // 0: not known
   std::string evidence;
