@@ -178,7 +178,7 @@ TEST(RouterNetnsTest, TwoRoutersUnderLoadOneKilledThenCutFromItsFarSideAndNoRpcF
   }
 
   // The load: 1 MiB writes, 1 MiB reads (each checked at the far end) and 64 B pings, each a
-  // pfsnet ping of its own for the whole run (~70 s), each RPC with a 9 s deadline.
+  // pfsnet ping of its own for the whole run (~35 s), each RPC with a 9 s deadline.
   struct Load {
     std::string what;
     std::unique_ptr<Process> p;
@@ -186,15 +186,15 @@ TEST(RouterNetnsTest, TwoRoutersUnderLoadOneKilledThenCutFromItsFarSideAndNoRpcF
   std::vector<Load> load;
   for (auto [what, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"write",
-            {"--mode", "write", "--size", "1048576", "--count", "350", "--interval", "0.2"}},
-           {"read", {"--mode", "read", "--size", "1048576", "--count", "350", "--interval", "0.2"}},
-           {"small", {"--count", "1400", "--interval", "0.05"}}}) {
+            {"--mode", "write", "--size", "1048576", "--count", "150", "--interval", "0.2"}},
+           {"read", {"--mode", "read", "--size", "1048576", "--count", "150", "--interval", "0.2"}},
+           {"small", {"--count", "600", "--interval", "0.05"}}}) {
     std::vector<std::string> argv = {PFSNET_BIN,  "--socket", c.socket(kClient), "ping", server,
                                      "--timeout", "9",        "--json"};
     argv.insert(argv.end(), args.begin(), args.end());
     load.push_back({what, std::make_unique<Process>(argv)});
   }
-  std::this_thread::sleep_for(4s);  // the load runs through both routers before the faults
+  std::this_thread::sleep_for(3s);  // the load runs through both routers before the faults
   const uint64_t r1_before = c.cli(kR1, {"routerstat"}).value("forwarded", uint64_t(0));
   EXPECT_GT(r1_before, 10u);
 
@@ -211,7 +211,7 @@ TEST(RouterNetnsTest, TwoRoutersUnderLoadOneKilledThenCutFromItsFarSideAndNoRpcF
       10000ms));
   EXPECT_LE(left, 2.0 + 0.5) << "the killed router was used for " << left << " s";
   std::fprintf(stderr, "killed router out of use after %.2f s\n", left);
-  std::this_thread::sleep_for(4s);  // the load on r2 alone
+  std::this_thread::sleep_for(2s);  // the load on r2 alone
 
   // ... started again: used again within a ping interval of its start.
   ASSERT_TRUE(c.start(kR1)) << c.output(kR1);
@@ -244,7 +244,7 @@ TEST(RouterNetnsTest, TwoRoutersUnderLoadOneKilledThenCutFromItsFarSideAndNoRpcF
       << asym_route.dump();
   std::fprintf(stderr, "router without its far side out of use after %.2f s: %s\n", asym,
                asym_route["state"].get<std::string>().c_str());
-  std::this_thread::sleep_for(4s);
+  std::this_thread::sleep_for(2s);
   ASSERT_TRUE(c.link(kR1, 2, true));
   const uint64_t r1_healed = c.cli(kR1, {"routerstat"}).value("forwarded", uint64_t(0));
   ASSERT_TRUE(eventually(
@@ -286,7 +286,7 @@ TEST(RouterNetnsTest, TwoRoutersUnderLoadOneKilledThenCutFromItsFarSideAndNoRpcF
       10000ms));
   EXPECT_NE(router_problem.value("evidence", "").find("tcp2 still reached"), std::string::npos)
       << router_problem.dump();
-  std::this_thread::sleep_for(3s);
+  std::this_thread::sleep_for(2s);
   c.process(kR2).kill(SIGCONT);
   ASSERT_TRUE(eventually(
       [&] {
@@ -300,10 +300,10 @@ TEST(RouterNetnsTest, TwoRoutersUnderLoadOneKilledThenCutFromItsFarSideAndNoRpcF
     ASSERT_EQ(l.p->wait_exit(120000ms), 0) << l.what << ": " << l.p->output();
     json j = last_json_line(l.p->output());
     EXPECT_EQ(j["failed"], 0) << l.what << ": " << j.dump();
-    EXPECT_GT(j["ok"].get<int>(), 100) << l.what << ": " << j.dump();
+    EXPECT_GT(j["ok"].get<int>(), 100) << l.what << ": " << j.dump();  // 150, 150, 600
   }
   json rs2 = c.cli(kR2, {"routerstat"});
-  EXPECT_GT(rs2["forwarded"].get<uint64_t>(), 1000u) << rs2.dump();
+  EXPECT_GT(rs2["forwarded"].get<uint64_t>(), 500u) << rs2.dump();
   std::fprintf(stderr, "run took %.1f s\n", since(t0));
 }
 
