@@ -50,6 +50,9 @@ void print_routerstat(const json& r) {
                 p["pool"].get<std::string>().c_str(), p["buffers"].get<int64_t>(),
                 p["in_use"].get<int64_t>(), p["min_free"].get<int64_t>(),
                 p["queued"].get<int64_t>(), p["waits"].get<uint64_t>());
+  std::printf("held to forward: %s now, %s at most\n",
+              human_bytes(r["held_bytes"].get<uint64_t>()).c_str(),
+              human_bytes(r["held_bytes_max"].get<uint64_t>()).c_str());
   std::printf("peer_buffer_credits %" PRId64 ": %" PRId64
               " frame(s) waiting for their peer's, %" PRIu64 " since start\n",
               r["peer_buffer_credits"].get<int64_t>(), r["peer_queued"].get<int64_t>(),

@@ -114,6 +114,11 @@ void route_metrics(PromText& t, const std::vector<RouteInfo>& routes, const Rout
   t.family("pfsnet_router_buffer_waits_total", "counter", "Frames that waited for a buffer.");
   for (size_t i = 0; i < kRouterPools; ++i)
     t.sample("pfsnet_router_buffer_waits_total", pool(i), double(r.pools[i].waits));
+  t.family("pfsnet_router_held_bytes", "gauge",
+           "Bytes of frames held to forward now (in buffers or waiting for one).");
+  t.sample("pfsnet_router_held_bytes", "", double(r.held_bytes));
+  t.family("pfsnet_router_held_bytes_max", "gauge", "The most bytes held to forward at once.");
+  t.sample("pfsnet_router_held_bytes_max", "", double(r.held_bytes_max));
   t.family("pfsnet_router_peer_credit_waits_total", "counter",
            "Frames that waited for a router credit of their peer (lnet.peer_buffer_credits).");
   t.sample("pfsnet_router_peer_credit_waits_total", "", double(r.peer_waits));

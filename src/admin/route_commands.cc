@@ -102,6 +102,8 @@ json router_stats_json(const RouterStats& s) {
                 {"not_router", s.dropped_not_router}}},
               {"corrupt", s.corrupt},
               {"peer_buffer_credits", s.peer_buffer_credits},
+              {"held_bytes", s.held_bytes},
+              {"held_bytes_max", s.held_bytes_max},
               {"peer_queued", s.peer_queued},
               {"peer_waits", s.peer_waits},
               {"received_routed", s.received_routed},

@@ -146,6 +146,7 @@ void Net::shutdown() {
       MutexLock lk(router_->mu);
       waiting = router_->buffers.take_waiting();
     }
+    for (const auto& fw : waiting) router_->held_bytes.fetch_sub(int64_t(fw->bytes));
   }
 }
 

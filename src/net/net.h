@@ -242,6 +242,8 @@ struct RouterStats {
   uint64_t corrupt = 0;
   std::array<RouterPoolStats, kRouterPools> pools{};
   int64_t peer_buffer_credits = 0;
+  // Bytes of frames held to forward now (in buffers or waiting for one), and the most held.
+  int64_t held_bytes = 0, held_bytes_max = 0;
   int64_t peer_queued = 0;  // frames waiting for a credit of their peer now
   uint64_t peer_waits = 0;  // ... since start
   // Routed frames that reached this node as their destination, and that it sent routed.

@@ -109,6 +109,9 @@ struct Net::RouterState {
   RouterBuffers<PeerNi*, std::unique_ptr<Forward>> buffers GUARDED_BY(mu);
   std::atomic<uint64_t> forwarded{0}, forwarded_bytes{0};
   std::atomic<uint64_t> no_route{0}, failed{0}, loop{0}, corrupt{0};
+  // Bytes of the frames it holds to forward (in its buffers or waiting for one), and the
+  // most it has held.
+  std::atomic<int64_t> held_bytes{0}, held_bytes_max{0};
 };
 
 // Whether NIs `a` and `b` can form a path: the same network, and -- an @tcp network may

@@ -266,6 +266,8 @@ RouterStats Net::router_stats() const {
   s.dropped_failed = r.failed.load();
   s.dropped_loop = r.loop.load();
   s.corrupt = r.corrupt.load();
+  s.held_bytes = r.held_bytes.load();
+  s.held_bytes_max = r.held_bytes_max.load();
   MutexLock lk(r.mu);
   for (size_t i = 0; i < kRouterPools; ++i) s.pools[i] = r.buffers.pool(RouterPool(i));
   s.peer_buffer_credits = r.buffers.peer_credits();
@@ -332,6 +334,10 @@ void Net::forward(Connection& c, ConnState& cs, InFrame&& f, bool corrupt,
   out->bulk_crc = f.bulk_crc;
   out->one_stream = false;
   fw->frame = std::move(out);
+  const int64_t held = r.held_bytes.fetch_add(int64_t(fw->bytes)) + int64_t(fw->bytes);
+  for (int64_t m = r.held_bytes_max.load();
+       held > m && !r.held_bytes_max.compare_exchange_weak(m, held);) {
+  }
   std::vector<std::unique_ptr<Forward>> go;
   {
     MutexLock lk(r.mu);
@@ -388,6 +394,7 @@ void Net::forward_done(Forward* fw, const Status& s) {
     r.buffers.release(fw->from, fw->pool, &go);
   }
   fw->credit.release();  // the hop it came on may send another
+  r.held_bytes.fetch_sub(int64_t(fw->bytes));
   delete fw;
   send_forwards(go);
 }

@@ -203,6 +203,9 @@ TEST_F(RouterTest, ARoutersBuffersAndCreditsBoundWhatAClientLeavesInIt) {
   EXPECT_GE(large.waits, 1u);
   EXPECT_LE(large.min_free, 0);
   EXPECT_EQ(rs.peer_queued, 0);
+  // What it holds: the frame in its buffer and the one waiting, no more.
+  const int64_t frame = int64_t(kHeaderSize + 5 + 256 * 1024);  // the seal beside, not counted
+  EXPECT_EQ(rs.held_bytes, 2 * frame);
   auto cpeers = c.net.peers();
   ASSERT_EQ(cpeers.size(), 2u);  // the router's NI, and the server's (no path: routed)
   int64_t queued_at_client = 0;
@@ -224,6 +227,8 @@ TEST_F(RouterTest, ARoutersBuffersAndCreditsBoundWhatAClientLeavesInIt) {
   EXPECT_EQ(rs.forwarded, uint64_t(kFrames));
   EXPECT_EQ(rs.pools[size_t(RouterPool::kLarge)].in_use, 0);
   EXPECT_EQ(rs.pools[size_t(RouterPool::kLarge)].queued, 0);
+  EXPECT_EQ(rs.held_bytes, 0);
+  EXPECT_EQ(rs.held_bytes_max, 2 * frame);
   ASSERT_EQ(tx.results.size(), size_t(kFrames));
   for (const Status& st : tx.results) EXPECT_TRUE(st.ok());
 }
