@@ -97,23 +97,29 @@ void route_metrics(PromText& t, const std::vector<RouteInfo>& routes, const Rout
            "Frames whose data failed its checksum on the hop into this router (forwarded as "
            "they came, for their destination to refuse).");
   t.sample("pfsnet_router_corrupt_total", "", double(r.corrupt));
-  auto pool = [](size_t i) {
-    return "pool=\"" + std::string(router_pool_name(RouterPool(i))) + "\"";
+  // One series per pool (tiny, small, large) of each of its figures.
+  struct PoolFamily {
+    const char *name, *type, *help;
+    double (*get)(const RouterPoolStats&);
   };
-  t.family("pfsnet_router_buffers", "gauge",
-           "Router buffers of each pool (lnet.tiny/small/large_router_buffers).");
-  for (size_t i = 0; i < kRouterPools; ++i)
-    t.sample("pfsnet_router_buffers", pool(i), double(r.pools[i].buffers));
-  t.family("pfsnet_router_buffers_in_use", "gauge", "Router buffers held by frames now.");
-  for (size_t i = 0; i < kRouterPools; ++i)
-    t.sample("pfsnet_router_buffers_in_use", pool(i), double(r.pools[i].in_use));
-  t.family("pfsnet_router_buffers_min_free", "gauge",
-           "The fewest free a pool has had (negative: frames waited for one).");
-  for (size_t i = 0; i < kRouterPools; ++i)
-    t.sample("pfsnet_router_buffers_min_free", pool(i), double(r.pools[i].min_free));
-  t.family("pfsnet_router_buffer_waits_total", "counter", "Frames that waited for a buffer.");
-  for (size_t i = 0; i < kRouterPools; ++i)
-    t.sample("pfsnet_router_buffer_waits_total", pool(i), double(r.pools[i].waits));
+  static constexpr PoolFamily kPoolFamilies[] = {
+      {"pfsnet_router_buffers", "gauge",
+       "Router buffers of each pool (lnet.tiny/small/large_router_buffers).",
+       [](const RouterPoolStats& p) { return double(p.buffers); }},
+      {"pfsnet_router_buffers_in_use", "gauge", "Router buffers held by frames now.",
+       [](const RouterPoolStats& p) { return double(p.in_use); }},
+      {"pfsnet_router_buffers_min_free", "gauge",
+       "The fewest free a pool has had (negative: frames waited for one).",
+       [](const RouterPoolStats& p) { return double(p.min_free); }},
+      {"pfsnet_router_buffer_waits_total", "counter", "Frames that waited for a buffer.",
+       [](const RouterPoolStats& p) { return double(p.waits); }},
+  };
+  for (const PoolFamily& f : kPoolFamilies) {
+    t.family(f.name, f.type, f.help);
+    for (size_t i = 0; i < kRouterPools; ++i)
+      t.sample(f.name, "pool=\"" + std::string(router_pool_name(RouterPool(i))) + "\"",
+               f.get(r.pools[i]));
+  }
   t.family("pfsnet_router_held_bytes", "gauge",
            "Bytes of frames held to forward now (in buffers or waiting for one).");
   t.sample("pfsnet_router_held_bytes", "", double(r.held_bytes));

@@ -75,7 +75,8 @@ Result<json> route_show(const NodeParts& node) {
                  {"connected", i.connected},
                  {"health", i.health},
                  {"credits", i.credits},
-                 {"sent", i.sent}});
+                 {"sent", i.sent},
+                 {"since_unix_ms", i.since_unix_ms}});
   return json{{"routes", a}, {"routing", node.net.router_stats().routing}};
 }
 

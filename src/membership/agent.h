@@ -170,8 +170,9 @@ std::optional<AgentCore::Send> AgentCore::due(TimePoint now, TimePoint last_serv
     return Send{Kind::kRegister, current_mgs(), encode(r)};
   }
   Duration period = opts_.period();
-  if (opts_.heard_reports && opts_.roles == kRoleClient && last_server_contact != TimePoint{} &&
-      now - last_server_contact <= opts_.skip_window() && skipped_in_a_row_ < opts_.max_skips) {
+  if (opts_.heard_reports && (opts_.roles & ~kRoleRouter) == kRoleClient &&
+      last_server_contact != TimePoint{} && now - last_server_contact <= opts_.skip_window() &&
+      skipped_in_a_row_ < opts_.max_skips) {
     ++counters_.skipped;
     ++skipped_in_a_row_;
     next_ = now + period;

@@ -124,6 +124,7 @@ std::string roles_string(uint8_t roles) {
   if (roles & kRoleMgs) add("mgs");
   if (roles & kRoleServer) add("server");
   if (roles & kRoleClient) add("client");
+  if (roles & kRoleRouter) add("router");
   return s.empty() ? "-" : s;
 }
 

@@ -34,9 +34,10 @@ namespace pfsnet {
 // kMsgMgsReport) are in
 // rpc/msg_types.h with every other.
 
-// Roles, as a bit set.
-inline constexpr uint8_t kRoleClient = 1, kRoleServer = 2, kRoleMgs = 4;
-// "client,server" from the bits; parse from config names ("client", "server", "mgs").
+// Roles, as a bit set. kRoleRouter is not configured: a node with lnet.routing has it, so
+// the MGS's table says which nodes route (a release before it ignores the bit).
+inline constexpr uint8_t kRoleClient = 1, kRoleServer = 2, kRoleMgs = 4, kRoleRouter = 8;
+// "client,server,router" from the bits; parse from config names ("client", "server", "mgs").
 std::string roles_string(uint8_t roles);
 uint8_t roles_from(const std::vector<std::string>& names);
 

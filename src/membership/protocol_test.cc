@@ -68,6 +68,18 @@ TEST(MembershipProtocol, RoundTripsAndRefusesGarbage) {
 
 // A client asks the roles of peers on its ping; the answer names the servers among them.
 // More than kMaxRoleAsks either way is refused.
+// A router (lnet.routing) says so in its roles; configured names never give the bit.
+TEST(MembershipProtocol, RolesNameARouter) {
+  EXPECT_EQ(roles_string(kRoleClient | kRoleRouter), "client,router");
+  EXPECT_EQ(roles_string(kRoleRouter), "router");
+  EXPECT_EQ(roles_string(0), "-");
+  EXPECT_EQ(roles_from({"client", "router"}), kRoleClient);
+  RegisterReq r{"r1", kRoleRouter | kRoleServer, {*Nid::parse("198.18.1.2@tcp1")}, 7, false};
+  auto back = decode_register_req(encode(r).span());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->roles, kRoleRouter | kRoleServer);
+}
+
 TEST(MembershipProtocol, RoleAsksRoundTripAndAreBounded) {
   PingReq p{7, 9, {}, {Nid::ipv4(11), Nid::ipv4(12), Nid::ipv4(13)}};
   auto pb = decode_ping_req(encode(p).span());

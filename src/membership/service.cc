@@ -33,7 +33,7 @@ std::string nids_text(const std::vector<Nid>& v) {
 
 MembershipService::MembershipService(const Config& cfg, Net& net, RpcEngine& rpc, Clock& clock)
     : cfg_(cfg), net_(net), rpc_(rpc), clock_(clock), instance_(random_instance()) {
-  roles_ = roles_from(cfg.node.roles);
+  roles_ = roles_from(cfg.node.roles) | (cfg.lnet.routing ? kRoleRouter : 0);
   // An evicted client's requests: their records go from this server's reply cache, and a
   // late copy of one is answered OUTCOME_UNKNOWN (rpc/reply_cache.h). The fence dies with
   // this service, before the engine.
@@ -566,9 +566,10 @@ void MembershipService::send_agent_request(TimePoint now) {
   std::optional<AgentCore::Send> s;
   {
     MutexLock lk(mu_);
-    TimePoint contact = (roles_ == kRoleClient && cfg_.membership.heard_from_reports)
-                            ? last_server_contact(now)
-                            : TimePoint{};
+    TimePoint contact =
+        ((roles_ & ~kRoleRouter) == kRoleClient && cfg_.membership.heard_from_reports)
+            ? last_server_contact(now)
+            : TimePoint{};
     s = agent_->due(now, contact, [this] {
       mu_.assert_held();  // due() calls this at once, under the lock
       return peers_heard_since(rx_seen_);

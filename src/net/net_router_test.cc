@@ -6,6 +6,7 @@
 
 #include "base/test_nid.h"
 #include "net/net.h"
+#include "net/net_test_support.h"
 #include "net/router_buffers.h"
 #include "net/routes.h"
 #include "transport/mem_transport.h"
@@ -15,41 +16,15 @@ namespace router_test {
 
 using namespace std::chrono_literals;
 
-struct Received {
-  Nid from;
-  InFrame frame;
-  RxCredit credit;
-};
+using net_testing::Received;
+using net_testing::RxLog;
+using net_testing::TxLog;
 
-class RxLog : public NetRx {
- public:
-  void on_message(const Nid& from, InFrame&& f, RxCredit credit) override {
-    got.push_back(Received{from, std::move(f), std::move(credit)});
-  }
-  void on_connection_closed(uint64_t, const Nid&, const Status&) override {}
-  void on_corrupt(const Nid& from, const FrameHeader& hdr, RxCredit credit) override {
-    corrupt.push_back(Received{from, InFrame{hdr, {}, {}, {}}, std::move(credit)});
-  }
-  std::vector<Received> got, corrupt;
-};
-
-struct TxLog : TxCompletion {
-  void on_tx_done(const Status& s, const TxTimes&) override { results.push_back(s); }
-  std::vector<Status> results;
-};
-
-struct Node {
+struct Node : net_testing::MemNode {
   Node(MemHub& hub, Clock& clock, std::vector<Nid> nids, NetOptions o)
-      : net(std::move(o), nids, clock, [&hub, &clock, nids](TransportEvents& ev) {
-          TransportOptions to;
-          to.cluster_key = "0123456789abcdef";
-          return std::make_unique<MemTransport>(hub, to, nids, clock, ev);
-        }) {
-    net.set_rx(&rx);
-    EXPECT_TRUE(net.start().ok());
+      : MemNode(hub, clock, std::move(nids), std::move(o)) {
+    EXPECT_TRUE(start_status.ok());
   }
-  RxLog rx;
-  Net net;
 };
 
 NetOptions opts(std::vector<RouteConfig> routes = {}, bool routing = false, int peer_credits = 8) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "base/test_nid.h"
+#include "net/net_test_support.h"
 #include "transport/mem_transport.h"
 #include "wire/data_crc.h"
 
@@ -12,44 +13,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct Received {
-  Nid from;
-  InFrame frame;
-  RxCredit credit;
-};
+using net_testing::Received;
+using net_testing::RxLog;
+using net_testing::TxLog;
 
-class RxLog : public NetRx {
- public:
-  void on_message(const Nid& from, InFrame&& f, RxCredit credit) override {
-    got.push_back(Received{from, std::move(f), std::move(credit)});
+struct Node : net_testing::MemNode {
+  Node(MemHub& hub, Clock& clock, Nid n, NetOptions o) : MemNode(hub, clock, {n}, std::move(o)) {
+    EXPECT_TRUE(start_status.ok());
   }
-  void on_connection_closed(uint64_t, const Nid& peer, const Status&) override {
-    disconnected.push_back(peer);
-  }
-  void on_corrupt(const Nid& from, const FrameHeader& hdr, RxCredit credit) override {
-    corrupt.push_back(Received{from, InFrame{hdr, {}, {}, {}}, std::move(credit)});
-  }
-  std::vector<Received> got, corrupt;
-  std::vector<Nid> disconnected;
-};
-
-struct TxLog : TxCompletion {
-  void on_tx_done(const Status& s, const TxTimes&) override { results.push_back(s); }
-  std::vector<Status> results;
-};
-
-struct Node {
-  Node(MemHub& hub, Clock& clock, Nid n, NetOptions o)
-      : net(std::move(o), {n}, clock, [&hub, &clock, n](TransportEvents& ev) {
-          TransportOptions to;
-          to.cluster_key = "0123456789abcdef";
-          return std::make_unique<MemTransport>(hub, to, std::vector<Nid>{n}, clock, ev);
-        }) {
-    net.set_rx(&rx);
-    EXPECT_TRUE(net.start().ok());
-  }
-  RxLog rx;
-  Net net;
 };
 
 std::unique_ptr<OutFrame> msg(uint64_t xid) {
