@@ -590,6 +590,9 @@ class Net final : public TransportEvents {
   // The gateway's state for the choice and the views; `why` (may be null) says why it is
   // not usable.
   GatewayView gateway_view(const RouteConfig& r, PeerNi& gw, TimePoint now, std::string* why);
+  // Why a gateway whose last router ping found `st` may not carry route `r` ("": it may).
+  std::string status_problem(const RouteConfig& r, const GatewayStatus& st, TimePoint now) const
+      REQUIRES(routes_mu_);
   // A frame of this node's own to route through `p`'s gateway: an error when the open
   // connection to it does not speak routing (an older release).
   Status check_routes_to(Path& p);

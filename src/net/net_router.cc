@@ -93,6 +93,32 @@ std::vector<std::pair<Nid, bool>> Net::local_ni_states() const {
   return v;
 }
 
+std::string Net::status_problem(const RouteConfig& r, const GatewayStatus& st,
+                                TimePoint now) const {
+  if (!st.answered)
+    return fmt::format("dead: its router ping failed {:.1f} s ago ({})",
+                       std::chrono::duration<double>(now - st.at).count(), st.why);
+  if (!st.routing) return "it does not route (lnet.routing is off there)";
+  if (!opts_.avoid_asym_router_failure) return "";
+  // Its far side: an NI on the route's network that is up (one hop), or for a longer route
+  // any NI up besides those on this node's networks.
+  bool far = false, any_on_net = false;
+  std::string down;
+  for (const auto& [ni, up] : st.nis) {
+    bool on_net = ni.net() == r.net;
+    any_on_net |= on_net;
+    if (on_net && !up) down += (down.empty() ? "" : ", ") + ni.to_string();
+    if (up && (on_net || (r.hops > 1 && routed(ni)))) far = true;
+  }
+  if (far) return "";
+  if (!down.empty())
+    return "its NI " + down + " is down: it cannot reach " + lnet_net_name(r.net) +
+           " (asymmetric router failure)";
+  if (r.hops == 1 && !any_on_net)
+    return "it has no NI on " + lnet_net_name(r.net) + " (a route of 1 hop through it)";
+  return "none of its NIs beyond this node's networks is up";
+}
+
 GatewayView Net::gateway_view(const RouteConfig& r, PeerNi& gw, TimePoint now, std::string* why) {
   GatewayView v;
   v.health = gw.health.selection_value();
@@ -104,45 +130,18 @@ GatewayView Net::gateway_view(const RouteConfig& r, PeerNi& gw, TimePoint now, s
     }
     return v;
   }
-  // What its last router ping found: no answer, no routing, or (asymmetric) its far side
-  // down. Until its first answer a gateway is taken as up (LNet's default).
-  std::optional<GatewayStatus> st;
+  // What its last router ping found, judged where it is kept (no copy of it per send).
+  // Until its first answer a gateway is taken as up (LNet's default).
+  std::string bad;
   {
     MutexLock lk(routes_mu_);
-    if (auto it = gateway_status_.find(gw.nid); it != gateway_status_.end()) st = it->second;
+    if (auto it = gateway_status_.find(gw.nid); it != gateway_status_.end())
+      bad = status_problem(r, it->second, now);
   }
-  if (st) {
-    auto ago = [&] {
-      return fmt::format("{:.1f} s ago", std::chrono::duration<double>(now - st->at).count());
-    };
-    std::string bad;
-    if (!st->answered) {
-      bad = "dead: its router ping failed " + ago() + " (" + st->why + ")";
-    } else if (!st->routing) {
-      bad = "it does not route (lnet.routing is off there)";
-    } else if (opts_.avoid_asym_router_failure) {
-      // Its far side: an NI on the route's network that is up (one hop), or for a longer
-      // route any NI up besides those on this node's networks.
-      bool far = false, any_on_net = false;
-      std::string down;
-      for (const auto& [ni, up] : st->nis) {
-        bool on_net = ni.net() == r.net;
-        any_on_net |= on_net;
-        if (on_net && !up) down += (down.empty() ? "" : ", ") + ni.to_string();
-        if (up && (on_net || (r.hops > 1 && routed(ni)))) far = true;
-      }
-      if (!far)
-        bad = !down.empty() ? "its NI " + down + " is down: it cannot reach " +
-                                  lnet_net_name(r.net) + " (asymmetric router failure)"
-              : r.hops == 1 && !any_on_net
-                  ? "it has no NI on " + lnet_net_name(r.net) + " (a route of 1 hop through it)"
-                  : "none of its NIs beyond this node's networks is up";
-    }
-    if (!bad.empty()) {
-      v.usable = false;
-      if (why) *why = bad;
-      return v;
-    }
+  if (!bad.empty()) {
+    v.usable = false;
+    if (why) *why = std::move(bad);
+    return v;
   }
   thread_local std::vector<Path*> paths;
   table_->peer_paths(gw, &paths);
@@ -283,16 +282,19 @@ void Net::forward(Connection& c, ConnState& cs, InFrame&& f, bool corrupt,
   RxCredit credit(cs.conn, (f.hdr.flags & kFlagWindowEmpty)
                                ? 1
                                : cs.high_water.load(std::memory_order_relaxed));
-  const std::string what =
-      fmt::format("{} xid {} from {} for {}", f.hdr.kind == FrameKind::kReply ? "reply" : "request",
-                  f.hdr.xid, f.hdr.ext.route_src.to_string(), f.hdr.ext.route_dst.to_string());
+  // Named only in a log line (a drop, damage): not formatted for every frame forwarded.
+  auto what = [&f] {
+    return fmt::format("{} xid {} from {} for {}",
+                       f.hdr.kind == FrameKind::kReply ? "reply" : "request", f.hdr.xid,
+                       f.hdr.ext.route_src.to_string(), f.hdr.ext.route_dst.to_string());
+  };
   if (!router_) {
     dropped_not_router_.fetch_add(1, std::memory_order_relaxed);
     cs.ni->counters.drops.fetch_add(1, std::memory_order_relaxed);
     PFS_LOG_WARN_LIMITED("not a router " + c.describe(),
                          "dropping routed {} that came on {}: this node does not route "
                          "(lnet.routing is off)",
-                         what, c.describe());
+                         what(), c.describe());
     return;
   }
   RouterState& r = *router_;
@@ -300,7 +302,7 @@ void Net::forward(Connection& c, ConnState& cs, InFrame&& f, bool corrupt,
     r.loop.fetch_add(1, std::memory_order_relaxed);
     cs.ni->counters.drops.fetch_add(1, std::memory_order_relaxed);
     PFS_LOG_WARN_LIMITED("routing loop", "dropping {}: it has crossed {} routers (a routing loop?)",
-                         what, f.hdr.ext.hops);
+                         what(), f.hdr.ext.hops);
     return;
   }
   if (corrupt) {
@@ -312,7 +314,7 @@ void Net::forward(Connection& c, ConnState& cs, InFrame&& f, bool corrupt,
     PFS_LOG_WARN_LIMITED("corrupt " + c.describe(),
                          "routed {} on {} failed its data checksum: forwarded as it came, for "
                          "its destination to refuse",
-                         what, c.describe());
+                         what(), c.describe());
   }
   auto fw = std::make_unique<Forward>();
   fw->net = this;
