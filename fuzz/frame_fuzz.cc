@@ -59,7 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(wf->release.size() <= 64 && wf->nids.size() <= kMaxHelloNids);
     auto again = decode_wire_fields(encode_wire_fields(*wf).span());
     FUZZ_CHECK(again.ok() && again->features == wf->features && again->nids == wf->nids &&
-               again->release == wf->release && again->instance == wf->instance);
+               again->release == wf->release && again->instance == wf->instance &&
+               again->window == wf->window && wf->window <= kMaxWindow);
   }
   if (size >= 8) {
     uint64_t xid = 0;
@@ -151,6 +152,16 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
   // Version-2 handshake fields, the server's (with its NIDs).
   seeds.push_back(
       bytes_of(encode_wire_fields({1, 2, kFeaturesSpoken, "0.9.0+git.abc1234", 42, hello.nids})));
+  // A router's fields: its receive window granted.
+  WireFields router{1, 2, kFeaturesSpoken, "0.9.0+git.abc1234", 42, hello.nids};
+  router.window = 8;
+  seeds.push_back(bytes_of(encode_wire_fields(router)));
+  // A WINDOW frame (its grant in the xid).
+  FrameHeader wnd;
+  wnd.kind = FrameKind::kWindow;
+  wnd.xid = 16;
+  encode_frame_head(wnd, 2, &eh);
+  seeds.emplace_back(eh.span().begin(), eh.span().end());
   // Large NIDs: a HELLO of an IPv6 connection (its first NID marked, then an IPv4 one) and
   // version-2 fields with an IPv6 NID.
   Hello hello6;

@@ -72,7 +72,7 @@ TEST_F(CliTest, PingBetweenTwoDaemons) {
   // release (this build's) to each other.
   EXPECT_EQ(p[0]["wire_version"], 2);
   EXPECT_EQ(p[0]["wire_versions"], "1-2");
-  EXPECT_EQ(p[0]["features"], "job_id,trace,queue_time,routing");
+  EXPECT_EQ(p[0]["features"], "job_id,trace,queue_time,routing,window");
   EXPECT_NE(p[0]["release"].get<std::string>().find(std::string(version()) + " ("),
             std::string::npos)
       << p[0].dump();
@@ -80,9 +80,10 @@ TEST_F(CliTest, PingBetweenTwoDaemons) {
   auto [rc4, verbose] = run({PFSNET_BIN, "--socket", a.socket(), "peers", "-v"});
   ASSERT_EQ(rc4, 0) << verbose;
   EXPECT_NE(
-      verbose.find("wire version 2 (peer speaks 1-2), features job_id,trace,queue_time,routing\n"
-                   "    peer release " +
-                   std::string(version())),
+      verbose.find(
+          "wire version 2 (peer speaks 1-2), features job_id,trace,queue_time,routing,window\n"
+          "    peer release " +
+          std::string(version())),
       std::string::npos)
       << verbose;
 }

@@ -171,7 +171,7 @@ TEST_F(MixedVersionTest, OldAndNewNodesTalkBothWaysAndAreReplacedOneByOneWithNoR
   EXPECT_EQ(old_peer["features"], "") << old_peer.dump();
   json new_peer = peer_entry(kNewServer, kNewClient);
   EXPECT_EQ(new_peer["wire_version"], 2) << new_peer.dump();
-  EXPECT_EQ(new_peer["features"], "job_id,trace,queue_time,routing") << new_peer.dump();
+  EXPECT_EQ(new_peer["features"], "job_id,trace,queue_time,routing,window") << new_peer.dump();
   EXPECT_FALSE(new_peer["release"].get<std::string>().empty()) << new_peer.dump();
   EXPECT_EQ(peer_entry(kNewClient, kOldServer)["wire_version"], 1);
   // pfsnet status through an 8827b49 MGS: the table, and why the releases are not in it.

@@ -167,7 +167,8 @@ TEST(PrometheusTest, MetricsPassPromtoolAndShowMembership) {
   // The client's connection to the MGS speaks wire version 2, both of this build.
   EXPECT_NE(
       client.find("pfsnet_peer_wire_version{nid=\"" + c.a.nid().to_string() +
-                  "\",features=\"job_id,trace,queue_time,routing\",release=\"" PFSNET_VERSION " ("),
+                  "\",features=\"job_id,trace,queue_time,routing,window\",release=\"" PFSNET_VERSION
+                  " ("),
       std::string::npos)
       << client;
   // The server executed the pings: its execution histogram.

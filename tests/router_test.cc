@@ -2,7 +2,7 @@
 // tcp2 and a router with an NI on each, each a pfsnetd on its own loopback addresses. The
 // client reaches the server only through the router: 1 MiB writes and reads (data checked
 // at the far end) and small pings; routes added and deleted at run time; the router's
-// counters and the client's view of its route.
+// counters and the client's view of its route; what a client can leave in a router.
 #include <gtest/gtest.h>
 
 #include "cluster.h"
@@ -175,6 +175,66 @@ TEST(RoutedDaemonsTest, AGatewayThatDoesNotRouteIsNotUsedAndSendsSayWhy) {
   EXPECT_NE(out.find("does not route"), std::string::npos) << out;
   EXPECT_FALSE(cli(mid, {"routerstat"})["routing"].get<bool>());
   EXPECT_EQ(cli(server, {"routerstat"})["received_routed"], 0);
+}
+
+// A client that could flood a router: peer_credits 256 and 64 self-test writes of 1 MiB in
+// flight, through a router of peer_credits 4, at a server stopped from outside (SIGSTOP)
+// so that nothing drains. The router grants the client a window of 4, so it holds at most
+// four of the client's frames, however long the server is away; once the server goes on,
+// every write completes.
+TEST(RoutedDaemonsTest, AClientWithManyCreditsLeavesNoMoreThanTheRoutersWindowInIt) {
+  TempDir dir;
+  const std::string key = dir.file("cluster.key");
+  write_file(key, "routed-daemons-test-cluster-key", 0600);
+  const std::string router_a = loopback(22) + "@tcp1", router_b = loopback(23) + "@tcp2";
+  DaemonOptions ro;
+  ro.net = "tcp1";
+  ro.peer_credits = 4;
+  ro.extra = "routing = true\n[[net]]\nnid = \"" + router_b + "\"\n";
+  Daemon router(dir, 22, key, ro);
+  ASSERT_TRUE(router.ready()) << router.process().output();
+  DaemonOptions so;
+  so.net = "tcp2";
+  so.extra = "[[route]]\nnet = \"tcp1\"\ngateway = \"" + router_b + "\"\n";
+  Daemon server(dir, 24, key, so);
+  ASSERT_TRUE(server.ready()) << server.process().output();
+  DaemonOptions co;
+  co.net = "tcp1";
+  co.peer_credits = 256;
+  co.extra =
+      "[[route]]\nnet = \"tcp2\"\ngateway = \"" + router_a + "\"\n[rpc]\nmax_rpcs_in_flight = 64\n";
+  Daemon client(dir, 21, key, co);
+  ASSERT_TRUE(client.ready()) << client.process().output();
+  const std::string from = client.nid().to_string(), to = server.nid().to_string();
+
+  Process selftest({PFSNET_BIN, "--socket", client.socket(), "selftest", "--from", from, "--to", to,
+                    "--size", "1M", "--concurrency", "64", "--duration", "3", "--json"});
+  ASSERT_TRUE(eventually([&] { return cli(router, {"routerstat"})["forwarded"] >= 64; }, 20000ms))
+      << cli(router, {"routerstat"}).dump();
+  ASSERT_TRUE(server.process().stop());
+  // The router fills to the client's window and stays there while the server is away.
+  constexpr int64_t kFrameMost = (1 << 20) + 4096;  // a write: header, its payload, 1 MiB
+  int64_t held = 0;
+  EXPECT_TRUE(eventually(
+      [&] {
+        held = cli(router, {"routerstat"})["held_bytes"].get<int64_t>();
+        return held >= 4 * (1 << 20);
+      },
+      10000ms))
+      << held;
+  EXPECT_LE(held, 4 * kFrameMost);
+  server.process().kill(SIGCONT);
+  ASSERT_EQ(selftest.wait_exit(120000ms), 0) << selftest.output();
+  nlohmann::json result = last_json_line(selftest.output());
+  ASSERT_TRUE(result.contains("steps")) << selftest.output();
+  EXPECT_GE(result["steps"][0]["rpcs"].get<int64_t>(), 64) << result.dump();
+  EXPECT_EQ(result["steps"][0]["errors"], 0) << result.dump();
+  nlohmann::json rs = cli(router, {"routerstat"});
+  std::printf("router held at most %lld bytes of the client's (its window: 4 frames)\n",
+              static_cast<long long>(rs["held_bytes_max"].get<int64_t>()));
+  EXPECT_LE(rs["held_bytes_max"].get<int64_t>(), 4 * kFrameMost) << rs.dump();
+  EXPECT_EQ(router.process().output().find("beyond the receive window"), std::string::npos)
+      << "the client kept to its window; nothing was cut";
 }
 
 }  // namespace routed_daemons

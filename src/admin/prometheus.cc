@@ -88,6 +88,7 @@ void route_metrics(PromText& t, const std::vector<RouteInfo>& routes, const Rout
   t.sample("pfsnet_router_dropped_total", "reason=\"no_route\"", double(r.dropped_no_route));
   t.sample("pfsnet_router_dropped_total", "reason=\"failed\"", double(r.dropped_failed));
   t.sample("pfsnet_router_dropped_total", "reason=\"loop\"", double(r.dropped_loop));
+  t.sample("pfsnet_router_dropped_total", "reason=\"no_window\"", double(r.dropped_no_window));
   t.family("pfsnet_router_forwarded_frames_total", "counter", "Frames forwarded for others.");
   t.sample("pfsnet_router_forwarded_frames_total", "", double(r.forwarded));
   t.family("pfsnet_router_forwarded_bytes_total", "counter",

@@ -100,6 +100,7 @@ json router_stats_json(const RouterStats& s) {
                {{"no_route", s.dropped_no_route},
                 {"failed", s.dropped_failed},
                 {"loop", s.dropped_loop},
+                {"no_window", s.dropped_no_window},
                 {"not_router", s.dropped_not_router}}},
               {"corrupt", s.corrupt},
               {"peer_buffer_credits", s.peer_buffer_credits},

@@ -826,23 +826,28 @@ void Net::TxMsg::on_tx_done(const Status& s, const TxTimes& t) {
 void Net::set_credits(int64_t credits, int64_t peer_credits) {
   Out out;
   int64_t dc = credits - credits_.exchange(credits);
-  int64_t dp = peer_credits - peer_credits_.exchange(peer_credits);
+  const int64_t before = peer_credits_.exchange(peer_credits);
   NetOptions o;
   o.peer_credits = peer_credits;
   uint32_t hw = o.credit_high_water();
   high_water_.store(hw);
+  std::vector<ConnectionPtr> regrant;  // granted a window: told the new one
   for (auto& ni : nis_) {
     std::vector<Path*> paths = table_->ni_paths(*ni);
     MutexLock lk(ni->mu);
     ni->tx_credits += dc;
     for (Path* p : paths) {
-      for (auto& c : p->conns)
-        if (auto cs = conn_state(*c)) cs->tx_credits += dp;
+      for (auto& c : p->conns) {
+        if (auto cs = conn_state(*c))
+          cs->tx_credits += cs->window(peer_credits) - cs->window(before);
+        if ((c->wire().features & kFeatureWindow) && rx_window()) regrant.push_back(c);
+      }
       set_high_water_locked(*p);
     }
     for (Path* p : paths) drain_locked(*p, &out);
     drain_ni_locked(*ni, &out);
   }
+  for (const ConnectionPtr& c : regrant) grant_window(c, static_cast<uint32_t>(peer_credits));
   PFS_LOG_INFO("credits now {} per NI, peer_credits {} per connection", credits, peer_credits);
   transmit(out);
 }

@@ -237,6 +237,9 @@ struct RouterStats {
   // Frames not forwarded: no route to their network (or the next hop failed them: dead,
   // unreachable, deadline), a loop (kMaxFrameHops), this node is not a router.
   uint64_t dropped_no_route = 0, dropped_failed = 0, dropped_loop = 0, dropped_not_router = 0;
+  // From a peer whose connection grants no receive window (kFeatureWindow): what it could
+  // leave in the router would be bounded by nothing.
+  uint64_t dropped_no_window = 0;
   // Forwarded though their data failed its checksum on the way in (the destination refuses
   // them and their sender sends again; counted here against the hop they came on).
   uint64_t corrupt = 0;
@@ -438,6 +441,12 @@ class Net final : public TransportEvents {
   uint16_t min_peer_level() const override {
     return min_peer_level_.load(std::memory_order_relaxed);
   }
+  // A router grants each connection its peer_credits now as the peer's receive window: what
+  // waits in it for router credits and buffers is then bounded. Other nodes grant none (a
+  // sender's window is its own peer_credits, as auto-tune sets it).
+  uint32_t rx_window() const override {
+    return router_ ? static_cast<uint32_t>(peer_credits()) : 0;
+  }
 
   struct PeerNi;
   struct Peer;
@@ -604,6 +613,10 @@ class Net final : public TransportEvents {
   // Sends each of `go` on to its next hop (a frame that fails at once lets its buffer go
   // to the next in turn: iterative, never recursive).
   void send_forwards(std::vector<std::unique_ptr<Forward>>& go);
+  // Grants `c`'s peer a receive window of `window` (a WINDOW frame; kFeatureWindow).
+  void grant_window(const ConnectionPtr& c, uint32_t window);
+  // The peer's WINDOW frame: its grant moves this end's window on `c`.
+  void on_window(Connection& c, ConnState& cs, uint64_t window);
   // A forwarded frame is done (written on, or failed): its buffer and credit let go.
   void forward_done(Forward* fw, const Status& s);
   // The state on_connected gave `c` (its Connection::upper), null once it closed: no

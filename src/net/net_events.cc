@@ -38,10 +38,18 @@ void Net::on_connected(const ConnectionPtr& c) {
   cs->conn_id = c->id();
   cs->high_water = high_water_.load();  // set_high_water_locked below sets it for the path
   c->set_upper(cs);  // before the connection is in the path: every reader finds it
+  const WireSession& w = c->wire();
+  const bool windowed = w.features & kFeatureWindow;
+  if (windowed && w.window) c->grant_rx_window(w.window);
   Out out;
+  uint32_t regrant = 0;  // peer_credits changed since the handshake granted its window
   {
     MutexLock lk(ni->mu);
-    cs->tx_credits = peer_credits();
+    if (windowed) {
+      cs->peer_window = w.peer_window;
+      if (int64_t pc = rx_window(); w.window && pc != w.window) regrant = static_cast<uint32_t>(pc);
+    }
+    cs->tx_credits = cs->window(peer_credits());
     p->conns.push_back(c);
     p->reconnect_interval = Duration::zero();  // it is up: no backoff
     p->reconnect_at = TimePoint{};
@@ -53,6 +61,38 @@ void Net::on_connected(const ConnectionPtr& c) {
     }
     set_high_water_locked(*p);
     drain_locked(*p, &out);
+  }
+  if (regrant) grant_window(c, regrant);
+  transmit(out);
+}
+
+void Net::grant_window(const ConnectionPtr& c, uint32_t window) {
+  c->grant_rx_window(window);  // before the peer can know of it
+  auto f = std::make_unique<OutFrame>();
+  f->hdr.kind = FrameKind::kWindow;
+  f->hdr.xid = window;
+  f->hdr.src_nid = c->local_nid();
+  f->hdr.dst_nid = c->peer_nid();
+  c->send(std::move(f));
+}
+
+void Net::on_window(Connection& c, ConnState& cs, uint64_t window) {
+  if (!(c.wire().features & kFeatureWindow) || window == 0 || window > kMaxWindow) {
+    c.close(Status(Code::kProtocol, fmt::format("a WINDOW frame of {} on {}", window,
+                                                (c.wire().features & kFeatureWindow)
+                                                    ? "a connection"
+                                                    : "a connection without the window feature")));
+    return;
+  }
+  LocalNi& ni = *cs.ni;
+  Out out;
+  {
+    MutexLock lk(ni.mu);
+    int64_t pc = peer_credits();
+    int64_t before = cs.window(pc);
+    cs.peer_window = static_cast<int64_t>(window);
+    cs.tx_credits += cs.window(pc) - before;
+    drain_locked(*cs.path, &out);
   }
   transmit(out);
 }
@@ -103,8 +143,23 @@ void Net::on_frame(Connection& c, InFrame&& f) {
     transmit(out);
   }
   if (f.hdr.kind == FrameKind::kCredit) return;
+  if (f.hdr.kind == FrameKind::kWindow) {
+    on_window(c, *cs, f.hdr.xid);
+    return;
+  }
   if (f.hdr.kind != FrameKind::kRequest && f.hdr.kind != FrameKind::kReply) {
     c.close(Status(Code::kProtocol, "unexpected frame kind after handshake"));
+    return;
+  }
+  // Held to the window it was granted: a peer with more out is not a pfsnet keeping to its
+  // handshake, and would hold this node's memory without bound.
+  if (uint32_t held = c.count_received(), window = c.rx_window(); window && held > window) {
+    PFS_LOG_WARN(
+        "closing connection {}: the peer has {} requests and replies out on it, beyond "
+        "the receive window of {} it was granted",
+        c.describe(), held, window);
+    c.close(
+        Status(Code::kProtocol, fmt::format("peer went beyond its receive window of {}", window)));
     return;
   }
   uint64_t bytes = kHeaderSize + f.payload.size() + f.bulk.size();
@@ -135,6 +190,7 @@ void Net::on_frame(Connection& c, InFrame&& f) {
   if (f.hdr.dst_nid != ni.nid) {
     ni.counters.drops.fetch_add(1);
     PFS_LOG_WARN("dropping frame on {} addressed to another NID", c.describe());
+    RxCredit(cs->conn, 1).release();  // its credit goes back at once
     return;
   }
   if (transit) {

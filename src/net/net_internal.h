@@ -17,6 +17,7 @@
 // once the table's lock is dropped.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -64,6 +65,12 @@ struct Net::ConnState {
   std::atomic<uint32_t> high_water{1};         // credits owed before an explicit credit frame
   int64_t tx_credits GUARDED_BY(ni->mu) = 0;   // this connection's window left
   int64_t outstanding GUARDED_BY(ni->mu) = 0;  // messages sent and not yet credited back
+  // The receive window the peer grants (kFeatureWindow; 0: none): the window is this
+  // node's peer_credits or that, whichever is lower.
+  int64_t peer_window GUARDED_BY(ni->mu) = 0;
+  int64_t window(int64_t peer_credits) const REQUIRES(ni->mu) {
+    return peer_window ? std::min(peer_credits, peer_window) : peer_credits;
+  }
   // Messages handed to the connection and not completed yet (intrusive list).
   Mutex tx_mu;
   TxMsg* head GUARDED_BY(tx_mu) = nullptr;
@@ -108,7 +115,7 @@ struct Net::RouterState {
   mutable Mutex mu;  // a leaf: nothing is taken under it
   RouterBuffers<PeerNi*, std::unique_ptr<Forward>> buffers GUARDED_BY(mu);
   std::atomic<uint64_t> forwarded{0}, forwarded_bytes{0};
-  std::atomic<uint64_t> no_route{0}, failed{0}, loop{0}, corrupt{0};
+  std::atomic<uint64_t> no_route{0}, failed{0}, loop{0}, corrupt{0}, no_window{0};
   // Bytes of the frames it holds to forward (in its buffers or waiting for one), and the
   // most it has held.
   std::atomic<int64_t> held_bytes{0}, held_bytes_max{0};

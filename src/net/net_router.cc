@@ -264,6 +264,7 @@ RouterStats Net::router_stats() const {
   s.dropped_no_route = r.no_route.load();
   s.dropped_failed = r.failed.load();
   s.dropped_loop = r.loop.load();
+  s.dropped_no_window = r.no_window.load();
   s.corrupt = r.corrupt.load();
   s.held_bytes = r.held_bytes.load();
   s.held_bytes_max = r.held_bytes_max.load();
@@ -298,6 +299,15 @@ void Net::forward(Connection& c, ConnState& cs, InFrame&& f, bool corrupt,
     return;
   }
   RouterState& r = *router_;
+  if (!(c.wire().features & kFeatureWindow)) {
+    r.no_window.fetch_add(1, std::memory_order_relaxed);
+    cs.ni->counters.drops.fetch_add(1, std::memory_order_relaxed);
+    PFS_LOG_WARN_LIMITED("no window " + c.describe(),
+                         "dropping routed {} that came on {}: its peer grants no receive window, "
+                         "so nothing would bound what it leaves in this router",
+                         what(), c.describe());
+    return;
+  }
   if (f.hdr.ext.hops >= kMaxFrameHops) {
     r.loop.fetch_add(1, std::memory_order_relaxed);
     cs.ni->counters.drops.fetch_add(1, std::memory_order_relaxed);

@@ -208,6 +208,125 @@ TEST_F(RouterTest, ARoutersBuffersAndCreditsBoundWhatAClientLeavesInIt) {
   for (const Status& st : tx.results) EXPECT_TRUE(st.ok());
 }
 
+// A router grants each peer a receive window of its own peer_credits: a client configured
+// with many more keeps within it, so what the client can leave waiting in the router is the
+// router's choice, not the client's. The router raising its peer_credits at run time tells
+// the client (a WINDOW frame), and everything then flows, in order, with no connection cut.
+TEST_F(RouterTest, AClientsWindowIntoARouterIsTheOneTheRouterGrants) {
+  NetOptions ro = opts({}, true, /*peer_credits=*/4);
+  ro.router_buffers = {8, 8, 1};
+  ro.peer_buffer_credits = 64;  // the window, not the router credits, holds the client here
+  Node c(hub_, clock_, {c_}, opts({route("tcp2", "198.18.1.2@tcp1")}, false, 64));
+  Node r(hub_, clock_, {r1a_, r1b_}, ro);
+  Node s(hub_, clock_, {s_}, opts({}, false, 2));
+  TxLog tx;
+  constexpr int kFrames = 32;
+  for (int i = 0; i < kFrames; ++i)
+    c.net.send(s_, msg(100 + i, 256 * 1024), clock_.now() + 60s, &tx);
+  hub_.pump();
+  const int64_t frame = int64_t(kHeaderSize + 5 + 256 * 1024);
+  auto queued_at_client = [&] {
+    int64_t n = 0;
+    for (const NiInfo& p : c.net.peers()) n += p.queued;
+    return n;
+  };
+  // The server holds the router's window (4, unconsumed); the router holds the client's
+  // window into it (4: one in its large buffer, three waiting for it); the client the rest.
+  EXPECT_EQ(s.rx.got.size(), 4u);
+  EXPECT_EQ(r.net.router_stats().held_bytes, 4 * frame);
+  EXPECT_EQ(queued_at_client(), kFrames - 4 - 4);
+  // The router's peer_credits raised: its window to the server and the client's into it.
+  r.net.set_credits(64, 8);
+  hub_.pump();
+  EXPECT_EQ(s.rx.got.size(), 8u);
+  EXPECT_EQ(r.net.router_stats().held_bytes, 8 * frame);
+  EXPECT_EQ(queued_at_client(), kFrames - 8 - 8);
+  for (int round = 0; round < kFrames && s.rx.got.size() < size_t(kFrames); ++round) {
+    for (auto& g : s.rx.got) g.credit.release();
+    hub_.pump();
+  }
+  ASSERT_EQ(s.rx.got.size(), size_t(kFrames));
+  for (int i = 0; i < kFrames; ++i) {
+    EXPECT_EQ(s.rx.got[i].frame.hdr.xid, uint64_t(100 + i));
+    EXPECT_TRUE(bulk_intact(s.rx.got[i].frame, 100 + i, 256 * 1024)) << i;
+  }
+  RouterStats rs = r.net.router_stats();
+  EXPECT_EQ(rs.held_bytes_max, 8 * frame);
+  EXPECT_EQ(rs.held_bytes, 0);
+  ASSERT_EQ(tx.results.size(), size_t(kFrames));
+  for (const Status& st : tx.results) EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(c.rx.disconnected.empty());
+  EXPECT_TRUE(r.rx.disconnected.empty());
+}
+
+// One end of a connection, without a Net: it writes what a test tells it to, credits or not.
+struct RawEnd : TransportEvents {
+  void on_connected(const ConnectionPtr& c) override { conn = c; }
+  void on_frame(Connection&, InFrame&& f) override { kinds.push_back(f.hdr.kind); }
+  void on_closed(Connection&, const Status& why) override { closed = why; }
+  ConnectionPtr conn;
+  std::vector<FrameKind> kinds;
+  std::optional<Status> closed;
+};
+
+// A client that ignores the window it was granted -- it writes 16 routed 256 KiB frames
+// at a router that grants 4, towards a server that takes nothing -- is cut off at the
+// fifth: the router never holds more than the window's worth of it. One that does not
+// speak windows at all has its routed frames dropped, not held.
+TEST_F(RouterTest, AFlooderBeyondItsWindowIsCutOffAndTheRouterHoldsNoMore) {
+  NetOptions ro = opts({}, true, /*peer_credits=*/4);
+  ro.router_buffers = {8, 8, 1};
+  ro.peer_buffer_credits = 64;
+  Node r(hub_, clock_, {r1a_, r1b_}, ro);
+  Node s(hub_, clock_, {s_}, opts({}, false, 2));
+  const int64_t frame = int64_t(kHeaderSize + 1 + 256 * 1024);
+  auto flood = [&](const Nid& from, uint64_t features, int frames) {
+    RawEnd end;
+    TransportOptions to;
+    to.cluster_key = "0123456789abcdef";
+    to.wire.features = features;
+    MemTransport t(hub_, to, {from}, clock_, end);
+    t.connect(from, r1a_, 7988, [](Result<ConnectionPtr>) {});
+    hub_.pump();
+    EXPECT_TRUE(end.conn);
+    if (!end.conn) return end.closed;
+    EXPECT_EQ(end.conn->wire().peer_window, features & kFeatureWindow ? 4u : 0u);
+    for (int i = 0; i < frames; ++i) {
+      auto f = std::make_unique<OutFrame>();
+      f->hdr.kind = FrameKind::kRequest;
+      f->hdr.xid = uint64_t(i + 1);
+      f->hdr.src_nid = from;
+      f->hdr.dst_nid = r1a_;
+      f->hdr.ext.routed = true;
+      f->hdr.ext.route_src = from;
+      f->hdr.ext.route_dst = s_;
+      f->payload = Buffer::copy_of(std::string_view("x"));
+      f->bulk = make_bulk(Buffer(256 * 1024));
+      end.conn->send(std::move(f));
+    }
+    hub_.pump();
+    std::optional<Status> why = end.closed;
+    t.stop();
+    hub_.pump();
+    return why;
+  };
+  std::optional<Status> cut = flood(c_, kFeaturesSpoken, 16);
+  ASSERT_TRUE(cut.has_value()) << "the flooder's connection is still open";
+  RouterStats rs = r.net.router_stats();
+  EXPECT_LE(rs.held_bytes_max, 4 * frame);
+  EXPECT_EQ(s.rx.got.size(), 4u);  // its window's worth went on (the server's window, 4)
+  EXPECT_EQ(rs.dropped_no_window, 0u);
+  // Without the window feature: dropped, counted, nothing held.
+  const uint64_t forwarded = rs.forwarded;
+  std::optional<Status> dropped =
+      flood(nid("198.18.1.9@tcp1"), kFeaturesSpoken & ~kFeatureWindow, 3);
+  EXPECT_FALSE(dropped.has_value()) << dropped->to_string();
+  rs = r.net.router_stats();
+  EXPECT_EQ(rs.dropped_no_window, 3u);
+  EXPECT_EQ(rs.forwarded, forwarded);
+  EXPECT_LE(rs.held_bytes_max, 4 * frame);
+}
+
 // Gateways: the lower priority is taken; among equals the load is shared; a gateway whose
 // connect fails (a dead router) is left for the other at once, and taken back once it
 // answers again.

@@ -69,6 +69,7 @@ class EmulatingTransport final : public Transport, private TransportEvents {
     events_.on_local_ni_down(local, why);
   }
   uint16_t min_peer_level() const override { return events_.min_peer_level(); }
+  uint32_t rx_window() const override { return events_.rx_window(); }
 
   // The outer connection of `inner` (its Connection::upper, set in on_connected).
   static Conn* outer_of(const Connection& inner);

@@ -170,7 +170,23 @@ class Connection {
   // next frame written in the other direction (hdr.credits), or on a kCredit frame.
   void add_credits_to_return(uint32_t n) { credits_to_return_.fetch_add(n); }
   uint32_t credits_to_return() const { return credits_to_return_.load(); }
-  uint32_t take_credits_to_return() { return credits_to_return_.exchange(0); }
+  uint32_t take_credits_to_return() {
+    uint32_t n = credits_to_return_.exchange(0);
+    rx_unreturned_.fetch_sub(n, std::memory_order_relaxed);
+    return n;
+  }
+  // The receive window (kFeatureWindow): a receiver counts each request and reply that
+  // arrives until its credit is written back, and closes a connection whose peer has more
+  // out than the largest window it granted. Returns the count with this frame (I/O thread).
+  uint32_t count_received() { return rx_unreturned_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  uint32_t unreturned() const { return rx_unreturned_.load(std::memory_order_relaxed); }
+  // The largest window granted on this connection (0: none, nothing is enforced).
+  uint32_t rx_window() const { return rx_window_.load(std::memory_order_relaxed); }
+  void grant_rx_window(uint32_t w) {
+    uint32_t cur = rx_window_.load(std::memory_order_relaxed);
+    while (w > cur && !rx_window_.compare_exchange_weak(cur, w, std::memory_order_relaxed)) {
+    }
+  }
   // Returns one credit for a consumed frame. When `high_water` or more are owed, an
   // explicit kCredit frame carries them at once (one at a time: it is posted to the I/O
   // thread, and whatever is owed when it runs goes on it); otherwise they wait for the
@@ -193,6 +209,7 @@ class Connection {
   std::shared_ptr<void> upper_;
   std::atomic<uint32_t> credits_to_return_{0};
   std::atomic<bool> credit_flush_pending_{false};
+  std::atomic<uint32_t> rx_unreturned_{0}, rx_window_{0};
 };
 
 using ConnectionPtr = std::shared_ptr<Connection>;
@@ -232,6 +249,10 @@ class TransportEvents {
   // kReleaseLevel): a handshake from now on refuses a peer below it. Any thread, cheap (read
   // at every handshake); default 1: every peer is taken.
   virtual uint16_t min_peer_level() const { return 1; }
+  // The receive window a handshake from now on grants its peer (WireSpeaks::window): the
+  // requests and replies in flight this end takes on one connection. Any thread, cheap;
+  // default 0: none granted (the window feature is not announced).
+  virtual uint32_t rx_window() const { return 0; }
 };
 
 // What a handshake of a transport with options `wire` and owner `ev` speaks: the options'
@@ -239,6 +260,7 @@ class TransportEvents {
 inline WireSpeaks speaks_now(const WireSpeaks& wire, const TransportEvents& ev) {
   WireSpeaks w = wire;
   w.min_peer_level = ev.min_peer_level();
+  w.window = ev.rx_window();
   return w;
 }
 

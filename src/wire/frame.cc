@@ -101,13 +101,14 @@ void get_fields(const uint8_t* p, FrameHeader* h) {
 
 }  // namespace
 
-bool is_valid_frame_kind(uint8_t k) { return k >= 1 && k <= 6; }
+bool is_valid_frame_kind(uint8_t k) { return k >= 1 && k <= 7; }
 
 std::string feature_names(uint64_t features) {
   static const std::pair<uint64_t, const char*> kNames[] = {{kFeatureJobId, "job_id"},
                                                             {kFeatureTraceContext, "trace"},
                                                             {kFeatureQueueTime, "queue_time"},
-                                                            {kFeatureRouting, "routing"}};
+                                                            {kFeatureRouting, "routing"},
+                                                            {kFeatureWindow, "window"}};
   std::string s;
   for (auto [bit, name] : kNames)
     if (features & bit) {

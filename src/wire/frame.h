@@ -40,6 +40,9 @@ enum class FrameKind : uint8_t {
   kRequest = 4,  // an RPC request
   kReply = 5,    // an RPC reply (status field set)
   kCredit = 6,   // returns credits when there is no traffic to piggyback them on
+  // The receive window its sender grants now (xid: frames in flight it takes on the
+  // connection, kFeatureWindow). A control frame; only where both ends announce the feature.
+  kWindow = 7,
 };
 bool is_valid_frame_kind(uint8_t k);
 
@@ -84,9 +87,17 @@ inline constexpr uint64_t kFeatureQueueTime = 1 << 2;
 // node takes those addressed to it and drops the rest. A routed frame goes only on a
 // connection whose two ends announce it.
 inline constexpr uint64_t kFeatureRouting = 1 << 3;
+// Receive windows (docs/wire_format.md, "Receive windows"): an end may grant in its
+// handshake how many requests and replies it takes in flight on the connection (a router:
+// its lnet.peer_credits), and sends a WINDOW frame when that changes; its peer keeps within
+// the grant, and it closes a connection whose peer goes beyond. A router forwards only for
+// peers that announce the feature.
+inline constexpr uint64_t kFeatureWindow = 1 << 4;
+inline constexpr uint32_t kMaxWindow = 1 << 16;  // the largest window granted (peer_credits)
 inline constexpr uint64_t kFeaturesSpoken =
-    kFeatureJobId | kFeatureTraceContext | kFeatureQueueTime | kFeatureRouting;
-// "job_id,trace,queue_time,routing" (the bits this build knows by name; others as hex).
+    kFeatureJobId | kFeatureTraceContext | kFeatureQueueTime | kFeatureRouting | kFeatureWindow;
+// "job_id,trace,queue_time,routing,window" (the bits this build knows by name; others as
+// hex).
 std::string feature_names(uint64_t features);
 
 // The extension fields of one frame (version 2 only; a version-1 connection carries none).

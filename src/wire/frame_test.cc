@@ -132,6 +132,27 @@ TEST(FrameTest, BulkOnControlFrameRefused) {
             "malformed frame: bulk data on a control frame");
 }
 
+// WINDOW (kind 7) is a control frame that carries its grant in the xid; a kind past it is
+// not a frame.
+TEST(FrameTest, AWindowFrameCarriesItsGrantAndIsAControlFrame) {
+  FrameHeader w;
+  w.kind = FrameKind::kWindow;
+  w.xid = 64;
+  EncodedHead e;
+  encode_frame_head(w, 2, &e);
+  auto d = decode_header(e.span(), FrameLimits{});
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->kind, FrameKind::kWindow);
+  EXPECT_EQ(d->xid, 64u);
+  w.bulk_len = 1;
+  EncodedHeader v1;
+  encode_header(w, &v1);
+  EXPECT_EQ(decode_header(v1, FrameLimits{}).status().message(),
+            "malformed frame: bulk data on a control frame");
+  EXPECT_TRUE(is_valid_frame_kind(7));
+  EXPECT_FALSE(is_valid_frame_kind(8));
+}
+
 TEST(FrameTest, GarbageNeverDecodes) {
   std::mt19937_64 rng(42);
   int accepted = 0;
@@ -342,7 +363,7 @@ TEST(FrameV2Test, JobIdsAndTraceContextsAreChecked) {
   EXPECT_TRUE(some.has_queue_time);
   all.keep_only(0);
   EXPECT_TRUE(all.empty());
-  EXPECT_EQ(feature_names(kFeaturesSpoken), "job_id,trace,queue_time,routing");
+  EXPECT_EQ(feature_names(kFeaturesSpoken), "job_id,trace,queue_time,routing,window");
   EXPECT_EQ(feature_names(kFeatureTraceContext | (uint64_t{1} << 40)), "trace,0x10000000000");
   EXPECT_EQ(feature_names(0), "");
 }

@@ -163,6 +163,7 @@ enum Field : uint8_t {
   kInstance = 4,
   kNids = 5,
   kLevel = 6,
+  kWindow = 7,  // u32: the receive window the sender grants (kFeatureWindow)
 };
 constexpr size_t kMaxRelease = 64;
 
@@ -270,6 +271,7 @@ Buffer encode_wire_fields(const WireFields& w) {
     put_field(&f, kNids, n);
   }
   if (w.level) put_int_field<uint16_t>(&f, kLevel, w.level);
+  if (w.window) put_int_field<uint32_t>(&f, kWindow, w.window);
   return Buffer::copy_of(std::span<const uint8_t>(f));
 }
 
@@ -318,6 +320,12 @@ Result<WireFields> decode_wire_fields(std::span<const uint8_t> b) {
         w.level = le::get<uint16_t>(v);
         if (w.level < 2) return bad("release level " + std::to_string(w.level) + " on version 2");
         break;
+      case kWindow:
+        if (len != 4 || w.window) return bad("window field");
+        w.window = le::get<uint32_t>(v);
+        if (w.window == 0 || w.window > kMaxWindow)
+          return bad("a window of " + std::to_string(w.window));
+        break;
       case kNids: {
         if (nids) return bad("NIDs field twice");
         nids = true;
@@ -354,7 +362,7 @@ Result<WireFields> decode_wire_fields(std::span<const uint8_t> b) {
 Buffer HandshakeMachine::my_fields() const {
   WireFields w{speaks_.min_version, speaks_.max_version, speaks_.features,
                speaks_.release,     speaks_.instance,    {},
-               speaks_.level};
+               speaks_.level,       speaks_.window};
   // The server's NIDs; the client's are in its HELLO but for the large ones it left out.
   if (!client_ || all_nids_ != mine_.nids) w.nids = all_nids_;
   return encode_wire_fields(w);
@@ -373,6 +381,10 @@ Status HandshakeMachine::take_fields(std::span<const uint8_t> b) {
   session_.peer_level = w->level ? w->level : 2;
   session_.peer_says_level = w->level != 0;
   session_.features = speaks_.features & w->features;
+  if (session_.features & kFeatureWindow) {
+    session_.peer_window = w->window;
+    session_.window = speaks_.window;
+  }
   if (client_) {
     peer_.nids = std::move(w->nids);
   } else if (!w->nids.empty()) {  // the client's whole list, its large NIDs too

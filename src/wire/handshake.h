@@ -82,6 +82,10 @@ struct WireSpeaks {
   std::string release;             // this build's (pfsnet/version.h), shown to its peers
   uint64_t instance = 0;           // this process's run, random per start; 0: not said
   uint16_t level = kReleaseLevel;  // this build's release level, announced on version 2
+  // The receive window it grants where the connection speaks kFeatureWindow: requests and
+  // replies in flight it takes on the connection. 0: it grants none (its peer's window is
+  // the peer's own).
+  uint32_t window = 0;
   // The cluster's minimum release level as this node knows it: a peer below it is refused
   // (a version-1 peer is of level 1). 1: every peer is taken.
   uint16_t min_peer_level = 1;
@@ -103,6 +107,9 @@ struct WireSession {
   // Which of this node's keys the peer proved with (its current key is this node's next
   // or previous one while a rotation is under way).
   KeyUsed peer_key = KeyUsed::kCurrent;
+  // Receive windows (kFeatureWindow in `features`): what this end granted the peer in its
+  // handshake, and what the peer granted this end; 0: none.
+  uint32_t window = 0, peer_window = 0;
 };
 
 // Leaves in `ext` only what a connection speaking `w` carries: nothing on version 1, on
@@ -130,6 +137,7 @@ struct WireFields {
   uint64_t instance = 0;
   std::vector<Nid> nids;  // the server's; the client's when its HELLO left large ones out
   uint16_t level = 0;     // the sender's release level; 0: not said
+  uint32_t window = 0;    // the receive window it grants (kFeatureWindow); 0: not said
 };
 Buffer encode_wire_fields(const WireFields& w);
 Result<WireFields> decode_wire_fields(std::span<const uint8_t> bytes);

@@ -589,5 +589,60 @@ TEST(HandshakeLevelTest, TheLevelFieldIsCheckedWhenDecoded) {
   EXPECT_FALSE(with({6, 2, 0, 2, 0, 6, 2, 0, 3, 0}).ok()) << "two levels";
 }
 
+// Receive windows: an end that grants one (a router) tells its peer in its fields; each
+// end's session holds what it granted and what it was granted -- only where both speak the
+// feature: a peer that does not is granted nothing and held to nothing.
+TEST(HandshakeWindowTest, AGrantedWindowReachesThePeerWhereBothSpeakTheFeature) {
+  WireSpeaks router = speaks(1, 2, kFeaturesSpoken, "r", 1);
+  router.window = 8;
+  Negotiated n = between(speaks(1, 2, kFeaturesSpoken, "c", 2), router);
+  n.run();
+  ASSERT_EQ(n.e.c.state(), HandshakeMachine::State::kEstablished) << n.e.c.why();
+  EXPECT_TRUE(n.e.c.session().features & kFeatureWindow);
+  EXPECT_EQ(n.e.c.session().peer_window, 8u);
+  EXPECT_EQ(n.e.c.session().window, 0u);
+  EXPECT_EQ(n.e.s.session().window, 8u);
+  EXPECT_EQ(n.e.s.session().peer_window, 0u);
+  // The client grants too (both routers).
+  WireSpeaks other = speaks(1, 2, kFeaturesSpoken, "c", 2);
+  other.window = 3;
+  Negotiated both = between(other, router);
+  both.run();
+  EXPECT_EQ(both.e.c.session().peer_window, 8u);
+  EXPECT_EQ(both.e.s.session().peer_window, 3u);
+  // A client without the feature: no window either way.
+  Negotiated old = between(speaks(1, 2, kFeaturesSpoken & ~kFeatureWindow, "c", 2), router);
+  old.run();
+  ASSERT_EQ(old.e.s.state(), HandshakeMachine::State::kEstablished) << old.e.s.why();
+  EXPECT_FALSE(old.e.s.session().features & kFeatureWindow);
+  EXPECT_EQ(old.e.s.session().window, 0u);
+  EXPECT_EQ(old.e.c.session().peer_window, 0u);
+}
+
+TEST(HandshakeWindowTest, TheWindowFieldIsCheckedWhenDecoded) {
+  WireFields w;
+  w.min_version = 1;
+  w.max_version = 2;
+  w.features = kFeatureWindow;
+  w.window = 300;
+  auto back = decode_wire_fields(encode_wire_fields(w).span());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->window, 300u);
+  w.window = 0;
+  Buffer base = encode_wire_fields(w);  // no window field
+  EXPECT_EQ(decode_wire_fields(base.span())->window, 0u);
+  auto with = [&](std::vector<uint8_t> field) {
+    std::vector<uint8_t> b(base.data(), base.data() + base.size());
+    b.insert(b.end(), field.begin(), field.end());
+    return decode_wire_fields(b);
+  };
+  EXPECT_TRUE(with({7, 4, 0, 8, 0, 0, 0}).ok());
+  EXPECT_TRUE(with({7, 4, 0, 0, 0, 1, 0}).ok()) << "65536, the most peer_credits can be";
+  EXPECT_FALSE(with({7, 4, 0, 1, 0, 1, 0}).ok()) << "beyond any peer_credits";
+  EXPECT_FALSE(with({7, 4, 0, 0, 0, 0, 0}).ok()) << "a window of 0";
+  EXPECT_FALSE(with({7, 2, 0, 8, 0}).ok()) << "a window of two bytes";
+  EXPECT_FALSE(with({7, 4, 0, 8, 0, 0, 0, 7, 4, 0, 9, 0, 0, 0}).ok()) << "two windows";
+}
+
 }  // namespace
 }  // namespace pfsnet
