@@ -73,8 +73,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (fh.ok() && (fh->type == FabricMsg::kFrame || fh->type == FabricMsg::kFrameRma)) {
     auto body = in.subspan(kFabricHeaderSize);
     auto m = decode_frame_msg(*fh, body, FrameLimits{});
-    if (m.ok() && (m->payload.size() + m->bulk.size() > body.size() ||
-                   (m->sink && m->hdr.kind != FrameKind::kRequest)))
+    if (m.ok() &&
+        (m->payload.size() + m->bulk.size() > body.size() ||
+         (m->sink && m->hdr.kind != FrameKind::kRequest) ||
+         kHeaderSize + m->hdr.ext_len + m->payload.size() + m->bulk.size() > body.size() ||
+         (m->hdr.ext.routed && m->hdr.ext.route_dst.is_none())))
       __builtin_trap();
   }
   auto hello = decode_hello(in);
@@ -152,6 +155,17 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
   // Version-2 handshake fields, the server's (with its NIDs).
   seeds.push_back(
       bytes_of(encode_wire_fields({1, 2, kFeaturesSpoken, "0.9.0+git.abc1234", 42, hello.nids})));
+  // A fabric frame message of version 2: a routed request's head (its extension area) and a
+  // small inline payload.
+  FrameHeader fr = rt;
+  fr.flags = 0;
+  fr.payload_len = 4;
+  fr.bulk_len = 0;
+  encode_frame_head(fr, 2, &eh);
+  std::vector<uint8_t> fm2(kFabricHeaderSize + eh.size + 4);
+  encode_fabric_header({FabricMsg::kFrame, 0, 1, uint32_t(eh.size + 4), 0}, fm2.data());
+  std::copy(eh.span().begin(), eh.span().end(), fm2.begin() + kFabricHeaderSize);
+  seeds.push_back(fm2);
   // A router's fields: its receive window granted.
   WireFields router{1, 2, kFeaturesSpoken, "0.9.0+git.abc1234", 42, hello.nids};
   router.window = 8;

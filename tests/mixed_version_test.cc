@@ -404,5 +404,53 @@ TEST_F(MixedVersionTest, TheReleaseLevelRisesOnlyOnceNoOldNodeIsLeftAndThenShuts
   EXPECT_NE(lower.find("never lowered"), std::string::npos) << lower;
 }
 
+// Over the fabric (@o2ib, libfabric's tcp provider): this build's fabric messages carry the
+// frame head of the version their handshake settles on -- 2 between two new nodes, with
+// every feature (routed frames among them) -- and a node of 8827b49, whose messages carry
+// a version-1 header, still talks with a new one both ways, 1 MiB of bulk each way.
+TEST(MixedFabricTest, NewNodesSpeakVersion2OverTheFabricAndAnOldOneStillTalksAt1) {
+  ASSERT_EQ(access(kOldDaemon.c_str(), X_OK), 0)
+      << "no pfsnetd of 8827b49 at " << kOldDaemon << ": run scripts/old-release.sh";
+  TempDir dir;
+  const std::string key = dir.file("cluster.key");
+  ASSERT_EQ(run({PFSNET_BIN, "keygen", key}).first, 0);
+  DaemonOptions oo;
+  oo.net = "o2ib";
+  oo.binary = kOldDaemon;
+  Daemon old(dir, 7, key, oo);
+  ASSERT_TRUE(old.ready()) << old.process().output();
+  DaemonOptions no;
+  no.net = "o2ib";
+  Daemon a(dir, 8, key, no), b(dir, 9, key, no);
+  ASSERT_TRUE(a.ready()) << a.process().output();
+  ASSERT_TRUE(b.ready()) << b.process().output();
+  auto ping = [](const std::string& cli, const Daemon& from, const Daemon& to,
+                 std::vector<std::string> extra) {
+    std::vector<std::string> argv = {
+        cli, "--socket", from.socket(), "ping", to.nid().to_string(), "-c", "3", "-s", "1048576"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run(argv, 60000ms);
+  };
+  for (const char* mode : {"write", "read", "echo"}) {
+    auto [rc, out] = ping(PFSNET_BIN, a, old, {"--mode", mode});
+    EXPECT_EQ(rc, 0) << mode << ": " << out;
+    auto [rc2, out2] = ping(PFSNET_BIN, a, b, {"--mode", mode});
+    EXPECT_EQ(rc2, 0) << mode << ": " << out2;
+  }
+  auto [rc, out] = ping(kOldCli, old, a, {});
+  EXPECT_EQ(rc, 0) << out;
+  auto [prc, pout] = run({PFSNET_BIN, "--socket", a.socket(), "peers", "--json"});
+  ASSERT_EQ(prc, 0) << pout;
+  std::map<std::string, json> peers;
+  const json all = last_json_line(pout);
+  for (const json& p : all["peers"]) peers[p["nid"].get<std::string>()] = p;
+  ASSERT_TRUE(peers.count(old.nid().to_string()) && peers.count(b.nid().to_string())) << pout;
+  const json& to_old = peers[old.nid().to_string()];
+  const json& to_new = peers[b.nid().to_string()];
+  EXPECT_EQ(to_old["wire_version"], 1) << to_old.dump();
+  EXPECT_EQ(to_new["wire_version"], 2) << to_new.dump();
+  EXPECT_EQ(to_new["features"], "job_id,trace,queue_time,routing,window") << to_new.dump();
+}
+
 }  // namespace
 }  // namespace pfsnet::testing

@@ -237,5 +237,52 @@ TEST(RoutedDaemonsTest, AClientWithManyCreditsLeavesNoMoreThanTheRoutersWindowIn
       << "the client kept to its window; nothing was cut";
 }
 
+// A router between a TCP network and an @o2ib one (libfabric, its tcp provider): a node on
+// each side sends the other 1 MiB writes, reads and echoes through it, both ways. On the
+// fabric hop a 1 MiB frame cannot go inline (net.msg_size is 4096): its payload or bulk
+// goes by RMA, read by the receiver from the sender's registered memory, or into the
+// requester's sink.
+TEST(FabricRouterTest, BulkCrossesARouterBetweenTcpAndO2ibBothWays) {
+  TempDir dir;
+  const std::string key = dir.file("cluster.key");
+  write_file(key, "routed-daemons-test-cluster-key", 0600);
+  const std::string router_tcp = loopback(32) + "@tcp1", router_ib = loopback(33) + "@o2ib";
+  DaemonOptions ro;
+  ro.net = "tcp1";
+  ro.extra = "routing = true\n[[net]]\nnid = \"" + router_ib + "\"\nprovider = \"tcp\"\n";
+  Daemon router(dir, 32, key, ro);
+  ASSERT_TRUE(router.ready()) << router.process().output();
+  DaemonOptions io;
+  io.net = "o2ib";
+  io.extra = "[[route]]\nnet = \"tcp1\"\ngateway = \"" + router_ib + "\"\n";
+  Daemon ib(dir, 34, key, io);
+  ASSERT_TRUE(ib.ready()) << ib.process().output();
+  DaemonOptions to;
+  to.net = "tcp1";
+  to.extra = "[[route]]\nnet = \"o2ib\"\ngateway = \"" + router_tcp + "\"\n";
+  Daemon tcp(dir, 31, key, to);
+  ASSERT_TRUE(tcp.ready()) << tcp.process().output();
+
+  for (const char* mode : {"write", "read", "echo"}) {
+    auto [rc, out] =
+        ping(tcp, ib.nid().to_string(), {"--count", "3", "--size", "1048576", "--mode", mode});
+    EXPECT_EQ(rc, 0) << "tcp -> o2ib " << mode << ": " << out;
+    auto [rc2, out2] =
+        ping(ib, tcp.nid().to_string(), {"--count", "3", "--size", "1048576", "--mode", mode});
+    EXPECT_EQ(rc2, 0) << "o2ib -> tcp " << mode << ": " << out2;
+    auto [rc3, out3] = ping(tcp, ib.nid().to_string(), {"--count", "20"});
+    EXPECT_EQ(rc3, 0) << "64 B: " << out3;
+  }
+  nlohmann::json rs = cli(router, {"routerstat"});
+  // 18 round trips of 1 MiB and 60 small ones, a request and a reply each; per direction
+  // 3 MiB written, 3 MiB read and 3 MiB echoed each way: 24 MiB of bulk in all.
+  EXPECT_GE(rs["forwarded"].get<int64_t>(), 2 * (18 + 60)) << rs.dump();
+  EXPECT_GE(rs["forwarded_bytes"].get<int64_t>(), int64_t(24) << 20) << rs.dump();
+  for (const char* why : {"no_route", "failed", "loop", "not_router", "no_window"})
+    EXPECT_EQ(rs["dropped"][why], 0) << why << ": " << rs.dump();
+  EXPECT_GE(cli(ib, {"routerstat"})["received_routed"].get<int64_t>(), 18 + 60);
+  EXPECT_GE(cli(tcp, {"routerstat"})["received_routed"].get<int64_t>(), 18 + 60);
+}
+
 }  // namespace routed_daemons
 }  // namespace pfsnet::testing

@@ -299,19 +299,18 @@ TEST_P(ConformanceTest, ConnectsAndAnnouncesEveryNid) {
   EXPECT_EQ(s->peer_nids(), std::vector<Nid>{a_});
 }
 
-// Both ends of this build speak wire version 2 with every feature (a fabric connection,
-// whose messages carry a version-1 header, speaks 1), and a frame's extension fields --
-// a request's job id and trace context, a reply's queue time -- arrive as they left; on a
-// version-1 connection none does.
+// Both ends of this build speak wire version 2 with every feature (a fabric connection too:
+// its messages carry the version-2 frame head), and a frame's extension fields -- a
+// request's job id and trace context, a reply's queue time -- arrive as they left.
 TEST_P(ConformanceTest, ConnectionsNegotiateTheirWireAndCarryExtensionsWhereTheyMay) {
   ConnectionPtr c = connect();
   ASSERT_TRUE(c) << connect_error_.to_string();
   ConnectionPtr s = b_side();
   ASSERT_TRUE(s);
-  const uint16_t v = fabric() ? 1 : 2;
+  const uint16_t v = 2;
   for (const ConnectionPtr& end : {c, s}) {
     EXPECT_EQ(end->wire().version, v);
-    EXPECT_EQ(end->wire().features, fabric() ? 0 : kFeaturesSpoken);
+    EXPECT_EQ(end->wire().features, kFeaturesSpoken);
     EXPECT_EQ(end->wire().peer_max, v);
   }
   Completions done;
@@ -336,11 +335,6 @@ TEST_P(ConformanceTest, ConnectionsNegotiateTheirWireAndCarryExtensionsWhereThey
   const FrameHeader& at_a = ea_.frames[0].hdr;
   EXPECT_TRUE(same(eb_.frames[0].payload, pattern(20, 7)));
   EXPECT_TRUE(same(eb_.frames[0].bulk, pattern(3000, 8)));
-  if (v == 1) {
-    EXPECT_TRUE(at_b.ext.empty());
-    EXPECT_TRUE(at_a.ext.empty());
-    return;
-  }
   EXPECT_EQ(at_b.src_nid, a_);  // version 2 names no NIDs: the connection's
   EXPECT_EQ(at_b.dst_nid, b_);
   EXPECT_EQ(at_a.src_nid, b_);

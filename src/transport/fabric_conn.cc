@@ -72,17 +72,13 @@ void FabConn::set_peer_params(const ConnParams& p) {
 void FabConn::on_connected_event() {
   state_.store(kHandshake);
   std::vector<Nid> mine = announced_nids(local_, t_.node_nids());
-  // Fabric messages carry a version-1 frame header (wire/fabric_wire.h): these connections
-  // speak version 1, with no extensions, and cannot tell a peer's release level: the
-  // cluster's level is not checked on them (docs/wire_format.md, "Release levels").
-  WireSpeaks speaks = t_.opts_.wire;
-  speaks.max_version = 1;
-  speaks.features = 0;
-  speaks.min_peer_level = 1;
+  // The handshake every transport runs: a fabric connection negotiates its version and
+  // features as TCP's does, and its messages then carry that version's frame head.
   ClusterKeys keys = t_.opts_.cluster_key.get();
+  WireSpeaks speaks = speaks_now(t_.opts_.wire, t_.events_);
   hs_ = outgoing_ ? HandshakeMachine::client(std::move(keys), std::move(mine), 0, speaks)
                   : HandshakeMachine::server(std::move(keys), std::move(mine), speaks);
-  if (auto out = hs_->start().send) send_hs(out->kind, std::move(out->payload));
+  if (auto out = hs_->start().send) send_hs(std::move(*out));
 }
 
 void FabConn::fail(FabricSite site, int err, const std::string& what) {
@@ -176,9 +172,12 @@ void FabConn::do_close(const Status& why) {
   t_.forget(this);
 }
 
-void FabConn::send_hs(FrameKind kind, Buffer payload, bool close_after) {
+void FabConn::send_hs(HandshakeMachine::Out out, bool close_after) {
   auto f = std::make_unique<OutFrame>();
-  f->hdr.kind = kind;
+  f->hdr.kind = out.kind;
+  f->hdr.version = out.version;
+  f->hdr.xid = out.xid;
+  Buffer payload = std::move(out.payload);
   f->hdr.src_nid = local_;
   f->hdr.dst_nid = peer_nids_.empty() ? Nid() : peer_nids_[0];
   f->payload = std::move(payload);
@@ -196,17 +195,17 @@ void FabConn::send_hs(FrameKind kind, Buffer payload, bool close_after) {
 
 Status FabConn::handshake_step(InFrame&& f) {
   if (!hs_) return Status(Code::kProtocol, "a frame before the connection");
-  HandshakeMachine::Step st = hs_->on_frame(f.hdr.kind, f.payload.span());
+  HandshakeMachine::Step st = hs_->on_frame(f.hdr, f.payload.span());
   // A server knows its peer from the client's HELLO on: its frames go there.
   if (!outgoing_ && peer_nids_.empty() && !hs_->peer_nids().empty())
     set_peer_nids({hs_->peer_nids().front()});
   using State = HandshakeMachine::State;
   switch (st.state) {
     case State::kRunning:
-      if (st.send) send_hs(st.send->kind, std::move(st.send->payload));
+      if (st.send) send_hs(std::move(*st.send));
       return Status::Ok();
     case State::kEstablished:
-      if (st.send) send_hs(st.send->kind, std::move(st.send->payload));
+      if (st.send) send_hs(std::move(*st.send));
       established(hs_->peer_nids());
       return Status::Ok();
     case State::kRefusedByPeer:
@@ -227,7 +226,7 @@ Status FabConn::handshake_step(InFrame&& f) {
                               "refusing connection from {}: wrong cluster key", from);
         fail_connect_ = Status(Code::kRejected, "wrong cluster key");
       }
-      if (st.send) send_hs(st.send->kind, std::move(st.send->payload), true);
+      if (st.send) send_hs(std::move(*st.send), true);
       return Status::Ok();
     case State::kFailed:
       break;

@@ -332,7 +332,7 @@ class FabConn final : public Connection, public std::enable_shared_from_this<Fab
   // No new frames (the first reason given stays); the queued ones fail.
   void stop_sending_locked(const Status& why, std::vector<Done>* done) REQUIRES(tx_mu_);
   // Handshake frames go like any other, before the connection opens.
-  void send_hs(FrameKind kind, Buffer payload, bool close_after = false);
+  void send_hs(HandshakeMachine::Out out, bool close_after = false);
   // The handshake (wire/handshake.h's machine), one frame at a time.
   Status handshake_step(InFrame&& f);
   void established(std::vector<Nid> peer_nids);

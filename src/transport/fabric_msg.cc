@@ -104,8 +104,10 @@ void FabConn::pump_locked(std::vector<Done>* done) {
       break;
     std::optional<Status> r = post_item(it, tx_free_.back());
     if (!r) break;  // the provider's queue is full: on the next completion
-    tx_free_.pop_back();
-    if (!r->ok() && it.frame) done->push_back({std::move(it.frame), *r, {}});
+    if (r->ok())
+      tx_free_.pop_back();  // a frame that failed before its send leaves its buffer free
+    else if (it.frame)
+      done->push_back({std::move(it.frame), *r, {}});
     txq_.pop_front();
   }
   // Then writes into the peer's sinks, in queue order (kMaxWritesPosted at once); they
@@ -134,6 +136,12 @@ std::optional<Status> FabConn::post_item(TxItem& it, uint32_t i) {
   if (it.frame) {
     OutFrame& f = *it.frame;
     FrameHeader hdr = f.hdr;
+    // A handshake frame goes in the version its machine chose; the rest in the connection's,
+    // with the extension fields it carries.
+    const bool handshake = hdr.kind == FrameKind::kHello || hdr.kind == FrameKind::kAuth ||
+                           hdr.kind == FrameKind::kReject;
+    const uint16_t version = handshake ? hdr.version : wire_.version;
+    if (!handshake) fit_extensions(wire_, &hdr.ext);
     hdr.payload_len = static_cast<uint32_t>(f.payload_len());
     hdr.bulk_len = static_cast<uint32_t>(f.bulk_size());
     if (!f.credits_set) {
@@ -151,11 +159,19 @@ std::optional<Status> FabConn::post_item(TxItem& it, uint32_t i) {
     size_t tail = offer ? kRmaDescSize : 0;
     if (in_sink) fh.flags |= kBulkInSink;
     if (offer) fh.flags |= kSinkOffered;
-    size_t whole = kFabricHeaderSize + kHeaderSize + f.payload_len() + bulk + tail;
-    EncodedHeader eh;
-    encode_header(hdr, &eh);
-    std::memcpy(b + len, eh.data(), kHeaderSize);
-    len += kHeaderSize;
+    EncodedHead head;
+    encode_frame_head(hdr, version, &head);
+    // Its head and the most descriptors an RMA form takes must fit one message.
+    if (kFabricHeaderSize + head.size + 3 * kRmaDescSize > send_limit_) {
+      if (took_net_credits) add_credits_to_return(net_credits);
+      return Status(
+          Code::kInvalidArgument,
+          fmt::format("a frame head of {} bytes does not fit a message of {} (net.msg_size)",
+                      head.size, send_limit_));
+    }
+    size_t whole = kFabricHeaderSize + head.size + f.payload_len() + bulk + tail;
+    std::memcpy(b + len, head.bytes.data(), head.size);
+    len += head.size;
     if (whole <= send_limit_) {
       fh.type = FabricMsg::kFrame;
       if (!f.payload.empty()) std::memcpy(b + len, f.payload.data(), f.payload.size());
@@ -266,6 +282,15 @@ Status FabConn::handle_message(std::span<const uint8_t> msg, uint16_t* returned)
   }
   auto m = decode_frame_msg(*fh, body, t_.opts_.limits);
   if (!m.ok()) return m.status();
+  const bool handshake = m->hdr.kind == FrameKind::kHello || m->hdr.kind == FrameKind::kAuth ||
+                         m->hdr.kind == FrameKind::kReject;
+  if (state_.load() == kOpen && !handshake && m->hdr.version != wire_.version)
+    return Status(Code::kProtocol, fmt::format("a version-{} frame on a version-{} connection",
+                                               m->hdr.version, wire_.version));
+  if (m->hdr.version >= 2) {  // its NIDs are the connection's
+    m->hdr.src_nid = peer_nid();
+    m->hdr.dst_nid = local_;
+  }
   InFrame f;
   f.hdr = m->hdr;
   f.times.first_byte = t_.clock_.now();

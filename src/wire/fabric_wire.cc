@@ -72,6 +72,13 @@ Result<FrameMsg> decode_frame_msg(const FabricHeader& fh, std::span<const uint8_
   if (!hdr.ok()) return hdr.status();
   FrameMsg m;
   m.hdr = *hdr;
+  // Version 2: its extension fields follow the header.
+  const size_t head = kHeaderSize + m.hdr.ext_len;
+  if (m.hdr.ext_len) {
+    if (body.size() < head) return bad_fabric_msg("extensions cut short");
+    Status e = decode_extensions(body.subspan(kHeaderSize, m.hdr.ext_len), &m.hdr);
+    if (!e.ok()) return e;
+  }
   m.bulk_in_sink = fh.flags & kBulkInSink;
   bool payload_rma = fh.flags & kRmaPayload, bulk_rma = fh.flags & kRmaBulk;
   bool sink = fh.flags & kSinkOffered;
@@ -88,9 +95,9 @@ Result<FrameMsg> decode_frame_msg(const FabricHeader& fh, std::span<const uint8_
   size_t inline_payload = payload_rma ? 0 : m.hdr.payload_len;
   size_t inline_bulk = rma || m.bulk_in_sink ? 0 : m.hdr.bulk_len;
   size_t descs = size_t(payload_rma) + size_t(bulk_rma) + size_t(sink);
-  if (body.size() != kHeaderSize + inline_payload + inline_bulk + descs * kRmaDescSize)
+  if (body.size() != head + inline_payload + inline_bulk + descs * kRmaDescSize)
     return bad_fabric_msg("frame lengths do not match the message");
-  body = body.subspan(kHeaderSize);
+  body = body.subspan(head);
   m.payload = body.first(inline_payload);
   m.bulk = body.subspan(inline_payload, inline_bulk);
   body = body.subspan(inline_payload + inline_bulk);

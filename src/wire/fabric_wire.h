@@ -5,9 +5,10 @@
 //
 //   FabricHeader (16 bytes) | body
 //
-//   kFrame     body = an encoded frame header | payload | bulk (the frame whole, inline)
+//   kFrame     body = an encoded frame head (the header of the connection's version and,
+//              version 2, its extension area) | payload | bulk (the frame whole, inline)
 //              [| sink RmaDesc]
-//   kFrameRma  body = an encoded frame header | payload (unless by RMA) | RmaDesc per part
+//   kFrameRma  body = an encoded frame head | payload (unless by RMA) | RmaDesc per part
 //              by RMA (payload first, then bulk; flags say which) [| sink RmaDesc]: the
 //              receiver reads them from the sender's registered memory, then answers
 //              kRmaDone
