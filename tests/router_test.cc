@@ -30,25 +30,62 @@ nlohmann::json cli(const Daemon& d, std::vector<std::string> args) {
   return rc == 0 ? last_json_line(out) : nlohmann::json();
 }
 
-TEST(RoutedDaemonsTest, BulkAndPingsCrossARouterAndRoutesChangeAtRunTime) {
-  TempDir dir;
+// Three daemons on loopback (hosts base + 1 to base + 4): a client on the client's network
+// (base + 1), a router with an NI there (base + 2) and one on the server's network (base +
+// 3), and a server on the server's network (base + 4). The client has a route to the
+// server's network through the router and the server one back, unless told otherwise;
+// `routing` off leaves the middle node a plain node on both networks. Each daemon's own
+// `extra` TOML comes first (lnet keys, then tables), the NI and routes after it.
+struct RoutedSpec {
+  int base = 0;
+  std::string client_net = "tcp1", server_net = "tcp2";
+  bool routing = true, client_route = true, server_route = true;
+  DaemonOptions router, server, client;
+};
+
+struct Routed {
+  Routed(const TempDir& dir, const std::string& key, RoutedSpec s)
+      : router_a(loopback(s.base + 2) + "@" + s.client_net),
+        router_b(loopback(s.base + 3) + "@" + s.server_net) {
+    auto route = [](const std::string& net, const std::string& gw) {
+      return "[[route]]\nnet = \"" + net + "\"\ngateway = \"" + gw + "\"\n";
+    };
+    s.router.net = s.client_net;
+    s.router.extra = (s.routing ? "routing = true\n" : "") + s.router.extra + "[[net]]\nnid = \"" +
+                     router_b + "\"\n" +
+                     (s.server_net.rfind("o2ib", 0) == 0 ? "provider = \"tcp\"\n" : "");
+    s.server.net = s.server_net;
+    if (s.server_route) s.server.extra += route(s.client_net, router_b);
+    s.client.net = s.client_net;
+    if (s.client_route) s.client.extra += route(s.server_net, router_a);
+    router = std::make_unique<Daemon>(dir, s.base + 2, key, s.router);
+    server = std::make_unique<Daemon>(dir, s.base + 4, key, s.server);
+    client = std::make_unique<Daemon>(dir, s.base + 1, key, s.client);
+  }
+  bool ready() const { return router->ready() && server->ready() && client->ready(); }
+  // What the three said (for a failed start).
+  std::string output() {
+    return router->process().output() + server->process().output() + client->process().output();
+  }
+  const std::string router_a, router_b;  // the router's NIDs on the client's and server's nets
+  std::unique_ptr<Daemon> router, server, client;
+};
+
+// The cluster's key in `dir`.
+std::string routed_key(const TempDir& dir) {
   const std::string key = dir.file("cluster.key");
   write_file(key, "routed-daemons-test-cluster-key", 0600);
-  const std::string router_a = loopback(2) + "@tcp1", router_b = loopback(3) + "@tcp2";
-  DaemonOptions ro;
-  ro.net = "tcp1";
-  ro.extra = "routing = true\n[[net]]\nnid = \"" + router_b + "\"\n";
-  Daemon router(dir, 2, key, ro);
-  ASSERT_TRUE(router.ready()) << router.process().output();
-  DaemonOptions so;
-  so.net = "tcp2";
-  so.extra = "[[route]]\nnet = \"tcp1\"\ngateway = \"" + router_b + "\"\n";
-  Daemon server(dir, 4, key, so);
-  ASSERT_TRUE(server.ready()) << server.process().output();
-  DaemonOptions co;
-  co.net = "tcp1";
-  Daemon client(dir, 1, key, co);
-  ASSERT_TRUE(client.ready()) << client.process().output();
+  return key;
+}
+
+TEST(RoutedDaemonsTest, BulkAndPingsCrossARouterAndRoutesChangeAtRunTime) {
+  TempDir dir;
+  RoutedSpec spec;
+  spec.client_route = false;  // added at run time below
+  Routed n(dir, routed_key(dir), spec);
+  ASSERT_TRUE(n.ready()) << n.output();
+  Daemon &router = *n.router, &server = *n.server, &client = *n.client;
+  const std::string& router_a = n.router_a;
   const std::string target = server.nid().to_string();
 
   // No route yet: the ping fails at once, saying so.
@@ -141,23 +178,14 @@ TEST(RoutedDaemonsTest, BulkAndPingsCrossARouterAndRoutesChangeAtRunTime) {
 // reached it anyway would be dropped, counted: RouterTest.ANodeThatDoesNotRouteDrops...).
 TEST(RoutedDaemonsTest, AGatewayThatDoesNotRouteIsNotUsedAndSendsSayWhy) {
   TempDir dir;
-  const std::string key = dir.file("cluster.key");
-  write_file(key, "routed-daemons-test-cluster-key", 0600);
-  const std::string mid_a = loopback(12) + "@tcp1", mid_b = loopback(13) + "@tcp2";
-  DaemonOptions mo;
-  mo.net = "tcp1";
-  mo.extra = "[[net]]\nnid = \"" + mid_b + "\"\n";  // two networks, routing off
-  Daemon mid(dir, 12, key, mo);
-  ASSERT_TRUE(mid.ready()) << mid.process().output();
-  DaemonOptions so;
-  so.net = "tcp2";
-  Daemon server(dir, 14, key, so);
-  ASSERT_TRUE(server.ready());
-  DaemonOptions co;
-  co.net = "tcp1";
-  co.extra = "router_ping_interval = 1\n[[route]]\nnet = \"tcp2\"\ngateway = \"" + mid_a + "\"\n";
-  Daemon client(dir, 11, key, co);
-  ASSERT_TRUE(client.ready());
+  RoutedSpec spec;
+  spec.base = 10;
+  spec.routing = false;  // two networks, routing off
+  spec.server_route = false;
+  spec.client.extra = "router_ping_interval = 1\n";
+  Routed n(dir, routed_key(dir), spec);
+  ASSERT_TRUE(n.ready()) << n.output();
+  Daemon &mid = *n.router, &server = *n.server, &client = *n.client;
   nlohmann::json route;
   ASSERT_TRUE(eventually(
       [&] {
@@ -177,6 +205,44 @@ TEST(RoutedDaemonsTest, AGatewayThatDoesNotRouteIsNotUsedAndSendsSayWhy) {
   EXPECT_EQ(cli(server, {"routerstat"})["received_routed"], 0);
 }
 
+// pfsnet netverify to a node on another network: the path goes from the client's NI
+// towards its gateway through the router, its RPC checks (handshake, round trip, clocks,
+// settings) end to end; its port, MTU and IP routing are the hops', skipped naming the
+// router -- and nothing fails.
+TEST(RoutedDaemonsTest, NetverifyChecksARoutedPathEndToEndAndNamesItsRouter) {
+  TempDir dir;
+  RoutedSpec spec;
+  spec.base = 40;
+  Routed n(dir, routed_key(dir), spec);
+  ASSERT_TRUE(n.ready()) << n.output();
+  Daemon &server = *n.server, &client = *n.client;
+  const std::string& router_a = n.router_a;
+  auto [rc, out] = run({PFSNET_BIN, "--socket", client.socket(), "netverify",
+                        server.nid().to_string(), "--no-bandwidth", "--json"},
+                       60000ms);
+  EXPECT_EQ(rc, 0) << out;
+  nlohmann::json r = last_json_line(out);
+  ASSERT_EQ(r["nodes"].size(), 1u) << out;
+  ASSERT_EQ(r["nodes"][0]["paths"].size(), 1u) << out;
+  const nlohmann::json& p = r["nodes"][0]["paths"][0];
+  EXPECT_EQ(p["local"], client.nid().to_string());
+  EXPECT_EQ(p["peer"], server.nid().to_string());
+  EXPECT_EQ(p["via"], nlohmann::json::array({router_a})) << p.dump();
+  EXPECT_EQ(p["failed"], false) << p.dump();
+  EXPECT_GT(p["figures"]["rtt_ms"].get<double>(), 0) << p.dump();
+  std::map<std::string, std::string> result;
+  for (const nlohmann::json& c : p["checks"])
+    result[c["check"].get<std::string>()] = c["result"].get<std::string>();
+  for (const char* hop : {"port", "mtu", "routing"}) EXPECT_EQ(result[hop], "SKIP") << hop;
+  for (const char* e2e : {"handshake", "rtt", "clock", "settings"})
+    EXPECT_EQ(result[e2e], "PASS") << e2e << ": " << p.dump();
+  // The text names the router.
+  auto [trc, text] = run({PFSNET_BIN, "--socket", client.socket(), "netverify",
+                          server.nid().to_string(), "--no-bandwidth"},
+                         60000ms);
+  EXPECT_NE(text.find("(via " + router_a + ")"), std::string::npos) << text;
+}
+
 // A client that could flood a router: peer_credits 256 and 64 self-test writes of 1 MiB in
 // flight, through a router of peer_credits 4, at a server stopped from outside (SIGSTOP)
 // so that nothing drains. The router grants the client a window of 4, so it holds at most
@@ -184,27 +250,14 @@ TEST(RoutedDaemonsTest, AGatewayThatDoesNotRouteIsNotUsedAndSendsSayWhy) {
 // every write completes.
 TEST(RoutedDaemonsTest, AClientWithManyCreditsLeavesNoMoreThanTheRoutersWindowInIt) {
   TempDir dir;
-  const std::string key = dir.file("cluster.key");
-  write_file(key, "routed-daemons-test-cluster-key", 0600);
-  const std::string router_a = loopback(22) + "@tcp1", router_b = loopback(23) + "@tcp2";
-  DaemonOptions ro;
-  ro.net = "tcp1";
-  ro.peer_credits = 4;
-  ro.extra = "routing = true\n[[net]]\nnid = \"" + router_b + "\"\n";
-  Daemon router(dir, 22, key, ro);
-  ASSERT_TRUE(router.ready()) << router.process().output();
-  DaemonOptions so;
-  so.net = "tcp2";
-  so.extra = "[[route]]\nnet = \"tcp1\"\ngateway = \"" + router_b + "\"\n";
-  Daemon server(dir, 24, key, so);
-  ASSERT_TRUE(server.ready()) << server.process().output();
-  DaemonOptions co;
-  co.net = "tcp1";
-  co.peer_credits = 256;
-  co.extra =
-      "[[route]]\nnet = \"tcp2\"\ngateway = \"" + router_a + "\"\n[rpc]\nmax_rpcs_in_flight = 64\n";
-  Daemon client(dir, 21, key, co);
-  ASSERT_TRUE(client.ready()) << client.process().output();
+  RoutedSpec spec;
+  spec.base = 20;
+  spec.router.peer_credits = 4;
+  spec.client.peer_credits = 256;
+  spec.client.extra = "[rpc]\nmax_rpcs_in_flight = 64\n";
+  Routed n(dir, routed_key(dir), spec);
+  ASSERT_TRUE(n.ready()) << n.output();
+  Daemon &router = *n.router, &server = *n.server, &client = *n.client;
   const std::string from = client.nid().to_string(), to = server.nid().to_string();
 
   Process selftest({PFSNET_BIN, "--socket", client.socket(), "selftest", "--from", from, "--to", to,
@@ -244,24 +297,12 @@ TEST(RoutedDaemonsTest, AClientWithManyCreditsLeavesNoMoreThanTheRoutersWindowIn
 // requester's sink.
 TEST(FabricRouterTest, BulkCrossesARouterBetweenTcpAndO2ibBothWays) {
   TempDir dir;
-  const std::string key = dir.file("cluster.key");
-  write_file(key, "routed-daemons-test-cluster-key", 0600);
-  const std::string router_tcp = loopback(32) + "@tcp1", router_ib = loopback(33) + "@o2ib";
-  DaemonOptions ro;
-  ro.net = "tcp1";
-  ro.extra = "routing = true\n[[net]]\nnid = \"" + router_ib + "\"\nprovider = \"tcp\"\n";
-  Daemon router(dir, 32, key, ro);
-  ASSERT_TRUE(router.ready()) << router.process().output();
-  DaemonOptions io;
-  io.net = "o2ib";
-  io.extra = "[[route]]\nnet = \"tcp1\"\ngateway = \"" + router_ib + "\"\n";
-  Daemon ib(dir, 34, key, io);
-  ASSERT_TRUE(ib.ready()) << ib.process().output();
-  DaemonOptions to;
-  to.net = "tcp1";
-  to.extra = "[[route]]\nnet = \"o2ib\"\ngateway = \"" + router_tcp + "\"\n";
-  Daemon tcp(dir, 31, key, to);
-  ASSERT_TRUE(tcp.ready()) << tcp.process().output();
+  RoutedSpec spec;
+  spec.base = 30;
+  spec.server_net = "o2ib";
+  Routed n(dir, routed_key(dir), spec);
+  ASSERT_TRUE(n.ready()) << n.output();
+  Daemon &router = *n.router, &ib = *n.server, &tcp = *n.client;
 
   for (const char* mode : {"write", "read", "echo"}) {
     auto [rc, out] =

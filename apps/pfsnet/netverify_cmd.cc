@@ -32,9 +32,15 @@ void print_netverify(const json& r, bool verbose) {
     }
     for (const json& p : n["paths"]) {
       const json& f = p["figures"];
+      std::string peer = p["peer"].get<std::string>();
+      if (p.contains("via") && !p["via"].empty()) {  // through routers
+        std::string via;
+        for (const json& g : p["via"]) via += (via.empty() ? "" : ",") + g.get<std::string>();
+        peer += " (via " + via + ")";
+      }
       std::printf("%-12s %s -> %s  %s  rtt %s ms, mtu %u/%u, out %.1f back %.1f MiB/s%s\n",
                   name.empty() ? "-" : name.c_str(), p["local"].get<std::string>().c_str(),
-                  p["peer"].get<std::string>().c_str(), p["failed"].get<bool>() ? "FAIL" : "PASS",
+                  peer.c_str(), p["failed"].get<bool>() ? "FAIL" : "PASS",
                   fmt_ms(f["rtt_ms"].get<double>()).c_str(), f["mtu_out"].get<unsigned>(),
                   f["mtu_back"].get<unsigned>(), f["write_mib_s"].get<double>(),
                   f["read_mib_s"].get<double>(),

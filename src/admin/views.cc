@@ -437,8 +437,11 @@ json netverify_json(const NetverifyReport& r) {
         fig["clock_offset_ms"] = p.clock->offset_ms;
         fig["clock_error_ms"] = p.clock->error_ms;
       }
+      json via = json::array();
+      for (const Nid& g : p.via) via.push_back(g.to_string());
       paths.push_back({{"local", p.local.to_string()},
                        {"peer", p.peer.to_string()},
+                       {"via", via},
                        {"local_if", p.local_if},
                        {"failed", bad},
                        {"checks", checks},

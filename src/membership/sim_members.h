@@ -53,7 +53,9 @@ class SimMembers {
   // cannot start.
   MembershipService* start(int host, const Extra& extra = {}, WireSpeaks wire = {}) {
     Config cfg = config(host);
-    SimNode* n = c_.add(name(host), {nid(host)}, NetOptions::from(cfg), RpcOptions::from(cfg),
+    std::vector<Nid> nids;  // nid(host), unless `configure` gave it others
+    for (const NetConfig& nc : cfg.nets) nids.push_back(nc.nid);
+    SimNode* n = c_.add(name(host), std::move(nids), NetOptions::from(cfg), RpcOptions::from(cfg),
                         std::move(wire));
     if (!n) return nullptr;
     MembershipService& m = n->attach<MembershipService>(cfg, n->net, n->rpc, c_.clock());

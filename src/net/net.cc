@@ -269,7 +269,8 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
     LocalNi* ni = local_ni(*via_local);
     if (ni && same_net(ni->nid, *via_peer) && (ni->up.load() || strict))
       p = table_->path(*ni, *table_->get(*via_peer));
-    if (strict && !p)
+    // Pinned to a peer on no network of this node's: through a router, from that NI.
+    if (strict && !p && !(ni && routed(*via_peer)))
       err = Status(Code::kInvalidArgument,
                    "no path " + via_local->to_string() + " -> " + via_peer->to_string());
   }
@@ -304,6 +305,7 @@ void Net::submit(const Nid& dst, const Nid* via_local, const Nid* via_peer, bool
   fr.hdr.src_nid = p->ni->nid;
   fr.hdr.dst_nid = p->pni->nid;
   m->routed = via_router;
+  if (via_router) m->route_dst = dst;
   if (via_router && !fr.hdr.ext.routed) {  // its own: the two ends travel with it
     if (Status s = check_routes_to(*p); !s.ok()) {
       fail(m, s);
@@ -782,6 +784,7 @@ void Net::TxMsg::on_tx_done(const Status& s, const TxTimes& t) {
   TxTimes tt = t;
   tt.conn_id = conn_id;
   tt.routed = routed;
+  tt.route_dst = route_dst;
   Status st = s;
   if (path) {
     tt.local_nid = path->ni->nid;

@@ -408,6 +408,10 @@ class Net final : public TransportEvents {
   Duration router_ping_timeout() const { return opts_.router_ping_timeout; }
   // Whether `nid` is reached through a router (no local NI shares its network).
   bool routed(const Nid& nid) const;
+  // The local NI a routed send to `dst` leaves from: the one on the network of the first
+  // gateway of a route to dst's network (nullopt: no route). What the probe mesh pins a
+  // routed path's probes to.
+  std::optional<Nid> route_local(const Nid& dst) const;
 
   std::vector<NiInfo> nis() const;
   // Snapshots of the peer NIs. With `kernel_tcp`, each path also gets the kernel's TCP

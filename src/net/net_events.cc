@@ -205,6 +205,7 @@ void Net::on_frame(Connection& c, InFrame&& f) {
     f.hdr.src_nid = from;
     f.hdr.dst_nid = f.hdr.ext.route_dst;
     received_routed_.fetch_add(1, std::memory_order_relaxed);
+    if (!corrupt) raise(table_->get(from)->health);  // the far end is heard: end to end
   }
   if (corrupt) {
     on_corrupt(c, *cs, from, f);
@@ -401,10 +402,18 @@ size_t Net::expire(TimePoint now) {
 }
 
 void Net::report_remote_timeout(const TxTimes& path, const std::string& what) {
-  // Through a router, the silence is the far end's or the router's: not the hop's to pay
-  // for (LNet's pitfall: health seen through a router is only the router's). The
-  // connection to the router carries others' RPCs; it stays.
-  if (path.routed) return;
+  // Through a router, the silence is held against the far end, not the hop (LNet's
+  // pitfall: health seen through a router is only the router's): the far NI's health falls
+  // and it is pinged back up through the routers, while whether the router itself is alive
+  // is its router pings' to say. The connection to the router carries others' RPCs; it stays.
+  if (path.routed) {
+    if (path.route_dst.is_none()) return;
+    PeerNi* far = table_->get(path.route_dst);
+    far->counters.remote_timeouts.fetch_add(1);
+    far->counters.count_error(HealthKind::kPeerNiUnreachable);
+    lower(far->health, far);
+    return;
+  }
   Path* p = table_->find_path(path.local_nid, path.peer_nid);
   if (!p) return;
   p->ni->counters.remote_timeouts.fetch_add(1);
@@ -506,7 +515,11 @@ std::vector<RecoveryTarget> Net::recovery_due(TimePoint now) {
       if (ni->up.load() && same_net(ni->nid, pni->nid) &&
           (!best || ni->health.value() > best->health.value()))
         best = ni.get();
-    if (!best) continue;  // every local NI on its network is down
+    // A far NI on no network of this node's (its health fell on routed RPCs): pinged through
+    // its routers, from the NI towards them.
+    if (!best && routed(pni->nid))
+      if (std::optional<Nid> l = route_local(pni->nid)) best = local_ni(*l);
+    if (!best || !best->up.load()) continue;  // every local NI on its network is down
     pni->health.schedule_recovery(now, opts_.recovery_interval);
     v.push_back(RecoveryTarget{best->nid, pni->nid, false});
   }

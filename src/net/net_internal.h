@@ -90,6 +90,7 @@ struct Net::TxMsg final : TxCompletion {
   TxMsg* next = nullptr;
   bool expired = false;
   bool routed = false;  // to a gateway, for a NID on another network
+  Nid route_dst;        // routed: that NID
   uint64_t conn_id = 0;
 
   void on_tx_done(const Status& s, const TxTimes& t) override;

@@ -52,6 +52,18 @@ bool Net::routed(const Nid& nid) const {
   return true;
 }
 
+std::optional<Nid> Net::route_local(const Nid& dst) const {
+  std::vector<RouteConfig> routes;
+  {
+    MutexLock lk(routes_mu_);
+    routes = routes_.to(dst.net());
+  }
+  for (const RouteConfig& r : routes)
+    for (const Nid& n : local_nids_)
+      if (same_net(n, r.gateway)) return n;
+  return std::nullopt;
+}
+
 std::vector<Nid> Net::gateways() const {
   std::vector<Nid> v;
   MutexLock lk(routes_mu_);

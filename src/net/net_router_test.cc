@@ -39,6 +39,18 @@ RouteConfig route(const char* net, const char* gw, int64_t hops = 1, int64_t pri
   return RouteConfig{*parse_lnet_net(net), nid(gw), hops, priority};
 }
 
+// A router of `peer_credits` with one large buffer (the others plenty) and `buffer_credits`
+// router credits per peer.
+NetOptions small_router(int peer_credits, int64_t buffer_credits) {
+  NetOptions o = opts({}, true, peer_credits);
+  o.router_buffers = {8, 8, 1};
+  o.peer_buffer_credits = buffer_credits;
+  return o;
+}
+
+// `frames` routed writes of 256 KiB from `c` to `to`, pumped.
+void send_writes(MemHub& hub, Clock& clock, Net& c, const Nid& to, int frames, TxLog* tx);
+
 std::unique_ptr<OutFrame> msg(uint64_t xid, size_t bulk = 0, FrameKind kind = FrameKind::kRequest) {
   auto f = std::make_unique<OutFrame>();
   f->hdr.kind = kind;
@@ -50,6 +62,11 @@ std::unique_ptr<OutFrame> msg(uint64_t xid, size_t bulk = 0, FrameKind kind = Fr
     f->bulk = make_bulk(std::move(b));
   }
   return f;
+}
+
+void send_writes(MemHub& hub, Clock& clock, Net& c, const Nid& to, int frames, TxLog* tx) {
+  for (int i = 0; i < frames; ++i) c.send(to, msg(100 + i, 256 * 1024), clock.now() + 60s, tx);
+  hub.pump();
 }
 
 bool bulk_intact(const InFrame& f, uint64_t xid, size_t bulk) {
@@ -157,17 +174,12 @@ TEST_F(RouterTest, ANodeThatDoesNotRouteDropsFramesForOthers) {
 // is bounded whatever the client sends. Once the server consumes, all of them arrive, in
 // order and intact.
 TEST_F(RouterTest, ARoutersBuffersAndCreditsBoundWhatAClientLeavesInIt) {
-  NetOptions ro = opts({}, true, /*peer_credits=*/2);
-  ro.router_buffers = {8, 8, 1};
-  ro.peer_buffer_credits = 2;
   Node c(hub_, clock_, {c_}, opts({route("tcp2", "198.18.1.2@tcp1")}, false, 2));
-  Node r(hub_, clock_, {r1a_, r1b_}, ro);
+  Node r(hub_, clock_, {r1a_, r1b_}, small_router(/*peer_credits=*/2, /*buffer_credits=*/2));
   Node s(hub_, clock_, {s_}, opts({}, false, 2));
   TxLog tx;
   constexpr int kFrames = 8;
-  for (int i = 0; i < kFrames; ++i)
-    c.net.send(s_, msg(100 + i, 256 * 1024), clock_.now() + 60s, &tx);
-  hub_.pump();
+  send_writes(hub_, clock_, c.net, s_, kFrames, &tx);
   // The server got its window's worth; the router holds one large buffer (a frame waiting
   // for the server's window) and one frame waiting for it; the client keeps the rest.
   EXPECT_EQ(s.rx.got.size(), 2u);
@@ -213,17 +225,13 @@ TEST_F(RouterTest, ARoutersBuffersAndCreditsBoundWhatAClientLeavesInIt) {
 // router's choice, not the client's. The router raising its peer_credits at run time tells
 // the client (a WINDOW frame), and everything then flows, in order, with no connection cut.
 TEST_F(RouterTest, AClientsWindowIntoARouterIsTheOneTheRouterGrants) {
-  NetOptions ro = opts({}, true, /*peer_credits=*/4);
-  ro.router_buffers = {8, 8, 1};
-  ro.peer_buffer_credits = 64;  // the window, not the router credits, holds the client here
   Node c(hub_, clock_, {c_}, opts({route("tcp2", "198.18.1.2@tcp1")}, false, 64));
-  Node r(hub_, clock_, {r1a_, r1b_}, ro);
+  // 64 router credits: the window, not the router credits, holds the client here.
+  Node r(hub_, clock_, {r1a_, r1b_}, small_router(/*peer_credits=*/4, /*buffer_credits=*/64));
   Node s(hub_, clock_, {s_}, opts({}, false, 2));
   TxLog tx;
   constexpr int kFrames = 32;
-  for (int i = 0; i < kFrames; ++i)
-    c.net.send(s_, msg(100 + i, 256 * 1024), clock_.now() + 60s, &tx);
-  hub_.pump();
+  send_writes(hub_, clock_, c.net, s_, kFrames, &tx);
   const int64_t frame = int64_t(kHeaderSize + 5 + 256 * 1024);
   auto queued_at_client = [&] {
     int64_t n = 0;
@@ -274,10 +282,7 @@ struct RawEnd : TransportEvents {
 // fifth: the router never holds more than the window's worth of it. One that does not
 // speak windows at all has its routed frames dropped, not held.
 TEST_F(RouterTest, AFlooderBeyondItsWindowIsCutOffAndTheRouterHoldsNoMore) {
-  NetOptions ro = opts({}, true, /*peer_credits=*/4);
-  ro.router_buffers = {8, 8, 1};
-  ro.peer_buffer_credits = 64;
-  Node r(hub_, clock_, {r1a_, r1b_}, ro);
+  Node r(hub_, clock_, {r1a_, r1b_}, small_router(/*peer_credits=*/4, /*buffer_credits=*/64));
   Node s(hub_, clock_, {s_}, opts({}, false, 2));
   const int64_t frame = int64_t(kHeaderSize + 1 + 256 * 1024);
   auto flood = [&](const Nid& from, uint64_t features, int frames) {
@@ -325,6 +330,48 @@ TEST_F(RouterTest, AFlooderBeyondItsWindowIsCutOffAndTheRouterHoldsNoMore) {
   EXPECT_EQ(rs.dropped_no_window, 3u);
   EXPECT_EQ(rs.forwarded, forwarded);
   EXPECT_LE(rs.held_bytes_max, 4 * frame);
+}
+
+// A routed RPC's remote timeout is held against the far NI, never the router's: the server's
+// health falls (the router's stays full and its connection open), it is pinged back up
+// through the router from the client's NI towards it, and the next routed frame from it
+// raises it again.
+TEST_F(RouterTest, ARoutedSilenceLowersTheFarNiNotTheRouterAndItIsPingedThroughIt) {
+  Node c(hub_, clock_, {c_}, opts({route("tcp2", "198.18.1.2@tcp1")}));
+  Node r(hub_, clock_, {r1a_, r1b_}, opts({}, true));
+  Node s(hub_, clock_, {s_}, opts({route("tcp1", "198.18.2.2@tcp2")}));
+  TxLog tx;
+  c.net.send(s_, msg(1), clock_.now() + 10s, &tx);
+  hub_.pump();
+  ASSERT_EQ(tx.results.size(), 1u);
+  auto info = [&](const Nid& n) {
+    for (const NiInfo& p : c.net.peers())
+      if (p.nid == n) return p;
+    return NiInfo{};
+  };
+  TxTimes t;
+  t.local_nid = c_;
+  t.peer_nid = r1a_;
+  t.routed = true;
+  t.route_dst = s_;
+  c.net.report_remote_timeout(t, "no reply from " + s_.to_string());
+  const int low = info(s_).health;
+  EXPECT_LT(low, kMaxHealth);
+  EXPECT_EQ(info(s_).remote_timeouts, 1u);
+  EXPECT_EQ(info(r1a_).health, kMaxHealth);
+  EXPECT_EQ(info(r1a_).remote_timeouts, 0u);
+  EXPECT_TRUE(c.rx.disconnected.empty()) << "the router's connection stays";
+  // Recovery: the far NI is pinged from the client's NI on the gateway's network.
+  clock_.advance(2s);
+  bool due = false;
+  for (const RecoveryTarget& rt : c.net.recovery_due(clock_.now()))
+    due |= rt.peer == s_ && rt.local == c_ && !rt.for_local_ni;
+  EXPECT_TRUE(due);
+  // A routed frame from it: heard end to end.
+  s.net.send(c_, msg(2, 0, FrameKind::kReply), clock_.now() + 10s, nullptr);
+  hub_.pump();
+  ASSERT_EQ(c.rx.got.size(), 1u);
+  EXPECT_GT(info(s_).health, low) << "raised from where it fell";
 }
 
 // Gateways: the lower priority is taken; among equals the load is shared; a gateway whose

@@ -183,6 +183,7 @@ void MeshService::tick(TimePoint now) {
       // The local end as it is now (a link's MTU may change at any time), looked up on this
       // thread: a few system calls per small probe.
       MeshLinkEnd e = mesh_link_end(d.local, d.peer);
+      if (!same_net(d.local, d.peer)) e.on_link = false;  // routed: no one link to judge
       {
         MutexLock lk(mu_);
         auto it = paths_.find(d.key);
@@ -356,11 +357,21 @@ void MeshService::set_targets(const std::vector<NodeEvent>& targets, uint64_t ep
   epoch_ = epoch;
   targets_ = targets;
   std::map<PathKey, PathState> next;
+  const std::vector<Nid> locals = net_.local_nids();
   for (const NodeEvent& t : targets) {
     if (t.name == opts_.name) continue;
+    // A node on a network this one shares is probed there; one on none of them, through
+    // the routers its NIs' networks are reached by (from the NI towards the gateway).
+    bool direct = false;
     for (const Nid& peer : t.nids)
-      for (const Nid& local : net_.local_nids()) {
-        if (!same_net(local, peer)) continue;
+      for (const Nid& local : locals) direct |= same_net(local, peer);
+    for (const Nid& peer : t.nids) {
+      std::vector<Nid> from;
+      for (const Nid& local : locals)
+        if (same_net(local, peer)) from.push_back(local);
+      if (!direct)
+        if (std::optional<Nid> l = net_.route_local(peer)) from.push_back(*l);
+      for (const Nid& local : from) {
         PathKey k{local, peer};
         auto old = paths_.find(k);
         if (old != paths_.end()) {
@@ -374,6 +385,7 @@ void MeshService::set_targets(const std::vector<NodeEvent>& targets, uint64_t ep
         p.next_bulk = now + stagger(k, opts_.bulk_interval);
         next.emplace(k, std::move(p));
       }
+    }
   }
   // Probes of dropped paths still out find no entry when they end.
   paths_.swap(next);

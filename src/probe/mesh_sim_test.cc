@@ -155,5 +155,108 @@ TEST_F(InProcessMeshTest, ASlowLinkIsNamedWithinAWindowAndNotOnceItIsFast) {
               std::chrono::duration<double>(*cleared).count());
 }
 
+// The mesh through a router: the MGS n2 and servers n3 and n4 on tcp, clients n5 and n6 on
+// tcp1, n7 on both and routing between them; each node probes every other. A client probes
+// the servers through n7 -- from its tcp1 NI to the server's tcp NI, at the round trip of
+// both hops -- and a server the clients the same way back; a link cut beyond the router
+// shows as loss on the routed paths that cross it and on no other.
+class RoutedMeshTest : public ::testing::Test {
+ protected:
+  static Nid tcp1(int host) { return *Nid::parse("10.0.1." + std::to_string(host) + "@tcp1"); }
+  void SetUp() override {
+    m_.configure = [](Config& cfg) {
+      cfg.mesh.peers = 5;
+      cfg.mesh.interval = 0.2;
+      cfg.mesh.bulk_interval = 0;
+      cfg.mesh.report_interval = 0.5;
+      cfg.mesh.window = 4;
+      cfg.lnet.transaction_timeout = 6;  // a probe is lost after an attempt's 2 s
+      const int host = cfg.node.name[1] - '0';
+      if (host == 7) {
+        cfg.nets.push_back(NetConfig{tcp1(7)});
+        cfg.lnet.routing = true;
+      } else if (host >= 5) {
+        cfg.nets = {NetConfig{tcp1(host)}};
+        cfg.routes = {RouteConfig{*parse_lnet_net("tcp"), tcp1(7)}};
+      } else {
+        cfg.routes = {RouteConfig{*parse_lnet_net("tcp1"), SimMembers::nid(7)}};
+      }
+    };
+    for (int h : kHosts)
+      ASSERT_NE(m_.start(h,
+                         [this, h](SimNode& n, const Config& cfg, MembershipService& ms) {
+                           auto& mesh = n.attach<MeshService>(MeshOptions::from(cfg), n.net, n.rpc,
+                                                              nullptr, ms, c_.clock());
+                           n.on_tick([&mesh](TimePoint now) { mesh.tick(now); });
+                           mesh_[h] = &mesh;
+                         }),
+                nullptr);
+    for (int a : kHosts)
+      for (int b : kHosts)
+        if (a < b) c_.set_delay(SimMembers::name(a), SimMembers::name(b), 1ms);
+    ASSERT_TRUE(c_.run_until([&] { return m_.up_in_table(2) == kHosts.size(); }, 10s, kStep));
+  }
+  // The cell of `from`'s row for `to`, in the MGS's matrix.
+  std::optional<MeshCell> cell(int from, int to) {
+    auto m = mesh_[2]->matrix(1s);
+    if (!m.ok()) return std::nullopt;
+    for (const MeshRow& row : m->rows)
+      if (row.from == SimMembers::name(from))
+        for (const MeshCell& c : row.cells)
+          if (c.to == SimMembers::name(to)) return c;
+    return std::nullopt;
+  }
+  bool answered(int from, int to, uint64_t n) {
+    std::optional<MeshCell> c = cell(from, to);
+    return c && c->rtt_count >= n;
+  }
+
+  static constexpr std::array<int, 6> kHosts = {2, 3, 4, 5, 6, 7};
+  SimCluster c_;
+  SimMembers m_{c_};
+  std::map<int, MeshService*> mesh_;
+};
+
+TEST_F(RoutedMeshTest, PathsThroughARouterAreProbedAndACutBeyondItIsSeenOnThem) {
+  auto all = [&] {
+    for (int a : kHosts)
+      for (int b : kHosts)
+        if (a != b && !answered(a, b, 3)) return false;
+    return true;
+  };
+  ASSERT_TRUE(c_.run_until(all, 10s, kStep)) << "not every path was probed";
+  // Routed: from the client's tcp1 NI to the server's tcp NI, over two hops of 1 ms each
+  // way: 4 ms. Direct: 2 ms.
+  for (auto [from, to] : {std::pair{5, 3}, {6, 4}, {3, 5}, {4, 6}, {5, 2}}) {
+    MeshCell c = *cell(from, to);
+    EXPECT_EQ(c.local, from >= 5 ? tcp1(from) : SimMembers::nid(from)) << from << "->" << to;
+    EXPECT_EQ(c.peer, to >= 5 ? tcp1(to) : SimMembers::nid(to)) << from << "->" << to;
+    EXPECT_NEAR(c.p50_ms, 4.0, 0.01) << from << "->" << to;
+    EXPECT_FALSE(c.on_link) << "a routed path is no one link";
+    EXPECT_EQ(c.lost, 0u) << from << "->" << to;
+  }
+  EXPECT_NEAR(cell(5, 6)->p50_ms, 2.0, 0.01);
+  EXPECT_NEAR(cell(5, 7)->p50_ms, 2.0, 0.01);
+  EXPECT_NEAR(cell(3, 4)->p50_ms, 2.0, 0.01);
+  // The router's link to n3 cut: the routed paths to n3 lose their probes; n4's, and n3's
+  // own direct ones, do not.
+  c_.cut("n7", "n3");
+  auto lost = c_.run_until(
+      [&] {
+        auto a = cell(5, 3), b = cell(6, 3);
+        return a && b && a->lost > 0 && b->lost > 0;
+      },
+      10s, kStep);
+  ASSERT_TRUE(lost) << "the cut beyond the router was never seen on the routed paths: "
+                    << (cell(5, 3) ? std::to_string(cell(5, 3)->rtt_count) + " answered, " +
+                                         std::to_string(cell(5, 3)->lost) + " lost, p50 " +
+                                         std::to_string(cell(5, 3)->p50_ms)
+                                   : std::string("no cell"));
+  for (auto [from, to] : {std::pair{5, 4}, {6, 4}, {5, 6}, {2, 3}, {4, 3}})
+    EXPECT_EQ(cell(from, to)->lost, 0u) << from << "->" << to;
+  std::printf("a cut beyond the router seen on the routed paths after %.3f s\n",
+              std::chrono::duration<double>(*lost).count());
+}
+
 }  // namespace
 }  // namespace pfsnet

@@ -235,10 +235,18 @@ std::vector<NvCheck> judge_path(const NvPath& p, const NvLimits& lim) {
     for (const NvNi& n : p.info->nis)
       if (n.nid == p.peer) pni = &n;
 
+  // A routed path: its IP checks are each hop's.
+  std::string hops;
+  for (const Nid& g : p.via) hops += (hops.empty() ? "" : ", ") + g.to_string();
+  const std::string routed = "through the router(s) " + hops +
+                             ": no IP path from here to it (netverify the routers for each hop)";
   // port, handshake
   bool port_ok = p.port.ok();
-  add("port", port_ok ? NvVerdict::kPass : NvVerdict::kFail,
-      port_ok ? "connects from " + p.local.address_string() : p.port.message());
+  if (!p.via.empty())
+    add("port", NvVerdict::kSkip, routed);
+  else
+    add("port", port_ok ? NvVerdict::kPass : NvVerdict::kFail,
+        port_ok ? "connects from " + p.local.address_string() : p.port.message());
   bool up = p.handshake.ok();
   if (!port_ok && !up)
     add("handshake", NvVerdict::kSkip, "the port does not connect");
@@ -255,8 +263,12 @@ std::vector<NvCheck> judge_path(const NvPath& p, const NvLimits& lim) {
   }
   const NvInfo& info = *p.info;
 
-  // mtu
-  {
+  // mtu, routing
+  if (!p.via.empty()) {
+    add("mtu", NvVerdict::kSkip, routed);
+    add("routing", NvVerdict::kSkip, routed);
+  }
+  if (p.via.empty()) {
     std::vector<std::string> bad;
     uint32_t here = p.local_mtu, there = pni ? pni->mtu : 0;
     std::string ends = std::to_string(here) + " here (" + p.local_if + "), " +
@@ -291,7 +303,7 @@ std::vector<NvCheck> judge_path(const NvPath& p, const NvLimits& lim) {
   }
 
   // routing
-  {
+  if (p.via.empty()) {
     std::vector<std::string> bad;
     const std::string me = p.local.address_string(), it = p.peer.address_string();
     if (p.fwd.measured && p.fwd.largest_ok) {

@@ -186,6 +186,10 @@ struct NvPath {
   // Packets the receive backlog dropped at each end while the bandwidth trains ran
   // (host-wide counters read before and after); unset when not measured.
   std::optional<uint64_t> backlog_drops_here, backlog_drops_there;
+  // Through routers (no local NI on the peer's network): the gateways of its routes. Its
+  // RPC checks run end to end through them; its IP checks (port, MTU, routing) are each
+  // hop's, not this path's. Empty: a direct path.
+  std::vector<Nid> via;
 };
 
 // Thresholds (the request's, with these defaults).

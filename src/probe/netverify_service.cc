@@ -392,8 +392,18 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
   co.timeout = req.timeout;
   co.via = std::make_pair(local.nid, peer);
 
+  // Through routers: no IP path to it from here, so no port or MTU to try; the RPC checks
+  // below cross the routers end to end.
+  if (net_.routed(peer)) {
+    for (const RouteInfo& r : net_.routes())
+      if (r.route.net == peer.net() &&
+          std::find(p.via.begin(), p.via.end(), r.route.gateway) == p.via.end())
+        p.via.push_back(r.route.gateway);
+  }
+  const bool routed = !p.via.empty();
+
   // port, handshake and round trip
-  p.port = connect_port(local.nid, peer, local.port, req.timeout);
+  if (!routed) p.port = connect_port(local.nid, peer, local.port, req.timeout);
   double best = 0;
   for (int i = 0; i < 5; ++i) {
     RpcReply r = rpc_.call(peer, kMsgPing, Buffer(), nullptr, co);
@@ -426,7 +436,7 @@ NvPath NetverifyService::measure(const NetverifyRequest& req, const std::string&
 
   // MTU: out (acks from its responder), then back (its reverse probes to our socket)
   UdpSocket s;
-  Status st = s.open(local.nid, 0);
+  Status st = routed ? Status(Code::kUnreachable, "routed") : s.open(local.nid, 0);
   // How long datagrams may take to come back once sent: a collection ends as soon as every
   // size is in, so only a size that does not cross waits this long (a loaded host's
   // responder may be slow to run).
@@ -622,13 +632,21 @@ Result<NetverifyReport> NetverifyService::run(const NetverifyRequest& req) {
     std::vector<Nid> peers;
     for (const NvPath& p : t.paths) peers.push_back(p.peer);
     t.paths.clear();
+    // Each NID on a network of this node's, from each local NI there; a node on none of
+    // them, through its routers (from the NI towards their gateways).
+    bool direct = false;
     for (const Nid& peer : peers)
+      for (const NetConfig& local : c.nets) direct |= same_net(local.nid, peer);
+    for (const Nid& peer : peers) {
+      std::optional<Nid> via = direct ? std::nullopt : net_.route_local(peer);
       for (const NetConfig& local : c.nets)
-        if (same_net(local.nid, peer)) {
+        if (same_net(local.nid, peer) || (via && local.nid == *via)) {
           t.paths.push_back(measure(req, t.name, local, peer));
           t.checks.push_back(judge_path(t.paths.back(), req.limits));
         }
-    if (t.paths.empty()) t.error = "no local NI on the network of any of its NIDs";
+    }
+    if (t.paths.empty())
+      t.error = "no local NI on the network of any of its NIDs, and no route to them";
     for (const NvPath& p : t.paths)  // asked by NID alone: the name it gives itself
       if (t.name.empty() && p.info) t.name = p.info->name;
   }

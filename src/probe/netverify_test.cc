@@ -141,6 +141,28 @@ TEST(NetverifyJudge, AHealthyPathPassesEveryCheck) {
   EXPECT_NE(check(v, "mtu").detail.find("out 9000, back 9000"), std::string::npos);
 }
 
+// A path through routers: its RPC checks hold end to end; its port, MTU and IP routing are
+// each hop's, skipped with the routers named (nothing was measured there: no fail either).
+TEST(NetverifyJudge, ARoutedPathSkipsTheHopsChecksAndNamesItsRouters) {
+  NvPath p = good();
+  p.peer = nid("198.18.2.3@tcp2");
+  p.via = {nid("198.18.0.7@tcp"), nid("198.18.0.8@tcp")};
+  p.fwd = p.rev = NvMtuDir{};  // not measured
+  auto v = judge_path(p, NvLimits{});
+  ASSERT_EQ(v.size(), 9u);
+  for (const char* hop : {"port", "mtu", "routing"}) {
+    EXPECT_EQ(check(v, hop).verdict, NvVerdict::kSkip) << hop;
+    EXPECT_NE(check(v, hop).detail.find("through the router(s) 198.18.0.7@tcp, 198.18.0.8@tcp"),
+              std::string::npos)
+        << check(v, hop).detail;
+  }
+  for (const char* e2e : {"handshake", "rtt", "bandwidth", "clock"})
+    EXPECT_EQ(check(v, e2e).verdict, NvVerdict::kPass) << e2e << ": " << check(v, e2e).detail;
+  // Direct, the same unmeasured MTU fails.
+  p.via.clear();
+  EXPECT_EQ(check(judge_path(p, NvLimits{}), "mtu").verdict, NvVerdict::kFail);
+}
+
 TEST(NetverifyJudge, AClosedPortAndAWrongKeyAreToldApart) {
   NvPath p = good();
   p.port = Status(Code::kUnreachable, "connect to 198.18.0.2:7988: Connection refused");

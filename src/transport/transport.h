@@ -43,8 +43,10 @@ struct TxTimes {
   // was handed to (0 = it never reached one).
   Nid local_nid, peer_nid;
   uint64_t conn_id = 0;
-  // The frame went to a router for a NID on another network (peer_nid is the gateway's).
+  // The frame went to a router for a NID on another network (peer_nid is the gateway's,
+  // route_dst the far end's: the one whose health a silence is held against).
   bool routed = false;
+  Nid route_dst;
 };
 struct RxTimes {
   TimePoint first_byte;  // read that brought the frame's first byte completed
