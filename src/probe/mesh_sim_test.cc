@@ -22,6 +22,15 @@ using namespace std::chrono_literals;
 
 constexpr auto kStep = 1ms;
 
+// What SimMembers::start adds to node `host`: its mesh, ticked with the node, kept in `mesh`.
+SimMembers::Extra with_mesh(SimCluster& c, std::map<int, MeshService*>& mesh, int host) {
+  return [&c, &mesh, host](SimNode& n, const Config& cfg, MembershipService& ms) {
+    auto& m = n.attach<MeshService>(MeshOptions::from(cfg), n.net, n.rpc, nullptr, ms, c.clock());
+    n.on_tick([&m](TimePoint now) { m.tick(now); });
+    mesh[host] = &m;
+  };
+}
+
 class InProcessMeshTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -38,16 +47,7 @@ class InProcessMeshTest : public ::testing::Test {
         if (a < b) c_.set_delay(SimMembers::name(a), SimMembers::name(b), 1ms);
     ASSERT_TRUE(c_.run_until([&] { return m_.up_in_table(2) == 5; }, 5s, kStep));
   }
-  void start(int host) {
-    ASSERT_NE(m_.start(host,
-                       [this, host](SimNode& n, const Config& cfg, MembershipService& ms) {
-                         auto& mesh = n.attach<MeshService>(MeshOptions::from(cfg), n.net, n.rpc,
-                                                            nullptr, ms, c_.clock());
-                         n.on_tick([&mesh](TimePoint now) { mesh.tick(now); });
-                         mesh_[host] = &mesh;
-                       }),
-              nullptr);
-  }
+  void start(int host) { ASSERT_NE(m_.start(host, with_mesh(c_, mesh_, host)), nullptr); }
   // The MGS's matrix (it answers from its own board).
   std::vector<MeshRow> rows() {
     auto m = mesh_[2]->matrix(1s);
@@ -182,15 +182,7 @@ class RoutedMeshTest : public ::testing::Test {
         cfg.routes = {RouteConfig{*parse_lnet_net("tcp1"), SimMembers::nid(7)}};
       }
     };
-    for (int h : kHosts)
-      ASSERT_NE(m_.start(h,
-                         [this, h](SimNode& n, const Config& cfg, MembershipService& ms) {
-                           auto& mesh = n.attach<MeshService>(MeshOptions::from(cfg), n.net, n.rpc,
-                                                              nullptr, ms, c_.clock());
-                           n.on_tick([&mesh](TimePoint now) { mesh.tick(now); });
-                           mesh_[h] = &mesh;
-                         }),
-                nullptr);
+    for (int h : kHosts) ASSERT_NE(m_.start(h, with_mesh(c_, mesh_, h)), nullptr);
     for (int a : kHosts)
       for (int b : kHosts)
         if (a < b) c_.set_delay(SimMembers::name(a), SimMembers::name(b), 1ms);
