@@ -276,6 +276,10 @@ TEST(RoutedDaemonsTest, AClientWithManyCreditsLeavesNoMoreThanTheRoutersWindowIn
       10000ms))
       << held;
   EXPECT_LE(held, 4 * kFrameMost);
+  // The rest wait at the client, for the router's window: of its 64 writes, 4 at the server
+  // (the router's window to it) and 4 in the router.
+  nlohmann::json routes = cli(client, {"route", "show"});
+  EXPECT_GE(routes["routes"][0]["queued"].get<int64_t>(), 48) << routes.dump();
   server.process().kill(SIGCONT);
   ASSERT_EQ(selftest.wait_exit(120000ms), 0) << selftest.output();
   nlohmann::json result = last_json_line(selftest.output());

@@ -19,14 +19,15 @@ void print_routes(const json& r) {
     std::printf("no routes%s\n", r.value("routing", false) ? " (this node routes for others)" : "");
     return;
   }
-  std::printf("%-8s %-24s %4s %8s %6s %7s %10s  %s\n", "net", "gateway", "hops", "priority",
-              "health", "credits", "sent", "state");
+  std::printf("%-8s %-24s %4s %8s %6s %7s %6s %10s  %s\n", "net", "gateway", "hops", "priority",
+              "health", "credits", "queued", "sent", "state");
   for (const json& e : r["routes"])
-    std::printf("%-8s %-24s %4" PRId64 " %8" PRId64 " %6d %7" PRId64 " %10" PRIu64 "  %s\n",
+    std::printf("%-8s %-24s %4" PRId64 " %8" PRId64 " %6d %7" PRId64 " %6" PRId64 " %10" PRIu64
+                "  %s\n",
                 e["net"].get<std::string>().c_str(), e["gateway"].get<std::string>().c_str(),
                 e["hops"].get<int64_t>(), e["priority"].get<int64_t>(), e["health"].get<int>(),
-                e["credits"].get<int64_t>(), e["sent"].get<uint64_t>(),
-                e["state"].get<std::string>().c_str());
+                e["credits"].get<int64_t>(), e.value("queued", int64_t{0}),
+                e["sent"].get<uint64_t>(), e["state"].get<std::string>().c_str());
   if (r.value("routing", false)) std::printf("this node routes for others (lnet.routing)\n");
 }
 
@@ -114,7 +115,7 @@ void add_route(CLI::App& app, Invocation& inv) {
                 });
   });
   auto* sh = route->add_subcommand(
-      "show", "every route: its gateway's state, hops, priority, health, credits and sends");
+      "show", "every route: its gateway's state, hops, priority, health, credits, queue and sends");
   add_json_flag(sh, inv);
   sh->callback([&inv] { inv.rc = show(inv); });
 

@@ -73,6 +73,10 @@ void route_metrics(PromText& t, const std::vector<RouteInfo>& routes, const Rout
     for (const RouteInfo& i : routes) t.sample("pfsnet_route_usable", l(i), i.usable ? 1 : 0);
     t.family("pfsnet_route_hops", "gauge", "The route's hops.");
     for (const RouteInfo& i : routes) t.sample("pfsnet_route_hops", l(i), double(i.route.hops));
+    t.family("pfsnet_route_queued", "gauge",
+             "Messages waiting at this node for the route's gateway (a credit, its window, a "
+             "connection).");
+    for (const RouteInfo& i : routes) t.sample("pfsnet_route_queued", l(i), double(i.queued));
     t.family("pfsnet_route_priority", "gauge", "The route's priority (lower is preferred).");
     for (const RouteInfo& i : routes)
       t.sample("pfsnet_route_priority", l(i), double(i.route.priority));

@@ -76,6 +76,7 @@ Result<json> route_show(const NodeParts& node) {
                  {"health", i.health},
                  {"credits", i.credits},
                  {"sent", i.sent},
+                 {"queued", i.queued},
                  {"since_unix_ms", i.since_unix_ms}});
   return json{{"routes", a}, {"routing", node.net.router_stats().routing}};
 }

@@ -215,6 +215,7 @@ struct RouteInfo {
   int health = 0;          // the gateway NI's (selection value)
   int64_t credits = 0;     // free on the path to it (negative: messages queued)
   uint64_t sent = 0;       // messages sent to the gateway NI (its own and routed)
+  int64_t queued = 0;      // messages waiting here for it (a credit, its window, a connection)
   // When the gateway's router pings last changed what they say (answering or not, routing
   // or not, its NIs' states), wall-clock ms; 0: no answer yet.
   int64_t since_unix_ms = 0;

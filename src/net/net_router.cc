@@ -257,6 +257,7 @@ std::vector<RouteInfo> Net::routes() {
     for (Path* p : table_->paths_of(*gw)) {
       MutexLock lk(p->ni->mu);
       info.connected |= p->tx_conn != nullptr;
+      info.queued += static_cast<int64_t>(p->queue.size() + p->bulk_queue.size());
     }
     out.push_back(std::move(info));
   }
