@@ -843,7 +843,8 @@ void Net::set_credits(int64_t credits, int64_t peer_credits) {
       for (auto& c : p->conns) {
         if (auto cs = conn_state(*c))
           cs->tx_credits += cs->window(peer_credits) - cs->window(before);
-        if ((c->wire().features & kFeatureWindow) && rx_window()) regrant.push_back(c);
+        if (peer_credits != before && (c->wire().features & kFeatureWindow) && rx_window())
+          regrant.push_back(c);
       }
       set_high_water_locked(*p);
     }

@@ -77,11 +77,10 @@ void Net::grant_window(const ConnectionPtr& c, uint32_t window) {
 }
 
 void Net::on_window(Connection& c, ConnState& cs, uint64_t window) {
-  if (!(c.wire().features & kFeatureWindow) || window == 0 || window > kMaxWindow) {
-    c.close(Status(Code::kProtocol, fmt::format("a WINDOW frame of {} on {}", window,
-                                                (c.wire().features & kFeatureWindow)
-                                                    ? "a connection"
-                                                    : "a connection without the window feature")));
+  const bool spoken = c.wire().features & kFeatureWindow;
+  if (!spoken || window == 0 || window > kMaxWindow) {
+    c.close(Status(Code::kProtocol, fmt::format("a WINDOW frame of {}{}", window,
+                                                spoken ? "" : " without the window feature")));
     return;
   }
   LocalNi& ni = *cs.ni;
@@ -153,11 +152,11 @@ void Net::on_frame(Connection& c, InFrame&& f) {
   }
   // Held to the window it was granted: a peer with more out is not a pfsnet keeping to its
   // handshake, and would hold this node's memory without bound.
-  if (uint32_t held = c.count_received(), window = c.rx_window(); window && held > window) {
+  if (uint32_t window = c.rx_window(); window && c.count_received() > window) {
     PFS_LOG_WARN(
-        "closing connection {}: the peer has {} requests and replies out on it, beyond "
-        "the receive window of {} it was granted",
-        c.describe(), held, window);
+        "closing connection {}: the peer has more requests and replies out on it than the "
+        "receive window of {} it was granted",
+        c.describe(), window);
     c.close(
         Status(Code::kProtocol, fmt::format("peer went beyond its receive window of {}", window)));
     return;
@@ -205,7 +204,8 @@ void Net::on_frame(Connection& c, InFrame&& f) {
     f.hdr.src_nid = from;
     f.hdr.dst_nid = f.hdr.ext.route_dst;
     received_routed_.fetch_add(1, std::memory_order_relaxed);
-    if (!corrupt) raise(table_->get(from)->health);  // the far end is heard: end to end
+    // The far end is heard: end to end (one never lowered has no entry to raise).
+    if (PeerNi* far = corrupt ? nullptr : table_->find(from)) raise(far->health);
   }
   if (corrupt) {
     on_corrupt(c, *cs, from, f);
@@ -406,21 +406,15 @@ void Net::report_remote_timeout(const TxTimes& path, const std::string& what) {
   // pitfall: health seen through a router is only the router's): the far NI's health falls
   // and it is pinged back up through the routers, while whether the router itself is alive
   // is its router pings' to say. The connection to the router carries others' RPCs; it stays.
-  if (path.routed) {
-    if (path.route_dst.is_none()) return;
-    PeerNi* far = table_->get(path.route_dst);
-    far->counters.remote_timeouts.fetch_add(1);
-    far->counters.count_error(HealthKind::kPeerNiUnreachable);
-    lower(far->health, far);
-    return;
-  }
-  Path* p = table_->find_path(path.local_nid, path.peer_nid);
-  if (!p) return;
+  Path* p = path.routed ? nullptr : table_->find_path(path.local_nid, path.peer_nid);
+  PeerNi* blamed = p ? p->pni : path.route_dst.is_none() ? nullptr : table_->get(path.route_dst);
+  if (!blamed) return;
+  blamed->counters.remote_timeouts.fetch_add(1);
+  blamed->counters.count_error(HealthKind::kPeerNiUnreachable);
+  lower(blamed->health, blamed);
+  if (!p) return;  // routed
   p->ni->counters.remote_timeouts.fetch_add(1);
-  p->pni->counters.remote_timeouts.fetch_add(1);
   p->ni->counters.count_error(HealthKind::kPeerNiUnreachable);
-  p->pni->counters.count_error(HealthKind::kPeerNiUnreachable);
-  lower(p->pni->health, p->pni);
   ConnectionPtr conn;
   {
     MutexLock lk(p->ni->mu);

@@ -138,8 +138,7 @@ std::optional<Status> FabConn::post_item(TxItem& it, uint32_t i) {
     FrameHeader hdr = f.hdr;
     // A handshake frame goes in the version its machine chose; the rest in the connection's,
     // with the extension fields it carries.
-    const bool handshake = hdr.kind == FrameKind::kHello || hdr.kind == FrameKind::kAuth ||
-                           hdr.kind == FrameKind::kReject;
+    const bool handshake = is_handshake_kind(hdr.kind);
     const uint16_t version = handshake ? hdr.version : wire_.version;
     if (!handshake) fit_extensions(wire_, &hdr.ext);
     hdr.payload_len = static_cast<uint32_t>(f.payload_len());
@@ -282,9 +281,7 @@ Status FabConn::handle_message(std::span<const uint8_t> msg, uint16_t* returned)
   }
   auto m = decode_frame_msg(*fh, body, t_.opts_.limits);
   if (!m.ok()) return m.status();
-  const bool handshake = m->hdr.kind == FrameKind::kHello || m->hdr.kind == FrameKind::kAuth ||
-                         m->hdr.kind == FrameKind::kReject;
-  if (state_.load() == kOpen && !handshake && m->hdr.version != wire_.version)
+  if (state_.load() == kOpen && !is_handshake_kind(m->hdr.kind) && m->hdr.version != wire_.version)
     return Status(Code::kProtocol, fmt::format("a version-{} frame on a version-{} connection",
                                                m->hdr.version, wire_.version));
   if (m->hdr.version >= 2) {  // its NIDs are the connection's

@@ -174,14 +174,15 @@ class Connection {
   uint32_t credits_to_return() const { return credits_to_return_.load(); }
   uint32_t take_credits_to_return() {
     uint32_t n = credits_to_return_.exchange(0);
-    rx_unreturned_.fetch_sub(n, std::memory_order_relaxed);
+    if (n && rx_window()) rx_unreturned_.fetch_sub(n, std::memory_order_relaxed);
     return n;
   }
-  // The receive window (kFeatureWindow): a receiver counts each request and reply that
-  // arrives until its credit is written back, and closes a connection whose peer has more
-  // out than the largest window it granted. Returns the count with this frame (I/O thread).
+  // The receive window (kFeatureWindow): where one was granted, a receiver counts each
+  // request and reply that arrives until its credit is written back, and closes the
+  // connection when its peer has more out than the largest window it granted. Elsewhere
+  // nothing is counted (a window is granted before the first frame, and never taken back).
+  // Returns the count with this frame (I/O thread).
   uint32_t count_received() { return rx_unreturned_.fetch_add(1, std::memory_order_relaxed) + 1; }
-  uint32_t unreturned() const { return rx_unreturned_.load(std::memory_order_relaxed); }
   // The largest window granted on this connection (0: none, nothing is enforced).
   uint32_t rx_window() const { return rx_window_.load(std::memory_order_relaxed); }
   void grant_rx_window(uint32_t w) {

@@ -45,6 +45,10 @@ enum class FrameKind : uint8_t {
   kWindow = 7,
 };
 bool is_valid_frame_kind(uint8_t k);
+// HELLO, AUTH and REJECT: the handshake's frames, in the version its machine chose.
+inline bool is_handshake_kind(FrameKind k) {
+  return k == FrameKind::kHello || k == FrameKind::kAuth || k == FrameKind::kReject;
+}
 
 // Flags.
 inline constexpr uint8_t kFlagBulkFromServer = 1;  // request asks for bulk in the reply
