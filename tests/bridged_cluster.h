@@ -174,6 +174,39 @@ class BridgedCluster {
     write_file(f, script);
     return exec_in(i, {"nft", "-f", f});
   }
+  // Packets this host dropped by itself -- not a fault's nftables rule or shaper: the
+  // kernel's input backlog drops on every CPU (/proc/net/softnet_stat: a host too busy to
+  // take what its veths hand it) and the drops counted on the interfaces of every namespace
+  // but node `except`'s and the switch's ports to it. A test tells a path that lost packets
+  // on an overloaded host (LOSSY, and true) from a false alarm by it.
+  uint64_t host_drops(size_t except) {
+    uint64_t n = 0;
+    if (FILE* f = std::fopen("/proc/net/softnet_stat", "r")) {
+      unsigned processed = 0, dropped = 0;
+      char line[512];
+      while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "%x %x", &processed, &dropped) == 2) n += dropped;
+      std::fclose(f);
+    }
+    const std::string port_of_except = "s" + std::to_string(except) + "r";
+    for (size_t k = 0; k <= nodes_.size(); ++k) {
+      const bool sw = k == nodes_.size();
+      if (!sw && k == except) continue;
+      auto [rc, out] = run({ip_, "-s", "-j", "-n", sw ? sw_ : ns_of(k), "link", "show"}, 10000ms);
+      if (rc != 0) continue;
+      json links = json::parse(out, nullptr, false);
+      if (!links.is_array()) continue;
+      for (const json& l : links) {
+        const std::string name = l.value("ifname", "");
+        if (sw && name.rfind(port_of_except, 0) == 0) continue;
+        const json st = l.value("stats64", json::object());
+        for (const char* dir : {"rx", "tx"})
+          if (st.contains(dir)) n += st[dir].value("dropped", uint64_t{0});
+      }
+    }
+    return n;
+  }
+
   // `pfsnet <args> --json` against node i's daemon; null when it fails.
   json cli(size_t i, std::vector<std::string> args) {
     std::vector<std::string> argv = {PFSNET_BIN, "--socket", socket_[i]};

@@ -466,14 +466,31 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
   for (Fault& f : all) {
     fault_note.clear();
     ASSERT_TRUE(f.inject()) << f.name;
-    int false_alarms = 0;
+    int false_alarms = 0, host_lossy = 0;
     json last;
+    const uint64_t drops_before = c.host_drops(kS1);
+    uint64_t host_dropped = 0;
     // A look at c2's list, counting (and printing the first few of) what is not about s1.
+    // A path elsewhere called LOSSY while this host itself dropped packets outside s1 (its
+    // input backlog overflowing under load: seen once in CI, 14 of 437 segments lost
+    // between c2 and s2 while s1 was starved) is true, not a false alarm: counted apart.
     auto look = [&] {
       ps = faults();
-      for (const json& p : ps)
-        if (!about_s1(p) && false_alarms++ < 3)
-          std::printf("  %s: not about s1: %s\n", f.name, p.dump().c_str());
+      for (const json& p : ps) {
+        if (about_s1(p)) continue;
+        if (p["cause"] == "LOSSY") {
+          host_dropped = c.host_drops(kS1) - drops_before;
+          if (host_dropped > 0) {
+            if (host_lossy++ < 3)
+              std::printf(
+                  "  %s: not about s1, LOSSY while the host dropped %llu packet(s) "
+                  "itself: %s\n",
+                  f.name, static_cast<unsigned long long>(host_dropped), p.dump().c_str());
+            continue;
+          }
+        }
+        if (false_alarms++ < 3) std::printf("  %s: not about s1: %s\n", f.name, p.dump().c_str());
+      }
     };
     double named = poll_until(
         [&] {
@@ -506,10 +523,12 @@ TEST(NetnsTest, EachFaultAloneIsNamedAloneAndEndsWithinItsBoundWhenHealed) {
     EXPECT_EQ(false_alarms, 0) << f.name;
     total_false += false_alarms;
     named_all += named >= 0;
+    host_dropped = c.host_drops(kS1) - drops_before;
     std::printf(
         "%-9s named after %5.1f s, %d false alarm(s), gone %5.1f s after the heal "
-        "(bound %g s)%s%s\n",
+        "(bound %g s); the host dropped %llu packet(s) itself (%d LOSSY look(s) elsewhere)%s%s\n",
         f.name, named, false_alarms, cleared, f.bound,
+        static_cast<unsigned long long>(host_dropped), host_lossy,
         last.empty() ? "" : "; last: ", last.empty() ? "" : last.dump().substr(0, 300).c_str());
   }
   std::printf("%d of %zu fault classes named alone; %d false alarm(s) in all\n", named_all,
@@ -579,15 +598,24 @@ TEST(NetnsTest, AQuietClusterUnderLoadListsNothing) {
     loads.push_back(std::make_unique<Process>(argv));
   }
   auto t0 = Clock::now();
-  int looks = 0, false_alarms = 0;
+  // LOSSY while this host itself dropped packets (its input backlog overflowing when a VM
+  // stalls) is true, not a false alarm: counted apart, with the drops.
+  const uint64_t drops_before = c.host_drops(c.size());
+  int looks = 0, false_alarms = 0, host_lossy = 0;
   std::map<std::string, int> seen;  // "node: kind subject cause" -> looks it was listed in
   std::set<std::string> examples;
   while (Clock::now() - t0 < std::chrono::seconds(seconds) && looks < 10000) {
     for (size_t i = 0; i < c.size(); ++i) {
       for (const json& p : problems(i)) {
-        ++false_alarms;
         std::string what =
             p.value("kind", "") + " " + p.value("subject", "") + " " + p.value("cause", "");
+        if (p.value("cause", "") == "LOSSY" && c.host_drops(c.size()) > drops_before) {
+          if (host_lossy++ == 0)
+            std::printf("  on %s, LOSSY while the host dropped packets itself: %s\n",
+                        c.name(i).c_str(), p.dump().c_str());
+          continue;
+        }
+        ++false_alarms;
         // The first of each kind of problem, whole (on any node).
         if (examples.insert(what).second)
           std::printf("  e.g. on %s: %s\n", c.name(i).c_str(), p.dump().c_str());
@@ -597,8 +625,11 @@ TEST(NetnsTest, AQuietClusterUnderLoadListsNothing) {
     ++looks;
     std::this_thread::sleep_for(2s);  // the next look, not a sync
   }
-  std::printf("quiet cluster, %d s under load: %d looks at %zu nodes, %d problems listed\n",
-              seconds, looks, c.size(), false_alarms);
+  std::printf(
+      "quiet cluster, %d s under load: %d looks at %zu nodes, %d problems listed; the host "
+      "dropped %llu packet(s) itself (%d LOSSY listing(s) then)\n",
+      seconds, looks, c.size(), false_alarms,
+      static_cast<unsigned long long>(c.host_drops(c.size()) - drops_before), host_lossy);
   for (const auto& [what, n] : seen) std::printf("  %3d x %s\n", n, what.c_str());
   EXPECT_EQ(false_alarms, 0);
   for (auto& l : loads) l->kill(SIGKILL);
