@@ -78,6 +78,15 @@ Daemon::Daemon(Config cfg, ClusterKeys keys)
     net_.set_socket_buffers(static_cast<int>(after.lnet.tx_buffer_size),
                             static_cast<int>(after.lnet.rx_buffer_size));
     net_.set_conns_per_peer(after.lnet.conns_per_peer);
+    if (after.rpc.nrs_policy != before.rpc.nrs_policy ||
+        after.rpc.nrs_slots != before.rpc.nrs_slots ||
+        after.rpc.nrs_idle_ms != before.rpc.nrs_idle_ms ||
+        after.rpc.nrs_reserve != before.rpc.nrs_reserve ||
+        after.rpc.nrs_client_weights != before.rpc.nrs_client_weights ||
+        after.rpc.nrs_job_weights != before.rpc.nrs_job_weights) {
+      const RpcOptions ro = RpcOptions::from(after);
+      rpc_.set_request_policy(ro.nrs_policy, ro.nrs);
+    }
   });
   parts_ = std::make_unique<NodeParts>(
       NodeParts{net_, rpc_, stats_, cfg_, clock_, membership_.get(), tune_.get(), core_->health(),

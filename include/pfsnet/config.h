@@ -190,6 +190,21 @@ struct RpcConfig {
   // environment variable's name (SLURM_JOB_ID, ...). At restart.
   std::string jobid_var = "disable";
   std::string jobid_name = "%e.%u";
+  // The request scheduling policy of this node as a server (Lustre's NRS; rpc/nrs.h):
+  // "fifo" -- each request to its handler as it arrives -- or "fair" -- round-robin across
+  // clients and their jobs, a slot kept free for each client lately heard from. Under
+  // fair, at most nrs_slots requests of the asynchronous handlers (the block service's
+  // reads and writes) and rpc.workers of the worker handlers are in service at once; a
+  // flow's turn takes its weight in requests (nrs_client_weights by NID, nrs_job_weights
+  // by job id; 1 otherwise); a flow counts as present nrs_idle_ms after its last request,
+  // and up to nrs_reserve slots stay free for present flows with none in service. At run
+  // time.
+  std::string nrs_policy = "fifo";
+  int64_t nrs_slots = 16;
+  int64_t nrs_idle_ms = 1000;
+  int64_t nrs_reserve = 1;
+  std::map<std::string, int64_t> nrs_client_weights;
+  std::map<std::string, int64_t> nrs_job_weights;
 };
 
 struct StatsConfig {

@@ -271,6 +271,33 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"router_ping_timeout", int_key(&cfg.lnet.router_ping_timeout, 1, 3600)},
       {"avoid_asym_router_failure", bool_key(&cfg.lnet.avoid_asym_router_failure)},
   };
+  // A table of NAME = weight 1..1000: by NID (`nids`), or by job id.
+  auto weights = [](std::map<std::string, int64_t>* out, bool nids) -> Reader {
+    return [=](const Ctx& c, const toml::node& n, std::string_view key) -> Status {
+      const toml::table* t = n.as_table();
+      if (!t)
+        return err(c, n.source(), key,
+                   nids ? "must be a table of NID = weight, e.g. { \"198.18.0.2@tcp\" = 4 }"
+                        : "must be a table of job id = weight, e.g. { \"alpha.1001\" = 4 }");
+      out->clear();
+      for (const auto& [k, v] : *t) {
+        std::string name(k.str());
+        if (nids) {
+          auto nid = Nid::parse(name);
+          if (!nid.ok()) return err(c, v.source(), key, nid.status().message());
+          name = nid->to_string();
+        } else if (name.empty()) {
+          return err(c, v.source(), key, "a job id must not be empty");
+        }
+        std::optional<int64_t> w = v.value_exact<int64_t>();
+        if (!w || *w < 1 || *w > 1000)
+          return err(c, v.source(), key,
+                     "the weight of " + std::string(k.str()) + " must be an integer 1..1000");
+        (*out)[name] = *w;
+      }
+      return Status::Ok();
+    };
+  };
   const std::map<std::string, Reader, std::less<>> rpc_keys = {
       {"max_rpcs_in_flight", int_key(&cfg.rpc.max_rpcs_in_flight, 1, 1 << 16)},
       {"peer_rpcs_in_flight",
@@ -323,6 +350,21 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
          Status t = check_job_name(cfg.rpc.jobid_name);
          return t.ok() ? t : err(c, n.source(), key, t.message());
        }},
+      {"nrs_policy",
+       [&](const Ctx& c, const toml::node& n, std::string_view key) {
+         Status s = string_key(&cfg.rpc.nrs_policy, false)(c, n, key);
+         if (!s.ok()) return s;
+         if (cfg.rpc.nrs_policy != "fifo" && cfg.rpc.nrs_policy != "fair")
+           return err(c, n.source(), key,
+                      "must be fifo (first come, first served) or fair (round-robin across "
+                      "clients and jobs)");
+         return Status::Ok();
+       }},
+      {"nrs_slots", int_key(&cfg.rpc.nrs_slots, 1, 65536)},
+      {"nrs_idle_ms", int_key(&cfg.rpc.nrs_idle_ms, 1, 600000)},
+      {"nrs_reserve", int_key(&cfg.rpc.nrs_reserve, 0, 65536)},
+      {"nrs_client_weights", weights(&cfg.rpc.nrs_client_weights, true)},
+      {"nrs_job_weights", weights(&cfg.rpc.nrs_job_weights, false)},
   };
   const std::map<std::string, Reader, std::less<>> stats_keys = {
       {"rpcPerfRawStatBufferSize", int_key(&cfg.stats.rpcPerfRawStatBufferSize, 1, 1 << 24)},

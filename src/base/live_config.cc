@@ -15,7 +15,8 @@ bool runtime_key(std::string_view key) {
          key == "rpc.peer_rpcs_in_flight" || key == "lnet.credits" || key == "lnet.peer_credits" ||
          key == "lnet.checksum" || key == "lnet.tx_buffer_size" || key == "lnet.rx_buffer_size" ||
          key == "lnet.conns_per_peer" || key == "health.slow_ops_s" ||
-         key == "health.slow_ops_p99_factor" || key == "health.slow_ops_p99_min_s";
+         key == "health.slow_ops_p99_factor" || key == "health.slow_ops_p99_min_s" ||
+         key.starts_with("rpc.nrs_");
 }
 
 std::vector<ConfigChange> config_diff(const Config& before, const Config& after) {

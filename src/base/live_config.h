@@ -23,8 +23,8 @@ namespace pfsnet {
 // Keys that take effect at run time: stats.*, tune.*, node.log_level,
 // rpc.max_rpcs_in_flight, rpc.peer_rpcs_in_flight, lnet.credits, lnet.peer_credits, lnet.checksum,
 // lnet.tx_buffer_size, lnet.rx_buffer_size, lnet.conns_per_peer (new connections),
-// health.slow_ops_s, health.slow_ops_p99_factor, health.slow_ops_p99_min_s. Every other key needs a
-// restart.
+// health.slow_ops_s, health.slow_ops_p99_factor, health.slow_ops_p99_min_s, rpc.nrs_*. Every other
+// key needs a restart.
 bool runtime_key(std::string_view key);
 
 struct ConfigChange {

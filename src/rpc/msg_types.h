@@ -98,6 +98,17 @@ constexpr bool monitoring_msg(uint32_t type) {
   }
 }
 
+// The requests a server's scheduling policy (rpc/nrs.h) orders: the data path's -- self-test
+// BRW, the block service's reads and writes and its info -- and every application type.
+// Not the rest: the cluster watching itself (monitoring_msg) and PING must not queue
+// behind a busy client's work, and SELFTEST_RUN, IOBENCH and the token messages wait for
+// other requests (a whole test's, a revoked token's release) that the policy could hold
+// behind them.
+constexpr bool nrs_scheduled(uint32_t type) {
+  return type == kMsgBrwWrite || type == kMsgBrwRead || type == kMsgBlockWrite ||
+         type == kMsgBlockRead || type == kMsgBlockInfo || type >= kMsgFirstUser;
+}
+
 struct MsgType {
   uint32_t id;
   std::string_view name;

@@ -103,6 +103,15 @@ class RpcEngine final : public NetRx {
   size_t expire(TimePoint now);
   // The worker pool's queue and wait (rpc.workers threads).
   WorkerStats worker_stats() const { return server_.worker_stats(); }
+  // The request scheduling policy as a server (rpc/nrs.h), changed at run time; its figures
+  // (nullopt under fifo).
+  void set_request_policy(NrsPolicyKind kind, const FairShareOptions& o) {
+    server_.set_policy(kind, o);
+  }
+  NrsPolicyKind request_policy() const { return server_.policy(); }
+  std::optional<RpcServer::PolicyFigures> request_policy_figures() const {
+    return server_.policy_figures();
+  }
   // The reply cache's figures (exactly-once execution of the requests served here).
   ReplyCacheStats replay_stats() const { return server_.replay_stats(); }
   // An evicted client (its NID): the reply cache lets its records go; a late copy of one of

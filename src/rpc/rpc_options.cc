@@ -23,6 +23,12 @@ RpcOptions RpcOptions::from(const Config& cfg) {
   ro.ops_history.window = std::chrono::seconds(cfg.rpc.ops_history_window);
   ro.ops_history.min_duration = std::chrono::milliseconds(cfg.rpc.ops_history_min_ms);
   ro.default_job_id = resolve_job_id(JobIdRule{cfg.rpc.jobid_var, cfg.rpc.jobid_name});
+  ro.nrs_policy = parse_nrs_policy(cfg.rpc.nrs_policy).value_or(NrsPolicyKind::kFifo);
+  ro.nrs.slots = static_cast<int>(cfg.rpc.nrs_slots);
+  ro.nrs.idle = std::chrono::milliseconds(cfg.rpc.nrs_idle_ms);
+  ro.nrs.reserve = static_cast<int>(cfg.rpc.nrs_reserve);
+  ro.nrs.client_weights = cfg.rpc.nrs_client_weights;
+  ro.nrs.job_weights = cfg.rpc.nrs_job_weights;
   return ro;
 }
 

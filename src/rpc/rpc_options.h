@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "rpc/nrs.h"
 #include "rpc/op_tracker.h"
 #include "rpc/reply_cache.h"
 #include "rpc/waiter.h"
@@ -53,6 +54,10 @@ struct RpcOptions {
   // The job id of a call whose CallOptions name none (rpc.jobid_var, rpc.jobid_name
   // resolved in this process: base/job_id.h); "" for none.
   std::string default_job_id;
+  // The request scheduling policy as a server (rpc/nrs.h): its kind and, for fair, the
+  // slots of asynchronous handlers (worker handlers' are `workers`), idle time and weights.
+  NrsPolicyKind nrs_policy = NrsPolicyKind::kFifo;
+  FairShareOptions nrs;
 
   // max_rpcs_in_flight (and per peer), the default timeout (transaction_timeout), max_bulk
   // (2 x maxBlockSize) and retry_count of a node's config.

@@ -81,7 +81,9 @@ RpcServer::RpcServer(Net& net, const RpcOptions& opts, const std::atomic<RpcStat
             o.restart_window = opts.default_timeout;  // no copy sent before the start is later
             return o;
           }(),
-          net.clock().now()) {}
+          net.clock().now()) {
+  set_policy(opts.nrs_policy, opts.nrs);
+}
 
 void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
   if (f.hdr.msg_type == kMsgRpcDone) {
@@ -103,12 +105,35 @@ void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     credit.release();
     return;
   }
+  RequestScheduler* nrs =
+      nrs_[!t.async && t.mode == HandlerMode::kWorker].load(std::memory_order_acquire);
+  if (nrs && nrs_scheduled(f.hdr.msg_type)) {
+    // Held until the policy lets it in, with its receive credit: it counts against its
+    // client's window as a request in service does (rpc/nrs.h).
+    NrsFlowKey flow{from, std::string(f.hdr.ext.job())};
+    const uint64_t bytes = f.payload.size() + f.bulk.size();
+    struct Held {
+      InFrame f;
+      RxCredit credit;
+    };
+    auto held = std::make_shared<Held>(Held{std::move(f), std::move(credit)});
+    nrs->submit(std::move(flow), bytes, [this, &t, from, saved, held](RequestScheduler::Slot slot) {
+      start(t, from, std::move(held->f), std::move(held->credit), saved, std::move(slot));
+    });
+    return;
+  }
+  start(t, from, std::move(f), std::move(credit), saved, {});
+}
+
+void RpcServer::start(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit, bool saved,
+                      RequestScheduler::Slot slot) {
   if (t.async) {
-    serve_async(t, from, std::move(f), std::move(credit), saved);
+    serve_async(t, from, std::move(f), std::move(credit), saved, std::move(slot));
     return;
   }
   // `op`: a worker runs it (null inline), which says how long it waited for one.
-  auto run = [this, &t, from, saved](InFrame& fr, RxCredit& cr, OpBoard::Ticket* op) {
+  auto run = [this, &t, from, saved](InFrame& fr, RxCredit& cr, OpBoard::Ticket* op,
+                                     RequestScheduler::Slot& sl) {
     const bool queued = op != nullptr;
     if (op) op->executing();
     RpcRequest req{
@@ -132,24 +157,67 @@ void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     cr.release();  // before the reply, so the credit rides on it
     if (op) op->ended(resp.status);
     send_reply(from, fr.hdr, fr.times.complete, std::move(resp), true, saved, waited);
+    sl.release();  // the policy's next request may start here
   };
   if (t.mode == HandlerMode::kInline) {
-    run(f, credit, nullptr);
+    run(f, credit, nullptr, slot);
     return;
   }
   struct Job {
     InFrame f;
     RxCredit credit;
     OpBoard::Ticket op;  // off the board once the job is done with (its reply sent)
+    RequestScheduler::Slot slot;
   };
   OpBoard::Ticket op = board_.enter(server_op(from, f.hdr, f.times.complete), OpPhase::kQueued);
-  auto job = std::make_shared<Job>(Job{std::move(f), std::move(credit), std::move(op)});
-  if (!workers_.submit([job, run]() mutable { run(job->f, job->credit, &job->op); })) {
+  auto job =
+      std::make_shared<Job>(Job{std::move(f), std::move(credit), std::move(op), std::move(slot)});
+  if (!workers_.submit([job, run]() mutable { run(job->f, job->credit, &job->op, job->slot); })) {
     job->credit.release();
     RpcResponse r;
     r.status = Status(Code::kCancelled, "server is shutting down");
     send_reply(from, job->f.hdr, job->f.times.complete, std::move(r), false, saved);
   }
+}
+
+void RpcServer::stop() {
+  for (auto& q : nrs_)
+    if (RequestScheduler* r = q.exchange(nullptr, std::memory_order_acq_rel)) r->drain();
+  workers_.stop();
+}
+
+void RpcServer::set_policy(NrsPolicyKind kind, const FairShareOptions& o) {
+  MutexLock lk(nrs_mu_);
+  for (int workers = 0; workers < 2; ++workers) {
+    RequestScheduler* cur = nrs_[workers].load(std::memory_order_acquire);
+    if (kind == NrsPolicyKind::kFifo) {
+      if (cur) {
+        nrs_[workers].store(nullptr, std::memory_order_release);
+        cur->drain();  // what it held starts now; its slots come back to it, unused
+      }
+      continue;
+    }
+    FairShareOptions own = o;
+    if (workers) own.slots = std::max(1, opts_.workers);
+    if (cur) {
+      cur->set_options(std::move(own));
+      continue;
+    }
+    nrs_all_.push_back(std::make_unique<RequestScheduler>(clock_, std::move(own)));
+    nrs_[workers].store(nrs_all_.back().get(), std::memory_order_release);
+  }
+}
+
+NrsPolicyKind RpcServer::policy() const {
+  return nrs_[0].load(std::memory_order_acquire) ? NrsPolicyKind::kFair : NrsPolicyKind::kFifo;
+}
+
+std::optional<RpcServer::PolicyFigures> RpcServer::policy_figures() const {
+  MutexLock lk(nrs_mu_);
+  RequestScheduler* a = nrs_[0].load(std::memory_order_acquire);
+  RequestScheduler* w = nrs_[1].load(std::memory_order_acquire);
+  if (!a || !w) return std::nullopt;
+  return PolicyFigures{a->figures(), w->figures()};
 }
 
 std::vector<Op> RpcServer::ops() const {
@@ -182,7 +250,7 @@ Op RpcServer::server_op(const Nid& from, const FrameHeader& h, TimePoint arrived
 }
 
 void RpcServer::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit,
-                            bool saved) {
+                            bool saved, RequestScheduler::Slot slot) {
   // The credit rides on the reply: released just before it is sent (or now, kReturned).
   if (!t.hold_credit) credit.release();
   auto cr = std::make_shared<RxCredit>(std::move(credit));
@@ -191,11 +259,13 @@ void RpcServer::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxC
   // On the board until the responder is done with (answered, or dropped unanswered).
   auto op = std::make_shared<OpBoard::Ticket>(
       board_.enter(server_op(from, hdr, received), OpPhase::kExecuting));
+  auto sl = std::make_shared<RequestScheduler::Slot>(std::move(slot));
   Responder resp(
-      [this, from, hdr, received, cr, saved, op](RpcResponse&& r) {
+      [this, from, hdr, received, cr, saved, op, sl](RpcResponse&& r) {
         cr->release();
         op->ended(r.status);
         send_reply(from, hdr, received, std::move(r), true, saved);
+        sl->release();
       },
       [op](std::string_view what) {  // what its handler waits for (diag ops)
         if (what.empty())

@@ -20,6 +20,7 @@
 #include "net/net.h"
 #include "rpc/op_tracker.h"
 #include "rpc/reply_cache.h"
+#include "rpc/request_scheduler.h"
 #include "rpc/rpc_options.h"
 #include "rpc/worker_pool.h"
 #include "stats/rpc_stats.h"
@@ -44,8 +45,21 @@ class RpcServer {
   void refuse_corrupt(const Nid& from, const FrameHeader& hdr, RxCredit credit);
   // Forgets idle client incarnations (every 10 s of `now`).
   void expire(TimePoint now);
-  // Stops the workers (a request after it is answered kCancelled).
-  void stop() { workers_.stop(); }
+  // Stops the workers (a request after it is answered kCancelled); requests a scheduling
+  // policy holds start first.
+  void stop();
+
+  // The request scheduling policy (rpc/nrs.h) at run time: fifo (none: each request
+  // starts as it arrives), or fair with `o`. Requests a policy going away holds start at
+  // once; a policy kept takes its new options.
+  void set_policy(NrsPolicyKind kind, const FairShareOptions& o);
+  NrsPolicyKind policy() const;
+  // The policy's figures, of the asynchronous and inline handlers' requests and of the
+  // worker handlers' (their slots: rpc.workers); nullopt under fifo.
+  struct PolicyFigures {
+    RequestScheduler::Figures handlers, workers;
+  };
+  std::optional<PolicyFigures> policy_figures() const;
 
   // A reply as sent and, when its send fails, resent: shared with the reply cache when it
   // keeps it, else owned (one allocation less per reply of a repeatable request).
@@ -75,7 +89,12 @@ class RpcServer {
   std::string type_name(uint32_t type) const { return names_.name(type); }
   // Names `type` and files it as served, once run or repeatable as `exec` says.
   TypeInfo& add_type(uint32_t type, std::string name, Execution exec);
-  void serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit, bool saved);
+  // A request admitted and let in by the policy (`slot`: its place in service, given back
+  // once its reply is sent; empty under fifo): to its handler.
+  void start(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit, bool saved,
+             RequestScheduler::Slot slot);
+  void serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit, bool saved,
+                   RequestScheduler::Slot slot);
   // A request of an incarnation: runs (true) unless the reply cache has seen it, in which
   // case it is answered or dropped here (false). `copy`: flagged kFlagResend, of a type
   // that keeps no record of its own across a restart (ReplyCache::admit).
@@ -106,6 +125,14 @@ class RpcServer {
   WorkerPool workers_;
   std::unordered_map<uint32_t, TypeInfo> types_;
   OpBoard board_;  // requests a worker or an asynchronous handler has
+
+  // The scheduling policy in force, for the asynchronous and inline handlers' requests
+  // ([0]) and the worker handlers' ([1], as many slots as workers: more would only queue
+  // for a worker first come, first served); null: fifo (one atomic load per request). One
+  // replaced stays (in nrs_all_) for the slots of the requests it started.
+  std::atomic<RequestScheduler*> nrs_[2] = {nullptr, nullptr};
+  mutable Mutex nrs_mu_;
+  std::vector<std::unique_ptr<RequestScheduler>> nrs_all_ GUARDED_BY(nrs_mu_);
 
   // The memory of requests run (exactly-once).
   mutable Mutex replay_mu_;

@@ -1,0 +1,90 @@
+// RequestScheduler: a server's request scheduling policy in force (rpc/nrs.h holds its
+// pure core): requests wait here between admission and their handler, and start as the
+// policy lets them. A started request holds a Slot until its reply is sent; giving it
+// back starts whatever the policy lets in next, on the thread that gave it back (a
+// worker's, an I/O thread, a timer's) -- a request of a worker type only queues for a
+// worker there.
+//
+// Threads: every function from any thread. The lock is never held while a request starts.
+#pragma once
+
+#include <pfsnet/clock.h>
+
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "base/mutex.h"
+#include "rpc/nrs.h"
+
+namespace pfsnet {
+
+class RequestScheduler {
+ public:
+  // A request in service; its slot is given back by release() or when this goes.
+  class Slot {
+   public:
+    Slot() = default;
+    Slot(Slot&& o) noexcept : s_(std::exchange(o.s_, nullptr)), key_(std::move(o.key_)) {}
+    Slot& operator=(Slot&& o) noexcept {
+      if (this != &o) {
+        release();
+        s_ = std::exchange(o.s_, nullptr);
+        key_ = std::move(o.key_);
+      }
+      return *this;
+    }
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+    ~Slot() { release(); }
+    void release() {
+      if (RequestScheduler* s = std::exchange(s_, nullptr)) s->done(key_);
+    }
+
+   private:
+    friend class RequestScheduler;
+    Slot(RequestScheduler* s, NrsFlowKey key) : s_(s), key_(std::move(key)) {}
+    RequestScheduler* s_ = nullptr;
+    NrsFlowKey key_;
+  };
+  using Start = std::function<void(Slot)>;
+
+  RequestScheduler(Clock& clock, FairShareOptions o) : clock_(clock), core_(std::move(o)) {}
+
+  // A request of `flow` carrying `bytes`: `start` runs (here, or on the thread that frees
+  // a slot) when the policy lets it into service.
+  void submit(NrsFlowKey flow, uint64_t bytes, Start start);
+  // New slots, idle time or weights: what now fits starts.
+  void set_options(FairShareOptions o);
+  // Every request waiting starts now, whatever the slots: the policy is replaced or the
+  // server stops.
+  void drain();
+
+  struct Figures {
+    FairShareOptions options;
+    size_t waiting = 0;
+    int active = 0;
+    std::vector<NrsFlowStats> flows;
+  };
+  Figures figures() const;
+
+ private:
+  void done(const NrsFlowKey& flow);
+  // Starts what the policy lets in; one thread at a time does (another's call just asks it
+  // to look again).
+  void pump();
+
+  Clock& clock_;
+  mutable Mutex mu_;
+  FairShare core_ GUARDED_BY(mu_);
+  struct Held {
+    NrsFlowKey flow;
+    Start start;
+  };
+  std::unordered_map<uint64_t, Held> held_ GUARDED_BY(mu_);
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  bool pumping_ GUARDED_BY(mu_) = false;
+  bool again_ GUARDED_BY(mu_) = false;
+};
+
+}  // namespace pfsnet
