@@ -58,5 +58,6 @@ void add_fault(CLI::App& app, Invocation& inv);
 void add_storage(CLI::App& app, Invocation& inv);
 void add_upgrade(CLI::App& app, Invocation& inv);
 void add_route(CLI::App& app, Invocation& inv);
+void add_nrs(CLI::App& app, Invocation& inv);
 
 }  // namespace pfsnet::cli

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   add_tune(app, inv);
   add_fault(app, inv);
   add_route(app, inv);
+  add_nrs(app, inv);
   add_storage(app, inv);
   try {
     app.parse(argc, argv);  // runs the chosen subcommand's callback

@@ -391,6 +391,7 @@ void add_node_commands(AdminCommands& cmds, const NodeParts& n) {
   cmds.add("fault_del", [n](const json& r, E) { return fault_del(n, r); });
   add_storage_commands(cmds, n);
   add_route_commands(cmds, n);
+  add_nrs_commands(cmds, n);
 }
 
 MetricsSnapshot metrics_snapshot(const NodeParts& node) {

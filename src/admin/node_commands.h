@@ -53,6 +53,8 @@ struct NodeParts {
 void add_node_commands(AdminCommands& cmds, const NodeParts& node);
 // route_add, route_del, route_show and routerstat (route_commands.cc).
 void add_route_commands(AdminCommands& cmds, const NodeParts& node);
+// nrs, nrs_set (nrs_commands.cc).
+void add_nrs_commands(AdminCommands& cmds, const NodeParts& node);
 // A router's figures as routerstat and /api/v1/routerstat show them.
 nlohmann::json router_stats_json(const RouterStats& s);
 // storage (the block server's figures), file_put and file_get (storage_commands.cc).

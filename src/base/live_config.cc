@@ -100,6 +100,12 @@ Result<ConfigApplied> LiveConfig::apply_locked(const Config& next, bool refuse_r
 
   in_force.rpc.max_rpcs_in_flight = next.rpc.max_rpcs_in_flight;
   in_force.rpc.peer_rpcs_in_flight = next.rpc.peer_rpcs_in_flight;
+  in_force.rpc.nrs_policy = next.rpc.nrs_policy;
+  in_force.rpc.nrs_slots = next.rpc.nrs_slots;
+  in_force.rpc.nrs_idle_ms = next.rpc.nrs_idle_ms;
+  in_force.rpc.nrs_reserve = next.rpc.nrs_reserve;
+  in_force.rpc.nrs_client_weights = next.rpc.nrs_client_weights;
+  in_force.rpc.nrs_job_weights = next.rpc.nrs_job_weights;
   in_force.health.slow_ops_s = next.health.slow_ops_s;
   in_force.health.slow_ops_p99_factor = next.health.slow_ops_p99_factor;
   in_force.health.slow_ops_p99_min_s = next.health.slow_ops_p99_min_s;

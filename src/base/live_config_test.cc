@@ -41,7 +41,7 @@ TEST(LiveConfigTest, EveryRuntimeKeyTakesEffectWhenSet) {
     } else if (value.starts_with('{')) {
       candidates = {"{ \"198.18.0.2@tcp\" = 64 }"};
     } else if (value.starts_with('"')) {
-      candidates = {"\"debug\"", "\"warn\"", "\"json\"", "\"x\""};
+      candidates = {"\"debug\"", "\"warn\"", "\"json\"", "\"fair\"", "\"x\""};
     } else if (value.find_first_of(".e") != std::string::npos) {
       candidates = {std::to_string(std::stod(value) * 2 + 1), std::to_string(std::stod(value) / 2)};
     } else {

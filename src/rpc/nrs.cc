@@ -84,7 +84,7 @@ void FairShare::push(const NrsFlowKey& flow, uint64_t bytes, TimePoint now, uint
     f.stats.weight = weight_of(flow);
   }
   unlist_idle(f);
-  f.queue.push_back({id, bytes, now});
+  f.queue.push_back({id, bytes, now, refusals_});
   f.last = now;
   ++waiting_;
   if (!f.in_ring) {
@@ -118,7 +118,8 @@ uint64_t FairShare::take(Flow& f, TimePoint now) {
   NrsFlowStats& s = f.stats;
   ++s.requests;
   s.bytes += w.bytes;
-  if (Duration waited = now - w.arrived; waited > Duration(0)) {
+  if (w.refusals != refusals_) {
+    const Duration waited = now - w.arrived;
     ++s.held;
     s.held_bytes += w.bytes;
     s.held_total += waited;
@@ -129,6 +130,12 @@ uint64_t FairShare::take(Flow& f, TimePoint now) {
 
 std::optional<uint64_t> FairShare::pop(TimePoint now) {
   expire(now);
+  std::optional<uint64_t> id = next(now);
+  if (!id && waiting_ > 0) ++refusals_;
+  return id;
+}
+
+std::optional<uint64_t> FairShare::next(TimePoint now) {
   if (active_ >= opts_.slots) return std::nullopt;
   for (size_t n = ring_.size(); n > 0; --n) {
     NrsFlowKey key = ring_.front();

@@ -76,8 +76,10 @@ struct FairShareOptions {
 struct NrsFlowStats {
   NrsFlowKey key;
   int64_t weight = 1;
-  uint64_t requests = 0, bytes = 0;   // handed to their handlers
-  uint64_t held = 0, held_bytes = 0;  // of those, the ones that waited here, and their bytes
+  uint64_t requests = 0, bytes = 0;  // handed to their handlers
+  // Of those, the ones the policy held (a slot it asked for was refused while it waited),
+  // their bytes, and their time here.
+  uint64_t held = 0, held_bytes = 0;
   Duration held_total{0}, held_max{0};
   size_t waiting = 0;  // now
   int active = 0;      // in service now
@@ -112,6 +114,7 @@ class FairShare {
   struct Waiting {
     uint64_t id, bytes;
     TimePoint arrived;
+    uint64_t refusals;  // refusals_ when it came: held when the policy said no since
   };
   struct Flow {
     NrsFlowStats stats;
@@ -132,6 +135,7 @@ class FairShare {
   // Whether `f`, with a request waiting, may take a free slot now.
   bool may_start(const Flow& f) const;
   uint64_t take(Flow& f, TimePoint now);
+  std::optional<uint64_t> next(TimePoint now);
 
   FairShareOptions opts_;
   Flows flows_;
@@ -139,6 +143,7 @@ class FairShare {
   // Present flows with nothing waiting or in service, by when their last request ended.
   std::list<std::pair<TimePoint, NrsFlowKey>> idle_;
   size_t waiting_ = 0;
+  uint64_t refusals_ = 0;  // pop() calls that left a request waiting
   int active_ = 0;
   TimePoint swept_{};
 };

@@ -118,6 +118,7 @@ TEST(FairShare, WhatEachFlowWasHeldIsCounted) {
   f.push(client(1), 1000, t, 1);
   f.push(client(2), 10, t, 2);
   ASSERT_EQ(f.pop(t), 1u);  // at once: not held
+  ASSERT_FALSE(f.pop(t));   // client 2's is refused a slot: held from here
   f.done(client(1), t + 5ms);
   ASSERT_EQ(f.pop(t + 5ms), 2u);  // held 5 ms
   auto flows = f.flows();

@@ -37,6 +37,8 @@ class RequestScheduler {
     Slot(const Slot&) = delete;
     Slot& operator=(const Slot&) = delete;
     ~Slot() { release(); }
+    // Whether it holds a slot (not under fifo, nor once released).
+    bool held() const { return s_ != nullptr; }
     void release() {
       if (RequestScheduler* s = std::exchange(s_, nullptr)) s->done(key_);
     }

@@ -259,13 +259,14 @@ void RpcServer::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxC
   // On the board until the responder is done with (answered, or dropped unanswered).
   auto op = std::make_shared<OpBoard::Ticket>(
       board_.enter(server_op(from, hdr, received), OpPhase::kExecuting));
-  auto sl = std::make_shared<RequestScheduler::Slot>(std::move(slot));
+  // No allocation under fifo: there is no slot to give back.
+  auto sl = slot.held() ? std::make_shared<RequestScheduler::Slot>(std::move(slot)) : nullptr;
   Responder resp(
       [this, from, hdr, received, cr, saved, op, sl](RpcResponse&& r) {
         cr->release();
         op->ended(r.status);
         send_reply(from, hdr, received, std::move(r), true, saved);
-        sl->release();
+        if (sl) sl->release();
       },
       [op](std::string_view what) {  // what its handler waits for (diag ops)
         if (what.empty())
