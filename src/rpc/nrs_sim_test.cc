@@ -173,5 +173,56 @@ TEST(NrsSimTest, AGreedyClientLeavesOrdinaryClientsWithinTwiceTheirLatencyAloneU
   EXPECT_GE(crrn.greedy_mib_s, 0.95 * fifo.greedy_mib_s);
 }
 
+// A request the policy holds is on the server's board from its arrival, saying what it
+// waits for (`pfsnet diag ops`), and runs its handler when a slot frees.
+TEST(NrsSimTest, AHeldRequestIsOnTheBoardSayingWhatItWaitsFor) {
+  SimCluster c;
+  RpcOptions so;
+  so.nrs_policy = NrsPolicyKind::kFair;
+  so.nrs.slots = 1;
+  SimNode* srv = c.add("srv", {*Nid::parse("198.18.0.1@tcp")}, {}, so);
+  std::vector<Responder> open;
+  srv->rpc.handle_async(
+      kWork, "WORK", [&](RpcRequest&, Responder r) { open.push_back(std::move(r)); },
+      Execution::kRepeatable);
+  SimNode* cl = c.add("cl", {*Nid::parse("198.18.0.2@tcp")});
+  int answered = 0;
+  for (int i = 0; i < 2; ++i)
+    cl->rpc.call_async(srv->nids[0], kWork, Buffer(), nullptr, [&](RpcReply&& r) {
+      EXPECT_TRUE(r.status.ok()) << r.status.to_string();
+      ++answered;
+    });
+  c.run_for(10ms, 1ms);
+  ASSERT_EQ(open.size(), 1u) << "one slot: one handler runs";
+  std::vector<Op> ops = srv->rpc.ops_in_flight();
+  ASSERT_EQ(ops.size(), 2u);
+  int held = 0, executing = 0;
+  for (const Op& op : ops) {
+    if (op.phase == OpPhase::kQueued) {
+      ++held;
+      EXPECT_NE(op.detail.find("request scheduler"), std::string::npos) << op.detail;
+    }
+    executing += op.phase == OpPhase::kExecuting;
+  }
+  EXPECT_EQ(held, 1);
+  EXPECT_EQ(executing, 1);
+  std::exchange(open[0], Responder()).reply(RpcResponse{});  // its slot frees: the held one starts
+  c.run_for(10ms, 1ms);
+  ASSERT_EQ(open.size(), 2u);
+  ops = srv->rpc.ops_in_flight();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].phase, OpPhase::kExecuting);
+  std::exchange(open[1], Responder()).reply(RpcResponse{});
+  c.run_for(10ms, 1ms);
+  EXPECT_EQ(answered, 2);
+  EXPECT_TRUE(srv->rpc.ops_in_flight().empty());
+  auto f = srv->rpc.request_policy_figures();
+  ASSERT_TRUE(f);
+  ASSERT_EQ(f->handlers.flows.size(), 1u);
+  EXPECT_EQ(f->handlers.flows[0].held, 1u);
+  EXPECT_EQ(f->handlers.flows[0].requests, 2u);
+  EXPECT_EQ(f->handlers.active, 0);
+}
+
 }  // namespace
 }  // namespace pfsnet

@@ -239,6 +239,15 @@ void OpBoard::Ticket::executing() {
   it_->handler_at = now;
 }
 
+void OpBoard::Ticket::queued(std::string why) {
+  if (!board_) return;
+  TimePoint now = board_->clock_.now();
+  MutexLock lk(board_->mu_);
+  it_->phase = OpPhase::kQueued;
+  it_->phase_since = now;
+  it_->detail = std::move(why);
+}
+
 void OpBoard::Ticket::waiting(std::string what) {
   if (!board_) return;
   TimePoint now = board_->clock_.now();

@@ -185,6 +185,8 @@ class OpBoard {
     ~Ticket();
     // Its handler starts (a worker took it up).
     void executing();
+    // It waits to start, for `why` ("" : for a worker, as rpc.workers says).
+    void queued(std::string why);
     // Its handler waits for `what` ("a block buffer: ..."); resumed() when it has it.
     // Both are in its timeline.
     void waiting(std::string what);

@@ -112,13 +112,19 @@ void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
     // client's window as a request in service does (rpc/nrs.h).
     NrsFlowKey flow{from, std::string(f.hdr.ext.job())};
     const uint64_t bytes = f.payload.size() + f.bulk.size();
+    // On the board from its arrival: `diag ops` shows what it waits for.
     struct Held {
       InFrame f;
       RxCredit credit;
+      std::optional<OpBoard::Ticket> op;
     };
-    auto held = std::make_shared<Held>(Held{std::move(f), std::move(credit)});
+    auto held = std::make_shared<Held>(Held{std::move(f), std::move(credit), std::nullopt});
+    held->op.emplace(
+        board_.enter(server_op(from, held->f.hdr, held->f.times.complete), OpPhase::kQueued));
+    held->op->queued("a slot of the request scheduler (rpc.nrs_policy fair)");
     nrs->submit(std::move(flow), bytes, [this, &t, from, saved, held](RequestScheduler::Slot slot) {
-      start(t, from, std::move(held->f), std::move(held->credit), saved, std::move(slot));
+      start(t, from, std::move(held->f), std::move(held->credit), saved, std::move(slot),
+            std::move(held->op));
     });
     return;
   }
@@ -126,9 +132,9 @@ void RpcServer::serve(const Nid& from, InFrame&& f, RxCredit credit) {
 }
 
 void RpcServer::start(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit, bool saved,
-                      RequestScheduler::Slot slot) {
+                      RequestScheduler::Slot slot, std::optional<OpBoard::Ticket> op) {
   if (t.async) {
-    serve_async(t, from, std::move(f), std::move(credit), saved, std::move(slot));
+    serve_async(t, from, std::move(f), std::move(credit), saved, std::move(slot), std::move(op));
     return;
   }
   // `op`: a worker runs it (null inline), which says how long it waited for one.
@@ -160,7 +166,8 @@ void RpcServer::start(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit 
     sl.release();  // the policy's next request may start here
   };
   if (t.mode == HandlerMode::kInline) {
-    run(f, credit, nullptr, slot);
+    // Held by the policy: it waited, and says how long as a worker's request does.
+    run(f, credit, op ? &*op : nullptr, slot);
     return;
   }
   struct Job {
@@ -169,9 +176,12 @@ void RpcServer::start(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit 
     OpBoard::Ticket op;  // off the board once the job is done with (its reply sent)
     RequestScheduler::Slot slot;
   };
-  OpBoard::Ticket op = board_.enter(server_op(from, f.hdr, f.times.complete), OpPhase::kQueued);
+  if (op)
+    op->queued("");  // now for a worker
+  else
+    op.emplace(board_.enter(server_op(from, f.hdr, f.times.complete), OpPhase::kQueued));
   auto job =
-      std::make_shared<Job>(Job{std::move(f), std::move(credit), std::move(op), std::move(slot)});
+      std::make_shared<Job>(Job{std::move(f), std::move(credit), std::move(*op), std::move(slot)});
   if (!workers_.submit([job, run]() mutable { run(job->f, job->credit, &job->op, job->slot); })) {
     job->credit.release();
     RpcResponse r;
@@ -224,7 +234,8 @@ std::vector<Op> RpcServer::ops() const {
   std::vector<Op> v = board_.in_flight();
   const WorkerStats w = workers_.stats();
   for (Op& op : v) {
-    if (op.phase == OpPhase::kWaiting) continue;  // its handler said for what
+    if (op.phase == OpPhase::kWaiting) continue;                       // its handler said for what
+    if (op.phase == OpPhase::kQueued && !op.detail.empty()) continue;  // held by the policy
     if (op.phase == OpPhase::kQueued)
       op.detail = "waiting for a worker: " + std::to_string(w.busy) + " of " +
                   std::to_string(w.threads) + " busy, " + std::to_string(w.queued) +
@@ -250,15 +261,19 @@ Op RpcServer::server_op(const Nid& from, const FrameHeader& h, TimePoint arrived
 }
 
 void RpcServer::serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit,
-                            bool saved, RequestScheduler::Slot slot) {
+                            bool saved, RequestScheduler::Slot slot,
+                            std::optional<OpBoard::Ticket> held_op) {
   // The credit rides on the reply: released just before it is sent (or now, kReturned).
   if (!t.hold_credit) credit.release();
   auto cr = std::make_shared<RxCredit>(std::move(credit));
   FrameHeader hdr = f.hdr;
   TimePoint received = f.times.complete;
-  // On the board until the responder is done with (answered, or dropped unanswered).
-  auto op = std::make_shared<OpBoard::Ticket>(
-      board_.enter(server_op(from, hdr, received), OpPhase::kExecuting));
+  // On the board until the responder is done with (answered, or dropped unanswered); since
+  // its arrival when the policy held it.
+  auto op = held_op ? std::make_shared<OpBoard::Ticket>(std::move(*held_op))
+                    : std::make_shared<OpBoard::Ticket>(
+                          board_.enter(server_op(from, hdr, received), OpPhase::kExecuting));
+  if (held_op) op->executing();
   // No allocation under fifo: there is no slot to give back.
   auto sl = slot.held() ? std::make_shared<RequestScheduler::Slot>(std::move(slot)) : nullptr;
   Responder resp(

@@ -91,10 +91,11 @@ class RpcServer {
   TypeInfo& add_type(uint32_t type, std::string name, Execution exec);
   // A request admitted and let in by the policy (`slot`: its place in service, given back
   // once its reply is sent; empty under fifo): to its handler.
+  // `op`: its place on the board since it arrived, when the policy held it.
   void start(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit, bool saved,
-             RequestScheduler::Slot slot);
+             RequestScheduler::Slot slot, std::optional<OpBoard::Ticket> op = std::nullopt);
   void serve_async(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit credit, bool saved,
-                   RequestScheduler::Slot slot);
+                   RequestScheduler::Slot slot, std::optional<OpBoard::Ticket> op);
   // A request of an incarnation: runs (true) unless the reply cache has seen it, in which
   // case it is answered or dropped here (false). `copy`: flagged kFlagResend, of a type
   // that keeps no record of its own across a restart (ReplyCache::admit).
