@@ -35,7 +35,8 @@ std::string NrsFlowKey::to_string() const {
 }
 
 size_t NrsFlowKeyHash::operator()(const NrsFlowKey& k) const {
-  return std::hash<std::string>()(k.client.to_string()) * 31 + std::hash<std::string>()(k.job);
+  const size_t h = std::hash<Nid>()(k.client);
+  return k.job.empty() ? h : h * 0x9e3779b97f4a7c15ull ^ std::hash<std::string>()(k.job);
 }
 
 FairShare::FairShare(FairShareOptions o) { set_options(std::move(o)); }

@@ -6,11 +6,25 @@ namespace pfsnet {
 void RequestScheduler::submit(NrsFlowKey flow, uint64_t bytes, Start start) {
   {
     MutexLock lk(mu_);
-    const uint64_t id = next_id_++;
+    uint64_t id;
+    if (free_.empty()) {
+      id = held_.size();
+      held_.push_back({});
+    } else {
+      id = free_.back();
+      free_.pop_back();
+    }
     core_.push(flow, bytes, clock_.now(), id);
-    held_.emplace(id, Held{std::move(flow), std::move(start)});
+    held_[id] = Held{std::move(flow), std::move(start)};
   }
   pump();
+}
+
+RequestScheduler::Held RequestScheduler::take(uint64_t id) {
+  Held h = std::move(held_[id]);
+  held_[id].start = nullptr;
+  free_.push_back(id);
+  return h;
 }
 
 void RequestScheduler::set_options(FairShareOptions o) {
@@ -33,11 +47,7 @@ void RequestScheduler::drain() {
   std::vector<Held> ready;
   {
     MutexLock lk(mu_);
-    for (uint64_t id : core_.drain(clock_.now())) {
-      auto it = held_.find(id);
-      ready.push_back(std::move(it->second));
-      held_.erase(it);
-    }
+    for (uint64_t id : core_.drain(clock_.now())) ready.push_back(take(id));
   }
   for (Held& h : ready) h.start(Slot(this, std::move(h.flow)));
 }
@@ -51,24 +61,21 @@ void RequestScheduler::pump() {
     }
     pumping_ = true;
   }
+  // Only this thread touches ready_ until pumping_ is false again.
   for (;;) {
-    std::vector<Held> ready;
+    ready_.clear();
     {
       MutexLock lk(mu_);
       again_ = false;
       const TimePoint now = clock_.now();
-      while (auto id = core_.pop(now)) {
-        auto it = held_.find(*id);
-        ready.push_back(std::move(it->second));
-        held_.erase(it);
-      }
-      if (ready.empty()) {
+      while (auto id = core_.pop(now)) ready_.push_back(take(*id));
+      if (ready_.empty()) {
         pumping_ = false;
         return;
       }
     }
     // A start that frees its slot at once (an inline handler) asks for another look.
-    for (Held& h : ready) h.start(Slot(this, std::move(h.flow)));
+    for (Held& h : ready_) h.start(Slot(this, std::move(h.flow)));
   }
 }
 

@@ -11,7 +11,6 @@
 #include <pfsnet/clock.h>
 
 #include <functional>
-#include <unordered_map>
 #include <vector>
 
 #include "base/mutex.h"
@@ -83,10 +82,16 @@ class RequestScheduler {
     NrsFlowKey flow;
     Start start;
   };
-  std::unordered_map<uint64_t, Held> held_ GUARDED_BY(mu_);
-  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  // The requests waiting, by id: an index into held_, its entries reused (free_), so a
+  // request costs no allocation here once the server has seen its peak.
+  std::vector<Held> held_ GUARDED_BY(mu_);
+  // The request `id` out of held_, its entry free for the next.
+  Held take(uint64_t id) REQUIRES(mu_);
+  std::vector<uint64_t> free_ GUARDED_BY(mu_);
   bool pumping_ GUARDED_BY(mu_) = false;
   bool again_ GUARDED_BY(mu_) = false;
+  // The pumping thread's batch (one thread pumps at a time), kept for its capacity.
+  std::vector<Held> ready_;
 };
 
 }  // namespace pfsnet
