@@ -15,13 +15,14 @@
 # the block service with an in-memory target against raw TCP; each cell moves 1 GiB) and
 # router_bench (1 MiB writes and 64 B round trips through an LNet-style router beside the
 # same pair on one network, on 1 Gbit/s tbf-shaped veths in namespaces; and unshaped, where
-# the three daemons' CPUs are the bound; about 2 minutes; needs root).
+# the three daemons' CPUs are the bound; about 2 minutes; needs root) and nrs_bench (what the
+# fair request scheduling policy costs a server per request, beside a plain FIFO queue).
 #   bench/run.sh --router    router_bench alone
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DPFSNET_BUILD_TESTS=OFF >/dev/null
-cmake --build build-release -j "$(nproc)" --target pfsnet_bench membership_bench health_bench mesh_bench wan_bench gpfs_bench router_bench pfsnetd pfsnet_delay_line >/dev/null
+cmake --build build-release -j "$(nproc)" --target pfsnet_bench membership_bench health_bench mesh_bench wan_bench gpfs_bench router_bench nrs_bench pfsnetd pfsnet_delay_line >/dev/null
 # Runs one part, saying on stderr how long it took.
 part() {
   local name=$1 start=$SECONDS
@@ -48,4 +49,5 @@ if [ $# -eq 0 ]; then
   part gpfs_bench build-release/bench/gpfs_bench --pfsnetd build-release/apps/pfsnetd \
     --pfsnet-bench build-release/bench/pfsnet_bench
   part router_bench build-release/bench/router_bench --pfsnetd build-release/apps/pfsnetd --unshaped
+  part nrs_bench build-release/bench/nrs_bench
 fi
