@@ -2,6 +2,8 @@
 // (netns_health_test.cc).
 #pragma once
 
+#include <sstream>
+
 #include "netns_rails.h"
 
 namespace pfsnet::testing::netns {
@@ -192,6 +194,7 @@ class BridgedCluster {
     for (size_t k = 0; k <= nodes_.size(); ++k) {
       const bool sw = k == nodes_.size();
       if (!sw && k == except) continue;
+      if (!sw) n += tcp_receive_drops(k);
       auto [rc, out] = run({ip_, "-s", "-j", "-n", sw ? sw_ : ns_of(k), "link", "show"}, 10000ms);
       if (rc != 0) continue;
       json links = json::parse(out, nullptr, false);
@@ -205,6 +208,33 @@ class BridgedCluster {
       }
     }
     return n;
+  }
+
+  // Segments node i's kernel dropped on receipt for its own reasons (a full receive queue
+  // or socket backlog, out-of-order queue pruned, no memory; /proc/net/netstat of its
+  // namespace): a host too busy to read, which TCP's sender sees as loss.
+  uint64_t tcp_receive_drops(size_t i) {
+    auto [rc, out] = run({ip_, "netns", "exec", ns_of(i), "cat", "/proc/net/netstat"}, 10000ms);
+    if (rc != 0) return 0;
+    static const std::set<std::string> kDrops = {
+        "TCPRcvQDrop", "TCPBacklogDrop",    "TCPOFODrop",     "RcvPruned",
+        "OfoPruned",   "TCPZeroWindowDrop", "PFMemallocDrop", "TCPMinTTLDrop"};
+    std::istringstream in(out);
+    std::string names, values;
+    uint64_t n = 0;
+    while (std::getline(in, names) && std::getline(in, values)) {
+      std::istringstream a(names), b(values);
+      std::string k, v;
+      while (a >> k && b >> v)
+        if (kDrops.count(k)) n += std::strtoull(v.c_str(), nullptr, 10);
+    }
+    return n;
+  }
+  // `ss -tin` in node i's namespace for the connections to `addr`: each one's TCP figures
+  // (retransmits, D-SACKs, reordering, RTT), to tell what a LOSSY verdict saw.
+  std::string tcp_connections(size_t i, const std::string& addr) {
+    auto [rc, out] = run({ip_, "netns", "exec", ns_of(i), "ss", "-tin", "dst", addr}, 10000ms);
+    return rc == 0 ? out : "ss failed: " + out;
   }
 
   // `pfsnet <args> --json` against node i's daemon; null when it fails.

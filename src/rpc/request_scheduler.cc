@@ -28,11 +28,13 @@ RequestScheduler::Held RequestScheduler::take(uint64_t id) {
 }
 
 void RequestScheduler::set_options(FairShareOptions o) {
-  {
-    MutexLock lk(mu_);
-    core_.set_options(std::move(o));
-  }
-  pump();
+  MutexLock lk(mu_);
+  core_.set_options(std::move(o));
+}
+
+void RequestScheduler::release_all() {
+  MutexLock lk(mu_);
+  unbounded_ = true;
 }
 
 void RequestScheduler::done(const NrsFlowKey& flow) {
@@ -68,7 +70,10 @@ void RequestScheduler::pump() {
       MutexLock lk(mu_);
       again_ = false;
       const TimePoint now = clock_.now();
-      while (auto id = core_.pop(now)) ready_.push_back(take(*id));
+      if (unbounded_)
+        for (uint64_t id : core_.drain(now)) ready_.push_back(take(id));
+      else
+        while (auto id = core_.pop(now)) ready_.push_back(take(*id));
       if (ready_.empty()) {
         pumping_ = false;
         return;

@@ -55,10 +55,15 @@ class RequestScheduler {
   // A request of `flow` carrying `bytes`: `start` runs (here, or on the thread that frees
   // a slot) when the policy lets it into service.
   void submit(NrsFlowKey flow, uint64_t bytes, Start start);
-  // New slots, idle time or weights: what now fits starts.
+  // New slots, idle time or weights, from the next start on: when a slot is given back or
+  // a request comes (a request waits only while another is in service, whose end comes).
+  // Runs no handler on the caller's thread, which may hold its own locks (a config
+  // change's applier runs under the configuration's).
   void set_options(FairShareOptions o);
-  // Every request waiting starts now, whatever the slots: the policy is replaced or the
-  // server stops.
+  // The policy is replaced: every request waiting starts, whatever the slots, when the
+  // next slot is given back or request comes -- not on the caller's thread, as above.
+  void release_all();
+  // Every request waiting starts now, on this thread, whatever the slots: the server stops.
   void drain();
 
   struct Figures {
@@ -90,6 +95,7 @@ class RequestScheduler {
   std::vector<uint64_t> free_ GUARDED_BY(mu_);
   bool pumping_ GUARDED_BY(mu_) = false;
   bool again_ GUARDED_BY(mu_) = false;
+  bool unbounded_ GUARDED_BY(mu_) = false;  // release_all(): no slots any more
   // The pumping thread's batch (one thread pumps at a time), kept for its capacity.
   std::vector<Held> ready_;
 };

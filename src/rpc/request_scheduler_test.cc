@@ -98,5 +98,31 @@ TEST(RequestSchedulerTest, DrainStartsWhatWaitsAndLateSlotsComeBackHarmlessly) {
   EXPECT_EQ(s.figures().active, 0);
 }
 
+// A policy replaced (release_all) or given new options runs no handler on the caller's
+// thread; what it holds starts when the next slot is given back.
+TEST(RequestSchedulerTest, ReplacedOrChangedItStartsWhatWaitsAtTheNextSlotGivenBack) {
+  MonotonicClock clock;
+  RequestScheduler s(clock, FairShareOptions{.slots = 1});
+  std::vector<RequestScheduler::Slot> held;
+  int started = 0;
+  for (int i = 0; i < 4; ++i)
+    s.submit(flow(1), 1, [&](RequestScheduler::Slot slot) {
+      ++started;
+      held.push_back(std::move(slot));
+    });
+  ASSERT_EQ(started, 1);
+  s.set_options(FairShareOptions{.slots = 2});
+  EXPECT_EQ(started, 1) << "not on the caller's thread";
+  RequestScheduler::Slot first = std::move(held[0]);
+  first.release();  // two slots now: two more start
+  EXPECT_EQ(started, 3);
+  s.release_all();
+  EXPECT_EQ(started, 3) << "not on the caller's thread";
+  RequestScheduler::Slot second = std::move(held[1]);
+  second.release();  // the rest, whatever the slots
+  EXPECT_EQ(started, 4);
+  EXPECT_EQ(s.figures().waiting, 0u);
+}
+
 }  // namespace
 }  // namespace pfsnet

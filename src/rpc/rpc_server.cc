@@ -203,7 +203,9 @@ void RpcServer::set_policy(NrsPolicyKind kind, const FairShareOptions& o) {
     if (kind == NrsPolicyKind::kFifo) {
       if (cur) {
         nrs_[workers].store(nullptr, std::memory_order_release);
-        cur->drain();  // what it held starts now; its slots come back to it, unused
+        // What it holds starts as its requests in service end (not here: the caller may be
+        // a config applier, under the configuration's lock); their slots come back to it.
+        cur->release_all();
       }
       continue;
     }

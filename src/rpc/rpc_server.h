@@ -50,8 +50,9 @@ class RpcServer {
   void stop();
 
   // The request scheduling policy (rpc/nrs.h) at run time: fifo (none: each request
-  // starts as it arrives), or fair with `o`. Requests a policy going away holds start at
-  // once; a policy kept takes its new options.
+  // starts as it arrives), or fair with `o`. Requests a policy going away holds start as
+  // its requests in service end; a policy kept takes its new options from its next start.
+  // Runs no handler on the caller's thread.
   void set_policy(NrsPolicyKind kind, const FairShareOptions& o);
   NrsPolicyKind policy() const;
   // The policy's figures, of the asynchronous and inline handlers' requests and of the
