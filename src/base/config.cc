@@ -271,14 +271,17 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"router_ping_timeout", int_key(&cfg.lnet.router_ping_timeout, 1, 3600)},
       {"avoid_asym_router_failure", bool_key(&cfg.lnet.avoid_asym_router_failure)},
   };
-  // A table of NAME = weight 1..1000: by NID (`nids`), or by job id.
-  auto weights = [](std::map<std::string, int64_t>* out, bool nids) -> Reader {
+  // A table of NAME = integer lo..hi, NAME a NID (`nids`: kept as Nid::to_string writes
+  // it) or any non-empty string; `what` names the value ("RPCs", "weight") and `example`
+  // shows a table.
+  auto int_table = [](std::map<std::string, int64_t>* out, bool nids, int64_t lo, int64_t hi,
+                      std::string what, std::string example) -> Reader {
     return [=](const Ctx& c, const toml::node& n, std::string_view key) -> Status {
       const toml::table* t = n.as_table();
       if (!t)
         return err(c, n.source(), key,
-                   nids ? "must be a table of NID = weight, e.g. { \"198.18.0.2@tcp\" = 4 }"
-                        : "must be a table of job id = weight, e.g. { \"alpha.1001\" = 4 }");
+                   "must be a table of " + std::string(nids ? "NID" : "job id") + " = " + what +
+                       ", e.g. " + example);
       out->clear();
       for (const auto& [k, v] : *t) {
         std::string name(k.str());
@@ -290,9 +293,10 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
           return err(c, v.source(), key, "a job id must not be empty");
         }
         std::optional<int64_t> w = v.value_exact<int64_t>();
-        if (!w || *w < 1 || *w > 1000)
+        if (!w || *w < lo || *w > hi)
           return err(c, v.source(), key,
-                     "the weight of " + std::string(k.str()) + " must be an integer 1..1000");
+                     "the value of " + std::string(k.str()) + " must be an integer " +
+                         std::to_string(lo) + ".." + std::to_string(hi));
         (*out)[name] = *w;
       }
       return Status::Ok();
@@ -300,24 +304,8 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
   };
   const std::map<std::string, Reader, std::less<>> rpc_keys = {
       {"max_rpcs_in_flight", int_key(&cfg.rpc.max_rpcs_in_flight, 1, 1 << 16)},
-      {"peer_rpcs_in_flight",
-       [&](const Ctx& c, const toml::node& n, std::string_view key) {
-         const toml::table* t = n.as_table();
-         if (!t)
-           return err(c, n.source(), key,
-                      "must be a table of NID = RPCs, e.g. { \"198.18.0.2@tcp\" = 64 }");
-         cfg.rpc.peer_rpcs_in_flight.clear();
-         for (const auto& [k, v] : *t) {
-           auto nid = Nid::parse(k.str());
-           if (!nid.ok()) return err(c, v.source(), key, nid.status().message());
-           std::optional<int64_t> rpcs = v.value_exact<int64_t>();
-           if (!rpcs || *rpcs < 1 || *rpcs > (1 << 16))
-             return err(c, v.source(), key,
-                        "the value of " + std::string(k.str()) + " must be an integer 1..65536");
-           cfg.rpc.peer_rpcs_in_flight[nid->to_string()] = *rpcs;
-         }
-         return Status::Ok();
-       }},
+      {"peer_rpcs_in_flight", int_table(&cfg.rpc.peer_rpcs_in_flight, true, 1, 1 << 16, "RPCs",
+                                        "{ \"198.18.0.2@tcp\" = 64 }")},
       {"workers", int_key(&cfg.rpc.workers, 1, 256)},
       {"reply_cache_entries", int_key(&cfg.rpc.reply_cache_entries, 16, 1 << 20)},
       {"reply_cache_bytes",
@@ -363,8 +351,10 @@ Result<Config> parse_config(std::string_view text, std::string_view origin) {
       {"nrs_slots", int_key(&cfg.rpc.nrs_slots, 1, 65536)},
       {"nrs_idle_ms", int_key(&cfg.rpc.nrs_idle_ms, 1, 600000)},
       {"nrs_reserve", int_key(&cfg.rpc.nrs_reserve, 0, 65536)},
-      {"nrs_client_weights", weights(&cfg.rpc.nrs_client_weights, true)},
-      {"nrs_job_weights", weights(&cfg.rpc.nrs_job_weights, false)},
+      {"nrs_client_weights", int_table(&cfg.rpc.nrs_client_weights, true, 1, 1000, "weight",
+                                       "{ \"198.18.0.2@tcp\" = 4 }")},
+      {"nrs_job_weights",
+       int_table(&cfg.rpc.nrs_job_weights, false, 1, 1000, "weight", "{ \"alpha.1001\" = 4 }")},
   };
   const std::map<std::string, Reader, std::less<>> stats_keys = {
       {"rpcPerfRawStatBufferSize", int_key(&cfg.stats.rpcPerfRawStatBufferSize, 1, 1 << 24)},

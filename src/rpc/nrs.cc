@@ -92,33 +92,33 @@ void FairShare::push(const NrsFlowKey& flow, uint64_t bytes, TimePoint now, uint
     ring_.push_back(flow);
     f.in_ring = true;
     f.turn_left = f.stats.weight;
+    if (f.stats.active == 0) ++ring_unserved_;
   }
 }
 
 bool FairShare::may_start(const Flow& f) const {
   if (f.stats.active == 0) return true;
-  // Other flows present with nothing in service: those lately done, and those waiting.
-  size_t unserved = idle_.size();
-  for (const NrsFlowKey& k : ring_) {
-    const Flow& g = flows_.at(k);
-    if (&g != &f && g.stats.active == 0) ++unserved;
-  }
+  // Other flows present with nothing in service: those lately done, and those waiting (not
+  // `f`, which has one in service).
+  const size_t unserved = idle_.size() + ring_unserved_;
   const size_t reserve = std::min<size_t>(
       {unserved, static_cast<size_t>(opts_.reserve), static_cast<size_t>(opts_.slots / 2)});
   const size_t free = static_cast<size_t>(opts_.slots - active_);
   return free > reserve;
 }
 
-uint64_t FairShare::take(Flow& f, TimePoint now) {
+uint64_t FairShare::take(Flow& f, TimePoint now, bool* held) {
   Waiting w = f.queue.front();
   f.queue.pop_front();
   --waiting_;
   ++active_;
+  if (f.in_ring && f.stats.active == 0) --ring_unserved_;
   ++f.stats.active;
   f.last = now;
   NrsFlowStats& s = f.stats;
   ++s.requests;
   s.bytes += w.bytes;
+  if (held) *held = w.refusals != refusals_;
   if (w.refusals != refusals_) {
     const Duration waited = now - w.arrived;
     ++s.held;
@@ -129,14 +129,14 @@ uint64_t FairShare::take(Flow& f, TimePoint now) {
   return w.id;
 }
 
-std::optional<uint64_t> FairShare::pop(TimePoint now) {
+std::optional<uint64_t> FairShare::pop(TimePoint now, bool* held) {
   expire(now);
-  std::optional<uint64_t> id = next(now);
+  std::optional<uint64_t> id = next(now, held);
   if (!id && waiting_ > 0) ++refusals_;
   return id;
 }
 
-std::optional<uint64_t> FairShare::next(TimePoint now) {
+std::optional<uint64_t> FairShare::next(TimePoint now, bool* held) {
   if (active_ >= opts_.slots) return std::nullopt;
   for (size_t n = ring_.size(); n > 0; --n) {
     NrsFlowKey key = ring_.front();
@@ -146,7 +146,7 @@ std::optional<uint64_t> FairShare::next(TimePoint now) {
       ring_.push_back(std::move(key));
       continue;
     }
-    const uint64_t id = take(f, now);
+    const uint64_t id = take(f, now, held);
     if (--f.turn_left <= 0 || f.queue.empty()) {
       ring_.pop_front();
       if (f.queue.empty()) {
@@ -168,6 +168,7 @@ void FairShare::done(const NrsFlowKey& flow, TimePoint now) {
   --active_;
   --f.stats.active;
   f.last = now;
+  if (f.in_ring && f.stats.active == 0) ++ring_unserved_;
   if (f.stats.active == 0 && f.queue.empty()) {
     idle_.emplace_back(now, flow);
     f.idle_listed = true;
@@ -183,6 +184,7 @@ std::vector<uint64_t> FairShare::drain(TimePoint now) {
     for (const Waiting& w : f.queue) all.push_back({w.arrived, {&f, w.id}});
   }
   ring_.clear();
+  ring_unserved_ = 0;
   std::stable_sort(all.begin(), all.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<uint64_t> out;

@@ -97,8 +97,9 @@ class FairShare {
   // caller's name for it.
   void push(const NrsFlowKey& flow, uint64_t bytes, TimePoint now, uint64_t id);
   // The next request the policy lets into service at `now`, if any: in service until
-  // done() is called for its flow.
-  std::optional<uint64_t> pop(TimePoint now);
+  // done() is called for its flow. `held`: set to whether the policy held it (refused it a
+  // slot while it waited).
+  std::optional<uint64_t> pop(TimePoint now, bool* held = nullptr);
   // A request of `flow` that pop() gave left service (its reply was sent).
   void done(const NrsFlowKey& flow, TimePoint now);
   // Every request waiting, in arrival order, handed over now whatever the slots (the policy
@@ -134,12 +135,14 @@ class FairShare {
   void unlist_idle(Flow& f);
   // Whether `f`, with a request waiting, may take a free slot now.
   bool may_start(const Flow& f) const;
-  uint64_t take(Flow& f, TimePoint now);
-  std::optional<uint64_t> next(TimePoint now);
+  // `held`: whether the policy held it.
+  uint64_t take(Flow& f, TimePoint now, bool* held = nullptr);
+  std::optional<uint64_t> next(TimePoint now, bool* held);
 
   FairShareOptions opts_;
   Flows flows_;
   std::deque<NrsFlowKey> ring_;  // flows with requests waiting, in turn order
+  size_t ring_unserved_ = 0;     // of those, the ones with none in service
   // Present flows with nothing waiting or in service, by when their last request ended.
   std::list<std::pair<TimePoint, NrsFlowKey>> idle_;
   size_t waiting_ = 0;

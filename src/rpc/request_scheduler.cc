@@ -46,12 +46,8 @@ void RequestScheduler::done(const NrsFlowKey& flow) {
 }
 
 void RequestScheduler::drain() {
-  std::vector<Held> ready;
-  {
-    MutexLock lk(mu_);
-    for (uint64_t id : core_.drain(clock_.now())) ready.push_back(take(id));
-  }
-  for (Held& h : ready) h.start(Slot(this, std::move(h.flow)));
+  release_all();
+  pump();
 }
 
 void RequestScheduler::pump() {
@@ -70,17 +66,25 @@ void RequestScheduler::pump() {
       MutexLock lk(mu_);
       again_ = false;
       const TimePoint now = clock_.now();
-      if (unbounded_)
-        for (uint64_t id : core_.drain(now)) ready_.push_back(take(id));
-      else
-        while (auto id = core_.pop(now)) ready_.push_back(take(*id));
+      if (unbounded_) {
+        for (uint64_t id : core_.drain(now)) {
+          ready_.push_back(take(id));
+          ready_.back().waited = true;  // it was waiting when the policy went
+        }
+      } else {
+        bool held = false;
+        while (auto id = core_.pop(now, &held)) {
+          ready_.push_back(take(*id));
+          ready_.back().waited = held;
+        }
+      }
       if (ready_.empty()) {
         pumping_ = false;
         return;
       }
     }
     // A start that frees its slot at once (an inline handler) asks for another look.
-    for (Held& h : ready_) h.start(Slot(this, std::move(h.flow)));
+    for (Held& h : ready_) h.start(Slot(this, std::move(h.flow), h.waited));
   }
 }
 

@@ -24,12 +24,14 @@ class RequestScheduler {
   class Slot {
    public:
     Slot() = default;
-    Slot(Slot&& o) noexcept : s_(std::exchange(o.s_, nullptr)), key_(std::move(o.key_)) {}
+    Slot(Slot&& o) noexcept
+        : s_(std::exchange(o.s_, nullptr)), key_(std::move(o.key_)), waited_(o.waited_) {}
     Slot& operator=(Slot&& o) noexcept {
       if (this != &o) {
         release();
         s_ = std::exchange(o.s_, nullptr);
         key_ = std::move(o.key_);
+        waited_ = o.waited_;
       }
       return *this;
     }
@@ -38,15 +40,19 @@ class RequestScheduler {
     ~Slot() { release(); }
     // Whether it holds a slot (not under fifo, nor once released).
     bool held() const { return s_ != nullptr; }
+    // Whether the policy held the request before it started (refused it a slot).
+    bool waited() const { return waited_; }
     void release() {
       if (RequestScheduler* s = std::exchange(s_, nullptr)) s->done(key_);
     }
 
    private:
     friend class RequestScheduler;
-    Slot(RequestScheduler* s, NrsFlowKey key) : s_(s), key_(std::move(key)) {}
+    Slot(RequestScheduler* s, NrsFlowKey key, bool waited)
+        : s_(s), key_(std::move(key)), waited_(waited) {}
     RequestScheduler* s_ = nullptr;
     NrsFlowKey key_;
+    bool waited_ = false;
   };
   using Start = std::function<void(Slot)>;
 
@@ -63,7 +69,8 @@ class RequestScheduler {
   // The policy is replaced: every request waiting starts, whatever the slots, when the
   // next slot is given back or request comes -- not on the caller's thread, as above.
   void release_all();
-  // Every request waiting starts now, on this thread, whatever the slots: the server stops.
+  // Every request waiting starts now, whatever the slots: the server stops. On this thread,
+  // or on the one pumping at the time.
   void drain();
 
   struct Figures {
@@ -86,6 +93,7 @@ class RequestScheduler {
   struct Held {
     NrsFlowKey flow;
     Start start;
+    bool waited = false;  // set as it leaves: the policy held it
   };
   // The requests waiting, by id: an index into held_, its entries reused (free_), so a
   // request costs no allocation here once the server has seen its peak.

@@ -166,7 +166,9 @@ void RpcServer::start(const TypeInfo& t, const Nid& from, InFrame&& f, RxCredit 
     sl.release();  // the policy's next request may start here
   };
   if (t.mode == HandlerMode::kInline) {
-    // Held by the policy: it waited, and says how long as a worker's request does.
+    // Held by the policy: it waited, and says how long as a worker's request does; one the
+    // policy let in at once runs as an inline request always did (off the board).
+    if (op && !slot.waited()) op.reset();
     run(f, credit, op ? &*op : nullptr, slot);
     return;
   }
